@@ -1,0 +1,39 @@
+# Entry points: `make demo` and `make test` install what is missing, build, and run.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+.PHONY: all deps configure build test test-asan demo bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > /dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory test-asan
+
+# The core tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEDDY_SANITIZE=ON \
+	  -DEDDY_BUILD_BENCH=OFF -DEDDY_BUILD_EXAMPLES=OFF > /dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) -L core --output-on-failure -j $(JOBS)
+
+demo: build
+	./$(BUILD)/examples/cpp/derivatives
+
+bench: build
+	./$(BUILD)/bench/eddy_bench
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,195 @@
+// The reverse-mode engine: a topological walk from the outputs that calls each node's VJP rule,
+// un-broadcasts and accumulates cotangents, and skips everything no target depends on.
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy {
+namespace {
+
+// Identity of a value in the graph: its node for op outputs, its meta for leaves.
+const void* key_of(const Tensor& t) {
+  const auto& meta = t.impl()->autograd;
+  if (!meta) return nullptr;
+  if (meta->grad_fn) return meta->grad_fn.get();
+  return meta->requires_grad ? meta.get() : nullptr;
+}
+
+Node* node_of(const Tensor& t) {
+  const auto& meta = t.impl()->autograd;
+  return meta ? meta->grad_fn.get() : nullptr;
+}
+
+class BackwardPass {
+ public:
+  // `targets` are the keys whose cotangents are wanted; with `all_leaves` every leaf is one.
+  BackwardPass(const std::vector<Tensor>& outputs, std::unordered_set<const void*> targets,
+               bool all_leaves)
+      : targets_(std::move(targets)), all_leaves_(all_leaves) {
+    order_nodes(outputs);
+  }
+
+  std::unordered_map<const void*, Tensor> run(const std::vector<Tensor>& outputs,
+                                              const std::vector<Tensor>& grad_outputs) {
+    std::unordered_map<const void*, Tensor> cotangents;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (const void* key = key_of(outputs[i])) accumulate(cotangents, key, grad_outputs[i]);
+    }
+    // Consumers before producers: reverse post-order.
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+      Node* node = *it;
+      if (!needed_.count(node)) continue;
+      auto found = cotangents.find(node);
+      if (found == cotangents.end()) continue;
+      Tensor cotangent = found->second;
+      if (!is_target(node)) cotangents.erase(found);
+      const Primitive& primitive = *node->primitive;
+      for (size_t i = 0; i < node->inputs.size(); ++i) {
+        const Tensor& input = node->inputs[i];
+        const void* key = key_of(input);
+        if (!key || !primitive.differentiable_input(static_cast<int>(i))) continue;
+        Node* producer = node_of(input);
+        if (producer ? !needed_.count(producer) : !is_target(key)) continue;
+        Tensor g = primitive.vjp(node->inputs, node->attrs, static_cast<int>(i), cotangent);
+        if (!g.defined()) continue;
+        if (g.shape() != input.shape()) g = sum_to_shape(g, input.shape());
+        EDDY_CHECK(g.dtype() == input.dtype(), "internal: vjp rule of ", primitive.name,
+                   " returned ", g.dtype(), " for a ", input.dtype(), " input");
+        accumulate(cotangents, key, g);
+        if (!producer) leaves_.emplace(key, input);
+      }
+    }
+    return cotangents;
+  }
+
+  // Leaf tensors reached, by key (for backward()'s accumulation into .grad).
+  const std::unordered_map<const void*, Tensor>& leaves() const { return leaves_; }
+
+ private:
+  bool is_target(const void* key) const {
+    return targets_.count(key) || (all_leaves_ && leaf_keys_.count(key));
+  }
+
+  static void accumulate(std::unordered_map<const void*, Tensor>& cotangents, const void* key,
+                         const Tensor& g) {
+    auto [it, inserted] = cotangents.try_emplace(key, g);
+    if (!inserted) it->second = add(it->second, g);
+  }
+
+  // Iterative DFS post-order over nodes; marks the nodes from which a target is reachable.
+  void order_nodes(const std::vector<Tensor>& outputs) {
+    struct Frame {
+      Node* node;
+      size_t next_input;
+    };
+    std::unordered_set<Node*> visited;
+    std::vector<Frame> stack;
+    for (const Tensor& output : outputs) {
+      Node* root = node_of(output);
+      if (!root || !visited.insert(root).second) continue;
+      stack.push_back({root, 0});
+      while (!stack.empty()) {
+        Frame& frame = stack.back();
+        if (frame.next_input < frame.node->inputs.size()) {
+          const Tensor& input = frame.node->inputs[frame.next_input++];
+          Node* child = node_of(input);
+          if (child && visited.insert(child).second) stack.push_back({child, 0});
+          continue;
+        }
+        Node* done = frame.node;
+        stack.pop_back();
+        order_.push_back(done);
+        bool needed = targets_.count(done) > 0;
+        for (const Tensor& input : done->inputs) {
+          Node* child = node_of(input);
+          if (child) {
+            needed = needed || needed_.count(child);
+          } else if (const void* key = key_of(input)) {
+            if (all_leaves_) leaf_keys_.insert(key);
+            needed = needed || is_target(key);
+          }
+        }
+        if (needed) needed_.insert(done);
+      }
+    }
+  }
+
+  std::unordered_set<const void*> targets_;
+  bool all_leaves_;
+  std::unordered_set<const void*> leaf_keys_;
+  std::vector<Node*> order_;
+  std::unordered_set<Node*> needed_;
+  std::unordered_map<const void*, Tensor> leaves_;
+};
+
+std::vector<Tensor> seed_cotangents(const std::vector<Tensor>& outputs,
+                                    const std::vector<Tensor>& grad_outputs) {
+  EDDY_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: got ",
+             grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    EDDY_CHECK(out.defined(), "grad: output ", i, " is undefined");
+    if (!grad_outputs.empty() && grad_outputs[i].defined()) {
+      EDDY_CHECK(grad_outputs[i].shape() == out.shape(), "grad: grad_outputs[", i, "] has shape ",
+                 grad_outputs[i].shape(), " but output ", i, " has shape ", out.shape());
+      seeds.push_back(cast(grad_outputs[i], out.dtype()));
+    } else {
+      EDDY_CHECK(out.numel() == 1, "grad: output ", i, " has shape ", out.shape(),
+                 "; pass grad_outputs for outputs with more than one element");
+      seeds.push_back(ones_like(out));
+    }
+  }
+  return seeds;
+}
+
+}  // namespace
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool create_graph) {
+  std::vector<Tensor> seeds = seed_cotangents(outputs, grad_outputs);
+  std::unordered_set<const void*> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EDDY_CHECK(inputs[i].defined(), "grad: input ", i, " is undefined");
+    if (const void* key = key_of(inputs[i])) targets.insert(key);
+  }
+  std::unordered_map<const void*, Tensor> cotangents;
+  {
+    GradModeGuard mode(create_graph);
+    cotangents = BackwardPass(outputs, targets, false).run(outputs, seeds);
+  }
+  std::vector<Tensor> result;
+  for (const Tensor& input : inputs) {
+    auto it = cotangents.find(key_of(input));
+    if (key_of(input) && it != cotangents.end()) {
+      result.push_back(it->second);
+    } else {
+      result.push_back(zeros_like(input));
+    }
+  }
+  return result;
+}
+
+void Tensor::backward(const Tensor& grad_output, bool create_graph) const {
+  EDDY_CHECK(requires_grad(), "backward: tensor does not require gradients (no input of it was "
+             "marked requires_grad_)");
+  std::vector<Tensor> outputs{*this};
+  std::vector<Tensor> seeds = seed_cotangents(outputs, {grad_output});
+  GradModeGuard mode(create_graph);
+  BackwardPass pass(outputs, {}, true);
+  auto cotangents = pass.run(outputs, seeds);
+  std::unordered_map<const void*, Tensor> leaves = pass.leaves();
+  if (is_leaf()) leaves.emplace(key_of(*this), *this);  // backward() on a leaf itself
+  for (auto& [key, leaf] : leaves) {
+    auto it = cotangents.find(key);
+    if (it == cotangents.end()) continue;
+    auto& meta = leaf.impl()->autograd;
+    meta->grad = meta->grad.defined() ? add(meta->grad, it->second) : it->second;
+    if (!create_graph) meta->grad = meta->grad.detach();
+  }
+}
+
+}  // namespace eddy

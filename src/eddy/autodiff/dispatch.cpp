@@ -1,0 +1,174 @@
+// The dispatch point. An op call runs the primitive's value computation, adds forward-mode
+// tangents level by level, and records a reverse-mode node when gradients are being tracked.
+
+#include <algorithm>
+
+#include "eddy/autodiff/forward.h"
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
+#include "eddy/ops/primitive.h"
+
+namespace eddy {
+namespace {
+
+thread_local bool grad_mode_enabled = true;
+thread_local std::vector<int64_t> open_levels;
+int64_t next_level_id = 0;
+
+bool level_open(int64_t level) {
+  return std::find(open_levels.begin(), open_levels.end(), level) != open_levels.end();
+}
+
+bool tracks_gradient(const Tensor& t) {
+  const auto& meta = t.impl()->autograd;
+  return meta && (meta->grad_fn || meta->requires_grad);
+}
+
+// The value at every level from `level` inwards, plus its tangent at `level`.
+Tensor evaluate(const Primitive& primitive, Inputs inputs, const Attrs& attrs,
+                const OutputSpec& spec) {
+  int64_t level = -1;
+  for (const Tensor& input : inputs) level = std::max(level, innermost_level(input));
+  if (level < 0) return primitive.eval(inputs, attrs, spec);
+
+  std::vector<Tensor> primals;
+  primals.reserve(inputs.size());
+  for (const Tensor& input : inputs) primals.push_back(without_tangent(input, level));
+  Tensor out = evaluate(primitive, primals, attrs, spec);
+  if (!is_inexact(spec.dtype) || !primitive.jvp) return out;
+
+  Tensor total;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor tangent = tangent_at(inputs[i], level);
+    if (!tangent.defined() || !primitive.differentiable_input(static_cast<int>(i))) continue;
+    Tensor contribution = primitive.jvp(primals, attrs, static_cast<int>(i), tangent);
+    total = total.defined() ? add(total, contribution) : contribution;
+  }
+  if (!total.defined()) return out;
+  if (total.shape() != spec.shape) total = expand(total, spec.shape);
+  EDDY_CHECK(total.dtype() == spec.dtype, "internal: jvp rule of ", primitive.name, " returned ",
+             total.dtype(), " for a ", spec.dtype, " output");
+  out.impl()->tangents.emplace_back(level, total);
+  return out;
+}
+
+}  // namespace
+
+bool Primitive::differentiable_input(int i) const {
+  return std::find(constant_inputs.begin(), constant_inputs.end(), i) == constant_inputs.end();
+}
+
+std::deque<Primitive>& primitive_registry() {
+  static std::deque<Primitive> registry;
+  return registry;
+}
+
+const Primitive& register_primitive(Primitive primitive) {
+  primitive_registry().push_back(std::move(primitive));
+  return primitive_registry().back();
+}
+
+const std::deque<Primitive>& all_primitives() { return primitive_registry(); }
+
+Tensor dispatch(const Primitive& primitive, Inputs inputs, const Attrs& attrs) {
+  EDDY_CHECK(primitive.arity < 0 || static_cast<int>(inputs.size()) == primitive.arity,
+             primitive.name, ": expected ", primitive.arity, " inputs, got ", inputs.size());
+  EDDY_CHECK(!inputs.empty(), primitive.name, ": needs at least one input");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EDDY_CHECK(inputs[i].defined(), primitive.name, ": input ", i, " is an undefined tensor");
+    EDDY_CHECK(inputs[i].device() == inputs[0].device(), primitive.name, ": input ", i, " is on ",
+               inputs[i].device(), " but input 0 is on ", inputs[0].device());
+  }
+  OutputSpec spec = primitive.infer(inputs, attrs);
+  Tensor out = evaluate(primitive, inputs, attrs, spec);
+
+  if (GradMode::enabled() && is_inexact(spec.dtype) && primitive.vjp) {
+    bool needs_node = false;
+    for (size_t i = 0; i < inputs.size() && !needs_node; ++i) {
+      needs_node = primitive.differentiable_input(static_cast<int>(i)) && tracks_gradient(inputs[i]);
+    }
+    if (needs_node) {
+      auto node = std::make_shared<Node>(
+          Node{&primitive, attrs, std::vector<Tensor>(inputs.begin(), inputs.end())});
+      out.impl()->autograd = std::make_shared<AutogradMeta>(AutogradMeta{std::move(node), false, {}});
+    }
+  }
+  return out;
+}
+
+// ---- GradMode ----
+bool GradMode::enabled() { return grad_mode_enabled; }
+void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+
+// ---- forward levels ----
+ForwardLevel::ForwardLevel() : id_(next_level_id++) { open_levels.push_back(id_); }
+ForwardLevel::~ForwardLevel() { open_levels.pop_back(); }
+
+int64_t innermost_level(const Tensor& tensor) {
+  int64_t level = -1;
+  for (const auto& [id, tangent] : tensor.impl()->tangents) {
+    if (id > level && level_open(id)) level = id;
+  }
+  return level;
+}
+
+Tensor tangent_at(const Tensor& tensor, int64_t level) {
+  for (const auto& [id, tangent] : tensor.impl()->tangents) {
+    if (id == level) return tangent;
+  }
+  return Tensor();
+}
+
+Tensor with_tangent(const Tensor& tensor, int64_t level, const Tensor& tangent) {
+  Tensor alias = without_tangent(tensor, level);
+  if (alias.same(tensor)) alias = shallow_alias(tensor);
+  alias.impl()->tangents.emplace_back(level, tangent);
+  return alias;
+}
+
+Tensor without_tangent(const Tensor& tensor, int64_t level) {
+  auto& tangents = tensor.impl()->tangents;
+  auto it = std::find_if(tangents.begin(), tangents.end(),
+                         [&](const auto& entry) { return entry.first == level; });
+  if (it == tangents.end()) return tensor;
+  Tensor alias = shallow_alias(tensor);
+  alias.impl()->tangents.erase(alias.impl()->tangents.begin() + (it - tangents.begin()));
+  return alias;
+}
+
+// ---- Tensor's autodiff members ----
+bool Tensor::requires_grad() const { return defined() && tracks_gradient(*this); }
+
+Tensor& Tensor::requires_grad_(bool enabled) {
+  check_defined();
+  auto& meta = impl_->autograd;
+  if (!enabled) {
+    EDDY_CHECK(!meta || !meta->grad_fn, "requires_grad_(false): tensor is the output of a recorded op; "
+               "use detach() instead");
+    meta.reset();
+    return *this;
+  }
+  EDDY_CHECK(is_inexact(dtype()), "requires_grad_: only floating and complex tensors can require "
+             "gradients, got ", dtype());
+  if (!meta) meta = std::make_shared<AutogradMeta>();
+  EDDY_CHECK(!meta->grad_fn, "requires_grad_: tensor is already the output of a recorded op");
+  meta->requires_grad = true;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  return !impl()->autograd || !impl()->autograd->grad_fn;
+}
+
+Tensor Tensor::grad() const {
+  const auto& meta = impl()->autograd;
+  return meta ? meta->grad : Tensor();
+}
+
+void Tensor::zero_grad() {
+  if (impl()->autograd) impl()->autograd->grad = Tensor();
+}
+
+Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
+
+}  // namespace eddy

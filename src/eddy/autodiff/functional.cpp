@@ -1,0 +1,147 @@
+// Function transformations: jvp, vjp, grad, hvp, jacobian and hessian.
+
+#include "eddy/autodiff/functional.h"
+
+#include "eddy/ops/ops.h"
+
+namespace eddy {
+namespace {
+
+void check_matching(std::string_view op, const Tensor& primal, const Tensor& other,
+                    std::string_view what, size_t i) {
+  EDDY_CHECK(other.defined(), op, ": ", what, " ", i, " is undefined");
+  EDDY_CHECK(other.shape() == primal.shape(), op, ": ", what, " ", i, " has shape ", other.shape(),
+             " but its primal has shape ", primal.shape());
+}
+
+// A fresh differentiation target standing for `x`: a new leaf when x is a constant (keeping its
+// forward tangents, for forward-over-reverse), and a recorded identity of x otherwise, so an
+// outer grad still sees through it (grad of grad).
+Tensor as_target(const Tensor& x) {
+  if (!x.requires_grad()) {
+    Tensor leaf = shallow_alias(x);
+    leaf.impl()->autograd.reset();
+    return leaf.requires_grad_();
+  }
+  return unsqueeze(x, 0).squeeze(0);
+}
+
+}  // namespace
+
+std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const MultiFunction& f,
+                                                         const std::vector<Tensor>& primals,
+                                                         const std::vector<Tensor>& tangents) {
+  EDDY_CHECK(primals.size() == tangents.size(), "jvp: ", primals.size(), " primals but ",
+             tangents.size(), " tangents");
+  ForwardLevel level;
+  std::vector<Tensor> duals;
+  for (size_t i = 0; i < primals.size(); ++i) {
+    check_matching("jvp", primals[i], tangents[i], "tangent", i);
+    Tensor tangent = tangents[i].dtype() == primals[i].dtype() ? tangents[i]
+                                                                : cast(tangents[i], primals[i].dtype());
+    duals.push_back(with_tangent(primals[i], level.id(), tangent));
+  }
+  std::vector<Tensor> outputs = f(duals);
+  std::vector<Tensor> output_tangents;
+  for (Tensor& out : outputs) {
+    Tensor tangent = tangent_at(out, level.id());
+    output_tangents.push_back(tangent.defined() ? tangent : zeros_like(out));
+    out = without_tangent(out, level.id());
+  }
+  return {outputs, output_tangents};
+}
+
+std::pair<Tensor, Tensor> jvp(const Function& f, const Tensor& primal, const Tensor& tangent) {
+  auto [outs, tans] = jvp([&](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; },
+                          {primal}, {tangent});
+  return {outs[0], tans[0]};
+}
+
+std::pair<std::vector<Tensor>, std::vector<Tensor>> vjp(const MultiFunction& f,
+                                                         const std::vector<Tensor>& primals,
+                                                         const std::vector<Tensor>& cotangents) {
+  // The result must stay differentiable when an outer transformation differentiates it again.
+  bool outer_graph = false;
+  for (const Tensor& x : primals) outer_graph = outer_graph || x.requires_grad();
+  const bool create_graph = GradMode::enabled() && outer_graph;
+  std::vector<Tensor> targets, outputs;
+  {
+    GradModeGuard recording(true);
+    for (const Tensor& x : primals) targets.push_back(as_target(x));
+    outputs = f(targets);
+  }
+  // No cotangents: ones, for functions with one-element outputs (as in grad).
+  EDDY_CHECK(cotangents.empty() || cotangents.size() == outputs.size(), "vjp: ",
+             cotangents.size(), " cotangents for ", outputs.size(), " outputs");
+  for (size_t i = 0; i < cotangents.size(); ++i) {
+    check_matching("vjp", outputs[i], cotangents[i], "cotangent", i);
+  }
+  std::vector<Tensor> grads = grad(outputs, targets, cotangents, create_graph);
+  if (!create_graph) {
+    for (Tensor& out : outputs) out = out.detach();
+  }
+  return {outputs, grads};
+}
+
+std::pair<Tensor, Tensor> vjp(const Function& f, const Tensor& primal, const Tensor& cotangent) {
+  auto [outs, grads] = vjp([&](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x[0])}; },
+                           {primal}, {cotangent});
+  return {outs[0], grads[0]};
+}
+
+Function grad(Function f) {
+  return [f](const Tensor& x) {
+    Tensor probe;
+    auto [outs, grads] = vjp(
+        [&](const std::vector<Tensor>& xs) {
+          probe = f(xs[0]);
+          EDDY_CHECK(probe.numel() == 1, "grad: the function returned shape ", probe.shape(),
+                     "; grad needs a one-element output (use vjp or jacobian otherwise)");
+          return std::vector<Tensor>{probe};
+        },
+        {x}, {});
+    return grads[0];
+  };
+}
+
+Tensor hvp(const Function& f, const Tensor& x, const Tensor& v) {
+  return jvp(grad(f), x, v).second;
+}
+
+Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
+  const int64_t n = x.numel();
+  Shape out_shape;
+  std::vector<Tensor> columns;
+  if (mode == JacobianMode::forward) {
+    for (int64_t i = 0; i < n; ++i) {
+      Tensor direction = zeros({n}, x.dtype());
+      direction.slice(0, i, i + 1).fill_(1.0);
+      auto [out, tangent] = jvp(f, x, direction.reshape(x.shape()));
+      out_shape = out.shape();
+      columns.push_back(flatten(tangent));
+    }
+    // columns[i] holds d out / d x_i: stack on the last axis, then shape out + x.
+    Shape shape = out_shape;
+    shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+    if (n == 0) return zeros(shape, x.dtype());
+    return reshape(stack(columns, 1), shape);
+  }
+  Tensor out = f(x.detach());
+  const int64_t m = out.numel();
+  for (int64_t j = 0; j < m; ++j) {
+    Tensor direction = zeros({m}, out.dtype());
+    direction.slice(0, j, j + 1).fill_(1.0);
+    auto [value, row] = vjp(f, x, direction.reshape(out.shape()));
+    columns.push_back(flatten(row));
+  }
+  Shape shape = out.shape();
+  shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+  if (m == 0) return zeros(shape, x.dtype());
+  return reshape(stack(columns, 0), shape);
+}
+
+Tensor hessian(const Function& f, const Tensor& x) {
+  return jacobian(grad(f), x, JacobianMode::forward);
+}
+
+}  // namespace eddy

@@ -1,0 +1,309 @@
+// Elementwise CPU kernels: copy/cast, fill, unary, binary, where, arange and random draws.
+
+#include <Eigen/Core>
+#include <cmath>
+#include <numbers>
+#include <type_traits>
+
+#include "eddy/backends/cpu/cpu_backend.h"
+#include "eddy/backends/cpu/kernel_util.h"
+#include "eddy/backends/cpu/loops.h"
+#include "eddy/core/rng.h"
+
+namespace eddy::cpu_kernels {
+namespace {
+
+template <typename T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+template <typename T>
+T& at(char* base, int64_t stride, int64_t j) {
+  return *reinterpret_cast<T*>(base + j * stride);
+}
+
+// out = scalar(in) elementwise; `vectorised` handles contiguous runs with Eigen expressions.
+template <typename In, typename Out, typename Scalar, typename Vectorised>
+void map_unary(const Tensor& in, const Tensor& out, Scalar scalar, Vectorised vectorised) {
+  strided_loop<2>(out.shape(), {byte_ptr(out), byte_ptr(in)}, {out.strides(), in.strides()},
+                  {sizeof(Out), sizeof(In)}, [&](const StridedRun<2>& run) {
+                    if (run.stride[0] == sizeof(Out) && run.stride[1] == sizeof(In)) {
+                      ArrayMap<Out> o(reinterpret_cast<Out*>(run.ptr[0]), run.length);
+                      ConstArrayMap<In> i(reinterpret_cast<const In*>(run.ptr[1]), run.length);
+                      vectorised(o, i);
+                    } else {
+                      for (int64_t j = 0; j < run.length; ++j) {
+                        at<Out>(run.ptr[0], run.stride[0], j) =
+                            scalar(at<In>(run.ptr[1], run.stride[1], j));
+                      }
+                    }
+                  });
+}
+
+template <typename In, typename Out, typename Scalar>
+void map_unary(const Tensor& in, const Tensor& out, Scalar scalar) {
+  map_unary<In, Out>(in, out, scalar, [&](auto& o, const auto& i) { o = i.unaryExpr(scalar); });
+}
+
+// out = f(a, b); contiguous and scalar-broadcast runs get plain loops the compiler vectorises.
+template <typename A, typename B, typename Out, typename F>
+void map_binary(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  strided_loop<3>(out.shape(), {byte_ptr(out), byte_ptr(a), byte_ptr(b)},
+                  {out.strides(), a.strides(), b.strides()}, {sizeof(Out), sizeof(A), sizeof(B)},
+                  [&](const StridedRun<3>& run) {
+                    Out* o = reinterpret_cast<Out*>(run.ptr[0]);
+                    const A* x = reinterpret_cast<const A*>(run.ptr[1]);
+                    const B* y = reinterpret_cast<const B*>(run.ptr[2]);
+                    const int64_t n = run.length;
+                    bool dense_out = run.stride[0] == sizeof(Out);
+                    if (dense_out && run.stride[1] == sizeof(A) && run.stride[2] == sizeof(B)) {
+                      for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], y[j]);
+                    } else if (dense_out && run.stride[1] == sizeof(A) && run.stride[2] == 0) {
+                      const B yv = *y;
+                      for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], yv);
+                    } else if (dense_out && run.stride[1] == 0 && run.stride[2] == sizeof(B)) {
+                      const A xv = *x;
+                      for (int64_t j = 0; j < n; ++j) o[j] = f(xv, y[j]);
+                    } else {
+                      for (int64_t j = 0; j < n; ++j) {
+                        at<Out>(run.ptr[0], run.stride[0], j) =
+                            f(at<A>(run.ptr[1], run.stride[1], j), at<B>(run.ptr[2], run.stride[2], j));
+                      }
+                    }
+                  });
+}
+
+template <typename T>
+T sign_of(T x) {
+  return static_cast<T>((T(0) < x) - (x < T(0)));
+}
+
+// Transcendental functions: Eigen's vectorised versions on real contiguous runs.
+template <typename T, typename Scalar, typename Vectorised>
+void transcendental(const Tensor& in, const Tensor& out, Scalar scalar, Vectorised vectorised) {
+  if constexpr (is_complex_v<T>) {
+    map_unary<T, T>(in, out, scalar);
+  } else {
+    map_unary<T, T>(in, out, scalar, vectorised);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::copy(const Tensor& src, const Tensor& out) {
+  EDDY_DISPATCH_ALL(out.dtype(), To, {
+    EDDY_DISPATCH_ALL(src.dtype(), From, {
+      map_unary<From, To>(src, out, [](From v) { return convert<To>(v); });
+    });
+  });
+}
+
+void CpuBackend::fill(const Tensor& out, std::complex<double> value) {
+  EDDY_DISPATCH_ALL(out.dtype(), T, {
+    const T v = convert<T>(value);
+    strided_loop<1>(out.shape(), {byte_ptr(out)}, {out.strides()}, {sizeof(T)},
+                    [&](const StridedRun<1>& run) {
+                      for (int64_t j = 0; j < run.length; ++j) at<T>(run.ptr[0], run.stride[0], j) = v;
+                    });
+  });
+}
+
+void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
+  const DType dtype = in.dtype();
+  switch (kind) {
+    case UnaryKernel::neg:
+      EDDY_DISPATCH_NUMERIC(dtype, T, "neg", map_unary<T, T>(in, out, [](T x) { return T(-x); }));
+      return;
+    case UnaryKernel::exp:
+      EDDY_DISPATCH_INEXACT(dtype, T, "exp", transcendental<T>(in, out, [](T x) { return std::exp(x); },
+                                                          [](auto& o, const auto& i) { o = i.exp(); }));
+      return;
+    case UnaryKernel::log:
+      EDDY_DISPATCH_INEXACT(dtype, T, "log", transcendental<T>(in, out, [](T x) { return std::log(x); },
+                                                          [](auto& o, const auto& i) { o = i.log(); }));
+      return;
+    case UnaryKernel::sin:
+      EDDY_DISPATCH_INEXACT(dtype, T, "sin", transcendental<T>(in, out, [](T x) { return std::sin(x); },
+                                                          [](auto& o, const auto& i) { o = i.sin(); }));
+      return;
+    case UnaryKernel::cos:
+      EDDY_DISPATCH_INEXACT(dtype, T, "cos", transcendental<T>(in, out, [](T x) { return std::cos(x); },
+                                                          [](auto& o, const auto& i) { o = i.cos(); }));
+      return;
+    case UnaryKernel::tanh:
+      EDDY_DISPATCH_INEXACT(dtype, T, "tanh", transcendental<T>(in, out, [](T x) { return std::tanh(x); },
+                                                           [](auto& o, const auto& i) { o = i.tanh(); }));
+      return;
+    case UnaryKernel::sqrt:
+      EDDY_DISPATCH_INEXACT(dtype, T, "sqrt", transcendental<T>(in, out, [](T x) { return std::sqrt(x); },
+                                                           [](auto& o, const auto& i) { o = i.sqrt(); }));
+      return;
+    case UnaryKernel::abs:
+      switch (dtype) {
+        case DType::c64: map_unary<c64, float>(in, out, [](c64 x) { return std::abs(x); }); return;
+        case DType::c128: map_unary<c128, double>(in, out, [](c128 x) { return std::abs(x); }); return;
+        default:
+          EDDY_DISPATCH_REAL(dtype, T, "abs", map_unary<T, T>(in, out, [](T x) { return x < T(0) ? T(-x) : x; }));
+          return;
+      }
+    case UnaryKernel::sign:
+      EDDY_DISPATCH_REAL(dtype, T, "sign", map_unary<T, T>(in, out, [](T x) { return sign_of(x); }));
+      return;
+    case UnaryKernel::real:
+    case UnaryKernel::imag:
+    case UnaryKernel::angle: {
+      auto part = [kind](auto z) {
+        if (kind == UnaryKernel::real) return z.real();
+        if (kind == UnaryKernel::imag) return z.imag();
+        return std::arg(z);
+      };
+      if (dtype == DType::c64) map_unary<c64, float>(in, out, part);
+      else if (dtype == DType::c128) map_unary<c128, double>(in, out, part);
+      else unsupported("real/imag/angle", dtype);
+      return;
+    }
+    case UnaryKernel::conj:
+      if (dtype == DType::c64) map_unary<c64, c64>(in, out, [](c64 z) { return std::conj(z); });
+      else if (dtype == DType::c128) map_unary<c128, c128>(in, out, [](c128 z) { return std::conj(z); });
+      else unsupported("conj", dtype);
+      return;
+  }
+}
+
+void CpuBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const DType dtype = a.dtype();
+  switch (kind) {
+    case BinaryKernel::add:
+      EDDY_DISPATCH_NUMERIC(dtype, T, "add", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x + y); }));
+      return;
+    case BinaryKernel::sub:
+      EDDY_DISPATCH_NUMERIC(dtype, T, "sub", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x - y); }));
+      return;
+    case BinaryKernel::mul:
+      EDDY_DISPATCH_NUMERIC(dtype, T, "mul", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x * y); }));
+      return;
+    case BinaryKernel::div:
+      if (is_integral(dtype)) {
+        // Integer division by zero is undefined behaviour in C++; check before the loop.
+        EDDY_DISPATCH_REAL(dtype, T, "div", {
+          map_binary<T, T, T>(a, b, out, [](T x, T y) { return y == T(0) ? T(0) : T(x / y); });
+        });
+        return;
+      }
+      EDDY_DISPATCH_INEXACT(dtype, T, "div", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x / y); }));
+      return;
+    case BinaryKernel::pow:
+      EDDY_DISPATCH_INEXACT(dtype, T, "pow", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(std::pow(x, y)); }));
+      return;
+    case BinaryKernel::maximum:
+      EDDY_DISPATCH_REAL(dtype, T, "maximum", map_binary<T, T, T>(a, b, out, [](T x, T y) { return x > y ? x : y; }));
+      return;
+    case BinaryKernel::minimum:
+      EDDY_DISPATCH_REAL(dtype, T, "minimum", map_binary<T, T, T>(a, b, out, [](T x, T y) { return x < y ? x : y; }));
+      return;
+    case BinaryKernel::eq:
+      EDDY_DISPATCH_ALL(dtype, T, map_binary<T, T, bool>(a, b, out, [](T x, T y) { return x == y; }));
+      return;
+    case BinaryKernel::ne:
+      EDDY_DISPATCH_ALL(dtype, T, map_binary<T, T, bool>(a, b, out, [](T x, T y) { return x != y; }));
+      return;
+    case BinaryKernel::lt:
+      EDDY_DISPATCH_REAL(dtype, T, "lt", map_binary<T, T, bool>(a, b, out, [](T x, T y) { return x < y; }));
+      return;
+    case BinaryKernel::le:
+      EDDY_DISPATCH_REAL(dtype, T, "le", map_binary<T, T, bool>(a, b, out, [](T x, T y) { return x <= y; }));
+      return;
+    case BinaryKernel::gt:
+      EDDY_DISPATCH_REAL(dtype, T, "gt", map_binary<T, T, bool>(a, b, out, [](T x, T y) { return x > y; }));
+      return;
+    case BinaryKernel::ge:
+      EDDY_DISPATCH_REAL(dtype, T, "ge", map_binary<T, T, bool>(a, b, out, [](T x, T y) { return x >= y; }));
+      return;
+    case BinaryKernel::complex:
+      if (dtype == DType::f32) {
+        map_binary<float, float, c64>(a, b, out, [](float x, float y) { return c64(x, y); });
+      } else if (dtype == DType::f64) {
+        map_binary<double, double, c128>(a, b, out, [](double x, double y) { return c128(x, y); });
+      } else {
+        unsupported("complex", dtype);
+      }
+      return;
+  }
+}
+
+void CpuBackend::where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
+  EDDY_DISPATCH_ALL(out.dtype(), T, {
+    strided_loop<4>(out.shape(), {byte_ptr(out), byte_ptr(condition), byte_ptr(a), byte_ptr(b)},
+                    {out.strides(), condition.strides(), a.strides(), b.strides()},
+                    {sizeof(T), sizeof(bool), sizeof(T), sizeof(T)}, [&](const StridedRun<4>& run) {
+                      for (int64_t j = 0; j < run.length; ++j) {
+                        at<T>(run.ptr[0], run.stride[0], j) = at<bool>(run.ptr[1], run.stride[1], j)
+                                                                  ? at<T>(run.ptr[2], run.stride[2], j)
+                                                                  : at<T>(run.ptr[3], run.stride[3], j);
+                      }
+                    });
+  });
+}
+
+void CpuBackend::arange(const Tensor& out, double start, double step) {
+  EDDY_DISPATCH_REAL(out.dtype(), T, "arange", {
+    T* o = out.data<T>();
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+}
+
+namespace {
+constexpr double kTwoToMinus24 = 1.0 / 16777216.0;
+constexpr double kTwoToMinus53 = 1.0 / 9007199254740992.0;
+
+// Uniform in [0, 1) with the full mantissa of T, from Philox words.
+template <typename T>
+T uniform_from(const std::array<uint32_t, 4>& w, int pair) {
+  if constexpr (std::is_same_v<T, float>) {
+    return static_cast<float>((w[pair] >> 8) * kTwoToMinus24);
+  } else {
+    uint64_t bits = (uint64_t{w[2 * pair]} << 32 | w[2 * pair + 1]) >> 11;
+    return static_cast<double>(bits) * kTwoToMinus53;
+  }
+}
+
+template <typename T, typename Draw>
+void fill_random(const Tensor& out, Draw draw) {
+  T* o = out.data<T>();
+  const int64_t n = out.numel();
+#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) o[i] = draw(i);
+}
+}  // namespace
+
+void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
+  switch (out.dtype()) {
+    case DType::f32:
+      fill_random<float>(out, [&](int64_t i) { return uniform_from<float>(philox4x32(offset + i, seed), 0); });
+      return;
+    case DType::f64:
+      fill_random<double>(out, [&](int64_t i) { return uniform_from<double>(philox4x32(offset + i, seed), 0); });
+      return;
+    default: unsupported("random_uniform", out.dtype());
+  }
+}
+
+void CpuBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset) {
+  // Box-Muller on two uniforms from the same counter; 1 - u keeps the log argument in (0, 1].
+  auto normal = [&](auto zero, int64_t i) {
+    using T = decltype(zero);
+    auto words = philox4x32(offset + i, seed);
+    T u1 = T(1) - uniform_from<T>(words, 0);
+    T u2 = uniform_from<T>(words, 1);
+    return static_cast<T>(std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi_v<T> * u2));
+  };
+  switch (out.dtype()) {
+    case DType::f32: fill_random<float>(out, [&](int64_t i) { return normal(0.0f, i); }); return;
+    case DType::f64: fill_random<double>(out, [&](int64_t i) { return normal(0.0, i); }); return;
+    default: unsupported("random_normal", out.dtype());
+  }
+}
+
+}  // namespace eddy::cpu_kernels

@@ -1,0 +1,113 @@
+#pragma once
+// The strided loop every CPU elementwise kernel runs on: it merges dimensions that are laid out
+// back to back, then hands the innermost run (pointers, byte strides, length) to a body that
+// can take a vectorised path when every stride is the element size.
+
+#include <array>
+#include <cstdint>
+#include <omp.h>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy::cpu_kernels {
+
+// Work below this many elements runs on one thread: spawning costs more than it saves.
+inline constexpr int64_t kParallelGrain = 32768;
+
+template <size_t N>
+struct StridedRun {
+  std::array<char*, N> ptr;
+  std::array<int64_t, N> stride;  // bytes
+  int64_t length;
+};
+
+// Operands all have `shape`; strides are in elements; element sizes in bytes.
+template <size_t N, typename Body>
+void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shape, N> strides,
+                  std::array<int64_t, N> element_size, Body&& body) {
+  // Merge dimensions innermost-first; drop size-1 dimensions.
+  Shape dims;
+  std::array<Shape, N> byte_strides;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;
+    bool mergeable = !dims.empty();
+    for (size_t k = 0; k < N && mergeable; ++k) {
+      mergeable = strides[k][i] * element_size[k] == byte_strides[k].back() * dims.back();
+    }
+    if (mergeable) {
+      dims.back() *= shape[i];
+    } else {
+      dims.push_back(shape[i]);
+      for (size_t k = 0; k < N; ++k) byte_strides[k].push_back(strides[k][i] * element_size[k]);
+    }
+  }
+  int64_t total = numel(shape);
+  if (total == 0) return;
+  if (dims.empty()) {  // a single element
+    StridedRun<N> run{base, {}, 1};
+    for (size_t k = 0; k < N; ++k) run.stride[k] = element_size[k];
+    body(run);
+    return;
+  }
+  // dims[0] is the innermost dimension now.
+  const int64_t inner = dims[0];
+  const int64_t outer = total / inner;
+  auto run_range = [&](int64_t begin, int64_t end) {
+    // Each outer index maps to a multi-index over dims[1..]; walk it with a counter.
+    StridedRun<N> run;
+    run.length = inner;
+    for (size_t k = 0; k < N; ++k) run.stride[k] = byte_strides[k][0];
+    Shape counter(dims.size(), 0);
+    int64_t rest = begin;
+    for (size_t d = 1; d < dims.size(); ++d) {
+      counter[d] = rest % dims[d];
+      rest /= dims[d];
+    }
+    for (int64_t o = begin; o < end; ++o) {
+      for (size_t k = 0; k < N; ++k) {
+        char* p = base[k];
+        for (size_t d = 1; d < dims.size(); ++d) p += counter[d] * byte_strides[k][d];
+        run.ptr[k] = p;
+      }
+      body(run);
+      for (size_t d = 1; d < dims.size(); ++d) {
+        if (++counter[d] < dims[d]) break;
+        counter[d] = 0;
+      }
+    }
+  };
+  if (total < kParallelGrain || omp_get_max_threads() == 1) {
+    run_range(0, outer);
+    return;
+  }
+  if (outer == 1) {
+    // One long run: split it into equal pieces, one per thread.
+#pragma omp parallel
+    {
+      int threads = omp_get_num_threads(), id = omp_get_thread_num();
+      int64_t chunk = (inner + threads - 1) / threads;
+      int64_t begin = id * chunk, end = std::min(inner, begin + chunk);
+      if (begin < end) {
+        StridedRun<N> run;
+        run.length = end - begin;
+        for (size_t k = 0; k < N; ++k) {
+          run.stride[k] = byte_strides[k][0];
+          run.ptr[k] = base[k] + begin * byte_strides[k][0];
+        }
+        body(run);
+      }
+    }
+    return;
+  }
+#pragma omp parallel
+  {
+    int threads = omp_get_num_threads(), id = omp_get_thread_num();
+    int64_t chunk = (outer + threads - 1) / threads;
+    int64_t begin = id * chunk, end = std::min(outer, begin + chunk);
+    if (begin < end) run_range(begin, end);
+  }
+}
+
+inline char* byte_ptr(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
+
+}  // namespace eddy::cpu_kernels

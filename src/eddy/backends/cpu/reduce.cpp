@@ -1,0 +1,112 @@
+// Reductions over any set of axes. The input is brought to a layout where the reduced
+// elements are either contiguous rows or a leading block of columns; both are vectorised.
+
+#include <Eigen/Core>
+
+#include "eddy/backends/cpu/cpu_backend.h"
+#include "eddy/backends/cpu/kernel_util.h"
+#include "eddy/backends/cpu/loops.h"
+
+namespace eddy::cpu_kernels {
+namespace {
+
+template <typename T>
+using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+template <typename T>
+T reduce_row(ReduceKernel kind, const T* data, int64_t length) {
+  ConstRow<T> row(data, length);
+  if (length == 0) return kind == ReduceKernel::prod ? T(1) : T(0);
+  switch (kind) {
+    case ReduceKernel::sum: return row.sum();
+    case ReduceKernel::prod: return row.prod();
+    case ReduceKernel::max:
+      if constexpr (!is_complex_v<T>) return row.maxCoeff();
+      break;
+    case ReduceKernel::min:
+      if constexpr (!is_complex_v<T>) return row.minCoeff();
+      break;
+  }
+  unsupported("reduce max/min", dtype_of<T>());
+}
+
+// out[i] = reduce(data[i * length .. (i + 1) * length)).
+template <typename T>
+void reduce_rows(ReduceKernel kind, const T* data, int64_t rows, int64_t length, T* out) {
+#pragma omp parallel for if (rows * length >= kParallelGrain && rows > 1) schedule(static)
+  for (int64_t i = 0; i < rows; ++i) out[i] = reduce_row(kind, data + i * length, length);
+}
+
+// out[j] = reduce_i(data[i * width + j]) over `count` rows of `width` elements.
+template <typename T>
+void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t width, T* out) {
+  Row<T> acc(out, width);
+  if (count == 0) {
+    acc.setConstant(kind == ReduceKernel::prod ? T(1) : T(0));
+    return;
+  }
+  acc = ConstRow<T>(data, width);
+  for (int64_t i = 1; i < count; ++i) {
+    ConstRow<T> row(data + i * width, width);
+    switch (kind) {
+      case ReduceKernel::sum: acc += row; break;
+      case ReduceKernel::prod: acc *= row; break;
+      case ReduceKernel::max:
+        if constexpr (!is_complex_v<T>) acc = acc.max(row);
+        break;
+      case ReduceKernel::min:
+        if constexpr (!is_complex_v<T>) acc = acc.min(row);
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceKernel kind, const Tensor& in, const std::vector<int64_t>& axes,
+                        const Tensor& out) {
+  const int64_t rank = in.dim();
+  std::vector<bool> reduced(rank, false);
+  for (int64_t axis : axes) reduced[axis] = true;
+  int64_t reduced_count = 1;
+  for (int64_t axis : axes) reduced_count *= in.shape()[axis];
+  const int64_t kept_count = out.numel();
+
+  auto is_block = [&](int64_t begin, int64_t end) {
+    for (int64_t d = 0; d < rank; ++d) {
+      if (reduced[d] != (d >= begin && d < end) && in.shape()[d] != 1) return false;
+    }
+    return true;
+  };
+  const int64_t first_reduced = rank - static_cast<int64_t>(axes.size());
+  Tensor source = in;
+  bool rows_layout = true;
+  if (in.is_contiguous() && is_block(first_reduced, rank)) {
+    rows_layout = true;
+  } else if (in.is_contiguous() && is_block(0, static_cast<int64_t>(axes.size()))) {
+    rows_layout = false;
+  } else {
+    // Move the reduced axes last and make the data dense.
+    Shape shape, strides;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!reduced[d]) { shape.push_back(in.shape()[d]); strides.push_back(in.strides()[d]); }
+    }
+    for (int64_t d : axes) { shape.push_back(in.shape()[d]); strides.push_back(in.strides()[d]); }
+    Tensor permuted = make_view(in, shape, strides, in.offset());
+    source = Tensor::empty(shape, in.dtype(), in.device());
+    copy(permuted, source);
+  }
+  EDDY_DISPATCH_NUMERIC(in.dtype(), T, "reduce", {
+    const T* data = source.data<T>();
+    T* o = out.data<T>();
+    if (rows_layout) {
+      reduce_rows(kind, data, kept_count, reduced_count, o);
+    } else {
+      reduce_columns(kind, data, reduced_count, kept_count, o);
+    }
+  });
+}
+
+}  // namespace eddy::cpu_kernels

@@ -1,0 +1,68 @@
+#include "eddy/core/dtype.h"
+
+#include <ostream>
+
+namespace eddy {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::c64: return 8;
+    case DType::c128: return 16;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::b8: return 1;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::c64: return "complex64";
+    case DType::c128: return "complex128";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::b8: return "bool";
+  }
+  return "?";
+}
+
+std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
+
+DType real_dtype(DType dtype) {
+  if (dtype == DType::c64) return DType::f32;
+  if (dtype == DType::c128) return DType::f64;
+  return dtype;
+}
+
+DType complex_dtype(DType dtype) {
+  if (dtype == DType::f64 || dtype == DType::c128 || dtype == DType::i64) return DType::c128;
+  return DType::c64;
+}
+
+namespace {
+int kind_rank(DType d) {
+  if (d == DType::b8) return 0;
+  if (is_integral(d)) return 1;
+  if (is_floating(d)) return 2;
+  return 3;
+}
+bool is_double_precision(DType d) { return d == DType::f64 || d == DType::c128; }
+}  // namespace
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  int ka = kind_rank(a), kb = kind_rank(b);
+  if (ka == 3 || kb == 3) {
+    bool wide = is_double_precision(a) || is_double_precision(b);
+    return wide ? DType::c128 : DType::c64;
+  }
+  if (ka != kb) return ka > kb ? a : b;
+  // Same kind, different types: the wider one.
+  return dtype_size(a) >= dtype_size(b) ? a : b;
+}
+
+}  // namespace eddy

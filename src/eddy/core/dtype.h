@@ -1,0 +1,55 @@
+#pragma once
+// Element types. Complex types are std::complex<float/double>; bool is stored as one byte.
+
+#include <complex>
+#include <cstdint>
+#include <iosfwd>
+#include <string_view>
+
+namespace eddy {
+
+enum class DType : uint8_t { f32, f64, c64, c128, i32, i64, b8 };
+
+using c64 = std::complex<float>;
+using c128 = std::complex<double>;
+
+size_t dtype_size(DType dtype);
+std::string_view dtype_name(DType dtype);
+std::ostream& operator<<(std::ostream& out, DType dtype);
+
+inline bool is_complex(DType d) { return d == DType::c64 || d == DType::c128; }
+inline bool is_floating(DType d) { return d == DType::f32 || d == DType::f64; }
+// Floating or complex: the types that carry derivatives.
+inline bool is_inexact(DType d) { return is_floating(d) || is_complex(d); }
+inline bool is_integral(DType d) { return d == DType::i32 || d == DType::i64 || d == DType::b8; }
+
+// The real type with the same precision (c64 -> f32); identity on real types.
+DType real_dtype(DType dtype);
+// The complex type with the same precision (f32 -> c64); identity on complex types.
+DType complex_dtype(DType dtype);
+// The smallest type both operands convert to without loss of kind: bool < ints < floats < complex,
+// and complex precision is the wider of the two operands' precisions.
+DType promote(DType a, DType b);
+
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<c64>() { return DType::c64; }
+template <> constexpr DType dtype_of<c128>() { return DType::c128; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<bool>() { return DType::b8; }
+
+}  // namespace eddy
+
+// Runs the body with `T` bound to the C++ type of `dtype`, for every dtype.
+#define EDDY_DISPATCH_ALL(dtype, T, ...)                       \
+  switch (dtype) {                                             \
+    case ::eddy::DType::f32: { using T = float; __VA_ARGS__; break; }        \
+    case ::eddy::DType::f64: { using T = double; __VA_ARGS__; break; }       \
+    case ::eddy::DType::c64: { using T = ::eddy::c64; __VA_ARGS__; break; }  \
+    case ::eddy::DType::c128: { using T = ::eddy::c128; __VA_ARGS__; break; } \
+    case ::eddy::DType::i32: { using T = int32_t; __VA_ARGS__; break; }      \
+    case ::eddy::DType::i64: { using T = int64_t; __VA_ARGS__; break; }      \
+    case ::eddy::DType::b8: { using T = bool; __VA_ARGS__; break; }          \
+  }

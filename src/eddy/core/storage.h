@@ -1,0 +1,47 @@
+#pragma once
+// A reference-counted block of memory on one device. Views share a Storage.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "eddy/core/allocator.h"
+#include "eddy/core/device.h"
+
+namespace eddy {
+
+class Storage {
+ public:
+  // Memory from the device's caching allocator.
+  static std::shared_ptr<Storage> allocate(size_t bytes, Device device);
+  // Memory owned by someone else (a NumPy array, a mapped file); `release` runs when the last
+  // view is gone.
+  static std::shared_ptr<Storage> wrap(void* data, size_t bytes, Device device,
+                                       std::function<void(void*)> release);
+
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  Storage(void* data, size_t bytes, Device device, Allocator* allocator,
+          std::function<void(void*)> release)
+      : data_(data), bytes_(bytes), device_(device), allocator_(allocator),
+        release_(std::move(release)) {}
+
+  void* data_;
+  size_t bytes_;
+  Device device_;
+  Allocator* allocator_;                 // set for allocator-owned memory
+  std::function<void(void*)> release_;  // set for wrapped memory
+};
+
+// Allocators by device type; the CPU one is built in, other backends register theirs.
+Allocator& allocator_for(Device device);
+void register_allocator(DeviceType type, Allocator* allocator);
+
+}  // namespace eddy

@@ -1,0 +1,117 @@
+#pragma once
+// Tensor: a cheap, shared handle to a strided view of a Storage, plus the autodiff state that
+// rides along with it (the reverse-mode graph node and forward-mode tangents).
+
+#include <complex>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "eddy/core/dtype.h"
+#include "eddy/core/error.h"
+#include "eddy/core/shape.h"
+#include "eddy/core/storage.h"
+
+namespace eddy {
+
+struct AutogradMeta;  // defined in autodiff/tape.h
+struct TensorImpl;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // Uninitialised dense storage.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = cpu());
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Shape& strides() const;
+  int64_t offset() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t axis) const;
+  int64_t numel() const;
+  DType dtype() const;
+  Device device() const;
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const;
+
+  // Typed pointer to the first element (host memory only); T must match dtype().
+  template <typename T>
+  T* data() const;
+  void* raw_data() const;
+  // The single element of a one-element tensor, converted to T.
+  template <typename T>
+  T item() const;
+  // A dense copy of the elements in row-major order, converted to T.
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // ---- autodiff state ----
+  bool requires_grad() const;
+  // Marks a leaf as a gradient target for backward(); only inexact dtypes can.
+  Tensor& requires_grad_(bool enabled = true);
+  bool is_leaf() const;
+  // Gradient accumulated by backward() on a leaf; undefined until then.
+  Tensor grad() const;
+  void zero_grad();
+  // Same data, cut from the graph and without tangents.
+  Tensor detach() const;
+  // Reverse-mode from this tensor: accumulates into .grad() of the leaves it depends on.
+  void backward(const Tensor& grad_output = Tensor(), bool create_graph = false) const;
+
+  // ---- views and layout (shorthand for the ops of the same name) ----
+  Tensor contiguous() const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor permute(const std::vector<int64_t>& perm) const;
+  Tensor transpose(int64_t a = -2, int64_t b = -1) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze(int64_t axis) const;
+  Tensor unsqueeze(int64_t axis) const;
+  Tensor slice(int64_t axis, int64_t start, int64_t stop, int64_t step = 1) const;
+  Tensor to(DType dtype) const;
+
+  // ---- in-place, outside autodiff (for optimisers and initialisers) ----
+  // Overwrites this tensor's elements (through any view) with `source`, broadcast and cast.
+  Tensor& copy_(const Tensor& source);
+  Tensor& fill_(std::complex<double> value);
+
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  // True when both handles share the same underlying TensorImpl.
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  void check_defined() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Shape strides;       // in elements
+  DType dtype = DType::f32;
+  // Reverse mode: shared between aliases of the same value.
+  std::shared_ptr<AutogradMeta> autograd;
+  // Forward mode: one tangent per active jvp level, keyed by level id.
+  std::vector<std::pair<int64_t, Tensor>> tangents;
+};
+
+// A new TensorImpl over the same storage with the given layout; no autodiff state.
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+// A new TensorImpl sharing storage, layout and autodiff state (used to strip tangents).
+Tensor shallow_alias(const Tensor& tensor);
+
+template <typename T>
+T* Tensor::data() const {
+  EDDY_CHECK(dtype() == dtype_of<T>(), "data<", dtype_name(dtype_of<T>()), ">(): tensor has dtype ",
+             dtype());
+  return static_cast<T*>(raw_data());
+}
+
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+}  // namespace eddy

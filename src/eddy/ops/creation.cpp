@@ -1,0 +1,181 @@
+// Creation functions (constants: no inputs, so no derivatives) and the Tensor members that are
+// shorthand for ops.
+
+#include <cstring>
+#include <iomanip>
+#include <ostream>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/op_helpers.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy {
+using detail::backend_of;
+
+Tensor full(const Shape& shape, std::complex<double> value, DType dtype, Device device) {
+  Tensor out = Tensor::empty(shape, dtype, device);
+  backend_of(out).fill(out, value);
+  return out;
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), like.dtype(), like.device()); }
+Tensor ones_like(const Tensor& like) { return ones(like.shape(), like.dtype(), like.device()); }
+Tensor full_like(const Tensor& like, std::complex<double> value) {
+  return full(like.shape(), value, like.dtype(), like.device());
+}
+Tensor scalar(std::complex<double> value, DType dtype, Device device) {
+  return full({}, value, dtype, device);
+}
+
+Tensor arange(double start, double stop, double step, DType dtype, Device device) {
+  EDDY_CHECK(step != 0, "arange: step must be non-zero");
+  const double span = (stop - start) / step;
+  const int64_t count = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
+  Tensor out = Tensor::empty({count}, dtype, device);
+  backend_of(out).arange(out, start, step);
+  return out;
+}
+
+Tensor linspace(double start, double stop, int64_t count, DType dtype, Device device) {
+  EDDY_CHECK(count >= 0, "linspace: count must be non-negative, got ", count);
+  Tensor out = Tensor::empty({count}, dtype, device);
+  backend_of(out).arange(out, start, count > 1 ? (stop - start) / static_cast<double>(count - 1) : 0.0);
+  return out;
+}
+
+namespace {
+Tensor draw(const Shape& shape, DType dtype, Generator* generator, bool normal) {
+  EDDY_CHECK(is_floating(dtype), normal ? "randn" : "rand", ": dtype must be float32 or float64, got ",
+             dtype);
+  Generator& g = generator ? *generator : default_generator();
+  Tensor out = Tensor::empty(shape, dtype);
+  const uint64_t offset = g.advance(static_cast<uint64_t>(out.numel()));
+  if (normal) {
+    backend_of(out).random_normal(out, g.seed(), offset);
+  } else {
+    backend_of(out).random_uniform(out, g.seed(), offset);
+  }
+  return out;
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, DType dtype, Generator* generator) {
+  return draw(shape, dtype, generator, false);
+}
+Tensor randn(const Shape& shape, DType dtype, Generator* generator) {
+  return draw(shape, dtype, generator, true);
+}
+
+Tensor eye(int64_t n, DType dtype, Device device) {
+  EDDY_CHECK(n >= 0, "eye: size must be non-negative, got ", n);
+  Tensor out = zeros({n, n}, dtype, device);
+  backend_of(out).fill(make_view(out, {n}, {n + 1}, 0), 1.0);
+  return out;
+}
+
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype) {
+  Tensor out = Tensor::empty(shape, dtype);
+  if (out.numel() > 0) std::memcpy(out.raw_data(), data, out.numel() * dtype_size(dtype));
+  return out;
+}
+
+Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> release,
+                 const Shape& strides) {
+  Shape layout = strides.empty() ? contiguous_strides(shape) : strides;
+  EDDY_CHECK(layout.size() == shape.size(), "from_blob: ", layout.size(), " strides for shape ", shape);
+  int64_t extent = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    EDDY_CHECK(layout[d] >= 0, "from_blob: negative stride ", layout[d]);
+    if (shape[d] > 0) extent += (shape[d] - 1) * layout[d];
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::wrap(data, extent * dtype_size(dtype), cpu(), std::move(release));
+  impl->shape = shape;
+  impl->strides = layout;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+// ---- Tensor members that are shorthand for ops ----
+Tensor Tensor::contiguous() const { return eddy::contiguous(*this); }
+Tensor Tensor::reshape(const Shape& s) const { return eddy::reshape(*this, s); }
+Tensor Tensor::permute(const std::vector<int64_t>& p) const { return eddy::permute(*this, p); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return eddy::transpose(*this, a, b); }
+Tensor Tensor::expand(const Shape& s) const { return eddy::expand(*this, s); }
+Tensor Tensor::squeeze(int64_t axis) const { return eddy::squeeze(*this, axis); }
+Tensor Tensor::unsqueeze(int64_t axis) const { return eddy::unsqueeze(*this, axis); }
+Tensor Tensor::slice(int64_t axis, int64_t start, int64_t stop, int64_t step) const {
+  return eddy::slice(*this, axis, start, stop, step);
+}
+Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
+
+namespace {
+void check_writable(const Tensor& t, std::string_view op) {
+  EDDY_CHECK(!(GradMode::enabled() && t.requires_grad()), op,
+             ": in-place write to a tensor that requires grad; do it inside a NoGradGuard");
+}
+}  // namespace
+
+Tensor& Tensor::copy_(const Tensor& source) {
+  check_writable(*this, "copy_");
+  EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
+             device());
+  Shape target = shape();
+  broadcast_shapes(source.shape(), target, "copy_");
+  backend_of(*this).copy(detail::broadcast_view(source, target), *this);
+  return *this;
+}
+
+Tensor& Tensor::fill_(std::complex<double> value) {
+  check_writable(*this, "fill_");
+  backend_of(*this).fill(*this, value);
+  return *this;
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor dense = Tensor::empty(shape(), dtype_of<T>());
+  backend_of(*this).copy(*this, dense);
+  const T* data = dense.data<T>();
+  return std::vector<T>(data, data + numel());
+}
+
+template <typename T>
+T Tensor::item() const {
+  EDDY_CHECK(numel() == 1, "item: tensor has shape ", shape(), ", not a single element");
+  return to_vector<T>()[0];
+}
+
+#define EDDY_INSTANTIATE(T)                                \
+  template std::vector<T> Tensor::to_vector<T>() const;    \
+  template T Tensor::item<T>() const;
+EDDY_INSTANTIATE(float)
+EDDY_INSTANTIATE(double)
+EDDY_INSTANTIATE(c64)
+EDDY_INSTANTIATE(c128)
+EDDY_INSTANTIATE(int32_t)
+EDDY_INSTANTIATE(int64_t)
+EDDY_INSTANTIATE(bool)
+#undef EDDY_INSTANTIATE
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) {
+  if (!t.defined()) return out << "Tensor(undefined)";
+  out << "Tensor(shape=" << t.shape() << ", dtype=" << t.dtype();
+  if (t.requires_grad()) out << ", requires_grad";
+  out << ", values=[";
+  constexpr int64_t kShown = 8;
+  const int64_t n = std::min(t.numel(), kShown);
+  Tensor head = flatten(t.detach());
+  if (is_complex(t.dtype())) {
+    auto values = slice(head, 0, 0, n).to_vector<c128>();
+    for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << values[i];
+  } else {
+    auto values = slice(head, 0, 0, n).to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << std::setprecision(6) << values[i];
+  }
+  if (t.numel() > kShown) out << ", ...";
+  return out << "])";
+}
+
+}  // namespace eddy

@@ -1,0 +1,356 @@
+// Elementwise primitives: arithmetic, transcendental functions, comparisons, where and cast.
+
+#include "eddy/ops/op_helpers.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy {
+namespace detail {
+
+Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  const size_t rank = shape.size(), lead = rank - t.shape().size();
+  Shape strides(rank, 0);
+  for (size_t i = 0; i < t.shape().size(); ++i) {
+    strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  }
+  return make_view(t, shape, strides, t.offset());
+}
+
+void check_dtype(std::string_view op, const Tensor& t, bool accepted, std::string_view wanted) {
+  EDDY_CHECK(accepted, op, ": needs ", wanted, ", got ", t.dtype(), " with shape ", t.shape());
+}
+
+std::pair<Tensor, Tensor> promote_pair(const Tensor& a, const Tensor& b) {
+  EDDY_CHECK(a.defined() && b.defined(), "binary op on an undefined tensor");
+  DType common = promote(a.dtype(), b.dtype());
+  return {a.dtype() == common ? a : cast(a, common), b.dtype() == common ? b : cast(b, common)};
+}
+
+}  // namespace detail
+
+namespace {
+using namespace detail;
+
+using JvpRule = Primitive::JvpRule;
+using VjpRule = Primitive::VjpRule;
+
+// Unary primitive whose output has the input's dtype (or `real_output`: the real dtype).
+const Primitive& unary(std::string_view name, UnaryKernel kernel,
+                       void (*check)(std::string_view, const Tensor&), JvpRule jvp, VjpRule vjp,
+                       bool real_output = false, bool linear = false) {
+  Primitive p;
+  p.name = name;
+  p.infer = [name, check, real_output](Inputs in, const Attrs&) {
+    check(name, in[0]);
+    return OutputSpec{in[0].shape(), real_output ? real_dtype(in[0].dtype()) : in[0].dtype()};
+  };
+  p.eval = [kernel](Inputs in, const Attrs&, const OutputSpec& spec) {
+    Tensor out = new_output(spec, in[0]);
+    backend_of(out).unary(kernel, in[0], out);
+    return out;
+  };
+  p.jvp = std::move(jvp);
+  p.vjp = std::move(vjp);
+  p.linear = linear;
+  return register_primitive(std::move(p));
+}
+
+void check_numeric(std::string_view op, const Tensor& t) {
+  check_dtype(op, t, t.dtype() != DType::b8, "a numeric (non-bool) tensor");
+}
+void check_complex(std::string_view op, const Tensor& t) {
+  check_dtype(op, t, is_complex(t.dtype()), "a complex tensor");
+}
+void check_signed_real(std::string_view op, const Tensor& t) {
+  check_dtype(op, t, !is_complex(t.dtype()) && t.dtype() != DType::b8, "a real numeric tensor");
+}
+void check_abs(std::string_view op, const Tensor& t) { check_numeric(op, t); }
+
+enum class BinaryDTypes { numeric, inexact, real, any, floating };
+
+const Primitive& binary(std::string_view name, BinaryKernel kernel, BinaryDTypes accepted,
+                        JvpRule jvp, VjpRule vjp, bool linear = false) {
+  const bool comparison = kernel == BinaryKernel::eq || kernel == BinaryKernel::ne ||
+                          kernel == BinaryKernel::lt || kernel == BinaryKernel::le ||
+                          kernel == BinaryKernel::gt || kernel == BinaryKernel::ge;
+  Primitive p;
+  p.name = name;
+  p.arity = 2;
+  p.infer = [=](Inputs in, const Attrs&) {
+    require_same_dtype(name, in[0], in[1]);
+    const DType d = in[0].dtype();
+    switch (accepted) {
+      case BinaryDTypes::numeric: check_numeric(name, in[0]); break;
+      case BinaryDTypes::inexact: require_inexact(name, in[0]); break;
+      case BinaryDTypes::real: check_dtype(name, in[0], !is_complex(d), "real (ordered) tensors"); break;
+      case BinaryDTypes::floating: check_dtype(name, in[0], is_floating(d), "float32 or float64 tensors"); break;
+      case BinaryDTypes::any: break;
+    }
+    DType out = comparison ? DType::b8 : kernel == BinaryKernel::complex ? complex_dtype(d) : d;
+    return OutputSpec{broadcast_shapes(in[0].shape(), in[1].shape(), name), out};
+  };
+  p.eval = [kernel](Inputs in, const Attrs&, const OutputSpec& spec) {
+    Tensor out = new_output(spec, in[0]);
+    backend_of(out).binary(kernel, broadcast_view(in[0], spec.shape),
+                           broadcast_view(in[1], spec.shape), out);
+    return out;
+  };
+  p.jvp = std::move(jvp);
+  p.vjp = std::move(vjp);
+  p.linear = linear;
+  return register_primitive(std::move(p));
+}
+
+// Rules of holomorphic unary functions: jvp = t * f'(x), vjp = g * conj(f'(x)).
+std::pair<JvpRule, VjpRule> holomorphic(Tensor (*derivative)(const Tensor&)) {
+  return {[derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
+          [derivative](Inputs in, const Attrs&, int, const Tensor& g) {
+            return g * conj(derivative(in[0]));
+          }};
+}
+
+// Weight of each operand in maximum/minimum: 1 where it wins, 1/2 on ties.
+Tensor selection_weight(const Tensor& mine, const Tensor& other, bool maximum) {
+  Tensor wins = maximum ? gt(mine, other) : lt(mine, other);
+  return cast(wins, mine.dtype()) + 0.5 * cast(eq(mine, other), mine.dtype());
+}
+
+const Primitive& neg_p = unary("neg", UnaryKernel::neg, check_numeric,
+    [](Inputs, const Attrs&, int, const Tensor& t) { return neg(t); },
+    [](Inputs, const Attrs&, int, const Tensor& g) { return neg(g); }, false, true);
+
+const Primitive& exp_p = []() -> const Primitive& {
+  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return exp(x); });
+  return unary("exp", UnaryKernel::exp, require_inexact, jvp, vjp);
+}();
+const Primitive& log_p = []() -> const Primitive& {
+  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return 1.0 / x; });
+  return unary("log", UnaryKernel::log, require_inexact, jvp, vjp);
+}();
+const Primitive& sin_p = []() -> const Primitive& {
+  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return cos(x); });
+  return unary("sin", UnaryKernel::sin, require_inexact, jvp, vjp);
+}();
+const Primitive& cos_p = []() -> const Primitive& {
+  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return -sin(x); });
+  return unary("cos", UnaryKernel::cos, require_inexact, jvp, vjp);
+}();
+const Primitive& tanh_p = []() -> const Primitive& {
+  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return 1.0 - square(tanh(x)); });
+  return unary("tanh", UnaryKernel::tanh, require_inexact, jvp, vjp);
+}();
+const Primitive& sqrt_p = []() -> const Primitive& {
+  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return 0.5 / sqrt(x); });
+  return unary("sqrt", UnaryKernel::sqrt, require_inexact, jvp, vjp);
+}();
+
+const Primitive& abs_p = unary("abs", UnaryKernel::abs, check_abs,
+    [](Inputs in, const Attrs&, int, const Tensor& t) {
+      const Tensor& x = in[0];
+      if (is_complex(x.dtype())) return real(conj(x) * t) / abs(x);
+      return t * sign(x);
+    },
+    [](Inputs in, const Attrs&, int, const Tensor& g) {
+      const Tensor& x = in[0];
+      if (is_complex(x.dtype())) return g * x / abs(x);
+      return g * sign(x);
+    },
+    /*real_output=*/true);
+
+const Primitive& sign_p = unary("sign", UnaryKernel::sign, check_signed_real, nullptr, nullptr);
+
+const Primitive& real_p = unary("real", UnaryKernel::real, check_complex,
+    [](Inputs, const Attrs&, int, const Tensor& t) { return real(t); },
+    [](Inputs in, const Attrs&, int, const Tensor& g) { return cast(g, in[0].dtype()); }, true, true);
+
+const Primitive& imag_p = unary("imag", UnaryKernel::imag, check_complex,
+    [](Inputs, const Attrs&, int, const Tensor& t) { return imag(t); },
+    [](Inputs, const Attrs&, int, const Tensor& g) { return complex(zeros_like(g), g); }, true, true);
+
+const Primitive& conj_p = unary("conj", UnaryKernel::conj, check_complex,
+    [](Inputs, const Attrs&, int, const Tensor& t) { return conj(t); },
+    [](Inputs, const Attrs&, int, const Tensor& g) { return conj(g); }, false, true);
+
+const Primitive& angle_p = unary("angle", UnaryKernel::angle, check_complex,
+    [](Inputs in, const Attrs&, int, const Tensor& t) {
+      return imag(conj(in[0]) * t) / square(abs(in[0]));
+    },
+    [](Inputs in, const Attrs&, int, const Tensor& g) {
+      return complex(zeros_like(g), g) * in[0] / square(abs(in[0]));
+    },
+    true);
+
+const Primitive& add_p = binary("add", BinaryKernel::add, BinaryDTypes::numeric,
+    [](Inputs, const Attrs&, int, const Tensor& t) { return t; },
+    [](Inputs, const Attrs&, int, const Tensor& g) { return g; }, true);
+
+const Primitive& sub_p = binary("sub", BinaryKernel::sub, BinaryDTypes::numeric,
+    [](Inputs, const Attrs&, int i, const Tensor& t) { return i == 0 ? t : neg(t); },
+    [](Inputs, const Attrs&, int i, const Tensor& g) { return i == 0 ? g : neg(g); }, true);
+
+const Primitive& mul_p = binary("mul", BinaryKernel::mul, BinaryDTypes::numeric,
+    [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * in[1 - i]; },
+    [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * conj(in[1 - i]); });
+
+const Primitive& div_p = binary("div", BinaryKernel::div, BinaryDTypes::numeric,
+    [](Inputs in, const Attrs&, int i, const Tensor& t) {
+      return i == 0 ? t / in[1] : neg(t * in[0] / square(in[1]));
+    },
+    [](Inputs in, const Attrs&, int i, const Tensor& g) {
+      return i == 0 ? g / conj(in[1]) : neg(g * conj(in[0] / square(in[1])));
+    });
+
+const Primitive& pow_p = []() -> const Primitive& {
+  auto derivative = [](Inputs in, int i) {
+    const Tensor &a = in[0], &b = in[1];
+    return i == 0 ? b * pow(a, b - 1.0) : log(a) * pow(a, b);
+  };
+  return binary("pow", BinaryKernel::pow, BinaryDTypes::inexact,
+      [derivative](Inputs in, const Attrs&, int i, const Tensor& t) { return t * derivative(in, i); },
+      [derivative](Inputs in, const Attrs&, int i, const Tensor& g) {
+        return g * conj(derivative(in, i));
+      });
+}();
+
+const Primitive& maximum_p = binary("maximum", BinaryKernel::maximum, BinaryDTypes::real,
+    [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * selection_weight(in[i], in[1 - i], true); },
+    [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * selection_weight(in[i], in[1 - i], true); });
+
+const Primitive& minimum_p = binary("minimum", BinaryKernel::minimum, BinaryDTypes::real,
+    [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * selection_weight(in[i], in[1 - i], false); },
+    [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * selection_weight(in[i], in[1 - i], false); });
+
+const Primitive& eq_p = binary("eq", BinaryKernel::eq, BinaryDTypes::any, nullptr, nullptr);
+const Primitive& ne_p = binary("ne", BinaryKernel::ne, BinaryDTypes::any, nullptr, nullptr);
+const Primitive& lt_p = binary("lt", BinaryKernel::lt, BinaryDTypes::real, nullptr, nullptr);
+const Primitive& le_p = binary("le", BinaryKernel::le, BinaryDTypes::real, nullptr, nullptr);
+const Primitive& gt_p = binary("gt", BinaryKernel::gt, BinaryDTypes::real, nullptr, nullptr);
+const Primitive& ge_p = binary("ge", BinaryKernel::ge, BinaryDTypes::real, nullptr, nullptr);
+
+const Primitive& complex_p = binary("complex", BinaryKernel::complex, BinaryDTypes::floating,
+    [](Inputs, const Attrs&, int i, const Tensor& t) {
+      return i == 0 ? complex(t, zeros_like(t)) : complex(zeros_like(t), t);
+    },
+    [](Inputs, const Attrs&, int i, const Tensor& g) { return i == 0 ? real(g) : imag(g); }, true);
+
+const Primitive& where_p = []() -> const Primitive& {
+  Primitive p;
+  p.name = "where";
+  p.arity = 3;
+  p.constant_inputs = {0};
+  p.linear = true;
+  p.infer = [](Inputs in, const Attrs&) {
+    check_dtype("where", in[0], in[0].dtype() == DType::b8, "a bool condition");
+    require_same_dtype("where", in[1], in[2]);
+    Shape shape = broadcast_shapes(broadcast_shapes(in[0].shape(), in[1].shape(), "where"),
+                                   in[2].shape(), "where");
+    return OutputSpec{shape, in[1].dtype()};
+  };
+  p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
+    Tensor out = new_output(spec, in[1]);
+    backend_of(out).where(broadcast_view(in[0], spec.shape), broadcast_view(in[1], spec.shape),
+                          broadcast_view(in[2], spec.shape), out);
+    return out;
+  };
+  auto select = [](Inputs in, int i, const Tensor& v) {
+    Tensor zero = zeros_like(v);
+    return i == 1 ? where(in[0], v, zero) : where(in[0], zero, v);
+  };
+  p.jvp = [select](Inputs in, const Attrs&, int i, const Tensor& t) { return select(in, i, t); };
+  p.vjp = [select](Inputs in, const Attrs&, int i, const Tensor& g) { return select(in, i, g); };
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& cast_p = []() -> const Primitive& {
+  Primitive p;
+  p.name = "cast";
+  p.linear = true;
+  p.infer = [](Inputs in, const Attrs& attrs) { return OutputSpec{in[0].shape(), attrs.dtype}; };
+  p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
+    Tensor out = new_output(spec, in[0]);
+    backend_of(out).copy(in[0], out);
+    return out;
+  };
+  p.jvp = [](Inputs, const Attrs& attrs, int, const Tensor& t) { return cast(t, attrs.dtype); };
+  // complex -> real keeps the real part, so the transpose embeds back with zero imaginary part.
+  p.vjp = [](Inputs in, const Attrs&, int, const Tensor& g) {
+    if (!is_inexact(in[0].dtype())) return Tensor();
+    return cast(g, in[0].dtype());
+  };
+  return register_primitive(std::move(p));
+}();
+
+Tensor same_dtype_scalar(double value, const Tensor& like) {
+  return scalar(value, is_inexact(like.dtype()) ? like.dtype() : DType::f32, like.device());
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return dispatch(neg_p, {x}); }
+Tensor exp(const Tensor& x) { return dispatch(exp_p, {x}); }
+Tensor log(const Tensor& x) { return dispatch(log_p, {x}); }
+Tensor sin(const Tensor& x) { return dispatch(sin_p, {x}); }
+Tensor cos(const Tensor& x) { return dispatch(cos_p, {x}); }
+Tensor tanh(const Tensor& x) { return dispatch(tanh_p, {x}); }
+Tensor sqrt(const Tensor& x) { return dispatch(sqrt_p, {x}); }
+Tensor abs(const Tensor& x) { return dispatch(abs_p, {x}); }
+Tensor sign(const Tensor& x) { return dispatch(sign_p, {x}); }
+Tensor real(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(real_p, {z}) : z; }
+Tensor imag(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(imag_p, {z}) : zeros_like(z); }
+Tensor conj(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(conj_p, {z}) : z; }
+Tensor angle(const Tensor& z) { return dispatch(angle_p, {z}); }
+
+#define EDDY_PROMOTING_BINARY(fn, prim)              \
+  Tensor fn(const Tensor& a, const Tensor& b) {      \
+    auto [x, y] = promote_pair(a, b);                \
+    return dispatch(prim, {x, y});                   \
+  }
+EDDY_PROMOTING_BINARY(add, add_p)
+EDDY_PROMOTING_BINARY(sub, sub_p)
+EDDY_PROMOTING_BINARY(mul, mul_p)
+EDDY_PROMOTING_BINARY(div, div_p)
+EDDY_PROMOTING_BINARY(pow, pow_p)
+EDDY_PROMOTING_BINARY(maximum, maximum_p)
+EDDY_PROMOTING_BINARY(minimum, minimum_p)
+EDDY_PROMOTING_BINARY(eq, eq_p)
+EDDY_PROMOTING_BINARY(ne, ne_p)
+EDDY_PROMOTING_BINARY(lt, lt_p)
+EDDY_PROMOTING_BINARY(le, le_p)
+EDDY_PROMOTING_BINARY(gt, gt_p)
+EDDY_PROMOTING_BINARY(ge, ge_p)
+#undef EDDY_PROMOTING_BINARY
+
+Tensor complex(const Tensor& re, const Tensor& im) {
+  auto [x, y] = promote_pair(re, im);
+  return dispatch(complex_p, {x, y});
+}
+
+Tensor pow(const Tensor& a, double exponent) { return pow(a, same_dtype_scalar(exponent, a)); }
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  auto [x, y] = promote_pair(a, b);
+  return dispatch(where_p, {condition, x, y});
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Attrs attrs;
+  attrs.dtype = dtype;
+  return dispatch(cast_p, {x}, attrs);
+}
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, same_dtype_scalar(b, a)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, same_dtype_scalar(b, a)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, same_dtype_scalar(b, a)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, same_dtype_scalar(b, a)); }
+Tensor operator+(double a, const Tensor& b) { return add(same_dtype_scalar(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(same_dtype_scalar(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(same_dtype_scalar(a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(same_dtype_scalar(a, b), b); }
+
+}  // namespace eddy

@@ -1,0 +1,37 @@
+#pragma once
+// Internal helpers for the op-family files: output allocation, kernel-facing broadcast views,
+// input checks that produce the standard error messages, and dtype promotion.
+
+#include <string_view>
+#include <utility>
+
+#include "eddy/backends/backend.h"
+#include "eddy/ops/primitive.h"
+
+namespace eddy::detail {
+
+inline Tensor new_output(const OutputSpec& spec, const Tensor& like) {
+  return Tensor::empty(spec.shape, spec.dtype, like.device());
+}
+
+inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
+
+// A view of `t` with `shape` through zero strides, for kernels (no autodiff; not an op).
+Tensor broadcast_view(const Tensor& t, const Shape& shape);
+
+// Throws "<op>: ... got <dtype>" unless the predicate accepts the dtype.
+void check_dtype(std::string_view op, const Tensor& t, bool accepted, std::string_view wanted);
+inline void require_inexact(std::string_view op, const Tensor& t) {
+  check_dtype(op, t, is_inexact(t.dtype()), "a floating or complex tensor");
+}
+inline void require_real(std::string_view op, const Tensor& t) {
+  check_dtype(op, t, !is_complex(t.dtype()), "a real (non-complex) tensor");
+}
+inline void require_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
+  EDDY_CHECK(a.dtype() == b.dtype(), op, ": operands have dtypes ", a.dtype(), " and ", b.dtype());
+}
+
+// Casts both operands to their promoted dtype.
+std::pair<Tensor, Tensor> promote_pair(const Tensor& a, const Tensor& b);
+
+}  // namespace eddy::detail

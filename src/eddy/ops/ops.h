@@ -1,0 +1,160 @@
+#pragma once
+// The public op API. Every function here is differentiable to any order, in forward and reverse
+// mode, for inexact dtypes. Binary ops broadcast (NumPy rules) and promote dtypes
+// (bool < int32 < int64 < float32 < float64 < complex); a C++ double acts like a scalar of the
+// other operand's dtype.
+
+#include <complex>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "eddy/core/rng.h"
+#include "eddy/core/tensor.h"
+
+namespace eddy {
+
+// ---- creation ----
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = cpu());
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = cpu());
+Tensor full(const Shape& shape, std::complex<double> value, DType dtype = DType::f32,
+            Device device = cpu());
+Tensor zeros_like(const Tensor& like);
+Tensor ones_like(const Tensor& like);
+Tensor full_like(const Tensor& like, std::complex<double> value);
+// A 0-d tensor.
+Tensor scalar(std::complex<double> value, DType dtype = DType::f32, Device device = cpu());
+// [start, stop) in steps of `step`.
+Tensor arange(double start, double stop, double step = 1, DType dtype = DType::f32,
+              Device device = cpu());
+// `count` evenly spaced values from start to stop inclusive.
+Tensor linspace(double start, double stop, int64_t count, DType dtype = DType::f32,
+                Device device = cpu());
+// Uniform on [0, 1) and standard normal; element i depends only on (seed, offset + i).
+Tensor rand(const Shape& shape, DType dtype = DType::f32, Generator* generator = nullptr);
+Tensor randn(const Shape& shape, DType dtype = DType::f32, Generator* generator = nullptr);
+Tensor eye(int64_t n, DType dtype = DType::f32, Device device = cpu());
+// Copies `shape`'s worth of elements of `dtype` from `data`.
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype);
+// Wraps external memory without copying; `release` runs when the last view is gone.
+Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> release,
+                 const Shape& strides = {});
+template <typename T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+  EDDY_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "tensor: ", values.size(),
+             " values do not fill shape ", shape);
+  return from_buffer(values.data(), shape, dtype_of<T>());
+}
+template <typename T>
+Tensor tensor(const std::vector<T>& values) {
+  return tensor(values, Shape{static_cast<int64_t>(values.size())});
+}
+
+// ---- elementwise ----
+Tensor neg(const Tensor& x);
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+// |x|; real-valued for complex x.
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// Comparisons return bool tensors and carry no derivative.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+// condition ? a : b, elementwise with broadcasting; condition is bool.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor cast(const Tensor& x, DType dtype);
+
+// ---- complex ----
+Tensor real(const Tensor& z);
+Tensor imag(const Tensor& z);
+// Identity on real tensors.
+Tensor conj(const Tensor& z);
+Tensor complex(const Tensor& re, const Tensor& im);
+Tensor angle(const Tensor& z);
+
+// ---- reductions (empty axes = all axes) ----
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+Tensor prod(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+Tensor min(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+
+// ---- movement ----
+Tensor reshape(const Tensor& x, const Shape& shape);  // one dimension may be -1
+Tensor permute(const Tensor& x, const std::vector<int64_t>& perm);
+Tensor transpose(const Tensor& x, int64_t a = -2, int64_t b = -1);
+Tensor expand(const Tensor& x, const Shape& shape);  // broadcast_to
+Tensor squeeze(const Tensor& x, int64_t axis);
+Tensor unsqueeze(const Tensor& x, int64_t axis);
+Tensor flatten(const Tensor& x);
+// Python-style slice of one axis: negative start/stop count from the end; step > 0.
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);
+// Zero padding: before[i] and after[i] elements on axis i.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& before, const std::vector<int64_t>& after);
+Tensor flip(const Tensor& x, const std::vector<int64_t>& axes);
+Tensor concat(const std::vector<Tensor>& tensors, int64_t axis = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t axis = 0);
+// The tensor itself if dense, otherwise a dense copy.
+Tensor contiguous(const Tensor& x);
+// Sums a broadcast result back down to `shape` (the reverse of expand).
+Tensor sum_to_shape(const Tensor& x, const Shape& shape);
+
+// ---- indexing ----
+// torch.gather: out[i][j] = x[i][index[i][j]] along `axis`.
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
+// Selects entries of a 1-D index along `axis`.
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
+// base with src added at the positions index names along `axis` (index has src's shape).
+Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src);
+
+// ---- linear algebra ----
+// Batched, broadcasting matmul; 1-D operands are treated as vectors, as in NumPy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- composites (built from the primitives above) ----
+Tensor square(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor softplus(const Tensor& x);
+Tensor relu(const Tensor& x);
+// The tanh approximation of GELU (Hendrycks & Gimpel, 2016), as used by GPT-2.
+Tensor gelu(const Tensor& x);
+Tensor silu(const Tensor& x);
+Tensor logsumexp(const Tensor& x, int64_t axis = -1, bool keepdims = false);
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+// sqrt(sum |x|^2) over axes (all when empty).
+Tensor norm(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+Tensor mse_loss(const Tensor& prediction, const Tensor& target);
+
+// ---- operators ----
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+}  // namespace eddy

@@ -1,0 +1,71 @@
+#pragma once
+// A primitive is declared once, in its op-family file, with everything every interpreter needs:
+//  - infer: the output's shape and dtype, and every check on the inputs;
+//  - eval:  the value, through backend kernels (or as a view of an input);
+//  - jvp:   input i's contribution to the output tangent;
+//  - vjp:   input i's cotangent given the output's cotangent.
+// Rules are written in eddy's public ops, so they are differentiable again: that is what gives
+// derivatives of any order in both modes. Un-broadcasting of cotangents, broadcasting of
+// tangents and accumulation over inputs happen once, in the engine.
+
+#include <deque>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy {
+
+// Static arguments of a primitive. Each primitive documents which fields it reads.
+struct Attrs {
+  Shape shape;                 // reshape, expand: target shape
+  std::vector<int64_t> axes;   // reductions, flip: axes; permute: the permutation
+  std::vector<int64_t> lo;     // slice: start per axis; pad: elements before, per axis
+  std::vector<int64_t> hi;     // slice: stop per axis; pad: elements after, per axis
+  std::vector<int64_t> step;   // slice: step per axis
+  int64_t axis = 0;            // concat, gather, index_select, scatter_add
+  bool keepdims = false;       // reductions
+  DType dtype = DType::f32;    // cast
+};
+
+struct OutputSpec {
+  Shape shape;
+  DType dtype;
+};
+
+using Inputs = std::span<const Tensor>;
+
+struct Primitive {
+  using JvpRule = std::function<Tensor(Inputs, const Attrs&, int input, const Tensor& tangent)>;
+  using VjpRule = std::function<Tensor(Inputs, const Attrs&, int input, const Tensor& cotangent)>;
+
+  std::string_view name;
+  int arity = 1;  // number of inputs; -1 for any number (concat)
+  std::function<OutputSpec(Inputs, const Attrs&)> infer;
+  std::function<Tensor(Inputs, const Attrs&, const OutputSpec&)> eval;
+  // Null when the output has zero derivative (comparisons, sign) or is not inexact.
+  JvpRule jvp;
+  VjpRule vjp;
+  // Inputs that carry no derivative (indices, conditions).
+  std::vector<int> constant_inputs;
+  // Linear in its differentiable inputs: the op tests check <A x, y> = <x, A^T y>.
+  bool linear = false;
+
+  bool differentiable_input(int i) const;
+};
+
+// Registers a primitive and returns the stable reference ops keep.
+const Primitive& register_primitive(Primitive primitive);
+// Every registered primitive, for the op-table test and the compiler.
+const std::deque<Primitive>& all_primitives();
+
+// The one dispatch point: every op, in every mode, goes through here.
+Tensor dispatch(const Primitive& primitive, Inputs inputs, const Attrs& attrs = {});
+inline Tensor dispatch(const Primitive& primitive, std::initializer_list<Tensor> inputs,
+                       const Attrs& attrs = {}) {
+  return dispatch(primitive, Inputs(inputs.begin(), inputs.size()), attrs);
+}
+
+}  // namespace eddy

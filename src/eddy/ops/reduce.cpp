@@ -1,0 +1,123 @@
+// Reduction primitives: sum, prod, max and min over any set of axes, with keepdims.
+
+#include "eddy/ops/op_helpers.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy {
+namespace {
+using namespace detail;
+
+Shape kept_shape(const Shape& in, const std::vector<int64_t>& axes) {
+  Shape out = in;
+  for (int64_t axis : axes) out[axis] = 1;
+  return out;
+}
+
+Shape reduced_shape(const Shape& in, const std::vector<int64_t>& axes, bool keepdims) {
+  if (keepdims) return kept_shape(in, axes);
+  Shape out;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) out.push_back(in[d]);
+  }
+  return out;
+}
+
+// A cotangent or value of the reduced shape, brought back to the input's rank.
+Tensor unreduce(const Tensor& g, const Tensor& x, const Attrs& attrs) {
+  return expand(reshape(g, kept_shape(x.shape(), attrs.axes)), x.shape());
+}
+
+// The share of the cotangent each input element receives in max/min: ties split evenly.
+Tensor extremum_weight(const Tensor& x, const Attrs& attrs, bool maximum) {
+  Tensor extremum = maximum ? max(x, attrs.axes, true) : min(x, attrs.axes, true);
+  Tensor hits = cast(eq(x, extremum), x.dtype());
+  return hits / sum(hits, attrs.axes, true);
+}
+
+const Primitive& reduction(std::string_view name, ReduceKernel kernel, bool real_only,
+                           Primitive::JvpRule jvp, Primitive::VjpRule vjp, bool linear = false) {
+  Primitive p;
+  p.name = name;
+  p.linear = linear;
+  p.infer = [=](Inputs in, const Attrs& attrs) {
+    check_dtype(name, in[0], in[0].dtype() != DType::b8, "a numeric (non-bool) tensor");
+    if (real_only) require_real(name, in[0]);
+    for (int64_t axis : attrs.axes) {
+      EDDY_CHECK(!real_only || in[0].shape()[axis] > 0, name, ": cannot reduce over axis ", axis,
+                 " of size 0 (shape ", in[0].shape(), ")");
+    }
+    return OutputSpec{reduced_shape(in[0].shape(), attrs.axes, attrs.keepdims), in[0].dtype()};
+  };
+  p.eval = [kernel](Inputs in, const Attrs& attrs, const OutputSpec& spec) {
+    Shape kept = kept_shape(in[0].shape(), attrs.axes);
+    Tensor out = Tensor::empty(kept, spec.dtype, in[0].device());
+    backend_of(out).reduce(kernel, in[0], attrs.axes, out);
+    return make_view(out, spec.shape, contiguous_strides(spec.shape), 0);
+  };
+  p.jvp = std::move(jvp);
+  p.vjp = std::move(vjp);
+  return register_primitive(std::move(p));
+}
+
+const Primitive& sum_p = reduction("sum", ReduceKernel::sum, false,
+    [](Inputs, const Attrs& a, int, const Tensor& t) { return sum(t, a.axes, a.keepdims); },
+    [](Inputs in, const Attrs& a, int, const Tensor& g) { return unreduce(g, in[0], a); }, true);
+
+// d prod / d x_i = prod / x_i: exact away from zeros (see docs/autodiff.md).
+const Primitive& prod_p = reduction("prod", ReduceKernel::prod, false,
+    [](Inputs in, const Attrs& a, int, const Tensor& t) {
+      return sum(t * prod(in[0], a.axes, true) / in[0], a.axes, a.keepdims);
+    },
+    [](Inputs in, const Attrs& a, int, const Tensor& g) {
+      return unreduce(g, in[0], a) * conj(prod(in[0], a.axes, true) / in[0]);
+    });
+
+const Primitive& max_p = reduction("max", ReduceKernel::max, true,
+    [](Inputs in, const Attrs& a, int, const Tensor& t) {
+      return sum(t * extremum_weight(in[0], a, true), a.axes, a.keepdims);
+    },
+    [](Inputs in, const Attrs& a, int, const Tensor& g) {
+      return unreduce(g, in[0], a) * extremum_weight(in[0], a, true);
+    });
+
+const Primitive& min_p = reduction("min", ReduceKernel::min, true,
+    [](Inputs in, const Attrs& a, int, const Tensor& t) {
+      return sum(t * extremum_weight(in[0], a, false), a.axes, a.keepdims);
+    },
+    [](Inputs in, const Attrs& a, int, const Tensor& g) {
+      return unreduce(g, in[0], a) * extremum_weight(in[0], a, false);
+    });
+
+Tensor reduce_with(const Primitive& p, const Tensor& x, const std::vector<int64_t>& axes,
+                   bool keepdims) {
+  Attrs attrs;
+  attrs.axes = normalize_axes(axes, x.dim(), p.name);
+  attrs.keepdims = keepdims;
+  // Booleans are summed as counts.
+  const Tensor& input = x.dtype() == DType::b8 && &p == &sum_p ? cast(x, DType::i64) : x;
+  return dispatch(p, {input}, attrs);
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  return reduce_with(sum_p, x, axes, keepdims);
+}
+Tensor prod(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  return reduce_with(prod_p, x, axes, keepdims);
+}
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  return reduce_with(max_p, x, axes, keepdims);
+}
+Tensor min(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  return reduce_with(min_p, x, axes, keepdims);
+}
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  require_inexact("mean", x);
+  int64_t count = 1;
+  for (int64_t axis : normalize_axes(axes, x.dim(), "mean")) count *= x.shape()[axis];
+  return sum(x, axes, keepdims) / static_cast<double>(count);
+}
+
+}  // namespace eddy
