@@ -148,6 +148,24 @@ std::vector<Tensor> seed_cotangents(const std::vector<Tensor>& outputs,
 
 }  // namespace
 
+Node::~Node() {
+  std::vector<Tensor> pending = std::move(inputs);
+  while (!pending.empty()) {
+    Tensor tensor = std::move(pending.back());
+    pending.pop_back();
+    // Only a tensor nobody else holds dies here; take over what it would free recursively.
+    if (!tensor.defined() || tensor.impl_ptr().use_count() != 1) continue;
+    TensorImpl& impl = *tensor.impl();
+    for (auto& entry : impl.tangents) pending.push_back(std::move(entry.second));
+    impl.tangents.clear();
+    const auto& meta = impl.autograd;
+    if (meta && meta.use_count() == 1 && meta->grad_fn && meta->grad_fn.use_count() == 1) {
+      for (Tensor& input : meta->grad_fn->inputs) pending.push_back(std::move(input));
+      meta->grad_fn->inputs.clear();
+    }
+  }
+}
+
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool create_graph) {
   std::vector<Tensor> seeds = seed_cotangents(outputs, grad_outputs);
