@@ -51,8 +51,9 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
   }
   for (int64_t axis : axes) out.push_back(normalize_axis(axis, rank, op));
   std::sort(out.begin(), out.end());
-  EDDY_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), op,
-             ": axis list repeats an axis");
+  auto repeated = std::adjacent_find(out.begin(), out.end());
+  EDDY_CHECK(repeated == out.end(), op, ": axis list ", to_string(axes), " repeats axis ",
+             *repeated);
   return out;
 }
 

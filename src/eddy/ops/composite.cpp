@@ -28,21 +28,35 @@ Tensor gelu(const Tensor& x) {
 
 Tensor silu(const Tensor& x) { return x * sigmoid(x); }
 
-// Shifted by the (detached) maximum so exp never overflows; the shift cancels exactly in the
-// value and in every derivative, which is why detaching it is safe.
+namespace {
+// The (detached) maximum along `axis`, kept, to shift by so exp never overflows; the shift
+// cancels exactly in the value and in every derivative, which is why detaching it is safe. An
+// infinite maximum is replaced by 0 so that the shift never computes inf - inf.
+Tensor stable_shift(const Tensor& x, int64_t axis) {
+  Tensor shift = max(x, {axis}, true).detach();
+  return where(lt(abs(shift), full_like(shift, std::numeric_limits<double>::infinity())), shift,
+               zeros_like(shift));
+}
+}  // namespace
+
 Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
   detail::require_real("logsumexp", x);
   axis = normalize_axis(axis, x.dim(), "logsumexp");
-  Tensor shift = max(x, {axis}, true).detach();
-  shift = where(lt(abs(shift), full_like(shift, std::numeric_limits<double>::infinity())), shift,
-                zeros_like(shift));
+  Tensor shift = stable_shift(x, axis);
   Tensor out = shift + log(sum(exp(x - shift), {axis}, true));
   return keepdims ? out : squeeze(out, axis);
 }
 
 Tensor softmax(const Tensor& x, int64_t axis) { return exp(log_softmax(x, axis)); }
 
-Tensor log_softmax(const Tensor& x, int64_t axis) { return x - logsumexp(x, axis, true); }
+// Not x - logsumexp(x): adding the shift back first rounds away the low bits of the large
+// logsumexp (about 1e-5 in float32 for logits near 1000), whereas x - shift is exact.
+Tensor log_softmax(const Tensor& x, int64_t axis) {
+  detail::require_real("log_softmax", x);
+  axis = normalize_axis(axis, x.dim(), "log_softmax");
+  Tensor shifted = x - stable_shift(x, axis);
+  return shifted - log(sum(exp(shifted), {axis}, true));
+}
 
 Tensor norm(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   detail::require_inexact("norm", x);

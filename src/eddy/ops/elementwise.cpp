@@ -21,7 +21,8 @@ void check_dtype(std::string_view op, const Tensor& t, bool accepted, std::strin
 }
 
 std::pair<Tensor, Tensor> promote_pair(const Tensor& a, const Tensor& b) {
-  EDDY_CHECK(a.defined() && b.defined(), "binary op on an undefined tensor");
+  // Left for dispatch to report, with the op's name.
+  if (!a.defined() || !b.defined()) return {a, b};
   DType common = promote(a.dtype(), b.dtype());
   return {a.dtype() == common ? a : cast(a, common), b.dtype() == common ? b : cast(b, common)};
 }

@@ -7,6 +7,7 @@
 #include <complex>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "eddy/core/rng.h"
@@ -43,7 +44,13 @@ template <typename T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
   EDDY_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "tensor: ", values.size(),
              " values do not fill shape ", shape);
-  return from_buffer(values.data(), shape, dtype_of<T>());
+  if constexpr (std::is_same_v<T, bool>) {
+    // std::vector<bool> is bit-packed and has no data(); eddy stores one byte per bool.
+    const std::vector<uint8_t> bytes(values.begin(), values.end());
+    return from_buffer(bytes.data(), shape, DType::b8);
+  } else {
+    return from_buffer(values.data(), shape, dtype_of<T>());
+  }
 }
 template <typename T>
 Tensor tensor(const std::vector<T>& values) {
