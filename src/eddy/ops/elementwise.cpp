@@ -16,6 +16,13 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   return make_view(t, shape, strides, t.offset());
 }
 
+Tensor dense(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());
+  backend_of(t).copy(t, out);
+  return out;
+}
+
 void check_dtype(std::string_view op, const Tensor& t, bool accepted, std::string_view wanted) {
   EDDY_CHECK(accepted, op, ": needs ", wanted, ", got ", t.dtype(), " with shape ", t.shape());
 }

@@ -35,7 +35,7 @@ const Primitive& gather_p = []() -> const Primitive& {
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
     Tensor out = new_output(spec, in[0]);
-    backend_of(out).gather(contiguous(in[0]), a.axis, contiguous(in[1]), out);
+    backend_of(out).gather(dense(in[0]), a.axis, dense(in[1]), out);
     return out;
   };
   p.jvp = [](Inputs in, const Attrs& a, int, const Tensor& t) { return gather(t, a.axis, in[1]); };
@@ -60,7 +60,7 @@ const Primitive& index_select_p = []() -> const Primitive& {
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
     Tensor out = new_output(spec, in[0]);
-    backend_of(out).index_select(contiguous(in[0]), a.axis, contiguous(in[1]), out);
+    backend_of(out).index_select(dense(in[0]), a.axis, dense(in[1]), out);
     return out;
   };
   p.jvp = [](Inputs in, const Attrs& a, int, const Tensor& t) {
@@ -91,7 +91,7 @@ const Primitive& scatter_add_p = []() -> const Primitive& {
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
     Tensor out = new_output(spec, in[0]);
     backend_of(out).copy(in[0], out);
-    backend_of(out).scatter_add(out, a.axis, contiguous(in[1]), contiguous(in[2]));
+    backend_of(out).scatter_add(out, a.axis, dense(in[1]), dense(in[2]));
     return out;
   };
   p.jvp = [](Inputs in, const Attrs& a, int i, const Tensor& t) {

@@ -10,12 +10,6 @@ namespace eddy {
 namespace {
 using namespace detail;
 
-Tensor dense_copy(const Tensor& x) {
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  backend_of(x).copy(x, out);
-  return out;
-}
-
 const Primitive& reshape_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "reshape";
@@ -26,7 +20,7 @@ const Primitive& reshape_p = [] () -> const Primitive& {
     return OutputSpec{a.shape, in[0].dtype()};
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec&) {
-    Tensor source = in[0].is_contiguous() ? in[0] : dense_copy(in[0]);
+    Tensor source = dense(in[0]);
     return make_view(source, a.shape, contiguous_strides(a.shape), source.offset());
   };
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reshape(t, a.shape); };
@@ -364,6 +358,15 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t axis) {
     expanded.push_back(unsqueeze(t, axis));
   }
   return concat(expanded, axis);
+}
+
+Tensor roll(const Tensor& x, int64_t shift, int64_t axis) {
+  axis = normalize_axis(axis, x.dim(), "roll");
+  const int64_t n = x.shape()[axis];
+  if (n == 0) return x;
+  const int64_t split = n - ((shift % n) + n) % n;
+  if (split == n) return x;
+  return concat({slice(x, axis, split, n), slice(x, axis, 0, split)}, axis);
 }
 
 Tensor contiguous(const Tensor& x) {

@@ -18,6 +18,8 @@ inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
 
 // A view of `t` with `shape` through zero strides, for kernels (no autodiff; not an op).
 Tensor broadcast_view(const Tensor& t, const Shape& shape);
+// `t` itself when dense, else a dense copy made by the backend (not an op: evals use it).
+Tensor dense(const Tensor& t);
 
 // Throws "<op>: ... got <dtype>" unless the predicate accepts the dtype.
 void check_dtype(std::string_view op, const Tensor& t, bool accepted, std::string_view wanted);

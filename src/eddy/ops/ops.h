@@ -117,6 +117,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& before, const std::vecto
 Tensor flip(const Tensor& x, const std::vector<int64_t>& axes);
 Tensor concat(const std::vector<Tensor>& tensors, int64_t axis = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t axis = 0);
+// Circular shift: element i moves to (i + shift) mod n along `axis`.
+Tensor roll(const Tensor& x, int64_t shift, int64_t axis);
 // The tensor itself if dense, otherwise a dense copy.
 Tensor contiguous(const Tensor& x);
 // Sums a broadcast result back down to `shape` (the reverse of expand).

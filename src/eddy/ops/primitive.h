@@ -20,13 +20,14 @@ namespace eddy {
 
 // Static arguments of a primitive. Each primitive documents which fields it reads.
 struct Attrs {
-  Shape shape;                 // reshape, expand: target shape
+  Shape shape;                 // reshape, expand: target shape; fft_c2r: output shape
   std::vector<int64_t> axes;   // reductions, flip: axes; permute: the permutation
   std::vector<int64_t> lo;     // slice: start per axis; pad: elements before, per axis
   std::vector<int64_t> hi;     // slice: stop per axis; pad: elements after, per axis
   std::vector<int64_t> step;   // slice: step per axis
   int64_t axis = 0;            // concat, gather, index_select, scatter_add
   bool keepdims = false;       // reductions
+  bool inverse = false;        // fft_c2c: the +i (inverse) direction
   DType dtype = DType::f32;    // cast
 };
 
