@@ -10,6 +10,8 @@ packages=(
   ccache
   libeigen3-dev     # vectorised elementwise math
   libopenblas-dev   # GEMM (see docs/dependencies.md)
+  libfftw3-dev      # FFTs on the CPU (float and double, OpenMP threads)
+  pkg-config
   libgtest-dev      # tests
   libbenchmark-dev  # bench/
 )

@@ -1,0 +1,28 @@
+#pragma once
+// The FFT kernel interface a device implements: unnormalised transforms on dense tensors, no op
+// semantics (lengths, norms and autodiff live in fft.cpp). FFTW implements it on the CPU; a
+// cuFFT implementation registers itself for DeviceType::cuda the same way.
+
+#include <vector>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy::fft {
+
+class FftBackend {
+ public:
+  virtual ~FftBackend() = default;
+  // out = sum_j in_j exp(-+2 pi i j k / n) over each of `axes` (minus sign when forward);
+  // in and out are dense complex tensors of one shape.
+  virtual void c2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes,
+                   bool forward) = 0;
+  // Real in -> half spectrum along `axis` (out.shape[axis] = in.shape[axis] / 2 + 1).
+  virtual void r2c(const Tensor& in, const Tensor& out, int64_t axis) = 0;
+  // Half spectrum in -> real out of length out.shape[axis]; `in` is left untouched.
+  virtual void c2r(const Tensor& in, const Tensor& out, int64_t axis) = 0;
+};
+
+FftBackend& fft_backend_for(Device device);
+void register_fft_backend(DeviceType type, FftBackend* backend);
+
+}  // namespace eddy::fft

@@ -1,0 +1,238 @@
+// The CPU FFT backend on FFTW3 (single and double precision). Plans are made once per layout
+// (kind, precision, shape, axes, thread count, alignment) and reused through FFTW's new-array
+// execute functions. Planner effort: FFTW_MEASURE, or EDDY_FFTW_PLANNER=estimate|patient.
+
+#include <fftw3.h>
+#include <omp.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "eddy/fft/fft_backend.h"
+
+namespace eddy::fft {
+namespace {
+
+enum class Kind { c2c_forward, c2c_backward, r2c, c2r };
+
+// FFTW's float and double APIs behind one name.
+template <typename Real> struct Fftw;
+template <> struct Fftw<double> {
+  using Plan = fftw_plan;
+  using Complex = fftw_complex;
+  static void* malloc(size_t bytes) { return fftw_malloc(bytes); }
+  static void free(void* p) { fftw_free(p); }
+  static void threads(int n) { fftw_plan_with_nthreads(n); }
+  static int alignment(const void* p) { return fftw_alignment_of(static_cast<double*>(const_cast<void*>(p))); }
+  static Plan c2c(int rank, const fftw_iodim64* dims, int howmany, const fftw_iodim64* batch, void* in,
+                  void* out, int sign, unsigned flags) {
+    return fftw_plan_guru64_dft(rank, dims, howmany, batch, static_cast<Complex*>(in),
+                                static_cast<Complex*>(out), sign, flags);
+  }
+  static Plan r2c(const fftw_iodim64* dim, int howmany, const fftw_iodim64* batch, void* in, void* out,
+                  unsigned flags) {
+    return fftw_plan_guru64_dft_r2c(1, dim, howmany, batch, static_cast<double*>(in),
+                                    static_cast<Complex*>(out), flags);
+  }
+  static Plan c2r(const fftw_iodim64* dim, int howmany, const fftw_iodim64* batch, void* in, void* out,
+                  unsigned flags) {
+    return fftw_plan_guru64_dft_c2r(1, dim, howmany, batch, static_cast<Complex*>(in),
+                                    static_cast<double*>(out), flags);
+  }
+  static void run_c2c(Plan p, void* in, void* out) {
+    fftw_execute_dft(p, static_cast<Complex*>(in), static_cast<Complex*>(out));
+  }
+  static void run_r2c(Plan p, void* in, void* out) {
+    fftw_execute_dft_r2c(p, static_cast<double*>(in), static_cast<Complex*>(out));
+  }
+  static void run_c2r(Plan p, void* in, void* out) {
+    fftw_execute_dft_c2r(p, static_cast<Complex*>(in), static_cast<double*>(out));
+  }
+};
+template <> struct Fftw<float> {
+  using Plan = fftwf_plan;
+  using Complex = fftwf_complex;
+  static void* malloc(size_t bytes) { return fftwf_malloc(bytes); }
+  static void free(void* p) { fftwf_free(p); }
+  static void threads(int n) { fftwf_plan_with_nthreads(n); }
+  static int alignment(const void* p) { return fftwf_alignment_of(static_cast<float*>(const_cast<void*>(p))); }
+  static Plan c2c(int rank, const fftw_iodim64* dims, int howmany, const fftw_iodim64* batch, void* in,
+                  void* out, int sign, unsigned flags) {
+    return fftwf_plan_guru64_dft(rank, dims, howmany, batch, static_cast<Complex*>(in),
+                                 static_cast<Complex*>(out), sign, flags);
+  }
+  static Plan r2c(const fftw_iodim64* dim, int howmany, const fftw_iodim64* batch, void* in, void* out,
+                  unsigned flags) {
+    return fftwf_plan_guru64_dft_r2c(1, dim, howmany, batch, static_cast<float*>(in),
+                                     static_cast<Complex*>(out), flags);
+  }
+  static Plan c2r(const fftw_iodim64* dim, int howmany, const fftw_iodim64* batch, void* in, void* out,
+                  unsigned flags) {
+    return fftwf_plan_guru64_dft_c2r(1, dim, howmany, batch, static_cast<Complex*>(in),
+                                     static_cast<float*>(out), flags);
+  }
+  static void run_c2c(Plan p, void* in, void* out) {
+    fftwf_execute_dft(p, static_cast<Complex*>(in), static_cast<Complex*>(out));
+  }
+  static void run_r2c(Plan p, void* in, void* out) {
+    fftwf_execute_dft_r2c(p, static_cast<float*>(in), static_cast<Complex*>(out));
+  }
+  static void run_c2r(Plan p, void* in, void* out) {
+    fftwf_execute_dft_c2r(p, static_cast<Complex*>(in), static_cast<float*>(out));
+  }
+};
+
+unsigned planner_flags() {
+  static const unsigned flags = [] {
+    const char* effort = std::getenv("EDDY_FFTW_PLANNER");
+    if (effort && std::strcmp(effort, "estimate") == 0) return FFTW_ESTIMATE;
+    if (effort && std::strcmp(effort, "patient") == 0) return FFTW_PATIENT;
+    return FFTW_MEASURE;
+  }();
+  return flags;
+}
+
+// Transform dims over `axes` and batch (howmany) dims over the others, from dense layouts.
+struct Layout {
+  std::vector<fftw_iodim64> dims, batch;
+};
+
+Layout layout_of(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes,
+                 const Shape& logical) {
+  Layout layout;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    fftw_iodim64 dim{logical[d], in.strides()[d], out.strides()[d]};
+    if (std::find(axes.begin(), axes.end(), d) != axes.end()) {
+      layout.dims.push_back(dim);
+    } else if (logical[d] != 1) {
+      layout.batch.push_back(dim);
+    }
+  }
+  return layout;
+}
+
+using PlanKey = std::tuple<Kind, bool, Shape, std::vector<int64_t>, int, int, int>;
+
+template <typename Real>
+class PlanCache {
+ public:
+  ~PlanCache() = default;  // plans are left to the process end: FFTW may be torn down first
+
+  typename Fftw<Real>::Plan get(Kind kind, const Tensor& in, const Tensor& out,
+                                const std::vector<int64_t>& axes) {
+    const int threads = omp_get_max_threads();
+    PlanKey key{kind, sizeof(Real) == 8, kind == Kind::c2r ? out.shape() : in.shape(), axes, threads,
+                Fftw<Real>::alignment(in.raw_data()), Fftw<Real>::alignment(out.raw_data())};
+    std::lock_guard lock(mutex_);  // FFTW's planner is not thread-safe
+    auto found = plans_.find(key);
+    if (found != plans_.end()) return found->second;
+    auto plan = make(kind, in, out, axes, threads);
+    EDDY_CHECK(plan, "fft: FFTW could not plan a transform of shape ", in.shape(), " over axes ",
+               to_string(axes));
+    plans_.emplace(key, plan);
+    return plan;
+  }
+
+ private:
+  // Plans on scratch arrays, since FFTW_MEASURE overwrites them; the alignment of the scratch
+  // arrays is matched to the real ones by offsetting.
+  typename Fftw<Real>::Plan make(Kind kind, const Tensor& in, const Tensor& out,
+                                 const std::vector<int64_t>& axes, int threads) {
+    static std::once_flag init;
+    std::call_once(init, [] {
+      fftw_init_threads();
+      fftwf_init_threads();
+    });
+    Fftw<Real>::threads(threads);
+    const size_t in_bytes = in.numel() * dtype_size(in.dtype()) + 64;
+    const size_t out_bytes = out.numel() * dtype_size(out.dtype()) + 64;
+    char* scratch_in = static_cast<char*>(Fftw<Real>::malloc(in_bytes));
+    char* scratch_out = static_cast<char*>(Fftw<Real>::malloc(out_bytes));
+    void* pin = scratch_in + (reinterpret_cast<uintptr_t>(in.raw_data()) % 16);
+    void* pout = scratch_out + (reinterpret_cast<uintptr_t>(out.raw_data()) % 16);
+    const unsigned flags = planner_flags();
+    typename Fftw<Real>::Plan plan;
+    if (kind == Kind::c2c_forward || kind == Kind::c2c_backward) {
+      Layout l = layout_of(in, out, axes, in.shape());
+      plan = Fftw<Real>::c2c(static_cast<int>(l.dims.size()), l.dims.data(), static_cast<int>(l.batch.size()),
+                             l.batch.data(), pin, pout,
+                             kind == Kind::c2c_forward ? FFTW_FORWARD : FFTW_BACKWARD, flags);
+    } else if (kind == Kind::r2c) {
+      Layout l = layout_of(in, out, axes, in.shape());
+      plan = Fftw<Real>::r2c(l.dims.data(), static_cast<int>(l.batch.size()), l.batch.data(), pin, pout, flags);
+    } else {
+      Layout l = layout_of(in, out, axes, out.shape());
+      plan = Fftw<Real>::c2r(l.dims.data(), static_cast<int>(l.batch.size()), l.batch.data(), pin, pout, flags);
+    }
+    Fftw<Real>::free(scratch_in);
+    Fftw<Real>::free(scratch_out);
+    return plan;
+  }
+
+  std::mutex mutex_;
+  std::map<PlanKey, typename Fftw<Real>::Plan> plans_;
+};
+
+template <typename Real>
+PlanCache<Real>& plan_cache() {
+  static auto* cache = new PlanCache<Real>();
+  return *cache;
+}
+
+class FftwBackend final : public FftBackend {
+ public:
+  void c2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, bool forward) override {
+    const Kind kind = forward ? Kind::c2c_forward : Kind::c2c_backward;
+    if (in.dtype() == DType::c128) {
+      Fftw<double>::run_c2c(plan_cache<double>().get(kind, in, out, axes), in.raw_data(), out.raw_data());
+    } else {
+      Fftw<float>::run_c2c(plan_cache<float>().get(kind, in, out, axes), in.raw_data(), out.raw_data());
+    }
+  }
+
+  void r2c(const Tensor& in, const Tensor& out, int64_t axis) override {
+    if (in.dtype() == DType::f64) {
+      Fftw<double>::run_r2c(plan_cache<double>().get(Kind::r2c, in, out, {axis}), in.raw_data(), out.raw_data());
+    } else {
+      Fftw<float>::run_r2c(plan_cache<float>().get(Kind::r2c, in, out, {axis}), in.raw_data(), out.raw_data());
+    }
+  }
+
+  void c2r(const Tensor& in, const Tensor& out, int64_t axis) override {
+    // FFTW's c2r overwrites its input, so it runs on a copy.
+    Tensor scratch = Tensor::empty(in.shape(), in.dtype(), in.device());
+    std::memcpy(scratch.raw_data(), in.raw_data(), in.numel() * dtype_size(in.dtype()));
+    if (in.dtype() == DType::c128) {
+      Fftw<double>::run_c2r(plan_cache<double>().get(Kind::c2r, scratch, out, {axis}), scratch.raw_data(),
+                            out.raw_data());
+    } else {
+      Fftw<float>::run_c2r(plan_cache<float>().get(Kind::c2r, scratch, out, {axis}), scratch.raw_data(),
+                           out.raw_data());
+    }
+  }
+};
+
+std::array<FftBackend*, kNumDeviceTypes>& fft_backends() {
+  static FftwBackend fftw;
+  static std::array<FftBackend*, kNumDeviceTypes> table{&fftw, nullptr};
+  return table;
+}
+
+}  // namespace
+
+FftBackend& fft_backend_for(Device device) {
+  FftBackend* backend = fft_backends()[static_cast<int>(device.type)];
+  EDDY_CHECK(backend, "fft: no FFT backend is registered for device ", device);
+  return *backend;
+}
+
+void register_fft_backend(DeviceType type, FftBackend* backend) {
+  fft_backends()[static_cast<int>(type)] = backend;
+}
+
+}  // namespace eddy::fft
