@@ -1,0 +1,65 @@
+#include "eddy/fft/spectral.h"
+
+#include "eddy/fft/fft.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::fft {
+
+Shape spectral_weight_shape(int64_t in_channels, int64_t out_channels, const std::vector<int64_t>& modes) {
+  Shape shape{in_channels, out_channels};
+  for (size_t i = 0; i < modes.size(); ++i) shape.push_back(i + 1 < modes.size() ? 2 * modes[i] : modes[i]);
+  return shape;
+}
+
+Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<int64_t>& modes) {
+  const int64_t d = static_cast<int64_t>(modes.size());
+  EDDY_CHECK(d >= 1 && x.dim() == d + 2, "spectral_conv: input of shape ", x.shape(), " does not match ", d,
+             " spatial axes ([batch, channels, n_1..n_d] expected)");
+  EDDY_CHECK(weights.dim() == d + 2 && weights.shape()[0] == x.shape()[1] &&
+                 weights.shape() == spectral_weight_shape(x.shape()[1], weights.shape()[1], modes),
+             "spectral_conv: weights have shape ", weights.shape(), " but input ", x.shape(), " with modes ",
+             to_string(modes), " needs ", spectral_weight_shape(x.shape()[1], weights.shape()[1], modes));
+  std::vector<int64_t> axes, sizes;
+  for (int64_t i = 0; i < d; ++i) {
+    const int64_t axis = 2 + i, n = x.shape()[axis], k = modes[i];
+    const bool last = i == d - 1;
+    EDDY_CHECK(k >= 1 && (last ? k <= n / 2 + 1 : 2 * k <= n), "spectral_conv: ", k,
+               " modes do not fit axis ", axis, " of length ", n);
+    axes.push_back(axis);
+    sizes.push_back(n);
+  }
+  Tensor spectrum = rfftn(x, sizes, axes);
+  // Cut the kept corner block of the spectrum: [batch, in, 2k_1, ..., k_d].
+  Tensor block = slice(spectrum, -1, 0, modes.back());
+  for (int64_t i = 0; i + 1 < d; ++i) {
+    const int64_t axis = 2 + i, n = sizes[i], k = modes[i];
+    block = concat({slice(block, axis, 0, k), slice(block, axis, n - k, n)}, axis);
+  }
+  // Channel mixing per mode as a batched matmul over modes: [modes..., batch, in] @ [modes..., in, out].
+  std::vector<int64_t> modes_first, weights_modes_first;
+  for (int64_t i = 0; i < d; ++i) modes_first.push_back(2 + i);
+  weights_modes_first = modes_first;
+  modes_first.insert(modes_first.end(), {0, 1});
+  weights_modes_first.insert(weights_modes_first.end(), {0, 1});
+  Tensor mixed = matmul(permute(block, modes_first), permute(weights, weights_modes_first));
+  std::vector<int64_t> back(d + 2);
+  back[0] = d;
+  back[1] = d + 1;
+  for (int64_t i = 0; i < d; ++i) back[2 + i] = i;
+  Tensor out = permute(mixed, back);  // [batch, out, 2k_1, ..., k_d]
+  // Put the block back into a zero spectrum of the input's size and transform back.
+  const int64_t half = sizes.back() / 2 + 1;
+  std::vector<int64_t> before(out.dim(), 0), after(out.dim(), 0);
+  after.back() = half - modes.back();
+  out = pad(out, before, after);
+  for (int64_t i = 0; i + 1 < d; ++i) {
+    const int64_t axis = 2 + i, n = sizes[i], k = modes[i];
+    Shape gap_shape = out.shape();
+    gap_shape[axis] = n - 2 * k;
+    out = concat({slice(out, axis, 0, k), zeros(gap_shape, out.dtype(), out.device()), slice(out, axis, k, 2 * k)},
+                 axis);
+  }
+  return irfftn(out, sizes, axes);
+}
+
+}  // namespace eddy::fft
