@@ -1,0 +1,33 @@
+// eddy_bench: Google Benchmark runs of GEMM, elementwise ops and a PINN step, then a markdown
+// table of eddy GEMM against OpenBLAS. `--no_gemm_table` skips the table.
+
+#include <cstring>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "bench_util.h"
+
+int main(int argc, char** argv) {
+  bool gemm_table = true;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no_gemm_table") == 0) {
+      gemm_table = false;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int benchmark_argc = static_cast<int>(args.size());
+  benchmark::Initialize(&benchmark_argc, args.data());
+  if (benchmark::ReportUnrecognizedArguments(benchmark_argc, args.data())) return 1;
+
+  eddy_bench::register_gemm_benchmarks();
+  eddy_bench::register_elementwise_benchmarks();
+  eddy_bench::register_mlp_benchmarks();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+
+  if (gemm_table) eddy_bench::print_gemm_table();
+  return 0;
+}
