@@ -9,9 +9,10 @@ packages=(
   ninja-build
   ccache
   libeigen3-dev     # vectorised elementwise math
-  libopenblas-dev   # GEMM (see docs/dependencies.md)
+  libopenblas-openmp-dev  # GEMM, on OpenMP threads (see docs/dependencies.md)
   libfftw3-dev      # FFTs on the CPU (float and double, OpenMP threads)
   pkg-config
+  nlohmann-json3-dev  # safetensors headers
   libgtest-dev      # tests
   libbenchmark-dev  # bench/
 )

@@ -1,0 +1,63 @@
+#include "eddy/io/checkpoint.h"
+
+#include "eddy/io/safetensors.h"
+
+namespace eddy::io {
+namespace {
+constexpr std::string_view kModelPrefix = "model.";
+constexpr std::string_view kOptimizerPrefix = "optimizer.";
+
+bool take_prefix(const std::string& name, std::string_view prefix, std::string& rest) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  rest = name.substr(prefix.size());
+  return true;
+}
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,
+                     const CheckpointInfo& info) {
+  nn::StateDict tensors;
+  for (const auto& [name, tensor] : model.state_dict()) tensors.emplace(std::string(kModelPrefix) + name, tensor);
+  for (const auto& [name, tensor] : optimizer_state) tensors.emplace(std::string(kOptimizerPrefix) + name, tensor);
+  save_safetensors(path, tensors,
+                   {{"eddy.step", std::to_string(info.step)},
+                    {"eddy.config_hash", info.config_hash},
+                    {"eddy.version", EDDY_VERSION}});
+}
+
+CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::StateDict* optimizer_state) {
+  SafetensorsContents contents = load_safetensors(path);
+  nn::StateDict model_state, optimizer;
+  for (const auto& [name, tensor] : contents.tensors) {
+    std::string rest;
+    if (take_prefix(name, kModelPrefix, rest)) {
+      model_state.emplace(rest, tensor);
+    } else if (take_prefix(name, kOptimizerPrefix, rest)) {
+      optimizer.emplace(rest, tensor);
+    } else {
+      throw Error(cat(path, ": tensor \"", name, "\" is neither model.* nor optimizer.*; not an eddy checkpoint"));
+    }
+  }
+  try {
+    model.load_state_dict(model_state);
+  } catch (const Error& e) {
+    throw Error(cat(path, ": ", e.what()));
+  }
+  if (optimizer_state) *optimizer_state = std::move(optimizer);
+  CheckpointInfo info;
+  auto field = [&](const char* key) {
+    auto found = contents.metadata.find(key);
+    return found == contents.metadata.end() ? std::string() : found->second;
+  };
+  const std::string step = field("eddy.step");
+  try {
+    info.step = step.empty() ? 0 : std::stoll(step);
+  } catch (const std::exception&) {
+    throw Error(cat(path, ": metadata eddy.step is not an integer: \"", step, "\""));
+  }
+  info.config_hash = field("eddy.config_hash");
+  info.eddy_version = field("eddy.version");
+  return info;
+}
+
+}  // namespace eddy::io

@@ -1,0 +1,26 @@
+#pragma once
+// Training checkpoints: a model's parameters and buffers, the optimiser's state and run metadata
+// in one safetensors file (keys "model.<name>" and "optimizer.<name>"), written atomically.
+
+#include <cstdint>
+#include <string>
+
+#include "eddy/nn/module.h"
+
+namespace eddy::io {
+
+struct CheckpointInfo {
+  int64_t step = 0;
+  std::string config_hash;  // of the resolved config that produced the run
+  std::string eddy_version;  // filled in on save
+};
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,
+                     const CheckpointInfo& info);
+
+// Loads into `model`, checking every tensor's name, shape and dtype against it (see
+// Module::load_state_dict); the optimiser state goes to `optimizer_state` when given.
+CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model,
+                               nn::StateDict* optimizer_state = nullptr);
+
+}  // namespace eddy::io

@@ -1,0 +1,101 @@
+#pragma once
+// The basic layers: Linear, Sequential, Embedding, LayerNorm, Dropout and the activations.
+// Weights use the [in, out] layout: Linear computes x @ W + b.
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "eddy/core/rng.h"
+#include "eddy/nn/module.h"
+
+namespace eddy::nn {
+
+enum class ActivationKind { tanh, sin, gelu, silu, relu, softplus, identity };
+
+// "tanh", "sin", "gelu", "silu", "relu", "softplus", "identity"; anything else is an error that
+// lists the valid names.
+ActivationKind parse_activation(std::string_view name);
+std::string_view activation_name(ActivationKind kind);
+Tensor activate(ActivationKind kind, const Tensor& x);
+
+class Linear : public Module {
+ public:
+  // Glorot-uniform weight, zero bias.
+  Linear(int64_t in_features, int64_t out_features, Generator& generator, DType dtype = DType::f32,
+         bool bias = true);
+  Tensor forward(const Tensor& x) override;
+
+  Tensor weight;  // [in, out]
+  Tensor bias;    // [out], undefined without bias
+};
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::shared_ptr<Module>> layers);
+  void push_back(std::shared_ptr<Module> layer);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return layers_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+class Activation : public Module {
+ public:
+  explicit Activation(ActivationKind kind) : kind_(kind) {}
+  Tensor forward(const Tensor& x) override { return activate(kind_, x); }
+
+ private:
+  ActivationKind kind_;
+};
+
+// Layer-wise locally adaptive activation (Jagtap, Kawaguchi & Karniadakis, 2020):
+// sigma(n * a * x) with a trainable slope a, initialised so that n * a = 1.
+class AdaptiveActivation : public Module {
+ public:
+  AdaptiveActivation(ActivationKind kind, double scale = 10.0, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) override;
+
+  Tensor slope;  // a, a 1-element parameter
+
+ private:
+  ActivationKind kind_;
+  double scale_;
+};
+
+// Rows of a [count, dim] table, looked up by an int32/int64 index tensor of any shape.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t count, int64_t dim, Generator& generator, DType dtype = DType::f32);
+  Tensor forward(const Tensor& indices) override;
+
+  Tensor weight;  // [count, dim], N(0, 1) initialised
+};
+
+// Normalises over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) override;
+
+  Tensor gamma, beta;
+
+ private:
+  double eps_;
+};
+
+// Zeroes each element with probability p while training and scales the rest by 1 / (1 - p);
+// the identity in eval mode. Draws from its own seeded generator.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p, uint64_t seed = 0);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double p_;
+  Generator generator_;
+};
+
+}  // namespace eddy::nn

@@ -1,0 +1,83 @@
+#include "eddy/nn/module.h"
+
+#include "eddy/autodiff/tape.h"
+
+namespace eddy::nn {
+
+template <typename Visit>
+void Module::visit_tensors(const std::string& prefix, bool buffers, Visit&& visit) const {
+  for (const auto& [name, tensor] : buffers ? buffers_ : parameters_) visit(prefix + name, *tensor);
+  for (const auto& [name, child] : children_) child->visit_tensors(prefix + name + ".", buffers, visit);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  visit_tensors("", false, [&](const std::string& name, const Tensor& t) { out.emplace_back(name, t); });
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  visit_tensors("", true, [&](const std::string& name, const Tensor& t) { out.emplace_back(name, t); });
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  visit_tensors("", false, [&](const std::string&, const Tensor& t) { out.push_back(t); });
+  return out;
+}
+
+int64_t Module::parameter_count() const {
+  int64_t count = 0;
+  for (const Tensor& p : parameters()) count += p.numel();
+  return count;
+}
+
+StateDict Module::state_dict() const {
+  StateDict state;
+  for (auto& [name, t] : named_parameters()) state.emplace(name, t.detach());
+  for (auto& [name, t] : named_buffers()) state.emplace(name, t.detach());
+  return state;
+}
+
+void Module::load_state_dict(const StateDict& state) {
+  auto own = named_parameters();
+  auto buffers = named_buffers();
+  own.insert(own.end(), buffers.begin(), buffers.end());
+  for (const auto& [name, target] : own) {
+    auto found = state.find(name);
+    EDDY_CHECK(found != state.end(), "load_state_dict: missing key \"", name, "\" (expected shape ",
+               target.shape(), ", dtype ", target.dtype(), ")");
+    const Tensor& source = found->second;
+    EDDY_CHECK(source.shape() == target.shape(), "load_state_dict: \"", name, "\" has shape ",
+               source.shape(), " but the model expects ", target.shape());
+    EDDY_CHECK(source.dtype() == target.dtype(), "load_state_dict: \"", name, "\" has dtype ",
+               source.dtype(), " but the model expects ", target.dtype());
+  }
+  for (const auto& [name, tensor] : state) {
+    bool known = false;
+    for (const auto& entry : own) known = known || entry.first == name;
+    EDDY_CHECK(known, "load_state_dict: unexpected key \"", name, "\" (not in this model)");
+  }
+  NoGradGuard no_grad;
+  for (auto& [name, target] : own) target.copy_(state.at(name));
+}
+
+void Module::train(bool enabled) {
+  training_ = enabled;
+  for (auto& [name, child] : children_) child->train(enabled);
+}
+
+void Module::register_parameter(std::string name, Tensor& member) {
+  EDDY_CHECK(member.defined(), "register_parameter: \"", name, "\" is undefined");
+  if (!member.requires_grad()) member.requires_grad_();
+  parameters_.emplace_back(std::move(name), &member);
+}
+
+void Module::register_buffer(std::string name, Tensor& member) {
+  EDDY_CHECK(member.defined(), "register_buffer: \"", name, "\" is undefined");
+  buffers_.emplace_back(std::move(name), &member);
+}
+
+}  // namespace eddy::nn

@@ -1,0 +1,64 @@
+#pragma once
+// Module: the base of every layer and model. A module owns named parameters (trainable leaf
+// tensors), named buffers (fixed tensors saved with the model, such as Fourier-feature
+// matrices) and named child modules; names nest with dots ("blocks.0.weight").
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "eddy/core/tensor.h"
+#include "eddy/nn/state_dict.h"
+
+namespace eddy::nn {
+
+class Module {
+ public:
+  Module() = default;
+  Module(const Module&) = delete;  // registrations point into the object
+  Module& operator=(const Module&) = delete;
+  virtual ~Module() = default;
+
+  virtual Tensor forward(const Tensor& input) = 0;
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // Trainable tensors, depth-first in registration order.
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  int64_t parameter_count() const;
+
+  // Parameters and buffers by name. The tensors share storage with the module's.
+  StateDict state_dict() const;
+  // Copies values in by name. Every key of the module must be present, with the same shape
+  // and dtype; extra keys are an error too (they usually mean the wrong model). Errors name
+  // the key, the expected and the found shape or dtype.
+  void load_state_dict(const StateDict& state);
+
+  // Training mode matters to Dropout; it propagates to children.
+  void train(bool enabled = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+ protected:
+  // Registers a member tensor as a trainable parameter (made a requires_grad leaf).
+  void register_parameter(std::string name, Tensor& member);
+  void register_buffer(std::string name, Tensor& member);
+  template <typename M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> child) {
+    children_.emplace_back(std::move(name), child);
+    return child;
+  }
+
+ private:
+  template <typename Visit>
+  void visit_tensors(const std::string& prefix, bool buffers, Visit&& visit) const;
+
+  std::vector<std::pair<std::string, Tensor*>> parameters_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace eddy::nn

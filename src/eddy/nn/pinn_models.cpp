@@ -1,0 +1,224 @@
+#include "eddy/nn/pinn_models.h"
+
+#include <cmath>
+#include <map>
+#include <numbers>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/nn/init.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::nn {
+namespace {
+
+constexpr double kTwoPi = 2 * std::numbers::pi;
+
+// Normalisation, periodic embedding and Fourier features, in that order.
+class InputMap : public Module {
+ public:
+  InputMap(const PinnModelOptions& o, Generator& generator) : inputs_(o.inputs) {
+    if (!o.input_lower.empty()) {
+      offset_ = tensor(o.input_lower, {o.inputs});
+      std::vector<double> inverse_half_range(o.inputs);
+      for (int64_t i = 0; i < o.inputs; ++i) inverse_half_range[i] = 2.0 / (o.input_upper[i] - o.input_lower[i]);
+      scale_ = tensor(inverse_half_range, {o.inputs});
+      offset_ = cast(offset_, o.dtype);
+      scale_ = cast(scale_, o.dtype);
+      register_buffer("offset", offset_);
+      register_buffer("scale", scale_);
+    }
+    for (size_t i = 0; i < o.periodic_axes.size(); ++i) periods_[o.periodic_axes[i]] = o.periods[i];
+    width_ = o.inputs + static_cast<int64_t>(o.periodic_axes.size());
+    if (o.fourier_features > 0) {
+      fourier_ = randn({width_, o.fourier_features}, o.dtype, &generator) * o.fourier_scale;
+      register_buffer("fourier_matrix", fourier_);
+      width_ = 2 * o.fourier_features;
+    }
+  }
+
+  int64_t output_width() const { return width_; }
+
+  Tensor forward(const Tensor& x) override {
+    EDDY_CHECK(x.dim() == 2 && x.shape()[1] == inputs_, "PINN model: input has shape ", x.shape(),
+               ", expected [N, ", inputs_, "]");
+    Tensor h = offset_.defined() ? (x - offset_) * scale_ - 1.0 : x;
+    if (!periods_.empty()) {
+      std::vector<Tensor> columns;
+      for (int64_t i = 0; i < inputs_; ++i) {
+        Tensor column = slice(x, 1, i, i + 1);  // periods refer to the raw coordinate
+        auto period = periods_.find(i);
+        if (period == periods_.end()) {
+          columns.push_back(slice(h, 1, i, i + 1));
+        } else {
+          Tensor angle = column * (kTwoPi / period->second);
+          columns.push_back(cos(angle));
+          columns.push_back(sin(angle));
+        }
+      }
+      h = concat(columns, 1);
+    }
+    if (fourier_.defined()) {
+      Tensor projected = matmul(h, fourier_) * kTwoPi;
+      h = concat({cos(projected), sin(projected)}, 1);
+    }
+    return h;
+  }
+
+ private:
+  int64_t inputs_;
+  int64_t width_;
+  Tensor offset_, scale_, fourier_;
+  std::map<int64_t, double> periods_;
+};
+
+std::shared_ptr<Module> dense(int64_t in, int64_t out, const PinnModelOptions& o, Generator& g) {
+  if (o.weight_factorization) {
+    return std::make_shared<FactorizedLinear>(in, out, g, o.dtype, o.factorization_mean, o.factorization_stddev);
+  }
+  return std::make_shared<Linear>(in, out, g, o.dtype);
+}
+
+std::shared_ptr<Module> activation(const PinnModelOptions& o) {
+  if (o.adaptive_activation) return std::make_shared<AdaptiveActivation>(o.activation, 10.0, o.dtype);
+  return std::make_shared<Activation>(o.activation);
+}
+
+class PinnModel : public Module {
+ public:
+  PinnModel(const PinnModelOptions& o, Generator& g) : options_(o) {
+    input_ = register_module("input", std::make_shared<InputMap>(o, g));
+    const int64_t first = input_->output_width();
+    switch (o.architecture) {
+      case PinnArchitecture::mlp:
+        for (int64_t l = 0; l < o.depth; ++l) {
+          hidden_.push_back(register_module("hidden." + std::to_string(l), dense(l ? o.width : first, o.width, o, g)));
+          activations_.push_back(register_module("activation." + std::to_string(l), activation(o)));
+        }
+        break;
+      case PinnArchitecture::modified_mlp:
+        encoder_u_ = register_module("encoder_u", dense(first, o.width, o, g));
+        encoder_v_ = register_module("encoder_v", dense(first, o.width, o, g));
+        for (int64_t l = 0; l < o.depth; ++l) {
+          hidden_.push_back(register_module("hidden." + std::to_string(l), dense(l ? o.width : first, o.width, o, g)));
+        }
+        for (int64_t l = 0; l < o.depth + 2; ++l) {
+          activations_.push_back(register_module("activation." + std::to_string(l), activation(o)));
+        }
+        break;
+      case PinnArchitecture::resnet:
+        lift_ = register_module("lift", dense(first, o.width, o, g));
+        activations_.push_back(register_module("activation.lift", activation(o)));
+        for (int64_t b = 0; b < o.depth; ++b) {
+          for (int k = 0; k < 2; ++k) {
+            const std::string name = std::to_string(b) + "." + std::to_string(k);
+            hidden_.push_back(register_module("block." + name, dense(o.width, o.width, o, g)));
+            activations_.push_back(register_module("activation." + name, activation(o)));
+          }
+        }
+        break;
+    }
+    const int64_t last = o.depth == 0 && o.architecture == PinnArchitecture::mlp ? first : o.width;
+    output_ = register_module("output", dense(last, o.outputs, o, g));
+  }
+
+  Tensor forward(const Tensor& x) override {
+    Tensor h = input_->forward(x);
+    switch (options_.architecture) {
+      case PinnArchitecture::mlp:
+        for (size_t l = 0; l < hidden_.size(); ++l) h = activations_[l]->forward(hidden_[l]->forward(h));
+        break;
+      case PinnArchitecture::modified_mlp: {
+        // Gates between two encodings of the input (Wang, Teng & Perdikaris, 2021, eq. 43).
+        Tensor u = activations_[0]->forward(encoder_u_->forward(h));
+        Tensor v = activations_[1]->forward(encoder_v_->forward(h));
+        for (size_t l = 0; l < hidden_.size(); ++l) {
+          Tensor z = activations_[l + 2]->forward(hidden_[l]->forward(h));
+          h = (1.0 - z) * u + z * v;
+        }
+        break;
+      }
+      case PinnArchitecture::resnet:
+        h = activations_[0]->forward(lift_->forward(h));
+        for (size_t b = 0; b < hidden_.size(); b += 2) {
+          Tensor inner = activations_[b + 1]->forward(hidden_[b]->forward(h));
+          h = h + activations_[b + 2]->forward(hidden_[b + 1]->forward(inner));
+        }
+        break;
+    }
+    return output_->forward(h);
+  }
+
+ private:
+  PinnModelOptions options_;
+  std::shared_ptr<InputMap> input_;
+  std::shared_ptr<Module> encoder_u_, encoder_v_, lift_, output_;
+  std::vector<std::shared_ptr<Module>> hidden_, activations_;
+};
+
+void check_options(const PinnModelOptions& o) {
+  EDDY_CHECK(o.inputs > 0, "model.inputs must be positive, got ", o.inputs);
+  EDDY_CHECK(o.outputs > 0, "model.outputs must be positive, got ", o.outputs);
+  EDDY_CHECK(o.width > 0, "model.width must be positive, got ", o.width);
+  EDDY_CHECK(o.depth >= 0, "model.depth must be non-negative, got ", o.depth);
+  EDDY_CHECK(o.architecture == PinnArchitecture::mlp || o.depth >= 1, "model.depth must be at least 1 for ",
+             o.architecture == PinnArchitecture::resnet ? "resnet" : "modified_mlp", ", got ", o.depth);
+  EDDY_CHECK(is_floating(o.dtype), "model.dtype must be float32 or float64, got ", o.dtype);
+  EDDY_CHECK(o.input_lower.size() == o.input_upper.size() &&
+                 (o.input_lower.empty() || static_cast<int64_t>(o.input_lower.size()) == o.inputs),
+             "model input normalisation needs ", o.inputs, " lower and upper bounds, got ", o.input_lower.size(),
+             " and ", o.input_upper.size());
+  for (size_t i = 0; i < o.input_lower.size(); ++i) {
+    EDDY_CHECK(o.input_upper[i] > o.input_lower[i], "model input normalisation: upper bound ", o.input_upper[i],
+               " of input ", i, " is not above the lower bound ", o.input_lower[i]);
+  }
+  EDDY_CHECK(o.periodic_axes.size() == o.periods.size(), "model.periodic: ", o.periodic_axes.size(),
+             " axes but ", o.periods.size(), " periods");
+  for (size_t i = 0; i < o.periodic_axes.size(); ++i) {
+    EDDY_CHECK(o.periodic_axes[i] >= 0 && o.periodic_axes[i] < o.inputs, "model.periodic: axis ",
+               o.periodic_axes[i], " is not an input axis (0..", o.inputs - 1, ")");
+    EDDY_CHECK(o.periods[i] > 0, "model.periodic: period of axis ", o.periodic_axes[i], " must be positive, got ",
+               o.periods[i]);
+  }
+  EDDY_CHECK(o.fourier_features >= 0, "model.fourier_features must be non-negative, got ", o.fourier_features);
+  EDDY_CHECK(o.fourier_scale > 0, "model.fourier_scale must be positive, got ", o.fourier_scale);
+  EDDY_CHECK(o.factorization_stddev >= 0, "model.factorization_stddev must be non-negative, got ",
+             o.factorization_stddev);
+}
+
+}  // namespace
+
+PinnArchitecture parse_architecture(std::string_view name) {
+  if (name == "mlp") return PinnArchitecture::mlp;
+  if (name == "modified_mlp") return PinnArchitecture::modified_mlp;
+  if (name == "resnet") return PinnArchitecture::resnet;
+  throw Error(cat("unknown model architecture \"", name, "\" (valid: mlp, modified_mlp, resnet)"));
+}
+
+std::shared_ptr<Module> make_pinn_model(const PinnModelOptions& options) {
+  check_options(options);
+  Generator generator(options.seed);
+  return std::make_shared<PinnModel>(options, generator);
+}
+
+FactorizedLinear::FactorizedLinear(int64_t in, int64_t out, Generator& g, DType dtype, double mean, double stddev) {
+  EDDY_CHECK(in > 0 && out > 0, "FactorizedLinear: features must be positive, got ", in, " -> ", out);
+  Tensor w = Tensor::empty({in, out}, dtype);
+  init::xavier_uniform(w, g);
+  {
+    NoGradGuard no_grad;
+    log_scale = (randn({out}, dtype, &g) * stddev + mean).detach();
+    direction = (w / exp(log_scale)).detach();
+  }
+  bias = zeros({out}, dtype);
+  register_parameter("direction", direction);
+  register_parameter("log_scale", log_scale);
+  register_parameter("bias", bias);
+}
+
+Tensor FactorizedLinear::forward(const Tensor& x) {
+  EDDY_CHECK(x.dim() >= 1 && x.shape().back() == direction.shape()[0], "FactorizedLinear: input has shape ",
+             x.shape(), " but the layer expects ", direction.shape()[0], " features");
+  return matmul(x, direction * exp(log_scale)) + bias;
+}
+
+}  // namespace eddy::nn

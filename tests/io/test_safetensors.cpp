@@ -1,0 +1,162 @@
+// safetensors encoding and decoding, checkpoints (save -> load -> identical outputs), atomic
+// writes, and rejection of truncated or corrupt files with clear errors.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "eddy/eddy.h"
+#include "eddy/io/atomic_file.h"
+#include "eddy/io/checkpoint.h"
+#include "eddy/io/safetensors.h"
+#include "eddy/nn/pinn_models.h"
+
+namespace eddy::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("eddy_io_test_" + std::to_string(::getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+nn::StateDict sample_tensors() {
+  return {{"weights", tensor<float>({1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -8.5f}, {2, 3})},
+          {"steps", tensor<int64_t>({7})},
+          {"mask", tensor<bool>({true, false, true})},
+          {"spectrum", complex(tensor<double>({1.0, 2.0}), tensor<double>({-0.5, 4.0}))},
+          {"scalar", scalar(2.5, DType::f64)}};
+}
+
+TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
+  nn::StateDict original = sample_tensors();
+  std::string bytes = encode_safetensors(original, {{"purpose", "test"}});
+  // Header length is little-endian and the data starts 8-byte aligned.
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  EXPECT_EQ((8 + length) % 8, 0u);
+  EXPECT_EQ(bytes[8], '{');
+
+  SafetensorsContents decoded = decode_safetensors(bytes, "memory");
+  EXPECT_EQ(decoded.metadata, (std::map<std::string, std::string>{{"purpose", "test"}}));
+  ASSERT_EQ(decoded.tensors.size(), original.size());
+  for (const auto& [name, tensor] : original) {
+    const Tensor& back = decoded.tensors.at(name);
+    EXPECT_EQ(back.dtype(), tensor.dtype()) << name;
+    EXPECT_EQ(back.shape(), tensor.shape()) << name;
+    auto a = tensor.to_vector<c128>(), b = back.to_vector<c128>();
+    EXPECT_EQ(a, b) << name;
+  }
+}
+
+TEST(Safetensors, WritesNonContiguousTensorsDensely) {
+  Tensor base = arange(0, 6, 1, DType::f64).reshape({2, 3});
+  std::string bytes = encode_safetensors({{"t", transpose(base)}}, {});
+  Tensor back = decode_safetensors(bytes, "memory").tensors.at("t");
+  EXPECT_EQ(back.to_vector<double>(), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+}
+
+TEST(Safetensors, RejectsTruncatedAndCorruptFiles) {
+  std::string good = encode_safetensors(sample_tensors(), {});
+  EXPECT_NE(error_of([&] { decode_safetensors(good.substr(0, 5), "f.safetensors"); }).find("f.safetensors: not a safetensors file"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { decode_safetensors(good.substr(0, good.size() - 3), "f.safetensors"); }).find("outside"),
+            std::string::npos);
+  std::string huge_header = good;
+  huge_header[7] = 0x7f;
+  EXPECT_NE(error_of([&] { decode_safetensors(huge_header, "f"); }).find("header length"), std::string::npos);
+  std::string bad_json = good;
+  bad_json[8] = '[';
+  EXPECT_NE(error_of([&] { decode_safetensors(bad_json, "f"); }).find("not valid JSON"), std::string::npos);
+  std::string trailing = good + "xyz";
+  EXPECT_NE(error_of([&] { decode_safetensors(trailing, "f"); }).find("trailing"), std::string::npos);
+
+  auto with_header = [](const std::string& json, size_t data_bytes) {
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+    return out + json + std::string(data_bytes, '\0');
+  };
+  EXPECT_NE(error_of([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})", 2), "f"); })
+                .find("unsupported dtype \"F16\""),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "f"); })
+                .find("needs 12"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              decode_safetensors(with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                             R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                                             12),
+                                 "f");
+            }).find("gap"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F32","shape":[1]}})", 0), "f"); })
+                .find("lacks"),
+            std::string::npos);
+}
+
+TEST(Checkpoint, SaveLoadGivesIdenticalOutputsAndKeepsMetadata) {
+  TempDir dir;
+  nn::PinnModelOptions options;
+  options.width = 16;
+  options.depth = 3;
+  options.fourier_features = 4;
+  options.seed = 1;
+  auto model = nn::make_pinn_model(options);
+  nn::StateDict optimizer{{"adam.step", scalar(12, DType::i64)}, {"adam.m.0", ones({2, 16})}};
+  const std::string path = dir.file("run.safetensors");
+  save_checkpoint(path, *model, optimizer, {42, "abc123", ""});
+
+  options.seed = 2;  // different initial weights
+  auto restored = nn::make_pinn_model(options);
+  Tensor x = rand({5, 2});
+  EXPECT_GT(max(abs((*model)(x) - (*restored)(x))).item<double>(), 1e-4);
+  nn::StateDict optimizer_back;
+  CheckpointInfo info = load_checkpoint(path, *restored, &optimizer_back);
+  EXPECT_EQ(max(abs((*model)(x) - (*restored)(x))).item<double>(), 0.0);
+  EXPECT_EQ(info.step, 42);
+  EXPECT_EQ(info.config_hash, "abc123");
+  EXPECT_FALSE(info.eddy_version.empty());
+  EXPECT_EQ(optimizer_back.at("adam.step").item<int64_t>(), 12);
+
+  options.width = 8;
+  auto other_shape = nn::make_pinn_model(options);
+  std::string message = error_of([&] { load_checkpoint(path, *other_shape); });
+  EXPECT_NE(message.find(path), std::string::npos);
+  EXPECT_NE(message.find("has shape"), std::string::npos);
+}
+
+TEST(AtomicFile, ReplacesWholeFilesAndLeavesNoTemporaries) {
+  TempDir dir;
+  const std::string path = dir.file("out.bin");
+  write_file_atomically(path, "first version");
+  write_file_atomically(path, "second");
+  EXPECT_EQ(read_file(path), "second");
+  int entries = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(path).parent_path())) entries += entry.is_regular_file();
+  EXPECT_EQ(entries, 1);
+  EXPECT_NE(error_of([&] { write_file_atomically(dir.file("missing/dir/file"), "x"); }).find("cannot create"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_file(dir.file("absent")); }).find("cannot open"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace eddy::io

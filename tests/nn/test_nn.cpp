@@ -1,0 +1,269 @@
+// Layers against hand-computed values, module bookkeeping (names, state dicts, modes), the
+// initialisers, and every PINN model's gradients and second input derivatives against finite
+// differences in float64.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "eddy/eddy.h"
+#include "eddy/nn/init.h"
+#include "eddy/nn/layers.h"
+#include "eddy/nn/pinn_models.h"
+
+namespace eddy::nn {
+namespace {
+
+void assign(Tensor& target, const std::vector<double>& values) {
+  NoGradGuard no_grad;
+  target.copy_(tensor(values, target.shape()));
+}
+
+void expect_values(const Tensor& t, const std::vector<double>& expected, double tolerance = 1e-12) {
+  auto got = t.to_vector<double>();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tolerance) << "element " << i;
+}
+
+TEST(Layers, LinearComputesXTimesWPlusB) {
+  Generator g(0);
+  Linear layer(2, 3, g, DType::f64);
+  assign(layer.weight, {1, 2, 3, 4, 5, 6});
+  assign(layer.bias, {0.5, -0.5, 1});
+  Tensor x = tensor<double>({1, -1, 2, 0.5}, {2, 2});
+  // [1,-1] @ W = [1-4, 2-5, 3-6]; [2,0.5] @ W = [2+2, 4+2.5, 6+3].
+  expect_values(layer(x), {-2.5, -3.5, -2, 4.5, 6, 10});
+  EXPECT_THROW(layer(tensor<double>({1, 2, 3}, {1, 3})), Error);
+}
+
+TEST(Layers, SequentialNamesNestAndStateDictRoundTrips) {
+  Generator g(1);
+  auto net = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+      std::make_shared<Linear>(2, 4, g, DType::f64), std::make_shared<Activation>(ActivationKind::tanh),
+      std::make_shared<Linear>(4, 1, g, DType::f64)});
+  std::vector<std::string> names;
+  for (const auto& [name, p] : net->named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  EXPECT_EQ(net->parameter_count(), 2 * 4 + 4 + 4 + 1);
+
+  Generator other_seed(99);
+  auto copy = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+      std::make_shared<Linear>(2, 4, other_seed, DType::f64), std::make_shared<Activation>(ActivationKind::tanh),
+      std::make_shared<Linear>(4, 1, other_seed, DType::f64)});
+  Tensor x = tensor<double>({0.3, -0.7, 1.1, 0.2}, {2, 2});
+  EXPECT_GT(max(abs((*net)(x) - (*copy)(x))).item<double>(), 1e-6);
+  copy->load_state_dict(net->state_dict());
+  EXPECT_EQ(max(abs((*net)(x) - (*copy)(x))).item<double>(), 0.0);
+}
+
+TEST(Layers, LoadStateDictRejectsMismatches) {
+  Generator g(2);
+  Linear layer(2, 3, g, DType::f64);
+  StateDict state = layer.state_dict();
+  StateDict missing = state;
+  missing.erase("bias");
+  auto message_of = [&](const StateDict& s) {
+    try {
+      layer.load_state_dict(s);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message_of(missing).find("missing key \"bias\""), std::string::npos);
+  StateDict wrong_shape = state;
+  wrong_shape["weight"] = zeros({3, 2}, DType::f64);
+  EXPECT_NE(message_of(wrong_shape).find("[3, 2]"), std::string::npos);
+  StateDict wrong_dtype = state;
+  wrong_dtype["bias"] = zeros({3}, DType::f32);
+  EXPECT_NE(message_of(wrong_dtype).find("float32"), std::string::npos);
+  StateDict extra = state;
+  extra["gamma"] = zeros({3}, DType::f64);
+  EXPECT_NE(message_of(extra).find("unexpected key \"gamma\""), std::string::npos);
+}
+
+TEST(Layers, LayerNormEmbeddingDropout) {
+  LayerNorm norm(4, 1e-5, DType::f64);
+  Tensor x = tensor<double>({1, 2, 3, 6}, {1, 4});
+  const double mu = 3, var = (4 + 1 + 0 + 9) / 4.0;
+  std::vector<double> expected;
+  for (double v : {1.0, 2.0, 3.0, 6.0}) expected.push_back((v - mu) / std::sqrt(var + 1e-5));
+  expect_values(norm(x), expected);
+
+  Generator g(3);
+  Embedding embedding(5, 2, g, DType::f64);
+  Tensor rows = embedding(tensor<int64_t>({4, 0, 4}, {3}));
+  ASSERT_EQ(rows.shape(), (Shape{3, 2}));
+  auto table = embedding.weight.to_vector<double>();
+  expect_values(rows, {table[8], table[9], table[0], table[1], table[8], table[9]});
+
+  Dropout dropout(0.25, 7);
+  Tensor ones_in = ones({1000}, DType::f64);
+  Tensor dropped = dropout(ones_in);
+  auto values = dropped.to_vector<double>();
+  int zeros_seen = 0;
+  for (double v : values) {
+    EXPECT_TRUE(v == 0 || std::abs(v - 1 / 0.75) < 1e-12);
+    zeros_seen += v == 0;
+  }
+  EXPECT_GT(zeros_seen, 180);
+  EXPECT_LT(zeros_seen, 320);
+  dropout.eval();
+  EXPECT_TRUE(dropout(ones_in).same(ones_in));
+  EXPECT_THROW(Dropout(1.0), Error);
+}
+
+TEST(Layers, AdaptiveActivationStartsAsThePlainOne) {
+  AdaptiveActivation adaptive(ActivationKind::sin, 10.0, DType::f64);
+  Tensor x = tensor<double>({-1.0, 0.3, 2.0});
+  EXPECT_LT(max(abs(adaptive(x) - sin(x))).item<double>(), 1e-15);
+  ASSERT_EQ(adaptive.parameters().size(), 1u);
+  EXPECT_THROW(parse_activation("swish"), Error);
+  EXPECT_EQ(parse_activation("gelu"), ActivationKind::gelu);
+}
+
+TEST(Init, SeededReproducibleAndScaled) {
+  Tensor a = Tensor::empty({200, 300}, DType::f64), b = Tensor::empty({200, 300}, DType::f64);
+  Generator ga(5), gb(5);
+  set_num_threads(1);
+  init::xavier_uniform(a, ga);
+  set_num_threads(2);
+  init::xavier_uniform(b, gb);
+  EXPECT_EQ(max(abs(a - b)).item<double>(), 0.0);
+  const double bound = std::sqrt(6.0 / 500);
+  EXPECT_LE(max(abs(a)).item<double>(), bound);
+  EXPECT_GT(max(abs(a)).item<double>(), 0.99 * bound);
+
+  Tensor k = Tensor::empty({400, 500}, DType::f64);
+  Generator gk(6);
+  init::kaiming_normal(k, gk);
+  const double variance = mean(square(k)).item<double>();
+  EXPECT_NEAR(variance, 2.0 / 400, 0.05 * 2.0 / 400);
+  init::constant(k, 0.25);
+  EXPECT_EQ(min(k).item<double>(), 0.25);
+}
+
+struct ModelCase {
+  std::string name;
+  PinnModelOptions options;
+};
+
+std::vector<ModelCase> model_cases() {
+  PinnModelOptions base;
+  base.inputs = 2;
+  base.outputs = 2;
+  base.width = 8;
+  base.depth = 2;
+  base.dtype = DType::f64;
+  base.seed = 4;
+  std::vector<ModelCase> cases;
+  cases.push_back({"mlp", base});
+  PinnModelOptions o = base;
+  o.architecture = PinnArchitecture::modified_mlp;
+  cases.push_back({"modified_mlp", o});
+  o = base;
+  o.architecture = PinnArchitecture::resnet;
+  cases.push_back({"resnet", o});
+  o = base;
+  o.fourier_features = 6;
+  o.fourier_scale = 0.5;
+  cases.push_back({"fourier_features", o});
+  o = base;
+  o.weight_factorization = true;
+  cases.push_back({"weight_factorization", o});
+  o = base;
+  o.periodic_axes = {0};
+  o.periods = {2.0};
+  o.input_lower = {-1, 0};
+  o.input_upper = {1, 2};
+  cases.push_back({"periodic_normalised", o});
+  o = base;
+  o.adaptive_activation = true;
+  o.activation = ActivationKind::sin;
+  cases.push_back({"adaptive_sin", o});
+  return cases;
+}
+
+class PinnModelTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(PinnModelTest, WeightGradientAndSecondInputDerivativeMatchFiniteDifferences) {
+  auto model = make_pinn_model(GetParam().options);
+  Tensor x = tensor<double>({0.2, 0.4, -0.5, 1.3, 0.9, 0.1}, {3, 2});
+  Tensor out = (*model)(x);
+  ASSERT_EQ(out.shape(), (Shape{3, 2}));
+
+  // Weight gradient of a loss built from u and u_xx, along a random direction.
+  auto loss_of = [&]() {
+    Tensor xs = x.detach().requires_grad_();
+    Tensor u = (*model)(xs);
+    Tensor u0 = slice(u, 1, 0, 1);
+    Tensor u_x = grad({u0}, {xs}, {ones_like(u0)}, true)[0];
+    Tensor u_xx = grad({slice(u_x, 1, 0, 1)}, {xs}, {ones({3, 1}, DType::f64)}, true)[0];
+    return sum(square(u)) + sum(square(u_xx));
+  };
+  std::vector<Tensor> params = model->parameters();
+  std::vector<Tensor> grads = grad({loss_of()}, params);
+  Generator g(11);
+  std::vector<Tensor> directions;
+  double ad = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    directions.push_back(randn(params[i].shape(), DType::f64, &g));
+    ad += sum(grads[i] * directions[i]).item<double>();
+  }
+  const double h = 1e-6;
+  auto shift = [&](double step) {
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(params[i] + step * directions[i]);
+  };
+  shift(h);
+  const double plus = loss_of().item<double>();
+  shift(-2 * h);
+  const double minus = loss_of().item<double>();
+  shift(h);
+  EXPECT_NEAR(ad, (plus - minus) / (2 * h), 1e-6 * (1 + std::abs(ad)));
+
+  // d^2 u / dx^2 against a second central difference of u.
+  Tensor xs = x.detach().requires_grad_();
+  Tensor u0 = slice((*model)(xs), 1, 0, 1);
+  Tensor u_x = grad({u0}, {xs}, {ones_like(u0)}, true)[0];
+  Tensor u_xx = slice(grad({slice(u_x, 1, 0, 1)}, {xs}, {ones({3, 1}, DType::f64)})[0], 1, 0, 1);
+  const double e = 1e-4;
+  Tensor dx = tensor<double>({e, 0}, {1, 2});
+  Tensor fd = (slice((*model)(x + dx), 1, 0, 1) - 2.0 * slice((*model)(x), 1, 0, 1) + slice((*model)(x - dx), 1, 0, 1)) /
+              (e * e);
+  EXPECT_LT(max(abs(u_xx - fd)).item<double>(), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PinnModelTest, ::testing::ValuesIn(model_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(PinnModels, PeriodicEmbeddingMakesTheModelPeriodic) {
+  PinnModelOptions o;
+  o.inputs = 2;
+  o.periodic_axes = {1};
+  o.periods = {0.5};
+  o.dtype = DType::f64;
+  auto model = make_pinn_model(o);
+  Tensor x = tensor<double>({0.1, 0.2, -0.3, 0.05}, {2, 2});
+  Tensor shifted = x + tensor<double>({0, 0.5}, {1, 2});
+  EXPECT_LT(max(abs((*model)(x) - (*model)(shifted))).item<double>(), 1e-12);
+}
+
+TEST(PinnModels, BadOptionsNameTheField) {
+  PinnModelOptions o;
+  o.width = 0;
+  EXPECT_THROW(make_pinn_model(o), Error);
+  o = PinnModelOptions();
+  o.periodic_axes = {3};
+  o.periods = {1.0};
+  try {
+    make_pinn_model(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.periodic"), std::string::npos);
+  }
+  EXPECT_THROW(parse_architecture("transformer"), Error);
+}
+
+}  // namespace
+}  // namespace eddy::nn
