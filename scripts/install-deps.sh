@@ -15,6 +15,7 @@ packages=(
   nlohmann-json3-dev  # safetensors headers
   libgtest-dev      # tests
   libbenchmark-dev  # bench/
+  python3-venv      # the .venv for the Python tests
 )
 
 missing=()
@@ -26,12 +27,30 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all system packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The project's Python environment, from PyPI. A stamp holding the requirements' checksum
+# skips the install when nothing changed.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv"
+requirements="$root/tests/python/requirements.txt"
+stamp="$venv/.requirements.sha256"
+wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  echo "install-deps: installing Python packages into .venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -r "$requirements"
+  echo "$wanted" > "$stamp"
+else
+  echo "install-deps: .venv up to date"
+fi

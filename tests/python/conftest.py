@@ -1,0 +1,20 @@
+"""Shared fixtures: where the C++ test tools are (ctest passes their paths in the environment)."""
+
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _tool(variable: str, default: str) -> pathlib.Path:
+    path = pathlib.Path(os.environ.get(variable, ROOT / "build" / "tests" / default))
+    if not path.exists():
+        pytest.fail(f"{path} does not exist: build the project first (make build), or set {variable}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def safetensors_tool() -> pathlib.Path:
+    return _tool("EDDY_SAFETENSORS_TOOL", "safetensors_tool")
