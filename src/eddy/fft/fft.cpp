@@ -194,6 +194,14 @@ Plan plan_axes(std::string_view op, const Tensor& x, const std::vector<int64_t>&
   return plan;
 }
 
+// The transform length along the plan's i-th axis: the requested one, else the input's.
+int64_t length_along(std::string_view op, const Plan& plan, size_t i, const Tensor& x) {
+  const int64_t n = plan.lengths[i] < 0 ? x.shape()[plan.axes[i]] : plan.lengths[i];
+  EDDY_CHECK(n > 0, op, ": axis ", plan.axes[i], " of the tensor of shape ", x.shape(),
+             " is empty; pass a positive length in n or s to zero-pad it");
+  return n;
+}
+
 std::vector<int64_t> sorted(std::vector<int64_t> axes) {
   std::sort(axes.begin(), axes.end());
   return axes;
@@ -207,7 +215,7 @@ Tensor complex_fftn(std::string_view op, const Tensor& x, const std::vector<int6
   Tensor z = is_complex(x.dtype()) ? x : cast(x, complex_dtype(x.dtype()));
   double count = 1;
   for (size_t i = 0; i < plan.axes.size(); ++i) {
-    int64_t n = plan.lengths[i] < 0 ? z.shape()[plan.axes[i]] : plan.lengths[i];
+    const int64_t n = length_along(op, plan, i, z);
     z = resized(z, plan.axes[i], n);
     count *= static_cast<double>(n);
   }
@@ -223,7 +231,7 @@ Tensor real_fftn(std::string_view op, const Tensor& x, const std::vector<int64_t
   Tensor z = x;
   double count = 1;
   for (size_t i = 0; i < plan.axes.size(); ++i) {
-    int64_t n = plan.lengths[i] < 0 ? z.shape()[plan.axes[i]] : plan.lengths[i];
+    const int64_t n = length_along(op, plan, i, z);
     z = resized(z, plan.axes[i], n);
     count *= static_cast<double>(n);
   }
@@ -247,7 +255,7 @@ Tensor inverse_real_fftn(std::string_view op, const Tensor& x, const std::vector
   double count = static_cast<double>(n_last);
   std::vector<int64_t> rest;
   for (size_t i = 0; i + 1 < plan.axes.size(); ++i) {
-    int64_t n = plan.lengths[i] < 0 ? z.shape()[plan.axes[i]] : plan.lengths[i];
+    const int64_t n = length_along(op, plan, i, z);
     z = resized(z, plan.axes[i], n);
     count *= static_cast<double>(n);
     rest.push_back(plan.axes[i]);
@@ -298,11 +306,11 @@ Tensor irfftn(const Tensor& x, const std::vector<int64_t>& s, const std::vector<
 
 Tensor hfft(const Tensor& x, int64_t n, int64_t axis, std::string_view norm) {
   check_input("hfft", x);
-  return irfft(conj(x), n, axis, swapped("hfft", norm));
+  return inverse_real_fftn("hfft", conj(x), {n}, {axis}, swapped("hfft", norm));
 }
 
 Tensor ihfft(const Tensor& x, int64_t n, int64_t axis, std::string_view norm) {
-  return conj(rfft(x, n, axis, swapped("ihfft", norm)));
+  return conj(real_fftn("ihfft", x, {n}, {axis}, swapped("ihfft", norm)));
 }
 
 Tensor fftfreq(int64_t n, double d, DType dtype) {

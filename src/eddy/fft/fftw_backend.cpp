@@ -5,6 +5,7 @@
 #include <fftw3.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -118,6 +119,15 @@ Layout layout_of(const Tensor& in, const Tensor& out, const std::vector<int64_t>
 
 using PlanKey = std::tuple<Kind, bool, Shape, std::vector<int64_t>, int, int, int>;
 
+// Threads pay off only on large transforms. On small ones their start-up costs more than the
+// transform, and when the cores are oversubscribed (tests run in parallel) FFTW_MEASURE's trial
+// runs of threaded plans spin in OpenMP barriers for whole time slices: seconds per plan.
+constexpr int64_t kMinElementsForThreads = int64_t{1} << 15;
+
+int planning_threads(const Tensor& in, const Tensor& out) {
+  return std::max(in.numel(), out.numel()) >= kMinElementsForThreads ? omp_get_max_threads() : 1;
+}
+
 template <typename Real>
 class PlanCache {
  public:
@@ -125,7 +135,7 @@ class PlanCache {
 
   typename Fftw<Real>::Plan get(Kind kind, const Tensor& in, const Tensor& out,
                                 const std::vector<int64_t>& axes) {
-    const int threads = omp_get_max_threads();
+    const int threads = planning_threads(in, out);
     PlanKey key{kind, sizeof(Real) == 8, kind == Kind::c2r ? out.shape() : in.shape(), axes, threads,
                 Fftw<Real>::alignment(in.raw_data()), Fftw<Real>::alignment(out.raw_data())};
     std::lock_guard lock(mutex_);  // FFTW's planner is not thread-safe
