@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "eddy/fft/fft.h"
+
 namespace eddy::testing {
 namespace {
 
@@ -256,6 +258,42 @@ std::vector<OpCase> build_table() {
                   [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); }));
   t.push_back(row("matmul_transposed_vector", {"matmul", "permute"}, kInexact, normal_inputs({{4, 3}, {4}}),
                   [](const std::vector<Tensor>& x) { return matmul(transpose(x[0]), x[1]); }));
+
+  // ---- FFTs (linear; irfft/hfft ignore the imaginary parts of DC and Nyquist, whose
+  // derivative is then zero in both the finite differences and the rules) ----
+  using TL = std::vector<Tensor>;
+  t.push_back(row("fft_odd", {"fft_c2c"}, kComplex, normal_inputs({{2, 5}}),
+                  [](const TL& x) { return fft::fft(x[0]); }, true));
+  t.push_back(row("fft_real_input", {"fft_c2c", "cast"}, kReal, normal_inputs({{3, 4}}),
+                  [](const TL& x) { return fft::fft(x[0], -1, 0); }, true));
+  t.push_back(row("ifft_ortho", {"fft_c2c"}, kComplex, normal_inputs({{4, 3}}),
+                  [](const TL& x) { return fft::ifft(x[0], -1, -1, "ortho"); }, true));
+  t.push_back(row("fft2_zero_padded", {"fft_c2c", "pad"}, kComplex, normal_inputs({{3, 4}}),
+                  [](const TL& x) { return fft::fft2(x[0], {4, 6}); }, true));
+  t.push_back(row("fftn_forward_norm", {"fft_c2c"}, kComplex, normal_inputs({{2, 3, 4}}),
+                  [](const TL& x) { return fft::fftn(x[0], {}, {0, 1, 2}, "forward"); }, true));
+  t.push_back(row("rfft_even", {"fft_r2c"}, kReal, normal_inputs({{2, 6}}),
+                  [](const TL& x) { return fft::rfft(x[0]); }, true));
+  t.push_back(row("rfft_odd_axis0", {"fft_r2c"}, kReal, normal_inputs({{5, 2}}),
+                  [](const TL& x) { return fft::rfft(x[0], -1, 0); }, true));
+  t.push_back(row("rfft_padded", {"fft_r2c", "pad"}, kReal, normal_inputs({{2, 5}}),
+                  [](const TL& x) { return fft::rfft(x[0], 8); }, true));
+  t.push_back(row("rfft_truncated", {"fft_r2c", "slice"}, kReal, normal_inputs({{2, 5}}),
+                  [](const TL& x) { return fft::rfft(x[0], 3); }, true));
+  t.push_back(row("irfft_default_n", {"fft_c2r"}, kComplex, normal_inputs({{2, 4}}),
+                  [](const TL& x) { return fft::irfft(x[0]); }, true));
+  t.push_back(row("irfft_odd_n", {"fft_c2r"}, kComplex, normal_inputs({{2, 4}}),
+                  [](const TL& x) { return fft::irfft(x[0], 7); }, true));
+  t.push_back(row("rfft2", {"fft_r2c", "fft_c2c"}, kReal, normal_inputs({{3, 4}}),
+                  [](const TL& x) { return fft::rfft2(x[0]); }, true));
+  t.push_back(row("irfft2", {"fft_c2c", "fft_c2r"}, kComplex, normal_inputs({{3, 3}}),
+                  [](const TL& x) { return fft::irfft2(x[0]); }, true));
+  t.push_back(row("irfftn_with_s", {"fft_c2c", "fft_c2r", "pad", "slice"}, kComplex, normal_inputs({{2, 3, 4}}),
+                  [](const TL& x) { return fft::irfftn(x[0], {4, 5}); }, true));
+  t.push_back(row("hfft", {"fft_c2r", "conj"}, kComplex, normal_inputs({{2, 4}}),
+                  [](const TL& x) { return fft::hfft(x[0]); }, true));
+  t.push_back(row("ihfft", {"fft_r2c", "conj"}, kReal, normal_inputs({{2, 5}}),
+                  [](const TL& x) { return fft::ihfft(x[0]); }, true));
 
   // ---- composites ----
   t.push_back(unary("square", {"mul"}, kInexact, [](const Tensor& x) { return square(x); },
