@@ -1,0 +1,34 @@
+#include "eddy/optim/clip.h"
+
+#include <cmath>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
+#include "eddy/optim/optimizer.h"
+
+namespace eddy::optim {
+
+double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
+  EDDY_CHECK(std::isfinite(max_norm) && max_norm > 0,
+             "clip_grad_norm: max_norm must be finite and > 0, got ", max_norm);
+  NoGradGuard no_grad;
+  double sum_of_squares = 0;
+  for (const Tensor& p : parameters) {
+    if (p.defined() && p.grad().defined()) {
+      sum_of_squares += sum(square(abs(p.grad()).to(DType::f64))).item<double>();
+    }
+  }
+  const double total = std::sqrt(sum_of_squares);
+  if (!std::isfinite(total) || total <= max_norm) return total;
+  const double factor = max_norm / (total + 1e-6);
+  std::vector<Tensor> clipped(parameters.size());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (parameters[i].defined() && parameters[i].grad().defined()) {
+      clipped[i] = parameters[i].grad() * factor;
+    }
+  }
+  set_grads(parameters, clipped);
+  return total;
+}
+
+}  // namespace eddy::optim

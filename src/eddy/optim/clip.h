@@ -1,0 +1,26 @@
+#pragma once
+/// @file
+/// Gradient clipping by global norm.
+
+#include <vector>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy::optim {
+
+/// Rescales the gradients of `parameters` so that their joint 2-norm is at most `max_norm`.
+///
+/// The total norm is N = sqrt(sum over parameters with a defined `.grad()` of sum(g^2)),
+/// accumulated in float64. When N > max_norm, every such gradient is replaced by
+/// g * max_norm / (N + 1e-6) (torch.nn.utils.clip_grad_norm_'s factor, so the result sits just
+/// below max_norm); otherwise nothing changes. When N is not finite the gradients are left
+/// untouched, so that the caller can see the problem instead of finding zeros or NaNs.
+///
+/// Gradients are replaced, not written in place (a gradient may be a broadcast view shared with
+/// other tensors): a handle to an old `.grad()` still sees the unclipped values.
+///
+/// @param max_norm finite and > 0, otherwise eddy::Error.
+/// @return N, the total norm before clipping (inf or NaN if some gradient entry is).
+double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm);
+
+}  // namespace eddy::optim

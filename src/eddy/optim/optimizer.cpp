@@ -1,0 +1,84 @@
+#include "eddy/optim/optimizer.h"
+
+#include <cmath>
+#include <utility>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> parameters, double learning_rate, std::string name)
+    : parameters_(std::move(parameters)), learning_rate_(0), name_(std::move(name)) {
+  check_parameters(parameters_, name_);
+  set_learning_rate(learning_rate);
+}
+
+void Optimizer::zero_grad() {
+  for (Tensor& p : parameters_) p.zero_grad();
+}
+
+void Optimizer::set_learning_rate(double learning_rate) {
+  EDDY_CHECK(std::isfinite(learning_rate) && learning_rate >= 0, name_,
+             ": learning rate must be finite and >= 0, got ", learning_rate);
+  learning_rate_ = learning_rate;
+}
+
+std::string Optimizer::key(const std::string& what, size_t index) const {
+  return cat(name_, ".", what, ".", index);
+}
+
+void Optimizer::save_steps(nn::StateDict& state) const {
+  state[name_ + ".step"] = scalar(static_cast<double>(steps_), DType::i64);
+}
+
+void Optimizer::load_steps(const nn::StateDict& state) {
+  steps_ = state_entry(state, name_ + ".step", {}, DType::i64).item<int64_t>();
+}
+
+void check_parameters(const std::vector<Tensor>& parameters, const std::string& who) {
+  EDDY_CHECK(!parameters.empty(), who, ": no parameters to optimise");
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Tensor& p = parameters[i];
+    EDDY_CHECK(p.defined(), who, ": parameter ", i, " is undefined");
+    EDDY_CHECK(is_floating(p.dtype()), who, ": parameter ", i, " has dtype ", p.dtype(),
+               "; only float32 and float64 parameters are supported");
+    EDDY_CHECK(p.requires_grad() && p.is_leaf(), who, ": parameter ", i,
+               " must be a leaf tensor marked requires_grad_()");
+  }
+}
+
+void check_range(double value, double low, double high, bool high_inclusive,
+                 const std::string& who, const std::string& what) {
+  const bool below_high = high_inclusive ? value <= high : value < high;
+  EDDY_CHECK(std::isfinite(value) && value >= low && below_high, who, ": ", what,
+             " must lie in [", low, ", ", high, high_inclusive ? "]" : ")", ", got ", value);
+}
+
+const Tensor& state_entry(const nn::StateDict& state, const std::string& key, const Shape& shape,
+                          DType dtype) {
+  auto found = state.find(key);
+  EDDY_CHECK(found != state.end(), "load_state_dict: missing key \"", key, "\" (expected shape ",
+             shape, ", dtype ", dtype, ")");
+  const Tensor& t = found->second;
+  EDDY_CHECK(t.defined(), "load_state_dict: \"", key, "\" is undefined");
+  EDDY_CHECK(t.shape() == shape, "load_state_dict: \"", key, "\" has shape ", t.shape(),
+             " but the optimiser expects ", shape);
+  EDDY_CHECK(t.dtype() == dtype, "load_state_dict: \"", key, "\" has dtype ", t.dtype(),
+             " but the optimiser expects ", dtype);
+  return t;
+}
+
+Tensor copy_of(const Tensor& t) {
+  Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
+  copy.copy_(t);
+  return copy;
+}
+
+void set_grads(const std::vector<Tensor>& parameters, const std::vector<Tensor>& new_grads) {
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (new_grads[i].defined()) parameters[i].impl()->autograd->grad = new_grads[i];
+  }
+}
+
+}  // namespace eddy::optim
