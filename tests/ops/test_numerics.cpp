@@ -448,5 +448,15 @@ TEST(Numerics, MatmulPromotesAndHandlesEmptyInnerDimension) {
             std::vector<double>(6, 0.0));
 }
 
+TEST(Numerics, ExpUnderflowsToZeroAndDenormals) {
+  // Vectorised exp implementations clamp large negative arguments; eddy must not.
+  auto values = exp(tensor<double>({-INFINITY, -720.0, -745.2, -100.0})).to_vector<double>();
+  EXPECT_EQ(values[0], 0.0);
+  EXPECT_DOUBLE_EQ(values[1], std::exp(-720.0));
+  EXPECT_EQ(values[2], std::exp(-745.2));
+  EXPECT_DOUBLE_EQ(values[3], std::exp(-100.0));
+  EXPECT_EQ(exp(tensor<float>({-INFINITY})).item<float>(), 0.0f);
+}
+
 }  // namespace
 }  // namespace eddy

@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <type_traits>
 
@@ -79,6 +80,19 @@ T sign_of(T x) {
   return static_cast<T>((T(0) < x) - (x < T(0)));
 }
 
+// Eigen's vectorised exp clamps its argument near the smallest normal number's log, so exp(-inf)
+// and exp(-720) come out as ~1e-308 instead of 0 and denormals; those rare entries are redone
+// with std::exp (logsumexp of all -inf entries depends on exp(-inf) == 0).
+template <typename Out, typename In>
+void exp_with_underflow(Out& o, const In& i) {
+  using T = typename In::Scalar;
+  const T clamp = std::log(std::numeric_limits<T>::min()) + T(1);
+  o = i.exp();
+  for (Eigen::Index j = 0; j < i.size(); ++j) {
+    if (i[j] < clamp) o[j] = std::exp(i[j]);
+  }
+}
+
 // Transcendental functions: Eigen's vectorised versions on real contiguous runs.
 template <typename T, typename Scalar, typename Vectorised>
 void transcendental(const Tensor& in, const Tensor& out, Scalar scalar, Vectorised vectorised) {
@@ -117,7 +131,7 @@ void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
       return;
     case UnaryKernel::exp:
       EDDY_DISPATCH_INEXACT(dtype, T, "exp", transcendental<T>(in, out, [](T x) { return std::exp(x); },
-                                                          [](auto& o, const auto& i) { o = i.exp(); }));
+                                                          [](auto& o, const auto& i) { exp_with_underflow(o, i); }));
       return;
     case UnaryKernel::log:
       EDDY_DISPATCH_INEXACT(dtype, T, "log", transcendental<T>(in, out, [](T x) { return std::log(x); },
