@@ -13,6 +13,7 @@ packages=(
   libfftw3-dev      # FFTs on the CPU (float and double, OpenMP threads)
   pkg-config
   nlohmann-json3-dev  # safetensors headers
+  libyaml-cpp-dev   # YAML problem configs (keeps line and column marks for errors)
   libgtest-dev      # tests
   libbenchmark-dev  # bench/
   python3-venv      # the .venv for the Python tests

@@ -1,0 +1,275 @@
+#include "eddy/io/config.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "eddy/core/error.h"
+#include "eddy/core/suggest.h"
+#include "eddy/io/atomic_file.h"
+
+namespace eddy::io {
+namespace {
+
+std::string display(const std::string& path) { return path.empty() ? "(top level)" : path; }
+
+std::string describe(const YAML::Node& node) {
+  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a map";
+  return "nothing";
+}
+
+std::string location(const std::string& source, const YAML::Mark& mark) {
+  if (mark.is_null()) return source;
+  return cat(source, ":", mark.line + 1, ":", mark.column + 1);
+}
+
+}  // namespace
+
+// ---- ConfigNode ----
+
+std::string ConfigNode::where() const {
+  for (const auto& [overridden_path, text] : config_->overridden_) {
+    if (path_ == overridden_path || path_.rfind(overridden_path + ".", 0) == 0 ||
+        path_.rfind(overridden_path + "[", 0) == 0) {
+      return cat("command-line override '", text, "': ", display(path_), ": ");
+    }
+  }
+  return cat(location(config_->source_, node_.Mark()), ": ", display(path_), ": ");
+}
+
+void ConfigNode::fail(const std::string& message) const { throw Error(where() + message); }
+
+std::string ConfigNode::child_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+void ConfigNode::require_map() const {
+  if (!node_.IsMap() && !node_.IsNull()) fail("expected a map of keys, got " + describe(node_));
+}
+
+bool ConfigNode::has(const std::string& key) const {
+  require_map();
+  config_->known_keys_[path_].insert(key);
+  const YAML::Node& node = node_;
+  return node.IsMap() && node[key].IsDefined() && !node[key].IsNull();
+}
+
+ConfigNode ConfigNode::at_unchecked(const std::string& key) const {
+  const YAML::Node& node = node_;
+  return ConfigNode(config_, node[key], child_path(key));
+}
+
+ConfigNode ConfigNode::at(const std::string& key) const {
+  if (!has(key)) fail("missing required key '" + key + "'");
+  return at_unchecked(key);
+}
+
+std::optional<ConfigNode> ConfigNode::find(const std::string& key) const {
+  if (!has(key)) return std::nullopt;
+  return at_unchecked(key);
+}
+
+ConfigNode ConfigNode::section(const std::string& key) const {
+  if (!has(key)) write_default(key, YAML::Node(YAML::NodeType::Map));
+  ConfigNode child = at_unchecked(key);
+  child.require_map();
+  return child;
+}
+
+std::vector<std::string> ConfigNode::keys() const {
+  require_map();
+  config_->free_maps_.insert(path_);
+  std::vector<std::string> out;
+  for (const auto& entry : node_) out.push_back(entry.first.Scalar());
+  return out;
+}
+
+std::vector<ConfigNode> ConfigNode::elements() const {
+  if (!node_.IsSequence()) fail("expected a list, got " + describe(node_));
+  std::vector<ConfigNode> out;
+  for (size_t i = 0; i < node_.size(); ++i) {
+    out.push_back(ConfigNode(config_, node_[i], cat(path_, "[", i, "]")));
+  }
+  return out;
+}
+
+double ConfigNode::as_number() const {
+  double value = 0;
+  if (!node_.IsScalar() || !YAML::convert<double>::decode(node_, value)) {
+    fail("expected a number, got " + describe(node_));
+  }
+  return value;
+}
+
+int64_t ConfigNode::as_integer() const {
+  int64_t value = 0;
+  if (!node_.IsScalar() || !YAML::convert<int64_t>::decode(node_, value)) {
+    fail("expected an integer, got " + describe(node_));
+  }
+  return value;
+}
+
+bool ConfigNode::as_bool() const {
+  bool value = false;
+  if (!node_.IsScalar() || !YAML::convert<bool>::decode(node_, value)) {
+    fail("expected true or false, got " + describe(node_));
+  }
+  return value;
+}
+
+std::string ConfigNode::as_string() const {
+  if (!node_.IsScalar()) fail("expected a string, got " + describe(node_));
+  return node_.Scalar();
+}
+
+std::vector<double> ConfigNode::as_numbers() const {
+  if (node_.IsScalar()) return {as_number()};
+  std::vector<double> out;
+  for (const ConfigNode& element : elements()) out.push_back(element.as_number());
+  return out;
+}
+
+std::string ConfigNode::as_choice(const std::vector<std::string>& choices) const {
+  std::string value = as_string();
+  for (const std::string& choice : choices) {
+    if (value == choice) return value;
+  }
+  std::string valid;
+  for (const std::string& choice : choices) valid += (valid.empty() ? "" : ", ") + choice;
+  fail("'" + value + "' is not one of: " + valid + did_you_mean(value, choices));
+}
+
+double ConfigNode::number(const std::string& key, double fallback) const {
+  if (has(key)) return at(key).as_number();
+  write_default(key, fallback);
+  return fallback;
+}
+
+int64_t ConfigNode::integer(const std::string& key, int64_t fallback) const {
+  if (has(key)) return at(key).as_integer();
+  write_default(key, fallback);
+  return fallback;
+}
+
+bool ConfigNode::boolean(const std::string& key, bool fallback) const {
+  if (has(key)) return at(key).as_bool();
+  write_default(key, fallback);
+  return fallback;
+}
+
+std::string ConfigNode::string(const std::string& key, const std::string& fallback) const {
+  if (has(key)) return at(key).as_string();
+  write_default(key, fallback);
+  return fallback;
+}
+
+std::string ConfigNode::choice(const std::string& key, const std::vector<std::string>& choices,
+                               const std::string& fallback) const {
+  if (has(key)) return at(key).as_choice(choices);
+  write_default(key, fallback);
+  return fallback;
+}
+
+// ---- Config ----
+
+std::unique_ptr<Config> Config::load(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse(read_file(path), path, overrides);
+}
+
+std::unique_ptr<Config> Config::parse(const std::string& text, const std::string& source,
+                                      const std::vector<std::string>& overrides) {
+  YAML::Node tree;
+  try {
+    tree = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Error(cat(location(source, e.mark), ": YAML syntax error: ", e.msg));
+  }
+  if (tree.IsNull()) tree = YAML::Node(YAML::NodeType::Map);
+  if (!tree.IsMap()) throw Error(cat(source, ": the top level must be a map of keys, not ", describe(tree)));
+  std::unique_ptr<Config> config(new Config(source, tree));
+  for (const std::string& assignment : overrides) config->apply_override(assignment);
+  return config;
+}
+
+void Config::apply_override(const std::string& assignment) {
+  const size_t equals = assignment.find('=');
+  if (equals == std::string::npos || equals == 0) {
+    throw Error(cat("command-line override '", assignment, "': expected key.path=value"));
+  }
+  const std::string path = assignment.substr(0, equals);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(equals + 1));
+  } catch (const YAML::Exception& e) {
+    throw Error(cat("command-line override '", assignment, "': cannot parse the value: ", e.msg));
+  }
+  std::vector<std::string> keys;
+  std::stringstream stream(path);
+  for (std::string key; std::getline(stream, key, '.');) {
+    if (key.empty()) throw Error(cat("command-line override '", assignment, "': empty key in '", path, "'"));
+    keys.push_back(key);
+  }
+  // YAML::Node's operator= assigns through the handle, so walking down uses reset() to rebind.
+  YAML::Node node = tree_;
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    YAML::Node next = node[keys[i]];
+    if (!next.IsDefined() || next.IsNull()) {
+      node[keys[i]] = YAML::Node(YAML::NodeType::Map);
+      next.reset(node[keys[i]]);
+    } else if (!next.IsMap()) {
+      throw Error(cat("command-line override '", assignment, "': '", keys[i], "' is not a map of keys"));
+    }
+    node.reset(next);
+  }
+  node[keys.back()] = value;
+  overridden_[path] = assignment;
+}
+
+ConfigNode Config::root() { return ConfigNode(this, tree_, ""); }
+
+void Config::check_no_unknown_keys() const { check_map(tree_, ""); }
+
+void Config::check_map(const YAML::Node& node, const std::string& path) const {
+  auto child = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) check_map(node[i], cat(path, "[", i, "]"));
+    return;
+  }
+  if (!node.IsMap()) return;
+  const bool free = free_maps_.count(path) > 0;
+  auto known = known_keys_.find(path);
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    if (!free && (known == known_keys_.end() || !known->second.count(key))) {
+      std::vector<std::string> valid;
+      if (known != known_keys_.end()) valid.assign(known->second.begin(), known->second.end());
+      std::string listing;
+      for (const std::string& name : valid) listing += (listing.empty() ? "" : ", ") + name;
+      const bool overridden = overridden_.count(child(key)) > 0;
+      throw Error(cat(overridden ? "command-line override '" + overridden_.at(child(key)) + "'"
+                                 : location(source_, entry.first.Mark()),
+                      ": unknown key '", key, "' in ", display(path), did_you_mean(key, valid),
+                      listing.empty() ? "" : "; valid keys: " + listing));
+    }
+    // A section nobody read (known but unread) is not inspected further.
+    if (free || known_keys_.count(child(key)) || free_maps_.count(child(key))) check_map(entry.second, child(key));
+  }
+}
+
+std::string Config::resolved() const {
+  YAML::Emitter out;
+  out << tree_;
+  return out.c_str();
+}
+
+std::string Config::hash() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : resolved()) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
+}  // namespace eddy::io

@@ -1,0 +1,121 @@
+#pragma once
+// YAML configuration files with validation that points at the source.
+//
+// The code that reads a config is its schema: every key it asks for (required or optional) is
+// recorded as valid for its map, and after reading, Config::check_no_unknown_keys() rejects any
+// key that nobody asked for, suggesting the nearest valid one. Errors carry the file, line and
+// column, and the key path:
+//
+//   burgers.yaml:14:5: train.adam.lr: expected a number, got 'fast'
+//   burgers.yaml:9:3: unknown key 'trian' (did you mean 'train'?)
+//
+// Defaults that reading falls back on are written into the tree, so resolved() is the complete
+// problem as run. Command-line overrides ("model.width=64") are applied before reading, and errors
+// in them name the override instead of a line.
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace eddy::io {
+
+class Config;
+
+// A node of the config, addressed by its key path. Cheap to copy.
+class ConfigNode {
+ public:
+  const std::string& path() const { return path_; }
+  // "file:line:col: path: " (or "override 'a=b': path: "), the prefix of every error about it.
+  std::string where() const;
+  [[noreturn]] void fail(const std::string& message) const;
+
+  bool is_map() const { return node_.IsMap(); }
+  bool is_sequence() const { return node_.IsSequence(); }
+  bool is_scalar() const { return node_.IsScalar(); }
+
+  // Map access. Each call records `key` as valid here.
+  bool has(const std::string& key) const;
+  ConfigNode at(const std::string& key) const;  // error when missing
+  std::optional<ConfigNode> find(const std::string& key) const;
+  // A map child that may be absent: then created empty, so the defaults read from it are recorded.
+  ConfigNode section(const std::string& key) const;
+  // Keys of a map whose keys are names chosen by the user (fields, conditions); all are valid.
+  std::vector<std::string> keys() const;
+  // Sequence access.
+  std::vector<ConfigNode> elements() const;
+
+  // Scalar conversions with type errors.
+  double as_number() const;
+  int64_t as_integer() const;
+  bool as_bool() const;
+  std::string as_string() const;
+  std::vector<double> as_numbers() const;  // a sequence of numbers (a single number is one)
+  // One of `choices`, with the valid ones listed in the error.
+  std::string as_choice(const std::vector<std::string>& choices) const;
+
+  // Typed lookups; the defaulted forms write the default into the tree when the key is absent.
+  double number(const std::string& key) const { return at(key).as_number(); }
+  double number(const std::string& key, double fallback) const;
+  int64_t integer(const std::string& key) const { return at(key).as_integer(); }
+  int64_t integer(const std::string& key, int64_t fallback) const;
+  bool boolean(const std::string& key, bool fallback) const;
+  std::string string(const std::string& key) const { return at(key).as_string(); }
+  std::string string(const std::string& key, const std::string& fallback) const;
+  std::string choice(const std::string& key, const std::vector<std::string>& choices,
+                     const std::string& fallback) const;
+
+ private:
+  friend class Config;
+  ConfigNode(Config* config, YAML::Node node, std::string path)
+      : config_(config), node_(std::move(node)), path_(std::move(path)) {}
+  std::string child_path(const std::string& key) const;
+  ConfigNode at_unchecked(const std::string& key) const;
+  // Records a default in the tree (a Node is a handle, so this writes through a copy).
+  template <typename T>
+  void write_default(const std::string& key, const T& value) const {
+    YAML::Node node = node_;
+    node[key] = value;
+  }
+  void require_map() const;
+
+  Config* config_;
+  YAML::Node node_;
+  std::string path_;
+};
+
+class Config {
+ public:
+  // Parses `path` (YAML syntax errors carry line and column) and applies overrides of the form
+  // "a.b.c=value" (value in YAML syntax: 64, 1e-3, [1, 2], text).
+  static std::unique_ptr<Config> load(const std::string& path, const std::vector<std::string>& overrides = {});
+  static std::unique_ptr<Config> parse(const std::string& text, const std::string& source,
+                                       const std::vector<std::string>& overrides = {});
+
+  ConfigNode root();
+  const std::string& source() const { return source_; }
+  // Throws for the first key no reader asked about, suggesting the nearest valid key.
+  void check_no_unknown_keys() const;
+  // The config as run: overrides applied, defaults filled in.
+  std::string resolved() const;
+  // A stable hash of resolved(), for checkpoints and outputs.
+  std::string hash() const;
+
+ private:
+  friend class ConfigNode;
+  Config(std::string source, YAML::Node tree) : source_(std::move(source)), tree_(std::move(tree)) {}
+  void apply_override(const std::string& assignment);
+  void check_map(const YAML::Node& node, const std::string& path) const;
+
+  std::string source_;
+  YAML::Node tree_;
+  std::map<std::string, std::set<std::string>> known_keys_;  // map path -> keys asked for
+  std::set<std::string> free_maps_;                          // maps whose keys are user names
+  std::map<std::string, std::string> overridden_;            // key path -> override text
+};
+
+}  // namespace eddy::io

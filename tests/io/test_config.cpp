@@ -1,0 +1,136 @@
+// Config loading: typed reads, defaults recorded in the resolved config, overrides, and errors
+// that carry file, line, column and key path, with suggestions for unknown keys.
+
+#include <gtest/gtest.h>
+
+#include "eddy/core/error.h"
+#include "eddy/core/suggest.h"
+#include "eddy/io/config.h"
+
+namespace eddy::io {
+namespace {
+
+const char* kProblem = R"(train:
+  adam:
+    steps: 500
+    lr: 1.0e-3
+model:
+  width: 20
+  activation: tanh
+fields: {u: {}, v: {}}
+points: [1, 2.5, 3]
+)";
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Reads the sample problem the way a solver would.
+void read_problem(Config& config) {
+  ConfigNode root = config.root();
+  ConfigNode adam = root.section("train").section("adam");
+  adam.integer("steps", 100);
+  adam.number("lr", 1e-3);
+  ConfigNode model = root.section("model");
+  model.integer("width", 50);
+  model.choice("activation", {"tanh", "sin"}, "tanh");
+  if (auto fields = root.find("fields")) fields->keys();
+  if (auto points = root.find("points")) points->as_numbers();
+}
+
+TEST(Config, TypedReadsAndDefaultsInTheResolvedConfig) {
+  auto config = Config::parse(kProblem, "problem.yaml");
+  ConfigNode root = config->root();
+  EXPECT_EQ(root.at("train").at("adam").integer("steps"), 500);
+  EXPECT_DOUBLE_EQ(root.at("train").at("adam").number("lr"), 1e-3);
+  EXPECT_EQ(root.section("model").integer("depth", 4), 4);
+  EXPECT_EQ(root.section("output").string("dir", "runs/x"), "runs/x");
+  EXPECT_EQ(root.at("fields").keys(), (std::vector<std::string>{"u", "v"}));
+  EXPECT_EQ(root.at("points").as_numbers(), (std::vector<double>{1, 2.5, 3}));
+  const std::string resolved = config->resolved();
+  EXPECT_NE(resolved.find("depth: 4"), std::string::npos);
+  EXPECT_NE(resolved.find("dir: runs/x"), std::string::npos);
+  EXPECT_EQ(config->hash().size(), 16u);
+}
+
+TEST(Config, UnknownKeysAreFoundWithTheirLineAndANearMiss) {
+  std::string text = kProblem;
+  text += "trian:\n  steps: 3\n";
+  auto config = Config::parse(text, "problem.yaml");
+  read_problem(*config);
+  std::string message = error_of([&] { config->check_no_unknown_keys(); });
+  EXPECT_NE(message.find("problem.yaml:10:1: unknown key 'trian' in (top level) (did you mean 'train'?)"),
+            std::string::npos)
+      << message;
+
+  auto nested = Config::parse("train:\n  adam:\n    stpes: 5\n", "p.yaml");
+  read_problem(*nested);
+  message = error_of([&] { nested->check_no_unknown_keys(); });
+  EXPECT_NE(message.find("p.yaml:3:5: unknown key 'stpes' in train.adam (did you mean 'steps'?)"), std::string::npos)
+      << message;
+}
+
+TEST(Config, TypeErrorsNameFileLineColumnAndPath) {
+  auto config = Config::parse("train:\n  adam:\n    lr: fast\n", "p.yaml");
+  std::string message = error_of([&] { config->root().at("train").at("adam").number("lr"); });
+  EXPECT_EQ(message, "p.yaml:3:9: train.adam.lr: expected a number, got 'fast'");
+  message = error_of([&] { config->root().at("train").at("adam").integer("steps"); });
+  EXPECT_NE(message.find("train.adam: missing required key 'steps'"), std::string::npos) << message;
+  auto choice = Config::parse("activation: tnah\n", "p.yaml");
+  message = error_of([&] { choice->root().choice("activation", {"tanh", "sin", "gelu"}, "tanh"); });
+  EXPECT_NE(message.find("p.yaml:1:13: activation: 'tnah' is not one of: tanh, sin, gelu (did you mean 'tanh'?)"),
+            std::string::npos)
+      << message;
+  auto list = Config::parse("points: {a: 1}\n", "p.yaml");
+  EXPECT_NE(error_of([&] { list->root().at("points").as_numbers(); }).find("expected a list"), std::string::npos);
+}
+
+TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
+  auto config = Config::parse(kProblem, "problem.yaml",
+                              {"train.adam.steps=20000", "model.width=64", "output.dir=runs/big"});
+  ConfigNode root = config->root();
+  EXPECT_EQ(root.at("train").at("adam").integer("steps"), 20000);
+  EXPECT_EQ(root.at("model").integer("width"), 64);
+  EXPECT_EQ(root.section("output").string("dir", "x"), "runs/big");
+
+  auto bad = Config::parse(kProblem, "problem.yaml", {"model.width=wide"});
+  EXPECT_EQ(error_of([&] { bad->root().at("model").integer("width"); }),
+            "command-line override 'model.width=wide': model.width: expected an integer, got 'wide'");
+  auto typo = Config::parse(kProblem, "problem.yaml", {"model.widht=3"});
+  read_problem(*typo);
+  std::string message = error_of([&] { typo->check_no_unknown_keys(); });
+  EXPECT_NE(message.find("command-line override 'model.widht=3': unknown key 'widht' in model (did you mean 'width'?)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(error_of([&] { Config::parse(kProblem, "p", {"noequals"}); }).find("expected key.path=value"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Config::parse(kProblem, "p", {"points.x=1"}); }).find("'points' is not a map"),
+            std::string::npos);
+}
+
+TEST(Config, YamlSyntaxErrorsCarryTheirPosition) {
+  std::string message = error_of([] { Config::parse("a: [1, 2\nb: 3\n", "broken.yaml"); });
+  EXPECT_NE(message.find("broken.yaml:"), std::string::npos) << message;
+  EXPECT_NE(message.find("YAML syntax error"), std::string::npos) << message;
+  EXPECT_NE(error_of([] { Config::parse("- 1\n- 2\n", "list.yaml"); }).find("top level must be a map"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Config::load("/nonexistent/problem.yaml"); }).find("cannot open /nonexistent/problem.yaml"),
+            std::string::npos);
+}
+
+TEST(Suggest, EditDistanceCountsSwapsAsOneEdit) {
+  EXPECT_EQ(edit_distance("train", "trian"), 1u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(nearest_name("widht", {"width", "depth", "activation"}), "width");
+  EXPECT_EQ(nearest_name("xyz", {"width", "depth"}), "");
+  EXPECT_EQ(did_you_mean("lrr", {"lr", "steps"}), " (did you mean 'lr'?)");
+}
+
+}  // namespace
+}  // namespace eddy::io
