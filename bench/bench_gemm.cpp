@@ -1,12 +1,9 @@
 // GEMM: eddy::matmul against raw OpenBLAS (what eddy calls underneath) and Eigen's own GEMM, on
 // the same buffers, at square sizes and at the PINN layer shapes (10000 x w) @ (w x w).
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -130,39 +127,15 @@ void register_gemm_cases() {
   }
 }
 
-// Median seconds per call over interleaved batches, so drift on a shared machine hits both
-// implementations alike.
-template <typename T>
-std::pair<double, double> interleaved_seconds(const GemmOperands<T>& operands) {
-  using Clock = std::chrono::steady_clock;
-  auto batch_seconds = [&](GemmImpl impl, int calls) {
-    const auto start = Clock::now();
-    for (int i = 0; i < calls; ++i) operands.run(impl);
-    return std::chrono::duration<double>(Clock::now() - start).count() / calls;
-  };
-  constexpr double kBatchSeconds = 0.02;
-  constexpr int kRepetitions = 9;
-  int calls = 1;
-  while (batch_seconds(GemmImpl::openblas, calls) * calls < kBatchSeconds) calls *= 2;
-  std::vector<double> eddy_times, openblas_times;
-  for (int r = 0; r < kRepetitions; ++r) {
-    eddy_times.push_back(batch_seconds(GemmImpl::eddy, calls));
-    openblas_times.push_back(batch_seconds(GemmImpl::openblas, calls));
-  }
-  auto median = [](std::vector<double> times) {
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    return times[times.size() / 2];
-  };
-  return {median(eddy_times), median(openblas_times)};
-}
-
 template <typename T>
 void print_gemm_rows() {
   for (const GemmShape& shape : gemm_shapes()) {
     for (int threads : kThreadCounts) {
       set_threads(threads);
       const GemmOperands<T> operands(shape);
-      const auto [eddy_seconds, openblas_seconds] = interleaved_seconds(operands);
+      const std::vector<double> seconds = interleaved_median_seconds(
+          {[&] { operands.run(GemmImpl::openblas); }, [&] { operands.run(GemmImpl::eddy); }});
+      const double openblas_seconds = seconds[0], eddy_seconds = seconds[1];
       const double eddy_gflops = shape.flops() / eddy_seconds / 1e9;
       const double openblas_gflops = shape.flops() / openblas_seconds / 1e9;
       std::printf("| %s %s | %d | %.1f | %.1f | %.2f |\n", type_name<T>(), shape.label().c_str(),

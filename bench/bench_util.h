@@ -1,8 +1,12 @@
 #pragma once
 // Shapes and settings shared by the benchmark files.
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -23,10 +27,39 @@ inline void set_threads(int threads) {
   Eigen::setNbThreads(threads);
 }
 
+// Median seconds per call of each of `runs`, over `repetitions` rounds in which every run times
+// one batch in turn: interleaving makes drift on a shared machine hit all runs alike. A batch is
+// as many calls as runs[0] (the reference) needs to fill `batch_seconds`.
+inline std::vector<double> interleaved_median_seconds(const std::vector<std::function<void()>>& runs,
+                                                      double batch_seconds = 0.02, int repetitions = 9) {
+  using Clock = std::chrono::steady_clock;
+  auto batch = [](const std::function<void()>& run, int calls) {
+    const auto start = Clock::now();
+    for (int i = 0; i < calls; ++i) run();
+    return std::chrono::duration<double>(Clock::now() - start).count() / calls;
+  };
+  int calls = 1;
+  while (batch(runs[0], calls) * calls < batch_seconds) calls *= 2;
+  std::vector<std::vector<double>> times(runs.size());
+  for (int r = 0; r < repetitions; ++r) {
+    for (size_t i = 0; i < runs.size(); ++i) times[i].push_back(batch(runs[i], calls));
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& run_times : times) {
+    std::nth_element(run_times.begin(), run_times.begin() + run_times.size() / 2, run_times.end());
+    medians.push_back(run_times[run_times.size() / 2]);
+  }
+  return medians;
+}
+
 void register_gemm_benchmarks();
 void register_elementwise_benchmarks();
 void register_mlp_benchmarks();
+void register_fft_benchmarks();
 // Times eddy::matmul against cblas_?gemm interleaved in this process and prints a markdown table.
 void print_gemm_table();
+// Times eddy's 2-D FFTs against FFTW's own plans, and the parts of an FNO layer, interleaved in
+// this process, and prints markdown tables.
+void print_fft_tables();
 
 }  // namespace eddy_bench

@@ -1,5 +1,6 @@
-// eddy_bench: Google Benchmark runs of GEMM, elementwise ops and a PINN step, then a markdown
-// table of eddy GEMM against OpenBLAS. `--no_gemm_table` skips the table.
+// eddy_bench: Google Benchmark runs of GEMM, elementwise ops, a PINN step, FFTs and an FNO layer,
+// then markdown tables of eddy GEMM against OpenBLAS, eddy FFTs against FFTW and the parts of the
+// FNO layer. `--no_gemm_table` and `--no_fft_table` skip those tables.
 
 #include <cstring>
 #include <vector>
@@ -9,11 +10,13 @@
 #include "bench_util.h"
 
 int main(int argc, char** argv) {
-  bool gemm_table = true;
+  bool gemm_table = true, fft_table = true;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no_gemm_table") == 0) {
       gemm_table = false;
+    } else if (std::strcmp(argv[i], "--no_fft_table") == 0) {
+      fft_table = false;
     } else {
       args.push_back(argv[i]);
     }
@@ -25,9 +28,11 @@ int main(int argc, char** argv) {
   eddy_bench::register_gemm_benchmarks();
   eddy_bench::register_elementwise_benchmarks();
   eddy_bench::register_mlp_benchmarks();
+  eddy_bench::register_fft_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 
   if (gemm_table) eddy_bench::print_gemm_table();
+  if (fft_table) eddy_bench::print_fft_tables();
   return 0;
 }

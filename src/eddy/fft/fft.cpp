@@ -2,11 +2,18 @@
 //
 // Three unnormalised primitives, each with rules in eddy ops:
 //   fft_c2c  (complex -> complex over several axes): its transpose is the opposite direction;
-//   fft_r2c  (real -> half spectrum, one axis): its transpose is c2r of the spectrum with the
-//            entries that stand for two frequencies (all but DC and Nyquist) halved;
-//   fft_c2r  (half spectrum -> real, one axis): its transpose is r2c with those entries doubled.
+//   fft_r2c  (real -> half spectrum over several axes, halved along the last listed one): its
+//            transpose is c2r of the spectrum with the entries that stand for two frequencies
+//            (all but DC and Nyquist along the halved axis) halved;
+//   fft_c2r  (half spectrum -> real over several axes): its transpose is r2c with those entries
+//            doubled.
 // The halving/doubling is the Hermitian-symmetry bookkeeping: c2r counts each middle entry twice
-// (for k and n - k), and ignores the imaginary parts of DC and Nyquist.
+// (for k and n - k), and ignores the imaginary parts of DC and Nyquist. Over several axes c2r is
+// the full backward transforms along the other axes followed by the one-axis c2r, and the weights
+// act along the halved axis only, so they commute with the full transforms and the same rules hold.
+// The real transforms take all their axes at once so FFTW runs them as one multi-dimensional plan:
+// as separate passes, the strided column pass of a 1024^2 rfft2 alone took twice as long as
+// FFTW's whole 2-D transform (docs/benchmarks.md).
 
 #include "eddy/fft/fft.h"
 
@@ -22,8 +29,8 @@ namespace {
 using eddy::detail::dense;
 
 Tensor c2c(const Tensor& x, const std::vector<int64_t>& axes, bool inverse);
-Tensor r2c(const Tensor& x, int64_t axis);
-Tensor c2r(const Tensor& x, int64_t axis, int64_t n);
+Tensor r2c(const Tensor& x, const std::vector<int64_t>& axes);
+Tensor c2r(const Tensor& x, const std::vector<int64_t>& axes, int64_t n);
 
 // Weights along `axis` of a half spectrum of a length-n signal: 1 at DC (and at Nyquist when n
 // is even), `middle` elsewhere; shaped to broadcast against `like`.
@@ -62,18 +69,18 @@ const Primitive& r2c_p = []() -> const Primitive& {
   p.infer = [](Inputs in, const Attrs& a) {
     detail::check_dtype("fft_r2c", in[0], is_floating(in[0].dtype()), "a float32 or float64 tensor");
     Shape shape = in[0].shape();
-    shape[a.axis] = shape[a.axis] / 2 + 1;
+    shape[a.axes.back()] = shape[a.axes.back()] / 2 + 1;
     return OutputSpec{shape, complex_dtype(in[0].dtype())};
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
     Tensor out = detail::new_output(spec, in[0]);
-    if (in[0].numel() > 0) fft_backend_for(out.device()).r2c(dense(in[0]), out, a.axis);
+    if (in[0].numel() > 0) fft_backend_for(out.device()).r2c(dense(in[0]), out, a.axes);
     return out;
   };
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return r2c(t, a.axis); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return r2c(t, a.axes); };
   p.vjp = [](Inputs in, const Attrs& a, int, const Tensor& g) {
-    const int64_t n = in[0].shape()[a.axis];
-    return c2r(g * hermitian_weights(g, a.axis, n, 0.5), a.axis, n);
+    const int64_t n = in[0].shape()[a.axes.back()];
+    return c2r(g * hermitian_weights(g, a.axes.back(), n, 0.5), a.axes, n);
   };
   return register_primitive(std::move(p));
 }();
@@ -88,13 +95,13 @@ const Primitive& c2r_p = []() -> const Primitive& {
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
     Tensor out = detail::new_output(spec, in[0]);
-    if (out.numel() > 0) fft_backend_for(out.device()).c2r(dense(in[0]), out, a.axis);
+    if (out.numel() > 0) fft_backend_for(out.device()).c2r(dense(in[0]), out, a.axes);
     return out;
   };
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return c2r(t, a.axis, a.shape[a.axis]); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return c2r(t, a.axes, a.shape[a.axes.back()]); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) {
-    Tensor spectrum = r2c(g, a.axis);
-    return spectrum * hermitian_weights(spectrum, a.axis, a.shape[a.axis], 2.0);
+    Tensor spectrum = r2c(g, a.axes);
+    return spectrum * hermitian_weights(spectrum, a.axes.back(), a.shape[a.axes.back()], 2.0);
   };
   return register_primitive(std::move(p));
 }();
@@ -106,18 +113,19 @@ Tensor c2c(const Tensor& x, const std::vector<int64_t>& axes, bool inverse) {
   return dispatch(c2c_p, {x}, attrs);
 }
 
-Tensor r2c(const Tensor& x, int64_t axis) {
+// The half spectrum is taken along axes.back().
+Tensor r2c(const Tensor& x, const std::vector<int64_t>& axes) {
   Attrs attrs;
-  attrs.axis = axis;
+  attrs.axes = axes;
   return dispatch(r2c_p, {x}, attrs);
 }
 
-// `x` must hold exactly n / 2 + 1 entries along `axis`.
-Tensor c2r(const Tensor& x, int64_t axis, int64_t n) {
+// `x` must hold exactly n / 2 + 1 entries along axes.back(), where the output has n.
+Tensor c2r(const Tensor& x, const std::vector<int64_t>& axes, int64_t n) {
   Attrs attrs;
-  attrs.axis = axis;
+  attrs.axes = axes;
   attrs.shape = x.shape();
-  attrs.shape[axis] = n;
+  attrs.shape[axes.back()] = n;
   return dispatch(c2r_p, {x}, attrs);
 }
 
@@ -236,10 +244,9 @@ Tensor real_fftn(std::string_view op, const Tensor& x, const std::vector<int64_t
     count *= static_cast<double>(n);
   }
   // The half spectrum is taken along the last listed axis; the others are full transforms.
-  Tensor spectrum = r2c(z, plan.axes.back());
-  std::vector<int64_t> rest(plan.axes.begin(), plan.axes.end() - 1);
-  if (!rest.empty()) spectrum = c2c(spectrum, sorted(rest), false);
-  return scaled(spectrum, mode, count, false);
+  std::vector<int64_t> order = sorted(std::vector<int64_t>(plan.axes.begin(), plan.axes.end() - 1));
+  order.push_back(plan.axes.back());
+  return scaled(r2c(z, order), mode, count, false);
 }
 
 Tensor inverse_real_fftn(std::string_view op, const Tensor& x, const std::vector<int64_t>& s,
@@ -260,9 +267,10 @@ Tensor inverse_real_fftn(std::string_view op, const Tensor& x, const std::vector
     count *= static_cast<double>(n);
     rest.push_back(plan.axes[i]);
   }
-  if (!rest.empty()) z = c2c(z, sorted(rest), true);
   z = resized(z, last, n_last / 2 + 1);
-  return scaled(c2r(z, last, n_last), mode, count, true);
+  std::vector<int64_t> order = sorted(rest);
+  order.push_back(last);
+  return scaled(c2r(z, order, n_last), mode, count, true);
 }
 
 }  // namespace

@@ -16,10 +16,13 @@ class FftBackend {
   // in and out are dense complex tensors of one shape.
   virtual void c2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes,
                    bool forward) = 0;
-  // Real in -> half spectrum along `axis` (out.shape[axis] = in.shape[axis] / 2 + 1).
-  virtual void r2c(const Tensor& in, const Tensor& out, int64_t axis) = 0;
-  // Half spectrum in -> real out of length out.shape[axis]; `in` is left untouched.
-  virtual void c2r(const Tensor& in, const Tensor& out, int64_t axis) = 0;
+  // Real in -> half spectrum over `axes` (forward): halved along the last listed axis
+  // (out.shape[a] = in.shape[a] / 2 + 1 there), full along the others.
+  virtual void r2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes) = 0;
+  // Half spectrum in -> real out (backward) over `axes`: the full transforms along all but the
+  // last listed axis, then the half-spectrum one, whose length is out.shape[axes.back()]; `in` is
+  // left untouched.
+  virtual void c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes) = 0;
 };
 
 FftBackend& fft_backend_for(Device device);

@@ -35,14 +35,14 @@ template <> struct Fftw<double> {
     return fftw_plan_guru64_dft(rank, dims, howmany, batch, static_cast<Complex*>(in),
                                 static_cast<Complex*>(out), sign, flags);
   }
-  static Plan r2c(const fftw_iodim64* dim, int howmany, const fftw_iodim64* batch, void* in, void* out,
-                  unsigned flags) {
-    return fftw_plan_guru64_dft_r2c(1, dim, howmany, batch, static_cast<double*>(in),
+  static Plan r2c(int rank, const fftw_iodim64* dims, int howmany, const fftw_iodim64* batch, void* in,
+                  void* out, unsigned flags) {
+    return fftw_plan_guru64_dft_r2c(rank, dims, howmany, batch, static_cast<double*>(in),
                                     static_cast<Complex*>(out), flags);
   }
-  static Plan c2r(const fftw_iodim64* dim, int howmany, const fftw_iodim64* batch, void* in, void* out,
-                  unsigned flags) {
-    return fftw_plan_guru64_dft_c2r(1, dim, howmany, batch, static_cast<Complex*>(in),
+  static Plan c2r(int rank, const fftw_iodim64* dims, int howmany, const fftw_iodim64* batch, void* in,
+                  void* out, unsigned flags) {
+    return fftw_plan_guru64_dft_c2r(rank, dims, howmany, batch, static_cast<Complex*>(in),
                                     static_cast<double*>(out), flags);
   }
   static void run_c2c(Plan p, void* in, void* out) {
@@ -67,14 +67,14 @@ template <> struct Fftw<float> {
     return fftwf_plan_guru64_dft(rank, dims, howmany, batch, static_cast<Complex*>(in),
                                  static_cast<Complex*>(out), sign, flags);
   }
-  static Plan r2c(const fftw_iodim64* dim, int howmany, const fftw_iodim64* batch, void* in, void* out,
-                  unsigned flags) {
-    return fftwf_plan_guru64_dft_r2c(1, dim, howmany, batch, static_cast<float*>(in),
+  static Plan r2c(int rank, const fftw_iodim64* dims, int howmany, const fftw_iodim64* batch, void* in,
+                  void* out, unsigned flags) {
+    return fftwf_plan_guru64_dft_r2c(rank, dims, howmany, batch, static_cast<float*>(in),
                                      static_cast<Complex*>(out), flags);
   }
-  static Plan c2r(const fftw_iodim64* dim, int howmany, const fftw_iodim64* batch, void* in, void* out,
-                  unsigned flags) {
-    return fftwf_plan_guru64_dft_c2r(1, dim, howmany, batch, static_cast<Complex*>(in),
+  static Plan c2r(int rank, const fftw_iodim64* dims, int howmany, const fftw_iodim64* batch, void* in,
+                  void* out, unsigned flags) {
+    return fftwf_plan_guru64_dft_c2r(rank, dims, howmany, batch, static_cast<Complex*>(in),
                                      static_cast<float*>(out), flags);
   }
   static void run_c2c(Plan p, void* in, void* out) {
@@ -98,21 +98,21 @@ unsigned planner_flags() {
   return flags;
 }
 
-// Transform dims over `axes` and batch (howmany) dims over the others, from dense layouts.
+// Transform dims over `axes`, in their order (FFTW halves the last dim of a real transform), and
+// batch (howmany) dims over the others, from dense layouts.
 struct Layout {
   std::vector<fftw_iodim64> dims, batch;
+  int rank() const { return static_cast<int>(dims.size()); }
+  int howmany() const { return static_cast<int>(batch.size()); }
 };
 
 Layout layout_of(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes,
                  const Shape& logical) {
+  auto dim = [&](int64_t d) { return fftw_iodim64{logical[d], in.strides()[d], out.strides()[d]}; };
   Layout layout;
+  for (int64_t axis : axes) layout.dims.push_back(dim(axis));
   for (int64_t d = 0; d < in.dim(); ++d) {
-    fftw_iodim64 dim{logical[d], in.strides()[d], out.strides()[d]};
-    if (std::find(axes.begin(), axes.end(), d) != axes.end()) {
-      layout.dims.push_back(dim);
-    } else if (logical[d] != 1) {
-      layout.batch.push_back(dim);
-    }
+    if (std::find(axes.begin(), axes.end(), d) == axes.end() && logical[d] != 1) layout.batch.push_back(dim(d));
   }
   return layout;
 }
@@ -169,15 +169,14 @@ class PlanCache {
     typename Fftw<Real>::Plan plan;
     if (kind == Kind::c2c_forward || kind == Kind::c2c_backward) {
       Layout l = layout_of(in, out, axes, in.shape());
-      plan = Fftw<Real>::c2c(static_cast<int>(l.dims.size()), l.dims.data(), static_cast<int>(l.batch.size()),
-                             l.batch.data(), pin, pout,
+      plan = Fftw<Real>::c2c(l.rank(), l.dims.data(), l.howmany(), l.batch.data(), pin, pout,
                              kind == Kind::c2c_forward ? FFTW_FORWARD : FFTW_BACKWARD, flags);
     } else if (kind == Kind::r2c) {
       Layout l = layout_of(in, out, axes, in.shape());
-      plan = Fftw<Real>::r2c(l.dims.data(), static_cast<int>(l.batch.size()), l.batch.data(), pin, pout, flags);
+      plan = Fftw<Real>::r2c(l.rank(), l.dims.data(), l.howmany(), l.batch.data(), pin, pout, flags);
     } else {
       Layout l = layout_of(in, out, axes, out.shape());
-      plan = Fftw<Real>::c2r(l.dims.data(), static_cast<int>(l.batch.size()), l.batch.data(), pin, pout, flags);
+      plan = Fftw<Real>::c2r(l.rank(), l.dims.data(), l.howmany(), l.batch.data(), pin, pout, flags);
     }
     Fftw<Real>::free(scratch_in);
     Fftw<Real>::free(scratch_out);
@@ -205,23 +204,24 @@ class FftwBackend final : public FftBackend {
     }
   }
 
-  void r2c(const Tensor& in, const Tensor& out, int64_t axis) override {
+  void r2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes) override {
     if (in.dtype() == DType::f64) {
-      Fftw<double>::run_r2c(plan_cache<double>().get(Kind::r2c, in, out, {axis}), in.raw_data(), out.raw_data());
+      Fftw<double>::run_r2c(plan_cache<double>().get(Kind::r2c, in, out, axes), in.raw_data(), out.raw_data());
     } else {
-      Fftw<float>::run_r2c(plan_cache<float>().get(Kind::r2c, in, out, {axis}), in.raw_data(), out.raw_data());
+      Fftw<float>::run_r2c(plan_cache<float>().get(Kind::r2c, in, out, axes), in.raw_data(), out.raw_data());
     }
   }
 
-  void c2r(const Tensor& in, const Tensor& out, int64_t axis) override {
-    // FFTW's c2r overwrites its input, so it runs on a copy.
+  void c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes) override {
+    // FFTW's c2r overwrites its input (and cannot be told not to over several axes), so it runs on
+    // a copy.
     Tensor scratch = Tensor::empty(in.shape(), in.dtype(), in.device());
     std::memcpy(scratch.raw_data(), in.raw_data(), in.numel() * dtype_size(in.dtype()));
     if (in.dtype() == DType::c128) {
-      Fftw<double>::run_c2r(plan_cache<double>().get(Kind::c2r, scratch, out, {axis}), scratch.raw_data(),
+      Fftw<double>::run_c2r(plan_cache<double>().get(Kind::c2r, scratch, out, axes), scratch.raw_data(),
                             out.raw_data());
     } else {
-      Fftw<float>::run_c2r(plan_cache<float>().get(Kind::c2r, scratch, out, {axis}), scratch.raw_data(),
+      Fftw<float>::run_c2r(plan_cache<float>().get(Kind::c2r, scratch, out, axes), scratch.raw_data(),
                            out.raw_data());
     }
   }
