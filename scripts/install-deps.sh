@@ -14,6 +14,8 @@ packages=(
   pkg-config
   nlohmann-json3-dev  # safetensors headers
   libyaml-cpp-dev   # YAML problem configs (keeps line and column marks for errors)
+  libhdf5-dev       # results and datasets
+  libvtk9-dev       # ParaView files through VTK's writers
   libgtest-dev      # tests
   libbenchmark-dev  # bench/
   python3-venv      # the .venv for the Python tests

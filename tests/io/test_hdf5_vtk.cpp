@@ -1,0 +1,130 @@
+// HDF5 round trips (every dtype, groups, attributes, atomic commit) and VTK files read back with
+// VTK's own readers.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <vtkImageData.h>
+#include <vtkNew.h>
+#include <vtkPointData.h>
+#include <vtkPolyData.h>
+#include <vtkXMLImageDataReader.h>
+#include <vtkXMLPolyDataReader.h>
+
+#include <filesystem>
+
+#include "eddy/eddy.h"
+#include "eddy/io/atomic_file.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/io/vtk.h"
+
+namespace eddy::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Hdf5VtkTest : public ::testing::Test {
+ protected:
+  fs::path dir = fs::temp_directory_path() / ("eddy_hdf5_vtk_" + std::to_string(::getpid()));
+  void SetUp() override { fs::create_directories(dir); }
+  void TearDown() override { fs::remove_all(dir); }
+  std::string file(const std::string& name) const { return (dir / name).string(); }
+};
+
+TEST_F(Hdf5VtkTest, Hdf5RoundTripsDtypesGroupsAndCommitsAtomically) {
+  const std::string path = file("out.h5");
+  {
+    Hdf5Writer writer(path);
+    writer.write("fields/u", reshape(arange(0, 6, 1, DType::f64), {2, 3}));
+    writer.write("fields/v", tensor<float>({1.5f, -2.5f}));
+    writer.write("meta/steps", tensor<int64_t>({10, 20}));
+    writer.write("meta/mask", tensor<bool>({true, false, true}));
+    writer.write("transposed", transpose(reshape(arange(0, 6, 1, DType::f64), {2, 3})));
+    writer.write_string("config", "model:\n  width: 20\n");
+    writer.set_attribute("/", "relative_l2", 1.5e-3);
+    writer.set_attribute("fields/u", "units", "m/s");
+    EXPECT_FALSE(fs::exists(path));  // nothing under the real name until commit
+    writer.commit();
+  }
+  EXPECT_TRUE(fs::exists(path));
+  EXPECT_EQ(read_hdf5(path, "fields/u").to_vector<double>(), (std::vector<double>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(read_hdf5(path, "fields/u").shape(), (Shape{2, 3}));
+  EXPECT_EQ(read_hdf5(path, "fields/v").dtype(), DType::f32);
+  EXPECT_EQ(read_hdf5(path, "meta/steps").to_vector<int64_t>(), (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(read_hdf5(path, "meta/mask").to_vector<bool>(), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(read_hdf5(path, "transposed").to_vector<double>(), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  auto names = list_hdf5_datasets(path);
+  EXPECT_NE(std::find(names.begin(), names.end(), "fields/u"), names.end());
+  try {
+    read_hdf5(path, "fields/w");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no dataset 'fields/w' (datasets: "), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_hdf5(file("missing.h5"), "x"), Error);
+}
+
+TEST_F(Hdf5VtkTest, AbandonedWriterLeavesNothingBehind) {
+  {
+    Hdf5Writer writer(file("abandoned.h5"));
+    writer.write("x", tensor<double>({1.0}));
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
+TEST_F(Hdf5VtkTest, ImageDataReadsBackWithVtk) {
+  // u(i, j) = 10 i + j on a 3 x 4 grid in C order.
+  std::vector<double> values;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) values.push_back(10 * i + j);
+  }
+  const std::string path = file("grid.vti");
+  write_vti(path, {-1, 0}, {1.0, 0.5}, {3, 4}, {{"u", tensor(values)}});
+  vtkNew<vtkXMLImageDataReader> reader;
+  reader->SetFileName(path.c_str());
+  reader->Update();
+  vtkImageData* image = reader->GetOutput();
+  int dims[3];
+  image->GetDimensions(dims);
+  EXPECT_EQ(dims[0], 3);
+  EXPECT_EQ(dims[1], 4);
+  vtkDataArray* u = image->GetPointData()->GetArray("u");
+  ASSERT_NE(u, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const int ijk[3] = {i, j, 0};
+      const vtkIdType id = image->ComputePointId(const_cast<int*>(ijk));
+      EXPECT_EQ(u->GetTuple1(id), 10 * i + j);
+      double p[3];
+      image->GetPoint(id, p);
+      EXPECT_DOUBLE_EQ(p[0], -1 + i);
+      EXPECT_DOUBLE_EQ(p[1], 0.5 * j);
+    }
+  }
+}
+
+TEST_F(Hdf5VtkTest, PointCloudAndCollectionReadBack) {
+  Tensor points = tensor<double>({0, 0, 1, 2, -1, 0.5}, {3, 2});
+  const std::string path = file("points.vtp");
+  write_vtp(path, points, {{"u", tensor<double>({1, 2, 3})}, {"velocity", tensor<double>({1, 0, 0, 1, 1, 1}, {3, 2})}});
+  vtkNew<vtkXMLPolyDataReader> reader;
+  reader->SetFileName(path.c_str());
+  reader->Update();
+  vtkPolyData* cloud = reader->GetOutput();
+  ASSERT_EQ(cloud->GetNumberOfPoints(), 3);
+  EXPECT_EQ(cloud->GetNumberOfVerts(), 3);
+  double p[3];
+  cloud->GetPoint(2, p);
+  EXPECT_EQ(p[0], -1);
+  EXPECT_EQ(p[1], 0.5);
+  EXPECT_EQ(p[2], 0);
+  EXPECT_EQ(cloud->GetPointData()->GetArray("u")->GetTuple1(1), 2);
+  EXPECT_EQ(cloud->GetPointData()->GetArray("velocity")->GetNumberOfComponents(), 2);
+  EXPECT_THROW(write_vtp(file("bad.vtp"), points, {{"u", tensor<double>({1, 2})}}), Error);
+
+  write_pvd(file("series.pvd"), {{0.0, "step0.vti"}, {0.5, "step1.vti"}});
+  const std::string xml = read_file(file("series.pvd"));
+  EXPECT_NE(xml.find("timestep=\"0.5\" group=\"\" part=\"0\" file=\"step1.vti\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace eddy::io
