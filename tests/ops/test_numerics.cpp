@@ -458,5 +458,24 @@ TEST(Numerics, ExpUnderflowsToZeroAndDenormals) {
   EXPECT_EQ(exp(tensor<float>({-INFINITY})).item<float>(), 0.0f);
 }
 
+TEST(Numerics, Float64TanhIsAccurateOverEveryScale) {
+  // eddy's vectorised double tanh against std::tanh, from subnormal-adjacent to saturated inputs.
+  std::vector<double> xs;
+  for (double magnitude = 1e-300; magnitude < 40; magnitude *= 1.37) {
+    xs.push_back(magnitude);
+    xs.push_back(-magnitude);
+  }
+  auto ys = tanh(tensor(xs)).to_vector<double>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_NEAR(ys[i], std::tanh(xs[i]), 5e-16 * std::abs(std::tanh(xs[i]))) << "x = " << xs[i];
+  }
+  auto special = tanh(tensor<double>({0.0, INFINITY, -INFINITY, 1000.0})).to_vector<double>();
+  EXPECT_EQ(special[0], 0.0);
+  EXPECT_EQ(special[1], 1.0);
+  EXPECT_EQ(special[2], -1.0);
+  EXPECT_EQ(special[3], 1.0);
+  EXPECT_TRUE(std::isnan(tanh(tensor<double>({NAN})).item<double>()));
+}
+
 }  // namespace
 }  // namespace eddy

@@ -93,6 +93,31 @@ void exp_with_underflow(Out& o, const In& i) {
   }
 }
 
+// Eigen vectorises tanh for float only; for double it calls std::tanh per element, which made
+// tanh most of a float64 PINN step. This runs in L1-sized blocks on Eigen's vectorised exp and
+// log: tanh|x| = e / (e + 2) with e = expm1(2|x|), and expm1 by Kahan's accurate formula
+// (u - 1) * y / log(u), u = exp(y). Measured within 2 ulp of std::tanh; tanh|x| = 1 for |x| > 20.
+template <typename Out, typename In>
+void tanh_vectorised(Out& o, const In& i) {
+  using T = typename In::Scalar;
+  if constexpr (std::is_same_v<T, float>) {
+    o = i.tanh();
+  } else {
+    constexpr Eigen::Index kBlock = 256;
+    using Block = Eigen::Array<T, kBlock, 1>;
+    Block y, u, log_u, expm1;
+    for (Eigen::Index start = 0; start < i.size(); start += kBlock) {
+      const Eigen::Index n = std::min(kBlock, i.size() - start);
+      auto x = i.segment(start, n);
+      y.head(n) = T(2) * x.abs().min(T(20));
+      u.head(n) = y.head(n).exp();
+      log_u.head(n) = u.head(n).log();
+      expm1.head(n) = (log_u.head(n) == T(0)).select(y.head(n), (u.head(n) - T(1)) * y.head(n) / log_u.head(n));
+      o.segment(start, n) = expm1.head(n) / (expm1.head(n) + T(2)) * x.sign();
+    }
+  }
+}
+
 // Transcendental functions: Eigen's vectorised versions on real contiguous runs.
 template <typename T, typename Scalar, typename Vectorised>
 void transcendental(const Tensor& in, const Tensor& out, Scalar scalar, Vectorised vectorised) {
@@ -147,7 +172,7 @@ void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
       return;
     case UnaryKernel::tanh:
       EDDY_DISPATCH_INEXACT(dtype, T, "tanh", transcendental<T>(in, out, [](T x) { return std::tanh(x); },
-                                                           [](auto& o, const auto& i) { o = i.tanh(); }));
+                                                           [](auto& o, const auto& i) { tanh_vectorised(o, i); }));
       return;
     case UnaryKernel::sqrt:
       EDDY_DISPATCH_INEXACT(dtype, T, "sqrt", transcendental<T>(in, out, [](T x) { return std::sqrt(x); },
