@@ -53,7 +53,9 @@ class BackwardPass {
         if (!key || !primitive.differentiable_input(static_cast<int>(i))) continue;
         Node* producer = node_of(input);
         if (producer ? !needed_.count(producer) : !is_target(key)) continue;
-        Tensor g = primitive.vjp(node->inputs, node->attrs, static_cast<int>(i), cotangent);
+        std::shared_ptr<TensorImpl> output = primitive.vjp_from_output ? node->output.lock() : nullptr;
+        Tensor g = output ? primitive.vjp_from_output(node->inputs, node->attrs, Tensor(output), cotangent)
+                          : primitive.vjp(node->inputs, node->attrs, static_cast<int>(i), cotangent);
         if (!g.defined()) continue;
         if (g.shape() != input.shape()) g = sum_to_shape(g, input.shape());
         EDDY_CHECK(g.dtype() == input.dtype(), "internal: vjp rule of ", primitive.name,

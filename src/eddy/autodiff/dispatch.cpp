@@ -24,24 +24,46 @@ bool tracks_gradient(const Tensor& t) {
   return meta && (meta->grad_fn || meta->requires_grad);
 }
 
-// The value at every level from `level` inwards, plus its tangent at `level`.
-Tensor evaluate(const Primitive& primitive, Inputs inputs, const Attrs& attrs,
+// Records the reverse-mode node on `out` when gradients are tracked. The node keeps the original
+// inputs, with every tangent, so a backward pass run inside a jvp sees them (forward-over-reverse).
+void record(const Primitive& primitive, Inputs original, const Attrs& attrs, const OutputSpec& spec,
+            const Tensor& out) {
+  if (!GradMode::enabled() || !is_inexact(spec.dtype) || !primitive.vjp) return;
+  bool needs_node = false;
+  for (size_t i = 0; i < original.size() && !needs_node; ++i) {
+    needs_node = primitive.differentiable_input(static_cast<int>(i)) && tracks_gradient(original[i]);
+  }
+  if (!needs_node) return;
+  auto node = std::make_shared<Node>(
+      Node{&primitive, attrs, std::vector<Tensor>(original.begin(), original.end()), out.impl_ptr()});
+  out.impl()->autograd = std::make_shared<AutogradMeta>(AutogradMeta{std::move(node), false, {}});
+}
+
+// The value at every level from `level` inwards, plus its tangent at `level`. The value is
+// connected to the reverse graph before any tangent rule runs, so rules that use the output
+// (jvp_from_output) stay differentiable in reverse mode (reverse-over-forward).
+Tensor evaluate(const Primitive& primitive, Inputs original, Inputs inputs, const Attrs& attrs,
                 const OutputSpec& spec) {
   int64_t level = -1;
   for (const Tensor& input : inputs) level = std::max(level, innermost_level(input));
-  if (level < 0) return primitive.eval(inputs, attrs, spec);
+  if (level < 0) {
+    Tensor out = primitive.eval(inputs, attrs, spec);
+    record(primitive, original, attrs, spec, out);
+    return out;
+  }
 
   std::vector<Tensor> primals;
   primals.reserve(inputs.size());
   for (const Tensor& input : inputs) primals.push_back(without_tangent(input, level));
-  Tensor out = evaluate(primitive, primals, attrs, spec);
+  Tensor out = evaluate(primitive, original, primals, attrs, spec);
   if (!is_inexact(spec.dtype) || !primitive.jvp) return out;
 
   Tensor total;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor tangent = tangent_at(inputs[i], level);
     if (!tangent.defined() || !primitive.differentiable_input(static_cast<int>(i))) continue;
-    Tensor contribution = primitive.jvp(primals, attrs, static_cast<int>(i), tangent);
+    Tensor contribution = primitive.jvp_from_output ? primitive.jvp_from_output(primals, attrs, out, tangent)
+                                                    : primitive.jvp(primals, attrs, static_cast<int>(i), tangent);
     total = total.defined() ? add(total, contribution) : contribution;
   }
   if (!total.defined()) return out;
@@ -80,20 +102,7 @@ Tensor dispatch(const Primitive& primitive, Inputs inputs, const Attrs& attrs) {
                inputs[i].device(), " but input 0 is on ", inputs[0].device());
   }
   OutputSpec spec = primitive.infer(inputs, attrs);
-  Tensor out = evaluate(primitive, inputs, attrs, spec);
-
-  if (GradMode::enabled() && is_inexact(spec.dtype) && primitive.vjp) {
-    bool needs_node = false;
-    for (size_t i = 0; i < inputs.size() && !needs_node; ++i) {
-      needs_node = primitive.differentiable_input(static_cast<int>(i)) && tracks_gradient(inputs[i]);
-    }
-    if (needs_node) {
-      auto node = std::make_shared<Node>(
-          Node{&primitive, attrs, std::vector<Tensor>(inputs.begin(), inputs.end())});
-      out.impl()->autograd = std::make_shared<AutogradMeta>(AutogradMeta{std::move(node), false, {}});
-    }
-  }
-  return out;
+  return evaluate(primitive, inputs, inputs, attrs, spec);
 }
 
 // ---- GradMode ----

@@ -14,6 +14,8 @@ struct Node {
   const Primitive* primitive;
   Attrs attrs;
   std::vector<Tensor> inputs;  // kept with their tangents, so forward-over-reverse works
+  // The output, for *_from_output rules; weak, since the output holds this node.
+  std::weak_ptr<TensorImpl> output;
 
   // Frees the graph behind this node iteratively: a time-stepping loop can leave a chain of
   // millions of nodes, which a recursive release would overflow the stack on.

@@ -42,10 +42,18 @@ using namespace detail;
 using JvpRule = Primitive::JvpRule;
 using VjpRule = Primitive::VjpRule;
 
+// Rules of holomorphic unary functions: jvp = t * f'(x), vjp = g * conj(f'(x)).
+std::pair<JvpRule, VjpRule> holomorphic(Tensor (*derivative)(const Tensor&)) {
+  return {[derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
+          [derivative](Inputs in, const Attrs&, int, const Tensor& g) {
+            return g * conj(derivative(in[0]));
+          }};
+}
+
 // Unary primitive whose output has the input's dtype (or `real_output`: the real dtype).
-const Primitive& unary(std::string_view name, UnaryKernel kernel,
-                       void (*check)(std::string_view, const Tensor&), JvpRule jvp, VjpRule vjp,
-                       bool real_output = false, bool linear = false) {
+Primitive unary_declaration(std::string_view name, UnaryKernel kernel,
+                            void (*check)(std::string_view, const Tensor&), JvpRule jvp, VjpRule vjp,
+                            bool real_output, bool linear) {
   Primitive p;
   p.name = name;
   p.infer = [name, check, real_output](Inputs in, const Attrs&) {
@@ -60,6 +68,25 @@ const Primitive& unary(std::string_view name, UnaryKernel kernel,
   p.jvp = std::move(jvp);
   p.vjp = std::move(vjp);
   p.linear = linear;
+  return p;
+}
+
+const Primitive& unary(std::string_view name, UnaryKernel kernel,
+                       void (*check)(std::string_view, const Tensor&), JvpRule jvp, VjpRule vjp,
+                       bool real_output = false, bool linear = false) {
+  return register_primitive(unary_declaration(name, kernel, check, std::move(jvp), std::move(vjp), real_output, linear));
+}
+
+// A holomorphic unary primitive whose derivative is also available from its output y = f(x):
+// f'(x) = from_output(y). Both rule forms are given; the engine prefers the output form.
+const Primitive& unary_with_output_rules(std::string_view name, UnaryKernel kernel, Tensor (*derivative)(const Tensor&),
+                                         Tensor (*from_output)(const Tensor&)) {
+  auto [jvp, vjp] = holomorphic(derivative);
+  Primitive p = unary_declaration(name, kernel, require_inexact, jvp, vjp, false, false);
+  p.jvp_from_output = [from_output](Inputs, const Attrs&, const Tensor& y, const Tensor& t) { return t * from_output(y); };
+  p.vjp_from_output = [from_output](Inputs, const Attrs&, const Tensor& y, const Tensor& g) {
+    return g * conj(from_output(y));
+  };
   return register_primitive(std::move(p));
 }
 
@@ -109,13 +136,6 @@ const Primitive& binary(std::string_view name, BinaryKernel kernel, BinaryDTypes
   return register_primitive(std::move(p));
 }
 
-// Rules of holomorphic unary functions: jvp = t * f'(x), vjp = g * conj(f'(x)).
-std::pair<JvpRule, VjpRule> holomorphic(Tensor (*derivative)(const Tensor&)) {
-  return {[derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
-          [derivative](Inputs in, const Attrs&, int, const Tensor& g) {
-            return g * conj(derivative(in[0]));
-          }};
-}
 
 // Weight of each operand in maximum/minimum: 1 where it wins, 1/2 on ties.
 Tensor selection_weight(const Tensor& mine, const Tensor& other, bool maximum) {
@@ -127,10 +147,8 @@ const Primitive& neg_p = unary("neg", UnaryKernel::neg, check_numeric,
     [](Inputs, const Attrs&, int, const Tensor& t) { return neg(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return neg(g); }, false, true);
 
-const Primitive& exp_p = []() -> const Primitive& {
-  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return exp(x); });
-  return unary("exp", UnaryKernel::exp, require_inexact, jvp, vjp);
-}();
+const Primitive& exp_p = unary_with_output_rules(
+    "exp", UnaryKernel::exp, [](const Tensor& x) { return exp(x); }, [](const Tensor& y) { return y; });
 const Primitive& log_p = []() -> const Primitive& {
   auto [jvp, vjp] = holomorphic([](const Tensor& x) { return 1.0 / x; });
   return unary("log", UnaryKernel::log, require_inexact, jvp, vjp);
@@ -143,14 +161,11 @@ const Primitive& cos_p = []() -> const Primitive& {
   auto [jvp, vjp] = holomorphic([](const Tensor& x) { return -sin(x); });
   return unary("cos", UnaryKernel::cos, require_inexact, jvp, vjp);
 }();
-const Primitive& tanh_p = []() -> const Primitive& {
-  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return 1.0 - square(tanh(x)); });
-  return unary("tanh", UnaryKernel::tanh, require_inexact, jvp, vjp);
-}();
-const Primitive& sqrt_p = []() -> const Primitive& {
-  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return 0.5 / sqrt(x); });
-  return unary("sqrt", UnaryKernel::sqrt, require_inexact, jvp, vjp);
-}();
+const Primitive& tanh_p = unary_with_output_rules(
+    "tanh", UnaryKernel::tanh, [](const Tensor& x) { return 1.0 - square(tanh(x)); },
+    [](const Tensor& y) { return 1.0 - square(y); });
+const Primitive& sqrt_p = unary_with_output_rules(
+    "sqrt", UnaryKernel::sqrt, [](const Tensor& x) { return 0.5 / sqrt(x); }, [](const Tensor& y) { return 0.5 / y; });
 
 const Primitive& abs_p = unary("abs", UnaryKernel::abs, check_abs,
     [](Inputs in, const Attrs&, int, const Tensor& t) {

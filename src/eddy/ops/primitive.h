@@ -41,6 +41,7 @@ using Inputs = std::span<const Tensor>;
 struct Primitive {
   using JvpRule = std::function<Tensor(Inputs, const Attrs&, int input, const Tensor& tangent)>;
   using VjpRule = std::function<Tensor(Inputs, const Attrs&, int input, const Tensor& cotangent)>;
+  using OutputRule = std::function<Tensor(Inputs, const Attrs&, const Tensor& output, const Tensor& seed)>;
 
   std::string_view name;
   int arity = 1;  // number of inputs; -1 for any number (concat)
@@ -49,6 +50,11 @@ struct Primitive {
   // Null when the output has zero derivative (comparisons, sign) or is not inexact.
   JvpRule jvp;
   VjpRule vjp;
+  // Optional rules of unary primitives whose derivative is cheapest from the output (tanh, exp,
+  // sqrt): the engine uses them instead of jvp/vjp whenever the output is still alive, which
+  // saves recomputing the function in every derivative. `seed` is the tangent or cotangent.
+  OutputRule jvp_from_output;
+  OutputRule vjp_from_output;
   // Inputs that carry no derivative (indices, conditions).
   std::vector<int> constant_inputs;
   // Linear in its differentiable inputs: the op tests check <A x, y> = <x, A^T y>.
