@@ -99,15 +99,14 @@ class EvaluationContext {
   // How many eddy::grad calls the derivatives have needed so far (a measure of the caching).
   int64_t gradient_calls() const;
 
-
  private:
   friend Tensor evaluate(const Expression& expression, EvaluationContext& context);
   std::unique_ptr<EvaluationState> state_;
 };
 
 // Checks `expression` against the context's symbols, then evaluates it at the context's points:
-// a [N, 1] tensor of the points' dtype for scalar expressions, a bool [N, 1] tensor for
-// predicates. Derivatives are taken with create_graph, so the result can be differentiated again.
+// a [N, 1] tensor of the points' dtype (or a wider parameter's) for scalar expressions, a bool
+// [N, 1] tensor for predicates. Derivatives are taken with create_graph, so the result can be differentiated again.
 Tensor evaluate(const Expression& expression, EvaluationContext& context);
 
 }  // namespace eddy::pinn
