@@ -1,0 +1,352 @@
+#include "solvers/pinn/problem.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "eddy/core/error.h"
+
+namespace eddy::pinn {
+namespace {
+
+using io::ConfigNode;
+
+template <size_t N>
+std::array<double, N> fixed(const ConfigNode& node) {
+  std::vector<double> values = node.as_numbers();
+  if (values.size() != N) node.fail(cat("expected ", N, " numbers, got ", values.size()));
+  std::array<double, N> out{};
+  std::copy(values.begin(), values.end(), out.begin());
+  return out;
+}
+
+GeometryPtr read_geometry(const ConfigNode& node) {
+  const std::string path = node.path();
+  const std::string type = node.choice(
+      "type", {"interval", "rectangle", "box", "hypercube", "disk", "sphere", "polygon", "union", "intersection",
+               "difference"},
+      "interval");
+  if (type == "interval") return make_interval(node.number("min"), node.number("max"), path);
+  if (type == "rectangle") return make_rectangle(fixed<2>(node.at("min")), fixed<2>(node.at("max")), path);
+  if (type == "box") return make_box(fixed<3>(node.at("min")), fixed<3>(node.at("max")), path);
+  if (type == "hypercube") return make_hypercube(node.at("min").as_numbers(), node.at("max").as_numbers(), path);
+  if (type == "disk") return make_disk(fixed<2>(node.at("center")), node.number("radius"), path);
+  if (type == "sphere") return make_sphere(fixed<3>(node.at("center")), node.number("radius"), path);
+  if (type == "polygon") {
+    std::vector<std::array<double, 2>> vertices;
+    for (const ConfigNode& vertex : node.at("vertices").elements()) vertices.push_back(fixed<2>(vertex));
+    return make_polygon(vertices, path);
+  }
+  GeometryPtr a = read_geometry(node.at("a")), b = read_geometry(node.at("b"));
+  if (a->dim() != b->dim()) node.fail(cat("a is ", a->dim(), "-D but b is ", b->dim(), "-D"));
+  if (type == "union") return make_union(a, b, path);
+  if (type == "intersection") return make_intersection(a, b, path);
+  return make_difference(a, b, path);
+}
+
+// Parses and checks an expression read from `node`.
+Expression expression_at(const ConfigNode& node, const Symbols& symbols, ExpressionKind kind) {
+  // Numbers are valid expressions too (value: 0).
+  Expression expression = parse_expression(node.as_string(), node.path());
+  check(expression, symbols, kind);
+  return expression;
+}
+
+// A residual built from a condition's parts; each part was checked on its own first, so errors
+// point into the user's text, not into the composed one.
+Expression composed(const std::string& text, const std::string& where, const Symbols& symbols) {
+  Expression expression = parse_expression(text, where);
+  check(expression, symbols, ExpressionKind::scalar);
+  return expression;
+}
+
+int64_t field_index(const Problem& problem, const ConfigNode& node) {
+  const std::string name = node.as_string();
+  auto it = std::find(problem.fields.begin(), problem.fields.end(), name);
+  if (it == problem.fields.end()) {
+    std::string valid;
+    for (const std::string& f : problem.fields) valid += (valid.empty() ? "" : ", ") + f;
+    node.fail("'" + name + "' is not a field (fields: " + valid + ")");
+  }
+  return it - problem.fields.begin();
+}
+
+Condition read_condition(const Problem& problem, const std::string& name, const ConfigNode& node,
+                         const std::map<std::string, Expression>& equations) {
+  Condition c;
+  c.name = name;
+  const std::string type = node.choice(
+      "type", {"interior", "initial", "dirichlet", "neumann", "robin", "boundary", "periodic"}, "interior");
+  c.points = node.integer("points", 1000);
+  if (c.points <= 0) node.at("points").fail(cat("must be positive, got ", c.points));
+  c.weight = node.number("weight", 1.0);
+  if (c.weight < 0) node.at("weight").fail(cat("must be non-negative, got ", c.weight));
+  const Symbols interior = problem.symbols(false), boundary = problem.symbols(true);
+
+  auto equation = [&](const Symbols& symbols) {
+    ConfigNode text = node.at("equation");
+    auto named = equations.find(text.as_string());
+    if (named != equations.end()) return named->second;
+    return expression_at(text, symbols, ExpressionKind::scalar);
+  };
+  // field - value, for Dirichlet and initial conditions.
+  auto field_minus_value = [&](const Symbols& symbols, const std::string& lhs) {
+    ConfigNode value = node.at("value");
+    Expression checked = expression_at(value, symbols, ExpressionKind::scalar);
+    return composed("(" + lhs + ") - (" + checked.text() + ")", node.path(), symbols);
+  };
+
+  if (type == "interior") {
+    c.kind = ConditionKind::interior;
+    c.residual = equation(interior);
+    return c;
+  }
+  if (type == "initial") {
+    if (!problem.time) node.at("type").fail("an initial condition needs geometry.time");
+    c.kind = ConditionKind::initial;
+    if (node.has("equation")) {
+      c.residual = equation(interior);
+    } else {
+      const std::string field = problem.fields[field_index(problem, node.at("field"))];
+      node.string("value", "0");
+      c.residual = field_minus_value(interior, field);
+    }
+    return c;
+  }
+  if (type == "periodic") {
+    c.kind = ConditionKind::periodic;
+    const std::string axis = node.string("axis");
+    auto it = std::find(problem.coordinates.begin(), problem.coordinates.begin() + problem.spatial_dim(), axis);
+    if (it == problem.coordinates.begin() + problem.spatial_dim()) {
+      node.at("axis").fail("'" + axis + "' is not a spatial coordinate");
+    }
+    c.periodic_axis = it - problem.coordinates.begin();
+    if (auto fields = node.find("fields")) {
+      for (const ConfigNode& f : fields->elements()) c.periodic_fields.push_back(field_index(problem, f));
+    } else {
+      for (size_t i = 0; i < problem.fields.size(); ++i) c.periodic_fields.push_back(static_cast<int64_t>(i));
+    }
+    return c;
+  }
+  // Boundary conditions.
+  c.kind = ConditionKind::boundary;
+  if (auto on = node.find("on")) c.selector = expression_at(*on, boundary, ExpressionKind::predicate);
+  if (auto faces = node.find("faces")) {
+    for (const ConfigNode& face : faces->elements()) {
+      const std::string face_name = face.as_string();
+      if (!problem.space->find_face(face_name)) {
+        std::string valid;
+        for (const std::string& f : problem.space->face_names()) valid += (valid.empty() ? "" : ", ") + f;
+        face.fail("'" + face_name + "' is not a face of this " + problem.space->type_name() +
+                  (valid.empty() ? " (it has no named faces; use `on`)" : " (faces: " + valid + ")"));
+      }
+      c.faces.push_back(face_name);
+    }
+  }
+  if (type == "boundary") {
+    c.residual = equation(boundary);
+    return c;
+  }
+  const std::string field = problem.fields[field_index(problem, node.at("field"))];
+  node.string("value", "0");
+  if (type == "dirichlet") {
+    c.residual = field_minus_value(boundary, field);
+  } else if (type == "neumann") {
+    c.residual = field_minus_value(boundary, "dot(grad(" + field + "), n)");
+  } else {
+    const double alpha = node.number("alpha"), beta = node.number("beta");
+    c.residual = field_minus_value(boundary, cat(alpha, "*", field, " + ", beta, "*dot(grad(", field, "), n)"));
+  }
+  return c;
+}
+
+Reference read_reference(const Problem& problem, const ConfigNode& node) {
+  Reference reference;
+  const Symbols symbols = problem.symbols(false);
+  if (auto expressions = node.find("expressions")) {
+    for (const std::string& field : expressions->keys()) {
+      if (std::find(problem.fields.begin(), problem.fields.end(), field) == problem.fields.end()) {
+        expressions->at(field).fail("'" + field + "' is not a field");
+      }
+      reference.expressions.emplace(field, expression_at(expressions->at(field), symbols, ExpressionKind::scalar));
+    }
+    return reference;
+  }
+  reference.file = node.string("file");
+  ConfigNode fields = node.at("fields");
+  for (const std::string& field : fields.keys()) {
+    if (std::find(problem.fields.begin(), problem.fields.end(), field) == problem.fields.end()) {
+      fields.at(field).fail("'" + field + "' is not a field");
+    }
+    reference.field_datasets[field] = fields.at(field).as_string();
+  }
+  if (node.has("points")) {
+    reference.points_dataset = node.string("points");
+    return reference;
+  }
+  ConfigNode coordinates = node.at("coordinates");
+  for (const std::string& c : coordinates.keys()) reference.coordinate_datasets[c] = coordinates.at(c).as_string();
+  for (const ConfigNode& axis : node.at("layout").elements()) reference.layout.push_back(axis.as_string());
+  std::set<std::string> expected(problem.coordinates.begin(), problem.coordinates.end());
+  std::set<std::string> given(reference.layout.begin(), reference.layout.end());
+  if (given != expected || reference.layout.size() != expected.size()) {
+    node.at("layout").fail("must list each coordinate once");
+  }
+  return reference;
+}
+
+}  // namespace
+
+Symbols Problem::symbols(bool boundary) const {
+  Symbols s;
+  s.coordinates = coordinates;
+  s.fields = fields;
+  for (const auto& [name, value] : constants) s.parameters.push_back(name);
+  for (const LearnableParameter& p : learnable) s.parameters.push_back(p.name);
+  s.helpers = helpers;
+  s.boundary = boundary;
+  return s;
+}
+
+BoundingBox Problem::domain_box() const {
+  BoundingBox box = space->bounding_box();
+  if (time) {
+    box.lower.push_back(time->first);
+    box.upper.push_back(time->second);
+  }
+  return box;
+}
+
+Problem read_problem(io::Config& config) {
+  Problem p;
+  p.source = config.source();
+  ConfigNode root = config.root();
+  p.description = root.string("description", "");
+  p.dtype = root.choice("dtype", {"float32", "float64"}, "float32") == "float64" ? DType::f64 : DType::f32;
+  p.seed = static_cast<uint64_t>(root.integer("seed", 0));
+
+  // Geometry and coordinates.
+  ConfigNode geometry = root.at("geometry");
+  p.space = read_geometry(geometry.at("space"));
+  if (auto time = geometry.find("time")) {
+    const double start = time->number("min"), end = time->number("max");
+    if (!(end > start)) time->at("max").fail(cat("must be above min = ", start, ", got ", end));
+    p.time = std::make_pair(start, end);
+  }
+  const std::vector<std::string> default_names{"x", "y", "z"};
+  if (auto names = geometry.find("coordinates")) {
+    for (const ConfigNode& name : names->elements()) p.coordinates.push_back(name.as_string());
+    if (static_cast<int64_t>(p.coordinates.size()) != p.space->dim()) {
+      names->fail(cat("names ", p.coordinates.size(), " coordinates for a ", p.space->dim(), "-D geometry"));
+    }
+  } else {
+    if (p.space->dim() > 3) geometry.fail("geometry.coordinates must name the axes of a space above 3-D");
+    p.coordinates.assign(default_names.begin(), default_names.begin() + p.space->dim());
+  }
+  if (p.time) p.coordinates.push_back("t");
+
+  for (const ConfigNode& field : root.at("fields").elements()) p.fields.push_back(field.as_string());
+  if (p.fields.empty()) root.at("fields").fail("needs at least one field");
+
+  if (auto parameters = root.find("parameters")) {
+    for (const std::string& name : parameters->keys()) {
+      ConfigNode value = parameters->at(name);
+      if (value.is_map()) {
+        if (!value.boolean("learnable", false)) value.fail("a parameter given as a map must set learnable: true");
+        p.learnable.push_back({name, value.number("initial")});
+      } else {
+        p.constants[name] = value.as_number();
+      }
+    }
+  }
+  if (auto helpers = root.find("helpers")) {
+    for (const std::string& name : helpers->keys()) {
+      p.helpers.emplace(name, parse_expression(helpers->at(name).as_string(), helpers->at(name).path()));
+    }
+    // Helpers are checked where they are used: one may be a predicate, a vector, or use n.
+  }
+  std::map<std::string, Expression> equations;
+  if (auto section = root.find("equations")) {
+    for (const std::string& name : section->keys()) {
+      equations.emplace(name, expression_at(section->at(name), p.symbols(false), ExpressionKind::scalar));
+    }
+  }
+  ConfigNode conditions = root.at("conditions");
+  for (const std::string& name : conditions.keys()) {
+    p.conditions.push_back(read_condition(p, name, conditions.at(name), equations));
+  }
+  if (p.conditions.empty()) conditions.fail("needs at least one condition");
+
+  ConfigNode sampling = root.section("sampling");
+  p.sampler = Sampler::from_name(sampling.string("method", "uniform"), sampling.path() + ".method");
+  p.resample_every = sampling.integer("resample_every", 0);
+
+  ConfigNode model = root.section("model");
+  p.model.architecture = nn::parse_architecture(model.choice("architecture", {"mlp", "modified_mlp", "resnet"}, "mlp"));
+  p.model.width = model.integer("width", 50);
+  p.model.depth = model.integer("depth", 4);
+  p.model.activation = nn::parse_activation(
+      model.choice("activation", {"tanh", "sin", "gelu", "silu", "relu", "softplus"}, "tanh"));
+  p.model.adaptive_activation = model.boolean("adaptive_activation", false);
+  p.model.fourier_features = model.integer("fourier_features", 0);
+  p.model.fourier_scale = model.number("fourier_scale", 1.0);
+  p.model.weight_factorization = model.boolean("weight_factorization", false);
+  p.model.inputs = static_cast<int64_t>(p.coordinates.size());
+  p.model.outputs = static_cast<int64_t>(p.fields.size());
+  p.model.dtype = p.dtype;
+  p.model.seed = p.seed;
+  if (model.boolean("normalize_inputs", true)) {
+    BoundingBox box = p.domain_box();
+    p.model.input_lower = box.lower;
+    p.model.input_upper = box.upper;
+  }
+  try {
+    nn::make_pinn_model(p.model);  // option errors now, not after sampling
+  } catch (const Error& e) {
+    model.fail(e.what());
+  }
+
+  ConfigNode training = root.section("training");
+  ConfigNode adam = training.section("adam");
+  p.training.adam_steps = adam.integer("steps", 1000);
+  p.training.learning_rate = adam.number("learning_rate", 1e-3);
+  if (p.training.adam_steps < 0) adam.at("steps").fail("must be non-negative");
+  if (!(p.training.learning_rate > 0)) adam.at("learning_rate").fail("must be positive");
+  ConfigNode schedule = adam.section("schedule");
+  p.training.schedule.type = schedule.choice("type", {"constant", "exponential", "step", "cosine"}, "constant");
+  if (p.training.schedule.type == "exponential" || p.training.schedule.type == "step") {
+    p.training.schedule.gamma = schedule.number("gamma", 0.1);
+    p.training.schedule.every = schedule.integer("every", 1000);
+  } else if (p.training.schedule.type == "cosine") {
+    p.training.schedule.warmup = schedule.integer("warmup", 0);
+    p.training.schedule.floor = schedule.number("floor", 0.0);
+  }
+  ConfigNode lbfgs = training.section("lbfgs");
+  p.training.lbfgs_iterations = lbfgs.integer("iterations", 0);
+  p.training.lbfgs_evaluations = lbfgs.integer("evaluations", p.training.lbfgs_iterations * 5 / 4 + 1);
+  p.training.log_every = training.integer("log_every", 100);
+
+  ConfigNode validation = root.section("validation");
+  p.validation.every = validation.integer("every", 0);
+  p.validation.points = validation.integer("points", 4096);
+  if (auto reference = validation.find("reference")) p.validation.reference = read_reference(p, *reference);
+
+  ConfigNode output = root.section("output");
+  const std::string stem = std::filesystem::path(p.source).stem().string();
+  p.output.dir = output.string("dir", "runs/" + stem);
+  std::vector<double> grid(p.coordinates.size(), p.coordinates.size() > 2 ? 32 : 128);
+  if (auto sizes = output.find("grid")) {
+    grid = sizes->as_numbers();
+    if (grid.size() != p.coordinates.size()) sizes->fail(cat("needs one size per coordinate (", p.coordinates.size(), ")"));
+  }
+  for (double n : grid) p.output.grid.push_back(static_cast<int64_t>(n));
+  p.output.vtk = output.boolean("vtk", true);
+  p.output.checkpoint_every = output.integer("checkpoint_every", 1000);
+
+  config.check_no_unknown_keys();
+  p.resolved_config = config.resolved();
+  p.config_hash = config.hash();
+  return p;
+}
+
+}  // namespace eddy::pinn

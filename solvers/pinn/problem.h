@@ -1,0 +1,110 @@
+#pragma once
+// A PINN problem as read from its YAML config: geometry, fields, parameters, equations,
+// conditions, sampling, model, training, validation and output. read_problem() validates all of
+// it, expressions included, before anything is trained; docs/config.md documents every key.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eddy/io/config.h"
+#include "eddy/nn/pinn_models.h"
+#include "solvers/pinn/expression.h"
+#include "solvers/pinn/geometry.h"
+
+namespace eddy::pinn {
+
+enum class ConditionKind { interior, boundary, initial, periodic };
+
+struct Condition {
+  std::string name;
+  ConditionKind kind = ConditionKind::interior;
+  std::optional<Expression> residual;   // zero where the condition holds (all but periodic)
+  std::optional<Expression> selector;   // boundary: the predicate `on`
+  std::vector<std::string> faces;       // boundary: named faces (empty: all)
+  int64_t points = 1000;
+  double weight = 1.0;
+  int64_t periodic_axis = -1;           // periodic: the spatial axis
+  std::vector<int64_t> periodic_fields; // periodic: field columns that must match
+};
+
+struct LearnableParameter {
+  std::string name;
+  double initial = 0;
+};
+
+struct ScheduleOptions {
+  std::string type = "constant";  // constant | exponential | step | cosine
+  double gamma = 0.1;             // exponential, step: factor per `every` steps
+  int64_t every = 1000;
+  int64_t warmup = 0;             // cosine
+  double floor = 0;               // cosine
+};
+
+struct TrainingOptions {
+  int64_t adam_steps = 1000;
+  double learning_rate = 1e-3;
+  ScheduleOptions schedule;
+  int64_t lbfgs_iterations = 0;
+  int64_t lbfgs_evaluations = 0;  // 0: 1.25 x iterations
+  int64_t log_every = 100;
+};
+
+struct Reference {
+  // Either analytic expressions per field, or an HDF5 file with the solution on a grid (one 1-D
+  // dataset per coordinate, `layout` giving the field's axis order) or at scattered points.
+  std::map<std::string, Expression> expressions;
+  std::string file;
+  std::map<std::string, std::string> coordinate_datasets;  // coordinate -> dataset (grid form)
+  std::vector<std::string> layout;                         // grid form: coordinate names in axis order
+  std::string points_dataset;                              // scattered form: [N, coordinates]
+  std::map<std::string, std::string> field_datasets;       // field -> dataset
+};
+
+struct ValidationOptions {
+  int64_t every = 0;  // 0: only at the end
+  std::optional<Reference> reference;
+  int64_t points = 4096;  // for expression references: uniform interior points
+};
+
+struct OutputOptions {
+  std::string dir = "runs/pinn";
+  std::vector<int64_t> grid;  // points per coordinate on the output grid
+  bool vtk = true;
+  int64_t checkpoint_every = 1000;
+};
+
+struct Problem {
+  std::string source;
+  std::string description;
+  DType dtype = DType::f32;
+  uint64_t seed = 0;
+  GeometryPtr space;
+  std::optional<std::pair<double, double>> time;
+  std::vector<std::string> coordinates;  // spatial names, then "t" when there is time
+  std::vector<std::string> fields;
+  std::map<std::string, double> constants;
+  std::vector<LearnableParameter> learnable;
+  std::map<std::string, Expression> helpers;
+  std::vector<Condition> conditions;
+  Sampler sampler;
+  int64_t resample_every = 0;
+  nn::PinnModelOptions model;
+  TrainingOptions training;
+  ValidationOptions validation;
+  OutputOptions output;
+  std::string resolved_config;
+  std::string config_hash;
+
+  int64_t spatial_dim() const { return space->dim(); }
+  // The symbols of an interior or boundary context.
+  Symbols symbols(bool boundary) const;
+  // Bounding box of space x time, in coordinate order.
+  BoundingBox domain_box() const;
+};
+
+// Reads and validates everything; throws eddy::Error naming file, line, column and key path.
+Problem read_problem(io::Config& config);
+
+}  // namespace eddy::pinn

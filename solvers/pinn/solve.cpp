@@ -1,0 +1,238 @@
+// The training loop: Adam with a learning-rate schedule, then L-BFGS; progress, validation,
+// checkpoints, and a clean stop (last good checkpoint kept) on a non-finite loss.
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/io/atomic_file.h"
+#include "eddy/io/checkpoint.h"
+#include "eddy/ops/ops.h"
+#include "eddy/optim/adam.h"
+#include "eddy/optim/lbfgs.h"
+#include "eddy/optim/schedule.h"
+#include "solvers/pinn/output.h"
+#include "solvers/pinn/solver.h"
+
+namespace eddy::pinn {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::unique_ptr<optim::Schedule> make_schedule(const TrainingOptions& t) {
+  const ScheduleOptions& s = t.schedule;
+  if (s.type == "exponential") {
+    return std::make_unique<optim::ExponentialSchedule>(t.learning_rate, std::pow(s.gamma, 1.0 / s.every));
+  }
+  if (s.type == "step") return std::make_unique<optim::StepSchedule>(t.learning_rate, s.every, s.gamma);
+  if (s.type == "cosine") {
+    return std::make_unique<optim::CosineWithWarmupSchedule>(t.learning_rate, s.warmup, std::max<int64_t>(t.adam_steps, 1),
+                                                             s.floor);
+  }
+  return std::make_unique<optim::ConstantSchedule>(t.learning_rate);
+}
+
+// Progress: a redrawn line on a terminal, plain lines every log_every steps otherwise.
+class Progress {
+ public:
+  Progress(const SolveOptions& options, const Problem& problem)
+      : log_(options.log), terminal_(options.terminal), problem_(problem), start_(Clock::now()) {}
+
+  void report(const std::string& phase, int64_t step, int64_t total, double loss, const std::vector<double>& terms,
+              const std::optional<Metrics>& metrics, bool force) {
+    if (!log_) return;
+    const bool periodic = problem_.training.log_every > 0 && step % problem_.training.log_every == 0;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (!force && !periodic && !(terminal_ && elapsed - last_draw_ > 0.2)) return;
+    last_draw_ = elapsed;
+    const double rate = step / std::max(elapsed, 1e-9);
+    std::string line;
+    if (terminal_ && total > 0) {
+      const int filled = static_cast<int>(20.0 * step / total);
+      line += "\r[" + std::string(filled, '#') + std::string(20 - filled, '-') + "] ";
+    }
+    line += cat(phase, " ", step, "/", total, "  loss ", format(loss), " (");
+    for (size_t c = 0; c < terms.size(); ++c) line += cat(c ? " " : "", problem_.conditions[c].name, " ", format(terms[c]));
+    line += ")";
+    if (metrics) {
+      for (const auto& [field, l2] : metrics->relative_l2) line += cat("  rel_l2(", field, ") ", format(l2));
+    }
+    line += cat("  ", static_cast<int64_t>(rate), " it/s");
+    if (total > step && rate > 0) line += cat("  eta ", static_cast<int64_t>((total - step) / rate), "s");
+    *log_ << line << (terminal_ && !force ? "" : "\n") << std::flush;
+  }
+
+  void finish_line() {
+    if (log_ && terminal_) *log_ << "\n";
+  }
+
+ private:
+  static std::string format(double v) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.3e", v);
+    return text;
+  }
+
+  std::ostream* log_;
+  bool terminal_;
+  const Problem& problem_;
+  Clock::time_point start_;
+  double last_draw_ = -1;
+};
+
+std::map<std::string, double> learned_values(PinnState& state) {
+  std::map<std::string, double> values;
+  for (auto& [name, tensor] : state.learnable()) values[name] = tensor.item<double>();
+  return values;
+}
+
+nn::StateDict training_state(const optim::Adam& adam, PinnState& state) {
+  nn::StateDict saved = adam.state_dict();
+  for (auto& [name, value] : state.learnable()) saved["learnable." + name] = value.detach();
+  return saved;
+}
+
+}  // namespace
+
+SolveResult solve(const Problem& p, const SolveOptions& options) {
+  namespace fs = std::filesystem;
+  fs::create_directories(p.output.dir);
+  io::write_file_atomically(p.output.dir + "/config.yaml", p.resolved_config);
+  const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
+
+  PinnState state(p);
+  optim::AdamOptions adam_options;
+  adam_options.learning_rate = p.training.learning_rate;
+  optim::Adam adam(state.trainable(), adam_options);
+  std::unique_ptr<optim::Schedule> schedule = make_schedule(p.training);
+  std::optional<Validator> validator;
+  if (p.validation.reference) validator.emplace(state);
+
+  int64_t step = 0;
+  if (options.resume) {
+    EDDY_CHECK(fs::exists(checkpoint), "--resume: no checkpoint at ", checkpoint);
+    nn::StateDict saved;
+    io::CheckpointInfo info = io::load_checkpoint(checkpoint, state.model(), &saved);
+    EDDY_CHECK(info.config_hash == p.config_hash, "--resume: ", checkpoint, " was written by a different config (hash ",
+               info.config_hash, ", this run ", p.config_hash, "); start a new run or use the same overrides");
+    adam.load_state_dict(saved);
+    NoGradGuard no_grad;
+    for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
+    step = info.step;
+  }
+  auto save = [&](int64_t at) { io::save_checkpoint(checkpoint, state.model(), training_state(adam, state), {at, p.config_hash, ""}); };
+  auto round_of = [&](int64_t s) { return p.resample_every > 0 ? s / p.resample_every : 0; };
+  state.sample(round_of(step));
+
+  History history;
+  Progress progress(options, p);
+  SolveResult result;
+  auto record = [&](int64_t at, double loss, const std::vector<double>& terms) {
+    history.steps.push_back(at);
+    history.loss.push_back(loss);
+    history.terms.push_back(terms);
+    history.learned.push_back(learned_values(state));
+  };
+  auto stop_non_finite = [&](int64_t at, double loss, const std::vector<double>& terms, const std::string& phase) {
+    auto show = [](double v) { return std::isnan(v) ? std::string("NaN") : cat(v); };
+    std::string detail;
+    for (size_t c = 0; c < terms.size(); ++c) detail += cat(c ? ", " : "", p.conditions[c].name, " ", show(terms[c]));
+    progress.finish_line();
+    result.message = cat(phase, " stopped at step ", at, ": the loss is ", show(loss), " (", detail, "); ",
+                         fs::exists(checkpoint) ? "the last good checkpoint is " + checkpoint
+                                                : std::string("no checkpoint was written yet"),
+                         ". Lower the learning rate or check the equations.");
+    result.steps = at;
+    result.loss = loss;
+    return result;
+  };
+
+  // ---- Adam ----
+  // A checkpoint is written only once the loss at its parameters has been seen to be finite, so
+  // the checkpoint kept after a non-finite stop is a good one.
+  std::vector<double> terms;
+  bool checkpoint_due = false;
+  for (; step < p.training.adam_steps; ++step) {
+    if (p.resample_every > 0 && step > 0 && step % p.resample_every == 0) state.sample(round_of(step));
+    adam.set_learning_rate(schedule->learning_rate(step));
+    adam.zero_grad();
+    Tensor loss = state.loss(&terms);
+    const double value = loss.item<double>();
+    if (!std::isfinite(value)) return stop_non_finite(step, value, terms, "Adam");
+    if (checkpoint_due) save(step);
+    checkpoint_due = false;
+    loss.backward();
+    adam.step();
+    const int64_t done = step + 1;
+    std::optional<Metrics> metrics;
+    if (validator && p.validation.every > 0 && done % p.validation.every == 0) {
+      metrics = validator->measure();
+      history.metric_steps.push_back(done);
+      history.metrics.push_back(*metrics);
+    }
+    if (p.training.log_every > 0 && (done % p.training.log_every == 0 || done == 1)) record(done, value, terms);
+    progress.report("adam", done, p.training.adam_steps, value, terms, metrics, false);
+    checkpoint_due = p.output.checkpoint_every > 0 && done % p.output.checkpoint_every == 0;
+  }
+  progress.finish_line();
+
+  // ---- L-BFGS ----
+  if (p.training.lbfgs_iterations > 0) {
+    optim::LbfgsOptions lbfgs_options;
+    lbfgs_options.max_iterations = p.training.lbfgs_iterations;
+    lbfgs_options.max_evaluations = p.training.lbfgs_evaluations;
+    lbfgs_options.tolerance_grad = 0;
+    lbfgs_options.tolerance_change = 0;
+    optim::Lbfgs lbfgs(state.trainable(), lbfgs_options);
+    int64_t evaluations = 0;
+    optim::LbfgsReport report = lbfgs.step([&] {
+      lbfgs.zero_grad();
+      Tensor loss = state.loss(&terms);
+      loss.backward();
+      ++evaluations;
+      progress.report("lbfgs", evaluations, p.training.lbfgs_evaluations, loss.item<double>(), terms, std::nullopt, false);
+      return loss;
+    });
+    progress.finish_line();
+    if (options.log) *options.log << report.message << "\n";
+    if (report.stop == optim::LbfgsStop::non_finite) {
+      return stop_non_finite(step + report.iterations, report.loss, terms, "L-BFGS");
+    }
+    step += report.iterations;
+  }
+
+  // ---- results ----
+  Tensor final_loss = state.loss(&terms);
+  result.loss = final_loss.item<double>();
+  if (!std::isfinite(result.loss)) return stop_non_finite(step, result.loss, terms, "training");
+  record(step, result.loss, terms);
+  if (validator) {
+    result.metrics = validator->measure();
+    history.metric_steps.push_back(step);
+    history.metrics.push_back(*result.metrics);
+  }
+  save(step);
+  write_results(state, history, p.output.dir);
+  result.finished = true;
+  result.steps = step;
+  result.learned = learned_values(state);
+  result.message = cat("finished ", step, " steps; loss ", result.loss);
+  return result;
+}
+
+Metrics evaluate_run(const std::string& run_dir) {
+  auto config = io::Config::load(run_dir + "/config.yaml");
+  Problem problem = read_problem(*config);
+  PinnState state(problem);
+  nn::StateDict saved;
+  io::load_checkpoint(run_dir + "/checkpoint.safetensors", state.model(), &saved);
+  NoGradGuard no_grad;
+  for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
+  Validator validator(state);
+  return validator.measure();
+}
+
+}  // namespace eddy::pinn

@@ -1,0 +1,98 @@
+#pragma once
+// Solving a PINN problem: sampling the conditions, the training loop (Adam, then L-BFGS),
+// validation against a reference, checkpoints, and the HDF5/VTK results in the run folder.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "eddy/nn/module.h"
+#include "solvers/pinn/problem.h"
+
+namespace eddy::pinn {
+
+// Collocation points of one condition.
+struct SampledCondition {
+  Tensor points;   // [N, coordinates]
+  Tensor normals;  // boundary conditions: [N, spatial dim]
+  Tensor partner;  // periodic: the matching points on the opposite face
+};
+
+// The model, the learnable equation parameters, and the points currently trained on.
+class PinnState {
+ public:
+  explicit PinnState(const Problem& problem);
+
+  const Problem& problem() const { return problem_; }
+  nn::Module& model() { return *model_; }
+  // Model weights, then learnable parameters.
+  std::vector<Tensor> trainable() const;
+  std::map<std::string, Tensor>& learnable() { return learnable_; }
+
+  // Draws every condition's points; `round` numbers the resampling, so a run and a resumed run
+  // draw identical points.
+  void sample(int64_t round);
+  const std::vector<SampledCondition>& samples() const { return samples_; }
+
+  // Weighted sum of the conditions' mean squared residuals; per-condition values (unweighted) in
+  // `terms` when given.
+  Tensor loss(std::vector<double>* terms = nullptr);
+  Tensor residual(size_t condition);
+  // Network output at points [N, coordinates].
+  Tensor predict(const Tensor& points);
+  // Parameters as the expression evaluator wants them: constants and learnable ones.
+  std::map<std::string, Tensor> parameter_values() const;
+
+ private:
+  SampledCondition sample_condition(const Condition& condition, Generator& generator) const;
+
+  const Problem& problem_;
+  std::shared_ptr<nn::Module> model_;
+  std::map<std::string, Tensor> learnable_;
+  std::vector<SampledCondition> samples_;
+};
+
+struct Metrics {
+  std::map<std::string, double> relative_l2;  // per field
+  std::map<std::string, double> max_error;
+};
+
+// Compares the model with the problem's reference (which must exist); the reference is read or
+// evaluated once, at construction.
+class Validator {
+ public:
+  explicit Validator(PinnState& state);
+  Metrics measure();
+
+ private:
+  PinnState& state_;
+  Tensor points_;                          // [N, coordinates]
+  std::map<std::string, Tensor> values_;   // field -> [N, 1]
+};
+
+struct SolveOptions {
+  bool resume = false;
+  std::ostream* log = nullptr;  // progress; a terminal gets a live bar, anything else plain lines
+  bool terminal = false;
+};
+
+struct SolveResult {
+  bool finished = false;  // false: stopped on a non-finite loss (message says where)
+  std::string message;
+  int64_t steps = 0;
+  double loss = 0;
+  std::optional<Metrics> metrics;
+  std::map<std::string, double> learned;  // final values of learnable parameters
+};
+
+// Trains, validates and writes the run folder (config.yaml, solution.h5, solution.vti/.pvd,
+// points.vtp, checkpoint.safetensors).
+SolveResult solve(const Problem& problem, const SolveOptions& options);
+
+// Re-evaluates a finished run folder against its reference.
+Metrics evaluate_run(const std::string& run_dir);
+
+}  // namespace eddy::pinn

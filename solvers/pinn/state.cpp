@@ -1,0 +1,170 @@
+// PinnState: the model, learnable parameters, sampled points and the loss.
+
+#include <cmath>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
+#include "solvers/pinn/solver.h"
+
+namespace eddy::pinn {
+namespace {
+
+// Space rows plus, with time, a time column from the batch's extra unit coordinate (or t0).
+Tensor with_time(const Problem& p, const PointBatch& batch, bool initial, int64_t first_row = 0,
+                 int64_t rows = -1) {
+  const int64_t n = rows < 0 ? batch.size() : rows;
+  const int64_t dim = batch.dim, columns = dim + (p.time ? 1 : 0);
+  std::vector<double> values(static_cast<size_t>(n * columns));
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t source = first_row + r;
+    for (int64_t k = 0; k < dim; ++k) values[r * columns + k] = batch.points[source * dim + k];
+    if (p.time) {
+      const double unit = initial ? 0.0 : batch.extras[source * batch.extra];
+      values[r * columns + dim] = p.time->first + unit * (p.time->second - p.time->first);
+    }
+  }
+  return rows_to_tensor(values, columns, p.dtype);
+}
+
+Tensor rows_of(const Tensor& t, const std::vector<int64_t>& rows) {
+  return index_select(t, 0, tensor(rows));
+}
+
+double tolerance_of(const Problem& p) {
+  BoundingBox box = p.domain_box();
+  double diagonal = 0;
+  for (size_t i = 0; i < box.lower.size(); ++i) diagonal += std::pow(box.upper[i] - box.lower[i], 2);
+  return 1e-6 * std::sqrt(diagonal);
+}
+
+}  // namespace
+
+PinnState::PinnState(const Problem& problem) : problem_(problem) {
+  model_ = nn::make_pinn_model(problem.model);
+  for (const LearnableParameter& p : problem.learnable) {
+    learnable_[p.name] = full({1}, p.initial, problem.dtype).requires_grad_();
+  }
+}
+
+std::vector<Tensor> PinnState::trainable() const {
+  std::vector<Tensor> all = model_->parameters();
+  for (const auto& [name, value] : learnable_) all.push_back(value);
+  return all;
+}
+
+std::map<std::string, Tensor> PinnState::parameter_values() const {
+  std::map<std::string, Tensor> values = learnable_;
+  for (const auto& [name, value] : problem_.constants) values[name] = scalar(value, problem_.dtype);
+  return values;
+}
+
+Tensor PinnState::predict(const Tensor& points) { return (*model_)(points); }
+
+SampledCondition PinnState::sample_condition(const Condition& c, Generator& generator) const {
+  const Problem& p = problem_;
+  const int64_t extra = p.time ? 1 : 0;
+  SampledCondition s;
+  switch (c.kind) {
+    case ConditionKind::interior:
+      s.points = with_time(p, p.space->interior_points(c.points, extra, p.sampler, generator), false);
+      return s;
+    case ConditionKind::initial:
+      s.points = with_time(p, p.space->interior_points(c.points, 0, p.sampler, generator), true);
+      return s;
+    case ConditionKind::periodic: {
+      const std::string face = "min_" + std::to_string(c.periodic_axis);
+      PointBatch batch = p.space->boundary_points(c.points, extra, p.sampler, generator, {face});
+      s.points = with_time(p, batch, false);
+      const double upper = p.space->bounding_box().upper[c.periodic_axis];
+      std::vector<double> shift(p.coordinates.size(), 0.0);
+      shift[c.periodic_axis] = upper - p.space->bounding_box().lower[c.periodic_axis];
+      s.partner = s.points + cast(tensor(shift, {1, static_cast<int64_t>(shift.size())}), p.dtype);
+      return s;
+    }
+    case ConditionKind::boundary:
+      break;
+  }
+  // Boundary: draw from the faces, keep what the `on` predicate selects, until there are enough.
+  std::vector<Tensor> kept_points, kept_normals;
+  int64_t kept = 0;
+  for (int round = 0; kept < c.points; ++round) {
+    EDDY_CHECK(round < 50 || kept > 0, p.source, ": conditions.", c.name,
+               ".on selects no points of the boundary (is it a boundary face of the geometry?)");
+    EDDY_CHECK(round < 1000, p.source, ": conditions.", c.name, ".on selects too few boundary points");
+    const int64_t draw = std::max<int64_t>(c.points - kept, 64) * (round == 0 ? 1 : 4);
+    PointBatch batch = p.space->boundary_points(draw, extra, p.sampler, generator, c.faces);
+    Tensor points = with_time(p, batch, false);
+    Tensor normals = rows_to_tensor(batch.normals, batch.dim, p.dtype);
+    if (c.selector) {
+      EvaluationInputs inputs;
+      inputs.points = points;
+      inputs.fields = [&](const Tensor&) -> Tensor {
+        throw Error(cat(c.selector->where(), ": the `on` predicate may only use coordinates and parameters"));
+      };
+      inputs.parameters = parameter_values();
+      inputs.normals = normals;
+      inputs.tolerance = tolerance_of(p);
+      EvaluationContext context(p.symbols(true), inputs);
+      std::vector<bool> selected = flatten(evaluate(*c.selector, context)).to_vector<bool>();
+      std::vector<int64_t> rows;
+      for (size_t i = 0; i < selected.size() && kept + static_cast<int64_t>(rows.size()) < c.points; ++i) {
+        if (selected[i]) rows.push_back(static_cast<int64_t>(i));
+      }
+      if (rows.empty()) continue;
+      points = rows_of(points, rows);
+      normals = rows_of(normals, rows);
+    } else if (points.shape()[0] > c.points - kept) {
+      points = slice(points, 0, 0, c.points - kept);
+      normals = slice(normals, 0, 0, c.points - kept);
+    }
+    kept += points.shape()[0];
+    kept_points.push_back(points);
+    kept_normals.push_back(normals);
+  }
+  s.points = concat(kept_points, 0);
+  s.normals = concat(kept_normals, 0);
+  return s;
+}
+
+void PinnState::sample(int64_t round) {
+  NoGradGuard no_grad;
+  samples_.clear();
+  for (size_t i = 0; i < problem_.conditions.size(); ++i) {
+    // One stream per (seed, round, condition): a resumed run redraws exactly the same points.
+    Generator generator(problem_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(round) * 1000003ull + i);
+    samples_.push_back(sample_condition(problem_.conditions[i], generator));
+  }
+}
+
+Tensor PinnState::residual(size_t index) {
+  const Condition& c = problem_.conditions[index];
+  const SampledCondition& s = samples_[index];
+  if (c.kind == ConditionKind::periodic) {
+    Tensor difference = predict(s.points) - predict(s.partner);
+    std::vector<Tensor> columns;
+    for (int64_t f : c.periodic_fields) columns.push_back(slice(difference, 1, f, f + 1));
+    return concat(columns, 1);
+  }
+  EvaluationInputs inputs;
+  inputs.points = s.points;
+  inputs.fields = [this](const Tensor& points) { return predict(points); };
+  inputs.parameters = parameter_values();
+  inputs.normals = s.normals;
+  inputs.tolerance = tolerance_of(problem_);
+  EvaluationContext context(problem_.symbols(c.kind == ConditionKind::boundary), inputs);
+  return evaluate(*c.residual, context);
+}
+
+Tensor PinnState::loss(std::vector<double>* terms) {
+  Tensor total;
+  if (terms) terms->clear();
+  for (size_t i = 0; i < problem_.conditions.size(); ++i) {
+    Tensor term = mean(square(residual(i)));
+    if (terms) terms->push_back(term.item<double>());
+    Tensor weighted = problem_.conditions[i].weight * term;
+    total = total.defined() ? total + weighted : weighted;
+  }
+  return total;
+}
+
+}  // namespace eddy::pinn

@@ -1,0 +1,96 @@
+// Validation against a reference solution: analytic expressions, or an HDF5 file with the
+// solution on a grid or at scattered points.
+
+#include <cmath>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/ops/ops.h"
+#include "solvers/pinn/solver.h"
+
+namespace eddy::pinn {
+namespace {
+
+// All combinations of the axes, in C order of `layout`, as points with columns in `coordinates`
+// order.
+Tensor grid_points(const std::vector<std::string>& coordinates, const std::vector<std::string>& layout,
+                   const std::map<std::string, Tensor>& axes) {
+  std::vector<Tensor> columns(coordinates.size());
+  const int64_t rank = static_cast<int64_t>(layout.size());
+  for (int64_t a = 0; a < rank; ++a) {
+    Shape shape(rank, 1);
+    const Tensor& axis = axes.at(layout[a]);
+    shape[a] = axis.numel();
+    Shape full;
+    for (const std::string& name : layout) full.push_back(axes.at(name).numel());
+    Tensor column = reshape(expand(reshape(axis, shape), full), {-1, 1});
+    const size_t position = std::find(coordinates.begin(), coordinates.end(), layout[a]) - coordinates.begin();
+    columns[position] = column;
+  }
+  return concat(columns, 1);
+}
+
+}  // namespace
+
+Validator::Validator(PinnState& state) : state_(state) {
+  const Problem& p = state.problem();
+  EDDY_CHECK(p.validation.reference.has_value(), p.source, ": validation.reference is not set");
+  const Reference& ref = *p.validation.reference;
+  Tensor& points = points_;
+  if (!ref.expressions.empty()) {
+    Generator generator(p.seed + 77);
+    PointBatch batch = p.space->interior_points(p.validation.points, p.time ? 1 : 0, p.sampler, generator);
+    std::vector<double> rows;
+    const int64_t columns = static_cast<int64_t>(p.coordinates.size());
+    for (int64_t r = 0; r < batch.size(); ++r) {
+      for (int64_t k = 0; k < batch.dim; ++k) rows.push_back(batch.points[r * batch.dim + k]);
+      if (p.time) rows.push_back(p.time->first + batch.extras[r * batch.extra] * (p.time->second - p.time->first));
+    }
+    points = rows_to_tensor(rows, columns, p.dtype);
+    for (const auto& [field, expression] : ref.expressions) {
+      EvaluationInputs inputs;
+      inputs.points = points;
+      inputs.fields = [&](const Tensor&) -> Tensor {
+        throw Error(cat(expression.where(), ": a reference may only use coordinates and parameters"));
+      };
+      inputs.parameters = state.parameter_values();
+      EvaluationContext context(p.symbols(false), inputs);
+      values_[field] = evaluate(expression, context).detach();
+    }
+    return;
+  }
+  if (!ref.points_dataset.empty()) {
+    points = cast(io::read_hdf5(ref.file, ref.points_dataset), p.dtype);
+    EDDY_CHECK(points.dim() == 2 && points.shape()[1] == static_cast<int64_t>(p.coordinates.size()),
+               ref.file, ": reference points '", ref.points_dataset, "' have shape ", points.shape(), ", expected [N, ",
+               p.coordinates.size(), "]");
+  } else {
+    std::map<std::string, Tensor> axes;
+    for (const auto& [name, dataset] : ref.coordinate_datasets) {
+      axes[name] = flatten(cast(io::read_hdf5(ref.file, dataset), p.dtype));
+    }
+    points = grid_points(p.coordinates, ref.layout, axes);
+  }
+  for (const auto& [field, dataset] : ref.field_datasets) {
+    Tensor values = cast(io::read_hdf5(ref.file, dataset), p.dtype);
+    EDDY_CHECK(values.numel() == points.shape()[0], ref.file, ": reference '", dataset, "' has ", values.numel(),
+               " values for ", points.shape()[0], " points");
+    values_[field] = reshape(values, {-1, 1});
+  }
+}
+
+Metrics Validator::measure() {
+  const Problem& p = state_.problem();
+  NoGradGuard no_grad;
+  Tensor prediction = state_.predict(points_);
+  Metrics metrics;
+  for (const auto& [field, reference] : values_) {
+    const int64_t column = std::find(p.fields.begin(), p.fields.end(), field) - p.fields.begin();
+    Tensor error = slice(prediction, 1, column, column + 1) - reference;
+    metrics.relative_l2[field] = norm(error).item<double>() / norm(reference).item<double>();
+    metrics.max_error[field] = max(abs(error)).item<double>();
+  }
+  return metrics;
+}
+
+}  // namespace eddy::pinn

@@ -1,0 +1,95 @@
+// The `eddy` command.
+//
+//   eddy solve FILE [key=value ...] [--resume] [--quiet]   train a PINN problem from its YAML
+//   eddy check FILE [key=value ...]                         validate and print the resolved problem
+//   eddy eval RUN_DIR                                       re-evaluate a finished run
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "eddy/core/error.h"
+#include "eddy/io/config.h"
+#include "solvers/pinn/problem.h"
+#include "solvers/pinn/solver.h"
+
+namespace {
+
+using namespace eddy;
+
+void print_metrics(const pinn::Metrics& metrics) {
+  for (const auto& [field, l2] : metrics.relative_l2) {
+    std::printf("%s: relative L2 error %.3e, max error %.3e\n", field.c_str(), l2, metrics.max_error.at(field));
+  }
+}
+
+int run_solve(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool quiet) {
+  auto config = io::Config::load(file, overrides);
+  pinn::Problem problem = pinn::read_problem(*config);
+  pinn::SolveOptions options;
+  options.resume = resume;
+  options.log = quiet ? nullptr : &std::cerr;
+  options.terminal = !quiet && ::isatty(STDERR_FILENO);
+  pinn::SolveResult result = pinn::solve(problem, options);
+  if (!result.finished) {
+    std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
+    return 3;
+  }
+  std::printf("%s\n", result.message.c_str());
+  if (result.metrics) print_metrics(*result.metrics);
+  for (const auto& [name, value] : result.learned) std::printf("%s = %.6g\n", name.c_str(), value);
+  std::printf("results: %s/solution.h5 (HDF5)%s, checkpoint %s/checkpoint.safetensors\n", problem.output.dir.c_str(),
+              problem.output.vtk ? cat(", ", problem.output.dir, problem.time && problem.spatial_dim() > 1
+                                                                   ? "/solution.pvd"
+                                                                   : "/solution.vti", " and points.vtp (ParaView)").c_str()
+                                 : "",
+              problem.output.dir.c_str());
+  return 0;
+}
+
+int run_check(const std::string& file, const std::vector<std::string>& overrides) {
+  auto config = io::Config::load(file, overrides);
+  pinn::Problem problem = pinn::read_problem(*config);
+  std::printf("%s: valid. %zu coordinates (", file.c_str(), problem.coordinates.size());
+  for (size_t i = 0; i < problem.coordinates.size(); ++i) std::printf("%s%s", i ? ", " : "", problem.coordinates[i].c_str());
+  std::printf("), %zu fields, %zu conditions, %lld model parameters\n\n", problem.fields.size(),
+              problem.conditions.size(), static_cast<long long>(pinn::PinnState(problem).model().parameter_count()));
+  std::printf("%s\n", problem.resolved_config.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"eddy: differentiable physics and scientific machine learning"};
+  app.require_subcommand(1);
+  std::string file, run_dir;
+  std::vector<std::string> overrides;
+  bool resume = false, quiet = false;
+
+  CLI::App* solve = app.add_subcommand("solve", "Train a PINN problem defined in a YAML file");
+  solve->add_option("file", file, "problem YAML")->required()->check(CLI::ExistingFile);
+  solve->add_option("overrides", overrides, "key.path=value overrides, e.g. training.adam.steps=20000");
+  solve->add_flag("--resume", resume, "continue from the run folder's last checkpoint");
+  solve->add_flag("--quiet", quiet, "no progress output");
+
+  CLI::App* check = app.add_subcommand("check", "Validate a problem and print it resolved, without training");
+  check->add_option("file", file, "problem YAML")->required()->check(CLI::ExistingFile);
+  check->add_option("overrides", overrides, "key.path=value overrides");
+
+  CLI::App* eval = app.add_subcommand("eval", "Re-evaluate a finished run against its reference");
+  eval->add_option("run_dir", run_dir, "run folder (output.dir)")->required()->check(CLI::ExistingDirectory);
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*solve) return run_solve(file, overrides, resume, quiet);
+    if (*check) return run_check(file, overrides);
+    print_metrics(pinn::evaluate_run(run_dir));
+    return 0;
+  } catch (const eddy::Error& e) {
+    std::fprintf(stderr, "eddy: error: %s\n", e.what());
+    return 1;
+  }
+}

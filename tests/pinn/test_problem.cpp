@@ -1,0 +1,148 @@
+// Problem configs: a valid one reads completely, and bad ones fail before any training with a
+// message that names the file position, the key path and the fault.
+
+#include <gtest/gtest.h>
+
+#include "eddy/core/error.h"
+#include "eddy/io/config.h"
+#include "solvers/pinn/problem.h"
+
+namespace eddy::pinn {
+namespace {
+
+const std::string kValid = R"(description: heat
+dtype: float64
+geometry:
+  space: {type: rectangle, min: [0, 0], max: [1, 1]}
+  time: {min: 0, max: 1}
+fields: [u]
+parameters:
+  kappa: 0.1
+  source: {learnable: true, initial: 0.5}
+helpers:
+  forcing: source*sin(pi*x)
+equations:
+  heat: u_t - kappa*laplacian(u) - forcing
+conditions:
+  pde: {type: interior, equation: heat, points: 100}
+  start: {type: initial, field: u, value: sin(pi*x)*sin(pi*y), points: 50}
+  walls: {type: dirichlet, faces: [left, right], field: u, points: 40}
+  top: {type: neumann, on: y == 1, field: u, value: 0, points: 20}
+  bottom: {type: robin, on: y == 0, field: u, alpha: 1, beta: 0.5, points: 20}
+model: {width: 16, depth: 2}
+training:
+  adam: {steps: 10, learning_rate: 1.0e-3, schedule: {type: cosine, warmup: 2}}
+output: {dir: /tmp/eddy-test-run, grid: [8, 8, 4]}
+)";
+
+Problem read(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  auto config = io::Config::parse(text, "problem.yaml", overrides);
+  return read_problem(*config);
+}
+
+TEST(Problem, ReadsEverySection) {
+  Problem p = read(kValid);
+  EXPECT_EQ(p.coordinates, (std::vector<std::string>{"x", "y", "t"}));
+  EXPECT_EQ(p.fields, (std::vector<std::string>{"u"}));
+  EXPECT_EQ(p.constants.at("kappa"), 0.1);
+  ASSERT_EQ(p.learnable.size(), 1u);
+  EXPECT_EQ(p.learnable[0].name, "source");
+  ASSERT_EQ(p.conditions.size(), 5u);
+  EXPECT_EQ(p.model.inputs, 3);
+  EXPECT_EQ(p.model.input_lower, (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(p.training.schedule.type, "cosine");
+  EXPECT_EQ(p.output.grid, (std::vector<int64_t>{8, 8, 4}));
+  EXPECT_NE(p.resolved_config.find("weight: 1"), std::string::npos);  // defaults are recorded
+}
+
+TEST(Problem, OverridesApplyBeforeValidation) {
+  Problem p = read(kValid, {"model.width=32", "training.adam.steps=99"});
+  EXPECT_EQ(p.model.width, 32);
+  EXPECT_EQ(p.training.adam_steps, 99);
+}
+
+struct BadConfig {
+  std::string name;
+  std::string from, to;  // replace `from` by `to` in the valid config ("" from: append `to`)
+  std::string message;   // must appear in the error
+};
+
+std::vector<BadConfig> bad_configs() {
+  return {
+      {"unknown_top_key", "", "trainig: {}\n", "problem.yaml:24:1: unknown key 'trainig' in (top level) (did you mean 'training'?)"},
+      {"unknown_nested_key", "width: 16", "widht: 16", "unknown key 'widht' in model (did you mean 'width'?)"},
+      {"bad_dtype", "dtype: float64", "dtype: float16", "problem.yaml:2:8: dtype: 'float16' is not one of: float32, float64"},
+      {"geometry_type", "type: rectangle", "type: rectangel", "'rectangel' is not one of"},
+      {"rectangle_bounds", "max: [1, 1]", "max: [1, 0]", "geometry.space"},
+      {"rectangle_arity", "min: [0, 0]", "min: [0, 0, 0]", "geometry.space.min: expected 2 numbers, got 3"},
+      {"time_order", "time: {min: 0, max: 1}", "time: {min: 1, max: 0}", "geometry.time.max: must be above min = 1, got 0"},
+      {"no_fields", "fields: [u]", "fields: []", "fields: needs at least one field"},
+      {"parameter_type", "kappa: 0.1", "kappa: fast", "parameters.kappa: expected a number, got 'fast'"},
+      {"learnable_flag", "learnable: true", "learnable: false", "a parameter given as a map must set learnable: true"},
+      {"equation_syntax", "u_t - kappa*laplacian(u) - forcing", "u_t - kappa*laplacian(u) -", "equations.heat"},
+      {"equation_unknown_symbol", "u_t - kappa*laplacian(u) - forcing", "u_t - kapa*laplacian(u) - forcing", "kapa"},
+      {"equation_bad_derivative", "u_t - kappa*laplacian(u) - forcing", "u_q - forcing", "u_q"},
+      {"helper_unknown", "source*sin(pi*x)", "sorce*sin(pi*x)", "sorce"},
+      {"condition_type", "type: neumann", "type: neuman", "'neuman' is not one of"},
+      {"condition_field", "faces: [left, right], field: u", "faces: [left, right], field: v", "'v' is not a field (fields: u)"},
+      {"condition_face", "faces: [left, right]", "faces: [left, rigth]", "'rigth' is not a face of this rectangle"},
+      {"condition_points", "points: 100", "points: -5", "conditions.pde.points: must be positive, got -5"},
+      {"condition_weight", "equation: heat, points: 100", "equation: heat, points: 100, weight: -1", "must be non-negative"},
+      {"predicate_not_boolean", "on: y == 1", "on: y + 1", "conditions.top.on"},
+      {"normal_in_interior", "u_t - kappa*laplacian(u) - forcing", "u_t - n_x", "n_x"},
+      {"robin_missing_alpha", "alpha: 1, ", "", "conditions.bottom: missing required key 'alpha'"},
+      {"time_derivative_without_time", "  time: {min: 0, max: 1}\n", "", "u_t"},
+      {"model_width", "width: 16", "width: 0", "model.width must be positive, got 0"},
+      {"model_activation", "depth: 2}", "depth: 2, activation: relu6}", "'relu6' is not one of"},
+      {"adam_steps_type", "steps: 10", "steps: ten", "training.adam.steps: expected an integer, got 'ten'"},
+      {"learning_rate", "learning_rate: 1.0e-3", "learning_rate: -1", "training.adam.learning_rate: must be positive"},
+      {"schedule_type", "type: cosine", "type: cosin", "'cosin' is not one of: constant, exponential, step, cosine"},
+      {"output_grid", "grid: [8, 8, 4]", "grid: [8, 8]", "output.grid: needs one size per coordinate (3)"},
+      {"sampler_name", "", "sampling: {method: sobel}\n", "sobel"},
+      {"missing_conditions", "conditions:", "conditionz:", "missing required key 'conditions'"},
+  };
+}
+
+void PrintTo(const BadConfig& bad, std::ostream* out) { *out << bad.name; }
+
+class BadProblemTest : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadProblemTest, FailsWithAClearMessage) {
+  const BadConfig& bad = GetParam();
+  std::string text = kValid;
+  if (bad.from.empty()) {
+    text += bad.to;
+  } else {
+    const size_t at = text.find(bad.from);
+    ASSERT_NE(at, std::string::npos) << "test setup: '" << bad.from << "' not in the valid config";
+    text.replace(at, bad.from.size(), bad.to);
+  }
+  try {
+    read(text);
+    FAIL() << "expected an error containing: " << bad.message;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(bad.message), std::string::npos) << e.what();
+  }
+}
+
+TEST(Problem, InitialConditionNeedsTime) {
+  const std::string text = R"(geometry: {space: {type: interval, min: 0, max: 1}}
+fields: [u]
+conditions:
+  start: {type: initial, field: u, value: 0}
+)";
+  try {
+    read(text);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("conditions.start.type: an initial condition needs geometry.time"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, BadProblemTest, ::testing::ValuesIn(bad_configs()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace eddy::pinn
