@@ -29,8 +29,10 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) -L core --output-on-failure -j $(JOBS)
 
+# Burgers' equation from examples/pinn/burgers.yaml, on a budget of a few minutes.
 demo: build
-	./$(BUILD)/examples/cpp/derivatives
+	./$(BUILD)/bin/eddy solve examples/pinn/burgers.yaml training.adam.steps=1000 \
+	  training.lbfgs.iterations=500 output.dir=runs/burgers-demo
 
 bench: build
 	./$(BUILD)/bench/eddy_bench

@@ -16,6 +16,7 @@ packages=(
   libyaml-cpp-dev   # YAML problem configs (keeps line and column marks for errors)
   libhdf5-dev       # results and datasets
   libvtk9-dev       # ParaView files through VTK's writers
+  libcli11-dev      # the eddy command line
   libboost-dev      # Sobol' sequences for PINN collocation points (header-only Boost.Random)
   libgtest-dev      # tests
   libbenchmark-dev  # bench/
