@@ -5,11 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect_error.h"
+
 #include <cmath>
 #include <complex>
 #include <functional>
 #include <numeric>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -544,25 +545,6 @@ TEST(FftGradient, ComplexGradientConvention) {
 
 // ---- errors ----
 
-void expect_error(const std::function<void()>& op, const std::vector<std::string>& fragments,
-                  std::source_location where = std::source_location::current()) {
-  ::testing::ScopedTrace trace(where.file_name(), static_cast<int>(where.line()), "expect_error");
-  std::string message;
-  EXPECT_THROW(
-      {
-        try {
-          op();
-        } catch (const Error& e) {
-          message = e.what();
-          throw;
-        }
-      },
-      Error);
-  for (const std::string& fragment : fragments) {
-    EXPECT_NE(message.find(fragment), std::string::npos)
-        << "message \"" << message << "\" does not mention \"" << fragment << "\"";
-  }
-}
 
 TEST(FftErrors, BadArgumentsNameTheOp) {
   Tensor z = zeros({3, 4}, DType::c64);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect_error.h"
+
 #include "eddy/core/error.h"
 #include "eddy/core/suggest.h"
 #include "eddy/io/config.h"
@@ -21,14 +23,6 @@ fields: {u: {}, v: {}}
 points: [1, 2.5, 3]
 )";
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // Reads the sample problem the way a solver would.
 void read_problem(Config& config) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect_error.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -30,14 +32,6 @@ class TempDir {
   fs::path path_;
 };
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 nn::StateDict sample_tensors() {
   return {{"weights", tensor<float>({1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -8.5f}, {2, 3})},

@@ -3,8 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect_error.h"
+
 #include <functional>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -13,26 +14,6 @@
 namespace eddy {
 namespace {
 
-// Expects `op` to throw eddy::Error (not another exception) with every fragment in its message.
-void expect_error(const std::function<void()>& op, const std::vector<std::string>& fragments,
-                  std::source_location where = std::source_location::current()) {
-  testing::ScopedTrace trace(where.file_name(), static_cast<int>(where.line()), "expect_error");
-  std::string message;
-  EXPECT_THROW(
-      {
-        try {
-          op();
-        } catch (const Error& e) {
-          message = e.what();
-          throw;
-        }
-      },
-      Error);
-  for (const std::string& fragment : fragments) {
-    EXPECT_NE(message.find(fragment), std::string::npos)
-        << "message \"" << message << "\" does not mention \"" << fragment << "\"";
-  }
-}
 
 // ---- elementwise ----
 
