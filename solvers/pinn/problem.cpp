@@ -5,6 +5,8 @@
 #include <set>
 
 #include "eddy/core/error.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/ops/ops.h"
 
 namespace eddy::pinn {
 namespace {
@@ -71,12 +73,52 @@ int64_t field_index(const Problem& problem, const ConfigNode& node) {
   return it - problem.fields.begin();
 }
 
+// Observations from an HDF5 file: `points` [N, coordinates] and one [N] dataset per field.
+Condition read_data_condition(const Problem& problem, const std::string& name, const ConfigNode& node) {
+  Condition c;
+  c.name = name;
+  c.kind = ConditionKind::data;
+  c.weight = node.number("weight", 1.0);
+  if (c.weight < 0) node.at("weight").fail(cat("must be non-negative, got ", c.weight));
+  const std::string file = node.string("file");
+  auto read = [&](const std::string& dataset, const ConfigNode& where) {
+    try {
+      return cast(io::read_hdf5(file, dataset), problem.dtype);
+    } catch (const Error& e) {
+      where.fail(e.what());
+    }
+  };
+  c.data_points = read(node.string("points", "points"), node.at("file"));
+  const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
+  if (c.data_points.dim() != 2 || c.data_points.shape()[1] != coordinates) {
+    node.at("points").fail(cat(file, ": points have shape ", c.data_points.shape(), ", expected [N, ", coordinates,
+                               "] (columns in coordinate order)"));
+  }
+  c.points = c.data_points.shape()[0];
+  ConfigNode fields = node.at("fields");
+  std::vector<Tensor> columns;
+  for (const std::string& field : fields.keys()) {
+    auto it = std::find(problem.fields.begin(), problem.fields.end(), field);
+    if (it == problem.fields.end()) fields.at(field).fail("'" + field + "' is not a field");
+    Tensor values = read(fields.at(field).as_string(), fields.at(field));
+    if (values.numel() != c.points) {
+      fields.at(field).fail(cat(file, ": ", values.numel(), " values for ", c.points, " points"));
+    }
+    c.data_fields.push_back(it - problem.fields.begin());
+    columns.push_back(reshape(values, {-1, 1}));
+  }
+  if (columns.empty()) fields.fail("needs at least one observed field");
+  c.data_values = concat(columns, 1);
+  return c;
+}
+
 Condition read_condition(const Problem& problem, const std::string& name, const ConfigNode& node,
                          const std::map<std::string, Expression>& equations) {
   Condition c;
   c.name = name;
   const std::string type = node.choice(
-      "type", {"interior", "initial", "dirichlet", "neumann", "robin", "boundary", "periodic"}, "interior");
+      "type", {"interior", "initial", "dirichlet", "neumann", "robin", "boundary", "periodic", "data"}, "interior");
+  if (type == "data") return read_data_condition(problem, name, node);
   c.points = node.integer("points", 1000);
   if (c.points <= 0) node.at("points").fail(cat("must be positive, got ", c.points));
   c.weight = node.number("weight", 1.0);

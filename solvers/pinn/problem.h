@@ -15,7 +15,7 @@
 
 namespace eddy::pinn {
 
-enum class ConditionKind { interior, boundary, initial, periodic };
+enum class ConditionKind { interior, boundary, initial, periodic, data };
 
 struct Condition {
   std::string name;
@@ -27,6 +27,9 @@ struct Condition {
   double weight = 1.0;
   int64_t periodic_axis = -1;           // periodic: the spatial axis
   std::vector<int64_t> periodic_fields; // periodic: field columns that must match
+  Tensor data_points;                   // data: observation points [N, coordinates]
+  Tensor data_values;                   // data: observed values [N, data_fields]
+  std::vector<int64_t> data_fields;     // data: the observed field columns
 };
 
 struct LearnableParameter {

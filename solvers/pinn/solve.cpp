@@ -69,6 +69,12 @@ class Progress {
     if (log_ && terminal_) *log_ << "\n";
   }
 
+  // Rates and ETAs are per phase (Adam, L-BFGS).
+  void begin_phase() {
+    start_ = Clock::now();
+    last_draw_ = -1;
+  }
+
  private:
   static std::string format(double v) {
     char text[32];
@@ -188,6 +194,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     lbfgs_options.tolerance_change = 0;
     optim::Lbfgs lbfgs(state.trainable(), lbfgs_options);
     int64_t evaluations = 0;
+    progress.begin_phase();
     optim::LbfgsReport report = lbfgs.step([&] {
       lbfgs.zero_grad();
       Tensor loss = state.loss(&terms);

@@ -81,6 +81,9 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
       s.partner = s.points + cast(tensor(shift, {1, static_cast<int64_t>(shift.size())}), p.dtype);
       return s;
     }
+    case ConditionKind::data:
+      s.points = c.data_points;
+      return s;
     case ConditionKind::boundary:
       break;
   }
@@ -139,6 +142,12 @@ void PinnState::sample(int64_t round) {
 Tensor PinnState::residual(size_t index) {
   const Condition& c = problem_.conditions[index];
   const SampledCondition& s = samples_[index];
+  if (c.kind == ConditionKind::data) {
+    Tensor prediction = predict(s.points);
+    std::vector<Tensor> columns;
+    for (int64_t f : c.data_fields) columns.push_back(slice(prediction, 1, f, f + 1));
+    return concat(columns, 1) - c.data_values;
+  }
   if (c.kind == ConditionKind::periodic) {
     Tensor difference = predict(s.points) - predict(s.partner);
     std::vector<Tensor> columns;

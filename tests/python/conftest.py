@@ -18,3 +18,8 @@ def _tool(variable: str, default: str) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def safetensors_tool() -> pathlib.Path:
     return _tool("EDDY_SAFETENSORS_TOOL", "safetensors_tool")
+
+
+@pytest.fixture(scope="session")
+def eddy_cli() -> pathlib.Path:
+    return _tool("EDDY_CLI", "../bin/eddy")
