@@ -77,6 +77,23 @@ Validator::Validator(PinnState& state) : state_(state) {
                " values for ", points.shape()[0], " points");
     values_[field] = reshape(values, {-1, 1});
   }
+  // NaN marks reference points without a value (DeepXDE's L-shape grid covers the removed
+  // quadrant with NaN); those points are left out of the comparison.
+  std::vector<bool> valid(static_cast<size_t>(points.shape()[0]), true);
+  for (const auto& [field, values] : values_) {
+    std::vector<bool> finite = flatten(eq(values, values)).to_vector<bool>();
+    for (size_t i = 0; i < valid.size(); ++i) valid[i] = valid[i] && finite[i];
+  }
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < valid.size(); ++i) {
+    if (valid[i]) rows.push_back(static_cast<int64_t>(i));
+  }
+  EDDY_CHECK(!rows.empty(), ref.file, ": the reference has no finite values");
+  if (rows.size() < valid.size()) {
+    Tensor keep = tensor(rows);
+    points = index_select(points, 0, keep);
+    for (auto& [field, values] : values_) values = index_select(values, 0, keep);
+  }
 }
 
 Metrics Validator::measure() {
