@@ -362,8 +362,11 @@ EvaluationContext::EvaluationContext(Symbols symbols, EvaluationInputs inputs)
   check_inputs(symbols, inputs);
   state_->rows = inputs.points.size(0);
   for (int64_t i = 0; i < inputs.points.size(1); ++i) {
-    // Leaves of their own, so that a derivative with respect to one coordinate is one grad call.
-    state_->coordinates.push_back(contiguous(inputs.points.detach().slice(1, i, i + 1)).requires_grad_());
+    // One tensor per coordinate, so that a derivative with respect to one coordinate is one grad
+    // call: a leaf of its own, unless the points are themselves differentiated by an enclosing
+    // evaluation (output transforms), which must then see through this one.
+    Tensor column = contiguous(inputs.points.slice(1, i, i + 1));
+    state_->coordinates.push_back(column.requires_grad() ? column : column.detach().requires_grad_());
   }
   state_->symbols = std::move(symbols);
   state_->inputs = std::move(inputs);

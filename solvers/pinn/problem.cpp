@@ -250,6 +250,13 @@ Symbols Problem::symbols(bool boundary) const {
   return s;
 }
 
+Symbols Problem::transform_symbols() const {
+  Symbols s = symbols(false);
+  s.helpers.clear();
+  for (std::string& field : s.fields) field = "net_" + field;
+  return s;
+}
+
 BoundingBox Problem::domain_box() const {
   BoundingBox box = space->bounding_box();
   if (time) {
@@ -333,6 +340,17 @@ Problem read_problem(io::Config& config) {
   p.model.fourier_features = model.integer("fourier_features", 0);
   p.model.fourier_scale = model.number("fourier_scale", 1.0);
   p.model.weight_factorization = model.boolean("weight_factorization", false);
+  if (auto transforms = model.find("output_transform")) {
+    for (const std::string& field : transforms->keys()) {
+      if (std::find(p.fields.begin(), p.fields.end(), field) == p.fields.end()) {
+        transforms->at(field).fail("'" + field + "' is not a field");
+      }
+      p.output_transforms.emplace(field, expression_at(transforms->at(field), p.transform_symbols(), ExpressionKind::scalar));
+    }
+    for (const std::string& field : p.fields) {  // the others pass through
+      p.output_transforms.emplace(field, parse_expression("net_" + field, transforms->path()));
+    }
+  }
   p.model.inputs = static_cast<int64_t>(p.coordinates.size());
   p.model.outputs = static_cast<int64_t>(p.fields.size());
   p.model.dtype = p.dtype;

@@ -94,6 +94,10 @@ struct Problem {
   Sampler sampler;
   int64_t resample_every = 0;
   nn::PinnModelOptions model;
+  // Hard constraints: field -> expression of the coordinates, parameters and the raw network
+  // outputs net_<field> (e.g. u = x*(1 - x)*net_u makes u vanish at x = 0 and 1 exactly). When
+  // any field has one, the others get the identity net_<field>.
+  std::map<std::string, Expression> output_transforms;
   TrainingOptions training;
   ValidationOptions validation;
   OutputOptions output;
@@ -103,6 +107,8 @@ struct Problem {
   int64_t spatial_dim() const { return space->dim(); }
   // The symbols of an interior or boundary context.
   Symbols symbols(bool boundary) const;
+  // The symbols of output transforms: the fields are the raw network outputs net_<field>.
+  Symbols transform_symbols() const;
   // Bounding box of space x time, in coordinate order.
   BoundingBox domain_box() const;
 };

@@ -58,7 +58,19 @@ std::map<std::string, Tensor> PinnState::parameter_values() const {
   return values;
 }
 
-Tensor PinnState::predict(const Tensor& points) { return (*model_)(points); }
+Tensor PinnState::predict(const Tensor& points) {
+  if (problem_.output_transforms.empty()) return (*model_)(points);
+  EvaluationInputs inputs;
+  inputs.points = points;
+  inputs.fields = [this](const Tensor& at) { return (*model_)(at); };
+  inputs.parameters = parameter_values();
+  EvaluationContext context(problem_.transform_symbols(), inputs);
+  std::vector<Tensor> columns;
+  for (const std::string& field : problem_.fields) {
+    columns.push_back(evaluate(problem_.output_transforms.at(field), context));
+  }
+  return concat(columns, 1);
+}
 
 SampledCondition PinnState::sample_condition(const Condition& c, Generator& generator) const {
   const Problem& p = problem_;

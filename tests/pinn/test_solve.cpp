@@ -103,6 +103,32 @@ output: {grid: [33], vtk: false, checkpoint_every: 0}
   EXPECT_LT(solve_error(problem(text)), 1e-2);
 }
 
+TEST_F(SolveTest, HardConstraintHoldsExactly) {
+  // u = x (1 - x) net_u satisfies both Dirichlet conditions by construction: no boundary terms.
+  const std::string text = R"(dtype: float64
+geometry: {space: {type: interval, min: 0, max: 1}}
+fields: [u]
+equations: {poisson: u_xx + pi^2*sin(pi*x)}
+conditions:
+  pde: {type: interior, equation: poisson, points: 64}
+sampling: {method: sobol}
+model: {width: 16, depth: 2, output_transform: {u: x*(1 - x)*net_u}}
+training:
+  adam: {steps: 300, learning_rate: 0.01}
+  lbfgs: {iterations: 300}
+  log_every: 0
+validation:
+  reference: {expressions: {u: sin(pi*x)}}
+output: {grid: [33], vtk: false, checkpoint_every: 0}
+)";
+  Problem p = problem(text);
+  EXPECT_LT(solve_error(p), 1e-2);
+  Tensor u = io::read_hdf5((dir / "run/solution.h5").string(), "fields/u");
+  auto values = u.to_vector<double>();
+  EXPECT_EQ(values.front(), 0.0);
+  EXPECT_NEAR(values.back(), 0.0, 1e-15);  // x = 1 - 1 in float64
+}
+
 const std::string kHeat = R"(dtype: float64
 geometry:
   space: {type: interval, min: 0, max: 1}
