@@ -58,11 +58,14 @@ Tensor evaluate(const Primitive& primitive, Inputs original, Inputs inputs, cons
   Tensor out = evaluate(primitive, original, primals, attrs, spec);
   if (!is_inexact(spec.dtype) || !primitive.jvp) return out;
 
+  // Output rules see an alias of the value: the tangent is attached to `out` and must not hold
+  // `out` itself through its graph, or the two would keep each other alive forever.
+  const Tensor value = primitive.jvp_from_output ? shallow_alias(out) : out;
   Tensor total;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor tangent = tangent_at(inputs[i], level);
     if (!tangent.defined() || !primitive.differentiable_input(static_cast<int>(i))) continue;
-    Tensor contribution = primitive.jvp_from_output ? primitive.jvp_from_output(primals, attrs, out, tangent)
+    Tensor contribution = primitive.jvp_from_output ? primitive.jvp_from_output(primals, attrs, value, tangent)
                                                     : primitive.jvp(primals, attrs, static_cast<int>(i), tangent);
     total = total.defined() ? add(total, contribution) : contribution;
   }
