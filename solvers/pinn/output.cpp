@@ -58,7 +58,11 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
     std::vector<double> term;
     for (const auto& row : history.terms) term.push_back(row[c]);
     out.write("history/loss_" + p.conditions[c].name, tensor(term));
+    std::vector<double> weight;
+    for (const auto& row : history.weights) weight.push_back(row[c]);
+    out.write("history/weight_" + p.conditions[c].name, tensor(weight));
   }
+  if (p.training.causal) out.write("history/min_causal_weight", tensor(history.min_causal_weight));
   for (const LearnableParameter& parameter : p.learnable) {
     std::vector<double> values;
     for (const auto& row : history.learned) values.push_back(row.at(parameter.name));

@@ -18,6 +18,8 @@ struct History {
   std::vector<int64_t> metric_steps;
   std::vector<Metrics> metrics;
   std::vector<std::map<std::string, double>> learned;  // per logged step
+  std::vector<std::vector<double>> weights;            // per logged step, each condition's factor in the loss
+  std::vector<double> min_causal_weight;               // per logged step
 };
 
 void write_results(PinnState& state, const History& history, const std::string& dir);

@@ -237,6 +237,57 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
   return reference;
 }
 
+bool has_interior_condition(const Problem& problem) {
+  return std::any_of(problem.conditions.begin(), problem.conditions.end(),
+                     [](const Condition& c) { return c.kind == ConditionKind::interior; });
+}
+
+LossWeightingOptions read_loss_weighting(const ConfigNode& node) {
+  LossWeightingOptions w;
+  w.scheme = node.choice("scheme", {"fixed", "grad_norm"}, w.scheme);
+  if (w.scheme == "fixed") return w;
+  w.every = node.integer("every", w.every);
+  w.alpha = node.number("alpha", w.alpha);
+  if (w.every < 1) node.at("every").fail(cat("must be at least 1, got ", w.every));
+  if (!(w.alpha >= 0 && w.alpha < 1)) node.at("alpha").fail(cat("must be in [0, 1), got ", w.alpha));
+  return w;
+}
+
+CausalOptions read_causal(const Problem& problem, const ConfigNode& node) {
+  CausalOptions causal;
+  causal.chunks = node.integer("chunks", causal.chunks);
+  causal.epsilon = node.number("epsilon", causal.epsilon);
+  if (!problem.time) node.fail("causal weighting needs geometry.time (its chunks are intervals of t)");
+  if (!has_interior_condition(problem)) {
+    node.fail("causal weighting applies to interior conditions, and there are none");
+  }
+  if (causal.chunks < 1) node.at("chunks").fail(cat("must be at least 1, got ", causal.chunks));
+  if (!(causal.epsilon >= 0)) node.at("epsilon").fail(cat("must be non-negative, got ", causal.epsilon));
+  for (const Condition& c : problem.conditions) {
+    if (c.kind == ConditionKind::interior && c.points < causal.chunks) {
+      node.at("chunks").fail(cat(causal.chunks, " chunks, but conditions.", c.name, " has only ", c.points, " points"));
+    }
+  }
+  return causal;
+}
+
+RefinementOptions read_refinement(const Problem& problem, const ConfigNode& node) {
+  RefinementOptions rar;
+  rar.every = node.integer("every", rar.every);
+  rar.candidates = node.integer("candidates", rar.candidates);
+  rar.add = node.integer("add", rar.add);
+  if (!has_interior_condition(problem)) {
+    node.fail("refinement adds interior points, and there are no interior conditions");
+  }
+  if (rar.every < 1) node.at("every").fail(cat("must be at least 1, got ", rar.every));
+  if (rar.candidates < 1) node.at("candidates").fail(cat("must be at least 1, got ", rar.candidates));
+  if (rar.add < 1) node.at("add").fail(cat("must be at least 1, got ", rar.add));
+  if (rar.add > rar.candidates) {
+    node.at("add").fail(cat("must not exceed candidates (", rar.candidates, "), got ", rar.add));
+  }
+  return rar;
+}
+
 }  // namespace
 
 Symbols Problem::symbols(bool boundary) const {
@@ -329,6 +380,7 @@ Problem read_problem(io::Config& config) {
   ConfigNode sampling = root.section("sampling");
   p.sampler = Sampler::from_name(sampling.string("method", "uniform"), sampling.path() + ".method");
   p.resample_every = sampling.integer("resample_every", 0);
+  if (auto rar = sampling.find("rar")) p.refinement = read_refinement(p, *rar);
 
   ConfigNode model = root.section("model");
   p.model.architecture = nn::parse_architecture(model.choice("architecture", {"mlp", "modified_mlp", "resnet"}, "mlp"));
@@ -385,6 +437,8 @@ Problem read_problem(io::Config& config) {
   p.training.lbfgs_iterations = lbfgs.integer("iterations", 0);
   p.training.lbfgs_evaluations = lbfgs.integer("evaluations", p.training.lbfgs_iterations * 5 / 4 + 1);
   p.training.log_every = training.integer("log_every", 100);
+  p.training.loss_weighting = read_loss_weighting(training.section("loss_weighting"));
+  if (auto causal = training.find("causal")) p.training.causal = read_causal(p, *causal);
 
   ConfigNode validation = root.section("validation");
   p.validation.every = validation.integer("every", 0);

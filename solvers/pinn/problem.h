@@ -45,6 +45,22 @@ struct ScheduleOptions {
   double floor = 0;               // cosine
 };
 
+// Learning-rate annealing by gradient norms (Wang et al. 2023, "An expert's guide to training
+// physics-informed neural networks"): every `every` Adam steps each condition's adaptive factor
+// moves towards sum_j ||grad L_j|| / ||grad L_i||, smoothed by `alpha`.
+struct LossWeightingOptions {
+  std::string scheme = "fixed";  // fixed | grad_norm
+  int64_t every = 100;
+  double alpha = 0.9;            // moving-average memory, in [0, 1)
+};
+
+// Causal weighting in time (Wang, Sankaran & Perdikaris 2022): interior points in `chunks` time
+// chunks, chunk k weighted by exp(-epsilon * the losses of the chunks before it).
+struct CausalOptions {
+  int64_t chunks = 16;
+  double epsilon = 1.0;
+};
+
 struct TrainingOptions {
   int64_t adam_steps = 1000;
   double learning_rate = 1e-3;
@@ -52,6 +68,16 @@ struct TrainingOptions {
   int64_t lbfgs_iterations = 0;
   int64_t lbfgs_evaluations = 0;  // 0: 1.25 x iterations
   int64_t log_every = 100;
+  LossWeightingOptions loss_weighting;
+  std::optional<CausalOptions> causal;
+};
+
+// Residual-based adaptive refinement (Lu et al. 2021, DeepXDE): every `every` Adam steps, each
+// interior condition gains the `add` of `candidates` fresh points with the largest |residual|.
+struct RefinementOptions {
+  int64_t every = 1000;
+  int64_t candidates = 10000;
+  int64_t add = 100;
 };
 
 struct Reference {
@@ -93,6 +119,7 @@ struct Problem {
   std::vector<Condition> conditions;
   Sampler sampler;
   int64_t resample_every = 0;
+  std::optional<RefinementOptions> refinement;  // sampling.rar
   nn::PinnModelOptions model;
   // Hard constraints: field -> expression of the coordinates, parameters and the raw network
   // outputs net_<field> (e.g. u = x*(1 - x)*net_u makes u vanish at x = 0 and 1 exactly). When

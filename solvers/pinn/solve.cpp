@@ -1,5 +1,6 @@
-// The training loop: Adam with a learning-rate schedule, then L-BFGS; progress, validation,
-// checkpoints, and a clean stop (last good checkpoint kept) on a non-finite loss.
+// The training loop: Adam with a learning-rate schedule, then L-BFGS; adaptive loss weights and
+// refinement between Adam steps; progress, validation, checkpoints, and a clean stop (last good
+// checkpoint kept) on a non-finite loss.
 
 #include <chrono>
 #include <cmath>
@@ -15,7 +16,9 @@
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/schedule.h"
 #include "solvers/pinn/output.h"
+#include "solvers/pinn/refinement.h"
 #include "solvers/pinn/solver.h"
+#include "solvers/pinn/weighting.h"
 
 namespace eddy::pinn {
 namespace {
@@ -38,8 +41,12 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainingOptions& t) {
 // Progress: a redrawn line on a terminal, plain lines every log_every steps otherwise.
 class Progress {
  public:
-  Progress(const SolveOptions& options, const Problem& problem)
-      : log_(options.log), terminal_(options.terminal), problem_(problem), start_(Clock::now()) {}
+  Progress(const SolveOptions& options, const PinnState& state)
+      : log_(options.log),
+        terminal_(options.terminal),
+        problem_(state.problem()),
+        state_(state),
+        start_(Clock::now()) {}
 
   void report(const std::string& phase, int64_t step, int64_t total, double loss, const std::vector<double>& terms,
               const std::optional<Metrics>& metrics, bool force) {
@@ -57,6 +64,14 @@ class Progress {
     line += cat(phase, " ", step, "/", total, "  loss ", format(loss), " (");
     for (size_t c = 0; c < terms.size(); ++c) line += cat(c ? " " : "", problem_.conditions[c].name, " ", format(terms[c]));
     line += ")";
+    if (problem_.training.loss_weighting.scheme != "fixed") {
+      line += "  weights (";
+      for (size_t c = 0; c < terms.size(); ++c) {
+        line += cat(c ? " " : "", problem_.conditions[c].name, " ", format(state_.effective_weight(c)));
+      }
+      line += ")";
+    }
+    if (problem_.training.causal) line += "  causal_min " + format(state_.min_causal_weight());
     if (metrics) {
       for (const auto& [field, l2] : metrics->relative_l2) line += cat("  rel_l2(", field, ") ", format(l2));
     }
@@ -85,6 +100,7 @@ class Progress {
   std::ostream* log_;
   bool terminal_;
   const Problem& problem_;
+  const PinnState& state_;
   Clock::time_point start_;
   double last_draw_ = -1;
 };
@@ -95,10 +111,30 @@ std::map<std::string, double> learned_values(PinnState& state) {
   return values;
 }
 
+// What a resumed run needs besides the model: the optimiser, the learnable parameters, the
+// adaptive loss weights and the points refinement added (which depend on the model's history,
+// so cannot be redrawn).
 nn::StateDict training_state(const optim::Adam& adam, PinnState& state) {
   nn::StateDict saved = adam.state_dict();
   for (auto& [name, value] : state.learnable()) saved["learnable." + name] = value.detach();
+  saved["adaptive_weights"] = tensor(state.adaptive_weights());
+  const std::vector<Condition>& conditions = state.problem().conditions;
+  for (size_t c = 0; c < conditions.size(); ++c) {
+    if (state.added_points(c).defined()) saved["added_points." + conditions[c].name] = state.added_points(c);
+  }
   return saved;
+}
+
+void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnState& state) {
+  adam.load_state_dict(saved);
+  NoGradGuard no_grad;
+  for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
+  state.set_adaptive_weights(saved.at("adaptive_weights").to_vector<double>());
+  const std::vector<Condition>& conditions = state.problem().conditions;
+  for (size_t c = 0; c < conditions.size(); ++c) {
+    auto added = saved.find("added_points." + conditions[c].name);
+    if (added != saved.end()) state.add_points(c, added->second);
+  }
 }
 
 }  // namespace
@@ -124,9 +160,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     io::CheckpointInfo info = io::load_checkpoint(checkpoint, state.model(), &saved);
     EDDY_CHECK(info.config_hash == p.config_hash, "--resume: ", checkpoint, " was written by a different config (hash ",
                info.config_hash, ", this run ", p.config_hash, "); start a new run or use the same overrides");
-    adam.load_state_dict(saved);
-    NoGradGuard no_grad;
-    for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
+    restore_training_state(saved, adam, state);
     step = info.step;
   }
   auto save = [&](int64_t at) { io::save_checkpoint(checkpoint, state.model(), training_state(adam, state), {at, p.config_hash, ""}); };
@@ -134,13 +168,17 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   state.sample(round_of(step));
 
   History history;
-  Progress progress(options, p);
+  Progress progress(options, state);
   SolveResult result;
   auto record = [&](int64_t at, double loss, const std::vector<double>& terms) {
     history.steps.push_back(at);
     history.loss.push_back(loss);
     history.terms.push_back(terms);
     history.learned.push_back(learned_values(state));
+    std::vector<double> weights;
+    for (size_t c = 0; c < p.conditions.size(); ++c) weights.push_back(state.effective_weight(c));
+    history.weights.push_back(weights);
+    history.min_causal_weight.push_back(state.min_causal_weight());
   };
   auto stop_non_finite = [&](int64_t at, double loss, const std::vector<double>& terms, const std::string& phase) {
     auto show = [](double v) { return std::isnan(v) ? std::string("NaN") : cat(v); };
@@ -181,6 +219,12 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     }
     if (p.training.log_every > 0 && (done % p.training.log_every == 0 || done == 1)) record(done, value, terms);
     progress.report("adam", done, p.training.adam_steps, value, terms, metrics, false);
+    // Weights and points change between steps, so the checkpoint written at `done` (next
+    // iteration) already holds them and a resumed run does not redo the change.
+    if (p.training.loss_weighting.scheme == "grad_norm" && done % p.training.loss_weighting.every == 0) {
+      update_adaptive_weights(state);
+    }
+    if (p.refinement && done % p.refinement->every == 0) refine(state, done);
     checkpoint_due = p.output.checkpoint_every > 0 && done % p.output.checkpoint_every == 0;
   }
   progress.finish_line();

@@ -21,7 +21,8 @@ struct SampledCondition {
   Tensor partner;  // periodic: the matching points on the opposite face
 };
 
-// The model, the learnable equation parameters, and the points currently trained on.
+// The model, the learnable equation parameters, the points currently trained on, and the
+// training's loss weights.
 class PinnState {
  public:
   explicit PinnState(const Problem& problem);
@@ -33,14 +34,36 @@ class PinnState {
   std::map<std::string, Tensor>& learnable() { return learnable_; }
 
   // Draws every condition's points; `round` numbers the resampling, so a run and a resumed run
-  // draw identical points.
+  // draw identical points. Points added by refinement stay. With causal weighting, interior
+  // points are kept sorted by time.
   void sample(int64_t round);
   const std::vector<SampledCondition>& samples() const { return samples_; }
+  // `count` interior points of space x time, drawn with the problem's sampler.
+  Tensor interior_points(int64_t count, Generator& generator) const;
+  // Points refinement added to a condition (undefined while there are none); add_points
+  // appends to them.
+  const Tensor& added_points(size_t condition) const { return added_[condition]; }
+  void add_points(size_t condition, const Tensor& points);
 
-  // Weighted sum of the conditions' mean squared residuals; per-condition values (unweighted) in
-  // `terms` when given.
+  // The adaptive factors of the loss weighting, one per condition (1 until a scheme changes them).
+  const std::vector<double>& adaptive_weights() const { return adaptive_weights_; }
+  void set_adaptive_weights(std::vector<double> weights);
+  // A condition's factor in the loss: its configured weight times its adaptive factor.
+  double effective_weight(size_t condition) const;
+  // The causal weights of a condition's time chunks at its last loss evaluation (empty where
+  // causal weighting does not apply), and the smallest over all conditions (1 when none).
+  const std::vector<double>& causal_weights(size_t condition) const { return causal_weights_[condition]; }
+  double min_causal_weight() const;
+
+  // A condition's unweighted loss: the mean squared residual, or its causal form for interior
+  // conditions under training.causal.
+  Tensor condition_loss(size_t condition);
+  // Sum of the effective weights times the condition losses; the condition losses in `terms`
+  // when given.
   Tensor loss(std::vector<double>* terms = nullptr);
   Tensor residual(size_t condition);
+  // An interior condition's residual at any points [N, coordinates].
+  Tensor interior_residual(size_t condition, const Tensor& points);
   // Network output at points [N, coordinates].
   Tensor predict(const Tensor& points);
   // Parameters as the expression evaluator wants them: constants and learnable ones.
@@ -48,11 +71,19 @@ class PinnState {
 
  private:
   SampledCondition sample_condition(const Condition& condition, Generator& generator) const;
+  bool causal(size_t condition) const;
+  // samples_[condition]: the drawn points, then the added ones (sorted by time when causal).
+  void assemble(size_t condition);
+  Tensor expression_residual(const Condition& condition, const Tensor& points, const Tensor& normals);
 
   const Problem& problem_;
   std::shared_ptr<nn::Module> model_;
   std::map<std::string, Tensor> learnable_;
-  std::vector<SampledCondition> samples_;
+  std::vector<SampledCondition> drawn_;    // this round's draw, per condition
+  std::vector<Tensor> added_;              // per condition, by refinement
+  std::vector<SampledCondition> samples_;  // what is trained on
+  std::vector<double> adaptive_weights_;
+  std::vector<std::vector<double>> causal_weights_;
 };
 
 struct Metrics {

@@ -1,10 +1,13 @@
 // PinnState: the model, learnable parameters, sampled points and the loss.
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/solver.h"
+#include "solvers/pinn/weighting.h"
 
 namespace eddy::pinn {
 namespace {
@@ -30,6 +33,16 @@ Tensor rows_of(const Tensor& t, const std::vector<int64_t>& rows) {
   return index_select(t, 0, tensor(rows));
 }
 
+// Rows reordered by the last column (time), ties kept in order: causal chunks are row blocks.
+Tensor sorted_by_time(const Tensor& points) {
+  const int64_t columns = points.shape()[1];
+  const std::vector<double> times = flatten(slice(points, 1, columns - 1, columns)).to_vector<double>();
+  std::vector<int64_t> order(times.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return times[a] < times[b]; });
+  return rows_of(points, order);
+}
+
 double tolerance_of(const Problem& p) {
   BoundingBox box = p.domain_box();
   double diagonal = 0;
@@ -44,6 +57,10 @@ PinnState::PinnState(const Problem& problem) : problem_(problem) {
   for (const LearnableParameter& p : problem.learnable) {
     learnable_[p.name] = full({1}, p.initial, problem.dtype).requires_grad_();
   }
+  const size_t conditions = problem.conditions.size();
+  added_.resize(conditions);
+  adaptive_weights_.assign(conditions, 1.0);
+  causal_weights_.resize(conditions);
 }
 
 std::vector<Tensor> PinnState::trainable() const {
@@ -72,13 +89,40 @@ Tensor PinnState::predict(const Tensor& points) {
   return concat(columns, 1);
 }
 
+void PinnState::set_adaptive_weights(std::vector<double> weights) {
+  EDDY_CHECK(weights.size() == adaptive_weights_.size(), "set_adaptive_weights: ", weights.size(), " weights for ",
+             adaptive_weights_.size(), " conditions");
+  adaptive_weights_ = std::move(weights);
+}
+
+double PinnState::effective_weight(size_t condition) const {
+  return problem_.conditions[condition].weight * adaptive_weights_[condition];
+}
+
+double PinnState::min_causal_weight() const {
+  double smallest = 1.0;
+  for (const std::vector<double>& weights : causal_weights_) {
+    for (double w : weights) smallest = std::min(smallest, w);
+  }
+  return smallest;
+}
+
+bool PinnState::causal(size_t condition) const {
+  return problem_.training.causal && problem_.conditions[condition].kind == ConditionKind::interior;
+}
+
+Tensor PinnState::interior_points(int64_t count, Generator& generator) const {
+  const int64_t extra = problem_.time ? 1 : 0;
+  return with_time(problem_, problem_.space->interior_points(count, extra, problem_.sampler, generator), false);
+}
+
 SampledCondition PinnState::sample_condition(const Condition& c, Generator& generator) const {
   const Problem& p = problem_;
   const int64_t extra = p.time ? 1 : 0;
   SampledCondition s;
   switch (c.kind) {
     case ConditionKind::interior:
-      s.points = with_time(p, p.space->interior_points(c.points, extra, p.sampler, generator), false);
+      s.points = interior_points(c.points, generator);
       return s;
     case ConditionKind::initial:
       s.points = with_time(p, p.space->interior_points(c.points, 0, p.sampler, generator), true);
@@ -143,12 +187,46 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
 
 void PinnState::sample(int64_t round) {
   NoGradGuard no_grad;
-  samples_.clear();
+  drawn_.clear();
+  samples_.resize(problem_.conditions.size());
   for (size_t i = 0; i < problem_.conditions.size(); ++i) {
     // One stream per (seed, round, condition): a resumed run redraws exactly the same points.
     Generator generator(problem_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(round) * 1000003ull + i);
-    samples_.push_back(sample_condition(problem_.conditions[i], generator));
+    drawn_.push_back(sample_condition(problem_.conditions[i], generator));
+    assemble(i);
   }
+}
+
+void PinnState::add_points(size_t condition, const Tensor& points) {
+  Tensor& added = added_[condition];
+  added = added.defined() ? concat({added, points.detach()}, 0) : points.detach();
+  if (!drawn_.empty()) assemble(condition);  // else sample() will
+}
+
+void PinnState::assemble(size_t condition) {
+  NoGradGuard no_grad;
+  SampledCondition s = drawn_[condition];
+  if (added_[condition].defined()) s.points = concat({s.points, added_[condition]}, 0);
+  if (causal(condition)) s.points = sorted_by_time(s.points);
+  samples_[condition] = s;
+}
+
+Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, const Tensor& normals) {
+  EvaluationInputs inputs;
+  inputs.points = points;
+  inputs.fields = [this](const Tensor& at) { return predict(at); };
+  inputs.parameters = parameter_values();
+  inputs.normals = normals;
+  inputs.tolerance = tolerance_of(problem_);
+  EvaluationContext context(problem_.symbols(c.kind == ConditionKind::boundary), inputs);
+  return evaluate(*c.residual, context);
+}
+
+Tensor PinnState::interior_residual(size_t condition, const Tensor& points) {
+  const Condition& c = problem_.conditions[condition];
+  EDDY_CHECK(c.kind == ConditionKind::interior, "interior_residual: conditions.", c.name,
+             " is not an interior condition");
+  return expression_residual(c, points, Tensor());
 }
 
 Tensor PinnState::residual(size_t index) {
@@ -166,23 +244,22 @@ Tensor PinnState::residual(size_t index) {
     for (int64_t f : c.periodic_fields) columns.push_back(slice(difference, 1, f, f + 1));
     return concat(columns, 1);
   }
-  EvaluationInputs inputs;
-  inputs.points = s.points;
-  inputs.fields = [this](const Tensor& points) { return predict(points); };
-  inputs.parameters = parameter_values();
-  inputs.normals = s.normals;
-  inputs.tolerance = tolerance_of(problem_);
-  EvaluationContext context(problem_.symbols(c.kind == ConditionKind::boundary), inputs);
-  return evaluate(*c.residual, context);
+  return expression_residual(c, s.points, s.normals);
+}
+
+Tensor PinnState::condition_loss(size_t condition) {
+  Tensor squared = square(residual(condition));
+  if (!causal(condition)) return mean(squared);
+  return causal_loss(squared, *problem_.training.causal, causal_weights_[condition]);
 }
 
 Tensor PinnState::loss(std::vector<double>* terms) {
   Tensor total;
   if (terms) terms->clear();
   for (size_t i = 0; i < problem_.conditions.size(); ++i) {
-    Tensor term = mean(square(residual(i)));
+    Tensor term = condition_loss(i);
     if (terms) terms->push_back(term.item<double>());
-    Tensor weighted = problem_.conditions[i].weight * term;
+    Tensor weighted = effective_weight(i) * term;
     total = total.defined() ? total + weighted : weighted;
   }
   return total;

@@ -6,6 +6,7 @@
 #include "eddy/core/error.h"
 #include "eddy/io/config.h"
 #include "solvers/pinn/problem.h"
+#include "support/expect_error.h"
 
 namespace eddy::pinn {
 namespace {
@@ -67,6 +68,9 @@ struct BadConfig {
   std::string message;   // must appear in the error
 };
 
+// Where training options go in kValid: before its adam line.
+const std::string kTraining = "adam: {steps: 10";
+
 std::vector<BadConfig> bad_configs() {
   return {
       {"unknown_top_key", "", "trainig: {}\n", "problem.yaml:24:1: unknown key 'trainig' in (top level) (did you mean 'training'?)"},
@@ -100,6 +104,30 @@ std::vector<BadConfig> bad_configs() {
       {"output_grid", "grid: [8, 8, 4]", "grid: [8, 8]", "output.grid: needs one size per coordinate (3)"},
       {"sampler_name", "", "sampling: {method: sobel}\n", "sobel"},
       {"missing_conditions", "conditions:", "conditionz:", "missing required key 'conditions'"},
+      {"weighting_scheme", kTraining, "loss_weighting: {scheme: ntk}\n" + kTraining,
+       "'ntk' is not one of: fixed, grad_norm"},
+      {"weighting_alpha_one", kTraining, "loss_weighting: {scheme: grad_norm, alpha: 1}\n" + kTraining,
+       "training.loss_weighting.alpha: must be in [0, 1), got 1"},
+      {"weighting_alpha_negative", kTraining, "loss_weighting: {scheme: grad_norm, alpha: -0.1}\n" + kTraining,
+       "training.loss_weighting.alpha: must be in [0, 1), got -0.1"},
+      {"weighting_every", kTraining, "loss_weighting: {scheme: grad_norm, every: 0}\n" + kTraining,
+       "training.loss_weighting.every: must be at least 1, got 0"},
+      {"weighting_key_of_grad_norm_only", kTraining, "loss_weighting: {every: 10}\n" + kTraining,
+       "unknown key 'every' in training.loss_weighting"},
+      {"causal_chunks", kTraining, "causal: {chunks: 0}\n" + kTraining,
+       "training.causal.chunks: must be at least 1, got 0"},
+      {"causal_chunks_above_points", kTraining, "causal: {chunks: 101}\n" + kTraining,
+       "training.causal.chunks: 101 chunks, but conditions.pde has only 100 points"},
+      {"causal_epsilon", kTraining, "causal: {epsilon: -1}\n" + kTraining,
+       "training.causal.epsilon: must be non-negative, got -1"},
+      {"causal_unknown_key", kTraining, "causal: {chunk: 4}\n" + kTraining,
+       "unknown key 'chunk' in training.causal (did you mean 'chunks'?)"},
+      {"rar_add_above_candidates", "", "sampling: {rar: {candidates: 50, add: 60}}\n",
+       "sampling.rar.add: must not exceed candidates (50), got 60"},
+      {"rar_every", "", "sampling: {rar: {every: 0}}\n", "sampling.rar.every: must be at least 1, got 0"},
+      {"rar_candidates", "", "sampling: {rar: {candidates: -3}}\n",
+       "sampling.rar.candidates: must be at least 1, got -3"},
+      {"rar_add", "", "sampling: {rar: {add: 0}}\n", "sampling.rar.add: must be at least 1, got 0"},
   };
 }
 
@@ -139,6 +167,64 @@ conditions:
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(Problem, ReadsTheTrainingAids) {
+  Problem p = read(kValid, {"training.loss_weighting={scheme: grad_norm, every: 50, alpha: 0.8}",
+                            "training.causal={chunks: 10, epsilon: 2}",
+                            "sampling.rar={every: 200, candidates: 500, add: 20}"});
+  EXPECT_EQ(p.training.loss_weighting.scheme, "grad_norm");
+  EXPECT_EQ(p.training.loss_weighting.every, 50);
+  EXPECT_EQ(p.training.loss_weighting.alpha, 0.8);
+  ASSERT_TRUE(p.training.causal);
+  EXPECT_EQ(p.training.causal->chunks, 10);
+  EXPECT_EQ(p.training.causal->epsilon, 2.0);
+  ASSERT_TRUE(p.refinement);
+  EXPECT_EQ(p.refinement->every, 200);
+  EXPECT_EQ(p.refinement->candidates, 500);
+  EXPECT_EQ(p.refinement->add, 20);
+}
+
+TEST(Problem, TrainingAidDefaults) {
+  Problem plain = read(kValid);
+  EXPECT_EQ(plain.training.loss_weighting.scheme, "fixed");
+  EXPECT_FALSE(plain.training.causal);
+  EXPECT_FALSE(plain.refinement);
+  EXPECT_NE(plain.resolved_config.find("scheme: fixed"), std::string::npos);
+  // An empty map turns a feature on with its defaults, which the resolved config records.
+  Problem on = read(kValid, {"training.loss_weighting.scheme=grad_norm", "training.causal={}", "sampling.rar={}"});
+  EXPECT_EQ(on.training.loss_weighting.every, 100);
+  EXPECT_EQ(on.training.loss_weighting.alpha, 0.9);
+  EXPECT_EQ(on.training.causal->chunks, 16);
+  EXPECT_EQ(on.training.causal->epsilon, 1.0);
+  EXPECT_EQ(on.refinement->every, 1000);
+  EXPECT_EQ(on.refinement->candidates, 10000);
+  EXPECT_EQ(on.refinement->add, 100);
+  EXPECT_NE(on.resolved_config.find("candidates: 10000"), std::string::npos);
+}
+
+TEST(Problem, CausalWeightingNeedsTime) {
+  const std::string text = R"(geometry: {space: {type: interval, min: 0, max: 1}}
+fields: [u]
+conditions:
+  pde: {type: interior, equation: u_xx}
+training:
+  causal: {chunks: 4}
+)";
+  expect_error([&] { read(text); }, {"problem.yaml:6:11: training.causal: causal weighting needs geometry.time"});
+}
+
+TEST(Problem, CausalWeightingAndRefinementNeedAnInteriorCondition) {
+  const std::string text = R"(geometry:
+  space: {type: interval, min: 0, max: 1}
+  time: {min: 0, max: 1}
+fields: [u]
+conditions:
+  start: {type: initial, field: u, value: 0}
+)";
+  expect_error([&] { read(text + "training: {causal: {}}\n"); },
+               {"training.causal: causal weighting applies to interior conditions"});
+  expect_error([&] { read(text + "sampling: {rar: {}}\n"); }, {"sampling.rar: refinement adds interior points"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, BadProblemTest, ::testing::ValuesIn(bad_configs()),

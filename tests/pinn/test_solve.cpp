@@ -1,19 +1,24 @@
 // End-to-end solves on small problems with known solutions: each boundary-condition type, an
-// error target within a CI-sized budget, resume equivalence, the outputs, and the stop on a
-// non-finite loss with the last good checkpoint kept.
+// error target within a CI-sized budget, resume equivalence, the outputs, the stop on a
+// non-finite loss with the last good checkpoint kept, and the training aids (grad_norm loss
+// weighting, causal weighting, residual-based refinement).
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "eddy/eddy.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/safetensors.h"
 #include "solvers/pinn/problem.h"
+#include "solvers/pinn/refinement.h"
 #include "solvers/pinn/solver.h"
+#include "solvers/pinn/weighting.h"
 
 namespace eddy::pinn {
 namespace {
@@ -151,25 +156,59 @@ validation:
 output: {grid: [9, 5], checkpoint_every: 10}
 )";
 
-TEST_F(SolveTest, ResumedRunMatchesAnUninterruptedOne) {
-  SolveResult whole = solve(problem(kHeat), {});
-  ASSERT_TRUE(whole.finished);
-  fs::remove_all(dir / "run");
-  // Stop after 10 steps (the checkpoint), then resume to 20 with the same config.
-  Problem first = problem(kHeat, {"training.adam.steps=10"});
-  ASSERT_TRUE(solve(first, {}).finished);
-  Problem rest = problem(kHeat);
-  // The step count is part of the config hash, so the resumed run's config is the full one:
-  // rewrite the checkpoint's hash as a user would by resuming the same file.
-  io::SafetensorsContents saved = io::load_safetensors((dir / "run/checkpoint.safetensors").string());
-  saved.metadata["eddy.config_hash"] = rest.config_hash;
-  io::save_safetensors((dir / "run/checkpoint.safetensors").string(), saved.tensors, saved.metadata);
-  SolveOptions options;
-  options.resume = true;
-  SolveResult resumed = solve(rest, options);
-  ASSERT_TRUE(resumed.finished) << resumed.message;
-  EXPECT_EQ(resumed.steps, whole.steps);
-  EXPECT_EQ(resumed.loss, whole.loss);  // bit for bit: same points, same optimiser state
+// From a run's solution.h5: each condition's last recorded loss weight, and the pde points.
+struct RunSnapshot {
+  std::vector<double> final_weights, points;
+};
+
+class ResumeTest : public SolveTest {
+ protected:
+  // Runs kHeat for 20 steps in one go, then in two halves (the second resumed from the first's
+  // checkpoint at step 10), and expects identical results.
+  void expect_resume_matches(const std::vector<std::string>& overrides) {
+    SolveResult whole = solve(problem(kHeat, overrides), {});
+    ASSERT_TRUE(whole.finished) << whole.message;
+    const RunSnapshot uninterrupted = snapshot();
+    fs::remove_all(dir / "run");
+    std::vector<std::string> first_half = overrides;
+    first_half.push_back("training.adam.steps=10");
+    ASSERT_TRUE(solve(problem(kHeat, first_half), {}).finished);
+    Problem rest = problem(kHeat, overrides);
+    // The step count is part of the config hash, so the resumed run's config is the full one:
+    // rewrite the checkpoint's hash as a user would by resuming the same file.
+    io::SafetensorsContents saved = io::load_safetensors((dir / "run/checkpoint.safetensors").string());
+    saved.metadata["eddy.config_hash"] = rest.config_hash;
+    io::save_safetensors((dir / "run/checkpoint.safetensors").string(), saved.tensors, saved.metadata);
+    SolveOptions options;
+    options.resume = true;
+    SolveResult resumed = solve(rest, options);
+    ASSERT_TRUE(resumed.finished) << resumed.message;
+    EXPECT_EQ(resumed.steps, whole.steps);
+    EXPECT_EQ(resumed.loss, whole.loss);  // bit for bit: same points, weights, optimiser state
+    const RunSnapshot after_resume = snapshot();
+    EXPECT_EQ(after_resume.final_weights, uninterrupted.final_weights);
+    EXPECT_EQ(after_resume.points, uninterrupted.points);
+  }
+
+  RunSnapshot snapshot() const {
+    const std::string h5 = (dir / "run/solution.h5").string();
+    RunSnapshot s;
+    for (const char* condition : {"pde", "start", "ends"}) {
+      const Tensor weights = io::read_hdf5(h5, std::string("history/weight_") + condition);
+      s.final_weights.push_back(weights.to_vector<double>().back());
+    }
+    s.points = io::read_hdf5(h5, "points/pde/coordinates").to_vector<double>();
+    return s;
+  }
+};
+
+TEST_F(ResumeTest, ResumedRunMatchesAnUninterruptedOne) { expect_resume_matches({}); }
+
+TEST_F(ResumeTest, ResumeMatchesWithAdaptiveWeightsCausalWeightsAndRefinement) {
+  // Weights change at 3, 6, 9 | 12, ...; points are added at 4, 8 | 12, 16, 20; the checkpoint
+  // is at 10, and kHeat resamples every 5 steps.
+  expect_resume_matches({"training.loss_weighting={scheme: grad_norm, every: 3, alpha: 0.5}",
+                         "training.causal={chunks: 4, epsilon: 1}", "sampling.rar={every: 4, candidates: 40, add: 3}"});
 }
 
 TEST_F(SolveTest, WritesResultsThatReadBack) {
@@ -216,6 +255,166 @@ output: {grid: [5], vtk: false, checkpoint_every: 1}
   EXPECT_GT(std::stoll(saved.metadata.at("eddy.step")), 0);
   const double lam = saved.tensors.at("optimizer.learnable.lam").item<double>();
   EXPECT_GE(lam, 0.0);  // the last good state, not the poisoned one
+}
+
+// ---- training aids ----
+
+// The Poisson problem with the PDE residual scaled by `scale`, which scales its loss gradient.
+std::string scaled_poisson(const std::string& scale) {
+  return R"(dtype: float64
+geometry: {space: {type: interval, min: 0, max: 1}}
+fields: [u]
+conditions:
+  pde: {type: interior, equation: )" + scale + R"(*(u_xx + pi^2*sin(pi*x)), points: 64}
+  ends: {type: dirichlet, faces: [left, right], field: u, value: 0, points: 2}
+sampling: {method: sobol}
+model: {width: 16, depth: 2}
+training:
+  adam: {steps: 20, learning_rate: 0.01}
+  loss_weighting: {scheme: grad_norm, every: 5, alpha: 0.5}
+  log_every: 1
+output: {grid: [9], vtk: false, checkpoint_every: 0}
+)";
+}
+
+// ||d loss / d network weights||.
+double gradient_norm(PinnState& state, const Tensor& loss) {
+  double squares = 0;
+  for (const Tensor& g : grad({loss}, state.model().parameters())) squares += sum(square(g)).item<double>();
+  return std::sqrt(squares);
+}
+
+TEST_F(SolveTest, GradNormWeightingFollowsTheGradientNorms) {
+  Problem p = problem(scaled_poisson("1"));
+  PinnState state(p);
+  state.sample(0);
+  const double pde = gradient_norm(state, state.condition_loss(0));
+  const double ends = gradient_norm(state, state.condition_loss(1));
+  update_adaptive_weights(state);
+  // lambda_i <- alpha * 1 + (1 - alpha) * (sum_j ||grad L_j||) / ||grad L_i||, alpha = 0.5.
+  EXPECT_NEAR(state.adaptive_weights()[0], 0.5 + 0.5 * (pde + ends) / pde, 1e-9);
+  EXPECT_NEAR(state.adaptive_weights()[1], 0.5 + 0.5 * (pde + ends) / ends, 1e-9);
+}
+
+TEST_F(SolveTest, GradNormWeightingRaisesTheConditionWithTheWeakerGradient) {
+  // A PDE loss with a tiny gradient gains weight over the boundary's; one with a huge gradient
+  // leaves the boundary the larger weight.
+  for (const auto& [scale, pde_gains] : {std::pair{"1e-3", true}, std::pair{"1e3", false}}) {
+    SCOPED_TRACE(scale);
+    std::ostringstream log;
+    SolveOptions options;
+    options.log = &log;
+    ASSERT_TRUE(solve(problem(scaled_poisson(scale)), options).finished);
+    const std::string h5 = (dir / "run/solution.h5").string();
+    const std::vector<double> pde = io::read_hdf5(h5, "history/weight_pde").to_vector<double>();
+    const std::vector<double> ends = io::read_hdf5(h5, "history/weight_ends").to_vector<double>();
+    EXPECT_EQ(pde.front(), 1.0);  // step 1, before the first update (after step 5)
+    EXPECT_EQ(ends.front(), 1.0);
+    if (pde_gains) {
+      EXPECT_GT(pde.back(), 100.0);
+      EXPECT_LT(ends.back(), 2.0);
+    } else {
+      EXPECT_GT(ends.back(), 100.0);
+      EXPECT_LT(pde.back(), 2.0);
+    }
+    EXPECT_NE(log.str().find("weights (pde "), std::string::npos) << log.str();
+  }
+}
+
+TEST_F(SolveTest, ConfiguredWeightMultipliesTheAdaptiveOne) {
+  Problem p = problem(scaled_poisson("1"), {"conditions.ends.weight=10"});
+  PinnState state(p);
+  state.sample(0);
+  state.set_adaptive_weights({2.0, 3.0});
+  EXPECT_EQ(state.effective_weight(0), 2.0);
+  EXPECT_EQ(state.effective_weight(1), 30.0);
+  std::vector<double> terms;
+  const double loss = state.loss(&terms).item<double>();
+  EXPECT_NEAR(loss, 2.0 * terms[0] + 30.0 * terms[1], 1e-12 * loss);
+}
+
+TEST_F(SolveTest, CausalWeightsStartAtOneAndDecayInTime) {
+  Problem p = problem(kHeat, {"training.causal={chunks: 8, epsilon: 100}"});
+  PinnState state(p);
+  state.sample(0);
+  const Tensor loss = state.condition_loss(0);
+  const std::vector<double>& w = state.causal_weights(0);
+  ASSERT_EQ(w.size(), 8u);
+  EXPECT_EQ(w[0], 1.0);
+  for (size_t k = 1; k < w.size(); ++k) {
+    EXPECT_GT(w[k], 0.0);
+    EXPECT_LT(w[k], w[k - 1]);  // every chunk's loss is positive
+  }
+  EXPECT_EQ(state.min_causal_weight(), w.back());
+  EXPECT_TRUE(state.causal_weights(1).empty());  // the initial condition is not weighted in time
+  // The points are sorted by time, so chunks are row blocks of 64 / 8 = 8 points.
+  const std::vector<double> t = flatten(slice(state.samples()[0].points, 1, 1, 2)).to_vector<double>();
+  EXPECT_TRUE(std::is_sorted(t.begin(), t.end()));
+  // The loss is (1/M) sum_k w_k L_k, and its gradient treats the w_k as constants.
+  Tensor squared = square(state.residual(0));
+  Tensor expected;
+  for (int64_t k = 0; k < 8; ++k) {
+    Tensor term = w[k] * mean(slice(squared, 0, 8 * k, 8 * (k + 1))) / 8.0;
+    expected = expected.defined() ? expected + term : term;
+  }
+  EXPECT_NEAR(loss.item<double>(), expected.item<double>(), 1e-12);
+  const std::vector<Tensor> network = state.model().parameters();
+  const std::vector<Tensor> got = grad({loss}, network), want = grad({expected}, network);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::vector<double> a = got[i].to_vector<double>(), b = want[i].to_vector<double>();
+    for (size_t j = 0; j < a.size(); ++j) EXPECT_NEAR(a[j], b[j], 1e-12);
+  }
+}
+
+TEST_F(SolveTest, CausalWeightingIsLoggedAndRecorded) {
+  std::ostringstream log;
+  SolveOptions options;
+  options.log = &log;
+  ASSERT_TRUE(solve(problem(kHeat, {"training.causal={chunks: 4, epsilon: 10}"}), options).finished);
+  EXPECT_NE(log.str().find("causal_min "), std::string::npos) << log.str();
+  const std::vector<double> smallest =
+      io::read_hdf5((dir / "run/solution.h5").string(), "history/min_causal_weight").to_vector<double>();
+  ASSERT_EQ(smallest.size(), 21u);
+  for (double w : smallest) {
+    EXPECT_GT(w, 0.0);
+    EXPECT_LE(w, 1.0);
+  }
+}
+
+TEST_F(SolveTest, RefinementAddsTheCandidatesWithTheLargestResidual) {
+  Problem p = problem(scaled_poisson("1"), {"sampling.rar={every: 10, candidates: 200, add: 5}"});
+  PinnState state(p);
+  state.sample(0);
+  const Tensor candidates = refinement_candidates(state, 0, 10);
+  ASSERT_EQ(candidates.shape(), (Shape{200, 1}));
+  std::vector<double> size = flatten(abs(state.interior_residual(0, candidates))).to_vector<double>();
+  double average = 0;
+  for (double s : size) average += s / static_cast<double>(size.size());
+  std::sort(size.begin(), size.end());
+  const double fifth_largest = size[size.size() - 5];
+
+  refine(state, 10);
+  const Tensor added = state.added_points(0);
+  ASSERT_EQ(added.shape(), (Shape{5, 1}));
+  for (double s : flatten(abs(state.interior_residual(0, added))).to_vector<double>()) {
+    EXPECT_GT(s, average);
+    EXPECT_GE(s, fifth_largest);
+  }
+  EXPECT_EQ(state.samples()[0].points.shape()[0], 64 + 5);
+  EXPECT_EQ(state.samples()[1].points.shape()[0], 2);  // boundary conditions are not refined
+  // Resampling redraws the original points and keeps the added ones.
+  refine(state, 20);
+  state.sample(1);
+  EXPECT_EQ(state.samples()[0].points.shape()[0], 64 + 10);
+  const Tensor last_rows = slice(state.samples()[0].points, 0, 64, 74);
+  EXPECT_EQ(last_rows.to_vector<double>(), state.added_points(0).to_vector<double>());
+}
+
+TEST_F(SolveTest, RefinementDuringASolve) {
+  // Refinements after steps 10 and 20 add 2 x 5 points to the pde condition.
+  Problem p = problem(scaled_poisson("1"), {"sampling.rar={every: 10, candidates: 200, add: 5}"});
+  ASSERT_TRUE(solve(p, {}).finished);
+  EXPECT_EQ(io::read_hdf5((dir / "run/solution.h5").string(), "points/pde/coordinates").shape(), (Shape{74, 1}));
 }
 
 }  // namespace

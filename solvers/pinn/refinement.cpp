@@ -1,0 +1,44 @@
+#include "solvers/pinn/refinement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
+#include "solvers/pinn/solver.h"
+
+namespace eddy::pinn {
+
+Tensor refinement_candidates(const PinnState& state, size_t condition, int64_t step) {
+  const Problem& p = state.problem();
+  // A stream of its own: the salt keeps it apart from the (seed, round, condition) streams of
+  // PinnState::sample, whose round numbers could equal a step.
+  const uint64_t salt = 0x5241522043414E44ull;  // "RAR CAND"
+  Generator generator((p.seed ^ salt) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step) * 1000003ull + condition);
+  return state.interior_points(p.refinement->candidates, generator);
+}
+
+void refine(PinnState& state, int64_t step) {
+  const Problem& p = state.problem();
+  const int64_t add = p.refinement->add;
+  for (size_t i = 0; i < p.conditions.size(); ++i) {
+    if (p.conditions[i].kind != ConditionKind::interior) continue;
+    const Tensor candidates = refinement_candidates(state, i, step);
+    // Derivatives in the residual need gradient mode, though only the values are kept.
+    std::vector<double> size = flatten(abs(state.interior_residual(i, candidates))).detach().to_vector<double>();
+    // A NaN residual ranks last: refinement should not feed the loss a point it cannot evaluate.
+    for (double& s : size) {
+      if (std::isnan(s)) s = -std::numeric_limits<double>::infinity();
+    }
+    std::vector<int64_t> order(size.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + add, order.end(),
+                      [&](int64_t a, int64_t b) { return size[a] > size[b] || (size[a] == size[b] && a < b); });
+    order.resize(static_cast<size_t>(add));
+    state.add_points(i, index_select(candidates, 0, tensor(order)));
+  }
+}
+
+}  // namespace eddy::pinn
