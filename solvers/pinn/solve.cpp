@@ -75,7 +75,9 @@ class Progress {
     if (metrics) {
       for (const auto& [field, l2] : metrics->relative_l2) line += cat("  rel_l2(", field, ") ", format(l2));
     }
-    line += cat("  ", static_cast<int64_t>(rate), " it/s");
+    char rate_text[32];
+    std::snprintf(rate_text, sizeof(rate_text), rate < 10 ? "%.1f" : "%.0f", rate);
+    line += cat("  ", rate_text, " it/s");
     if (total > step && rate > 0) line += cat("  eta ", static_cast<int64_t>((total - step) / rate), "s");
     *log_ << line << (terminal_ && !force ? "" : "\n") << std::flush;
   }
