@@ -1,6 +1,7 @@
 // Elementwise ops and reductions at the PINN activation shapes (10000 x w, f32), with a
 // single-threaded Eigen loop over the same buffers as the peer. Reported as memory bandwidth.
 
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -101,6 +102,27 @@ void register_elementwise_benchmarks() {
       for (int threads : kThreadCounts) register_case(op, width, threads, false);
       // Eigen does not thread elementwise work, so one run of it is the whole peer.
       register_case(op, width, 1, true);
+    }
+  }
+}
+
+void print_elementwise_table() {
+  std::printf("\n| op | shape | threads | eddy GB/s | Eigen GB/s (1 thread) | eddy/Eigen |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const ElementwiseCase& op : elementwise_cases()) {
+    for (int64_t width : kPinnWidths) {
+      const Activations activations(width);
+      const double bytes = op.elements_moved(kPinnPoints, width) * sizeof(float);
+      for (int threads : kThreadCounts) {
+        set_threads(threads);
+        const std::vector<double> seconds = interleaved_median_seconds(
+            {[&] { op.eigen_op(activations); }, [&] { benchmark::DoNotOptimize(op.eddy_op(activations)); }});
+        const double eigen_gbs = bytes / seconds[0] / 1e9, eddy_gbs = bytes / seconds[1] / 1e9;
+        std::printf("| %s | %lldx%lld | %d | %.1f | %.1f | %.2f |\n", op.name.c_str(),
+                    static_cast<long long>(kPinnPoints), static_cast<long long>(width), threads, eddy_gbs,
+                    eigen_gbs, eddy_gbs / eigen_gbs);
+        std::fflush(stdout);
+      }
     }
   }
 }

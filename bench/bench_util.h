@@ -58,6 +58,10 @@ void register_mlp_benchmarks();
 void register_fft_benchmarks();
 // Times eddy::matmul against cblas_?gemm interleaved in this process and prints a markdown table.
 void print_gemm_table();
+// Times eddy's elementwise ops and reductions against Eigen, interleaved, and prints a markdown table.
+void print_elementwise_table();
+// Times the PINN step at each thread count, interleaved, and prints a markdown table.
+void print_pinn_table();
 // Times eddy's 2-D FFTs against FFTW's own plans, and the parts of an FNO layer, interleaved in
 // this process, and prints markdown tables.
 void print_fft_tables();

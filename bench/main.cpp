@@ -1,6 +1,8 @@
 // eddy_bench: Google Benchmark runs of GEMM, elementwise ops, a PINN step, FFTs and an FNO layer,
-// then markdown tables of eddy GEMM against OpenBLAS, eddy FFTs against FFTW and the parts of the
-// FNO layer. `--no_gemm_table` and `--no_fft_table` skip those tables.
+// then markdown tables from interleaved timings: eddy GEMM against OpenBLAS, elementwise ops
+// against Eigen, the PINN step per thread count, eddy FFTs against FFTW and the parts of the FNO
+// layer. `--no_gemm_table`, `--no_elementwise_table`, `--no_pinn_table` and `--no_fft_table` skip
+// those tables.
 
 #include <cstring>
 #include <vector>
@@ -10,11 +12,15 @@
 #include "bench_util.h"
 
 int main(int argc, char** argv) {
-  bool gemm_table = true, fft_table = true;
+  bool gemm_table = true, elementwise_table = true, pinn_table = true, fft_table = true;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no_gemm_table") == 0) {
       gemm_table = false;
+    } else if (std::strcmp(argv[i], "--no_elementwise_table") == 0) {
+      elementwise_table = false;
+    } else if (std::strcmp(argv[i], "--no_pinn_table") == 0) {
+      pinn_table = false;
     } else if (std::strcmp(argv[i], "--no_fft_table") == 0) {
       fft_table = false;
     } else {
@@ -33,6 +39,8 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
 
   if (gemm_table) eddy_bench::print_gemm_table();
+  if (elementwise_table) eddy_bench::print_elementwise_table();
+  if (pinn_table) eddy_bench::print_pinn_table();
   if (fft_table) eddy_bench::print_fft_tables();
   return 0;
 }

@@ -5,8 +5,10 @@
 //   fft_r2c  (real -> half spectrum over several axes, halved along the last listed one): its
 //            transpose is c2r of the spectrum with the entries that stand for two frequencies
 //            (all but DC and Nyquist along the halved axis) halved;
-//   fft_c2r  (half spectrum -> real over several axes): its transpose is r2c with those entries
-//            doubled.
+//   fft_c2r  (half spectrum -> real over several axes, times a scale factor): its transpose is
+//            the scale times r2c with those entries doubled. The factor is the inverse norm's
+//            1/n (or 1/sqrt(n)): applied by the kernel while it copies its input, it costs no
+//            extra pass over the output (docs/benchmarks.md).
 // The halving/doubling is the Hermitian-symmetry bookkeeping: c2r counts each middle entry twice
 // (for k and n - k), and ignores the imaginary parts of DC and Nyquist. Over several axes c2r is
 // the full backward transforms along the other axes followed by the one-axis c2r, and the weights
@@ -30,15 +32,15 @@ using eddy::detail::dense;
 
 Tensor c2c(const Tensor& x, const std::vector<int64_t>& axes, bool inverse);
 Tensor r2c(const Tensor& x, const std::vector<int64_t>& axes);
-Tensor c2r(const Tensor& x, const std::vector<int64_t>& axes, int64_t n);
+Tensor c2r(const Tensor& x, const std::vector<int64_t>& axes, int64_t n, double scale = 1);
 
-// Weights along `axis` of a half spectrum of a length-n signal: 1 at DC (and at Nyquist when n
-// is even), `middle` elsewhere; shaped to broadcast against `like`.
-Tensor hermitian_weights(const Tensor& like, int64_t axis, int64_t n, double middle) {
+// Weights along `axis` of a half spectrum of a length-n signal: `scale` at DC (and at Nyquist
+// when n is even), scale * middle elsewhere; shaped to broadcast against `like`.
+Tensor hermitian_weights(const Tensor& like, int64_t axis, int64_t n, double middle, double scale = 1) {
   const int64_t m = like.shape()[axis];
-  std::vector<double> w(m, middle);
-  w[0] = 1;
-  if (n % 2 == 0 && m == n / 2 + 1) w[m - 1] = 1;
+  std::vector<double> w(m, scale * middle);
+  w[0] = scale;
+  if (n % 2 == 0 && m == n / 2 + 1) w[m - 1] = scale;
   Shape shape(like.dim(), 1);
   shape[axis] = m;
   return cast(tensor(w, shape), real_dtype(like.dtype()));
@@ -95,13 +97,15 @@ const Primitive& c2r_p = []() -> const Primitive& {
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
     Tensor out = detail::new_output(spec, in[0]);
-    if (out.numel() > 0) fft_backend_for(out.device()).c2r(dense(in[0]), out, a.axes);
+    if (out.numel() > 0) fft_backend_for(out.device()).c2r(dense(in[0]), out, a.axes, a.scale);
     return out;
   };
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return c2r(t, a.axes, a.shape[a.axes.back()]); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) {
+    return c2r(t, a.axes, a.shape[a.axes.back()], a.scale);
+  };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) {
     Tensor spectrum = r2c(g, a.axes);
-    return spectrum * hermitian_weights(spectrum, a.axes.back(), a.shape[a.axes.back()], 2.0);
+    return spectrum * hermitian_weights(spectrum, a.axes.back(), a.shape[a.axes.back()], 2.0, a.scale);
   };
   return register_primitive(std::move(p));
 }();
@@ -121,11 +125,12 @@ Tensor r2c(const Tensor& x, const std::vector<int64_t>& axes) {
 }
 
 // `x` must hold exactly n / 2 + 1 entries along axes.back(), where the output has n.
-Tensor c2r(const Tensor& x, const std::vector<int64_t>& axes, int64_t n) {
+Tensor c2r(const Tensor& x, const std::vector<int64_t>& axes, int64_t n, double scale) {
   Attrs attrs;
   attrs.axes = axes;
   attrs.shape = x.shape();
   attrs.shape[axes.back()] = n;
+  attrs.scale = scale;
   return dispatch(c2r_p, {x}, attrs);
 }
 
@@ -149,11 +154,15 @@ std::string_view swapped(std::string_view op, std::string_view norm) {
   return norm;
 }
 
-// Multiplies by the norm's factor for a transform of `count` points in the given direction.
+// The norm's factor for a transform of `count` points in the given direction.
+double norm_factor(Norm norm, double count, bool inverse) {
+  if (norm == Norm::ortho) return 1 / std::sqrt(count);
+  if ((norm == Norm::forward) != inverse) return 1 / count;
+  return 1;
+}
+
 Tensor scaled(const Tensor& x, Norm norm, double count, bool inverse) {
-  double factor = 1;
-  if (norm == Norm::ortho) factor = 1 / std::sqrt(count);
-  else if ((norm == Norm::forward) != inverse) factor = 1 / count;
+  const double factor = norm_factor(norm, count, inverse);
   return factor == 1 ? x : x * factor;
 }
 
@@ -270,7 +279,7 @@ Tensor inverse_real_fftn(std::string_view op, const Tensor& x, const std::vector
   z = resized(z, last, n_last / 2 + 1);
   std::vector<int64_t> order = sorted(rest);
   order.push_back(last);
-  return scaled(c2r(z, order, n_last), mode, count, true);
+  return c2r(z, order, n_last, norm_factor(mode, count, true));
 }
 
 }  // namespace

@@ -19,10 +19,12 @@ class FftBackend {
   // Real in -> half spectrum over `axes` (forward): halved along the last listed axis
   // (out.shape[a] = in.shape[a] / 2 + 1 there), full along the others.
   virtual void r2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes) = 0;
-  // Half spectrum in -> real out (backward) over `axes`: the full transforms along all but the
-  // last listed axis, then the half-spectrum one, whose length is out.shape[axes.back()]; `in` is
-  // left untouched.
-  virtual void c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes) = 0;
+  // Half spectrum in -> real out (backward) over `axes`, times `scale`: the full transforms along
+  // all but the last listed axis, then the half-spectrum one, whose length is
+  // out.shape[axes.back()]; `in` is left untouched. The scale is here, not a separate op, because
+  // an implementation that must copy its input anyway (FFTW's c2r destroys it) can apply it
+  // during the copy instead of in another pass over the output.
+  virtual void c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, double scale) = 0;
 };
 
 FftBackend& fft_backend_for(Device device);

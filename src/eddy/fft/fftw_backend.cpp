@@ -124,6 +124,10 @@ using PlanKey = std::tuple<Kind, bool, Shape, std::vector<int64_t>, int, int, in
 // runs of threaded plans spin in OpenMP barriers for whole time slices: seconds per plan.
 constexpr int64_t kMinElementsForThreads = int64_t{1} << 15;
 
+// The c2r input copy goes through a scratch buffer of about this size (at least one batch entry):
+// half of a 512 KiB L2, leaving room for FFTW's output.
+constexpr int64_t kC2rScratchBytes = 256 * 1024;
+
 int planning_threads(const Tensor& in, const Tensor& out) {
   return std::max(in.numel(), out.numel()) >= kMinElementsForThreads ? omp_get_max_threads() : 1;
 }
@@ -133,9 +137,8 @@ class PlanCache {
  public:
   ~PlanCache() = default;  // plans are left to the process end: FFTW may be torn down first
 
-  typename Fftw<Real>::Plan get(Kind kind, const Tensor& in, const Tensor& out,
-                                const std::vector<int64_t>& axes) {
-    const int threads = planning_threads(in, out);
+  typename Fftw<Real>::Plan get(Kind kind, const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes,
+                                int threads) {
     PlanKey key{kind, sizeof(Real) == 8, kind == Kind::c2r ? out.shape() : in.shape(), axes, threads,
                 Fftw<Real>::alignment(in.raw_data()), Fftw<Real>::alignment(out.raw_data())};
     std::lock_guard lock(mutex_);  // FFTW's planner is not thread-safe
@@ -198,31 +201,96 @@ class FftwBackend final : public FftBackend {
   void c2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, bool forward) override {
     const Kind kind = forward ? Kind::c2c_forward : Kind::c2c_backward;
     if (in.dtype() == DType::c128) {
-      Fftw<double>::run_c2c(plan_cache<double>().get(kind, in, out, axes), in.raw_data(), out.raw_data());
+      Fftw<double>::run_c2c(plan_cache<double>().get(kind, in, out, axes, planning_threads(in, out)), in.raw_data(),
+                            out.raw_data());
     } else {
-      Fftw<float>::run_c2c(plan_cache<float>().get(kind, in, out, axes), in.raw_data(), out.raw_data());
+      Fftw<float>::run_c2c(plan_cache<float>().get(kind, in, out, axes, planning_threads(in, out)), in.raw_data(),
+                           out.raw_data());
     }
   }
 
   void r2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes) override {
     if (in.dtype() == DType::f64) {
-      Fftw<double>::run_r2c(plan_cache<double>().get(Kind::r2c, in, out, axes), in.raw_data(), out.raw_data());
+      Fftw<double>::run_r2c(plan_cache<double>().get(Kind::r2c, in, out, axes, planning_threads(in, out)),
+                            in.raw_data(), out.raw_data());
     } else {
-      Fftw<float>::run_r2c(plan_cache<float>().get(Kind::r2c, in, out, axes), in.raw_data(), out.raw_data());
+      Fftw<float>::run_r2c(plan_cache<float>().get(Kind::r2c, in, out, axes, planning_threads(in, out)),
+                           in.raw_data(), out.raw_data());
     }
   }
 
-  void c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes) override {
-    // FFTW's c2r overwrites its input (and cannot be told not to over several axes), so it runs on
-    // a copy.
-    Tensor scratch = Tensor::empty(in.shape(), in.dtype(), in.device());
-    std::memcpy(scratch.raw_data(), in.raw_data(), in.numel() * dtype_size(in.dtype()));
+  void c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, double scale) override {
     if (in.dtype() == DType::c128) {
-      Fftw<double>::run_c2r(plan_cache<double>().get(Kind::c2r, scratch, out, axes), scratch.raw_data(),
-                            out.raw_data());
+      run_c2r<double>(in, out, axes, scale);
     } else {
-      Fftw<float>::run_c2r(plan_cache<float>().get(Kind::c2r, scratch, out, axes), scratch.raw_data(),
-                           out.raw_data());
+      run_c2r<float>(in, out, axes, scale);
+    }
+  }
+
+ private:
+  // FFTW's c2r overwrites its input (and cannot be told not to over several axes), so it runs on
+  // a copy, and the transform being linear, the scale is applied while copying rather than in
+  // another pass over the output. The copy and the transform go a few batch entries (a chunk) at
+  // a time through a scratch buffer small enough to stay in cache, so that FFTW reads the copy
+  // from cache instead of memory.
+  template <typename Real>
+  static void run_c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, double scale) {
+    // The axes before the first transformed one are batch axes; in is dense and out new, so they
+    // merge into one, axis 0 of these views.
+    const int64_t first_axis = *std::min_element(axes.begin(), axes.end());
+    const auto batch_view = [first_axis](const Tensor& t) {
+      Shape shape{numel(Shape(t.shape().begin(), t.shape().begin() + first_axis))};
+      shape.insert(shape.end(), t.shape().begin() + first_axis, t.shape().end());
+      return make_view(t, shape, contiguous_strides(shape), t.offset());
+    };
+    const Tensor batched_in = batch_view(in), batched_out = batch_view(out);
+    std::vector<int64_t> batched_axes;
+    for (int64_t axis : axes) batched_axes.push_back(axis - first_axis + 1);
+
+    const int64_t batch = batched_in.shape()[0], entry_elements = batched_in.strides()[0];
+    const int64_t entry_bytes = entry_elements * static_cast<int64_t>(dtype_size(in.dtype()));
+    const int64_t chunk = std::clamp<int64_t>(kC2rScratchBytes / entry_bytes, 1, batch);
+    const int threads = planning_threads(in, out);
+    // With a batch entry per thread or more, each thread takes an equal share of the entries and
+    // runs it chunk by chunk with one-thread plans: one parallel region per call, where threading
+    // within each chunk would fork and join twice per chunk, and each join can wait a whole time
+    // slice when other processes hold the cores.
+    const bool threads_over_batch = threads > 1 && batch >= threads;
+    const Tensor scratch =
+        Tensor::empty({(threads_over_batch ? threads : 1) * chunk * entry_elements}, in.dtype(), in.device());
+    const Real factor = static_cast<Real>(scale);
+
+    // Scale-copies batch entries [first, end) chunk by chunk into scratch slot `slot` and
+    // transforms each chunk there, on `chunk_threads` threads.
+    const auto transform_entries = [&](int64_t first, int64_t end, int slot, int chunk_threads) {
+      for (; first < end; first += chunk) {
+        Shape in_shape = batched_in.shape(), out_shape = batched_out.shape();
+        in_shape[0] = out_shape[0] = std::min(chunk, end - first);
+        const Tensor from = make_view(batched_in, in_shape, batched_in.strides(),
+                                      batched_in.offset() + first * entry_elements);
+        const Tensor copy = make_view(scratch, in_shape, batched_in.strides(), slot * chunk * entry_elements);
+        const Tensor into = make_view(batched_out, out_shape, batched_out.strides(),
+                                      batched_out.offset() + first * batched_out.strides()[0]);
+        const Real* source = static_cast<const Real*>(from.raw_data());
+        Real* target = static_cast<Real*>(copy.raw_data());
+        const int64_t reals = 2 * from.numel();  // real and imaginary parts
+#pragma omp parallel for if (chunk_threads > 1) num_threads(chunk_threads) schedule(static)
+        for (int64_t i = 0; i < reals; ++i) target[i] = source[i] * factor;
+        Fftw<Real>::run_c2r(plan_cache<Real>().get(Kind::c2r, copy, into, batched_axes, chunk_threads), target,
+                            into.raw_data());
+      }
+    };
+
+    if (threads_over_batch) {
+#pragma omp parallel num_threads(threads)
+      {
+        const int id = omp_get_thread_num();
+        const int64_t share = (batch + omp_get_num_threads() - 1) / omp_get_num_threads();
+        const int64_t first = std::min(batch, id * share);
+        transform_entries(first, std::min(batch, first + share), id, 1);
+      }
+    } else {
+      transform_entries(0, batch, 0, threads);
     }
   }
 };

@@ -28,6 +28,7 @@ struct Attrs {
   int64_t axis = 0;            // concat, gather, index_select, scatter_add
   bool keepdims = false;       // reductions
   bool inverse = false;        // fft_c2c: the +i (inverse) direction
+  double scale = 1.0;          // fft_c2r: factor on the output (the norm's), applied in the kernel
   DType dtype = DType::f32;    // cast
 };
 

@@ -47,9 +47,49 @@ void map_unary(const Tensor& in, const Tensor& out, Scalar scalar) {
   map_unary<In, Out>(in, out, scalar, [&](auto& o, const auto& i) { o = i.unaryExpr(scalar); });
 }
 
+// out = f(dense, row) (or f(row, dense) when kRowFirst), `row` repeated over `rows` rows of
+// `dense` and `out`. Nothing aliases: out is always a fresh tensor.
+template <bool kRowFirst, typename Dense, typename Row, typename Out, typename F>
+void map_with_repeated_row(const Dense* __restrict dense, const Row* __restrict row, Out* __restrict out,
+                           int64_t rows, int64_t row_length, F f) {
+  parallel_rows(rows, row_length, [&](int64_t first_row, int64_t end_row) {
+    for (int64_t r = first_row; r < end_row; ++r) {
+      const Dense* __restrict x = dense + r * row_length;
+      Out* __restrict o = out + r * row_length;
+      for (int64_t j = 0; j < row_length; ++j) {
+        if constexpr (kRowFirst) {
+          o[j] = f(row[j], x[j]);
+        } else {
+          o[j] = f(x[j], row[j]);
+        }
+      }
+    }
+  });
+}
+
 // out = f(a, b); contiguous and scalar-broadcast runs get plain loops the compiler vectorises.
 template <typename A, typename B, typename Out, typename F>
 void map_binary(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  // A row repeated over the leading axes (x + bias): strided_loop cannot merge those axes, so it
+  // would walk the rows one by one with a multi-index each, which cost up to 3x Eigen's time on
+  // [10000, 20] + [20] (docs/benchmarks.md).
+  if (out.is_contiguous() && out.numel() > 0) {
+    const A* a_data = reinterpret_cast<const A*>(byte_ptr(a));
+    const B* b_data = reinterpret_cast<const B*>(byte_ptr(b));
+    Out* out_data = reinterpret_cast<Out*>(byte_ptr(out));
+    const int64_t numel = out.numel();
+    if (a.is_contiguous()) {
+      if (const int64_t row_length = repeated_row_length(out.shape(), b.strides())) {
+        map_with_repeated_row<false>(a_data, b_data, out_data, numel / row_length, row_length, f);
+        return;
+      }
+    } else if (b.is_contiguous()) {
+      if (const int64_t row_length = repeated_row_length(out.shape(), a.strides())) {
+        map_with_repeated_row<true>(b_data, a_data, out_data, numel / row_length, row_length, f);
+        return;
+      }
+    }
+  }
   strided_loop<3>(out.shape(), {byte_ptr(out), byte_ptr(a), byte_ptr(b)},
                   {out.strides(), a.strides(), b.strides()}, {sizeof(Out), sizeof(A), sizeof(B)},
                   [&](const StridedRun<3>& run) {
@@ -82,12 +122,14 @@ T sign_of(T x) {
 
 // Eigen's vectorised exp clamps its argument near the smallest normal number's log, so exp(-inf)
 // and exp(-720) come out as ~1e-308 instead of 0 and denormals; those rare entries are redone
-// with std::exp (logsumexp of all -inf entries depends on exp(-inf) == 0).
+// with std::exp (logsumexp of all -inf entries depends on exp(-inf) == 0). A vectorised minimum
+// decides whether any entry needs it: an entry-by-entry check took as long as the exp itself.
 template <typename Out, typename In>
 void exp_with_underflow(Out& o, const In& i) {
   using T = typename In::Scalar;
   const T clamp = std::log(std::numeric_limits<T>::min()) + T(1);
   o = i.exp();
+  if (i.size() == 0 || !(i.template minCoeff<Eigen::PropagateNumbers>() < clamp)) return;
   for (Eigen::Index j = 0; j < i.size(); ++j) {
     if (i[j] < clamp) o[j] = std::exp(i[j]);
   }

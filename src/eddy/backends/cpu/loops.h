@@ -3,6 +3,7 @@
 // back to back, then hands the innermost run (pointers, byte strides, length) to a body that
 // can take a vectorised path when every stride is the element size.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <omp.h>
@@ -105,6 +106,42 @@ void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shap
     int64_t chunk = (outer + threads - 1) / threads;
     int64_t begin = id * chunk, end = std::min(outer, begin + chunk);
     if (begin < end) run_range(begin, end);
+  }
+}
+
+// The length w of the row an operand repeats when its strides (in elements, over `shape`) are a
+// dense row of w > 1 elements on the trailing axes and 0 on at least one leading axis: a bias row
+// added to a batch. 0 for any other layout.
+inline int64_t repeated_row_length(const Shape& shape, const Shape& strides) {
+  int64_t row_length = 1, d = static_cast<int64_t>(shape.size()) - 1;
+  for (; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != row_length) break;
+    row_length *= shape[d];
+  }
+  bool repeated = false;
+  for (; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != 0) return 0;
+    repeated = true;
+  }
+  return repeated && row_length > 1 ? row_length : 0;
+}
+
+// Calls body(first_row, end_row) over `rows` rows of `row_length` elements, split into one
+// contiguous block of rows per thread when the work is large enough.
+template <typename Body>
+void parallel_rows(int64_t rows, int64_t row_length, Body&& body) {
+  if (rows * row_length < kParallelGrain || omp_get_max_threads() == 1) {
+    body(int64_t{0}, rows);
+    return;
+  }
+#pragma omp parallel
+  {
+    int threads = omp_get_num_threads(), id = omp_get_thread_num();
+    int64_t chunk = (rows + threads - 1) / threads;
+    int64_t begin = id * chunk, end = std::min(rows, begin + chunk);
+    if (begin < end) body(begin, end);
   }
 }
 
