@@ -10,6 +10,23 @@
 namespace eddy::pinn {
 namespace {
 
+}  // namespace
+
+Tensor meshgrid_points(const std::vector<Tensor>& axes) {
+  const int64_t rank = static_cast<int64_t>(axes.size());
+  Shape full;
+  for (const Tensor& axis : axes) full.push_back(axis.numel());
+  std::vector<Tensor> columns;
+  for (int64_t a = 0; a < rank; ++a) {
+    Shape shape(rank, 1);
+    shape[a] = full[a];
+    columns.push_back(reshape(expand(reshape(axes[a], shape), full), {-1, 1}));
+  }
+  return concat(columns, 1);
+}
+
+namespace {
+
 // The output grid: one linspace per coordinate, and all their combinations in C order.
 struct Grid {
   std::vector<Tensor> axes;
@@ -25,13 +42,7 @@ Grid make_grid(const Problem& p) {
     grid.axes.push_back(linspace(box.lower[a], box.upper[a], p.output.grid[a], p.dtype));
     grid.shape.push_back(p.output.grid[a]);
   }
-  std::vector<Tensor> columns;
-  for (int64_t a = 0; a < rank; ++a) {
-    Shape shape(rank, 1);
-    shape[a] = grid.shape[a];
-    columns.push_back(reshape(expand(reshape(grid.axes[a], shape), grid.shape), {-1, 1}));
-  }
-  grid.points = concat(columns, 1);
+  grid.points = meshgrid_points(grid.axes);
   return grid;
 }
 

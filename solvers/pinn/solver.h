@@ -86,6 +86,9 @@ class PinnState {
   std::vector<std::vector<double>> causal_weights_;
 };
 
+// All combinations of the axes' values, in C order (last axis fastest): [prod(n_i), axes].
+Tensor meshgrid_points(const std::vector<Tensor>& axes);
+
 struct Metrics {
   std::map<std::string, double> relative_l2;  // per field
   std::map<std::string, double> max_error;

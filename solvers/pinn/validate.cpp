@@ -9,29 +9,6 @@
 #include "solvers/pinn/solver.h"
 
 namespace eddy::pinn {
-namespace {
-
-// All combinations of the axes, in C order of `layout`, as points with columns in `coordinates`
-// order.
-Tensor grid_points(const std::vector<std::string>& coordinates, const std::vector<std::string>& layout,
-                   const std::map<std::string, Tensor>& axes) {
-  std::vector<Tensor> columns(coordinates.size());
-  const int64_t rank = static_cast<int64_t>(layout.size());
-  for (int64_t a = 0; a < rank; ++a) {
-    Shape shape(rank, 1);
-    const Tensor& axis = axes.at(layout[a]);
-    shape[a] = axis.numel();
-    Shape full;
-    for (const std::string& name : layout) full.push_back(axes.at(name).numel());
-    Tensor column = reshape(expand(reshape(axis, shape), full), {-1, 1});
-    const size_t position = std::find(coordinates.begin(), coordinates.end(), layout[a]) - coordinates.begin();
-    columns[position] = column;
-  }
-  return concat(columns, 1);
-}
-
-}  // namespace
-
 Validator::Validator(PinnState& state) : state_(state) {
   const Problem& p = state.problem();
   EDDY_CHECK(p.validation.reference.has_value(), p.source, ": validation.reference is not set");
@@ -69,7 +46,14 @@ Validator::Validator(PinnState& state) : state_(state) {
     for (const auto& [name, dataset] : ref.coordinate_datasets) {
       axes[name] = flatten(cast(io::read_hdf5(ref.file, dataset), p.dtype));
     }
-    points = grid_points(p.coordinates, ref.layout, axes);
+    // The grid in the file's axis order, its columns then put in coordinate order.
+    std::vector<Tensor> in_layout;
+    for (const std::string& name : ref.layout) in_layout.push_back(axes.at(name));
+    std::vector<int64_t> column_of;
+    for (const std::string& name : p.coordinates) {
+      column_of.push_back(std::find(ref.layout.begin(), ref.layout.end(), name) - ref.layout.begin());
+    }
+    points = index_select(meshgrid_points(in_layout), 1, tensor(column_of));
   }
   for (const auto& [field, dataset] : ref.field_datasets) {
     Tensor values = cast(io::read_hdf5(ref.file, dataset), p.dtype);
