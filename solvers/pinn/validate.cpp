@@ -9,6 +9,7 @@
 #include "solvers/pinn/solver.h"
 
 namespace eddy::pinn {
+
 Validator::Validator(PinnState& state) : state_(state) {
   const Problem& p = state.problem();
   EDDY_CHECK(p.validation.reference.has_value(), p.source, ": validation.reference is not set");
