@@ -7,6 +7,7 @@
 #include "eddy/core/error.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
+#include "solvers/common/training_config.h"
 
 namespace eddy::pinn {
 namespace {
@@ -424,15 +425,7 @@ Problem read_problem(io::Config& config) {
   p.training.learning_rate = adam.number("learning_rate", 1e-3);
   if (p.training.adam_steps < 0) adam.at("steps").fail("must be non-negative");
   if (!(p.training.learning_rate > 0)) adam.at("learning_rate").fail("must be positive");
-  ConfigNode schedule = adam.section("schedule");
-  p.training.schedule.type = schedule.choice("type", {"constant", "exponential", "step", "cosine"}, "constant");
-  if (p.training.schedule.type == "exponential" || p.training.schedule.type == "step") {
-    p.training.schedule.gamma = schedule.number("gamma", 0.1);
-    p.training.schedule.every = schedule.integer("every", 1000);
-  } else if (p.training.schedule.type == "cosine") {
-    p.training.schedule.warmup = schedule.integer("warmup", 0);
-    p.training.schedule.floor = schedule.number("floor", 0.0);
-  }
+  p.training.schedule = solvers::read_schedule(adam.section("schedule"), 1000);
   ConfigNode lbfgs = training.section("lbfgs");
   p.training.lbfgs_iterations = lbfgs.integer("iterations", 0);
   p.training.lbfgs_evaluations = lbfgs.integer("evaluations", p.training.lbfgs_iterations * 5 / 4 + 1);

@@ -10,6 +10,7 @@
 
 #include "eddy/io/config.h"
 #include "eddy/nn/pinn_models.h"
+#include "eddy/optim/schedule.h"
 #include "solvers/pinn/expression.h"
 #include "solvers/pinn/geometry.h"
 
@@ -37,14 +38,6 @@ struct LearnableParameter {
   double initial = 0;
 };
 
-struct ScheduleOptions {
-  std::string type = "constant";  // constant | exponential | step | cosine
-  double gamma = 0.1;             // exponential, step: factor per `every` steps
-  int64_t every = 1000;
-  int64_t warmup = 0;             // cosine
-  double floor = 0;               // cosine
-};
-
 // Learning-rate annealing by gradient norms (Wang et al. 2023, "An expert's guide to training
 // physics-informed neural networks"): every `every` Adam steps each condition's adaptive factor
 // moves towards sum_j ||grad L_j|| / ||grad L_i||, smoothed by `alpha`.
@@ -64,7 +57,7 @@ struct CausalOptions {
 struct TrainingOptions {
   int64_t adam_steps = 1000;
   double learning_rate = 1e-3;
-  ScheduleOptions schedule;
+  optim::ScheduleSpec schedule;
   int64_t lbfgs_iterations = 0;
   int64_t lbfgs_evaluations = 0;  // 0: 1.25 x iterations
   int64_t log_every = 100;

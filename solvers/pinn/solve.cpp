@@ -2,9 +2,7 @@
 // refinement between Adam steps; progress, validation, checkpoints, and a clean stop (last good
 // checkpoint kept) on a non-finite loss.
 
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -15,6 +13,7 @@
 #include "eddy/optim/adam.h"
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/schedule.h"
+#include "solvers/common/progress.h"
 #include "solvers/pinn/output.h"
 #include "solvers/pinn/refinement.h"
 #include "solvers/pinn/solver.h"
@@ -23,88 +22,47 @@
 namespace eddy::pinn {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::unique_ptr<optim::Schedule> make_schedule(const TrainingOptions& t) {
-  const ScheduleOptions& s = t.schedule;
-  if (s.type == "exponential") {
-    return std::make_unique<optim::ExponentialSchedule>(t.learning_rate, std::pow(s.gamma, 1.0 / s.every));
-  }
-  if (s.type == "step") return std::make_unique<optim::StepSchedule>(t.learning_rate, s.every, s.gamma);
-  if (s.type == "cosine") {
-    return std::make_unique<optim::CosineWithWarmupSchedule>(t.learning_rate, s.warmup, std::max<int64_t>(t.adam_steps, 1),
-                                                             s.floor);
-  }
-  return std::make_unique<optim::ConstantSchedule>(t.learning_rate);
-}
-
-// Progress: a redrawn line on a terminal, plain lines every log_every steps otherwise.
+// The progress line with the PINN details: loss terms per condition, adaptive weights, causal
+// weights and validation errors.
 class Progress {
  public:
   Progress(const SolveOptions& options, const PinnState& state)
-      : log_(options.log),
-        terminal_(options.terminal),
+      : line_(options.log, options.terminal, state.problem().training.log_every),
         problem_(state.problem()),
-        state_(state),
-        start_(Clock::now()) {}
+        state_(state) {}
 
   void report(const std::string& phase, int64_t step, int64_t total, double loss, const std::vector<double>& terms,
               const std::optional<Metrics>& metrics, bool force) {
-    if (!log_) return;
-    const bool periodic = problem_.training.log_every > 0 && step % problem_.training.log_every == 0;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    if (!force && !periodic && !(terminal_ && elapsed - last_draw_ > 0.2)) return;
-    last_draw_ = elapsed;
-    const double rate = step / std::max(elapsed, 1e-9);
-    std::string line;
-    if (terminal_ && total > 0) {
-      const int filled = static_cast<int>(20.0 * step / total);
-      line += "\r[" + std::string(filled, '#') + std::string(20 - filled, '-') + "] ";
-    }
-    line += cat(phase, " ", step, "/", total, "  loss ", format(loss), " (");
-    for (size_t c = 0; c < terms.size(); ++c) line += cat(c ? " " : "", problem_.conditions[c].name, " ", format(terms[c]));
-    line += ")";
-    if (problem_.training.loss_weighting.scheme != "fixed") {
-      line += "  weights (";
-      for (size_t c = 0; c < terms.size(); ++c) {
-        line += cat(c ? " " : "", problem_.conditions[c].name, " ", format(state_.effective_weight(c)));
-      }
-      line += ")";
-    }
-    if (problem_.training.causal) line += "  causal_min " + format(state_.min_causal_weight());
-    if (metrics) {
-      for (const auto& [field, l2] : metrics->relative_l2) line += cat("  rel_l2(", field, ") ", format(l2));
-    }
-    char rate_text[32];
-    std::snprintf(rate_text, sizeof(rate_text), rate < 10 ? "%.1f" : "%.0f", rate);
-    line += cat("  ", rate_text, " it/s");
-    if (total > step && rate > 0) line += cat("  eta ", static_cast<int64_t>((total - step) / rate), "s");
-    *log_ << line << (terminal_ && !force ? "" : "\n") << std::flush;
+    line_.report(phase, step, total, [&] { return details(loss, terms, metrics); }, force);
   }
-
-  void finish_line() {
-    if (log_ && terminal_) *log_ << "\n";
-  }
-
-  // Rates and ETAs are per phase (Adam, L-BFGS).
-  void begin_phase() {
-    start_ = Clock::now();
-    last_draw_ = -1;
-  }
+  void finish_line() { line_.finish_line(); }
+  void begin_phase() { line_.begin_phase(); }
 
  private:
-  static std::string format(double v) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.3e", v);
+  std::string details(double loss, const std::vector<double>& terms, const std::optional<Metrics>& metrics) const {
+    using solvers::ProgressLine;
+    std::string text = cat("loss ", ProgressLine::format(loss), " (");
+    for (size_t c = 0; c < terms.size(); ++c) {
+      text += cat(c ? " " : "", problem_.conditions[c].name, " ", ProgressLine::format(terms[c]));
+    }
+    text += ")";
+    if (problem_.training.loss_weighting.scheme != "fixed") {
+      text += "  weights (";
+      for (size_t c = 0; c < terms.size(); ++c) {
+        text += cat(c ? " " : "", problem_.conditions[c].name, " ", ProgressLine::format(state_.effective_weight(c)));
+      }
+      text += ")";
+    }
+    if (problem_.training.causal) text += "  causal_min " + ProgressLine::format(state_.min_causal_weight());
+    if (metrics) {
+      for (const auto& [field, l2] : metrics->relative_l2) text += cat("  rel_l2(", field, ") ", ProgressLine::format(l2));
+    }
     return text;
   }
 
-  std::ostream* log_;
-  bool terminal_;
+  solvers::ProgressLine line_;
   const Problem& problem_;
   const PinnState& state_;
-  Clock::time_point start_;
-  double last_draw_ = -1;
 };
 
 std::map<std::string, double> learned_values(PinnState& state) {
@@ -151,7 +109,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   optim::AdamOptions adam_options;
   adam_options.learning_rate = p.training.learning_rate;
   optim::Adam adam(state.trainable(), adam_options);
-  std::unique_ptr<optim::Schedule> schedule = make_schedule(p.training);
+  std::unique_ptr<optim::Schedule> schedule =
+      optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.adam_steps);
   std::optional<Validator> validator;
   if (p.validation.reference) validator.emplace(state);
 

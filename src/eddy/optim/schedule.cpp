@@ -95,4 +95,18 @@ double PiecewiseSchedule::learning_rate(int64_t step) const {
   return values_[static_cast<size_t>(piece - boundaries_.begin())];
 }
 
+std::unique_ptr<Schedule> make_schedule(const ScheduleSpec& spec, double learning_rate, int64_t total_steps) {
+  if (spec.type == "exponential") {
+    return std::make_unique<ExponentialSchedule>(learning_rate, std::pow(spec.gamma, 1.0 / spec.every));
+  }
+  if (spec.type == "step") return std::make_unique<StepSchedule>(learning_rate, spec.every, spec.gamma);
+  if (spec.type == "cosine") {
+    return std::make_unique<CosineWithWarmupSchedule>(learning_rate, spec.warmup, std::max<int64_t>(total_steps, 1),
+                                                      spec.floor);
+  }
+  EDDY_CHECK(spec.type == "constant", "make_schedule: unknown schedule type \"", spec.type,
+             "\" (valid: constant, exponential, step, cosine)");
+  return std::make_unique<ConstantSchedule>(learning_rate);
+}
+
 }  // namespace eddy::optim

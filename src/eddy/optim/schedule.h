@@ -9,6 +9,8 @@
 /// learning_rate() throws on a negative step.
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace eddy::optim {
@@ -91,5 +93,22 @@ class PiecewiseSchedule : public Schedule {
   std::vector<int64_t> boundaries_;
   std::vector<double> values_;
 };
+
+}  // namespace eddy::optim
+
+namespace eddy::optim {
+
+/// A schedule by name, as configs describe one.
+struct ScheduleSpec {
+  std::string type = "constant";  ///< constant | exponential | step | cosine
+  double gamma = 0.1;             ///< exponential, step: the factor per `every` steps
+  int64_t every = 1000;
+  int64_t warmup = 0;             ///< cosine
+  double floor = 0;               ///< cosine
+};
+
+/// The schedule `spec` names, starting at `learning_rate`; a cosine reaches its floor at
+/// `total_steps`. Throws eddy::Error on an unknown type.
+std::unique_ptr<Schedule> make_schedule(const ScheduleSpec& spec, double learning_rate, int64_t total_steps);
 
 }  // namespace eddy::optim

@@ -1,0 +1,51 @@
+#include "solvers/common/progress.h"
+
+#include <cstdio>
+
+namespace eddy::solvers {
+
+using Clock = std::chrono::steady_clock;
+
+ProgressLine::ProgressLine(std::ostream* log, bool terminal, int64_t log_every)
+    : log_(log), terminal_(terminal), log_every_(log_every), start_(Clock::now()) {}
+
+bool ProgressLine::due(int64_t step, bool force) {
+  if (!log_) return false;
+  if (force || (log_every_ > 0 && step % log_every_ == 0)) return true;
+  return terminal_ && std::chrono::duration<double>(Clock::now() - start_).count() - last_draw_ > 0.2;
+}
+
+void ProgressLine::show(const std::string& phase, int64_t step, int64_t total, const std::string& details,
+                        bool force) {
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+  last_draw_ = elapsed;
+  const double rate = step / std::max(elapsed, 1e-9);
+  std::string line;
+  if (terminal_ && total > 0) {
+    const int filled = static_cast<int>(20.0 * step / total);
+    line += "\r[" + std::string(filled, '#') + std::string(20 - filled, '-') + "] ";
+  }
+  char rate_text[32];
+  std::snprintf(rate_text, sizeof(rate_text), rate < 10 ? "%.1f" : "%.0f", rate);
+  line += phase + " " + std::to_string(step) + "/" + std::to_string(total) + "  " + details + "  " + rate_text +
+          " it/s";
+  if (total > step && rate > 0) line += "  eta " + std::to_string(static_cast<int64_t>((total - step) / rate)) + "s";
+  *log_ << line << (terminal_ && !force ? "" : "\n") << std::flush;
+}
+
+void ProgressLine::finish_line() {
+  if (log_ && terminal_) *log_ << "\n";
+}
+
+void ProgressLine::begin_phase() {
+  start_ = Clock::now();
+  last_draw_ = -1;
+}
+
+std::string ProgressLine::format(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3e", value);
+  return text;
+}
+
+}  // namespace eddy::solvers

@@ -1,0 +1,41 @@
+#pragma once
+// The progress line every training command shows: on a terminal a bar redrawn in place at most
+// five times a second, elsewhere (logs, pipes) one plain line every `log_every` steps.
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace eddy::solvers {
+
+class ProgressLine {
+ public:
+  // log null: silent. log_every 0: plain output only on forced reports.
+  ProgressLine(std::ostream* log, bool terminal, int64_t log_every);
+
+  // "[bar] phase step/total  <details>  rate it/s  eta"; `force` prints regardless of timing.
+  // `details` is built only when the line is shown.
+  template <typename Details>
+  void report(const std::string& phase, int64_t step, int64_t total, Details&& details, bool force) {
+    if (due(step, force)) show(phase, step, total, details(), force);
+  }
+  // Ends a line a terminal was redrawing.
+  void finish_line();
+  // Rates and ETAs count from here (one phase: Adam, L-BFGS, an epoch loop).
+  void begin_phase();
+  // %.3e, the format of every loss and error on the line.
+  static std::string format(double value);
+
+ private:
+  bool due(int64_t step, bool force);
+  void show(const std::string& phase, int64_t step, int64_t total, const std::string& details, bool force);
+
+  std::ostream* log_;
+  bool terminal_;
+  int64_t log_every_;
+  std::chrono::steady_clock::time_point start_;
+  double last_draw_ = -1;
+};
+
+}  // namespace eddy::solvers
