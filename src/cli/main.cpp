@@ -3,6 +3,7 @@
 //   eddy solve FILE [key=value ...] [--resume] [--quiet]   train a PINN problem from its YAML
 //   eddy check FILE [key=value ...]                         validate and print the resolved problem
 //   eddy eval RUN_DIR                                       re-evaluate a finished run
+//   eddy train FILE [key=value ...] [--resume] [--quiet]   train a neural operator from its YAML
 
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 
 #include "eddy/core/error.h"
 #include "eddy/io/config.h"
+#include "solvers/operator/trainer.h"
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
 
@@ -49,6 +51,30 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
   return 0;
 }
 
+int run_train(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool quiet) {
+  auto config = io::Config::load(file, overrides);
+  const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
+  operator_learning::TrainOptions options;
+  options.resume = resume;
+  options.log = quiet ? nullptr : &std::cerr;
+  options.terminal = !quiet && ::isatty(STDERR_FILENO);
+  const operator_learning::TrainResult result = operator_learning::train(problem, options);
+  if (!result.finished) {
+    std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
+    return 3;
+  }
+  std::printf("%s\n", result.message.c_str());
+  for (const auto& [name, error] : result.test_relative_l2) {
+    std::printf("test set %s: relative L2 error %.4e\n", name.c_str(), error);
+  }
+  std::printf("results: %s/predictions.h5 (HDF5)%s, checkpoint %s/checkpoint.safetensors\n", problem.output.dir.c_str(),
+              problem.output.vtk && problem.model.type == operator_learning::ModelType::fno
+                  ? cat(", ", problem.output.dir, "/sample0_<test set>.vti (ParaView)").c_str()
+                  : "",
+              problem.output.dir.c_str());
+  return 0;
+}
+
 int run_check(const std::string& file, const std::vector<std::string>& overrides) {
   auto config = io::Config::load(file, overrides);
   pinn::Problem problem = pinn::read_problem(*config);
@@ -82,10 +108,17 @@ int main(int argc, char** argv) {
   CLI::App* eval = app.add_subcommand("eval", "Re-evaluate a finished run against its reference");
   eval->add_option("run_dir", run_dir, "run folder (output.dir)")->required()->check(CLI::ExistingDirectory);
 
+  CLI::App* train = app.add_subcommand("train", "Train a neural operator (FNO, DeepONet) defined in a YAML file");
+  train->add_option("file", file, "training YAML")->required()->check(CLI::ExistingFile);
+  train->add_option("overrides", overrides, "key.path=value overrides, e.g. training.epochs=50");
+  train->add_flag("--resume", resume, "continue from the run folder's last checkpoint");
+  train->add_flag("--quiet", quiet, "no progress output");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*solve) return run_solve(file, overrides, resume, quiet);
     if (*check) return run_check(file, overrides);
+    if (*train) return run_train(file, overrides, resume, quiet);
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;
   } catch (const eddy::Error& e) {

@@ -121,11 +121,24 @@ TEST(SpectralConv, GradientsMatchFiniteDifferences) {
   EXPECT_NEAR(sum(second * vx).item<double>(), fd2, 1e-5 * (1 + std::abs(fd2)));
 }
 
-TEST(SpectralConv, RejectsModesThatDoNotFit) {
+// A grid too coarse for the weights keeps the modes it can hold: the same result as weights cut
+// down to those modes (lowest frequencies of both signs, and the half spectrum's first entries).
+TEST(SpectralConv, CoarseGridUsesTheLowestModesOfTheWeights) {
+  Generator gen(9);
+  Tensor x = randn({2, 2, 6, 5}, DType::f64, &gen);
+  Tensor w = random_complex(spectral_weight_shape(2, 3, {4, 4}), gen);
+  // Axis 2: 6 points hold 3 modes of each sign (of the weights' 4); axis 3: 5 points, 3 half modes.
+  Tensor cut = slice(concat({slice(w, 2, 0, 3), slice(w, 2, 5, 8)}, 2), 3, 0, 3);
+  Tensor y = spectral_conv(x, w, {4, 4});
+  EXPECT_LT(max(abs(y - spectral_conv(x, cut, {3, 3}))).item<double>(), 1e-12);
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 6, 5}));
+}
+
+TEST(SpectralConv, RejectsWeightsOfTheWrongShape) {
   Tensor x = zeros({1, 1, 8}, DType::f64);
-  Tensor w = zeros(spectral_weight_shape(1, 1, {6}), DType::c128);
-  EXPECT_THROW(spectral_conv(x, w, {6}), Error);
   EXPECT_THROW(spectral_conv(x, zeros({1, 1, 3}, DType::c128), {4}), Error);
+  EXPECT_THROW(spectral_conv(x, zeros({2, 1, 4}, DType::c128), {4}), Error);
+  EXPECT_THROW(spectral_conv(zeros({1, 1, 1}, DType::f64), zeros({1, 1, 1}, DType::c128), {1}), Error);
 }
 
 }  // namespace

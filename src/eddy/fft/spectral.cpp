@@ -19,20 +19,28 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
                  weights.shape() == spectral_weight_shape(x.shape()[1], weights.shape()[1], modes),
              "spectral_conv: weights have shape ", weights.shape(), " but input ", x.shape(), " with modes ",
              to_string(modes), " needs ", spectral_weight_shape(x.shape()[1], weights.shape()[1], modes));
-  std::vector<int64_t> axes, sizes;
+  // A grid too coarse for the weights' modes uses the modes it can hold: the weights of the
+  // lowest |frequencies| (both signs), so the same weights serve every resolution.
+  std::vector<int64_t> axes, sizes, kept(modes);
+  Tensor w = weights;
   for (int64_t i = 0; i < d; ++i) {
     const int64_t axis = 2 + i, n = x.shape()[axis], k = modes[i];
     const bool last = i == d - 1;
-    EDDY_CHECK(k >= 1 && (last ? k <= n / 2 + 1 : 2 * k <= n), "spectral_conv: ", k,
-               " modes do not fit axis ", axis, " of length ", n);
+    EDDY_CHECK(k >= 1, "spectral_conv: mode counts must be >= 1, got ", to_string(modes));
+    EDDY_CHECK(n >= 2, "spectral_conv: axis ", axis, " of the input ", x.shape(), " has fewer than 2 points");
+    kept[i] = std::min(k, last ? n / 2 + 1 : n / 2);
+    if (kept[i] < k) {
+      w = last ? slice(w, axis, 0, kept[i])
+               : concat({slice(w, axis, 0, kept[i]), slice(w, axis, 2 * k - kept[i], 2 * k)}, axis);
+    }
     axes.push_back(axis);
     sizes.push_back(n);
   }
   Tensor spectrum = rfftn(x, sizes, axes);
   // Cut the kept corner block of the spectrum: [batch, in, 2k_1, ..., k_d].
-  Tensor block = slice(spectrum, -1, 0, modes.back());
+  Tensor block = slice(spectrum, -1, 0, kept.back());
   for (int64_t i = 0; i + 1 < d; ++i) {
-    const int64_t axis = 2 + i, n = sizes[i], k = modes[i];
+    const int64_t axis = 2 + i, n = sizes[i], k = kept[i];
     block = concat({slice(block, axis, 0, k), slice(block, axis, n - k, n)}, axis);
   }
   // Channel mixing per mode as a batched matmul over modes: [modes..., batch, in] @ [modes..., in, out].
@@ -41,7 +49,7 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
   weights_modes_first = modes_first;
   modes_first.insert(modes_first.end(), {0, 1});
   weights_modes_first.insert(weights_modes_first.end(), {0, 1});
-  Tensor mixed = matmul(permute(block, modes_first), permute(weights, weights_modes_first));
+  Tensor mixed = matmul(permute(block, modes_first), permute(w, weights_modes_first));
   std::vector<int64_t> back(d + 2);
   back[0] = d;
   back[1] = d + 1;
@@ -50,10 +58,10 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
   // Put the block back into a zero spectrum of the input's size and transform back.
   const int64_t half = sizes.back() / 2 + 1;
   std::vector<int64_t> before(out.dim(), 0), after(out.dim(), 0);
-  after.back() = half - modes.back();
+  after.back() = half - kept.back();
   out = pad(out, before, after);
   for (int64_t i = 0; i + 1 < d; ++i) {
-    const int64_t axis = 2 + i, n = sizes[i], k = modes[i];
+    const int64_t axis = 2 + i, n = sizes[i], k = kept[i];
     Shape gap_shape = out.shape();
     gap_shape[axis] = n - 2 * k;
     out = concat({slice(out, axis, 0, k), zeros(gap_shape, out.dtype(), out.device()), slice(out, axis, k, 2 * k)},

@@ -13,7 +13,8 @@ namespace eddy::fft {
 // weights: [in_channels, out_channels, 2 k_1, ..., 2 k_{d-1}, k_d] complex: on every axis but the
 // last both the lowest positive (first k) and negative (last k) frequencies are kept; the last
 // axis is the half spectrum, so only k_d. Returns [batch, out_channels, n_1, ..., n_d].
-// The same weights apply at any resolution (n_i >= 2 k_i, n_d / 2 + 1 >= k_d).
+// The same weights apply at any resolution; a grid that cannot hold k_i modes on an axis
+// (n_i < 2 k_i, or n_d / 2 + 1 < k_d) uses the weights of the lowest frequencies it can hold.
 Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<int64_t>& modes);
 
 // The weight shape spectral_conv expects.

@@ -1,0 +1,120 @@
+#include "solvers/operator/dataset.h"
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::operator_learning {
+namespace {
+
+Tensor read_array(const SplitSpec& split, const std::string& dataset, DType dtype) {
+  try {
+    return cast(io::read_hdf5(split.file, dataset), dtype);
+  } catch (const Error& e) {
+    throw Error(cat(split.where, e.what()));
+  }
+}
+
+// [N, n...] -> [N, 1, n...] unless the array has its channel axis; then every `stride`-th point
+// of each spatial axis.
+Tensor grid_array(Tensor array, bool has_channels, int64_t stride) {
+  if (!has_channels) array = unsqueeze(array, 1);
+  for (int64_t axis = 2; axis < array.dim() && stride > 1; ++axis) {
+    array = slice(array, axis, 0, array.shape()[axis], stride);
+  }
+  return contiguous(array);
+}
+
+Split load_split(const SplitSpec& spec, const OperatorProblem& problem) {
+  const DType dtype = problem.training.dtype;
+  Split split{spec.name, read_array(spec, spec.input, dtype), read_array(spec, spec.output, dtype), {}};
+  const std::string what = cat(spec.where, spec.file, ": ");
+  EDDY_CHECK(split.input.dim() >= 1 && split.output.dim() >= 1 && split.input.shape()[0] == split.output.shape()[0],
+             what, "input '", spec.input, "' ", split.input.shape(), " and output '", spec.output, "' ",
+             split.output.shape(), " must have the same number of samples on axis 0");
+  if (spec.samples > 0) {
+    EDDY_CHECK(spec.samples <= split.size(), what, "samples = ", spec.samples, " but '", spec.input, "' holds only ",
+               split.size());
+    split.input = slice(split.input, 0, 0, spec.samples);
+    split.output = slice(split.output, 0, 0, spec.samples);
+  }
+  if (problem.model.type == ModelType::deeponet) {
+    EDDY_CHECK(split.input.dim() == 2 && split.output.dim() == 2, what, "DeepONet needs input [N, sensors] and "
+               "output [N, points], got ", split.input.shape(), " and ", split.output.shape());
+    const int64_t points = split.output.shape()[1];
+    split.points = problem.data.points.empty()
+                       ? reshape(arange(0, static_cast<double>(points), 1, dtype) / static_cast<double>(points),
+                                 {points, 1})
+                       : read_array(spec, problem.data.points, dtype);
+    if (split.points.dim() == 1) split.points = unsqueeze(split.points, 1);
+    EDDY_CHECK(split.points.dim() == 2 && split.points.shape()[0] == points, what, "points '", problem.data.points,
+               "' ", split.points.shape(), " do not match the output's ", points, " points");
+    // The trunk evaluates anywhere, so a stride thins the output points; the sensors stay.
+    split.output = contiguous(slice(split.output, 1, 0, points, spec.stride));
+    split.points = contiguous(slice(split.points, 0, 0, points, spec.stride));
+    return split;
+  }
+  split.input = grid_array(split.input, problem.data.input_channels, spec.stride);
+  split.output = grid_array(split.output, problem.data.output_channels, spec.stride);
+  const int64_t d = static_cast<int64_t>(problem.model.fno.modes.size());
+  EDDY_CHECK(split.input.dim() == d + 2, what, "input '", spec.input, "' gives ", split.input.shape(),
+             " as [N, channels, grid], but model.modes has ", d, " entries (one per spatial axis)",
+             problem.data.input_channels ? "" : "; set data.input_channels: true if axis 1 holds channels");
+  EDDY_CHECK(split.output.dim() == d + 2 &&
+                 Shape(split.output.shape().begin() + 2, split.output.shape().end()) ==
+                     Shape(split.input.shape().begin() + 2, split.input.shape().end()),
+             what, "output '", spec.output, "' gives ", split.output.shape(), " but input '", spec.input, "' gives ",
+             split.input.shape(), "; FNO needs both on the same grid",
+             problem.data.output_channels ? "" : " (set data.output_channels: true if axis 1 holds channels)");
+  return split;
+}
+
+}  // namespace
+
+Dataset load_data(const OperatorProblem& problem) {
+  NoGradGuard no_grad;
+  Dataset data;
+  data.train = load_split(problem.data.train, problem);
+  for (const SplitSpec& spec : problem.data.tests) {
+    Split test = load_split(spec, problem);
+    const auto channels = [](const Tensor& t) { return t.shape()[1]; };
+    if (problem.model.type == ModelType::fno) {
+      EDDY_CHECK(channels(test.input) == channels(data.train.input) &&
+                     channels(test.output) == channels(data.train.output),
+                 spec.where, "test set '", spec.name, "' has ", channels(test.input), " -> ", channels(test.output),
+                 " channels but the training set ", channels(data.train.input), " -> ", channels(data.train.output));
+    } else {
+      EDDY_CHECK(channels(test.input) == channels(data.train.input), spec.where, "test set '", spec.name, "' has ",
+                 channels(test.input), " sensors but the training set ", channels(data.train.input));
+    }
+    data.tests.push_back(std::move(test));
+  }
+  return data;
+}
+
+Normalizer::Normalizer(const Tensor& samples, bool channel_axis, bool enabled) {
+  NoGradGuard no_grad;
+  std::vector<int64_t> axes;
+  for (int64_t axis = 0; axis < samples.dim(); ++axis) {
+    if (!(channel_axis && axis == 1)) axes.push_back(axis);
+  }
+  if (enabled) {
+    mean_ = mean(samples, axes, true);
+    // A constant channel (zero deviation) is left unscaled rather than divided by zero.
+    Tensor deviation = sqrt(mean(square(samples - mean_), axes, true));
+    stddev_ = where(gt(deviation, scalar(0, deviation.dtype())), deviation, ones_like(deviation));
+  } else {
+    Shape shape(samples.dim(), 1);
+    if (channel_axis) shape[1] = samples.shape()[1];
+    mean_ = zeros(shape, samples.dtype());
+    stddev_ = ones(shape, samples.dtype());
+  }
+  register_buffer("mean", mean_);
+  register_buffer("stddev", stddev_);
+}
+
+Tensor Normalizer::encode(const Tensor& x) const { return (x - mean_) / stddev_; }
+
+Tensor Normalizer::decode(const Tensor& x) const { return x * stddev_ + mean_; }
+
+}  // namespace eddy::operator_learning

@@ -1,0 +1,139 @@
+#include "solvers/operator/problem.h"
+
+#include <filesystem>
+
+#include "eddy/core/error.h"
+#include "solvers/common/training_config.h"
+
+namespace eddy::operator_learning {
+namespace {
+
+using io::ConfigNode;
+
+SplitSpec read_split(const ConfigNode& node, const std::string& default_file, const std::string& default_name) {
+  SplitSpec split;
+  split.where = node.where();
+  split.name = node.string("name", default_name);
+  split.file = node.string("file", default_file);
+  if (split.file.empty()) node.fail("needs a file (here or as data.file)");
+  split.input = node.string("input");
+  split.output = node.string("output");
+  split.samples = node.integer("samples", -1);
+  if (split.samples == 0 || split.samples < -1) node.at("samples").fail("must be positive (or -1 for all)");
+  split.stride = node.integer("stride", 1);
+  if (split.stride < 1) node.at("stride").fail("must be at least 1");
+  return split;
+}
+
+void read_fno(const ConfigNode& model, nn::FnoOptions& fno) {
+  const ConfigNode modes = model.at("modes");
+  for (double k : modes.as_numbers()) {
+    if (k < 1 || k != static_cast<double>(static_cast<int64_t>(k))) modes.fail("mode counts must be integers >= 1");
+    fno.modes.push_back(static_cast<int64_t>(k));
+  }
+  if (fno.modes.empty() || fno.modes.size() > 3) modes.fail("needs 1 to 3 entries, one per spatial axis");
+  fno.width = model.integer("width", 32);
+  fno.layers = model.integer("layers", 4);
+  fno.projection_width = model.integer("projection_width", 128);
+  fno.grid_coordinates = model.boolean("grid_coordinates", true);
+  fno.padding = model.integer("padding", 0);
+  fno.factorization = nn::parse_factorization(model.choice("factorization", {"dense", "tucker"}, "dense"));
+  if (fno.factorization == nn::SpectralFactorization::tucker) {
+    fno.rank = model.number("rank", 0.5);
+    if (!(fno.rank > 0 && fno.rank <= 1)) model.at("rank").fail("must be in (0, 1]");
+  }
+  for (const char* key : {"width", "layers", "projection_width"}) {
+    if (model.integer(key) < 1) model.at(key).fail("must be at least 1");
+  }
+  if (fno.padding < 0) model.at("padding").fail("must be non-negative");
+}
+
+void read_deeponet(const ConfigNode& model, nn::DeepOnetOptions& deeponet) {
+  deeponet.latent = model.integer("latent", 40);
+  deeponet.width = model.integer("width", 40);
+  deeponet.depth = model.integer("depth", 2);
+  for (const char* key : {"latent", "width", "depth"}) {
+    if (model.integer(key) < 1) model.at(key).fail("must be at least 1");
+  }
+}
+
+}  // namespace
+
+OperatorProblem read_operator_problem(io::Config& config) {
+  OperatorProblem p;
+  p.source = config.source();
+  ConfigNode root = config.root();
+  p.description = root.string("description", "");
+
+  ConfigNode data = root.at("data");
+  const std::string file = data.string("file", "");
+  p.data.input_channels = data.boolean("input_channels", false);
+  p.data.output_channels = data.boolean("output_channels", false);
+  p.data.normalize = data.boolean("normalize", true);
+  p.data.points = data.string("points", "");
+  p.data.train = read_split(data.at("train"), file, "train");
+  const ConfigNode tests = data.at("test");
+  if (tests.is_map()) {
+    p.data.tests.push_back(read_split(tests, file, "test"));
+  } else {
+    const std::vector<ConfigNode> entries = tests.elements();
+    if (entries.empty()) tests.fail("needs at least one test set");
+    for (size_t i = 0; i < entries.size(); ++i) p.data.tests.push_back(read_split(entries[i], file, cat("test", i)));
+  }
+  for (size_t i = 0; i < p.data.tests.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (p.data.tests[i].name == p.data.tests[j].name) {
+        tests.fail(cat("two test sets are named '", p.data.tests[i].name, "'; give each a distinct name"));
+      }
+    }
+  }
+
+  ConfigNode model = root.at("model");
+  p.model.type = model.choice("type", {"fno", "deeponet"}, "fno") == "fno" ? ModelType::fno : ModelType::deeponet;
+  const nn::ActivationKind default_activation =
+      p.model.type == ModelType::fno ? nn::ActivationKind::gelu : nn::ActivationKind::relu;
+  const std::string activation = model.string("activation", std::string(nn::activation_name(default_activation)));
+  try {
+    p.model.fno.activation = p.model.deeponet.activation = nn::parse_activation(activation);
+  } catch (const Error& e) {
+    model.at("activation").fail(e.what());
+  }
+  if (p.model.type == ModelType::fno) {
+    read_fno(model, p.model.fno);
+  } else {
+    read_deeponet(model, p.model.deeponet);
+  }
+
+  ConfigNode training = root.section("training");
+  TrainingSpec& t = p.training;
+  t.epochs = training.integer("epochs", 100);
+  t.batch_size = training.integer("batch_size", 20);
+  t.learning_rate = training.number("learning_rate", 1e-3);
+  t.weight_decay = training.number("weight_decay", 1e-4);
+  t.evaluate_every = training.integer("evaluate_every", 1);
+  if (t.epochs < 0) training.at("epochs").fail("must be non-negative");
+  if (t.batch_size < 1) training.at("batch_size").fail("must be at least 1");
+  if (!(t.learning_rate > 0)) training.at("learning_rate").fail("must be positive");
+  if (t.weight_decay < 0) training.at("weight_decay").fail("must be non-negative");
+  if (t.evaluate_every < 1) training.at("evaluate_every").fail("must be at least 1");
+  t.schedule = solvers::read_schedule(training.section("schedule"), 100);
+  t.loss = training.choice("loss", {"relative_l2", "mse"}, "relative_l2") == "mse" ? LossType::mse
+                                                                                   : LossType::relative_l2;
+  t.dtype = training.choice("dtype", {"float32", "float64"}, "float32") == "float64" ? DType::f64 : DType::f32;
+  t.seed = static_cast<uint64_t>(training.integer("seed", 0));
+  p.model.fno.dtype = p.model.deeponet.dtype = t.dtype;
+  p.model.fno.seed = p.model.deeponet.seed = t.seed;
+
+  ConfigNode output = root.section("output");
+  p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());
+  p.output.checkpoint_every = output.integer("checkpoint_every", 10);
+  if (p.output.checkpoint_every < 0) output.at("checkpoint_every").fail("must be non-negative (0: only at the end)");
+  p.output.vtk = output.boolean("vtk", true);
+
+  config.check_no_unknown_keys();
+  p.resolved_config = config.resolved();
+  p.config_hash = config.hash();
+  return p;
+}
+
+}  // namespace eddy::operator_learning

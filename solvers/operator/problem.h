@@ -1,0 +1,80 @@
+#pragma once
+// An operator-learning run as its YAML config describes it: the dataset (HDF5 files, keys,
+// resolutions, normalisation), the model (FNO or DeepONet), training and output. Reading checks
+// every key and value; data files are opened later, by load_data.
+
+#include <string>
+#include <vector>
+
+#include "eddy/io/config.h"
+#include "eddy/nn/neural_operators.h"
+#include "eddy/optim/schedule.h"
+
+namespace eddy::operator_learning {
+
+// One set of samples: input and output datasets, optionally every `stride`-th grid point.
+struct SplitSpec {
+  std::string name;
+  std::string file;
+  std::string input, output;
+  int64_t samples = -1;  // the first `samples`; -1: all
+  int64_t stride = 1;
+  std::string where;     // "file:line:col: data.test[0]: ", for errors found when loading
+};
+
+struct DataSpec {
+  SplitSpec train;
+  std::vector<SplitSpec> tests;
+  // Whether arrays carry a channel axis after the sample axis ([N, C, n...]); without one
+  // ([N, n...]) the data is a single channel.
+  bool input_channels = false;
+  bool output_channels = false;
+  // Standardise inputs and outputs per channel with the training set's mean and deviation.
+  bool normalize = true;
+  // DeepONet: the dataset of output coordinates [P, d] in the first split's file; empty: P
+  // points evenly spaced on [0, 1).
+  std::string points;
+};
+
+enum class ModelType { fno, deeponet };
+
+struct ModelSpec {
+  ModelType type = ModelType::fno;
+  nn::FnoOptions fno;            // channel counts are filled in from the data
+  nn::DeepOnetOptions deeponet;  // sensors and coordinates likewise
+};
+
+enum class LossType { relative_l2, mse };
+
+struct TrainingSpec {
+  int64_t epochs = 100;
+  int64_t batch_size = 20;
+  double learning_rate = 1e-3;
+  double weight_decay = 1e-4;  // AdamW's decoupled decay
+  optim::ScheduleSpec schedule;  // `every` counts epochs
+  LossType loss = LossType::relative_l2;
+  int64_t evaluate_every = 1;   // epochs between test evaluations
+  DType dtype = DType::f32;
+  uint64_t seed = 0;
+};
+
+struct OutputSpec {
+  std::string dir;
+  int64_t checkpoint_every = 10;  // epochs
+  bool vtk = true;
+};
+
+struct OperatorProblem {
+  std::string source;
+  std::string description;
+  DataSpec data;
+  ModelSpec model;
+  TrainingSpec training;
+  OutputSpec output;
+  std::string resolved_config;
+  std::string config_hash;
+};
+
+OperatorProblem read_operator_problem(io::Config& config);
+
+}  // namespace eddy::operator_learning

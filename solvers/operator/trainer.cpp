@@ -1,0 +1,249 @@
+#include "solvers/operator/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/io/atomic_file.h"
+#include "eddy/io/checkpoint.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/io/vtk.h"
+#include "eddy/ops/ops.h"
+#include "eddy/optim/adam.h"
+#include "solvers/common/progress.h"
+
+namespace eddy::operator_learning {
+namespace {
+
+// Test sets are evaluated in batches of this many samples, to bound memory on large grids.
+constexpr int64_t kEvaluationBatch = 64;
+
+struct History {
+  std::vector<double> epochs, train_loss;
+  std::map<std::string, std::vector<double>> test;  // per test set, at evaluated epochs
+  std::vector<double> test_epochs;
+};
+
+Tensor loss_of(LossType type, const Tensor& prediction, const Tensor& target) {
+  return type == LossType::mse ? mse_loss(prediction, target) : relative_l2(prediction, target);
+}
+
+// Predictions for a whole split, in evaluation batches, without recording.
+Tensor predict_split(OperatorModel& model, const Split& split) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> parts;
+  for (int64_t start = 0; start < split.size(); start += kEvaluationBatch) {
+    const int64_t stop = std::min(split.size(), start + kEvaluationBatch);
+    parts.push_back(model.predict(slice(split.input, 0, start, stop), split.points));
+  }
+  return concat(parts, 0);
+}
+
+// Relative L2 of each sample: [N].
+Tensor per_sample_relative_l2(const Tensor& prediction, const Tensor& target) {
+  const Tensor error = reshape(prediction - target, {prediction.shape()[0], -1});
+  return norm(error, {1}) / norm(reshape(target, {target.shape()[0], -1}), {1});
+}
+
+// Sample 0 of a grid split as a ParaView image: input and output channels, prediction, error.
+void write_sample_vti(const std::string& path, const Split& split, const Tensor& prediction) {
+  const Shape grid(split.input.shape().begin() + 2, split.input.shape().end());
+  std::vector<double> origin(grid.size(), 0.0), spacing;
+  for (int64_t n : grid) spacing.push_back(1.0 / static_cast<double>(n));
+  // [C, n...] -> [points, C] in C order, as write_vti wants.
+  auto point_values = [](const Tensor& sample) {
+    return contiguous(transpose(reshape(sample, {sample.shape()[0], -1}), 0, 1));
+  };
+  const Tensor target = slice(split.output, 0, 0, 1).squeeze(0);
+  const Tensor predicted = slice(prediction, 0, 0, 1).squeeze(0);
+  io::write_vti(path, origin, spacing, grid,
+                {{"input", point_values(slice(split.input, 0, 0, 1).squeeze(0))},
+                 {"target", point_values(target)},
+                 {"prediction", point_values(predicted)},
+                 {"error", point_values(predicted - target)}});
+}
+
+void write_results(const OperatorProblem& p, OperatorModel& model, const Dataset& data, const History& history,
+                   std::map<std::string, double>& errors) {
+  io::Hdf5Writer out(p.output.dir + "/predictions.h5");
+  for (const Split& split : data.tests) {
+    const Tensor prediction = predict_split(model, split);
+    const Tensor sample_errors = per_sample_relative_l2(prediction, split.output);
+    errors[split.name] = mean(sample_errors).item<double>();
+    const std::string group = "test/" + split.name;
+    out.write(group + "/input", split.input);
+    out.write(group + "/target", split.output);
+    out.write(group + "/prediction", prediction);
+    out.write(group + "/relative_l2", sample_errors);
+    if (split.points.defined()) out.write(group + "/points", split.points);
+    out.set_attribute(group, "mean_relative_l2", errors[split.name]);
+    if (p.output.vtk && !split.points.defined()) {
+      write_sample_vti(p.output.dir + "/sample0_" + split.name + ".vti", split, prediction);
+    }
+  }
+  out.write("history/epoch", tensor(history.epochs));
+  out.write("history/train_loss", tensor(history.train_loss));
+  if (!history.test_epochs.empty()) out.write("history/test_epoch", tensor(history.test_epochs));
+  for (const auto& [name, values] : history.test) out.write("history/test_relative_l2/" + name, tensor(values));
+  out.set_attribute("/", "config_hash", p.config_hash);
+  out.commit();
+}
+
+// What a resumed run needs besides the model: the optimiser and the history so far.
+nn::StateDict training_state(const optim::AdamW& optimizer, const History& history) {
+  nn::StateDict state = optimizer.state_dict();
+  state["history.epoch"] = tensor(history.epochs);
+  state["history.train_loss"] = tensor(history.train_loss);
+  state["history.test_epoch"] = tensor(history.test_epochs);
+  for (const auto& [name, values] : history.test) state["history.test." + name] = tensor(values);
+  return state;
+}
+
+void restore_history(const nn::StateDict& state, History& history) {
+  history.epochs = state.at("history.epoch").to_vector<double>();
+  history.train_loss = state.at("history.train_loss").to_vector<double>();
+  history.test_epochs = state.at("history.test_epoch").to_vector<double>();
+  for (const auto& [key, values] : state) {
+    if (key.starts_with("history.test.")) history.test[key.substr(13)] = values.to_vector<double>();
+  }
+}
+
+}  // namespace
+
+Tensor relative_l2(const Tensor& prediction, const Tensor& target) {
+  EDDY_CHECK(prediction.shape() == target.shape(), "relative_l2: prediction ", prediction.shape(), " and target ",
+             target.shape(), " differ in shape");
+  return mean(per_sample_relative_l2(prediction, target));
+}
+
+OperatorModel::OperatorModel(const OperatorProblem& problem, const Dataset& data) : type_(problem.model.type) {
+  const bool grid = type_ == ModelType::fno;
+  input_normalizer_ = register_module("input_normalizer",
+                                      std::make_shared<Normalizer>(data.train.input, grid, problem.data.normalize));
+  output_normalizer_ = register_module("output_normalizer",
+                                       std::make_shared<Normalizer>(data.train.output, grid, problem.data.normalize));
+  if (grid) {
+    nn::FnoOptions options = problem.model.fno;
+    options.in_channels = data.train.input.shape()[1];
+    options.out_channels = data.train.output.shape()[1];
+    fno_ = register_module("fno", std::make_shared<nn::Fno>(options));
+  } else {
+    nn::DeepOnetOptions options = problem.model.deeponet;
+    options.sensors = data.train.input.shape()[1];
+    options.coordinates = data.train.points.shape()[1];
+    deeponet_ = register_module("deeponet", std::make_shared<nn::DeepOnet>(options));
+  }
+}
+
+Tensor OperatorModel::predict(const Tensor& input, const Tensor& points) {
+  const Tensor encoded = input_normalizer_->encode(input);
+  const Tensor output = fno_ ? fno_->forward(encoded) : deeponet_->evaluate(encoded, points);
+  return output_normalizer_->decode(output);
+}
+
+TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
+  namespace fs = std::filesystem;
+  fs::create_directories(p.output.dir);
+  io::write_file_atomically(p.output.dir + "/config.yaml", p.resolved_config);
+  const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
+
+  const Dataset data = load_data(p);
+  OperatorModel model(p, data);
+  optim::AdamOptions adam;
+  adam.learning_rate = p.training.learning_rate;
+  adam.weight_decay = p.training.weight_decay;
+  optim::AdamW optimizer(model.parameters(), adam);
+  const auto schedule = optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.epochs);
+
+  History history;
+  int64_t epoch = 0;
+  if (options.resume) {
+    EDDY_CHECK(fs::exists(checkpoint), "--resume: no checkpoint at ", checkpoint);
+    nn::StateDict saved;
+    const io::CheckpointInfo info = io::load_checkpoint(checkpoint, model, &saved);
+    EDDY_CHECK(info.config_hash == p.config_hash, "--resume: ", checkpoint, " was written by a different config (hash ",
+               info.config_hash, ", this run ", p.config_hash, "); start a new run or use the same overrides");
+    optimizer.load_state_dict(saved);
+    restore_history(saved, history);
+    epoch = info.step;
+  }
+  auto save = [&](int64_t at) {
+    io::save_checkpoint(checkpoint, model, training_state(optimizer, history), {at, p.config_hash, ""});
+  };
+
+  solvers::ProgressLine progress(options.log, options.terminal, 1);
+  TrainResult result;
+  const int64_t n = data.train.size();
+  const int64_t batches = (n + p.training.batch_size - 1) / p.training.batch_size;
+  std::vector<int64_t> order(n);
+  // A checkpoint is written once the loss at its parameters has been seen to be finite (at the
+  // next batch), so the one kept after a non-finite stop is good.
+  bool checkpoint_due = false;
+  for (; epoch < p.training.epochs; ++epoch) {
+    optimizer.set_learning_rate(schedule->learning_rate(epoch));
+    // Each epoch's order depends only on (seed, epoch), so a resumed run sees the same batches.
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 shuffle(p.training.seed * 1000003 + static_cast<uint64_t>(epoch));
+    std::shuffle(order.begin(), order.end(), shuffle);
+    double loss_sum = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
+      const Tensor index = tensor(std::vector<int64_t>(order.begin() + start, order.begin() + stop));
+      optimizer.zero_grad();
+      Tensor loss = loss_of(p.training.loss, model.predict(index_select(data.train.input, 0, index), data.train.points),
+                            index_select(data.train.output, 0, index));
+      const double value = loss.item<double>();
+      if (!std::isfinite(value)) {
+        progress.finish_line();
+        result.epochs = epoch;
+        result.message = cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ", value, "; ",
+                             fs::exists(checkpoint) ? "the last good checkpoint is " + checkpoint
+                                                    : std::string("no checkpoint was written yet"),
+                             ". Lower the learning rate or check the data.");
+        return result;
+      }
+      if (checkpoint_due) save(epoch);
+      checkpoint_due = false;
+      loss.backward();
+      optimizer.step();
+      loss_sum += value * static_cast<double>(stop - start);
+    }
+    const int64_t done = epoch + 1;
+    history.epochs.push_back(static_cast<double>(done));
+    history.train_loss.push_back(loss_sum / static_cast<double>(n));
+    std::string details = cat("loss ", solvers::ProgressLine::format(history.train_loss.back()));
+    if (done % p.training.evaluate_every == 0 || done == p.training.epochs) {
+      history.test_epochs.push_back(static_cast<double>(done));
+      for (const Split& split : data.tests) {
+        const double error = relative_l2(predict_split(model, split), split.output).item<double>();
+        history.test[split.name].push_back(error);
+        details += cat("  test(", split.name, ") ", solvers::ProgressLine::format(error));
+      }
+    }
+    details += cat("  lr ", solvers::ProgressLine::format(optimizer.learning_rate()));
+    progress.report("epoch", done, p.training.epochs, [&] { return details; }, false);
+    checkpoint_due = p.output.checkpoint_every > 0 && done % p.output.checkpoint_every == 0;
+  }
+  progress.finish_line();
+
+  write_results(p, model, data, history, result.test_relative_l2);
+  for (const auto& [name, error] : result.test_relative_l2) {
+    if (!std::isfinite(error)) {
+      result.epochs = epoch;
+      result.message = cat("training ended with a non-finite error on test set '", name, "'; the last good checkpoint",
+                           " (if any) is ", checkpoint);
+      return result;
+    }
+  }
+  save(epoch);
+  result.finished = true;
+  result.epochs = epoch;
+  result.train_loss = history.train_loss.empty() ? 0 : history.train_loss.back();
+  result.message = cat("finished ", epoch, " epochs; training loss ", result.train_loss);
+  return result;
+}
+
+}  // namespace eddy::operator_learning

@@ -1,0 +1,51 @@
+#pragma once
+// Training a neural operator from its config: mini-batch AdamW over epochs with a schedule, the
+// relative-L2 (or MSE) loss in physical units, evaluation on every test set (at its own
+// resolution), checkpoints with --resume, a clean stop on a non-finite loss, and the results
+// (predictions.h5, ParaView files) in the run folder.
+
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "solvers/operator/dataset.h"
+#include "solvers/operator/problem.h"
+
+namespace eddy::operator_learning {
+
+// The network between its input and output normalisers; maps physical input to physical output.
+class OperatorModel : public nn::Module {
+ public:
+  OperatorModel(const OperatorProblem& problem, const Dataset& data);
+  // FNO: [B, C_in, grid] -> [B, C_out, grid]. DeepONet: [B, sensors] -> [B, P] at `points`.
+  Tensor predict(const Tensor& input, const Tensor& points = {});
+  Tensor forward(const Tensor& input) override { return predict(input); }
+
+ private:
+  ModelType type_;
+  std::shared_ptr<Normalizer> input_normalizer_, output_normalizer_;
+  std::shared_ptr<nn::Fno> fno_;
+  std::shared_ptr<nn::DeepOnet> deeponet_;
+};
+
+// Mean over samples of ||prediction - target|| / ||target||, norms over all but axis 0.
+Tensor relative_l2(const Tensor& prediction, const Tensor& target);
+
+struct TrainOptions {
+  bool resume = false;
+  std::ostream* log = nullptr;
+  bool terminal = false;
+};
+
+struct TrainResult {
+  bool finished = false;
+  std::string message;
+  int64_t epochs = 0;
+  double train_loss = 0;
+  std::map<std::string, double> test_relative_l2;  // per test set
+};
+
+TrainResult train(const OperatorProblem& problem, const TrainOptions& options);
+
+}  // namespace eddy::operator_learning
