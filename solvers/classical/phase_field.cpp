@@ -1,0 +1,88 @@
+// Allen-Cahn and Cahn-Hilliard steppers as compositions of eddy ops (see phase_field.h).
+
+#include "solvers/classical/phase_field.h"
+
+#include <cmath>
+#include <numbers>
+#include <string_view>
+
+#include "eddy/fft/fft.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::classical {
+namespace {
+
+int64_t check_field(std::string_view op, const Tensor& u) {
+  EDDY_CHECK(u.defined(), op, ": undefined field");
+  EDDY_CHECK(is_floating(u.dtype()), op, ": the field must be float32 or float64, got ", u.dtype());
+  EDDY_CHECK(u.dim() >= 2 && u.size(-1) == u.size(-2) && u.size(-1) >= 2, op,
+             ": the field must be a square [..., n, n] grid with n >= 2, got shape ", u.shape());
+  return u.size(-1);
+}
+
+void check_positive(std::string_view op, std::string_view name, double value) {
+  EDDY_CHECK(value > 0 && std::isfinite(value), op, ": ", name, " must be positive and finite, got ",
+             value);
+}
+
+void check_steps(std::string_view op, int64_t steps) {
+  EDDY_CHECK(steps >= 0, op, ": steps must be >= 0, got ", steps);
+}
+
+// |k|^2 on the half spectrum (rfft2 layout) of an n x n grid of the square of side `length`.
+Tensor wavenumber_squared(int64_t n, double length, DType dtype) {
+  const double spacing = length / static_cast<double>(n), to_angular = 2 * std::numbers::pi;
+  const Tensor kx = reshape(fft::fftfreq(n, spacing), {n, 1}) * to_angular;
+  const Tensor ky = reshape(fft::rfftfreq(n, spacing), {1, n / 2 + 1}) * to_angular;
+  return cast(square(kx) + square(ky), dtype);
+}
+
+Tensor to_grid(const Tensor& spectrum, int64_t n) { return fft::irfft2(spectrum, {n, n}); }
+
+}  // namespace
+
+Tensor allen_cahn(const Tensor& u0, const AllenCahnOptions& options) {
+  const int64_t n = check_field("allen_cahn", u0);
+  check_positive("allen_cahn", "epsilon", options.epsilon);
+  check_positive("allen_cahn", "dt", options.dt);
+  check_positive("allen_cahn", "length", options.length);
+  check_steps("allen_cahn", options.steps);
+  const double dt = options.dt;
+  const Tensor implicit = 1.0 / (1.0 + dt * options.epsilon * options.epsilon *
+                                           wavenumber_squared(n, options.length, u0.dtype()));
+  Tensor u = u0;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    u = to_grid(fft::rfft2(u + dt * (u - u * u * u)) * implicit, n);
+  }
+  return u;
+}
+
+Tensor cahn_hilliard(const Tensor& c0, const CahnHilliardOptions& options) {
+  const int64_t n = check_field("cahn_hilliard", c0);
+  check_positive("cahn_hilliard", "gamma", options.gamma);
+  check_positive("cahn_hilliard", "dt", options.dt);
+  check_positive("cahn_hilliard", "length", options.length);
+  check_steps("cahn_hilliard", options.steps);
+  const double dt = options.dt;
+  const Tensor k2 = wavenumber_squared(n, options.length, c0.dtype());
+  const Tensor implicit = 1.0 / (1.0 + dt * options.gamma * square(k2));
+  Tensor c = c0;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    c = to_grid((fft::rfft2(c) - dt * k2 * fft::rfft2(c * c * c - c)) * implicit, n);
+  }
+  return c;
+}
+
+Tensor ginzburg_landau_energy(const Tensor& u, double kappa, double length) {
+  const int64_t n = check_field("ginzburg_landau_energy", u);
+  EDDY_CHECK(kappa >= 0 && std::isfinite(kappa),
+             "ginzburg_landau_energy: kappa must be >= 0 and finite, got ", kappa);
+  check_positive("ginzburg_landau_energy", "length", length);
+  // The integral of |grad u|^2 is that of u (-Lap u), which needs one transform pair.
+  const Tensor minus_laplacian = to_grid(fft::rfft2(u) * wavenumber_squared(n, length, u.dtype()), n);
+  const Tensor density = 0.5 * kappa * u * minus_laplacian + 0.25 * square(u * u - 1.0);
+  const double cell_area = (length / static_cast<double>(n)) * (length / static_cast<double>(n));
+  return cell_area * sum(density, {-2, -1});
+}
+
+}  // namespace eddy::classical

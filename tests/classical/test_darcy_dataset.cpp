@@ -1,0 +1,103 @@
+// Darcy datasets: the random field's variance against its spectrum, and a tiny file written and
+// read back (values, reproducibility, attributes).
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numbers>
+
+#include "eddy/eddy.h"
+#include "eddy/io/hdf5.h"
+#include "solvers/classical/darcy.h"
+#include "solvers/classical/darcy_dataset.h"
+#include "support/expect_error.h"
+
+namespace eddy::classical {
+namespace {
+
+namespace fs = std::filesystem;
+
+double read_double_attribute(const std::string& path, const std::string& name) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t attribute = H5Aopen(file, name.c_str(), H5P_DEFAULT);
+  double value = std::nan("");
+  H5Aread(attribute, H5T_NATIVE_DOUBLE, &value);
+  H5Aclose(attribute);
+  H5Fclose(file);
+  return value;
+}
+
+// Var field(x) = sum over all wavenumbers k != 0 of c_k^2, on the side-2 periodic square.
+TEST(DarcyDataset, FieldVarianceMatchesItsSpectrum) {
+  const DarcyDatasetOptions options{.resolution = 17};
+  const int64_t m = 2 * (options.resolution - 1);
+  double expected = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      const double kx = i <= m / 2 ? i : i - m, ky = j <= m / 2 ? j : j - m;  // cycles per 2 units
+      const double k_squared = std::numbers::pi * std::numbers::pi * (kx * kx + ky * ky);
+      if (i + j > 0) expected += std::pow(options.tau, 2 * options.alpha - 2) *
+                                 std::pow(k_squared + options.tau * options.tau, -options.alpha);
+    }
+  }
+  Generator generator(1);
+  double second_moment = 0;
+  const int draws = 200;
+  for (int draw = 0; draw < draws; ++draw) {
+    second_moment += mean(square(sample_gaussian_random_field(options, generator))).item<double>() / draws;
+  }
+  RecordProperty("variance_ratio", cat(second_moment / expected));
+  EXPECT_NEAR(second_moment / expected, 1.0, 0.1) << "expected variance " << expected;
+}
+
+TEST(DarcyDataset, TinyDatasetIsWrittenAndReadBack) {
+  const fs::path dir = fs::temp_directory_path() / ("eddy_darcy_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "darcy.h5").string();
+  const DarcyDatasetOptions options{.resolution = 12, .samples = 3, .seed = 5};
+  write_darcy_dataset(options, path);
+
+  EXPECT_EQ(io::list_hdf5_datasets(path), (std::vector<std::string>{"a", "u"}));
+  const Tensor a = io::read_hdf5(path, "a"), u = io::read_hdf5(path, "u");
+  EXPECT_EQ(a.shape(), (Shape{3, 12, 12}));
+  EXPECT_EQ(u.shape(), (Shape{3, 12, 12}));
+  EXPECT_EQ(u.dtype(), DType::f64);
+
+  Generator generator(options.seed);
+  const Tensor f = ones({12, 12}, DType::f64);
+  for (int64_t k = 0; k < 3; ++k) {
+    const Tensor a_k = a.slice(0, k, k + 1).squeeze(0), u_k = u.slice(0, k, k + 1).squeeze(0);
+    EXPECT_EQ(a_k.to_vector<double>(), sample_darcy_coefficient(options, generator).to_vector<double>())
+        << "sample " << k << " is the k-th draw of Generator(seed)";
+    const double highs = sum(eq(a_k, full_like(a_k, 12.0)).to(DType::f64)).item<double>();
+    const double lows = sum(eq(a_k, full_like(a_k, 3.0)).to(DType::f64)).item<double>();
+    EXPECT_EQ(highs + lows, 144.0);
+    EXPECT_EQ(u_k.to_vector<double>(), darcy_solve(a_k, f).to_vector<double>());
+    // f = 1 > 0, so u > 0 inside (maximum principle); the compliance sum(f u) = f^T A^-1 f falls
+    // as a grows, so it lies between those of a = a_high and a = a_low everywhere.
+    EXPECT_GT(min(slice(slice(u_k, 0, 1, 11), 1, 1, 11)).item<double>(), 0.0);
+    const double compliance = sum(u_k).item<double>();
+    EXPECT_LT(compliance, sum(darcy_solve(full_like(a_k, 3.0), f)).item<double>());
+    EXPECT_GT(compliance, sum(darcy_solve(full_like(a_k, 12.0), f)).item<double>());
+  }
+  EXPECT_GT(max(a).item<double>(), min(a).item<double>()) << "both phases appear";
+  EXPECT_EQ(read_double_attribute(path, "resolution"), 12.0);
+  EXPECT_EQ(read_double_attribute(path, "seed"), 5.0);
+  EXPECT_EQ(read_double_attribute(path, "a_high"), 12.0);
+  EXPECT_EQ(read_double_attribute(path, "tau"), 3.0);
+  fs::remove_all(dir);
+}
+
+TEST(DarcyDataset, BadOptionsNameTheOption) {
+  expect_error([] { write_darcy_dataset({.resolution = 2}, "unused.h5"); }, {"resolution", "2"});
+  expect_error([] { write_darcy_dataset({.samples = 0}, "unused.h5"); }, {"samples", "0"});
+  expect_error([] { write_darcy_dataset({.a_low = -3}, "unused.h5"); }, {"a_low", "-3"});
+  expect_error([] { write_darcy_dataset({.alpha = 1}, "unused.h5"); }, {"alpha", "1"});
+  EXPECT_FALSE(fs::exists("unused.h5"));
+}
+
+}  // namespace
+}  // namespace eddy::classical
