@@ -295,6 +295,14 @@ std::vector<OpCase> build_table() {
   t.push_back(row("ihfft", {"fft_r2c", "conj"}, kReal, normal_inputs({{2, 5}}),
                   [](const TL& x) { return fft::ihfft(x[0]); }, true));
 
+  // ---- checkpointing: orders 2 and 3 in reverse mode go through the create_graph recomputation;
+  // forward mode runs the segment directly ----
+  t.push_back(row("checkpoint_two_outputs", {"checkpoint"}, kInexact, normal_inputs({{3, 4}, {4}}),
+                  [](const TL& x) {
+                    TL out = checkpoint([](const TL& v) -> TL { return {sin(v[0]) * v[1], exp(v[1]) * v[1]}; }, x);
+                    return out[0] + out[1];
+                  }));
+
   // ---- composites ----
   t.push_back(unary("square", {"mul"}, kInexact, [](const Tensor& x) { return square(x); },
                     [](c x) { return x * x; }));

@@ -10,6 +10,7 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,10 @@ struct Attrs {
   bool inverse = false;        // fft_c2c: the +i (inverse) direction
   double scale = 1.0;          // fft_c2r: factor on the output (the norm's), applied in the kernel
   DType dtype = DType::f32;    // cast
+  // checkpoint: the segment closure and its recomputation state (autodiff/checkpoint.cpp). A
+  // primitive whose rule runs user code needs that code at backward time, and the node's Attrs
+  // is the one thing that travels with it; shared, so copies of the Attrs see the same state.
+  std::shared_ptr<void> payload;
 };
 
 struct OutputSpec {

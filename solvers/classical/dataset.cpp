@@ -1,0 +1,181 @@
+#include "solvers/classical/dataset.h"
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/core/error.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/io/vtk.h"
+#include "eddy/ops/ops.h"
+#include "solvers/classical/burgers.h"
+#include "solvers/classical/navier_stokes.h"
+
+namespace eddy::classical {
+namespace {
+
+using io::ConfigNode;
+
+int64_t integer_at_least(const ConfigNode& node, const std::string& key, int64_t fallback, int64_t minimum) {
+  const int64_t value = node.integer(key, fallback);
+  if (value < minimum) node.at(key).fail(cat("must be at least ", minimum, ", got ", value));
+  return value;
+}
+
+double positive(const ConfigNode& node, const std::string& key, double value) {
+  if (!(value > 0)) node.at(key).fail(cat("must be positive, got ", value));
+  return value;
+}
+
+// Zero-padded so that ParaView lists the records in time order.
+std::string record_name(int64_t k, int64_t records) {
+  std::string digits = std::to_string(k);
+  return "u_" + std::string(std::to_string(records).size() - digits.size(), '0') + digits;
+}
+
+void write_first_sample_vti(const DatasetSpec& spec, const Tensor& a, const Tensor& u) {
+  const std::string path = std::filesystem::path(spec.output_path).replace_extension("").string() + "_sample0.vti";
+  const int64_t n = spec.resolution;
+  const double dx = spec.length / static_cast<double>(n);
+  if (spec.solver == "burgers") {
+    // One space-time image: rows are the initial condition and the record times.
+    Tensor history = concat({slice(a, 0, 0, 1), reshape(slice(u, 0, 0, 1), {spec.records, n})}, 0);
+    io::write_vti(path, {0, 0}, {spec.final_time / static_cast<double>(spec.records), dx}, {spec.records + 1, n},
+                  {{"u", reshape(history, {-1})}});
+    return;
+  }
+  io::PointFields fields{{"a", reshape(slice(a, 0, 0, 1), {-1})}};
+  for (int64_t k = 0; k < spec.records; ++k) {
+    fields[record_name(k + 1, spec.records)] = reshape(slice(slice(u, 0, 0, 1), 1, k, k + 1), {-1});
+  }
+  io::write_vti(path, {0, 0}, {dx, dx}, {n, n}, fields);
+}
+
+}  // namespace
+
+int64_t DatasetSpec::steps_per_record() const {
+  return std::lround(final_time / (static_cast<double>(records) * dt));
+}
+
+DatasetSpec read_dataset_spec(io::Config& config) {
+  ConfigNode root = config.root();
+  DatasetSpec spec;
+  spec.solver = root.at("solver").as_choice({"burgers", "navier_stokes"});
+  const bool burgers = spec.solver == "burgers";
+  spec.resolution = integer_at_least(root, "resolution", 64, 4);
+  spec.samples = integer_at_least(root, "samples", 1, 1);
+  spec.batch = integer_at_least(root, "batch", 16, 1);
+  spec.seed = static_cast<uint64_t>(integer_at_least(root, "seed", 0, 0));
+  spec.nu = root.number("nu");
+  if (!(spec.nu >= 0)) root.at("nu").fail(cat("must be non-negative, got ", spec.nu));
+  if (burgers) {
+    spec.length = positive(root, "length", root.number("length", 1.0));
+  } else {
+    spec.forcing = root.choice("forcing", {"fno", "none"}, "fno");
+  }
+
+  ConfigNode time = root.at("time");
+  spec.dt = positive(time, "dt", time.number("dt"));
+  spec.final_time = positive(time, "final", time.number("final"));
+  spec.records = integer_at_least(time, "records", 1, 1);
+  const double steps = spec.final_time / (static_cast<double>(spec.records) * spec.dt);
+  if (std::abs(steps - std::round(steps)) > 1e-9 * steps || std::round(steps) < 1) {
+    time.at("dt").fail(cat("each of the ", spec.records, " record intervals (final / records = ",
+                           spec.final_time / static_cast<double>(spec.records), ") must be a whole number of steps of ",
+                           spec.dt, ", got ", steps));
+  }
+
+  // The FNO paper's priors: N(0, 625 (-Laplacian + 25)^(-2)) for Burgers, tau = 7, alpha = 2.5
+  // (and the FNO code's sigma = tau^(alpha - 1)) for the Navier-Stokes vorticity.
+  ConfigNode initial = root.section("initial_condition");
+  GaussianRandomField& field = spec.initial_condition;
+  field.dim = burgers ? 1 : 2;
+  field.resolution = spec.resolution;
+  field.length = spec.length;
+  field.alpha = positive(initial, "alpha", initial.number("alpha", burgers ? 2.0 : 2.5));
+  field.tau = positive(initial, "tau", initial.number("tau", burgers ? 5.0 : 7.0));
+  field.sigma = positive(initial, "sigma", initial.number("sigma", burgers ? 25.0 : field.effective_sigma()));
+
+  ConfigNode output = root.at("output");
+  spec.output_path = output.string("path");
+  spec.output_dtype = output.choice("dtype", {"float32", "float64"}, "float32") == "float32" ? DType::f32 : DType::f64;
+  spec.vtk = output.boolean("vtk", false);
+
+  config.check_no_unknown_keys();
+  spec.resolved_config = config.resolved();
+  return spec;
+}
+
+void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
+  NoGradGuard no_grad;
+  const bool burgers = spec.solver == "burgers";
+  const int64_t n = spec.resolution, per_record = spec.steps_per_record();
+  std::vector<int64_t> record_steps;
+  for (int64_t k = 1; k <= spec.records; ++k) record_steps.push_back(k * per_record);
+
+  const Tensor nu = scalar(spec.nu, DType::f64);
+  std::function<std::vector<Tensor>(const Tensor&)> solve;
+  if (burgers) {
+    Burgers solver(n, spec.length, spec.dt, nu);
+    solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
+  } else {
+    const Tensor forcing = spec.forcing == "fno" ? NavierStokes2d::fno_forcing(n) : zeros({n, n}, DType::f64);
+    NavierStokes2d solver(n, spec.dt, nu, forcing);
+    solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
+  }
+
+  // Draws come from one generator in sample order, so sample k does not depend on the batching.
+  Generator generator(spec.seed);
+  std::vector<Tensor> inputs, outputs;
+  for (int64_t start = 0; start < spec.samples; start += spec.batch) {
+    const int64_t count = std::min(spec.batch, spec.samples - start);
+    const Tensor a = spec.initial_condition.sample(count, generator);
+    const Tensor u = stack(solve(a), 1);
+    const double total = sum(abs(u)).item<double>();
+    EDDY_CHECK(std::isfinite(total), "generate: the ", spec.solver, " solution of samples ", start, " to ",
+               start + count - 1, " is not finite; time.dt = ", spec.dt, " is too large for this resolution and nu");
+    inputs.push_back(cast(a, spec.output_dtype));
+    outputs.push_back(cast(u, spec.output_dtype));
+    if (log) *log << "generate: " << start + count << " / " << spec.samples << " samples\n";
+  }
+  const Tensor a = concat(inputs, 0), u = concat(outputs, 0);
+
+  const std::filesystem::path parent = std::filesystem::path(spec.output_path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  io::Hdf5Writer writer(spec.output_path);
+  writer.write("a", a);
+  writer.write("u", u);
+  writer.write("t", arange(1, static_cast<double>(spec.records) + 1, 1, spec.output_dtype) *
+                        (spec.final_time / static_cast<double>(spec.records)));
+  writer.write("x", arange(0, static_cast<double>(n), 1, spec.output_dtype) * (spec.length / static_cast<double>(n)));
+  writer.write_string("config", spec.resolved_config);
+  if (burgers) {
+    writer.set_attribute("/", "equation", "u_t + u u_x = nu u_xx on the periodic interval [0, length)");
+    writer.set_attribute("/", "scheme", "Fourier pseudo-spectral, 2/3-rule dealiasing, ETDRK4 (Kassam & Trefethen 2005)");
+    writer.set_attribute("/", "length", spec.length);
+  } else {
+    writer.set_attribute("/", "equation",
+                         "w_t + u . grad w = nu Laplacian w + f, u = (psi_y, -psi_x), -Laplacian psi = w, on the "
+                         "unit torus; a and u hold the vorticity w, indexed [.., i, j] at (x, y) = (i / n, j / n)");
+    writer.set_attribute("/", "scheme",
+                         "Fourier pseudo-spectral, 2/3-rule dealiasing, Crank-Nicolson diffusion, Heun advection");
+    writer.set_attribute("/", "forcing",
+                         spec.forcing == "fno" ? "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))" : "none");
+  }
+  writer.set_attribute("/", "solver", spec.solver);
+  writer.set_attribute("/", "nu", spec.nu);
+  writer.set_attribute("/", "dt", spec.dt);
+  writer.set_attribute("/", "final_time", spec.final_time);
+  writer.set_attribute("/", "resolution", static_cast<double>(n));
+  writer.set_attribute("/", "samples", static_cast<double>(spec.samples));
+  writer.set_attribute("/", "seed", static_cast<double>(spec.seed));
+  writer.set_attribute("/", "initial_condition",
+                       cat("Gaussian random field, covariance sigma^2 (-Laplacian + tau^2)^(-alpha), alpha ",
+                           spec.initial_condition.alpha, ", tau ", spec.initial_condition.tau, ", sigma ",
+                           spec.initial_condition.sigma));
+  writer.commit();
+  if (spec.vtk) write_first_sample_vti(spec, a, u);
+}
+
+}  // namespace eddy::classical

@@ -1,0 +1,51 @@
+#pragma once
+// Operator-learning datasets from the classical solvers: random initial conditions drawn from a
+// Gaussian random field, each solved forward and recorded at evenly spaced times, written to one
+// HDF5 file. The YAML keys are documented in docs/classical.md; `eddy generate FILE` runs this.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "eddy/core/dtype.h"
+#include "eddy/io/config.h"
+#include "solvers/classical/grf.h"
+
+namespace eddy::classical {
+
+struct DatasetSpec {
+  std::string solver;  // "burgers" or "navier_stokes"
+  int64_t resolution = 64;
+  int64_t samples = 1;
+  int64_t batch = 1;  // samples solved together
+  uint64_t seed = 0;
+  double nu = 0;
+  double length = 1;   // burgers: the period; navier_stokes: the unit torus
+  std::string forcing;  // navier_stokes: "fno" or "none"
+  double dt = 0;
+  double final_time = 0;
+  int64_t records = 1;  // record times final_time * k / records, k = 1..records
+  GaussianRandomField initial_condition;
+  std::string output_path;
+  DType output_dtype = DType::f32;
+  bool vtk = false;  // also a .vti of the first sample next to the HDF5 file
+  std::string resolved_config;
+
+  int64_t steps_per_record() const;
+};
+
+// Reads and validates a dataset config; errors name the key, file, line and column, and unknown
+// keys are rejected with the nearest valid one.
+DatasetSpec read_dataset_spec(io::Config& config);
+
+// Generates the dataset and writes it atomically to spec.output_path:
+//   a  [samples, n] or [samples, n, n]            initial conditions (u0, or the vorticity w0)
+//   u  [samples, records, n] or [.., n, n]        the solution at the record times
+//   t  [records], x [n]                           record times and grid coordinates
+//   config                                        the resolved YAML
+// with the equation, scheme and parameters as attributes of "/". Sample k depends only on the
+// seed and k, not on the batch size. Progress goes to `log` when given.
+void generate_dataset(const DatasetSpec& spec, std::ostream* log = nullptr);
+
+}  // namespace eddy::classical

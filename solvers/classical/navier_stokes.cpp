@@ -1,0 +1,92 @@
+#include "solvers/classical/navier_stokes.h"
+
+#include <numbers>
+
+#include "eddy/fft/fft.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::classical {
+namespace {
+
+Tensor imaginary(const Tensor& x) { return complex(zeros_like(x), x); }
+
+// 1 where Orszag's 2/3 rule keeps the wavenumber index (3 |k| < n), 0 elsewhere.
+Tensor kept_by_two_thirds_rule(const Tensor& index, double n) {
+  return cast(lt(abs(index) * 3.0, full_like(index, n)), index.dtype());
+}
+
+}  // namespace
+
+NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, const Tensor& forcing)
+    : n_(resolution), dt_(dt), dtype_(nu.defined() ? nu.dtype() : DType::f64) {
+  EDDY_CHECK(resolution >= 4, "NavierStokes2d: resolution must be at least 4, got ", resolution);
+  EDDY_CHECK(dt > 0, "NavierStokes2d: dt must be positive, got ", dt);
+  EDDY_CHECK(nu.defined() && nu.numel() == 1 && (dtype_ == DType::f32 || dtype_ == DType::f64),
+             "NavierStokes2d: nu must be a one-element float32 or float64 tensor");
+  EDDY_CHECK(forcing.defined() && forcing.shape() == (Shape{n_, n_}) && forcing.dtype() == dtype_,
+             "NavierStokes2d: forcing must be [", n_, ", ", n_, "] ", dtype_, ", got ",
+             forcing.defined() ? forcing.shape() : Shape{}, " ", forcing.defined() ? forcing.dtype() : dtype_);
+  const double n = static_cast<double>(n_);
+  const Tensor index_x = unsqueeze(fft::fftfreq(n_, 1.0 / n, dtype_), 1);  // [n, 1]
+  const Tensor index_y = fft::rfftfreq(n_, 1.0 / n, dtype_);               // [m]
+  mask_ = kept_by_two_thirds_rule(index_x, n) * kept_by_two_thirds_rule(index_y, n);
+  const Tensor kx = index_x * (2 * std::numbers::pi), ky = index_y * (2 * std::numbers::pi);
+  const Tensor laplacian = square(kx) + square(ky);  // the symbol of -Laplacian, [n, m]
+  // psi_hat = w_hat / |k|^2; the mean mode has no velocity, so any nonzero divisor does there.
+  const Tensor inverse_laplacian = 1.0 / where(eq(laplacian, zeros_like(laplacian)), ones_like(laplacian), laplacian);
+  d_dx_ = imaginary(kx * mask_);
+  d_dy_ = imaginary(ky * mask_);
+  velocity_x_ = imaginary(ky * inverse_laplacian * mask_);
+  velocity_y_ = imaginary(-kx * inverse_laplacian * mask_);
+
+  const Tensor half_diffusion = reshape(nu, {}) * laplacian * (0.5 * dt);
+  params_ = {1.0 - half_diffusion, 1.0 / (1.0 + half_diffusion), fft::rfft2(forcing) * dt};
+}
+
+Tensor NavierStokes2d::fno_forcing(int64_t resolution, DType dtype) {
+  const Tensor x = arange(0, static_cast<double>(resolution), 1, dtype) / static_cast<double>(resolution);
+  const Tensor phase = (unsqueeze(x, 1) + x) * (2 * std::numbers::pi);
+  return (sin(phase) + cos(phase)) * 0.1;
+}
+
+Tensor NavierStokes2d::to_spectral(const Tensor& w) const {
+  EDDY_CHECK(w.dim() >= 2 && w.size(-1) == n_ && w.size(-2) == n_ && w.dtype() == dtype_,
+             "NavierStokes2d: expected vorticity of shape [..., ", n_, ", ", n_, "] and dtype ", dtype_, ", got ",
+             w.shape(), " ", w.dtype());
+  return fft::rfft2(w);
+}
+
+Tensor NavierStokes2d::to_physical(const Tensor& w_hat) const { return fft::irfft2(w_hat, {n_, n_}); }
+
+std::pair<Tensor, Tensor> NavierStokes2d::velocity(const Tensor& w) const {
+  const Tensor w_hat = to_spectral(w);
+  return {to_physical(velocity_x_ * w_hat), to_physical(velocity_y_ * w_hat)};
+}
+
+Tensor NavierStokes2d::advection(const Tensor& w_hat) const {
+  const Tensor u = to_physical(velocity_x_ * w_hat), v = to_physical(velocity_y_ * w_hat);
+  const Tensor w_x = to_physical(d_dx_ * w_hat), w_y = to_physical(d_dy_ * w_hat);
+  return fft::rfft2(u * w_x + v * w_y) * mask_ * -1.0;
+}
+
+Tensor NavierStokes2d::step(const Tensor& w_hat, const std::vector<Tensor>& params) const {
+  const Tensor &explicit_part = params[0], &implicit_inverse = params[1], &forcing = params[2];
+  const Tensor base = explicit_part * w_hat + forcing;
+  const Tensor N = advection(w_hat);
+  const Tensor predictor = (base + N * dt_) * implicit_inverse;
+  return (base + (N + advection(predictor)) * (0.5 * dt_)) * implicit_inverse;
+}
+
+Stepper NavierStokes2d::stepper() const {
+  // A copy of the solver (a handful of tensor handles), so the stepper outlives this object.
+  return [self = *this](const Tensor& w_hat, const std::vector<Tensor>& params) { return self.step(w_hat, params); };
+}
+
+std::vector<Tensor> NavierStokes2d::solve(const Tensor& w0, const std::vector<int64_t>& record_steps,
+                                          int64_t checkpoint_every) const {
+  std::vector<Tensor> states = rollout(stepper(), to_spectral(w0), params_, record_steps, checkpoint_every);
+  for (Tensor& state : states) state = to_physical(state);
+  return states;
+}
+
+}  // namespace eddy::classical

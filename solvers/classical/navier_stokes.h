@@ -1,0 +1,66 @@
+#pragma once
+// 2-D incompressible Navier-Stokes in vorticity form on the unit torus [0, 1)^2,
+//   w_t + u . grad w = nu Laplacian w + f,   u = (psi_y, -psi_x),   -Laplacian psi = w,
+// the set-up of the Navier-Stokes data of the Fourier neural operator paper (Li et al., ICLR 2021,
+// and their ns_2d.py): Fourier pseudo-spectral, 2/3-rule dealiasing of the advection, Crank-
+// Nicolson for the diffusion. Their advection is explicit Euler, which makes the scheme first
+// order; here it is Heun's method (an Euler predictor, then the trapezoid rule), which makes it
+// second order: each step is
+//   w* = [(1 - h nu Lap / 2) w + h (N(w) + f)] / (1 + h nu Lap / 2)        (Lap: -Laplacian's symbol)
+//   w' = [(1 - h nu Lap / 2) w + h ((N(w) + N(w*)) / 2 + f)] / (1 + h nu Lap / 2)
+// with N(w) = -u . grad w. Written in eddy ops, so a rollout is differentiable with respect to the
+// initial vorticity, nu and the forcing.
+//
+// Grids: w[..., i, j] is the vorticity at (x, y) = (i / n, j / n).
+
+#include <cstdint>
+#include <vector>
+
+#include "eddy/core/tensor.h"
+#include "solvers/classical/rollout.h"
+
+namespace eddy::classical {
+
+class NavierStokes2d {
+ public:
+  // nu: a positive one-element float32 or float64 tensor, whose dtype is the solver's; forcing:
+  // [n, n] in that dtype (it may require gradients, as may nu).
+  NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, const Tensor& forcing);
+
+  // The forcing of the FNO data, 0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y))).
+  static Tensor fno_forcing(int64_t resolution, DType dtype = DType::f64);
+
+  int64_t resolution() const { return n_; }
+  double dt() const { return dt_; }
+  DType dtype() const { return dtype_; }
+
+  // The Crank-Nicolson factors (1 - h nu Lap / 2) and 1 / (1 + h nu Lap / 2) and the forcing's
+  // spectrum times h: passed to step() so that checkpointed rollouts reach nu and the forcing.
+  const std::vector<Tensor>& params() const { return params_; }
+  // One step of the vorticity's half spectrum [..., n, n / 2 + 1].
+  Tensor step(const Tensor& w_hat, const std::vector<Tensor>& params) const;
+  Stepper stepper() const;
+
+  Tensor to_spectral(const Tensor& w) const;
+  Tensor to_physical(const Tensor& w_hat) const;
+  // The velocity (u, v) of a vorticity field [..., n, n].
+  std::pair<Tensor, Tensor> velocity(const Tensor& w) const;
+  // w after each of record_steps ([..., n, n] each) from w0 [..., n, n]; see rollout() for
+  // checkpoint_every.
+  std::vector<Tensor> solve(const Tensor& w0, const std::vector<int64_t>& record_steps,
+                            int64_t checkpoint_every = 0) const;
+
+ private:
+  // -u . grad w, dealiased, as a half spectrum.
+  Tensor advection(const Tensor& w_hat) const;
+
+  int64_t n_;
+  double dt_;
+  DType dtype_;
+  Tensor mask_;                    // the modes the 2/3 rule keeps
+  Tensor d_dx_, d_dy_;             // i k_x and i k_y on the kept modes
+  Tensor velocity_x_, velocity_y_;  // w_hat -> u_hat, v_hat: i k_y / |k|^2 and -i k_x / |k|^2, kept modes
+  std::vector<Tensor> params_;
+};
+
+}  // namespace eddy::classical

@@ -1,0 +1,45 @@
+#include "solvers/classical/rollout.h"
+
+#include <algorithm>
+
+#include "eddy/autodiff/checkpoint.h"
+
+namespace eddy::classical {
+namespace {
+
+Tensor advance(const Stepper& step, Tensor state, const std::vector<Tensor>& params, int64_t steps) {
+  for (int64_t i = 0; i < steps; ++i) state = step(state, params);
+  return state;
+}
+
+}  // namespace
+
+std::vector<Tensor> rollout(const Stepper& step, const Tensor& state, const std::vector<Tensor>& params,
+                            const std::vector<int64_t>& record_steps, int64_t checkpoint_every) {
+  EDDY_CHECK(checkpoint_every >= 0, "rollout: checkpoint_every must be non-negative, got ", checkpoint_every);
+  std::vector<Tensor> records;
+  Tensor current = state;
+  int64_t done = 0;
+  for (int64_t target : record_steps) {
+    EDDY_CHECK(target >= done, "rollout: record steps must be non-negative and non-decreasing, got ", target,
+               " after ", done);
+    while (done < target) {
+      const int64_t count = checkpoint_every > 0 ? std::min(checkpoint_every, target - done) : target - done;
+      if (checkpoint_every > 0) {
+        std::vector<Tensor> inputs{current};
+        inputs.insert(inputs.end(), params.begin(), params.end());
+        auto segment = [step, count](const std::vector<Tensor>& x) -> std::vector<Tensor> {
+          return {advance(step, x[0], std::vector<Tensor>(x.begin() + 1, x.end()), count)};
+        };
+        current = checkpoint(segment, inputs)[0];
+      } else {
+        current = advance(step, current, params, count);
+      }
+      done += count;
+    }
+    records.push_back(current);
+  }
+  return records;
+}
+
+}  // namespace eddy::classical

@@ -1,0 +1,25 @@
+#pragma once
+// Time stepping with optional gradient checkpointing, shared by the classical solvers.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy::classical {
+
+// One time step as a pure function of the state and the parameter tensors. Whatever a gradient
+// should reach (coefficients that depend on the viscosity, the forcing) must come in through
+// `params`: checkpointed segments treat captured tensors as constants.
+using Stepper = std::function<Tensor(const Tensor& state, const std::vector<Tensor>& params)>;
+
+// The states after record_steps[0] <= record_steps[1] <= ... steps from `state` (0 gives `state`).
+// With checkpoint_every = K > 0, each run of at most K steps is one checkpointed segment
+// (eddy/autodiff/checkpoint.h): reverse mode then keeps one state per segment and recomputes one
+// segment's graph at a time, so memory grows with steps / K + K instead of with the steps. The
+// stepper is copied into the segments and must stay valid until their backward pass has run.
+std::vector<Tensor> rollout(const Stepper& step, const Tensor& state, const std::vector<Tensor>& params,
+                            const std::vector<int64_t>& record_steps, int64_t checkpoint_every = 0);
+
+}  // namespace eddy::classical

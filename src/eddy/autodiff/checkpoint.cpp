@@ -1,0 +1,131 @@
+// The checkpoint primitive. Its node saves only the segment's inputs; its VJP rule reruns the
+// segment with recording on and takes the gradient through that graph, written with grad() and
+// ordinary ops, so it is as differentiable as any other rule.
+
+#include "eddy/autodiff/checkpoint.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "eddy/autodiff/forward.h"
+#include "eddy/ops/ops.h"
+#include "eddy/ops/primitive.h"
+
+namespace eddy {
+namespace {
+
+// What the node carries in Attrs::payload.
+struct Segment {
+  MultiFunction fn;
+  std::vector<Shape> output_shapes;
+  // The packed outputs, computed before dispatch (infer needs their shape) and handed to eval.
+  Tensor forward_value;
+  // The engine asks for one input's cotangent at a time, all with the same output cotangent; one
+  // recomputation serves them all. The weak reference cannot match a later, different cotangent
+  // that happens to reuse the address.
+  std::weak_ptr<TensorImpl> cached_for;
+  std::vector<Tensor> cached;
+};
+
+Segment& segment_of(const Attrs& attrs) { return *static_cast<Segment*>(attrs.payload.get()); }
+
+Tensor pack(const std::vector<Tensor>& outputs) {
+  std::vector<Tensor> flat;
+  for (const Tensor& output : outputs) flat.push_back(reshape(output, {-1}));
+  return flat.size() == 1 ? flat[0] : concat(flat, 0);
+}
+
+std::vector<Tensor> unpack(const Tensor& packed, const std::vector<Shape>& shapes) {
+  std::vector<Tensor> outputs;
+  int64_t start = 0;
+  for (const Shape& shape : shapes) {
+    const int64_t count = numel(shape);
+    outputs.push_back(reshape(slice(packed, 0, start, start + count), shape));
+    start += count;
+  }
+  return outputs;
+}
+
+// Every gradient-tracking input's cotangent, by rerunning the segment with recording on.
+std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, const Tensor& cotangent) {
+  // With create_graph (recording is on here) the result must stay differentiable with respect to
+  // the inputs, so the segment reruns on them. Otherwise it reruns on detached copies, so that the
+  // inner backward pass stops at this segment instead of walking the graph upstream of it.
+  const bool create_graph = GradMode::enabled();
+  std::vector<Tensor> arguments;
+  std::vector<size_t> tracked;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad()) {
+      arguments.push_back(inputs[i].detach());
+      continue;
+    }
+    tracked.push_back(i);
+    arguments.push_back(create_graph ? inputs[i] : inputs[i].detach().requires_grad_());
+  }
+  std::vector<Tensor> outputs;
+  {
+    GradModeGuard recording(true);
+    outputs = segment.fn(arguments);
+  }
+  std::vector<Tensor> targets;
+  for (size_t i : tracked) targets.push_back(arguments[i]);
+  std::vector<Tensor> grads = grad(outputs, targets, unpack(cotangent, segment.output_shapes), create_graph);
+  std::vector<Tensor> result(inputs.size());
+  for (size_t k = 0; k < tracked.size(); ++k) result[tracked[k]] = grads[k];
+  return result;
+}
+
+const Primitive& checkpoint_p = [] () -> const Primitive& {
+  Primitive p;
+  p.name = "checkpoint";
+  p.arity = -1;
+  p.infer = [](Inputs, const Attrs& attrs) {
+    const Tensor& value = segment_of(attrs).forward_value;
+    return OutputSpec{value.shape(), value.dtype()};
+  };
+  // A detached view: the value may alias a segment input, whose graph state must stay its own.
+  p.eval = [](Inputs, const Attrs& attrs, const OutputSpec&) {
+    return std::exchange(segment_of(attrs).forward_value, Tensor()).detach();
+  };
+  // Forward mode never reaches this primitive (checkpoint() runs the segment directly), so it has
+  // no JVP rule.
+  p.vjp = [](Inputs inputs, const Attrs& attrs, int input, const Tensor& cotangent) {
+    Segment& segment = segment_of(attrs);
+    if (segment.cached_for.lock() != cotangent.impl_ptr()) {
+      segment.cached = input_cotangents(inputs, segment, cotangent);
+      segment.cached_for = cotangent.impl_ptr();
+    }
+    return std::exchange(segment.cached[input], Tensor());
+  };
+  return register_primitive(std::move(p));
+}();
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<Tensor>& inputs) {
+  EDDY_CHECK(!inputs.empty(), "checkpoint: needs at least one input");
+  const bool recording = GradMode::enabled() &&
+                         std::any_of(inputs.begin(), inputs.end(), [](const Tensor& x) { return x.requires_grad(); });
+  const bool forward_mode =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& x) { return innermost_level(x) >= 0; });
+  if (!recording || forward_mode) return segment(inputs);
+
+  auto state = std::make_shared<Segment>();
+  state->fn = segment;
+  {
+    NoGradGuard no_grad;
+    std::vector<Tensor> outputs = segment(inputs);
+    EDDY_CHECK(!outputs.empty(), "checkpoint: the segment returned no outputs");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      EDDY_CHECK(outputs[i].dtype() == outputs[0].dtype(), "checkpoint: the segment's outputs must share one "
+                 "dtype; output 0 is ", outputs[0].dtype(), " but output ", i, " is ", outputs[i].dtype());
+      state->output_shapes.push_back(outputs[i].shape());
+    }
+    state->forward_value = pack(outputs);
+  }
+  Attrs attrs;
+  attrs.payload = state;
+  return unpack(dispatch(checkpoint_p, Inputs(inputs.data(), inputs.size()), attrs), state->output_shapes);
+}
+
+}  // namespace eddy

@@ -1,0 +1,24 @@
+#pragma once
+// Gradient checkpointing: trade compute for memory in reverse mode. A checkpointed segment runs
+// without recording its graph and leaves one node on its outputs; the backward pass recomputes
+// the segment with recording on and pulls the cotangents through that fresh graph. Backpropagation
+// through n time steps checkpointed every K steps then holds n / K saved states plus one
+// segment's graph at a time, instead of every step's graph.
+
+#include <vector>
+
+#include "eddy/autodiff/functional.h"
+
+namespace eddy {
+
+// segment(inputs), recorded as one reverse-mode node. The segment must be a pure function of its
+// inputs: it runs twice (forward, then again in backward) and must give the same values. Tensors it
+// captures instead of taking as inputs are constants: no gradient flows to them. Its outputs must
+// share one dtype (they travel as one flat tensor, the node's single output).
+//
+// Higher derivatives work: with create_graph, the backward recomputes on the original inputs, so
+// the gradient is an ordinary differentiable graph. In forward mode (inputs carrying tangents) there
+// is nothing to save, and the segment simply runs.
+std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<Tensor>& inputs);
+
+}  // namespace eddy

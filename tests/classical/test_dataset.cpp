@@ -1,0 +1,101 @@
+// Dataset generation from YAML: the file read back holds what the solvers give, independent of
+// the batching, and config mistakes are errors that point at the key.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "eddy/eddy.h"
+#include "eddy/io/hdf5.h"
+#include "solvers/classical/burgers.h"
+#include "solvers/classical/dataset.h"
+#include "support/expect_error.h"
+
+namespace eddy::classical {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DatasetTest : public ::testing::Test {
+ protected:
+  fs::path dir = fs::temp_directory_path() / ("eddy_classical_dataset_" + std::to_string(::getpid()));
+  void TearDown() override { fs::remove_all(dir); }
+
+  DatasetSpec spec(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+    auto config = io::Config::parse(yaml, "data.yaml", overrides);
+    return read_dataset_spec(*config);
+  }
+  std::string file(const std::string& name) const { return (dir / name).string(); }
+};
+
+const char* kBurgers = R"(solver: burgers
+resolution: 32
+samples: 3
+batch: 2
+seed: 4
+nu: 0.05
+time:
+  dt: 0.01
+  final: 0.2
+  records: 4
+output:
+  path: PATH
+  dtype: float64
+  vtk: true
+)";
+
+std::string with_path(std::string yaml, const std::string& path) { return yaml.replace(yaml.find("PATH"), 4, path); }
+
+TEST_F(DatasetTest, BurgersFileHoldsTheSolverTrajectoriesWhateverTheBatching) {
+  const std::string path = file("burgers.h5");
+  generate_dataset(spec(with_path(kBurgers, path)));
+  const Tensor a = io::read_hdf5(path, "a"), u = io::read_hdf5(path, "u"), t = io::read_hdf5(path, "t");
+  EXPECT_EQ(a.shape(), (Shape{3, 32}));
+  EXPECT_EQ(u.shape(), (Shape{3, 4, 32}));
+  EXPECT_LT(max(abs(t - tensor<double>({0.05, 0.1, 0.15, 0.2}))).item<double>(), 1e-15);
+  EXPECT_TRUE(fs::exists(file("burgers_sample0.vti")));
+
+  // The last record of sample 2 is the solver's answer for that initial condition.
+  Burgers solver(32, 1.0, 0.01, scalar(0.05, DType::f64));
+  const Tensor expected = solver.solve(slice(a, 0, 2, 3), {20})[0];
+  EXPECT_LT(max(abs(slice(slice(u, 0, 2, 3), 1, 3, 4).reshape({1, 32}) - expected)).item<double>(), 1e-12);
+
+  // Batches of one give the same samples (to rounding: FFTW plans differ with the batch size).
+  const std::string single = file("single.h5");
+  generate_dataset(spec(with_path(kBurgers, single), {"batch=1"}));
+  EXPECT_LT(max(abs(io::read_hdf5(single, "u") - u)).item<double>(), 1e-13);
+}
+
+TEST_F(DatasetTest, NavierStokesFileHasTheFnoLayoutAndAttributes) {
+  const std::string path = file("ns/ns.h5");
+  generate_dataset(spec(with_path(R"(solver: navier_stokes
+resolution: 16
+samples: 2
+nu: 1.0e-3
+time: {dt: 0.01, final: 0.1, records: 2}
+output: {path: PATH}
+)", path)));
+  const Tensor u = io::read_hdf5(path, "u");
+  EXPECT_EQ(u.shape(), (Shape{2, 2, 16, 16}));
+  EXPECT_EQ(u.dtype(), DType::f32);
+  EXPECT_EQ(io::read_hdf5(path, "a").shape(), (Shape{2, 16, 16}));
+  // The vorticity moved, and stayed of the order of the initial field.
+  const Tensor a = cast(io::read_hdf5(path, "a"), DType::f64), last = cast(slice(u, 1, 1, 2), DType::f64);
+  EXPECT_GT(max(abs(squeeze(last, 1) - a)).item<double>(), 1e-3);
+  EXPECT_LT(max(abs(last)).item<double>(), 2 * max(abs(a)).item<double>());
+}
+
+TEST_F(DatasetTest, ConfigMistakesNameTheKey) {
+  const std::string yaml = with_path(kBurgers, file("x.h5"));
+  expect_error([&] { spec(yaml, {"samplse=3"}); }, {"unknown key 'samplse'", "did you mean 'samples'"});
+  expect_error([&] { spec(yaml, {"solver=heat"}); }, {"solver", "burgers", "navier_stokes"});
+  expect_error([&] { spec(yaml, {"time.dt=0.03"}); }, {"time.dt", "whole number of steps"});
+  expect_error([&] { spec(yaml, {"forcing=fno"}); }, {"unknown key 'forcing'"});  // Navier-Stokes only
+  expect_error([&] { spec(yaml, {"resolution=2"}); }, {"resolution", "at least 4"});
+  auto config = io::Config::parse("solver: burgers\nnu: 0.1\n", "data.yaml");
+  expect_error([&] { read_dataset_spec(*config); }, {"data.yaml", "missing required key 'time'"});
+}
+
+}  // namespace
+}  // namespace eddy::classical
