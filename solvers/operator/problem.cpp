@@ -38,10 +38,9 @@ void read_fno(const ConfigNode& model, nn::FnoOptions& fno) {
   fno.grid_coordinates = model.boolean("grid_coordinates", true);
   fno.padding = model.integer("padding", 0);
   fno.factorization = nn::parse_factorization(model.choice("factorization", {"dense", "tucker"}, "dense"));
-  if (fno.factorization == nn::SpectralFactorization::tucker) {
-    fno.rank = model.number("rank", 0.5);
-    if (!(fno.rank > 0 && fno.rank <= 1)) model.at("rank").fail("must be in (0, 1]");
-  }
+  // Read for dense weights too, so switching factorization by an override needs no other edit.
+  fno.rank = model.number("rank", 0.5);
+  if (!(fno.rank > 0 && fno.rank <= 1)) model.at("rank").fail("must be in (0, 1]");
   for (const char* key : {"width", "layers", "projection_width"}) {
     if (model.integer(key) < 1) model.at(key).fail("must be at least 1");
   }
