@@ -25,10 +25,16 @@ void ProgressLine::show(const std::string& phase, int64_t step, int64_t total, c
     const int filled = static_cast<int>(20.0 * step / total);
     line += "\r[" + std::string(filled, '#') + std::string(20 - filled, '-') + "] ";
   }
+  // Slow steps (operator epochs) read better as seconds per step.
   char rate_text[32];
-  std::snprintf(rate_text, sizeof(rate_text), rate < 10 ? "%.1f" : "%.0f", rate);
-  line += phase + " " + std::to_string(step) + "/" + std::to_string(total) + "  " + details + "  " + rate_text +
-          " it/s";
+  if (rate >= 10) {
+    std::snprintf(rate_text, sizeof(rate_text), "%.0f it/s", rate);
+  } else if (rate >= 1 || rate == 0) {
+    std::snprintf(rate_text, sizeof(rate_text), "%.1f it/s", rate);
+  } else {
+    std::snprintf(rate_text, sizeof(rate_text), "%.1f s/it", 1 / rate);
+  }
+  line += phase + " " + std::to_string(step) + "/" + std::to_string(total) + "  " + details + "  " + rate_text;
   if (total > step && rate > 0) line += "  eta " + std::to_string(static_cast<int64_t>((total - step) / rate)) + "s";
   *log_ << line << (terminal_ && !force ? "" : "\n") << std::flush;
 }

@@ -67,8 +67,9 @@ TEST(Burgers, GradientsThroughARolloutMatchCentralDifferences) {
 
 // The neuraloperator repository's small Burgers set (visc 0.01, 16 points, 17 times): the 16-point
 // initial conditions of its first 20 test samples, interpolated spectrally to 256 points and
-// solved on [0, 1) to t = 1, match its final states to within what the 16-point data loses of the true initial conditions. The
-// same comparison with nu halved or doubled is an order of magnitude off.
+// solved on [0, 1) to t = 1, match its final states to within what the 16-point data loses of the
+// true initial conditions. The same comparison with nu halved or doubled is an order of magnitude
+// off.
 double neural_operator_set_error(double nu) {
   const std::string path = std::string(EDDY_DATA_DIR) + "/burgers_operator16.h5";
   const Tensor u0 = slice(io::read_hdf5(path, "test/u0"), 0, 0, 20), u = slice(io::read_hdf5(path, "test/u"), 0, 0, 20);
