@@ -20,7 +20,9 @@ packages=(
   libboost-dev      # Sobol' sequences for PINN collocation points (header-only Boost.Random)
   libgtest-dev      # tests
   libbenchmark-dev  # bench/
-  python3-venv      # the .venv for the Python tests
+  python3-venv      # the .venv for the Python package and its tests
+  python3-dev       # Python headers for the eddy extension module
+  libdlpack-dev     # DLPack structs for zero-copy tensor exchange from Python
 )
 
 missing=()

@@ -1,0 +1,91 @@
+"""eddy: differentiable physics and scientific machine learning.
+
+The tensor and autodiff engine, FFTs, models, optimisers and solvers of eddy's C++ core, from
+Python. Tensors share memory with NumPy (``numpy.asarray(t)``, ``eddy.as_tensor(array)``) and
+DLPack; every op differentiates to any order in forward and reverse mode::
+
+    import eddy
+    f = lambda x: eddy.sum(eddy.sin(x) * x)
+    x = eddy.tensor([0.5, 1.0], dtype="float64")
+    eddy.grad(eddy.grad(f))  # composes; eddy.jvp, eddy.vjp, eddy.hessian as well
+"""
+
+from . import _eddy
+from ._eddy import *  # noqa: F401,F403  (the op API, Tensor, dtypes, solve/train/generate)
+from ._eddy import Error, Tensor, fft, nn, optim, vjp
+
+float32 = _eddy.dtype.float32
+float64 = _eddy.dtype.float64
+complex64 = _eddy.dtype.complex64
+complex128 = _eddy.dtype.complex128
+int32 = _eddy.dtype.int32
+int64 = _eddy.dtype.int64
+bool_ = _eddy.dtype.bool
+
+__version__ = "0.1.0"
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of ``data`` (a NumPy array, nested lists or a scalar)."""
+    return Tensor(data, dtype, requires_grad)
+
+
+def grad(f, argnums=0):
+    """The gradient of ``f`` (one-element output) with respect to argument(s) ``argnums``.
+
+    Returns a function of the same arguments; with a tuple ``argnums`` it returns a tuple of
+    gradients. Built on reverse mode with the graph kept, so ``grad(grad(f))`` gives second
+    derivatives, and so on to any order.
+    """
+    many = not isinstance(argnums, int)
+    positions = tuple(argnums) if many else (argnums,)
+
+    def gradient(*args):
+        args = list(args)
+        for position in positions:
+            if position >= len(args):
+                raise TypeError(f"grad: argnums {argnums} names argument {position}, but f got {len(args)}")
+
+        def with_replaced(*replacements):
+            call = list(args)
+            for position, value in zip(positions, replacements):
+                call[position] = value
+            out = f(*call)
+            if not isinstance(out, Tensor) or out.size != 1:
+                shape = getattr(out, "shape", type(out).__name__)
+                raise ValueError(f"grad: f returned {shape}; grad needs a one-element tensor "
+                                 "(use eddy.vjp or eddy.jacobian otherwise)")
+            return out
+
+        _, grads = vjp(with_replaced, tuple(as_tensor(args[p]) for p in positions))
+        return tuple(grads) if many else grads[0]
+
+    return gradient
+
+
+def value_and_grad(f, argnums=0):
+    """Like :func:`grad`, returning ``(f(*args), gradient)``."""
+    gradient = grad(f, argnums)
+
+    def both(*args):
+        return f(*args), gradient(*args)
+
+    return both
+
+
+def _method(function):
+    def method(self, *args, **kwargs):
+        return function(self, *args, **kwargs)
+
+    method.__name__ = function.__name__
+    method.__doc__ = function.__doc__
+    return method
+
+
+# Tensor methods that are shorthand for the module functions of the same name.
+for _name in ("sum", "mean", "prod", "max", "min", "norm", "reshape", "permute", "transpose", "exp", "log",
+              "sin", "cos", "tanh", "sqrt", "abs", "real", "imag", "conj", "flatten", "square", "contiguous",
+              "squeeze", "expand_dims", "flip", "cast"):
+    setattr(Tensor, _name, _method(getattr(_eddy, _name)))
+Tensor.astype = _method(_eddy.cast)
+del _name

@@ -1,0 +1,245 @@
+// eddy.nn (the C++ modules and models), eddy.optim (the optimisers) and safetensors files.
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "eddy/io/safetensors.h"
+#include "eddy/nn/neural_operators.h"
+#include "eddy/nn/pinn_models.h"
+#include "eddy/optim/adam.h"
+#include "eddy/optim/lbfgs.h"
+#include "eddy/optim/sgd.h"
+
+namespace eddy::python {
+namespace {
+
+using ModulePtr = std::shared_ptr<nn::Module>;
+
+py::dict as_dict(const std::vector<std::pair<std::string, Tensor>>& entries) {
+  py::dict result;
+  for (const auto& [name, t] : entries) result[py::str(name)] = t;
+  return result;
+}
+
+nn::StateDict state_of(const py::dict& values) {
+  nn::StateDict state;
+  for (const auto& [key, value] : values) state[key.cast<std::string>()] = as_tensor(value);
+  return state;
+}
+
+std::vector<Tensor> parameters_of(const py::iterable& parameters) {
+  std::vector<Tensor> tensors;
+  for (const py::handle& p : parameters) tensors.push_back(p.cast<Tensor>());
+  return tensors;
+}
+
+DType model_dtype(const py::object& dtype) { return optional_dtype(dtype).value_or(DType::f32); }
+
+void bind_modules(py::module_& m) {
+  py::class_<nn::Module, ModulePtr>(m, "Module", "A C++ model: parameters, buffers and a forward pass.")
+      .def("__call__", [](nn::Module& self, const py::object& x) { return self.forward(as_tensor(x)); })
+      .def("forward", [](nn::Module& self, const py::object& x) { return self.forward(as_tensor(x)); })
+      .def("parameters", &nn::Module::parameters)
+      .def("named_parameters", [](const nn::Module& self) { return as_dict(self.named_parameters()); })
+      .def("named_buffers", [](const nn::Module& self) { return as_dict(self.named_buffers()); })
+      .def("parameter_count", &nn::Module::parameter_count)
+      .def("state_dict", [](const nn::Module& self) {
+        py::dict result;
+        for (const auto& [name, t] : self.state_dict()) result[py::str(name)] = t;
+        return result;
+      })
+      .def("load_state_dict", [](nn::Module& self, const py::dict& state) { self.load_state_dict(state_of(state)); },
+           py::arg("state"))
+      .def("train", [](nn::Module& self, bool enabled) { self.train(enabled); }, py::arg("enabled") = true)
+      .def("eval", &nn::Module::eval);
+
+  py::class_<nn::Linear, nn::Module, std::shared_ptr<nn::Linear>>(m, "Linear", "x @ W + b, W of shape [in, out].")
+      .def(py::init([](int64_t in, int64_t out, bool bias, const py::object& dtype, uint64_t seed) {
+             Generator generator(seed);
+             return std::make_shared<nn::Linear>(in, out, generator, model_dtype(dtype), bias);
+           }),
+           py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::arg("dtype") = py::none(),
+           py::arg("seed") = 0)
+      .def_readonly("weight", &nn::Linear::weight)
+      .def_property_readonly("bias", [](const nn::Linear& l) -> py::object {
+        return l.bias.defined() ? py::cast(l.bias) : py::none();
+      });
+  py::class_<nn::Activation, nn::Module, std::shared_ptr<nn::Activation>>(m, "Activation")
+      .def(py::init([](const std::string& name) { return std::make_shared<nn::Activation>(nn::parse_activation(name)); }),
+           py::arg("name"));
+  py::class_<nn::Sequential, nn::Module, std::shared_ptr<nn::Sequential>>(m, "Sequential")
+      .def(py::init([](const std::vector<ModulePtr>& layers) { return std::make_shared<nn::Sequential>(layers); }),
+           py::arg("layers"))
+      .def("__len__", &nn::Sequential::size);
+
+  m.def("pinn_model", [](int64_t inputs, int64_t outputs, int64_t width, int64_t depth, const std::string& activation,
+                         const std::string& architecture, int64_t fourier_features, double fourier_scale,
+                         const py::object& dtype, uint64_t seed) {
+        nn::PinnModelOptions o;
+        o.inputs = inputs;
+        o.outputs = outputs;
+        o.width = width;
+        o.depth = depth;
+        o.activation = nn::parse_activation(activation);
+        o.architecture = nn::parse_architecture(architecture);
+        o.fourier_features = fourier_features;
+        o.fourier_scale = fourier_scale;
+        o.dtype = model_dtype(dtype);
+        o.seed = seed;
+        return nn::make_pinn_model(o);
+      },
+      py::arg("inputs"), py::arg("outputs"), py::arg("width") = 50, py::arg("depth") = 4,
+      py::arg("activation") = "tanh", py::arg("architecture") = "mlp", py::arg("fourier_features") = 0,
+      py::arg("fourier_scale") = 1.0, py::arg("dtype") = py::none(), py::arg("seed") = 0,
+      "The PINN model family ([N, inputs] -> [N, outputs]): mlp, modified_mlp or resnet.");
+
+  py::class_<nn::Fno, nn::Module, std::shared_ptr<nn::Fno>>(m, "FNO", "Fourier neural operator, channels first.")
+      .def(py::init([](int64_t in_channels, int64_t out_channels, const std::vector<int64_t>& modes, int64_t width,
+                       int64_t layers, int64_t projection_width, const std::string& activation, bool grid_coordinates,
+                       int64_t padding, const std::string& factorization, double rank, const py::object& dtype,
+                       uint64_t seed) {
+             nn::FnoOptions o;
+             o.in_channels = in_channels;
+             o.out_channels = out_channels;
+             o.modes = modes;
+             o.width = width;
+             o.layers = layers;
+             o.projection_width = projection_width;
+             o.activation = nn::parse_activation(activation);
+             o.grid_coordinates = grid_coordinates;
+             o.padding = padding;
+             o.factorization = nn::parse_factorization(factorization);
+             o.rank = rank;
+             o.dtype = model_dtype(dtype);
+             o.seed = seed;
+             return std::make_shared<nn::Fno>(o);
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("modes"), py::arg("width") = 32,
+           py::arg("layers") = 4, py::arg("projection_width") = 128, py::arg("activation") = "gelu",
+           py::arg("grid_coordinates") = true, py::arg("padding") = 0, py::arg("factorization") = "dense",
+           py::arg("rank") = 0.5, py::arg("dtype") = py::none(), py::arg("seed") = 0);
+
+  py::class_<nn::DeepOnet, nn::Module, std::shared_ptr<nn::DeepOnet>>(m, "DeepONet")
+      .def(py::init([](int64_t sensors, int64_t coordinates, int64_t latent, int64_t width, int64_t depth,
+                       const std::string& activation, const py::object& dtype, uint64_t seed) {
+             nn::DeepOnetOptions o;
+             o.sensors = sensors;
+             o.coordinates = coordinates;
+             o.latent = latent;
+             o.width = width;
+             o.depth = depth;
+             o.activation = nn::parse_activation(activation);
+             o.dtype = model_dtype(dtype);
+             o.seed = seed;
+             return std::make_shared<nn::DeepOnet>(o);
+           }),
+           py::arg("sensors"), py::arg("coordinates") = 1, py::arg("latent") = 40, py::arg("width") = 40,
+           py::arg("depth") = 2, py::arg("activation") = "relu", py::arg("dtype") = py::none(), py::arg("seed") = 0)
+      .def("evaluate", [](nn::DeepOnet& self, const py::object& u, const py::object& points) {
+             return self.evaluate(as_tensor(u), as_tensor(points));
+           },
+           py::arg("u"), py::arg("points"), "[batch, sensors], [P, coordinates] -> [batch, P]");
+}
+
+void bind_optimisers(py::module_& m) {
+  py::class_<optim::Optimizer>(m, "Optimizer")
+      .def("step", &optim::Optimizer::step)
+      .def("zero_grad", &optim::Optimizer::zero_grad)
+      .def_property("learning_rate", &optim::Optimizer::learning_rate, &optim::Optimizer::set_learning_rate)
+      .def_property_readonly("steps", &optim::Optimizer::steps)
+      .def("state_dict", [](const optim::Optimizer& self) {
+        py::dict result;
+        for (const auto& [name, t] : self.state_dict()) result[py::str(name)] = t;
+        return result;
+      })
+      .def("load_state_dict", [](optim::Optimizer& self, const py::dict& state) { self.load_state_dict(state_of(state)); });
+
+  auto adam_options = [](double lr, std::pair<double, double> betas, double eps, double weight_decay) {
+    optim::AdamOptions o;
+    o.learning_rate = lr;
+    o.beta1 = betas.first;
+    o.beta2 = betas.second;
+    o.eps = eps;
+    o.weight_decay = weight_decay;
+    return o;
+  };
+  py::class_<optim::Adam, optim::Optimizer>(m, "Adam")
+      .def(py::init([adam_options](const py::iterable& params, double lr, std::pair<double, double> betas, double eps,
+                                   double weight_decay) {
+             return new optim::Adam(parameters_of(params), adam_options(lr, betas, eps, weight_decay));
+           }),
+           py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair{0.9, 0.999}, py::arg("eps") = 1e-8,
+           py::arg("weight_decay") = 0.0);
+  py::class_<optim::AdamW, optim::Adam>(m, "AdamW")
+      .def(py::init([adam_options](const py::iterable& params, double lr, std::pair<double, double> betas, double eps,
+                                   double weight_decay) {
+             return new optim::AdamW(parameters_of(params), adam_options(lr, betas, eps, weight_decay));
+           }),
+           py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair{0.9, 0.999}, py::arg("eps") = 1e-8,
+           py::arg("weight_decay") = 1e-2);
+  py::class_<optim::Sgd, optim::Optimizer>(m, "SGD")
+      .def(py::init([](const py::iterable& params, double lr, double momentum, bool nesterov, double weight_decay) {
+             optim::SgdOptions o;
+             o.learning_rate = lr;
+             o.momentum = momentum;
+             o.nesterov = nesterov;
+             o.weight_decay = weight_decay;
+             return new optim::Sgd(parameters_of(params), o);
+           }),
+           py::arg("params"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0, py::arg("nesterov") = false,
+           py::arg("weight_decay") = 0.0);
+  py::class_<optim::Lbfgs>(m, "LBFGS", "L-BFGS with a strong-Wolfe line search; step(closure) runs up to "
+                                       "max_iterations iterations and returns a report.")
+      .def(py::init([](const py::iterable& params, double lr, int64_t max_iterations, int64_t max_evaluations,
+                       double tolerance_grad, double tolerance_change, int64_t history_size) {
+             optim::LbfgsOptions o;
+             o.learning_rate = lr;
+             o.max_iterations = max_iterations;
+             o.max_evaluations = max_evaluations;
+             o.tolerance_grad = tolerance_grad;
+             o.tolerance_change = tolerance_change;
+             o.history_size = history_size;
+             return new optim::Lbfgs(parameters_of(params), o);
+           }),
+           py::arg("params"), py::arg("lr") = 1.0, py::arg("max_iterations") = 100, py::arg("max_evaluations") = 250,
+           py::arg("tolerance_grad") = 1e-9, py::arg("tolerance_change") = 1e-12, py::arg("history_size") = 10)
+      .def("zero_grad", &optim::Lbfgs::zero_grad)
+      .def("step", [](optim::Lbfgs& self, const py::function& closure) {
+             const optim::LbfgsReport r = self.step([&closure] { return as_tensor(closure()); });
+             py::dict report;
+             report["iterations"] = r.iterations;
+             report["evaluations"] = r.evaluations;
+             report["initial_loss"] = r.initial_loss;
+             report["loss"] = r.loss;
+             report["gradient_max_abs"] = r.gradient_max_abs;
+             report["converged"] = r.converged();
+             report["message"] = r.message;
+             return report;
+           },
+           py::arg("closure"), "closure() zeroes the gradients, computes the loss, calls backward() and returns it.");
+}
+
+}  // namespace
+
+void bind_nn(py::module_& m) {
+  py::module_ nn = m.def_submodule("nn", "Models and layers (C++ modules).");
+  bind_modules(nn);
+  py::module_ optim = m.def_submodule("optim", "Optimisers over lists of tensors.");
+  bind_optimisers(optim);
+
+  m.def("save_safetensors", [](const std::string& path, const py::dict& tensors, const std::map<std::string, std::string>& metadata) {
+        io::save_safetensors(path, state_of(tensors), metadata);
+      },
+      py::arg("path"), py::arg("tensors"), py::arg("metadata") = std::map<std::string, std::string>{},
+      "Writes {name: tensor} atomically in the safetensors format (readable by the safetensors package).");
+  m.def("load_safetensors", [](const std::string& path) {
+        io::SafetensorsContents contents = io::load_safetensors(path);
+        py::dict tensors;
+        for (const auto& [name, t] : contents.tensors) tensors[py::str(name)] = t;
+        return py::make_tuple(tensors, contents.metadata);
+      },
+      py::arg("path"), "({name: tensor}, metadata) of a safetensors file.");
+}
+
+}  // namespace eddy::python

@@ -1,0 +1,263 @@
+// The op API (eddy/ops/ops.h) and eddy.fft, with NumPy-style argument names: shapes as ints or
+// sequences, `axis` as None, an int or a tuple, dtypes as strings, NumPy dtypes or eddy.dtype.
+
+#include <pybind11/complex.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "eddy/autodiff/tape.h"
+#include "eddy/backends/backend.h"
+#include "eddy/fft/fft.h"
+#include "eddy/fft/spectral.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::python {
+namespace {
+
+Shape shape_of(const py::handle& value) {
+  if (py::isinstance<py::int_>(value)) return Shape{value.cast<int64_t>()};
+  return value.cast<Shape>();
+}
+
+std::vector<int64_t> axes_of(const py::object& axis) {
+  if (axis.is_none()) return {};
+  if (py::isinstance<py::int_>(axis)) return {axis.cast<int64_t>()};
+  return axis.cast<std::vector<int64_t>>();
+}
+
+std::vector<int64_t> optional_ints(const py::object& value) {
+  return value.is_none() ? std::vector<int64_t>{} : value.cast<std::vector<int64_t>>();
+}
+
+DType dtype_or(const py::object& dtype, DType fallback) { return optional_dtype(dtype).value_or(fallback); }
+
+Generator* generator_of(const py::object& generator) {
+  return generator.is_none() ? nullptr : generator.cast<Generator*>();
+}
+
+template <typename Op>
+void unary(py::module_& m, const char* name, Op op) {
+  m.def(name, [op](const py::object& x) { return op(as_tensor(x)); }, py::arg("x"));
+}
+
+template <typename Op>
+void binary(py::module_& m, const char* name, Op op) {
+  m.def(name, [op](const py::object& a, const py::object& b) { return op(as_tensor(a), as_tensor(b)); },
+        py::arg("a"), py::arg("b"));
+}
+
+template <typename Op>
+void reduction(py::module_& m, const char* name, Op op) {
+  m.def(name, [op](const py::object& x, const py::object& axis, bool keepdims) {
+        return op(as_tensor(x), axes_of(axis), keepdims);
+      },
+      py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
+}
+
+// A context manager that switches recording off (no_grad) or on (enable_grad) for its block and
+// restores the previous mode on exit, exceptions included.
+class GradModeContext {
+ public:
+  explicit GradModeContext(bool enabled) : enabled_(enabled) {}
+  void enter() {
+    previous_ = GradMode::enabled();
+    GradMode::set_enabled(enabled_);
+  }
+  void exit(const py::args&) { GradMode::set_enabled(previous_); }
+
+ private:
+  bool enabled_;
+  bool previous_ = true;
+};
+
+void bind_fft(py::module_& parent) {
+  py::module_ m = parent.def_submodule("fft", "numpy.fft, differentiable to any order (FFTW on the CPU).");
+  auto one_axis = [&](const char* name, Tensor (*op)(const Tensor&, int64_t, int64_t, std::string_view)) {
+    m.def(name, [op](const py::object& x, const py::object& n, int64_t axis, const std::string& norm) {
+          return op(as_tensor(x), n.is_none() ? -1 : n.cast<int64_t>(), axis, norm);
+        },
+        py::arg("x"), py::arg("n") = py::none(), py::arg("axis") = -1, py::arg("norm") = "backward");
+  };
+  one_axis("fft", &fft::fft);
+  one_axis("ifft", &fft::ifft);
+  one_axis("rfft", &fft::rfft);
+  one_axis("irfft", &fft::irfft);
+  one_axis("hfft", &fft::hfft);
+  one_axis("ihfft", &fft::ihfft);
+  using Multi = Tensor (*)(const Tensor&, const std::vector<int64_t>&, const std::vector<int64_t>&, std::string_view);
+  auto many_axes = [&](const char* name, Multi op, std::vector<int64_t> default_axes) {
+    m.def(name, [op, default_axes](const py::object& x, const py::object& s, const py::object& axes,
+                                   const std::string& norm) {
+          return op(as_tensor(x), optional_ints(s), axes.is_none() ? default_axes : axes_of(axes), norm);
+        },
+        py::arg("x"), py::arg("s") = py::none(), py::arg("axes") = py::none(), py::arg("norm") = "backward");
+  };
+  many_axes("fft2", &fft::fft2, {-2, -1});
+  many_axes("ifft2", &fft::ifft2, {-2, -1});
+  many_axes("rfft2", &fft::rfft2, {-2, -1});
+  many_axes("irfft2", &fft::irfft2, {-2, -1});
+  many_axes("fftn", &fft::fftn, {});
+  many_axes("ifftn", &fft::ifftn, {});
+  many_axes("rfftn", &fft::rfftn, {});
+  many_axes("irfftn", &fft::irfftn, {});
+  m.def("fftfreq", [](int64_t n, double d, const py::object& dtype) { return fft::fftfreq(n, d, dtype_or(dtype, DType::f64)); },
+        py::arg("n"), py::arg("d") = 1.0, py::arg("dtype") = py::none());
+  m.def("rfftfreq", [](int64_t n, double d, const py::object& dtype) { return fft::rfftfreq(n, d, dtype_or(dtype, DType::f64)); },
+        py::arg("n"), py::arg("d") = 1.0, py::arg("dtype") = py::none());
+  m.def("fftshift", [](const py::object& x, const py::object& axes) { return fft::fftshift(as_tensor(x), axes_of(axes)); },
+        py::arg("x"), py::arg("axes") = py::none());
+  m.def("ifftshift", [](const py::object& x, const py::object& axes) { return fft::ifftshift(as_tensor(x), axes_of(axes)); },
+        py::arg("x"), py::arg("axes") = py::none());
+  m.def("spectral_conv", [](const py::object& x, const py::object& weights, const std::vector<int64_t>& modes) {
+        return fft::spectral_conv(as_tensor(x), as_tensor(weights), modes);
+      },
+      py::arg("x"), py::arg("weights"), py::arg("modes"));
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  py::class_<Generator>(m, "Generator", "Counter-based (Philox) random numbers: element i depends only on the "
+                                        "seed and the draw's offset, not on threads.")
+      .def(py::init<uint64_t>(), py::arg("seed") = 0);
+
+  // ---- creation ----
+  m.def("zeros", [](const py::object& shape, const py::object& dtype) { return zeros(shape_of(shape), dtype_or(dtype, DType::f32)); },
+        py::arg("shape"), py::arg("dtype") = py::none());
+  m.def("ones", [](const py::object& shape, const py::object& dtype) { return ones(shape_of(shape), dtype_or(dtype, DType::f32)); },
+        py::arg("shape"), py::arg("dtype") = py::none());
+  m.def("full", [](const py::object& shape, std::complex<double> value, const py::object& dtype) {
+        return full(shape_of(shape), value, dtype_or(dtype, DType::f32));
+      },
+      py::arg("shape"), py::arg("value"), py::arg("dtype") = py::none());
+  m.def("zeros_like", [](const py::object& x) { return zeros_like(as_tensor(x)); }, py::arg("x"));
+  m.def("ones_like", [](const py::object& x) { return ones_like(as_tensor(x)); }, py::arg("x"));
+  m.def("arange", [](double start, const py::object& stop, double step, const py::object& dtype) {
+        return stop.is_none() ? arange(0, start, step, dtype_or(dtype, DType::f32))
+                              : arange(start, stop.cast<double>(), step, dtype_or(dtype, DType::f32));
+      },
+      py::arg("start"), py::arg("stop") = py::none(), py::arg("step") = 1.0, py::arg("dtype") = py::none());
+  m.def("linspace", [](double start, double stop, int64_t num, const py::object& dtype) {
+        return linspace(start, stop, num, dtype_or(dtype, DType::f32));
+      },
+      py::arg("start"), py::arg("stop"), py::arg("num"), py::arg("dtype") = py::none());
+  m.def("eye", [](int64_t n, const py::object& dtype) { return eye(n, dtype_or(dtype, DType::f32)); }, py::arg("n"),
+        py::arg("dtype") = py::none());
+  m.def("rand", [](const py::object& shape, const py::object& dtype, const py::object& generator) {
+        return rand(shape_of(shape), dtype_or(dtype, DType::f32), generator_of(generator));
+      },
+      py::arg("shape"), py::arg("dtype") = py::none(), py::arg("generator") = py::none());
+  m.def("randn", [](const py::object& shape, const py::object& dtype, const py::object& generator) {
+        return randn(shape_of(shape), dtype_or(dtype, DType::f32), generator_of(generator));
+      },
+      py::arg("shape"), py::arg("dtype") = py::none(), py::arg("generator") = py::none());
+
+  // ---- elementwise ----
+  unary(m, "neg", [](const Tensor& x) { return neg(x); });
+  unary(m, "exp", [](const Tensor& x) { return exp(x); });
+  unary(m, "log", [](const Tensor& x) { return log(x); });
+  unary(m, "sin", [](const Tensor& x) { return sin(x); });
+  unary(m, "cos", [](const Tensor& x) { return cos(x); });
+  unary(m, "tanh", [](const Tensor& x) { return tanh(x); });
+  unary(m, "sqrt", [](const Tensor& x) { return sqrt(x); });
+  unary(m, "abs", [](const Tensor& x) { return abs(x); });
+  unary(m, "sign", [](const Tensor& x) { return sign(x); });
+  unary(m, "real", [](const Tensor& x) { return real(x); });
+  unary(m, "imag", [](const Tensor& x) { return imag(x); });
+  unary(m, "conj", [](const Tensor& x) { return conj(x); });
+  unary(m, "angle", [](const Tensor& x) { return angle(x); });
+  unary(m, "square", [](const Tensor& x) { return square(x); });
+  unary(m, "sigmoid", [](const Tensor& x) { return sigmoid(x); });
+  unary(m, "softplus", [](const Tensor& x) { return softplus(x); });
+  unary(m, "relu", [](const Tensor& x) { return relu(x); });
+  unary(m, "gelu", [](const Tensor& x) { return gelu(x); });
+  unary(m, "silu", [](const Tensor& x) { return silu(x); });
+  unary(m, "contiguous", [](const Tensor& x) { return contiguous(x); });
+  unary(m, "flatten", [](const Tensor& x) { return flatten(x); });
+  binary(m, "add", [](const Tensor& a, const Tensor& b) { return add(a, b); });
+  binary(m, "sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); });
+  binary(m, "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); });
+  binary(m, "div", [](const Tensor& a, const Tensor& b) { return div(a, b); });
+  binary(m, "pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); });
+  binary(m, "maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
+  binary(m, "minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); });
+  binary(m, "complex", [](const Tensor& a, const Tensor& b) { return complex(a, b); });
+  binary(m, "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
+  binary(m, "mse_loss", [](const Tensor& a, const Tensor& b) { return mse_loss(a, b); });
+  m.def("where", [](const py::object& c, const py::object& a, const py::object& b) {
+        return where(as_tensor(c), as_tensor(a), as_tensor(b));
+      },
+      py::arg("condition"), py::arg("a"), py::arg("b"));
+  m.def("cast", [](const py::object& x, const py::object& dtype) { return cast(as_tensor(x), parse_dtype(dtype)); },
+        py::arg("x"), py::arg("dtype"));
+
+  // ---- reductions ----
+  reduction(m, "sum", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return sum(x, a, k); });
+  reduction(m, "mean", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return mean(x, a, k); });
+  reduction(m, "prod", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return prod(x, a, k); });
+  reduction(m, "max", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return max(x, a, k); });
+  reduction(m, "min", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return min(x, a, k); });
+  reduction(m, "norm", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return norm(x, a, k); });
+  m.def("logsumexp", [](const py::object& x, int64_t axis, bool keepdims) { return logsumexp(as_tensor(x), axis, keepdims); },
+        py::arg("x"), py::arg("axis") = -1, py::arg("keepdims") = false);
+  m.def("softmax", [](const py::object& x, int64_t axis) { return softmax(as_tensor(x), axis); }, py::arg("x"),
+        py::arg("axis") = -1);
+  m.def("log_softmax", [](const py::object& x, int64_t axis) { return log_softmax(as_tensor(x), axis); },
+        py::arg("x"), py::arg("axis") = -1);
+
+  // ---- movement and indexing ----
+  m.def("reshape", [](const py::object& x, const py::object& shape) { return reshape(as_tensor(x), shape_of(shape)); },
+        py::arg("x"), py::arg("shape"));
+  m.def("permute", [](const py::object& x, const std::vector<int64_t>& axes) { return permute(as_tensor(x), axes); },
+        py::arg("x"), py::arg("axes"));
+  m.def("transpose", [](const py::object& x, int64_t a, int64_t b) { return transpose(as_tensor(x), a, b); },
+        py::arg("x"), py::arg("axis1") = -2, py::arg("axis2") = -1);
+  m.def("broadcast_to", [](const py::object& x, const py::object& shape) { return expand(as_tensor(x), shape_of(shape)); },
+        py::arg("x"), py::arg("shape"));
+  m.def("squeeze", [](const py::object& x, int64_t axis) { return squeeze(as_tensor(x), axis); }, py::arg("x"),
+        py::arg("axis"));
+  m.def("expand_dims", [](const py::object& x, int64_t axis) { return unsqueeze(as_tensor(x), axis); }, py::arg("x"),
+        py::arg("axis"));
+  m.def("pad", [](const py::object& x, const std::vector<int64_t>& before, const std::vector<int64_t>& after) {
+        return pad(as_tensor(x), before, after);
+      },
+      py::arg("x"), py::arg("before"), py::arg("after"));
+  m.def("flip", [](const py::object& x, const py::object& axis) { return flip(as_tensor(x), axes_of(axis)); },
+        py::arg("x"), py::arg("axis"));
+  m.def("roll", [](const py::object& x, int64_t shift, int64_t axis) { return roll(as_tensor(x), shift, axis); },
+        py::arg("x"), py::arg("shift"), py::arg("axis"));
+  auto tensors_of = [](const py::sequence& items) {
+    std::vector<Tensor> tensors;
+    for (const py::handle& item : items) tensors.push_back(as_tensor(item));
+    return tensors;
+  };
+  m.def("concatenate", [tensors_of](const py::sequence& xs, int64_t axis) { return concat(tensors_of(xs), axis); },
+        py::arg("tensors"), py::arg("axis") = 0);
+  m.def("stack", [tensors_of](const py::sequence& xs, int64_t axis) { return stack(tensors_of(xs), axis); },
+        py::arg("tensors"), py::arg("axis") = 0);
+  m.def("gather", [](const py::object& x, int64_t axis, const py::object& index) {
+        return gather(as_tensor(x), axis, as_tensor(index));
+      },
+      py::arg("x"), py::arg("axis"), py::arg("index"));
+  m.def("take", [](const py::object& x, const py::object& index, int64_t axis) {
+        return index_select(as_tensor(x), axis, as_tensor(index));
+      },
+      py::arg("x"), py::arg("index"), py::arg("axis"));
+  m.def("scatter_add", [](const py::object& base, int64_t axis, const py::object& index, const py::object& src) {
+        return scatter_add(as_tensor(base), axis, as_tensor(index), as_tensor(src));
+      },
+      py::arg("base"), py::arg("axis"), py::arg("index"), py::arg("src"));
+
+  // ---- grad mode and threads ----
+  py::class_<GradModeContext>(m, "_GradModeContext")
+      .def("__enter__", &GradModeContext::enter)
+      .def("__exit__", &GradModeContext::exit);
+  m.def("no_grad", [] { return GradModeContext(false); }, "with eddy.no_grad(): ops record nothing for reverse mode.");
+  m.def("enable_grad", [] { return GradModeContext(true); });
+  m.def("set_num_threads", &set_num_threads, py::arg("threads"));
+  m.def("num_threads", &num_threads);
+
+  bind_fft(m);
+}
+
+}  // namespace eddy::python
