@@ -1,14 +1,14 @@
-// Darcy datasets: FFT-sampled Gaussian random fields, thresholded, solved and written to HDF5.
+// Darcy datasets: Gaussian random fields, thresholded, solved and written to HDF5.
 
 #include "solvers/classical/darcy_dataset.h"
 
 #include <cmath>
-#include <numbers>
+#include <filesystem>
 #include <vector>
 
 #include "eddy/autodiff/tape.h"
-#include "eddy/fft/fft.h"
 #include "eddy/io/hdf5.h"
+#include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
 #include "solvers/classical/darcy.h"
 
@@ -25,48 +25,55 @@ void check_options(const DarcyDatasetOptions& o) {
              o.alpha);
   EDDY_CHECK(o.tau > 0, "DarcyDatasetOptions: tau must be positive, got ", o.tau);
   EDDY_CHECK(std::isfinite(o.forcing), "DarcyDatasetOptions: forcing must be finite, got ", o.forcing);
+  EDDY_CHECK(o.dtype == DType::f32 || o.dtype == DType::f64, "DarcyDatasetOptions: dtype must be float32 or float64");
 }
 
 }  // namespace
 
-Tensor sample_gaussian_random_field(const DarcyDatasetOptions& options, Generator& generator) {
-  check_options(options);
-  const int64_t n = options.resolution, m = 2 * (n - 1);
-  const double h = 1.0 / static_cast<double>(n - 1);
-  // Wavenumbers in cycles per unit length, on the half spectrum of the side-2 periodic square.
-  const Tensor kx = reshape(fft::fftfreq(m, h), {m, 1});
-  const Tensor ky = reshape(fft::rfftfreq(m, h), {1, m / 2 + 1});
-  const Tensor k_squared = 4 * std::numbers::pi * std::numbers::pi * (square(kx) + square(ky));
-  const Tensor c = std::pow(options.tau, options.alpha - 1) *
-                   pow(k_squared + options.tau * options.tau, -options.alpha / 2);
-  const Tensor c_mean_free = where(gt(k_squared, zeros_like(k_squared)), c, zeros_like(c));
-  // The orthonormal rfft2 turns real white noise into the unit complex normals xi_k, with the
-  // Hermitian symmetry of a real field; the unscaled inverse ("forward" norm) sums the series.
-  const Tensor xi = fft::rfft2(randn({m, m}, DType::f64, &generator), {}, {-2, -1}, "ortho");
-  const Tensor field = fft::irfft2(c_mean_free * xi, {m, m}, {-2, -1}, "forward");
-  return contiguous(slice(slice(field, 0, 0, n), 1, 0, n));
+GaussianRandomField darcy_random_field(const DarcyDatasetOptions& options) {
+  GaussianRandomField field;
+  field.dim = 2;
+  field.length = 2;
+  field.resolution = 2 * (options.resolution - 1);
+  field.alpha = options.alpha;
+  field.tau = options.tau;
+  field.sigma = std::pow(options.tau, options.alpha - 1);
+  return field;
 }
 
 Tensor sample_darcy_coefficient(const DarcyDatasetOptions& options, Generator& generator) {
-  const Tensor field = sample_gaussian_random_field(options, generator);
-  return where(ge(field, zeros_like(field)), full_like(field, options.a_high),
-               full_like(field, options.a_low));
+  check_options(options);
+  const int64_t n = options.resolution;
+  const Tensor field = slice(slice(squeeze(darcy_random_field(options).sample(1, generator), 0), 0, 0, n), 1, 0, n);
+  return contiguous(where(ge(field, zeros_like(field)), full_like(field, options.a_high),
+                          full_like(field, options.a_low)));
 }
 
-void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& path) {
+void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& path, std::ostream* log) {
   check_options(options);
   NoGradGuard no_grad;
   const int64_t n = options.resolution;
   const Tensor f = full({n, n}, options.forcing, DType::f64);
   Generator generator(options.seed);
   std::vector<Tensor> a, u;
+  const int64_t log_every = std::max<int64_t>(1, options.samples / 20);
   for (int64_t k = 0; k < options.samples; ++k) {
     a.push_back(sample_darcy_coefficient(options, generator));
     u.push_back(darcy_solve(a.back(), f));
+    if (log && ((k + 1) % log_every == 0 || k + 1 == options.samples)) {
+      *log << "generate: " << k + 1 << " / " << options.samples << " samples\n";
+    }
   }
+  const Tensor a_all = cast(stack(a), options.dtype), u_all = cast(stack(u), options.dtype);
+
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
   io::Hdf5Writer writer(path);
-  writer.write("a", stack(a));
-  writer.write("u", stack(u));
+  writer.write("a", a_all);
+  writer.write("u", u_all);
+  writer.write("x", arange(0, static_cast<double>(n), 1, options.dtype) / static_cast<double>(n - 1));
+  if (!options.config.empty()) writer.write_string("config", options.config);
+  writer.set_attribute("/", "solver", "darcy");
   writer.set_attribute("/", "resolution", static_cast<double>(n));
   writer.set_attribute("/", "samples", static_cast<double>(options.samples));
   writer.set_attribute("/", "seed", static_cast<double>(options.seed));
@@ -76,10 +83,17 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
   writer.set_attribute("/", "tau", options.tau);
   writer.set_attribute("/", "forcing", options.forcing);
   writer.set_attribute("/", "face_average", "harmonic");
+  writer.set_attribute("/", "scheme", "cell-centred finite volumes, harmonic face averages, sparse LDLT");
   writer.set_attribute("/", "equation",
                        "-div(a grad u) = f on [0, 1]^2, u = 0 on the boundary; a[k, i, j] at (x, y) = "
-                       "(i, j) / (resolution - 1)");
+                       "(i, j) / (resolution - 1); a = a_high where a Gaussian random field with covariance "
+                       "(-Laplacian + tau^2)^(-alpha) is >= 0, a_low elsewhere");
   writer.commit();
+  if (options.vtk) {
+    const double h = 1.0 / static_cast<double>(n - 1);
+    io::write_vti(std::filesystem::path(path).replace_extension("").string() + "_sample0.vti", {0, 0}, {h, h}, {n, n},
+                  {{"a", reshape(a.front(), {-1})}, {"u", reshape(u.front(), {-1})}});
+  }
 }
 
 }  // namespace eddy::classical

@@ -52,21 +52,10 @@ void write_first_sample_vti(const DatasetSpec& spec, const Tensor& a, const Tens
   io::write_vti(path, {0, 0}, {dx, dx}, {n, n}, fields);
 }
 
-}  // namespace
-
-int64_t DatasetSpec::steps_per_record() const {
-  return std::lround(final_time / (static_cast<double>(records) * dt));
-}
-
-DatasetSpec read_dataset_spec(io::Config& config) {
-  ConfigNode root = config.root();
-  DatasetSpec spec;
-  spec.solver = root.at("solver").as_choice({"burgers", "navier_stokes"});
+// Burgers and Navier-Stokes: viscosity, time stepping and the initial condition's prior.
+void read_evolution_keys(const ConfigNode& root, DatasetSpec& spec) {
   const bool burgers = spec.solver == "burgers";
-  spec.resolution = integer_at_least(root, "resolution", 64, 4);
-  spec.samples = integer_at_least(root, "samples", 1, 1);
   spec.batch = integer_at_least(root, "batch", 16, 1);
-  spec.seed = static_cast<uint64_t>(integer_at_least(root, "seed", 0, 0));
   spec.nu = root.number("nu");
   if (!(spec.nu >= 0)) root.at("nu").fail(cat("must be non-negative, got ", spec.nu));
   if (burgers) {
@@ -96,6 +85,43 @@ DatasetSpec read_dataset_spec(io::Config& config) {
   field.alpha = positive(initial, "alpha", initial.number("alpha", burgers ? 2.0 : 2.5));
   field.tau = positive(initial, "tau", initial.number("tau", burgers ? 5.0 : 7.0));
   field.sigma = positive(initial, "sigma", initial.number("sigma", burgers ? 25.0 : field.effective_sigma()));
+}
+
+// Darcy: the two-phase coefficient's values and the prior of the field it thresholds (defaults
+// those of the FNO data, a in {12, 3}, alpha 2, tau 3), and the constant right-hand side.
+void read_darcy_keys(const ConfigNode& root, DarcyDatasetOptions& darcy) {
+  const DarcyDatasetOptions defaults;
+  darcy.forcing = root.number("forcing", defaults.forcing);
+  if (!std::isfinite(darcy.forcing)) root.at("forcing").fail(cat("must be finite, got ", darcy.forcing));
+  ConfigNode coefficient = root.section("coefficient");
+  darcy.a_high = positive(coefficient, "high", coefficient.number("high", defaults.a_high));
+  darcy.a_low = positive(coefficient, "low", coefficient.number("low", defaults.a_low));
+  darcy.alpha = coefficient.number("alpha", defaults.alpha);
+  if (!(darcy.alpha > 1)) {
+    coefficient.at("alpha").fail(cat("must be greater than 1 (a 2-D field of finite variance), got ", darcy.alpha));
+  }
+  darcy.tau = positive(coefficient, "tau", coefficient.number("tau", defaults.tau));
+}
+
+}  // namespace
+
+int64_t DatasetSpec::steps_per_record() const {
+  return std::lround(final_time / (static_cast<double>(records) * dt));
+}
+
+DatasetSpec read_dataset_spec(io::Config& config) {
+  ConfigNode root = config.root();
+  DatasetSpec spec;
+  spec.solver = root.at("solver").as_choice({"burgers", "navier_stokes", "darcy"});
+  const bool darcy = spec.solver == "darcy";
+  spec.resolution = integer_at_least(root, "resolution", 64, darcy ? 3 : 4);
+  spec.samples = integer_at_least(root, "samples", 1, 1);
+  spec.seed = static_cast<uint64_t>(integer_at_least(root, "seed", 0, 0));
+  if (darcy) {
+    read_darcy_keys(root, spec.darcy);
+  } else {
+    read_evolution_keys(root, spec);
+  }
 
   ConfigNode output = root.at("output");
   spec.output_path = output.string("path");
@@ -108,6 +134,17 @@ DatasetSpec read_dataset_spec(io::Config& config) {
 }
 
 void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
+  if (spec.solver == "darcy") {
+    DarcyDatasetOptions options = spec.darcy;
+    options.resolution = spec.resolution;
+    options.samples = spec.samples;
+    options.seed = spec.seed;
+    options.dtype = spec.output_dtype;
+    options.config = spec.resolved_config;
+    options.vtk = spec.vtk;
+    write_darcy_dataset(options, spec.output_path, log);
+    return;
+  }
   NoGradGuard no_grad;
   const bool burgers = spec.solver == "burgers";
   const int64_t n = spec.resolution, per_record = spec.steps_per_record();

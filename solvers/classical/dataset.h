@@ -1,7 +1,9 @@
 #pragma once
-// Operator-learning datasets from the classical solvers: random initial conditions drawn from a
-// Gaussian random field, each solved forward and recorded at evenly spaced times, written to one
-// HDF5 file. The YAML keys are documented in docs/classical.md; `eddy generate FILE` runs this.
+// Operator-learning datasets from the classical solvers, written to one HDF5 file: for Burgers and
+// Navier-Stokes, random initial conditions drawn from a Gaussian random field, each solved forward
+// and recorded at evenly spaced times; for Darcy, random two-phase coefficients and their steady
+// solutions (darcy_dataset.h). The YAML keys are documented in docs/classical.md;
+// `eddy generate FILE` runs this.
 
 #include <cstdint>
 #include <ostream>
@@ -10,12 +12,13 @@
 
 #include "eddy/core/dtype.h"
 #include "eddy/io/config.h"
+#include "solvers/classical/darcy_dataset.h"
 #include "solvers/classical/grf.h"
 
 namespace eddy::classical {
 
 struct DatasetSpec {
-  std::string solver;  // "burgers" or "navier_stokes"
+  std::string solver;  // "burgers", "navier_stokes" or "darcy"
   int64_t resolution = 64;
   int64_t samples = 1;
   int64_t batch = 1;  // samples solved together
@@ -31,6 +34,9 @@ struct DatasetSpec {
   DType output_dtype = DType::f32;
   bool vtk = false;  // also a .vti of the first sample next to the HDF5 file
   std::string resolved_config;
+  // darcy: the coefficient and forcing (a_high, a_low, alpha, tau, forcing); generate_dataset takes
+  // resolution, samples, seed, output dtype, vtk and the resolved config from the fields above.
+  DarcyDatasetOptions darcy;
 
   int64_t steps_per_record() const;
 };
@@ -39,7 +45,8 @@ struct DatasetSpec {
 // keys are rejected with the nearest valid one.
 DatasetSpec read_dataset_spec(io::Config& config);
 
-// Generates the dataset and writes it atomically to spec.output_path:
+// Generates the dataset and writes it atomically to spec.output_path. Darcy files are those of
+// write_darcy_dataset (a and u [samples, n, n], x, config). The evolution equations write:
 //   a  [samples, n] or [samples, n, n]            initial conditions (u0, or the vorticity w0)
 //   u  [samples, records, n] or [.., n, n]        the solution at the record times
 //   t  [records], x [n]                           record times and grid coordinates

@@ -1,5 +1,5 @@
 // Dataset generation from YAML: the file read back holds what the solvers give, independent of
-// the batching, and config mistakes are errors that point at the key.
+// the batching, Darcy files included, and config mistakes are errors that point at the key.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -86,10 +86,58 @@ output: {path: PATH}
   EXPECT_LT(max(abs(last)).item<double>(), 2 * max(abs(a)).item<double>());
 }
 
+const char* kDarcy = R"(solver: darcy
+resolution: 10
+samples: 3
+seed: 2
+forcing: 1
+coefficient: {high: 12, low: 3, alpha: 2, tau: 3}
+output: {path: PATH, vtk: true}
+)";
+
+TEST_F(DatasetTest, DarcyFileHoldsCoefficientsAndSolutionsOnTheUnitSquare) {
+  const std::string path = file("darcy/darcy.h5");
+  generate_dataset(spec(with_path(kDarcy, path)));
+  EXPECT_EQ(io::list_hdf5_datasets(path), (std::vector<std::string>{"a", "config", "u", "x"}));
+  const Tensor a = cast(io::read_hdf5(path, "a"), DType::f64), u = cast(io::read_hdf5(path, "u"), DType::f64);
+  EXPECT_EQ(io::read_hdf5(path, "a").dtype(), DType::f32);
+  EXPECT_EQ(a.shape(), (Shape{3, 10, 10}));
+  EXPECT_EQ(u.shape(), (Shape{3, 10, 10}));
+  EXPECT_LT(max(abs(cast(io::read_hdf5(path, "x"), DType::f64) - arange(0, 10, 1, DType::f64) / 9.0)).item<double>(),
+            1e-7);
+  EXPECT_TRUE(fs::exists(file("darcy/darcy_sample0.vti")));
+
+  // Two phases, a in {3, 12}; u > 0 inside (f = 1, maximum principle) and u = 0 on the boundary.
+  const double lows = sum(eq(a, full_like(a, 3.0)).to(DType::f64)).item<double>();
+  const double highs = sum(eq(a, full_like(a, 12.0)).to(DType::f64)).item<double>();
+  EXPECT_EQ(lows + highs, 300.0);
+  EXPECT_GT(max(a).item<double>(), min(a).item<double>());
+  EXPECT_GT(min(slice(slice(u, 1, 1, 9), 2, 1, 9)).item<double>(), 0.0);
+  for (int64_t edge : {0, 9}) {
+    EXPECT_EQ(max(abs(slice(u, 1, edge, edge + 1))).item<double>(), 0.0);
+    EXPECT_EQ(max(abs(slice(u, 2, edge, edge + 1))).item<double>(), 0.0);
+  }
+
+  // The same file as the C++ writer's, up to float32 rounding.
+  const std::string reference = file("reference.h5");
+  write_darcy_dataset({.resolution = 10, .samples = 3, .seed = 2}, reference);
+  EXPECT_EQ(a.to_vector<double>(), io::read_hdf5(reference, "a").to_vector<double>());
+  EXPECT_LT(max(abs(u - io::read_hdf5(reference, "u"))).item<double>(), 1e-7);
+}
+
+TEST_F(DatasetTest, DarcyConfigMistakesNameTheKey) {
+  const std::string yaml = with_path(kDarcy, file("x.h5"));
+  expect_error([&] { spec(yaml, {"coefficient.alpha=1"}); }, {"coefficient.alpha", "greater than 1"});
+  expect_error([&] { spec(yaml, {"coefficient.low=0"}); }, {"coefficient.low", "positive"});
+  expect_error([&] { spec(yaml, {"coefficient.hihg=2"}); }, {"unknown key 'hihg'", "did you mean 'high'"});
+  expect_error([&] { spec(yaml, {"nu=0.1"}); }, {"unknown key 'nu'"});  // Burgers and Navier-Stokes only
+  expect_error([&] { spec(yaml, {"resolution=2"}); }, {"resolution", "at least 3"});
+}
+
 TEST_F(DatasetTest, ConfigMistakesNameTheKey) {
   const std::string yaml = with_path(kBurgers, file("x.h5"));
   expect_error([&] { spec(yaml, {"samplse=3"}); }, {"unknown key 'samplse'", "did you mean 'samples'"});
-  expect_error([&] { spec(yaml, {"solver=heat"}); }, {"solver", "burgers", "navier_stokes"});
+  expect_error([&] { spec(yaml, {"solver=heat"}); }, {"solver", "burgers", "navier_stokes", "darcy"});
   expect_error([&] { spec(yaml, {"time.dt=0.03"}); }, {"time.dt", "whole number of steps"});
   expect_error([&] { spec(yaml, {"forcing=fno"}); }, {"unknown key 'forcing'"});  // Navier-Stokes only
   expect_error([&] { spec(yaml, {"resolution=2"}); }, {"resolution", "at least 4"});

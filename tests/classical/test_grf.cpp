@@ -55,6 +55,22 @@ TEST(GaussianRandomField, TwoDimensionalFieldsHaveTheCovariancesVariance) {
   EXPECT_NEAR(variance / expected, 1.0, 0.05) << "variance " << variance << ", expected " << expected;
 }
 
+// A box of side 2 (as the Darcy data sample it, solvers/classical/darcy_dataset.h) has wavenumbers
+// 2 pi k / 2: the variance follows the covariance's spectrum there too.
+TEST(GaussianRandomField, FieldsOnALongerBoxHaveTheCovariancesVariance) {
+  GaussianRandomField field;
+  field.resolution = 32;
+  field.length = 2;
+  field.alpha = 2;
+  field.tau = 3;
+  field.sigma = 3;  // tau^(alpha - 1): the Darcy prior
+  Generator generator(2);
+  Tensor u = field.sample(400, generator);
+  const double variance = mean(square(u)).item<double>(), expected = expected_variance(field);
+  RecordProperty("variance_ratio", cat(variance / expected));
+  EXPECT_NEAR(variance / expected, 1.0, 0.05) << "variance " << variance << ", expected " << expected;
+}
+
 TEST(GaussianRandomField, OneDimensionalSpectrumDecaysAsTheCovariance) {
   GaussianRandomField field;
   field.dim = 1;
