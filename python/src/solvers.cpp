@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <iostream>
+#include <memory>
 
 #include "bindings.h"
 #include "eddy/io/hdf5.h"
@@ -39,6 +40,31 @@ std::vector<std::string> overrides_of(const py::object& overrides) {
   return result;
 }
 
+// A config from a YAML file path, or from a dict (as JSON, which is YAML; errors then point into
+// that JSON text, named "python-dict").
+std::unique_ptr<io::Config> load_config(const py::object& problem, const py::object& overrides) {
+  if (py::isinstance<py::dict>(problem)) {
+    const std::string text = py::module_::import("json").attr("dumps")(problem, py::arg("indent") = 2).cast<std::string>();
+    return io::Config::parse(text, "python-dict", overrides_of(overrides));
+  }
+  return io::Config::load(py::str(problem).cast<std::string>(), overrides_of(overrides));
+}
+
+// Python callables as equations: called with the GIL held (solve() releases it around training).
+std::map<std::string, pinn::EquationFunction> equation_functions(const py::object& equations) {
+  std::map<std::string, pinn::EquationFunction> functions;
+  if (equations.is_none()) return functions;
+  for (const auto& [name, function] : equations.cast<py::dict>()) {
+    py::function f = py::reinterpret_borrow<py::function>(function);
+    functions[name.cast<std::string>()] = [f](const Tensor& points, const Tensor& fields,
+                                              const std::map<std::string, Tensor>& parameters) {
+      py::gil_scoped_acquire gil;
+      return as_tensor(f(points, fields, py::cast(parameters)));
+    };
+  }
+  return functions;
+}
+
 py::dict metrics_dict(const pinn::Metrics& metrics) {
   py::dict result;
   for (const auto& [field, l2] : metrics.relative_l2) {
@@ -53,9 +79,10 @@ py::dict metrics_dict(const pinn::Metrics& metrics) {
 }  // namespace
 
 void bind_solvers(py::module_& m) {
-  m.def("solve", [](const std::string& path, const py::object& overrides, bool resume, bool progress) {
-        auto config = io::Config::load(path, overrides_of(overrides));
-        const pinn::Problem problem = pinn::read_problem(*config);
+  m.def("solve", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
+                    const py::object& equations) {
+        auto config = load_config(problem_source, overrides);
+        const pinn::Problem problem = pinn::read_problem(*config, equation_functions(equations));
         pinn::SolveOptions options;
         options.resume = resume;
         options.log = progress ? &std::cerr : nullptr;
@@ -74,13 +101,17 @@ void bind_solvers(py::module_& m) {
         out["output_dir"] = problem.output.dir;
         return out;
       },
-      py::arg("path"), py::arg("overrides") = py::none(), py::arg("resume") = false, py::arg("progress") = false,
-      "Solves a PINN problem file, as `eddy solve`; overrides is a dict {key.path: value}. Returns a dict "
-      "with finished, message, steps, loss, metrics (per field), learned parameters and output_dir.");
+      py::arg("problem"), py::arg("overrides") = py::none(), py::arg("resume") = false, py::arg("progress") = false,
+      py::arg("equations") = py::none(),
+      "Solves a PINN problem, as `eddy solve`: `problem` is a YAML path or a dict of the same keys; "
+      "overrides is a dict {key.path: value}; equations maps equation names used by interior or initial "
+      "conditions to Python functions f(x, u, parameters) -> residual, where x [N, coordinates] requires "
+      "grad and u [N, fields] is the model there. Returns a dict with finished, message, steps, loss, "
+      "metrics (per field), learned parameters and output_dir.");
   m.def("evaluate_run", [](const std::string& run_dir) { return metrics_dict(pinn::evaluate_run(run_dir)); },
         py::arg("run_dir"));
-  m.def("train", [](const std::string& path, const py::object& overrides, bool resume, bool progress) {
-        auto config = io::Config::load(path, overrides_of(overrides));
+  m.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress) {
+        auto config = load_config(problem_source, overrides);
         const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
         operator_learning::TrainOptions options;
         options.resume = resume;
@@ -99,10 +130,10 @@ void bind_solvers(py::module_& m) {
         out["output_dir"] = problem.output.dir;
         return out;
       },
-      py::arg("path"), py::arg("overrides") = py::none(), py::arg("resume") = false, py::arg("progress") = false,
-      "Trains a neural operator from its YAML, as `eddy train`.");
-  m.def("generate", [](const std::string& path, const py::object& overrides, bool progress) {
-        auto config = io::Config::load(path, overrides_of(overrides));
+      py::arg("problem"), py::arg("overrides") = py::none(), py::arg("resume") = false, py::arg("progress") = false,
+      "Trains a neural operator from its YAML path or a dict, as `eddy train`.");
+  m.def("generate", [](const py::object& problem_source, const py::object& overrides, bool progress) {
+        auto config = load_config(problem_source, overrides);
         const classical::DatasetSpec spec = classical::read_dataset_spec(*config);
         {
           py::gil_scoped_release release;
@@ -110,7 +141,7 @@ void bind_solvers(py::module_& m) {
         }
         return spec.output_path;
       },
-      py::arg("path"), py::arg("overrides") = py::none(), py::arg("progress") = false,
+      py::arg("problem"), py::arg("overrides") = py::none(), py::arg("progress") = false,
       "Writes a dataset from a classical solver, as `eddy generate`; returns the HDF5 path.");
   m.def("read_hdf5", &io::read_hdf5, py::arg("path"), py::arg("dataset"));
   m.def("list_hdf5", &io::list_hdf5_datasets, py::arg("path"));

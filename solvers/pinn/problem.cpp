@@ -114,7 +114,8 @@ Condition read_data_condition(const Problem& problem, const std::string& name, c
 }
 
 Condition read_condition(const Problem& problem, const std::string& name, const ConfigNode& node,
-                         const std::map<std::string, Expression>& equations) {
+                         const std::map<std::string, Expression>& equations,
+                         const std::map<std::string, EquationFunction>& functions) {
   Condition c;
   c.name = name;
   const std::string type = node.choice(
@@ -126,8 +127,17 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   if (c.weight < 0) node.at("weight").fail(cat("must be non-negative, got ", c.weight));
   const Symbols interior = problem.symbols(false), boundary = problem.symbols(true);
 
-  auto equation = [&](const Symbols& symbols) {
+  // The condition's equation: a supplied function (then no expression), a named or an inline one.
+  auto equation = [&](const Symbols& symbols) -> std::optional<Expression> {
     ConfigNode text = node.at("equation");
+    if (auto function = functions.find(text.as_string()); function != functions.end()) {
+      if (c.kind != ConditionKind::interior && c.kind != ConditionKind::initial) {
+        text.fail("equation '" + function->first + "' is a supplied function; those serve interior and initial "
+                  "conditions only (write boundary equations as text)");
+      }
+      c.function = std::make_shared<const EquationFunction>(function->second);
+      return std::nullopt;
+    }
     auto named = equations.find(text.as_string());
     if (named != equations.end()) return named->second;
     return expression_at(text, symbols, ExpressionKind::scalar);
@@ -318,7 +328,7 @@ BoundingBox Problem::domain_box() const {
   return box;
 }
 
-Problem read_problem(io::Config& config) {
+Problem read_problem(io::Config& config, const std::map<std::string, EquationFunction>& functions) {
   Problem p;
   p.source = config.source();
   ConfigNode root = config.root();
@@ -369,12 +379,13 @@ Problem read_problem(io::Config& config) {
   std::map<std::string, Expression> equations;
   if (auto section = root.find("equations")) {
     for (const std::string& name : section->keys()) {
+      if (functions.count(name)) section->at(name).fail("equation '" + name + "' is also supplied as a function");
       equations.emplace(name, expression_at(section->at(name), p.symbols(false), ExpressionKind::scalar));
     }
   }
   ConfigNode conditions = root.at("conditions");
   for (const std::string& name : conditions.keys()) {
-    p.conditions.push_back(read_condition(p, name, conditions.at(name), equations));
+    p.conditions.push_back(read_condition(p, name, conditions.at(name), equations, functions));
   }
   if (p.conditions.empty()) conditions.fail("needs at least one condition");
 

@@ -3,7 +3,9 @@
 // conditions, sampling, model, training, validation and output. read_problem() validates all of
 // it, expressions included, before anything is trained; docs/config.md documents every key.
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,10 +20,18 @@ namespace eddy::pinn {
 
 enum class ConditionKind { interior, boundary, initial, periodic, data };
 
+// An equation given as a function instead of text (the Python API's `equations=`): the residual
+// at `points` ([N, coordinates], a leaf that requires grad, so derivatives of `fields` with
+// respect to it are available) from the fields there ([N, fields], the model's output with its
+// transforms) and the parameters by name. Returns [N] or [N, 1].
+using EquationFunction =
+    std::function<Tensor(const Tensor& points, const Tensor& fields, const std::map<std::string, Tensor>& parameters)>;
+
 struct Condition {
   std::string name;
   ConditionKind kind = ConditionKind::interior;
   std::optional<Expression> residual;   // zero where the condition holds (all but periodic)
+  std::shared_ptr<const EquationFunction> function;  // instead of `residual`: a supplied equation
   std::optional<Expression> selector;   // boundary: the predicate `on`
   std::vector<std::string> faces;       // boundary: named faces (empty: all)
   int64_t points = 1000;
@@ -134,6 +144,8 @@ struct Problem {
 };
 
 // Reads and validates everything; throws eddy::Error naming file, line, column and key path.
-Problem read_problem(io::Config& config);
+// `functions` are equations supplied by the caller: a condition whose `equation` names one uses
+// it (interior and initial conditions only); the names must not also appear under `equations`.
+Problem read_problem(io::Config& config, const std::map<std::string, EquationFunction>& functions = {});
 
 }  // namespace eddy::pinn

@@ -212,6 +212,14 @@ void PinnState::assemble(size_t condition) {
 }
 
 Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, const Tensor& normals) {
+  if (c.function) {
+    const Tensor at = points.detach().requires_grad_();
+    const Tensor residual = (*c.function)(at, predict(at), parameter_values());
+    EDDY_CHECK(residual.numel() == points.shape()[0] && residual.dim() <= 2,
+               "conditions.", c.name, ": the supplied equation returned shape ", residual.shape(), " for ",
+               points.shape()[0], " points (expected [N] or [N, 1])");
+    return reshape(residual, {-1, 1});
+  }
   EvaluationInputs inputs;
   inputs.points = points;
   inputs.fields = [this](const Tensor& at) { return predict(at); };
