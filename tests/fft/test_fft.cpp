@@ -343,12 +343,13 @@ TEST(Fft, LargeTransformMatchesTheReference) {
 }
 
 // irfft2 over batches large enough for threaded plans, on both of the FFTW backend's c2r paths:
-// two stages for small batch entries (in chunks of several entries, or one), a copy for large ones.
+// two stages for small batch entries (in chunks of several entries, or one, or one entry on all
+// threads), a copy for large ones.
 TEST(Fft, LargeIrfft2RoundTrips) {
   const int threads = num_threads();
   for (int t : {1, 2}) {
     set_num_threads(t);
-    for (const Shape& shape : {Shape{5, 96, 96}, Shape{3, 256, 300}, Shape{2, 400, 400}}) {
+    for (const Shape& shape : {Shape{5, 96, 96}, Shape{3, 256, 300}, Shape{1, 300, 256}, Shape{2, 400, 400}}) {
       for (DType dtype : {DType::f64, DType::f32}) {
         Tensor x = random_input(shape, dtype, Layout::contiguous, 4);
         Tensor back = fft::irfft2(fft::rfft2(x), {shape[1], shape[2]});
