@@ -342,6 +342,25 @@ TEST(Fft, LargeTransformMatchesTheReference) {
                    1e-12, "fft [128, 256]");
 }
 
+// irfft2 over batches large enough for threaded plans, on both of the FFTW backend's c2r paths:
+// two stages for small batch entries (in chunks of several entries, or one, or one entry on all
+// threads), a copy for large ones.
+TEST(Fft, LargeIrfft2RoundTrips) {
+  const int threads = num_threads();
+  for (int t : {1, 2}) {
+    set_num_threads(t);
+    for (const Shape& shape : {Shape{5, 96, 96}, Shape{3, 256, 300}, Shape{1, 300, 256}, Shape{2, 400, 400}}) {
+      for (DType dtype : {DType::f64, DType::f32}) {
+        Tensor x = random_input(shape, dtype, Layout::contiguous, 4);
+        Tensor back = fft::irfft2(fft::rfft2(x), {shape[1], shape[2]});
+        expect_all_close(back, array_of(x), dtype == DType::f64 ? 1e-12 : 1e-5,
+                         "irfft2(rfft2) " + to_string(shape) + " threads " + std::to_string(t));
+      }
+    }
+  }
+  set_num_threads(threads);
+}
+
 // ---- identities ----
 
 void expect_tensors_close(const Tensor& got, const Tensor& want, double tolerance, const std::string& what) {

@@ -124,9 +124,15 @@ using PlanKey = std::tuple<Kind, bool, Shape, std::vector<int64_t>, int, int, in
 // runs of threaded plans spin in OpenMP barriers for whole time slices: seconds per plan.
 constexpr int64_t kMinElementsForThreads = int64_t{1} << 15;
 
-// The c2r input copy goes through a scratch buffer of about this size (at least one batch entry):
-// half of a 512 KiB L2, leaving room for FFTW's output.
+// c2r runs a few batch entries (a chunk) at a time through a scratch buffer of about this size (at
+// least one batch entry): half of a 512 KiB L2, leaving room for FFTW's output.
 constexpr int64_t kC2rScratchBytes = 256 * 1024;
+
+// Over several axes, c2r runs in two stages (see run_c2r) while a batch entry's half spectrum is at
+// most this size, and through a copy above it. Measured on the benchmark machine (raw FFTW, one
+// thread, docs/benchmarks.md): the two stages take 0.90 to 0.97x the time of the copy up to 256^2
+// in float and double, 1.13x at 512^2 in float and 1.8 to 2.6x at 1024^2.
+constexpr int64_t kC2rTwoStageMaxEntryBytes = 1024 * 1024;
 
 int planning_threads(const Tensor& in, const Tensor& out) {
   return std::max(in.numel(), out.numel()) >= kMinElementsForThreads ? omp_get_max_threads() : 1;
@@ -228,11 +234,16 @@ class FftwBackend final : public FftBackend {
   }
 
  private:
-  // FFTW's c2r overwrites its input (and cannot be told not to over several axes), so it runs on
-  // a copy, and the transform being linear, the scale is applied while copying rather than in
-  // another pass over the output. The copy and the transform go a few batch entries (a chunk) at
-  // a time through a scratch buffer small enough to stay in cache, so that FFTW reads the copy
-  // from cache instead of memory.
+  // FFTW's c2r overwrites its input (and cannot be told not to over several axes), so it runs
+  // either in two stages or on a copy, a few batch entries (a chunk) at a time through a scratch
+  // buffer small enough to stay in cache.
+  // - Two stages, for small entries over several axes: the full backward transforms along all but
+  //   the last axis, out of place from the input into scratch (reading the input once, as a copy
+  //   would), then the half-spectrum transform along the last axis from scratch into the output,
+  //   which may destroy the scratch. The scale is a pass over the chunk's output while it is in
+  //   cache.
+  // - A copy, for one axis or large entries: the transform being linear, the scale is applied
+  //   while copying, and FFTW transforms the copy from cache.
   template <typename Real>
   static void run_c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, double scale) {
     // The axes before the first transformed one are batch axes; in is dense and out new, so they
@@ -246,9 +257,12 @@ class FftwBackend final : public FftBackend {
     const Tensor batched_in = batch_view(in), batched_out = batch_view(out);
     std::vector<int64_t> batched_axes;
     for (int64_t axis : axes) batched_axes.push_back(axis - first_axis + 1);
+    const std::vector<int64_t> leading_axes(batched_axes.begin(), batched_axes.end() - 1);
+    const std::vector<int64_t> last_axis{batched_axes.back()};
 
     const int64_t batch = batched_in.shape()[0], entry_elements = batched_in.strides()[0];
     const int64_t entry_bytes = entry_elements * static_cast<int64_t>(dtype_size(in.dtype()));
+    const bool two_stages = axes.size() > 1 && entry_bytes <= kC2rTwoStageMaxEntryBytes;
     const int64_t chunk = std::clamp<int64_t>(kC2rScratchBytes / entry_bytes, 1, batch);
     const int threads = planning_threads(in, out);
     // With a batch entry per thread or more, each thread takes an equal share of the entries and
@@ -260,24 +274,37 @@ class FftwBackend final : public FftBackend {
         Tensor::empty({(threads_over_batch ? threads : 1) * chunk * entry_elements}, in.dtype(), in.device());
     const Real factor = static_cast<Real>(scale);
 
-    // Scale-copies batch entries [first, end) chunk by chunk into scratch slot `slot` and
-    // transforms each chunk there, on `chunk_threads` threads.
+    // Transforms batch entries [first, end) chunk by chunk through scratch slot `slot`, on
+    // `chunk_threads` threads.
     const auto transform_entries = [&](int64_t first, int64_t end, int slot, int chunk_threads) {
       for (; first < end; first += chunk) {
         Shape in_shape = batched_in.shape(), out_shape = batched_out.shape();
         in_shape[0] = out_shape[0] = std::min(chunk, end - first);
         const Tensor from = make_view(batched_in, in_shape, batched_in.strides(),
                                       batched_in.offset() + first * entry_elements);
-        const Tensor copy = make_view(scratch, in_shape, batched_in.strides(), slot * chunk * entry_elements);
+        const Tensor staged = make_view(scratch, in_shape, batched_in.strides(), slot * chunk * entry_elements);
         const Tensor into = make_view(batched_out, out_shape, batched_out.strides(),
                                       batched_out.offset() + first * batched_out.strides()[0]);
-        const Real* source = static_cast<const Real*>(from.raw_data());
-        Real* target = static_cast<Real*>(copy.raw_data());
-        const int64_t reals = 2 * from.numel();  // real and imaginary parts
+        if (two_stages) {
+          Fftw<Real>::run_c2c(plan_cache<Real>().get(Kind::c2c_backward, from, staged, leading_axes, chunk_threads),
+                              from.raw_data(), staged.raw_data());
+          Fftw<Real>::run_c2r(plan_cache<Real>().get(Kind::c2r, staged, into, last_axis, chunk_threads),
+                              staged.raw_data(), into.raw_data());
+          if (scale != 1) {
+            Real* values = static_cast<Real*>(into.raw_data());
+            const int64_t count = into.numel();
 #pragma omp parallel for if (chunk_threads > 1) num_threads(chunk_threads) schedule(static)
-        for (int64_t i = 0; i < reals; ++i) target[i] = source[i] * factor;
-        Fftw<Real>::run_c2r(plan_cache<Real>().get(Kind::c2r, copy, into, batched_axes, chunk_threads), target,
-                            into.raw_data());
+            for (int64_t i = 0; i < count; ++i) values[i] *= factor;
+          }
+        } else {
+          const Real* source = static_cast<const Real*>(from.raw_data());
+          Real* target = static_cast<Real*>(staged.raw_data());
+          const int64_t reals = 2 * from.numel();  // real and imaginary parts
+#pragma omp parallel for if (chunk_threads > 1) num_threads(chunk_threads) schedule(static)
+          for (int64_t i = 0; i < reals; ++i) target[i] = source[i] * factor;
+          Fftw<Real>::run_c2r(plan_cache<Real>().get(Kind::c2r, staged, into, batched_axes, chunk_threads), target,
+                              into.raw_data());
+        }
       }
     };
 
