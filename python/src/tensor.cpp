@@ -56,7 +56,10 @@ Tensor wrap_array(py::array array) {
   if (!shareable || !native_order || !aligned || !layout_ok) {
     // A copy in a layout and type eddy holds (C order, native byte order).
     py::module_ np = py::module_::import("numpy");
-    py::array copy = np.attr("ascontiguousarray")(array, py::arg("dtype") = numpy_name(dtype));
+    // numpy.array with copy=True: ascontiguousarray would hand back an unaligned contiguous
+    // array as it is, and wrapping that again would recurse without end.
+    py::array copy = np.attr("array")(array, py::arg("dtype") = numpy_name(dtype), py::arg("order") = "C",
+                                      py::arg("copy") = true);
     return wrap_array(copy);
   }
   void* data = const_cast<void*>(array.data());
