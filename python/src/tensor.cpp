@@ -330,6 +330,13 @@ py::object item(const Tensor& t) {
   return py::none();
 }
 
+// Python's `/` is true division, as in NumPy: integer and bool operands divide as float64
+// (eddy.div, like the C++ op, keeps integer division).
+Tensor true_divide(const Tensor& x, const Tensor& y) {
+  if (!is_inexact(x.dtype()) && !is_inexact(y.dtype())) return div(cast(x, DType::f64), cast(y, DType::f64));
+  return div(x, y);
+}
+
 // A binary operator's other operand: Python numbers act like scalars of the tensor's dtype
 // (as in eddy's C++ API), everything else becomes a tensor.
 template <typename TensorOp, typename ScalarOp>
@@ -500,10 +507,10 @@ void bind_tensor(py::module_& m) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return mul(y, x); }, [](const Tensor& x, double y) { return y * x; });
       })
       .def("__truediv__", [](const Tensor& a, const py::object& b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return div(x, y); }, [](const Tensor& x, double y) { return x / y; });
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return true_divide(x, y); }, [](const Tensor& x, double y) { return x / y; });
       })
       .def("__rtruediv__", [](const Tensor& a, const py::object& b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return div(y, x); }, [](const Tensor& x, double y) { return y / x; });
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return true_divide(y, x); }, [](const Tensor& x, double y) { return y / x; });
       })
       .def("__pow__", [](const Tensor& a, const py::object& b) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return pow(x, y); }, [](const Tensor& x, double y) { return pow(x, y); });
@@ -521,6 +528,9 @@ void bind_tensor(py::module_& m) {
       .def("__gt__", [](const Tensor& a, const py::object& b) { return gt(a, as_tensor(b)); })
       .def("__ge__", [](const Tensor& a, const py::object& b) { return ge(a, as_tensor(b)); })
       .attr("__hash__") = py::none();
+  // NumPy's binary operators defer to the tensor's reflected ones (array + tensor is a tensor,
+  // differentiable), as for torch.Tensor; ufuncs such as numpy.sin(t) still go through __array__.
+  m.attr("Tensor").attr("__array_priority__") = 1000;
 
   m.def("as_tensor", &as_tensor, py::arg("data"), py::arg("dtype") = py::none(),
         "A tensor over `data`'s memory where its dtype and layout allow (NumPy arrays, buffers), "
