@@ -253,3 +253,18 @@ def test_against_jax():
         return jnp.sum(jnp.sin(x) * x + jnp.exp(0.3 * x) * jnp.tanh(x))
 
     np.testing.assert_allclose(np.asarray(eddy.hessian(f_scalar, t(X0))), np.asarray(jax.hessian(f)(X0)), rtol=1e-10)
+
+
+def test_python_exceptions_in_f_propagate_and_leave_a_clean_state():
+    def broken(x):
+        raise KeyError("inside f")
+
+    x = t([1.0, 2.0])
+    for transform in [lambda: eddy.jvp(broken, x, x), lambda: eddy.vjp(broken, x), lambda: eddy.jacobian(broken, x),
+                      lambda: eddy.hessian(broken, x), lambda: eddy.hvp(broken, x, x), lambda: eddy.grad(broken)(x)]:
+        with pytest.raises(KeyError, match="inside f"):
+            transform()
+    # Forward and reverse mode still work afterwards.
+    _, tangent = eddy.jvp(lambda y: y * y, (x,), (t([1.0, 0.0]),))
+    assert tangent.tolist() == [2.0, 0.0]
+    assert eddy.grad(lambda y: eddy.sum(y * y))(x).tolist() == [2.0, 4.0]
