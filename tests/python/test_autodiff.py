@@ -1,0 +1,270 @@
+"""Derivatives from Python against central differences (float64), and against PyTorch or JAX
+when one is importable."""
+
+import numpy as np
+import pytest
+
+import eddy
+
+RNG = np.random.default_rng(11)
+X0 = RNG.standard_normal(4)
+W0 = RNG.standard_normal((4, 3))
+
+
+def numeric_grad(f, x, h=1e-6):
+    """Central differences of a scalar NumPy function."""
+    x = np.array(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = h
+        g[i] = (f(x + step) - f(x - step)) / (2 * h)
+    return g
+
+
+def numeric_jacobian(f, x, h=1e-6):
+    x = np.array(x, dtype=np.float64)
+    out = np.asarray(f(x))
+    jac = np.zeros(out.shape + x.shape)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = h
+        jac[(...,) + i] = (np.asarray(f(x + step)) - np.asarray(f(x - step))) / (2 * h)
+    return jac
+
+
+def on_numpy(f):
+    """An eddy function of tensors as a function of NumPy arrays."""
+    return lambda *xs: np.asarray(f(*(eddy.as_tensor(np.array(x)) for x in xs)))
+
+
+def f_scalar(x):
+    return eddy.sum(eddy.sin(x) * x + eddy.exp(0.3 * x) * eddy.tanh(x))
+
+
+def f_vector(x):
+    return eddy.sin(x) * eddy.sum(x * x)
+
+
+def t(a):
+    return eddy.tensor(a, dtype="float64")
+
+
+def test_grad_matches_central_differences():
+    got = eddy.grad(f_scalar)(t(X0))
+    assert got.dtype == eddy.float64 and got.shape == (4,)
+    np.testing.assert_allclose(np.asarray(got), numeric_grad(on_numpy(f_scalar), X0), rtol=1e-7, atol=1e-8)
+
+
+def test_grad_accepts_numpy_and_value_and_grad():
+    value, gradient = eddy.value_and_grad(f_scalar)(X0)
+    assert value.item() == pytest.approx(float(on_numpy(f_scalar)(X0)))
+    np.testing.assert_allclose(np.asarray(gradient), numeric_grad(on_numpy(f_scalar), X0), rtol=1e-7, atol=1e-8)
+
+
+def test_grad_with_argnums():
+    def loss(w, x, scale):
+        return eddy.sum(eddy.tanh(x @ w) * scale)
+
+    x = RNG.standard_normal((2, 4))
+    gw = eddy.grad(loss)(t(W0), t(x), 2.0)
+    np.testing.assert_allclose(np.asarray(gw), numeric_grad(lambda w: on_numpy(loss)(w, x, 2.0), W0), rtol=1e-6, atol=1e-8)
+    gx = eddy.grad(loss, argnums=1)(t(W0), t(x), 2.0)
+    np.testing.assert_allclose(np.asarray(gx), numeric_grad(lambda v: on_numpy(loss)(W0, v, 2.0), x), rtol=1e-6, atol=1e-8)
+    both = eddy.grad(loss, argnums=(0, 1))(t(W0), t(x), 2.0)
+    assert isinstance(both, tuple) and len(both) == 2
+    np.testing.assert_allclose(np.asarray(both[0]), np.asarray(gw), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(both[1]), np.asarray(gx), rtol=1e-12)
+    with pytest.raises(TypeError, match="argnums"):
+        eddy.grad(loss, argnums=5)(t(W0), t(x), 2.0)
+
+
+def test_grad_needs_a_one_element_output():
+    with pytest.raises(ValueError, match="one-element"):
+        eddy.grad(lambda x: x * 2.0)(t(X0))
+
+
+def test_higher_derivatives_of_a_scalar_function():
+    # f(x) = sin(x) * exp(x): f' = e^x (sin + cos), f'' = 2 e^x cos, f''' = 2 e^x (cos - sin).
+    def f(x):
+        return eddy.sum(eddy.sin(x) * eddy.exp(x))
+
+    x = 0.7
+    first = eddy.grad(f)(t(x)).item()
+    second = eddy.grad(eddy.grad(f))(t(x)).item()
+    third = eddy.grad(lambda y: eddy.sum(eddy.grad(eddy.grad(f))(y)))(t(x)).item()
+    assert first == pytest.approx(np.exp(x) * (np.sin(x) + np.cos(x)), rel=1e-12)
+    assert second == pytest.approx(2 * np.exp(x) * np.cos(x), rel=1e-12)
+    assert third == pytest.approx(2 * np.exp(x) * (np.cos(x) - np.sin(x)), rel=1e-12)
+
+
+def test_grad_of_grad_matches_differences_of_the_gradient():
+    def g_sum(x):
+        return eddy.sum(eddy.grad(f_scalar)(x) ** 2)
+
+    got = eddy.grad(g_sum)(t(X0))
+    np.testing.assert_allclose(np.asarray(got), numeric_grad(on_numpy(g_sum), X0), rtol=1e-6, atol=1e-7)
+
+
+def test_jvp_and_vjp_against_the_jacobian():
+    v = RNG.standard_normal(4)
+    jac = numeric_jacobian(on_numpy(f_vector), X0)
+    out, tangent = eddy.jvp(f_vector, (t(X0),), (t(v),))
+    np.testing.assert_allclose(np.asarray(out), np.asarray(f_vector(t(X0))), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(tangent), jac @ v, rtol=1e-7, atol=1e-8)
+    out, cotangent = eddy.vjp(f_vector, t(X0), t(v))
+    np.testing.assert_allclose(np.asarray(cotangent), v @ jac, rtol=1e-7, atol=1e-8)
+    # A single primal comes back as a single tensor, a tuple as a list.
+    _, grads = eddy.vjp(lambda a, b: eddy.sum(a * b), (t(X0), t(v)))
+    assert len(grads) == 2
+    np.testing.assert_allclose(np.asarray(grads[0]), v)
+    np.testing.assert_allclose(np.asarray(grads[1]), X0)
+
+
+def test_jvp_with_several_inputs_and_outputs():
+    def f(a, b):
+        return a * b, eddy.sin(a) + b
+
+    a, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    da, db = RNG.standard_normal(3), RNG.standard_normal(3)
+    outs, tangents = eddy.jvp(f, (t(a), t(b)), (t(da), t(db)))
+    assert len(outs) == 2 and len(tangents) == 2
+    np.testing.assert_allclose(np.asarray(tangents[0]), da * b + a * db, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(tangents[1]), np.cos(a) * da + db, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_jacobian_both_modes(mode):
+    jac = eddy.jacobian(f_vector, t(X0), mode=mode)
+    assert jac.shape == (4, 4)
+    np.testing.assert_allclose(np.asarray(jac), numeric_jacobian(on_numpy(f_vector), X0), rtol=1e-7, atol=1e-8)
+
+
+def test_jacobian_shape_is_output_then_input():
+    x = RNG.standard_normal((2, 3))
+    jac = eddy.jacobian(lambda a: eddy.sum(a * a, axis=1), t(x))
+    assert jac.shape == (2, 2, 3)
+    np.testing.assert_allclose(np.asarray(jac), numeric_jacobian(lambda a: (a * a).sum(axis=1), x), rtol=1e-7, atol=1e-8)
+    with pytest.raises(ValueError, match="mode"):
+        eddy.jacobian(f_vector, t(X0), mode="sideways")
+
+
+def test_hessian_and_hvp():
+    hess = eddy.hessian(f_scalar, t(X0))
+    assert hess.shape == (4, 4)
+    gradient = on_numpy(lambda x: eddy.grad(f_scalar)(x))
+    expected = numeric_jacobian(gradient, X0)
+    np.testing.assert_allclose(np.asarray(hess), expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(hess), np.asarray(hess).T, rtol=1e-12, atol=1e-14)
+    v = RNG.standard_normal(4)
+    np.testing.assert_allclose(np.asarray(eddy.hvp(f_scalar, t(X0), t(v))), np.asarray(hess) @ v, rtol=1e-10, atol=1e-12)
+
+
+def test_backward_fills_grad():
+    x = t(X0).requires_grad_()
+    assert x.requires_grad and x.is_leaf and x.grad is None
+    loss = f_scalar(x)
+    assert not loss.is_leaf
+    loss.backward()
+    np.testing.assert_allclose(np.asarray(x.grad), numeric_grad(on_numpy(f_scalar), X0), rtol=1e-7, atol=1e-8)
+    # Gradients accumulate until zeroed.
+    first = np.asarray(x.grad).copy()
+    f_scalar(x).backward()
+    np.testing.assert_allclose(np.asarray(x.grad), 2 * first, rtol=1e-12)
+    x.zero_grad()
+    assert x.grad is None or not np.asarray(x.grad).any()
+
+
+def test_backward_with_a_gradient_argument_and_detach():
+    x = eddy.tensor(X0, requires_grad=True)
+    y = x * x
+    v = RNG.standard_normal(4)
+    y.backward(v)
+    np.testing.assert_allclose(np.asarray(x.grad), 2 * X0 * v, rtol=1e-12)
+    d = (x * 3.0).detach()
+    assert not d.requires_grad
+
+
+def test_backward_with_create_graph_gives_second_derivatives():
+    x = eddy.tensor([0.3, -0.8], requires_grad=True)
+    y = eddy.sum(x**3)
+    (g,) = eddy.gradients(y, [x], create_graph=True)
+    np.testing.assert_allclose(np.asarray(g), 3 * np.array([0.3, -0.8]) ** 2, rtol=1e-12)
+    g2 = eddy.gradients(eddy.sum(g), x)
+    np.testing.assert_allclose(np.asarray(g2), 6 * np.array([0.3, -0.8]), rtol=1e-12)
+
+    z = eddy.tensor([0.5], requires_grad=True)
+    loss = eddy.sum(eddy.sin(z))
+    loss.backward(create_graph=True)
+    first = z.grad
+    assert first.requires_grad
+    (second,) = eddy.gradients(eddy.sum(first), [z])
+    assert second.item() == pytest.approx(-np.sin(0.5), rel=1e-12)
+
+
+def test_gradients_with_grad_outputs_and_no_graph():
+    x = eddy.tensor(X0, requires_grad=True)
+    y = eddy.sin(x)
+    v = RNG.standard_normal(4)
+    g = eddy.gradients(y, x, grad_outputs=eddy.tensor(v))
+    np.testing.assert_allclose(np.asarray(g), np.cos(X0) * v, rtol=1e-12)
+    assert not g.requires_grad
+
+
+def test_complex_gradient_is_the_conjugate_wirtinger_derivative():
+    # L = |z|^2 = z conj(z): the PyTorch convention gives dL/dz* times 2 = 2 z, so z -= lr * grad descends.
+    z0 = np.array([1.0 + 2.0j, -0.5 + 0.25j])
+    g = eddy.grad(lambda z: eddy.sum(eddy.real(z * eddy.conj(z))))(eddy.tensor(z0))
+    np.testing.assert_allclose(np.asarray(g), 2 * z0, rtol=1e-12)
+
+
+def test_gradient_through_indexing_and_fft():
+    x0 = RNG.standard_normal(8)
+
+    def f(x):
+        spectrum = eddy.fft.rfft(x)
+        return eddy.sum(eddy.abs(spectrum[1:3]) ** 2) + eddy.sum(x[::2] * x[1::2])
+
+    def f_numpy(x):
+        s = np.fft.rfft(x)
+        return np.sum(np.abs(s[1:3]) ** 2) + np.sum(x[::2] * x[1::2])
+
+    got = eddy.grad(f)(t(x0))
+    np.testing.assert_allclose(np.asarray(got), numeric_grad(f_numpy, x0), rtol=1e-6, atol=1e-7)
+
+
+# ---- against peers, where installed ----
+
+
+def test_against_pytorch():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(X0, requires_grad=True)
+    loss = torch.sum(torch.sin(x) * x + torch.exp(0.3 * x) * torch.tanh(x))
+    (expected,) = torch.autograd.grad(loss, x)
+    np.testing.assert_allclose(np.asarray(eddy.grad(f_scalar)(t(X0))), expected.numpy(), rtol=1e-12)
+
+
+def test_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def f(x):
+        return jnp.sum(jnp.sin(x) * x + jnp.exp(0.3 * x) * jnp.tanh(x))
+
+    np.testing.assert_allclose(np.asarray(eddy.hessian(f_scalar, t(X0))), np.asarray(jax.hessian(f)(X0)), rtol=1e-10)
+
+
+def test_python_exceptions_in_f_propagate_and_leave_a_clean_state():
+    def broken(x):
+        raise KeyError("inside f")
+
+    x = t([1.0, 2.0])
+    for transform in [lambda: eddy.jvp(broken, x, x), lambda: eddy.vjp(broken, x), lambda: eddy.jacobian(broken, x),
+                      lambda: eddy.hessian(broken, x), lambda: eddy.hvp(broken, x, x), lambda: eddy.grad(broken)(x)]:
+        with pytest.raises(KeyError, match="inside f"):
+            transform()
+    # Forward and reverse mode still work afterwards.
+    _, tangent = eddy.jvp(lambda y: y * y, (x,), (t([1.0, 0.0]),))
+    assert tangent.tolist() == [2.0, 0.0]
+    assert eddy.grad(lambda y: eddy.sum(y * y))(x).tolist() == [2.0, 4.0]

@@ -1,0 +1,282 @@
+"""eddy.nn models, eddy.optim optimisers and safetensors files from Python."""
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import eddy
+
+RNG = np.random.default_rng(5)
+
+
+# ---- models ----
+
+
+def test_linear_is_x_at_w_plus_b():
+    layer = eddy.nn.Linear(3, 2, dtype="float64", seed=1)
+    w, b = np.asarray(layer.weight), np.asarray(layer.bias)
+    assert w.shape == (3, 2) and b.shape == (2,)
+    x = RNG.standard_normal((5, 3))
+    np.testing.assert_allclose(np.asarray(layer(x)), x @ w + b, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(layer.forward(eddy.as_tensor(x))), x @ w + b, rtol=1e-12)
+    assert layer.parameter_count() == 8
+    assert isinstance(layer, eddy.nn.Module)
+    assert set(layer.named_parameters()) == {"weight", "bias"}
+    assert layer.weight.requires_grad
+    no_bias = eddy.nn.Linear(3, 2, bias=False)
+    assert no_bias.bias is None and no_bias.parameter_count() == 6
+    assert no_bias.weight.dtype == eddy.float32
+    # The seed decides the initial weights.
+    same = eddy.nn.Linear(3, 2, dtype="float64", seed=1)
+    other = eddy.nn.Linear(3, 2, dtype="float64", seed=2)
+    np.testing.assert_array_equal(np.asarray(same.weight), w)
+    assert not np.array_equal(np.asarray(other.weight), w)
+
+
+def test_activation_and_sequential():
+    first = eddy.nn.Linear(2, 4, dtype="float64", seed=0)
+    second = eddy.nn.Linear(4, 1, dtype="float64", seed=1)
+    model = eddy.nn.Sequential([first, eddy.nn.Activation("tanh"), second])
+    assert len(model) == 3
+    x = RNG.standard_normal((6, 2))
+    hidden = np.tanh(x @ np.asarray(first.weight) + np.asarray(first.bias))
+    expected = hidden @ np.asarray(second.weight) + np.asarray(second.bias)
+    np.testing.assert_allclose(np.asarray(model(x)), expected, rtol=1e-12)
+    assert model.parameter_count() == 2 * 4 + 4 + 4 + 1
+    assert len(model.parameters()) == 4
+    np.testing.assert_allclose(np.asarray(eddy.nn.Activation("relu")(x)), np.maximum(x, 0))
+    with pytest.raises(eddy.Error, match='unknown activation "swish"'):
+        eddy.nn.Activation("swish")
+
+
+@pytest.mark.parametrize("architecture", ["mlp", "modified_mlp", "resnet"])
+def test_pinn_models(architecture):
+    model = eddy.nn.pinn_model(2, 3, width=8, depth=2, architecture=architecture, dtype="float64", seed=4)
+    x = RNG.standard_normal((5, 2))
+    y = model(x)
+    assert y.shape == (5, 3) and y.dtype == eddy.float64
+    assert np.isfinite(np.asarray(y)).all()
+    # Derivatives of the outputs with respect to the inputs, as a PINN takes them.
+    jac = eddy.jacobian(lambda p: eddy.sum(model(p), axis=0), eddy.as_tensor(x[:1]))
+    assert jac.shape == (3, 1, 2)
+
+
+def test_pinn_model_with_fourier_features_and_bad_names():
+    model = eddy.nn.pinn_model(1, 1, width=6, depth=2, fourier_features=4, fourier_scale=2.0, activation="sin")
+    assert model(np.zeros((3, 1), dtype=np.float32)).shape == (3, 1)
+    with pytest.raises(eddy.Error, match="architecture"):
+        eddy.nn.pinn_model(1, 1, architecture="transformer")
+
+
+@pytest.mark.parametrize("factorization", ["dense", "tucker"])
+def test_fno_2d(factorization):
+    model = eddy.nn.FNO(1, 2, modes=[3, 3], width=6, layers=2, projection_width=8, factorization=factorization,
+                        dtype="float64", seed=0)
+    x = RNG.standard_normal((2, 1, 8, 8))
+    y = model(x)
+    assert y.shape == (2, 2, 8, 8)
+    # Resolution-independent: the same model runs on a finer grid.
+    assert model(RNG.standard_normal((1, 1, 16, 16))).shape == (1, 2, 16, 16)
+    assert isinstance(model.named_buffers(), dict)
+
+
+def test_deeponet_evaluate():
+    model = eddy.nn.DeepONet(sensors=10, coordinates=1, latent=5, width=8, depth=2, dtype="float64", seed=0)
+    u = RNG.standard_normal((3, 10))
+    points = np.linspace(0, 1, 7)[:, None]
+    out = model.evaluate(u, points)
+    assert out.shape == (3, 7)
+    # Each input function's row is computed on its own.
+    np.testing.assert_allclose(np.asarray(model.evaluate(u[1:2], points)), np.asarray(out)[1:2], rtol=1e-12)
+
+
+def test_state_dict_round_trip_and_train_mode():
+    a = eddy.nn.pinn_model(2, 1, width=4, depth=2, dtype="float64", seed=0)
+    b = eddy.nn.pinn_model(2, 1, width=4, depth=2, dtype="float64", seed=1)
+    x = RNG.standard_normal((3, 2))
+    assert not np.allclose(np.asarray(a(x)), np.asarray(b(x)))
+    state = a.state_dict()
+    assert set(state) == set(a.named_parameters()) | set(a.named_buffers())
+    b.load_state_dict({name: np.asarray(value) for name, value in state.items()})
+    np.testing.assert_array_equal(np.asarray(a(x)), np.asarray(b(x)))
+    with pytest.raises(eddy.Error):
+        b.load_state_dict({})
+    a.train(False)
+    a.eval()
+    a.train()
+
+
+# ---- optimisers ----
+
+
+def quadratic_problem():
+    target = np.array([1.0, -2.0, 0.5])
+    p = eddy.tensor(np.zeros(3), dtype="float64", requires_grad=True)
+
+    def loss():
+        return eddy.sum((p - eddy.as_tensor(target)) ** 2)
+
+    return p, target, loss
+
+
+def test_sgd_step_is_minus_learning_rate_times_gradient():
+    p, target, loss = quadratic_problem()
+    sgd = eddy.optim.SGD([p], lr=0.1)
+    assert isinstance(sgd, eddy.optim.Optimizer)
+    sgd.zero_grad()
+    loss().backward()
+    sgd.step()
+    np.testing.assert_allclose(np.asarray(p), 0.1 * 2 * target, rtol=1e-12)
+    assert sgd.steps == 1
+    assert sgd.learning_rate == pytest.approx(0.1)
+    sgd.learning_rate = 0.01
+    assert sgd.learning_rate == pytest.approx(0.01)
+
+
+def test_sgd_momentum_converges():
+    p, target, loss = quadratic_problem()
+    sgd = eddy.optim.SGD([p], lr=0.05, momentum=0.9, nesterov=True)
+    for _ in range(200):
+        sgd.zero_grad()
+        loss().backward()
+        sgd.step()
+    np.testing.assert_allclose(np.asarray(p), target, atol=1e-6)
+
+
+def test_adam_matches_the_reference_update():
+    p, target, loss = quadratic_problem()
+    adam = eddy.optim.Adam([p], lr=0.01, betas=(0.9, 0.99), eps=1e-8)
+    x = np.zeros(3)
+    m = np.zeros(3)
+    v = np.zeros(3)
+    for step in range(1, 4):
+        adam.zero_grad()
+        loss().backward()
+        adam.step()
+        g = 2 * (x - target)
+        m = 0.9 * m + 0.1 * g
+        v = 0.99 * v + 0.01 * g * g
+        x = x - 0.01 * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.99**step)) + 1e-8)
+    np.testing.assert_allclose(np.asarray(p), x, rtol=1e-10)
+    state = adam.state_dict()
+    assert any(name.endswith("step") for name in state)
+
+
+def test_adam_state_round_trip():
+    p, _, loss = quadratic_problem()
+    adam = eddy.optim.Adam([p], lr=0.1)
+    for _ in range(3):
+        adam.zero_grad()
+        loss().backward()
+        adam.step()
+    state = {name: np.asarray(value).copy() for name, value in adam.state_dict().items()}
+    q = eddy.tensor(np.asarray(p), requires_grad=True)
+    resumed = eddy.optim.Adam([q], lr=0.1)
+    resumed.load_state_dict(state)
+    assert resumed.steps == 3
+    for optimiser, tensor in [(adam, p), (resumed, q)]:
+        optimiser.zero_grad()
+        eddy.sum((tensor - eddy.tensor([1.0, -2.0, 0.5])) ** 2).backward()
+        optimiser.step()
+    np.testing.assert_allclose(np.asarray(q), np.asarray(p), rtol=1e-12)
+
+
+def test_adamw_decays_weights():
+    p = eddy.tensor([1.0, 1.0], requires_grad=True)
+    adamw = eddy.optim.AdamW([p], lr=0.1, weight_decay=0.5)
+    adamw.zero_grad()
+    eddy.sum(p * 0.0).backward()  # zero gradient: only the decay acts
+    adamw.step()
+    np.testing.assert_allclose(np.asarray(p), [1 - 0.1 * 0.5] * 2, rtol=1e-12)
+
+
+def test_lbfgs_solves_a_quadratic():
+    p, target, loss = quadratic_problem()
+    lbfgs = eddy.optim.LBFGS([p], max_iterations=50)
+
+    def closure():
+        lbfgs.zero_grad()
+        value = loss()
+        value.backward()
+        return value
+
+    report = lbfgs.step(closure)
+    assert set(report) == {"iterations", "evaluations", "initial_loss", "loss", "gradient_max_abs", "converged",
+                           "message"}
+    assert report["initial_loss"] == pytest.approx(np.sum(target**2))
+    assert report["loss"] < 1e-12 and report["converged"]
+    np.testing.assert_allclose(np.asarray(p), target, atol=1e-6)
+
+
+def test_training_a_model_end_to_end():
+    model = eddy.nn.pinn_model(1, 1, width=16, depth=2, dtype="float64", seed=0)
+    x = np.linspace(-1, 1, 32)[:, None]
+    y = np.sin(np.pi * x)
+    adam = eddy.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(100):
+        adam.zero_grad()
+        loss = eddy.mse_loss(model(x), y)
+        loss.backward()
+        adam.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.1 * losses[0]
+
+
+# ---- safetensors ----
+
+
+def test_save_safetensors_loads_in_the_safetensors_package(tmp_path):
+    path = tmp_path / "from_eddy.safetensors"
+    tensors = {
+        "w": RNG.standard_normal((2, 3)).astype(np.float32),
+        "b": RNG.standard_normal(4),
+        "ids": np.array([[1, -2]], dtype=np.int32),
+        "step": np.array([7], dtype=np.int64),
+        "mask": np.array([True, False]),
+        "z": np.array([1 + 2j, -3j], dtype=np.complex128),
+    }
+    eddy.save_safetensors(str(path), {name: eddy.as_tensor(a) for name, a in tensors.items()},
+                          metadata={"who": "test"})
+    loaded = load_file(str(path))
+    for name in ["w", "b", "ids", "step", "mask"]:
+        assert loaded[name].dtype == tensors[name].dtype
+        np.testing.assert_array_equal(loaded[name], tensors[name])
+    # Complex values are stored as (real, imaginary) pairs.
+    np.testing.assert_array_equal(loaded["z"], np.stack([tensors["z"].real, tensors["z"].imag], axis=-1))
+    # And come back as complex in eddy.
+    back, metadata = eddy.load_safetensors(str(path))
+    assert metadata["who"] == "test"
+    for name, value in tensors.items():
+        assert str(back[name].dtype) == str(value.dtype)
+        np.testing.assert_array_equal(np.asarray(back[name]), value)
+
+
+def test_safetensors_package_files_load_in_eddy(tmp_path):
+    path = tmp_path / "from_numpy.safetensors"
+    written = {"a": RNG.standard_normal((3, 2)), "n": np.arange(4, dtype=np.int64)}
+    save_file(written, str(path), metadata={"origin": "numpy"})
+    tensors, metadata = eddy.load_safetensors(str(path))
+    assert metadata == {"origin": "numpy"}
+    for name, value in written.items():
+        np.testing.assert_array_equal(np.asarray(tensors[name]), value)
+
+
+def test_model_checkpoint_round_trip(tmp_path):
+    model = eddy.nn.FNO(1, 1, modes=[4], width=4, layers=1, projection_width=4, dtype="float64", seed=0)
+    path = tmp_path / "model.safetensors"
+    eddy.save_safetensors(str(path), model.state_dict())
+    fresh = eddy.nn.FNO(1, 1, modes=[4], width=4, layers=1, projection_width=4, dtype="float64", seed=9)
+    tensors, _ = eddy.load_safetensors(str(path))
+    fresh.load_state_dict(tensors)
+    x = RNG.standard_normal((1, 1, 16))
+    np.testing.assert_array_equal(np.asarray(fresh(x)), np.asarray(model(x)))
+
+
+def test_loading_a_missing_or_bad_file_raises(tmp_path):
+    with pytest.raises(eddy.Error, match="missing.safetensors"):
+        eddy.load_safetensors(str(tmp_path / "missing.safetensors"))
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{oops")
+    with pytest.raises(eddy.Error):
+        eddy.load_safetensors(str(bad))

@@ -1,0 +1,307 @@
+"""The op API and eddy.fft from Python, checked against NumPy."""
+
+import numpy as np
+import pytest
+
+import eddy
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((3, 4))
+Y = RNG.standard_normal((3, 4))
+POSITIVE = np.abs(X) + 0.5
+Z = X + 1j * Y
+
+
+def close(t, expected, **tolerances):
+    assert isinstance(t, eddy.Tensor)
+    got = np.asarray(t)
+    expected = np.asarray(expected)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=tolerances.get("rtol", 1e-12), atol=tolerances.get("atol", 1e-12))
+
+
+# ---- creation ----
+
+
+def test_creation_ops():
+    close(eddy.zeros((2, 3), dtype="float64"), np.zeros((2, 3)))
+    assert eddy.zeros(4).dtype == eddy.float32 and eddy.zeros(4).shape == (4,)
+    close(eddy.ones([2], dtype="int32"), np.ones(2))
+    assert eddy.ones([2], dtype="int32").dtype == eddy.int32
+    close(eddy.full((2, 2), 2.5, dtype="float64"), np.full((2, 2), 2.5))
+    full_complex = eddy.full(3, 1 - 2j, dtype="complex128")
+    close(full_complex, np.full(3, 1 - 2j))
+    close(eddy.zeros_like(X), np.zeros_like(X))
+    close(eddy.ones_like(eddy.tensor([1, 2])), [1, 1])
+    assert eddy.ones_like(eddy.tensor([1, 2])).dtype == eddy.int64
+    close(eddy.arange(5, dtype="float64"), np.arange(5.0))
+    close(eddy.arange(1, 2, 0.25, dtype="float64"), np.arange(1, 2, 0.25))
+    assert eddy.arange(3, dtype="int64").tolist() == [0, 1, 2]
+    close(eddy.linspace(-1, 1, 5, dtype="float64"), np.linspace(-1, 1, 5))
+    close(eddy.eye(3, dtype="float64"), np.eye(3))
+
+
+def test_random_ops_are_deterministic_per_seed():
+    a = np.asarray(eddy.rand((1000,), dtype="float64", generator=eddy.Generator(3)))
+    b = np.asarray(eddy.rand((1000,), dtype="float64", generator=eddy.Generator(3)))
+    c = np.asarray(eddy.rand((1000,), dtype="float64", generator=eddy.Generator(4)))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert a.min() >= 0 and a.max() < 1 and abs(a.mean() - 0.5) < 0.05
+    n = np.asarray(eddy.randn((20000,), dtype="float64", generator=eddy.Generator(0)))
+    assert abs(n.mean()) < 0.05 and abs(n.std() - 1) < 0.05
+    assert eddy.randn((2, 2)).dtype == eddy.float32
+    # Results do not depend on the thread count.
+    threads = eddy.num_threads()
+    try:
+        eddy.set_num_threads(1)
+        one = np.asarray(eddy.randn((4096,), dtype="float64", generator=eddy.Generator(9)))
+        eddy.set_num_threads(2)
+        assert eddy.num_threads() == 2
+        two = np.asarray(eddy.randn((4096,), dtype="float64", generator=eddy.Generator(9)))
+    finally:
+        eddy.set_num_threads(threads)
+    np.testing.assert_array_equal(one, two)
+
+
+# ---- elementwise ----
+
+UNARY = [
+    ("neg", X, -X),
+    ("exp", X, np.exp(X)),
+    ("log", POSITIVE, np.log(POSITIVE)),
+    ("sin", X, np.sin(X)),
+    ("cos", X, np.cos(X)),
+    ("tanh", X, np.tanh(X)),
+    ("sqrt", POSITIVE, np.sqrt(POSITIVE)),
+    ("abs", X, np.abs(X)),
+    ("sign", X, np.sign(X)),
+    ("square", X, X**2),
+    ("sigmoid", X, 1 / (1 + np.exp(-X))),
+    ("softplus", X, np.log1p(np.exp(X))),
+    ("relu", X, np.maximum(X, 0)),
+    ("silu", X, X / (1 + np.exp(-X))),
+    ("real", Z, Z.real),
+    ("imag", Z, Z.imag),
+    ("conj", Z, np.conj(Z)),
+    ("angle", Z, np.angle(Z)),
+    ("abs", Z, np.abs(Z)),
+    ("exp", Z, np.exp(Z)),
+    ("contiguous", X.T, X.T),
+    ("flatten", X, X.ravel()),
+]
+
+
+@pytest.mark.parametrize("name,x,expected", UNARY, ids=[f"{u[0]}-{u[1].dtype}" for u in UNARY])
+def test_unary_ops_match_numpy(name, x, expected):
+    close(getattr(eddy, name)(x), expected)
+
+
+def test_gelu_matches_its_definition():
+    from math import erf
+
+    exact = X * 0.5 * (1 + np.vectorize(erf)(X / np.sqrt(2)))
+    tanh_form = 0.5 * X * (1 + np.tanh(np.sqrt(2 / np.pi) * (X + 0.044715 * X**3)))
+    got = np.asarray(eddy.gelu(X))
+    assert np.allclose(got, exact, atol=1e-12) or np.allclose(got, tanh_form, atol=1e-12)
+
+
+BINARY = [
+    ("add", X, Y, X + Y),
+    ("sub", X, Y, X - Y),
+    ("mul", X, Y, X * Y),
+    ("div", X, POSITIVE, X / POSITIVE),
+    ("pow", POSITIVE, Y, POSITIVE**Y),
+    ("maximum", X, Y, np.maximum(X, Y)),
+    ("minimum", X, Y, np.minimum(X, Y)),
+    ("complex", X, Y, X + 1j * Y),
+    ("matmul", X, Y.T, X @ Y.T),
+    ("mse_loss", X, Y, np.mean((X - Y) ** 2)),
+    ("add", X, Y[0], X + Y[0]),  # broadcasting
+    ("mul", Z, X, Z * X),
+]
+
+
+@pytest.mark.parametrize("name,a,b,expected", BINARY, ids=[f"{b_[0]}-{b_[1].shape}-{b_[2].shape}" for b_ in BINARY])
+def test_binary_ops_match_numpy(name, a, b, expected):
+    close(getattr(eddy, name)(a, b), expected)
+
+
+def test_where_and_cast():
+    close(eddy.where(X > 0, X, Y), np.where(X > 0, X, Y))
+    close(eddy.where(eddy.as_tensor(X) > 0.0, X, 0.0), np.where(X > 0, X, 0.0))
+    cast = eddy.cast(X, "int32")
+    assert cast.dtype == eddy.int32
+    np.testing.assert_array_equal(np.asarray(cast), X.astype(np.int32))
+    assert eddy.cast(X, np.complex64).dtype == eddy.complex64
+    assert eddy.cast(X, eddy.bool_).tolist() == (X != 0).tolist()
+
+
+# ---- reductions ----
+
+REDUCTIONS = [
+    ("sum", np.sum),
+    ("mean", np.mean),
+    ("prod", np.prod),
+    ("max", np.max),
+    ("min", np.min),
+    ("norm", lambda a, axis=None, keepdims=False: np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims))),
+]
+CUBE = RNG.standard_normal((2, 3, 4))
+
+
+@pytest.mark.parametrize("name,reference", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2), (1,)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reductions_match_numpy(name, reference, axis, keepdims):
+    got = getattr(eddy, name)(CUBE, axis=axis, keepdims=keepdims)
+    close(got, reference(CUBE, axis=axis, keepdims=keepdims))
+
+
+def test_integer_sum_keeps_integers():
+    got = eddy.sum(np.arange(10, dtype=np.int64))
+    assert got.dtype == eddy.int64 and got.item() == 45
+
+
+def test_softmax_family():
+    def reference_logsumexp(a, axis):
+        m = a.max(axis=axis, keepdims=True)
+        return np.log(np.exp(a - m).sum(axis=axis, keepdims=True)) + m
+
+    close(eddy.logsumexp(CUBE), reference_logsumexp(CUBE, -1)[..., 0])
+    close(eddy.logsumexp(CUBE, axis=1, keepdims=True), reference_logsumexp(CUBE, 1))
+    close(eddy.softmax(CUBE, axis=0), np.exp(CUBE - reference_logsumexp(CUBE, 0)))
+    close(eddy.log_softmax(CUBE), CUBE - reference_logsumexp(CUBE, -1))
+
+
+# ---- movement and indexing ops ----
+
+
+def test_movement_ops():
+    close(eddy.reshape(CUBE, (4, 6)), CUBE.reshape(4, 6))
+    close(eddy.reshape(CUBE, (-1, 2)), CUBE.reshape(-1, 2))
+    close(eddy.reshape(CUBE, 24), CUBE.reshape(24))
+    close(eddy.permute(CUBE, [2, 0, 1]), CUBE.transpose(2, 0, 1))
+    close(eddy.transpose(CUBE), CUBE.swapaxes(-2, -1))
+    close(eddy.transpose(CUBE, 0, 2), CUBE.swapaxes(0, 2))
+    close(eddy.broadcast_to(X[0], (2, 4)), np.broadcast_to(X[0], (2, 4)))
+    close(eddy.squeeze(CUBE[:, :1], 1), CUBE[:, 0])
+    close(eddy.expand_dims(X, 1), X[:, None])
+    close(eddy.pad(X, [1, 0], [0, 2]), np.pad(X, ((1, 0), (0, 2))))
+    close(eddy.flip(CUBE, 1), CUBE[:, ::-1])
+    close(eddy.flip(CUBE, (0, 2)), CUBE[::-1, :, ::-1])
+    close(eddy.roll(X, 1, 1), np.roll(X, 1, axis=1))
+    close(eddy.roll(X, -2, 0), np.roll(X, -2, axis=0))
+    close(eddy.concatenate([X, Y], axis=1), np.concatenate([X, Y], axis=1))
+    close(eddy.concatenate((X, eddy.as_tensor(Y))), np.concatenate([X, Y]))
+    close(eddy.stack([X, Y]), np.stack([X, Y]))
+    close(eddy.stack([X, Y], axis=-1), np.stack([X, Y], axis=-1))
+
+
+def test_gather_take_scatter_add():
+    index = np.array([[0, 2], [1, 1], [3, 0]])
+    close(eddy.gather(X, 1, index), np.take_along_axis(X, index, axis=1))
+    close(eddy.take(X, np.array([2, 0]), 0), X[[2, 0]])
+    close(eddy.take(X, np.array([3, 3, 1]), 1), X[:, [3, 3, 1]])
+    base = np.zeros((3, 4))
+    src = np.ones((3, 2))
+    expected = base.copy()
+    for i in range(3):
+        for j in range(2):
+            expected[i, index[i, j]] += src[i, j]
+    close(eddy.scatter_add(base, 1, index, src), expected)
+
+
+def test_shape_errors_name_the_op():
+    with pytest.raises(eddy.Error, match="reshape"):
+        eddy.reshape(X, (5, 5))
+    with pytest.raises(eddy.Error, match="squeeze"):
+        eddy.squeeze(X, 0)
+    with pytest.raises(eddy.Error, match="matmul"):
+        eddy.matmul(X, X)
+
+
+# ---- grad mode ----
+
+
+def test_no_grad_and_enable_grad_contexts():
+    x = eddy.tensor([1.0, 2.0], requires_grad=True)
+    with eddy.no_grad():
+        y = x * 2.0
+        with eddy.enable_grad():
+            z = x * 3.0
+        w = x * 4.0
+    assert not y.requires_grad and not w.requires_grad
+    assert z.requires_grad
+    assert (x * 5.0).requires_grad
+    with pytest.raises(RuntimeError):
+        with eddy.no_grad():
+            raise RuntimeError("leaves the block")
+    assert (x * 5.0).requires_grad  # restored on the way out
+
+
+# ---- fft ----
+
+SIGNAL = RNG.standard_normal((4, 8))
+CSIGNAL = SIGNAL + 1j * RNG.standard_normal((4, 8))
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_one_axis_ffts_match_numpy(norm):
+    close(eddy.fft.fft(CSIGNAL, norm=norm), np.fft.fft(CSIGNAL, norm=norm), atol=1e-10)
+    close(eddy.fft.ifft(CSIGNAL, norm=norm), np.fft.ifft(CSIGNAL, norm=norm), atol=1e-10)
+    close(eddy.fft.rfft(SIGNAL, norm=norm), np.fft.rfft(SIGNAL, norm=norm), atol=1e-10)
+    half = np.fft.rfft(SIGNAL)
+    close(eddy.fft.irfft(half, norm=norm), np.fft.irfft(half, norm=norm), atol=1e-10)
+    close(eddy.fft.hfft(half, norm=norm), np.fft.hfft(half, norm=norm), atol=1e-10)
+    close(eddy.fft.ihfft(SIGNAL, norm=norm), np.fft.ihfft(SIGNAL, norm=norm), atol=1e-10)
+
+
+def test_fft_n_and_axis():
+    close(eddy.fft.fft(CSIGNAL, n=5), np.fft.fft(CSIGNAL, n=5), atol=1e-10)
+    close(eddy.fft.fft(CSIGNAL, n=12, axis=0), np.fft.fft(CSIGNAL, n=12, axis=0), atol=1e-10)
+    close(eddy.fft.rfft(SIGNAL, axis=0), np.fft.rfft(SIGNAL, axis=0), atol=1e-10)
+    close(eddy.fft.irfft(np.fft.rfft(SIGNAL), n=8), SIGNAL, atol=1e-10)
+
+
+def test_multi_axis_ffts_match_numpy():
+    cube = RNG.standard_normal((2, 4, 6))
+    ccube = cube + 1j * RNG.standard_normal((2, 4, 6))
+    close(eddy.fft.fft2(ccube), np.fft.fft2(ccube), atol=1e-10)
+    close(eddy.fft.ifft2(ccube), np.fft.ifft2(ccube), atol=1e-10)
+    close(eddy.fft.rfft2(cube), np.fft.rfft2(cube), atol=1e-10)
+    close(eddy.fft.irfft2(np.fft.rfft2(cube), s=(4, 6)), cube, atol=1e-10)
+    close(eddy.fft.fftn(ccube), np.fft.fftn(ccube), atol=1e-10)
+    close(eddy.fft.ifftn(ccube, axes=(0, 2)), np.fft.ifftn(ccube, axes=(0, 2)), atol=1e-10)
+    close(eddy.fft.rfftn(cube, norm="ortho"), np.fft.rfftn(cube, norm="ortho"), atol=1e-10)
+    close(eddy.fft.irfftn(np.fft.rfftn(cube)), np.fft.irfftn(np.fft.rfftn(cube)), atol=1e-10)
+    close(eddy.fft.fft2(ccube, axes=(0, 1)), np.fft.fft2(ccube, axes=(0, 1)), atol=1e-10)
+
+
+def test_fft_helpers_match_numpy():
+    close(eddy.fft.fftfreq(8, d=0.5), np.fft.fftfreq(8, d=0.5))
+    close(eddy.fft.fftfreq(7), np.fft.fftfreq(7))
+    close(eddy.fft.rfftfreq(9, d=2.0), np.fft.rfftfreq(9, d=2.0))
+    assert eddy.fft.fftfreq(4, dtype="float32").dtype == eddy.float32
+    close(eddy.fft.fftshift(SIGNAL), np.fft.fftshift(SIGNAL))
+    close(eddy.fft.fftshift(SIGNAL, axes=1), np.fft.fftshift(SIGNAL, axes=1))
+    close(eddy.fft.ifftshift(SIGNAL, axes=(0,)), np.fft.ifftshift(SIGNAL, axes=(0,)))
+
+
+def test_spectral_conv_is_a_truncated_spectral_multiply():
+    # One channel in, one out, 1-D: the kept modes are multiplied by the weights.
+    x = RNG.standard_normal((1, 1, 16))
+    modes = 4
+    weights = RNG.standard_normal((1, 1, modes)) + 1j * RNG.standard_normal((1, 1, modes))
+    got = eddy.fft.spectral_conv(x, weights, [modes])
+    spectrum = np.fft.rfft(x, axis=-1)
+    kept = np.zeros_like(spectrum)
+    kept[..., :modes] = spectrum[..., :modes] * weights[0, 0]
+    close(got, np.fft.irfft(kept, n=16, axis=-1), atol=1e-10)
+
+
+def test_fft_errors():
+    with pytest.raises(eddy.Error):
+        eddy.fft.fft(CSIGNAL, norm="sideways")
+    with pytest.raises(eddy.Error):
+        eddy.fft.fft(CSIGNAL, axis=5)

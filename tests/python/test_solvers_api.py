@@ -1,0 +1,133 @@
+"""eddy.solve, eddy.train, eddy.generate and the HDF5 readers on tiny versions of the examples."""
+
+import pathlib
+
+import h5py
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import eddy
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+DATA = ROOT / "data"
+
+
+def test_solve_burgers_briefly(tmp_path):
+    run = tmp_path / "burgers"
+    result = eddy.solve(str(EXAMPLES / "pinn" / "burgers.yaml"), {
+        "training.adam.steps": 5,
+        "training.lbfgs.iterations": 0,
+        "conditions.pde.points": 200,
+        "output.grid": [16, 8],
+        "output.dir": str(run),
+        "validation.reference.file": str(DATA / "burgers1d.h5"),
+    })
+    assert result["finished"] and result["steps"] == 5
+    assert "finished 5 steps" in result["message"]
+    assert np.isfinite(result["loss"]) and result["loss"] > 0
+    assert result["output_dir"] == str(run)
+    assert result["learned"] == {}
+    u = result["metrics"]["u"]
+    assert np.isfinite(u["relative_l2"]) and np.isfinite(u["max_error"])
+
+    solution = run / "solution.h5"
+    names = eddy.list_hdf5(str(solution))
+    assert {"fields/u", "coordinates/x", "coordinates/t", "history/loss"} <= set(names)
+    field = eddy.read_hdf5(str(solution), "fields/u")
+    assert isinstance(field, eddy.Tensor) and field.shape == (16, 8)
+    with h5py.File(solution, "r") as f:
+        np.testing.assert_array_equal(np.asarray(field), f["fields/u"][:])
+        np.testing.assert_allclose(np.asarray(eddy.read_hdf5(str(solution), "coordinates/x")), np.linspace(-1, 1, 16))
+    assert any(name.startswith("model.") for name in load_file(str(run / "checkpoint.safetensors")))
+    # evaluate_run recomputes the metrics from the saved run.
+    metrics = eddy.evaluate_run(str(run))
+    assert metrics["u"]["relative_l2"] == pytest.approx(u["relative_l2"], rel=1e-6)
+
+
+def test_solve_overrides_as_strings_and_resume(tmp_path):
+    run = tmp_path / "burgers"
+    overrides = ["training.adam.steps=3", "training.lbfgs.iterations=0", "conditions.pde.points=100",
+                 "output.grid=[8, 4]", f"output.dir={run}", "validation.every=0",
+                 f"validation.reference.file={DATA / 'burgers1d.h5'}"]
+    first = eddy.solve(str(EXAMPLES / "pinn" / "burgers.yaml"), overrides)
+    assert first["steps"] == 3
+    # Resuming a finished run with the same config reproduces its result from the checkpoint.
+    again = eddy.solve(str(EXAMPLES / "pinn" / "burgers.yaml"), overrides, resume=True)
+    assert again["finished"] and again["steps"] == 3 and again["loss"] == first["loss"]
+    # A different config refuses to resume it.
+    with pytest.raises(eddy.Error, match="written by a different config"):
+        eddy.solve(str(EXAMPLES / "pinn" / "burgers.yaml"), overrides + ["training.adam.steps=6"], resume=True)
+
+
+@pytest.mark.parametrize("example,data,extra", [
+    ("antiderivative_deeponet", "antiderivative.h5", {"data.train.samples": 8, "model.width": 8, "model.latent": 4}),
+    ("burgers_fno1d", "burgers_operator16.h5", {"data.train.samples": 4, "model.width": 4, "model.layers": 1,
+                                                 "model.projection_width": 4}),
+    ("darcy16", "darcy16.h5", {"data.train.samples": 4, "training.batch_size": 2, "model.width": 4, "model.layers": 1,
+                               "model.projection_width": 4, "model.modes": [2, 3]}),
+])
+def test_train_operator_examples_for_one_epoch(tmp_path, example, data, extra):
+    run = tmp_path / example
+    result = eddy.train(str(EXAMPLES / "operator" / f"{example}.yaml"),
+                        {"training.epochs": 1, "output.dir": str(run), "data.file": str(DATA / data), **extra})
+    assert result["finished"] and result["epochs"] == 1
+    assert np.isfinite(result["train_loss"])
+    assert result["test_relative_l2"] and all(np.isfinite(v) for v in result["test_relative_l2"].values())
+    assert result["output_dir"] == str(run)
+    assert (run / "checkpoint.safetensors").exists() and (run / "predictions.h5").exists()
+    assert eddy.list_hdf5(str(run / "predictions.h5"))
+
+
+def test_generate_darcy_data_and_read_it_back(tmp_path):
+    path = tmp_path / "darcy" / "darcy.h5"
+    written = eddy.generate(str(EXAMPLES / "operator" / "darcy_data.yaml"),
+                            {"samples": 2, "resolution": 16, "output.path": str(path), "output.vtk": False})
+    assert written == str(path) and path.exists()
+    assert {"a", "u"} <= set(eddy.list_hdf5(written))
+    a = eddy.read_hdf5(written, "a")
+    u = eddy.read_hdf5(written, "u")
+    assert a.shape == (2, 16, 16) and u.shape == (2, 16, 16)
+    # The coefficient takes its two values; u vanishes on the boundary and is positive inside.
+    assert set(np.unique(np.asarray(a))) <= {3.0, 12.0}
+    u = np.asarray(u)
+    assert np.abs(u[:, 0, :]).max() < 1e-6 and np.abs(u[:, :, -1]).max() < 1e-6
+    assert u[:, 8, 8].min() > 0
+    with h5py.File(path, "r") as f:
+        np.testing.assert_array_equal(f["u"][:], u)
+
+
+# ---- configuration errors carry eddy's message ----
+
+
+def test_unknown_override_key_suggests_the_nearest():
+    with pytest.raises(eddy.Error, match=r"unknown key 'stepz' in training.adam \(did you mean 'steps'\?\)"):
+        eddy.solve(str(EXAMPLES / "pinn" / "burgers.yaml"), {"training.adam.stepz": 5})
+
+
+def test_bad_override_value_names_the_key():
+    with pytest.raises(eddy.Error, match="model.width: expected an integer, got 'wide'"):
+        eddy.solve(str(EXAMPLES / "pinn" / "burgers.yaml"), {"model.width": "wide"})
+
+
+def test_config_error_names_file_line_and_column(tmp_path):
+    text = (EXAMPLES / "pinn" / "burgers.yaml").read_text().replace("model: {", "modle: {")
+    line = text.splitlines().index(next(l for l in text.splitlines() if l.startswith("modle:"))) + 1
+    path = tmp_path / "typo.yaml"
+    path.write_text(text)
+    with pytest.raises(eddy.Error) as error:
+        eddy.solve(str(path))
+    message = str(error.value)
+    assert message.startswith(f"{path}:{line}:1:")
+    assert "did you mean 'model'?" in message
+    assert isinstance(error.value, ValueError)
+
+
+def test_missing_files_raise():
+    with pytest.raises(eddy.Error, match="missing.yaml"):
+        eddy.train("missing.yaml")
+    with pytest.raises(eddy.Error, match="missing.yaml"):
+        eddy.generate("missing.yaml")
+    with pytest.raises(eddy.Error, match="no dataset 'nope'"):
+        eddy.read_hdf5(str(DATA / "darcy16.h5"), "nope")

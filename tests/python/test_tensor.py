@@ -1,0 +1,594 @@
+"""eddy.Tensor from Python: NumPy and DLPack interop, indexing, operators, repr, lifetimes."""
+
+import gc
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import eddy
+
+DTYPES = ["float32", "float64", "complex64", "complex128", "int32", "int64", "bool"]
+
+
+def sample(dtype, shape=(2, 3)):
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal(shape) * 4
+    if dtype == "bool":
+        return values > 0
+    if dtype.startswith("complex"):
+        return (values + 1j * rng.standard_normal(shape)).astype(dtype)
+    return values.astype(dtype)
+
+
+# ---- NumPy round trips and memory sharing ----
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_numpy_round_trip_every_dtype_shares_memory(dtype):
+    a = sample(dtype)
+    t = eddy.as_tensor(a)
+    assert str(t.dtype) == dtype and t.dtype == getattr(eddy.dtype, dtype)
+    assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6 and len(t) == 2
+    back = np.asarray(t)
+    assert back.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(back, a)
+    assert np.shares_memory(back, a)
+    assert np.shares_memory(t.numpy(), a)
+    assert np.shares_memory(eddy.from_numpy(a).numpy(), a)
+    # tolist agrees with NumPy's.
+    assert t.tolist() == a.tolist()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tensor_constructor_copies(dtype):
+    a = sample(dtype)
+    t = eddy.tensor(a)
+    assert not np.shares_memory(np.asarray(t), a)
+    np.testing.assert_array_equal(np.asarray(t), a)
+    assert str(t.dtype) == dtype
+
+
+def test_writes_are_seen_through_either_side():
+    a = np.zeros((2, 3), dtype=np.float64)
+    t = eddy.as_tensor(a)
+    a[1, 2] = 5.0
+    assert t[1, 2].item() == 5.0
+    t[0, 1] = -2.0
+    assert a[0, 1] == -2.0
+    view = t.numpy()
+    view[0, 0] = 9.0
+    assert a[0, 0] == 9.0 and t[0, 0].item() == 9.0
+
+
+def test_tensor_results_share_memory_with_their_numpy_view():
+    t = eddy.arange(6, dtype="float64") * 2.0
+    a = np.asarray(t)
+    a[0] = 42.0
+    assert t[0].item() == 42.0
+    assert np.shares_memory(np.asarray(t), a)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a: a[:, ::2],  # steps
+        lambda a: a.T,  # transpose
+        lambda a: a[1:, 1:3],  # offset view
+    ],
+    ids=["step", "transpose", "offset"],
+)
+def test_strided_arrays_are_shared_with_their_layout(make):
+    base = np.arange(20, dtype=np.float64).reshape(4, 5)
+    view = make(base)
+    t = eddy.as_tensor(view)
+    np.testing.assert_array_equal(np.asarray(t), view)
+    assert np.shares_memory(np.asarray(t), base)
+    # Results of ops on strided inputs are right too.
+    np.testing.assert_allclose(np.asarray(eddy.sum(t, axis=0)), view.sum(axis=0))
+    np.testing.assert_allclose(np.asarray(t * 2.0), view * 2.0)
+
+
+def test_negative_strides_are_copied():
+    base = np.arange(10, dtype=np.float64)
+    view = base[::-2]
+    t = eddy.as_tensor(view)
+    np.testing.assert_array_equal(np.asarray(t), view)
+    assert not np.shares_memory(np.asarray(t), base)
+    base[:] = 0
+    assert t[0].item() == 9.0  # a copy: unaffected
+
+
+def test_non_native_byte_order_is_copied_to_native():
+    swapped = np.arange(4, dtype=np.float64).astype(np.dtype(np.float64).newbyteorder())
+    assert not swapped.dtype.isnative
+    t = eddy.as_tensor(swapped)
+    back = np.asarray(t)
+    assert back.dtype.isnative and t.dtype == eddy.float64
+    np.testing.assert_array_equal(back, [0.0, 1.0, 2.0, 3.0])
+    assert not np.shares_memory(back, swapped)
+
+
+def test_unaligned_array_is_copied():
+    raw = np.zeros(4 * 8 + 1, dtype=np.uint8)
+    unaligned = raw[1:].view(np.float64)
+    assert not unaligned.flags.aligned
+    unaligned[:] = [1.0, 2.0, 3.0, 4.0]
+    t = eddy.as_tensor(unaligned)
+    np.testing.assert_array_equal(np.asarray(t), [1.0, 2.0, 3.0, 4.0])
+    assert not np.shares_memory(np.asarray(t), raw)
+    assert np.asarray(t).flags.aligned
+
+
+@pytest.mark.parametrize(
+    "numpy_dtype,eddy_dtype",
+    [("float16", "float32"), ("int8", "int32"), ("int16", "int32"), ("uint8", "int32"), ("uint32", "int64")],
+)
+def test_dtypes_without_an_eddy_twin_are_converted(numpy_dtype, eddy_dtype):
+    a = np.array([1, 2, 3], dtype=numpy_dtype)
+    t = eddy.as_tensor(a)
+    assert str(t.dtype) == eddy_dtype
+    np.testing.assert_array_equal(np.asarray(t), [1, 2, 3])
+
+
+def test_unsupported_numpy_dtype_is_a_type_error():
+    with pytest.raises(TypeError, match="'<U1'|str|U1"):
+        eddy.as_tensor(np.array(["a"]))
+
+
+def test_as_tensor_with_dtype_casts():
+    a = np.array([1.5, -2.5])
+    t = eddy.as_tensor(a, dtype="float32")
+    assert t.dtype == eddy.float32
+    np.testing.assert_array_equal(np.asarray(t), np.array([1.5, -2.5], dtype=np.float32))
+    assert eddy.as_tensor(a, dtype=np.int64).tolist() == [1, -2]
+    assert eddy.as_tensor(a, dtype=eddy.complex64).dtype == eddy.complex64
+
+
+def test_array_protocol_with_dtype_and_copy():
+    t = eddy.tensor([1.25, 2.75], dtype="float64")
+    as_int = np.asarray(t, dtype=np.int32)
+    assert as_int.dtype == np.int32 and as_int.tolist() == [1, 2]
+    as_f32 = np.array(t, dtype=np.float32)
+    assert as_f32.dtype == np.float32
+    copied = t.__array__(copy=True)
+    assert not np.shares_memory(copied, np.asarray(t))
+    shared = t.__array__()
+    assert np.shares_memory(shared, np.asarray(t))
+
+
+def test_buffer_protocol():
+    t = eddy.tensor([1.0, 2.0], dtype="float64")
+    assert memoryview(t).format == "d" and memoryview(t).shape == (2,)
+    np.testing.assert_array_equal(np.frombuffer(t, dtype=np.float64), [1.0, 2.0])
+    assert memoryview(eddy.tensor([1], dtype="int32")).itemsize == 4
+
+
+# ---- DLPack ----
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dlpack_to_numpy_shares_memory(dtype):
+    t = eddy.as_tensor(sample(dtype))
+    a = np.from_dlpack(t)
+    assert a.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(a, np.asarray(t))
+    assert np.shares_memory(a, np.asarray(t))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dlpack_from_numpy_shares_memory(dtype):
+    a = sample(dtype)
+    t = eddy.from_dlpack(a)
+    assert str(t.dtype) == dtype
+    np.testing.assert_array_equal(np.asarray(t), a)
+    assert np.shares_memory(np.asarray(t), a)
+
+
+def test_dlpack_strided_both_ways():
+    base = np.arange(12.0).reshape(3, 4)
+    t = eddy.from_dlpack(base[:, ::2])
+    np.testing.assert_array_equal(np.asarray(t), base[:, ::2])
+    transposed = np.from_dlpack(eddy.as_tensor(base).T)
+    np.testing.assert_array_equal(transposed, base.T)
+    assert np.shares_memory(transposed, base)
+
+
+def test_dlpack_capsule_is_consumed_once():
+    capsule = eddy.tensor([1.0, 2.0]).__dlpack__()
+    t = eddy.from_dlpack(capsule)  # the capsule owns the only reference to the exported tensor
+    del capsule
+    gc.collect()
+    assert t.tolist() == [1.0, 2.0]
+    used = eddy.tensor([3.0]).__dlpack__()
+    eddy.from_dlpack(used)
+    with pytest.raises(TypeError, match="unused 'dltensor' capsule"):
+        eddy.from_dlpack(used)
+
+
+def test_unconsumed_dlpack_capsule_frees_its_tensor():
+    t = eddy.tensor([1.0, 2.0])
+    capsule = t.__dlpack__()
+    del capsule  # deleter runs; the tensor is untouched
+    gc.collect()
+    assert t.tolist() == [1.0, 2.0]
+    assert t.__dlpack_device__() == (1, 0)
+
+
+def test_from_dlpack_rejects_objects_without_dlpack():
+    with pytest.raises(TypeError):
+        eddy.from_dlpack(42)
+
+
+# ---- lifetimes ----
+
+
+def test_tensor_outlives_its_numpy_array():
+    a = np.arange(1000, dtype=np.float64)
+    t = eddy.as_tensor(a)
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(t), np.arange(1000, dtype=np.float64))
+    assert ref() is not None  # the tensor holds it
+    del t
+    gc.collect()
+    assert ref() is None  # and lets it go
+
+
+def test_tensor_holds_one_reference_to_the_array():
+    a = np.arange(4.0)
+    before = sys.getrefcount(a)
+    t = eddy.as_tensor(a)
+    assert sys.getrefcount(a) == before + 1
+    del t
+    gc.collect()
+    assert sys.getrefcount(a) == before
+
+
+def test_numpy_array_outlives_its_tensor():
+    t = eddy.arange(5, dtype="float64")
+    a = np.asarray(t)
+    t_ref = weakref.ref(t)
+    del t
+    gc.collect()
+    np.testing.assert_array_equal(a, [0.0, 1.0, 2.0, 3.0, 4.0])
+    assert t_ref() is not None  # the array (through its base) keeps the tensor
+    del a
+    gc.collect()
+    assert t_ref() is None
+
+
+def test_dlpack_exports_outlive_the_tensor():
+    t = eddy.arange(4, dtype="float32")
+    a = np.from_dlpack(t)
+    del t
+    gc.collect()
+    np.testing.assert_array_equal(a, [0.0, 1.0, 2.0, 3.0])
+    # The export holds the storage, not the Python object: an eddy result exported and
+    # dropped at once stays valid.
+    b = np.from_dlpack(eddy.arange(3, dtype="float64") * 2.0)
+    gc.collect()
+    np.testing.assert_array_equal(b, [0.0, 2.0, 4.0])
+
+    source = np.arange(3.0)
+    imported = eddy.from_dlpack(source)
+    del source
+    gc.collect()
+    assert imported.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_many_round_trips_do_not_leak_references():
+    a = np.arange(8.0)
+    before = sys.getrefcount(a)
+    for _ in range(50):
+        t = eddy.as_tensor(a)
+        np.asarray(t)
+        eddy.from_dlpack(a)
+        np.from_dlpack(t)
+        del t
+    gc.collect()
+    assert sys.getrefcount(a) == before
+
+
+# ---- indexing ----
+
+BASE = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+
+READ_KEYS = [
+    1,
+    -1,
+    (0, 2),
+    (-1, -2, -3),
+    slice(1, None),
+    slice(None, None, 2),
+    slice(None, None, -1),
+    slice(-1, -4, -2),
+    slice(10, None, -1),
+    slice(2, 1, 2),
+    (slice(None), slice(1, 3), 4),
+    None,
+    (None, 0),
+    (0, None, slice(None), None),
+    Ellipsis,
+    (Ellipsis, 1),
+    (0, Ellipsis, None),
+    (1, Ellipsis, slice(None, None, -2)),
+    [2, 0, 2],
+    [-1, 0],
+    np.array([[0, 1], [2, 2]]),
+    (slice(None), [3, 0]),
+    (Ellipsis, np.array([4, -5])),
+    np.array([True, False, True]),
+    (slice(None), np.array([False, True, True, False])),
+    (0, slice(None), np.array([True, False, True, False, True])),
+    np.int64(2),
+    (np.int32(1), slice(None, 2)),
+]
+
+
+@pytest.mark.parametrize("key", READ_KEYS, ids=[repr(k) for k in READ_KEYS])
+def test_indexing_matches_numpy(key):
+    t = eddy.as_tensor(BASE)
+    got = np.asarray(t[key])
+    expected = BASE[key]
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_indexing_with_a_tensor_of_indices():
+    t = eddy.as_tensor(BASE)
+    np.testing.assert_array_equal(np.asarray(t[eddy.tensor([2, 0])]), BASE[[2, 0]])
+    np.testing.assert_array_equal(np.asarray(t[:, eddy.tensor([True, False, False, True])]),
+                                  BASE[:, [True, False, False, True]])
+
+
+def test_basic_index_reads_are_views_of_contiguous_data():
+    a = np.arange(12.0).reshape(3, 4)
+    t = eddy.as_tensor(a)
+    row = t[1]
+    assert np.shares_memory(np.asarray(row), a)
+    a[1, 0] = -1.0
+    assert row[0].item() == -1.0
+
+
+@pytest.mark.parametrize(
+    "key,error,message",
+    [
+        (0.5, IndexError, "unsupported index of type float"),
+        ("a", IndexError, "unsupported index of type str"),
+        (True, IndexError, "Python bool"),
+        ((0, 0, 0, 0), IndexError, "too many indices"),
+        ((Ellipsis, Ellipsis), IndexError, "single ellipsis"),
+        (3, IndexError, "index 3 is out of bounds for axis 0 with size 3"),
+        (-4, IndexError, "index -4 is out of bounds for axis 0 with size 3"),
+        ((0, 4), IndexError, "out of bounds for axis 1 with size 4"),
+        ([0, 3], IndexError, "out of bounds for axis 0 with size 3"),
+        (([0], [1]), IndexError, "only one integer-array"),
+        (np.array([True, False]), IndexError, "boolean index of shape"),
+        (np.zeros((3, 4), dtype=bool), IndexError, "only 1-D masks"),
+        (np.array([0.5, 1.5]), IndexError, "integers or booleans"),
+    ],
+)
+def test_unsupported_or_bad_indices_raise(key, error, message):
+    t = eddy.as_tensor(BASE)
+    with pytest.raises(error, match=message):
+        t[key]
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        (1, 7.0),
+        ((0, 2), np.arange(5.0)),
+        (slice(1, 3), -1.0),
+        ((slice(None), 1), np.full((3, 5), 2.5)),  # a non-contiguous target
+        ((Ellipsis, 3), np.arange(12.0).reshape(3, 4)),
+        ((slice(None), slice(None, None, 2), 0), np.array([1.0, 2.0])),  # broadcast over rows
+        ((None, 2), 4.0),
+        ((0, None, 1), np.ones((1, 5))),
+        (Ellipsis, 0.0),
+    ],
+)
+def test_setitem_matches_numpy(key, value):
+    a = BASE.copy()
+    expected = BASE.copy()
+    t = eddy.as_tensor(a)
+    t[key] = value if np.isscalar(value) else eddy.tensor(value)
+    expected[key] = value
+    np.testing.assert_array_equal(a, expected)
+
+
+def test_setitem_on_a_strided_numpy_view_writes_through():
+    base = np.zeros((4, 6))
+    t = eddy.as_tensor(base[::2, 1::2])
+    t[:, 1] = 3.0
+    expected = np.zeros((4, 6))
+    expected[::2, 1::2][:, 1] = 3.0
+    np.testing.assert_array_equal(base, expected)
+
+
+def test_setitem_casts_the_value():
+    a = np.zeros(3, dtype=np.int32)
+    eddy.as_tensor(a)[1:] = eddy.tensor([2.0, 3.0])
+    assert a.tolist() == [0, 2, 3]
+
+
+@pytest.mark.parametrize("key", [[0, 1], np.array([True, False, True]), slice(None, None, -1)])
+def test_setitem_through_copies_is_refused(key):
+    t = eddy.as_tensor(BASE.copy())
+    with pytest.raises(IndexError, match="not supported"):
+        t[key] = 0.0
+
+
+def test_setitem_shape_mismatch_is_an_eddy_error():
+    t = eddy.zeros((2, 3), dtype="float64")
+    with pytest.raises(eddy.Error, match="copy_"):
+        t[0] = eddy.tensor([1.0, 2.0])
+
+
+# ---- operators, scalars and promotion ----
+
+
+def test_arithmetic_operators_match_numpy():
+    a = np.array([[1.5, -2.0, 3.0]])
+    b = np.array([[0.5], [2.0]])
+    x, y = eddy.as_tensor(a), eddy.as_tensor(b)
+    for got, expected in [
+        (x + y, a + b),
+        (x - y, a - b),
+        (x * y, a * b),
+        (x / y, a / b),
+        (abs(x) ** y, np.abs(a) ** b),
+        (-x, -a),
+        (abs(x), np.abs(a)),
+        (x @ eddy.as_tensor(a.T), a @ a.T),
+        (a @ eddy.as_tensor(a.T), a @ a.T),  # __rmatmul__ from a NumPy array on the left
+    ]:
+        assert isinstance(got, eddy.Tensor)
+        np.testing.assert_allclose(np.asarray(got), expected)
+
+
+def test_reflected_operators_with_python_scalars():
+    a = np.array([1.0, 2.0, 4.0])
+    x = eddy.as_tensor(a)
+    for got, expected in [
+        (x + 1, a + 1),
+        (1 + x, 1 + a),
+        (x - 1.5, a - 1.5),
+        (10 - x, 10 - a),
+        (3 * x, 3 * a),
+        (x * 0.5, a * 0.5),
+        (1 / x, 1 / a),
+        (x / 4, a / 4),
+        (x**2, a**2),
+        (2**x, 2**a),
+        (2.5**x, 2.5**a),
+    ]:
+        assert got.dtype == eddy.float64
+        np.testing.assert_allclose(np.asarray(got), expected)
+
+
+def test_numpy_arrays_on_the_left_give_differentiable_tensors():
+    a = np.array([1.0, 2.0])
+    x = eddy.tensor([3.0, 5.0], dtype="float64", requires_grad=True)
+    for got, expected in [(a - x, a - [3.0, 5.0]), (a * x, a * [3.0, 5.0]), (a / x, a / [3.0, 5.0]),
+                          (a + x, a + [3.0, 5.0]), (a**x, a ** [3.0, 5.0])]:
+        assert isinstance(got, eddy.Tensor) and got.requires_grad
+        np.testing.assert_allclose(np.asarray(got), expected)
+    assert isinstance(a @ x, eddy.Tensor)
+    assert (a < x).tolist() == [True, True]
+    # Ufuncs still go through __array__ and give arrays.
+    sines = np.sin(x.detach())
+    assert isinstance(sines, np.ndarray)
+    np.testing.assert_allclose(sines, np.sin([3.0, 5.0]))
+
+
+def test_comparisons_give_bool_tensors():
+    x = eddy.tensor([1.0, 2.0, 3.0], dtype="float64")
+    for got, expected in [
+        (x == 2.0, [False, True, False]),
+        (x != 2.0, [True, False, True]),
+        (x < 2.0, [True, False, False]),
+        (x <= 2.0, [True, True, False]),
+        (x > 2.0, [False, False, True]),
+        (x >= 2.0, [False, True, True]),
+        (x == eddy.tensor([1.0, 0.0, 3.0], dtype="float64"), [True, False, True]),
+    ]:
+        assert got.dtype == eddy.bool_
+        assert got.tolist() == expected
+    with pytest.raises(TypeError):
+        hash(x)
+
+
+def test_python_scalars_keep_the_tensor_dtype():
+    x = eddy.tensor([1.0, 2.0], dtype="float32")
+    assert (x + 1).dtype == eddy.float32
+    assert (2.5 * x).dtype == eddy.float32
+    assert (x**2).dtype == eddy.float32
+    c = eddy.tensor([1 + 1j], dtype="complex64")
+    assert (c * 2).dtype == eddy.complex64
+
+
+def test_dtype_promotion_basics():
+    f32 = eddy.tensor([1.0], dtype="float32")
+    f64 = eddy.tensor([1.0], dtype="float64")
+    i32 = eddy.tensor([1], dtype="int32")
+    i64 = eddy.tensor([1], dtype="int64")
+    b = eddy.tensor([True])
+    c64 = eddy.tensor([1j], dtype="complex64")
+    assert (f32 + f64).dtype == eddy.float64
+    assert (i32 + i64).dtype == eddy.int64
+    assert (i32 + f32).dtype == eddy.float32
+    assert (b + i64).dtype == eddy.int64
+    assert (f32 + c64).dtype == eddy.complex64
+    assert (f64 + c64).dtype == eddy.complex128
+    assert (f32 * (1 + 1j)).dtype in (eddy.complex64, eddy.complex128)
+    assert (i64 + 1).dtype == eddy.int64
+    assert (i64 + 1.5).dtype == eddy.float64
+
+
+def test_true_division_of_integers_is_float_like_numpy():
+    i = eddy.tensor([1, 2, 3])
+    got = i / 2
+    assert got.dtype == eddy.float64
+    np.testing.assert_allclose(np.asarray(got), np.array([1, 2, 3]) / 2)
+    np.testing.assert_allclose(np.asarray(6 / i), 6 / np.array([1, 2, 3]))
+    np.testing.assert_allclose(np.asarray(i / eddy.tensor([2, 4, 8], dtype="int32")), [0.5, 0.5, 0.375])
+    # eddy.div is the op itself: integer division stays integer.
+    assert eddy.div(i, eddy.tensor([2, 2, 2])).dtype == eddy.int64
+
+
+def test_scalar_conversions():
+    assert float(eddy.tensor(2.5)) == 2.5
+    assert int(eddy.tensor(7)) == 7
+    assert bool(eddy.tensor(True)) is True
+    assert bool(eddy.tensor([0.0])) is False
+    c = eddy.tensor(1 + 2j).item()
+    assert isinstance(c, complex) and c == 1 + 2j
+    assert isinstance(eddy.tensor([3], dtype="int32").item(), int)
+    assert isinstance(eddy.tensor(1.0).item(), float)
+    assert eddy.tensor(False).item() is False
+    with pytest.raises(eddy.Error, match="ambiguous"):
+        bool(eddy.tensor([1.0, 2.0]))
+    with pytest.raises(eddy.Error, match="item\\(\\)"):
+        eddy.tensor([1.0, 2.0]).item()
+    with pytest.raises(TypeError, match="0-d"):
+        len(eddy.tensor(1.0))
+
+
+def test_repr():
+    assert repr(eddy.tensor([1, 2, 3])) == "tensor([1, 2, 3], dtype=int64)"
+    assert repr(eddy.tensor(3.0)) == "tensor(3., dtype=float64)"
+    assert repr(eddy.tensor([True, False])) == "tensor([ True, False], dtype=bool)"
+    assert repr(eddy.tensor([1 + 2j], dtype="complex64")) == "tensor([1.+2.j], dtype=complex64)"
+    assert repr(eddy.tensor([[1.0, 2.0], [3.0, 4.0]], dtype="float32")) == (
+        "tensor([[1., 2.],\n        [3., 4.]], dtype=float32)"
+    )
+    assert repr(eddy.tensor([1.0], requires_grad=True)) == "tensor([1.], dtype=float64, requires_grad=True)"
+    assert str(eddy.float32) == "float32" and str(eddy.bool_) == "bool"
+
+
+def test_transpose_property_and_methods():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    t = eddy.as_tensor(a)
+    np.testing.assert_array_equal(np.asarray(t.T), a.T)
+    np.testing.assert_array_equal(np.asarray(t.sum(axis=1)), a.sum(axis=1))
+    np.testing.assert_array_equal(np.asarray(t.reshape((6, 4))), a.reshape(6, 4))
+    np.testing.assert_array_equal(np.asarray(t.astype("int32")), a.astype(np.int32))
+    np.testing.assert_array_equal(np.asarray(t.mean(axis=(0, 2), keepdims=True)), a.mean(axis=(0, 2), keepdims=True))
+    np.testing.assert_array_equal(np.asarray(t.flatten()), a.ravel())
+    np.testing.assert_array_equal(np.asarray(t.transpose(0, 2)), a.swapaxes(0, 2))
+
+
+def test_constructor_and_dtype_errors():
+    with pytest.raises(TypeError, match="unknown dtype 'float16'"):
+        eddy.zeros(3, dtype="float16")
+    with pytest.raises(TypeError, match="unknown dtype 'bogus'"):
+        eddy.tensor([1.0], dtype="bogus")
+    with pytest.raises(eddy.Error, match=r"add: shapes \[2\] and \[3\] cannot be broadcast"):
+        eddy.tensor([1, 2]) + eddy.tensor([1, 2, 3])
+    assert issubclass(eddy.Error, ValueError)
+    with pytest.raises(ValueError):
+        eddy.matmul(eddy.ones((2, 3)), eddy.ones((2, 3)))
