@@ -49,8 +49,11 @@ GeometryPtr read_geometry(const ConfigNode& node) {
 
 // Parses and checks an expression read from `node`.
 Expression expression_at(const ConfigNode& node, const Symbols& symbols, ExpressionKind kind) {
-  // Numbers are valid expressions too (value: 0).
-  Expression expression = parse_expression(node.as_string(), node.path());
+  // Numbers are valid expressions too (value: 0). Errors start with the node's file:line:col and
+  // key path, then show the text with a caret.
+  std::string where = node.where();
+  where.resize(where.size() - 2);  // without the trailing ": " the expression error adds itself
+  Expression expression = parse_expression(node.as_string(), where);
   check(expression, symbols, kind);
   return expression;
 }

@@ -1,0 +1,67 @@
+"""PINN problems defined from Python: a dict instead of a YAML file, and equations written as
+Python functions of (x, u, parameters) that differentiate through eddy.gradients."""
+
+import pathlib
+
+import pytest
+
+import eddy
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
+
+
+def burgers_problem(output_dir, equation="burgers"):
+    return {
+        "dtype": "float64",
+        "geometry": {"space": {"type": "interval", "min": -1, "max": 1}, "time": {"min": 0, "max": 0.99}},
+        "fields": ["u"],
+        "parameters": {"nu": 0.0031830988618379067},
+        "conditions": {
+            "pde": {"type": "interior", "equation": equation, "points": 300},
+            "initial": {"type": "initial", "field": "u", "value": "-sin(pi*x)", "points": 50},
+            "walls": {"type": "dirichlet", "on": "x == -1 || x == 1", "field": "u", "value": 0, "points": 50},
+        },
+        "model": {"width": 10, "depth": 2},
+        "training": {"adam": {"steps": 20, "learning_rate": 3e-3}},
+        "validation": {"reference": {"file": str(DATA / "burgers1d.h5"), "coordinates": {"x": "x", "t": "t"},
+                                     "layout": ["t", "x"], "fields": {"u": "u"}}},
+        "output": {"dir": str(output_dir), "vtk": False, "grid": [16, 8]},
+    }
+
+
+def burgers(x, u, p):
+    du = eddy.gradients(u, x, eddy.ones_like(u), create_graph=True)  # columns: u_x, u_t
+    u_x, u_t = du[:, 0:1], du[:, 1:2]
+    u_xx = eddy.gradients(u_x, x, eddy.ones_like(u_x), create_graph=True)[:, 0:1]
+    return u_t + u * u_x - p["nu"] * u_xx
+
+
+def test_python_equation_trains_exactly_like_the_same_equation_as_text(tmp_path):
+    with_function = eddy.solve(burgers_problem(tmp_path / "function"), equations={"burgers": burgers})
+    as_text = burgers_problem(tmp_path / "text")
+    as_text["equations"] = {"burgers": "u_t + u*u_x - nu*u_xx"}
+    with_text = eddy.solve(as_text)
+    assert with_function["finished"] and with_text["finished"]
+    assert with_function["loss"] == pytest.approx(with_text["loss"], rel=1e-9)
+    assert with_function["metrics"]["u"]["relative_l2"] == pytest.approx(with_text["metrics"]["u"]["relative_l2"],
+                                                                        rel=1e-9)
+
+
+def test_python_equation_errors_name_the_condition(tmp_path):
+    problem = burgers_problem(tmp_path / "bad")
+    with pytest.raises(eddy.Error, match="conditions.pde: the supplied equation returned shape"):
+        eddy.solve(problem, equations={"burgers": lambda x, u, p: eddy.sum(u)})
+    with pytest.raises(ZeroDivisionError):
+        eddy.solve(problem, equations={"burgers": lambda x, u, p: 1 / 0})
+    both = burgers_problem(tmp_path / "both")
+    both["equations"] = {"burgers": "u_t"}
+    with pytest.raises(eddy.Error, match="also supplied as a function"):
+        eddy.solve(both, equations={"burgers": burgers})
+    boundary = burgers_problem(tmp_path / "boundary")
+    boundary["conditions"]["walls"] = {"type": "boundary", "on": "x == -1 || x == 1", "equation": "burgers",
+                                       "points": 10}
+    with pytest.raises(eddy.Error, match="interior and initial conditions only"):
+        eddy.solve(boundary, equations={"burgers": burgers})
+    # An equation name that is neither text nor a function is an expression error, as in YAML.
+    with pytest.raises(eddy.Error, match="python-dict"):
+        eddy.solve(burgers_problem(tmp_path / "missing"))
