@@ -69,16 +69,11 @@ Tensor Burgers::step(const Tensor& v, const std::vector<Tensor>& params) const {
   return E * v + Nv * f1 + 2.0 * (Na + Nb) * f2 + Nc * f3;
 }
 
-Stepper Burgers::stepper() const {
-  // A copy of the solver (a handful of tensor handles), so the stepper outlives this object.
-  return [self = *this](const Tensor& v, const std::vector<Tensor>& params) { return self.step(v, params); };
-}
+Stepper Burgers::stepper() const { return spectral_stepper(*this); }
 
 std::vector<Tensor> Burgers::solve(const Tensor& u0, const std::vector<int64_t>& record_steps,
-                                   int64_t checkpoint_every) const {
-  std::vector<Tensor> states = rollout(stepper(), to_spectral(u0), params_, record_steps, checkpoint_every);
-  for (Tensor& state : states) state = to_physical(state);
-  return states;
+                                  int64_t checkpoint_every) const {
+  return solve_spectral(*this, u0, record_steps, checkpoint_every);
 }
 
 }  // namespace eddy::classical

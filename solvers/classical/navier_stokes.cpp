@@ -77,16 +77,11 @@ Tensor NavierStokes2d::step(const Tensor& w_hat, const std::vector<Tensor>& para
   return (base + (N + advection(predictor)) * (0.5 * dt_)) * implicit_inverse;
 }
 
-Stepper NavierStokes2d::stepper() const {
-  // A copy of the solver (a handful of tensor handles), so the stepper outlives this object.
-  return [self = *this](const Tensor& w_hat, const std::vector<Tensor>& params) { return self.step(w_hat, params); };
-}
+Stepper NavierStokes2d::stepper() const { return spectral_stepper(*this); }
 
 std::vector<Tensor> NavierStokes2d::solve(const Tensor& w0, const std::vector<int64_t>& record_steps,
-                                          int64_t checkpoint_every) const {
-  std::vector<Tensor> states = rollout(stepper(), to_spectral(w0), params_, record_steps, checkpoint_every);
-  for (Tensor& state : states) state = to_physical(state);
-  return states;
+                                         int64_t checkpoint_every) const {
+  return solve_spectral(*this, w0, record_steps, checkpoint_every);
 }
 
 }  // namespace eddy::classical

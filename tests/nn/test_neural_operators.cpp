@@ -11,33 +11,10 @@
 #include "eddy/fft/spectral.h"
 #include "eddy/nn/neural_operators.h"
 #include "support/expect_error.h"
+#include "support/gradient_check.h"
 
 namespace eddy::nn {
 namespace {
-
-// Checks the weight gradient of loss(model) along a random direction against a central difference.
-void expect_gradient_matches_finite_difference(Module& model, const std::function<Tensor()>& loss) {
-  std::vector<Tensor> params = model.parameters();
-  std::vector<Tensor> grads = grad({loss()}, params);
-  Generator g(17);
-  std::vector<Tensor> directions;
-  double ad = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    directions.push_back(randn(params[i].shape(), DType::f64, &g));
-    ad += sum(grads[i] * directions[i]).item<double>();
-  }
-  const double h = 1e-6;
-  auto shift = [&](double step) {
-    NoGradGuard no_grad;
-    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(params[i] + step * directions[i]);
-  };
-  shift(h);
-  const double plus = loss().item<double>();
-  shift(-2 * h);
-  const double minus = loss().item<double>();
-  shift(h);
-  EXPECT_NEAR(ad, (plus - minus) / (2 * h), 1e-6 * (1 + std::abs(ad)));
-}
 
 TEST(PointwiseLinear, AppliesTheSameMapAtEveryPoint) {
   Generator g(1);
@@ -50,8 +27,8 @@ TEST(PointwiseLinear, AppliesTheSameMapAtEveryPoint) {
   Tensor y = layer(x);
   ASSERT_EQ(y.shape(), (Shape{2, 2, 4, 5}));
   // Channels-last reference: x[b, :, i, j] @ W^T + b.
-  Tensor reference = permute(matmul(permute(x, {0, 2, 3, 1}), transpose(layer.weight)) + reshape(layer.bias, {2}),
-                             {0, 3, 1, 2});
+  Tensor reference =
+      permute(matmul(permute(x, {0, 2, 3, 1}), transpose(layer.weight)) + reshape(layer.bias, {2}), {0, 3, 1, 2});
   EXPECT_LT(max(abs(y - reference)).item<double>(), 1e-12);
   expect_error([&] { layer(randn({2, 4, 3}, DType::f64, &g)); }, {"PointwiseLinear", "[2, 4, 3]"});
 }
@@ -127,7 +104,7 @@ TEST(Fno, GradientsMatchFiniteDifferencesIn1D2D3D) {
       target_shape[1] = 1;
       Tensor target = randn(target_shape, DType::f64, &g);
       ASSERT_EQ(model(x).shape(), target.shape());
-      expect_gradient_matches_finite_difference(model, [&] { return sum(square(model(x) - target)); });
+      expect_weight_gradient_matches_finite_difference(model, [&] { return sum(square(model(x) - target)); });
     }
   }
 }
@@ -195,7 +172,8 @@ TEST(DeepOnet, GradientsMatchFiniteDifferencesAndShapesFollowThePoints) {
   model.set_points(points);
   EXPECT_EQ(max(abs(model(u) - model.evaluate(u, points))).item<double>(), 0.0);
   Tensor target = randn({3, 7}, DType::f64, &g);
-  expect_gradient_matches_finite_difference(model, [&] { return sum(square(model.evaluate(u, points) - target)); });
+  expect_weight_gradient_matches_finite_difference(model,
+                                                   [&] { return sum(square(model.evaluate(u, points) - target)); });
   expect_error([&] { model.evaluate(randn({3, 4}, DType::f64), points); }, {"DeepONet", "[3, 4]", "5"});
   expect_error([&] { model.evaluate(u, randn({7, 3}, DType::f64)); }, {"DeepONet", "[7, 3]"});
   DeepOnet unset(o);

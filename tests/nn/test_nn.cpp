@@ -10,6 +10,7 @@
 #include "eddy/nn/init.h"
 #include "eddy/nn/layers.h"
 #include "eddy/nn/pinn_models.h"
+#include "support/gradient_check.h"
 
 namespace eddy::nn {
 namespace {
@@ -201,26 +202,7 @@ TEST_P(PinnModelTest, WeightGradientAndSecondInputDerivativeMatchFiniteDifferenc
     Tensor u_xx = grad({slice(u_x, 1, 0, 1)}, {xs}, {ones({3, 1}, DType::f64)}, true)[0];
     return sum(square(u)) + sum(square(u_xx));
   };
-  std::vector<Tensor> params = model->parameters();
-  std::vector<Tensor> grads = grad({loss_of()}, params);
-  Generator g(11);
-  std::vector<Tensor> directions;
-  double ad = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    directions.push_back(randn(params[i].shape(), DType::f64, &g));
-    ad += sum(grads[i] * directions[i]).item<double>();
-  }
-  const double h = 1e-6;
-  auto shift = [&](double step) {
-    NoGradGuard no_grad;
-    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(params[i] + step * directions[i]);
-  };
-  shift(h);
-  const double plus = loss_of().item<double>();
-  shift(-2 * h);
-  const double minus = loss_of().item<double>();
-  shift(h);
-  EXPECT_NEAR(ad, (plus - minus) / (2 * h), 1e-6 * (1 + std::abs(ad)));
+  expect_weight_gradient_matches_finite_difference(*model, loss_of);
 
   // d^2 u / dx^2 against a second central difference of u.
   Tensor xs = x.detach().requires_grad_();
