@@ -11,6 +11,7 @@
 #include "eddy/ops/ops.h"
 #include "solvers/classical/burgers.h"
 #include "solvers/classical/navier_stokes.h"
+#include "solvers/classical/phase_field.h"
 
 namespace eddy::classical {
 namespace {
@@ -52,16 +53,23 @@ void write_first_sample_vti(const DatasetSpec& spec, const Tensor& a, const Tens
   io::write_vti(path, {0, 0}, {dx, dx}, {n, n}, fields);
 }
 
-// Burgers and Navier-Stokes: viscosity, time stepping and the initial condition's prior.
+// Burgers, Navier-Stokes and the phase-field models: the equation's coefficient, time stepping
+// and the initial condition's prior.
 void read_evolution_keys(const ConfigNode& root, DatasetSpec& spec) {
   const bool burgers = spec.solver == "burgers";
   spec.batch = integer_at_least(root, "batch", 16, 1);
-  spec.nu = root.number("nu");
-  if (!(spec.nu >= 0)) root.at("nu").fail(cat("must be non-negative, got ", spec.nu));
-  if (burgers) {
-    spec.length = positive(root, "length", root.number("length", 1.0));
+  if (spec.solver == "allen_cahn") {
+    spec.epsilon = positive(root, "epsilon", root.number("epsilon", 0.05));
+  } else if (spec.solver == "cahn_hilliard") {
+    spec.gamma = positive(root, "gamma", root.number("gamma", 1e-3));
   } else {
+    spec.nu = root.number("nu");
+    if (!(spec.nu >= 0)) root.at("nu").fail(cat("must be non-negative, got ", spec.nu));
+  }
+  if (spec.solver == "navier_stokes") {
     spec.forcing = root.choice("forcing", {"fno", "none"}, "fno");
+  } else {
+    spec.length = positive(root, "length", root.number("length", 1.0));
   }
 
   ConfigNode time = root.at("time");
@@ -76,7 +84,8 @@ void read_evolution_keys(const ConfigNode& root, DatasetSpec& spec) {
   }
 
   // The FNO paper's priors: N(0, 625 (-Laplacian + 25)^(-2)) for Burgers, tau = 7, alpha = 2.5
-  // (and the FNO code's sigma = tau^(alpha - 1)) for the Navier-Stokes vorticity.
+  // (and the FNO code's sigma = tau^(alpha - 1)) for the Navier-Stokes vorticity; the phase-field
+  // models start from the same 2-D field, whose values of order one then separate into phases.
   ConfigNode initial = root.section("initial_condition");
   GaussianRandomField& field = spec.initial_condition;
   field.dim = burgers ? 1 : 2;
@@ -103,6 +112,24 @@ void read_darcy_keys(const ConfigNode& root, DarcyDatasetOptions& darcy) {
   darcy.tau = positive(coefficient, "tau", coefficient.number("tau", defaults.tau));
 }
 
+Tensor allen_cahn_steps(const Tensor& u, const DatasetSpec& spec, int64_t steps) {
+  AllenCahnOptions options;
+  options.epsilon = spec.epsilon;
+  options.dt = spec.dt;
+  options.steps = steps;
+  options.length = spec.length;
+  return allen_cahn(u, options);
+}
+
+Tensor cahn_hilliard_steps(const Tensor& c, const DatasetSpec& spec, int64_t steps) {
+  CahnHilliardOptions options;
+  options.gamma = spec.gamma;
+  options.dt = spec.dt;
+  options.steps = steps;
+  options.length = spec.length;
+  return cahn_hilliard(c, options);
+}
+
 }  // namespace
 
 int64_t DatasetSpec::steps_per_record() const {
@@ -112,7 +139,7 @@ int64_t DatasetSpec::steps_per_record() const {
 DatasetSpec read_dataset_spec(io::Config& config) {
   ConfigNode root = config.root();
   DatasetSpec spec;
-  spec.solver = root.at("solver").as_choice({"burgers", "navier_stokes", "darcy"});
+  spec.solver = root.at("solver").as_choice({"burgers", "navier_stokes", "allen_cahn", "cahn_hilliard", "darcy"});
   const bool darcy = spec.solver == "darcy";
   spec.resolution = integer_at_least(root, "resolution", 64, darcy ? 3 : 4);
   spec.samples = integer_at_least(root, "samples", 1, 1);
@@ -156,10 +183,22 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
   if (burgers) {
     Burgers solver(n, spec.length, spec.dt, nu);
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
-  } else {
+  } else if (spec.solver == "navier_stokes") {
     const Tensor forcing = spec.forcing == "fno" ? NavierStokes2d::fno_forcing(n) : zeros({n, n}, DType::f64);
     NavierStokes2d solver(n, spec.dt, nu, forcing);
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
+  } else {
+    // The phase-field steppers advance a whole record interval per call.
+    const bool allen_cahn = spec.solver == "allen_cahn";
+    solve = [&spec, allen_cahn, per_record](const Tensor& a) {
+      std::vector<Tensor> states;
+      Tensor state = a;
+      for (int64_t k = 0; k < spec.records; ++k) {
+        state = allen_cahn ? allen_cahn_steps(state, spec, per_record) : cahn_hilliard_steps(state, spec, per_record);
+        states.push_back(state);
+      }
+      return states;
+    };
   }
 
   // Draws come from one generator in sample order, so sample k does not depend on the batching.
@@ -171,7 +210,8 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
     const Tensor u = stack(solve(a), 1);
     const double total = sum(abs(u)).item<double>();
     EDDY_CHECK(std::isfinite(total), "generate: the ", spec.solver, " solution of samples ", start, " to ",
-               start + count - 1, " is not finite; time.dt = ", spec.dt, " is too large for this resolution and nu");
+               start + count - 1, " is not finite; time.dt = ", spec.dt,
+               " is too large for this resolution and the equation's coefficients");
     inputs.push_back(cast(a, spec.output_dtype));
     outputs.push_back(cast(u, spec.output_dtype));
     if (log) *log << "generate: " << start + count << " / " << spec.samples << " samples\n";
@@ -187,7 +227,16 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
                         (spec.final_time / static_cast<double>(spec.records)));
   writer.write("x", arange(0, static_cast<double>(n), 1, spec.output_dtype) * (spec.length / static_cast<double>(n)));
   writer.write_string("config", spec.resolved_config);
-  if (burgers) {
+  if (spec.solver == "allen_cahn" || spec.solver == "cahn_hilliard") {
+    const bool allen_cahn = spec.solver == "allen_cahn";
+    writer.set_attribute("/", "equation",
+                         allen_cahn ? "u_t = epsilon^2 Laplacian u - (u^3 - u) on the periodic square [0, length)^2"
+                                    : "c_t = Laplacian (c^3 - c - gamma Laplacian c) on the periodic square [0, length)^2");
+    writer.set_attribute("/", "scheme",
+                         "Fourier spectral, first-order semi-implicit (linear part implicit, cubic term explicit)");
+    writer.set_attribute("/", allen_cahn ? "epsilon" : "gamma", allen_cahn ? spec.epsilon : spec.gamma);
+    writer.set_attribute("/", "length", spec.length);
+  } else if (burgers) {
     writer.set_attribute("/", "equation", "u_t + u u_x = nu u_xx on the periodic interval [0, length)");
     writer.set_attribute("/", "scheme", "Fourier pseudo-spectral, 2/3-rule dealiasing, ETDRK4 (Kassam & Trefethen 2005)");
     writer.set_attribute("/", "length", spec.length);
@@ -201,7 +250,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
                          spec.forcing == "fno" ? "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))" : "none");
   }
   writer.set_attribute("/", "solver", spec.solver);
-  writer.set_attribute("/", "nu", spec.nu);
+  if (spec.solver == "burgers" || spec.solver == "navier_stokes") writer.set_attribute("/", "nu", spec.nu);
   writer.set_attribute("/", "dt", spec.dt);
   writer.set_attribute("/", "final_time", spec.final_time);
   writer.set_attribute("/", "resolution", static_cast<double>(n));

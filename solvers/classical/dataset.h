@@ -18,13 +18,15 @@
 namespace eddy::classical {
 
 struct DatasetSpec {
-  std::string solver;  // "burgers", "navier_stokes" or "darcy"
+  std::string solver;  // "burgers", "navier_stokes", "allen_cahn", "cahn_hilliard" or "darcy"
   int64_t resolution = 64;
   int64_t samples = 1;
   int64_t batch = 1;  // samples solved together
   uint64_t seed = 0;
-  double nu = 0;
-  double length = 1;   // burgers: the period; navier_stokes: the unit torus
+  double nu = 0;        // burgers, navier_stokes
+  double epsilon = 0;   // allen_cahn: the interface width
+  double gamma = 0;     // cahn_hilliard: the gradient-energy coefficient
+  double length = 1;   // burgers, phase field: the period; navier_stokes: the unit torus
   std::string forcing;  // navier_stokes: "fno" or "none"
   double dt = 0;
   double final_time = 0;

@@ -10,6 +10,7 @@
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/burgers.h"
 #include "solvers/classical/dataset.h"
+#include "solvers/classical/phase_field.h"
 #include "support/expect_error.h"
 
 namespace eddy::classical {
@@ -46,6 +47,49 @@ output:
 )";
 
 std::string with_path(std::string yaml, const std::string& path) { return yaml.replace(yaml.find("PATH"), 4, path); }
+
+// Phase-field files: each record is the stepper's answer for the stored initial condition,
+// Cahn-Hilliard keeps every sample's mass, and Allen-Cahn separates into phases near +-1.
+TEST_F(DatasetTest, PhaseFieldFilesHoldTheSteppersTrajectories) {
+  const char* yaml = R"(solver: SOLVER
+resolution: 16
+samples: 2
+seed: 1
+time: {dt: DT, final: FINAL, records: 2}
+output: {path: PATH, dtype: float64, vtk: true}
+)";
+  for (const std::string solver : {"allen_cahn", "cahn_hilliard"}) {
+    SCOPED_TRACE(solver);
+    std::string text = with_path(yaml, file(solver + ".h5"));
+    text.replace(text.find("SOLVER"), 6, solver);
+    // Cahn-Hilliard's explicit term, Laplacian(c^3 - c), limits dt to about 1 / (3 c^2 max|k|^2).
+    const double dt = solver == "allen_cahn" ? 0.01 : 1e-4;
+    text.replace(text.find("DT"), 2, cat(dt));
+    text.replace(text.find("FINAL"), 5, cat(40 * dt));
+    generate_dataset(spec(text));
+    const Tensor a = io::read_hdf5(file(solver + ".h5"), "a"), u = io::read_hdf5(file(solver + ".h5"), "u");
+    ASSERT_EQ(u.shape(), (Shape{2, 2, 16, 16}));
+    const Tensor last = squeeze(slice(u, 1, 1, 2), 1);
+    Tensor expected;
+    if (solver == "allen_cahn") {
+      AllenCahnOptions options;
+      options.dt = dt;
+      options.steps = 40;
+      expected = allen_cahn(a, options);
+    } else {
+      CahnHilliardOptions options;
+      options.dt = dt;
+      options.steps = 40;
+      expected = cahn_hilliard(a, options);
+      EXPECT_LT(max(abs(mean(last, {1, 2}) - mean(a, {1, 2}))).item<double>(), 1e-12);
+    }
+    EXPECT_LT(max(abs(last - expected)).item<double>(), 1e-12);
+    EXPECT_TRUE(fs::exists(file(solver + "_sample0.vti")));
+  }
+  expect_error([&] { spec(with_path("solver: allen_cahn\nnu: 0.1\ntime: {dt: 0.1, final: 1}\noutput: {path: PATH}\n",
+                                    file("x.h5"))); },
+               {"data.yaml", "unknown key 'nu'"});
+}
 
 TEST_F(DatasetTest, BurgersFileHoldsTheSolverTrajectoriesWhateverTheBatching) {
   const std::string path = file("burgers.h5");
