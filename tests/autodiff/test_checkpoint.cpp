@@ -37,6 +37,19 @@ TEST(Checkpoint, GradientsMatchThePlainGraphWithOneRecomputation) {
   }
 }
 
+// A single 1-D output is the node's own value, so a second backward pass with the same seed
+// tensor meets the same cotangent object: it must recompute, not find the cache already spent.
+TEST(Checkpoint, RepeatedBackwardWithTheSameSeedGivesTheSameGradient) {
+  Tensor x = tensor<double>({0.3, -1.2, 2.0}).requires_grad_();
+  const Tensor y = checkpoint([](const TensorList& v) -> TensorList { return {sin(v[0]) * v[0]}; }, {x})[0];
+  const Tensor seed = ones({3}, DType::f64);
+  const Tensor first = grad({y}, {x}, {seed}, true)[0];
+  const Tensor second = grad({y}, {x}, {seed}, true)[0];
+  ASSERT_TRUE(second.defined());
+  EXPECT_EQ(max(abs(first - second)).item<double>(), 0.0);
+  EXPECT_LT(max(abs(first - (cos(x) * x + sin(x)))).item<double>(), 1e-15);
+}
+
 TEST(Checkpoint, CapturedTensorsAreConstantsAndUntrackedInputsRunPlainly) {
   Tensor x = ones({3}, DType::f64).requires_grad_(), captured = full({3}, 2.0, DType::f64).requires_grad_();
   TensorList out = checkpoint([&](const TensorList& v) -> TensorList { return {v[0] * captured}; }, {x});

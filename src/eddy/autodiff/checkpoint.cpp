@@ -81,6 +81,7 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
   p.arity = -1;
   p.infer = [](Inputs, const Attrs& attrs) {
     const Tensor& value = segment_of(attrs).forward_value;
+    EDDY_CHECK(value.defined(), "checkpoint: a segment's node evaluates once, when checkpoint() records it");
     return OutputSpec{value.shape(), value.dtype()};
   };
   // A detached view: the value may alias a segment input, whose graph state must stay its own.
@@ -91,7 +92,9 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
   // no JVP rule.
   p.vjp = [](Inputs inputs, const Attrs& attrs, int input, const Tensor& cotangent) {
     Segment& segment = segment_of(attrs);
-    if (segment.cached_for.lock() != cotangent.impl_ptr()) {
+    // Each cotangent is handed out once, to free it early; a second backward pass with the same
+    // seed (an entry already taken) recomputes.
+    if (segment.cached_for.lock() != cotangent.impl_ptr() || !segment.cached[input].defined()) {
       segment.cached = input_cotangents(inputs, segment, cotangent);
       segment.cached_for = cotangent.impl_ptr();
     }
