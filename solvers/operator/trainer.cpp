@@ -102,10 +102,14 @@ nn::StateDict training_state(const optim::AdamW& optimizer, const History& histo
   return state;
 }
 
-void restore_history(const nn::StateDict& state, History& history) {
-  history.epochs = state.at("history.epoch").to_vector<double>();
-  history.train_loss = state.at("history.train_loss").to_vector<double>();
-  history.test_epochs = state.at("history.test_epoch").to_vector<double>();
+void restore_history(const nn::StateDict& state, History& history, const std::string& checkpoint) {
+  auto entry = [&](const std::string& key) {
+    EDDY_CHECK(state.count(key), "--resume: ", checkpoint, " has no '", key, "'; it was not written by eddy train");
+    return state.at(key).to_vector<double>();
+  };
+  history.epochs = entry("history.epoch");
+  history.train_loss = entry("history.train_loss");
+  history.test_epochs = entry("history.test_epoch");
   for (const auto& [key, values] : state) {
     if (key.starts_with("history.test.")) history.test[key.substr(13)] = values.to_vector<double>();
   }
@@ -161,17 +165,16 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   History history;
   int64_t epoch = 0;
   if (options.resume) {
-    EDDY_CHECK(fs::exists(checkpoint), "--resume: no checkpoint at ", checkpoint);
     nn::StateDict saved;
-    const io::CheckpointInfo info = io::load_checkpoint(checkpoint, model, &saved);
-    EDDY_CHECK(info.config_hash == p.config_hash, "--resume: ", checkpoint, " was written by a different config (hash ",
-               info.config_hash, ", this run ", p.config_hash, "); start a new run or use the same overrides");
+    epoch = io::resume_from_checkpoint(checkpoint, p.config_hash, model, saved);
     optimizer.load_state_dict(saved);
-    restore_history(saved, history);
-    epoch = info.step;
+    restore_history(saved, history, checkpoint);
   }
+  // Whether this run wrote the checkpoint: a file from an earlier run is no "last good" state of this one.
+  bool saved_here = options.resume;
   auto save = [&](int64_t at) {
     io::save_checkpoint(checkpoint, model, training_state(optimizer, history), {at, p.config_hash, ""});
+    saved_here = true;
   };
 
   solvers::ProgressLine progress(options.log, options.terminal, 1);
@@ -200,7 +203,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
         progress.finish_line();
         result.epochs = epoch;
         result.message = cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ", value, "; ",
-                             fs::exists(checkpoint) ? "the last good checkpoint is " + checkpoint
+                             saved_here ? "the last good checkpoint is " + checkpoint
                                                     : std::string("no checkpoint was written yet"),
                              ". Lower the learning rate or check the data.");
         return result;
@@ -233,8 +236,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   for (const auto& [name, error] : result.test_relative_l2) {
     if (!std::isfinite(error)) {
       result.epochs = epoch;
-      result.message = cat("training ended with a non-finite error on test set '", name, "'; the last good checkpoint",
-                           " (if any) is ", checkpoint);
+      result.message = cat("training ended with a non-finite error on test set '", name, "'; ",
+                           saved_here ? "the last good checkpoint is " + checkpoint
+                                      : std::string("no checkpoint was written by this run"));
       return result;
     }
   }

@@ -116,15 +116,16 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
   int64_t step = 0;
   if (options.resume) {
-    EDDY_CHECK(fs::exists(checkpoint), "--resume: no checkpoint at ", checkpoint);
     nn::StateDict saved;
-    io::CheckpointInfo info = io::load_checkpoint(checkpoint, state.model(), &saved);
-    EDDY_CHECK(info.config_hash == p.config_hash, "--resume: ", checkpoint, " was written by a different config (hash ",
-               info.config_hash, ", this run ", p.config_hash, "); start a new run or use the same overrides");
+    step = io::resume_from_checkpoint(checkpoint, p.config_hash, state.model(), saved);
     restore_training_state(saved, adam, state);
-    step = info.step;
   }
-  auto save = [&](int64_t at) { io::save_checkpoint(checkpoint, state.model(), training_state(adam, state), {at, p.config_hash, ""}); };
+  // Whether this run wrote the checkpoint: a file from an earlier run is no "last good" state of this one.
+  bool saved_here = options.resume;
+  auto save = [&](int64_t at) {
+    io::save_checkpoint(checkpoint, state.model(), training_state(adam, state), {at, p.config_hash, ""});
+    saved_here = true;
+  };
   auto round_of = [&](int64_t s) { return p.resample_every > 0 ? s / p.resample_every : 0; };
   state.sample(round_of(step));
 
@@ -147,7 +148,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     for (size_t c = 0; c < terms.size(); ++c) detail += cat(c ? ", " : "", p.conditions[c].name, " ", show(terms[c]));
     progress.finish_line();
     result.message = cat(phase, " stopped at step ", at, ": the loss is ", show(loss), " (", detail, "); ",
-                         fs::exists(checkpoint) ? "the last good checkpoint is " + checkpoint
+                         saved_here ? "the last good checkpoint is " + checkpoint
                                                 : std::string("no checkpoint was written yet"),
                          ". Lower the learning rate or check the equations.");
     result.steps = at;

@@ -1,5 +1,7 @@
 #include "eddy/io/checkpoint.h"
 
+#include <filesystem>
+
 #include "eddy/io/safetensors.h"
 
 namespace eddy::io {
@@ -58,6 +60,15 @@ CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::S
   info.config_hash = field("eddy.config_hash");
   info.eddy_version = field("eddy.version");
   return info;
+}
+
+int64_t resume_from_checkpoint(const std::string& path, const std::string& config_hash, nn::Module& model,
+                               nn::StateDict& training_state) {
+  EDDY_CHECK(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
+  const CheckpointInfo info = load_checkpoint(path, model, &training_state);
+  EDDY_CHECK(info.config_hash == config_hash, "--resume: ", path, " was written by a different config (hash ",
+             info.config_hash, ", this run ", config_hash, "); start a new run or use the same overrides");
+  return info.step;
 }
 
 }  // namespace eddy::io

@@ -23,4 +23,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
 CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model,
                                nn::StateDict* optimizer_state = nullptr);
 
+// --resume: loads `path` into `model` (the rest into `training_state`) and returns the step it was
+// written at, after checking that it exists and that the same resolved config (`config_hash`)
+// wrote it; errors say how to go on.
+int64_t resume_from_checkpoint(const std::string& path, const std::string& config_hash, nn::Module& model,
+                               nn::StateDict& training_state);
+
 }  // namespace eddy::io
