@@ -7,7 +7,9 @@ DLPack; every op differentiates to any order in forward and reverse mode::
     import eddy
     f = lambda x: eddy.sum(eddy.sin(x) * x)
     x = eddy.tensor([0.5, 1.0], dtype="float64")
-    eddy.grad(eddy.grad(f))  # composes; eddy.jvp, eddy.vjp, eddy.hessian as well
+    eddy.grad(f)(x)                                       # sin(x) + x cos(x)
+    eddy.grad(lambda x: eddy.grad(f)(x).sum())(x)         # composes to any order
+    eddy.hessian(f, x)                                    # and eddy.jvp, eddy.vjp, ...
 """
 
 from . import _eddy

@@ -12,16 +12,6 @@
 namespace eddy::python {
 namespace {
 
-std::vector<Tensor> tensors_of(const py::handle& values) {
-  std::vector<Tensor> tensors;
-  if (py::isinstance<py::tuple>(values) || py::isinstance<py::list>(values)) {
-    for (const py::handle& v : values) tensors.push_back(as_tensor(v));
-  } else {
-    tensors.push_back(as_tensor(values));
-  }
-  return tensors;
-}
-
 // f(*tensors) -> a tensor or a sequence of tensors, as the C++ MultiFunction; `single` records
 // which, so results come back in the same form.
 MultiFunction multi_function(const py::function& f, bool& single) {

@@ -2,7 +2,12 @@
 // Shared pieces of the eddy Python module (eddy._eddy). The bindings are thin: each Python call
 // converts its arguments, calls the C++ function of the same name, and converts the result.
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "eddy/core/tensor.h"
 
@@ -14,9 +19,31 @@ namespace py = pybind11;
 // `numpy.asarray` takes, shared without a copy where its layout allows (otherwise copied);
 // Python scalars as 0-d tensors. `dtype` (None, a string, a NumPy dtype or an eddy dtype) casts.
 Tensor as_tensor(const py::handle& value, const py::object& dtype = py::none());
+// A tensor or a sequence of tensor-like values as a list of tensors.
+std::vector<Tensor> tensors_of(const py::handle& values);
 // None stays None; anything else goes through parse_dtype.
 std::optional<DType> optional_dtype(const py::object& dtype);
 DType parse_dtype(const py::handle& dtype);
+
+// ---- interop.cpp ----
+std::string numpy_name(DType dtype);
+// A NumPy array over the tensor's memory (any strides); the array keeps `tensor` alive.
+py::array to_numpy(const py::object& tensor);
+std::vector<py::ssize_t> byte_strides(const Tensor& t);
+// DLPack export (a "dltensor" capsule owning a reference to the tensor) and import.
+py::capsule to_dlpack(const Tensor& t);
+Tensor from_dlpack(const py::object& source);
+// A tensor over the array's memory, or over a converted copy when eddy cannot share it.
+Tensor wrap_array(py::array array);
+
+// ---- indexing.cpp ----
+struct Indexed {
+  Tensor view;
+  bool is_view = true;  // false when an integer-array index gathered a copy
+};
+// x[key] with NumPy semantics; for_write keeps integer indices as strided views of x, so that an
+// assignment reaches x's memory.
+Indexed index(const Tensor& x, const py::object& key, bool for_write = false);
 
 void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);

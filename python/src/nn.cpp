@@ -16,7 +16,9 @@ namespace {
 
 using ModulePtr = std::shared_ptr<nn::Module>;
 
-py::dict as_dict(const std::vector<std::pair<std::string, Tensor>>& entries) {
+// {name: tensor} from a module's or optimiser's (name, tensor) pairs or state dict.
+template <typename Entries>
+py::dict as_dict(const Entries& entries) {
   py::dict result;
   for (const auto& [name, t] : entries) result[py::str(name)] = t;
   return result;
@@ -44,11 +46,7 @@ void bind_modules(py::module_& m) {
       .def("named_parameters", [](const nn::Module& self) { return as_dict(self.named_parameters()); })
       .def("named_buffers", [](const nn::Module& self) { return as_dict(self.named_buffers()); })
       .def("parameter_count", &nn::Module::parameter_count)
-      .def("state_dict", [](const nn::Module& self) {
-        py::dict result;
-        for (const auto& [name, t] : self.state_dict()) result[py::str(name)] = t;
-        return result;
-      })
+      .def("state_dict", [](const nn::Module& self) { return as_dict(self.state_dict()); })
       .def("load_state_dict", [](nn::Module& self, const py::dict& state) { self.load_state_dict(state_of(state)); },
            py::arg("state"))
       .def("train", [](nn::Module& self, bool enabled) { self.train(enabled); }, py::arg("enabled") = true)
@@ -148,11 +146,7 @@ void bind_optimisers(py::module_& m) {
       .def("zero_grad", &optim::Optimizer::zero_grad)
       .def_property("learning_rate", &optim::Optimizer::learning_rate, &optim::Optimizer::set_learning_rate)
       .def_property_readonly("steps", &optim::Optimizer::steps)
-      .def("state_dict", [](const optim::Optimizer& self) {
-        py::dict result;
-        for (const auto& [name, t] : self.state_dict()) result[py::str(name)] = t;
-        return result;
-      })
+      .def("state_dict", [](const optim::Optimizer& self) { return as_dict(self.state_dict()); })
       .def("load_state_dict", [](optim::Optimizer& self, const py::dict& state) { self.load_state_dict(state_of(state)); });
 
   auto adam_options = [](double lr, std::pair<double, double> betas, double eps, double weight_decay) {
@@ -235,9 +229,7 @@ void bind_nn(py::module_& m) {
       "Writes {name: tensor} atomically in the safetensors format (readable by the safetensors package).");
   m.def("load_safetensors", [](const std::string& path) {
         io::SafetensorsContents contents = io::load_safetensors(path);
-        py::dict tensors;
-        for (const auto& [name, t] : contents.tensors) tensors[py::str(name)] = t;
-        return py::make_tuple(tensors, contents.metadata);
+        return py::make_tuple(as_dict(contents.tensors), contents.metadata);
       },
       py::arg("path"), "({name: tensor}, metadata) of a safetensors file.");
 }

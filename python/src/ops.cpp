@@ -226,14 +226,9 @@ void bind_ops(py::module_& m) {
         py::arg("x"), py::arg("axis"));
   m.def("roll", [](const py::object& x, int64_t shift, int64_t axis) { return roll(as_tensor(x), shift, axis); },
         py::arg("x"), py::arg("shift"), py::arg("axis"));
-  auto tensors_of = [](const py::sequence& items) {
-    std::vector<Tensor> tensors;
-    for (const py::handle& item : items) tensors.push_back(as_tensor(item));
-    return tensors;
-  };
-  m.def("concatenate", [tensors_of](const py::sequence& xs, int64_t axis) { return concat(tensors_of(xs), axis); },
+  m.def("concatenate", [](const py::sequence& xs, int64_t axis) { return concat(tensors_of(xs), axis); },
         py::arg("tensors"), py::arg("axis") = 0);
-  m.def("stack", [tensors_of](const py::sequence& xs, int64_t axis) { return stack(tensors_of(xs), axis); },
+  m.def("stack", [](const py::sequence& xs, int64_t axis) { return stack(tensors_of(xs), axis); },
         py::arg("tensors"), py::arg("axis") = 0);
   m.def("gather", [](const py::object& x, int64_t axis, const py::object& index) {
         return gather(as_tensor(x), axis, as_tensor(index));

@@ -592,3 +592,28 @@ def test_constructor_and_dtype_errors():
     assert issubclass(eddy.Error, ValueError)
     with pytest.raises(ValueError):
         eddy.matmul(eddy.ones((2, 3)), eddy.ones((2, 3)))
+
+
+def test_read_only_arrays_are_copied_not_written_through():
+    source = np.arange(4.0)
+    broadcast = np.broadcast_to(source, (3, 4))  # read-only view
+    t = eddy.as_tensor(broadcast)
+    assert not np.shares_memory(np.asarray(t), source)
+    t[0, 0] = 42.0
+    assert source[0] == 0.0
+    frozen = np.arange(3.0)
+    frozen.setflags(write=False)
+    assert not np.shares_memory(np.asarray(eddy.as_tensor(frozen)), frozen)
+
+
+@pytest.mark.parametrize("key", [slice(0, 0, 3), slice(None, 0, 2), slice(1, 1, 3), slice(5, 2, 1)])
+def test_empty_slices_with_steps_are_empty(key):
+    a = np.arange(10.0)
+    assert np.asarray(eddy.as_tensor(a)[key]).shape == a[key].shape == (0,)
+
+
+def test_from_dlpack_rejects_negative_strides_before_consuming_the_capsule():
+    reversed_view = np.arange(5.0)[::-1]
+    with pytest.raises(eddy.Error, match="negative strides"):
+        eddy.from_dlpack(reversed_view)
+    assert eddy.from_dlpack(np.ascontiguousarray(reversed_view)).tolist() == [4.0, 3.0, 2.0, 1.0, 0.0]

@@ -1,0 +1,243 @@
+// NumPy and DLPack interop: tensors over NumPy memory and NumPy arrays over tensor memory, both
+// without copies where the layout allows, and Python values converted to tensors.
+
+#include <dlpack/dlpack.h>
+#include <pybind11/complex.h>
+#include <pybind11/numpy.h>
+
+#include <map>
+
+#include "bindings.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::python {
+
+namespace {
+
+// DLPack 0.8 added kDLBool; the 0.6 header Debian ships predates it.
+constexpr uint8_t kDLBoolCode = 6;
+
+}  // namespace
+
+std::string numpy_name(DType dtype) {
+  switch (dtype) {
+    case DType::b8: return "bool";
+    default: return std::string(dtype_name(dtype));
+  }
+}
+
+namespace {
+
+// The NumPy dtype name eddy can share memory with, or the one a copy converts to.
+std::pair<DType, bool> dtype_of_numpy(const std::string& name) {
+  static const std::map<std::string, std::pair<DType, bool>> table{
+      {"float32", {DType::f32, true}},     {"float64", {DType::f64, true}},   {"complex64", {DType::c64, true}},
+      {"complex128", {DType::c128, true}}, {"int32", {DType::i32, true}},     {"int64", {DType::i64, true}},
+      {"bool", {DType::b8, true}},         {"float16", {DType::f32, false}},  {"int8", {DType::i32, false}},
+      {"int16", {DType::i32, false}},      {"uint8", {DType::i32, false}},    {"uint16", {DType::i32, false}},
+      {"uint32", {DType::i64, false}},     {"uint64", {DType::i64, false}}};
+  auto found = table.find(name);
+  if (found == table.end()) {
+    throw py::type_error("eddy: NumPy dtype '" + name + "' has no eddy equivalent (float32/64, complex64/128, "
+                         "int32/64 and bool are supported)");
+  }
+  return found->second;
+}
+
+}  // namespace
+
+// Wraps a NumPy array's memory; the tensor keeps the array alive.
+Tensor wrap_array(py::array array) {
+  const std::string name = py::str(array.dtype().attr("name"));
+  auto [dtype, shareable] = dtype_of_numpy(name);
+  const bool native_order = array.dtype().attr("isnative").cast<bool>();
+  const bool aligned = array.attr("flags").attr("aligned").cast<bool>();
+  const auto itemsize = static_cast<int64_t>(array.itemsize());
+  Shape shape(array.shape(), array.shape() + array.ndim()), strides;
+  bool layout_ok = true;
+  for (py::ssize_t d = 0; d < array.ndim(); ++d) {
+    const int64_t bytes = array.strides()[d];
+    layout_ok = layout_ok && bytes >= 0 && bytes % itemsize == 0;
+    strides.push_back(bytes / itemsize);
+  }
+  // A read-only array (a broadcast view, memory of an immutable object) is copied: eddy can write
+  // through its tensors (copy_, t[...] = v, optimiser steps).
+  const bool writeable = array.writeable();
+  if (!shareable || !native_order || !aligned || !layout_ok || !writeable) {
+    // A copy in a layout and type eddy holds (C order, native byte order).
+    py::module_ np = py::module_::import("numpy");
+    // numpy.array with copy=True: ascontiguousarray would hand back an unaligned contiguous
+    // array as it is, and wrapping that again would recurse without end.
+    py::array copy = np.attr("array")(array, py::arg("dtype") = numpy_name(dtype), py::arg("order") = "C",
+                                      py::arg("copy") = true);
+    return wrap_array(copy);
+  }
+  void* data = const_cast<void*>(array.data());
+  PyObject* owner = array.release().ptr();  // the reference the tensor holds
+  return from_blob(data, shape, dtype, [owner](void*) {
+    if (!Py_IsInitialized()) return;  // interpreter shutdown: Python frees everything itself
+    py::gil_scoped_acquire gil;
+    Py_DECREF(owner);
+  }, strides);
+}
+
+// A tensor's strides in bytes, as NumPy and the buffer protocol count them.
+std::vector<py::ssize_t> byte_strides(const Tensor& t) {
+  std::vector<py::ssize_t> strides;
+  for (int64_t s : t.strides()) strides.push_back(static_cast<py::ssize_t>(s * dtype_size(t.dtype())));
+  return strides;
+}
+
+py::array to_numpy(const py::object& self) {
+  const Tensor& t = self.cast<const Tensor&>();
+  EDDY_CHECK(t.device().type == DeviceType::cpu, "Tensor.numpy(): the tensor is on ", t.device(),
+             "; only CPU tensors share memory with NumPy");
+  py::module_ np = py::module_::import("numpy");
+  const py::dtype dtype = np.attr("dtype")(numpy_name(t.dtype()));
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  return py::array(dtype, shape, byte_strides(t), t.raw_data(), self);
+}
+
+// ---- DLPack ----
+
+namespace {
+
+
+struct DlpackExport {
+  Tensor tensor;  // keeps the storage alive
+  std::vector<int64_t> shape, strides;
+  DLManagedTensor managed{};
+};
+
+DLDataType dlpack_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return {kDLFloat, 32, 1};
+    case DType::f64: return {kDLFloat, 64, 1};
+    case DType::c64: return {kDLComplex, 64, 1};
+    case DType::c128: return {kDLComplex, 128, 1};
+    case DType::i32: return {kDLInt, 32, 1};
+    case DType::i64: return {kDLInt, 64, 1};
+    case DType::b8: return {kDLBoolCode, 8, 1};
+  }
+  return {kDLFloat, 32, 1};
+}
+
+DType from_dlpack_type(DLDataType type) {
+  EDDY_CHECK(type.lanes == 1, "from_dlpack: vector types (lanes = ", type.lanes, ") are not supported");
+  if (type.code == kDLFloat && type.bits == 32) return DType::f32;
+  if (type.code == kDLFloat && type.bits == 64) return DType::f64;
+  if (type.code == kDLComplex && type.bits == 64) return DType::c64;
+  if (type.code == kDLComplex && type.bits == 128) return DType::c128;
+  if (type.code == kDLInt && type.bits == 32) return DType::i32;
+  if (type.code == kDLInt && type.bits == 64) return DType::i64;
+  if (type.code == kDLBoolCode && type.bits == 8) return DType::b8;
+  throw Error(cat("from_dlpack: DLPack type code ", int(type.code), " with ", int(type.bits),
+                  " bits has no eddy dtype"));
+}
+
+}  // namespace
+
+py::capsule to_dlpack(const Tensor& t) {
+  EDDY_CHECK(t.device().type == DeviceType::cpu, "__dlpack__: only CPU tensors are exported");
+  auto* exported = new DlpackExport{t, t.shape(), t.strides(), {}};
+  DLTensor& dl = exported->managed.dl_tensor;
+  dl.data = t.raw_data();
+  dl.device = {kDLCPU, 0};
+  dl.ndim = static_cast<int>(t.dim());
+  dl.dtype = dlpack_type(t.dtype());
+  dl.shape = exported->shape.data();
+  dl.strides = exported->strides.data();
+  dl.byte_offset = 0;
+  exported->managed.manager_ctx = exported;
+  exported->managed.deleter = [](DLManagedTensor* self) { delete static_cast<DlpackExport*>(self->manager_ctx); };
+  // A capsule nobody consumed still owns the tensor; a consumer renames it "used_dltensor".
+  return py::capsule(&exported->managed, "dltensor", [](PyObject* capsule) {
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+      auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+      managed->deleter(managed);
+    }
+  });
+}
+
+Tensor from_dlpack(const py::object& source) {
+  py::object capsule_object = py::hasattr(source, "__dlpack__") ? source.attr("__dlpack__")() : source;
+  PyObject* capsule = capsule_object.ptr();
+  if (!PyCapsule_IsValid(capsule, "dltensor")) {
+    throw py::type_error("from_dlpack: expected an object with __dlpack__ or an unused 'dltensor' capsule");
+  }
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  const DLTensor& dl = managed->dl_tensor;
+  EDDY_CHECK(dl.device.device_type == kDLCPU, "from_dlpack: only CPU memory is supported (device type ",
+             int(dl.device.device_type), ")");
+  const DType dtype = from_dlpack_type(dl.dtype);
+  Shape shape(dl.shape, dl.shape + dl.ndim);
+  Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : Shape{};
+  // Checked before the capsule is consumed, so that on failure its owner still frees the memory.
+  for (int64_t stride : strides) {
+    EDDY_CHECK(stride >= 0, "from_dlpack: negative strides (", to_string(strides), ") are not supported; pass a "
+               "contiguous copy (e.g. numpy.ascontiguousarray)");
+  }
+  PyCapsule_SetName(capsule, "used_dltensor");
+  char* data = static_cast<char*>(dl.data) + dl.byte_offset;
+  return from_blob(data, shape, dtype, [managed](void*) {
+    if (managed->deleter) managed->deleter(managed);
+  }, strides);
+}
+
+DType parse_dtype(const py::handle& dtype) {
+  if (py::isinstance<DType>(dtype)) return dtype.cast<DType>();
+  std::string name;
+  if (py::isinstance<py::str>(dtype)) {
+    name = dtype.cast<std::string>();
+  } else {
+    name = py::str(py::module_::import("numpy").attr("dtype")(dtype).attr("name"));
+  }
+  static const std::map<std::string, DType> aliases{
+      {"float32", DType::f32}, {"f32", DType::f32},   {"float", DType::f32},       {"float64", DType::f64},
+      {"f64", DType::f64},     {"double", DType::f64}, {"complex64", DType::c64},  {"c64", DType::c64},
+      {"complex128", DType::c128}, {"c128", DType::c128}, {"int32", DType::i32}, {"i32", DType::i32},
+      {"int64", DType::i64},   {"i64", DType::i64},   {"bool", DType::b8},         {"b8", DType::b8}};
+  auto found = aliases.find(name);
+  if (found == aliases.end()) {
+    throw py::type_error("unknown dtype '" + name + "' (valid: float32, float64, complex64, complex128, int32, "
+                         "int64, bool)");
+  }
+  return found->second;
+}
+
+std::vector<Tensor> tensors_of(const py::handle& values) {
+  std::vector<Tensor> tensors;
+  if (py::isinstance<py::tuple>(values) || py::isinstance<py::list>(values)) {
+    for (const py::handle& v : values) tensors.push_back(as_tensor(v));
+  } else {
+    tensors.push_back(as_tensor(values));
+  }
+  return tensors;
+}
+
+std::optional<DType> optional_dtype(const py::object& dtype) {
+  if (dtype.is_none()) return std::nullopt;
+  return parse_dtype(dtype);
+}
+
+Tensor as_tensor(const py::handle& value, const py::object& dtype) {
+  Tensor t;
+  if (py::isinstance<Tensor>(value)) {
+    t = value.cast<Tensor>();
+  } else if (py::isinstance<py::bool_>(value)) {
+    t = scalar(value.cast<bool>() ? 1.0 : 0.0, DType::b8);
+  } else if (py::isinstance<py::int_>(value)) {
+    t = scalar(static_cast<double>(value.cast<int64_t>()), DType::i64);
+  } else if (py::isinstance<py::float_>(value)) {
+    t = scalar(value.cast<double>(), DType::f64);
+  } else if (PyComplex_Check(value.ptr())) {
+    t = scalar(value.cast<c128>(), DType::c128);
+  } else {
+    t = wrap_array(py::module_::import("numpy").attr("asarray")(value));
+  }
+  if (auto wanted = optional_dtype(dtype); wanted && *wanted != t.dtype()) t = cast(t, *wanted);
+  return t;
+}
+
+
+}  // namespace eddy::python
