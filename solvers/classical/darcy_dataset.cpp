@@ -83,7 +83,9 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
   writer.set_attribute("/", "tau", options.tau);
   writer.set_attribute("/", "forcing", options.forcing);
   writer.set_attribute("/", "face_average", "harmonic");
-  writer.set_attribute("/", "scheme", "cell-centred finite volumes, harmonic face averages, sparse LDLT");
+  writer.set_attribute("/", "scheme",
+                       "vertex-centred finite volumes (a control volume around each node), harmonic face averages, "
+                       "sparse LDLT");
   writer.set_attribute("/", "equation",
                        "-div(a grad u) = f on [0, 1]^2, u = 0 on the boundary; a[k, i, j] at (x, y) = "
                        "(i, j) / (resolution - 1); a = a_high where a Gaussian random field with covariance "
