@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -27,16 +28,30 @@ inline void set_threads(int threads) {
   Eigen::setNbThreads(threads);
 }
 
+// What a timing counts. Wall time is what a user waits; the calling thread's CPU time leaves out
+// the time other jobs on a shared machine hold the core, which is the fairer measure of
+// single-threaded work there (it would miss the work of other threads, so only for 1 thread).
+enum class Timing { wall, thread_cpu };
+
+inline double now_seconds(Timing timing) {
+  if (timing == Timing::wall) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // Median seconds per call of each of `runs`, over `repetitions` rounds in which every run times
 // one batch in turn: interleaving makes drift on a shared machine hit all runs alike. A batch is
 // as many calls as runs[0] (the reference) needs to fill `batch_seconds`.
 inline std::vector<double> interleaved_median_seconds(const std::vector<std::function<void()>>& runs,
-                                                      double batch_seconds = 0.02, int repetitions = 9) {
-  using Clock = std::chrono::steady_clock;
-  auto batch = [](const std::function<void()>& run, int calls) {
-    const auto start = Clock::now();
+                                                      double batch_seconds = 0.02, int repetitions = 9,
+                                                      Timing timing = Timing::wall) {
+  auto batch = [timing](const std::function<void()>& run, int calls) {
+    const double start = now_seconds(timing);
     for (int i = 0; i < calls; ++i) run();
-    return std::chrono::duration<double>(Clock::now() - start).count() / calls;
+    return (now_seconds(timing) - start) / calls;
   };
   int calls = 1;
   while (batch(runs[0], calls) * calls < batch_seconds) calls *= 2;
