@@ -96,7 +96,9 @@ TEST(Collectives, BadArgumentsThrowBeforeAnyMessage) {
   EXPECT_THROW(all_reduce(ones({2}, DType::i64), ReduceOp::mean), Error);
   EXPECT_THROW(broadcast(ones({2}), world().size()), Error);
   EXPECT_THROW(all_gather(scalar(1.0)), Error);
-  if (world().size() > 1) EXPECT_THROW(reduce_scatter(ones({2 * world().size() + 1})), Error);
+  if (world().size() > 1) {
+    EXPECT_THROW(reduce_scatter(ones({2 * world().size() + 1})), Error);
+  }
 }
 
 // A collective between nonlinear maps, so derivatives of order 2 are not trivially zero.
