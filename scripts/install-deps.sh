@@ -23,6 +23,8 @@ packages=(
   python3-venv      # the .venv for the Python package and its tests
   python3-dev       # Python headers for the eddy extension module
   libdlpack-dev     # DLPack structs for zero-copy tensor exchange from Python
+  libopenmpi-dev    # distributed training (src/eddy/dist/); optional at build time
+  openmpi-bin       # mpirun, for the `mpi` tests and cluster runs
 )
 
 missing=()

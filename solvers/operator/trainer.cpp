@@ -7,6 +7,7 @@
 #include <random>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/io/hdf5.h"
@@ -150,10 +151,12 @@ Tensor OperatorModel::predict(const Tensor& input, const Tensor& points) {
 
 TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   namespace fs = std::filesystem;
-  fs::create_directories(p.output.dir);
-  io::write_file_atomically(p.output.dir + "/config.yaml", p.resolved_config);
+  dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
+  const bool root = comm.rank() == 0;
   const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
 
+  // Everything that can fail on bad input (data files, the checkpoint to resume from) happens on
+  // every rank alike before the first collective, so a bad run fails the same way everywhere.
   const Dataset data = load_data(p);
   OperatorModel model(p, data);
   optim::AdamOptions adam;
@@ -170,14 +173,20 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     optimizer.load_state_dict(saved);
     restore_history(saved, history, checkpoint);
   }
+  if (root) {
+    fs::create_directories(p.output.dir);
+    io::write_file_atomically(p.output.dir + "/config.yaml", p.resolved_config);
+  }
+  const std::vector<Tensor> parameters = model.parameters();
+  dist::broadcast_tensors(parameters, comm);
   // Whether this run wrote the checkpoint: a file from an earlier run is no "last good" state of this one.
   bool saved_here = options.resume;
   auto save = [&](int64_t at) {
-    io::save_checkpoint(checkpoint, model, training_state(optimizer, history), {at, p.config_hash, ""});
+    if (root) io::save_checkpoint(checkpoint, model, training_state(optimizer, history), {at, p.config_hash, ""});
     saved_here = true;
   };
 
-  solvers::ProgressLine progress(options.log, options.terminal, 1);
+  solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1);
   TrainResult result;
   const int64_t n = data.train.size();
   const int64_t batches = (n + p.training.batch_size - 1) / p.training.batch_size;
@@ -187,22 +196,35 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   bool checkpoint_due = false;
   for (; epoch < p.training.epochs; ++epoch) {
     optimizer.set_learning_rate(schedule->learning_rate(epoch));
-    // Each epoch's order depends only on (seed, epoch), so a resumed run sees the same batches.
+    // Each epoch's order depends only on (seed, epoch), so a resumed run sees the same batches,
+    // and every rank the same global batches.
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 shuffle(p.training.seed * 1000003 + static_cast<uint64_t>(epoch));
     std::shuffle(order.begin(), order.end(), shuffle);
     double loss_sum = 0;
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
-      const Tensor index = tensor(std::vector<int64_t>(order.begin() + start, order.begin() + stop));
+      const auto [first, last] = dist::shard(start, stop, comm.rank(), comm.size());
       optimizer.zero_grad();
-      Tensor loss = loss_of(p.training.loss, model.predict(index_select(data.train.input, 0, index), data.train.points),
-                            index_select(data.train.output, 0, index));
-      const double value = loss.item<double>();
-      if (!std::isfinite(value)) {
+      // This rank's samples' share of the batch loss, sum_i loss_i / batch; the average over ranks
+      // of the gradients of (that * ranks) is the gradient of the whole batch's mean loss.
+      double batch_loss_sum = 0;
+      if (last > first) {
+        const Tensor index = tensor(std::vector<int64_t>(order.begin() + first, order.begin() + last));
+        Tensor loss = loss_of(p.training.loss, model.predict(index_select(data.train.input, 0, index), data.train.points),
+                              index_select(data.train.output, 0, index));
+        batch_loss_sum = loss.item<double>() * static_cast<double>(last - first);
+        if (comm.size() > 1) {
+          loss = loss * (static_cast<double>((last - first) * comm.size()) / static_cast<double>(stop - start));
+        }
+        loss.backward();
+      }
+      dist::average_gradients(parameters, comm, {&batch_loss_sum, 1});
+      if (!std::isfinite(batch_loss_sum)) {
         progress.finish_line();
         result.epochs = epoch;
-        result.message = cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ", value, "; ",
+        result.message = cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ",
+                             batch_loss_sum / static_cast<double>(stop - start), "; ",
                              saved_here ? "the last good checkpoint is " + checkpoint
                                                     : std::string("no checkpoint was written yet"),
                              ". Lower the learning rate or check the data.");
@@ -210,15 +232,14 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       }
       if (checkpoint_due) save(epoch);
       checkpoint_due = false;
-      loss.backward();
       optimizer.step();
-      loss_sum += value * static_cast<double>(stop - start);
+      loss_sum += batch_loss_sum;
     }
     const int64_t done = epoch + 1;
     history.epochs.push_back(static_cast<double>(done));
     history.train_loss.push_back(loss_sum / static_cast<double>(n));
     std::string details = cat("loss ", solvers::ProgressLine::format(history.train_loss.back()));
-    if (done % p.training.evaluate_every == 0 || done == p.training.epochs) {
+    if (root && (done % p.training.evaluate_every == 0 || done == p.training.epochs)) {
       history.test_epochs.push_back(static_cast<double>(done));
       for (const Split& split : data.tests) {
         const double error = relative_l2(predict_split(model, split), split.output).item<double>();
@@ -232,20 +253,30 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   }
   progress.finish_line();
 
-  write_results(p, model, data, history, result.test_relative_l2);
-  for (const auto& [name, error] : result.test_relative_l2) {
-    if (!std::isfinite(error)) {
-      result.epochs = epoch;
-      result.message = cat("training ended with a non-finite error on test set '", name, "'; ",
-                           saved_here ? "the last good checkpoint is " + checkpoint
-                                      : std::string("no checkpoint was written by this run"));
-      return result;
-    }
-  }
-  save(epoch);
-  result.finished = true;
   result.epochs = epoch;
   result.train_loss = history.train_loss.empty() ? 0 : history.train_loss.back();
+  // Rank 0 writes the results and decides whether the run finished; the others wait for its word.
+  Tensor finished = tensor(std::vector<int64_t>{0});
+  if (root) {
+    write_results(p, model, data, history, result.test_relative_l2);
+    finished.fill_(1);
+    for (const auto& [name, error] : result.test_relative_l2) {
+      if (!std::isfinite(error)) {
+        finished.fill_(0);
+        result.message = cat("training ended with a non-finite error on test set '", name, "'; ",
+                             saved_here ? "the last good checkpoint is " + checkpoint
+                                        : std::string("no checkpoint was written by this run"));
+        break;
+      }
+    }
+    if (finished.item<int64_t>()) save(epoch);
+  }
+  comm.broadcast(finished, 0);
+  result.finished = finished.item<int64_t>() == 1;
+  if (!result.finished) {
+    if (!root) result.message = "training ended with a non-finite test error (reported by rank 0)";
+    return result;
+  }
   result.message = cat("finished ", epoch, " epochs; training loss ", result.train_loss);
   return result;
 }

@@ -3,12 +3,18 @@
 // relative-L2 (or MSE) loss in physical units, evaluation on every test set (at its own
 // resolution), checkpoints with --resume, a clean stop on a non-finite loss, and the results
 // (predictions.h5, ParaView files) in the run folder.
+//
+// Under mpirun the training is data parallel: rank 0's initial parameters are broadcast, each
+// global batch (training.batch_size samples of the same shuffle on every rank) is split among the
+// ranks, and the gradients are averaged before every step, so N ranks take the steps one process
+// would. Rank 0 alone evaluates the test sets and writes the run folder (docs/distributed.md).
 
 #include <map>
 #include <memory>
 #include <ostream>
 #include <string>
 
+#include "eddy/dist/communicator.h"
 #include "solvers/operator/dataset.h"
 #include "solvers/operator/problem.h"
 
@@ -36,6 +42,8 @@ struct TrainOptions {
   bool resume = false;
   std::ostream* log = nullptr;
   bool terminal = false;
+  // The ranks to train on; null: the process-wide communicator (all ranks of an mpirun job).
+  dist::Communicator* communicator = nullptr;
 };
 
 struct TrainResult {
@@ -43,7 +51,7 @@ struct TrainResult {
   std::string message;
   int64_t epochs = 0;
   double train_loss = 0;
-  std::map<std::string, double> test_relative_l2;  // per test set
+  std::map<std::string, double> test_relative_l2;  // per test set; rank 0 only
 };
 
 TrainResult train(const OperatorProblem& problem, const TrainOptions& options);

@@ -5,6 +5,9 @@
 //   eddy eval RUN_DIR                                       re-evaluate a finished run
 //   eddy train FILE [key=value ...] [--resume] [--quiet]   train a neural operator from its YAML
 //   eddy generate FILE [key=value ...] [--quiet]            write a dataset from a classical solver
+//
+// Under mpirun, `eddy train` is data parallel (docs/distributed.md); the other commands refuse
+// to run on several ranks. An error on any rank ends the whole job with that rank's message.
 
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include <iostream>
 
 #include "eddy/core/error.h"
+#include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
 #include "solvers/classical/dataset.h"
 #include "solvers/operator/trainer.h"
@@ -61,6 +65,7 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
   options.log = quiet ? nullptr : &std::cerr;
   options.terminal = !quiet && ::isatty(STDERR_FILENO);
   const operator_learning::TrainResult result = operator_learning::train(problem, options);
+  if (dist::default_communicator().rank() != 0) return result.finished ? 0 : 3;  // rank 0 reports
   if (!result.finished) {
     std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
     return 3;
@@ -135,14 +140,20 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.
+    const dist::Communicator& world = dist::default_communicator();
+    const bool launched_as_ranks = world.size() > 1;
+    EDDY_CHECK(!launched_as_ranks || *train, "eddy ", app.get_subcommands().front()->get_name(), " runs on one ",
+               "process; of the commands, only `eddy train` is distributed so far (docs/distributed.md). Run it ",
+               "without mpirun");
     if (*solve) return run_solve(file, overrides, resume, quiet);
     if (*check) return run_check(file, overrides);
     if (*train) return run_train(file, overrides, resume, quiet);
     if (*generate) return run_generate(file, overrides, quiet);
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;
-  } catch (const eddy::Error& e) {
-    std::fprintf(stderr, "eddy: error: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {
+    // With several ranks the others may be waiting in a collective for this one: end them all.
+    dist::abort_job(e.what(), 1);
   }
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "eddy/dist/collectives.h"
 #include "eddy/fft/fft.h"
 
 namespace eddy::testing {
@@ -294,6 +295,24 @@ std::vector<OpCase> build_table() {
                   [](const TL& x) { return fft::hfft(x[0]); }, true));
   t.push_back(row("ihfft", {"fft_r2c", "conj"}, kReal, normal_inputs({{2, 5}}),
                   [](const TL& x) { return fft::ihfft(x[0]); }, true));
+
+  // ---- collectives, on the process-wide communicator: single-process here, where each is the
+  // identity (or a copy); tests/dist checks them across ranks under mpirun ----
+  t.push_back(row("all_reduce_sum", {"allreduce_sum"}, kInexact, normal_inputs({{3, 4}}),
+                  [](const TL& x) { return dist::all_reduce(x[0]); }, true));
+  t.push_back(row("all_reduce_mean", {"allreduce_sum", "div"}, kInexact, normal_inputs({{3, 4}}),
+                  [](const TL& x) { return dist::all_reduce(x[0], dist::ReduceOp::mean); }, true));
+  t.push_back(row("all_reduce_max", {"allreduce_max"}, kReal,
+                  [](DType d, Generator& g) { return TL{distinct({3, 4}, d, g)}; },
+                  [](const TL& x) { return dist::all_reduce(x[0], dist::ReduceOp::max); }));
+  t.push_back(row("all_gather", {"allgather"}, kInexact, normal_inputs({{2, 3}}),
+                  [](const TL& x) { return dist::all_gather(x[0]); }, true));
+  t.push_back(row("reduce_scatter", {"reduce_scatter"}, kInexact, normal_inputs({{2, 3}}),
+                  [](const TL& x) { return dist::reduce_scatter(x[0]); }, true));
+  t.push_back(row("broadcast_from_root", {"broadcast_from_root"}, kInexact, normal_inputs({{2, 3}}),
+                  [](const TL& x) { return dist::broadcast(x[0]); }, true));
+  t.push_back(row("reduce_to_root", {"reduce_to_root"}, kInexact, normal_inputs({{2, 3}}),
+                  [](const TL& x) { return dist::reduce(x[0]); }, true));
 
   // ---- checkpointing: orders 2 and 3 in reverse mode go through the create_graph recomputation;
   // forward mode runs the segment directly ----

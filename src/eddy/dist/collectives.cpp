@@ -1,0 +1,185 @@
+// The collective primitives. Attrs.payload carries the communicator (not owned) and Attrs.axis
+// the root of broadcast and reduce. Rules are written in the collectives themselves (see
+// collectives.h for why they are each other's transposes).
+
+#include "eddy/dist/collectives.h"
+
+#include "eddy/ops/op_helpers.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::dist {
+namespace {
+using detail::dense;
+
+Communicator& comm_of(const Attrs& attrs) { return *static_cast<Communicator*>(attrs.payload.get()); }
+
+Attrs attrs_for(Communicator& comm, int root = 0) {
+  Attrs attrs;
+  attrs.payload = std::shared_ptr<void>(std::shared_ptr<void>(), &comm);  // aliasing: not owned
+  attrs.axis = root;
+  return attrs;
+}
+
+int root_of(const Attrs& attrs) { return static_cast<int>(attrs.axis); }
+
+void check_root(std::string_view op, const Attrs& attrs) {
+  const int size = comm_of(attrs).size();
+  EDDY_CHECK(attrs.axis >= 0 && attrs.axis < size, op, ": root ", attrs.axis, " is not a rank of this ", size,
+             "-process job");
+}
+
+Shape with_rows(const Shape& shape, int64_t rows) {
+  Shape out = shape;
+  out[0] = rows;
+  return out;
+}
+
+// Hits of the maximum, weighted so that the weights of each element sum to one over all ranks.
+Tensor max_weight(const Tensor& x, Communicator& comm) {
+  const Tensor hits = cast(eq(x, all_reduce(x, ReduceOp::max, comm)), x.dtype());
+  return hits / all_reduce(hits, ReduceOp::sum, comm);
+}
+
+// A primitive whose eval is one call of the communicator from a dense input to a fresh output.
+Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, const Attrs&)> infer,
+                     std::function<void(Communicator&, const Tensor&, const Tensor&, const Attrs&)> call) {
+  Primitive p;
+  p.name = name;
+  p.infer = std::move(infer);
+  p.eval = [call = std::move(call)](Inputs in, const Attrs& attrs, const OutputSpec& spec) {
+    Tensor out = detail::new_output(spec, in[0]);
+    call(comm_of(attrs), dense(in[0]), out, attrs);
+    return out;
+  };
+  return p;
+}
+
+OutputSpec same_spec(Inputs in, const Attrs&) { return OutputSpec{in[0].shape(), in[0].dtype()}; }
+
+const Primitive& allreduce_sum_p = [] () -> const Primitive& {
+  Primitive p = collective("allreduce_sum",
+      [](Inputs in, const Attrs& a) {
+        check_reduce_op("allreduce_sum", in[0], ReduceOp::sum);
+        return same_spec(in, a);
+      },
+      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allreduce(x, out, ReduceOp::sum); });
+  p.linear = true;
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_reduce(t, ReduceOp::sum, comm_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_reduce(g, ReduceOp::sum, comm_of(a)); };
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& allreduce_max_p = [] () -> const Primitive& {
+  Primitive p = collective("allreduce_max",
+      [](Inputs in, const Attrs& a) {
+        check_reduce_op("allreduce_max", in[0], ReduceOp::max);
+        return same_spec(in, a);
+      },
+      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allreduce(x, out, ReduceOp::max); });
+  p.jvp = [](Inputs in, const Attrs& a, int, const Tensor& t) {
+    return all_reduce(t * max_weight(in[0], comm_of(a)), ReduceOp::sum, comm_of(a));
+  };
+  p.vjp = [](Inputs in, const Attrs& a, int, const Tensor& g) {
+    return all_reduce(g, ReduceOp::sum, comm_of(a)) * max_weight(in[0], comm_of(a));
+  };
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& allgather_p = [] () -> const Primitive& {
+  Primitive p = collective("allgather",
+      [](Inputs in, const Attrs& a) {
+        EDDY_CHECK(in[0].dim() >= 1, "all_gather: needs at least one axis to gather along, got a scalar");
+        return OutputSpec{with_rows(in[0].shape(), in[0].shape()[0] * comm_of(a).size()), in[0].dtype()};
+      },
+      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allgather(x, out); });
+  p.linear = true;
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_gather(t, comm_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce_scatter(g, comm_of(a)); };
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& reduce_scatter_p = [] () -> const Primitive& {
+  Primitive p = collective("reduce_scatter",
+      [](Inputs in, const Attrs& a) {
+        const int size = comm_of(a).size();
+        check_reduce_op("reduce_scatter", in[0], ReduceOp::sum);
+        EDDY_CHECK(in[0].dim() >= 1 && in[0].shape()[0] % size == 0, "reduce_scatter: axis 0 of ", in[0].shape(),
+                   " does not split evenly over ", size, " ranks");
+        return OutputSpec{with_rows(in[0].shape(), in[0].shape()[0] / size), in[0].dtype()};
+      },
+      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.reduce_scatter(x, out); });
+  p.linear = true;
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce_scatter(t, comm_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_gather(g, comm_of(a)); };
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& broadcast_p = [] () -> const Primitive& {
+  Primitive p = collective("broadcast_from_root",
+      [](Inputs in, const Attrs& a) {
+        check_root("broadcast", a);
+        return same_spec(in, a);
+      },
+      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs& a) {
+        Tensor buffer = out;
+        buffer.copy_(x);
+        c.broadcast(buffer, root_of(a));
+      });
+  p.linear = true;
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return broadcast(t, root_of(a), comm_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce(g, root_of(a), comm_of(a)); };
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& reduce_p = [] () -> const Primitive& {
+  Primitive p = collective("reduce_to_root",
+      [](Inputs in, const Attrs& a) {
+        check_root("reduce", a);
+        check_reduce_op("reduce", in[0], ReduceOp::sum);
+        return same_spec(in, a);
+      },
+      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs& a) {
+        Tensor result = out;
+        result.fill_(0);
+        c.reduce(x, result, root_of(a));
+      });
+  p.linear = true;
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce(t, root_of(a), comm_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return broadcast(g, root_of(a), comm_of(a)); };
+  return register_primitive(std::move(p));
+}();
+
+}  // namespace
+
+Tensor all_reduce(const Tensor& x, ReduceOp op, Communicator& comm) {
+  switch (op) {
+    case ReduceOp::sum: return dispatch(allreduce_sum_p, {x}, attrs_for(comm));
+    case ReduceOp::mean:
+      check_reduce_op("all_reduce", x, ReduceOp::mean);
+      return dispatch(allreduce_sum_p, {x}, attrs_for(comm)) / static_cast<double>(comm.size());
+    case ReduceOp::max: return dispatch(allreduce_max_p, {x}, attrs_for(comm));
+  }
+  throw Error("all_reduce: unknown ReduceOp");
+}
+
+Tensor all_gather(const Tensor& x, Communicator& comm) { return dispatch(allgather_p, {x}, attrs_for(comm)); }
+
+Tensor reduce_scatter(const Tensor& x, Communicator& comm) {
+  return dispatch(reduce_scatter_p, {x}, attrs_for(comm));
+}
+
+Tensor broadcast(const Tensor& x, int root, Communicator& comm) {
+  return dispatch(broadcast_p, {x}, attrs_for(comm, root));
+}
+
+Tensor reduce(const Tensor& x, int root, Communicator& comm) { return dispatch(reduce_p, {x}, attrs_for(comm, root)); }
+
+void send(const Tensor& x, int dest, int tag, Communicator& comm) { comm.send(dense(x.detach()), dest, tag); }
+
+Tensor recv(const Shape& shape, DType dtype, int source, int tag, Communicator& comm) {
+  Tensor out = Tensor::empty(shape, dtype);
+  comm.recv(out, source, tag);
+  return out;
+}
+
+}  // namespace eddy::dist

@@ -1,0 +1,36 @@
+#pragma once
+// Collectives as differentiable ops. Each is an eddy primitive with JVP and VJP rules written in
+// these same collectives, so derivatives of any order, in both modes, flow between ranks.
+//
+// The convention is SPMD: every rank runs the same program on its own data, and the quantity
+// being differentiated is the sum over ranks of each rank's scalar (the global loss). Under it
+// every collective here is linear and its transpose is another collective:
+//   all_reduce (sum)  <->  all_reduce (sum)
+//   all_gather        <->  reduce_scatter
+//   broadcast(root)   <->  reduce(root)
+// A backward pass through a collective is therefore itself collective: every rank must run it.
+//
+// The communicator defaults to the process-wide one and must outlive the graphs that use it.
+
+#include "eddy/dist/communicator.h"
+
+namespace eddy::dist {
+
+// op over ranks of x, elementwise, on every rank. max splits the derivative evenly among the
+// ranks (and elements) that hold the maximum, like eddy::max.
+Tensor all_reduce(const Tensor& x, ReduceOp op = ReduceOp::sum, Communicator& comm = default_communicator());
+// Every rank's x [n, ...] concatenated in rank order: [size * n, ...] on every rank.
+Tensor all_gather(const Tensor& x, Communicator& comm = default_communicator());
+// Rows [r n, (r + 1) n) of the sum over ranks of x [size * n, ...], on rank r.
+Tensor reduce_scatter(const Tensor& x, Communicator& comm = default_communicator());
+// Rank `root`'s x on every rank.
+Tensor broadcast(const Tensor& x, int root = 0, Communicator& comm = default_communicator());
+// The sum over ranks of x on rank `root`, zeros on the others.
+Tensor reduce(const Tensor& x, int root = 0, Communicator& comm = default_communicator());
+
+// Point to point, outside autodiff (the values only): a blocking send of x, and a receive of a
+// tensor of the given shape and dtype.
+void send(const Tensor& x, int dest, int tag = 0, Communicator& comm = default_communicator());
+Tensor recv(const Shape& shape, DType dtype, int source, int tag = 0, Communicator& comm = default_communicator());
+
+}  // namespace eddy::dist

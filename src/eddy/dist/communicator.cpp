@@ -1,0 +1,99 @@
+// The single-process communicator, the choice of the default one, and the job-wide abort.
+
+#include "eddy/dist/communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "eddy/dist/mpi_communicator.h"
+
+namespace eddy::dist {
+namespace {
+
+void check_same_layout(std::string_view op, const Tensor& in, const Tensor& out) {
+  EDDY_CHECK(in.shape() == out.shape() && in.dtype() == out.dtype(), op, ": input ", in.shape(), " ", in.dtype(),
+             " and output ", out.shape(), " ", out.dtype(), " differ");
+}
+
+class SingleProcessCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string_view kind() const override { return "single-process"; }
+  void barrier() override {}
+  void allreduce(const Tensor& in, const Tensor& out, ReduceOp op) override {
+    check_reduce_op("allreduce", in, op);
+    copy("allreduce", in, out);
+  }
+  void reduce(const Tensor& in, const Tensor& out, int root) override {
+    check_root("reduce", root);
+    copy("reduce", in, out);
+  }
+  void allgather(const Tensor& in, const Tensor& out) override { copy("allgather", in, out); }
+  void reduce_scatter(const Tensor& in, const Tensor& out) override { copy("reduce_scatter", in, out); }
+  void broadcast(const Tensor&, int root) override { check_root("broadcast", root); }
+  void send(const Tensor&, int dest, int) override {
+    throw Error(cat("send: no rank ", dest, " in a single-process run (start the job with mpirun)"));
+  }
+  void recv(const Tensor&, int source, int) override {
+    throw Error(cat("recv: no rank ", source, " in a single-process run (start the job with mpirun)"));
+  }
+  [[noreturn]] void abort(int code) override { std::exit(code); }
+
+ private:
+  static void copy(std::string_view op, const Tensor& in, const Tensor& out) {
+    check_same_layout(op, in, out);
+    Tensor target = out;
+    if (in.raw_data() != out.raw_data()) target.copy_(in);
+  }
+  static void check_root(std::string_view op, int root) {
+    EDDY_CHECK(root == 0, op, ": root ", root, " is not a rank of this 1-process job");
+  }
+};
+
+// Set by mpirun/mpiexec (OpenMPI), by PMIx launchers (srun --mpi=pmix, prterun) and by PMI ones
+// (MPICH's hydra, srun --mpi=pmi2).
+bool started_by_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void check_reduce_op(std::string_view op_name, const Tensor& t, ReduceOp op) {
+  EDDY_CHECK(t.dtype() != DType::b8, op_name, ": cannot reduce a bool tensor");
+  EDDY_CHECK(op != ReduceOp::mean || is_inexact(t.dtype()), op_name, ": mean needs a floating or complex tensor, got ",
+             t.dtype());
+  EDDY_CHECK(op != ReduceOp::max || !is_complex(t.dtype()), op_name, ": max needs a real tensor, got ", t.dtype());
+}
+
+std::unique_ptr<Communicator> make_single_process_communicator() {
+  return std::make_unique<SingleProcessCommunicator>();
+}
+
+Communicator& default_communicator() {
+  static const std::unique_ptr<Communicator> world = [] {
+    if (built_with_mpi() && started_by_launcher()) return make_mpi_world_communicator();
+    return make_single_process_communicator();
+  }();
+  return *world;
+}
+
+void abort_job(const std::string& message, int code) {
+  Communicator& world = default_communicator();
+  if (world.size() == 1) {
+    std::fprintf(stderr, "eddy: error: %s\n", message.c_str());
+    std::fflush(stderr);
+    std::exit(code);
+  }
+  std::fprintf(stderr, "eddy: error (rank %d): %s\n", world.rank(), message.c_str());
+  std::fflush(stderr);
+  std::fflush(stdout);
+  world.abort(code);
+  std::_Exit(code);  // not reached: abort() never returns, but GCC does not see [[noreturn]] through a virtual call
+}
+
+}  // namespace eddy::dist

@@ -1,0 +1,70 @@
+#pragma once
+// Communicator: the processes of a job and the raw collectives between them, on dense host
+// tensors and outside autodiff. The differentiable collectives (collectives.h) and data
+// parallelism (data_parallel.h) are built on it. Two implementations: MPI (when eddy is built
+// with EDDY_WITH_MPI and the process was started by a launcher such as mpirun or srun) and a
+// single-process one, which every build has; NCCL will plug in behind the same interface.
+//
+// Every call is collective unless it says otherwise: all ranks make the same calls in the same
+// order with tensors of the same shape and dtype, or the job hangs. Errors in the arguments are
+// eddy::Error and are found on the calling rank before any message is sent.
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy::dist {
+
+// mean is the sum divided by the number of ranks (inexact dtypes only); max is for real dtypes.
+enum class ReduceOp { sum, mean, max };
+
+// Throws unless `op` applies to `t`'s dtype; the same check on every communicator.
+void check_reduce_op(std::string_view op_name, const Tensor& t, ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "mpi" or "single-process", for logs.
+  virtual std::string_view kind() const = 0;
+
+  virtual void barrier() = 0;
+  // out = op over ranks of `in`, elementwise; same shape and dtype on every rank. `out` may be
+  // `in` (in place).
+  virtual void allreduce(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
+  // Rank `root`'s `out` = sum over ranks of `in`; other ranks' `out` is left untouched.
+  virtual void reduce(const Tensor& in, const Tensor& out, int root) = 0;
+  // `out` [size * n, ...] = every rank's `in` [n, ...], in rank order along axis 0.
+  virtual void allgather(const Tensor& in, const Tensor& out) = 0;
+  // Rank r's `out` [n, ...] = rows [r n, (r + 1) n) of the sum over ranks of `in` [size * n, ...].
+  virtual void reduce_scatter(const Tensor& in, const Tensor& out) = 0;
+  // Overwrites `buffer` on every rank with rank `root`'s.
+  virtual void broadcast(const Tensor& buffer, int root) = 0;
+  // Point to point (not collective): blocking send of `in` to `dest`, receive into `out` from
+  // `source`; shapes and dtypes must agree on both sides.
+  virtual void send(const Tensor& in, int dest, int tag) = 0;
+  virtual void recv(const Tensor& out, int source, int tag) = 0;
+  // Ends every process of the job with `code`, now (MPI_Abort); never returns.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// The process-wide communicator, created on first use: MPI's world when built with MPI and
+// started by a launcher (MPI is initialised then with MPI_Init_thread, FUNNELED, and finalised
+// at exit), the single-process one otherwise. A plain `./program` therefore never starts MPI.
+Communicator& default_communicator();
+
+// A communicator of one process: collectives copy, point to point has no peer.
+std::unique_ptr<Communicator> make_single_process_communicator();
+
+// Whether this build has the MPI communicator (EDDY_WITH_MPI).
+bool built_with_mpi();
+
+// Prints "eddy: error (rank r): message" to stderr (or "eddy: error: message" on one process)
+// and ends the whole job with `code`: with several ranks through Communicator::abort, so a rank
+// that fails while the others wait in a collective cannot hang the job.
+[[noreturn]] void abort_job(const std::string& message, int code = 1);
+
+}  // namespace eddy::dist

@@ -1,0 +1,111 @@
+#include "eddy/dist/data_parallel.h"
+
+#include <cstring>
+#include <map>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::dist {
+namespace {
+
+// Tensors grouped by dtype, in order of first appearance, with their offsets in a flat buffer.
+struct Bucket {
+  DType dtype;
+  std::vector<size_t> members;   // indices into the caller's list
+  std::vector<int64_t> offsets;  // element offset of each member
+  int64_t elements = 0;
+};
+
+std::vector<Bucket> buckets_of(const std::vector<Tensor>& tensors) {
+  std::vector<Bucket> buckets;
+  std::map<DType, size_t> index;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto [it, added] = index.emplace(tensors[i].dtype(), buckets.size());
+    if (added) buckets.push_back(Bucket{tensors[i].dtype(), {}, {}, 0});
+    Bucket& bucket = buckets[it->second];
+    bucket.members.push_back(i);
+    bucket.offsets.push_back(bucket.elements);
+    bucket.elements += tensors[i].numel();
+  }
+  return buckets;
+}
+
+char* element(const Tensor& buffer, int64_t offset) {
+  return static_cast<char*>(buffer.raw_data()) + offset * static_cast<int64_t>(dtype_size(buffer.dtype()));
+}
+
+void pack(const Tensor& buffer, int64_t offset, const Tensor& value) {
+  const Tensor dense = contiguous(value);
+  std::memcpy(element(buffer, offset), dense.raw_data(), dense.numel() * dtype_size(dense.dtype()));
+}
+
+Tensor unpack(const Tensor& buffer, int64_t offset, const Shape& shape) {
+  Tensor out = Tensor::empty(shape, buffer.dtype());
+  std::memcpy(out.raw_data(), element(buffer, offset), out.numel() * dtype_size(out.dtype()));
+  return out;
+}
+
+}  // namespace
+
+void broadcast_tensors(const std::vector<Tensor>& tensors, Communicator& comm, int root) {
+  if (comm.size() == 1) return;
+  NoGradGuard no_grad;
+  for (const Bucket& bucket : buckets_of(tensors)) {
+    Tensor buffer = Tensor::empty({bucket.elements}, bucket.dtype);
+    for (size_t k = 0; k < bucket.members.size(); ++k) pack(buffer, bucket.offsets[k], tensors[bucket.members[k]]);
+    comm.broadcast(buffer, root);
+    for (size_t k = 0; k < bucket.members.size(); ++k) {
+      Tensor target = tensors[bucket.members[k]];
+      target.copy_(unpack(buffer, bucket.offsets[k], target.shape()));
+    }
+  }
+}
+
+void average_gradients(const std::vector<Tensor>& parameters, Communicator& comm, std::span<double> sums) {
+  if (comm.size() == 1) return;
+  NoGradGuard no_grad;
+  std::vector<Bucket> buckets = buckets_of(parameters);
+  if (buckets.empty()) buckets.push_back(Bucket{DType::f64, {}, {}, 0});
+  // Each bucket ends with one flag per member (1 where the gradient is defined on this rank);
+  // the first also carries `sums`.
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const Bucket& bucket = buckets[b];
+    const int64_t flags = bucket.elements, extras = flags + static_cast<int64_t>(bucket.members.size());
+    std::vector<double> tail(bucket.members.size(), 0.0);
+    if (b == 0) tail.insert(tail.end(), sums.begin(), sums.end());
+    Tensor buffer = Tensor::empty({extras + static_cast<int64_t>(b == 0 ? sums.size() : 0)}, bucket.dtype);
+    for (size_t k = 0; k < bucket.members.size(); ++k) {
+      const Tensor g = parameters[bucket.members[k]].grad();
+      if (g.defined()) {
+        pack(buffer, bucket.offsets[k], g);
+        tail[k] = 1;
+      } else {
+        std::memset(element(buffer, bucket.offsets[k]), 0,
+                    parameters[bucket.members[k]].numel() * dtype_size(bucket.dtype));
+      }
+    }
+    pack(buffer, flags, cast(tensor(tail), bucket.dtype));
+    comm.allreduce(buffer, buffer, ReduceOp::sum);
+
+    const std::vector<c128> summed_tail = slice(buffer, 0, flags, buffer.numel()).to_vector<c128>();
+    if (b == 0) {
+      for (size_t i = 0; i < sums.size(); ++i) sums[i] = summed_tail[bucket.members.size() + i].real();
+    }
+    buffer.copy_(buffer / static_cast<double>(comm.size()));
+    for (size_t k = 0; k < bucket.members.size(); ++k) {
+      if (summed_tail[k].real() == 0) continue;  // undefined on every rank
+      const Tensor& parameter = parameters[bucket.members[k]];
+      EDDY_CHECK(parameter.impl()->autograd, "average_gradients: parameter ", bucket.members[k],
+                 " does not require gradients");
+      parameter.impl()->autograd->grad = unpack(buffer, bucket.offsets[k], parameter.shape());
+    }
+  }
+}
+
+std::pair<int64_t, int64_t> shard(int64_t start, int64_t stop, int rank, int size) {
+  const int64_t count = stop - start;
+  return {start + count * rank / size, start + count * (rank + 1) / size};
+}
+
+}  // namespace eddy::dist

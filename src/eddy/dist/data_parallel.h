@@ -1,0 +1,30 @@
+#pragma once
+// Data parallelism: every rank holds the whole model, works on its share of each batch, and the
+// ranks agree on the parameters by starting from rank 0's and averaging gradients before every
+// optimiser step. These helpers work on values, outside autodiff.
+
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "eddy/dist/communicator.h"
+
+namespace eddy::dist {
+
+// Overwrites every rank's `tensors` with rank `root`'s, in one message per dtype.
+void broadcast_tensors(const std::vector<Tensor>& tensors, Communicator& comm = default_communicator(),
+                       int root = 0);
+
+// Replaces each parameter's .grad() by its mean over ranks, with one allreduce of a flat buffer
+// per dtype (one in all for a model of one dtype) rather than one per tensor. A gradient that is
+// undefined on a rank counts as zeros there, and stays undefined only if it is on every rank.
+// `sums` ride in the same message and come back summed over ranks (a step's loss, say), so a
+// training step costs one collective. Nothing is sent on a single rank.
+void average_gradients(const std::vector<Tensor>& parameters, Communicator& comm = default_communicator(),
+                       std::span<double> sums = {});
+
+// The rows [first, last) of the global rows [start, stop) that `rank` of `size` takes:
+// consecutive, in rank order, with sizes that differ by at most one.
+std::pair<int64_t, int64_t> shard(int64_t start, int64_t stop, int rank, int size);
+
+}  // namespace eddy::dist

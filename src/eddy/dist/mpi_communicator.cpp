@@ -1,0 +1,145 @@
+// The MPI communicator over MPI_COMM_WORLD.
+
+#include "eddy/dist/mpi_communicator.h"
+
+#include "eddy/ops/ops.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+
+namespace eddy::dist {
+namespace {
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::c64: return MPI_C_FLOAT_COMPLEX;
+    case DType::c128: return MPI_C_DOUBLE_COMPLEX;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    case DType::b8: return MPI_C_BOOL;
+  }
+  throw Error(cat("mpi: unsupported dtype ", dtype));
+}
+
+// Element count of a dense host tensor, as the int MPI counts in.
+int count_of(std::string_view op, const Tensor& t) {
+  EDDY_CHECK(t.defined(), op, ": undefined tensor");
+  EDDY_CHECK(t.device() == cpu(), op, ": the MPI communicator works on host tensors, got one on ", t.device());
+  EDDY_CHECK(t.is_contiguous(), op, ": needs a contiguous tensor (call contiguous() first)");
+  EDDY_CHECK(t.numel() <= INT_MAX, op, ": ", t.numel(), " elements is more than one MPI message holds (",
+             INT_MAX, "); split the tensor");
+  return static_cast<int>(t.numel());
+}
+
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      std::atexit(finalize_at_exit);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view kind() const override { return "mpi"; }
+  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+
+  void allreduce(const Tensor& in, const Tensor& out, ReduceOp op) override {
+    const int n = same_layout("allreduce", in, out);
+    check_reduce_op("allreduce", in, op);
+    const void* send = in.raw_data() == out.raw_data() ? MPI_IN_PLACE : in.raw_data();
+    MPI_Allreduce(send, out.raw_data(), n, mpi_type(in.dtype()), op == ReduceOp::max ? MPI_MAX : MPI_SUM,
+                  MPI_COMM_WORLD);
+    if (op == ReduceOp::mean) {
+      Tensor result = out;
+      result.copy_(out / static_cast<double>(size_));
+    }
+  }
+
+  void reduce(const Tensor& in, const Tensor& out, int root) override {
+    const int n = same_layout("reduce", in, out);
+    check_rank("reduce", root);
+    check_reduce_op("reduce", in, ReduceOp::sum);
+    const void* send = rank_ == root && in.raw_data() == out.raw_data() ? MPI_IN_PLACE : in.raw_data();
+    MPI_Reduce(send, out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, root, MPI_COMM_WORLD);
+  }
+
+  void allgather(const Tensor& in, const Tensor& out) override {
+    const int n = count_of("allgather", in);
+    EDDY_CHECK(count_of("allgather", out) == static_cast<int64_t>(n) * size_ && in.dtype() == out.dtype(),
+               "allgather: output ", out.shape(), " ", out.dtype(), " cannot hold ", size_, " inputs ", in.shape(),
+               " ", in.dtype());
+    MPI_Allgather(in.raw_data(), n, mpi_type(in.dtype()), out.raw_data(), n, mpi_type(in.dtype()), MPI_COMM_WORLD);
+  }
+
+  void reduce_scatter(const Tensor& in, const Tensor& out) override {
+    const int n = count_of("reduce_scatter", out);
+    EDDY_CHECK(count_of("reduce_scatter", in) == static_cast<int64_t>(n) * size_ && in.dtype() == out.dtype(),
+               "reduce_scatter: output ", out.shape(), " ", out.dtype(), " is not 1/", size_, " of the input ",
+               in.shape(), " ", in.dtype());
+    check_reduce_op("reduce_scatter", in, ReduceOp::sum);
+    MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, MPI_COMM_WORLD);
+  }
+
+  void broadcast(const Tensor& buffer, int root) override {
+    const int n = count_of("broadcast", buffer);
+    check_rank("broadcast", root);
+    MPI_Bcast(buffer.raw_data(), n, mpi_type(buffer.dtype()), root, MPI_COMM_WORLD);
+  }
+
+  void send(const Tensor& in, int dest, int tag) override {
+    const int n = count_of("send", in);
+    check_rank("send", dest);
+    MPI_Send(in.raw_data(), n, mpi_type(in.dtype()), dest, tag, MPI_COMM_WORLD);
+  }
+
+  void recv(const Tensor& out, int source, int tag) override {
+    const int n = count_of("recv", out);
+    check_rank("recv", source);
+    MPI_Recv(out.raw_data(), n, mpi_type(out.dtype()), source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; this satisfies [[noreturn]]
+  }
+
+ private:
+  static int same_layout(std::string_view op, const Tensor& in, const Tensor& out) {
+    const int n = count_of(op, in);
+    count_of(op, out);
+    EDDY_CHECK(in.shape() == out.shape() && in.dtype() == out.dtype(), op, ": input ", in.shape(), " ", in.dtype(),
+               " and output ", out.shape(), " ", out.dtype(), " differ");
+    return n;
+  }
+  void check_rank(std::string_view op, int rank) const {
+    EDDY_CHECK(rank >= 0 && rank < size_, op, ": rank ", rank, " is not in this ", size_, "-process job");
+  }
+
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+bool built_with_mpi() { return true; }
+
+std::unique_ptr<Communicator> make_mpi_world_communicator() { return std::make_unique<MpiCommunicator>(); }
+
+}  // namespace eddy::dist

@@ -1,0 +1,127 @@
+// Data-parallel `eddy train`: on N ranks the per-epoch training loss is the one a single process
+// gets on the same global batches, to float64 rounding. ctest runs this binary as a plain process
+// and under `mpirun -np 2`; on every rank the reference is a single-process training of its own.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numbers>
+
+#include "eddy/dist/communicator.h"
+#include "eddy/eddy.h"
+#include "eddy/io/hdf5.h"
+#include "solvers/operator/trainer.h"
+#include "support/expect_error.h"
+
+namespace eddy::operator_learning {
+namespace {
+
+namespace fs = std::filesystem;
+
+dist::Communicator& world() { return dist::default_communicator(); }
+
+class DataParallelTraining : public ::testing::Test {
+ protected:
+  // One folder for the whole job, named after rank 0's process id; rank 0 writes the data.
+  void SetUp() override {
+    Tensor id = tensor(std::vector<int64_t>{::getpid()});
+    world().broadcast(id, 0);
+    dir_ = fs::temp_directory_path() / cat("eddy_data_parallel_", id.item<int64_t>(), "_",
+                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    if (world().rank() == 0) {
+      fs::create_directories(dir_);
+      write_data((dir_ / "smooth.h5").string());
+    }
+    world().barrier();
+  }
+  void TearDown() override {
+    world().barrier();
+    if (world().rank() == 0) fs::remove_all(dir_);
+  }
+
+  // 37 training samples of a smoothing operator (as in test_operator_training.cpp), a count that
+  // leaves uneven and empty shares of the last batches.
+  static void write_data(const std::string& path) {
+    io::Hdf5Writer out(path);
+    Generator generator(5);
+    for (const auto& [split, count] : {std::pair{"train", 37}, std::pair{"test", 8}}) {
+      const int n = 16;
+      Tensor x = arange(0, n, 1, DType::f64) * (2 * std::numbers::pi / n);
+      Tensor u = zeros({count, n}, DType::f64), smooth = zeros({count, n}, DType::f64);
+      for (int k = 1; k <= 3; ++k) {
+        Tensor a = randn({count, 1}, DType::f64, &generator), b = randn({count, 1}, DType::f64, &generator);
+        Tensor mode = a * cos(double(k) * x) + b * sin(double(k) * x);
+        u = u + mode;
+        smooth = smooth + std::exp(-0.1 * k * k) * mode;
+      }
+      out.write(std::string(split) + "/u", u);
+      out.write(std::string(split) + "/smooth", smooth);
+    }
+    out.commit();
+  }
+
+  OperatorProblem problem(const std::string& run, int64_t batch_size, const std::string& loss = "relative_l2",
+                          const std::string& file = "smooth.h5") const {
+    const std::string text =
+        cat("data:\n  file: ", (dir_ / file).string(),
+            "\n  train: {input: train/u, output: train/smooth}\n"
+            "  test:\n    - {name: fine, input: test/u, output: test/smooth}\n"
+            "model: {type: fno, modes: [4], width: 6, layers: 2, projection_width: 8, grid_coordinates: false}\n"
+            "training: {epochs: 4, batch_size: ", batch_size, ", learning_rate: 1.0e-2, dtype: float64, loss: ", loss,
+            "}\noutput: {dir: ", (dir_ / run).string(), ", checkpoint_every: 2}\n");
+    auto config = io::Config::parse(text, "test.yaml", {});
+    return read_operator_problem(*config);
+  }
+
+  fs::path dir_;
+};
+
+// Batch 12: shares 6/6 and a last batch of 1 (1/0 on two ranks); 13: uneven 7/6 shares.
+TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
+  for (const auto& [batch, loss] : {std::pair{12, "relative_l2"}, std::pair{13, "mse"}}) {
+    SCOPED_TRACE(cat("batch_size ", batch, ", loss ", loss, ", rank ", world().rank()));
+    const auto serial_communicator = dist::make_single_process_communicator();
+    TrainOptions serial_options;
+    serial_options.communicator = serial_communicator.get();
+    const OperatorProblem serial_problem = problem(cat("serial_", batch, "_rank", world().rank()), batch, loss);
+    const TrainResult serial = train(serial_problem, serial_options);
+    ASSERT_TRUE(serial.finished) << serial.message;
+
+    const OperatorProblem parallel_problem = problem(cat("parallel_", batch), batch, loss);
+    const TrainResult parallel = train(parallel_problem, {});
+    ASSERT_TRUE(parallel.finished) << parallel.message;
+    EXPECT_NEAR(parallel.train_loss, serial.train_loss, 1e-10 * serial.train_loss);
+
+    // Rank 0 wrote the run folder, and train() returned on every rank only after it had.
+    const std::string predictions = parallel_problem.output.dir + "/predictions.h5";
+    const auto parallel_history = io::read_hdf5(predictions, "history/train_loss").to_vector<double>();
+    const auto serial_history =
+        io::read_hdf5(serial_problem.output.dir + "/predictions.h5", "history/train_loss").to_vector<double>();
+    ASSERT_EQ(parallel_history.size(), 4u);
+    ASSERT_EQ(parallel_history.size(), serial_history.size());
+    for (size_t e = 0; e < serial_history.size(); ++e) {
+      EXPECT_NEAR(parallel_history[e], serial_history[e], 1e-10 * serial_history[e]) << "epoch " << e + 1;
+    }
+    // The training made progress, so matching losses are not two constant sequences.
+    EXPECT_LT(serial_history.back(), 0.9 * serial_history.front());
+    if (world().rank() == 0) {
+      EXPECT_NEAR(parallel.test_relative_l2.at("fine"), serial.test_relative_l2.at("fine"),
+                  1e-9 * serial.test_relative_l2.at("fine"));
+      EXPECT_TRUE(fs::exists(parallel_problem.output.dir + "/checkpoint.safetensors"));
+    } else {
+      EXPECT_TRUE(parallel.test_relative_l2.empty());
+    }
+  }
+}
+
+// A missing data file fails on every rank before the first collective: if one rank went on into
+// the parameter broadcast, this test would hang (and ctest's timeout would fail it).
+TEST_F(DataParallelTraining, DataErrorsFailOnEveryRankAlike) {
+  expect_error([&] { train(problem("missing", 12, "mse", "missing.h5"), {}); }, {"missing.h5"});
+  world().barrier();
+}
+
+}  // namespace
+}  // namespace eddy::operator_learning
