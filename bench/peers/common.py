@@ -125,9 +125,25 @@ def arguments(extra=None):
     parser.add_argument("--workload", required=True, choices=WORKLOADS)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--min-time", type=float, default=3.0, help="seconds of timed steps (at least 5 steps)")
+    parser.add_argument("--expect", type=float, nargs=2, help="the reference's two check values")
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--check-only", action="store_true", help="print the check values and stop")
     if extra:
         extra(parser)
     return parser.parse_args()
+
+
+def verify(impl, args, checks):
+    """Stops before any timing when the check values differ from the reference's."""
+    if args.check_only:
+        report(impl, args, checks, 0.0, 0)
+        sys.exit(0)
+    if args.expect is None:
+        return
+    for name, got, want in zip(CHECKS[args.workload], checks, args.expect):
+        if not abs(got - want) <= args.rtol * abs(want):
+            sys.exit(f"{impl} {args.workload}: {name} is {got:.9g}, the reference has {want:.9g} "
+                     f"(relative difference {abs(got - want) / abs(want):.2e} > {args.rtol:g})")
 
 
 def time_steps(step, min_time, warmup=2, min_steps=5):

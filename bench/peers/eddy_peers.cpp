@@ -3,6 +3,10 @@
 // line as the Python implementations print, so run.py compares and tabulates them together.
 //
 //   eddy_peers --data FILE --workload NAME [--threads N] [--min-time SECONDS]
+//              [--expect CHECK0 CHECK1 [--rtol R]] [--check-only]
+//
+// With --expect, a check value further than rtol (relative) from the reference's stops the run
+// before anything is timed; --check-only prints the check values and stops.
 
 #include <sys/resource.h>
 
@@ -83,13 +87,27 @@ struct Args {
   std::string data, workload;
   int threads = 1;
   double min_time = 3.0;
+  std::vector<double> expect;
+  double rtol = 1e-4;
+  bool check_only = false;
 };
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--data") a.data = value;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string key = argv[i];
+    if (key == "--check-only") {
+      a.check_only = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) throw eddy::Error("eddy_peers: " + key + " needs a value");
+    const std::string value = argv[i + 1];
+    if (key == "--expect" && i + 2 < argc) {
+      a.expect = {std::stod(value), std::stod(argv[i + 2])};
+      ++i;
+    } else if (key == "--rtol") a.rtol = std::stod(value);
+    else if (key == "--data") a.data = value;
     else if (key == "--workload") a.workload = value;
     else if (key == "--threads") a.threads = std::stoi(value);
     else if (key == "--min-time") a.min_time = std::stod(value);
@@ -197,7 +215,15 @@ int run(const Args& args) {
     throw eddy::Error("eddy_peers: unknown workload " + wl);
   }
 
-  const auto [median, steps] = time_steps(timed, args.min_time);
+  const double checks[2] = {check0, check1};
+  for (size_t i = 0; i < args.expect.size() && !args.check_only; ++i) {
+    if (!(std::abs(checks[i] - args.expect[i]) <= args.rtol * std::abs(args.expect[i]))) {
+      std::fprintf(stderr, "eddy C++ %s: check value %zu is %.9g, the reference has %.9g (relative tolerance %g)\n",
+                   wl.c_str(), i, checks[i], args.expect[i], args.rtol);
+      return 1;
+    }
+  }
+  const auto [median, steps] = args.check_only ? std::pair<double, int>{0.0, 0} : time_steps(timed, args.min_time);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   std::printf("{\"impl\": \"eddy C++\", \"workload\": \"%s\", \"threads\": %d, \"checks\": [%.9g, %.9g], "

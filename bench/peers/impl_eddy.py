@@ -107,6 +107,7 @@ def main():
         loss, grads = step()
         checks = [loss, sum(eddy.sum(eddy.square(g)).item() for g in grads)]
 
+    common.verify("eddy Python", args, checks)
     median, steps = common.time_steps(step, args.min_time)
     common.report("eddy Python", args, checks, median, steps)
 

@@ -153,6 +153,7 @@ def main():
         loss, g = step()
         checks = [float(loss), float(sum(float(jnp.sum(x.astype(jnp.float32) ** 2)) for x in g))]
 
+    common.verify("JAX jit", args, checks)
     median, steps = common.time_steps(step, args.min_time)
     common.report("JAX jit", args, checks, median, steps)
 

@@ -241,6 +241,7 @@ def main():
         loss, grads = step()
         checks = [float(loss), float(sum((g.double() ** 2).sum() for g in grads))]
 
+    common.verify(impl, args, checks)
     median, steps = common.time_steps(step, args.min_time)
     common.report(impl, args, checks, median, steps, note)
 
