@@ -133,7 +133,7 @@ def markdown(results, failures, args, impls):
     lines += ["", "Peak RSS of each process (includes the interpreter and the imported libraries):"] + rss
     notes = sorted({r["note"] for r in results.values() if r.get("note")})
     if notes:
-        lines += [""] + [f"- {n}" for n in notes]
+        lines += ["", "Notes: torch.compile rows: " + "; ".join(notes) + "."]
     if failures:
         lines += ["", "Failures:"] + [f"- {i}, {w}, {t} thread(s): {why}" for (i, w, t), why in sorted(failures.items())]
     return "\n".join(lines)
