@@ -226,7 +226,7 @@ int run(const Args& args) {
   const auto [median, steps] = args.check_only ? std::pair<double, int>{0.0, 0} : time_steps(timed, args.min_time);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf("{\"impl\": \"eddy C++\", \"workload\": \"%s\", \"threads\": %d, \"checks\": [%.9g, %.9g], "
+  std::printf("{\"impl\": \"eddy C++\", \"workload\": \"%s\", \"threads\": %d, \"checks\": [%.17g, %.17g], "
               "\"median_s\": %.9g, \"steps\": %d, \"peak_rss_mib\": %.3f, \"note\": \"\"}\n",
               wl.c_str(), args.threads, check0, check1, median, steps, usage.ru_maxrss / 1024.0);
   return 0;

@@ -107,9 +107,12 @@ def markdown(results, failures, args, impls):
              f"Median of at least 5 steps and {args.min_time:g} s after 2 warm-up steps (the first"
              " call, which compiles, is not timed).", ""]
     peers = [i for i in impls if i != "eddy C++"]
-    lines.append("| workload | threads | eddy C++ ms | " + " | ".join(f"{p} ms" for p in peers) + " | "
-                 + " | ".join(f"{p} / eddy C++" for p in peers) + " |")
-    lines.append("|---|---|---" + "|---" * (2 * len(peers)) + "|")
+    def row_of(cells):
+        return "| " + " | ".join(cells) + " |"
+
+    lines.append(row_of(["workload", "threads", "eddy C++ ms"] + [f"{p} ms" for p in peers]
+                        + [f"{p} / eddy C++" for p in peers]))
+    lines.append(row_of(["---"] * (3 + 2 * len(peers))))
     rss = ["", "| workload | threads | " + " | ".join(f"{i} MiB" for i in impls) + " |",
            "|---|---" + "|---" * len(impls) + "|"]
     for workload in args.workloads:
@@ -125,9 +128,8 @@ def markdown(results, failures, args, impls):
             def ratio(r):
                 return f"{r['median_s'] / eddy['median_s']:.2f}" if r and eddy else "-"
 
-            lines.append(f"| {workload} | {threads} | {ms(eddy, 'eddy C++')} | "
-                         + " | ".join(ms(row[p], p) for p in peers) + " | "
-                         + " | ".join(ratio(row[p]) for p in peers) + " |")
+            lines.append(row_of([workload, str(threads), ms(eddy, "eddy C++")] + [ms(row[p], p) for p in peers]
+                                + [ratio(row[p]) for p in peers]))
             rss.append(f"| {workload} | {threads} | "
                        + " | ".join(f"{row[i]['peak_rss_mib']:.0f}" if row[i] else "-" for i in impls) + " |")
     lines += ["", "Peak RSS of each process (includes the interpreter and the imported libraries):"] + rss
