@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test test-asan demo bench clean
+.PHONY: all deps configure build test test-asan demo bench bench-peers clean
 
 all: build
 
@@ -36,6 +36,14 @@ demo: build
 
 bench: build
 	./$(BUILD)/bench/eddy_bench
+
+# eddy against PyTorch and JAX (bench/peers/run.py), in .venv-bench from
+# scripts/install-bench-deps.sh; writes the table into docs/benchmarks.md. Not part of `make test`.
+BENCH_PYTHON ?= .venv-bench/bin/python
+bench-peers: configure
+	@test -x $(BENCH_PYTHON) || { echo "bench-peers: $(BENCH_PYTHON) not found; run scripts/install-bench-deps.sh"; exit 1; }
+	@cmake --build $(BUILD) -j $(JOBS) --target eddy_peers _eddy
+	$(BENCH_PYTHON) bench/peers/run.py --build $(BUILD) --update-docs docs/benchmarks.md $(BENCH_PEERS_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,217 @@
+"""`make bench-peers`: eddy (C++ and Python) against PyTorch (eager and compiled) and JAX (jit) on
+the workloads of common.py, in the interpreter of .venv-bench (scripts/install-bench-deps.sh).
+
+For each workload the reference (PyTorch eager when installed, else eddy C++) runs first and
+prints its two check values; every implementation is then started with them and stops, before
+it times anything, if its own differ by more than --rtol. Each (implementation, workload,
+threads) runs in its own process, so peak RSS is that process's alone.
+
+Threads: OMP_NUM_THREADS, MKL_NUM_THREADS and OPENBLAS_NUM_THREADS = n, torch.set_num_threads(n)
+with one inter-op thread, eddy.set_num_threads(n), XLA_FLAGS with intra_op_parallelism_threads=n
+(and --xla_cpu_multi_thread_eigen=false for n = 1), and the process pinned to n CPUs by taskset.
+"""
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import common  # noqa: E402
+
+IMPLS = ("eddy C++", "eddy Python", "torch eager", "torch.compile", "JAX jit")
+BEGIN, END = "<!-- bench-peers:begin -->", "<!-- bench-peers:end -->"
+
+
+def command(impl, build):
+    py = [sys.executable]
+    return {
+        "eddy C++": [os.path.join(build, "bench", "eddy_peers")],
+        "eddy Python": py + [os.path.join(HERE, "impl_eddy.py")],
+        "torch eager": py + [os.path.join(HERE, "impl_torch.py"), "--mode", "eager"],
+        "torch.compile": py + [os.path.join(HERE, "impl_torch.py"), "--mode", "compile"],
+        "JAX jit": py + [os.path.join(HERE, "impl_jax.py")],
+    }[impl]
+
+
+def available(impl):
+    module = {"torch eager": "torch", "torch.compile": "torch", "JAX jit": "jax"}.get(impl)
+    if module is None:
+        return True
+    try:
+        importlib.metadata.version(module)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def environment(threads, build):
+    env = dict(os.environ)
+    n = str(threads)
+    env.update(OMP_NUM_THREADS=n, MKL_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n,
+               XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} "
+                         f"intra_op_parallelism_threads={n}",
+               PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(build, "python"), env.get("PYTHONPATH")])),
+               TF_CPP_MIN_LOG_LEVEL="2")
+    return env
+
+
+def launch(impl, workload, threads, args, extra):
+    cmd = command(impl, args.build) + ["--data", args.data, "--workload", workload, "--threads", str(threads)] + extra
+    if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
+        cmd = ["taskset", "-c", ",".join(str(c) for c in range(threads))] + cmd
+    try:
+        done = subprocess.run(cmd, env=environment(threads, args.build), capture_output=True, text=True,
+                              timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {args.timeout} s"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return None, f"exit {done.returncode}: {tail}"
+    return json.loads(lines[-1]), None
+
+
+def machine():
+    model, cpus = platform.processor() or "unknown", os.cpu_count()
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        model = fields.get("Model name", model).strip()
+        cores = int(fields.get("Core(s) per socket", "0")) * int(fields.get("Socket(s)", "1"))
+        threads = fields.get("Thread(s) per core", "?").strip()
+        return f"{model}, {cpus} CPUs ({cores} cores, {threads} thread(s) per core)"
+    except (OSError, ValueError):
+        return f"{model}, {cpus} CPUs"
+
+
+def versions():
+    out = [f"Python {platform.python_version()}"]
+    for package in ("torch", "jax", "jaxlib", "numpy"):
+        try:
+            out.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            out.append(f"{package} not installed")
+    return ", ".join(out)
+
+
+def markdown(results, failures, args, impls):
+    lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}; {versions()}.",
+             f"Median of at least 5 steps and {args.min_time:g} s after 2 warm-up steps (the first"
+             " call, which compiles, is not timed).", ""]
+    peers = [i for i in impls if i != "eddy C++"]
+    def row_of(cells):
+        return "| " + " | ".join(cells) + " |"
+
+    lines.append(row_of(["workload", "threads", "eddy C++ ms"] + [f"{p} ms" for p in peers]
+                        + [f"{p} / eddy C++" for p in peers]))
+    lines.append(row_of(["---"] * (3 + 2 * len(peers))))
+    rss = ["", "| workload | threads | " + " | ".join(f"{i} MiB" for i in impls) + " |",
+           "|---|---" + "|---" * len(impls) + "|"]
+    for workload in args.workloads:
+        for threads in args.threads:
+            row = {i: results.get((i, workload, threads)) for i in impls}
+            eddy = row.get("eddy C++")
+
+            def ms(r, impl):
+                if r is None:
+                    return failures.get((impl, workload, threads), "not run").split(":")[0]
+                return f"{r['median_s'] * 1e3:.1f}"
+
+            def ratio(r):
+                return f"{r['median_s'] / eddy['median_s']:.2f}" if r and eddy else "-"
+
+            lines.append(row_of([workload, str(threads), ms(eddy, "eddy C++")] + [ms(row[p], p) for p in peers]
+                                + [ratio(row[p]) for p in peers]))
+            rss.append(f"| {workload} | {threads} | "
+                       + " | ".join(f"{row[i]['peak_rss_mib']:.0f}" if row[i] else "-" for i in impls) + " |")
+    lines += ["", "Peak RSS of each process (includes the interpreter and the imported libraries):"] + rss
+    notes = sorted({r["note"] for r in results.values() if r.get("note")})
+    if notes:
+        lines += ["", "Notes: torch.compile rows: " + "; ".join(notes) + "."]
+    if failures:
+        lines += ["", "Failures:"] + [f"- {i}, {w}, {t} thread(s): {why}" for (i, w, t), why in sorted(failures.items())]
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--data", default=None, help="input file (default BUILD/bench-peers/inputs.safetensors)")
+    parser.add_argument("--workloads", nargs="+", default=list(common.WORKLOADS), choices=common.WORKLOADS)
+    parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--min-time", type=float, default=3.0)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per process")
+    parser.add_argument("--update-docs", metavar="FILE", help="replace the generated section of FILE")
+    args = parser.parse_args()
+    args.data = args.data or os.path.join(args.build, "bench-peers", "inputs.safetensors")
+
+    from safetensors.numpy import save_file
+    os.makedirs(os.path.dirname(args.data), exist_ok=True)
+    save_file(common.make_inputs(), args.data)
+
+    impls = [i for i in args.impls if available(i)]
+    for missing in sorted(set(args.impls) - set(impls)):
+        print(f"{missing}: not installed in {sys.executable}; run scripts/install-bench-deps.sh", file=sys.stderr)
+    reference_impl = "torch eager" if "torch eager" in impls else impls[0]
+    results, failures = {}, {}
+    mismatch = False
+    for workload in args.workloads:
+        ref, why = launch(reference_impl, workload, 1, args, ["--check-only"])
+        if ref is None:
+            for impl in impls:
+                for threads in args.threads:
+                    failures[(impl, workload, threads)] = f"reference ({reference_impl}) failed: {why}"
+            print(f"{workload}: the reference {reference_impl} failed: {why}", file=sys.stderr)
+            mismatch = True
+            continue
+        print(f"{workload}: reference {reference_impl}: " + ", ".join(
+            f"{name} = {value:.9g}" for name, value in zip(common.CHECKS[workload], ref["checks"])), flush=True)
+        expect = ["--expect"] + [repr(v) for v in ref["checks"]] + ["--rtol", str(args.rtol),
+                                                                      "--min-time", str(args.min_time)]
+        for threads in args.threads:
+            for impl in impls:
+                result, why = launch(impl, workload, threads, args, expect)
+                if result is None:
+                    failures[(impl, workload, threads)] = why
+                    mismatch = mismatch or "reference has" in why
+                    print(f"  {impl:14s} {threads} thread(s): FAILED {why}", flush=True)
+                    continue
+                results[(impl, workload, threads)] = result
+                print(f"  {impl:14s} {threads} thread(s): {result['median_s'] * 1e3:9.1f} ms/step "
+                      f"({result['steps']} steps), peak RSS {result['peak_rss_mib']:.0f} MiB, checks "
+                      + ", ".join(f"{c:.7g}" for c in result["checks"]), flush=True)
+
+    table = markdown(results, failures, args, impls)
+    print("\n" + table)
+    out = os.path.join(os.path.dirname(args.data), "results.md")
+    with open(out, "w") as f:
+        f.write(table + "\n")
+    if args.update_docs:
+        with open(args.update_docs) as f:
+            text = f.read()
+        if BEGIN in text and END in text:
+            head, rest = text.split(BEGIN, 1)
+            text = head + BEGIN + "\n" + table + "\n" + END + rest.split(END, 1)[1]
+            with open(args.update_docs, "w") as f:
+                f.write(text)
+            print(f"\nwrote the table into {args.update_docs}")
+        else:
+            print(f"\n{args.update_docs} has no {BEGIN} ... {END} section; table left in {out}", file=sys.stderr)
+    if mismatch:
+        sys.exit("bench-peers: a check value differed from the reference (see above); those rows are not timed")
+    if failures:
+        sys.exit("bench-peers: some implementations failed (see above)")
+
+
+if __name__ == "__main__":
+    main()
