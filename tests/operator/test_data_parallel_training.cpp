@@ -13,6 +13,7 @@
 #include "eddy/eddy.h"
 #include "eddy/io/hdf5.h"
 #include "solvers/operator/trainer.h"
+#include "support/smoothing_data.h"
 #include "support/expect_error.h"
 
 namespace eddy::operator_learning {
@@ -41,25 +42,10 @@ class DataParallelTraining : public ::testing::Test {
     if (world().rank() == 0) fs::remove_all(dir_);
   }
 
-  // 37 training samples of a smoothing operator (as in test_operator_training.cpp), a count that
+  // 37 training samples of a smoothing operator, a count that
   // leaves uneven and empty shares of the last batches.
   static void write_data(const std::string& path) {
-    io::Hdf5Writer out(path);
-    Generator generator(5);
-    for (const auto& [split, count] : {std::pair{"train", 37}, std::pair{"test", 8}}) {
-      const int n = 16;
-      Tensor x = arange(0, n, 1, DType::f64) * (2 * std::numbers::pi / n);
-      Tensor u = zeros({count, n}, DType::f64), smooth = zeros({count, n}, DType::f64);
-      for (int k = 1; k <= 3; ++k) {
-        Tensor a = randn({count, 1}, DType::f64, &generator), b = randn({count, 1}, DType::f64, &generator);
-        Tensor mode = a * cos(double(k) * x) + b * sin(double(k) * x);
-        u = u + mode;
-        smooth = smooth + std::exp(-0.1 * k * k) * mode;
-      }
-      out.write(std::string(split) + "/u", u);
-      out.write(std::string(split) + "/smooth", smooth);
-    }
-    out.commit();
+    write_smoothing_data(path, {{"train", 37, 16}, {"test", 8, 16}}, 3, 5);
   }
 
   OperatorProblem problem(const std::string& run, int64_t batch_size, const std::string& loss = "relative_l2",

@@ -12,6 +12,7 @@
 #include "eddy/io/hdf5.h"
 #include "solvers/operator/trainer.h"
 #include "support/expect_error.h"
+#include "support/smoothing_data.h"
 
 namespace eddy::operator_learning {
 namespace {
@@ -28,24 +29,9 @@ class OperatorTraining : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // u = a few random Fourier modes on a periodic grid of 32; the target is u low-passed by
-  // exp(-0.1 k^2) per mode, a linear operator an FNO can represent. Test samples at 64 points.
+  // Trained at 32 points, tested at 64.
   static void write_smoothing_data(const std::string& path) {
-    io::Hdf5Writer out(path);
-    Generator generator(3);
-    for (const auto& [split, count, n] : {std::tuple{"train", 64, 32}, std::tuple{"test", 16, 64}}) {
-      Tensor x = arange(0, n, 1, DType::f64) * (2 * std::numbers::pi / n);
-      Tensor u = zeros({count, n}, DType::f64), smooth = zeros({count, n}, DType::f64);
-      for (int k = 1; k <= 4; ++k) {
-        Tensor a = randn({count, 1}, DType::f64, &generator), b = randn({count, 1}, DType::f64, &generator);
-        Tensor mode = a * cos(double(k) * x) + b * sin(double(k) * x);
-        u = u + mode;
-        smooth = smooth + std::exp(-0.1 * k * k) * mode;
-      }
-      out.write(std::string(split) + "/u", u);
-      out.write(std::string(split) + "/smooth", smooth);
-    }
-    out.commit();
+    eddy::write_smoothing_data(path, {{"train", 64, 32}, {"test", 16, 64}}, 4, 3);
   }
 
   std::string config(const std::string& extra = "") const {
