@@ -17,14 +17,7 @@ Validator::Validator(PinnState& state) : state_(state) {
   Tensor& points = points_;
   if (!ref.expressions.empty()) {
     Generator generator(p.seed + 77);
-    PointBatch batch = p.space->interior_points(p.validation.points, p.time ? 1 : 0, p.sampler, generator);
-    std::vector<double> rows;
-    const int64_t columns = static_cast<int64_t>(p.coordinates.size());
-    for (int64_t r = 0; r < batch.size(); ++r) {
-      for (int64_t k = 0; k < batch.dim; ++k) rows.push_back(batch.points[r * batch.dim + k]);
-      if (p.time) rows.push_back(p.time->first + batch.extras[r * batch.extra] * (p.time->second - p.time->first));
-    }
-    points = rows_to_tensor(rows, columns, p.dtype);
+    points = state.interior_points(p.validation.points, generator);
     for (const auto& [field, expression] : ref.expressions) {
       EvaluationInputs inputs;
       inputs.points = points;
