@@ -5,7 +5,7 @@
 #include <set>
 
 #include "eddy/core/error.h"
-#include "eddy/io/hdf5.h"
+#include "eddy/io/array_file.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/training_config.h"
 
@@ -77,7 +77,26 @@ int64_t field_index(const Problem& problem, const ConfigNode& node) {
   return it - problem.fields.begin();
 }
 
-// Observations from an HDF5 file: `points` [N, coordinates] and one [N] dataset per field.
+// The key selecting the observation points when `points` is not given: the dataset `points` of an
+// HDF5 file, the columns named like the coordinates in a CSV file, the first columns of an NPY array.
+std::string default_points_key(const Problem& problem, io::ArrayFormat format) {
+  if (format == io::ArrayFormat::hdf5) return "points";
+  if (format == io::ArrayFormat::npy) return cat("0:", problem.coordinates.size());
+  std::string names;
+  for (const std::string& c : problem.coordinates) names += (names.empty() ? "" : ",") + c;
+  return names;
+}
+
+// The format of the file named at `node`, an unknown extension failing there.
+io::ArrayFormat file_format(const ConfigNode& node) {
+  try {
+    return io::array_format(node.as_string());
+  } catch (const Error& e) {
+    node.fail(e.what());
+  }
+}
+
+// Observations from an HDF5, CSV or NPY file: `points` [N, coordinates] and one [N] column per field.
 Condition read_data_condition(const Problem& problem, const std::string& name, const ConfigNode& node) {
   Condition c;
   c.name = name;
@@ -85,15 +104,17 @@ Condition read_data_condition(const Problem& problem, const std::string& name, c
   c.weight = node.number("weight", 1.0);
   if (c.weight < 0) node.at("weight").fail(cat("must be non-negative, got ", c.weight));
   const std::string file = node.string("file");
-  auto read = [&](const std::string& dataset, const ConfigNode& where) {
+  const io::ArrayFormat format = file_format(node.at("file"));
+  auto read = [&](const std::string& key, const ConfigNode& where) {
     try {
-      return cast(io::read_hdf5(file, dataset), problem.dtype);
+      return cast(io::read_array(file, key), problem.dtype);
     } catch (const Error& e) {
       where.fail(e.what());
     }
   };
-  c.data_points = read(node.string("points", "points"), node.at("file"));
+  c.data_points = read(node.string("points", default_points_key(problem, format)), node.at("file"));
   const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
+  if (coordinates == 1 && c.data_points.dim() == 1) c.data_points = reshape(c.data_points, {-1, 1});
   if (c.data_points.dim() != 2 || c.data_points.shape()[1] != coordinates) {
     node.at("points").fail(cat(file, ": points have shape ", c.data_points.shape(), ", expected [N, ", coordinates,
                                "] (columns in coordinate order)"));
@@ -229,6 +250,7 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
     return reference;
   }
   reference.file = node.string("file");
+  file_format(node.at("file"));
   ConfigNode fields = node.at("fields");
   for (const std::string& field : fields.keys()) {
     if (std::find(problem.fields.begin(), problem.fields.end(), field) == problem.fields.end()) {

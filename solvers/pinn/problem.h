@@ -84,8 +84,9 @@ struct RefinementOptions {
 };
 
 struct Reference {
-  // Either analytic expressions per field, or an HDF5 file with the solution on a grid (one 1-D
-  // dataset per coordinate, `layout` giving the field's axis order) or at scattered points.
+  // Either analytic expressions per field, or a file (HDF5, CSV or NPY: io::read_array) with the
+  // solution on a grid (one 1-D dataset per coordinate, `layout` giving the field's axis order) or
+  // at scattered points. Dataset names are io::read_array keys (CSV column names, NPY columns).
   std::map<std::string, Expression> expressions;
   std::string file;
   std::map<std::string, std::string> coordinate_datasets;  // coordinate -> dataset (grid form)

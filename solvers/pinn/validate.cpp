@@ -1,10 +1,10 @@
-// Validation against a reference solution: analytic expressions, or an HDF5 file with the
-// solution on a grid or at scattered points.
+// Validation against a reference solution: analytic expressions, or an HDF5, CSV or NPY file with
+// the solution on a grid or at scattered points.
 
 #include <cmath>
 
 #include "eddy/autodiff/tape.h"
-#include "eddy/io/hdf5.h"
+#include "eddy/io/array_file.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/solver.h"
 
@@ -17,14 +17,7 @@ Validator::Validator(PinnState& state) : state_(state) {
   Tensor& points = points_;
   if (!ref.expressions.empty()) {
     Generator generator(p.seed + 77);
-    PointBatch batch = p.space->interior_points(p.validation.points, p.time ? 1 : 0, p.sampler, generator);
-    std::vector<double> rows;
-    const int64_t columns = static_cast<int64_t>(p.coordinates.size());
-    for (int64_t r = 0; r < batch.size(); ++r) {
-      for (int64_t k = 0; k < batch.dim; ++k) rows.push_back(batch.points[r * batch.dim + k]);
-      if (p.time) rows.push_back(p.time->first + batch.extras[r * batch.extra] * (p.time->second - p.time->first));
-    }
-    points = rows_to_tensor(rows, columns, p.dtype);
+    points = state.interior_points(p.validation.points, generator);
     for (const auto& [field, expression] : ref.expressions) {
       EvaluationInputs inputs;
       inputs.points = points;
@@ -38,14 +31,15 @@ Validator::Validator(PinnState& state) : state_(state) {
     return;
   }
   if (!ref.points_dataset.empty()) {
-    points = cast(io::read_hdf5(ref.file, ref.points_dataset), p.dtype);
+    points = cast(io::read_array(ref.file, ref.points_dataset), p.dtype);
+    if (points.dim() == 1 && p.coordinates.size() == 1) points = reshape(points, {-1, 1});
     EDDY_CHECK(points.dim() == 2 && points.shape()[1] == static_cast<int64_t>(p.coordinates.size()),
                ref.file, ": reference points '", ref.points_dataset, "' have shape ", points.shape(), ", expected [N, ",
                p.coordinates.size(), "]");
   } else {
     std::map<std::string, Tensor> axes;
     for (const auto& [name, dataset] : ref.coordinate_datasets) {
-      axes[name] = flatten(cast(io::read_hdf5(ref.file, dataset), p.dtype));
+      axes[name] = flatten(cast(io::read_array(ref.file, dataset), p.dtype));
     }
     // The grid in the file's axis order, its columns then put in coordinate order.
     std::vector<Tensor> in_layout;
@@ -57,7 +51,7 @@ Validator::Validator(PinnState& state) : state_(state) {
     points = index_select(meshgrid_points(in_layout), 1, tensor(column_of));
   }
   for (const auto& [field, dataset] : ref.field_datasets) {
-    Tensor values = cast(io::read_hdf5(ref.file, dataset), p.dtype);
+    Tensor values = cast(io::read_array(ref.file, dataset), p.dtype);
     EDDY_CHECK(values.numel() == points.shape()[0], ref.file, ": reference '", dataset, "' has ", values.numel(),
                " values for ", points.shape()[0], " points");
     values_[field] = reshape(values, {-1, 1});

@@ -1,4 +1,5 @@
-// PINN geometry: samplers, primitives, CSG, space x time, and the spec factory. Boundary points
+// PINN geometry: samplers, primitives, CSG, and their errors (space x time sampling is tested
+// through the solver's sampling, in test_solve.cpp). Boundary points
 // are checked against the analytic boundary and normals; uniformity is checked as the fraction
 // of points in a sub-region against its measure fraction (fixed seeds, so never flaky).
 
@@ -14,9 +15,7 @@
 
 #include "eddy/eddy.h"
 #include "solvers/pinn/geometry.h"
-#include "solvers/pinn/geometry_spec.h"
 #include "solvers/pinn/sampler.h"
-#include "solvers/pinn/time_domain.h"
 
 namespace eddy::pinn {
 namespace {
@@ -498,74 +497,9 @@ TEST(Csg, EmptyShapesFailWithAClearMessage) {
                {"difference", "no named faces"});
 }
 
-// ---- space x time ----
+// ---- errors ----
 
-TEST(SpaceTime, SamplesStayInTheProductAndTheInitialSliceIsAtT0) {
-  const SpaceTimeDomain domain(make_disk({0, 0}, 1), TimeDomain(0.5, 2));
-  ASSERT_EQ(domain.dim(), 3);
-  Generator generator(12);
-  const Tensor interior = domain.sample_interior(2000, generator, kFloat64);
-  ASSERT_EQ(interior.shape(), (Shape{2000, 3}));
-  EXPECT_TRUE(all_true(domain.contains(interior)));
-  EXPECT_NEAR(fraction(interior, [](const double* x) { return x[2] < 1.25; }), 0.5, 0.03);
-
-  const Tensor initial = domain.sample_initial(500, generator, kFloat64);
-  EXPECT_EQ(fraction(initial, [](const double* x) { return x[2] == 0.5 && std::hypot(x[0], x[1]) <= 1; }),
-            1.0);
-
-  const BoundarySample boundary = domain.sample_boundary(1000, generator, kFloat64);
-  ASSERT_EQ(boundary.points.shape(), (Shape{1000, 3}));
-  ASSERT_EQ(boundary.normals.shape(), (Shape{1000, 2}));
-  EXPECT_EQ(fraction(boundary.points,
-                     [](const double* x) {
-                       return std::abs(std::hypot(x[0], x[1]) - 1) < 1e-12 && x[2] >= 0.5 && x[2] <= 2;
-                     }),
-            1.0);
-  EXPECT_FALSE(domain.contains(tensor<double>({0, 0, 2.5}, {1, 3})).item<bool>());
-}
-
-TEST(SpaceTime, LatinHypercubeStratifiesSpaceAndTimeJointlyAndFacesSelect) {
-  const SpaceTimeDomain domain(make_rectangle({0, 0}, {1, 1}), TimeDomain(0, 1));
-  Generator generator(13);
-  const int64_t count = 40;
-  const std::vector<double> x = values(domain.sample_interior(
-      count, generator, {.sampler = {SamplerKind::latin_hypercube}, .dtype = DType::f64}));
-  for (int64_t axis = 0; axis < 3; ++axis) {
-    std::set<int64_t> strata;
-    for (int64_t row = 0; row < count; ++row)
-      strata.insert(static_cast<int64_t>(std::floor(x[row * 3 + axis] * count)));
-    EXPECT_EQ(strata.size(), static_cast<size_t>(count)) << "axis " << axis;
-  }
-  const BoundarySample left = domain.sample_boundary(30, generator, {.dtype = DType::f64, .faces = {"left"}});
-  EXPECT_EQ(fraction(left.points, [](const double* p) { return p[0] == 0 && p[2] >= 0 && p[2] < 1; }), 1.0);
-}
-
-// ---- specs and errors ----
-
-TEST(GeometrySpec, BuildsShapesAndCsgChains) {
-  GeometrySpec spec{
-      .type = "difference",
-      .children = {{.type = "rectangle", .parameters = {{"min", {-1, -1}}, {"max", {1, 1}}}},
-                   {.type = "rectangle", .parameters = {{"min", {0, 0}}, {"max", {1, 1}}}},
-                   {.type = "disk", .parameters = {{"center", {-0.5, -0.5}}, {"radius", {0.25}}}}}};
-  const GeometryPtr shape = make_geometry(spec);
-  EXPECT_EQ(shape->type_name(), "difference");
-  const Tensor points = tensor<double>({-0.5, 0.5, 0.5, 0.5, -0.5, -0.5, -0.9, -0.9}, {4, 2});
-  EXPECT_EQ(shape->contains(points).to_vector<bool>(), (std::vector<bool>{true, false, false, true}));
-
-  const GeometryPtr triangle = make_geometry({.type = "polygon", .vertices = {{0, 0}, {1, 0}, {0, 1}}});
-  EXPECT_EQ(triangle->face_names(), (std::vector<std::string>{"edge_0", "edge_1", "edge_2"}));
-  EXPECT_EQ(make_geometry({.type = "interval", .parameters = {{"min", {0}}, {"max", {1}}}})->dim(), 1);
-  EXPECT_EQ(
-      make_geometry({.type = "ball", .parameters = {{"center", {0, 0, 0}}, {"radius", {1}}}})->type_name(),
-      "sphere");
-  EXPECT_EQ(
-      make_geometry({.type = "hypercube", .parameters = {{"min", {0, 0, 0, 0, 0}}, {"max", {1, 1, 1, 1, 1}}}})
-          ->dim(),
-      5);
-}
-
-TEST(GeometrySpec, BadParametersNameTheField) {
+TEST(Geometry, BadParametersNameTheField) {
   expect_error(
       [] {
         make_rectangle({0, 1}, {1, 1});
@@ -582,48 +516,6 @@ TEST(GeometrySpec, BadParametersNameTheField) {
   expect_error([] { make_polygon({{0, 0}, {2, 0}, {1, 0}, {1, 1}}); }, {"not simple", "doubles back"});
   expect_error([] { make_polygon({{0, 0}, {1, 0}, {1, 0}, {1, 1}}); }, {"vertices 1 and 2 coincide"});
   expect_error([] { make_hypercube({0, 0}, {1, 1, 1}); }, {"geometry.max", "3 coordinates", "has 2"});
-
-  expect_error([] { make_geometry({.type = "circle"}); },
-               {"geometry.type", "'circle'", "interval, rectangle", "polygon"});
-  expect_error(
-      [] {
-        make_geometry({.type = "disk", .parameters = {{"center", {0, 0}}, {"radus", {1}}}});
-      },
-      {"geometry.radus", "did you mean 'radius'?", "center, radius"});
-  expect_error(
-      [] {
-        make_geometry({.type = "disk", .parameters = {{"center", {0, 0}}}});
-      },
-      {"geometry.radius", "needs 'radius'"});
-  expect_error(
-      [] {
-        make_geometry({.type = "rectangle", .parameters = {{"min", {0, 0, 0}}, {"max", {1, 1}}}});
-      },
-      {"geometry.min", "needs 2 numbers, got 3"});
-  expect_error(
-      [] {
-        make_geometry({.type = "polygon", .vertices = {{0, 0}, {1, 0, 2}, {0, 1}}});
-      },
-      {"geometry.vertices[1]", "needs 2 numbers"});
-  expect_error(
-      [] {
-        make_geometry({.type = "union",
-                       .children = {{.type = "disk", .parameters = {{"center", {0, 0}}, {"radius", {1}}}},
-                                    {.type = "disk", .parameters = {{"center", {1, 0}}, {"radius", {-1}}}}}});
-      },
-      {"geometry.children[1].radius", "must be positive"});
-  expect_error(
-      [] {
-        make_geometry({.type = "union",
-                       .children = {{.type = "interval", .parameters = {{"min", {0}}, {"max", {1}}}}}});
-      },
-      {"geometry.children", "at least 2 children, got 1"});
-  expect_error(
-      [] {
-        make_geometry({.type = "disk", .vertices = {{0, 0}}});
-      },
-      {"geometry.vertices", "only a polygon"});
-  expect_error([] { TimeDomain(1, 1); }, {"time.t1", "is not after start time"});
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// End-to-end solves on small problems with known solutions: each boundary-condition type, an
+// Space x time sampling of the conditions, and end-to-end solves on small problems with known
+// solutions: each boundary-condition type, an
 // error target within a CI-sized budget, resume equivalence, the outputs, the stop on a
 // non-finite loss with the last good checkpoint kept, and the training aids (grad_norm loss
 // weighting, causal weighting, residual-based refinement).
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "eddy/eddy.h"
@@ -68,6 +70,75 @@ double solve_error(const Problem& p) {
   SolveResult result = solve(p, {});
   EXPECT_TRUE(result.finished) << result.message;
   return result.metrics->relative_l2.at("u");
+}
+
+// Rows of `points` [N, columns] as vectors.
+std::vector<std::vector<double>> rows_of(const Tensor& points) {
+  const std::vector<double> flat = points.to_vector<double>();
+  const int64_t columns = points.shape()[1];
+  std::vector<std::vector<double>> rows;
+  for (size_t r = 0; r * columns < flat.size(); ++r) rows.emplace_back(flat.begin() + r * columns, flat.begin() + (r + 1) * columns);
+  return rows;
+}
+
+TEST_F(SolveTest, SpaceTimeSamplesStayInTheProductAndTheInitialSliceIsAtT0) {
+  const Problem p = problem(R"(dtype: float64
+seed: 12
+geometry: {space: {type: disk, center: [0, 0], radius: 1}, time: {min: 0.5, max: 2}}
+fields: [u]
+conditions:
+  pde: {type: interior, equation: u_t - laplacian(u), points: 2000}
+  start: {type: initial, field: u, points: 500}
+  rim: {type: dirichlet, field: u, points: 1000}
+model: {width: 8, depth: 2}
+)");
+  PinnState state(p);
+  state.sample(0);
+  const std::vector<SampledCondition>& s = state.samples();
+  ASSERT_EQ(s[0].points.shape(), (Shape{2000, 3}));
+  int64_t early = 0;
+  for (const auto& x : rows_of(s[0].points)) {
+    EXPECT_TRUE(std::hypot(x[0], x[1]) <= 1 && x[2] >= 0.5 && x[2] <= 2) << x[0] << " " << x[1] << " " << x[2];
+    early += x[2] < 1.25;
+  }
+  EXPECT_NEAR(early / 2000.0, 0.5, 0.03);
+  ASSERT_EQ(s[1].points.shape(), (Shape{500, 3}));
+  for (const auto& x : rows_of(s[1].points)) EXPECT_TRUE(x[2] == 0.5 && std::hypot(x[0], x[1]) <= 1);
+  ASSERT_EQ(s[2].points.shape(), (Shape{1000, 3}));
+  ASSERT_EQ(s[2].normals.shape(), (Shape{1000, 2}));
+  const auto normals = rows_of(s[2].normals);
+  const auto boundary = rows_of(s[2].points);
+  for (size_t i = 0; i < boundary.size(); ++i) {
+    const std::vector<double>& x = boundary[i];
+    EXPECT_NEAR(std::hypot(x[0], x[1]), 1, 1e-12);
+    EXPECT_TRUE(x[2] >= 0.5 && x[2] <= 2);
+    EXPECT_NEAR(normals[i][0], x[0], 1e-12);  // the outward normal of the unit circle is the point
+    EXPECT_NEAR(normals[i][1], x[1], 1e-12);
+  }
+}
+
+TEST_F(SolveTest, LatinHypercubeStratifiesSpaceAndTimeJointlyAndFacesSelect) {
+  const Problem p = problem(R"(dtype: float64
+seed: 13
+geometry: {space: {type: rectangle, min: [0, 0], max: [1, 1]}, time: {min: 0, max: 1}}
+fields: [u]
+conditions:
+  pde: {type: interior, equation: u_t - laplacian(u), points: 40}
+  left: {type: dirichlet, faces: [left], field: u, points: 30}
+sampling: {method: latin_hypercube}
+model: {width: 8, depth: 2}
+)");
+  PinnState state(p);
+  state.sample(0);
+  const auto interior = rows_of(state.samples()[0].points);
+  for (size_t axis = 0; axis < 3; ++axis) {
+    std::set<int64_t> strata;
+    for (const auto& x : interior) strata.insert(static_cast<int64_t>(std::floor(x[axis] * 40)));
+    EXPECT_EQ(strata.size(), 40u) << "axis " << axis;
+  }
+  const auto left = rows_of(state.samples()[1].points);
+  ASSERT_EQ(left.size(), 30u);
+  for (const auto& x : left) EXPECT_TRUE(x[0] == 0 && x[2] >= 0 && x[2] < 1);
 }
 
 TEST_F(SolveTest, DirichletReachesItsErrorTarget) {
