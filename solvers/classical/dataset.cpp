@@ -112,22 +112,10 @@ void read_darcy_keys(const ConfigNode& root, DarcyDatasetOptions& darcy) {
   darcy.tau = positive(coefficient, "tau", coefficient.number("tau", defaults.tau));
 }
 
-Tensor allen_cahn_steps(const Tensor& u, const DatasetSpec& spec, int64_t steps) {
-  AllenCahnOptions options;
-  options.epsilon = spec.epsilon;
-  options.dt = spec.dt;
-  options.steps = steps;
-  options.length = spec.length;
-  return allen_cahn(u, options);
-}
-
-Tensor cahn_hilliard_steps(const Tensor& c, const DatasetSpec& spec, int64_t steps) {
-  CahnHilliardOptions options;
-  options.gamma = spec.gamma;
-  options.dt = spec.dt;
-  options.steps = steps;
-  options.length = spec.length;
-  return cahn_hilliard(c, options);
+// `steps` steps of the spec's phase-field model from u.
+Tensor phase_field_steps(const Tensor& u, const DatasetSpec& spec, int64_t steps) {
+  if (spec.solver == "allen_cahn") return allen_cahn(u, AllenCahnOptions{spec.epsilon, spec.dt, steps, spec.length});
+  return cahn_hilliard(u, CahnHilliardOptions{spec.gamma, spec.dt, steps, spec.length});
 }
 
 }  // namespace
@@ -189,13 +177,10 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
   } else {
     // The phase-field steppers advance a whole record interval per call.
-    const bool allen_cahn = spec.solver == "allen_cahn";
-    solve = [&spec, allen_cahn, per_record](const Tensor& a) {
-      std::vector<Tensor> states;
-      Tensor state = a;
-      for (int64_t k = 0; k < spec.records; ++k) {
-        state = allen_cahn ? allen_cahn_steps(state, spec, per_record) : cahn_hilliard_steps(state, spec, per_record);
-        states.push_back(state);
+    solve = [&spec, per_record](const Tensor& a) {
+      std::vector<Tensor> states{phase_field_steps(a, spec, per_record)};
+      while (static_cast<int64_t>(states.size()) < spec.records) {
+        states.push_back(phase_field_steps(states.back(), spec, per_record));
       }
       return states;
     };

@@ -25,8 +25,15 @@ void check_positive(std::string_view op, std::string_view name, double value) {
              value);
 }
 
-void check_steps(std::string_view op, int64_t steps) {
+// The checks both steppers share; returns n.
+int64_t check_stepper(std::string_view op, const Tensor& u, std::string_view coefficient_name, double coefficient,
+                      double dt, double length, int64_t steps) {
+  const int64_t n = check_field(op, u);
+  check_positive(op, coefficient_name, coefficient);
+  check_positive(op, "dt", dt);
+  check_positive(op, "length", length);
   EDDY_CHECK(steps >= 0, op, ": steps must be >= 0, got ", steps);
+  return n;
 }
 
 // |k|^2 on the half spectrum (rfft2 layout) of an n x n grid of the square of side `length`.
@@ -42,11 +49,8 @@ Tensor to_grid(const Tensor& spectrum, int64_t n) { return fft::irfft2(spectrum,
 }  // namespace
 
 Tensor allen_cahn(const Tensor& u0, const AllenCahnOptions& options) {
-  const int64_t n = check_field("allen_cahn", u0);
-  check_positive("allen_cahn", "epsilon", options.epsilon);
-  check_positive("allen_cahn", "dt", options.dt);
-  check_positive("allen_cahn", "length", options.length);
-  check_steps("allen_cahn", options.steps);
+  const int64_t n =
+      check_stepper("allen_cahn", u0, "epsilon", options.epsilon, options.dt, options.length, options.steps);
   const double dt = options.dt;
   const Tensor implicit = 1.0 / (1.0 + dt * options.epsilon * options.epsilon *
                                            wavenumber_squared(n, options.length, u0.dtype()));
@@ -58,11 +62,8 @@ Tensor allen_cahn(const Tensor& u0, const AllenCahnOptions& options) {
 }
 
 Tensor cahn_hilliard(const Tensor& c0, const CahnHilliardOptions& options) {
-  const int64_t n = check_field("cahn_hilliard", c0);
-  check_positive("cahn_hilliard", "gamma", options.gamma);
-  check_positive("cahn_hilliard", "dt", options.dt);
-  check_positive("cahn_hilliard", "length", options.length);
-  check_steps("cahn_hilliard", options.steps);
+  const int64_t n =
+      check_stepper("cahn_hilliard", c0, "gamma", options.gamma, options.dt, options.length, options.steps);
   const double dt = options.dt;
   const Tensor k2 = wavenumber_squared(n, options.length, c0.dtype());
   const Tensor implicit = 1.0 / (1.0 + dt * options.gamma * square(k2));
