@@ -45,21 +45,7 @@ else
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The project's Python environment, from PyPI. A stamp holding the requirements' checksum
-# skips the install when nothing changed.
+# The project's Python environment, from PyPI.
 root="$(cd "$(dirname "$0")/.." && pwd)"
-venv="$root/.venv"
-requirements="$root/tests/python/requirements.txt"
-stamp="$venv/.requirements.sha256"
-wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-fi
-if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-  echo "install-deps: installing Python packages into .venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -r "$requirements"
-  echo "$wanted" > "$stamp"
-else
-  echo "install-deps: .venv up to date"
-fi
+source "$root/scripts/sync-venv.sh"
+sync_venv "$root/.venv" "$root/tests/python/requirements.txt" install-deps
