@@ -65,6 +65,23 @@ std::map<std::string, pinn::EquationFunction> equation_functions(const py::objec
   return functions;
 }
 
+// A solver run's options (pinn::SolveOptions, operator_learning::TrainOptions): resume, and progress
+// on stderr when asked for.
+template <typename Options>
+Options run_options(bool resume, bool progress) {
+  Options options;
+  options.resume = resume;
+  options.log = progress ? &std::cerr : nullptr;
+  return options;
+}
+
+// Runs a solver call, which may take minutes, with the GIL released so other Python threads run.
+template <typename Work>
+auto without_gil(Work&& work) {
+  py::gil_scoped_release release;
+  return work();
+}
+
 py::dict metrics_dict(const pinn::Metrics& metrics) {
   py::dict result;
   for (const auto& [field, l2] : metrics.relative_l2) {
@@ -83,14 +100,8 @@ void bind_solvers(py::module_& m) {
                     const py::object& equations) {
         auto config = load_config(problem_source, overrides);
         const pinn::Problem problem = pinn::read_problem(*config, equation_functions(equations));
-        pinn::SolveOptions options;
-        options.resume = resume;
-        options.log = progress ? &std::cerr : nullptr;
-        pinn::SolveResult result;
-        {
-          py::gil_scoped_release release;
-          result = pinn::solve(problem, options);
-        }
+        const auto options = run_options<pinn::SolveOptions>(resume, progress);
+        const pinn::SolveResult result = without_gil([&] { return pinn::solve(problem, options); });
         py::dict out;
         out["finished"] = result.finished;
         out["message"] = result.message;
@@ -113,14 +124,9 @@ void bind_solvers(py::module_& m) {
   m.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress) {
         auto config = load_config(problem_source, overrides);
         const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
-        operator_learning::TrainOptions options;
-        options.resume = resume;
-        options.log = progress ? &std::cerr : nullptr;
-        operator_learning::TrainResult result;
-        {
-          py::gil_scoped_release release;
-          result = operator_learning::train(problem, options);
-        }
+        const auto options = run_options<operator_learning::TrainOptions>(resume, progress);
+        const operator_learning::TrainResult result =
+            without_gil([&] { return operator_learning::train(problem, options); });
         py::dict out;
         out["finished"] = result.finished;
         out["message"] = result.message;
@@ -135,10 +141,7 @@ void bind_solvers(py::module_& m) {
   m.def("generate", [](const py::object& problem_source, const py::object& overrides, bool progress) {
         auto config = load_config(problem_source, overrides);
         const classical::DatasetSpec spec = classical::read_dataset_spec(*config);
-        {
-          py::gil_scoped_release release;
-          classical::generate_dataset(spec, progress ? &std::cerr : nullptr);
-        }
+        without_gil([&] { classical::generate_dataset(spec, progress ? &std::cerr : nullptr); });
         return spec.output_path;
       },
       py::arg("problem"), py::arg("overrides") = py::none(), py::arg("progress") = false,
