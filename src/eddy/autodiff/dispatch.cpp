@@ -5,6 +5,7 @@
 
 #include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
 
@@ -47,7 +48,15 @@ Tensor evaluate(const Primitive& primitive, Inputs original, Inputs inputs, cons
   int64_t level = -1;
   for (const Tensor& input : inputs) level = std::max(level, innermost_level(input));
   if (level < 0) {
-    Tensor out = primitive.eval(inputs, attrs, spec);
+    TraceRecorder* recorder = active_trace_recorder();
+    Tensor out;
+    {
+      TraceRecorderScope paused(nullptr);
+      out = primitive.eval(inputs, attrs, spec);
+    }
+    // Recorded here, on tangent-free values and before any tangent rule runs, so the graph sees
+    // each value once and the rules' ops (which may use `out`) find it already recorded.
+    if (recorder) recorder->record(primitive, inputs, attrs, out);
     record(primitive, original, attrs, spec, out);
     return out;
   }

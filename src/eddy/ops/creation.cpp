@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/tracing.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 
@@ -46,6 +47,7 @@ Tensor linspace(double start, double stop, int64_t count, DType dtype, Device de
 
 namespace {
 Tensor draw(const Shape& shape, DType dtype, Generator* generator, bool normal) {
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->random_draw(normal ? "randn" : "rand");
   EDDY_CHECK(is_floating(dtype), normal ? "randn" : "rand", ": dtype must be float32 or float64, got ",
              dtype);
   Generator& g = generator ? *generator : default_generator();
@@ -119,6 +121,7 @@ void check_writable(const Tensor& t, std::string_view op) {
 
 Tensor& Tensor::copy_(const Tensor& source) {
   check_writable(*this, "copy_");
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
   EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
              device());
   Shape target = shape();
@@ -129,12 +132,14 @@ Tensor& Tensor::copy_(const Tensor& source) {
 
 Tensor& Tensor::fill_(std::complex<double> value) {
   check_writable(*this, "fill_");
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "fill_");
   backend_of(*this).fill(*this, value);
   return *this;
 }
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(*this, "to_vector/item");
   Tensor dense = Tensor::empty(shape(), dtype_of<T>());
   backend_of(*this).copy(*this, dense);
   const T* data = dense.data<T>();

@@ -68,6 +68,7 @@ Primitive unary_declaration(std::string_view name, UnaryKernel kernel,
   p.jvp = std::move(jvp);
   p.vjp = std::move(vjp);
   p.linear = linear;
+  p.elementwise = true;
   return p;
 }
 
@@ -133,6 +134,7 @@ const Primitive& binary(std::string_view name, BinaryKernel kernel, BinaryDTypes
   p.jvp = std::move(jvp);
   p.vjp = std::move(vjp);
   p.linear = linear;
+  p.elementwise = true;
   return register_primitive(std::move(p));
 }
 
@@ -259,6 +261,7 @@ const Primitive& complex_p = binary("complex", BinaryKernel::complex, BinaryDTyp
 const Primitive& where_p = []() -> const Primitive& {
   Primitive p;
   p.name = "where";
+  p.elementwise = true;
   p.arity = 3;
   p.constant_inputs = {0};
   p.linear = true;
@@ -288,6 +291,7 @@ const Primitive& cast_p = []() -> const Primitive& {
   Primitive p;
   p.name = "cast";
   p.linear = true;
+  p.elementwise = true;
   p.infer = [](Inputs in, const Attrs& attrs) { return OutputSpec{in[0].shape(), attrs.dtype}; };
   p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
     Tensor out = new_output(spec, in[0]);

@@ -65,6 +65,9 @@ struct Primitive {
   std::vector<int> constant_inputs;
   // Linear in its differentiable inputs: the op tests check <A x, y> = <x, A^T y>.
   bool linear = false;
+  // Output element i depends only on element i of each (broadcast) input: the compiler fuses
+  // chains of these into one loop, and Taylor mode applies scalar calculus to them.
+  bool elementwise = false;
 
   bool differentiable_input(int i) const;
 };

@@ -1,0 +1,64 @@
+#pragma once
+// The graph IR: a function of eddy primitives in static single assignment form. Values are
+// numbered; each is a function input, a tensor the function captured (parameters by reference,
+// constants it created), or the output of one node. Nodes are kept in an order where every
+// input is defined before use. The same graph feeds the passes, code generation, Taylor mode and
+// inference export.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "eddy/core/tensor.h"
+#include "eddy/ops/primitive.h"
+
+namespace eddy::compiler {
+
+using ValueId = int32_t;
+
+enum class ValueSource { input, captured, node };
+
+struct ValueInfo {
+  Shape shape;
+  DType dtype;
+  ValueSource source;
+};
+
+struct GraphNode {
+  const Primitive* primitive;
+  Attrs attrs;
+  std::vector<ValueId> inputs;
+  ValueId output;
+};
+
+// A tensor the function used without computing it. It is read when the graph runs, so in-place
+// updates (an optimiser's step on a parameter) are seen. `constant` marks tensors nothing outside
+// the graph can reach, which are safe to fold.
+struct CapturedTensor {
+  ValueId id;
+  Tensor tensor;
+  bool constant;
+};
+
+struct Graph {
+  std::vector<ValueInfo> values;
+  std::vector<ValueId> inputs;
+  std::vector<CapturedTensor> captured;
+  std::vector<GraphNode> nodes;
+  std::vector<ValueId> outputs;
+
+  ValueId add_value(const Shape& shape, DType dtype, ValueSource source);
+  const ValueInfo& value(ValueId id) const { return values.at(static_cast<size_t>(id)); }
+  // The captured entry of `id`, or null.
+  const CapturedTensor* find_captured(ValueId id) const;
+  // How many node inputs and graph outputs refer to each value.
+  std::vector<int> use_counts() const;
+  // One line per node, "%3 = mul(%1, %2) : f32[10, 20]", for tests and EDDY_COMPILER_DUMP.
+  std::string to_string() const;
+};
+
+// Throws eddy::Error unless every node's inputs are defined before it and every id is in range:
+// passes call it in debug checks and tests.
+void verify(const Graph& graph);
+
+}  // namespace eddy::compiler
