@@ -85,8 +85,13 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
     return OutputSpec{value.shape(), value.dtype()};
   };
   // A detached view: the value may alias a segment input, whose graph state must stay its own.
-  p.eval = [](Inputs, const Attrs& attrs, const OutputSpec&) {
-    return std::exchange(segment_of(attrs).forward_value, Tensor()).detach();
+  // A compiled program replays the node without checkpoint() having run first: then it runs
+  // the segment itself.
+  p.eval = [](Inputs inputs, const Attrs& attrs, const OutputSpec&) {
+    Segment& segment = segment_of(attrs);
+    if (segment.forward_value.defined()) return std::exchange(segment.forward_value, Tensor()).detach();
+    NoGradGuard no_grad;
+    return pack(segment.fn(std::vector<Tensor>(inputs.begin(), inputs.end()))).detach();
   };
   // Forward mode never reaches this primitive (checkpoint() runs the segment directly), so it has
   // no JVP rule.

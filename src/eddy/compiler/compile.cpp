@@ -1,0 +1,68 @@
+#include "eddy/compiler/compile.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/core/tracing.h"
+
+namespace eddy {
+namespace {
+
+std::string signature(const std::vector<Tensor>& inputs) {
+  std::ostringstream key;
+  key << (GradMode::enabled() ? "grad" : "nograd");
+  for (const Tensor& t : inputs) {
+    key << ";" << t.shape() << dtype_name(t.dtype()) << t.device() << (t.requires_grad() ? "r" : "");
+  }
+  return key.str();
+}
+
+bool verbose() {
+  const char* value = std::getenv("EDDY_COMPILER_VERBOSE");
+  return value && *value && std::string(value) != "0";
+}
+
+}  // namespace
+
+CompiledFunction::CompiledFunction(compiler::TensorFunction function) : function_(std::move(function)) {
+  EDDY_CHECK(function_, "compile: the function is empty");
+}
+
+const compiler::Program* CompiledFunction::program_for(const std::vector<Tensor>& inputs) const {
+  auto found = programs_.find(signature(inputs));
+  return found == programs_.end() ? nullptr : found->second.get();
+}
+
+std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inputs) {
+  ++stats_.calls;
+  // Inside another capture, run eagerly so the outer graph records these ops as its own.
+  if (active_trace_recorder()) return function_(inputs);
+  const std::string key = signature(inputs);
+  if (auto found = programs_.find(key); found != programs_.end()) return found->second->run(inputs);
+
+  const auto start = std::chrono::steady_clock::now();
+  compiler::Trace traced = compiler::trace(function_, inputs);
+  auto program = std::make_shared<compiler::Program>(std::move(traced.graph));
+  stats_.trace_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.last = program->stats();
+  ++stats_.traces;
+  programs_.emplace(key, program);
+  if (verbose()) {
+    std::cerr << "eddy compile: traced " << key << ": " << stats_.last.graph_nodes << " nodes, "
+              << stats_.last.fused_kernels << " fused kernels covering " << stats_.last.fused_nodes
+              << " nodes; kernels " << (stats_.last.kernels_from_cache ? "from the cache" : "compiled in ")
+              << (stats_.last.kernels_from_cache ? "" : std::to_string(stats_.last.compile_seconds) + " s")
+              << "; total " << stats_.trace_seconds << " s\n";
+  }
+  // The eager outputs are this call's results, without the history later calls cannot have.
+  std::vector<Tensor> outputs;
+  for (const Tensor& t : traced.outputs) outputs.push_back(t.detach());
+  return outputs;
+}
+
+CompiledFunction compile(compiler::TensorFunction function) { return CompiledFunction(std::move(function)); }
+
+}  // namespace eddy

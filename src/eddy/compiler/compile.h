@@ -1,0 +1,46 @@
+#pragma once
+// eddy::compile: the same code, run eagerly the first time, then as a compiled graph. The first
+// call with a new signature (input shapes, dtypes, devices, requires_grad, grad mode) traces the
+// function, optimises and fuses the graph and compiles its kernels; later calls with that
+// signature run the compiled program. A new signature retraces.
+//
+// Captured tensors (model parameters used inside the function) are read by reference on every
+// call, so an optimiser that updates them in place between calls is seen. Results carry no
+// autodiff history: put grad() inside the function to capture a training step whole.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "eddy/compiler/program.h"
+#include "eddy/compiler/trace.h"
+
+namespace eddy {
+
+struct CompileStats {
+  int traces = 0;                // signatures seen so far
+  int calls = 0;
+  compiler::ProgramStats last;   // of the program built by the latest trace
+  double trace_seconds = 0;      // latest trace + passes + lowering, compiler time included
+};
+
+class CompiledFunction {
+ public:
+  explicit CompiledFunction(compiler::TensorFunction function);
+
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+
+  const CompileStats& stats() const { return stats_; }
+  // The program for these inputs' signature, or null before the first call with it.
+  const compiler::Program* program_for(const std::vector<Tensor>& inputs) const;
+
+ private:
+  compiler::TensorFunction function_;
+  std::map<std::string, std::shared_ptr<compiler::Program>> programs_;  // by signature
+  CompileStats stats_;
+};
+
+CompiledFunction compile(compiler::TensorFunction function);
+
+}  // namespace eddy

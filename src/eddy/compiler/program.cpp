@@ -1,0 +1,135 @@
+#include "eddy/compiler/program.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+#include "eddy/backends/backend.h"
+#include "eddy/compiler/fusion.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::compiler {
+namespace {
+
+// The CPU kernels' threshold (backends/cpu/loops.h): below it, threads cost more than they save.
+constexpr int64_t kParallelGrain = 32768;
+
+// A dense buffer that only the program's value table refers to can be overwritten once its value
+// is dead: no caller, captured tensor or view can see the write.
+bool exclusively_held(const Tensor& tensor) {
+  return tensor.impl_ptr().use_count() == 1 && tensor.storage().use_count() == 1 && tensor.is_contiguous() &&
+         tensor.offset() == 0;
+}
+
+}  // namespace
+
+Program::Program(Graph graph) : graph_(std::move(graph)) {
+  const char* disabled = std::getenv("EDDY_COMPILER_DISABLE");
+  const bool fuse = !disabled || std::string_view(disabled).find("fusion") == std::string_view::npos;
+  const std::vector<FusionGroup> groups = fuse ? plan_fusion(graph_) : std::vector<FusionGroup>{};
+
+  std::vector<int> kernel_at_root(graph_.nodes.size(), -1);
+  std::vector<bool> inside_kernel(graph_.nodes.size(), false);
+  std::vector<KernelPlan> plans;
+  for (const FusionGroup& group : groups) {
+    kernel_at_root[group.nodes.back()] = static_cast<int>(plans.size());
+    for (size_t n : group.nodes) inside_kernel[n] = true;
+    plans.push_back(plan_kernel(graph_, group, "eddy_fused_" + std::to_string(plans.size())));
+    stats_.fused_nodes += group.nodes.size();
+  }
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    if (kernel_at_root[i] >= 0) {
+      steps_.push_back(Step{nullptr, kernel_at_root[i], {}});
+    } else if (!inside_kernel[i]) {
+      steps_.push_back(Step{&graph_.nodes[i], -1, {}});
+    }
+  }
+  if (!plans.empty()) {
+    cpu_source_ = render_cpu_source(plans, kParallelGrain);
+    LoadedKernels loaded = load_cpu_kernels(cpu_source_);
+    library_ = loaded.library;
+    stats_.compile_seconds = loaded.compile_seconds;
+    stats_.kernels_from_cache = loaded.from_cache;
+    for (KernelPlan& plan : plans) {
+      auto function = reinterpret_cast<Function>(library_->symbol(plan.name));
+      kernels_.push_back(FusedKernel{std::move(plan), function});
+    }
+  }
+
+  // Liveness: each value is dropped after the step that reads it last (outputs never are).
+  std::vector<int> last_use(graph_.values.size(), -1);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& step = steps_[s];
+    const std::vector<ValueId> reads = step.node ? step.node->inputs : std::vector<ValueId>();
+    for (ValueId id : reads) last_use[static_cast<size_t>(id)] = static_cast<int>(s);
+    if (step.kernel >= 0) {
+      for (const KernelInput& input : kernels_[static_cast<size_t>(step.kernel)].plan.inputs) {
+        last_use[static_cast<size_t>(input.value)] = static_cast<int>(s);
+      }
+    }
+  }
+  for (ValueId id : graph_.outputs) last_use[static_cast<size_t>(id)] = -1;
+  for (size_t id = 0; id < last_use.size(); ++id) {
+    if (last_use[id] >= 0) steps_[static_cast<size_t>(last_use[id])].release.push_back(static_cast<ValueId>(id));
+  }
+  stats_.graph_nodes = graph_.nodes.size();
+  stats_.steps = steps_.size();
+  stats_.fused_kernels = kernels_.size();
+}
+
+Tensor Program::run_kernel(const KernelPlan& plan, Function function, std::vector<Tensor>& values,
+                           const Step& step) const {
+  std::vector<Tensor> operands;
+  std::vector<const void*> pointers;
+  operands.reserve(plan.inputs.size());
+  Tensor output;
+  for (const KernelInput& input : plan.inputs) {
+    Tensor& value = values[static_cast<size_t>(input.value)];
+    // An input read at the index it is written, whose value dies here, can hold the output.
+    const bool dies_here = std::find(step.release.begin(), step.release.end(), input.value) != step.release.end();
+    if (!output.defined() && dies_here && input.access == Access::dense && value.dtype() == plan.output_dtype &&
+        exclusively_held(value)) {
+      output = value;
+      pointers.push_back(output.raw_data());
+      continue;
+    }
+    Tensor operand = input.access == Access::materialised ? contiguous(expand(value, plan.domain)) : contiguous(value);
+    pointers.push_back(operand.raw_data());
+    operands.push_back(std::move(operand));
+  }
+  if (!output.defined()) {
+    output = Tensor::empty(plan.domain, plan.output_dtype, operands.empty() ? cpu() : operands[0].device());
+  }
+  const int64_t total = numel(plan.domain);
+  if (total > 0) function(pointers.data(), output.raw_data(), total / plan.inner, plan.inner);
+  return output;
+}
+
+std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
+  EDDY_CHECK(inputs.size() == graph_.inputs.size(), "compiled function: expected ", graph_.inputs.size(),
+             " inputs, got ", inputs.size());
+  std::vector<Tensor> values(graph_.values.size());
+  for (size_t i = 0; i < inputs.size(); ++i) values[static_cast<size_t>(graph_.inputs[i])] = inputs[i];
+  for (const CapturedTensor& entry : graph_.captured) values[static_cast<size_t>(entry.id)] = entry.tensor;
+
+  std::vector<Tensor> operands;
+  for (const Step& step : steps_) {
+    if (step.kernel >= 0) {
+      const FusedKernel& kernel = kernels_[static_cast<size_t>(step.kernel)];
+      values[static_cast<size_t>(kernel.plan.output)] = run_kernel(kernel.plan, kernel.function, values, step);
+    } else {
+      const GraphNode& node = *step.node;
+      operands.clear();
+      for (ValueId id : node.inputs) operands.push_back(values[static_cast<size_t>(id)]);
+      const ValueInfo& info = graph_.value(node.output);
+      values[static_cast<size_t>(node.output)] = node.primitive->eval(operands, node.attrs, OutputSpec{info.shape, info.dtype});
+      operands.clear();  // a held operand would keep its buffer from being reused
+    }
+    for (ValueId id : step.release) values[static_cast<size_t>(id)] = Tensor();
+  }
+  std::vector<Tensor> outputs;
+  for (ValueId id : graph_.outputs) outputs.push_back(values[static_cast<size_t>(id)]);
+  return outputs;
+}
+
+}  // namespace eddy::compiler

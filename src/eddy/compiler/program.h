@@ -1,0 +1,59 @@
+#pragma once
+// A lowered graph, ready to run many times: primitives are called through their eval (no
+// dispatch, no autodiff bookkeeping), fused groups through generated native kernels, and every
+// intermediate buffer is released after its last use or handed on to a fused kernel's output.
+
+#include <memory>
+#include <vector>
+
+#include "eddy/compiler/codegen.h"
+#include "eddy/compiler/graph.h"
+#include "eddy/compiler/kernel_cache.h"
+
+namespace eddy::compiler {
+
+struct ProgramStats {
+  size_t graph_nodes = 0;      // after the passes
+  size_t steps = 0;            // primitive calls plus fused kernels
+  size_t fused_kernels = 0;
+  size_t fused_nodes = 0;      // graph nodes that run inside fused kernels
+  double compile_seconds = 0;  // the system compiler's time; 0 on a cache hit
+  bool kernels_from_cache = false;
+};
+
+class Program {
+ public:
+  // Lowers `graph`: fuses, generates and loads kernels, plans buffer lifetimes.
+  explicit Program(Graph graph);
+
+  // Runs on `inputs`, which must match the graph's inputs in shape and dtype.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+
+  const Graph& graph() const { return graph_; }
+  const ProgramStats& stats() const { return stats_; }
+  // The generated C++ source (empty when nothing was fused).
+  const std::string& cpu_source() const { return cpu_source_; }
+
+ private:
+  using Function = void (*)(const void* const* inputs, void* output, int64_t outer, int64_t inner);
+  struct FusedKernel {
+    KernelPlan plan;
+    Function function = nullptr;
+  };
+  struct Step {
+    const GraphNode* node = nullptr;  // a primitive call, or
+    int kernel = -1;                  // a fused kernel
+    std::vector<ValueId> release;     // values whose last use is this step
+  };
+
+  Tensor run_kernel(const KernelPlan& plan, Function function, std::vector<Tensor>& values, const Step& step) const;
+
+  Graph graph_;
+  std::vector<FusedKernel> kernels_;
+  std::vector<Step> steps_;
+  std::shared_ptr<SharedLibrary> library_;
+  std::string cpu_source_;
+  ProgramStats stats_;
+};
+
+}  // namespace eddy::compiler

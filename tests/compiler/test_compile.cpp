@@ -1,0 +1,171 @@
+// compile(f) == f: every op-table row, values and first derivatives in both modes, replayed from
+// the compiled program on inputs other than the traced ones; plus guards and retracing.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "../ops/op_table.h"
+#include "eddy/compiler/compile.h"
+#include "support/expect_error.h"
+
+namespace eddy {
+namespace {
+
+using testing::OpCase;
+using TensorList = std::vector<Tensor>;
+
+double max_difference(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == DType::b8) return max(abs(cast(a, DType::f64) - cast(b, DType::f64))).item<double>();
+  if (!is_inexact(a.dtype())) return max(abs(cast(a, DType::f64) - cast(b, DType::f64))).item<double>();
+  return cast(max(abs(a - b)), DType::f64).item<double>();
+}
+
+double tolerance(DType dtype) { return real_dtype(dtype) == DType::f32 ? 1e-5 : 1e-12; }
+
+void expect_same(const TensorList& compiled, const TensorList& eager, const std::string& what) {
+  ASSERT_EQ(compiled.size(), eager.size()) << what;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    ASSERT_EQ(compiled[i].shape(), eager[i].shape()) << what << " output " << i;
+    ASSERT_EQ(compiled[i].dtype(), eager[i].dtype()) << what << " output " << i;
+    if (eager[i].numel() == 0) continue;
+    const double scale = is_inexact(eager[i].dtype()) ? 1 + cast(max(abs(eager[i])), DType::f64).item<double>() : 1;
+    EXPECT_LE(max_difference(compiled[i], eager[i]), tolerance(eager[i].dtype()) * scale) << what << " output " << i;
+  }
+}
+
+Tensor random_like(const Tensor& like, Generator& gen) {
+  Tensor re = randn(like.shape(), real_dtype(like.dtype()), &gen);
+  return is_complex(like.dtype()) ? complex(re, randn(like.shape(), real_dtype(like.dtype()), &gen)) : re;
+}
+
+std::vector<size_t> differentiable(const TensorList& inputs) {
+  std::vector<size_t> indices;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (is_inexact(inputs[i].dtype())) indices.push_back(i);
+  }
+  return indices;
+}
+
+// The op table exercises capture and replay; fused code generation has its own tests, so these
+// compile no kernels and stay fast.
+class CompileOpTableTest : public ::testing::TestWithParam<OpCase> {
+ protected:
+  void SetUp() override { setenv("EDDY_COMPILER_DISABLE", "fusion", 1); }
+  void TearDown() override { unsetenv("EDDY_COMPILER_DISABLE"); }
+};
+
+TEST_P(CompileOpTableTest, ValuesMatchEager) {
+  const OpCase& op = GetParam();
+  for (DType dtype : op.dtypes) {
+    Generator gen(11);
+    const TensorList traced_on = op.make_inputs(dtype, gen), replayed_on = op.make_inputs(dtype, gen);
+    CompiledFunction compiled = compile([&](const TensorList& in) { return TensorList{op.fn(in)}; });
+    compiled(traced_on);
+    expect_same(compiled(replayed_on), {op.fn(replayed_on)}, op.name + " " + std::string(dtype_name(dtype)));
+    EXPECT_EQ(compiled.stats().traces, 1);
+  }
+}
+
+// Reverse mode (a VJP with a cotangent input) and forward mode (a JVP with tangent inputs),
+// captured inside the function, in the row's double-precision dtype.
+TEST_P(CompileOpTableTest, DerivativesMatchEager) {
+  const OpCase& op = GetParam();
+  DType dtype = op.dtypes.back();
+  Generator gen(12);
+  const TensorList traced_on = op.make_inputs(dtype, gen), replayed_on = op.make_inputs(dtype, gen);
+  const std::vector<size_t> diff = differentiable(traced_on);
+  const Tensor output = op.fn(traced_on);
+  if (diff.empty() || !is_inexact(output.dtype())) GTEST_SKIP() << op.name << " has no derivative in " << dtype_name(dtype);
+
+  // Inputs, then one cotangent for the output, then one tangent per differentiable input.
+  auto derivatives = [&](const TensorList& all) {
+    const TensorList inputs(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(traced_on.size()));
+    TensorList leaves = inputs, targets, tangents;
+    for (size_t k = 0; k < diff.size(); ++k) {
+      leaves[diff[k]] = inputs[diff[k]].detach().requires_grad_();
+      targets.push_back(leaves[diff[k]]);
+      tangents.push_back(all[traced_on.size() + 1 + k]);
+    }
+    TensorList results = grad({op.fn(leaves)}, targets, {all[traced_on.size()]});
+    auto with_diff_inputs = [&](const TensorList& primals) {
+      TensorList full = inputs;
+      for (size_t k = 0; k < diff.size(); ++k) full[diff[k]] = primals[k];
+      return TensorList{op.fn(full)};
+    };
+    TensorList primals;
+    for (size_t k : diff) primals.push_back(inputs[k]);
+    results.push_back(jvp(with_diff_inputs, primals, tangents).second[0]);
+    return results;
+  };
+  auto arguments = [&](const TensorList& inputs) {
+    TensorList all = inputs;
+    all.push_back(random_like(output, gen));
+    for (size_t k : diff) all.push_back(random_like(inputs[k], gen));
+    return all;
+  };
+  CompiledFunction compiled = compile(derivatives);
+  compiled(arguments(traced_on));
+  const TensorList replay = arguments(replayed_on);
+  expect_same(compiled(replay), derivatives(replay), op.name + " derivatives");
+}
+
+std::string row_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Ops, CompileOpTableTest, ::testing::ValuesIn(testing::op_table()), row_name);
+
+TEST(Compile, RetracesOnANewSignatureOnly) {
+  CompiledFunction compiled = compile([](const TensorList& in) { return TensorList{sin(in[0]) * in[0]}; });
+  compiled({randn({3, 4}, DType::f64)});
+  compiled({randn({3, 4}, DType::f64)});
+  EXPECT_EQ(compiled.stats().traces, 1);
+  const TensorList other_shape = {randn({5}, DType::f64)};
+  expect_same(compiled(other_shape), {sin(other_shape[0]) * other_shape[0]}, "new shape");
+  EXPECT_EQ(compiled.stats().traces, 2);
+  compiled({randn({3, 4}, DType::f32)});
+  EXPECT_EQ(compiled.stats().traces, 3);
+  compiled({randn({3, 4}, DType::f64).requires_grad_()});
+  EXPECT_EQ(compiled.stats().traces, 4);
+  EXPECT_EQ(compiled.stats().calls, 5);
+}
+
+TEST(Compile, SeesInPlaceUpdatesOfCapturedParameters) {
+  Tensor weight = randn({4, 2}, DType::f64);
+  CompiledFunction compiled = compile([&](const TensorList& in) { return TensorList{tanh(matmul(in[0], weight))}; });
+  const Tensor x = randn({3, 4}, DType::f64);
+  compiled({x});
+  weight.copy_(weight * 2.0);  // what an optimiser step does
+  expect_same(compiled({x}), {tanh(matmul(x, weight))}, "after the update");
+}
+
+TEST(Compile, CapturesATrainingStepWithSecondDerivatives) {
+  // Loss of u_xx + u for a tanh network u(x), and its gradient with respect to the weights.
+  Generator gen(3);
+  Tensor w1 = randn({1, 16}, DType::f64, &gen).requires_grad_(), w2 = randn({16, 1}, DType::f64, &gen).requires_grad_();
+  auto step = [&](const TensorList& in) {
+    Tensor x = in[0].detach().requires_grad_();
+    Tensor u = matmul(tanh(matmul(x, w1)), w2);
+    Tensor u_x = grad({u}, {x}, {ones_like(u)}, true)[0];
+    Tensor u_xx = grad({u_x}, {x}, {ones_like(u_x)}, true)[0];
+    Tensor loss = mean(square(u_xx + u));
+    TensorList grads = grad({loss}, {w1, w2});
+    return TensorList{loss, grads[0], grads[1]};
+  };
+  CompiledFunction compiled = compile(step);
+  compiled({randn({64, 1}, DType::f64, &gen)});
+  const TensorList replay = {randn({64, 1}, DType::f64, &gen)};
+  expect_same(compiled(replay), step(replay), "training step");
+  EXPECT_GT(compiled.stats().last.fused_kernels, 0u);
+  EXPECT_GT(compiled.stats().last.fused_nodes, compiled.stats().last.fused_kernels);
+}
+
+TEST(Compile, RunsEagerlyInsideAnotherCapture) {
+  CompiledFunction inner = compile([](const TensorList& in) { return TensorList{exp(in[0])}; });
+  CompiledFunction outer = compile([&](const TensorList& in) { return TensorList{inner({in[0] * 2.0})[0] + 1.0}; });
+  outer({randn({4}, DType::f64)});
+  const TensorList replay = {randn({4}, DType::f64)};
+  expect_same(outer(replay), {exp(replay[0] * 2.0) + 1.0}, "nested");
+}
+
+}  // namespace
+}  // namespace eddy
