@@ -3,7 +3,10 @@
 // line as the Python implementations print, so run.py compares and tabulates them together.
 //
 //   eddy_peers --data FILE --workload NAME [--threads N] [--min-time SECONDS]
-//              [--expect CHECK0 CHECK1 [--rtol R]] [--check-only]
+//              [--expect CHECK0 CHECK1 [--rtol R]] [--check-only] [--compiled]
+//
+// With --compiled, the step (loss and its weight gradient) runs through eddy::compile: traced
+// once, fused, and replayed; the Adam update stays eager.
 //
 // With --expect, a check value further than rtol (relative) from the reference's stops the run
 // before anything is timed; --check-only prints the check values and stops.
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "eddy/compiler/compile.h"
 #include "eddy/eddy.h"
 #include "eddy/io/safetensors.h"
 #include "eddy/nn/neural_operators.h"
@@ -90,14 +94,15 @@ struct Args {
   std::vector<double> expect;
   double rtol = 1e-4;
   bool check_only = false;
+  bool compiled = false;
 };
 
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; i += 2) {
     const std::string key = argv[i];
-    if (key == "--check-only") {
-      a.check_only = true;
+    if (key == "--check-only" || key == "--compiled") {
+      (key == "--compiled" ? a.compiled : a.check_only) = true;
       --i;
       continue;
     }
@@ -186,10 +191,23 @@ int run(const Args& args) {
     if (wl == "burgers") loss_fn = [&] { return burgers(params, data); };
     if (wl == "kovasznay") loss_fn = [&] { return kovasznay(params, data); };
     if (wl == "fno") loss_fn = [&] { return mse(fno->forward(data.at("a")), data.at("y")); };
-    auto step = [&, loss_fn] {
-      optimizer->zero_grad();
+    auto compiled_step = std::make_shared<eddy::CompiledFunction>(eddy::compile([&, loss_fn](const std::vector<Tensor>&) {
       const Tensor loss = loss_fn();
-      loss.backward();
+      std::vector<Tensor> outputs = eddy::grad({loss}, params);
+      outputs.insert(outputs.begin(), loss);
+      return outputs;
+    }));
+    auto step = [&, loss_fn, compiled_step] {
+      optimizer->zero_grad();
+      Tensor loss;
+      if (args.compiled) {
+        std::vector<Tensor> outputs = (*compiled_step)({});
+        loss = outputs[0];
+        eddy::optim::set_grads(params, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
+      } else {
+        loss = loss_fn();
+        loss.backward();
+      }
       optimizer->step();
       return loss.item<double>();
     };
@@ -197,15 +215,30 @@ int run(const Args& args) {
     check1 = step();
     timed = [step] { step(); };
   } else if (wl == "laplacian-fwd") {
-    auto step = [&] { return laplacian(params, data, false); };
+    auto compiled_step = std::make_shared<eddy::CompiledFunction>(eddy::compile([&](const std::vector<Tensor>&) {
+      auto [loss, lap] = laplacian(params, data, false);
+      return std::vector<Tensor>{loss, lap};
+    }));
+    auto step = [&, compiled_step] {
+      if (!args.compiled) return laplacian(params, data, false);
+      std::vector<Tensor> outputs = (*compiled_step)({});
+      return std::make_pair(outputs[0], outputs[1]);
+    };
     const auto [loss, lap] = step();
     check0 = loss.item<double>();
     check1 = eddy::mean(lap).item<double>();
     timed = [step] { (void)step().first.item<double>(); };
   } else if (wl == "laplacian-grad") {
-    auto step = [&] {
+    auto eager_step = [&] {
       const Tensor loss = laplacian(params, data, true).first;
-      return std::make_pair(loss, eddy::grad({loss}, params));
+      std::vector<Tensor> outputs = eddy::grad({loss}, params);
+      outputs.insert(outputs.begin(), loss);
+      return outputs;
+    };
+    auto compiled_step = std::make_shared<eddy::CompiledFunction>(eddy::compile([eager_step](const std::vector<Tensor>&) { return eager_step(); }));
+    auto step = [&, eager_step, compiled_step] {
+      std::vector<Tensor> outputs = args.compiled ? (*compiled_step)({}) : eager_step();
+      return std::make_pair(outputs[0], std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
     };
     const auto [loss, grads] = step();
     check0 = loss.item<double>();
@@ -218,17 +251,17 @@ int run(const Args& args) {
   const double checks[2] = {check0, check1};
   for (size_t i = 0; i < args.expect.size() && !args.check_only; ++i) {
     if (!(std::abs(checks[i] - args.expect[i]) <= args.rtol * std::abs(args.expect[i]))) {
-      std::fprintf(stderr, "eddy C++ %s: check value %zu is %.9g, the reference has %.9g (relative tolerance %g)\n",
-                   wl.c_str(), i, checks[i], args.expect[i], args.rtol);
+      std::fprintf(stderr, "%s %s: check value %zu is %.9g, the reference has %.9g (relative tolerance %g)\n",
+                   args.compiled ? "eddy compiled" : "eddy C++", wl.c_str(), i, checks[i], args.expect[i], args.rtol);
       return 1;
     }
   }
   const auto [median, steps] = args.check_only ? std::pair<double, int>{0.0, 0} : time_steps(timed, args.min_time);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf("{\"impl\": \"eddy C++\", \"workload\": \"%s\", \"threads\": %d, \"checks\": [%.17g, %.17g], "
+  std::printf("{\"impl\": \"%s\", \"workload\": \"%s\", \"threads\": %d, \"checks\": [%.17g, %.17g], "
               "\"median_s\": %.9g, \"steps\": %d, \"peak_rss_mib\": %.3f, \"note\": \"\"}\n",
-              wl.c_str(), args.threads, check0, check1, median, steps, usage.ru_maxrss / 1024.0);
+              args.compiled ? "eddy compiled" : "eddy C++", wl.c_str(), args.threads, check0, check1, median, steps, usage.ru_maxrss / 1024.0);
   return 0;
 }
 

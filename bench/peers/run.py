@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 
-IMPLS = ("eddy C++", "eddy Python", "torch eager", "torch.compile", "JAX jit")
+IMPLS = ("eddy C++", "eddy compiled", "eddy Python", "torch eager", "torch.compile", "JAX jit")
 BEGIN, END = "<!-- bench-peers:begin -->", "<!-- bench-peers:end -->"
 
 
@@ -34,6 +34,7 @@ def command(impl, build):
     py = [sys.executable]
     return {
         "eddy C++": [os.path.join(build, "bench", "eddy_peers")],
+        "eddy compiled": [os.path.join(build, "bench", "eddy_peers"), "--compiled"],
         "eddy Python": py + [os.path.join(HERE, "impl_eddy.py")],
         "torch eager": py + [os.path.join(HERE, "impl_torch.py"), "--mode", "eager"],
         "torch.compile": py + [os.path.join(HERE, "impl_torch.py"), "--mode", "compile"],

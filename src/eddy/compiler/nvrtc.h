@@ -1,0 +1,17 @@
+#pragma once
+// CUDA code generation's back end: NVRTC compiles the CUDA source that render_cuda_source writes
+// into PTX for a chosen architecture. Loading and launching the PTX belongs to the CUDA backend
+// (src/eddy/backends/cuda), which takes it from here.
+
+#include <string>
+
+namespace eddy::compiler {
+
+// Whether this build links NVRTC (CMake option EDDY_WITH_NVRTC, on when the CUDA toolkit is found).
+bool nvrtc_available();
+
+// PTX for `architecture` (e.g. "compute_90" for H100/H200). Throws eddy::Error with NVRTC's log
+// when compilation fails, or when this build has no NVRTC.
+std::string compile_cuda_to_ptx(const std::string& source, const std::string& architecture = "compute_90");
+
+}  // namespace eddy::compiler

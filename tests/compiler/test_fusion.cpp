@@ -1,0 +1,148 @@
+// Elementwise fusion and code generation: every renderable primitive inside fused loops, the
+// grouping rules, each way a kernel reads its inputs, the on-disk kernel cache, and the CUDA
+// rendering compiled by NVRTC.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "eddy/compiler/compile.h"
+#include "eddy/compiler/fusion.h"
+#include "eddy/compiler/nvrtc.h"
+#include "eddy/eddy.h"
+
+namespace eddy::compiler {
+namespace {
+
+using TensorList = std::vector<Tensor>;
+
+// Uses every primitive that has a scalar expression, in chains long enough to fuse, reading a
+// full operand, a row (bias-like), a column and a broadcast that needs materialising.
+TensorList every_fusable_op(const TensorList& in) {
+  const Tensor &a = in[0], &b = in[1], &row = in[2], &column = in[3], &outer = in[4];
+  const DType d = a.dtype();
+  Tensor t1 = tanh(a) * b + exp(-abs(a)) - sin(b) / (cos(a) + 2.0);
+  Tensor t2 = sqrt(abs(b) + 1.0) + log(abs(a) + 1.0) + pow(abs(a) + 0.5, b * 0.5);
+  Tensor t3 = maximum(a, b) - minimum(a, row) + sign(a) * column + outer;
+  Tensor flags = cast(ge(a, zeros_like(a)), d) + cast(le(b, row), d) + cast(eq(a, a), d) + cast(ne(a, b), d);
+  Tensor chosen = where(lt(a, b), t1, t2) + flags + cast(gt(a, column), d);
+  return {chosen + t3, square(chosen) - 1.0};
+}
+
+TensorList inputs_for(DType dtype, Generator& gen) {
+  return {randn({64, 8}, dtype, &gen), randn({64, 8}, dtype, &gen), randn({8}, dtype, &gen),
+          randn({64, 1}, dtype, &gen), randn({1, 1, 8}, dtype, &gen).reshape({1, 8}) * randn({64, 1}, dtype, &gen)};
+}
+
+void expect_close(const TensorList& compiled, const TensorList& eager, double tolerance) {
+  ASSERT_EQ(compiled.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    ASSERT_EQ(compiled[i].shape(), eager[i].shape());
+    const double scale = 1 + cast(max(abs(eager[i])), DType::f64).item<double>();
+    EXPECT_LE(cast(max(abs(compiled[i] - eager[i])), DType::f64).item<double>(), tolerance * scale) << "output " << i;
+  }
+}
+
+TEST(Fusion, EveryRenderablePrimitiveRunsFusedAndMatchesEager) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Generator gen(5);
+    const TensorList traced_on = inputs_for(dtype, gen), replayed_on = inputs_for(dtype, gen);
+    std::set<std::string_view> fused_names;
+    const Trace traced = trace(every_fusable_op, traced_on);
+    for (const FusionGroup& group : plan_fusion(traced.graph)) {
+      for (size_t n : group.nodes) fused_names.insert(traced.graph.nodes[n].primitive->name);
+    }
+    for (std::string_view name : {"neg", "add", "sub", "mul", "div", "pow", "exp", "log", "sin", "cos", "tanh", "sqrt",
+                                  "abs", "sign", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "where", "cast"}) {
+      EXPECT_TRUE(fused_names.count(name)) << name << " never ran inside a fused kernel";
+    }
+    CompiledFunction compiled = compile(every_fusable_op);
+    compiled(traced_on);
+    expect_close(compiled(replayed_on), every_fusable_op(replayed_on), dtype == DType::f32 ? 1e-5 : 1e-12);
+    EXPECT_GT(compiled.stats().last.fused_kernels, 0u);
+  }
+}
+
+TEST(Fusion, OnlyTheRootOfAGroupIsStored) {
+  // tanh(x + b) is used by the matmul and by the derivative: it is stored once and both read it;
+  // 1 - y^2 and its product with g fuse into one group.
+  const Trace traced = trace(
+      [](const TensorList& in) {
+        Tensor y = tanh(in[0] + in[1]);
+        Tensor h = matmul(y, in[2]);
+        return TensorList{h, in[3] * (1.0 - square(y))};
+      },
+      {randn({16, 4}), randn({4}), randn({4, 4}), randn({16, 4})});
+  const std::vector<FusionGroup> groups = plan_fusion(traced.graph);
+  ASSERT_EQ(groups.size(), 2u) << traced.graph.to_string();
+  EXPECT_EQ(traced.graph.nodes[groups[0].nodes.back()].primitive->name, "tanh");
+  EXPECT_EQ(groups[0].nodes.size(), 2u);  // add, tanh
+  EXPECT_EQ(groups[1].output, traced.graph.outputs[1]);
+  EXPECT_EQ(groups[1].nodes.size(), 3u);  // square's mul, sub, mul; the constant 1 is inlined
+}
+
+TEST(Fusion, AGraphOutputAndAValueOfAnotherShapeStayOutsideTheirConsumersGroup) {
+  const Trace traced = trace(
+      [](const TensorList& in) {
+        Tensor small = exp(in[1]) * 2.0;     // [4]: a different shape from its consumer's [16, 4]
+        Tensor exposed = sin(in[0]) * 3.0;   // also returned
+        return TensorList{exposed, cos(exposed) + small};
+      },
+      {randn({16, 4}), randn({4})});
+  for (const FusionGroup& group : plan_fusion(traced.graph)) {
+    const std::string root = std::string(traced.graph.nodes[group.nodes.back()].primitive->name);
+    for (size_t n : group.nodes) {
+      if (n == group.nodes.back()) continue;
+      EXPECT_NE(traced.graph.nodes[n].output, traced.graph.outputs[0]) << "a returned value was fused away";
+      EXPECT_EQ(traced.graph.value(traced.graph.nodes[n].output).shape, traced.graph.value(group.output).shape);
+    }
+  }
+}
+
+TEST(Fusion, ReadsNonContiguousInputs) {
+  auto f = [](const TensorList& in) { return TensorList{tanh(transpose(in[0])) * 2.0 + 1.0}; };
+  CompiledFunction compiled = compile(f);
+  Generator gen(8);
+  compiled({randn({8, 5}, DType::f64, &gen)});
+  const TensorList replay = {randn({8, 5}, DType::f64, &gen)};
+  expect_close(compiled(replay), f(replay), 1e-12);
+}
+
+TEST(KernelCache, CompilesOnceThenLoadsFromDisk) {
+  const std::filesystem::path directory = std::filesystem::temp_directory_path() /
+                                          ("eddy-kernel-cache-test-" + std::to_string(::getpid()));
+  setenv("EDDY_KERNEL_CACHE", directory.c_str(), 1);
+  auto f = [](const TensorList& in) { return TensorList{exp(in[0]) * 3.0 - 1.0}; };
+  const Trace traced = trace(f, {randn({10})});
+  const Program first(traced.graph);
+  const Program second(traced.graph);
+  unsetenv("EDDY_KERNEL_CACHE");
+  EXPECT_FALSE(first.stats().kernels_from_cache);
+  EXPECT_GT(first.stats().compile_seconds, 0.0);
+  EXPECT_TRUE(second.stats().kernels_from_cache);
+  EXPECT_EQ(second.stats().compile_seconds, 0.0);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(directory), std::filesystem::directory_iterator()), 1);
+  std::filesystem::remove_all(directory);
+}
+
+TEST(CudaCodegen, RendersKernelsThatNvrtcCompiles) {
+  Generator gen(5);
+  const Trace traced = trace(every_fusable_op, inputs_for(DType::f32, gen));
+  std::vector<KernelPlan> plans;
+  for (const FusionGroup& group : plan_fusion(traced.graph)) {
+    plans.push_back(plan_kernel(traced.graph, group, "eddy_fused_" + std::to_string(plans.size())));
+  }
+  ASSERT_FALSE(plans.empty());
+  const std::string source = render_cuda_source(plans);
+  EXPECT_NE(source.find("__global__ void eddy_fused_0"), std::string::npos);
+  if (!nvrtc_available()) GTEST_SKIP() << "built without NVRTC: the CUDA source is rendered but not compiled";
+  const std::string ptx = compile_cuda_to_ptx(source);
+  for (size_t k = 0; k < plans.size(); ++k) {
+    EXPECT_NE(ptx.find(".entry " + plans[k].name), std::string::npos) << plans[k].name << " missing from the PTX";
+  }
+}
+
+}  // namespace
+}  // namespace eddy::compiler
