@@ -16,6 +16,12 @@ const CapturedTensor* Graph::find_captured(ValueId id) const {
   return nullptr;
 }
 
+std::vector<int> Graph::captured_positions() const {
+  std::vector<int> positions(values.size(), -1);
+  for (size_t i = 0; i < captured.size(); ++i) positions[static_cast<size_t>(captured[i].id)] = static_cast<int>(i);
+  return positions;
+}
+
 std::vector<int> Graph::use_counts() const {
   std::vector<int> uses(values.size(), 0);
   for (const GraphNode& node : nodes) {
@@ -52,6 +58,23 @@ std::string Graph::to_string() const {
   for (size_t i = 0; i < outputs.size(); ++i) out << (i ? ", %" : " %") << outputs[i];
   out << "\n";
   return out.str();
+}
+
+void replace_uses(Graph& graph, const std::vector<ValueId>& replacement) {
+  EDDY_CHECK(replacement.size() == graph.values.size(), "replace_uses: a table of ", replacement.size(),
+             " entries for a graph of ", graph.values.size(), " values");
+  const auto count = static_cast<ValueId>(replacement.size());
+  auto redirect = [&](ValueId& use) {
+    const ValueId target = replacement[static_cast<size_t>(use)];
+    EDDY_CHECK(target >= 0 && target < count, "replace_uses: %", use, " goes to %", target, ", out of range");
+    EDDY_CHECK(replacement[static_cast<size_t>(target)] == target, "replace_uses: %", use, " goes to %", target,
+               ", which is itself replaced by %", replacement[static_cast<size_t>(target)]);
+    use = target;
+  };
+  for (GraphNode& node : graph.nodes) {
+    for (ValueId& input : node.inputs) redirect(input);
+  }
+  for (ValueId& output : graph.outputs) redirect(output);
 }
 
 void verify(const Graph& graph) {

@@ -51,11 +51,20 @@ struct Graph {
   const ValueInfo& value(ValueId id) const { return values.at(static_cast<size_t>(id)); }
   // The captured entry of `id`, or null.
   const CapturedTensor* find_captured(ValueId id) const;
+  // For every value, the position of its entry in `captured`, or -1: find_captured for passes
+  // that look up many values.
+  std::vector<int> captured_positions() const;
   // How many node inputs and graph outputs refer to each value.
   std::vector<int> use_counts() const;
   // One line per node, "%3 = mul(%1, %2) : f32[10, 20]", for tests and EDDY_COMPILER_DUMP.
   std::string to_string() const;
 };
+
+// Redirects every use (node inputs and graph outputs) of each value v to replacement[v], a table
+// with one entry per value, v itself where nothing changes. One walk applies any number of
+// replacements, which keeps a pass that rewrites many nodes linear. A replacement must not be
+// replaced itself, and must be defined before the uses it takes over.
+void replace_uses(Graph& graph, const std::vector<ValueId>& replacement);
 
 // Throws eddy::Error unless every node's inputs are defined before it and every id is in range:
 // passes call it in debug checks and tests.

@@ -1,11 +1,10 @@
 #include "eddy/compiler/program.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "eddy/backends/backend.h"
 #include "eddy/compiler/fusion.h"
+#include "eddy/compiler/passes.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::compiler {
@@ -24,9 +23,8 @@ bool exclusively_held(const Tensor& tensor) {
 }  // namespace
 
 Program::Program(Graph graph) : graph_(std::move(graph)) {
-  const char* disabled = std::getenv("EDDY_COMPILER_DISABLE");
-  const bool fuse = !disabled || std::string_view(disabled).find("fusion") == std::string_view::npos;
-  const std::vector<FusionGroup> groups = fuse ? plan_fusion(graph_) : std::vector<FusionGroup>{};
+  optimize(graph_);
+  const std::vector<FusionGroup> groups = pass_enabled("fusion") ? plan_fusion(graph_) : std::vector<FusionGroup>{};
 
   std::vector<int> kernel_at_root(graph_.nodes.size(), -1);
   std::vector<bool> inside_kernel(graph_.nodes.size(), false);
@@ -72,6 +70,7 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
   for (size_t id = 0; id < last_use.size(); ++id) {
     if (last_use[id] >= 0) steps_[static_cast<size_t>(last_use[id])].release.push_back(static_cast<ValueId>(id));
   }
+  reuse_buffers_ = pass_enabled("buffer_reuse");
   stats_.graph_nodes = graph_.nodes.size();
   stats_.steps = steps_.size();
   stats_.fused_kernels = kernels_.size();
@@ -87,7 +86,7 @@ Tensor Program::run_kernel(const KernelPlan& plan, Function function, std::vecto
     Tensor& value = values[static_cast<size_t>(input.value)];
     // An input read at the index it is written, whose value dies here, can hold the output.
     const bool dies_here = std::find(step.release.begin(), step.release.end(), input.value) != step.release.end();
-    if (!output.defined() && dies_here && input.access == Access::dense && value.dtype() == plan.output_dtype &&
+    if (reuse_buffers_ && !output.defined() && dies_here && input.access == Access::dense && value.dtype() == plan.output_dtype &&
         exclusively_held(value)) {
       output = value;
       pointers.push_back(output.raw_data());

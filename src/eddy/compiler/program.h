@@ -23,7 +23,8 @@ struct ProgramStats {
 
 class Program {
  public:
-  // Lowers `graph`: fuses, generates and loads kernels, plans buffer lifetimes.
+  // Optimises `graph` (passes.h) and lowers it: fuses, generates and loads kernels, plans buffer
+  // lifetimes.
   explicit Program(Graph graph);
 
   // Runs on `inputs`, which must match the graph's inputs in shape and dtype.
@@ -54,6 +55,7 @@ class Program {
   std::shared_ptr<SharedLibrary> library_;
   std::string cpu_source_;
   ProgramStats stats_;
+  bool reuse_buffers_ = true;  // off with EDDY_COMPILER_DISABLE=buffer_reuse
 };
 
 }  // namespace eddy::compiler

@@ -35,6 +35,10 @@ struct Attrs {
   // primitive whose rule runs user code needs that code at backward time, and the node's Attrs
   // is the one thing that travels with it; shared, so copies of the Attrs see the same state.
   std::shared_ptr<void> payload;
+
+  // Field by field (the payload by identity), so a field added later takes part without anyone
+  // remembering to: the compiler merges nodes whose Attrs compare equal.
+  bool operator==(const Attrs&) const = default;
 };
 
 struct OutputSpec {

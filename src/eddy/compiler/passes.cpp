@@ -1,0 +1,237 @@
+#include "eddy/compiler/passes.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "eddy/core/suggest.h"
+#include "eddy/core/tracing.h"
+
+namespace eddy::compiler {
+namespace {
+
+constexpr std::string_view kDisableVariable = "EDDY_COMPILER_DISABLE";
+constexpr std::array<std::string_view, 6> kPassNames = {"dce", "cse", "fold", "simplify", "fusion", "buffer_reuse"};
+
+// A fold runs a kernel at compile time and keeps its result for every run: these bound the
+// work and the memory that can cost, per node.
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
+// Constants are compared byte for byte to be merged; larger ones are rarely duplicates.
+constexpr int64_t kMaxMergedConstantElements = 64;
+// optimize's passes reach a fixed point in two or three rounds; the bound only guards against a
+// future pair of rules that undo each other.
+constexpr int kMaxRounds = 8;
+
+// Collectives are rendezvous with the other ranks: every rank must make the same calls in the
+// same order, whatever its graph does with the results. Rank-dependent code traces fine (only
+// rank 0 returning a reduced loss), so one rank's graph may use a collective's result while
+// another's does not: no pass may drop, merge or evaluate one at compile time. The names are
+// those registered in dist/collectives.cpp; the compiler tests trace each of them.
+bool is_collective(const Primitive& primitive) {
+  static constexpr std::array<std::string_view, 6> kCollectives = {
+      "allreduce_sum", "allreduce_max", "allgather", "reduce_scatter", "broadcast_from_root", "reduce_to_root"};
+  return std::find(kCollectives.begin(), kCollectives.end(), primitive.name) != kCollectives.end();
+}
+
+// A node whose value is a function of its primitive, Attrs and input values alone. A payload
+// (a checkpoint's closure, a communicator) is state no comparison can see into.
+bool is_pure(const GraphNode& node) { return node.attrs.payload == nullptr && !is_collective(*node.primitive); }
+
+std::string pass_list() {
+  std::string list;
+  for (std::string_view name : kPassNames) list += (list.empty() ? "" : ", ") + std::string(name);
+  return list;
+}
+
+std::string_view trimmed(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+void check_pass_name(std::string_view name, std::string_view where) {
+  if (std::find(kPassNames.begin(), kPassNames.end(), name) != kPassNames.end()) return;
+  const std::vector<std::string> candidates(kPassNames.begin(), kPassNames.end());
+  throw Error(cat(where, ": unknown compiler pass '", name, "'", did_you_mean(name, candidates),
+                  "; valid names: ", pass_list()));
+}
+
+// Keeps the entries of `items` whose position `keep` accepts; returns whether any went.
+template <typename T, typename Keep>
+bool keep_where(std::vector<T>& items, Keep keep) {
+  size_t kept = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (keep(i)) {
+      if (kept != i) items[kept] = std::move(items[i]);
+      ++kept;
+    }
+  }
+  const bool removed = kept != items.size();
+  items.resize(kept);
+  return removed;
+}
+
+std::vector<ValueId> identity_table(const Graph& graph) {
+  std::vector<ValueId> table(graph.values.size());
+  std::iota(table.begin(), table.end(), ValueId{0});
+  return table;
+}
+
+// Shape, dtype, device and bytes of a small constant: equal keys, interchangeable tensors. Bytes,
+// not values, so -0 and +0, or two NaNs with different payloads, stay apart.
+std::string constant_key(const Tensor& tensor) {
+  std::string key = cat(dtype_name(tensor.dtype()), tensor.shape(), tensor.device(), ":");
+  EDDY_DISPATCH_ALL(tensor.dtype(), T, {
+    for (T element : tensor.to_vector<T>()) key.append(reinterpret_cast<const char*>(&element), sizeof(T));
+  });
+  return key;
+}
+
+// Merges constants with equal keys into the first; returns whether any merged.
+bool merge_constants(Graph& graph, std::vector<ValueId>& replacement) {
+  std::unordered_map<std::string, ValueId> first_with_key;
+  std::vector<bool> merged(graph.captured.size(), false);
+  for (size_t i = 0; i < graph.captured.size(); ++i) {
+    const CapturedTensor& entry = graph.captured[i];
+    if (!entry.constant || entry.tensor.numel() > kMaxMergedConstantElements) continue;
+    auto [first, inserted] = first_with_key.emplace(constant_key(entry.tensor), entry.id);
+    if (inserted) continue;
+    replacement[static_cast<size_t>(entry.id)] = first->second;
+    merged[i] = true;
+  }
+  return keep_where(graph.captured, [&](size_t i) { return !merged[i]; });
+}
+
+// Hash and equality of nodes, by position in `nodes`, for the set of the nodes seen so far.
+struct NodeHash {
+  const std::vector<GraphNode>* nodes;
+  size_t operator()(size_t position) const {
+    const GraphNode& node = (*nodes)[position];
+    size_t seed = std::hash<const Primitive*>{}(node.primitive);
+    auto mix = [&seed](size_t value) { seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2); };
+    for (ValueId input : node.inputs) mix(std::hash<ValueId>{}(input));
+    for (int64_t extent : node.attrs.shape) mix(std::hash<int64_t>{}(extent));
+    for (int64_t axis : node.attrs.axes) mix(std::hash<int64_t>{}(axis));
+    mix(std::hash<int64_t>{}(node.attrs.axis));
+    mix(static_cast<size_t>(node.attrs.dtype));
+    return seed;
+  }
+};
+
+struct NodeEqual {
+  const std::vector<GraphNode>* nodes;
+  bool operator()(size_t a, size_t b) const {
+    const GraphNode &x = (*nodes)[a], &y = (*nodes)[b];
+    return x.primitive == y.primitive && x.inputs == y.inputs && x.attrs == y.attrs;
+  }
+};
+
+}  // namespace
+
+bool eliminate_dead_code(Graph& graph) {
+  std::vector<bool> needed(graph.values.size(), false);
+  for (ValueId output : graph.outputs) needed[static_cast<size_t>(output)] = true;
+  std::vector<bool> keep(graph.nodes.size(), false);
+  for (size_t i = graph.nodes.size(); i-- > 0;) {
+    const GraphNode& node = graph.nodes[i];
+    keep[i] = needed[static_cast<size_t>(node.output)] || is_collective(*node.primitive);
+    if (!keep[i]) continue;
+    for (ValueId input : node.inputs) needed[static_cast<size_t>(input)] = true;
+  }
+  const bool dropped_nodes = keep_where(graph.nodes, [&](size_t i) { return keep[i]; });
+  const bool dropped_captured = keep_where(
+      graph.captured, [&](size_t i) { return needed[static_cast<size_t>(graph.captured[i].id)]; });
+  return dropped_nodes || dropped_captured;
+}
+
+bool eliminate_common_subexpressions(Graph& graph) {
+  std::vector<ValueId> replacement = identity_table(graph);
+  bool changed = merge_constants(graph, replacement);
+  std::unordered_set<size_t, NodeHash, NodeEqual> seen(graph.nodes.size(), NodeHash{&graph.nodes},
+                                                        NodeEqual{&graph.nodes});
+  std::vector<bool> duplicate(graph.nodes.size(), false);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    GraphNode& node = graph.nodes[i];
+    // Redirected as we go, so the users of two merged nodes become equal in this same sweep.
+    for (ValueId& input : node.inputs) input = replacement[static_cast<size_t>(input)];
+    if (!is_pure(node)) continue;
+    auto [first, inserted] = seen.insert(i);
+    if (inserted) continue;
+    replacement[static_cast<size_t>(node.output)] = graph.nodes[*first].output;
+    duplicate[i] = true;
+    changed = true;
+  }
+  replace_uses(graph, replacement);
+  keep_where(graph.nodes, [&](size_t i) { return !duplicate[i]; });
+  return changed;
+}
+
+bool fold_constants(Graph& graph) {
+  // The kernels run here belong to no traced function, even when one compiles another.
+  TraceRecorderScope not_traced(nullptr);
+  std::vector<int> constant_at = graph.captured_positions();
+  for (const CapturedTensor& entry : graph.captured) {
+    if (!entry.constant) constant_at[static_cast<size_t>(entry.id)] = -1;
+  }
+  std::vector<bool> folded(graph.nodes.size(), false);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const GraphNode& node = graph.nodes[i];
+    ValueInfo& info = graph.values[static_cast<size_t>(node.output)];
+    if (!is_pure(node) || numel(info.shape) > kMaxFoldedElements) continue;
+    std::vector<Tensor> inputs;
+    for (ValueId input : node.inputs) {
+      const int position = constant_at[static_cast<size_t>(input)];
+      if (position < 0) break;
+      const Tensor& value = graph.captured[static_cast<size_t>(position)].tensor;
+      if (value.numel() > kMaxFoldedElements) break;
+      inputs.push_back(value);
+    }
+    if (inputs.size() != node.inputs.size()) continue;
+    Tensor value = node.primitive->eval(inputs, node.attrs, OutputSpec{info.shape, info.dtype});
+    EDDY_CHECK(value.shape() == info.shape && value.dtype() == info.dtype, "fold_constants: ",
+               node.primitive->name, " evaluated to ", value.dtype(), value.shape(), " where the graph has ",
+               info.dtype, info.shape);
+    constant_at[static_cast<size_t>(node.output)] = static_cast<int>(graph.captured.size());
+    graph.captured.push_back(CapturedTensor{node.output, std::move(value), true});
+    info.source = ValueSource::captured;
+    folded[i] = true;
+  }
+  return keep_where(graph.nodes, [&](size_t i) { return !folded[i]; });
+}
+
+bool pass_enabled(std::string_view name) {
+  check_pass_name(name, "pass_enabled");
+  const char* variable = std::getenv(std::string(kDisableVariable).c_str());
+  if (!variable) return true;
+  bool enabled = true;
+  std::string_view rest = variable;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view entry = trimmed(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (entry.empty()) continue;
+    check_pass_name(entry, kDisableVariable);
+    if (entry == name) enabled = false;
+  }
+  return enabled;
+}
+
+void optimize(Graph& graph) {
+  const bool simplify = pass_enabled("simplify"), fold = pass_enabled("fold"), cse = pass_enabled("cse");
+  for (int round = 0; round < kMaxRounds; ++round) {
+    bool changed = false;
+    if (simplify) changed = simplify_algebra(graph) || changed;
+    if (fold) changed = fold_constants(graph) || changed;
+    if (cse) changed = eliminate_common_subexpressions(graph) || changed;
+    if (!changed) break;
+  }
+  if (pass_enabled("dce")) eliminate_dead_code(graph);
+  verify(graph);
+}
+
+}  // namespace eddy::compiler

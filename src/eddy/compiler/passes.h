@@ -1,0 +1,43 @@
+#pragma once
+// Graph-to-graph optimisations, run between capture and code generation. Every pass keeps the
+// graph valid (verify) and every graph output's value; input ids stay the same, and no value id
+// is reused, so ids a caller kept still name what they named (output ids may be redirected to an
+// equal value: read them from graph.outputs again). Each pass is linear in the graph's size, up
+// to hashing: PINN training steps capture thousands of nodes. Each returns whether it changed
+// the graph.
+
+#include <string_view>
+
+#include "eddy/compiler/graph.h"
+
+namespace eddy::compiler {
+
+// Drops the nodes no graph output needs, and the captured tensors nothing uses any more.
+// Collectives are kept (see is_collective in passes.cpp).
+bool eliminate_dead_code(Graph& graph);
+
+// Keeps the first of the nodes that apply the same primitive with equal Attrs to the same
+// inputs, and of the small constants with identical shape, dtype and bytes.
+bool eliminate_common_subexpressions(Graph& graph);
+
+// Evaluates now the nodes whose inputs are all constants, when their inputs and output are small
+// enough (see kMaxFoldedElements), making each a new constant.
+bool fold_constants(Graph& graph);
+
+// Rewrites with identities that are exact in the node's dtype: x * 1, x / 1, x - (+0),
+// x + (-0), neg(neg(x)), x * -1 -> neg(x), pow(x, 1), pow(x, 2) -> x * x, reshapes of reshapes,
+// reshape, expand and cast to what x already is. See simplify.cpp for what is left out and why.
+bool simplify_algebra(Graph& graph);
+
+// Whether the pass `name` should run: false when the comma-separated list in the environment
+// variable EDDY_COMPILER_DISABLE names it. Read on every call, so tests and users can change it
+// between compilations. Throws eddy::Error when `name` or a name in the variable is not one of
+// dce, cse, fold, simplify, fusion, buffer_reuse.
+bool pass_enabled(std::string_view name);
+
+// simplify, fold and cse, repeated while one of them still finds something (a fold can expose a
+// constant a rule matches, a rule can make two nodes equal), then dce; each skipped when
+// disabled. Verifies the graph at the end.
+void optimize(Graph& graph);
+
+}  // namespace eddy::compiler
