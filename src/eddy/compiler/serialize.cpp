@@ -1,0 +1,215 @@
+#include "eddy/compiler/serialize.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "eddy/core/suggest.h"
+#include "eddy/io/atomic_file.h"
+#include "eddy/io/safetensors.h"
+
+namespace eddy::compiler {
+namespace {
+
+using json = nlohmann::ordered_json;  // keeps keys in the order written, for people reading the files
+
+constexpr const char* kFormat = "eddy.graph";
+constexpr const char* kExportIdKey = "eddy.export_id";
+
+std::string graph_path(const std::string& dir) { return (std::filesystem::path(dir) / "graph.json").string(); }
+std::string weights_path(const std::string& dir) {
+  return (std::filesystem::path(dir) / "weights.safetensors").string();
+}
+
+std::string source_name(const Graph& graph, ValueId id) {
+  switch (graph.value(id).source) {
+    case ValueSource::input: return "input";
+    case ValueSource::node: return "node";
+    case ValueSource::captured: return graph.find_captured(id)->constant ? "constant" : "parameter";
+  }
+  return "";
+}
+
+ValueSource source_kind(const std::string& name, const std::string& where) {
+  if (name == "input") return ValueSource::input;
+  if (name == "node") return ValueSource::node;
+  EDDY_CHECK(name == "parameter" || name == "constant", where, ": '", name,
+             "' is none of input, parameter, constant, node");
+  return ValueSource::captured;
+}
+
+std::string tensor_key(const CapturedTensor& entry) {
+  return cat(entry.constant ? "constant." : "parameter.", entry.id);
+}
+
+// Every field but the payload (which save_graph refuses): a field added to Attrs must be added
+// here and in attrs_from, or the primitives that read it would load with its default.
+json attrs_json(const Attrs& attrs) {
+  return {{"shape", attrs.shape}, {"axes", attrs.axes},         {"lo", attrs.lo},
+          {"hi", attrs.hi},       {"step", attrs.step},         {"axis", attrs.axis},
+          {"keepdims", attrs.keepdims}, {"inverse", attrs.inverse}, {"scale", attrs.scale},
+          {"dtype", std::string(dtype_name(attrs.dtype))}};
+}
+
+DType dtype_named(const std::string& name, const std::string& where) {
+  for (DType dtype : {DType::f32, DType::f64, DType::c64, DType::c128, DType::i32, DType::i64, DType::b8}) {
+    if (dtype_name(dtype) == name) return dtype;
+  }
+  throw Error(cat(where, ": unknown dtype '", name, "'"));
+}
+
+Attrs attrs_from(const json& node, const std::string& where) {
+  Attrs attrs;
+  attrs.shape = node.at("shape").get<Shape>();
+  attrs.axes = node.at("axes").get<std::vector<int64_t>>();
+  attrs.lo = node.at("lo").get<std::vector<int64_t>>();
+  attrs.hi = node.at("hi").get<std::vector<int64_t>>();
+  attrs.step = node.at("step").get<std::vector<int64_t>>();
+  attrs.axis = node.at("axis").get<int64_t>();
+  attrs.keepdims = node.at("keepdims").get<bool>();
+  attrs.inverse = node.at("inverse").get<bool>();
+  attrs.scale = node.at("scale").get<double>();
+  attrs.dtype = dtype_named(node.at("dtype").get<std::string>(), where + ".dtype");
+  return attrs;
+}
+
+const Primitive& primitive_named(const std::string& name, const std::string& where) {
+  std::vector<std::string> known;
+  for (const Primitive& primitive : all_primitives()) {
+    if (primitive.name == name) return primitive;
+    known.emplace_back(primitive.name);
+  }
+  throw Error(cat(where, ": unknown primitive '", name, "'", did_you_mean(name, known),
+                  "; the graph was exported by an eddy with primitives this one lacks"));
+}
+
+// Unique per export, so the two files of one export can be told from a mix of two.
+std::string new_export_id() {
+  return cat(std::chrono::system_clock::now().time_since_epoch().count(), "-", ::getpid());
+}
+
+// The captured tensors of `file`'s values, checked against the weights file: every tensor there,
+// no more, each with its value's shape and dtype.
+std::vector<CapturedTensor> captured_tensors(const json& values, const Graph& graph, nn::StateDict tensors,
+                                             const std::string& file, const std::string& weights_file) {
+  std::vector<CapturedTensor> captured;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string source = values[i].at("source").get<std::string>();
+    if (source != "parameter" && source != "constant") continue;
+    const std::string key = values[i].at("tensor").get<std::string>();
+    auto found = tensors.find(key);
+    EDDY_CHECK(found != tensors.end(), weights_file, ": no tensor '", key, "', which ", file, " values[", i,
+               "] names");
+    const ValueInfo& info = graph.values[i];
+    const Tensor& tensor = found->second;
+    EDDY_CHECK(tensor.shape() == info.shape && tensor.dtype() == info.dtype, weights_file, ": tensor '", key,
+               "' is ", dtype_name(tensor.dtype()), tensor.shape(), " but ", file, " values[", i, "] says ",
+               dtype_name(info.dtype), info.shape);
+    captured.push_back(CapturedTensor{static_cast<ValueId>(i), tensor, source == "constant"});
+    tensors.erase(found);
+  }
+  EDDY_CHECK(tensors.empty(), weights_file, ": tensor '", tensors.begin()->first, "' is not a value of ", file);
+  return captured;
+}
+
+Graph graph_from(const json& root, const io::SafetensorsContents& weights, const std::string& file,
+                 const std::string& weights_file) {
+  Graph graph;
+  std::string where = "values";
+  try {
+    const json& values = root.at("values");
+    for (size_t i = 0; i < values.size(); ++i) {
+      where = cat("values[", i, "]");
+      // Nodes refer to values by id, so a value added or removed by hand would shift them all.
+      EDDY_CHECK(values[i].at("id").get<size_t>() == i, file, ": ", where, ".id: ", values[i].at("id").dump(),
+                 ", but values must be listed in id order from 0");
+      graph.add_value(values[i].at("shape").get<Shape>(),
+                      dtype_named(values[i].at("dtype").get<std::string>(), cat(file, ": ", where, ".dtype")),
+                      source_kind(values[i].at("source").get<std::string>(), cat(file, ": ", where, ".source")));
+    }
+    where = "values";
+    graph.captured = captured_tensors(values, graph, weights.tensors, file, weights_file);
+    where = "inputs";
+    graph.inputs = root.at("inputs").get<std::vector<ValueId>>();
+    where = "outputs";
+    graph.outputs = root.at("outputs").get<std::vector<ValueId>>();
+    const json& nodes = root.at("nodes");
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      where = cat("nodes[", n, "]");
+      const json& node = nodes[n];
+      const Primitive& primitive = primitive_named(node.at("primitive").get<std::string>(),
+                                                   cat(file, ": ", where, ".primitive"));
+      GraphNode parsed{&primitive, attrs_from(node.at("attrs"), cat(file, ": ", where, ".attrs")),
+                       node.at("inputs").get<std::vector<ValueId>>(), node.at("output").get<ValueId>()};
+      EDDY_CHECK(primitive.arity < 0 || static_cast<int>(parsed.inputs.size()) == primitive.arity, file, ": ",
+                 where, ".inputs: ", primitive.name, " takes ", primitive.arity, " inputs, not ",
+                 parsed.inputs.size());
+      graph.nodes.push_back(std::move(parsed));
+    }
+  } catch (const json::exception& e) {
+    throw Error(cat(file, ": ", where, ": ", e.what()));
+  }
+  try {
+    verify(graph);
+  } catch (const Error& e) {
+    throw Error(cat(file, ": ", e.what()));
+  }
+  return graph;
+}
+
+}  // namespace
+
+void save_graph(const Graph& graph, const std::string& dir) {
+  json values = json::array();
+  for (size_t id = 0; id < graph.values.size(); ++id) {
+    const ValueInfo& info = graph.values[id];
+    json value{{"id", id}, {"shape", info.shape}, {"dtype", std::string(dtype_name(info.dtype))},
+               {"source", source_name(graph, static_cast<ValueId>(id))}};
+    const CapturedTensor* entry = graph.find_captured(static_cast<ValueId>(id));
+    if (entry) value["tensor"] = tensor_key(*entry);
+    values.push_back(std::move(value));
+  }
+  json nodes = json::array();
+  for (const GraphNode& node : graph.nodes) {
+    EDDY_CHECK(!node.attrs.payload, "export: %", node.output, " = ", node.primitive->name,
+               "(...) carries live state (a checkpointed segment's code or a communicator) that cannot be "
+               "written to a file; export a function without checkpoint() or collectives");
+    nodes.push_back({{"primitive", std::string(node.primitive->name)}, {"attrs", attrs_json(node.attrs)},
+                     {"inputs", node.inputs}, {"output", node.output}});
+  }
+  const std::string export_id = new_export_id();
+  const json root{{"format", kFormat}, {"version", kGraphFormatVersion}, {"export_id", export_id},
+                  {"values", values},  {"inputs", graph.inputs},         {"outputs", graph.outputs},
+                  {"nodes", nodes}};
+  nn::StateDict tensors;
+  for (const CapturedTensor& entry : graph.captured) tensors[tensor_key(entry)] = entry.tensor.detach();
+
+  std::filesystem::create_directories(dir);
+  io::save_safetensors(weights_path(dir), tensors, {{kExportIdKey, export_id}});
+  io::write_file_atomically(graph_path(dir), root.dump(1) + "\n");
+}
+
+Graph load_graph(const std::string& dir) {
+  const std::string file = graph_path(dir), weights_file = weights_path(dir);
+  json root;
+  try {
+    root = json::parse(io::read_file(file));
+  } catch (const json::parse_error& e) {
+    throw Error(cat(file, ": not valid JSON: ", e.what()));
+  }
+  EDDY_CHECK(root.is_object() && root.contains("format") && root["format"] == kFormat, file,
+             ": not an eddy graph (its \"format\" is not \"", kFormat, "\")");
+  const json version = root.contains("version") ? root["version"] : json();
+  EDDY_CHECK(version == kGraphFormatVersion, file, ": version: format version ", version.dump(),
+             ", but this eddy reads version ", kGraphFormatVersion, "; export the graph again with this eddy");
+  const io::SafetensorsContents weights = io::load_safetensors(weights_file);
+  const auto id = weights.metadata.find(kExportIdKey);
+  EDDY_CHECK(id != weights.metadata.end() && root.contains("export_id") && root["export_id"] == id->second,
+             weights_file, ": not the weights of ", file, " (__metadata__.", kExportIdKey,
+             " differs from its export_id); export again");
+  return graph_from(root, weights, file, weights_file);
+}
+
+}  // namespace eddy::compiler

@@ -1,0 +1,32 @@
+#pragma once
+// A graph on disk, for inference without the code that traced it: a folder holding
+//   graph.json           format and version, every value (shape, dtype, source), the inputs and
+//                        outputs, and every node (primitive name, every Attrs field, input ids,
+//                        output id);
+//   weights.safetensors  every captured tensor by value, named "parameter.<id>" (a tensor the
+//                        traced function read from outside, such as model weights) or
+//                        "constant.<id>" (one it created).
+// Primitives are stored by name and found again in eddy::all_primitives() when loading.
+//
+// Each file is written atomically; both carry one export id, so a graph.json paired with the
+// weights of another export (a write interrupted between the two) is refused, not run.
+
+#include <string>
+
+#include "eddy/compiler/graph.h"
+
+namespace eddy::compiler {
+
+inline constexpr int kGraphFormatVersion = 1;
+
+// Creates `dir` when needed and writes both files. Throws eddy::Error for a node whose Attrs
+// carries a payload (checkpoint segments, collectives): it refers to live code or objects that
+// no file can hold.
+void save_graph(const Graph& graph, const std::string& dir);
+
+// Reads both files back. Throws eddy::Error, naming the file and the key, on an unknown
+// primitive, another format version, a missing or extra tensor, or a tensor whose shape or dtype
+// differs from its value's.
+Graph load_graph(const std::string& dir);
+
+}  // namespace eddy::compiler
