@@ -236,14 +236,18 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   return result;
 }
 
-Metrics evaluate_run(const std::string& run_dir) {
-  auto config = io::Config::load(run_dir + "/config.yaml");
-  Problem problem = read_problem(*config);
-  PinnState state(problem);
+void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
   io::load_checkpoint(run_dir + "/checkpoint.safetensors", state.model(), &saved);
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
+}
+
+Metrics evaluate_run(const std::string& run_dir) {
+  auto config = io::Config::load(run_dir + "/config.yaml");
+  Problem problem = read_problem(*config);
+  PinnState state(problem);
+  load_trained(state, run_dir);
   Validator validator(state);
   return validator.measure();
 }

@@ -126,6 +126,10 @@ struct SolveResult {
 // points.vtp, checkpoint.safetensors).
 SolveResult solve(const Problem& problem, const SolveOptions& options);
 
+// Loads a run folder's checkpoint (model and learnable parameters) into `state`, which was built
+// from the run's config.yaml.
+void load_trained(PinnState& state, const std::string& run_dir);
+
 // Re-evaluates a finished run folder against its reference.
 Metrics evaluate_run(const std::string& run_dir);
 

@@ -5,6 +5,8 @@
 //   eddy eval RUN_DIR                                       re-evaluate a finished run
 //   eddy train FILE [key=value ...] [--resume] [--quiet]   train a neural operator from its YAML
 //   eddy generate FILE [key=value ...] [--quiet]            write a dataset from a classical solver
+//   eddy export RUN_DIR [--output DIR] [--batch B]          a PINN run's model as an inference artifact
+//   eddy predict ARTIFACT POINTS.h5 [--output OUT.h5]       evaluate an exported model at points
 //
 // Under mpirun, `eddy train` is data parallel (docs/distributed.md); the other commands refuse
 // to run on several ranks. An error on any rank ends the whole job with that rank's message.
@@ -12,14 +14,20 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
+#include "eddy/compiler/predictor.h"
 #include "eddy/core/error.h"
 #include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/ops/ops.h"
 #include "solvers/classical/dataset.h"
 #include "solvers/operator/trainer.h"
+#include "solvers/pinn/export.h"
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
 
@@ -106,14 +114,89 @@ int run_generate(const std::string& file, const std::vector<std::string>& overri
   return 0;
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+int run_export(const std::string& run_dir, const std::string& output, int64_t batch) {
+  const pinn::ExportSummary summary = pinn::export_run(run_dir, output, batch);
+  const PredictorInput& points = summary.signature.inputs.at(0);
+  std::printf("wrote %s: %s [N, %zu] (%s) -> %s; traced at %lld rows per batch, %zu graph nodes, %zu tensors\n",
+              summary.dir.c_str(), points.name.c_str(), points.columns.size(), joined(points.columns).c_str(),
+              joined(summary.signature.outputs).c_str(), static_cast<long long>(summary.batch_size),
+              summary.graph_nodes, summary.tensors);
+  return 0;
+}
+
+// An input's rows from the points file: the dataset named after it ("points", [N, d]), or else
+// one 1-D dataset per column ("x", "t"). Floating-point data is converted to the model's dtype.
+Tensor read_input(const std::string& file, const std::vector<std::string>& datasets, const PredictorInput& input,
+                  DType dtype) {
+  auto has = [&](const std::string& name) {
+    return std::find(datasets.begin(), datasets.end(), name) != datasets.end();
+  };
+  Tensor values;
+  if (has(input.name)) {
+    values = io::read_hdf5(file, input.name);
+  } else {
+    std::vector<std::string> missing;
+    for (const std::string& column : input.columns) {
+      if (!has(column)) missing.push_back(column);
+    }
+    EDDY_CHECK(!input.columns.empty() && missing.empty(), "predict: ", file, " has no dataset '", input.name, "'",
+               input.columns.empty() ? std::string()
+                                     : cat(" [N, ", input.columns.size(), "] and no 1-D dataset ", joined(missing),
+                                           " (the model's inputs are ", joined(input.columns), ")"),
+               "; it holds: ", datasets.empty() ? std::string("nothing") : joined(datasets));
+    std::vector<Tensor> columns;
+    for (const std::string& column : input.columns) {
+      const Tensor read = io::read_hdf5(file, column);
+      const int64_t rows = columns.empty() ? read.numel() : columns[0].shape()[0];
+      EDDY_CHECK(read.dim() == 1 && read.shape()[0] == rows, "predict: ", file, ": dataset '", column, "' has shape ",
+                 read.shape(), "; ", joined(input.columns), " must be 1-D datasets of one length");
+      columns.push_back(reshape(read, {-1, 1}));
+    }
+    values = concat(columns, 1);
+  }
+  return is_floating(values.dtype()) ? cast(values, dtype) : values;
+}
+
+int run_predict(const std::string& artifact, const std::string& points_file, std::string output) {
+  namespace fs = std::filesystem;
+  if (output.empty()) {
+    output = (fs::path(points_file).parent_path() / fs::path(points_file).stem()).string() + ".predictions.h5";
+  }
+  EDDY_CHECK(!fs::exists(output) || !fs::equivalent(output, points_file), "predict: --output ", output,
+             " is the points file itself; write the predictions to another file");
+  const Predictor predictor = Predictor::load(artifact);
+  const compiler::Graph& graph = predictor.program().graph();
+  const std::vector<std::string> datasets = io::list_hdf5_datasets(points_file);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const DType dtype = graph.value(graph.inputs[i]).dtype;
+    inputs.push_back(read_input(points_file, datasets, predictor.signature().inputs[i], dtype));
+  }
+  const std::vector<Tensor> outputs = predictor.predict(inputs);
+  io::Hdf5Writer out(output);
+  for (size_t o = 0; o < outputs.size(); ++o) out.write(predictor.signature().outputs[o], outputs[o]);
+  out.set_attribute("/", "artifact", artifact);
+  out.commit();
+  std::printf("wrote %s: %s at %lld points\n", output.c_str(), joined(predictor.signature().outputs).c_str(),
+              static_cast<long long>(inputs.at(0).shape()[0]));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"eddy: differentiable physics and scientific machine learning"};
   app.require_subcommand(1);
-  std::string file, run_dir;
+  std::string file, run_dir, artifact, points_file, output;
   std::vector<std::string> overrides;
   bool resume = false, quiet = false;
+  int64_t batch = 1024;
 
   CLI::App* solve = app.add_subcommand("solve", "Train a PINN problem defined in a YAML file");
   solve->add_option("file", file, "problem YAML")->required()->check(CLI::ExistingFile);
@@ -138,6 +221,20 @@ int main(int argc, char** argv) {
   generate->add_option("overrides", overrides, "key.path=value overrides, e.g. samples=1000");
   generate->add_flag("--quiet", quiet, "no progress output");
 
+  CLI::App* export_command = app.add_subcommand("export", "Write a PINN run's trained model as an inference artifact "
+                                            "(graph.json, weights.safetensors, meta.json)");
+  export_command->add_option("run_dir", run_dir, "run folder of `eddy solve` (output.dir)")->required()
+      ->check(CLI::ExistingDirectory);
+  export_command->add_option("--output", output, "artifact folder (default RUN_DIR/export)");
+  export_command->add_option("--batch", batch, "rows per batch the model is traced at (default 1024)");
+  CLI::App* predict = app.add_subcommand("predict", "Evaluate an exported model at the points of an HDF5 file");
+  predict->add_option("artifact", artifact, "folder written by `eddy export`")->required()
+      ->check(CLI::ExistingDirectory);
+  predict->add_option("points", points_file, "HDF5 file with a dataset `points` [N, coordinates], or one 1-D "
+                      "dataset per coordinate")->required()->check(CLI::ExistingFile);
+  predict->add_option("--output", output, "HDF5 file for the fields, one dataset each (default "
+                      "POINTS.predictions.h5 beside the points)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.
@@ -150,6 +247,8 @@ int main(int argc, char** argv) {
     if (*check) return run_check(file, overrides);
     if (*train) return run_train(file, overrides, resume, quiet);
     if (*generate) return run_generate(file, overrides, quiet);
+    if (*export_command) return run_export(run_dir, output, batch);
+    if (*predict) return run_predict(artifact, points_file, output);
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;
   } catch (const std::exception& e) {
