@@ -12,4 +12,5 @@ PYBIND11_MODULE(_eddy, m) {
   eddy::python::bind_autodiff(m);
   eddy::python::bind_nn(m);
   eddy::python::bind_solvers(m);
+  eddy::python::bind_compiler(m);
 }

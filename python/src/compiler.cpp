@@ -1,0 +1,171 @@
+// eddy.jit (eddy::compile over a Python function) and eddy.Predictor (exported inference
+// artifacts). Both run compiled programs with the GIL released; a jitted function takes the GIL
+// back only while its Python body runs, which is on the first call per signature.
+
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "bindings.h"
+#include "eddy/compiler/compile.h"
+#include "eddy/compiler/predictor.h"
+
+namespace eddy::python {
+namespace {
+
+// eddy.jit(f). The compiled program replays tensors only, so whether f returned one tensor, a
+// tuple or a list is remembered per program, to answer later calls in the same form.
+class JitFunction {
+ public:
+  explicit JitFunction(py::function function)
+      : function_(function), body_(std::make_shared<Body>()), compiled_(compile(traced_body(function, body_))) {}
+
+  py::object call(const py::args& args) {
+    std::vector<Tensor> inputs;
+    for (const py::handle& arg : args) inputs.push_back(as_tensor(arg));
+    std::vector<Tensor> outputs;
+    Form form = Form::single;
+    {
+      // Released before locking: a thread waiting for the lock must not hold the GIL that the
+      // thread inside needs to run f.
+      py::gil_scoped_release release;
+      std::lock_guard<std::recursive_mutex> lock(mutex_);
+      body_->ran = false;
+      outputs = compiled_(inputs);
+      const compiler::Program* program = compiled_.program_for(inputs);
+      if (body_->ran) {
+        form = body_->form;
+        if (program) forms_[program] = form;
+      } else {
+        form = forms_.at(program);
+      }
+    }
+    if (form == Form::single) return py::cast(outputs.at(0));
+    py::list values = py::cast(outputs);
+    return form == Form::tuple ? py::object(py::tuple(values)) : py::object(values);
+  }
+
+  CompileStats stats() const {
+    py::gil_scoped_release release;  // as in call(): never wait for the lock holding the GIL
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return compiled_.stats();
+  }
+  const py::function& function() const { return function_; }
+
+ private:
+  enum class Form { single, tuple, list };
+  struct Body {
+    bool ran = false;  // f ran during the current call (traced, or eagerly inside another trace)
+    Form form = Form::single;
+  };
+
+  // f as the TensorFunction compile() traces; it runs with the GIL released around it, so it
+  // takes the GIL itself. A Python exception from f leaves as py::error_already_set, which
+  // crosses the C++ frames and is raised again unchanged in the caller.
+  static compiler::TensorFunction traced_body(const py::function& function, const std::shared_ptr<Body>& body) {
+    return [function, body](const std::vector<Tensor>& inputs) {
+      py::gil_scoped_acquire gil;
+      py::tuple args(inputs.size());
+      for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
+      const py::object out = function(*args);
+      body->ran = true;
+      body->form = py::isinstance<py::tuple>(out)  ? Form::tuple
+                   : py::isinstance<py::list>(out) ? Form::list
+                                                   : Form::single;
+      return tensors_of(out);
+    };
+  }
+
+  py::function function_;
+  std::shared_ptr<Body> body_;
+  CompiledFunction compiled_;
+  std::map<const compiler::Program*, Form> forms_;
+  mutable std::recursive_mutex mutex_;  // recursive: f may call its own jitted self while traced
+};
+
+std::string stats_text(const CompileStats& stats) {
+  std::ostringstream text;
+  text << "CompileStats(traces=" << stats.traces << ", calls=" << stats.calls << ", graph_nodes="
+       << stats.last.graph_nodes << ", fused_kernels=" << stats.last.fused_kernels
+       << ", trace_seconds=" << stats.trace_seconds << ")";
+  return text.str();
+}
+
+void bind_jit(py::module_& m) {
+  py::class_<CompileStats>(m, "CompileStats", "What a jitted function has done so far.")
+      .def_readonly("traces", &CompileStats::traces, "signatures traced so far")
+      .def_readonly("calls", &CompileStats::calls)
+      .def_readonly("trace_seconds", &CompileStats::trace_seconds, "the latest trace, lowering and kernel compile")
+      .def_property_readonly("graph_nodes", [](const CompileStats& s) { return s.last.graph_nodes; })
+      .def_property_readonly("fused_kernels", [](const CompileStats& s) { return s.last.fused_kernels; })
+      .def("__repr__", &stats_text);
+
+  py::class_<JitFunction>(m, "JitFunction", "A function compiled by eddy.jit.")
+      .def("__call__", &JitFunction::call)
+      .def_property_readonly("stats", &JitFunction::stats)
+      .def_property_readonly("__wrapped__", &JitFunction::function);
+
+  m.def("jit", [](const py::function& f) { return std::make_unique<JitFunction>(f); }, py::arg("f"),
+        "Compiles f (eddy tensors in, a tensor or a tuple/list of tensors out) like the C++ eddy::compile: "
+        "the first call with new input shapes, dtypes, requires_grad or grad mode runs f once while tracing "
+        "it; later calls with that signature run the compiled graph without calling f. f may use eddy.grad "
+        "and the other transformations; it may not branch on tensor values, write in place or draw random "
+        "numbers. Usable as a decorator.");
+}
+
+void bind_predictor(py::module_& m) {
+  py::class_<Predictor>(m, "Predictor", "An inference artifact written by `eddy export`, run without the solver.")
+      .def_static("load", [](const std::filesystem::path& path) {
+            py::gil_scoped_release release;  // lowering may compile kernels (seconds)
+            return Predictor::load(path.string());
+          },
+          py::arg("path"), "Reads the artifact folder (graph.json, weights.safetensors, meta.json).")
+      .def("predict", [](const Predictor& self, const py::args& args) {
+            const compiler::Graph& graph = self.program().graph();
+            std::vector<Tensor> inputs;
+            for (size_t i = 0; i < args.size(); ++i) {
+              // Arrays and lists take the model's dtype, as NumPy's float64 default would never
+              // fit a float32 model; eddy tensors are passed as they are, and checked.
+              const bool convert = !py::isinstance<Tensor>(args[i]) && i < graph.inputs.size();
+              inputs.push_back(convert ? as_tensor(args[i], py::cast(graph.value(graph.inputs[i]).dtype))
+                                       : as_tensor(args[i]));
+            }
+            std::vector<Tensor> outputs;
+            {
+              py::gil_scoped_release release;
+              outputs = self.predict(inputs);
+            }
+            return py::tuple(py::cast(outputs));
+          },
+          "predict(*inputs) -> one tensor per output (output_names), each with the inputs' N rows.")
+      .def_property_readonly("input_names", [](const Predictor& self) {
+            std::vector<std::string> names;
+            for (const PredictorInput& input : self.signature().inputs) names.push_back(input.name);
+            return names;
+          })
+      .def_property_readonly("input_columns", [](const Predictor& self) {
+            std::vector<std::vector<std::string>> columns;
+            for (const PredictorInput& input : self.signature().inputs) columns.push_back(input.columns);
+            return columns;
+          }, "per input, what its last axis holds (the coordinates of a PINN)")
+      .def_property_readonly("output_names", [](const Predictor& self) { return self.signature().outputs; })
+      .def_property_readonly("batch_size", &Predictor::batch_size)
+      .def_property_readonly("dtype", [](const Predictor& self) {
+            const compiler::Graph& graph = self.program().graph();
+            return graph.value(graph.inputs.at(0)).dtype;
+          });
+}
+
+}  // namespace
+
+void bind_compiler(py::module_& m) {
+  bind_jit(m);
+  bind_predictor(m);
+}
+
+}  // namespace eddy::python

@@ -1,0 +1,144 @@
+"""`eddy export` and `eddy predict` end to end: a short PINN run exported and evaluated at points
+from HDF5 files gives the solver's own predictions; eddy.Predictor gives the same as the CLI."""
+
+import json
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+import eddy
+
+# Two fields, one through a hard constraint with a learnable parameter, so the export has to
+# carry the output transform and the parameter as well as the network.
+PROBLEM = """
+dtype: float32
+geometry:
+  space: {type: interval, min: 0, max: 1}
+  time: {min: 0, max: 0.5}
+fields: [u, v]
+parameters: {kappa: {learnable: true, initial: 0.2}}
+conditions:
+  pde: {type: interior, equation: u_t - kappa*u_xx, points: 64}
+  pair: {type: interior, equation: v - u*u, points: 64}
+  start: {type: initial, field: u, value: sin(pi*x), points: 16}
+model: {width: 8, depth: 2, output_transform: {u: x*(1 - x)*net_u + kappa*t}}
+training:
+  adam: {steps: 20, learning_rate: 0.01}
+output: {grid: [13, 7], vtk: false}
+"""
+
+
+def run(*args):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory, eddy_cli):
+    folder = tmp_path_factory.mktemp("export")
+    config = folder / "problem.yaml"
+    config.write_text(PROBLEM)
+    result = run(eddy_cli, "solve", config, f"output.dir={folder / 'run'}", "--quiet")
+    assert result.returncode == 0, result.stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def artifact(solved, eddy_cli):
+    # 16 rows per batch: the 91 grid points take five full batches and a padded one.
+    result = run(eddy_cli, "export", solved / "run", "--batch", 16)
+    assert result.returncode == 0, result.stderr
+    assert "points [N, 2] (x, t) -> u, v" in result.stdout
+    return solved / "run" / "export"
+
+
+def test_export_writes_graph_weights_and_meta(artifact):
+    meta = json.loads((artifact / "meta.json").read_text())
+    assert meta["format"] == "eddy.predictor" and meta["version"] == 1
+    assert meta["batch_size"] == 16 and meta["dtype"] == "float32"
+    assert meta["inputs"] == [{"name": "points", "columns": ["x", "t"]}]
+    assert [output["name"] for output in meta["outputs"]] == ["u", "v"]
+    graph = json.loads((artifact / "graph.json").read_text())
+    sources = {value["source"] for value in graph["values"]}
+    assert {"input", "parameter", "node"} <= sources
+
+    from safetensors.numpy import load_file
+
+    weights = load_file(str(artifact / "weights.safetensors"))
+    named = {value["tensor"] for value in graph["values"] if "tensor" in value}
+    assert set(weights) == named
+
+
+def test_predict_matches_the_solver_on_its_grid_and_points(solved, artifact, eddy_cli):
+    with h5py.File(solved / "run" / "solution.h5", "r") as f:
+        x, t = f["coordinates/x"][:], f["coordinates/t"][:]
+        grid_fields = {name: f[f"fields/{name}"][:].ravel() for name in ("u", "v")}
+        sampled = f["points/pde/coordinates"][:]
+        sampled_fields = {name: f[f"points/pde/{name}"][:] for name in ("u", "v")}
+    grid_x, grid_t = np.meshgrid(x, t, indexing="ij")  # the solver's C order, last axis fastest
+
+    columns = solved / "columns.h5"  # one 1-D dataset per coordinate, in float64
+    with h5py.File(columns, "w") as f:
+        f["x"], f["t"] = grid_x.ravel(), grid_t.ravel()
+    result = run(eddy_cli, "predict", artifact, columns)
+    assert result.returncode == 0, result.stderr
+    with h5py.File(solved / "columns.predictions.h5", "r") as f:
+        assert set(f) == {"u", "v"}
+        for name in ("u", "v"):
+            assert f[name].dtype == np.float32 and f[name].shape == (91,)
+            np.testing.assert_allclose(f[name][:], grid_fields[name], rtol=0, atol=1e-6)
+
+    points = solved / "points.h5"  # one 2-D dataset "points" [N, 2]
+    with h5py.File(points, "w") as f:
+        f["points"] = sampled
+    out = solved / "at_points.h5"
+    result = run(eddy_cli, "predict", artifact, points, "--output", out)
+    assert result.returncode == 0, result.stderr
+    with h5py.File(out, "r") as f:
+        for name in ("u", "v"):
+            np.testing.assert_allclose(f[name][:], sampled_fields[name], rtol=0, atol=1e-6)
+
+
+def test_python_predictor_equals_the_cli(solved, artifact, eddy_cli):
+    points = np.random.default_rng(0).uniform([0, 0], [1, 0.5], size=(50, 2))
+    with h5py.File(solved / "random.h5", "w") as f:
+        f["points"] = points
+    result = run(eddy_cli, "predict", artifact, solved / "random.h5")
+    assert result.returncode == 0, result.stderr
+
+    predictor = eddy.Predictor.load(artifact)
+    assert predictor.input_names == ["points"] and predictor.input_columns == [["x", "t"]]
+    assert predictor.output_names == ["u", "v"] and predictor.batch_size == 16
+    assert predictor.dtype == eddy.float32
+    fields = predictor.predict(points)  # float64 NumPy rows take the model's dtype
+    assert len(fields) == 2
+    with h5py.File(solved / "random.predictions.h5", "r") as f:
+        for name, values in zip(predictor.output_names, fields):
+            np.testing.assert_array_equal(values.numpy(), f[name][:])
+    expected = r"input 'points' must be \[N, 2\] float32 \(columns x, t\) for any N, got \[50, 2\] float64"
+    with pytest.raises(eddy.Error, match=expected):
+        predictor.predict(eddy.tensor(points))
+
+
+def test_errors_name_what_is_missing(solved, artifact, eddy_cli):
+    with h5py.File(solved / "only_x.h5", "w") as f:
+        f["x"] = np.zeros(3)
+    result = run(eddy_cli, "predict", artifact, solved / "only_x.h5")
+    assert result.returncode == 1
+    assert ("has no dataset 'points' [N, 2] and no 1-D dataset t (the model's inputs are x, t); it holds: x"
+            in result.stderr)
+
+    with h5py.File(solved / "wide.h5", "w") as f:
+        f["points"] = np.zeros((3, 3))
+    result = run(eddy_cli, "predict", artifact, solved / "wide.h5")
+    assert result.returncode == 1 and "must be [N, 2] float32 (columns x, t)" in result.stderr
+
+    operator_run = solved / "operator_run"
+    operator_run.mkdir()
+    (operator_run / "config.yaml").write_text("data: {train: {file: a.h5}}\nmodel: {type: fno}\n")
+    result = run(eddy_cli, "export", operator_run)
+    assert result.returncode == 1 and "is a neural-operator run (`eddy train`)" in result.stderr
+
+    result = run(eddy_cli, "export", solved)
+    assert result.returncode == 1 and "has no config.yaml" in result.stderr

@@ -1,0 +1,113 @@
+"""eddy.jit: compiled Python functions equal their eager runs, retrace on new signatures, run
+without calling back into Python once traced, and let Python exceptions through unchanged."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import eddy
+
+
+def rng_tensor(seed, shape):
+    return eddy.tensor(np.random.default_rng(seed).standard_normal(shape))
+
+
+def test_values_and_output_form_match_eager():
+    def f(x, y):
+        return eddy.tanh(x) * y + eddy.exp(-x * x), eddy.sum(x * y)
+
+    jitted = eddy.jit(f)
+    for seed in (1, 2):  # the traced call, then the compiled program
+        x, y = rng_tensor(seed, (6, 5)), rng_tensor(seed + 10, (6, 5))
+        got, expected = jitted(x, y), f(x, y)
+        assert isinstance(got, tuple) and len(got) == 2
+        for a, b in zip(got, expected):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+    assert isinstance(eddy.jit(lambda x: [x * 2.0])(x), list)
+    single = eddy.jit(lambda x: eddy.sin(x))
+    single(x)
+    assert isinstance(single(x), eddy.Tensor)
+
+
+def test_grad_inside_the_function_matches_eager():
+    def loss(w, x):
+        return eddy.sum(eddy.sin(x * w) * w)
+
+    def step(w, x):
+        gradient = eddy.grad(loss)(w, x)
+        second = eddy.grad(lambda v: eddy.sum(eddy.grad(loss)(v, x)))(w)
+        return w - 0.1 * gradient, second
+
+    jitted = eddy.jit(step)
+    x = rng_tensor(3, (8,))
+    for seed in (4, 5):
+        w = rng_tensor(seed, (8,))
+        for a, b in zip(jitted(w, x), step(w, x)):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+    assert jitted.stats.traces == 1 and jitted.stats.calls == 2
+
+
+def test_retraces_on_a_new_shape_and_skips_python_on_a_known_one():
+    bodies_run = []
+
+    def f(x):
+        bodies_run.append(x.shape)
+        return eddy.sum(x * x, axis=0)
+
+    jitted = eddy.jit(f)
+    jitted(rng_tensor(1, (4, 3)))
+    jitted(rng_tensor(2, (4, 3)))
+    assert jitted.stats.traces == 1 and bodies_run == [(4, 3)]
+    out = jitted(rng_tensor(3, (7, 2)))
+    assert out.shape == (2,)
+    assert jitted.stats.traces == 2 and jitted.stats.calls == 3 and bodies_run == [(4, 3), (7, 2)]
+    # NumPy arrays are inputs like tensors.
+    array = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_allclose(jitted(array).numpy(), (array * array).sum(axis=0))
+
+
+def test_python_exception_inside_the_function_propagates():
+    class Stop(Exception):
+        pass
+
+    fail = [True]
+
+    def f(x):
+        if fail[0]:
+            raise Stop("raised inside the traced function")
+        return x + 1.0
+
+    jitted = eddy.jit(f)
+    x = rng_tensor(1, (3,))
+    with pytest.raises(Stop, match="raised inside the traced function"):
+        jitted(x)
+    fail[0] = False  # nothing was cached by the failed trace
+    np.testing.assert_allclose(jitted(x).numpy(), x.numpy() + 1.0)
+    assert jitted.stats.traces == 1
+
+
+def test_value_dependent_branch_is_an_eddy_error():
+    def f(x):
+        return x if eddy.sum(x).item() > 0 else -x
+
+    with pytest.raises(eddy.Error, match="reads the elements"):
+        eddy.jit(f)(rng_tensor(1, (3,)))
+
+
+def test_calls_from_several_threads():
+    jitted = eddy.jit(lambda x: eddy.tanh(x) * 3.0)
+    inputs = [rng_tensor(seed, (50,)) for seed in range(16)]
+    results = [None] * len(inputs)
+
+    def work(i):
+        results[i] = jitted(inputs[i]).numpy()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for x, result in zip(inputs, results):
+        np.testing.assert_allclose(result, np.tanh(x.numpy()) * 3.0, rtol=1e-12)
+    assert jitted.stats.traces == 1 and jitted.stats.calls == len(inputs)
