@@ -303,5 +303,23 @@ TEST(OpTable, CoversEveryPrimitive) {
   }
 }
 
+// Taylor mode's closed-form f' and f'' (Primitive::derivatives) agree with forward over forward
+// mode through the primitive's tangent rules.
+TEST(OpTable, SecondOrderRulesMatchForwardOverForward) {
+  Generator generator(5);
+  const Tensor x = rand({16}, DType::f64, &generator) + 0.2;
+  int checked = 0;
+  for (const Primitive& primitive : all_primitives()) {
+    if (!primitive.derivatives) continue;
+    ++checked;
+    const Function f = [&](const Tensor& t) { return dispatch(primitive, {t}); };
+    const Function slope = [&](const Tensor& t) { return jvp(f, t, ones_like(t)).second; };
+    const auto [first, second] = primitive.derivatives(x, f(x));
+    EXPECT_LE(max(abs(first - slope(x))).item<double>(), 1e-12) << primitive.name;
+    EXPECT_LE(max(abs(second - jvp(slope, x, ones_like(x)).second)).item<double>(), 1e-12) << primitive.name;
+  }
+  EXPECT_GE(checked, 4);  // exp, sin, cos, tanh
+}
+
 }  // namespace
 }  // namespace eddy::testing

@@ -79,15 +79,31 @@ const Primitive& unary(std::string_view name, UnaryKernel kernel,
 }
 
 // A holomorphic unary primitive whose derivative is also available from its output y = f(x):
-// f'(x) = from_output(y). Both rule forms are given; the engine prefers the output form.
+// f'(x) = from_output(y). Both rule forms are given; the engine prefers the output form. With
+// `curvature`, f''(x) = curvature(y, f'(x)) gives Taylor mode its second-order rule.
 const Primitive& unary_with_output_rules(std::string_view name, UnaryKernel kernel, Tensor (*derivative)(const Tensor&),
-                                         Tensor (*from_output)(const Tensor&)) {
+                                         Tensor (*from_output)(const Tensor&),
+                                         Tensor (*curvature)(const Tensor&, const Tensor&) = nullptr) {
   auto [jvp, vjp] = holomorphic(derivative);
   Primitive p = unary_declaration(name, kernel, require_inexact, jvp, vjp, false, false);
   p.jvp_from_output = [from_output](Inputs, const Attrs&, const Tensor& y, const Tensor& t) { return t * from_output(y); };
   p.vjp_from_output = [from_output](Inputs, const Attrs&, const Tensor& y, const Tensor& g) {
     return g * conj(from_output(y));
   };
+  if (curvature) {
+    p.derivatives = [from_output, curvature](const Tensor&, const Tensor& y) {
+      Tensor slope = from_output(y);
+      return std::pair{slope, curvature(y, slope)};
+    };
+  }
+  return register_primitive(std::move(p));
+}
+
+// sin and cos, whose second derivative is minus the function itself.
+const Primitive& sinusoid(std::string_view name, UnaryKernel kernel, Tensor (*derivative)(const Tensor&)) {
+  auto [jvp, vjp] = holomorphic(derivative);
+  Primitive p = unary_declaration(name, kernel, require_inexact, jvp, vjp, false, false);
+  p.derivatives = [derivative](const Tensor& x, const Tensor& y) { return std::pair{derivative(x), neg(y)}; };
   return register_primitive(std::move(p));
 }
 
@@ -150,22 +166,17 @@ const Primitive& neg_p = unary("neg", UnaryKernel::neg, check_numeric,
     [](Inputs, const Attrs&, int, const Tensor& g) { return neg(g); }, false, true);
 
 const Primitive& exp_p = unary_with_output_rules(
-    "exp", UnaryKernel::exp, [](const Tensor& x) { return exp(x); }, [](const Tensor& y) { return y; });
+    "exp", UnaryKernel::exp, [](const Tensor& x) { return exp(x); }, [](const Tensor& y) { return y; },
+    [](const Tensor& y, const Tensor&) { return y; });
 const Primitive& log_p = []() -> const Primitive& {
   auto [jvp, vjp] = holomorphic([](const Tensor& x) { return 1.0 / x; });
   return unary("log", UnaryKernel::log, require_inexact, jvp, vjp);
 }();
-const Primitive& sin_p = []() -> const Primitive& {
-  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return cos(x); });
-  return unary("sin", UnaryKernel::sin, require_inexact, jvp, vjp);
-}();
-const Primitive& cos_p = []() -> const Primitive& {
-  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return -sin(x); });
-  return unary("cos", UnaryKernel::cos, require_inexact, jvp, vjp);
-}();
+const Primitive& sin_p = sinusoid("sin", UnaryKernel::sin, [](const Tensor& x) { return cos(x); });
+const Primitive& cos_p = sinusoid("cos", UnaryKernel::cos, [](const Tensor& x) { return -sin(x); });
 const Primitive& tanh_p = unary_with_output_rules(
     "tanh", UnaryKernel::tanh, [](const Tensor& x) { return 1.0 - square(tanh(x)); },
-    [](const Tensor& y) { return 1.0 - square(y); });
+    [](const Tensor& y) { return 1.0 - square(y); }, [](const Tensor& y, const Tensor& slope) { return -2.0 * y * slope; });
 const Primitive& sqrt_p = unary_with_output_rules(
     "sqrt", UnaryKernel::sqrt, [](const Tensor& x) { return 0.5 / sqrt(x); }, [](const Tensor& y) { return 0.5 / y; });
 
