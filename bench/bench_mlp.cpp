@@ -1,7 +1,6 @@
 // The PINN hot path: one step of u, u_xx and the weight gradient for a tanh MLP
 // (x, t) -> 3 hidden layers of 50 -> u on 10000 collocation points.
 
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -9,41 +8,10 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_util.h"
+#include "tanh_mlp.h"
 
 namespace eddy_bench {
 namespace {
-
-class TanhMlp {
- public:
-  TanhMlp(const std::vector<int64_t>& widths, eddy::DType dtype) {
-    eddy::Generator generator(0);
-    for (size_t l = 0; l + 1 < widths.size(); ++l) {
-      const double scale = std::sqrt(1.0 / static_cast<double>(widths[l]));  // Xavier-like
-      weights_.push_back((eddy::randn({widths[l], widths[l + 1]}, dtype, &generator) * scale)
-                             .detach()
-                             .requires_grad_());
-      biases_.push_back(eddy::zeros({widths[l + 1]}, dtype).requires_grad_());
-    }
-  }
-
-  eddy::Tensor operator()(const eddy::Tensor& input) const {
-    eddy::Tensor hidden = input;
-    for (size_t l = 0; l < weights_.size(); ++l) {
-      hidden = eddy::matmul(hidden, weights_[l]) + biases_[l];
-      if (l + 1 < weights_.size()) hidden = eddy::tanh(hidden);
-    }
-    return hidden;
-  }
-
-  std::vector<eddy::Tensor> parameters() const {
-    std::vector<eddy::Tensor> all = weights_;
-    all.insert(all.end(), biases_.begin(), biases_.end());
-    return all;
-  }
-
- private:
-  std::vector<eddy::Tensor> weights_, biases_;
-};
 
 // loss = mean(u_xx^2) + mean(u^2); returns d(loss)/d(parameters).
 std::vector<eddy::Tensor> pinn_step(const TanhMlp& mlp, const eddy::Tensor& x,

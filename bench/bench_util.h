@@ -70,6 +70,7 @@ inline std::vector<double> interleaved_median_seconds(const std::vector<std::fun
 void register_gemm_benchmarks();
 void register_elementwise_benchmarks();
 void register_mlp_benchmarks();
+void register_laplacian_benchmarks();
 void register_fft_benchmarks();
 // Times eddy::matmul against cblas_?gemm interleaved in this process and prints a markdown table.
 void print_gemm_table();
@@ -77,6 +78,9 @@ void print_gemm_table();
 void print_elementwise_table();
 // Times the PINN step at each thread count, interleaved, and prints a markdown table.
 void print_pinn_table();
+// Times the PINN Laplacian by Taylor mode and by nested reverse mode, interleaved, on one thread,
+// and prints a markdown table with the speed-up.
+void print_laplacian_table();
 // Times eddy's 2-D FFTs against FFTW's own plans, and the parts of an FNO layer, interleaved in
 // this process, and prints markdown tables.
 void print_fft_tables();
