@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "eddy/compiler/compile.h"
 #include "eddy/compiler/taylor.h"
 #include "eddy/eddy.h"
 #include "eddy/nn/layers.h"
@@ -247,6 +248,27 @@ TEST(Taylor, OperatorTracesOnceAndSeesWeightUpdates) {
   expect_close(updated.laplacian, laplacian_of(nested_reverse(f, y), {0, 1, 2}), "after the update");
   laplacian(points(7, 3));
   EXPECT_EQ(calls, 3);  // a new batch size traces again (and the reference above ran f once)
+}
+
+// Taylor mode's work is eddy ops, so a compiled training step captures it whole and fuses it.
+TEST(Taylor, ComposesWithCompile) {
+  Mlp mlp({3, 16, 16, 1}, tanh_activation, 3);
+  TaylorOptions options;
+  options.laplacian = true;
+  const compiler::TensorFunction step = [&](const std::vector<Tensor>& in) {
+    const TaylorJets jets = taylor_jets([&](const Tensor& x) { return mlp(x); }, in[0], options);
+    std::vector<Tensor> out = grad({sum(square(jets.laplacian))}, mlp.parameters());
+    out.insert(out.begin(), jets.laplacian);
+    return out;
+  };
+  CompiledFunction compiled = compile(step);
+  compiled({points(8, 3)});
+  const Tensor x = points(8, 3, 5);
+  const std::vector<Tensor> fused = compiled({x}), eager = step({x});
+  EXPECT_EQ(compiled.stats().traces, 1);
+  EXPECT_GT(compiled.stats().last.fused_kernels, 0u);
+  ASSERT_EQ(fused.size(), eager.size());
+  for (size_t i = 0; i < fused.size(); ++i) expect_close(fused[i], eager[i], "output " + std::to_string(i));
 }
 
 TEST(Taylor, RefusesPrimitivesWithoutARule) {
