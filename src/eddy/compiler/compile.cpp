@@ -2,8 +2,12 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/tracing.h"
@@ -23,6 +27,18 @@ std::string signature(const std::vector<Tensor>& inputs) {
 bool verbose() {
   const char* value = std::getenv("EDDY_COMPILER_VERBOSE");
   return value && *value && std::string(value) != "0";
+}
+
+// The optimised graph, the execution order and the generated source of one program, for
+// EDDY_COMPILER_DUMP=DIR: what a user reads to see what was fused, or to report a bad kernel.
+void dump(const compiler::Program& program, const std::filesystem::path& directory, int trace_number) {
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  EDDY_CHECK(!error, "EDDY_COMPILER_DUMP: cannot create ", directory, ": ", error.message());
+  const std::string stem = "program-" + std::to_string(::getpid()) + "-" + std::to_string(trace_number);
+  std::ofstream(directory / (stem + ".graph.txt")) << program.graph().to_string();
+  std::ofstream(directory / (stem + ".steps.txt")) << program.listing();
+  if (!program.cpu_source().empty()) std::ofstream(directory / (stem + ".cpp")) << program.cpu_source();
 }
 
 }  // namespace
@@ -50,6 +66,9 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   stats_.last = program->stats();
   ++stats_.traces;
   programs_.emplace(key, program);
+  if (const char* directory = std::getenv("EDDY_COMPILER_DUMP"); directory && *directory) {
+    dump(*program, directory, stats_.traces);
+  }
   if (verbose()) {
     std::cerr << "eddy compile: traced " << key << ": " << stats_.last.graph_nodes << " nodes, "
               << stats_.last.fused_kernels << " fused kernels covering " << stats_.last.fused_nodes

@@ -15,6 +15,19 @@ bool fusable(const Graph& graph, const GraphNode& node) {
                      [&](ValueId input) { return renderable(graph.value(input).dtype); });
 }
 
+namespace {
+
+// At most this many groups recompute one shared cheap node.
+constexpr size_t kMaxCopies = 4;
+
+// No transcendental function: a few cycles per element, less than loading a stored result.
+bool cheap(const GraphNode& node) {
+  static const std::unordered_set<std::string_view> expensive = {"exp", "log", "sin", "cos", "tanh", "pow", "sqrt"};
+  return !expensive.count(node.primitive->name);
+}
+
+}  // namespace
+
 std::vector<FusionGroup> plan_fusion(const Graph& graph) {
   std::vector<std::vector<size_t>> consumers(graph.values.size());
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
@@ -22,29 +35,46 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph) {
   }
   std::vector<bool> is_output(graph.values.size(), false);
   for (ValueId id : graph.outputs) is_output[static_cast<size_t>(id)] = true;
+  std::vector<int> producer(graph.values.size(), -1);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) producer[static_cast<size_t>(graph.nodes[i].output)] = static_cast<int>(i);
+  // Only one op is recomputed per copy: a shared node whose inputs could be recomputed too would
+  // pull whole chains into every group.
+  auto reads_stored_values = [&](const GraphNode& node) {
+    return std::all_of(node.inputs.begin(), node.inputs.end(), [&](ValueId input) {
+      const int p = producer[static_cast<size_t>(input)];
+      return p < 0 || !fusable(graph, graph.nodes[static_cast<size_t>(p)]) || !cheap(graph.nodes[static_cast<size_t>(p)]);
+    });
+  };
 
-  // Consumers before producers, so a node's consumers have their groups when it is visited.
-  std::vector<int> group_of(graph.nodes.size(), -1);
+  // Consumers before producers, so a node's consumers have their groups when it is visited. A
+  // node joins the one group all its uses are in; a cheap node whose uses are spread over a few
+  // groups joins each of them instead (recomputing a multiply costs less than a round trip of
+  // its result through memory).
+  std::vector<std::vector<int>> groups_of(graph.nodes.size());
   std::vector<std::vector<size_t>> members;
   for (size_t i = graph.nodes.size(); i-- > 0;) {
     const GraphNode& node = graph.nodes[i];
     if (!fusable(graph, node)) continue;
     const std::vector<size_t>& users = consumers[static_cast<size_t>(node.output)];
-    int group = -1;
-    if (!is_output[static_cast<size_t>(node.output)] && !users.empty()) {
-      const int candidate = group_of[users.front()];
-      const bool one_group = std::all_of(users.begin(), users.end(), [&](size_t c) { return group_of[c] == candidate; });
-      const size_t root = candidate >= 0 ? members[static_cast<size_t>(candidate)].front() : 0;
-      if (candidate >= 0 && one_group && graph.value(graph.nodes[root].output).shape == graph.value(node.output).shape) {
-        group = candidate;
+    std::vector<int> joined;
+    bool all_uses_fused = !is_output[static_cast<size_t>(node.output)] && !users.empty();
+    for (size_t c = 0; c < users.size() && all_uses_fused; ++c) {
+      all_uses_fused = !groups_of[users[c]].empty();
+      for (int group : groups_of[users[c]]) {
+        if (std::find(joined.begin(), joined.end(), group) == joined.end()) joined.push_back(group);
       }
     }
-    if (group < 0) {
-      group = static_cast<int>(members.size());
+    const bool same_shape = std::all_of(joined.begin(), joined.end(), [&](int group) {
+      return graph.value(graph.nodes[members[static_cast<size_t>(group)].front()].output).shape ==
+             graph.value(node.output).shape;
+    });
+    const bool shareable = joined.size() == 1 || (joined.size() <= kMaxCopies && cheap(node) && reads_stored_values(node));
+    if (!all_uses_fused || !same_shape || !shareable) {
+      joined = {static_cast<int>(members.size())};
       members.emplace_back();
     }
-    group_of[i] = group;
-    members[static_cast<size_t>(group)].push_back(i);
+    groups_of[i] = joined;
+    for (int group : joined) members[static_cast<size_t>(group)].push_back(i);
   }
 
   std::vector<FusionGroup> groups;

@@ -18,8 +18,9 @@ struct FusionGroup {
 bool fusable(const Graph& graph, const GraphNode& node);
 
 // Groups of two or more fusable nodes. A producer joins its consumer's group when every use of
-// its value lies in that group and it has the group's shape, so nothing is computed twice, only
-// the root is stored, and groups cannot form cycles.
+// its value lies in that group and it has the group's shape; a cheap producer (no transcendental
+// function) used by a few groups is recomputed in each. Only a group's root is stored, and groups
+// cannot form cycles: every member is an ancestor of its root.
 std::vector<FusionGroup> plan_fusion(const Graph& graph);
 
 }  // namespace eddy::compiler

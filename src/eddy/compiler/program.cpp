@@ -1,6 +1,7 @@
 #include "eddy/compiler/program.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "eddy/backends/backend.h"
 #include "eddy/compiler/fusion.h"
@@ -29,17 +30,22 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
   std::vector<int> kernel_at_root(graph_.nodes.size(), -1);
   std::vector<bool> inside_kernel(graph_.nodes.size(), false);
   std::vector<KernelPlan> plans;
+  std::vector<std::vector<std::string_view>> fused_primitives;
   for (const FusionGroup& group : groups) {
     kernel_at_root[group.nodes.back()] = static_cast<int>(plans.size());
-    for (size_t n : group.nodes) inside_kernel[n] = true;
+    fused_primitives.emplace_back();
+    for (size_t n : group.nodes) {
+      inside_kernel[n] = true;
+      fused_primitives.back().push_back(graph_.nodes[n].primitive->name);
+    }
     plans.push_back(plan_kernel(graph_, group, "eddy_fused_" + std::to_string(plans.size())));
     stats_.fused_nodes += group.nodes.size();
   }
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     if (kernel_at_root[i] >= 0) {
-      steps_.push_back(Step{nullptr, kernel_at_root[i], {}});
+      steps_.push_back(Step{nullptr, kernel_at_root[i], fused_primitives[static_cast<size_t>(kernel_at_root[i])], {}});
     } else if (!inside_kernel[i]) {
-      steps_.push_back(Step{&graph_.nodes[i], -1, {}});
+      steps_.push_back(Step{&graph_.nodes[i], -1, {}, {}});
     }
   }
   if (!plans.empty()) {
@@ -102,6 +108,29 @@ Tensor Program::run_kernel(const KernelPlan& plan, Function function, std::vecto
   const int64_t total = numel(plan.domain);
   if (total > 0) function(pointers.data(), output.raw_data(), total / plan.inner, plan.inner);
   return output;
+}
+
+std::string Program::listing() const {
+  std::ostringstream out;
+  auto describe = [&](ValueId id) { out << "%" << id << " : " << dtype_name(graph_.value(id).dtype) << graph_.value(id).shape; };
+  for (const Step& step : steps_) {
+    if (step.node) {
+      out << step.node->primitive->name << "(";
+      for (size_t i = 0; i < step.node->inputs.size(); ++i) out << (i ? ", %" : "%") << step.node->inputs[i];
+      out << ") -> ";
+      describe(step.node->output);
+    } else {
+      const KernelPlan& plan = kernels_[static_cast<size_t>(step.kernel)].plan;
+      out << plan.name << "[";
+      for (size_t i = 0; i < step.fused_primitives.size(); ++i) out << (i ? " " : "") << step.fused_primitives[i];
+      out << "](";
+      for (size_t i = 0; i < plan.inputs.size(); ++i) out << (i ? ", %" : "%") << plan.inputs[i].value;
+      out << ") -> ";
+      describe(plan.output);
+    }
+    out << "\n";
+  }
+  return out.str();
 }
 
 std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {

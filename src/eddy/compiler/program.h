@@ -34,6 +34,9 @@ class Program {
   const ProgramStats& stats() const { return stats_; }
   // The generated C++ source (empty when nothing was fused).
   const std::string& cpu_source() const { return cpu_source_; }
+  // One line per step, in execution order: primitive calls as in Graph::to_string, fused kernels
+  // with the primitives they run. Written by EDDY_COMPILER_DUMP (docs/compiler.md).
+  std::string listing() const;
 
  private:
   using Function = void (*)(const void* const* inputs, void* output, int64_t outer, int64_t inner);
@@ -44,6 +47,7 @@ class Program {
   struct Step {
     const GraphNode* node = nullptr;  // a primitive call, or
     int kernel = -1;                  // a fused kernel
+    std::vector<std::string_view> fused_primitives;
     std::vector<ValueId> release;     // values whose last use is this step
   };
 

@@ -133,6 +133,9 @@ Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     EDDY_CHECK(outputs[i].defined(), "compile: output ", i, " of the traced function is an undefined tensor");
     recorder.graph.outputs.push_back(recorder.value_of(outputs[i]));
+    // Frees the eager run's autodiff graph, whose nodes would otherwise hold the function's
+    // constants and keep them from being recognised as such.
+    outputs[i] = outputs[i].detach();
   }
   recorder.mark_constants();
   verify(recorder.graph);
