@@ -65,12 +65,13 @@ std::map<std::string, pinn::EquationFunction> equation_functions(const py::objec
   return functions;
 }
 
-// A solver run's options (pinn::SolveOptions, operator_learning::TrainOptions): resume, and progress
-// on stderr when asked for.
+// A solver run's options (pinn::SolveOptions, operator_learning::TrainOptions): resume, eager
+// steps, and progress on stderr when asked for.
 template <typename Options>
-Options run_options(bool resume, bool progress) {
+Options run_options(bool resume, bool eager, bool progress) {
   Options options;
   options.resume = resume;
+  options.eager = eager;
   options.log = progress ? &std::cerr : nullptr;
   return options;
 }
@@ -97,10 +98,10 @@ py::dict metrics_dict(const pinn::Metrics& metrics) {
 
 void bind_solvers(py::module_& m) {
   m.def("solve", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
-                    const py::object& equations) {
+                    const py::object& equations, bool eager) {
         auto config = load_config(problem_source, overrides);
         const pinn::Problem problem = pinn::read_problem(*config, equation_functions(equations));
-        const auto options = run_options<pinn::SolveOptions>(resume, progress);
+        const auto options = run_options<pinn::SolveOptions>(resume, eager, progress);
         const pinn::SolveResult result = without_gil([&] { return pinn::solve(problem, options); });
         py::dict out;
         out["finished"] = result.finished;
@@ -113,18 +114,21 @@ void bind_solvers(py::module_& m) {
         return out;
       },
       py::arg("problem"), py::arg("overrides") = py::none(), py::arg("resume") = false, py::arg("progress") = false,
-      py::arg("equations") = py::none(),
+      py::arg("equations") = py::none(), py::arg("eager") = false,
       "Solves a PINN problem, as `eddy solve`: `problem` is a YAML path or a dict of the same keys; "
       "overrides is a dict {key.path: value}; equations maps equation names used by interior or initial "
       "conditions to Python functions f(x, u, parameters) -> residual, where x [N, coordinates] requires "
-      "grad and u [N, fields] is the model there. Returns a dict with finished, message, steps, loss, "
-      "metrics (per field), learned parameters and output_dir.");
+      "grad and u [N, fields] is the model there. The training step is compiled, so such a function runs "
+      "when the step is traced, not at every step; eager=True runs it as written (`eddy solve --eager`). "
+      "Returns a dict with finished, message, steps, loss, metrics (per field), learned parameters and "
+      "output_dir.");
   m.def("evaluate_run", [](const std::string& run_dir) { return metrics_dict(pinn::evaluate_run(run_dir)); },
         py::arg("run_dir"));
-  m.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress) {
+  m.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
+                    bool eager) {
         auto config = load_config(problem_source, overrides);
         const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
-        const auto options = run_options<operator_learning::TrainOptions>(resume, progress);
+        const auto options = run_options<operator_learning::TrainOptions>(resume, eager, progress);
         const operator_learning::TrainResult result =
             without_gil([&] { return operator_learning::train(problem, options); });
         py::dict out;
@@ -137,7 +141,9 @@ void bind_solvers(py::module_& m) {
         return out;
       },
       py::arg("problem"), py::arg("overrides") = py::none(), py::arg("resume") = false, py::arg("progress") = false,
-      "Trains a neural operator from its YAML path or a dict, as `eddy train`.");
+      py::arg("eager") = false,
+      "Trains a neural operator from its YAML path or a dict, as `eddy train`; eager=True runs the batch step "
+      "and evaluation uncompiled (`eddy train --eager`).");
   m.def("generate", [](const py::object& problem_source, const py::object& overrides, bool progress) {
         auto config = load_config(problem_source, overrides);
         const classical::DatasetSpec spec = classical::read_dataset_spec(*config);

@@ -36,11 +36,19 @@ void ProgressLine::show(const std::string& phase, int64_t step, int64_t total, c
   }
   line += phase + " " + std::to_string(step) + "/" + std::to_string(total) + "  " + details + "  " + rate_text;
   if (total > step && rate > 0) line += "  eta " + std::to_string(static_cast<int64_t>((total - step) / rate)) + "s";
-  *log_ << line << (terminal_ && !force ? "" : "\n") << std::flush;
+  redrawing_ = terminal_ && !force;
+  *log_ << line << (redrawing_ ? "" : "\n") << std::flush;
 }
 
 void ProgressLine::finish_line() {
   if (log_ && terminal_) *log_ << "\n";
+  redrawing_ = false;
+}
+
+void ProgressLine::note(const std::string& text) {
+  if (!log_) return;
+  *log_ << (redrawing_ ? "\n" : "") << text << "\n" << std::flush;
+  redrawing_ = false;
 }
 
 void ProgressLine::begin_phase() {

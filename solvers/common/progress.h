@@ -22,6 +22,8 @@ class ProgressLine {
   }
   // Ends a line a terminal was redrawing.
   void finish_line();
+  // A line of its own about the run (what was compiled, say), below a bar being redrawn.
+  void note(const std::string& text);
   // Rates and ETAs count from here (one phase: Adam, L-BFGS, an epoch loop).
   void begin_phase();
   // %.3e, the format of every loss and error on the line.
@@ -36,6 +38,7 @@ class ProgressLine {
   int64_t log_every_;
   std::chrono::steady_clock::time_point start_;
   double last_draw_ = -1;
+  bool redrawing_ = false;  // the cursor is at the end of a bar that will be redrawn in place
 };
 
 }  // namespace eddy::solvers

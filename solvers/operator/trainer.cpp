@@ -15,6 +15,7 @@
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
 #include "solvers/common/progress.h"
+#include "solvers/common/step_function.h"
 
 namespace eddy::operator_learning {
 namespace {
@@ -32,13 +33,26 @@ Tensor loss_of(LossType type, const Tensor& prediction, const Tensor& target) {
   return type == LossType::mse ? mse_loss(prediction, target) : relative_l2(prediction, target);
 }
 
-// Predictions for a whole split, in evaluation batches, without recording.
-Tensor predict_split(OperatorModel& model, const Split& split) {
+// A step function's inputs with DeepONet's query points last: test sets with the same sensors
+// can have different points, so the points are an input of the compiled function, not a capture.
+std::vector<Tensor> with_points(std::vector<Tensor> inputs, const Tensor& points) {
+  if (points.defined()) inputs.push_back(points);
+  return inputs;
+}
+
+// The query points at `position` of a step function's inputs; undefined for grid models.
+Tensor points_at(const std::vector<Tensor>& inputs, size_t position) {
+  return inputs.size() > position ? inputs[position] : Tensor();
+}
+
+// Predictions for a whole split, in evaluation batches, without recording. `forward` is the
+// model's (compiled) prediction from a batch's input and the split's points.
+Tensor predict_split(solvers::StepFunction& forward, const Split& split) {
   NoGradGuard no_grad;
   std::vector<Tensor> parts;
   for (int64_t start = 0; start < split.size(); start += kEvaluationBatch) {
     const int64_t stop = std::min(split.size(), start + kEvaluationBatch);
-    parts.push_back(model.predict(slice(split.input, 0, start, stop), split.points));
+    parts.push_back(forward(with_points({slice(split.input, 0, start, stop)}, split.points)).at(0));
   }
   return concat(parts, 0);
 }
@@ -67,11 +81,11 @@ void write_sample_vti(const std::string& path, const Split& split, const Tensor&
                  {"error", point_values(predicted - target)}});
 }
 
-void write_results(const OperatorProblem& p, OperatorModel& model, const Dataset& data, const History& history,
-                   std::map<std::string, double>& errors) {
+void write_results(const OperatorProblem& p, solvers::StepFunction& forward, const Dataset& data,
+                   const History& history, std::map<std::string, double>& errors) {
   io::Hdf5Writer out(p.output.dir + "/predictions.h5");
   for (const Split& split : data.tests) {
-    const Tensor prediction = predict_split(model, split);
+    const Tensor prediction = predict_split(forward, split);
     const Tensor sample_errors = per_sample_relative_l2(prediction, split.output);
     errors[split.name] = mean(sample_errors).item<double>();
     const std::string group = "test/" + split.name;
@@ -187,6 +201,24 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   };
 
   solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1);
+  auto note = [&](const std::string& line) { progress.note(line); };
+  // A batch's loss and the gradient of `scale` times it, from the batch's input, target, scale
+  // and points. Batches of another size (the last one) compile again, once.
+  solvers::StepFunction batch_step(
+      "training step",
+      [&](const std::vector<Tensor>& inputs) {
+        const Tensor loss = loss_of(p.training.loss, model.predict(inputs[0], points_at(inputs, 3)), inputs[1]);
+        std::vector<Tensor> outputs = grad({loss * inputs[2]}, parameters);
+        outputs.insert(outputs.begin(), loss);
+        return outputs;
+      },
+      !options.eager, note);
+  solvers::StepFunction forward(
+      "evaluation",
+      [&](const std::vector<Tensor>& inputs) {
+        return std::vector<Tensor>{model.predict(inputs[0], points_at(inputs, 1))};
+      },
+      !options.eager, note);
   TrainResult result;
   const int64_t n = data.train.size();
   const int64_t batches = (n + p.training.batch_size - 1) / p.training.batch_size;
@@ -211,13 +243,13 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       double batch_loss_sum = 0;
       if (last > first) {
         const Tensor index = tensor(std::vector<int64_t>(order.begin() + first, order.begin() + last));
-        Tensor loss = loss_of(p.training.loss, model.predict(index_select(data.train.input, 0, index), data.train.points),
-                              index_select(data.train.output, 0, index));
-        batch_loss_sum = loss.item<double>() * static_cast<double>(last - first);
-        if (comm.size() > 1) {
-          loss = loss * (static_cast<double>((last - first) * comm.size()) / static_cast<double>(stop - start));
-        }
-        loss.backward();
+        const double scale = static_cast<double>((last - first) * comm.size()) / static_cast<double>(stop - start);
+        const std::vector<Tensor> outputs = batch_step(
+            with_points({index_select(data.train.input, 0, index), index_select(data.train.output, 0, index),
+                         scalar(scale, p.training.dtype)},
+                        data.train.points));
+        batch_loss_sum = outputs[0].item<double>() * static_cast<double>(last - first);
+        optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
       }
       dist::average_gradients(parameters, comm, {&batch_loss_sum, 1});
       if (!std::isfinite(batch_loss_sum)) {
@@ -242,7 +274,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     if (root && (done % p.training.evaluate_every == 0 || done == p.training.epochs)) {
       history.test_epochs.push_back(static_cast<double>(done));
       for (const Split& split : data.tests) {
-        const double error = relative_l2(predict_split(model, split), split.output).item<double>();
+        const double error = relative_l2(predict_split(forward, split), split.output).item<double>();
         history.test[split.name].push_back(error);
         details += cat("  test(", split.name, ") ", solvers::ProgressLine::format(error));
       }
@@ -258,7 +290,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   // Rank 0 writes the results and decides whether the run finished; the others wait for its word.
   Tensor finished = tensor(std::vector<int64_t>{0});
   if (root) {
-    write_results(p, model, data, history, result.test_relative_l2);
+    write_results(p, forward, data, history, result.test_relative_l2);
     finished.fill_(1);
     for (const auto& [name, error] : result.test_relative_l2) {
       if (!std::isfinite(error)) {

@@ -40,6 +40,8 @@ Tensor relative_l2(const Tensor& prediction, const Tensor& target);
 
 struct TrainOptions {
   bool resume = false;
+  // Run the batch step and evaluation as written instead of compiled (`eddy train --eager`).
+  bool eager = false;
   std::ostream* log = nullptr;
   bool terminal = false;
   // The ranks to train on; null: the process-wide communicator (all ranks of an mpirun job).

@@ -1,6 +1,6 @@
-// The training loop: Adam with a learning-rate schedule, then L-BFGS; adaptive loss weights and
-// refinement between Adam steps; progress, validation, checkpoints, and a clean stop (last good
-// checkpoint kept) on a non-finite loss.
+// The training loop: Adam with a learning-rate schedule, then L-BFGS, both on the (compiled)
+// training step; adaptive loss weights and refinement between Adam steps; progress, validation,
+// checkpoints, and a clean stop (last good checkpoint kept) on a non-finite loss.
 
 #include <cmath>
 #include <filesystem>
@@ -17,6 +17,7 @@
 #include "solvers/pinn/output.h"
 #include "solvers/pinn/refinement.h"
 #include "solvers/pinn/solver.h"
+#include "solvers/pinn/training_step.h"
 #include "solvers/pinn/weighting.h"
 
 namespace eddy::pinn {
@@ -37,6 +38,7 @@ class Progress {
   }
   void finish_line() { line_.finish_line(); }
   void begin_phase() { line_.begin_phase(); }
+  void note(const std::string& text) { line_.note(text); }
 
  private:
   std::string details(double loss, const std::vector<double>& terms, const std::optional<Metrics>& metrics) const {
@@ -131,6 +133,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
   History history;
   Progress progress(options, state);
+  TrainingStep training_step(state, !options.eager, [&](const std::string& line) { progress.note(line); });
+  const std::vector<Tensor> trainable = state.trainable();
   SolveResult result;
   auto record = [&](int64_t at, double loss, const std::vector<double>& terms) {
     history.steps.push_back(at);
@@ -164,13 +168,13 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   for (; step < p.training.adam_steps; ++step) {
     if (p.resample_every > 0 && step > 0 && step % p.resample_every == 0) state.sample(round_of(step));
     adam.set_learning_rate(schedule->learning_rate(step));
-    adam.zero_grad();
-    Tensor loss = state.loss(&terms);
-    const double value = loss.item<double>();
+    const StepEvaluation evaluation = training_step.evaluate();
+    terms = evaluation.terms;
+    const double value = evaluation.loss.item<double>();
     if (!std::isfinite(value)) return stop_non_finite(step, value, terms, "Adam");
     if (checkpoint_due) save(step);
     checkpoint_due = false;
-    loss.backward();
+    optim::set_grads(trainable, evaluation.gradients);
     adam.step();
     const int64_t done = step + 1;
     std::optional<Metrics> metrics;
@@ -198,16 +202,17 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     lbfgs_options.max_evaluations = p.training.lbfgs_evaluations;
     lbfgs_options.tolerance_grad = 0;
     lbfgs_options.tolerance_change = 0;
-    optim::Lbfgs lbfgs(state.trainable(), lbfgs_options);
+    optim::Lbfgs lbfgs(trainable, lbfgs_options);
     int64_t evaluations = 0;
     progress.begin_phase();
     optim::LbfgsReport report = lbfgs.step([&] {
-      lbfgs.zero_grad();
-      Tensor loss = state.loss(&terms);
-      loss.backward();
+      const StepEvaluation evaluation = training_step.evaluate();
+      terms = evaluation.terms;
+      optim::set_grads(trainable, evaluation.gradients);
       ++evaluations;
-      progress.report("lbfgs", evaluations, p.training.lbfgs_evaluations, loss.item<double>(), terms, std::nullopt, false);
-      return loss;
+      progress.report("lbfgs", evaluations, p.training.lbfgs_evaluations, evaluation.loss.item<double>(), terms,
+                      std::nullopt, false);
+      return evaluation.loss;
     });
     progress.finish_line();
     if (options.log) *options.log << report.message << "\n";

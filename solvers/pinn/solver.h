@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "eddy/nn/module.h"
@@ -19,6 +20,15 @@ struct SampledCondition {
   Tensor points;   // [N, coordinates]
   Tensor normals;  // boundary conditions: [N, spatial dim]
   Tensor partner;  // periodic: the matching points on the opposite face
+  Tensor targets;  // data: the observed values [N, observed fields]
+};
+
+// The loss at given points, with each condition's unweighted term and, where causal weighting
+// applies, its chunk weights [chunks] (undefined elsewhere).
+struct LossParts {
+  Tensor total;
+  std::vector<Tensor> terms;
+  std::vector<Tensor> causal_weights;
 };
 
 // The model, the learnable equation parameters, the points currently trained on, and the
@@ -50,10 +60,16 @@ class PinnState {
   void set_adaptive_weights(std::vector<double> weights);
   // A condition's factor in the loss: its configured weight times its adaptive factor.
   double effective_weight(size_t condition) const;
+  // The effective weights as scalar tensors of the problem's dtype, one per condition.
+  std::vector<Tensor> weight_tensors() const;
+  // Whether a condition's loss is weighted in time (training.causal, interior conditions).
+  bool causal(size_t condition) const;
   // The causal weights of a condition's time chunks at its last loss evaluation (empty where
   // causal weighting does not apply), and the smallest over all conditions (1 when none).
   const std::vector<double>& causal_weights(size_t condition) const { return causal_weights_[condition]; }
   double min_causal_weight() const;
+  // Keeps the chunk weights [chunks] of a loss evaluation for causal_weights() and the log.
+  void record_causal_weights(size_t condition, const Tensor& weights);
 
   // A condition's unweighted loss: the mean squared residual, or its causal form for interior
   // conditions under training.causal.
@@ -61,6 +77,10 @@ class PinnState {
   // Sum of the effective weights times the condition losses; the condition losses in `terms`
   // when given.
   Tensor loss(std::vector<double>* terms = nullptr);
+  // The same loss as a pure function of tensors, which a compiled training step can capture:
+  // `weights` (weight_tensors()) times each condition's loss at `samples`, with no host reads
+  // and no change to the state.
+  LossParts loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights);
   Tensor residual(size_t condition);
   // An interior condition's residual at any points [N, coordinates].
   Tensor interior_residual(size_t condition, const Tensor& points);
@@ -71,7 +91,9 @@ class PinnState {
 
  private:
   SampledCondition sample_condition(const Condition& condition, Generator& generator) const;
-  bool causal(size_t condition) const;
+  // A condition's loss and, when causal, its chunk weights, at `sample`.
+  std::pair<Tensor, Tensor> condition_loss_at(size_t condition, const SampledCondition& sample);
+  Tensor residual_at(size_t condition, const SampledCondition& sample);
   // samples_[condition]: the drawn points, then the added ones (sorted by time when causal).
   void assemble(size_t condition);
   Tensor expression_residual(const Condition& condition, const Tensor& points, const Tensor& normals);
@@ -109,6 +131,8 @@ class Validator {
 
 struct SolveOptions {
   bool resume = false;
+  // Run the training step as written instead of compiled (`eddy solve --eager`).
+  bool eager = false;
   std::ostream* log = nullptr;  // progress; a terminal gets a live bar, anything else plain lines
   bool terminal = false;
 };

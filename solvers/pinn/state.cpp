@@ -99,6 +99,18 @@ double PinnState::effective_weight(size_t condition) const {
   return problem_.conditions[condition].weight * adaptive_weights_[condition];
 }
 
+std::vector<Tensor> PinnState::weight_tensors() const {
+  std::vector<Tensor> weights;
+  for (size_t c = 0; c < problem_.conditions.size(); ++c) {
+    weights.push_back(scalar(effective_weight(c), problem_.dtype));
+  }
+  return weights;
+}
+
+void PinnState::record_causal_weights(size_t condition, const Tensor& weights) {
+  causal_weights_[condition] = weights.to_vector<double>();
+}
+
 double PinnState::min_causal_weight() const {
   double smallest = 1.0;
   for (const std::vector<double>& weights : causal_weights_) {
@@ -139,6 +151,7 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
     }
     case ConditionKind::data:
       s.points = c.data_points;
+      s.targets = c.data_values;
       return s;
     case ConditionKind::boundary:
       break;
@@ -237,14 +250,15 @@ Tensor PinnState::interior_residual(size_t condition, const Tensor& points) {
   return expression_residual(c, points, Tensor());
 }
 
-Tensor PinnState::residual(size_t index) {
-  const Condition& c = problem_.conditions[index];
-  const SampledCondition& s = samples_[index];
+Tensor PinnState::residual(size_t condition) { return residual_at(condition, samples_[condition]); }
+
+Tensor PinnState::residual_at(size_t condition, const SampledCondition& s) {
+  const Condition& c = problem_.conditions[condition];
   if (c.kind == ConditionKind::data) {
     Tensor prediction = predict(s.points);
     std::vector<Tensor> columns;
     for (int64_t f : c.data_fields) columns.push_back(slice(prediction, 1, f, f + 1));
-    return concat(columns, 1) - c.data_values;
+    return concat(columns, 1) - s.targets;
   }
   if (c.kind == ConditionKind::periodic) {
     Tensor difference = predict(s.points) - predict(s.partner);
@@ -255,22 +269,39 @@ Tensor PinnState::residual(size_t index) {
   return expression_residual(c, s.points, s.normals);
 }
 
+std::pair<Tensor, Tensor> PinnState::condition_loss_at(size_t condition, const SampledCondition& sample) {
+  Tensor squared = square(residual_at(condition, sample));
+  if (!causal(condition)) return {mean(squared), Tensor()};
+  CausalLoss causal = causal_loss(squared, *problem_.training.causal);
+  return {causal.loss, causal.weights};
+}
+
 Tensor PinnState::condition_loss(size_t condition) {
-  Tensor squared = square(residual(condition));
-  if (!causal(condition)) return mean(squared);
-  return causal_loss(squared, *problem_.training.causal, causal_weights_[condition]);
+  auto [loss, causal_weights] = condition_loss_at(condition, samples_[condition]);
+  if (causal_weights.defined()) record_causal_weights(condition, causal_weights);
+  return loss;
+}
+
+LossParts PinnState::loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights) {
+  LossParts parts;
+  for (size_t i = 0; i < problem_.conditions.size(); ++i) {
+    auto [term, causal_weights] = condition_loss_at(i, samples[i]);
+    Tensor weighted = weights[i] * term;
+    parts.total = parts.total.defined() ? parts.total + weighted : weighted;
+    parts.terms.push_back(term);
+    parts.causal_weights.push_back(causal_weights);
+  }
+  return parts;
 }
 
 Tensor PinnState::loss(std::vector<double>* terms) {
-  Tensor total;
+  const LossParts parts = loss_parts(samples_, weight_tensors());
   if (terms) terms->clear();
-  for (size_t i = 0; i < problem_.conditions.size(); ++i) {
-    Tensor term = condition_loss(i);
-    if (terms) terms->push_back(term.item<double>());
-    Tensor weighted = effective_weight(i) * term;
-    total = total.defined() ? total + weighted : weighted;
+  for (size_t i = 0; i < parts.terms.size(); ++i) {
+    if (parts.causal_weights[i].defined()) record_causal_weights(i, parts.causal_weights[i]);
+    if (terms) terms->push_back(parts.terms[i].item<double>());
   }
-  return total;
+  return parts.total;
 }
 
 }  // namespace eddy::pinn

@@ -33,22 +33,19 @@ void update_adaptive_weights(PinnState& state) {
   state.set_adaptive_weights(std::move(weights));
 }
 
-Tensor causal_loss(const Tensor& squared_residuals, const CausalOptions& options, std::vector<double>& weights) {
+CausalLoss causal_loss(const Tensor& squared_residuals, const CausalOptions& options) {
   const int64_t rows = squared_residuals.shape()[0], chunks = options.chunks;
   std::vector<Tensor> chunk_losses;
   for (int64_t k = 0; k < chunks; ++k) {
     chunk_losses.push_back(reshape(mean(slice(squared_residuals, 0, k * rows / chunks, (k + 1) * rows / chunks)), {1}));
   }
-  Tensor losses = concat(chunk_losses, 0);
-  const std::vector<double> values = losses.detach().to_vector<double>();
-  weights.assign(static_cast<size_t>(chunks), 1.0);
-  double earlier = 0;
-  for (int64_t k = 0; k < chunks; ++k) {
-    weights[k] = std::exp(-options.epsilon * earlier);
-    earlier += values[k];
-  }
-  Tensor w = cast(tensor(weights), squared_residuals.dtype());
-  return sum(losses * w) / static_cast<double>(chunks);
+  const Tensor losses = concat(chunk_losses, 0);
+  // Running sums in chunk order, as the formula reads: sum_{j<k} L_j for each k.
+  const Tensor settled = losses.detach();
+  std::vector<Tensor> earlier{zeros({1}, losses.dtype())};
+  for (int64_t k = 1; k < chunks; ++k) earlier.push_back(earlier.back() + slice(settled, 0, k - 1, k));
+  const Tensor weights = exp(concat(earlier, 0) * -options.epsilon);
+  return {sum(losses * weights) / static_cast<double>(chunks), weights};
 }
 
 }  // namespace eddy::pinn

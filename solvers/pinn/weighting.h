@@ -29,7 +29,12 @@ void update_adaptive_weights(PinnState& state);
 // The causal loss of one interior condition: rows of `squared_residuals` (sorted by time) split
 // into `options.chunks` consecutive blocks of near-equal size, L_k the mean of block k, and
 //   (1/M) sum_k w_k L_k,  w_k = exp(-epsilon sum_{j<k} L_j),
-// with the w_k constants (no gradient flows through them). The w_k come back in `weights`.
-Tensor causal_loss(const Tensor& squared_residuals, const CausalOptions& options, std::vector<double>& weights);
+// with the w_k constants (no gradient flows through them), returned as `weights` [M]. The w_k
+// are computed with tensor ops, not on the host, so that a compiled training step holds them.
+struct CausalLoss {
+  Tensor loss;
+  Tensor weights;
+};
+CausalLoss causal_loss(const Tensor& squared_residuals, const CausalOptions& options);
 
 }  // namespace eddy::pinn

@@ -1,12 +1,15 @@
 // The `eddy` command.
 //
-//   eddy solve FILE [key=value ...] [--resume] [--quiet]   train a PINN problem from its YAML
-//   eddy check FILE [key=value ...]                         validate and print the resolved problem
-//   eddy eval RUN_DIR                                       re-evaluate a finished run
-//   eddy train FILE [key=value ...] [--resume] [--quiet]   train a neural operator from its YAML
-//   eddy generate FILE [key=value ...] [--quiet]            write a dataset from a classical solver
-//   eddy export RUN_DIR [--output DIR] [--batch B]          a PINN run's model as an inference artifact
-//   eddy predict ARTIFACT POINTS.h5 [--output OUT.h5]       evaluate an exported model at points
+//   eddy solve FILE [key=value ...] [--resume] [--eager] [--quiet]   train a PINN problem from its YAML
+//   eddy check FILE [key=value ...]                                   validate and print the resolved problem
+//   eddy eval RUN_DIR                                                 re-evaluate a finished run
+//   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a neural operator from its YAML
+//   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
+//   eddy export RUN_DIR [--output DIR] [--batch B]                    a PINN run's model as an inference artifact
+//   eddy predict ARTIFACT POINTS.h5 [--output OUT.h5]                 evaluate an exported model at points
+//
+// `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
+// written.
 //
 // Under mpirun, `eddy train` is data parallel (docs/distributed.md); the other commands refuse
 // to run on several ranks. An error on any rank ends the whole job with that rank's message.
@@ -41,11 +44,13 @@ void print_metrics(const pinn::Metrics& metrics) {
   }
 }
 
-int run_solve(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool quiet) {
+int run_solve(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool eager,
+              bool quiet) {
   auto config = io::Config::load(file, overrides);
   pinn::Problem problem = pinn::read_problem(*config);
   pinn::SolveOptions options;
   options.resume = resume;
+  options.eager = eager;
   options.log = quiet ? nullptr : &std::cerr;
   options.terminal = !quiet && ::isatty(STDERR_FILENO);
   pinn::SolveResult result = pinn::solve(problem, options);
@@ -65,11 +70,13 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
   return 0;
 }
 
-int run_train(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool quiet) {
+int run_train(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool eager,
+              bool quiet) {
   auto config = io::Config::load(file, overrides);
   const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
   operator_learning::TrainOptions options;
   options.resume = resume;
+  options.eager = eager;
   options.log = quiet ? nullptr : &std::cerr;
   options.terminal = !quiet && ::isatty(STDERR_FILENO);
   const operator_learning::TrainResult result = operator_learning::train(problem, options);
@@ -195,13 +202,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string file, run_dir, artifact, points_file, output;
   std::vector<std::string> overrides;
-  bool resume = false, quiet = false;
+  bool resume = false, eager = false, quiet = false;
   int64_t batch = 1024;
 
   CLI::App* solve = app.add_subcommand("solve", "Train a PINN problem defined in a YAML file");
   solve->add_option("file", file, "problem YAML")->required()->check(CLI::ExistingFile);
   solve->add_option("overrides", overrides, "key.path=value overrides, e.g. training.adam.steps=20000");
   solve->add_flag("--resume", resume, "continue from the run folder's last checkpoint");
+  solve->add_flag("--eager", eager, "run the training step as written instead of compiled");
   solve->add_flag("--quiet", quiet, "no progress output");
 
   CLI::App* check = app.add_subcommand("check", "Validate a problem and print it resolved, without training");
@@ -215,6 +223,7 @@ int main(int argc, char** argv) {
   train->add_option("file", file, "training YAML")->required()->check(CLI::ExistingFile);
   train->add_option("overrides", overrides, "key.path=value overrides, e.g. training.epochs=50");
   train->add_flag("--resume", resume, "continue from the run folder's last checkpoint");
+  train->add_flag("--eager", eager, "run the batch step and evaluation as written instead of compiled");
   train->add_flag("--quiet", quiet, "no progress output");
   CLI::App* generate = app.add_subcommand("generate", "Write an operator-learning dataset with a classical solver");
   generate->add_option("file", file, "dataset YAML")->required()->check(CLI::ExistingFile);
@@ -243,9 +252,9 @@ int main(int argc, char** argv) {
     EDDY_CHECK(!launched_as_ranks || *train, "eddy ", app.get_subcommands().front()->get_name(), " runs on one ",
                "process; of the commands, only `eddy train` is distributed so far (docs/distributed.md). Run it ",
                "without mpirun");
-    if (*solve) return run_solve(file, overrides, resume, quiet);
+    if (*solve) return run_solve(file, overrides, resume, eager, quiet);
     if (*check) return run_check(file, overrides);
-    if (*train) return run_train(file, overrides, resume, quiet);
+    if (*train) return run_train(file, overrides, resume, eager, quiet);
     if (*generate) return run_generate(file, overrides, quiet);
     if (*export_command) return run_export(run_dir, output, batch);
     if (*predict) return run_predict(artifact, points_file, output);

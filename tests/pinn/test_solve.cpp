@@ -2,7 +2,8 @@
 // solutions: each boundary-condition type, an
 // error target within a CI-sized budget, resume equivalence, the outputs, the stop on a
 // non-finite loss with the last good checkpoint kept, and the training aids (grad_norm loss
-// weighting, causal weighting, residual-based refinement).
+// weighting, causal weighting, residual-based refinement), and the compiled training step
+// against the eager one.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <numbers>
 #include <set>
 #include <sstream>
 
@@ -20,6 +22,7 @@
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/refinement.h"
 #include "solvers/pinn/solver.h"
+#include "solvers/pinn/training_step.h"
 #include "solvers/pinn/weighting.h"
 
 namespace eddy::pinn {
@@ -32,11 +35,12 @@ class SolveTest : public ::testing::Test {
   fs::path dir = fs::temp_directory_path() / ("eddy_solve_" + std::to_string(::getpid()));
   void TearDown() override { fs::remove_all(dir); }
 
-  Problem problem(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  Problem problem(const std::string& text, const std::vector<std::string>& overrides = {},
+                  const std::map<std::string, EquationFunction>& functions = {}) {
     std::vector<std::string> all = overrides;
     all.push_back("output.dir=" + (dir / "run").string());
     config_ = io::Config::parse(text, "test.yaml", all);
-    return read_problem(*config_);
+    return read_problem(*config_, functions);
   }
 
  private:
@@ -486,6 +490,148 @@ TEST_F(SolveTest, RefinementDuringASolve) {
   Problem p = problem(scaled_poisson("1"), {"sampling.rar={every: 10, candidates: 200, add: 5}"});
   ASSERT_TRUE(solve(p, {}).finished);
   EXPECT_EQ(io::read_hdf5((dir / "run/solution.h5").string(), "points/pde/coordinates").shape(), (Shape{74, 1}));
+}
+
+// ---- the compiled training step ----
+
+// What a run leaves that the training step decides: the loss at every logged step, then the
+// final loss and learned parameters.
+struct Trajectory {
+  std::vector<double> losses;
+  std::map<std::string, double> learned;
+  std::string log;
+};
+
+class CompiledStepTest : public SolveTest {
+ protected:
+  Trajectory run(const Problem& p, bool eager) {
+    std::ostringstream log;
+    SolveOptions options;
+    options.eager = eager;
+    options.log = &log;
+    const SolveResult result = solve(p, options);
+    EXPECT_TRUE(result.finished) << result.message;
+    Trajectory t{io::read_hdf5((dir / "run/solution.h5").string(), "history/loss").to_vector<double>(),
+                 result.learned, log.str()};
+    t.losses.push_back(result.loss);
+    fs::remove_all(dir / "run");
+    return t;
+  }
+
+  // Runs `p` eagerly and compiled and expects the same losses and parameters, to `tolerance`
+  // relative; returns the compiled run's log.
+  std::string expect_compiled_matches_eager(const Problem& p, double tolerance) {
+    const Trajectory eager = run(p, true), compiled = run(p, false);
+    EXPECT_EQ(eager.log.find("compiled"), std::string::npos) << eager.log;
+    EXPECT_EQ(eager.losses.size(), compiled.losses.size());
+    for (size_t i = 0; i < std::min(eager.losses.size(), compiled.losses.size()); ++i) {
+      EXPECT_NEAR(compiled.losses[i], eager.losses[i], tolerance * std::abs(eager.losses[i])) << "logged loss " << i;
+    }
+    for (const auto& [name, value] : eager.learned) {
+      EXPECT_NEAR(compiled.learned.at(name), value, tolerance * std::abs(value)) << name;
+    }
+    // The losses changed, so matching ones are not two constant sequences.
+    EXPECT_NE(eager.losses.front(), eager.losses.back());
+    return compiled.log;
+  }
+};
+
+// The compiled step's loss, terms and gradients are the eager step's, also once the parameters
+// and weights have moved: parameters are captured by reference, weights are inputs. (Trajectories
+// alone would not show a gradient off by a factor: Adam's steps do not depend on its scale.)
+TEST_F(CompiledStepTest, TheCompiledStepGivesTheEagerGradientsAsParametersMove) {
+  const Problem p = problem(kHeat, {"parameters.kappa={learnable: true, initial: 0.2}",
+                                    "training.causal={chunks: 4, epsilon: 1}"});
+  PinnState state(p);
+  state.sample(0);
+  const std::vector<Tensor> trainable = state.trainable();
+  TrainingStep eager(state, false, {}), compiled(state, true, {});
+  for (int move = 0; move < 3; ++move) {
+    SCOPED_TRACE(cat("move ", move));
+    const StepEvaluation a = eager.evaluate(), b = compiled.evaluate();
+    EXPECT_NEAR(b.loss.item<double>(), a.loss.item<double>(), 1e-12 * a.loss.item<double>());
+    for (size_t c = 0; c < a.terms.size(); ++c) EXPECT_NEAR(b.terms[c], a.terms[c], 1e-12 * a.terms[c]) << c;
+    ASSERT_EQ(b.gradients.size(), trainable.size());
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      const double scale = max(abs(a.gradients[i])).item<double>();
+      EXPECT_GT(scale, 0.0) << "gradient " << i;
+      EXPECT_LE(max(abs(b.gradients[i] - a.gradients[i])).item<double>(), 1e-12 * scale) << "gradient " << i;
+    }
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < trainable.size(); ++i) Tensor(trainable[i]).copy_(trainable[i] - 0.1 * a.gradients[i]);
+    state.set_adaptive_weights({1.0 + move, 1.0, 0.5});
+  }
+}
+
+// The same runs, eager and compiled, with every input the step takes or holds: interior, initial
+// and Dirichlet points resampled every 5 steps, points added by refinement (a new shape, so a
+// second trace), grad_norm weights, causal weights and a learnable equation parameter. Adam in
+// float32 to 1e-5; L-BFGS in float64, because in float32 its line searches turn last-place
+// differences into different steps (a trial point where the loss jumps is accepted or not).
+TEST_F(CompiledStepTest, AdamAndLbfgsMatchTheEagerStepInTime) {
+  auto heat = [&](const std::string& dtype, int lbfgs_iterations) {
+    return problem(kHeat, {"dtype=" + dtype, "parameters.kappa={learnable: true, initial: 0.2}",
+                           "training.adam.steps=12", cat("training.lbfgs.iterations=", lbfgs_iterations),
+                           "training.loss_weighting={scheme: grad_norm, every: 3, alpha: 0.5}",
+                           "training.causal={chunks: 4, epsilon: 1}", "sampling.rar={every: 4, candidates: 40, add: 3}",
+                           "validation.every=0", "output.checkpoint_every=0", "output.vtk=false"});
+  };
+  const std::string log = expect_compiled_matches_eager(heat("float32", 0), 1e-5);
+  // One report, though refinement's new shapes traced the step again.
+  const size_t report = log.find("training step compiled in ");
+  EXPECT_NE(report, std::string::npos) << log;
+  EXPECT_EQ(log.find("training step compiled in ", report + 1), std::string::npos) << log;
+  expect_compiled_matches_eager(heat("float64", 5), 1e-9);
+}
+
+// Normals (Neumann), periodic partner points, and observations with their values (data), with the
+// equation's coefficient learned from the observations: Adam in float32, L-BFGS in float64.
+TEST_F(CompiledStepTest, NormalsPeriodicPartnersAndDataMatchTheEagerStep) {
+  const double pi = std::numbers::pi;
+  const Tensor x = linspace(0, 2 * pi, 24, DType::f64);
+  fs::create_directories(dir);
+  io::Hdf5Writer data((dir / "observations.h5").string());
+  data.write("points", reshape(x, {-1, 1}));
+  data.write("u", sin(x));
+  data.commit();
+  const std::string text = R"(dtype: float32
+geometry: {space: {type: interval, min: 0, max: 6.283185307179586}}
+fields: [u]
+parameters: {k: {learnable: true, initial: 0.5}}
+conditions:
+  pde: {type: interior, equation: k*u_xx + sin(x), points: 64}
+  slope: {type: neumann, faces: [left], field: u, value: 1, points: 1}
+  wrap: {type: periodic, axis: x, points: 1}
+  observed: {type: data, file: )" + (dir / "observations.h5").string() + R"(, points: points, fields: {u: u}}
+model: {width: 16, depth: 2}
+training:
+  adam: {steps: 10, learning_rate: 0.01}
+  lbfgs: {iterations: 5}
+  log_every: 1
+output: {grid: [9], vtk: false, checkpoint_every: 0}
+)";
+  const std::string log = expect_compiled_matches_eager(problem(text, {"training.lbfgs.iterations=0"}), 1e-5);
+  EXPECT_NE(log.find("training step compiled in "), std::string::npos) << log;
+  expect_compiled_matches_eager(problem(text, {"dtype=float64"}), 1e-9);
+}
+
+TEST_F(CompiledStepTest, AStepTheCompilerCannotCaptureRunsEagerlyAndSaysWhy) {
+  // A supplied equation that checks a value on the host, which a captured graph cannot replay.
+  EquationFunction checked = [](const Tensor& x, const Tensor& u, const std::map<std::string, Tensor>&) {
+    EDDY_CHECK(std::isfinite(sum(u).item<double>()), "the network output is not finite");
+    const Tensor u_x = grad({u}, {x}, {ones_like(u)}, true)[0];
+    const Tensor u_xx = grad({u_x}, {x}, {ones_like(u_x)}, true)[0];
+    return u_xx + std::numbers::pi * std::numbers::pi * sin(std::numbers::pi * x);
+  };
+  const Problem p = problem(poisson("{type: dirichlet, on: x == 1, field: u, value: 0, points: 1}"),
+                            {"equations={}", "conditions.pde.equation=checked", "training.adam.steps=10",
+                             "training.lbfgs.iterations=3", "training.log_every=1"},
+                            {{"checked", checked}});
+  const Trajectory eager = run(p, true), fallback = run(p, false);
+  EXPECT_NE(fallback.log.find("training step runs eagerly: compile: the traced function reads the elements"),
+            std::string::npos)
+      << fallback.log;
+  EXPECT_EQ(fallback.losses, eager.losses);  // the same eager code, bit for bit
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 """PINN problems defined from Python: a dict instead of a YAML file, and equations written as
 Python functions of (x, u, parameters) that differentiate through eddy.gradients."""
 
+import math
 import pathlib
+import re
 
 import pytest
 
@@ -65,3 +67,31 @@ def test_python_equation_errors_name_the_condition(tmp_path):
     # An equation name that is neither text nor a function is an expression error, as in YAML.
     with pytest.raises(eddy.Error, match="python-dict"):
         eddy.solve(burgers_problem(tmp_path / "missing"))
+
+
+def test_the_compiled_step_calls_the_equation_when_tracing_and_matches_the_eager_step(tmp_path):
+    calls = []
+
+    def counted(x, u, p):
+        calls.append(1)
+        return burgers(x, u, p)
+
+    compiled = eddy.solve(burgers_problem(tmp_path / "compiled"), equations={"burgers": counted})
+    traced_calls = len(calls)
+    eager = eddy.solve(burgers_problem(tmp_path / "eager"), equations={"burgers": counted}, eager=True)
+    assert compiled["finished"] and eager["finished"]
+    assert traced_calls == 2  # the trace, then the final loss (evaluated eagerly)
+    assert len(calls) - traced_calls == 21  # each of the 20 Adam steps, then the final loss
+    assert compiled["loss"] == pytest.approx(eager["loss"], rel=1e-9)
+
+
+def test_an_equation_that_reads_values_on_the_host_runs_eagerly_and_says_why(tmp_path, capfd):
+    def checked(x, u, p):
+        assert math.isfinite(eddy.sum(u).item())
+        return burgers(x, u, p)
+
+    fallback = eddy.solve(burgers_problem(tmp_path / "fallback"), equations={"burgers": checked}, progress=True)
+    progress = capfd.readouterr().err
+    assert re.search(r"training step runs eagerly: .*compile: the traced function reads the elements", progress)
+    eager = eddy.solve(burgers_problem(tmp_path / "eager"), equations={"burgers": burgers}, eager=True)
+    assert fallback["loss"] == eager["loss"]

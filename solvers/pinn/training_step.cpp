@@ -1,0 +1,77 @@
+#include "solvers/pinn/training_step.h"
+
+#include "eddy/autodiff/tape.h"
+
+namespace eddy::pinn {
+namespace {
+
+// The tensors of a sampled condition that the loss reads, in the order they are passed.
+constexpr Tensor SampledCondition::*kSampleTensors[] = {&SampledCondition::points, &SampledCondition::normals,
+                                                        &SampledCondition::partner, &SampledCondition::targets};
+
+std::vector<Tensor> sample_tensors(const std::vector<SampledCondition>& samples) {
+  std::vector<Tensor> tensors;
+  for (const SampledCondition& sample : samples) {
+    for (Tensor SampledCondition::*member : kSampleTensors) {
+      if ((sample.*member).defined()) tensors.push_back(sample.*member);
+    }
+  }
+  return tensors;
+}
+
+// Samples shaped like `layout` (the same tensors present), taken from `tensors` from `next` on,
+// in sample_tensors' order.
+std::vector<SampledCondition> samples_from(const std::vector<SampledCondition>& layout,
+                                           const std::vector<Tensor>& tensors, size_t& next) {
+  std::vector<SampledCondition> samples(layout.size());
+  for (size_t c = 0; c < layout.size(); ++c) {
+    for (Tensor SampledCondition::*member : kSampleTensors) {
+      if ((layout[c].*member).defined()) samples[c].*member = tensors.at(next++);
+    }
+  }
+  return samples;
+}
+
+}  // namespace
+
+TrainingStep::TrainingStep(PinnState& state, bool compiled, std::function<void(const std::string&)> note)
+    : state_(state),
+      trainable_(state.trainable()),
+      function_("training step", [this](const std::vector<Tensor>& inputs) { return objective(inputs); }, compiled,
+                std::move(note)) {}
+
+// Inputs: the sample tensors, then one weight per condition. Outputs: the loss, the terms, the
+// causal weights of the causal conditions, the gradients.
+std::vector<Tensor> TrainingStep::objective(const std::vector<Tensor>& inputs) {
+  size_t next = 0;
+  const std::vector<SampledCondition> samples = samples_from(state_.samples(), inputs, next);
+  const std::vector<Tensor> weights(inputs.begin() + static_cast<std::ptrdiff_t>(next), inputs.end());
+  const LossParts parts = state_.loss_parts(samples, weights);
+  std::vector<Tensor> outputs{parts.total};
+  outputs.insert(outputs.end(), parts.terms.begin(), parts.terms.end());
+  for (const Tensor& causal_weights : parts.causal_weights) {
+    if (causal_weights.defined()) outputs.push_back(causal_weights);
+  }
+  const std::vector<Tensor> gradients = grad({parts.total}, trainable_);
+  outputs.insert(outputs.end(), gradients.begin(), gradients.end());
+  return outputs;
+}
+
+StepEvaluation TrainingStep::evaluate() {
+  std::vector<Tensor> inputs = sample_tensors(state_.samples());
+  for (const Tensor& weight : state_.weight_tensors()) inputs.push_back(weight);
+  const std::vector<Tensor> outputs = function_(inputs);
+
+  StepEvaluation evaluation;
+  size_t next = 0;
+  evaluation.loss = outputs.at(next++);
+  const size_t conditions = state_.problem().conditions.size();
+  for (size_t c = 0; c < conditions; ++c) evaluation.terms.push_back(outputs.at(next++).item<double>());
+  for (size_t c = 0; c < conditions; ++c) {
+    if (state_.causal(c)) state_.record_causal_weights(c, outputs.at(next++));
+  }
+  evaluation.gradients.assign(outputs.begin() + static_cast<std::ptrdiff_t>(next), outputs.end());
+  return evaluation;
+}
+
+}  // namespace eddy::pinn

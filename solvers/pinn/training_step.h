@@ -1,0 +1,44 @@
+#pragma once
+// One evaluation of the training objective: the loss at the state's current points and weights,
+// each condition's term, and the gradient with respect to every trainable tensor. Adam takes one
+// per step, L-BFGS one per closure call. The evaluation is a pure function of tensors, so it runs
+// compiled (solvers/common/step_function.h): the points and the loss weights are its inputs,
+// since they change between steps (resampling, refinement, grad_norm weighting), and the
+// trainable tensors are captured by reference, since the optimisers update them in place.
+// Sampling, the adaptive decisions that read values on the host, logging and the NaN check stay
+// with the caller.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "solvers/common/step_function.h"
+#include "solvers/pinn/solver.h"
+
+namespace eddy::pinn {
+
+struct StepEvaluation {
+  Tensor loss;                    // one element
+  std::vector<double> terms;      // each condition's unweighted loss
+  std::vector<Tensor> gradients;  // of the loss, in PinnState::trainable() order
+};
+
+class TrainingStep {
+ public:
+  // `note` receives the one-line compile report, or why the step runs eagerly.
+  TrainingStep(PinnState& state, bool compiled, std::function<void(const std::string&)> note);
+  TrainingStep(const TrainingStep&) = delete;
+  TrainingStep& operator=(const TrainingStep&) = delete;
+
+  // Also records the causal weights in the state, as PinnState::loss does.
+  StepEvaluation evaluate();
+
+ private:
+  std::vector<Tensor> objective(const std::vector<Tensor>& inputs);
+
+  PinnState& state_;
+  std::vector<Tensor> trainable_;
+  solvers::StepFunction function_;
+};
+
+}  // namespace eddy::pinn
