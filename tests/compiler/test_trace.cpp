@@ -60,6 +60,16 @@ TEST(Trace, RefusesValueDependentControlFlow) {
       {"reads the elements", "where()"});
 }
 
+TEST(Trace, RefusesHostReadsOfParameters) {
+  Tensor weight = randn({1}, DType::f64).requires_grad_();
+  expect_error(
+      [&] {
+        trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * weight.item<double>()}; },
+              {randn({3}, DType::f64)});
+      },
+      {"parameter", "optimiser"});
+}
+
 TEST(Trace, RefusesInPlaceWritesAndRandomDraws) {
   expect_error([] {
     trace([](const std::vector<Tensor>& in) { Tensor y = in[0] * 2.0; y.fill_(1.0); return std::vector<Tensor>{y}; },

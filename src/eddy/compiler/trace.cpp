@@ -58,6 +58,11 @@ class GraphRecorder : public TraceRecorder {
 
   void host_read(const Tensor& tensor, std::string_view operation) override {
     const Placement* known = find(tensor);
+    if (tensor.requires_grad() && tensor.is_leaf()) {
+      throw Error("compile: the traced function reads the elements of a parameter (" + std::string(operation) +
+                  " on shape " + shape_text(tensor) + "); the graph would keep today's value after the "
+                  "optimiser changes it. Use the tensor in ops instead of reading it on the host");
+    }
     if (!known || graph.value(known->id).source == ValueSource::captured) return;
     throw Error("compile: the traced function reads the elements of a tensor computed from its inputs (" +
                 std::string(operation) + " on shape " + shape_text(tensor) +
