@@ -34,6 +34,9 @@ std::vector<GemmShape> gemm_shapes() {
   std::vector<GemmShape> shapes;
   for (int64_t size : {64, 128, 256, 512, 1024}) shapes.push_back({size, size, size});
   for (int64_t width : kPinnWidths) shapes.push_back({kPinnPoints, width, width});
+  // A PINN's input and output layers, which eddy hands to Eigen instead of OpenBLAS.
+  shapes.push_back({kPinnPoints, 2, 20});
+  shapes.push_back({kPinnPoints, 20, 1});
   return shapes;
 }
 

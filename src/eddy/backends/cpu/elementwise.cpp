@@ -1,6 +1,7 @@
 // Elementwise CPU kernels: copy/cast, fill, unary, binary, where, arange and random draws.
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -183,6 +184,10 @@ void CpuBackend::copy(const Tensor& src, const Tensor& out) {
 void CpuBackend::fill(const Tensor& out, std::complex<double> value) {
   EDDY_DISPATCH_ALL(out.dtype(), T, {
     const T v = convert<T>(value);
+    if (out.is_contiguous()) {  // a vectorised store loop; the strided walk below is not
+      std::fill_n(out.data<T>(), out.numel(), v);
+      return;
+    }
     strided_loop<1>(out.shape(), {byte_ptr(out)}, {out.strides()}, {sizeof(T)},
                     [&](const StridedRun<1>& run) {
                       for (int64_t j = 0; j < run.length; ++j) at<T>(run.ptr[0], run.stride[0], j) = v;
