@@ -107,19 +107,21 @@ def markdown(results, failures, args, impls):
     lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}; {versions()}.",
              f"Median of at least 5 steps and {args.min_time:g} s after 2 warm-up steps (the first"
              " call, which compiles, is not timed).", ""]
-    peers = [i for i in impls if i != "eddy C++"]
+    # Ratios are against eddy's fastest mode that ran: compiled when present, else eager C++.
+    base = "eddy compiled" if "eddy compiled" in impls else "eddy C++"
+    peers = [i for i in impls if i != base]
     def row_of(cells):
         return "| " + " | ".join(cells) + " |"
 
-    lines.append(row_of(["workload", "threads", "eddy C++ ms"] + [f"{p} ms" for p in peers]
-                        + [f"{p} / eddy C++" for p in peers]))
+    lines.append(row_of(["workload", "threads", f"{base} ms"] + [f"{p} ms" for p in peers]
+                        + [f"{p} / {base}" for p in peers]))
     lines.append(row_of(["---"] * (3 + 2 * len(peers))))
     rss = ["", "| workload | threads | " + " | ".join(f"{i} MiB" for i in impls) + " |",
            "|---|---" + "|---" * len(impls) + "|"]
     for workload in args.workloads:
         for threads in args.threads:
             row = {i: results.get((i, workload, threads)) for i in impls}
-            eddy = row.get("eddy C++")
+            eddy = row.get(base)
 
             def ms(r, impl):
                 if r is None:
@@ -129,14 +131,14 @@ def markdown(results, failures, args, impls):
             def ratio(r):
                 return f"{r['median_s'] / eddy['median_s']:.2f}" if r and eddy else "-"
 
-            lines.append(row_of([workload, str(threads), ms(eddy, "eddy C++")] + [ms(row[p], p) for p in peers]
+            lines.append(row_of([workload, str(threads), ms(eddy, base)] + [ms(row[p], p) for p in peers]
                                 + [ratio(row[p]) for p in peers]))
             rss.append(f"| {workload} | {threads} | "
                        + " | ".join(f"{row[i]['peak_rss_mib']:.0f}" if row[i] else "-" for i in impls) + " |")
     lines += ["", "Peak RSS of each process (includes the interpreter and the imported libraries):"] + rss
-    notes = sorted({r["note"] for r in results.values() if r.get("note")})
+    notes = sorted({f"{impl}, {workload}: {r['note']}" for (impl, workload, _), r in results.items() if r.get("note")})
     if notes:
-        lines += ["", "Notes: torch.compile rows: " + "; ".join(notes) + "."]
+        lines += ["", "Notes:"] + [f"- {note}" for note in notes]
     if failures:
         lines += ["", "Failures:"] + [f"- {i}, {w}, {t} thread(s): {why}" for (i, w, t), why in sorted(failures.items())]
     return "\n".join(lines)
