@@ -328,8 +328,10 @@ TaylorJets taylor_jets(const std::function<Tensor(const Tensor&)>& f, const Tens
 TaylorOperator::TaylorOperator(std::function<Tensor(const Tensor&)> f, TaylorOptions options)
     : f_(std::move(f)), options_(std::move(options)) {}
 
-TaylorJets TaylorOperator::operator()(const Tensor& x) {
-  check_input(x, options_);
+TaylorJets TaylorOperator::operator()(const Tensor& x) { return (*this)(x, options_); }
+
+TaylorJets TaylorOperator::operator()(const Tensor& x, const TaylorOptions& options) {
+  check_input(x, options);
   auto known = std::find_if(traced_.begin(), traced_.end(), [&](const Traced& t) {
     return t.shape == x.shape() && t.dtype == x.dtype() && t.device == x.device();
   });
@@ -337,7 +339,7 @@ TaylorJets TaylorOperator::operator()(const Tensor& x) {
     traced_.push_back(Traced{x.shape(), x.dtype(), x.device(), capture(f_, x)});
     known = traced_.end() - 1;
   }
-  return propagate(known->graph, x, options_);
+  return propagate(known->graph, x, options);
 }
 
 }  // namespace eddy

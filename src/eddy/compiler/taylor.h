@@ -47,8 +47,11 @@ TaylorJets taylor_jets(const std::function<Tensor(const Tensor&)>& f, const Tens
 // call with a given input shape.
 class TaylorOperator {
  public:
-  TaylorOperator(std::function<Tensor(const Tensor&)> f, TaylorOptions options);
+  explicit TaylorOperator(std::function<Tensor(const Tensor&)> f, TaylorOptions options = {});
   TaylorJets operator()(const Tensor& x);
+  // With other derivatives than the constructor's: the trace depends only on f and x, so callers
+  // whose needs vary (a PINN's conditions) share it.
+  TaylorJets operator()(const Tensor& x, const TaylorOptions& options);
 
  private:
   struct Traced {
