@@ -33,6 +33,10 @@
 
 #include "eddy/core/tensor.h"
 
+namespace eddy {
+class TaylorOperator;  // eddy/compiler/taylor.h
+}
+
 namespace eddy::pinn {
 
 struct ExpressionSource;  // the parsed tree and its text (expression_ast.h)
@@ -78,6 +82,12 @@ struct EvaluationInputs {
   FieldFunction fields{};                      // called at most once per context
   std::map<std::string, Tensor> parameters{};  // every declared parameter: one element or [N, 1]
   Tensor normals{};                            // boundary contexts only: [N, spatial dimensions]
+  // Taylor mode for `fields` (the same function, traced): when given, an expression that
+  // differentiates fields gets their values, first derivatives and the pure second derivatives
+  // it uses (u_xx, d(u, x, 2), laplacian(u), div(grad(u))) from one forward pass of it, instead
+  // of one reverse pass each. Mixed and higher derivatives are reverse mode from those. The
+  // operator keeps its trace per shape, so share one across contexts (training steps).
+  std::shared_ptr<TaylorOperator> field_jets{};
   // Absolute tolerance of the comparisons: a == b is |a - b| <= tolerance, a < b is
   // a < b - tolerance, and so on, so points on a face are selected despite rounding. Scale it
   // with the size of the domain.
@@ -96,8 +106,10 @@ class EvaluationContext {
   EvaluationContext& operator=(EvaluationContext&&) noexcept;
 
   const Symbols& symbols() const;
-  // How many eddy::grad calls the derivatives have needed so far (a measure of the caching).
+  // How many eddy::grad calls the derivatives have needed so far (a measure of the caching), and
+  // how many Taylor-mode passes (at most one).
   int64_t gradient_calls() const;
+  int64_t taylor_passes() const;
 
  private:
   friend Tensor evaluate(const Expression& expression, EvaluationContext& context);

@@ -1,9 +1,12 @@
-// Evaluation of checked expressions to eddy ops, with the derivative cache.
+// Evaluation of checked expressions to eddy ops, with the derivative cache, filled by Taylor
+// mode or nested reverse mode.
 
 #include <algorithm>
 #include <numbers>
+#include <set>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/compiler/taylor.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/expression_ast.h"
 
@@ -15,9 +18,11 @@ struct EvaluationState {
   int64_t rows = 0;
   std::vector<Tensor> coordinates;  // [N, 1] leaves that derivatives are taken with respect to
   Tensor field_values;              // [N, fields], once the network has run
-  // Scalars and predicates by canonical text, derivatives as "<text>|<coordinate indices>".
+  // Scalars and predicates by canonical text, derivatives as "<text>|<coordinate indices>", and
+  // a field's Laplacian from Taylor mode as "<field>|laplacian".
   std::map<std::string, Tensor> cache;
   int64_t gradient_calls = 0;
+  int64_t taylor_passes = 0;
 };
 
 namespace {
@@ -75,7 +80,29 @@ struct Differentiand {
   std::string key;
   std::function<Tensor()> compute;
   std::vector<int> with_respect_to;  // derivatives already applied, as coordinate indices
+  // What `compute` evaluates, for planning the Taylor pass: a field's column, or else an
+  // expression (a helper's or the argument's).
+  int field = -1;
+  const ExpressionSource* source = nullptr;
+  const Node* node = nullptr;
 };
+
+// What the Taylor pass carries for an expression: it always holds every first derivative.
+struct JetPlan {
+  bool needed = false;               // the expression differentiates a field
+  std::set<int> second_coordinates;  // i where it uses a field's d^2/dx_i^2 on its own
+  bool laplacian = false;            // it uses laplacian(field)
+  std::set<const Node*> planned;     // expressions walked already (a helper used twice)
+};
+
+std::string key_of(const std::string& base, const std::vector<int>& with_respect_to) {
+  if (with_respect_to.empty()) return base;
+  std::string key = base + "|";
+  for (int coordinate : with_respect_to) key += std::to_string(coordinate) + ",";
+  return key;
+}
+
+std::string laplacian_key(const std::string& field) { return field + "|laplacian"; }
 
 class Evaluator {
  public:
@@ -97,6 +124,37 @@ class Evaluator {
     return {};
   }
 
+  // When the expression differentiates fields, evaluates them in one Taylor pass that carries
+  // the derivatives it will ask for, into the cache. Before any other use of the fields, so that
+  // the network runs once.
+  void prepare_field_jets(const ExpressionSource& source) {
+    if (!state_.inputs.field_jets || state_.field_values.defined()) return;
+    JetPlan plan;
+    this->plan(source, *source.root, plan);
+    if (!plan.needed) return;
+    TaylorOptions options;
+    options.second_coordinates.assign(plan.second_coordinates.begin(), plan.second_coordinates.end());
+    options.laplacian = plan.laplacian;
+    const std::vector<int> spatial = spatial_coordinates(state_.symbols);
+    options.laplacian_coordinates.assign(spatial.begin(), spatial.end());
+    const TaylorJets jets = (*state_.inputs.field_jets)(concat(state_.coordinates, 1), options);
+    set_field_values(jets.value);
+    ++state_.taylor_passes;
+    for (size_t f = 0; f < state_.symbols.fields.size(); ++f) {
+      const std::string& name = state_.symbols.fields[f];
+      const int64_t index = static_cast<int64_t>(f);
+      auto column = [index](const Tensor& all) { return slice(all, 1, index, index + 1); };
+      for (size_t i = 0; i < jets.first.size(); ++i) {
+        state_.cache.emplace(key_of(name, {static_cast<int>(i)}), column(jets.first[i]));
+      }
+      for (size_t k = 0; k < jets.second.size(); ++k) {
+        const int coordinate = static_cast<int>(options.second_coordinates[k]);
+        state_.cache.emplace(key_of(name, {coordinate, coordinate}), column(jets.second[k]));
+      }
+      if (plan.laplacian) state_.cache.emplace(laplacian_key(name), column(jets.laplacian));
+    }
+  }
+
  private:
   Tensor scalar_of(const ExpressionSource& source, const Node& node) { return value_of(source, node).scalar; }
 
@@ -109,16 +167,65 @@ class Evaluator {
     return value;
   }
 
+  void set_field_values(const Tensor& values) {
+    const Shape expected{state_.rows, static_cast<int64_t>(state_.symbols.fields.size())};
+    EDDY_CHECK(values.defined() && values.shape() == expected, "EvaluationContext: the field "
+               "function must return ", expected, " (one column per field), got ",
+               values.defined() ? shape_text(values) : "an undefined tensor");
+    state_.field_values = values;
+  }
+
   Tensor field(int index) {
-    if (!state_.field_values.defined()) {
-      Tensor values = state_.inputs.fields(concat(state_.coordinates, 1));
-      const Shape expected{state_.rows, static_cast<int64_t>(state_.symbols.fields.size())};
-      EDDY_CHECK(values.defined() && values.shape() == expected, "EvaluationContext: the field "
-                 "function must return ", expected, " (one column per field), got ",
-                 values.defined() ? shape_text(values) : "an undefined tensor");
-      state_.field_values = values;
-    }
+    if (!state_.field_values.defined()) set_field_values(state_.inputs.fields(concat(state_.coordinates, 1)));
     return slice(state_.field_values, 1, index, index + 1);
+  }
+
+  // The field derivatives that evaluating `node` asks for, walked as value_of evaluates.
+  void plan(const ExpressionSource& source, const Node& node, JetPlan& jets) {
+    if (node.kind == Node::Kind::symbol) {
+      const Meaning::Kind kind = resolve_symbol(source, node, state_.symbols).kind;
+      if (kind == Meaning::Kind::field || kind == Meaning::Kind::helper || kind == Meaning::Kind::derivative) {
+        plan_derivative(scalar_differentiand(source, node), {}, jets);
+      }
+      return;
+    }
+    if (node.kind == Node::Kind::call) {
+      const std::vector<int> spatial = spatial_coordinates(state_.symbols);
+      if (node.name == "d") return plan_derivative(scalar_differentiand(source, node), {}, jets);
+      if (node.name == "laplacian" || node.name == "grad") {
+        const Differentiand quantity = scalar_differentiand(source, *node.children[0]);
+        if (node.name == "laplacian" && quantity.field >= 0 && quantity.with_respect_to.empty()) {
+          jets.needed = jets.laplacian = true;
+          return;
+        }
+        for (int coordinate : spatial) {
+          const std::vector<int> more = node.name == "grad" ? std::vector<int>{coordinate}
+                                                            : std::vector<int>{coordinate, coordinate};
+          plan_derivative(quantity, more, jets);
+        }
+        return;
+      }
+      if (node.name == "div") {
+        const std::vector<Differentiand> components = vector_differentiands(source, *node.children[0]);
+        for (size_t k = 0; k < components.size(); ++k) plan_derivative(components[k], {spatial[k]}, jets);
+        return;
+      }
+    }
+    for (const NodePtr& child : node.children) plan(source, *child, jets);
+  }
+
+  void plan_derivative(const Differentiand& quantity, const std::vector<int>& more, JetPlan& jets) {
+    if (quantity.field < 0) {
+      if (jets.planned.insert(quantity.node).second) plan(*quantity.source, *quantity.node, jets);
+      return;
+    }
+    std::vector<int> with_respect_to = quantity.with_respect_to;
+    with_respect_to.insert(with_respect_to.end(), more.begin(), more.end());
+    if (with_respect_to.empty()) return;
+    jets.needed = true;
+    if (with_respect_to.size() == 2 && with_respect_to[0] == with_respect_to[1]) {
+      jets.second_coordinates.insert(with_respect_to[0]);
+    }
   }
 
   Value symbol_value(const ExpressionSource& source, const Node& node) {
@@ -161,14 +268,13 @@ class Evaluator {
           meaning.kind == Meaning::Kind::derivative) {
         const std::string base = meaning.name;
         auto field = std::find(state_.symbols.fields.begin(), state_.symbols.fields.end(), base);
-        std::function<Tensor()> compute;
         if (field != state_.symbols.fields.end()) {
           const int index = static_cast<int>(field - state_.symbols.fields.begin());
-          compute = [this, index] { return this->field(index); };
-        } else {
-          compute = [this, base] { return helper_value(base).scalar; };
+          return {base, [this, index] { return this->field(index); }, meaning.with_respect_to, index};
         }
-        return {base, compute, meaning.with_respect_to};
+        const ExpressionSource& helper = state_.symbols.helpers.at(base).source();
+        return {base, [this, base] { return helper_value(base).scalar; }, meaning.with_respect_to, -1, &helper,
+                helper.root.get()};
       }
     }
     if (node.kind == Node::Kind::call && node.name == "d") {
@@ -178,7 +284,7 @@ class Evaluator {
       inner.with_respect_to.insert(inner.with_respect_to.end(), order, coordinate);
       return inner;
     }
-    return {canonical_text(node), [this, &source, &node] { return scalar_of(source, node); }, {}};
+    return {canonical_text(node), [this, &source, &node] { return scalar_of(source, node); }, {}, -1, &source, &node};
   }
 
   // The components of a vector, as quantities to differentiate (for div).
@@ -204,7 +310,8 @@ class Evaluator {
     const size_t length = spatial_coordinates(state_.symbols).size();
     for (size_t k = 0; k < length; ++k) {
       components.push_back({text + "[" + std::to_string(k) + "]",
-                            [this, &source, &node, k] { return value_of(source, node).vector[k]; }, {}});
+                            [this, &source, &node, k] { return value_of(source, node).vector[k]; }, {}, -1, &source,
+                            &node});
     }
     return components;
   }
@@ -217,15 +324,8 @@ class Evaluator {
     return derivative_sorted(quantity, with_respect_to);
   }
 
-  static std::string key_of(const Differentiand& quantity, const std::vector<int>& with_respect_to) {
-    if (with_respect_to.empty()) return quantity.key;
-    std::string key = quantity.key + "|";
-    for (int coordinate : with_respect_to) key += std::to_string(coordinate) + ",";
-    return key;
-  }
-
   Tensor derivative_sorted(const Differentiand& quantity, const std::vector<int>& with_respect_to) {
-    const std::string key = key_of(quantity, with_respect_to);
+    const std::string key = key_of(quantity.key, with_respect_to);
     if (with_respect_to.empty()) return cached(key, quantity.compute);
     if (auto found = state_.cache.find(key); found != state_.cache.end()) return found->second;
     // Differentiate a lower derivative already at hand if there is one (u_xy after u_y), else
@@ -234,7 +334,7 @@ class Evaluator {
     for (size_t i = 0; i < with_respect_to.size(); ++i) {
       std::vector<int> lower = with_respect_to;
       lower.erase(lower.begin() + static_cast<std::ptrdiff_t>(i));
-      if (state_.cache.count(key_of(quantity, lower))) {
+      if (state_.cache.count(key_of(quantity.key, lower))) {
         peel = i;
         break;
       }
@@ -316,6 +416,10 @@ class Evaluator {
     if (name == "d") return {derivative(scalar_differentiand(source, node), {})};
     if (name == "laplacian" || name == "grad") {
       const Differentiand quantity = scalar_differentiand(source, *arguments[0]);
+      if (name == "laplacian" && quantity.field >= 0 && quantity.with_respect_to.empty()) {
+        auto from_jets = state_.cache.find(laplacian_key(quantity.key));
+        if (from_jets != state_.cache.end()) return {from_jets->second};
+      }
       Value result;
       for (int coordinate : spatial_coordinates(state_.symbols)) {
         if (name == "grad") {
@@ -378,6 +482,7 @@ EvaluationContext& EvaluationContext::operator=(EvaluationContext&&) noexcept = 
 
 const Symbols& EvaluationContext::symbols() const { return state_->symbols; }
 int64_t EvaluationContext::gradient_calls() const { return state_->gradient_calls; }
+int64_t EvaluationContext::taylor_passes() const { return state_->taylor_passes; }
 
 Tensor evaluate(const Expression& expression, EvaluationContext& context) {
   const ExpressionSource& source = expression.source();
@@ -390,7 +495,9 @@ Tensor evaluate(const Expression& expression, EvaluationContext& context) {
   // Derivatives are gradients of recorded graphs, also when the caller has turned recording off
   // (to validate, say); without this they would silently come out as zeros.
   GradModeGuard recording(true);
-  const Tensor value = Evaluator(state).value_of(source, *source.root).scalar;
+  Evaluator evaluator(state);
+  evaluator.prepare_field_jets(source);
+  const Tensor value = evaluator.value_of(source, *source.root).scalar;
   return expand(value, {state.rows, 1});
 }
 

@@ -456,6 +456,9 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
 
   ConfigNode training = root.section("training");
+  p.training.derivatives = training.choice("derivatives", {"taylor", "reverse"}, "taylor") == "taylor"
+                               ? DerivativeMode::taylor
+                               : DerivativeMode::reverse;
   ConfigNode adam = training.section("adam");
   p.training.adam_steps = adam.integer("steps", 1000);
   p.training.learning_rate = adam.number("learning_rate", 1e-3);

@@ -64,7 +64,16 @@ struct CausalOptions {
   double epsilon = 1.0;
 };
 
+// How derivatives of the fields with respect to the coordinates are computed. Both give the same
+// values and weight gradients (to rounding); taylor is the faster: one forward pass carries the
+// value, the first derivatives and the pure second derivatives (u_xx, laplacian(u)) the
+// equations use (compiler/taylor.h), where reverse runs one backward pass per derivative. Mixed
+// and higher derivatives, and derivatives of expressions other than a field, are reverse mode
+// in both.
+enum class DerivativeMode { taylor, reverse };
+
 struct TrainingOptions {
+  DerivativeMode derivatives = DerivativeMode::taylor;
   int64_t adam_steps = 1000;
   double learning_rate = 1e-3;
   optim::ScheduleSpec schedule;

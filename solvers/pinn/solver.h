@@ -36,6 +36,8 @@ struct LossParts {
 class PinnState {
  public:
   explicit PinnState(const Problem& problem);
+  PinnState(const PinnState&) = delete;  // its Taylor operator calls back into this object
+  PinnState& operator=(const PinnState&) = delete;
 
   const Problem& problem() const { return problem_; }
   nn::Module& model() { return *model_; }
@@ -106,6 +108,7 @@ class PinnState {
   std::vector<SampledCondition> samples_;  // what is trained on
   std::vector<double> adaptive_weights_;
   std::vector<std::vector<double>> causal_weights_;
+  std::shared_ptr<TaylorOperator> field_jets_;  // training.derivatives: taylor
 };
 
 // All combinations of the axes' values, in C order (last axis fastest): [prod(n_i), axes].

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/compiler/taylor.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/solver.h"
 #include "solvers/pinn/weighting.h"
@@ -61,6 +62,9 @@ PinnState::PinnState(const Problem& problem) : problem_(problem) {
   added_.resize(conditions);
   adaptive_weights_.assign(conditions, 1.0);
   causal_weights_.resize(conditions);
+  if (problem.training.derivatives == DerivativeMode::taylor) {
+    field_jets_ = std::make_shared<TaylorOperator>([this](const Tensor& at) { return predict(at); });
+  }
 }
 
 std::vector<Tensor> PinnState::trainable() const {
@@ -239,6 +243,7 @@ Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, 
   inputs.parameters = parameter_values();
   inputs.normals = normals;
   inputs.tolerance = tolerance_of(problem_);
+  inputs.field_jets = field_jets_;
   EvaluationContext context(problem_.symbols(c.kind == ConditionKind::boundary), inputs);
   return evaluate(*c.residual, context);
 }

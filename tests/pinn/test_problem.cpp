@@ -128,6 +128,10 @@ std::vector<BadConfig> bad_configs() {
       {"rar_candidates", "", "sampling: {rar: {candidates: -3}}\n",
        "sampling.rar.candidates: must be at least 1, got -3"},
       {"rar_add", "", "sampling: {rar: {add: 0}}\n", "sampling.rar.add: must be at least 1, got 0"},
+      {"derivative_mode", kTraining, "derivatives: forward\n  " + kTraining,
+       "problem.yaml:22:16: training.derivatives: 'forward' is not one of: taylor, reverse"},
+      {"derivative_mode_key", kTraining, "derivative: reverse\n  " + kTraining,
+       "unknown key 'derivative' in training (did you mean 'derivatives'?)"},
   };
 }
 
@@ -201,6 +205,13 @@ TEST(Problem, TrainingAidDefaults) {
   EXPECT_EQ(on.refinement->candidates, 10000);
   EXPECT_EQ(on.refinement->add, 100);
   EXPECT_NE(on.resolved_config.find("candidates: 10000"), std::string::npos);
+}
+
+TEST(Problem, DerivativesAreTaylorModeUnlessReverseIsChosen) {
+  Problem plain = read(kValid);
+  EXPECT_EQ(plain.training.derivatives, DerivativeMode::taylor);
+  EXPECT_NE(plain.resolved_config.find("derivatives: taylor"), std::string::npos);
+  EXPECT_EQ(read(kValid, {"training.derivatives=reverse"}).training.derivatives, DerivativeMode::reverse);
 }
 
 TEST(Problem, CausalWeightingNeedsTime) {
