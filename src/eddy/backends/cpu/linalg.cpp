@@ -30,7 +30,7 @@ MatrixLayout layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t c
 
 // OpenBLAS packs both operands before it multiplies. When the inner or the output's column
 // dimension is a few elements (a PINN's input and output layers and their gradients) that
-// overhead dominates; Eigen's product made eddy 1.4x (10000x2)@(2x20) and 2.7x (10000x20)@(20x1)
+// overhead dominates; Eigen's product made eddy 1.55x (10000x2)@(2x20) and 2.8x (10000x20)@(20x1)
 // faster than OpenBLAS in float32 (docs/benchmarks.md, GEMM table).
 constexpr int64_t kThinDimension = 4;
 
@@ -57,7 +57,7 @@ void thin_gemm(bool transpose_a, bool transpose_b, int64_t n, int64_t m, int64_t
 }
 
 // C += A B: the caller zeroes C first. OpenBLAS's beta = 0 path clears C in a separate strided
-// pass; a contiguous fill followed by beta = 1 made (10000x20)@(20x20) 1.29x faster in float32
+// pass; a contiguous fill followed by beta = 1 made (10000x20)@(20x20) 1.17x faster in float32
 // (docs/benchmarks.md, GEMM table).
 template <typename T>
 void gemm_accumulate(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a,
