@@ -4,15 +4,13 @@
 #include <sstream>
 
 #include "eddy/backends/backend.h"
+#include "eddy/backends/cpu/loops.h"
 #include "eddy/compiler/fusion.h"
 #include "eddy/compiler/passes.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::compiler {
 namespace {
-
-// The CPU kernels' threshold (backends/cpu/loops.h): below it, threads cost more than they save.
-constexpr int64_t kParallelGrain = 32768;
 
 // A dense buffer that only the program's value table refers to can be overwritten once its value
 // is dead: no caller, captured tensor or view can see the write.
@@ -49,7 +47,8 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
     }
   }
   if (!plans.empty()) {
-    cpu_source_ = render_cpu_source(plans, kParallelGrain);
+    // Generated loops go parallel where the CPU backend's own kernels do.
+    cpu_source_ = render_cpu_source(plans, cpu_kernels::kParallelGrain);
     LoadedKernels loaded = load_cpu_kernels(cpu_source_);
     library_ = loaded.library;
     stats_.compile_seconds = loaded.compile_seconds;
