@@ -34,19 +34,6 @@ void expect_same(const TensorList& compiled, const TensorList& eager, const std:
   }
 }
 
-Tensor random_like(const Tensor& like, Generator& gen) {
-  Tensor re = randn(like.shape(), real_dtype(like.dtype()), &gen);
-  return is_complex(like.dtype()) ? complex(re, randn(like.shape(), real_dtype(like.dtype()), &gen)) : re;
-}
-
-std::vector<size_t> differentiable(const TensorList& inputs) {
-  std::vector<size_t> indices;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (is_inexact(inputs[i].dtype())) indices.push_back(i);
-  }
-  return indices;
-}
-
 // The op table exercises capture and replay; fused code generation has its own tests, so these
 // compile no kernels and stay fast.
 class CompileOpTableTest : public ::testing::TestWithParam<OpCase> {
@@ -76,7 +63,7 @@ TEST_P(CompileOpDerivativeTest, DerivativesMatchEager) {
   DType dtype = op.dtypes.back();
   Generator gen(12);
   const TensorList traced_on = op.make_inputs(dtype, gen), replayed_on = op.make_inputs(dtype, gen);
-  const std::vector<size_t> diff = differentiable(traced_on);
+  const std::vector<size_t> diff = testing::differentiable_inputs(traced_on);
   const Tensor output = op.fn(traced_on);
   ASSERT_FALSE(diff.empty() || !is_inexact(output.dtype())) << op.name << " has no derivative in " << dtype_name(dtype);
 
@@ -90,20 +77,15 @@ TEST_P(CompileOpDerivativeTest, DerivativesMatchEager) {
       tangents.push_back(all[traced_on.size() + 1 + k]);
     }
     TensorList results = grad({op.fn(leaves)}, targets, {all[traced_on.size()]});
-    auto with_diff_inputs = [&](const TensorList& primals) {
-      TensorList full = inputs;
-      for (size_t k = 0; k < diff.size(); ++k) full[diff[k]] = primals[k];
-      return TensorList{op.fn(full)};
-    };
     TensorList primals;
     for (size_t k : diff) primals.push_back(inputs[k]);
-    results.push_back(jvp(with_diff_inputs, primals, tangents).second[0]);
+    results.push_back(jvp(testing::of_differentiable_inputs(op, inputs, diff), primals, tangents).second[0]);
     return results;
   };
   auto arguments = [&](const TensorList& inputs) {
     TensorList all = inputs;
-    all.push_back(random_like(output, gen));
-    for (size_t k : diff) all.push_back(random_like(inputs[k], gen));
+    all.push_back(testing::random_like(output, gen));
+    for (size_t k : diff) all.push_back(testing::random_like(inputs[k], gen));
     return all;
   };
   CompiledFunction compiled = compile(derivatives);
@@ -114,17 +96,11 @@ TEST_P(CompileOpDerivativeTest, DerivativesMatchEager) {
 
 std::string row_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
 
-std::vector<OpCase> differentiable_rows() {
-  std::vector<OpCase> rows;
-  for (const OpCase& op : testing::op_table()) {
-    if (op.max_order > 0) rows.push_back(op);
-  }
-  return rows;
-}
-
 INSTANTIATE_TEST_SUITE_P(Ops, CompileOpTableTest, ::testing::ValuesIn(testing::op_table()), row_name);
 // Comparisons have bool outputs and no derivatives; ValuesMatchEager covers them.
-INSTANTIATE_TEST_SUITE_P(Ops, CompileOpDerivativeTest, ::testing::ValuesIn(differentiable_rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(Ops, CompileOpDerivativeTest,
+                         ::testing::ValuesIn(testing::rows_where([](const OpCase& op) { return op.max_order > 0; })),
+                         row_name);
 
 TEST(Compile, RetracesOnANewSignatureOnly) {
   CompiledFunction compiled = compile([](const TensorList& in) { return TensorList{sin(in[0]) * in[0]}; });

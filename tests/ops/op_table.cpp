@@ -362,4 +362,35 @@ const std::vector<OpCase>& op_table() {
   return table;
 }
 
+std::vector<OpCase> rows_where(bool (*keep)(const OpCase&)) {
+  std::vector<OpCase> rows;
+  for (const OpCase& op : op_table()) {
+    if (keep(op)) rows.push_back(op);
+  }
+  return rows;
+}
+
+Tensor random_like(const Tensor& like, Generator& gen) {
+  Tensor re = randn(like.shape(), real_dtype(like.dtype()), &gen);
+  if (is_complex(like.dtype())) return complex(re, randn(like.shape(), real_dtype(like.dtype()), &gen));
+  return re;
+}
+
+std::vector<size_t> differentiable_inputs(const std::vector<Tensor>& inputs) {
+  std::vector<size_t> indices;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (is_inexact(inputs[i].dtype())) indices.push_back(i);
+  }
+  return indices;
+}
+
+std::function<std::vector<Tensor>(const std::vector<Tensor>&)> of_differentiable_inputs(
+    const OpCase& op, const std::vector<Tensor>& inputs, const std::vector<size_t>& differentiable) {
+  return [&op, inputs, differentiable](const std::vector<Tensor>& primals) {
+    std::vector<Tensor> full = inputs;
+    for (size_t k = 0; k < differentiable.size(); ++k) full[differentiable[k]] = primals[k];
+    return std::vector<Tensor>{op.fn(full)};
+  };
+}
+
 }  // namespace eddy::testing

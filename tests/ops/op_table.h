@@ -27,6 +27,19 @@ struct OpCase {
 
 const std::vector<OpCase>& op_table();
 
+// The rows `keep` accepts, for suites that only make sense on some ops.
+std::vector<OpCase> rows_where(bool (*keep)(const OpCase&));
+
+// Standard normal draws of like's shape and dtype (complex: independent real and imaginary parts).
+Tensor random_like(const Tensor& like, Generator& gen);
+
+// The differentiable inputs are the inexact ones; the rest (indices, masks) are held fixed.
+std::vector<size_t> differentiable_inputs(const std::vector<Tensor>& inputs);
+
+// op.fn as a function of its differentiable inputs alone, the others held at `inputs`.
+std::function<std::vector<Tensor>(const std::vector<Tensor>&)> of_differentiable_inputs(
+    const OpCase& op, const std::vector<Tensor>& inputs, const std::vector<size_t>& differentiable);
+
 // GoogleTest prints parameters with this instead of a byte dump.
 inline void PrintTo(const OpCase& op, std::ostream* out) { *out << op.name; }
 

@@ -24,23 +24,8 @@ double real_dot(const Tensor& a, const Tensor& b) {
 }
 Tensor real_dot_tensor(const Tensor& a, const Tensor& b) { return sum(real(conj(a) * b)); }
 
-Tensor random_like(const Tensor& like, Generator& gen) {
-  Tensor re = randn(like.shape(), real_dtype(like.dtype()), &gen);
-  if (is_complex(like.dtype())) return complex(re, randn(like.shape(), real_dtype(like.dtype()), &gen));
-  return re;
-}
-
 class OpTableTest : public ::testing::TestWithParam<OpCase> {
  protected:
-  // The differentiable inputs are the inexact ones; the rest are held fixed.
-  static std::vector<size_t> differentiable(const TensorList& inputs) {
-    std::vector<size_t> idx;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (is_inexact(inputs[i].dtype())) idx.push_back(i);
-    }
-    return idx;
-  }
-
   // Fresh leaves at inputs + h * directions (directions only on differentiable inputs).
   static TensorList shifted(const TensorList& inputs, const std::vector<size_t>& diff,
                             const TensorList& directions, double h, bool leaves) {
@@ -103,7 +88,7 @@ TEST_P(OpDerivativeTest, ReverseModeOrders1To3) {
     if (!double_precision(dtype)) continue;
     Generator gen(23);
     TensorList inputs = op.make_inputs(dtype, gen);
-    auto diff = differentiable(inputs);
+    auto diff = differentiable_inputs(inputs);
     Tensor w = random_like(op.fn(inputs), gen);
     std::vector<TensorList> probes(op.max_order + 1);
     for (int k = 1; k <= op.max_order; ++k) {
@@ -147,7 +132,7 @@ TEST_P(OpDerivativeTest, ForwardModeOrders1To3) {
     if (!double_precision(dtype)) continue;
     Generator gen(37);
     TensorList inputs = op.make_inputs(dtype, gen);
-    auto diff = differentiable(inputs);
+    auto diff = differentiable_inputs(inputs);
     Tensor w = random_like(op.fn(inputs), gen);
     std::vector<TensorList> directions(op.max_order + 1);
     for (int k = 1; k <= op.max_order; ++k) {
@@ -182,7 +167,7 @@ TEST_P(OpMixedModeTest, MixedModesOrder2) {
     if (!double_precision(dtype)) continue;
     Generator gen(41);
     TensorList inputs = op.make_inputs(dtype, gen);
-    auto diff = differentiable(inputs);
+    auto diff = differentiable_inputs(inputs);
     Tensor w = random_like(op.fn(inputs), gen);
     TensorList v, u;
     for (size_t i : diff) v.push_back(random_like(inputs[i], gen));
@@ -248,7 +233,7 @@ TEST_P(OpLinearTest, TransposeIdentity) {
     if (!double_precision(dtype)) continue;
     Generator gen(53);
     TensorList inputs = op.make_inputs(dtype, gen);
-    auto diff = differentiable(inputs);
+    auto diff = differentiable_inputs(inputs);
     TensorList leaves = shifted(inputs, diff, {}, 0, true);
     Tensor out = op.fn(leaves);
     Tensor y = random_like(out, gen);
@@ -259,25 +244,13 @@ TEST_P(OpLinearTest, TransposeIdentity) {
     for (size_t k = 0; k < diff.size(); ++k) rhs += real_dot(transposed[k], inputs[diff[k]]);
     EXPECT_NEAR(lhs, rhs, 1e-12 * (1 + std::abs(lhs))) << op.name << " " << dtype;
 
-    MultiFunction f = [&](const TensorList& xs) {
-      TensorList full = inputs;
-      for (size_t k = 0; k < diff.size(); ++k) full[diff[k]] = xs[k];
-      return TensorList{op.fn(full)};
-    };
+    MultiFunction f = of_differentiable_inputs(op, inputs, diff);
     TensorList primals;
     for (size_t i : diff) primals.push_back(inputs[i]);
     Tensor jv = jvp(f, primals, primals).second[0];
     auto got = jv.to_vector<c128>(), want = out.to_vector<c128>();
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(std::abs(got[i] - want[i]), 0.0, 1e-12);
   }
-}
-
-std::vector<OpCase> rows_where(bool (*keep)(const OpCase&)) {
-  std::vector<OpCase> rows;
-  for (const OpCase& op : op_table()) {
-    if (keep(op)) rows.push_back(op);
-  }
-  return rows;
 }
 
 std::string row_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }

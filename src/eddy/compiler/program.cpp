@@ -63,9 +63,9 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
   std::vector<int> last_use(graph_.values.size(), -1);
   for (size_t s = 0; s < steps_.size(); ++s) {
     const Step& step = steps_[s];
-    const std::vector<ValueId> reads = step.node ? step.node->inputs : std::vector<ValueId>();
-    for (ValueId id : reads) last_use[static_cast<size_t>(id)] = static_cast<int>(s);
-    if (step.kernel >= 0) {
+    if (step.node) {
+      for (ValueId id : step.node->inputs) last_use[static_cast<size_t>(id)] = static_cast<int>(s);
+    } else {
       for (const KernelInput& input : kernels_[static_cast<size_t>(step.kernel)].plan.inputs) {
         last_use[static_cast<size_t>(input.value)] = static_cast<int>(s);
       }
