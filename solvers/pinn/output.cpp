@@ -56,7 +56,7 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
   }
   out.write("fields/inside", reshape(inside, grid.shape));
   for (size_t c = 0; c < p.conditions.size(); ++c) {
-    const Tensor& points = state.samples()[c].points;
+    const Tensor& points = state.all_samples()[c].points;
     out.write("points/" + p.conditions[c].name + "/coordinates", points);
     Tensor at_points = state.predict(points);
     for (size_t f = 0; f < p.fields.size(); ++f) {
@@ -139,7 +139,7 @@ void write_vtk(PinnState& state, const Grid& grid, const Tensor& prediction, con
   // Every condition's points, tagged by condition index.
   std::vector<Tensor> points, tags;
   for (size_t c = 0; c < p.conditions.size(); ++c) {
-    const Tensor& at = state.samples()[c].points;
+    const Tensor& at = state.all_samples()[c].points;
     points.push_back(at);
     tags.push_back(full({at.shape()[0]}, static_cast<double>(c), DType::f64));
   }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/solver.h"
 
@@ -37,7 +38,11 @@ void refine(PinnState& state, int64_t step) {
     std::partial_sort(order.begin(), order.begin() + add, order.end(),
                       [&](int64_t a, int64_t b) { return size[a] > size[b] || (size[a] == size[b] && a < b); });
     order.resize(static_cast<size_t>(add));
-    state.add_points(i, index_select(candidates, 0, tensor(order)));
+    // Every rank ranks the same candidates with the same weights; rank 0's choice is sent anyway,
+    // so that a last-bit difference in a residual cannot give the ranks different point sets.
+    const Tensor chosen = index_select(candidates, 0, tensor(order));
+    dist::broadcast_tensors({chosen}, state.communicator());
+    state.add_points(i, chosen);
   }
 }
 

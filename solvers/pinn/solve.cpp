@@ -1,12 +1,18 @@
 // The training loop: Adam with a learning-rate schedule, then L-BFGS, both on the (compiled)
 // training step; adaptive loss weights and refinement between Adam steps; progress, validation,
 // checkpoints, and a clean stop (last good checkpoint kept) on a non-finite loss.
+//
+// Data parallel over the communicator's ranks (PinnState says how the loss is shared): the ranks
+// start from rank 0's parameters, average their gradients before every optimiser step, and so
+// hold the same loss, gradient and parameters throughout, which keeps L-BFGS's line search taking
+// the same branches everywhere. Rank 0 alone validates, logs and writes the run folder.
 
 #include <cmath>
 #include <filesystem>
 #include <memory>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/ops/ops.h"
@@ -99,22 +105,47 @@ void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnS
   }
 }
 
+// Throws unless every rank holds the same `tensors`, bit for bit: a check that the data-parallel
+// steps stayed in step.
+void check_ranks_agree(const std::vector<Tensor>& tensors, dist::Communicator& comm, const std::string& when) {
+  if (comm.size() == 1) return;
+  NoGradGuard no_grad;
+  std::vector<Tensor> flat;
+  for (const Tensor& t : tensors) flat.push_back(flatten(cast(t, DType::f64)));
+  const Tensor mine = concat(flat, 0);
+  // The spread max - min over ranks, elementwise, from two max-reductions: zero where all agree.
+  Tensor largest = Tensor::empty(mine.shape(), DType::f64);
+  largest.copy_(mine);
+  const Tensor negated_smallest = -mine;
+  comm.allreduce(largest, largest, dist::ReduceOp::max);
+  comm.allreduce(negated_smallest, negated_smallest, dist::ReduceOp::max);
+  const bool agree = max(abs(largest + negated_smallest)).item<double>() == 0;
+  EDDY_CHECK(agree, "the ranks' parameters differ ", when,
+             "; data-parallel training needs the same build and thread count on every rank");
+}
+
 }  // namespace
 
 SolveResult solve(const Problem& p, const SolveOptions& options) {
   namespace fs = std::filesystem;
-  fs::create_directories(p.output.dir);
-  io::write_file_atomically(p.output.dir + "/config.yaml", p.resolved_config);
+  dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
+  const bool root = comm.rank() == 0;
+  if (root) {
+    fs::create_directories(p.output.dir);
+    io::write_file_atomically(p.output.dir + "/config.yaml", p.resolved_config);
+  }
   const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
+  SolveOptions rank_options = options;
+  if (!root) rank_options.log = nullptr;
 
-  PinnState state(p);
+  PinnState state(p, comm);
   optim::AdamOptions adam_options;
   adam_options.learning_rate = p.training.learning_rate;
   optim::Adam adam(state.trainable(), adam_options);
   std::unique_ptr<optim::Schedule> schedule =
       optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.adam_steps);
   std::optional<Validator> validator;
-  if (p.validation.reference) validator.emplace(state);
+  if (p.validation.reference && root) validator.emplace(state);
 
   int64_t step = 0;
   if (options.resume) {
@@ -122,17 +153,18 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     step = io::resume_from_checkpoint(checkpoint, p.config_hash, state.model(), saved);
     restore_training_state(saved, adam, state);
   }
+  dist::broadcast_tensors(state.trainable(), comm);
   // Whether this run wrote the checkpoint: a file from an earlier run is no "last good" state of this one.
   bool saved_here = options.resume;
   auto save = [&](int64_t at) {
-    io::save_checkpoint(checkpoint, state.model(), training_state(adam, state), {at, p.config_hash, ""});
+    if (root) io::save_checkpoint(checkpoint, state.model(), training_state(adam, state), {at, p.config_hash, ""});
     saved_here = true;
   };
   auto round_of = [&](int64_t s) { return p.resample_every > 0 ? s / p.resample_every : 0; };
   state.sample(round_of(step));
 
   History history;
-  Progress progress(options, state);
+  Progress progress(rank_options, state);
   TrainingStep training_step(state, !options.eager, [&](const std::string& line) { progress.note(line); });
   const std::vector<Tensor> trainable = state.trainable();
   SolveResult result;
@@ -175,6 +207,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (checkpoint_due) save(step);
     checkpoint_due = false;
     optim::set_grads(trainable, evaluation.gradients);
+    dist::average_gradients(trainable, comm);
     adam.step();
     const int64_t done = step + 1;
     std::optional<Metrics> metrics;
@@ -209,13 +242,15 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
       const StepEvaluation evaluation = training_step.evaluate();
       terms = evaluation.terms;
       optim::set_grads(trainable, evaluation.gradients);
+      dist::average_gradients(trainable, comm);
       ++evaluations;
       progress.report("lbfgs", evaluations, p.training.lbfgs_evaluations, evaluation.loss.item<double>(), terms,
                       std::nullopt, false);
       return evaluation.loss;
     });
     progress.finish_line();
-    if (options.log) *options.log << report.message << "\n";
+    if (rank_options.log) *rank_options.log << report.message << "\n";
+    check_ranks_agree(trainable, comm, "after L-BFGS");
     if (report.stop == optim::LbfgsStop::non_finite) {
       return stop_non_finite(step + report.iterations, report.loss, terms, "L-BFGS");
     }
@@ -233,7 +268,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     history.metrics.push_back(*result.metrics);
   }
   save(step);
-  write_results(state, history, p.output.dir);
+  if (root) write_results(state, history, p.output.dir);
   result.finished = true;
   result.steps = step;
   result.learned = learned_values(state);

@@ -10,17 +10,22 @@
 #include <utility>
 #include <vector>
 
+#include "eddy/dist/communicator.h"
 #include "eddy/nn/module.h"
 #include "solvers/pinn/problem.h"
 
 namespace eddy::pinn {
 
-// Collocation points of one condition.
+// Collocation points of one condition: all of them, or one rank's share.
 struct SampledCondition {
   Tensor points;   // [N, coordinates]
   Tensor normals;  // boundary conditions: [N, spatial dim]
   Tensor partner;  // periodic: the matching points on the opposite face
   Tensor targets;  // data: the observed values [N, observed fields]
+  // How each row counts in the condition's mean over all ranks' rows: a scalar 1 / (rows of all
+  // ranks), or for a causal condition [N, chunks], 1 / (rows in the chunk) in the row's time chunk
+  // and 0 elsewhere. Tensors rather than numbers so that a compiled step takes them as inputs.
+  Tensor row_weights;
 };
 
 // The loss at given points, with each condition's unweighted term and, where causal weighting
@@ -33,9 +38,15 @@ struct LossParts {
 
 // The model, the learnable equation parameters, the points currently trained on, and the
 // training's loss weights.
+//
+// Data parallel over the ranks of `comm`: every rank draws every condition's points alike and
+// trains on its consecutive share of them, and each condition's loss sums the ranks' shares with
+// a differentiable all_reduce. Every rank therefore holds the loss of all the points, and the
+// mean over ranks of the gradients of it is the single-process gradient (the backward pass of the
+// all_reduce counts each rank's share once per rank).
 class PinnState {
  public:
-  explicit PinnState(const Problem& problem);
+  explicit PinnState(const Problem& problem, dist::Communicator& comm = dist::default_communicator());
   PinnState(const PinnState&) = delete;  // its Taylor operator calls back into this object
   PinnState& operator=(const PinnState&) = delete;
 
@@ -49,7 +60,11 @@ class PinnState {
   // draw identical points. Points added by refinement stay. With causal weighting, interior
   // points are kept sorted by time.
   void sample(int64_t round);
+  // This rank's share of every condition's points, which it trains on.
   const std::vector<SampledCondition>& samples() const { return samples_; }
+  // Every condition's points, on every rank.
+  const std::vector<SampledCondition>& all_samples() const { return all_samples_; }
+  dist::Communicator& communicator() const { return comm_; }
   // `count` interior points of space x time, drawn with the problem's sampler.
   Tensor interior_points(int64_t count, Generator& generator) const;
   // Points refinement added to a condition (undefined while there are none); add_points
@@ -96,16 +111,21 @@ class PinnState {
   // A condition's loss and, when causal, its chunk weights, at `sample`.
   std::pair<Tensor, Tensor> condition_loss_at(size_t condition, const SampledCondition& sample);
   Tensor residual_at(size_t condition, const SampledCondition& sample);
-  // samples_[condition]: the drawn points, then the added ones (sorted by time when causal).
+  // all_samples_[condition]: the drawn points, then the added ones (sorted by time when causal);
+  // samples_[condition]: this rank's rows of them, with their row weights.
   void assemble(size_t condition);
   Tensor expression_residual(const Condition& condition, const Tensor& points, const Tensor& normals);
+  // The sum over ranks of each rank's `share` (no collective on one rank).
+  Tensor sum_over_ranks(const Tensor& share) const;
 
   const Problem& problem_;
+  dist::Communicator& comm_;
   std::shared_ptr<nn::Module> model_;
   std::map<std::string, Tensor> learnable_;
   std::vector<SampledCondition> drawn_;    // this round's draw, per condition
   std::vector<Tensor> added_;              // per condition, by refinement
-  std::vector<SampledCondition> samples_;  // what is trained on
+  std::vector<SampledCondition> all_samples_;  // the drawn points, then the added ones
+  std::vector<SampledCondition> samples_;      // this rank's share of them: what it trains on
   std::vector<double> adaptive_weights_;
   std::vector<std::vector<double>> causal_weights_;
   std::shared_ptr<TaylorOperator> field_jets_;  // training.derivatives: taylor
@@ -133,6 +153,8 @@ class Validator {
 };
 
 struct SolveOptions {
+  // The ranks to train on; null: the process-wide communicator (all ranks of an mpirun job).
+  dist::Communicator* communicator = nullptr;
   bool resume = false;
   // Run the training step as written instead of compiled (`eddy solve --eager`).
   bool eager = false;
@@ -145,7 +167,7 @@ struct SolveResult {
   std::string message;
   int64_t steps = 0;
   double loss = 0;
-  std::optional<Metrics> metrics;
+  std::optional<Metrics> metrics;  // on rank 0, which alone validates
   std::map<std::string, double> learned;  // final values of learnable parameters
 };
 

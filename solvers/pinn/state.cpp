@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/taylor.h"
+#include "eddy/dist/collectives.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/solver.h"
 #include "solvers/pinn/weighting.h"
@@ -51,9 +54,25 @@ double tolerance_of(const Problem& p) {
   return 1e-6 * std::sqrt(diagonal);
 }
 
+// Row weights of the rows [first, last) of a condition's `total` rows (see SampledCondition).
+// Causal chunks are the consecutive blocks [k total / chunks, (k + 1) total / chunks) of all the
+// rows, whichever ranks hold them.
+Tensor row_weights(int64_t first, int64_t last, int64_t total, std::optional<int64_t> causal_chunks, DType dtype) {
+  if (!causal_chunks) return scalar(1.0 / static_cast<double>(std::max<int64_t>(total, 1)), dtype);
+  const int64_t chunks = *causal_chunks;
+  std::vector<double> values(static_cast<size_t>((last - first) * chunks), 0.0);
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t begin = k * total / chunks, end = (k + 1) * total / chunks;
+    for (int64_t row = std::max(begin, first); row < std::min(end, last); ++row) {
+      values[(row - first) * chunks + k] = 1.0 / static_cast<double>(end - begin);
+    }
+  }
+  return rows_to_tensor(values, chunks, dtype);
+}
+
 }  // namespace
 
-PinnState::PinnState(const Problem& problem) : problem_(problem) {
+PinnState::PinnState(const Problem& problem, dist::Communicator& comm) : problem_(problem), comm_(comm) {
   model_ = nn::make_pinn_model(problem.model);
   for (const LearnableParameter& p : problem.learnable) {
     learnable_[p.name] = full({1}, p.initial, problem.dtype).requires_grad_();
@@ -205,6 +224,7 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
 void PinnState::sample(int64_t round) {
   NoGradGuard no_grad;
   drawn_.clear();
+  all_samples_.resize(problem_.conditions.size());
   samples_.resize(problem_.conditions.size());
   for (size_t i = 0; i < problem_.conditions.size(); ++i) {
     // One stream per (seed, round, condition): a resumed run redraws exactly the same points.
@@ -222,10 +242,25 @@ void PinnState::add_points(size_t condition, const Tensor& points) {
 
 void PinnState::assemble(size_t condition) {
   NoGradGuard no_grad;
-  SampledCondition s = drawn_[condition];
-  if (added_[condition].defined()) s.points = concat({s.points, added_[condition]}, 0);
-  if (causal(condition)) s.points = sorted_by_time(s.points);
-  samples_[condition] = s;
+  SampledCondition all = drawn_[condition];
+  if (added_[condition].defined()) all.points = concat({all.points, added_[condition]}, 0);
+  if (causal(condition)) all.points = sorted_by_time(all.points);
+  const int64_t total = all.points.shape()[0];
+  const auto [first, last] = dist::shard(0, total, comm_.rank(), comm_.size());
+  SampledCondition share;
+  for (Tensor SampledCondition::*member :
+       {&SampledCondition::points, &SampledCondition::normals, &SampledCondition::partner, &SampledCondition::targets}) {
+    if ((all.*member).defined()) share.*member = slice(all.*member, 0, first, last);
+  }
+  const std::optional<int64_t> chunks =
+      causal(condition) ? std::optional<int64_t>(problem_.training.causal->chunks) : std::nullopt;
+  share.row_weights = row_weights(first, last, total, chunks, problem_.dtype);
+  all_samples_[condition] = std::move(all);
+  samples_[condition] = std::move(share);
+}
+
+Tensor PinnState::sum_over_ranks(const Tensor& share) const {
+  return comm_.size() > 1 ? dist::all_reduce(share, dist::ReduceOp::sum, comm_) : share;
 }
 
 Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, const Tensor& normals) {
@@ -274,10 +309,16 @@ Tensor PinnState::residual_at(size_t condition, const SampledCondition& s) {
   return expression_residual(c, s.points, s.normals);
 }
 
+// The mean of the squared residual over all ranks' rows and the residual's columns; for a causal
+// condition, its mean per time chunk, weighted as causal_loss says.
 std::pair<Tensor, Tensor> PinnState::condition_loss_at(size_t condition, const SampledCondition& sample) {
-  Tensor squared = square(residual_at(condition, sample));
-  if (!causal(condition)) return {mean(squared), Tensor()};
-  CausalLoss causal = causal_loss(squared, *problem_.training.causal);
+  const Tensor residual = residual_at(condition, sample);
+  const int64_t columns = residual.dim() == 2 ? residual.shape()[1] : 1;
+  const Tensor squared = reshape(square(residual), {sample.points.shape()[0], columns});
+  if (!causal(condition)) return {sum_over_ranks(sum(squared) * sample.row_weights) / static_cast<double>(columns), Tensor()};
+  const Tensor row_sums = transpose(sum(squared, {1}, true));  // [1, rows]
+  const Tensor chunk_means = sum_over_ranks(reshape(matmul(row_sums, sample.row_weights), {-1})) / static_cast<double>(columns);
+  CausalLoss causal = causal_loss(chunk_means, *problem_.training.causal);
   return {causal.loss, causal.weights};
 }
 

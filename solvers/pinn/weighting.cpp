@@ -12,14 +12,15 @@ void update_adaptive_weights(PinnState& state) {
   const std::vector<Tensor> network = state.model().parameters();
   const size_t conditions = state.problem().conditions.size();
   std::vector<double> norms;
+  dist::Communicator& comm = state.communicator();
   for (size_t i = 0; i < conditions; ++i) {
-    const std::vector<Tensor> gradients = grad({state.condition_loss(i)}, network);
-    Tensor squares;
-    for (const Tensor& g : gradients) {
-      Tensor s = sum(square(g));
-      squares = squares.defined() ? squares + s : s;
-    }
-    norms.push_back(std::sqrt(squares.item<double>()));
+    std::vector<Tensor> flat_gradients;
+    for (const Tensor& g : grad({state.condition_loss(i)}, network)) flat_gradients.push_back(flatten(g));
+    // Each rank holds its share's gradient times the number of ranks (see PinnState), so the
+    // mean over ranks is the gradient of the loss of all the points.
+    const Tensor flat = concat(flat_gradients, 0);
+    comm.allreduce(flat, flat, dist::ReduceOp::mean);
+    norms.push_back(std::sqrt(sum(square(flat)).item<double>()));
   }
   double total = 0;
   for (double n : norms) total += n;
@@ -33,13 +34,10 @@ void update_adaptive_weights(PinnState& state) {
   state.set_adaptive_weights(std::move(weights));
 }
 
-CausalLoss causal_loss(const Tensor& squared_residuals, const CausalOptions& options) {
-  const int64_t rows = squared_residuals.shape()[0], chunks = options.chunks;
-  std::vector<Tensor> chunk_losses;
-  for (int64_t k = 0; k < chunks; ++k) {
-    chunk_losses.push_back(reshape(mean(slice(squared_residuals, 0, k * rows / chunks, (k + 1) * rows / chunks)), {1}));
-  }
-  const Tensor losses = concat(chunk_losses, 0);
+CausalLoss causal_loss(const Tensor& losses, const CausalOptions& options) {
+  const int64_t chunks = options.chunks;
+  EDDY_CHECK(losses.dim() == 1 && losses.shape()[0] == chunks, "causal_loss: expected ", chunks,
+             " chunk losses, got shape ", losses.shape());
   // Running sums in chunk order, as the formula reads: sum_{j<k} L_j for each k.
   const Tensor settled = losses.detach();
   std::vector<Tensor> earlier{zeros({1}, losses.dtype())};

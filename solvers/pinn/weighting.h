@@ -22,12 +22,12 @@ class PinnState;
 
 // One grad_norm update of the state's adaptive factors: lambda_i <- alpha lambda_i + (1 - alpha)
 // lambda_i_hat, with the gradients of the unweighted condition losses taken with respect to the
-// network weights (not learnable equation parameters) at the current points. A condition whose
-// loss has no gradient keeps its factor.
+// network weights (not learnable equation parameters) at the current points of all ranks. A
+// condition whose loss has no gradient keeps its factor.
 void update_adaptive_weights(PinnState& state);
 
-// The causal loss of one interior condition: rows of `squared_residuals` (sorted by time) split
-// into `options.chunks` consecutive blocks of near-equal size, L_k the mean of block k, and
+// The causal loss of one interior condition from the means L_k [M] of its squared residual over
+// M consecutive blocks of its points sorted by time:
 //   (1/M) sum_k w_k L_k,  w_k = exp(-epsilon sum_{j<k} L_j),
 // with the w_k constants (no gradient flows through them), returned as `weights` [M]. The w_k
 // are computed with tensor ops, not on the host, so that a compiled training step holds them.
@@ -35,6 +35,6 @@ struct CausalLoss {
   Tensor loss;
   Tensor weights;
 };
-CausalLoss causal_loss(const Tensor& squared_residuals, const CausalOptions& options);
+CausalLoss causal_loss(const Tensor& chunk_losses, const CausalOptions& options);
 
 }  // namespace eddy::pinn

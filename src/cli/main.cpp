@@ -11,8 +11,8 @@
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
 // written.
 //
-// Under mpirun, `eddy train` is data parallel (docs/distributed.md); the other commands refuse
-// to run on several ranks. An error on any rank ends the whole job with that rank's message.
+// Under mpirun, `eddy solve` and `eddy train` are data parallel (docs/distributed.md); the other
+// commands refuse to run on several ranks. An error on any rank ends the whole job with that rank's message.
 
 #include <unistd.h>
 
@@ -54,6 +54,7 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
   options.log = quiet ? nullptr : &std::cerr;
   options.terminal = !quiet && ::isatty(STDERR_FILENO);
   pinn::SolveResult result = pinn::solve(problem, options);
+  if (dist::default_communicator().rank() != 0) return result.finished ? 0 : 3;  // rank 0 reports
   if (!result.finished) {
     std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
     return 3;
@@ -249,9 +250,9 @@ int main(int argc, char** argv) {
     // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.
     const dist::Communicator& world = dist::default_communicator();
     const bool launched_as_ranks = world.size() > 1;
-    EDDY_CHECK(!launched_as_ranks || *train, "eddy ", app.get_subcommands().front()->get_name(), " runs on one ",
-               "process; of the commands, only `eddy train` is distributed so far (docs/distributed.md). Run it ",
-               "without mpirun");
+    EDDY_CHECK(!launched_as_ranks || *train || *solve, "eddy ", app.get_subcommands().front()->get_name(),
+               " runs on one process; of the commands, `eddy solve` and `eddy train` are distributed ",
+               "(docs/distributed.md). Run it without mpirun");
     if (*solve) return run_solve(file, overrides, resume, eager, quiet);
     if (*check) return run_check(file, overrides);
     if (*train) return run_train(file, overrides, resume, eager, quiet);

@@ -1,0 +1,207 @@
+// Data-parallel `eddy solve`: on N ranks the loss at every Adam step, the final loss after
+// L-BFGS and the learned equation parameters are those of a single process on the same points,
+// to float64 rounding; the training aids that read the loss (grad_norm weights, causal weights,
+// refinement) agree too; and a run checkpointed on N ranks resumes on M. ctest runs this binary as
+// a plain process and under `mpirun -np 2`; on every rank the reference is a single-process solve
+// of its own.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "eddy/dist/communicator.h"
+#include "eddy/eddy.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/io/safetensors.h"
+#include "solvers/pinn/problem.h"
+#include "solvers/pinn/solver.h"
+
+namespace eddy::pinn {
+namespace {
+
+namespace fs = std::filesystem;
+
+dist::Communicator& world() { return dist::default_communicator(); }
+
+// Heat equation with a learnable diffusivity (an inverse problem's set-up) and point counts that
+// two ranks share unevenly.
+const std::string kHeat = R"(dtype: float64
+geometry:
+  space: {type: interval, min: 0, max: 1}
+  time: {min: 0, max: 0.5}
+fields: [u]
+parameters: {kappa: {learnable: true, initial: 0.3}}
+conditions:
+  pde: {type: interior, equation: u_t - kappa*u_xx, points: 63}
+  start: {type: initial, field: u, value: sin(pi*x), points: 15}
+  ends: {type: dirichlet, faces: [left, right], field: u, points: 17}
+sampling: {method: uniform, resample_every: 5}
+model: {width: 8, depth: 2}
+training:
+  adam: {steps: 16, learning_rate: 0.01}
+  lbfgs: {iterations: 8}
+  log_every: 1
+output: {grid: [9, 5], vtk: false, checkpoint_every: 0}
+)";
+
+// What a run leaves: the loss and weights at every logged step (rank 0, from solution.h5), the
+// final loss and the learned parameters (every rank).
+struct Trajectory {
+  std::vector<double> losses, pde_weights;
+  double final_loss = 0;
+  std::map<std::string, double> learned;
+};
+
+class DataParallelSolve : public ::testing::Test {
+ protected:
+  // One folder for the whole job, named after rank 0's process id.
+  void SetUp() override {
+    Tensor id = tensor(std::vector<int64_t>{::getpid()});
+    world().broadcast(id, 0);
+    dir_ = fs::temp_directory_path() / cat("eddy_dp_solve_", id.item<int64_t>(), "_",
+                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    if (world().rank() == 0) fs::create_directories(dir_);
+    world().barrier();
+  }
+  void TearDown() override {
+    world().barrier();
+    if (world().rank() == 0) fs::remove_all(dir_);
+  }
+
+  Problem problem(const std::string& run, std::vector<std::string> overrides = {}) {
+    overrides.push_back("output.dir=" + (dir_ / run).string());
+    configs_.push_back(io::Config::parse(kHeat, "heat.yaml", overrides));
+    return read_problem(*configs_.back());
+  }
+
+  // A run on `comm`'s ranks; a null communicator is all of the job's.
+  Trajectory run(const Problem& p, dist::Communicator* comm, bool resume = false) {
+    SolveOptions options;
+    options.communicator = comm;
+    options.resume = resume;
+    const SolveResult result = solve(p, options);
+    EXPECT_TRUE(result.finished) << result.message;
+    Trajectory t;
+    t.final_loss = result.loss;
+    t.learned = result.learned;
+    if (!comm && world().rank() != 0) return t;  // rank 0 alone writes the run folder
+    const std::string h5 = p.output.dir + "/solution.h5";
+    t.losses = io::read_hdf5(h5, "history/loss").to_vector<double>();
+    t.pde_weights = io::read_hdf5(h5, "history/weight_pde").to_vector<double>();
+    return t;
+  }
+
+  // A single-process run of this rank's own.
+  Trajectory serial_run(const std::string& name, const std::vector<std::string>& overrides = {}) {
+    const auto single = dist::make_single_process_communicator();
+    return run(problem(cat(name, "_rank", world().rank()), overrides), single.get());
+  }
+
+  // The step count is part of the config hash: gives a half run's checkpoint the hash of the
+  // full config, as a user resuming the full file would.
+  static void rehash_checkpoint(const Problem& resumed) {
+    const std::string checkpoint = resumed.output.dir + "/checkpoint.safetensors";
+    io::SafetensorsContents saved = io::load_safetensors(checkpoint);
+    saved.metadata["eddy.config_hash"] = resumed.config_hash;
+    io::save_safetensors(checkpoint, saved.tensors, saved.metadata);
+  }
+
+  static void expect_same(const Trajectory& parallel, const Trajectory& serial, double tolerance) {
+    EXPECT_NEAR(parallel.final_loss, serial.final_loss, tolerance * std::abs(serial.final_loss));
+    for (const auto& [name, value] : serial.learned) {
+      EXPECT_NEAR(parallel.learned.at(name), value, tolerance * std::abs(value)) << name;
+    }
+    if (world().rank() != 0) return;
+    ASSERT_EQ(parallel.losses.size(), serial.losses.size());
+    for (size_t i = 0; i < serial.losses.size(); ++i) {
+      EXPECT_NEAR(parallel.losses[i], serial.losses[i], tolerance * std::abs(serial.losses[i])) << "logged loss " << i;
+      EXPECT_NEAR(parallel.pde_weights[i], serial.pde_weights[i], tolerance * std::abs(serial.pde_weights[i]))
+          << "pde weight " << i;
+    }
+    // The losses moved, so agreeing ones are not two constant sequences.
+    EXPECT_NE(serial.losses.front(), serial.losses.back());
+  }
+
+  // Points the ranks' training saw, rank 0's view: the pde condition's, from solution.h5.
+  Tensor pde_points(const std::string& run) const {
+    return io::read_hdf5((dir_ / run / "solution.h5").string(), "points/pde/coordinates");
+  }
+
+  fs::path dir_;
+  std::vector<std::unique_ptr<io::Config>> configs_;
+};
+
+TEST_F(DataParallelSolve, AdamAndLbfgsMatchOneProcessWithALearnableParameter) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  const Trajectory serial = serial_run("serial");
+  const Trajectory parallel = run(problem("parallel"), nullptr);
+  expect_same(parallel, serial, 1e-9);
+  EXPECT_NE(parallel.learned.at("kappa"), 0.3);  // learned, not left at its initial value
+}
+
+TEST_F(DataParallelSolve, EagerStepsMatchOneProcess) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  const std::vector<std::string> short_run{"training.adam.steps=6", "training.lbfgs.iterations=3"};
+  const Trajectory serial = serial_run("serial", short_run);
+  SolveOptions options;
+  options.eager = true;
+  const SolveResult parallel = solve(problem("parallel", short_run), options);
+  ASSERT_TRUE(parallel.finished) << parallel.message;
+  EXPECT_NEAR(parallel.loss, serial.final_loss, 1e-9 * serial.final_loss);
+}
+
+TEST_F(DataParallelSolve, GradNormCausalWeightsAndRefinementMatchOneProcess) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  // Weights change at 3, 6, 9, ...; points are added at 4, 8, 12 (3 each: fewer than a share per
+  // rank on some counts); causal chunks straddle the ranks' shares of the time-sorted points.
+  const std::vector<std::string> aids{"training.loss_weighting={scheme: grad_norm, every: 3, alpha: 0.5}",
+                                      "training.causal={chunks: 5, epsilon: 1}",
+                                      "sampling.rar={every: 4, candidates: 40, add: 3}", "training.lbfgs.iterations=0"};
+  const Trajectory serial = serial_run("serial", aids);
+  const Trajectory parallel = run(problem("parallel", aids), nullptr);
+  expect_same(parallel, serial, 1e-9);
+  if (world().rank() == 0) {
+    EXPECT_NE(serial.pde_weights.front(), serial.pde_weights.back());  // grad_norm moved the weights
+    const Tensor serial_points = pde_points(cat("serial_rank0"));
+    EXPECT_EQ(serial_points.shape(), (Shape{63 + 4 * 3, 2}));
+    EXPECT_EQ(pde_points("parallel").to_vector<double>(), serial_points.to_vector<double>());
+  }
+}
+
+// A checkpoint holds nothing of the ranks that wrote it: the points are redrawn from the seed and
+// the step, so a run stopped on N ranks goes on on M and ends where an uninterrupted run ends.
+TEST_F(DataParallelSolve, ACheckpointFromNRanksResumesOnM) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  const std::vector<std::string> adam_only{"training.lbfgs.iterations=0"};
+  const Trajectory whole = serial_run("whole", adam_only);
+
+  // The first half on all ranks, the second on one process (each rank resumes a copy).
+  std::vector<std::string> first_half = adam_only;
+  first_half.push_back("training.adam.steps=8");
+  run(problem("split", first_half), nullptr);
+  world().barrier();  // rank 0 has written the checkpoint
+  const std::string copy = cat("split_rank", world().rank());
+  fs::copy(dir_ / "split", dir_ / copy, fs::copy_options::recursive);
+  const Problem rest = problem(copy, adam_only);
+  rehash_checkpoint(rest);
+  const auto single = dist::make_single_process_communicator();
+  const Trajectory resumed = run(rest, single.get(), true);
+  EXPECT_NEAR(resumed.final_loss, whole.final_loss, 1e-9 * whole.final_loss);
+  EXPECT_NEAR(resumed.learned.at("kappa"), whole.learned.at("kappa"), 1e-9);
+
+  // And back: the first half on one process, the second on all ranks.
+  const Problem widened_rest = problem("one_then_all", adam_only);
+  if (world().rank() == 0) {
+    const auto rank0_alone = dist::make_single_process_communicator();
+    run(problem("one_then_all", first_half), rank0_alone.get());
+    rehash_checkpoint(widened_rest);
+  }
+  world().barrier();
+  const Trajectory widened = run(widened_rest, nullptr, true);
+  EXPECT_NEAR(widened.final_loss, whole.final_loss, 1e-9 * whole.final_loss);
+}
+
+}  // namespace
+}  // namespace eddy::pinn
