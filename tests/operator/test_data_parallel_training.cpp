@@ -15,6 +15,7 @@
 #include "solvers/operator/trainer.h"
 #include "support/smoothing_data.h"
 #include "support/expect_error.h"
+#include "support/rehash_checkpoint.h"
 
 namespace eddy::operator_learning {
 namespace {
@@ -50,13 +51,17 @@ class DataParallelTraining : public ::testing::Test {
 
   OperatorProblem problem(const std::string& run, int64_t batch_size, const std::string& loss = "relative_l2",
                           const std::string& file = "smooth.h5") const {
+    return problem_in((dir_ / run).string(), batch_size, loss, file);
+  }
+  OperatorProblem problem_in(const std::string& run_dir, int64_t batch_size, const std::string& loss = "relative_l2",
+                             const std::string& file = "smooth.h5") const {
     const std::string text =
         cat("data:\n  file: ", (dir_ / file).string(),
             "\n  train: {input: train/u, output: train/smooth}\n"
             "  test:\n    - {name: fine, input: test/u, output: test/smooth}\n"
             "model: {type: fno, modes: [4], width: 6, layers: 2, projection_width: 8, grid_coordinates: false}\n"
             "training: {epochs: 4, batch_size: ", batch_size, ", learning_rate: 1.0e-2, dtype: float64, loss: ", loss,
-            "}\noutput: {dir: ", (dir_ / run).string(), ", checkpoint_every: 2}\n");
+            "}\noutput: {dir: ", run_dir, ", checkpoint_every: 2}\n");
     auto config = io::Config::parse(text, "test.yaml", {});
     return read_operator_problem(*config);
   }
@@ -100,6 +105,43 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
       EXPECT_TRUE(parallel.test_relative_l2.empty());
     }
   }
+}
+
+// A checkpoint holds nothing of the ranks that wrote it (the shuffle depends on the seed and the
+// epoch only), so a run stopped on N ranks goes on on M and ends where an uninterrupted
+// single-process run ends: here 2 -> 1 and 1 -> 2.
+TEST_F(DataParallelTraining, ACheckpointFromNRanksResumesOnM) {
+  SCOPED_TRACE(cat("rank ", world().rank()));
+  const auto single = dist::make_single_process_communicator();
+  TrainOptions on_one_process;
+  on_one_process.communicator = single.get();
+  TrainOptions resume_on_one = on_one_process, resume_on_all;
+  resume_on_one.resume = resume_on_all.resume = true;
+  const TrainResult whole = train(problem(cat("whole_rank", world().rank()), 13), on_one_process);
+  ASSERT_TRUE(whole.finished) << whole.message;
+
+  OperatorProblem first_half = problem("split", 13);
+  first_half.training.epochs = 2;
+  ASSERT_TRUE(train(first_half, {}).finished);  // rank 0 has written the checkpoint when this returns
+  const fs::path copy = dir_ / cat("split_rank", world().rank());
+  fs::copy(dir_ / "split", copy, fs::copy_options::recursive);
+  const OperatorProblem rest = problem_in(copy.string(), 13);
+  rehash_checkpoint((copy / "checkpoint.safetensors").string(), rest.config_hash);
+  const TrainResult narrowed = train(rest, resume_on_one);
+  ASSERT_TRUE(narrowed.finished) << narrowed.message;
+  EXPECT_EQ(narrowed.epochs, 4);
+  EXPECT_NEAR(narrowed.train_loss, whole.train_loss, 1e-10 * whole.train_loss);
+
+  const OperatorProblem widened = problem("widened", 13);
+  if (world().rank() == 0) {
+    OperatorProblem first_on_one = widened;
+    first_on_one.training.epochs = 2;
+    ASSERT_TRUE(train(first_on_one, on_one_process).finished);
+  }
+  world().barrier();
+  const TrainResult widened_result = train(widened, resume_on_all);
+  ASSERT_TRUE(widened_result.finished) << widened_result.message;
+  EXPECT_NEAR(widened_result.train_loss, whole.train_loss, 1e-10 * whole.train_loss);
 }
 
 // A missing data file fails on every rank before the first collective: if one rank went on into

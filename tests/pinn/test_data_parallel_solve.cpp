@@ -14,9 +14,9 @@
 #include "eddy/dist/communicator.h"
 #include "eddy/eddy.h"
 #include "eddy/io/hdf5.h"
-#include "eddy/io/safetensors.h"
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
+#include "support/rehash_checkpoint.h"
 
 namespace eddy::pinn {
 namespace {
@@ -99,13 +99,8 @@ class DataParallelSolve : public ::testing::Test {
     return run(problem(cat(name, "_rank", world().rank()), overrides), single.get());
   }
 
-  // The step count is part of the config hash: gives a half run's checkpoint the hash of the
-  // full config, as a user resuming the full file would.
-  static void rehash_checkpoint(const Problem& resumed) {
-    const std::string checkpoint = resumed.output.dir + "/checkpoint.safetensors";
-    io::SafetensorsContents saved = io::load_safetensors(checkpoint);
-    saved.metadata["eddy.config_hash"] = resumed.config_hash;
-    io::save_safetensors(checkpoint, saved.tensors, saved.metadata);
+  static void rehash(const Problem& resumed) {
+    rehash_checkpoint(resumed.output.dir + "/checkpoint.safetensors", resumed.config_hash);
   }
 
   static void expect_same(const Trajectory& parallel, const Trajectory& serial, double tolerance) {
@@ -185,7 +180,7 @@ TEST_F(DataParallelSolve, ACheckpointFromNRanksResumesOnM) {
   const std::string copy = cat("split_rank", world().rank());
   fs::copy(dir_ / "split", dir_ / copy, fs::copy_options::recursive);
   const Problem rest = problem(copy, adam_only);
-  rehash_checkpoint(rest);
+  rehash(rest);
   const auto single = dist::make_single_process_communicator();
   const Trajectory resumed = run(rest, single.get(), true);
   EXPECT_NEAR(resumed.final_loss, whole.final_loss, 1e-9 * whole.final_loss);
@@ -196,7 +191,7 @@ TEST_F(DataParallelSolve, ACheckpointFromNRanksResumesOnM) {
   if (world().rank() == 0) {
     const auto rank0_alone = dist::make_single_process_communicator();
     run(problem("one_then_all", first_half), rank0_alone.get());
-    rehash_checkpoint(widened_rest);
+    rehash(widened_rest);
   }
   world().barrier();
   const Trajectory widened = run(widened_rest, nullptr, true);

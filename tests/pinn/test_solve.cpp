@@ -24,6 +24,7 @@
 #include "solvers/pinn/solver.h"
 #include "solvers/pinn/training_step.h"
 #include "solvers/pinn/weighting.h"
+#include "support/rehash_checkpoint.h"
 
 namespace eddy::pinn {
 namespace {
@@ -251,9 +252,7 @@ class ResumeTest : public SolveTest {
     Problem rest = problem(kHeat, overrides);
     // The step count is part of the config hash, so the resumed run's config is the full one:
     // rewrite the checkpoint's hash as a user would by resuming the same file.
-    io::SafetensorsContents saved = io::load_safetensors((dir / "run/checkpoint.safetensors").string());
-    saved.metadata["eddy.config_hash"] = rest.config_hash;
-    io::save_safetensors((dir / "run/checkpoint.safetensors").string(), saved.tensors, saved.metadata);
+    rehash_checkpoint((dir / "run/checkpoint.safetensors").string(), rest.config_hash);
     SolveOptions options;
     options.resume = true;
     SolveResult resumed = solve(rest, options);
