@@ -3,14 +3,12 @@
 #include <filesystem>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::pinn {
-namespace {
-
-}  // namespace
 
 Tensor meshgrid_points(const std::vector<Tensor>& axes) {
   const int64_t rank = static_cast<int64_t>(axes.size());
@@ -46,15 +44,47 @@ Grid make_grid(const Problem& p) {
   return grid;
 }
 
-void write_hdf5(PinnState& state, const History& history, const Grid& grid, const Tensor& prediction,
-                const Tensor& inside, const std::string& path) {
+// This rank's rows [first, last) of the grid's first axis, and the model evaluated on them plus
+// the next rank's first row, which the two ranks' VTK pieces share.
+struct GridBlock {
+  int64_t first = 0, last = 0;
+  int64_t points_per_row = 0;  // of the first axis
+  Tensor prediction, inside;   // at the evaluated points: [points, fields] and [points]
+  Shape shape;                 // of the evaluated rows
+  int64_t owned_points() const { return points_per_row * (last - first); }
+};
+
+GridBlock evaluate_block(PinnState& state, const Grid& grid) {
   const Problem& p = state.problem();
-  io::Hdf5Writer out(path);
+  const dist::Communicator& comm = state.communicator();
+  GridBlock block;
+  std::tie(block.first, block.last) = dist::shard(0, grid.shape[0], comm.rank(), comm.size());
+  const int64_t evaluated_last = block.first == block.last ? block.last : std::min(block.last + 1, grid.shape[0]);
+  block.points_per_row = grid.points.shape()[0] / grid.shape[0];
+  const Tensor points =
+      slice(grid.points, 0, block.first * block.points_per_row, evaluated_last * block.points_per_row);
+  block.prediction = state.predict(points);
+  block.inside = p.space->contains(slice(points, 1, 0, p.spatial_dim()));
+  block.shape = grid.shape;
+  block.shape[0] = evaluated_last - block.first;
+  return block;
+}
+
+void write_hdf5(PinnState& state, const History& history, const Grid& grid, const GridBlock& block,
+                const std::string& path) {
+  const Problem& p = state.problem();
+  io::Hdf5Writer out(path, state.communicator());
   for (size_t a = 0; a < p.coordinates.size(); ++a) out.write("coordinates/" + p.coordinates[a], grid.axes[a]);
+  Shape owned_shape = grid.shape;
+  owned_shape[0] = block.last - block.first;
+  auto owned_rows = [&](const Tensor& values) {
+    return reshape(slice(values, 0, 0, block.owned_points()), owned_shape);
+  };
   for (size_t f = 0; f < p.fields.size(); ++f) {
-    out.write("fields/" + p.fields[f], reshape(slice(prediction, 1, f, f + 1), grid.shape));
+    out.write_rows("fields/" + p.fields[f], owned_rows(slice(block.prediction, 1, f, f + 1)), block.first,
+                   grid.shape[0]);
   }
-  out.write("fields/inside", reshape(inside, grid.shape));
+  out.write_rows("fields/inside", owned_rows(block.inside), block.first, grid.shape[0]);
   for (size_t c = 0; c < p.conditions.size(); ++c) {
     const Tensor& points = state.all_samples()[c].points;
     out.write("points/" + p.conditions[c].name + "/coordinates", points);
@@ -100,9 +130,33 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
   out.commit();
 }
 
-void write_vtk(PinnState& state, const Grid& grid, const Tensor& prediction, const Tensor& inside,
-               const std::string& dir) {
+// A .vti of this rank's block or, on several ranks, its piece and (rank 0) the .pvti joining
+// them; returns the file's name, relative to `dir`.
+std::string write_image(const dist::Communicator& comm, const std::string& dir, const std::string& stem,
+                        const std::vector<double>& origin, const std::vector<double>& spacing, const Shape& whole,
+                        const GridBlock& block, const Shape& block_shape, const io::PointFields& fields) {
+  if (comm.size() == 1) {
+    io::write_vti(dir + "/" + stem + ".vti", origin, spacing, whole, fields);
+    return stem + ".vti";
+  }
+  auto piece_file = [&](int rank) { return cat(stem, "_piece", rank, ".vti"); };
+  if (block.last > block.first) {
+    io::write_vti_piece(dir + "/" + piece_file(comm.rank()), origin, spacing, block.first, block_shape, fields);
+  }
+  if (comm.rank() == 0) {
+    std::vector<io::VtiPiece> pieces;
+    for (int r = 0; r < comm.size(); ++r) {
+      const auto [first, last] = dist::shard(0, whole[0], r, comm.size());
+      if (last > first) pieces.push_back({first, std::min(last + 1, whole[0]) - first, piece_file(r)});
+    }
+    io::write_pvti(dir + "/" + stem + ".pvti", origin, spacing, whole, pieces, fields);
+  }
+  return stem + ".pvti";
+}
+
+void write_vtk(PinnState& state, const Grid& grid, const GridBlock& block, const std::string& dir) {
   const Problem& p = state.problem();
+  const dist::Communicator& comm = state.communicator();
   BoundingBox box = p.domain_box();
   const int64_t rank = static_cast<int64_t>(p.coordinates.size());
   auto spacing = [&](int64_t a) {
@@ -118,24 +172,26 @@ void write_vtk(PinnState& state, const Grid& grid, const Tensor& prediction, con
   if (!p.time || rank <= 2) {
     std::vector<double> origin(box.lower.begin(), box.lower.end()), steps;
     for (int64_t a = 0; a < rank; ++a) steps.push_back(spacing(a));
-    io::write_vti(dir + "/solution.vti", origin, steps, grid.shape, fields_of(prediction, inside));
+    write_image(comm, dir, "solution", origin, steps, grid.shape, block, block.shape,
+                fields_of(block.prediction, block.inside));
   } else {
     const int64_t slices = grid.shape.back();
     std::vector<double> origin(box.lower.begin(), box.lower.end() - 1), steps;
     for (int64_t a = 0; a + 1 < rank; ++a) steps.push_back(spacing(a));
-    Shape space_shape(grid.shape.begin(), grid.shape.end() - 1);
+    const Shape space_shape(grid.shape.begin(), grid.shape.end() - 1);
+    const Shape block_space_shape(block.shape.begin(), block.shape.end() - 1);
     std::vector<std::pair<double, std::string>> series;
     std::vector<double> times = grid.axes.back().to_vector<double>();
     // C order puts time fastest: slice k is every `slices`-th row from k.
     for (int64_t k = 0; k < slices; ++k) {
-      Tensor rows = slice(prediction, 0, k, prediction.shape()[0], slices);
-      Tensor mask = slice(inside, 0, k, inside.shape()[0], slices);
-      const std::string name = "solution_" + std::to_string(k) + ".vti";
-      io::write_vti(dir + "/" + name, origin, steps, space_shape, fields_of(rows, mask));
-      series.emplace_back(times[k], name);
+      const Tensor rows = slice(block.prediction, 0, k, block.prediction.shape()[0], slices);
+      const Tensor mask = slice(block.inside, 0, k, block.inside.shape()[0], slices);
+      series.emplace_back(times[k], write_image(comm, dir, "solution_" + std::to_string(k), origin, steps,
+                                                space_shape, block, block_space_shape, fields_of(rows, mask)));
     }
-    io::write_pvd(dir + "/solution.pvd", series);
+    if (comm.rank() == 0) io::write_pvd(dir + "/solution.pvd", series);
   }
+  if (comm.rank() != 0) return;
   // Every condition's points, tagged by condition index.
   std::vector<Tensor> points, tags;
   for (size_t c = 0; c < p.conditions.size(); ++c) {
@@ -153,13 +209,11 @@ void write_vtk(PinnState& state, const Grid& grid, const Tensor& prediction, con
 }  // namespace
 
 void write_results(PinnState& state, const History& history, const std::string& dir) {
-  const Problem& p = state.problem();
   NoGradGuard no_grad;
-  Grid grid = make_grid(p);
-  Tensor prediction = state.predict(grid.points);
-  Tensor inside = p.space->contains(slice(grid.points, 1, 0, p.spatial_dim()));
-  write_hdf5(state, history, grid, prediction, inside, dir + "/solution.h5");
-  if (p.output.vtk) write_vtk(state, grid, prediction, inside, dir);
+  const Grid grid = make_grid(state.problem());
+  const GridBlock block = evaluate_block(state, grid);
+  write_hdf5(state, history, grid, block, dir + "/solution.h5");
+  if (state.problem().output.vtk) write_vtk(state, grid, block, dir);
 }
 
 }  // namespace eddy::pinn

@@ -3,6 +3,11 @@
 // coordinates, loss history, metrics, learnable parameters, the resolved config) and the
 // ParaView files (solution.vti, or one .vti per time with solution.pvd for 2-D and 3-D problems
 // in time; points.vtp with every condition's points).
+//
+// On several ranks the output grid is split along its first axis: each rank evaluates its block
+// of rows, writes them into the one solution.h5 through parallel HDF5, and writes its piece of each
+// image as a .vti that a .pvti joins (solution.pvti, or solution_<k>.pvti per time). Everything
+// else is the same on every rank and rank 0 stores it.
 
 #include <string>
 #include <vector>
@@ -22,6 +27,7 @@ struct History {
   std::vector<double> min_causal_weight;               // per logged step
 };
 
+// Collective over the state's communicator.
 void write_results(PinnState& state, const History& history, const std::string& dir);
 
 }  // namespace eddy::pinn

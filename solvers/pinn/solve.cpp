@@ -5,7 +5,9 @@
 // Data parallel over the communicator's ranks (PinnState says how the loss is shared): the ranks
 // start from rank 0's parameters, average their gradients before every optimiser step, and so
 // hold the same loss, gradient and parameters throughout, which keeps L-BFGS's line search taking
-// the same branches everywhere. Rank 0 alone validates, logs and writes the run folder.
+// the same branches everywhere. Validation and the results are shared out too (each rank takes
+// its share of the reference points and of the output grid); rank 0 alone logs and writes the
+// checkpoint.
 
 #include <cmath>
 #include <filesystem>
@@ -145,7 +147,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   std::unique_ptr<optim::Schedule> schedule =
       optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.adam_steps);
   std::optional<Validator> validator;
-  if (p.validation.reference && root) validator.emplace(state);
+  if (p.validation.reference) validator.emplace(state);
 
   int64_t step = 0;
   if (options.resume) {
@@ -268,7 +270,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     history.metrics.push_back(*result.metrics);
   }
   save(step);
-  if (root) write_results(state, history, p.output.dir);
+  write_results(state, history, p.output.dir);
   result.finished = true;
   result.steps = step;
   result.learned = learned_values(state);

@@ -167,7 +167,7 @@ struct SolveResult {
   std::string message;
   int64_t steps = 0;
   double loss = 0;
-  std::optional<Metrics> metrics;  // on rank 0, which alone validates
+  std::optional<Metrics> metrics;
   std::map<std::string, double> learned;  // final values of learnable parameters
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/io/array_file.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/solver.h"
@@ -68,8 +69,11 @@ Validator::Validator(PinnState& state) : state_(state) {
     if (valid[i]) rows.push_back(static_cast<int64_t>(i));
   }
   EDDY_CHECK(!rows.empty(), ref.file, ": the reference has no finite values");
-  if (rows.size() < valid.size()) {
-    Tensor keep = tensor(rows);
+  // This rank's share of the valid points.
+  const dist::Communicator& comm = state.communicator();
+  const auto [first, last] = dist::shard(0, static_cast<int64_t>(rows.size()), comm.rank(), comm.size());
+  if (last - first < static_cast<int64_t>(valid.size())) {
+    Tensor keep = slice(tensor(rows), 0, first, last);
     points = index_select(points, 0, keep);
     for (auto& [field, values] : values_) values = index_select(values, 0, keep);
   }
@@ -79,12 +83,26 @@ Metrics Validator::measure() {
   const Problem& p = state_.problem();
   NoGradGuard no_grad;
   Tensor prediction = state_.predict(points_);
-  Metrics metrics;
+  // Per field, over this rank's points: the squared error and squared reference summed, and the
+  // largest error; then over all ranks' points.
+  std::vector<Tensor> sums, largest;
   for (const auto& [field, reference] : values_) {
     const int64_t column = std::find(p.fields.begin(), p.fields.end(), field) - p.fields.begin();
-    Tensor error = slice(prediction, 1, column, column + 1) - reference;
-    metrics.relative_l2[field] = norm(error).item<double>() / norm(reference).item<double>();
-    metrics.max_error[field] = max(abs(error)).item<double>();
+    const Tensor error = slice(prediction, 1, column, column + 1) - reference;
+    sums.push_back(reshape(sum(square(error)), {1}));
+    sums.push_back(reshape(sum(square(reference)), {1}));
+    largest.push_back(error.numel() > 0 ? reshape(max(abs(error)), {1}) : zeros({1}, error.dtype()));
+  }
+  const Tensor all_sums = cast(concat(sums, 0), DType::f64), all_largest = cast(concat(largest, 0), DType::f64);
+  dist::Communicator& comm = state_.communicator();
+  comm.allreduce(all_sums, all_sums, dist::ReduceOp::sum);
+  comm.allreduce(all_largest, all_largest, dist::ReduceOp::max);
+  const std::vector<double> summed = all_sums.to_vector<double>(), maxima = all_largest.to_vector<double>();
+  Metrics metrics;
+  size_t i = 0;
+  for (const auto& [field, reference] : values_) {
+    metrics.relative_l2[field] = std::sqrt(summed[2 * i] / summed[2 * i + 1]);
+    metrics.max_error[field] = maxima[i++];
   }
   return metrics;
 }

@@ -7,12 +7,20 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <vtkDataArray.h>
+#include <vtkImageData.h>
+#include <vtkNew.h>
+#include <vtkPointData.h>
+#include <vtkXMLImageDataReader.h>
+#include <vtkXMLPImageDataReader.h>
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "eddy/dist/communicator.h"
 #include "eddy/eddy.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/io/hdf5.h"
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
@@ -46,6 +54,39 @@ training:
 output: {grid: [9, 5], vtk: false, checkpoint_every: 0}
 )";
 
+// 2-D heat in time, validated against its analytic solution: the results are a .pvd series of
+// images, and validation is shared out over the ranks too.
+const std::string kHeat2d = R"(dtype: float64
+geometry:
+  space: {type: rectangle, min: [0, 0], max: [1, 1]}
+  time: {min: 0, max: 1}
+fields: [u]
+parameters: {kappa: 0.05}
+conditions:
+  pde: {type: interior, equation: u_t - kappa*laplacian(u), points: 61}
+  start: {type: initial, field: u, value: sin(pi*x)*sin(pi*y), points: 21}
+  walls: {type: dirichlet, field: u, value: 0, points: 23}
+model: {width: 8, depth: 2}
+training:
+  adam: {steps: 4, learning_rate: 0.01}
+  lbfgs: {iterations: 0}
+  log_every: 1
+validation:
+  every: 2
+  points: 101
+  reference: {expressions: {u: exp(-2*kappa*pi^2*t)*sin(pi*x)*sin(pi*y)}}
+output: {grid: [7, 5, 3], checkpoint_every: 0}
+)";
+
+// The values of field `name` of a VTK image, in VTK's point order.
+std::vector<double> image_values(vtkImageData* image, const char* name) {
+  vtkDataArray* array = image->GetPointData()->GetArray(name);
+  std::vector<double> values;
+  if (!array) return values;
+  for (vtkIdType i = 0; i < array->GetNumberOfTuples(); ++i) values.push_back(array->GetTuple1(i));
+  return values;
+}
+
 // What a run leaves: the loss and weights at every logged step (rank 0, from solution.h5), the
 // final loss and the learned parameters (every rank).
 struct Trajectory {
@@ -70,9 +111,10 @@ class DataParallelSolve : public ::testing::Test {
     if (world().rank() == 0) fs::remove_all(dir_);
   }
 
-  Problem problem(const std::string& run, std::vector<std::string> overrides = {}) {
+  Problem problem(const std::string& run, std::vector<std::string> overrides = {},
+                  const std::string& text = kHeat) {
     overrides.push_back("output.dir=" + (dir_ / run).string());
-    configs_.push_back(io::Config::parse(kHeat, "heat.yaml", overrides));
+    configs_.push_back(io::Config::parse(text, "heat.yaml", overrides));
     return read_problem(*configs_.back());
   }
 
@@ -94,9 +136,10 @@ class DataParallelSolve : public ::testing::Test {
   }
 
   // A single-process run of this rank's own.
-  Trajectory serial_run(const std::string& name, const std::vector<std::string>& overrides = {}) {
+  Trajectory serial_run(const std::string& name, const std::vector<std::string>& overrides = {},
+                        const std::string& text = kHeat) {
     const auto single = dist::make_single_process_communicator();
-    return run(problem(cat(name, "_rank", world().rank()), overrides), single.get());
+    return run(problem(cat(name, "_rank", world().rank()), overrides, text), single.get());
   }
 
   static void rehash(const Problem& resumed) {
@@ -119,10 +162,11 @@ class DataParallelSolve : public ::testing::Test {
     EXPECT_NE(serial.losses.front(), serial.losses.back());
   }
 
-  // Points the ranks' training saw, rank 0's view: the pde condition's, from solution.h5.
-  Tensor pde_points(const std::string& run) const {
-    return io::read_hdf5((dir_ / run / "solution.h5").string(), "points/pde/coordinates");
+  // A dataset of a run's solution.h5.
+  Tensor result(const std::string& run, const std::string& dataset) const {
+    return io::read_hdf5((dir_ / run / "solution.h5").string(), dataset);
   }
+  Tensor pde_points(const std::string& run) const { return result(run, "points/pde/coordinates"); }
 
   fs::path dir_;
   std::vector<std::unique_ptr<io::Config>> configs_;
@@ -134,6 +178,51 @@ TEST_F(DataParallelSolve, AdamAndLbfgsMatchOneProcessWithALearnableParameter) {
   const Trajectory parallel = run(problem("parallel"), nullptr);
   expect_same(parallel, serial, 1e-9);
   EXPECT_NE(parallel.learned.at("kappa"), 0.3);  // learned, not left at its initial value
+  if (world().rank() == 0) {  // the ranks' blocks of the output grid make up the whole field
+    const Tensor serial_u = result("serial_rank0", "fields/u");
+    EXPECT_EQ(result("parallel", "fields/u").shape(), (Shape{9, 5}));
+    EXPECT_LT(max(abs(result("parallel", "fields/u") - serial_u)).item<double>(), 1e-9);
+  }
+}
+
+TEST_F(DataParallelSolve, ValidationAndTheImageSeriesMatchOneProcess) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  const Trajectory serial = serial_run("serial", {}, kHeat2d);
+  const Trajectory parallel = run(problem("parallel", {}, kHeat2d), nullptr);
+  expect_same(parallel, serial, 1e-9);
+  if (world().rank() != 0) return;
+  EXPECT_LT(max(abs(result("parallel", "metrics/u_relative_l2") - result("serial_rank0", "metrics/u_relative_l2")))
+                .item<double>(),
+            1e-9);
+  EXPECT_LT(max(abs(result("parallel", "fields/u") - result("serial_rank0", "fields/u"))).item<double>(), 1e-9);
+  // One image per time, whole on one process and in pieces on several.
+  const std::string image = world().size() > 1 ? ".pvti" : ".vti";
+  for (int k = 0; k < 3; ++k) {
+    vtkNew<vtkXMLImageDataReader> whole;
+    whole->SetFileName((dir_ / "serial_rank0" / cat("solution_", k, ".vti")).c_str());
+    whole->Update();
+    const std::vector<double> expected = image_values(whole->GetOutput(), "u");
+    ASSERT_EQ(expected.size(), 7u * 5u);
+    vtkNew<vtkXMLPImageDataReader> pieces;
+    vtkNew<vtkXMLImageDataReader> one;
+    vtkImageData* read = nullptr;
+    const std::string file = (dir_ / "parallel" / cat("solution_", k, image)).string();
+    if (world().size() > 1) {
+      pieces->SetFileName(file.c_str());
+      pieces->Update();
+      read = pieces->GetOutput();
+    } else {
+      one->SetFileName(file.c_str());
+      one->Update();
+      read = one->GetOutput();
+    }
+    const std::vector<double> values = image_values(read, "u");
+    ASSERT_EQ(values.size(), expected.size()) << file;
+    for (size_t i = 0; i < values.size(); ++i) EXPECT_NEAR(values[i], expected[i], 1e-9) << file << " point " << i;
+  }
+  std::ostringstream series;
+  series << io::read_file((dir_ / "parallel" / "solution.pvd").string());
+  EXPECT_NE(series.str().find(cat("solution_2", image)), std::string::npos) << series.str();
 }
 
 TEST_F(DataParallelSolve, EagerStepsMatchOneProcess) {

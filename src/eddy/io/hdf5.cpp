@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "eddy/core/error.h"
+#include "eddy/dist/communicator.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::io {
@@ -57,21 +58,55 @@ class Handle {
   herr_t (*close_)(hid_t);
 };
 
+// The type a tensor's values are stored as.
+hid_t stored_type(const Tensor& dense, const std::string& path, const std::string& dataset) {
+  const hid_t type = is_complex(dense.dtype()) ? complex_type(dense.dtype()) : H5Tcopy(memory_type(dense.dtype()));
+  EDDY_CHECK(type >= 0, path, ": cannot store dtype ", dense.dtype(), " in dataset ", dataset);
+  return type;
+}
+
 }  // namespace
 
-Hdf5Writer::Hdf5Writer(std::string path) : path_(std::move(path)) {
+Hdf5Writer::Hdf5Writer(std::string path) : path_(std::move(path)) { create_file_alone(); }
+
+void Hdf5Writer::create_file_alone() {
   silence_hdf5();
   temporary_ = path_ + ".tmp-" + std::to_string(::getpid());
   file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   EDDY_CHECK(file_ >= 0, "cannot create HDF5 file ", temporary_);
 }
 
-Hdf5Writer::~Hdf5Writer() {
-  if (file_ >= 0) {
-    H5Fclose(file_);
-    std::remove(temporary_.c_str());
+Hdf5Writer::Hdf5Writer(std::string path, dist::Communicator& comm) : path_(std::move(path)) {
+  if (comm.size() == 1) {
+    create_file_alone();
+    return;
   }
+#ifdef H5_HAVE_PARALLEL
+  EDDY_CHECK(comm.kind() == "mpi", path_, ": several ranks write one HDF5 file through MPI, not a ", comm.kind(),
+             " communicator");
+  silence_hdf5();
+  // One file that every rank opens together, under a name they agree on.
+  Tensor id = tensor(std::vector<int64_t>{::getpid()});
+  comm.broadcast(id, 0);
+  temporary_ = path_ + ".tmp-" + std::to_string(id.item<int64_t>());
+  Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_fapl_mpio(access.get(), MPI_COMM_WORLD, MPI_INFO_NULL);
+  file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
+  EDDY_CHECK(file_ >= 0, "cannot create HDF5 file ", temporary_, " on rank ", comm.rank());
+  comm_ = &comm;
+#else
+  throw Error(cat(path_, ": ", comm.size(), " ranks cannot write one HDF5 file: this eddy was built without "
+                  "MPI and HDF5's parallel build"));
+#endif
 }
+
+Hdf5Writer::~Hdf5Writer() {
+  if (file_ < 0 || comm_) return;  // several ranks: see the header
+  H5Fclose(file_);
+  std::remove(temporary_.c_str());
+}
+
+bool Hdf5Writer::stores_values() const { return !comm_ || comm_->rank() == 0; }
 
 int64_t Hdf5Writer::parent_group(const std::string& dataset) {
   // Creates every group along the path; returns the file itself for top-level names.
@@ -88,22 +123,59 @@ int64_t Hdf5Writer::parent_group(const std::string& dataset) {
   return file_;
 }
 
-void Hdf5Writer::write(const std::string& dataset, const Tensor& values) {
+int64_t Hdf5Writer::create(const std::string& dataset, int64_t type, const std::vector<uint64_t>& dims) {
   EDDY_CHECK(file_ >= 0, path_, ": write after commit");
-  Tensor dense = contiguous(values.detach());
-  const bool complex_values = is_complex(dense.dtype());
-  Handle type(complex_values ? complex_type(dense.dtype()) : H5Tcopy(memory_type(dense.dtype())), H5Tclose);
-  EDDY_CHECK(type.valid(), path_, ": cannot store dtype ", dense.dtype(), " in dataset ", dataset);
-  std::vector<hsize_t> dims(dense.shape().begin(), dense.shape().end());
-  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  std::vector<hsize_t> extent(dims.begin(), dims.end());
+  Handle space(H5Screate_simple(static_cast<int>(extent.size()), extent.data(), nullptr), H5Sclose);
   parent_group(dataset);
-  Handle set(H5Dcreate2(file_, dataset.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  const hid_t set = H5Dcreate2(file_, dataset.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  EDDY_CHECK(set >= 0, path_, ": cannot create dataset ", dataset, " (does it exist already?)");
+  return set;
+}
+
+void Hdf5Writer::write(const std::string& dataset, const Tensor& values) {
+  Tensor dense = contiguous(values.detach());
+  Handle type(stored_type(dense, path_, dataset), H5Tclose);
+  Handle set(create(dataset, type.get(), std::vector<uint64_t>(dense.shape().begin(), dense.shape().end())),
              H5Dclose);
-  EDDY_CHECK(set.valid(), path_, ": cannot create dataset ", dataset, " (does it exist already?)");
-  if (dense.numel() > 0) {
+  if (dense.numel() > 0 && stores_values()) {
     EDDY_CHECK(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dense.raw_data()) >= 0, path_,
                ": cannot write dataset ", dataset);
   }
+}
+
+void Hdf5Writer::write_rows(const std::string& dataset, const Tensor& block, int64_t first_row, int64_t total_rows) {
+  Tensor dense = contiguous(block.detach());
+  const int64_t rows = dense.dim() >= 1 ? dense.shape()[0] : 0;
+  EDDY_CHECK(dense.dim() >= 1 && first_row >= 0 && first_row + rows <= total_rows, path_, ": rows [", first_row,
+             ", ", first_row + rows, ") of dataset ", dataset, " (block shape ", dense.shape(), ") are not within its ",
+             total_rows, " rows");
+  EDDY_CHECK(comm_ || (first_row == 0 && rows == total_rows), path_, ": a single process writes all ", total_rows,
+             " rows of dataset ", dataset, ", got ", rows, " from row ", first_row);
+  Handle type(stored_type(dense, path_, dataset), H5Tclose);
+  std::vector<uint64_t> dims(dense.shape().begin(), dense.shape().end());
+  dims[0] = static_cast<uint64_t>(total_rows);
+  Handle set(create(dataset, type.get(), dims), H5Dclose);
+
+  Handle file_space(H5Dget_space(set.get()), H5Sclose);
+  std::vector<hsize_t> start(dims.size(), 0), count(dims.begin(), dims.end());
+  start[0] = static_cast<hsize_t>(first_row);
+  count[0] = static_cast<hsize_t>(rows);
+  Handle memory(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+  if (rows > 0) {
+    H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  } else {
+    H5Sselect_none(file_space.get());
+    H5Sselect_none(memory.get());
+  }
+  Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+#ifdef H5_HAVE_PARALLEL
+  if (comm_) H5Pset_dxpl_mpio(transfer.get(), H5FD_MPIO_COLLECTIVE);
+#endif
+  const char nothing = 0;  // a rank without rows still joins the collective write
+  const void* data = rows > 0 ? dense.raw_data() : &nothing;
+  EDDY_CHECK(H5Dwrite(set.get(), type.get(), memory.get(), file_space.get(), transfer.get(), data) >= 0, path_,
+             ": cannot write rows of dataset ", dataset);
 }
 
 void Hdf5Writer::write_string(const std::string& dataset, const std::string& text) {
@@ -116,6 +188,7 @@ void Hdf5Writer::write_string(const std::string& dataset, const std::string& tex
              H5Dclose);
   EDDY_CHECK(set.valid(), path_, ": cannot create dataset ", dataset);
   std::string padded = text.empty() ? std::string(1, '\0') : text;
+  if (!stores_values()) return;
   EDDY_CHECK(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) >= 0, path_,
              ": cannot write dataset ", dataset);
 }
@@ -146,7 +219,13 @@ void Hdf5Writer::commit() {
   EDDY_CHECK(file_ >= 0, path_, ": committed twice");
   const bool closed = H5Fclose(file_) >= 0;
   file_ = -1;
-  EDDY_CHECK(closed && std::rename(temporary_.c_str(), path_.c_str()) == 0, "cannot move ", temporary_, " to ", path_);
+  bool moved = stores_values() && closed && std::rename(temporary_.c_str(), path_.c_str()) == 0;
+  if (comm_) {  // every rank learns whether rank 0 moved the file, and returns once it has
+    Tensor flag = tensor(std::vector<int64_t>{moved ? 1 : 0});
+    comm_->broadcast(flag, 0);
+    moved = flag.item<int64_t>() == 1;
+  }
+  EDDY_CHECK(moved, "cannot move ", temporary_, " to ", path_);
 }
 
 namespace {

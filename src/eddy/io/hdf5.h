@@ -12,16 +12,31 @@
 
 #include "eddy/core/tensor.h"
 
+namespace eddy::dist {
+class Communicator;
+}
+
 namespace eddy::io {
 
 class Hdf5Writer {
  public:
   explicit Hdf5Writer(std::string path);
-  ~Hdf5Writer();  // without commit(), the temporary file is removed
+  // One file written by all ranks of `comm` together. Every call is then collective: each rank
+  // makes the same calls with the same names, shapes and attribute values. write() and
+  // write_string() store rank 0's values; write_rows() stores every rank's block. Several ranks
+  // write through HDF5's MPI-IO driver, which needs eddy built with MPI (and so with HDF5's
+  // parallel build).
+  Hdf5Writer(std::string path, dist::Communicator& comm);
+  // Without commit(), the temporary file is removed (left behind by a job of several ranks, whose
+  // collective close cannot run while one rank unwinds an error).
+  ~Hdf5Writer();
   Hdf5Writer(const Hdf5Writer&) = delete;
   Hdf5Writer& operator=(const Hdf5Writer&) = delete;
 
   void write(const std::string& dataset, const Tensor& values);
+  // A dataset of `total_rows` rows along axis 0, of which this rank holds `block`: the rows
+  // [first_row, first_row + block rows). The ranks' blocks must cover the rows exactly once.
+  void write_rows(const std::string& dataset, const Tensor& block, int64_t first_row, int64_t total_rows);
   void write_string(const std::string& dataset, const std::string& text);
   // Attributes on an existing dataset or group ("/" for the file).
   void set_attribute(const std::string& object, const std::string& name, double value);
@@ -31,9 +46,15 @@ class Hdf5Writer {
 
  private:
   int64_t parent_group(const std::string& dataset);
+  // The temporary file of one process.
+  void create_file_alone();
+  // Creates `dataset` of `dims` and HDF5 type `type`; returns its handle.
+  int64_t create(const std::string& dataset, int64_t type, const std::vector<uint64_t>& dims);
+  bool stores_values() const;  // rank 0, or the only process
 
   std::string path_, temporary_;
   int64_t file_ = -1;
+  dist::Communicator* comm_ = nullptr;  // set when several ranks write the file
 };
 
 // Reads a numeric dataset into a tensor of its stored type (float32/64, int32/64, uint8 as bool).

@@ -56,20 +56,26 @@ vtkNew<vtkDoubleArray> to_vtk_array(const std::string& name, const Tensor& value
 
 void write_vti(const std::string& path, const std::vector<double>& origin, const std::vector<double>& spacing,
                const std::vector<int64_t>& dims, const PointFields& fields) {
+  write_vti_piece(path, origin, spacing, 0, dims, fields);
+}
+
+void write_vti_piece(const std::string& path, const std::vector<double>& origin, const std::vector<double>& spacing,
+                     int64_t first, const std::vector<int64_t>& dims, const PointFields& fields) {
   EDDY_CHECK(!dims.empty() && dims.size() <= 3 && origin.size() == dims.size() && spacing.size() == dims.size(),
              "write_vti: need 1 to 3 grid dimensions with matching origin and spacing, got ", dims.size(), ", ",
              origin.size(), " and ", spacing.size());
   int64_t count = 1;
   for (int64_t d : dims) count *= d;
   vtkNew<vtkImageData> image;
-  int extent[3] = {1, 1, 1};
+  int extent[6] = {0, 0, 0, 0, 0, 0};
   double o[3] = {0, 0, 0}, s[3] = {1, 1, 1};
   for (size_t i = 0; i < dims.size(); ++i) {
-    extent[i] = static_cast<int>(dims[i]);
+    extent[2 * i] = static_cast<int>(i == 0 ? first : 0);
+    extent[2 * i + 1] = extent[2 * i] + static_cast<int>(dims[i]) - 1;
     o[i] = origin[i];
     s[i] = spacing[i];
   }
-  image->SetDimensions(extent);
+  image->SetExtent(extent);
   image->SetOrigin(o);
   image->SetSpacing(s);
   for (const auto& [name, values] : fields) image->GetPointData()->AddArray(to_vtk_array(name, values, count, dims));
@@ -111,6 +117,43 @@ void write_vtp(const std::string& path, const Tensor& points, const PointFields&
   writer->EncodeAppendedDataOff();
   EDDY_CHECK(writer->Write() == 1, "cannot write VTK point file ", temporary);
   move_into_place(temporary, path);
+}
+
+void write_pvti(const std::string& path, const std::vector<double>& origin, const std::vector<double>& spacing,
+                const std::vector<int64_t>& dims, const std::vector<VtiPiece>& pieces, const PointFields& fields) {
+  EDDY_CHECK(!dims.empty() && dims.size() <= 3 && origin.size() == dims.size() && spacing.size() == dims.size(),
+             "write_pvti: need 1 to 3 grid dimensions with matching origin and spacing, got ", dims.size(), ", ",
+             origin.size(), " and ", spacing.size());
+  auto extent = [&](int64_t first, int64_t rows) {
+    std::ostringstream text;
+    for (size_t i = 0; i < 3; ++i) {
+      const int64_t begin = i == 0 ? first : 0;
+      const int64_t size = i == 0 ? rows : i < dims.size() ? dims[i] : 1;
+      text << (i ? " " : "") << begin << " " << begin + size - 1;
+    }
+    return text.str();
+  };
+  auto triple = [](const std::vector<double>& values, double missing) {
+    std::ostringstream text;
+    text.precision(17);
+    for (size_t i = 0; i < 3; ++i) text << (i ? " " : "") << (i < values.size() ? values[i] : missing);
+    return text.str();
+  };
+  std::ostringstream xml;
+  xml << "<?xml version=\"1.0\"?>\n"
+      << "<VTKFile type=\"PImageData\" version=\"1.0\" byte_order=\"LittleEndian\" header_type=\"UInt64\">\n"
+      << "  <PImageData WholeExtent=\"" << extent(0, dims[0]) << "\" GhostLevel=\"0\" Origin=\"" << triple(origin, 0)
+      << "\" Spacing=\"" << triple(spacing, 1) << "\">\n    <PPointData>\n";
+  for (const auto& [name, values] : fields) {
+    xml << "      <PDataArray type=\"Float64\" Name=\"" << name << "\" NumberOfComponents=\""
+        << (values.dim() == 2 ? values.shape()[1] : 1) << "\"/>\n";
+  }
+  xml << "    </PPointData>\n";
+  for (const VtiPiece& piece : pieces) {
+    xml << "    <Piece Extent=\"" << extent(piece.first, piece.rows) << "\" Source=\"" << piece.file << "\"/>\n";
+  }
+  xml << "  </PImageData>\n</VTKFile>\n";
+  write_file_atomically(path, xml.str());
 }
 
 void write_pvd(const std::string& path, const std::vector<std::pair<double, std::string>>& entries) {
