@@ -15,6 +15,7 @@ packages=(
   nlohmann-json3-dev  # safetensors headers
   libyaml-cpp-dev   # YAML problem configs (keeps line and column marks for errors)
   libhdf5-dev       # results and datasets
+  libhdf5-openmpi-dev  # the same, written by several ranks together (parallel HDF5, with MPI)
   libvtk9-dev       # ParaView files through VTK's writers
   libcli11-dev      # the eddy command line
   libboost-dev      # Sobol' sequences for PINN collocation points (header-only Boost.Random)
