@@ -25,6 +25,7 @@ packages=(
   python3-dev       # Python headers for the eddy extension module
   libdlpack-dev     # DLPack structs for zero-copy tensor exchange from Python
   libopenmpi-dev    # distributed training (src/eddy/dist/); optional at build time
+  libfftw3-mpi-dev  # the distributed (slab) FFT of src/eddy/dist/, float and double; needed with MPI
   openmpi-bin       # mpirun, for the `mpi` tests and cluster runs
 )
 

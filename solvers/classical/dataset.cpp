@@ -6,6 +6,8 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/error.h"
+#include "eddy/dist/collectives.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
@@ -118,6 +120,30 @@ Tensor phase_field_steps(const Tensor& u, const DatasetSpec& spec, int64_t steps
   return cahn_hilliard(u, CahnHilliardOptions{spec.gamma, spec.dt, steps, spec.length});
 }
 
+// Rank 0 receives every other rank's share (initial conditions and solutions, as written) after
+// its own, in rank order, which is sample order; the others send theirs.
+void gather_on_root(std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, const DatasetSpec& spec,
+                    int64_t batches, dist::Communicator& comm) {
+  constexpr int kInputTag = 1, kOutputTag = 2;
+  if (comm.rank() != 0) {
+    if (inputs.empty()) return;
+    dist::send(concat(inputs, 0), 0, kInputTag, comm);
+    dist::send(concat(outputs, 0), 0, kOutputTag, comm);
+    return;
+  }
+  const Shape grid = spec.solver == "burgers" ? Shape{spec.resolution} : Shape{spec.resolution, spec.resolution};
+  for (int rank = 1; rank < comm.size(); ++rank) {
+    const auto [first_batch, last_batch] = dist::shard(0, batches, rank, comm.size());
+    const int64_t samples = std::min(last_batch * spec.batch, spec.samples) - first_batch * spec.batch;
+    if (samples <= 0) continue;
+    Shape input_shape{samples}, output_shape{samples, spec.records};
+    input_shape.insert(input_shape.end(), grid.begin(), grid.end());
+    output_shape.insert(output_shape.end(), grid.begin(), grid.end());
+    inputs.push_back(dist::recv(input_shape, spec.output_dtype, rank, kInputTag, comm));
+    outputs.push_back(dist::recv(output_shape, spec.output_dtype, rank, kOutputTag, comm));
+  }
+}
+
 }  // namespace
 
 int64_t DatasetSpec::steps_per_record() const {
@@ -148,7 +174,9 @@ DatasetSpec read_dataset_spec(io::Config& config) {
   return spec;
 }
 
-void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
+void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communicator& comm) {
+  EDDY_CHECK(spec.solver != "darcy" || comm.size() == 1, "generate: darcy datasets are written by one process, "
+             "got ", comm.size(), " ranks; run without mpirun");
   if (spec.solver == "darcy") {
     DarcyDatasetOptions options = spec.darcy;
     options.resolution = spec.resolution;
@@ -186,12 +214,16 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
     };
   }
 
-  // Draws come from one generator in sample order, so sample k does not depend on the batching.
+  // Draws come from one generator in sample order, so sample k does not depend on the batching,
+  // nor on the rank that solves it: every rank draws every batch and solves its own share.
   Generator generator(spec.seed);
+  const int64_t batches = (spec.samples + spec.batch - 1) / spec.batch;
+  const auto [first_batch, last_batch] = dist::shard(0, batches, comm.rank(), comm.size());
   std::vector<Tensor> inputs, outputs;
-  for (int64_t start = 0; start < spec.samples; start += spec.batch) {
-    const int64_t count = std::min(spec.batch, spec.samples - start);
+  for (int64_t b = 0; b < last_batch; ++b) {
+    const int64_t start = b * spec.batch, count = std::min(spec.batch, spec.samples - start);
     const Tensor a = spec.initial_condition.sample(count, generator);
+    if (b < first_batch) continue;
     const Tensor u = stack(solve(a), 1);
     const double total = sum(abs(u)).item<double>();
     EDDY_CHECK(std::isfinite(total), "generate: the ", spec.solver, " solution of samples ", start, " to ",
@@ -200,6 +232,11 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log) {
     inputs.push_back(cast(a, spec.output_dtype));
     outputs.push_back(cast(u, spec.output_dtype));
     if (log) *log << "generate: " << start + count << " / " << spec.samples << " samples\n";
+  }
+  if (comm.size() > 1) {
+    gather_on_root(inputs, outputs, spec, batches, comm);
+    if (comm.rank() != 0) return;
+    if (log) *log << "generate: collected the " << spec.samples << " samples of " << comm.size() << " ranks\n";
   }
   const Tensor a = concat(inputs, 0), u = concat(outputs, 0);
 

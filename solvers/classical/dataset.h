@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "eddy/core/dtype.h"
+#include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
 #include "solvers/classical/darcy_dataset.h"
 #include "solvers/classical/grf.h"
@@ -55,6 +56,13 @@ DatasetSpec read_dataset_spec(io::Config& config);
 //   config                                        the resolved YAML
 // with the equation, scheme and parameters as attributes of "/". Sample k depends only on the
 // seed and k, not on the batch size. Progress goes to `log` when given.
-void generate_dataset(const DatasetSpec& spec, std::ostream* log = nullptr);
+//
+// On several ranks (collectively: every rank calls it with the same spec) the evolution
+// equations split the batches into consecutive shares, one per rank: every rank draws every
+// initial condition in sample order, as one process does, and solves its share; rank 0 collects
+// the others' results and alone writes the file, which is the one-process file. Darcy datasets
+// are written by one process.
+void generate_dataset(const DatasetSpec& spec, std::ostream* log = nullptr,
+                      dist::Communicator& comm = dist::default_communicator());
 
 }  // namespace eddy::classical

@@ -17,21 +17,27 @@ Tensor kept_by_two_thirds_rule(const Tensor& index, double n) {
 
 }  // namespace
 
-NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, const Tensor& forcing)
-    : n_(resolution), dt_(dt), dtype_(nu.defined() ? nu.dtype() : DType::f64) {
+NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, const Tensor& forcing,
+                               dist::Communicator* communicator)
+    : n_(resolution), dt_(dt), dtype_(nu.defined() ? nu.dtype() : DType::f64), communicator_(communicator) {
   EDDY_CHECK(resolution >= 4, "NavierStokes2d: resolution must be at least 4, got ", resolution);
   EDDY_CHECK(dt > 0, "NavierStokes2d: dt must be positive, got ", dt);
   EDDY_CHECK(nu.defined() && nu.numel() == 1 && (dtype_ == DType::f32 || dtype_ == DType::f64),
              "NavierStokes2d: nu must be a one-element float32 or float64 tensor");
-  EDDY_CHECK(forcing.defined() && forcing.shape() == (Shape{n_, n_}) && forcing.dtype() == dtype_,
-             "NavierStokes2d: forcing must be [", n_, ", ", n_, "] ", dtype_, ", got ",
+  rows_ = communicator_ ? dist::slab_rows(n_, n_, *communicator_) : dist::SlabRows{0, n_};
+  const std::string slab = communicator_ ? cat(" (rows [", rows_.start, ", ", rows_.stop(), ") on rank ",
+                                               communicator_->rank(), ")")
+                                         : "";
+  EDDY_CHECK(forcing.defined() && forcing.shape() == (Shape{rows_.count, n_}) && forcing.dtype() == dtype_,
+             "NavierStokes2d: forcing must be [", rows_.count, ", ", n_, "] ", dtype_, slab, ", got ",
              forcing.defined() ? forcing.shape() : Shape{}, " ", forcing.defined() ? forcing.dtype() : dtype_);
   const double n = static_cast<double>(n_);
-  const Tensor index_x = unsqueeze(fft::fftfreq(n_, 1.0 / n, dtype_), 1);  // [n, 1]
-  const Tensor index_y = fft::rfftfreq(n_, 1.0 / n, dtype_);               // [m]
+  // The wavenumbers of this rank's rows: the dealiasing mask and the zero mode go by global index.
+  const Tensor index_x = unsqueeze(fft::fftfreq(n_, 1.0 / n, dtype_).slice(0, rows_.start, rows_.stop()), 1);
+  const Tensor index_y = fft::rfftfreq(n_, 1.0 / n, dtype_);  // [m]
   mask_ = kept_by_two_thirds_rule(index_x, n) * kept_by_two_thirds_rule(index_y, n);
   const Tensor kx = index_x * (2 * std::numbers::pi), ky = index_y * (2 * std::numbers::pi);
-  const Tensor laplacian = square(kx) + square(ky);  // the symbol of -Laplacian, [n, m]
+  const Tensor laplacian = square(kx) + square(ky);  // the symbol of -Laplacian, [rows, m]
   // psi_hat = w_hat / |k|^2; the mean mode has no velocity, so any nonzero divisor does there.
   const Tensor inverse_laplacian = 1.0 / where(eq(laplacian, zeros_like(laplacian)), ones_like(laplacian), laplacian);
   d_dx_ = imaginary(kx * mask_);
@@ -40,7 +46,7 @@ NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, 
   velocity_y_ = imaginary(-kx * inverse_laplacian * mask_);
 
   const Tensor half_diffusion = reshape(nu, {}) * laplacian * (0.5 * dt);
-  params_ = {1.0 - half_diffusion, 1.0 / (1.0 + half_diffusion), fft::rfft2(forcing) * dt};
+  params_ = {1.0 - half_diffusion, 1.0 / (1.0 + half_diffusion), forward_transform(forcing) * dt};
 }
 
 Tensor NavierStokes2d::fno_forcing(int64_t resolution, DType dtype) {
@@ -49,14 +55,20 @@ Tensor NavierStokes2d::fno_forcing(int64_t resolution, DType dtype) {
   return (sin(phase) + cos(phase)) * 0.1;
 }
 
-Tensor NavierStokes2d::to_spectral(const Tensor& w) const {
-  EDDY_CHECK(w.dim() >= 2 && w.size(-1) == n_ && w.size(-2) == n_ && w.dtype() == dtype_,
-             "NavierStokes2d: expected vorticity of shape [..., ", n_, ", ", n_, "] and dtype ", dtype_, ", got ",
-             w.shape(), " ", w.dtype());
-  return fft::rfft2(w);
+Tensor NavierStokes2d::forward_transform(const Tensor& w) const {
+  return communicator_ ? dist::rfft2(w, n_, *communicator_) : fft::rfft2(w);
 }
 
-Tensor NavierStokes2d::to_physical(const Tensor& w_hat) const { return fft::irfft2(w_hat, {n_, n_}); }
+Tensor NavierStokes2d::to_spectral(const Tensor& w) const {
+  EDDY_CHECK(w.dim() >= 2 && w.size(-1) == n_ && w.size(-2) == rows_.count && w.dtype() == dtype_,
+             "NavierStokes2d: expected vorticity of shape [..., ", rows_.count, ", ", n_, "] and dtype ", dtype_,
+             ", got ", w.shape(), " ", w.dtype());
+  return forward_transform(w);
+}
+
+Tensor NavierStokes2d::to_physical(const Tensor& w_hat) const {
+  return communicator_ ? dist::irfft2(w_hat, n_, n_, *communicator_) : fft::irfft2(w_hat, {n_, n_});
+}
 
 std::pair<Tensor, Tensor> NavierStokes2d::velocity(const Tensor& w) const {
   const Tensor w_hat = to_spectral(w);
@@ -66,7 +78,7 @@ std::pair<Tensor, Tensor> NavierStokes2d::velocity(const Tensor& w) const {
 Tensor NavierStokes2d::advection(const Tensor& w_hat) const {
   const Tensor u = to_physical(velocity_x_ * w_hat), v = to_physical(velocity_y_ * w_hat);
   const Tensor w_x = to_physical(d_dx_ * w_hat), w_y = to_physical(d_dy_ * w_hat);
-  return fft::rfft2(u * w_x + v * w_y) * mask_ * -1.0;
+  return forward_transform(u * w_x + v * w_y) * mask_ * -1.0;
 }
 
 Tensor NavierStokes2d::step(const Tensor& w_hat, const std::vector<Tensor>& params) const {

@@ -11,8 +11,9 @@
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
 // written.
 //
-// Under mpirun, `eddy solve` and `eddy train` are data parallel (docs/distributed.md); the other
-// commands refuse to run on several ranks. An error on any rank ends the whole job with that rank's message.
+// Under mpirun, `eddy solve` and `eddy train` are data parallel and `eddy generate` splits the
+// samples over the ranks (docs/distributed.md); the other commands refuse to run on several
+// ranks. An error on any rank ends the whole job with that rank's message.
 
 #include <unistd.h>
 
@@ -112,7 +113,10 @@ int run_check(const std::string& file, const std::vector<std::string>& overrides
 int run_generate(const std::string& file, const std::vector<std::string>& overrides, bool quiet) {
   auto config = io::Config::load(file, overrides);
   classical::DatasetSpec spec = classical::read_dataset_spec(*config);
-  classical::generate_dataset(spec, quiet ? nullptr : &std::cerr);
+  // Rank 0 reports; on several ranks it also writes the file (generate_dataset).
+  const bool root = dist::default_communicator().rank() == 0;
+  classical::generate_dataset(spec, quiet || !root ? nullptr : &std::cerr);
+  if (!root) return 0;
   const std::string times = spec.solver == "darcy" ? std::string("")
                                                    : cat(", ", spec.records, " record times up to t = ",
                                                                     spec.final_time);
@@ -250,8 +254,9 @@ int main(int argc, char** argv) {
     // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.
     const dist::Communicator& world = dist::default_communicator();
     const bool launched_as_ranks = world.size() > 1;
-    EDDY_CHECK(!launched_as_ranks || *train || *solve, "eddy ", app.get_subcommands().front()->get_name(),
-               " runs on one process; of the commands, `eddy solve` and `eddy train` are distributed ",
+    EDDY_CHECK(!launched_as_ranks || *train || *solve || *generate, "eddy ",
+               app.get_subcommands().front()->get_name(), " runs on one process; of the commands, `eddy solve`, ",
+               "`eddy train` and `eddy generate` are distributed ",
                "(docs/distributed.md). Run it without mpirun");
     if (*solve) return run_solve(file, overrides, resume, eager, quiet);
     if (*check) return run_check(file, overrides);

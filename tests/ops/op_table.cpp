@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "eddy/dist/collectives.h"
+#include "eddy/dist/distributed_fft.h"
 #include "eddy/fft/fft.h"
 
 namespace eddy::testing {
@@ -313,6 +314,12 @@ std::vector<OpCase> build_table() {
                   [](const TL& x) { return dist::broadcast(x[0]); }, true));
   t.push_back(row("reduce_to_root", {"reduce_to_root"}, kInexact, normal_inputs({{2, 3}}),
                   [](const TL& x) { return dist::reduce(x[0]); }, true));
+  // The slab FFTs on one rank, which holds the whole grid (tests/dist runs them on two); in a
+  // build without MPI they are fft_r2c and fft_c2r.
+  t.push_back(row("dist_rfft2", {"dist_rfft2"}, kReal, normal_inputs({{2, 3, 4}}),
+                  [](const TL& x) { return dist::rfft2(x[0], 3); }, true));
+  t.push_back(row("dist_irfft2_odd", {"dist_irfft2"}, kComplex, normal_inputs({{4, 3}}),
+                  [](const TL& x) { return dist::irfft2(x[0], 4, 5); }, true));
 
   // ---- checkpointing: orders 2 and 3 in reverse mode go through the create_graph recomputation;
   // forward mode runs the segment directly ----
