@@ -120,30 +120,6 @@ Tensor phase_field_steps(const Tensor& u, const DatasetSpec& spec, int64_t steps
   return cahn_hilliard(u, CahnHilliardOptions{spec.gamma, spec.dt, steps, spec.length});
 }
 
-// Rank 0 receives every other rank's share (initial conditions and solutions, as written) after
-// its own, in rank order, which is sample order; the others send theirs.
-void gather_on_root(std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, const DatasetSpec& spec,
-                    int64_t batches, dist::Communicator& comm) {
-  constexpr int kInputTag = 1, kOutputTag = 2;
-  if (comm.rank() != 0) {
-    if (inputs.empty()) return;
-    dist::send(concat(inputs, 0), 0, kInputTag, comm);
-    dist::send(concat(outputs, 0), 0, kOutputTag, comm);
-    return;
-  }
-  const Shape grid = spec.solver == "burgers" ? Shape{spec.resolution} : Shape{spec.resolution, spec.resolution};
-  for (int rank = 1; rank < comm.size(); ++rank) {
-    const auto [first_batch, last_batch] = dist::shard(0, batches, rank, comm.size());
-    const int64_t samples = std::min(last_batch * spec.batch, spec.samples) - first_batch * spec.batch;
-    if (samples <= 0) continue;
-    Shape input_shape{samples}, output_shape{samples, spec.records};
-    input_shape.insert(input_shape.end(), grid.begin(), grid.end());
-    output_shape.insert(output_shape.end(), grid.begin(), grid.end());
-    inputs.push_back(dist::recv(input_shape, spec.output_dtype, rank, kInputTag, comm));
-    outputs.push_back(dist::recv(output_shape, spec.output_dtype, rank, kOutputTag, comm));
-  }
-}
-
 }  // namespace
 
 int64_t DatasetSpec::steps_per_record() const {
@@ -233,18 +209,21 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     outputs.push_back(cast(u, spec.output_dtype));
     if (log) *log << "generate: " << start + count << " / " << spec.samples << " samples\n";
   }
-  if (comm.size() > 1) {
-    gather_on_root(inputs, outputs, spec, batches, comm);
-    if (comm.rank() != 0) return;
-    if (log) *log << "generate: collected the " << spec.samples << " samples of " << comm.size() << " ranks\n";
-  }
-  const Tensor a = concat(inputs, 0), u = concat(outputs, 0);
+  // The ranks' shares are consecutive samples: each writes its rows of a and u into the one file.
+  const int64_t first_sample = std::min(first_batch * spec.batch, spec.samples);
+  const int64_t last_sample = std::min(last_batch * spec.batch, spec.samples);
+  const Shape grid = burgers ? Shape{n} : Shape{n, n};
+  auto rows_of = [&](const std::vector<Tensor>& shares, Shape empty) {
+    empty.insert(empty.end(), grid.begin(), grid.end());
+    return shares.empty() ? zeros(empty, spec.output_dtype) : concat(shares, 0);
+  };
+  const Tensor a = rows_of(inputs, {0}), u = rows_of(outputs, {0, spec.records});
 
   const std::filesystem::path parent = std::filesystem::path(spec.output_path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  io::Hdf5Writer writer(spec.output_path);
-  writer.write("a", a);
-  writer.write("u", u);
+  if (!parent.empty() && comm.rank() == 0) std::filesystem::create_directories(parent);
+  io::Hdf5Writer writer(spec.output_path, comm);  // the other ranks open it after rank 0 made the folder
+  writer.write_rows("a", a, first_sample, spec.samples);
+  writer.write_rows("u", u, first_sample, spec.samples);
   writer.write("t", arange(1, static_cast<double>(spec.records) + 1, 1, spec.output_dtype) *
                         (spec.final_time / static_cast<double>(spec.records)));
   writer.write("x", arange(0, static_cast<double>(n), 1, spec.output_dtype) * (spec.length / static_cast<double>(n)));
@@ -283,7 +262,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
                            spec.initial_condition.alpha, ", tau ", spec.initial_condition.tau, ", sigma ",
                            spec.initial_condition.sigma));
   writer.commit();
-  if (spec.vtk) write_first_sample_vti(spec, a, u);
+  if (spec.vtk && first_sample == 0 && last_sample > 0) write_first_sample_vti(spec, a, u);
 }
 
 }  // namespace eddy::classical

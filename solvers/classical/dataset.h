@@ -59,9 +59,9 @@ DatasetSpec read_dataset_spec(io::Config& config);
 //
 // On several ranks (collectively: every rank calls it with the same spec) the evolution
 // equations split the batches into consecutive shares, one per rank: every rank draws every
-// initial condition in sample order, as one process does, and solves its share; rank 0 collects
-// the others' results and alone writes the file, which is the one-process file. Darcy datasets
-// are written by one process.
+// initial condition in sample order, as one process does, and solves its share; each rank writes
+// its samples' rows of a and u into the one file through parallel HDF5, which is then the
+// one-process file. Darcy datasets are written by one process.
 void generate_dataset(const DatasetSpec& spec, std::ostream* log = nullptr,
                       dist::Communicator& comm = dist::default_communicator());
 
