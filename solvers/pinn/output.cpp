@@ -25,10 +25,9 @@ Tensor meshgrid_points(const std::vector<Tensor>& axes) {
 
 namespace {
 
-// The output grid: one linspace per coordinate, and all their combinations in C order.
+// The output grid: one linspace per coordinate, whose combinations in C order are its points.
 struct Grid {
   std::vector<Tensor> axes;
-  Tensor points;  // [prod(n), coordinates]
   Shape shape;
 };
 
@@ -40,7 +39,6 @@ Grid make_grid(const Problem& p) {
     grid.axes.push_back(linspace(box.lower[a], box.upper[a], p.output.grid[a], p.dtype));
     grid.shape.push_back(p.output.grid[a]);
   }
-  grid.points = meshgrid_points(grid.axes);
   return grid;
 }
 
@@ -60,9 +58,10 @@ GridBlock evaluate_block(PinnState& state, const Grid& grid) {
   GridBlock block;
   std::tie(block.first, block.last) = dist::shard(0, grid.shape[0], comm.rank(), comm.size());
   const int64_t evaluated_last = block.first == block.last ? block.last : std::min(block.last + 1, grid.shape[0]);
-  block.points_per_row = grid.points.shape()[0] / grid.shape[0];
-  const Tensor points =
-      slice(grid.points, 0, block.first * block.points_per_row, evaluated_last * block.points_per_row);
+  std::vector<Tensor> block_axes = grid.axes;  // no rank forms the whole grid's points
+  block_axes[0] = slice(grid.axes[0], 0, block.first, evaluated_last);
+  const Tensor points = meshgrid_points(block_axes);
+  block.points_per_row = numel(Shape(grid.shape.begin() + 1, grid.shape.end()));
   block.prediction = state.predict(points);
   block.inside = p.space->contains(slice(points, 1, 0, p.spatial_dim()));
   block.shape = grid.shape;

@@ -28,6 +28,12 @@ struct SampledCondition {
   Tensor row_weights;
 };
 
+// The tensors of a SampledCondition, in the order a compiled training step takes them (those that
+// are defined).
+inline constexpr Tensor SampledCondition::*kSampleTensors[] = {&SampledCondition::points, &SampledCondition::normals,
+                                                               &SampledCondition::partner, &SampledCondition::targets,
+                                                               &SampledCondition::row_weights};
+
 // The loss at given points, with each condition's unweighted term and, where causal weighting
 // applies, its chunk weights [chunks] (undefined elsewhere).
 struct LossParts {

@@ -248,8 +248,7 @@ void PinnState::assemble(size_t condition) {
   const int64_t total = all.points.shape()[0];
   const auto [first, last] = dist::shard(0, total, comm_.rank(), comm_.size());
   SampledCondition share;
-  for (Tensor SampledCondition::*member :
-       {&SampledCondition::points, &SampledCondition::normals, &SampledCondition::partner, &SampledCondition::targets}) {
+  for (Tensor SampledCondition::*member : kSampleTensors) {  // row_weights, not drawn, stays undefined
     if ((all.*member).defined()) share.*member = slice(all.*member, 0, first, last);
   }
   const std::optional<int64_t> chunks =
@@ -315,9 +314,10 @@ std::pair<Tensor, Tensor> PinnState::condition_loss_at(size_t condition, const S
   const Tensor residual = residual_at(condition, sample);
   const int64_t columns = residual.dim() == 2 ? residual.shape()[1] : 1;
   const Tensor squared = reshape(square(residual), {sample.points.shape()[0], columns});
-  if (!causal(condition)) return {sum_over_ranks(sum(squared) * sample.row_weights) / static_cast<double>(columns), Tensor()};
+  const double column_count = static_cast<double>(columns);
+  if (!causal(condition)) return {sum_over_ranks(sum(squared) * sample.row_weights) / column_count, Tensor()};
   const Tensor row_sums = transpose(sum(squared, {1}, true));  // [1, rows]
-  const Tensor chunk_means = sum_over_ranks(reshape(matmul(row_sums, sample.row_weights), {-1})) / static_cast<double>(columns);
+  const Tensor chunk_means = sum_over_ranks(reshape(matmul(row_sums, sample.row_weights), {-1})) / column_count;
   CausalLoss causal = causal_loss(chunk_means, *problem_.training.causal);
   return {causal.loss, causal.weights};
 }

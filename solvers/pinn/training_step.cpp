@@ -5,11 +5,6 @@
 namespace eddy::pinn {
 namespace {
 
-// The tensors of a sampled condition that the loss reads, in the order they are passed.
-constexpr Tensor SampledCondition::*kSampleTensors[] = {&SampledCondition::points, &SampledCondition::normals,
-                                                        &SampledCondition::partner, &SampledCondition::targets,
-                                                        &SampledCondition::row_weights};
-
 std::vector<Tensor> sample_tensors(const std::vector<SampledCondition>& samples) {
   std::vector<Tensor> tensors;
   for (const SampledCondition& sample : samples) {
