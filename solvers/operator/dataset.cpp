@@ -1,18 +1,36 @@
 #include "solvers/operator/dataset.h"
 
+#include <optional>
+#include <utility>
+
 #include "eddy/autodiff/tape.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::operator_learning {
 namespace {
 
-Tensor read_array(const SplitSpec& split, const std::string& dataset, DType dtype) {
+// Errors of the HDF5 reader, prefixed with the split's config location.
+template <typename Read>
+auto with_split_context(const SplitSpec& split, Read read) {
   try {
-    return cast(io::read_hdf5(split.file, dataset), dtype);
+    return read();
   } catch (const Error& e) {
     throw Error(cat(split.where, e.what()));
   }
+}
+
+Tensor read_array(const SplitSpec& split, const std::string& dataset, DType dtype) {
+  return with_split_context(split, [&] { return cast(io::read_hdf5(split.file, dataset), dtype); });
+}
+
+Tensor read_rows(const SplitSpec& split, const std::string& dataset, int64_t first, int64_t last, DType dtype) {
+  return with_split_context(split, [&] { return cast(io::read_hdf5_rows(split.file, dataset, first, last), dtype); });
+}
+
+Shape shape_of(const SplitSpec& split, const std::string& dataset) {
+  return with_split_context(split, [&] { return io::hdf5_shape(split.file, dataset); });
 }
 
 // [N, n...] -> [N, 1, n...] unless the array has its channel axis; then every `stride`-th point
@@ -25,19 +43,23 @@ Tensor grid_array(Tensor array, bool has_channels, int64_t stride) {
   return contiguous(array);
 }
 
-Split load_split(const SplitSpec& spec, const OperatorProblem& problem) {
+// The split's samples, or with `share` (rank, ranks) that rank's consecutive share of them.
+Split load_split(const SplitSpec& spec, const OperatorProblem& problem, std::optional<std::pair<int, int>> share) {
   const DType dtype = problem.training.dtype;
-  Split split{spec.name, read_array(spec, spec.input, dtype), read_array(spec, spec.output, dtype), {}};
   const std::string what = cat(spec.where, spec.file, ": ");
-  EDDY_CHECK(split.input.dim() >= 1 && split.output.dim() >= 1 && split.input.shape()[0] == split.output.shape()[0],
-             what, "input '", spec.input, "' ", split.input.shape(), " and output '", spec.output, "' ",
-             split.output.shape(), " must have the same number of samples on axis 0");
-  if (spec.samples > 0) {
-    EDDY_CHECK(spec.samples <= split.size(), what, "samples = ", spec.samples, " but '", spec.input, "' holds only ",
-               split.size());
-    split.input = slice(split.input, 0, 0, spec.samples);
-    split.output = slice(split.output, 0, 0, spec.samples);
-  }
+  const Shape input_shape = shape_of(spec, spec.input), output_shape = shape_of(spec, spec.output);
+  EDDY_CHECK(!input_shape.empty() && !output_shape.empty() && input_shape[0] == output_shape[0], what, "input '",
+             spec.input, "' ", input_shape, " and output '", spec.output, "' ", output_shape,
+             " must have the same number of samples on axis 0");
+  EDDY_CHECK(spec.samples <= input_shape[0], what, "samples = ", spec.samples, " but '", spec.input,
+             "' holds only ", input_shape[0]);
+  Split split;
+  split.name = spec.name;
+  split.size = spec.samples > 0 ? spec.samples : input_shape[0];
+  int64_t last = split.size;
+  if (share) std::tie(split.first, last) = dist::shard(0, split.size, share->first, share->second);
+  split.input = read_rows(spec, spec.input, split.first, last, dtype);
+  split.output = read_rows(spec, spec.output, split.first, last, dtype);
   if (problem.model.type == ModelType::deeponet) {
     EDDY_CHECK(split.input.dim() == 2 && split.output.dim() == 2, what, "DeepONet needs input [N, sensors] and "
                "output [N, points], got ", split.input.shape(), " and ", split.output.shape());
@@ -71,12 +93,12 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem) {
 
 }  // namespace
 
-Dataset load_data(const OperatorProblem& problem) {
+Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm) {
   NoGradGuard no_grad;
   Dataset data;
-  data.train = load_split(problem.data.train, problem);
+  data.train = load_split(problem.data.train, problem, std::pair{comm.rank(), comm.size()});
   for (const SplitSpec& spec : problem.data.tests) {
-    Split test = load_split(spec, problem);
+    Split test = load_split(spec, problem, std::nullopt);
     const auto channels = [](const Tensor& t) { return t.shape()[1]; };
     if (problem.model.type == ModelType::fno) {
       EDDY_CHECK(channels(test.input) == channels(data.train.input) &&
@@ -92,16 +114,26 @@ Dataset load_data(const OperatorProblem& problem) {
   return data;
 }
 
-Normalizer::Normalizer(const Tensor& samples, bool channel_axis, bool enabled) {
+Normalizer::Normalizer(const Tensor& samples, bool channel_axis, bool enabled, dist::Communicator& comm) {
   NoGradGuard no_grad;
   std::vector<int64_t> axes;
   for (int64_t axis = 0; axis < samples.dim(); ++axis) {
     if (!(channel_axis && axis == 1)) axes.push_back(axis);
   }
   if (enabled) {
-    mean_ = mean(samples, axes, true);
+    // Two passes over all ranks' samples, like mean then mean of squared deviations on one.
+    const int64_t reduced_count = channel_axis ? samples.numel() / samples.shape()[1] : samples.numel();
+    Tensor count = tensor(std::vector<double>{static_cast<double>(reduced_count)});
+    comm.allreduce(count, count, dist::ReduceOp::sum);
+    const double all_samples = count.item<double>();
+    auto mean_over_ranks = [&](const Tensor& values) {
+      const Tensor total = sum(values, axes, true);
+      comm.allreduce(total, total, dist::ReduceOp::sum);
+      return total / all_samples;
+    };
+    mean_ = mean_over_ranks(samples);
     // A constant channel (zero deviation) is left unscaled rather than divided by zero.
-    Tensor deviation = sqrt(mean(square(samples - mean_), axes, true));
+    Tensor deviation = sqrt(mean_over_ranks(square(samples - mean_)));
     stddev_ = where(gt(deviation, scalar(0, deviation.dtype())), deviation, ones_like(deviation));
   } else {
     Shape shape(samples.dim(), 1);

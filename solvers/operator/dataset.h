@@ -7,16 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "eddy/dist/communicator.h"
 #include "eddy/nn/module.h"
 #include "solvers/operator/problem.h"
 
 namespace eddy::operator_learning {
 
+// The samples [first, first + held) of a split of `size` samples, as this process holds them.
 struct Split {
   std::string name;
-  Tensor input, output;
-  Tensor points;  // DeepONet only
-  int64_t size() const { return input.shape()[0]; }
+  Tensor input, output;  // the held samples
+  Tensor points;         // DeepONet only
+  int64_t size = 0;
+  int64_t first = 0;
+  int64_t held() const { return input.shape()[0]; }
 };
 
 struct Dataset {
@@ -24,14 +28,19 @@ struct Dataset {
   std::vector<Split> tests;
 };
 
-Dataset load_data(const OperatorProblem& problem);
+// Every rank of `comm` reads its consecutive share of the training samples only (so a training
+// set may be larger than one node's memory) and every test set whole; all check every split's
+// file and shapes alike.
+Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm = dist::default_communicator());
 
 // Per-channel standardisation, with the statistics as buffers so checkpoints carry them.
 class Normalizer : public nn::Module {
  public:
   // Statistics over every axis but the channel axis (axis 1 of grid data; none for DeepONet's
-  // [N, m] arrays). `enabled` false: the identity, with mean 0 and deviation 1 stored.
-  Normalizer(const Tensor& samples, bool channel_axis, bool enabled);
+  // [N, m] arrays), over all ranks' `samples`. `enabled` false: the identity, with mean 0 and
+  // deviation 1 stored.
+  Normalizer(const Tensor& samples, bool channel_axis, bool enabled,
+             dist::Communicator& comm = dist::default_communicator());
   Tensor encode(const Tensor& x) const;
   Tensor decode(const Tensor& x) const;
   Tensor forward(const Tensor& x) override { return encode(x); }

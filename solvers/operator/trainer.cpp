@@ -50,8 +50,8 @@ Tensor points_at(const std::vector<Tensor>& inputs, size_t position) {
 Tensor predict_split(solvers::StepFunction& forward, const Split& split) {
   NoGradGuard no_grad;
   std::vector<Tensor> parts;
-  for (int64_t start = 0; start < split.size(); start += kEvaluationBatch) {
-    const int64_t stop = std::min(split.size(), start + kEvaluationBatch);
+  for (int64_t start = 0; start < split.held(); start += kEvaluationBatch) {
+    const int64_t stop = std::min(split.held(), start + kEvaluationBatch);
     parts.push_back(forward(with_points({slice(split.input, 0, start, stop)}, split.points)).at(0));
   }
   return concat(parts, 0);
@@ -138,12 +138,13 @@ Tensor relative_l2(const Tensor& prediction, const Tensor& target) {
   return mean(per_sample_relative_l2(prediction, target));
 }
 
-OperatorModel::OperatorModel(const OperatorProblem& problem, const Dataset& data) : type_(problem.model.type) {
+OperatorModel::OperatorModel(const OperatorProblem& problem, const Dataset& data, dist::Communicator& comm)
+    : type_(problem.model.type) {
   const bool grid = type_ == ModelType::fno;
-  input_normalizer_ = register_module("input_normalizer",
-                                      std::make_shared<Normalizer>(data.train.input, grid, problem.data.normalize));
-  output_normalizer_ = register_module("output_normalizer",
-                                       std::make_shared<Normalizer>(data.train.output, grid, problem.data.normalize));
+  input_normalizer_ = register_module(
+      "input_normalizer", std::make_shared<Normalizer>(data.train.input, grid, problem.data.normalize, comm));
+  output_normalizer_ = register_module(
+      "output_normalizer", std::make_shared<Normalizer>(data.train.output, grid, problem.data.normalize, comm));
   if (grid) {
     nn::FnoOptions options = problem.model.fno;
     options.in_channels = data.train.input.shape()[1];
@@ -171,8 +172,8 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
 
   // Everything that can fail on bad input (data files, the checkpoint to resume from) happens on
   // every rank alike before the first collective, so a bad run fails the same way everywhere.
-  const Dataset data = load_data(p);
-  OperatorModel model(p, data);
+  const Dataset data = load_data(p, comm);
+  OperatorModel model(p, data, comm);
   optim::AdamOptions adam;
   adam.learning_rate = p.training.learning_rate;
   adam.weight_decay = p.training.weight_decay;
@@ -220,7 +221,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       },
       !options.eager, note);
   TrainResult result;
-  const int64_t n = data.train.size();
+  const int64_t n = data.train.size;
   const int64_t batches = (n + p.training.batch_size - 1) / p.training.batch_size;
   std::vector<int64_t> order(n);
   // A checkpoint is written once the loss at its parameters has been seen to be finite (at the
@@ -236,19 +237,25 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     double loss_sum = 0;
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
-      const auto [first, last] = dist::shard(start, stop, comm.rank(), comm.size());
+      // This rank's share of the global batch: the batch's samples it holds, in batch order.
+      std::vector<int64_t> held;
+      for (int64_t i = start; i < stop; ++i) {
+        const int64_t local = order[i] - data.train.first;
+        if (local >= 0 && local < data.train.held()) held.push_back(local);
+      }
       optimizer.zero_grad();
       // This rank's samples' share of the batch loss, sum_i loss_i / batch; the average over ranks
       // of the gradients of (that * ranks) is the gradient of the whole batch's mean loss.
       double batch_loss_sum = 0;
-      if (last > first) {
-        const Tensor index = tensor(std::vector<int64_t>(order.begin() + first, order.begin() + last));
-        const double scale = static_cast<double>((last - first) * comm.size()) / static_cast<double>(stop - start);
+      if (!held.empty()) {
+        const Tensor index = tensor(held);
+        const double share = static_cast<double>(held.size());
+        const double scale = share * comm.size() / static_cast<double>(stop - start);
         const std::vector<Tensor> outputs = batch_step(
             with_points({index_select(data.train.input, 0, index), index_select(data.train.output, 0, index),
                          scalar(scale, p.training.dtype)},
                         data.train.points));
-        batch_loss_sum = outputs[0].item<double>() * static_cast<double>(last - first);
+        batch_loss_sum = outputs[0].item<double>() * share;
         optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
       }
       dist::average_gradients(parameters, comm, {&batch_loss_sum, 1});

@@ -63,6 +63,29 @@ TEST_F(Hdf5VtkTest, Hdf5RoundTripsDtypesGroupsAndCommitsAtomically) {
   EXPECT_THROW(read_hdf5(file("missing.h5"), "x"), Error);
 }
 
+TEST_F(Hdf5VtkTest, Hdf5RowsAndShapeWithoutReadingTheWhole) {
+  const std::string path = file("rows.h5");
+  {
+    Hdf5Writer writer(path);
+    writer.write("u", reshape(arange(0, 15, 1, DType::f32), {5, 3}));
+    writer.commit();
+  }
+  EXPECT_EQ(hdf5_shape(path, "u"), (Shape{5, 3}));
+  const Tensor rows = read_hdf5_rows(path, "u", 1, 4);
+  EXPECT_EQ(rows.shape(), (Shape{3, 3}));
+  EXPECT_EQ(rows.dtype(), DType::f32);
+  EXPECT_EQ(rows.to_vector<double>(), (std::vector<double>{3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(read_hdf5_rows(path, "u", 5, 5).shape(), (Shape{0, 3}));
+  try {
+    read_hdf5_rows(path, "u", 4, 6);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rows [4, 6) of dataset 'u' [5, 3] are out of range"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(hdf5_shape(path, "v"), Error);
+}
+
 TEST_F(Hdf5VtkTest, AbandonedWriterLeavesNothingBehind) {
   {
     Hdf5Writer writer(file("abandoned.h5"));

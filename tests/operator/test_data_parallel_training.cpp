@@ -10,6 +10,7 @@
 #include <numbers>
 
 #include "eddy/dist/communicator.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/eddy.h"
 #include "eddy/io/hdf5.h"
 #include "solvers/operator/trainer.h"
@@ -105,6 +106,33 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
       EXPECT_TRUE(parallel.test_relative_l2.empty());
     }
   }
+}
+
+// Each rank reads only its consecutive share of the training samples (so a training set may exceed
+// one node's memory), while the normalisers' statistics are those of the whole set.
+TEST_F(DataParallelTraining, EachRankReadsItsShareOfTheTrainingSet) {
+  SCOPED_TRACE(cat("rank ", world().rank()));
+  const OperatorProblem p = problem("share", 12);
+  const Dataset data = load_data(p);
+  const auto single = dist::make_single_process_communicator();
+  const Dataset whole = load_data(p, *single);
+  const auto [first, last] = dist::shard(0, 37, world().rank(), world().size());
+  EXPECT_EQ(data.train.size, 37);
+  EXPECT_EQ(data.train.first, first);
+  EXPECT_EQ(data.train.held(), last - first);
+  EXPECT_EQ(whole.train.held(), 37);
+  EXPECT_EQ(max(abs(data.train.output - slice(whole.train.output, 0, first, last))).item<double>(), 0.0);
+  EXPECT_EQ(data.tests.at(0).held(), 8);  // test sets are read whole
+
+  OperatorModel parallel(p, data), serial(p, whole, *single);
+  const nn::StateDict parallel_state = parallel.state_dict(), serial_state = serial.state_dict();
+  int statistics = 0;
+  for (const auto& [name, value] : serial_state) {
+    if (name.find("normalizer") == std::string::npos) continue;
+    ++statistics;
+    EXPECT_LT(max(abs(parallel_state.at(name) - value)).item<double>(), 1e-14) << name;
+  }
+  EXPECT_EQ(statistics, 4);  // mean and deviation of input and output
 }
 
 // A checkpoint holds nothing of the ranks that wrote it (the shuffle depends on the seed and the

@@ -244,18 +244,53 @@ std::vector<std::string> list_hdf5_datasets(const std::string& path) {
   return names;
 }
 
-Tensor read_hdf5(const std::string& path, const std::string& dataset) {
+namespace {
+
+hid_t open_file(const std::string& path) {
   silence_hdf5();
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  EDDY_CHECK(file.valid(), "cannot open HDF5 file ", path);
-  if (H5Lexists(file.get(), dataset.c_str(), H5P_DEFAULT) <= 0) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EDDY_CHECK(file >= 0, "cannot open HDF5 file ", path);
+  return file;
+}
+
+hid_t open_set(hid_t file, const std::string& path, const std::string& dataset) {
+  if (H5Lexists(file, dataset.c_str(), H5P_DEFAULT) <= 0) {
     std::string present;
     for (const std::string& name : list_hdf5_datasets(path)) present += (present.empty() ? "" : ", ") + name;
     throw Error(cat(path, ": no dataset '", dataset, "' (datasets: ", present, ")"));
   }
-  Handle set(H5Dopen2(file.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
-  EDDY_CHECK(set.valid(), path, ": '", dataset, "' is not a dataset");
-  Handle stored(H5Dget_type(set.get()), H5Tclose);
+  const hid_t set = H5Dopen2(file, dataset.c_str(), H5P_DEFAULT);
+  EDDY_CHECK(set >= 0, path, ": '", dataset, "' is not a dataset");
+  return set;
+}
+
+// An open dataset; errors name the file, and list the datasets present when it is missing.
+struct OpenDataset {
+  OpenDataset(const std::string& path, const std::string& dataset)
+      : file(open_file(path), H5Fclose), set(open_set(file.get(), path, dataset), H5Dclose) {}
+
+  Shape shape() const {
+    Handle space(H5Dget_space(set.get()), H5Sclose);
+    std::vector<hsize_t> dims(static_cast<size_t>(H5Sget_simple_extent_ndims(space.get())));
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    return Shape(dims.begin(), dims.end());
+  }
+
+  Handle file;
+  Handle set;
+};
+
+}  // namespace
+
+Shape hdf5_shape(const std::string& path, const std::string& dataset) { return OpenDataset(path, dataset).shape(); }
+
+Tensor read_hdf5(const std::string& path, const std::string& dataset) {
+  return read_hdf5_rows(path, dataset, 0, -1);
+}
+
+Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64_t first, int64_t last) {
+  const OpenDataset opened(path, dataset);
+  Handle stored(H5Dget_type(opened.set.get()), H5Tclose);
   DType dtype;
   const H5T_class_t kind = H5Tget_class(stored.get());
   const size_t size = H5Tget_size(stored.get());
@@ -266,15 +301,25 @@ Tensor read_hdf5(const std::string& path, const std::string& dataset) {
   } else {
     throw Error(cat(path, ": dataset '", dataset, "' is not numeric"));
   }
-  Handle space(H5Dget_space(set.get()), H5Sclose);
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  std::vector<hsize_t> dims(rank);
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  Tensor out = Tensor::empty(Shape(dims.begin(), dims.end()), dtype);
-  if (out.numel() > 0) {
-    EDDY_CHECK(H5Dread(set.get(), memory_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.raw_data()) >= 0, path,
-               ": cannot read dataset '", dataset, "'");
+  Shape shape = opened.shape();
+  const bool all_rows = first == 0 && last < 0;
+  if (!all_rows) {
+    EDDY_CHECK(!shape.empty() && first >= 0 && first <= last && last <= shape[0], path, ": rows [", first, ", ", last,
+               ") of dataset '", dataset, "' ", shape, " are out of range");
+    shape[0] = last - first;
   }
+  Tensor out = Tensor::empty(shape, dtype);
+  if (out.numel() == 0) return out;
+  Handle file_space(H5Dget_space(opened.set.get()), H5Sclose);
+  std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+  if (!all_rows) {
+    start[0] = static_cast<hsize_t>(first);
+    H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  }
+  Handle memory(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+  EDDY_CHECK(H5Dread(opened.set.get(), memory_type(dtype), memory.get(), file_space.get(), H5P_DEFAULT,
+                     out.raw_data()) >= 0,
+             path, ": cannot read dataset '", dataset, "'");
   return out;
 }
 

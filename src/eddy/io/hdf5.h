@@ -60,6 +60,10 @@ class Hdf5Writer {
 // Reads a numeric dataset into a tensor of its stored type (float32/64, int32/64, uint8 as bool).
 // Errors name the file and the dataset, listing the datasets present when it is missing.
 Tensor read_hdf5(const std::string& path, const std::string& dataset);
+// Rows [first, last) along axis 0 of a dataset only, for a process that holds a share of it.
+Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64_t first, int64_t last);
+// A dataset's shape, without reading it.
+Shape hdf5_shape(const std::string& path, const std::string& dataset);
 // Names of all datasets in a file ("train/a", "x", ...).
 std::vector<std::string> list_hdf5_datasets(const std::string& path);
 
