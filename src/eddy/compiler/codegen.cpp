@@ -156,9 +156,11 @@ std::string cpu_elementwise_loops(const KernelPlan& plan, int64_t parallel_grain
   return out.str();
 }
 
-// Each thread sums its share into one partial sum, in `omp simd` lanes; the partial sums are
-// added in thread order. A one-row domain is split evenly by hand, since `omp for` would hand its
-// single row to one thread.
+// Each thread sums its share into one partial sum; the partial sums are added in thread order. A
+// one-row domain is split evenly by hand, since `omp for` would hand its single row to one thread,
+// and summed in `omp simd` lanes. Rows are summed column by column, as in a leading-axis sum, and
+// the columns added at the end: reducing the vector lanes after every short row would cost more
+// than the row.
 std::string cpu_sum_all_loops(const KernelPlan& plan, int64_t parallel_grain) {
   const std::string type = c_type(plan.output_dtype);
   std::ostringstream out;
@@ -174,12 +176,15 @@ std::string cpu_sum_all_loops(const KernelPlan& plan, int64_t parallel_grain) {
       << "      for (int64_t i = begin; i < end; ++i) {\n"
       << element_code(plan, "i", "i", "0", "        ") << "        acc += " << plan.element << ";\n      }\n"
       << "    } else {\n"
+      << "      " << type << "* columns = new " << type << "[inner]();\n"
       << "#pragma omp for schedule(static)\n"
       << "      for (int64_t r = 0; r < outer; ++r) {\n"
-      << "#pragma omp simd reduction(+ : acc)\n"
+      << "#pragma omp simd\n"
       << "        for (int64_t j = 0; j < inner; ++j) {\n"
       << "          const int64_t i = r * inner + j;\n"
-      << element_code(plan, "i", "j", "r", "          ") << "          acc += " << plan.element << ";\n        }\n      }\n"
+      << element_code(plan, "i", "j", "r", "          ") << "          columns[j] += " << plan.element << ";\n        }\n      }\n"
+      << "      for (int64_t j = 0; j < inner; ++j) acc += columns[j];\n"
+      << "      delete[] columns;\n"
       << "    }\n"
       << "    partial[omp_get_thread_num()] = acc;\n"
       << "  }\n"

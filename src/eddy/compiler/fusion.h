@@ -33,7 +33,8 @@ struct FusionOptions {
 bool fusable(const Graph& graph, const GraphNode& node);
 
 // The epilogue `node` can end a fused loop as, or Epilogue::none: only float32 and float64 sums
-// of the shapes Epilogue lists. Other reductions (several axes of a 3-D value, max, prod) stay
+// of the shapes Epilogue lists, over axis 0 of rows of at least 8 elements and over axis 1 of rows
+// of at least 64. Other reductions (shorter rows, several axes of a 3-D value, max, prod) stay
 // primitive calls.
 Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node);
 
