@@ -107,7 +107,7 @@ class DisabledPasses {
 
 TEST(ReductionEpilogue, EachSupportedSumEndsTheLoopThatComputesItsTerms) {
   Generator gen(1);
-  const TensorList inputs = sum_inputs({16, 4}, DType::f32, gen);
+  const TensorList inputs = sum_inputs({16, 64}, DType::f32, gen);
   const Planned planned = plan(every_sum, inputs);
   EXPECT_EQ(epilogues(planned.groups),
             (std::multiset<Epilogue>{Epilogue::sum_all, Epilogue::sum_all, Epilogue::sum_leading, Epilogue::sum_leading,
@@ -128,6 +128,17 @@ TEST(ReductionEpilogue, ASumToOneElementIsASumOfAll) {
       },
       {randn({16, 1}), randn({1, 16})});
   EXPECT_EQ(epilogues(planned.groups), (std::multiset<Epilogue>{Epilogue::sum_all, Epilogue::sum_all}));
+}
+
+TEST(ReductionEpilogue, SumsOverShortRowsStaySeparate) {
+  // Rows of 7 summed over axis 0 and of 63 along axis 1: one short of each threshold.
+  const Planned planned = plan(
+      [](const TensorList& in) {
+        return TensorList{sum(exp(in[0]) * 2.0, {0}), sum(exp(in[1]) * 2.0, {1}, true)};
+      },
+      {randn({16, 7}), randn({16, 63})});
+  EXPECT_FALSE(runs_a_reduction(planned)) << planned.graph.to_string();
+  EXPECT_EQ(planned.groups.size(), 2u);
 }
 
 TEST(ReductionEpilogue, TermsUsedElsewhereAreStoredAndTheSumStaysAPrimitive) {
@@ -157,22 +168,30 @@ TEST(ReductionEpilogue, OtherReductionsStaySeparate) {
 }
 
 TEST(ReductionEpilogue, CompiledSumsMatchEager) {
-  // 100000 x 20 runs on threads (the one-row split, row blocks and per-thread column sums);
-  // 1000 x 37 too, with uneven blocks; the rest are single-threaded edge cases. Both sum float32
-  // in float32, in different orders: at 2e6 terms each is about 2e-5 * sum|terms| from the exact
-  // sum (measured), hence 1e-4. Float64 errors are below 1e-13 there, so 1e-12 still catches one
-  // term of the 2e6 dropped or added twice.
-  const std::vector<Shape> shapes = {{100000, 20}, {1000, 37}, {7, 13}, {3, 1}, {1, 5}, {1, 1}, {0, 5}, {5, 0}};
+  // Large shapes run on threads (the one-row split, row blocks and per-thread column sums), with
+  // uneven blocks; the rest are single-threaded edge cases. Both sum float32 in float32, in
+  // different orders: at 2e6 terms each is about 2e-5 * sum|terms| from the exact sum (measured),
+  // hence 1e-4. Float64 errors are below 1e-13 there, so 1e-12 still catches one term of the 2e6
+  // dropped or added twice. `fused` counts the six sums that end a loop: the two over all
+  // elements always; those over an axis when their rows are long enough, or when they sum to one
+  // element.
+  struct Domain {
+    Shape shape;
+    size_t fused;
+  };
+  const std::vector<Domain> domains = {{{30000, 70}, 6}, {{100000, 20}, 4}, {{1000, 37}, 4}, {{3, 100}, 6},
+                                       {{7, 13}, 4},     {{3, 1}, 4},       {{1, 5}, 4},      {{1, 1}, 6},
+                                       {{0, 64}, 6},     {{5, 0}, 2}};
   for (DType dtype : {DType::f32, DType::f64}) {
-    for (const Shape& shape : shapes) {
-      const std::string what = std::string(dtype_name(dtype)) + to_string(shape);
+    for (const Domain& domain : domains) {
+      const std::string what = std::string(dtype_name(dtype)) + to_string(domain.shape);
       Generator gen(7);
       CompiledFunction compiled = compile(every_sum);
-      compiled(sum_inputs(shape, dtype, gen));
-      const TensorList replay = sum_inputs(shape, dtype, gen);
+      compiled(sum_inputs(domain.shape, dtype, gen));
+      const TensorList replay = sum_inputs(domain.shape, dtype, gen);
       expect_sums_close(compiled(replay), every_sum(replay), magnitudes(replay), dtype == DType::f32 ? 1e-4 : 1e-12,
                         what);
-      EXPECT_EQ(compiled.stats().last.reduction_epilogues, sum_cases().size()) << what;
+      EXPECT_EQ(compiled.stats().last.reduction_epilogues, domain.fused) << what;
     }
   }
 }
@@ -186,6 +205,17 @@ TEST(ReductionEpilogue, TheSwitchTurnsItOffAndLeavesElementwiseFusion) {
   expect_sums_close(compiled(replay), every_sum(replay), magnitudes(replay), 1e-12, "without epilogues");
   EXPECT_EQ(compiled.stats().last.reduction_epilogues, 0u);
   EXPECT_GT(compiled.stats().last.fused_kernels, 0u);
+}
+
+TEST(ReductionEpilogue, DisablingFusionDisablesEpiloguesToo) {
+  DisabledPasses off("fusion");
+  CompiledFunction compiled = compile(every_sum);
+  Generator gen(10);
+  compiled(sum_inputs({50, 64}, DType::f64, gen));
+  const TensorList replay = sum_inputs({50, 64}, DType::f64, gen);
+  expect_sums_close(compiled(replay), every_sum(replay), magnitudes(replay), 1e-12, "without fusion");
+  EXPECT_EQ(compiled.stats().last.fused_kernels, 0u);
+  EXPECT_EQ(compiled.stats().last.reduction_epilogues, 0u);
 }
 
 // A tanh layer with a learnt output gain: the gain's gradient sums a product over the batch that
@@ -233,7 +263,7 @@ TEST(ReductionEpilogue, GradientsOfAStepWithBatchSumsMatchEager) {
 TEST(ReductionEpilogue, CudaKernelsWithEpiloguesCompileThroughNvrtc) {
   for (DType dtype : {DType::f32, DType::f64}) {
     Generator gen(2);
-    const Planned planned = plan(every_sum, sum_inputs({64, 8}, dtype, gen));
+    const Planned planned = plan(every_sum, sum_inputs({64, 64}, dtype, gen));
     std::vector<KernelPlan> plans;
     for (const FusionGroup& group : planned.groups) {
       plans.push_back(plan_kernel(planned.graph, group, "eddy_fused_" + std::to_string(plans.size())));
