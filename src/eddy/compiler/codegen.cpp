@@ -133,6 +133,152 @@ std::string indented(const std::string& body, std::string_view indent) {
   return out.str();
 }
 
+// One element's loads and statements, indexed by the names the enclosing loop defines.
+std::string element_code(const KernelPlan& plan, std::string_view dense_index, std::string_view row_index,
+                         std::string_view column_index, std::string_view indent) {
+  return loads(plan, dense_index, row_index, column_index, indent) + indented(plan.body, indent);
+}
+
+// Every element stored: one flat loop when the domain is one row, else rows of columns.
+std::string cpu_elementwise_loops(const KernelPlan& plan, int64_t parallel_grain) {
+  std::ostringstream out;
+  out << "  if (outer == 1) {\n"
+      << "#pragma omp parallel for simd if (inner >= " << parallel_grain << ") schedule(static)\n"
+      << "    for (int64_t i = 0; i < inner; ++i) {\n"
+      << element_code(plan, "i", "i", "0", "      ") << "      out[i] = " << plan.element << ";\n    }\n"
+      << "    return;\n  }\n"
+      << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(static)\n"
+      << "  for (int64_t r = 0; r < outer; ++r) {\n"
+      << "#pragma omp simd\n"
+      << "    for (int64_t j = 0; j < inner; ++j) {\n"
+      << "      const int64_t i = r * inner + j;\n"
+      << element_code(plan, "i", "j", "r", "      ") << "      out[i] = " << plan.element << ";\n    }\n  }\n";
+  return out.str();
+}
+
+// Each thread sums its share into one partial sum; the partial sums are added in thread order. A
+// one-row domain is split evenly by hand, since `omp for` would hand its single row to one thread,
+// and summed in `omp simd` lanes. Rows are summed column by column, as in a leading-axis sum, and
+// the columns added at the end: reducing the vector lanes after every short row would cost more
+// than the row.
+std::string cpu_sum_all_loops(const KernelPlan& plan, int64_t parallel_grain) {
+  const std::string type = c_type(plan.output_dtype);
+  std::ostringstream out;
+  out << "  const int threads = outer * inner >= " << parallel_grain << " ? omp_get_max_threads() : 1;\n"
+      << "  " << type << "* partial = new " << type << "[threads]();\n"
+      << "#pragma omp parallel num_threads(threads)\n"
+      << "  {\n"
+      << "    " << type << " acc = 0;\n"
+      << "    if (outer == 1) {\n"
+      << "      const int64_t chunk = (inner + omp_get_num_threads() - 1) / omp_get_num_threads();\n"
+      << "      const int64_t begin = omp_get_thread_num() * chunk, end = begin + chunk < inner ? begin + chunk : inner;\n"
+      << "#pragma omp simd reduction(+ : acc)\n"
+      << "      for (int64_t i = begin; i < end; ++i) {\n"
+      << element_code(plan, "i", "i", "0", "        ") << "        acc += " << plan.element << ";\n      }\n"
+      << "    } else {\n"
+      << "      " << type << "* columns = new " << type << "[inner]();\n"
+      << "#pragma omp for schedule(static)\n"
+      << "      for (int64_t r = 0; r < outer; ++r) {\n"
+      << "#pragma omp simd\n"
+      << "        for (int64_t j = 0; j < inner; ++j) {\n"
+      << "          const int64_t i = r * inner + j;\n"
+      << element_code(plan, "i", "j", "r", "          ") << "          columns[j] += " << plan.element << ";\n        }\n      }\n"
+      << "      for (int64_t j = 0; j < inner; ++j) acc += columns[j];\n"
+      << "      delete[] columns;\n"
+      << "    }\n"
+      << "    partial[omp_get_thread_num()] = acc;\n"
+      << "  }\n"
+      << "  " << type << " total = 0;\n"
+      << "  for (int t = 0; t < threads; ++t) total += partial[t];\n"
+      << "  delete[] partial;\n"
+      << "  out[0] = total;\n";
+  return out.str();
+}
+
+// Each thread sums its block of rows into its own C partial sums (an allocation per thread, so no
+// two threads write one cache line); the blocks are added in thread order.
+std::string cpu_sum_leading_loops(const KernelPlan& plan, int64_t parallel_grain) {
+  const std::string type = c_type(plan.output_dtype);
+  std::ostringstream out;
+  out << "  const int threads = outer * inner >= " << parallel_grain << " ? omp_get_max_threads() : 1;\n"
+      << "  " << type << "** partial = new " << type << "*[threads]();\n"
+      << "#pragma omp parallel num_threads(threads)\n"
+      << "  {\n"
+      << "    " << type << "* acc = partial[omp_get_thread_num()] = new " << type << "[inner]();\n"
+      << "#pragma omp for schedule(static)\n"
+      << "    for (int64_t r = 0; r < outer; ++r) {\n"
+      << "#pragma omp simd\n"
+      << "      for (int64_t j = 0; j < inner; ++j) {\n"
+      << "        const int64_t i = r * inner + j;\n"
+      << element_code(plan, "i", "j", "r", "        ") << "        acc[j] += " << plan.element << ";\n      }\n    }\n"
+      << "  }\n"
+      << "  for (int64_t j = 0; j < inner; ++j) out[j] = 0;\n"
+      << "  for (int t = 0; t < threads; ++t) {\n"
+      << "    if (!partial[t]) continue;  // the runtime started fewer threads\n"
+      << "    for (int64_t j = 0; j < inner; ++j) out[j] += partial[t][j];\n"
+      << "    delete[] partial[t];\n"
+      << "  }\n"
+      << "  delete[] partial;\n";
+  return out.str();
+}
+
+// One row per iteration, summed in `omp simd` lanes.
+std::string cpu_sum_trailing_loops(const KernelPlan& plan, int64_t parallel_grain) {
+  const std::string type = c_type(plan.output_dtype);
+  std::ostringstream out;
+  out << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(static)\n"
+      << "  for (int64_t r = 0; r < outer; ++r) {\n"
+      << "    " << type << " acc = 0;\n"
+      << "#pragma omp simd reduction(+ : acc)\n"
+      << "    for (int64_t j = 0; j < inner; ++j) {\n"
+      << "      const int64_t i = r * inner + j;\n"
+      << element_code(plan, "i", "j", "r", "      ") << "      acc += " << plan.element << ";\n    }\n"
+      << "    out[r] = acc;\n"
+      << "  }\n";
+  return out.str();
+}
+
+// The body of a CUDA kernel: which element (or elements) each thread handles.
+std::string cuda_loops(const KernelPlan& plan) {
+  const std::string type = c_type(plan.output_dtype);
+  std::ostringstream out;
+  switch (plan.epilogue) {
+    case Epilogue::none:
+      out << "  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+          << "  if (i >= outer * inner) return;\n"
+          << "  const long long r = i / inner, j = i - r * inner;\n"
+          << element_code(plan, "i", "j", "r", "  ") << "  out[i] = " << plan.element << ";\n";
+      break;
+    case Epilogue::sum_all:
+      out << "  " << type << " acc = 0;\n"
+          << "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < outer * inner;\n"
+          << "       i += (long long)gridDim.x * blockDim.x) {\n"
+          << "    const long long r = i / inner, j = i - r * inner;\n"
+          << element_code(plan, "i", "j", "r", "    ") << "    acc += " << plan.element << ";\n  }\n"
+          << "  atomicAdd(out, acc);\n";
+      break;
+    case Epilogue::sum_leading:
+      out << "  const long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+          << "  if (j >= inner) return;\n"
+          << "  " << type << " acc = 0;\n"
+          << "  for (long long r = 0; r < outer; ++r) {\n"
+          << "    const long long i = r * inner + j;\n"
+          << element_code(plan, "i", "j", "r", "    ") << "    acc += " << plan.element << ";\n  }\n"
+          << "  out[j] = acc;\n";
+      break;
+    case Epilogue::sum_trailing:
+      out << "  const long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+          << "  if (r >= outer) return;\n"
+          << "  " << type << " acc = 0;\n"
+          << "  for (long long j = 0; j < inner; ++j) {\n"
+          << "    const long long i = r * inner + j;\n"
+          << element_code(plan, "i", "j", "r", "    ") << "    acc += " << plan.element << ";\n  }\n"
+          << "  out[r] = acc;\n";
+      break;
+  }
+  return out.str();
+}
+
 }  // namespace
 
 bool has_scalar_expression(std::string_view primitive_name) { return scalar_expressions().count(primitive_name) > 0; }
@@ -141,11 +287,17 @@ KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string
   KernelPlan plan;
   plan.name = std::move(name);
   plan.output = group.output;
-  plan.domain = graph.value(group.output).shape;
+  plan.epilogue = group.epilogue;
+  plan.output_shape = graph.value(group.output).shape;
   plan.output_dtype = graph.value(group.output).dtype;
+  const bool reduces = group.epilogue != Epilogue::none;
+  const ValueId element = reduces ? graph.nodes[group.nodes.back()].inputs[0] : group.output;
+  plan.element = variable(element);
+  plan.domain = graph.value(element).shape;
   std::ostringstream body;
-  size_t split = 0;
-  bool split_chosen = false;
+  // A sum over one axis of [N, C] needs the rows apart from the columns.
+  bool split_chosen = group.epilogue == Epilogue::sum_leading || group.epilogue == Epilogue::sum_trailing;
+  size_t split = split_chosen ? 1 : 0;
   for (ValueId input : group.inputs) {
     const CapturedTensor* captured = graph.find_captured(input);
     if (finite_scalar_constant(captured)) {
@@ -164,9 +316,13 @@ KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string
     }
     plan.inputs.push_back(KernelInput{input, graph.value(input).dtype, access});
   }
-  for (size_t d = split; split_chosen && d < plan.domain.size(); ++d) plan.inner *= plan.domain[d];
-  if (!split_chosen) plan.inner = numel(plan.domain);
+  if (split_chosen) {
+    for (size_t d = 0; d < plan.domain.size(); ++d) (d < split ? plan.outer : plan.inner) *= plan.domain[d];
+  } else {
+    plan.inner = numel(plan.domain);
+  }
   for (size_t n : group.nodes) {
+    if (reduces && n == group.nodes.back()) continue;  // the epilogue is the loop's, not the body's
     const GraphNode& node = graph.nodes[n];
     const ScalarExpression& expression = scalar_expressions().at(node.primitive->name);
     const DType out_dtype = graph.value(node.output).dtype;
@@ -179,7 +335,6 @@ KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string
     body << "const " << c_type(out_dtype) << " " << variable(node.output) << " = "
          << substitute(form, operands, c_type(out_dtype)) << ";\n";
   }
-  body << "out[i] = " << variable(group.output) << ";\n";
   plan.body = body.str();
   return plan;
 }
@@ -188,6 +343,10 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
   std::ostringstream out;
   out << "// Generated by eddy's compiler from a captured graph.\n"
          "#include <cstdint>\n"
+         "\n"
+         "#include <omp.h>\n"
+         "// Partial sums live in new[] arrays: <vector> would add a quarter of a second to every\n"
+         "// compilation.\n"
          "// Declared here rather than through <cmath> so that glibc's vector variants (libmvec) serve\n"
          "// the `omp simd` loops without -ffast-math.\n"
          "extern \"C\" {\n";
@@ -205,18 +364,14 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
       out << "  const " << type << "* in" << k << " = static_cast<const " << type << "*>(inputs[" << k << "]);\n";
     }
     const std::string out_type = c_type(plan.output_dtype);
-    out << "  " << out_type << "* out = static_cast<" << out_type << "*>(output);\n"
-        << "  if (outer == 1) {\n"
-        << "#pragma omp parallel for simd if (inner >= " << parallel_grain << ") schedule(static)\n"
-        << "    for (int64_t i = 0; i < inner; ++i) {\n"
-        << loads(plan, "i", "i", "0", "      ") << indented(plan.body, "      ") << "    }\n"
-        << "    return;\n  }\n"
-        << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(static)\n"
-        << "  for (int64_t r = 0; r < outer; ++r) {\n"
-        << "#pragma omp simd\n"
-        << "    for (int64_t j = 0; j < inner; ++j) {\n"
-        << "      const int64_t i = r * inner + j;\n"
-        << loads(plan, "i", "j", "r", "      ") << indented(plan.body, "      ") << "    }\n  }\n}\n";
+    out << "  " << out_type << "* out = static_cast<" << out_type << "*>(output);\n";
+    switch (plan.epilogue) {
+      case Epilogue::none: out << cpu_elementwise_loops(plan, parallel_grain); break;
+      case Epilogue::sum_all: out << cpu_sum_all_loops(plan, parallel_grain); break;
+      case Epilogue::sum_leading: out << cpu_sum_leading_loops(plan, parallel_grain); break;
+      case Epilogue::sum_trailing: out << cpu_sum_trailing_loops(plan, parallel_grain); break;
+    }
+    out << "}\n";
   }
   return out.str();
 }
@@ -230,10 +385,7 @@ std::string render_cuda_source(const std::vector<KernelPlan>& plans) {
       out << "const " << c_type(plan.inputs[k].dtype) << "* __restrict__ in" << k << ", ";
     }
     out << c_type(plan.output_dtype) << "* __restrict__ out, long long outer, long long inner) {\n"
-        << "  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
-        << "  if (i >= outer * inner) return;\n"
-        << "  const long long r = i / inner, j = i - r * inner;\n"
-        << loads(plan, "i", "j", "r", "  ") << indented(plan.body, "  ") << "}\n";
+        << cuda_loops(plan) << "}\n";
   }
   return out.str();
 }

@@ -1,8 +1,13 @@
 #pragma once
-// Code generation for fused elementwise groups. A group becomes one loop over its output's
+// Code generation for fused elementwise groups. A group becomes one loop over its domain's
 // elements; each outside input is read through the cheapest access its shape allows. The loop
-// body is the same scalar code for both targets: C++ for the system compiler (CPU) and CUDA C++
-// for NVRTC.
+// either stores every element or, with a reduction epilogue, sums them into a smaller output. The
+// loop body is the same scalar code for both targets: C++ for the system compiler (CPU) and CUDA
+// C++ for NVRTC.
+//
+// Sums accumulate in the dtype being summed, float32 in float32, as the eager CPU reduction does
+// (backends/cpu/reduce.cpp); only the order of the additions differs, so results agree with the
+// eager ones to float rounding of the sum of |terms|, not bit for bit.
 
 #include <string>
 #include <string_view>
@@ -32,26 +37,36 @@ struct KernelPlan {
   std::string name;                  // the generated function's symbol
   std::vector<KernelInput> inputs;   // in the order the generated function takes them
   ValueId output;
-  Shape domain;                      // the output's shape
-  int64_t inner = 1;                 // the domain is walked as [numel / inner, inner]
+  Shape domain;                      // the shape the loop runs over: the elementwise values'
+  int64_t outer = 1, inner = 1;      // the domain is walked as [outer, inner]
+  Epilogue epilogue = Epilogue::none;
+  Shape output_shape;                // the domain, or the sum's shape with an epilogue
   DType output_dtype;
   std::string body;                  // the scalar statements of one element; see render_*
+  std::string element;               // the variable holding the element that is stored or summed
 };
 
 // Whether a primitive of this name can be rendered inside a fused loop.
 bool has_scalar_expression(std::string_view primitive_name);
 
 // Decides accesses and renders the scalar body. Scalar constants are written into the code as
-// exact hexadecimal literals; other inputs are read through pointers.
+// exact hexadecimal literals; other inputs are read through pointers. A sum over one axis of a
+// [N, C] domain walks it as [N, C], whatever its inputs' accesses would prefer.
 KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string name);
 
 // A C++ translation unit with one extern "C" function per plan:
 //   void NAME(const void* const* inputs, void* output, int64_t outer, int64_t inner)
-// Loops of at least `parallel_grain` elements run on OpenMP threads.
+// Loops of at least `parallel_grain` elements run on OpenMP threads. A sum gives each thread its
+// own partial sums (vectorised with `omp simd`) and adds them in thread order, so a result does
+// not change from run to run at a given thread count. The function writes every output element,
+// also when the domain is empty.
 std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t parallel_grain);
 
-// A CUDA translation unit with one extern "C" __global__ function per plan, same arguments,
-// one thread per element.
+// A CUDA translation unit with one extern "C" __global__ function per plan, same arguments.
+// Elementwise kernels run one thread per element. Sums over an axis run one thread per output
+// element, looping over the summed axis; a sum to one element runs a grid-stride loop per thread
+// and adds each thread's partial sum to out[0] with atomicAdd, so its launcher zeroes out[0] first
+// (and the order of the additions, so the last bits, vary from launch to launch).
 std::string render_cuda_source(const std::vector<KernelPlan>& plans);
 
 }  // namespace eddy::compiler

@@ -20,6 +20,13 @@ namespace {
 // At most this many groups recompute one shared cheap node.
 constexpr size_t kMaxCopies = 4;
 
+// The shortest rows a sum over one axis of [N, C] ends a loop for. The fused loop runs along a
+// row, so shorter rows leave vector lanes idle (and a transcendental body runs its remainder
+// scalar), and a sum over axis 1 adds its lanes up after every row; there storing the terms
+// from one flat loop and summing them apart was measured faster (docs/compiler.md).
+constexpr int64_t kMinColumnsSummedOverRows = 8;    // Epilogue::sum_leading
+constexpr int64_t kMinColumnsSummedAlongRows = 64;  // Epilogue::sum_trailing
+
 // No transcendental function: a few cycles per element, less than loading a stored result.
 bool cheap(const GraphNode& node) {
   static const std::unordered_set<std::string_view> expensive = {"exp", "log", "sin", "cos", "tanh", "pow", "sqrt"};
@@ -28,7 +35,19 @@ bool cheap(const GraphNode& node) {
 
 }  // namespace
 
-std::vector<FusionGroup> plan_fusion(const Graph& graph) {
+Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node) {
+  if (node.primitive->name != "sum") return Epilogue::none;
+  const ValueInfo& input = graph.value(node.inputs[0]);
+  if (input.dtype != DType::f32 && input.dtype != DType::f64) return Epilogue::none;
+  // One output element sums every input element, whichever axes were named.
+  if (numel(graph.value(node.output).shape) == 1) return Epilogue::sum_all;
+  if (input.shape.size() != 2 || node.attrs.axes.size() != 1) return Epilogue::none;
+  const int64_t columns = input.shape[1];
+  if (node.attrs.axes[0] == 0) return columns >= kMinColumnsSummedOverRows ? Epilogue::sum_leading : Epilogue::none;
+  return columns >= kMinColumnsSummedAlongRows ? Epilogue::sum_trailing : Epilogue::none;
+}
+
+std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) {
   std::vector<std::vector<size_t>> consumers(graph.values.size());
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     for (ValueId input : graph.nodes[i].inputs) consumers[static_cast<size_t>(input)].push_back(i);
@@ -52,8 +71,20 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph) {
   // its result through memory).
   std::vector<std::vector<int>> groups_of(graph.nodes.size());
   std::vector<std::vector<size_t>> members;
+  std::vector<Shape> domain;  // per group, the shape its loop runs over
+  auto start_group = [&](const Shape& shape) {
+    members.emplace_back();
+    domain.push_back(shape);
+    return static_cast<int>(members.size() - 1);
+  };
   for (size_t i = graph.nodes.size(); i-- > 0;) {
     const GraphNode& node = graph.nodes[i];
+    if (options.reduction_epilogues && reduction_epilogue(graph, node) != Epilogue::none) {
+      // A sum only ever ends a loop: its result is stored whoever reads it.
+      groups_of[i] = {start_group(graph.value(node.inputs[0]).shape)};
+      members.back().push_back(i);
+      continue;
+    }
     if (!fusable(graph, node)) continue;
     const std::vector<size_t>& users = consumers[static_cast<size_t>(node.output)];
     std::vector<int> joined;
@@ -65,14 +96,10 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph) {
       }
     }
     const bool same_shape = std::all_of(joined.begin(), joined.end(), [&](int group) {
-      return graph.value(graph.nodes[members[static_cast<size_t>(group)].front()].output).shape ==
-             graph.value(node.output).shape;
+      return domain[static_cast<size_t>(group)] == graph.value(node.output).shape;
     });
     const bool shareable = joined.size() == 1 || (joined.size() <= kMaxCopies && cheap(node) && reads_stored_values(node));
-    if (!all_uses_fused || !same_shape || !shareable) {
-      joined = {static_cast<int>(members.size())};
-      members.emplace_back();
-    }
+    if (!all_uses_fused || !same_shape || !shareable) joined = {start_group(graph.value(node.output).shape)};
     groups_of[i] = joined;
     for (int group : joined) members[static_cast<size_t>(group)].push_back(i);
   }
@@ -92,6 +119,7 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph) {
       inside.insert(graph.nodes[n].output);
     }
     group.output = graph.nodes[group.nodes.back()].output;
+    group.epilogue = reduction_epilogue(graph, graph.nodes[group.nodes.back()]);
     groups.push_back(std::move(group));
   }
   std::sort(groups.begin(), groups.end(), [](const FusionGroup& a, const FusionGroup& b) { return a.nodes.back() < b.nodes.back(); });

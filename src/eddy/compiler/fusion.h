@@ -1,6 +1,8 @@
 #pragma once
 // Elementwise fusion: chains of elementwise primitives become one loop that reads each outside
-// input once and writes one result, instead of one pass over memory (and one buffer) per op.
+// input once and writes one result, instead of one pass over memory (and one buffer) per op. A
+// sum of such a chain can end the loop (a reduction epilogue), so the chain's result is summed as
+// it is computed and never stored.
 
 #include <vector>
 
@@ -8,19 +10,40 @@
 
 namespace eddy::compiler {
 
+// How a fused group's root turns its elementwise domain into the stored result.
+enum class Epilogue {
+  none,          // the root is elementwise: every element of the domain is stored
+  sum_all,       // a sum to one element (over every axis, or over the one axis longer than 1)
+  sum_leading,   // a [N, C] domain summed over axis 0 to C elements: the bias-gradient pattern
+  sum_trailing,  // a [N, C] domain summed over axis 1 to N elements
+};
+
 struct FusionGroup {
   std::vector<size_t> nodes;     // indices into graph.nodes, in graph order; the last is the root
   std::vector<ValueId> inputs;   // values read from outside the group, in first-use order
   ValueId output;                // the root's output: the only value that leaves the group
+  Epilogue epilogue = Epilogue::none;
+};
+
+struct FusionOptions {
+  bool reduction_epilogues = true;  // off with EDDY_COMPILER_DISABLE=reduction_epilogue
 };
 
 // Whether code generation can render `node` inside a fused loop.
 bool fusable(const Graph& graph, const GraphNode& node);
 
+// The epilogue `node` can end a fused loop as, or Epilogue::none: only float32 and float64 sums
+// of the shapes Epilogue lists, over axis 0 of rows of at least 8 elements and over axis 1 of rows
+// of at least 64. Other reductions (shorter rows, several axes of a 3-D value, max, prod) stay
+// primitive calls.
+Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node);
+
 // Groups of two or more fusable nodes. A producer joins its consumer's group when every use of
 // its value lies in that group and it has the group's shape; a cheap producer (no transcendental
 // function) used by a few groups is recomputed in each. Only a group's root is stored, and groups
-// cannot form cycles: every member is an ancestor of its root.
-std::vector<FusionGroup> plan_fusion(const Graph& graph);
+// cannot form cycles: every member is an ancestor of its root. With reduction epilogues, a sum
+// reduction_epilogue accepts is the root of a group of its input's shape, which the chain that
+// computes its input joins by the same rule: a value that is also used elsewhere stays stored.
+std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options = {});
 
 }  // namespace eddy::compiler

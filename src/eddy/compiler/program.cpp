@@ -23,7 +23,9 @@ bool exclusively_held(const Tensor& tensor) {
 
 Program::Program(Graph graph) : graph_(std::move(graph)) {
   optimize(graph_);
-  const std::vector<FusionGroup> groups = pass_enabled("fusion") ? plan_fusion(graph_) : std::vector<FusionGroup>{};
+  const std::vector<FusionGroup> groups =
+      pass_enabled("fusion") ? plan_fusion(graph_, {.reduction_epilogues = pass_enabled("reduction_epilogue")})
+                             : std::vector<FusionGroup>{};
 
   std::vector<int> kernel_at_root(graph_.nodes.size(), -1);
   std::vector<bool> inside_kernel(graph_.nodes.size(), false);
@@ -38,6 +40,7 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
     }
     plans.push_back(plan_kernel(graph_, group, "eddy_fused_" + std::to_string(plans.size())));
     stats_.fused_nodes += group.nodes.size();
+    if (group.epilogue != Epilogue::none) ++stats_.reduction_epilogues;
   }
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     if (kernel_at_root[i] >= 0) {
@@ -89,10 +92,11 @@ Tensor Program::run_kernel(const KernelPlan& plan, Function function, std::vecto
   Tensor output;
   for (const KernelInput& input : plan.inputs) {
     Tensor& value = values[static_cast<size_t>(input.value)];
-    // An input read at the index it is written, whose value dies here, can hold the output.
+    // An input read at the index it is written, whose value dies here, can hold the output. A sum's
+    // output is smaller than its inputs: it gets a buffer of its own size.
     const bool dies_here = std::find(step.release.begin(), step.release.end(), input.value) != step.release.end();
-    if (reuse_buffers_ && !output.defined() && dies_here && input.access == Access::dense && value.dtype() == plan.output_dtype &&
-        exclusively_held(value)) {
+    if (reuse_buffers_ && plan.epilogue == Epilogue::none && !output.defined() && dies_here &&
+        input.access == Access::dense && value.dtype() == plan.output_dtype && exclusively_held(value)) {
       output = value;
       pointers.push_back(output.raw_data());
       continue;
@@ -102,10 +106,10 @@ Tensor Program::run_kernel(const KernelPlan& plan, Function function, std::vecto
     operands.push_back(std::move(operand));
   }
   if (!output.defined()) {
-    output = Tensor::empty(plan.domain, plan.output_dtype, operands.empty() ? cpu() : operands[0].device());
+    output = Tensor::empty(plan.output_shape, plan.output_dtype, operands.empty() ? cpu() : operands[0].device());
   }
-  const int64_t total = numel(plan.domain);
-  if (total > 0) function(pointers.data(), output.raw_data(), total / plan.inner, plan.inner);
+  // A sum of an empty domain still writes its zeros.
+  if (output.numel() > 0) function(pointers.data(), output.raw_data(), plan.outer, plan.inner);
   return output;
 }
 

@@ -17,6 +17,7 @@ struct ProgramStats {
   size_t steps = 0;            // primitive calls plus fused kernels
   size_t fused_kernels = 0;
   size_t fused_nodes = 0;      // graph nodes that run inside fused kernels
+  size_t reduction_epilogues = 0;  // fused kernels that end in a sum
   double compile_seconds = 0;  // the system compiler's time; 0 on a cache hit
   bool kernels_from_cache = false;
 };
