@@ -1,6 +1,6 @@
 #include "solvers/operator/dataset.h"
 
-#include <optional>
+#include <functional>
 #include <utility>
 
 #include "eddy/autodiff/tape.h"
@@ -33,18 +33,13 @@ Shape shape_of(const SplitSpec& split, const std::string& dataset) {
   return with_split_context(split, [&] { return io::hdf5_shape(split.file, dataset); });
 }
 
-// [N, n...] -> [N, 1, n...] unless the array has its channel axis; then every `stride`-th point
-// of each spatial axis.
-Tensor grid_array(Tensor array, bool has_channels, int64_t stride) {
-  if (!has_channels) array = unsqueeze(array, 1);
-  for (int64_t axis = 2; axis < array.dim() && stride > 1; ++axis) {
-    array = slice(array, axis, 0, array.shape()[axis], stride);
-  }
-  return contiguous(array);
-}
 
-// The split's samples, or with `share` (rank, ranks) that rank's consecutive share of them.
-Split load_split(const SplitSpec& spec, const OperatorProblem& problem, std::optional<std::pair<int, int>> share) {
+// The samples [first, last) to read of a split of `size` samples.
+using RowsToRead = std::function<std::pair<int64_t, int64_t>(int64_t size)>;
+
+std::pair<int64_t, int64_t> all_rows(int64_t size) { return {0, size}; }
+
+Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const RowsToRead& rows_to_read) {
   const DType dtype = problem.training.dtype;
   const std::string what = cat(spec.where, spec.file, ": ");
   const Shape input_shape = shape_of(spec, spec.input), output_shape = shape_of(spec, spec.output);
@@ -56,8 +51,8 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, std::opt
   Split split;
   split.name = spec.name;
   split.size = spec.samples > 0 ? spec.samples : input_shape[0];
-  int64_t last = split.size;
-  if (share) std::tie(split.first, last) = dist::shard(0, split.size, share->first, share->second);
+  int64_t last = 0;
+  std::tie(split.first, last) = rows_to_read(split.size);
   split.input = read_rows(spec, spec.input, split.first, last, dtype);
   split.output = read_rows(spec, spec.output, split.first, last, dtype);
   if (problem.model.type == ModelType::deeponet) {
@@ -76,8 +71,8 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, std::opt
     split.points = contiguous(slice(split.points, 0, 0, points, spec.stride));
     return split;
   }
-  split.input = grid_array(split.input, problem.data.input_channels, spec.stride);
-  split.output = grid_array(split.output, problem.data.output_channels, spec.stride);
+  split.input = to_grid_layout(split.input, problem.data.input_channels, spec.stride);
+  split.output = to_grid_layout(split.output, problem.data.output_channels, spec.stride);
   const int64_t d = static_cast<int64_t>(problem.model.fno.modes.size());
   EDDY_CHECK(split.input.dim() == d + 2, what, "input '", spec.input, "' gives ", split.input.shape(),
              " as [N, channels, grid], but model.modes has ", d, " entries (one per spatial axis)",
@@ -96,9 +91,10 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, std::opt
 Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm) {
   NoGradGuard no_grad;
   Dataset data;
-  data.train = load_split(problem.data.train, problem, std::pair{comm.rank(), comm.size()});
+  data.train = load_split(problem.data.train, problem,
+                          [&](int64_t size) { return dist::shard(0, size, comm.rank(), comm.size()); });
   for (const SplitSpec& spec : problem.data.tests) {
-    Split test = load_split(spec, problem, std::nullopt);
+    Split test = load_split(spec, problem, all_rows);
     const auto channels = [](const Tensor& t) { return t.shape()[1]; };
     if (problem.model.type == ModelType::fno) {
       EDDY_CHECK(channels(test.input) == channels(data.train.input) &&
@@ -112,6 +108,19 @@ Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm) {
     data.tests.push_back(std::move(test));
   }
   return data;
+}
+
+Tensor to_grid_layout(Tensor rows, bool has_channels, int64_t stride) {
+  if (!has_channels) rows = unsqueeze(rows, 1);
+  for (int64_t axis = 2; axis < rows.dim() && stride > 1; ++axis) {
+    rows = slice(rows, axis, 0, rows.shape()[axis], stride);
+  }
+  return contiguous(rows);
+}
+
+Split training_layout(const OperatorProblem& problem) {
+  NoGradGuard no_grad;
+  return load_split(problem.data.train, problem, [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; });
 }
 
 Normalizer::Normalizer(const Tensor& samples, bool channel_axis, bool enabled, dist::Communicator& comm) {

@@ -33,6 +33,15 @@ struct Dataset {
 // file and shapes alike.
 Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm = dist::default_communicator());
 
+// Grid rows as a file holds them, [N, n...] or with `has_channels` [N, C, n...], in the FNO's
+// layout [N, C, n...] (C = 1 without a channel axis), at every `stride`-th point of each spatial
+// axis: what load_data does to a split's grids.
+Tensor to_grid_layout(Tensor rows, bool has_channels, int64_t stride);
+
+// The training split's layout without its samples (zero rows, and DeepONet's query points): what
+// rebuilding a trained model needs, read without loading the data.
+Split training_layout(const OperatorProblem& problem);
+
 // Per-channel standardisation, with the statistics as buffers so checkpoints carry them.
 class Normalizer : public nn::Module {
  public:

@@ -138,22 +138,22 @@ Tensor relative_l2(const Tensor& prediction, const Tensor& target) {
   return mean(per_sample_relative_l2(prediction, target));
 }
 
-OperatorModel::OperatorModel(const OperatorProblem& problem, const Dataset& data, dist::Communicator& comm)
+OperatorModel::OperatorModel(const OperatorProblem& problem, const Split& train, dist::Communicator& comm)
     : type_(problem.model.type) {
   const bool grid = type_ == ModelType::fno;
   input_normalizer_ = register_module(
-      "input_normalizer", std::make_shared<Normalizer>(data.train.input, grid, problem.data.normalize, comm));
+      "input_normalizer", std::make_shared<Normalizer>(train.input, grid, problem.data.normalize, comm));
   output_normalizer_ = register_module(
-      "output_normalizer", std::make_shared<Normalizer>(data.train.output, grid, problem.data.normalize, comm));
+      "output_normalizer", std::make_shared<Normalizer>(train.output, grid, problem.data.normalize, comm));
   if (grid) {
     nn::FnoOptions options = problem.model.fno;
-    options.in_channels = data.train.input.shape()[1];
-    options.out_channels = data.train.output.shape()[1];
+    options.in_channels = train.input.shape()[1];
+    options.out_channels = train.output.shape()[1];
     fno_ = register_module("fno", std::make_shared<nn::Fno>(options));
   } else {
     nn::DeepOnetOptions options = problem.model.deeponet;
-    options.sensors = data.train.input.shape()[1];
-    options.coordinates = data.train.points.shape()[1];
+    options.sensors = train.input.shape()[1];
+    options.coordinates = train.points.shape()[1];
     deeponet_ = register_module("deeponet", std::make_shared<nn::DeepOnet>(options));
   }
 }
@@ -173,7 +173,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   // Everything that can fail on bad input (data files, the checkpoint to resume from) happens on
   // every rank alike before the first collective, so a bad run fails the same way everywhere.
   const Dataset data = load_data(p, comm);
-  OperatorModel model(p, data, comm);
+  OperatorModel model(p, data.train, comm);
   optim::AdamOptions adam;
   adam.learning_rate = p.training.learning_rate;
   adam.weight_decay = p.training.weight_decay;

@@ -23,8 +23,9 @@ namespace eddy::operator_learning {
 // The network between its input and output normalisers; maps physical input to physical output.
 class OperatorModel : public nn::Module {
  public:
-  // The normalisers' statistics are over all ranks' training samples.
-  OperatorModel(const OperatorProblem& problem, const Dataset& data,
+  // Shaped for the training split's channels (and DeepONet's points); the normalisers'
+  // statistics are over all ranks' training samples.
+  OperatorModel(const OperatorProblem& problem, const Split& train,
                 dist::Communicator& comm = dist::default_communicator());
   // FNO: [B, C_in, grid] -> [B, C_out, grid]. DeepONet: [B, sensors] -> [B, P] at `points`.
   Tensor predict(const Tensor& input, const Tensor& points = {});

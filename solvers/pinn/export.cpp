@@ -16,7 +16,7 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
              " has no config.yaml; give a run folder written by `eddy solve` (its output.dir)");
   auto config = io::Config::load(config_file);
   EDDY_CHECK(config->root().has("geometry") || !config->root().has("data"), "export: ", run_dir,
-             " is a neural-operator run (`eddy train`); `eddy export` takes PINN runs (`eddy solve`) only");
+             " is a neural-operator run (`eddy train`), not a PINN run");
   const Problem problem = read_problem(*config);
   PinnState state(problem);
   load_trained(state, run_dir);
@@ -44,6 +44,7 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   ExportSummary summary;
   summary.dir = output_dir.empty() ? run_dir + "/export" : output_dir;
   summary.batch_size = batch_size;
+  summary.input_shape = example.shape();
   summary.signature = PredictorSignature{{{"points", problem.coordinates}}, problem.fields, run_dir};
   summary.graph_nodes = traced.graph.nodes.size();
   summary.tensors = traced.graph.captured.size();

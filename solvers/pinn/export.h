@@ -11,17 +11,10 @@
 
 namespace eddy::pinn {
 
-struct ExportSummary {
-  std::string dir;
-  int64_t batch_size = 0;
-  PredictorSignature signature;
-  size_t graph_nodes = 0;
-  size_t tensors = 0;  // in weights.safetensors
-};
-
 // Rebuilds the model from `run_dir`'s config.yaml and checkpoint, traces its forward pass at
 // `batch_size` rows and writes the artifact to `output_dir` (empty: run_dir/export). Throws
-// eddy::Error for a folder that is no PINN run (an operator run from `eddy train` included).
+// eddy::Error for a folder that is no PINN run (operator runs export through
+// operator_learning::export_run).
 ExportSummary export_run(const std::string& run_dir, const std::string& output_dir, int64_t batch_size);
 
 }  // namespace eddy::pinn

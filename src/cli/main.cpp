@@ -5,8 +5,8 @@
 //   eddy eval RUN_DIR                                                 re-evaluate a finished run
 //   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a neural operator from its YAML
 //   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
-//   eddy export RUN_DIR [--output DIR] [--batch B]                    a PINN run's model as an inference artifact
-//   eddy predict ARTIFACT POINTS.h5 [--output OUT.h5]                 evaluate an exported model at points
+//   eddy export RUN_DIR [--output DIR] [--batch B]                    a trained model as an inference artifact
+//   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5]                 evaluate an exported model
 //
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
 // written.
@@ -31,6 +31,7 @@
 #include "eddy/ops/ops.h"
 #include "solvers/classical/dataset.h"
 #include "solvers/operator/trainer.h"
+#include "solvers/operator/export.h"
 #include "solvers/pinn/export.h"
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
@@ -132,11 +133,22 @@ std::string joined(const std::vector<std::string>& names) {
   return text;
 }
 
+// A run folder of `eddy train` (its config has data and no geometry) or else of `eddy solve`.
+bool is_operator_run(const std::string& run_dir) {
+  const std::string config_file = run_dir + "/config.yaml";
+  EDDY_CHECK(std::filesystem::is_regular_file(config_file), "export: ", run_dir,
+             " has no config.yaml; give a run folder written by `eddy solve` or `eddy train` (its output.dir)");
+  const auto config = io::Config::load(config_file);
+  return config->root().has("data") && !config->root().has("geometry");
+}
+
 int run_export(const std::string& run_dir, const std::string& output, int64_t batch) {
-  const pinn::ExportSummary summary = pinn::export_run(run_dir, output, batch);
-  const PredictorInput& points = summary.signature.inputs.at(0);
-  std::printf("wrote %s: %s [N, %zu] (%s) -> %s; traced at %lld rows per batch, %zu graph nodes, %zu tensors\n",
-              summary.dir.c_str(), points.name.c_str(), points.columns.size(), joined(points.columns).c_str(),
+  const ExportSummary summary = is_operator_run(run_dir) ? operator_learning::export_run(run_dir, output, batch)
+                                                         : pinn::export_run(run_dir, output, batch);
+  const PredictorInput& input = summary.signature.inputs.at(0);
+  std::printf("wrote %s: %s %s%s -> %s; traced at %lld rows per batch, %zu graph nodes, %zu tensors\n",
+              summary.dir.c_str(), input.name.c_str(), rows_shape(summary.input_shape).c_str(),
+              input.columns.empty() ? "" : cat(" (", joined(input.columns), ")").c_str(),
               joined(summary.signature.outputs).c_str(), static_cast<long long>(summary.batch_size),
               summary.graph_nodes, summary.tensors);
   return 0;
@@ -175,27 +187,27 @@ Tensor read_input(const std::string& file, const std::vector<std::string>& datas
   return is_floating(values.dtype()) ? cast(values, dtype) : values;
 }
 
-int run_predict(const std::string& artifact, const std::string& points_file, std::string output) {
+int run_predict(const std::string& artifact, const std::string& inputs_file, std::string output) {
   namespace fs = std::filesystem;
   if (output.empty()) {
-    output = (fs::path(points_file).parent_path() / fs::path(points_file).stem()).string() + ".predictions.h5";
+    output = (fs::path(inputs_file).parent_path() / fs::path(inputs_file).stem()).string() + ".predictions.h5";
   }
-  EDDY_CHECK(!fs::exists(output) || !fs::equivalent(output, points_file), "predict: --output ", output,
-             " is the points file itself; write the predictions to another file");
+  EDDY_CHECK(!fs::exists(output) || !fs::equivalent(output, inputs_file), "predict: --output ", output,
+             " is the inputs file itself; write the predictions to another file");
   const Predictor predictor = Predictor::load(artifact);
   const compiler::Graph& graph = predictor.program().graph();
-  const std::vector<std::string> datasets = io::list_hdf5_datasets(points_file);
+  const std::vector<std::string> datasets = io::list_hdf5_datasets(inputs_file);
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
     const DType dtype = graph.value(graph.inputs[i]).dtype;
-    inputs.push_back(read_input(points_file, datasets, predictor.signature().inputs[i], dtype));
+    inputs.push_back(read_input(inputs_file, datasets, predictor.signature().inputs[i], dtype));
   }
   const std::vector<Tensor> outputs = predictor.predict(inputs);
   io::Hdf5Writer out(output);
   for (size_t o = 0; o < outputs.size(); ++o) out.write(predictor.signature().outputs[o], outputs[o]);
   out.set_attribute("/", "artifact", artifact);
   out.commit();
-  std::printf("wrote %s: %s at %lld points\n", output.c_str(), joined(predictor.signature().outputs).c_str(),
+  std::printf("wrote %s: %s for %lld rows\n", output.c_str(), joined(predictor.signature().outputs).c_str(),
               static_cast<long long>(inputs.at(0).shape()[0]));
   return 0;
 }
@@ -205,7 +217,7 @@ int run_predict(const std::string& artifact, const std::string& points_file, std
 int main(int argc, char** argv) {
   CLI::App app{"eddy: differentiable physics and scientific machine learning"};
   app.require_subcommand(1);
-  std::string file, run_dir, artifact, points_file, output;
+  std::string file, run_dir, artifact, inputs_file, output;
   std::vector<std::string> overrides;
   bool resume = false, eager = false, quiet = false;
   int64_t batch = 1024;
@@ -235,19 +247,20 @@ int main(int argc, char** argv) {
   generate->add_option("overrides", overrides, "key.path=value overrides, e.g. samples=1000");
   generate->add_flag("--quiet", quiet, "no progress output");
 
-  CLI::App* export_command = app.add_subcommand("export", "Write a PINN run's trained model as an inference artifact "
+  CLI::App* export_command = app.add_subcommand("export", "Write a run's trained model as an inference artifact "
                                             "(graph.json, weights.safetensors, meta.json)");
-  export_command->add_option("run_dir", run_dir, "run folder of `eddy solve` (output.dir)")->required()
+  export_command->add_option("run_dir", run_dir, "run folder of `eddy solve` or `eddy train` (output.dir)")->required()
       ->check(CLI::ExistingDirectory);
   export_command->add_option("--output", output, "artifact folder (default RUN_DIR/export)");
   export_command->add_option("--batch", batch, "rows per batch the model is traced at (default 1024)");
   CLI::App* predict = app.add_subcommand("predict", "Evaluate an exported model at the points of an HDF5 file");
   predict->add_option("artifact", artifact, "folder written by `eddy export`")->required()
       ->check(CLI::ExistingDirectory);
-  predict->add_option("points", points_file, "HDF5 file with a dataset `points` [N, coordinates], or one 1-D "
-                      "dataset per coordinate")->required()->check(CLI::ExistingFile);
-  predict->add_option("--output", output, "HDF5 file for the fields, one dataset each (default "
-                      "POINTS.predictions.h5 beside the points)");
+  predict->add_option("inputs", inputs_file, "HDF5 file with each input as a dataset of its name (a PINN's "
+                      "`points` [N, coordinates], or one 1-D dataset per coordinate)")->required()
+      ->check(CLI::ExistingFile);
+  predict->add_option("--output", output, "HDF5 file for the outputs, one dataset each (default "
+                      "INPUTS.predictions.h5 beside the inputs)");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -263,7 +276,7 @@ int main(int argc, char** argv) {
     if (*train) return run_train(file, overrides, resume, eager, quiet);
     if (*generate) return run_generate(file, overrides, quiet);
     if (*export_command) return run_export(run_dir, output, batch);
-    if (*predict) return run_predict(artifact, points_file, output);
+    if (*predict) return run_predict(artifact, inputs_file, output);
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;
   } catch (const std::exception& e) {

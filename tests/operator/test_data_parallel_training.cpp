@@ -124,7 +124,7 @@ TEST_F(DataParallelTraining, EachRankReadsItsShareOfTheTrainingSet) {
   EXPECT_EQ(max(abs(data.train.output - slice(whole.train.output, 0, first, last))).item<double>(), 0.0);
   EXPECT_EQ(data.tests.at(0).held(), 8);  // test sets are read whole
 
-  OperatorModel parallel(p, data), serial(p, whole, *single);
+  OperatorModel parallel(p, data.train), serial(p, whole.train, *single);
   const nn::StateDict parallel_state = parallel.state_dict(), serial_state = serial.state_dict();
   int statistics = 0;
   for (const auto& [name, value] : serial_state) {

@@ -12,6 +12,8 @@
 #include "eddy/eddy.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/io/hdf5.h"
+#include "eddy/compiler/predictor.h"
+#include "solvers/operator/export.h"
 #include "solvers/operator/trainer.h"
 #include "support/expect_error.h"
 #include "support/smoothing_data.h"
@@ -129,6 +131,45 @@ TEST_F(OperatorTraining, DeepOnetLearnsTheAntiderivative) {
   const TrainResult result = train(problem_of(text), {});
   ASSERT_TRUE(result.finished) << result.message;
   EXPECT_LT(result.test_relative_l2.at("test"), 0.05);
+}
+
+// `eddy export` of an operator run: the artifact, loaded without the trainer, predicts what the
+// trainer wrote for a test set on the training grid (normalisers included), for any number of
+// samples, taking and giving rows in the data file's layout; DeepONet's query points travel
+// inside it.
+TEST_F(OperatorTraining, ExportedModelPredictsWhatTheTrainerWrote) {
+  const std::string deeponet = cat("data:\n  file: ", write_antiderivative_data(),
+                                   "\n  points: y\n  train: {input: train/u, output: train/g}\n"
+                                   "  test: {name: test, input: test/u, output: test/g}\n"
+                                   "model: {type: deeponet, latent: 8, width: 16, depth: 2, activation: tanh}\n"
+                                   "training: {epochs: 3, batch_size: 25, learning_rate: 2.0e-3, dtype: float64}\n"
+                                   "output: {dir: ", (dir_ / "deeponet").string(), "}\n");
+  struct Case {
+    OperatorProblem problem;
+    std::string test_set;  // one on the training grid
+    Shape traced;
+  };
+  const std::vector<Case> cases{
+      {problem_of(config(), {"training.epochs=3"}), "coarse", {7, 32}},
+      {problem_of(deeponet), "test", {7, 20}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.problem.output.dir);
+    ASSERT_TRUE(train(c.problem, {}).finished);
+    const ExportSummary summary = export_run(c.problem.output.dir, "", 7);
+    EXPECT_EQ(summary.input_shape, c.traced);
+    EXPECT_EQ(summary.signature.inputs.at(0).name, c.problem.data.train.input);
+    EXPECT_EQ(summary.signature.outputs, std::vector<std::string>{c.problem.data.train.output});
+    const Predictor predictor = Predictor::load(summary.dir);
+    const std::string predictions = c.problem.output.dir + "/predictions.h5";
+    // predictions.h5 holds the model's layout: the smoothing data has no channel axis in its file.
+    auto file_layout = [&](const Tensor& t) { return c.traced.size() == 2 && t.dim() == 3 ? squeeze(t, 1) : t; };
+    const Tensor input = file_layout(io::read_hdf5(predictions, "test/" + c.test_set + "/input"));
+    const Tensor expected = file_layout(io::read_hdf5(predictions, "test/" + c.test_set + "/prediction"));
+    const Tensor predicted = predictor.predict({input}).at(0);  // 16 or 50 samples: a padded last batch
+    ASSERT_EQ(predicted.shape(), expected.shape());
+    EXPECT_LT(max(abs(predicted - expected)).item<double>(), 1e-10 * max(abs(expected)).item<double>());
+  }
 }
 
 // The compiled batch step and evaluation give the eager numbers, to float32 rounding: FNO with a

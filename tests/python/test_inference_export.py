@@ -1,7 +1,9 @@
 """`eddy export` and `eddy predict` end to end: a short PINN run exported and evaluated at points
-from HDF5 files gives the solver's own predictions; eddy.Predictor gives the same as the CLI."""
+from HDF5 files gives the solver's own predictions; eddy.Predictor gives the same as the CLI; an
+operator run exported and evaluated on a data file gives the trainer's own predictions."""
 
 import json
+import pathlib
 import subprocess
 
 import h5py
@@ -9,6 +11,8 @@ import numpy as np
 import pytest
 
 import eddy
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Two fields, one through a hard constraint with a learnable parameter, so the export has to
 # carry the output transform and the parameter as well as the network.
@@ -136,9 +140,34 @@ def test_errors_name_what_is_missing(solved, artifact, eddy_cli):
 
     operator_run = solved / "operator_run"
     operator_run.mkdir()
-    (operator_run / "config.yaml").write_text("data: {train: {file: a.h5}}\nmodel: {type: fno}\n")
-    result = run(eddy_cli, "export", operator_run)
-    assert result.returncode == 1 and "is a neural-operator run (`eddy train`)" in result.stderr
+    (operator_run / "config.yaml").write_text("data: {file: a.h5, train: {input: u, output: v}}\nmodel: {type: fno}\n")
+    result = run(eddy_cli, "export", operator_run)  # read as an operator config, with its place
+    assert result.returncode == 1 and "operator_run/config.yaml:1:7: data: missing required key 'test'" in result.stderr
 
     result = run(eddy_cli, "export", solved)
     assert result.returncode == 1 and "has no config.yaml" in result.stderr
+
+
+def test_operator_run_exports_and_predicts_from_a_data_file(tmp_path, eddy_cli):
+    # FNO-1D on Burgers: u0 [N, 16] -> u [N, 17, 16] (17 times as channels), one short epoch.
+    run_dir = tmp_path / "fno"
+    result = run(eddy_cli, "train", ROOT / "examples/operator/burgers_fno1d.yaml", "training.epochs=1",
+                 f"data.file={ROOT / 'data/burgers_operator16.h5'}", f"output.dir={run_dir}", "output.vtk=false",
+                 "--quiet")
+    assert result.returncode == 0, result.stderr
+    result = run(eddy_cli, "export", run_dir, "--batch", 64)
+    assert result.returncode == 0, result.stderr
+    assert "train/u0 [N, 16] -> train/u; traced at 64 rows per batch" in result.stdout
+
+    # The test inputs, under the training input's name, as a data file of that layout holds them.
+    with h5py.File(run_dir / "predictions.h5") as f:
+        test_input = np.asarray(f["test/16/input"])[:, 0, :]
+        trainer_prediction = np.asarray(f["test/16/prediction"])
+    with h5py.File(tmp_path / "inputs.h5", "w") as f:
+        f["train/u0"] = test_input
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output", tmp_path / "out.h5")
+    assert result.returncode == 0, result.stderr
+    with h5py.File(tmp_path / "out.h5") as f:
+        predicted = np.asarray(f["train/u"])
+    assert predicted.shape == trainer_prediction.shape == (400, 17, 16)
+    np.testing.assert_allclose(predicted, trainer_prediction, rtol=1e-4, atol=1e-5 * np.abs(trainer_prediction).max())

@@ -19,13 +19,6 @@ constexpr const char* kFormat = "eddy.predictor";
 
 std::string meta_path(const std::string& dir) { return (std::filesystem::path(dir) / "meta.json").string(); }
 
-// "[N, 2]": a value's shape with its batch axis open.
-std::string rows_shape(const Shape& shape) {
-  std::string text = "[N";
-  for (size_t axis = 1; axis < shape.size(); ++axis) text += cat(", ", shape[axis]);
-  return text + "]";
-}
-
 std::string joined(const std::vector<std::string>& names) {
   std::string text;
   for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
@@ -111,6 +104,12 @@ Tensor padded(const Tensor& rows, int64_t batch) {
 }
 
 }  // namespace
+
+std::string rows_shape(const Shape& shape) {
+  std::string text = "[N";
+  for (size_t axis = 1; axis < shape.size(); ++axis) text += cat(", ", shape[axis]);
+  return text + "]";
+}
 
 void save_predictor(const std::string& dir, const Graph& graph, const PredictorSignature& signature) {
   const int64_t batch = check_layout(graph, signature, "export: ");

@@ -27,6 +27,19 @@ struct PredictorSignature {
 
 inline constexpr int kPredictorFormatVersion = 1;
 
+// What `eddy export` wrote.
+struct ExportSummary {
+  std::string dir;
+  int64_t batch_size = 0;
+  PredictorSignature signature;
+  Shape input_shape;  // of the traced input, [batch_size, ...]
+  size_t graph_nodes = 0;
+  size_t tensors = 0;  // in weights.safetensors
+};
+
+// "[N, 2]": a shape with its leading (batch) axis open, as messages write an input or output.
+std::string rows_shape(const Shape& shape);
+
 // Writes graph.json, weights.safetensors and meta.json into `dir` (created when needed). Throws
 // eddy::Error unless the signature names every input and output and they all share input 0's
 // leading extent.
