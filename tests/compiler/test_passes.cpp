@@ -13,6 +13,7 @@
 #include "eddy/compiler/trace.h"
 #include "eddy/dist/collectives.h"
 #include "eddy/eddy.h"
+#include "support/disabled_passes.h"
 #include "support/expect_error.h"
 
 namespace eddy::compiler {
@@ -117,15 +118,6 @@ const Primitive& primitive_named(std::string_view name) {
   }
   throw Error(cat("no primitive ", name));
 }
-
-// Sets EDDY_COMPILER_DISABLE for one scope, so a failing test cannot leak it into the next.
-class DisabledPasses {
- public:
-  explicit DisabledPasses(const char* list) { setenv("EDDY_COMPILER_DISABLE", list, 1); }
-  ~DisabledPasses() { unsetenv("EDDY_COMPILER_DISABLE"); }
-  DisabledPasses(const DisabledPasses&) = delete;
-  DisabledPasses& operator=(const DisabledPasses&) = delete;
-};
 
 TEST(DeadCode, DropsUnusedBranchesAndTheConstantsOnlyTheyUsed) {
   const Graph original = capture([](const Tensors& in) {

@@ -12,6 +12,7 @@
 #include "eddy/compiler/nvrtc.h"
 #include "eddy/compiler/passes.h"
 #include "eddy/eddy.h"
+#include "support/disabled_passes.h"
 
 namespace eddy::compiler {
 namespace {
@@ -96,14 +97,6 @@ void expect_sums_close(const TensorList& compiled, const TensorList& eager, cons
     EXPECT_LE(max(excess).item<double>(), 0.0) << what << " sum " << i;
   }
 }
-
-class DisabledPasses {
- public:
-  explicit DisabledPasses(const char* list) { setenv("EDDY_COMPILER_DISABLE", list, 1); }
-  ~DisabledPasses() { unsetenv("EDDY_COMPILER_DISABLE"); }
-  DisabledPasses(const DisabledPasses&) = delete;
-  DisabledPasses& operator=(const DisabledPasses&) = delete;
-};
 
 TEST(ReductionEpilogue, EachSupportedSumEndsTheLoopThatComputesItsTerms) {
   Generator gen(1);

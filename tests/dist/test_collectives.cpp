@@ -12,18 +12,10 @@
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/eddy.h"
+#include "support/job_directory.h"
 
 namespace eddy::dist {
 namespace {
-
-Communicator& world() { return default_communicator(); }
-
-// The sum over ranks of a per-rank number.
-double global_sum(double local) {
-  Tensor value = tensor(std::vector<double>{local});
-  world().allreduce(value, value, ReduceOp::sum);
-  return value.item<double>();
-}
 
 double dot(const Tensor& a, const Tensor& b) { return sum(a * b).item<double>(); }
 

@@ -12,17 +12,10 @@
 #include "eddy/eddy.h"
 #include "eddy/fft/fft.h"
 #include "support/expect_error.h"
+#include "support/job_directory.h"
 
 namespace eddy::dist {
 namespace {
-
-Communicator& world() { return default_communicator(); }
-
-double global_sum(double local) {
-  Tensor value = tensor(std::vector<double>{local});
-  world().allreduce(value, value, ReduceOp::sum);
-  return value.item<double>();
-}
 
 // <a, b> as real vectors, for real or complex tensors.
 double dot(const Tensor& a, const Tensor& b) { return sum(real(conj(a) * b)).item<double>(); }

@@ -18,28 +18,15 @@
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "support/expect_error.h"
+#include "support/job_directory.h"
 
 namespace eddy::dist {
 namespace {
 
 namespace fs = std::filesystem;
 
-Communicator& world() { return default_communicator(); }
-
 class ParallelOutput : public ::testing::Test {
  protected:
-  // A folder for the job, named after rank 0's process id.
-  void SetUp() override {
-    Tensor id = tensor(std::vector<int64_t>{::getpid()});
-    world().broadcast(id, 0);
-    dir_ = fs::temp_directory_path() / cat("eddy_parallel_output_", id.item<int64_t>());
-    if (world().rank() == 0) fs::create_directories(dir_);
-    world().barrier();
-  }
-  void TearDown() override {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(dir_);
-  }
 
   // The whole array [rows, 3, 2]: element (i, j, k) = 100 i + 10 j + k.
   static Tensor expected(int64_t rows) {
@@ -52,7 +39,8 @@ class ParallelOutput : public ::testing::Test {
     return tensor(values, {rows, 3, 2});
   }
 
-  fs::path dir_;
+  JobDirectory job_{"eddy_parallel_output_"};
+  const fs::path& dir_ = job_.path();
 };
 
 TEST_F(ParallelOutput, RankBlocksOfRowsMakeOneHdf5File) {

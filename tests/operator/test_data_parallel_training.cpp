@@ -16,6 +16,7 @@
 #include "solvers/operator/trainer.h"
 #include "support/smoothing_data.h"
 #include "support/expect_error.h"
+#include "support/job_directory.h"
 #include "support/rehash_checkpoint.h"
 
 namespace eddy::operator_learning {
@@ -23,25 +24,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-dist::Communicator& world() { return dist::default_communicator(); }
-
 class DataParallelTraining : public ::testing::Test {
  protected:
-  // One folder for the whole job, named after rank 0's process id; rank 0 writes the data.
+  // Rank 0 writes the data into the job's folder.
   void SetUp() override {
-    Tensor id = tensor(std::vector<int64_t>{::getpid()});
-    world().broadcast(id, 0);
-    dir_ = fs::temp_directory_path() / cat("eddy_data_parallel_", id.item<int64_t>(), "_",
-                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    if (world().rank() == 0) {
-      fs::create_directories(dir_);
-      write_data((dir_ / "smooth.h5").string());
-    }
+    if (world().rank() == 0) write_data((dir_ / "smooth.h5").string());
     world().barrier();
-  }
-  void TearDown() override {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(dir_);
   }
 
   // 37 training samples of a smoothing operator, a count that
@@ -67,7 +55,8 @@ class DataParallelTraining : public ::testing::Test {
     return read_operator_problem(*config);
   }
 
-  fs::path dir_;
+  JobDirectory job_{"eddy_data_parallel_"};
+  const fs::path& dir_ = job_.path();
 };
 
 // Batch 12: shares 6/6 and a last batch of 1 (1/0 on two ranks); 13: uneven 7/6 shares.

@@ -24,14 +24,13 @@
 #include "eddy/io/hdf5.h"
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
+#include "support/job_directory.h"
 #include "support/rehash_checkpoint.h"
 
 namespace eddy::pinn {
 namespace {
 
 namespace fs = std::filesystem;
-
-dist::Communicator& world() { return dist::default_communicator(); }
 
 // Heat equation with a learnable diffusivity (an inverse problem's set-up) and point counts that
 // two ranks share unevenly.
@@ -97,20 +96,6 @@ struct Trajectory {
 
 class DataParallelSolve : public ::testing::Test {
  protected:
-  // One folder for the whole job, named after rank 0's process id.
-  void SetUp() override {
-    Tensor id = tensor(std::vector<int64_t>{::getpid()});
-    world().broadcast(id, 0);
-    dir_ = fs::temp_directory_path() / cat("eddy_dp_solve_", id.item<int64_t>(), "_",
-                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    if (world().rank() == 0) fs::create_directories(dir_);
-    world().barrier();
-  }
-  void TearDown() override {
-    world().barrier();
-    if (world().rank() == 0) fs::remove_all(dir_);
-  }
-
   Problem problem(const std::string& run, std::vector<std::string> overrides = {},
                   const std::string& text = kHeat) {
     overrides.push_back("output.dir=" + (dir_ / run).string());
@@ -168,7 +153,8 @@ class DataParallelSolve : public ::testing::Test {
   }
   Tensor pde_points(const std::string& run) const { return result(run, "points/pde/coordinates"); }
 
-  fs::path dir_;
+  JobDirectory job_{"eddy_dp_solve_"};
+  const fs::path& dir_ = job_.path();
   std::vector<std::unique_ptr<io::Config>> configs_;
 };
 
