@@ -213,9 +213,10 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
   const int64_t first_sample = std::min(first_batch * spec.batch, spec.samples);
   const int64_t last_sample = std::min(last_batch * spec.batch, spec.samples);
   const Shape grid = burgers ? Shape{n} : Shape{n, n};
-  auto rows_of = [&](const std::vector<Tensor>& shares, Shape empty) {
-    empty.insert(empty.end(), grid.begin(), grid.end());
-    return shares.empty() ? zeros(empty, spec.output_dtype) : concat(shares, 0);
+  // A rank without samples writes no rows: a [0, ..., grid] block.
+  auto rows_of = [&](const std::vector<Tensor>& shares, Shape no_rows) {
+    no_rows.insert(no_rows.end(), grid.begin(), grid.end());
+    return shares.empty() ? zeros(no_rows, spec.output_dtype) : concat(shares, 0);
   };
   const Tensor a = rows_of(inputs, {0}), u = rows_of(outputs, {0, spec.records});
 

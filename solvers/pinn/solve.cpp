@@ -107,25 +107,6 @@ void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnS
   }
 }
 
-// Throws unless every rank holds the same `tensors`, bit for bit: a check that the data-parallel
-// steps stayed in step.
-void check_ranks_agree(const std::vector<Tensor>& tensors, dist::Communicator& comm, const std::string& when) {
-  if (comm.size() == 1) return;
-  NoGradGuard no_grad;
-  std::vector<Tensor> flat;
-  for (const Tensor& t : tensors) flat.push_back(flatten(cast(t, DType::f64)));
-  const Tensor mine = concat(flat, 0);
-  // The spread max - min over ranks, elementwise, from two max-reductions: zero where all agree.
-  Tensor largest = Tensor::empty(mine.shape(), DType::f64);
-  largest.copy_(mine);
-  const Tensor negated_smallest = -mine;
-  comm.allreduce(largest, largest, dist::ReduceOp::max);
-  comm.allreduce(negated_smallest, negated_smallest, dist::ReduceOp::max);
-  const bool agree = max(abs(largest + negated_smallest)).item<double>() == 0;
-  EDDY_CHECK(agree, "the ranks' parameters differ ", when,
-             "; data-parallel training needs the same build and thread count on every rank");
-}
-
 }  // namespace
 
 SolveResult solve(const Problem& p, const SolveOptions& options) {
@@ -252,7 +233,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     });
     progress.finish_line();
     if (rank_options.log) *rank_options.log << report.message << "\n";
-    check_ranks_agree(trainable, comm, "after L-BFGS");
+    EDDY_CHECK(dist::same_on_every_rank(trainable, comm), "the ranks' parameters differ after L-BFGS; "
+               "data-parallel training needs the same build and thread count on every rank");
     if (report.stop == optim::LbfgsStop::non_finite) {
       return stop_non_finite(step + report.iterations, report.loss, terms, "L-BFGS");
     }

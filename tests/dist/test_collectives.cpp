@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 
@@ -215,6 +216,15 @@ TEST(DataParallel, AverageGradientsInOneMessageWithSums) {
   EXPECT_FALSE(unused.grad().defined());
   EXPECT_EQ(sums[0], size * (size - 1) / 2.0);
   EXPECT_EQ(sums[1], double(size));
+}
+
+TEST(DataParallel, SameOnEveryRankSeesOneDifferingElement) {
+  const std::vector<Tensor> same{tensor(std::vector<double>{1.5, -2.0}), tensor(std::vector<float>{3.0f})};
+  EXPECT_TRUE(same_on_every_rank(same));
+  // The last rank's float differs in its last bit: only one rank can see it, yet all must agree.
+  const float last = world().rank() == world().size() - 1 && world().size() > 1 ? std::nextafter(3.0f, 4.0f) : 3.0f;
+  const std::vector<Tensor> differing{tensor(std::vector<double>{1.5, -2.0}), tensor(std::vector<float>{last})};
+  EXPECT_EQ(same_on_every_rank(differing), world().size() == 1);
 }
 
 TEST(DataParallel, ShardsCoverTheBatchInOrder) {

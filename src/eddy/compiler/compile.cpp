@@ -72,7 +72,8 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   if (verbose()) {
     std::cerr << "eddy compile: traced " << key << ": " << stats_.last.graph_nodes << " nodes, "
               << stats_.last.fused_kernels << " fused kernels (" << stats_.last.reduction_epilogues
-              << " ending in a sum) covering " << stats_.last.fused_nodes << " nodes; kernels " << (stats_.last.kernels_from_cache ? "from the cache" : "compiled in ")
+              << " ending in a sum) covering " << stats_.last.fused_nodes << " nodes; kernels "
+              << (stats_.last.kernels_from_cache ? "from the cache" : "compiled in ")
               << (stats_.last.kernels_from_cache ? "" : std::to_string(stats_.last.compile_seconds) + " s")
               << "; total " << stats_.trace_seconds << " s\n";
   }

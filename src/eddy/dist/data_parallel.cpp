@@ -103,6 +103,21 @@ void average_gradients(const std::vector<Tensor>& parameters, Communicator& comm
   }
 }
 
+bool same_on_every_rank(const std::vector<Tensor>& tensors, Communicator& comm) {
+  if (comm.size() == 1) return true;
+  NoGradGuard no_grad;
+  std::vector<Tensor> flat;
+  for (const Tensor& t : tensors) flat.push_back(flatten(cast(t, DType::f64)));
+  const Tensor mine = concat(flat, 0);
+  // The spread max - min over ranks, elementwise, from two max-reductions: zero where all agree.
+  Tensor largest = Tensor::empty(mine.shape(), DType::f64);
+  largest.copy_(mine);
+  const Tensor negated_smallest = -mine;
+  comm.allreduce(largest, largest, ReduceOp::max);
+  comm.allreduce(negated_smallest, negated_smallest, ReduceOp::max);
+  return max(abs(largest + negated_smallest)).item<double>() == 0;
+}
+
 std::pair<int64_t, int64_t> shard(int64_t start, int64_t stop, int rank, int size) {
   const int64_t count = stop - start;
   return {start + count * rank / size, start + count * (rank + 1) / size};

@@ -23,6 +23,10 @@ void broadcast_tensors(const std::vector<Tensor>& tensors, Communicator& comm = 
 void average_gradients(const std::vector<Tensor>& parameters, Communicator& comm = default_communicator(),
                        std::span<double> sums = {});
 
+// Whether every rank holds the same `tensors`, bit for bit (collective; true on one rank): a check
+// that data-parallel steps stayed in step.
+bool same_on_every_rank(const std::vector<Tensor>& tensors, Communicator& comm = default_communicator());
+
 // The rows [first, last) of the global rows [start, stop) that `rank` of `size` takes:
 // consecutive, in rank order, with sizes that differ by at most one.
 std::pair<int64_t, int64_t> shard(int64_t start, int64_t stop, int rank, int size);
