@@ -31,9 +31,10 @@ TensorList every_fusable_op(const TensorList& in) {
   return {chosen + t3, square(chosen) - 1.0};
 }
 
-TensorList inputs_for(DType dtype, Generator& gen) {
-  return {randn({64, 8}, dtype, &gen), randn({64, 8}, dtype, &gen), randn({8}, dtype, &gen),
-          randn({64, 1}, dtype, &gen), randn({1, 1, 8}, dtype, &gen).reshape({1, 8}) * randn({64, 1}, dtype, &gen)};
+TensorList inputs_for(DType dtype, Generator& gen, int64_t rows = 64, int64_t columns = 8) {
+  return {randn({rows, columns}, dtype, &gen), randn({rows, columns}, dtype, &gen), randn({columns}, dtype, &gen),
+          randn({rows, 1}, dtype, &gen),
+          randn({1, 1, columns}, dtype, &gen).reshape({1, columns}) * randn({rows, 1}, dtype, &gen)};
 }
 
 void expect_close(const TensorList& compiled, const TensorList& eager, double tolerance) {
@@ -62,6 +63,24 @@ TEST(Fusion, EveryRenderablePrimitiveRunsFusedAndMatchesEager) {
     compiled(traced_on);
     expect_close(compiled(replayed_on), every_fusable_op(replayed_on), dtype == DType::f32 ? 1e-5 : 1e-12);
     EXPECT_GT(compiled.stats().last.fused_kernels, 0u);
+  }
+}
+
+// Rows whose length is not a multiple of the vector width run in tiles of several rows, and the
+// rows that do not fill a tile in the row loop (codegen.cpp, cpu_tiled_rows): 37 rows of 20 are 9
+// tiles of 4 rows and one row left, 50 of 7 three tiles of 16 and two rows; 40 rows of 32 need
+// no tiles.
+TEST(Fusion, ShortRowsRunInTilesAndTheRowsLeftOver) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{37, 20}, {50, 7}, {40, 32}}) {
+      Generator gen(11);
+      const TensorList traced_on = inputs_for(dtype, gen, rows, columns);
+      const TensorList replayed_on = inputs_for(dtype, gen, rows, columns);
+      CompiledFunction compiled = compile(every_fusable_op);
+      compiled(traced_on);
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " [" << rows << ", " << columns << "]");
+      expect_close(compiled(replayed_on), every_fusable_op(replayed_on), dtype == DType::f32 ? 1e-5 : 1e-12);
+    }
   }
 }
 
