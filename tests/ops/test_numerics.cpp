@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -372,6 +373,41 @@ TEST_P(MatmulAgainstLoops, NonContiguousOperands) {
     }
   }
   expect_all_near(values_of(broadcast), expected, 1e-12);
+}
+
+// Thin products large enough to be shared out over threads (backends/cpu/linalg.cpp): by blocks
+// of rows, or by blocks of a long inner dimension whose partial products are then added, with
+// each operand stored as is or transposed; on two threads and on one.
+TEST_P(MatmulAgainstLoops, ThinProductsSharedOverThreads) {
+  const int threads_before = num_threads();
+  for (int threads : {2, 1}) {
+    set_num_threads(threads);
+    for (const auto& [n, k, m] : {std::array<int64_t, 3>{1500, 20, 24}, std::array<int64_t, 3>{20, 1500, 24}}) {
+      for (bool transpose_a : {false, true}) {
+        for (bool transpose_b : {false, true}) {
+          Tensor a_storage = random_matrix(transpose_a ? Shape{k, n} : Shape{n, k}, GetParam(), generator_);
+          Tensor b_storage = random_matrix(transpose_b ? Shape{m, k} : Shape{k, m}, GetParam(), generator_);
+          Strided sa{values_of(a_storage), transpose_a ? Shape{1, n} : Shape{k, 1}};
+          Strided sb{values_of(b_storage), transpose_b ? Shape{1, k} : Shape{m, 1}};
+          Tensor out = matmul(transpose_a ? a_storage.transpose() : a_storage,
+                              transpose_b ? b_storage.transpose() : b_storage);
+          ASSERT_EQ(out.shape(), (Shape{n, m}));
+          std::vector<c128> expected;
+          for (int64_t i = 0; i < n; ++i) {
+            for (int64_t j = 0; j < m; ++j) {
+              c128 total = 0;
+              for (int64_t p = 0; p < k; ++p) total += sa.at({i, p}) * sb.at({p, j});
+              expected.push_back(total);
+            }
+          }
+          SCOPED_TRACE(testing::Message() << threads << " threads, [" << n << ", " << k << "] @ [" << k << ", " << m
+                                          << "], transposed a " << transpose_a << ", b " << transpose_b);
+          expect_all_near(values_of(out), expected, 1e-10);
+        }
+      }
+    }
+  }
+  set_num_threads(threads_before);
 }
 
 TEST_P(MatmulAgainstLoops, VectorOperands) {

@@ -3,7 +3,10 @@
 
 #include <cblas.h>
 
+#include <omp.h>
+
 #include <Eigen/Core>
+#include <vector>
 
 #include "eddy/backends/cpu/cpu_backend.h"
 #include "eddy/backends/cpu/kernel_util.h"
@@ -56,9 +59,9 @@ void thin_gemm(bool transpose_a, bool transpose_b, int64_t n, int64_t m, int64_t
   }
 }
 
-// C += A B: the caller zeroes C first. OpenBLAS's beta = 0 path clears C in a separate strided
-// pass; a contiguous fill followed by beta = 1 made (10000x20)@(20x20) 1.17x faster in float32
-// (docs/benchmarks.md, GEMM table).
+// C += A B. OpenBLAS's beta = 0 path clears C in a separate strided pass; a contiguous fill
+// followed by beta = 1 made (10000x20)@(20x20) 1.17x faster in float32 (docs/benchmarks.md, GEMM
+// table).
 template <typename T>
 void gemm_accumulate(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a,
                      int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
@@ -82,6 +85,75 @@ void gemm_accumulate(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t 
   }
 }
 
+// A thin GEMM: its output's columns and its inner dimension both at most this.
+constexpr int64_t kThinSplitWidth = 128;
+// The fewest rows (or, summed over, inner elements) per thread worth a thread of its own.
+constexpr int64_t kRowsPerThread = 512;
+
+// C = A B, zeroed here, on eddy's OpenMP threads when a GEMM is thin (a PINN layer: 10000 x 20 @
+// 20 x 20, or its weight gradient 20 x 10000 @ 10000 x 20). OpenBLAS threads such a GEMM by
+// sharing packed panels of the narrow operand between its threads, which wait on each other with
+// sched_yield: on two threads its 10000 x 20 x 20 GEMMs took 2.5x the one-thread CPU time, and a
+// compiled Burgers step gained nothing from the second thread (docs/benchmarks.md). Here each
+// thread calls one-thread OpenBLAS (it runs on one thread inside a parallel region) on its own
+// block of rows, zeroing them first while they are bound for cache anyway; a GEMM summing over a
+// long inner dimension gives each thread a block of it and adds the threads' partial products in
+// thread order, so a result does not change from run to run at a given thread count.
+template <typename T>
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T* c, int64_t ldc) {
+  const int max_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool thin = m <= kThinSplitWidth && std::min(n, k) <= kThinSplitWidth;
+  auto zero_rows = [&](int64_t first, int64_t rows) {
+    for (int64_t r = first; r < first + rows; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
+  };
+  const int64_t row_threads = std::min<int64_t>(max_threads, n / kRowsPerThread);
+  if (thin && row_threads > 1) {
+    // Row r of A starts at a + r * lda untransposed, at a + r transposed.
+    const int64_t a_row_step = ta == CblasNoTrans ? lda : 1;
+#pragma omp parallel num_threads(static_cast<int>(row_threads))
+    {
+      const int64_t share = (n + omp_get_num_threads() - 1) / omp_get_num_threads();
+      const int64_t first = std::min(n, omp_get_thread_num() * share), rows = std::min(share, n - first);
+      if (rows > 0) {
+        zero_rows(first, rows);
+        gemm_accumulate<T>(ta, tb, rows, m, k, a + first * a_row_step, lda, b, ldb, c + first * ldc, ldc);
+      }
+    }
+    return;
+  }
+  const int64_t inner_threads = std::min<int64_t>(max_threads, k / kRowsPerThread);
+  if (thin && inner_threads > 1) {
+    // Inner index p: column p of A untransposed (a + p), row p transposed; row p of B likewise.
+    const int64_t a_inner_step = ta == CblasNoTrans ? 1 : lda, b_inner_step = tb == CblasNoTrans ? ldb : 1;
+    std::vector<T> partials(static_cast<size_t>((inner_threads - 1) * n * m));
+    zero_rows(0, n);
+    int started = 1;
+#pragma omp parallel num_threads(static_cast<int>(inner_threads))
+    {
+      const int id = omp_get_thread_num();
+      if (id == 0) started = omp_get_num_threads();
+      const int64_t share = (k + omp_get_num_threads() - 1) / omp_get_num_threads();
+      const int64_t first = std::min(k, id * share), length = std::min(share, k - first);
+      T* into = id == 0 ? c : partials.data() + (id - 1) * n * m;
+      const int64_t ld_into = id == 0 ? ldc : m;
+      if (length > 0) {
+        gemm_accumulate<T>(ta, tb, n, m, length, a + first * a_inner_step, lda, b + first * b_inner_step, ldb, into,
+                           ld_into);
+      }
+    }
+    for (int t = 1; t < started; ++t) {
+      const T* partial = partials.data() + (t - 1) * n * m;
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t j = 0; j < m; ++j) c[r * ldc + j] += partial[r * m + j];
+      }
+    }
+    return;
+  }
+  zero_rows(0, n);
+  gemm_accumulate<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc);
+}
+
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
@@ -102,8 +174,10 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
   };
   if (!la.usable) densify(a, la, n, k);
   if (!lb.usable) densify(b, lb, k, m);
-  fill(out, 0.0);
-  if (k == 0) return;
+  if (k == 0) {
+    fill(out, 0.0);
+    return;
+  }
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
   const int64_t batches = numel(batch);
   EDDY_DISPATCH_INEXACT(out.dtype(), T, "matmul", {
@@ -118,8 +192,8 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
         off_b += index[d] * b.strides()[d];
         off_c += index[d] * out.strides()[d];
       }
-      gemm_accumulate<T>(la.transpose, lb.transpose, n, m, k, pa + off_a, la.leading, pb + off_b, lb.leading,
-              pc + off_c, std::max<int64_t>(m, 1));
+      gemm<T>(la.transpose, lb.transpose, n, m, k, pa + off_a, la.leading, pb + off_b, lb.leading, pc + off_c,
+              std::max<int64_t>(m, 1));
       for (size_t d = batch.size(); d-- > 0;) {
         if (++index[d] < batch[d]) break;
         index[d] = 0;
