@@ -142,7 +142,7 @@ TEST(ReductionEpilogue, TermsUsedElsewhereAreStoredAndTheSumStaysAPrimitive) {
         Tensor returned = in[1] * in[0] + 1.0;
         return TensorList{sum(shared), exp(shared) + in[1], sum(returned, {0}), returned};
       },
-      {randn({16, 4}), randn({16, 4})});
+      {randn({16, 4}), randn({16, 4})}, {.multi_output = false});
   EXPECT_FALSE(runs_a_reduction(planned)) << planned.graph.to_string();
   EXPECT_EQ(planned.groups.size(), 3u);  // mul-tanh, exp-add, mul-add
 }
@@ -154,7 +154,7 @@ TEST(ReductionEpilogue, OtherReductionsStaySeparate) {
         return TensorList{sum(exp(cube) * 2.0, {0}), sum(sin(cube) * 3.0, {1, 2}), sum(cos(cube) + 1.0, {0, 1}, true),
                           max(exp(matrix) * 2.0, {0}), prod(sin(matrix) + 1.0)};
       },
-      {randn({4, 5, 6}), randn({4, 5})});
+      {randn({4, 5, 6}), randn({4, 5})}, {.multi_output = false});
   EXPECT_FALSE(runs_a_reduction(planned)) << planned.graph.to_string();
   EXPECT_EQ(epilogues(planned.groups).count(Epilogue::none), planned.groups.size());
   EXPECT_EQ(planned.groups.size(), 5u);

@@ -141,6 +141,16 @@ std::string element_code(const KernelPlan& plan, std::string_view dense_index, s
   return loads(plan, dense_index, row_index, column_index, indent, row_array) + indented(plan.body, indent);
 }
 
+// The stores of element `index`: the root's value, then each side output's.
+std::string stores(const KernelPlan& plan, std::string_view index, std::string_view indent) {
+  std::ostringstream out;
+  out << indent << "out[" << index << "] = " << plan.element << ";\n";
+  for (size_t k = 0; k < plan.side_outputs.size(); ++k) {
+    out << indent << "out" << k + 1 << "[" << index << "] = " << variable(plan.side_outputs[k].value) << ";\n";
+  }
+  return out.str();
+}
+
 // The vector lanes a tile of short rows is padded to: AVX-512's float32 lanes, a multiple of
 // every narrower width.
 constexpr int64_t kTileLanes = 16;
@@ -175,7 +185,7 @@ std::string cpu_tiled_rows(const KernelPlan& plan, int64_t parallel_grain) {
       << "      for (int64_t t = 0; t < tile; ++t) {\n"
       << "        const int64_t i = g * tile + t;\n"
       << element_code(plan, "i", "t", "g * rows_per_tile + tile_row[t]", "        ", "tiled")
-      << "        out[i] = " << plan.element << ";\n      }\n    }\n"
+      << stores(plan, "i", "        ") << "      }\n    }\n"
       << "    delete[] tile_row;\n";
   for (size_t k = 0; k < plan.inputs.size(); ++k) {
     if (plan.inputs[k].access == Access::repeated_row) out << "    delete[] tiled" << k << ";\n";
@@ -191,7 +201,7 @@ std::string cpu_elementwise_loops(const KernelPlan& plan, int64_t parallel_grain
   out << "  if (outer == 1) {\n"
       << "#pragma omp parallel for simd if (inner >= " << parallel_grain << ") schedule(static)\n"
       << "    for (int64_t i = 0; i < inner; ++i) {\n"
-      << element_code(plan, "i", "i", "0", "      ") << "      out[i] = " << plan.element << ";\n    }\n"
+      << element_code(plan, "i", "i", "0", "      ") << stores(plan, "i", "      ") << "    }\n"
       << "    return;\n  }\n"
       << cpu_tiled_rows(plan, parallel_grain)
       << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(static)\n"
@@ -199,7 +209,7 @@ std::string cpu_elementwise_loops(const KernelPlan& plan, int64_t parallel_grain
       << "#pragma omp simd\n"
       << "    for (int64_t j = 0; j < inner; ++j) {\n"
       << "      const int64_t i = r * inner + j;\n"
-      << element_code(plan, "i", "j", "r", "      ") << "      out[i] = " << plan.element << ";\n    }\n  }\n";
+      << element_code(plan, "i", "j", "r", "      ") << stores(plan, "i", "      ") << "    }\n  }\n";
   return out.str();
 }
 
@@ -294,7 +304,7 @@ std::string cuda_loops(const KernelPlan& plan) {
       out << "  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
           << "  if (i >= outer * inner) return;\n"
           << "  const long long r = i / inner, j = i - r * inner;\n"
-          << element_code(plan, "i", "j", "r", "  ") << "  out[i] = " << plan.element << ";\n";
+          << element_code(plan, "i", "j", "r", "  ") << stores(plan, "i", "  ");
       break;
     case Epilogue::sum_all:
       out << "  " << type << " acc = 0;\n"
@@ -383,6 +393,9 @@ KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string
          << substitute(form, operands, c_type(out_dtype)) << ";\n";
   }
   plan.body = body.str();
+  for (ValueId value : group.side_outputs) {
+    plan.side_outputs.push_back(KernelSideOutput{value, graph.value(value).dtype});
+  }
   return plan;
 }
 
@@ -405,13 +418,17 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
          "#pragma omp declare simd notinbranch\nfloat powf(float, float) noexcept;\n}\n";
   for (const KernelPlan& plan : plans) {
     out << "\nextern \"C\" void " << plan.name
-        << "(const void* const* inputs, void* output, int64_t outer, int64_t inner) {\n";
+        << "(const void* const* inputs, void* const* outputs, int64_t outer, int64_t inner) {\n";
     for (size_t k = 0; k < plan.inputs.size(); ++k) {
       const std::string type = c_type(plan.inputs[k].dtype);
       out << "  const " << type << "* in" << k << " = static_cast<const " << type << "*>(inputs[" << k << "]);\n";
     }
     const std::string out_type = c_type(plan.output_dtype);
-    out << "  " << out_type << "* out = static_cast<" << out_type << "*>(output);\n";
+    out << "  " << out_type << "* out = static_cast<" << out_type << "*>(outputs[0]);\n";
+    for (size_t k = 0; k < plan.side_outputs.size(); ++k) {
+      const std::string type = c_type(plan.side_outputs[k].dtype);
+      out << "  " << type << "* out" << k + 1 << " = static_cast<" << type << "*>(outputs[" << k + 1 << "]);\n";
+    }
     switch (plan.epilogue) {
       case Epilogue::none: out << cpu_elementwise_loops(plan, parallel_grain); break;
       case Epilogue::sum_all: out << cpu_sum_all_loops(plan, parallel_grain); break;
@@ -431,7 +448,11 @@ std::string render_cuda_source(const std::vector<KernelPlan>& plans) {
     for (size_t k = 0; k < plan.inputs.size(); ++k) {
       out << "const " << c_type(plan.inputs[k].dtype) << "* __restrict__ in" << k << ", ";
     }
-    out << c_type(plan.output_dtype) << "* __restrict__ out, long long outer, long long inner) {\n"
+    out << c_type(plan.output_dtype) << "* __restrict__ out, ";
+    for (size_t k = 0; k < plan.side_outputs.size(); ++k) {
+      out << c_type(plan.side_outputs[k].dtype) << "* __restrict__ out" << k + 1 << ", ";
+    }
+    out << "long long outer, long long inner) {\n"
         << cuda_loops(plan) << "}\n";
   }
   return out.str();

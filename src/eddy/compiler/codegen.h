@@ -32,6 +32,12 @@ struct KernelInput {
   Access access;
 };
 
+// A value a loop stores besides its root's (Epilogue::none only): element i at index i.
+struct KernelSideOutput {
+  ValueId value;
+  DType dtype;
+};
+
 // A fused group ready to render, and everything its caller needs to run it.
 struct KernelPlan {
   std::string name;                  // the generated function's symbol
@@ -44,6 +50,7 @@ struct KernelPlan {
   DType output_dtype;
   std::string body;                  // the scalar statements of one element; see render_*
   std::string element;               // the variable holding the element that is stored or summed
+  std::vector<KernelSideOutput> side_outputs;  // outputs[1], outputs[2], ...
 };
 
 // Whether a primitive of this name can be rendered inside a fused loop.
@@ -55,14 +62,16 @@ bool has_scalar_expression(std::string_view primitive_name);
 KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string name);
 
 // A C++ translation unit with one extern "C" function per plan:
-//   void NAME(const void* const* inputs, void* output, int64_t outer, int64_t inner)
+//   void NAME(const void* const* inputs, void* const* outputs, int64_t outer, int64_t inner)
+// outputs[0] receives the root's values (or the sum), outputs[1..] the side outputs.
 // Loops of at least `parallel_grain` elements run on OpenMP threads. A sum gives each thread its
 // own partial sums (vectorised with `omp simd`) and adds them in thread order, so a result does
 // not change from run to run at a given thread count. The function writes every output element,
 // also when the domain is empty.
 std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t parallel_grain);
 
-// A CUDA translation unit with one extern "C" __global__ function per plan, same arguments.
+// A CUDA translation unit with one extern "C" __global__ function per plan, taking the inputs,
+// the root's output and the side outputs as separate pointers, then outer and inner.
 // Elementwise kernels run one thread per element. Sums over an axis run one thread per output
 // element, looping over the summed axis; a sum to one element runs a grid-stride loop per thread
 // and adds each thread's partial sum to out[0] with atomicAdd, so its launcher zeroes out[0] first

@@ -33,6 +33,166 @@ bool cheap(const GraphNode& node) {
   return !expensive.count(node.primitive->name);
 }
 
+// Merges groups into the groups whose values they read (FusionOptions::multi_output). Units are
+// groups (union-find over their ids) and, for the dependency walk, the nodes left out of every
+// group (unit count + node index).
+class GroupMerger {
+ public:
+  GroupMerger(const Graph& graph, const std::vector<std::vector<size_t>>& consumers, const std::vector<int>& producer,
+              const std::vector<std::vector<int>>& groups_of, std::vector<std::vector<size_t>>& members)
+      : graph_(graph), consumers_(consumers), producer_(producer), groups_of_(groups_of), members_(members),
+        parent_(members.size()) {
+    for (size_t g = 0; g < parent_.size(); ++g) parent_[g] = static_cast<int>(g);
+    for (std::vector<size_t>& nodes : members_) std::sort(nodes.begin(), nodes.end());
+  }
+
+  int find(int group) {
+    while (parent_[static_cast<size_t>(group)] != group) group = parent_[static_cast<size_t>(group)];
+    return group;
+  }
+
+  // Merges every group that can be, producers first; `mergeable` says which groups may take part.
+  void merge(const std::vector<bool>& mergeable, const std::vector<Shape>& domain) {
+    std::vector<int> order;
+    for (size_t g = 0; g < members_.size(); ++g) {
+      if (mergeable[g] && !members_[g].empty()) order.push_back(static_cast<int>(g));
+    }
+    auto root = [&](int group) { return members_[static_cast<size_t>(group)].back(); };
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return root(a) < root(b); });
+    for (int consumer : order) {
+      for (int producer = producer_to_merge_into(consumer, mergeable, domain); producer >= 0;
+           producer = producer_to_merge_into(consumer, mergeable, domain)) {
+        consumer = join(producer, consumer);
+      }
+    }
+    // Then groups that read the same value and do not depend on each other (a tangent's product
+    // and the second-order term both reading tanh'(z) and a backward matmul's result).
+    for (int group : order) {
+      if (find(group) != group) continue;
+      for (int sibling = sibling_to_merge_with(group, mergeable, domain); sibling >= 0;
+           sibling = sibling_to_merge_with(group, mergeable, domain)) {
+        group = join(sibling, group);
+      }
+    }
+  }
+
+  // Whether a value of `node` is read by a unit that does not compute it itself.
+  bool read_outside(size_t node) { return !units_reading(node).empty(); }
+
+ private:
+  int unit_count() const { return static_cast<int>(members_.size()); }
+
+  bool contains(int unit, size_t node) {
+    return std::any_of(groups_of_[node].begin(), groups_of_[node].end(), [&](int g) { return find(g) == unit; });
+  }
+
+  // The units that read `node`'s value without computing it.
+  std::vector<int> units_reading(size_t node) {
+    std::vector<int> units;
+    for (size_t c : consumers_[static_cast<size_t>(graph_.nodes[node].output)]) {
+      if (groups_of_[c].empty()) {
+        units.push_back(unit_count() + static_cast<int>(c));
+        continue;
+      }
+      for (int g : groups_of_[c]) {
+        const int unit = find(g);
+        if (!contains(unit, node) && std::find(units.begin(), units.end(), unit) == units.end()) units.push_back(unit);
+      }
+    }
+    return units;
+  }
+
+  std::vector<int> successors(int unit) {
+    if (unit >= unit_count()) return units_reading(static_cast<size_t>(unit - unit_count()));
+    std::vector<int> next;
+    for (size_t node : members_[static_cast<size_t>(unit)]) {
+      for (int reader : units_reading(node)) {
+        if (std::find(next.begin(), next.end(), reader) == next.end()) next.push_back(reader);
+      }
+    }
+    return next;
+  }
+
+  // Merges `from` into `into`, returning the merged group.
+  int join(int into, int from) {
+    std::vector<size_t>& target = members_[static_cast<size_t>(into)];
+    std::vector<size_t>& source = members_[static_cast<size_t>(from)];
+    std::vector<size_t> joined;
+    std::set_union(target.begin(), target.end(), source.begin(), source.end(), std::back_inserter(joined));
+    target = std::move(joined);
+    source.clear();
+    parent_[static_cast<size_t>(from)] = into;
+    return into;
+  }
+
+  // Whether `to` depends on `from` through some other unit (or, with `directly`, at all): merging
+  // them would leave that unit needing to run both before and after the merged loop.
+  bool reaches(int from, int to, bool directly) {
+    std::vector<int> stack;
+    std::unordered_set<int> seen;
+    for (int next : successors(from)) {
+      if (directly || next != to) stack.push_back(next);
+    }
+    while (!stack.empty()) {
+      const int unit = stack.back();
+      stack.pop_back();
+      if (unit == to) return true;
+      if (!seen.insert(unit).second) continue;
+      for (int next : successors(unit)) stack.push_back(next);
+    }
+    return false;
+  }
+
+  // A group that `consumer` reads a value of and can be merged with, or -1.
+  int producer_to_merge_into(int consumer, const std::vector<bool>& mergeable, const std::vector<Shape>& domain) {
+    for (size_t node : members_[static_cast<size_t>(consumer)]) {
+      for (ValueId input : graph_.nodes[node].inputs) {
+        const int p = producer_[static_cast<size_t>(input)];
+        if (p < 0 || groups_of_[static_cast<size_t>(p)].empty() || contains(consumer, static_cast<size_t>(p))) continue;
+        const int producer = find(groups_of_[static_cast<size_t>(p)][0]);
+        if (producer == consumer || !mergeable[static_cast<size_t>(producer)] ||
+            domain[static_cast<size_t>(producer)] != domain[static_cast<size_t>(consumer)]) {
+          continue;
+        }
+        if (!reaches(producer, consumer, false)) return producer;
+      }
+    }
+    return -1;
+  }
+
+  // A group that reads a value of `group`'s shape that `group` also reads from outside, depends
+  // on it in neither direction and can be merged with it, or -1.
+  int sibling_to_merge_with(int group, const std::vector<bool>& mergeable, const std::vector<Shape>& domain) {
+    for (size_t node : members_[static_cast<size_t>(group)]) {
+      for (ValueId input : graph_.nodes[node].inputs) {
+        // Sharing a bias or a constant saves nothing worth a bigger loop.
+        if (graph_.value(input).shape != domain[static_cast<size_t>(group)]) continue;
+        const int p = producer_[static_cast<size_t>(input)];
+        if (p >= 0 && contains(group, static_cast<size_t>(p))) continue;
+        for (size_t reader : consumers_[static_cast<size_t>(input)]) {
+          for (int g : groups_of_[reader]) {
+            const int sibling = find(g);
+            if (sibling == group || !mergeable[static_cast<size_t>(sibling)] ||
+                domain[static_cast<size_t>(sibling)] != domain[static_cast<size_t>(group)] ||
+                (p >= 0 && contains(sibling, static_cast<size_t>(p)))) {
+              continue;
+            }
+            if (!reaches(sibling, group, true) && !reaches(group, sibling, true)) return sibling;
+          }
+        }
+      }
+    }
+    return -1;
+  }
+
+  const Graph& graph_;
+  const std::vector<std::vector<size_t>>& consumers_;
+  const std::vector<int>& producer_;
+  const std::vector<std::vector<int>>& groups_of_;
+  std::vector<std::vector<size_t>>& members_;
+  std::vector<int> parent_;
+};
+
 }  // namespace
 
 Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node) {
@@ -72,16 +232,18 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
   std::vector<std::vector<int>> groups_of(graph.nodes.size());
   std::vector<std::vector<size_t>> members;
   std::vector<Shape> domain;  // per group, the shape its loop runs over
-  auto start_group = [&](const Shape& shape) {
+  std::vector<bool> mergeable;  // groups that end in a sum are not merged
+  auto start_group = [&](const Shape& shape, bool ends_in_sum = false) {
     members.emplace_back();
     domain.push_back(shape);
+    mergeable.push_back(!ends_in_sum);
     return static_cast<int>(members.size() - 1);
   };
   for (size_t i = graph.nodes.size(); i-- > 0;) {
     const GraphNode& node = graph.nodes[i];
     if (options.reduction_epilogues && reduction_epilogue(graph, node) != Epilogue::none) {
       // A sum only ever ends a loop: its result is stored whoever reads it.
-      groups_of[i] = {start_group(graph.value(node.inputs[0]).shape)};
+      groups_of[i] = {start_group(graph.value(node.inputs[0]).shape, true)};
       members.back().push_back(i);
       continue;
     }
@@ -104,11 +266,14 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
     for (int group : joined) members[static_cast<size_t>(group)].push_back(i);
   }
 
+  GroupMerger merger(graph, consumers, producer, groups_of, members);
+  if (options.multi_output) merger.merge(mergeable, domain);
+
   std::vector<FusionGroup> groups;
   for (std::vector<size_t>& nodes : members) {
     if (nodes.size() < 2) continue;  // one op gains nothing from a generated loop
-    std::reverse(nodes.begin(), nodes.end());
-    FusionGroup group{std::move(nodes), {}, -1};
+    std::sort(nodes.begin(), nodes.end());
+    FusionGroup group{nodes, {}, -1, {}};
     std::unordered_set<ValueId> inside;
     for (size_t n : group.nodes) {
       for (ValueId input : graph.nodes[n].inputs) {
@@ -119,6 +284,12 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
       inside.insert(graph.nodes[n].output);
     }
     group.output = graph.nodes[group.nodes.back()].output;
+    for (size_t n : group.nodes) {
+      const ValueId value = graph.nodes[n].output;
+      if (value != group.output && (is_output[static_cast<size_t>(value)] || merger.read_outside(n))) {
+        group.side_outputs.push_back(value);
+      }
+    }
     group.epilogue = reduction_epilogue(graph, graph.nodes[group.nodes.back()]);
     groups.push_back(std::move(group));
   }

@@ -21,12 +21,14 @@ enum class Epilogue {
 struct FusionGroup {
   std::vector<size_t> nodes;     // indices into graph.nodes, in graph order; the last is the root
   std::vector<ValueId> inputs;   // values read from outside the group, in first-use order
-  ValueId output;                // the root's output: the only value that leaves the group
+  ValueId output;                // the root's output, stored
+  std::vector<ValueId> side_outputs;  // other members' values that are read outside the group, stored too
   Epilogue epilogue = Epilogue::none;
 };
 
 struct FusionOptions {
   bool reduction_epilogues = true;  // off with EDDY_COMPILER_DISABLE=reduction_epilogue
+  bool multi_output = true;         // off with EDDY_COMPILER_DISABLE=multi_output
 };
 
 // Whether code generation can render `node` inside a fused loop.
@@ -40,10 +42,17 @@ Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node);
 
 // Groups of two or more fusable nodes. A producer joins its consumer's group when every use of
 // its value lies in that group and it has the group's shape; a cheap producer (no transcendental
-// function) used by a few groups is recomputed in each. Only a group's root is stored, and groups
-// cannot form cycles: every member is an ancestor of its root. With reduction epilogues, a sum
+// function) used by a few groups is recomputed in each. With reduction epilogues, a sum
 // reduction_epilogue accepts is the root of a group of its input's shape, which the chain that
 // computes its input joins by the same rule: a value that is also used elsewhere stays stored.
+//
+// With multi_output, a group (or a single fusable node) that reads a value another group stores
+// is then merged into that group when both have the same shape, neither ends in a sum, and no
+// path between them leaves the two (a value of the first feeding a matmul whose result the second
+// reads): one loop reads the inputs once and stores every value read outside it. That is Taylor
+// mode's layer, whose value, tangents and second-order terms all feed the next layer's GEMMs.
+// Merged groups are not ordered by their roots: a program runs its steps in a topological order
+// (Program sorts them).
 std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options = {});
 
 }  // namespace eddy::compiler

@@ -1,6 +1,8 @@
 #include "eddy/compiler/program.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 #include <sstream>
 
 #include "eddy/backends/backend.h"
@@ -24,7 +26,8 @@ bool exclusively_held(const Tensor& tensor) {
 Program::Program(Graph graph) : graph_(std::move(graph)) {
   optimize(graph_);
   const std::vector<FusionGroup> groups =
-      pass_enabled("fusion") ? plan_fusion(graph_, {.reduction_epilogues = pass_enabled("reduction_epilogue")})
+      pass_enabled("fusion") ? plan_fusion(graph_, {.reduction_epilogues = pass_enabled("reduction_epilogue"),
+                                                    .multi_output = pass_enabled("multi_output")})
                              : std::vector<FusionGroup>{};
 
   std::vector<int> kernel_at_root(graph_.nodes.size(), -1);
@@ -62,17 +65,12 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
     }
   }
 
+  order_steps();
+
   // Liveness: each value is dropped after the step that reads it last (outputs never are).
   std::vector<int> last_use(graph_.values.size(), -1);
   for (size_t s = 0; s < steps_.size(); ++s) {
-    const Step& step = steps_[s];
-    if (step.node) {
-      for (ValueId id : step.node->inputs) last_use[static_cast<size_t>(id)] = static_cast<int>(s);
-    } else {
-      for (const KernelInput& input : kernels_[static_cast<size_t>(step.kernel)].plan.inputs) {
-        last_use[static_cast<size_t>(input.value)] = static_cast<int>(s);
-      }
-    }
+    for (ValueId id : step_inputs(steps_[s])) last_use[static_cast<size_t>(id)] = static_cast<int>(s);
   }
   for (ValueId id : graph_.outputs) last_use[static_cast<size_t>(id)] = -1;
   for (size_t id = 0; id < last_use.size(); ++id) {
@@ -84,8 +82,58 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
   stats_.fused_kernels = kernels_.size();
 }
 
-Tensor Program::run_kernel(const KernelPlan& plan, Function function, std::vector<Tensor>& values,
-                           const Step& step) const {
+std::vector<ValueId> Program::step_inputs(const Step& step) const {
+  if (step.node) return step.node->inputs;
+  std::vector<ValueId> inputs;
+  for (const KernelInput& input : kernels_[static_cast<size_t>(step.kernel)].plan.inputs) inputs.push_back(input.value);
+  return inputs;
+}
+
+std::vector<ValueId> Program::step_outputs(const Step& step) const {
+  if (step.node) return {step.node->output};
+  const KernelPlan& plan = kernels_[static_cast<size_t>(step.kernel)].plan;
+  std::vector<ValueId> outputs{plan.output};
+  for (const KernelSideOutput& side : plan.side_outputs) outputs.push_back(side.value);
+  return outputs;
+}
+
+void Program::order_steps() {
+  std::vector<int> computed_by(graph_.values.size(), -1);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (ValueId id : step_outputs(steps_[s])) computed_by[static_cast<size_t>(id)] = static_cast<int>(s);
+  }
+  std::vector<int> waiting(steps_.size(), 0);
+  std::vector<std::vector<int>> readers(steps_.size());
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (ValueId id : step_inputs(steps_[s])) {
+      const int producer = computed_by[static_cast<size_t>(id)];
+      if (producer < 0) continue;
+      ++waiting[s];
+      readers[static_cast<size_t>(producer)].push_back(static_cast<int>(s));
+    }
+  }
+  // Of the steps whose inputs are ready, the one that came first in graph order runs next, so
+  // an unmerged program keeps its order.
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    if (waiting[s] == 0) ready.push(static_cast<int>(s));
+  }
+  std::vector<Step> ordered;
+  while (!ready.empty()) {
+    const int s = ready.top();
+    ready.pop();
+    ordered.push_back(std::move(steps_[static_cast<size_t>(s)]));
+    for (int reader : readers[static_cast<size_t>(s)]) {
+      if (--waiting[static_cast<size_t>(reader)] == 0) ready.push(reader);
+    }
+  }
+  EDDY_CHECK(ordered.size() == steps_.size(), "compiler: the fused groups of a graph depend on each other in a "
+             "cycle; EDDY_COMPILER_DISABLE=multi_output avoids it (please report the graph)");
+  steps_ = std::move(ordered);
+}
+
+void Program::run_kernel(const KernelPlan& plan, Function function, std::vector<Tensor>& values,
+                         const Step& step) const {
   std::vector<Tensor> operands;
   std::vector<const void*> pointers;
   operands.reserve(plan.inputs.size());
@@ -105,12 +153,20 @@ Tensor Program::run_kernel(const KernelPlan& plan, Function function, std::vecto
     pointers.push_back(operand.raw_data());
     operands.push_back(std::move(operand));
   }
-  if (!output.defined()) {
-    output = Tensor::empty(plan.output_shape, plan.output_dtype, operands.empty() ? cpu() : operands[0].device());
+  const Device device = operands.empty() ? cpu() : operands[0].device();
+  if (!output.defined()) output = Tensor::empty(plan.output_shape, plan.output_dtype, device);
+  std::vector<Tensor> outputs{output};
+  for (const KernelSideOutput& side : plan.side_outputs) {
+    outputs.push_back(Tensor::empty(plan.domain, side.dtype, device));
   }
+  std::vector<void*> output_pointers;
+  for (const Tensor& tensor : outputs) output_pointers.push_back(tensor.raw_data());
   // A sum of an empty domain still writes its zeros.
-  if (output.numel() > 0) function(pointers.data(), output.raw_data(), plan.outer, plan.inner);
-  return output;
+  if (output.numel() > 0) function(pointers.data(), output_pointers.data(), plan.outer, plan.inner);
+  values[static_cast<size_t>(plan.output)] = std::move(outputs[0]);
+  for (size_t k = 0; k < plan.side_outputs.size(); ++k) {
+    values[static_cast<size_t>(plan.side_outputs[k].value)] = std::move(outputs[k + 1]);
+  }
 }
 
 std::string Program::listing() const {
@@ -130,6 +186,10 @@ std::string Program::listing() const {
       for (size_t i = 0; i < plan.inputs.size(); ++i) out << (i ? ", %" : "%") << plan.inputs[i].value;
       out << ") -> ";
       describe(plan.output);
+      for (const KernelSideOutput& side : plan.side_outputs) {
+        out << ", ";
+        describe(side.value);
+      }
     }
     out << "\n";
   }
@@ -147,7 +207,7 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
   for (const Step& step : steps_) {
     if (step.kernel >= 0) {
       const FusedKernel& kernel = kernels_[static_cast<size_t>(step.kernel)];
-      values[static_cast<size_t>(kernel.plan.output)] = run_kernel(kernel.plan, kernel.function, values, step);
+      run_kernel(kernel.plan, kernel.function, values, step);
     } else {
       const GraphNode& node = *step.node;
       operands.clear();

@@ -40,7 +40,7 @@ class Program {
   std::string listing() const;
 
  private:
-  using Function = void (*)(const void* const* inputs, void* output, int64_t outer, int64_t inner);
+  using Function = void (*)(const void* const* inputs, void* const* outputs, int64_t outer, int64_t inner);
   struct FusedKernel {
     KernelPlan plan;
     Function function = nullptr;
@@ -52,7 +52,13 @@ class Program {
     std::vector<ValueId> release;     // values whose last use is this step
   };
 
-  Tensor run_kernel(const KernelPlan& plan, Function function, std::vector<Tensor>& values, const Step& step) const;
+  // Runs a fused kernel and stores its outputs (the root's value, then the side outputs) in `values`.
+  void run_kernel(const KernelPlan& plan, Function function, std::vector<Tensor>& values, const Step& step) const;
+  // Puts steps_ in an order where every value is computed before it is read: merged groups
+  // (FusionOptions::multi_output) do not run where their roots are.
+  void order_steps();
+  std::vector<ValueId> step_inputs(const Step& step) const;
+  std::vector<ValueId> step_outputs(const Step& step) const;
 
   Graph graph_;
   std::vector<FusedKernel> kernels_;
