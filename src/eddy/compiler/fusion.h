@@ -1,8 +1,8 @@
 #pragma once
 // Elementwise fusion: chains of elementwise primitives become one loop that reads each outside
-// input once and writes one result, instead of one pass over memory (and one buffer) per op. A
-// sum of such a chain can end the loop (a reduction epilogue), so the chain's result is summed as
-// it is computed and never stored.
+// input once and writes only the values read outside it, instead of one pass over memory (and
+// one buffer) per op. A sum of such a chain can end the loop (a reduction epilogue), so the
+// chain's result is summed as it is computed and never stored.
 
 #include <vector>
 
