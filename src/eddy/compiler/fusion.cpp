@@ -102,15 +102,24 @@ class GroupMerger {
     return units;
   }
 
-  std::vector<int> successors(int unit) {
-    if (unit >= unit_count()) return units_reading(static_cast<size_t>(unit - unit_count()));
-    std::vector<int> next;
-    for (size_t node : members_[static_cast<size_t>(unit)]) {
-      for (int reader : units_reading(node)) {
-        if (std::find(next.begin(), next.end(), reader) == next.end()) next.push_back(reader);
+  // The units that read a value of `unit`, listed anew after each merge: the walks between
+  // merges look them up many times.
+  const std::vector<int>& successors(int unit) {
+    if (successors_.empty()) {
+      successors_.resize(static_cast<size_t>(unit_count()) + graph_.nodes.size());
+      for (int group = 0; group < unit_count(); ++group) {
+        std::vector<int>& next = successors_[static_cast<size_t>(group)];
+        for (size_t node : members_[static_cast<size_t>(group)]) {
+          for (int reader : units_reading(node)) {
+            if (std::find(next.begin(), next.end(), reader) == next.end()) next.push_back(reader);
+          }
+        }
+      }
+      for (size_t node = 0; node < graph_.nodes.size(); ++node) {
+        if (groups_of_[node].empty()) successors_[static_cast<size_t>(unit_count()) + node] = units_reading(node);
       }
     }
-    return next;
+    return successors_[static_cast<size_t>(unit)];
   }
 
   // Merges `from` into `into`, returning the merged group.
@@ -122,6 +131,7 @@ class GroupMerger {
     target = std::move(joined);
     source.clear();
     parent_[static_cast<size_t>(from)] = into;
+    successors_.clear();
     return into;
   }
 
@@ -129,7 +139,7 @@ class GroupMerger {
   // them would leave that unit needing to run both before and after the merged loop.
   bool reaches(int from, int to, bool directly) {
     std::vector<int> stack;
-    std::unordered_set<int> seen;
+    std::vector<bool> seen(static_cast<size_t>(unit_count()) + graph_.nodes.size(), false);
     for (int next : successors(from)) {
       if (directly || next != to) stack.push_back(next);
     }
@@ -137,7 +147,8 @@ class GroupMerger {
       const int unit = stack.back();
       stack.pop_back();
       if (unit == to) return true;
-      if (!seen.insert(unit).second) continue;
+      if (seen[static_cast<size_t>(unit)]) continue;
+      seen[static_cast<size_t>(unit)] = true;
       for (int next : successors(unit)) stack.push_back(next);
     }
     return false;
@@ -191,6 +202,7 @@ class GroupMerger {
   const std::vector<std::vector<int>>& groups_of_;
   std::vector<std::vector<size_t>>& members_;
   std::vector<int> parent_;
+  std::vector<std::vector<int>> successors_;  // per unit; empty when a merge made it stale
 };
 
 }  // namespace
