@@ -35,6 +35,19 @@ TEST(Communicator, RankAndSizeMatchTheLauncher) {
   EXPECT_EQ(world().kind(), launched ? "mpi" : "single-process");
 }
 
+// A build without MPI refuses a launch of several processes by this count (communicator.h).
+TEST(Communicator, LauncherWorldSizeComesFromTheEnvironment) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE")) {
+    EXPECT_EQ(launcher_world_size(), world().size());
+    return;
+  }
+  EXPECT_EQ(launcher_world_size(), 1);
+  setenv("PMI_SIZE", "3", 1);
+  EXPECT_EQ(launcher_world_size(), 3);
+  unsetenv("PMI_SIZE");
+  EXPECT_EQ(launcher_world_size(), 1);
+}
+
 TEST(Collectives, Values) {
   const int rank = world().rank(), size = world().size();
   const Tensor mine = full({2, 3}, rank + 1.0, DType::f64) + arange(0, 6, 1, DType::f64).reshape({2, 3});

@@ -2,6 +2,7 @@
 
 #include "eddy/dist/communicator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +64,13 @@ bool started_by_launcher() {
 
 }  // namespace
 
+int launcher_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    if (const char* value = std::getenv(name)) return std::max(1, std::atoi(value));
+  }
+  return 1;
+}
+
 void check_reduce_op(std::string_view op_name, const Tensor& t, ReduceOp op) {
   EDDY_CHECK(t.dtype() != DType::b8, op_name, ": cannot reduce a bool tensor");
   EDDY_CHECK(op != ReduceOp::mean || is_inexact(t.dtype()), op_name, ": mean needs a floating or complex tensor, got ",
@@ -77,6 +85,9 @@ std::unique_ptr<Communicator> make_single_process_communicator() {
 Communicator& default_communicator() {
   static const std::unique_ptr<Communicator> world = [] {
     if (built_with_mpi() && started_by_launcher()) return make_mpi_world_communicator();
+    EDDY_CHECK(launcher_world_size() == 1, "this eddy was built without MPI (EDDY_WITH_MPI=OFF), but a launcher "
+               "started it as one of ", launcher_world_size(), " processes, each of which would run the whole job "
+               "alone and write the same files; run one process, or build eddy with MPI (docs/distributed.md)");
     return make_single_process_communicator();
   }();
   return *world;

@@ -62,6 +62,12 @@ std::unique_ptr<Communicator> make_single_process_communicator();
 // Whether this build has the MPI communicator (EDDY_WITH_MPI).
 bool built_with_mpi();
 
+// How many processes a launcher started this job with, as its environment says
+// (OMPI_COMM_WORLD_SIZE from OpenMPI's mpirun, PMI_SIZE from PMI launchers); 1 without one.
+// default_communicator() refuses a job of several processes in a build without MPI: each would
+// run the whole problem alone and write the same files.
+int launcher_world_size();
+
 // Prints "eddy: error (rank r): message" to stderr (or "eddy: error: message" on one process)
 // and ends the whole job with `code`: with several ranks through Communicator::abort, so a rank
 // that fails while the others wait in a collective cannot hang the job.
