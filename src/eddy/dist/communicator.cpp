@@ -94,16 +94,22 @@ Communicator& default_communicator() {
 }
 
 void abort_job(const std::string& message, int code) {
-  Communicator& world = default_communicator();
-  if (world.size() == 1) {
+  // default_communicator() can itself be what failed (a build without MPI under a launcher): then
+  // every process reports that alone, as one process would.
+  Communicator* world = nullptr;
+  try {
+    world = &default_communicator();
+  } catch (const std::exception&) {
+  }
+  if (!world || world->size() == 1) {
     std::fprintf(stderr, "eddy: error: %s\n", message.c_str());
     std::fflush(stderr);
     std::exit(code);
   }
-  std::fprintf(stderr, "eddy: error (rank %d): %s\n", world.rank(), message.c_str());
+  std::fprintf(stderr, "eddy: error (rank %d): %s\n", world->rank(), message.c_str());
   std::fflush(stderr);
   std::fflush(stdout);
-  world.abort(code);
+  world->abort(code);
   std::_Exit(code);  // not reached: abort() never returns, but GCC does not see [[noreturn]] through a virtual call
 }
 
