@@ -51,17 +51,17 @@ class GroupMerger {
     return group;
   }
 
-  // Merges every group that can be, producers first; `mergeable` says which groups may take part.
-  void merge(const std::vector<bool>& mergeable, const std::vector<Shape>& domain) {
+  // Merges every group that can be, producers first.
+  void merge() {
     std::vector<int> order;
     for (size_t g = 0; g < members_.size(); ++g) {
-      if (mergeable[g] && !members_[g].empty()) order.push_back(static_cast<int>(g));
+      if (!members_[g].empty() && mergeable(static_cast<int>(g))) order.push_back(static_cast<int>(g));
     }
-    auto root = [&](int group) { return members_[static_cast<size_t>(group)].back(); };
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return root(a) < root(b); });
+    auto last_node = [&](int group) { return members_[static_cast<size_t>(group)].back(); };
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return last_node(a) < last_node(b); });
     for (int consumer : order) {
-      for (int producer = producer_to_merge_into(consumer, mergeable, domain); producer >= 0;
-           producer = producer_to_merge_into(consumer, mergeable, domain)) {
+      for (int producer = producer_to_merge_into(consumer); producer >= 0;
+           producer = producer_to_merge_into(consumer)) {
         consumer = join(producer, consumer);
       }
     }
@@ -69,8 +69,7 @@ class GroupMerger {
     // and the second-order term both reading tanh'(z) and a backward matmul's result).
     for (int group : order) {
       if (find(group) != group) continue;
-      for (int sibling = sibling_to_merge_with(group, mergeable, domain); sibling >= 0;
-           sibling = sibling_to_merge_with(group, mergeable, domain)) {
+      for (int sibling = sibling_to_merge_with(group); sibling >= 0; sibling = sibling_to_merge_with(group)) {
         group = join(sibling, group);
       }
     }
@@ -81,6 +80,12 @@ class GroupMerger {
 
  private:
   int unit_count() const { return static_cast<int>(members_.size()); }
+
+  const GraphNode& root(int group) const { return graph_.nodes[members_[static_cast<size_t>(group)].back()]; }
+  // A group that ends in a sum keeps its one output.
+  bool mergeable(int group) const { return reduction_epilogue(graph_, root(group)) == Epilogue::none; }
+  // The shape the group's loop runs over: its root's, for a group that does not end in a sum.
+  const Shape& domain(int group) const { return graph_.value(root(group).output).shape; }
 
   bool contains(int unit, size_t node) {
     return std::any_of(groups_of_[node].begin(), groups_of_[node].end(), [&](int g) { return find(g) == unit; });
@@ -155,17 +160,15 @@ class GroupMerger {
   }
 
   // A group that `consumer` reads a value of and can be merged with, or -1.
-  int producer_to_merge_into(int consumer, const std::vector<bool>& mergeable, const std::vector<Shape>& domain) {
+  int producer_to_merge_into(int consumer) {
     for (size_t node : members_[static_cast<size_t>(consumer)]) {
       for (ValueId input : graph_.nodes[node].inputs) {
         const int p = producer_[static_cast<size_t>(input)];
         if (p < 0 || groups_of_[static_cast<size_t>(p)].empty() || contains(consumer, static_cast<size_t>(p))) continue;
         const int producer = find(groups_of_[static_cast<size_t>(p)][0]);
-        if (producer == consumer || !mergeable[static_cast<size_t>(producer)] ||
-            domain[static_cast<size_t>(producer)] != domain[static_cast<size_t>(consumer)]) {
-          continue;
+        if (mergeable(producer) && domain(producer) == domain(consumer) && !reaches(producer, consumer, false)) {
+          return producer;
         }
-        if (!reaches(producer, consumer, false)) return producer;
       }
     }
     return -1;
@@ -173,18 +176,17 @@ class GroupMerger {
 
   // A group that reads a value of `group`'s shape that `group` also reads from outside, depends
   // on it in neither direction and can be merged with it, or -1.
-  int sibling_to_merge_with(int group, const std::vector<bool>& mergeable, const std::vector<Shape>& domain) {
+  int sibling_to_merge_with(int group) {
     for (size_t node : members_[static_cast<size_t>(group)]) {
       for (ValueId input : graph_.nodes[node].inputs) {
         // Sharing a bias or a constant saves nothing worth a bigger loop.
-        if (graph_.value(input).shape != domain[static_cast<size_t>(group)]) continue;
+        if (graph_.value(input).shape != domain(group)) continue;
         const int p = producer_[static_cast<size_t>(input)];
         if (p >= 0 && contains(group, static_cast<size_t>(p))) continue;
         for (size_t reader : consumers_[static_cast<size_t>(input)]) {
           for (int g : groups_of_[reader]) {
             const int sibling = find(g);
-            if (sibling == group || !mergeable[static_cast<size_t>(sibling)] ||
-                domain[static_cast<size_t>(sibling)] != domain[static_cast<size_t>(group)] ||
+            if (sibling == group || !mergeable(sibling) || domain(sibling) != domain(group) ||
                 (p >= 0 && contains(sibling, static_cast<size_t>(p)))) {
               continue;
             }
@@ -244,18 +246,16 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
   std::vector<std::vector<int>> groups_of(graph.nodes.size());
   std::vector<std::vector<size_t>> members;
   std::vector<Shape> domain;  // per group, the shape its loop runs over
-  std::vector<bool> mergeable;  // groups that end in a sum are not merged
-  auto start_group = [&](const Shape& shape, bool ends_in_sum = false) {
+  auto start_group = [&](const Shape& shape) {
     members.emplace_back();
     domain.push_back(shape);
-    mergeable.push_back(!ends_in_sum);
     return static_cast<int>(members.size() - 1);
   };
   for (size_t i = graph.nodes.size(); i-- > 0;) {
     const GraphNode& node = graph.nodes[i];
     if (options.reduction_epilogues && reduction_epilogue(graph, node) != Epilogue::none) {
       // A sum only ever ends a loop: its result is stored whoever reads it.
-      groups_of[i] = {start_group(graph.value(node.inputs[0]).shape, true)};
+      groups_of[i] = {start_group(graph.value(node.inputs[0]).shape)};
       members.back().push_back(i);
       continue;
     }
@@ -279,13 +279,13 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
   }
 
   GroupMerger merger(graph, consumers, producer, groups_of, members);
-  if (options.multi_output) merger.merge(mergeable, domain);
+  if (options.multi_output) merger.merge();
 
   std::vector<FusionGroup> groups;
   for (std::vector<size_t>& nodes : members) {
     if (nodes.size() < 2) continue;  // one op gains nothing from a generated loop
     std::sort(nodes.begin(), nodes.end());
-    FusionGroup group{nodes, {}, -1, {}};
+    FusionGroup group{std::move(nodes), {}, -1, {}};
     std::unordered_set<ValueId> inside;
     for (size_t n : group.nodes) {
       for (ValueId input : graph.nodes[n].inputs) {

@@ -2,7 +2,6 @@
 // passed as transpose flags rather than copied.
 
 #include <cblas.h>
-
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -10,6 +9,7 @@
 
 #include "eddy/backends/cpu/cpu_backend.h"
 #include "eddy/backends/cpu/kernel_util.h"
+#include "eddy/backends/cpu/loops.h"
 
 namespace eddy::cpu_kernels {
 namespace {
@@ -113,11 +113,10 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     const int64_t a_row_step = ta == CblasNoTrans ? lda : 1;
 #pragma omp parallel num_threads(static_cast<int>(row_threads))
     {
-      const int64_t share = (n + omp_get_num_threads() - 1) / omp_get_num_threads();
-      const int64_t first = std::min(n, omp_get_thread_num() * share), rows = std::min(share, n - first);
-      if (rows > 0) {
-        zero_rows(first, rows);
-        gemm_accumulate<T>(ta, tb, rows, m, k, a + first * a_row_step, lda, b, ldb, c + first * ldc, ldc);
+      const auto [first, end] = thread_block(n);
+      if (first < end) {
+        zero_rows(first, end - first);
+        gemm_accumulate<T>(ta, tb, end - first, m, k, a + first * a_row_step, lda, b, ldb, c + first * ldc, ldc);
       }
     }
     return;
@@ -133,13 +132,12 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     {
       const int id = omp_get_thread_num();
       if (id == 0) started = omp_get_num_threads();
-      const int64_t share = (k + omp_get_num_threads() - 1) / omp_get_num_threads();
-      const int64_t first = std::min(k, id * share), length = std::min(share, k - first);
+      const auto [first, end] = thread_block(k);
       T* into = id == 0 ? c : partials.data() + (id - 1) * n * m;
       const int64_t ld_into = id == 0 ? ldc : m;
-      if (length > 0) {
-        gemm_accumulate<T>(ta, tb, n, m, length, a + first * a_inner_step, lda, b + first * b_inner_step, ldb, into,
-                           ld_into);
+      if (first < end) {
+        gemm_accumulate<T>(ta, tb, n, m, end - first, a + first * a_inner_step, lda, b + first * b_inner_step, ldb,
+                           into, ld_into);
       }
     }
     for (int t = 1; t < started; ++t) {

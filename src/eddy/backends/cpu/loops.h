@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <omp.h>
+#include <utility>
 
 #include "eddy/core/tensor.h"
 
@@ -14,6 +15,15 @@ namespace eddy::cpu_kernels {
 
 // Work below this many elements runs on one thread: spawning costs more than it saves.
 inline constexpr int64_t kParallelGrain = 32768;
+
+// Inside a parallel region: the calling thread's block [begin, end) of `total` items, the blocks
+// contiguous, in thread order, and as equal as rounding up allows (empty for trailing threads).
+inline std::pair<int64_t, int64_t> thread_block(int64_t total) {
+  const int threads = omp_get_num_threads(), id = omp_get_thread_num();
+  const int64_t chunk = (total + threads - 1) / threads;
+  const int64_t begin = std::min(total, id * chunk);
+  return {begin, std::min(total, begin + chunk)};
+}
 
 template <size_t N>
 struct StridedRun {
@@ -85,9 +95,7 @@ void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shap
     // One long run: split it into equal pieces, one per thread.
 #pragma omp parallel
     {
-      int threads = omp_get_num_threads(), id = omp_get_thread_num();
-      int64_t chunk = (inner + threads - 1) / threads;
-      int64_t begin = id * chunk, end = std::min(inner, begin + chunk);
+      const auto [begin, end] = thread_block(inner);
       if (begin < end) {
         StridedRun<N> run;
         run.length = end - begin;
@@ -102,9 +110,7 @@ void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shap
   }
 #pragma omp parallel
   {
-    int threads = omp_get_num_threads(), id = omp_get_thread_num();
-    int64_t chunk = (outer + threads - 1) / threads;
-    int64_t begin = id * chunk, end = std::min(outer, begin + chunk);
+    const auto [begin, end] = thread_block(outer);
     if (begin < end) run_range(begin, end);
   }
 }
@@ -138,9 +144,7 @@ void parallel_rows(int64_t rows, int64_t row_length, Body&& body) {
   }
 #pragma omp parallel
   {
-    int threads = omp_get_num_threads(), id = omp_get_thread_num();
-    int64_t chunk = (rows + threads - 1) / threads;
-    int64_t begin = id * chunk, end = std::min(rows, begin + chunk);
+    const auto [begin, end] = thread_block(rows);
     if (begin < end) body(begin, end);
   }
 }
