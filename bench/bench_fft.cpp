@@ -126,7 +126,8 @@ template <> struct Fftw<double> {
 // allocates its result on every call, as user code does; FFTW writes into a preallocated buffer.
 // FFTW's c2r destroys its input, so its buffers are FFTW's own (after the first call its c2r
 // transforms whatever the last call left there; the cost of a transform does not depend on the
-// values). eddy's c2r copies its input to keep it intact, which counts as eddy's overhead.
+// values). eddy's c2r keeps its input intact, which counts as eddy's overhead; the 1/n^2 of
+// irfft2's norm is applied on both sides.
 template <typename Real>
 class FftOperands {
  public:
@@ -172,6 +173,7 @@ class FftOperands {
   void run(FftImpl impl) const {
     if (impl == FftImpl::fftw) {
       Fftw<Real>::execute(plan_);
+      if (case_.transform == Transform::irfft2) scale_fftw_output();
     } else {
       switch (case_.transform) {
         case Transform::rfft2: benchmark::DoNotOptimize(eddy::fft::rfft2(input_)); break;
@@ -183,6 +185,15 @@ class FftOperands {
   }
 
  private:
+  // irfft2's default norm divides by the transform size, which FFTW's c2r leaves to the caller:
+  // the baseline does it too, so that both sides compute the same values.
+  void scale_fftw_output() const {
+    Real* values = static_cast<Real*>(fftw_output_.raw_data());
+    const int64_t count = fftw_output_.numel();
+    const Real factor = Real(1) / static_cast<Real>(case_.size * case_.size);
+    for (int64_t i = 0; i < count; ++i) values[i] *= factor;
+  }
+
   FftCase case_;
   eddy::Tensor input_, fftw_input_, fftw_output_;
   typename Fftw<Real>::Plan plan_;
@@ -212,6 +223,10 @@ void register_fft_cases() {
   }
 }
 
+// Rounds per table row: enough that the median of the paired ratios moves by a few percent
+// between runs on the shared machine, where 15 rounds moved it by up to 20%.
+constexpr int kFftRounds = 41;
+
 template <typename Real>
 void print_fft_rows() {
   for (const FftCase& fft_case : fft_cases<Real>()) {
@@ -219,12 +234,12 @@ void print_fft_rows() {
       set_threads(threads);
       const FftOperands<Real> operands(fft_case);
       // One thread: CPU time, so that waits for a shared core do not swamp a few-percent difference.
-      const std::vector<double> seconds = interleaved_median_seconds(
-          {[&] { operands.run(FftImpl::fftw); }, [&] { operands.run(FftImpl::eddy); }}, 0.02, 15,
+      const std::vector<std::vector<double>> rounds = interleaved_round_seconds(
+          {[&] { operands.run(FftImpl::fftw); }, [&] { operands.run(FftImpl::eddy); }}, 0.02, kFftRounds,
           threads == 1 ? Timing::thread_cpu : Timing::wall);
-      const double ratio = seconds[1] / seconds[0];
+      const double ratio = median_ratio(rounds[1], rounds[0]);
       std::printf("| %s %s | %d | %.1f | %.1f | %.2f | %+.0f%% |\n", type_name<Real>(), fft_case.label().c_str(),
-                  threads, seconds[1] * 1e6, seconds[0] * 1e6, ratio, (ratio - 1) * 100);
+                  threads, median(rounds[1]) * 1e6, median(rounds[0]) * 1e6, ratio, (ratio - 1) * 100);
       std::fflush(stdout);
     }
   }
@@ -357,7 +372,9 @@ void register_fft_benchmarks() {
 }
 
 void print_fft_tables() {
-  std::printf("\n(1 thread: CPU time of the calling thread; 2 threads: wall time)\n");
+  std::printf("\n(1 thread: CPU time of the calling thread; 2 threads: wall time. Times are medians over %d "
+              "interleaved rounds; eddy/FFTW is the median of the rounds' own ratios)\n",
+              kFftRounds);
   std::printf("| case | threads | eddy µs | FFTW µs | eddy/FFTW | overhead |\n");
   std::printf("|---|---|---|---|---|---|\n");
   print_fft_rows<float>();

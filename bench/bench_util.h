@@ -42,12 +42,12 @@ inline double now_seconds(Timing timing) {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Median seconds per call of each of `runs`, over `repetitions` rounds in which every run times
-// one batch in turn: interleaving makes drift on a shared machine hit all runs alike. A batch is
-// as many calls as runs[0] (the reference) needs to fill `batch_seconds`.
-inline std::vector<double> interleaved_median_seconds(const std::vector<std::function<void()>>& runs,
-                                                      double batch_seconds = 0.02, int repetitions = 9,
-                                                      Timing timing = Timing::wall) {
+// Seconds per call of each of `runs` in each of `repetitions` rounds, in which every run times one
+// batch in turn: interleaving makes drift on a shared machine hit all runs alike. A batch is as
+// many calls as runs[0] (the reference) needs to fill `batch_seconds`. Result: [run][round].
+inline std::vector<std::vector<double>> interleaved_round_seconds(const std::vector<std::function<void()>>& runs,
+                                                                  double batch_seconds, int repetitions,
+                                                                  Timing timing) {
   auto batch = [timing](const std::function<void()>& run, int calls) {
     const double start = now_seconds(timing);
     for (int i = 0; i < calls; ++i) run();
@@ -59,12 +59,32 @@ inline std::vector<double> interleaved_median_seconds(const std::vector<std::fun
   for (int r = 0; r < repetitions; ++r) {
     for (size_t i = 0; i < runs.size(); ++i) times[i].push_back(batch(runs[i], calls));
   }
+  return times;
+}
+
+inline double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+// Median seconds per call of each of `runs`, timed in interleaved rounds.
+inline std::vector<double> interleaved_median_seconds(const std::vector<std::function<void()>>& runs,
+                                                      double batch_seconds = 0.02, int repetitions = 9,
+                                                      Timing timing = Timing::wall) {
   std::vector<double> medians;
-  for (std::vector<double>& run_times : times) {
-    std::nth_element(run_times.begin(), run_times.begin() + run_times.size() / 2, run_times.end());
-    medians.push_back(run_times[run_times.size() / 2]);
+  for (const std::vector<double>& run_times : interleaved_round_seconds(runs, batch_seconds, repetitions, timing)) {
+    medians.push_back(median(run_times));
   }
   return medians;
+}
+
+// The median over interleaved rounds of candidate time / reference time within the round. Each
+// ratio compares two batches timed back to back, so drift that lasts longer than a round (another
+// job starting, the clock changing) cancels in it, where it can skew a ratio of two medians.
+inline double median_ratio(const std::vector<double>& candidate_rounds, const std::vector<double>& reference_rounds) {
+  std::vector<double> ratios;
+  for (size_t r = 0; r < candidate_rounds.size(); ++r) ratios.push_back(candidate_rounds[r] / reference_rounds[r]);
+  return median(ratios);
 }
 
 void register_gemm_benchmarks();
