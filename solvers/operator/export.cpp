@@ -9,10 +9,44 @@
 
 namespace eddy::operator_learning {
 
-ExportSummary export_run(const std::string& run_dir, const std::string& output_dir, int64_t batch_size) {
+namespace {
+
+// What the artifact takes: the training split's rows, subsampled as in training, or rows on
+// `grid` taken whole.
+struct TracedRows {
+  Shape shape;  // [batch_size, ...]
+  int64_t stride;
+};
+
+TracedRows traced_rows(const OperatorProblem& problem, const std::string& run_dir, const std::vector<int64_t>& grid,
+                       int64_t batch_size) {
+  const SplitSpec& train = problem.data.train;
+  Shape rows = io::hdf5_shape(train.file, train.input);
+  rows[0] = batch_size;
+  if (grid.empty()) return {rows, train.stride};
+  EDDY_CHECK(problem.model.type == ModelType::fno, "export: --grid applies to FNO runs; ", run_dir,
+             " trained a DeepONet, whose query points are the training split's");
+  const size_t axes = problem.model.fno.modes.size();
+  EDDY_CHECK(grid.size() == 1 || grid.size() == axes, "export: --grid gives ", grid.size(), " sizes (",
+             to_string(grid), ") but the model has ", axes, " spatial axes (model.modes ",
+             to_string(problem.model.fno.modes), "); give one size per axis, or one for all");
+  for (int64_t size : grid) {
+    EDDY_CHECK(size >= 2, "export: --grid sizes must be at least 2 points, got ", to_string(grid));
+  }
+  Shape grid_rows{batch_size};
+  if (problem.data.input_channels) grid_rows.push_back(rows[1]);
+  for (size_t axis = 0; axis < axes; ++axis) grid_rows.push_back(grid.size() == 1 ? grid[0] : grid[axis]);
+  return {grid_rows, 1};
+}
+
+}  // namespace
+
+ExportSummary export_run(const std::string& run_dir, const std::string& output_dir, int64_t batch_size,
+                         const std::vector<int64_t>& grid) {
   EDDY_CHECK(batch_size >= 1, "export: the batch size must be at least 1, got ", batch_size);
   auto config = io::Config::load(run_dir + "/config.yaml");
   OperatorProblem problem = read_operator_problem(*config);
+  const TracedRows rows = traced_rows(problem, run_dir, grid, batch_size);
   const Split layout = training_layout(problem);
   // The checkpoint holds the normalisers' statistics; the identity stands in until it is loaded.
   problem.data.normalize = false;
@@ -22,15 +56,13 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
 
   // The values traced on do not matter: the graph cannot depend on them.
   const SplitSpec& train = problem.data.train;
-  Shape file_rows = io::hdf5_shape(train.file, train.input);
-  file_rows[0] = batch_size;
-  const Tensor example = zeros(file_rows, problem.training.dtype);
-  const bool grid = problem.model.type == ModelType::fno;
+  const Tensor example = zeros(rows.shape, problem.training.dtype);
+  const bool fno = problem.model.type == ModelType::fno;
   NoGradGuard no_grad;
   const compiler::Trace traced = compiler::trace(
       [&](const std::vector<Tensor>& in) {
-        if (!grid) return std::vector<Tensor>{model.predict(in[0], layout.points)};
-        const Tensor output = model.predict(to_grid_layout(in[0], problem.data.input_channels, train.stride));
+        if (!fno) return std::vector<Tensor>{model.predict(in[0], layout.points)};
+        const Tensor output = model.predict(to_grid_layout(in[0], problem.data.input_channels, rows.stride));
         return std::vector<Tensor>{problem.data.output_channels ? output : squeeze(output, 1)};
       },
       {example});

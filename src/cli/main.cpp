@@ -5,7 +5,7 @@
 //   eddy eval RUN_DIR                                                 re-evaluate a finished run
 //   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a neural operator from its YAML
 //   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
-//   eddy export RUN_DIR [--output DIR] [--batch B]                    a trained model as an inference artifact
+//   eddy export RUN_DIR [--output DIR] [--batch B] [--grid N[,M]]     a trained model as an inference artifact
 //   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5]                 evaluate an exported model
 //
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
@@ -142,9 +142,13 @@ bool is_operator_run(const std::string& run_dir) {
   return config->root().has("data") && !config->root().has("geometry");
 }
 
-int run_export(const std::string& run_dir, const std::string& output, int64_t batch) {
-  const ExportSummary summary = is_operator_run(run_dir) ? operator_learning::export_run(run_dir, output, batch)
-                                                         : pinn::export_run(run_dir, output, batch);
+int run_export(const std::string& run_dir, const std::string& output, int64_t batch,
+               const std::vector<int64_t>& grid) {
+  const bool operator_run = is_operator_run(run_dir);
+  EDDY_CHECK(operator_run || grid.empty(), "export: --grid applies to FNO runs of `eddy train`; ", run_dir,
+             " is a PINN run of `eddy solve`, whose artifact takes points anywhere");
+  const ExportSummary summary = operator_run ? operator_learning::export_run(run_dir, output, batch, grid)
+                                             : pinn::export_run(run_dir, output, batch);
   const PredictorInput& input = summary.signature.inputs.at(0);
   std::printf("wrote %s: %s %s%s -> %s; traced at %lld rows per batch, %zu graph nodes, %zu tensors\n",
               summary.dir.c_str(), input.name.c_str(), rows_shape(summary.input_shape).c_str(),
@@ -155,7 +159,8 @@ int run_export(const std::string& run_dir, const std::string& output, int64_t ba
 }
 
 // An input's rows from the points file: the dataset named after it ("points", [N, d]), or else
-// one 1-D dataset per column ("x", "t"). Floating-point data is converted to the model's dtype.
+// one 1-D dataset per column ("x", "t"). Real data (floating-point, integer or 8-bit, such as a
+// permeability map of 0s and 1s) is converted to the model's dtype, as training converts it.
 Tensor read_input(const std::string& file, const std::vector<std::string>& datasets, const PredictorInput& input,
                   DType dtype) {
   auto has = [&](const std::string& name) {
@@ -184,7 +189,7 @@ Tensor read_input(const std::string& file, const std::vector<std::string>& datas
     }
     values = concat(columns, 1);
   }
-  return is_floating(values.dtype()) ? cast(values, dtype) : values;
+  return is_complex(values.dtype()) ? values : cast(values, dtype);
 }
 
 int run_predict(const std::string& artifact, const std::string& inputs_file, std::string output) {
@@ -221,6 +226,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides;
   bool resume = false, eager = false, quiet = false;
   int64_t batch = 1024;
+  std::vector<int64_t> grid;
 
   CLI::App* solve = app.add_subcommand("solve", "Train a PINN problem defined in a YAML file");
   solve->add_option("file", file, "problem YAML")->required()->check(CLI::ExistingFile);
@@ -253,6 +259,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   export_command->add_option("--output", output, "artifact folder (default RUN_DIR/export)");
   export_command->add_option("--batch", batch, "rows per batch the model is traced at (default 1024)");
+  export_command->add_option("--grid", grid, "FNO: the grid the artifact takes and gives rows on, one size per "
+                             "spatial axis or one for all, e.g. 256 or 128,128 (default: the training grid)")
+      ->delimiter(',');
   CLI::App* predict = app.add_subcommand("predict", "Evaluate an exported model at the points of an HDF5 file");
   predict->add_option("artifact", artifact, "folder written by `eddy export`")->required()
       ->check(CLI::ExistingDirectory);
@@ -275,7 +284,7 @@ int main(int argc, char** argv) {
     if (*check) return run_check(file, overrides);
     if (*train) return run_train(file, overrides, resume, eager, quiet);
     if (*generate) return run_generate(file, overrides, quiet);
-    if (*export_command) return run_export(run_dir, output, batch);
+    if (*export_command) return run_export(run_dir, output, batch, grid);
     if (*predict) return run_predict(artifact, inputs_file, output);
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;

@@ -169,7 +169,31 @@ TEST_F(OperatorTraining, ExportedModelPredictsWhatTheTrainerWrote) {
     const Tensor predicted = predictor.predict({input}).at(0);  // 16 or 50 samples: a padded last batch
     ASSERT_EQ(predicted.shape(), expected.shape());
     EXPECT_LT(max(abs(predicted - expected)).item<double>(), 1e-10 * max(abs(expected)).item<double>());
+    if (c.problem.model.type == ModelType::deeponet) {
+      expect_error([&] { export_run(c.problem.output.dir, "", 7, {64}); }, {"--grid applies to FNO runs"});
+    }
   }
+}
+
+// An FNO trained at 32 points, exported for 64: the artifact takes and gives rows on that grid and
+// predicts what the trainer wrote for the test set there. --grid is checked against the model.
+TEST_F(OperatorTraining, FnoExportedForAnotherGridPredictsThere) {
+  const OperatorProblem problem = problem_of(config(), {"training.epochs=3"});
+  ASSERT_TRUE(train(problem, {}).finished);
+  const ExportSummary summary = export_run(problem.output.dir, (dir_ / "fine").string(), 5, {64});
+  EXPECT_EQ(summary.input_shape, (Shape{5, 64}));
+  const std::string predictions = problem.output.dir + "/predictions.h5";
+  const Tensor input = squeeze(io::read_hdf5(predictions, "test/fine/input"), 1);
+  const Tensor expected = squeeze(io::read_hdf5(predictions, "test/fine/prediction"), 1);
+  const Tensor predicted = Predictor::load(summary.dir).predict({input}).at(0);
+  ASSERT_EQ(predicted.shape(), (Shape{16, 64}));
+  EXPECT_LT(max(abs(predicted - expected)).item<double>(), 1e-10 * max(abs(expected)).item<double>());
+
+  const auto export_for = [&](const std::vector<int64_t>& grid) {
+    return [&, grid] { export_run(problem.output.dir, (dir_ / "bad").string(), 5, grid); };
+  };
+  expect_error(export_for({64, 64}), {"--grid gives 2 sizes ([64, 64]) but the model has 1 spatial axes"});
+  expect_error(export_for({1}), {"--grid sizes must be at least 2 points, got [1]"});
 }
 
 // The compiled batch step and evaluation give the eager numbers, to float32 rounding: FNO with a
