@@ -54,7 +54,12 @@ std::string c_type(DType dtype) {
   }
 }
 
-std::string variable(ValueId id) { return "v" + std::to_string(id); }
+std::string variable(ValueId id) {
+  // Appended rather than "v" + std::to_string(id), on which GCC 12 warns falsely (-Wrestrict).
+  std::string name = "v";
+  name += std::to_string(id);
+  return name;
+}
 
 // The exact value, so generated code computes with the constant the graph holds.
 std::string literal(const Tensor& constant) {
