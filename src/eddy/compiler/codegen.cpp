@@ -203,8 +203,10 @@ std::string cpu_tiled_rows(const KernelPlan& plan, int64_t parallel_grain) {
 // cpu_tiled_rows) and rows of columns.
 std::string cpu_elementwise_loops(const KernelPlan& plan, int64_t parallel_grain) {
   std::ostringstream out;
+  // The if clause names `parallel`: unqualified, on a combined construct, it applies to `simd`
+  // too (OpenMP 5.0), and GCC then runs every domain below the grain as a scalar loop.
   out << "  if (outer == 1) {\n"
-      << "#pragma omp parallel for simd if (inner >= " << parallel_grain << ") schedule(static)\n"
+      << "#pragma omp parallel for simd if (parallel : inner >= " << parallel_grain << ") schedule(static)\n"
       << "    for (int64_t i = 0; i < inner; ++i) {\n"
       << element_code(plan, "i", "i", "0", "      ") << stores(plan, "i", "      ") << "    }\n"
       << "    return;\n  }\n"
