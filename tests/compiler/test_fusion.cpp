@@ -239,16 +239,22 @@ TEST(KernelCache, CompilesOnceThenLoadsFromDisk) {
   std::filesystem::remove_all(directory);
 }
 
-// A flat loop's threads depend on its size, its vectorisation must not: an unqualified if clause on
-// `parallel for simd` also turns off `simd` below the grain (OpenMP 5.0), which left every kernel
-// of fewer than 32768 elements scalar (a 500 x 64 step ran 3x slower than at 1000 x 64).
-TEST(CpuCodegen, OnlyTheThreadsOfALoopDependOnItsSize) {
+// The kernel plans of a graph using every renderable primitive.
+std::vector<KernelPlan> plans_of_every_fusable_op() {
   Generator gen(5);
   const Trace traced = trace(every_fusable_op, inputs_for(DType::f32, gen));
   std::vector<KernelPlan> plans;
   for (const FusionGroup& group : plan_fusion(traced.graph)) {
     plans.push_back(plan_kernel(traced.graph, group, "eddy_fused_" + std::to_string(plans.size())));
   }
+  return plans;
+}
+
+// A flat loop's threads depend on its size, its vectorisation must not: an unqualified if clause on
+// `parallel for simd` also turns off `simd` below the grain (OpenMP 5.0), which left every kernel
+// of fewer than 32768 elements scalar (a compiled step on 500 points took longer than on 1000).
+TEST(CpuCodegen, OnlyTheThreadsOfALoopDependOnItsSize) {
+  const std::vector<KernelPlan> plans = plans_of_every_fusable_op();
   ASSERT_FALSE(plans.empty());
   const std::string source = render_cpu_source(plans, 32768);
   std::istringstream lines(source);
@@ -262,12 +268,7 @@ TEST(CpuCodegen, OnlyTheThreadsOfALoopDependOnItsSize) {
 }
 
 TEST(CudaCodegen, RendersKernelsThatNvrtcCompiles) {
-  Generator gen(5);
-  const Trace traced = trace(every_fusable_op, inputs_for(DType::f32, gen));
-  std::vector<KernelPlan> plans;
-  for (const FusionGroup& group : plan_fusion(traced.graph)) {
-    plans.push_back(plan_kernel(traced.graph, group, "eddy_fused_" + std::to_string(plans.size())));
-  }
+  const std::vector<KernelPlan> plans = plans_of_every_fusable_op();
   ASSERT_FALSE(plans.empty());
   const std::string source = render_cuda_source(plans);
   EXPECT_NE(source.find("__global__ void eddy_fused_0"), std::string::npos);
