@@ -213,6 +213,9 @@ void write_results(PinnState& state, const History& history, const std::string& 
   const GridBlock block = evaluate_block(state, grid);
   write_hdf5(state, history, grid, block, dir + "/solution.h5");
   if (state.problem().output.vtk) write_vtk(state, grid, block, dir);
+  // Rank 0 writes the shared files (.pvti, .pvd) after the others are done with their pieces:
+  // waiting here means that, on every rank, the whole output is on disk when this returns.
+  state.communicator().barrier();
 }
 
 }  // namespace eddy::pinn

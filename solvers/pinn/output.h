@@ -27,7 +27,7 @@ struct History {
   std::vector<double> min_causal_weight;               // per logged step
 };
 
-// Collective over the state's communicator.
+// Collective over the state's communicator; returns on every rank once the whole output is written.
 void write_results(PinnState& state, const History& history, const std::string& dir);
 
 }  // namespace eddy::pinn

@@ -253,9 +253,6 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   }
   save(step);
   write_results(state, history, p.output.dir);
-  // Rank 0 writes the shared files (.pvti, .pvd, history) after the others are done with theirs;
-  // waiting here means that, on every rank, a returned solve has its whole output on disk.
-  comm.barrier();
   result.finished = true;
   result.steps = step;
   result.learned = learned_values(state);
