@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 
+#include "eddy/backends/cpu/loops.h"
 #include "eddy/fft/fft_backend.h"
 
 namespace eddy::fft {
@@ -311,10 +312,8 @@ class FftwBackend final : public FftBackend {
     if (threads_over_batch) {
 #pragma omp parallel num_threads(threads)
       {
-        const int id = omp_get_thread_num();
-        const int64_t share = (batch + omp_get_num_threads() - 1) / omp_get_num_threads();
-        const int64_t first = std::min(batch, id * share);
-        transform_entries(first, std::min(batch, first + share), id, 1);
+        const auto [first, end] = cpu_kernels::thread_block(batch);
+        transform_entries(first, end, omp_get_thread_num(), 1);
       }
     } else {
       transform_entries(0, batch, 0, threads);
