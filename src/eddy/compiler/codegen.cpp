@@ -146,12 +146,16 @@ std::string element_code(const KernelPlan& plan, std::string_view dense_index, s
   return loads(plan, dense_index, row_index, column_index, indent, row_array) + indented(plan.body, indent);
 }
 
+// The pointer a kernel stores side output k through (the root's values go to `out`).
+std::string side_output_pointer(size_t k) { return "out" + std::to_string(k + 1); }
+
 // The stores of element `index`: the root's value, then each side output's.
 std::string stores(const KernelPlan& plan, std::string_view index, std::string_view indent) {
   std::ostringstream out;
   out << indent << "out[" << index << "] = " << plan.element << ";\n";
   for (size_t k = 0; k < plan.side_outputs.size(); ++k) {
-    out << indent << "out" << k + 1 << "[" << index << "] = " << variable(plan.side_outputs[k].value) << ";\n";
+    out << indent << side_output_pointer(k) << "[" << index << "] = " << variable(plan.side_outputs[k].value)
+        << ";\n";
   }
   return out.str();
 }
@@ -434,7 +438,8 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
     out << "  " << out_type << "* out = static_cast<" << out_type << "*>(outputs[0]);\n";
     for (size_t k = 0; k < plan.side_outputs.size(); ++k) {
       const std::string type = c_type(plan.side_outputs[k].dtype);
-      out << "  " << type << "* out" << k + 1 << " = static_cast<" << type << "*>(outputs[" << k + 1 << "]);\n";
+      out << "  " << type << "* " << side_output_pointer(k) << " = static_cast<" << type << "*>(outputs[" << k + 1
+          << "]);\n";
     }
     switch (plan.epilogue) {
       case Epilogue::none: out << cpu_elementwise_loops(plan, parallel_grain); break;
@@ -457,7 +462,7 @@ std::string render_cuda_source(const std::vector<KernelPlan>& plans) {
     }
     out << c_type(plan.output_dtype) << "* __restrict__ out, ";
     for (size_t k = 0; k < plan.side_outputs.size(); ++k) {
-      out << c_type(plan.side_outputs[k].dtype) << "* __restrict__ out" << k + 1 << ", ";
+      out << c_type(plan.side_outputs[k].dtype) << "* __restrict__ " << side_output_pointer(k) << ", ";
     }
     out << "long long outer, long long inner) {\n"
         << cuda_loops(plan) << "}\n";
