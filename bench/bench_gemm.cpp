@@ -1,5 +1,6 @@
 // GEMM: eddy::matmul against raw OpenBLAS (what eddy calls underneath) and Eigen's own GEMM, on
-// the same buffers, at square sizes and at the PINN layer shapes (10000 x w) @ (w x w).
+// the same buffers, at square sizes, at the PINN layer shapes (10000 x w) @ (w x w) and at their
+// weight gradients' (w x 10000) @ (10000 x w).
 
 #include <cstdio>
 #include <string>
@@ -34,6 +35,8 @@ std::vector<GemmShape> gemm_shapes() {
   std::vector<GemmShape> shapes;
   for (int64_t size : {64, 128, 256, 512, 1024}) shapes.push_back({size, size, size});
   for (int64_t width : kPinnWidths) shapes.push_back({kPinnPoints, width, width});
+  // Their weight gradients, which sum over the points.
+  for (int64_t width : kPinnWidths) shapes.push_back({width, kPinnPoints, width});
   // A PINN's input and output layers, which eddy hands to Eigen instead of OpenBLAS.
   shapes.push_back({kPinnPoints, 2, 20});
   shapes.push_back({kPinnPoints, 20, 1});

@@ -377,16 +377,21 @@ TEST_P(MatmulAgainstLoops, NonContiguousOperands) {
 
 // Thin products large enough to be shared out over threads (backends/cpu/linalg.cpp): by blocks
 // of rows, or by blocks of a long inner dimension whose partial products are then added, with
-// each operand stored as is or transposed; on two threads and on one.
-TEST_P(MatmulAgainstLoops, ThinProductsSharedOverThreads) {
+// each operand stored as is or transposed; on two threads and on one. At 20 x 20 the long
+// dimension is also cut into several calls of OpenBLAS's small-matrix kernel (2500 rows each), and
+// the products with an inner or output dimension of 1 or 2 (a PINN's input and output layers)
+// take that kernel too.
+void expect_thin_products_match_loops(DType dtype, double tolerance, Generator& generator) {
   const int threads_before = num_threads();
+  const std::array<std::array<int64_t, 3>, 6> shapes = {{
+      {1500, 20, 24}, {20, 1500, 24}, {6000, 20, 20}, {20, 6000, 20}, {6000, 2, 20}, {6000, 20, 1}}};
   for (int threads : {2, 1}) {
     set_num_threads(threads);
-    for (const auto& [n, k, m] : {std::array<int64_t, 3>{1500, 20, 24}, std::array<int64_t, 3>{20, 1500, 24}}) {
+    for (const auto& [n, k, m] : shapes) {
       for (bool transpose_a : {false, true}) {
         for (bool transpose_b : {false, true}) {
-          Tensor a_storage = random_matrix(transpose_a ? Shape{k, n} : Shape{n, k}, GetParam(), generator_);
-          Tensor b_storage = random_matrix(transpose_b ? Shape{m, k} : Shape{k, m}, GetParam(), generator_);
+          Tensor a_storage = random_matrix(transpose_a ? Shape{k, n} : Shape{n, k}, dtype, generator);
+          Tensor b_storage = random_matrix(transpose_b ? Shape{m, k} : Shape{k, m}, dtype, generator);
           Strided sa{values_of(a_storage), transpose_a ? Shape{1, n} : Shape{k, 1}};
           Strided sb{values_of(b_storage), transpose_b ? Shape{1, k} : Shape{m, 1}};
           Tensor out = matmul(transpose_a ? a_storage.transpose() : a_storage,
@@ -400,14 +405,26 @@ TEST_P(MatmulAgainstLoops, ThinProductsSharedOverThreads) {
               expected.push_back(total);
             }
           }
-          SCOPED_TRACE(testing::Message() << threads << " threads, [" << n << ", " << k << "] @ [" << k << ", " << m
-                                          << "], transposed a " << transpose_a << ", b " << transpose_b);
-          expect_all_near(values_of(out), expected, 1e-10);
+          SCOPED_TRACE(testing::Message() << dtype_name(dtype) << ", " << threads << " threads, [" << n << ", " << k
+                                          << "] @ [" << k << ", " << m << "], transposed a " << transpose_a << ", b "
+                                          << transpose_b);
+          expect_all_near(values_of(out), expected, tolerance);
         }
       }
     }
   }
   set_num_threads(threads_before);
+}
+
+TEST_P(MatmulAgainstLoops, ThinProductsSharedOverThreads) {
+  expect_thin_products_match_loops(GetParam(), 1e-10, generator_);
+}
+
+// float32 takes OpenBLAS's sgemm kernels, a separate code path from dgemm's; sums of up to 6000
+// products of unit normals are good to about 1e-4 there.
+TEST(Numerics, ThinFloat32ProductsMatchLoops) {
+  Generator generator(43);
+  expect_thin_products_match_loops(DType::f32, 2e-3, generator);
 }
 
 TEST_P(MatmulAgainstLoops, VectorOperands) {

@@ -40,24 +40,17 @@ constexpr int64_t kThinDimension = 4;
 
 template <typename T>
 void thin_gemm(bool transpose_a, bool transpose_b, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
-               const T* b, int64_t ldb, T* c, int64_t ldc, bool overwrite) {
+               const T* b, int64_t ldb, T* c, int64_t ldc) {
   using Stride = Eigen::OuterStride<>;
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
   // A transposed row-major operand is the column-major matrix with the same leading dimension.
   auto multiply = [&](const auto& left) {
     Eigen::Map<RowMajor, 0, Stride> out(c, n, m, Stride(ldc));
-    auto store = [&](const auto& product) {
-      if (overwrite) {
-        out.noalias() = product;
-      } else {
-        out.noalias() += product;
-      }
-    };
     if (transpose_b) {
-      store(left * Eigen::Map<const ColMajor, 0, Stride>(b, k, m, Stride(ldb)));
+      out.noalias() += left * Eigen::Map<const ColMajor, 0, Stride>(b, k, m, Stride(ldb));
     } else {
-      store(left * Eigen::Map<const RowMajor, 0, Stride>(b, k, m, Stride(ldb)));
+      out.noalias() += left * Eigen::Map<const RowMajor, 0, Stride>(b, k, m, Stride(ldb));
     }
   };
   if (transpose_a) {
@@ -67,19 +60,40 @@ void thin_gemm(bool transpose_a, bool transpose_b, int64_t n, int64_t m, int64_t
   }
 }
 
-// C = A B (overwrite) or C += A B. OpenBLAS's beta = 0 path on a large C clears it in a separate
-// strided pass; a contiguous fill followed by beta = 1 made (10000x20)@(20x20) 1.17x faster in
-// float32 (docs/benchmarks.md, GEMM table), so callers that fill overwrite only small products.
+// OpenBLAS (0.3.16 on, AVX-512 targets) multiplies without packing either operand when
+// M * N * K <= 100^3 (kernel/x86_64/?gemm_small_kernel_permit_skylakex.c), in a kernel that writes
+// C directly when beta = 0. A PINN layer's 10000 x 20 x 20 product is 4x that, and packing its
+// 10000-row operand took a quarter of a compiled Burgers step. In calls of at most 100^3 a thin
+// GEMM skips the packing and the fill: its weight gradient (20 x 10000 @ 10000 x 20) ran 3.4x
+// (float32) and 2.2x (float64) faster, its forward product 1.0x to 1.2x, and the input layer's
+// (10000 x 2 @ 2 x 20) 2.8x faster than Eigen's (docs/benchmarks.md).
+constexpr int64_t kSmallProduct = 100 * 100 * 100;
+// Calls of fewer rows than this lose more to their count than packing costs: at 50 or 64 columns
+// (blocks of 400 or 244 rows) the blocked products ran 0.9x to 1.4x slower than one call.
+constexpr int64_t kFewestRowsPerCall = 512;
+
+// How many of a thin GEMM's long dimension one call may take and still run in the small-matrix
+// kernel, when the other two dimensions multiply to `others`; 0 when the GEMM is better left to
+// one packed call.
+int64_t small_kernel_rows(int64_t others) {
+  const int64_t rows = kSmallProduct / std::max<int64_t>(others, 1);
+  return rows >= kFewestRowsPerCall ? rows : 0;
+}
+
+// C = A B in OpenBLAS's small-matrix kernel (small_kernel: the caller sized the call for it; then
+// `overwrite` picks beta = 0), or C += A B on a C the caller zeroed. OpenBLAS's own zeroing of a
+// large C is a separate strided pass: a contiguous fill followed by beta = 1 made
+// (10000x20)@(20x20) 1.17x faster in float32 when it packed (docs/benchmarks.md, GEMM table).
 template <typename T>
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
-               const T* b, int64_t ldb, T* c, int64_t ldc, bool overwrite) {
+               const T* b, int64_t ldb, T* c, int64_t ldc, bool small_kernel, bool overwrite) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    if (std::min(k, m) <= kThinDimension) {
-      thin_gemm(ta == CblasTrans, tb == CblasTrans, n, m, k, a, lda, b, ldb, c, ldc, overwrite);
+    if (!small_kernel && std::min(k, m) <= kThinDimension) {
+      thin_gemm(ta == CblasTrans, tb == CblasTrans, n, m, k, a, lda, b, ldb, c, ldc);
       return;
     }
   }
-  const T beta(overwrite ? 0 : 1);
+  const T beta(small_kernel && overwrite ? 0 : 1);
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, ta, tb, n, m, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   } else if constexpr (std::is_same_v<T, double>) {
@@ -98,23 +112,6 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int
 constexpr int64_t kThinSplitWidth = 128;
 // The fewest rows (or, summed over, inner elements) per thread worth a thread of its own.
 constexpr int64_t kRowsPerThread = 512;
-// OpenBLAS (0.3.16 on, AVX-512 targets) multiplies without packing either operand when
-// M * N * K <= 100^3 (kernel/x86_64/?gemm_small_kernel_permit_skylakex.c), in a kernel that writes
-// C directly when beta = 0. A PINN layer's 10000 x 20 x 20 product is 4x that, and packing its
-// 10000-row operand took a quarter of a compiled Burgers step; in calls of at most 100^3 a thin
-// GEMM skips the packing and the fill: its weight gradient (20 x 10000 @ 10000 x 20) ran 3.4x
-// (float32) and 2.2x (float64) faster, its forward product 1.0x to 1.2x (docs/benchmarks.md).
-constexpr int64_t kSmallProduct = 100 * 100 * 100;
-// Calls of fewer rows than this lose more to their count than packing costs: at 50 or 64 columns
-// (blocks of 400 or 244 rows) the blocked products ran 0.9x to 1.4x slower than one call.
-constexpr int64_t kFewestRowsPerCall = 512;
-
-// How many of a thin GEMM's long dimension one BLAS call takes: all of it, or blocks that fit the
-// small-matrix kernel when those are long enough.
-int64_t rows_per_call(int64_t long_dimension, int64_t other_dimensions_product) {
-  const int64_t small = kSmallProduct / std::max<int64_t>(other_dimensions_product, 1);
-  return small >= kFewestRowsPerCall ? small : long_dimension;
-}
 
 // C = A B, on eddy's OpenMP threads when a GEMM is thin (a PINN layer: 10000 x 20 @ 20 x 20, or
 // its weight gradient 20 x 10000 @ 10000 x 20). OpenBLAS threads such a GEMM by sharing packed
@@ -122,9 +119,9 @@ int64_t rows_per_call(int64_t long_dimension, int64_t other_dimensions_product) 
 // two threads its 10000 x 20 x 20 GEMMs took 2.5x the one-thread CPU time, and a compiled Burgers
 // step gained nothing from the second thread (docs/benchmarks.md). Here each thread calls
 // one-thread OpenBLAS (it runs on one thread inside a parallel region) on its own block of rows,
-// in calls sized by rows_per_call; a GEMM summing over a long inner dimension gives each thread a
-// block of it and adds the threads' partial products in thread order, so a result does not change
-// from run to run at a given thread count.
+// in calls sized for the small-matrix kernel where they can be; a GEMM summing over a long inner
+// dimension gives each thread a block of it and adds the threads' partial products in thread
+// order, so a result does not change from run to run at a given thread count.
 template <typename T>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
           const T* b, int64_t ldb, T* c, int64_t ldc) {
@@ -134,12 +131,14 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     for (int64_t r = first; r < first + rows; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
   };
   if (thin && n >= k) {
-    const int64_t per_call = rows_per_call(n, m * k);
-    const bool blocked = per_call < n;
-    // The small-matrix kernel does not take a transposed B with fewer than 32 inner elements (the
-    // backward pass's dZ W^T): a dense copy of B^T, at most 128 x 128, makes the call B-untransposed.
+    const int64_t small_rows = small_kernel_rows(m * k);
+    const bool small_kernel = small_rows > 0;
+    const int64_t per_call = small_kernel ? small_rows : n;
+    // The small-matrix kernel takes no transposed B with fewer than 32 inner elements (row-major
+    // B^T is its column-major TN case): a dense copy of B^T, at most 128 x 128, makes the calls
+    // B-untransposed (the backward pass's dZ W^T).
     std::vector<T> dense_b;
-    if (blocked && tb == CblasTrans) {
+    if (small_kernel && tb == CblasTrans) {
       dense_b.resize(static_cast<size_t>(k * m));
       for (int64_t p = 0; p < k; ++p) {
         for (int64_t j = 0; j < m; ++j) dense_b[static_cast<size_t>(p * m + j)] = b[j * ldb + p];
@@ -156,36 +155,37 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
       const auto [first, end] = thread_block(n);
       for (int64_t begin = first; begin < end; begin += per_call) {
         const int64_t rows = std::min(per_call, end - begin);
-        if (!blocked) zero_rows(begin, rows);
-        blas_gemm<T>(ta, tb, rows, m, k, a + begin * a_row_step, lda, b, ldb, c + begin * ldc, ldc, blocked);
+        if (!small_kernel) zero_rows(begin, rows);
+        blas_gemm<T>(ta, tb, rows, m, k, a + begin * a_row_step, lda, b, ldb, c + begin * ldc, ldc, small_kernel,
+                     true);
       }
     }
     return;
   }
   if (thin) {
-    const int64_t per_call = rows_per_call(k, n * m);
+    // A transposed B here is the long operand, too large to copy: such calls are left to packing.
+    const int64_t small_rows = tb == CblasNoTrans ? small_kernel_rows(n * m) : 0;
+    const bool small_kernel = small_rows > 0;
+    const int64_t per_call = small_kernel ? small_rows : k;
     // Inner index p: column p of A untransposed (a + p), row p transposed; row p of B likewise.
     const int64_t a_inner_step = ta == CblasNoTrans ? 1 : lda, b_inner_step = tb == CblasNoTrans ? ldb : 1;
     const int64_t inner_threads = std::clamp<int64_t>(k / kRowsPerThread, 1, max_threads);
-    std::vector<T> partials(static_cast<size_t>((inner_threads - 1) * n * m));
+    std::vector<T> partials(static_cast<size_t>(inner_threads * n * m));
     int started = 1;
 #pragma omp parallel num_threads(static_cast<int>(inner_threads)) if (inner_threads > 1)
     {
       const int id = omp_get_thread_num();
       if (id == 0) started = omp_get_num_threads();
       const auto [first, end] = thread_block(k);
-      T* into = id == 0 ? c : partials.data() + (id - 1) * n * m;
-      const int64_t ld_into = id == 0 ? ldc : m;
+      T* partial = partials.data() + id * n * m;
       for (int64_t begin = first; begin < end; begin += per_call) {
         blas_gemm<T>(ta, tb, n, m, std::min(per_call, end - begin), a + begin * a_inner_step, lda,
-                     b + begin * b_inner_step, ldb, into, ld_into, begin == first);
-      }
-      if (first >= end) {
-        for (int64_t r = 0; r < n; ++r) std::fill(into + r * ld_into, into + r * ld_into + m, T(0));
+                     b + begin * b_inner_step, ldb, partial, m, small_kernel, begin == first);
       }
     }
-    for (int t = 1; t < started; ++t) {
-      const T* partial = partials.data() + (t - 1) * n * m;
+    zero_rows(0, n);
+    for (int t = 0; t < started; ++t) {
+      const T* partial = partials.data() + t * n * m;
       for (int64_t r = 0; r < n; ++r) {
         for (int64_t j = 0; j < m; ++j) c[r * ldc + j] += partial[r * m + j];
       }
@@ -193,7 +193,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     return;
   }
   zero_rows(0, n);
-  blas_gemm<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, false);
+  blas_gemm<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, false, false);
 }
 
 }  // namespace
