@@ -62,28 +62,19 @@ void thin_gemm(bool transpose_a, bool transpose_b, int64_t n, int64_t m, int64_t
 
 // OpenBLAS (0.3.16 on, AVX-512 targets) multiplies without packing either operand when
 // M * N * K <= 100^3 (kernel/x86_64/?gemm_small_kernel_permit_skylakex.c), in a kernel that writes
-// C directly when beta = 0. A PINN layer's 10000 x 20 x 20 product is 4x that, and packing its
-// 10000-row operand took a quarter of a compiled Burgers step. In calls of at most 100^3 a thin
-// GEMM skips the packing and the fill: its weight gradient (20 x 10000 @ 10000 x 20) ran 3.4x
-// (float32) and 2.2x (float64) faster, its forward product 1.0x to 1.2x, and the input layer's
-// (10000 x 2 @ 2 x 20) 2.8x faster than Eigen's (docs/benchmarks.md).
+// C directly when beta = 0. A PINN layer's 10000 x w @ w x w products are 4x (w = 20) to 164x
+// (w = 128) that, so OpenBLAS packed their 10000-row operands: in a compiled step, where operands
+// come from memory, packing took a quarter of the time. Cut into calls of at most 100^3
+// multiply-adds (2500 rows at w = 20, 61 at w = 128), a thin GEMM skips the packing and the fill:
+// compiled PINN steps ran 1.25x (Burgers, w = 20) to 1.5x (the Laplacian, w = 64) faster
+// (docs/benchmarks.md).
 constexpr int64_t kSmallProduct = 100 * 100 * 100;
-// Calls of fewer rows than this lose more to their count than packing costs: at 50 or 64 columns
-// (blocks of 400 or 244 rows) the blocked products ran 0.9x to 1.4x slower than one call.
-constexpr int64_t kFewestRowsPerCall = 512;
-
-// How many of a thin GEMM's long dimension one call may take and still run in the small-matrix
-// kernel, when the other two dimensions multiply to `others`; 0 when the GEMM is better left to
-// one packed call.
-int64_t small_kernel_rows(int64_t others) {
-  const int64_t rows = kSmallProduct / std::max<int64_t>(others, 1);
-  return rows >= kFewestRowsPerCall ? rows : 0;
-}
 
 // C = A B in OpenBLAS's small-matrix kernel (small_kernel: the caller sized the call for it; then
-// `overwrite` picks beta = 0), or C += A B on a C the caller zeroed. OpenBLAS's own zeroing of a
-// large C is a separate strided pass: a contiguous fill followed by beta = 1 made
-// (10000x20)@(20x20) 1.17x faster in float32 when it packed (docs/benchmarks.md, GEMM table).
+// `overwrite` picks beta = 0), or C += A B on a C the caller zeroed, in Eigen when the product is
+// too thin for OpenBLAS's packing to pay. OpenBLAS's own zeroing of a large C is a separate
+// strided pass: a contiguous fill followed by beta = 1 made (10000x20)@(20x20) 1.17x faster in
+// float32 when it packed (docs/benchmarks.md, GEMM table).
 template <typename T>
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
                const T* b, int64_t ldb, T* c, int64_t ldc, bool small_kernel, bool overwrite) {
@@ -131,14 +122,12 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     for (int64_t r = first; r < first + rows; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
   };
   if (thin && n >= k) {
-    const int64_t small_rows = small_kernel_rows(m * k);
-    const bool small_kernel = small_rows > 0;
-    const int64_t per_call = small_kernel ? small_rows : n;
+    const int64_t per_call = kSmallProduct / std::max<int64_t>(m * k, 1);
     // The small-matrix kernel takes no transposed B with fewer than 32 inner elements (row-major
     // B^T is its column-major TN case): a dense copy of B^T, at most 128 x 128, makes the calls
     // B-untransposed (the backward pass's dZ W^T).
     std::vector<T> dense_b;
-    if (small_kernel && tb == CblasTrans) {
+    if (tb == CblasTrans) {
       dense_b.resize(static_cast<size_t>(k * m));
       for (int64_t p = 0; p < k; ++p) {
         for (int64_t j = 0; j < m; ++j) dense_b[static_cast<size_t>(p * m + j)] = b[j * ldb + p];
@@ -154,19 +143,16 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     {
       const auto [first, end] = thread_block(n);
       for (int64_t begin = first; begin < end; begin += per_call) {
-        const int64_t rows = std::min(per_call, end - begin);
-        if (!small_kernel) zero_rows(begin, rows);
-        blas_gemm<T>(ta, tb, rows, m, k, a + begin * a_row_step, lda, b, ldb, c + begin * ldc, ldc, small_kernel,
-                     true);
+        blas_gemm<T>(ta, tb, std::min(per_call, end - begin), m, k, a + begin * a_row_step, lda, b, ldb,
+                     c + begin * ldc, ldc, true, true);
       }
     }
     return;
   }
   if (thin) {
-    // A transposed B here is the long operand, too large to copy: such calls are left to packing.
-    const int64_t small_rows = tb == CblasNoTrans ? small_kernel_rows(n * m) : 0;
-    const bool small_kernel = small_rows > 0;
-    const int64_t per_call = small_kernel ? small_rows : k;
+    // A transposed B here is the long operand, too large to copy: such products are left to packing.
+    const bool small_kernel = tb == CblasNoTrans;
+    const int64_t per_call = small_kernel ? kSmallProduct / std::max<int64_t>(n * m, 1) : k;
     // Inner index p: column p of A untransposed (a + p), row p transposed; row p of B likewise.
     const int64_t a_inner_step = ta == CblasNoTrans ? 1 : lda, b_inner_step = tb == CblasNoTrans ? ldb : 1;
     const int64_t inner_threads = std::clamp<int64_t>(k / kRowsPerThread, 1, max_threads);
