@@ -37,7 +37,7 @@ std::vector<GemmShape> gemm_shapes() {
   for (int64_t width : kPinnWidths) shapes.push_back({kPinnPoints, width, width});
   // Their weight gradients, which sum over the points.
   for (int64_t width : kPinnWidths) shapes.push_back({width, kPinnPoints, width});
-  // A PINN's input and output layers, which eddy hands to Eigen instead of OpenBLAS.
+  // A PINN's input and output layers: an inner or output dimension of at most 4.
   shapes.push_back({kPinnPoints, 2, 20});
   shapes.push_back({kPinnPoints, 20, 1});
   return shapes;

@@ -123,9 +123,9 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
   };
   if (thin && n >= k) {
     const int64_t per_call = kSmallProduct / std::max<int64_t>(m * k, 1);
-    // The small-matrix kernel takes no transposed B with fewer than 32 inner elements (row-major
-    // B^T is its column-major TN case): a dense copy of B^T, at most 128 x 128, makes the calls
-    // B-untransposed (the backward pass's dZ W^T).
+    // A row-major B^T is the small-matrix kernel's column-major TN case, which it takes only for
+    // outputs of at most 1200 elements and 32 or more inner ones: a dense copy of B^T, at most
+    // 128 x 128, makes the calls B-untransposed (the backward pass's dZ W^T).
     std::vector<T> dense_b;
     if (tb == CblasTrans) {
       dense_b.resize(static_cast<size_t>(k * m));
