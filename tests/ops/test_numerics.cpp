@@ -252,6 +252,33 @@ TEST(Numerics, ReductionsOverNonContiguousAndMiddleAxes) {
   }
 }
 
+// A sum over the leading axis large enough to be shared out over threads, four rows at a time
+// (backends/cpu/reduce.cpp): a row count that is not a multiple of four, on two threads and on one,
+// in float64 and complex128.
+TEST(Numerics, LargeColumnSumsMatchLoops) {
+  const int threads_before = num_threads();
+  Generator generator(19);
+  constexpr int64_t kRows = 10003, kWidth = 20;
+  for (DType dtype : {DType::f64, DType::c128}) {
+    Tensor x = is_complex(dtype) ? complex(randn({kRows, kWidth}, DType::f64, &generator),
+                                           randn({kRows, kWidth}, DType::f64, &generator))
+                                 : randn({kRows, kWidth}, dtype, &generator);
+    const std::vector<c128> values = x.to_vector<c128>();
+    std::vector<c128> expected(kWidth);
+    for (int64_t i = 0; i < kRows; ++i) {
+      for (int64_t j = 0; j < kWidth; ++j) expected[static_cast<size_t>(j)] += values[static_cast<size_t>(i * kWidth + j)];
+    }
+    for (int threads : {2, 1}) {
+      set_num_threads(threads);
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << ", " << threads << " threads");
+      Tensor sums = sum(x, {0}, true);
+      ASSERT_EQ(sums.shape(), (Shape{1, kWidth}));
+      expect_all_near(sums.to_vector<c128>(), expected, 1e-10);
+    }
+  }
+  set_num_threads(threads_before);
+}
+
 // ---- matmul ----
 
 // Row-major matrix data with explicit strides, so references can index transposed or broadcast
