@@ -33,9 +33,9 @@ MatrixLayout layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t c
 }
 
 // OpenBLAS packs both operands before it multiplies. When the inner or the output's column
-// dimension is a few elements (a PINN's input and output layers and their gradients) that
-// overhead dominates; Eigen's product made eddy 1.55x (10000x2)@(2x20) and 2.8x (10000x20)@(20x1)
-// faster than OpenBLAS in float32 (docs/benchmarks.md, GEMM table).
+// dimension is a few elements that overhead dominates; Eigen's product made (10000x2)@(2x20) 1.55x
+// and (10000x20)@(20x1) 2.8x faster than packed OpenBLAS in float32 (docs/benchmarks.md, GEMM
+// table). Such products that OpenBLAS's small-matrix kernel takes (see gemm) go there instead.
 constexpr int64_t kThinDimension = 4;
 
 template <typename T>
