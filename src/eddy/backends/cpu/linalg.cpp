@@ -156,26 +156,14 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     // Inner index p: column p of A untransposed (a + p), row p transposed; row p of B likewise.
     const int64_t a_inner_step = ta == CblasNoTrans ? 1 : lda, b_inner_step = tb == CblasNoTrans ? ldb : 1;
     const int64_t inner_threads = std::clamp<int64_t>(k / kRowsPerThread, 1, max_threads);
-    std::vector<T> partials(static_cast<size_t>(inner_threads * n * m));
-    int started = 1;
-#pragma omp parallel num_threads(static_cast<int>(inner_threads)) if (inner_threads > 1)
-    {
-      const int id = omp_get_thread_num();
-      if (id == 0) started = omp_get_num_threads();
-      const auto [first, end] = thread_block(k);
-      T* partial = partials.data() + id * n * m;
-      for (int64_t begin = first; begin < end; begin += per_call) {
-        blas_gemm<T>(ta, tb, n, m, std::min(per_call, end - begin), a + begin * a_inner_step, lda,
-                     b + begin * b_inner_step, ldb, partial, m, small_kernel, begin == first);
-      }
-    }
-    zero_rows(0, n);
-    for (int t = 0; t < started; ++t) {
-      const T* partial = partials.data() + t * n * m;
-      for (int64_t r = 0; r < n; ++r) {
-        for (int64_t j = 0; j < m; ++j) c[r * ldc + j] += partial[r * m + j];
-      }
-    }
+    const std::vector<T> sum =
+        sum_over_thread_blocks<T>(k, static_cast<int>(inner_threads), n * m, [&](int64_t first, int64_t end, T* into) {
+          for (int64_t begin = first; begin < end; begin += per_call) {
+            blas_gemm<T>(ta, tb, n, m, std::min(per_call, end - begin), a + begin * a_inner_step, lda,
+                         b + begin * b_inner_step, ldb, into, m, small_kernel, false);
+          }
+        });
+    for (int64_t r = 0; r < n; ++r) std::copy(sum.begin() + r * m, sum.begin() + (r + 1) * m, c + r * ldc);
     return;
   }
   zero_rows(0, n);

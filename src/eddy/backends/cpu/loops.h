@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <omp.h>
 #include <utility>
+#include <vector>
 
 #include "eddy/core/tensor.h"
 
@@ -23,6 +24,27 @@ inline std::pair<int64_t, int64_t> thread_block(int64_t total) {
   const int64_t chunk = (total + threads - 1) / threads;
   const int64_t begin = std::min(total, id * chunk);
   return {begin, std::min(total, begin + chunk)};
+}
+
+// The sum of `size` values over `total` items shared out in blocks (thread_block) over up to
+// `threads` threads: block_sum(first, end, into) adds the values of items [first, end) into the
+// zeroed `into`, and the blocks' sums are added in thread order, so a result does not change from
+// run to run at a given thread count.
+template <typename T, typename BlockSum>
+std::vector<T> sum_over_thread_blocks(int64_t total, int threads, int64_t size, BlockSum&& block_sum) {
+  std::vector<T> partials(static_cast<size_t>(threads * size), T(0));
+  int started = 1;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    if (omp_get_thread_num() == 0) started = omp_get_num_threads();
+    const auto [first, end] = thread_block(total);
+    if (first < end) block_sum(first, end, partials.data() + omp_get_thread_num() * size);
+  }
+  std::vector<T> sum(static_cast<size_t>(size), T(0));
+  for (int t = 0; t < started; ++t) {
+    for (int64_t i = 0; i < size; ++i) sum[static_cast<size_t>(i)] += partials[static_cast<size_t>(t * size + i)];
+  }
+  return sum;
 }
 
 template <size_t N>

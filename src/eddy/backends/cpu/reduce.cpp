@@ -73,18 +73,11 @@ void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t wid
   }
   if (kind == ReduceKernel::sum) {
     const int threads = count * width >= kParallelGrain ? omp_get_max_threads() : 1;
-    std::vector<T> partials(static_cast<size_t>(threads * width), T(0));
-    int started = 1;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-      if (omp_get_thread_num() == 0) started = omp_get_num_threads();
-      const auto [first, end] = thread_block(count);
-      if (first < end) {
-        sum_column_block(data + first * width, end - first, width, partials.data() + omp_get_thread_num() * width);
-      }
-    }
-    acc.setZero();
-    for (int t = 0; t < started; ++t) acc += ConstRow<T>(partials.data() + t * width, width);
+    const std::vector<T> sum =
+        sum_over_thread_blocks<T>(count, threads, width, [&](int64_t first, int64_t end, T* into) {
+          sum_column_block(data + first * width, end - first, width, into);
+        });
+    acc = ConstRow<T>(sum.data(), width);
     return;
   }
   acc = ConstRow<T>(data, width);
