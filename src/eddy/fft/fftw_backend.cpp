@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -129,10 +133,13 @@ constexpr int64_t kMinElementsForThreads = int64_t{1} << 15;
 // least one batch entry): half of a 512 KiB L2, leaving room for FFTW's output.
 constexpr int64_t kC2rScratchBytes = 256 * 1024;
 
-// Over several axes, c2r runs in two stages (see run_c2r) while a batch entry's half spectrum is at
-// most this size, and through a copy above it. Measured on the benchmark machine (raw FFTW, one
-// thread, docs/benchmarks.md): the two stages take 0.90 to 0.97x the time of the copy up to 256^2
-// in float and double, 1.13x at 512^2 in float and 1.8 to 2.6x at 1024^2.
+// How c2r keeps its input intact (see run_c2r).
+enum class C2rScheme { two_stages, copy };
+
+// Over several axes, with FFTW_ESTIMATE (no measuring), c2r runs in two stages while a batch
+// entry's half spectrum is at most this size and through a copy above it. Measured on one machine
+// (raw FFTW, one thread, docs/benchmarks.md): the two stages took 0.90 to 0.97x the time of the
+// copy up to 256^2 in float and double, 1.13x at 512^2 in float and 1.8 to 2.6x at 1024^2.
 constexpr int64_t kC2rTwoStageMaxEntryBytes = 1024 * 1024;
 
 int planning_threads(const Tensor& in, const Tensor& out) {
@@ -203,6 +210,54 @@ PlanCache<Real>& plan_cache() {
   return *cache;
 }
 
+// EDDY_FFTW_C2R=two_stages|copy forces c2r's scheme, to compare them or to bisect a bug; read on
+// every call so that a test can switch it.
+std::optional<C2rScheme> forced_c2r_scheme() {
+  const char* scheme = std::getenv("EDDY_FFTW_C2R");
+  if (!scheme || !*scheme) return std::nullopt;
+  if (std::strcmp(scheme, "two_stages") == 0) return C2rScheme::two_stages;
+  if (std::strcmp(scheme, "copy") == 0) return C2rScheme::copy;
+  throw Error(cat("EDDY_FFTW_C2R is '", scheme, "'; use two_stages or copy, or leave it unset"));
+}
+
+// Which c2r scheme is faster over several axes depends on the plans FFTW_MEASURE picks for each
+// and on the cache sizes: on one machine the two stages won up to 256^2 and lost from 512^2, on
+// another the copy won at 256^2 in some runs. So under FFTW_MEASURE and FFTW_PATIENT the scheme is
+// measured as FFTW measures its plans: the first call on a layout times both on its first chunk
+// and keeps the faster, per layout.
+class C2rSchemeCache {
+ public:
+  C2rScheme get(const PlanKey& key, const std::function<void(C2rScheme)>& transform_first_chunk) {
+    std::lock_guard lock(mutex_);
+    auto found = schemes_.find(key);
+    if (found != schemes_.end()) return found->second;
+    const C2rScheme faster = measure(transform_first_chunk);
+    schemes_.emplace(key, faster);
+    return faster;
+  }
+
+ private:
+  // The first run of each plans it; then the best of a few alternating runs, as one run on a
+  // shared machine can be slowed by a neighbour.
+  static C2rScheme measure(const std::function<void(C2rScheme)>& transform_first_chunk) {
+    constexpr std::array<C2rScheme, 2> schemes{C2rScheme::two_stages, C2rScheme::copy};
+    constexpr int kTimedRuns = 3;
+    std::array<double, 2> best{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+    for (C2rScheme scheme : schemes) transform_first_chunk(scheme);
+    for (int run = 0; run < kTimedRuns; ++run) {
+      for (size_t i = 0; i < schemes.size(); ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        transform_first_chunk(schemes[i]);
+        best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
+    return best[0] <= best[1] ? schemes[0] : schemes[1];
+  }
+
+  std::mutex mutex_;
+  std::map<PlanKey, C2rScheme> schemes_;
+};
+
 class FftwBackend final : public FftBackend {
  public:
   void c2c(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, bool forward) override {
@@ -238,13 +293,13 @@ class FftwBackend final : public FftBackend {
   // FFTW's c2r overwrites its input (and cannot be told not to over several axes), so it runs
   // either in two stages or on a copy, a few batch entries (a chunk) at a time through a scratch
   // buffer small enough to stay in cache.
-  // - Two stages, for small entries over several axes: the full backward transforms along all but
-  //   the last axis, out of place from the input into scratch (reading the input once, as a copy
-  //   would), then the half-spectrum transform along the last axis from scratch into the output,
-  //   which may destroy the scratch. The scale is a pass over the chunk's output while it is in
-  //   cache.
-  // - A copy, for one axis or large entries: the transform being linear, the scale is applied
-  //   while copying, and FFTW transforms the copy from cache.
+  // - Two stages, over several axes: the full backward transforms along all but the last axis,
+  //   out of place from the input into scratch (reading the input once, as a copy would), then
+  //   the half-spectrum transform along the last axis from scratch into the output, which may
+  //   destroy the scratch. The scale is a pass over the chunk's output while it is in cache.
+  // - A copy: the transform being linear, the scale is applied while copying, and FFTW
+  //   transforms the copy from cache.
+  // Over one axis it is always the copy; over several, the faster of the two (c2r_scheme).
   template <typename Real>
   static void run_c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, double scale) {
     // The axes before the first transformed one are batch axes; in is dense and out new, so they
@@ -263,7 +318,6 @@ class FftwBackend final : public FftBackend {
 
     const int64_t batch = batched_in.shape()[0], entry_elements = batched_in.strides()[0];
     const int64_t entry_bytes = entry_elements * static_cast<int64_t>(dtype_size(in.dtype()));
-    const bool two_stages = axes.size() > 1 && entry_bytes <= kC2rTwoStageMaxEntryBytes;
     const int64_t chunk = std::clamp<int64_t>(kC2rScratchBytes / entry_bytes, 1, batch);
     const int threads = planning_threads(in, out);
     // With a batch entry per thread or more, each thread takes an equal share of the entries and
@@ -277,7 +331,7 @@ class FftwBackend final : public FftBackend {
 
     // Transforms batch entries [first, end) chunk by chunk through scratch slot `slot`, on
     // `chunk_threads` threads.
-    const auto transform_entries = [&](int64_t first, int64_t end, int slot, int chunk_threads) {
+    const auto transform_entries = [&](int64_t first, int64_t end, int slot, int chunk_threads, C2rScheme scheme) {
       for (; first < end; first += chunk) {
         Shape in_shape = batched_in.shape(), out_shape = batched_out.shape();
         in_shape[0] = out_shape[0] = std::min(chunk, end - first);
@@ -286,7 +340,7 @@ class FftwBackend final : public FftBackend {
         const Tensor staged = make_view(scratch, in_shape, batched_in.strides(), slot * chunk * entry_elements);
         const Tensor into = make_view(batched_out, out_shape, batched_out.strides(),
                                       batched_out.offset() + first * batched_out.strides()[0]);
-        if (two_stages) {
+        if (scheme == C2rScheme::two_stages) {
           Fftw<Real>::run_c2c(plan_cache<Real>().get(Kind::c2c_backward, from, staged, leading_axes, chunk_threads),
                               from.raw_data(), staged.raw_data());
           Fftw<Real>::run_c2r(plan_cache<Real>().get(Kind::c2r, staged, into, last_axis, chunk_threads),
@@ -309,15 +363,34 @@ class FftwBackend final : public FftBackend {
       }
     };
 
+    const int threads_per_chunk = threads_over_batch ? 1 : threads;
+    const C2rScheme scheme = c2r_scheme<Real>(batched_in, batched_out, batched_axes, threads, entry_bytes,
+                                              [&](C2rScheme candidate) {
+                                                transform_entries(0, chunk, 0, threads_per_chunk, candidate);
+                                              });
     if (threads_over_batch) {
 #pragma omp parallel num_threads(threads)
       {
         const auto [first, end] = cpu_kernels::thread_block(batch);
-        transform_entries(first, end, omp_get_thread_num(), 1);
+        transform_entries(first, end, omp_get_thread_num(), 1, scheme);
       }
     } else {
-      transform_entries(0, batch, 0, threads);
+      transform_entries(0, batch, 0, threads, scheme);
     }
+  }
+
+  template <typename Real>
+  static C2rScheme c2r_scheme(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, int threads,
+                              int64_t entry_bytes, const std::function<void(C2rScheme)>& transform_first_chunk) {
+    if (axes.size() == 1) return C2rScheme::copy;
+    if (const std::optional<C2rScheme> forced = forced_c2r_scheme()) return *forced;
+    if (planner_flags() == FFTW_ESTIMATE) {
+      return entry_bytes <= kC2rTwoStageMaxEntryBytes ? C2rScheme::two_stages : C2rScheme::copy;
+    }
+    static auto* schemes = new C2rSchemeCache();
+    const PlanKey key{Kind::c2r, sizeof(Real) == 8, in.shape(), axes, threads,
+                      Fftw<Real>::alignment(in.raw_data()), Fftw<Real>::alignment(out.raw_data())};
+    return schemes->get(key, transform_first_chunk);
   }
 };
 
