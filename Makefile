@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test test-asan demo bench bench-peers clean
+.PHONY: all deps configure build test test-asan demo bench bench-fft bench-peers clean
 
 all: build
 
@@ -36,6 +36,10 @@ demo: build
 
 bench: build
 	./$(BUILD)/bench/eddy_bench
+
+# The FFT table over three eddy_bench processes, each planning anew (bench/fft_table.py).
+bench-fft: build
+	python3 bench/fft_table.py --build $(BUILD)
 
 # eddy against PyTorch and JAX (bench/peers/run.py), in .venv-bench from
 # scripts/install-bench-deps.sh; writes the table into docs/benchmarks.md. Not part of `make test`.
