@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "support/expect_error.h"
+#include "support/scoped_env.h"
 
 #include <cmath>
 #include <complex>
@@ -342,24 +343,13 @@ TEST(Fft, LargeTransformMatchesTheReference) {
                    1e-12, "fft [128, 256]");
 }
 
-// Sets EDDY_FFTW_C2R (the c2r scheme) for one scope; nullptr leaves it unset (measured).
-class ForcedC2rScheme {
- public:
-  explicit ForcedC2rScheme(const char* scheme) {
-    if (scheme) setenv("EDDY_FFTW_C2R", scheme, 1);
-  }
-  ~ForcedC2rScheme() { unsetenv("EDDY_FFTW_C2R"); }
-  ForcedC2rScheme(const ForcedC2rScheme&) = delete;
-  ForcedC2rScheme& operator=(const ForcedC2rScheme&) = delete;
-};
-
 // irfft2 over batches large enough for threaded plans, through each of the FFTW backend's c2r
 // schemes (two stages, a copy, and the faster of the two as measured), in chunks of several
 // entries, or one, or one entry on all threads.
 TEST(Fft, LargeIrfft2RoundTrips) {
   const int threads = num_threads();
   for (const char* scheme : {"two_stages", "copy", static_cast<const char*>(nullptr)}) {
-    const ForcedC2rScheme forced(scheme);
+    const ScopedEnv forced("EDDY_FFTW_C2R", scheme);  // unset: measured
     for (int t : {1, 2}) {
       set_num_threads(t);
       for (const Shape& shape : {Shape{5, 96, 96}, Shape{3, 256, 300}, Shape{1, 300, 256}, Shape{2, 400, 400}}) {
@@ -377,7 +367,7 @@ TEST(Fft, LargeIrfft2RoundTrips) {
 }
 
 TEST(Fft, UnknownC2rSchemeIsAnError) {
-  const ForcedC2rScheme forced("in_place");
+  const ScopedEnv forced("EDDY_FFTW_C2R", "in_place");
   expect_error([] { fft::irfft2(random_input({2, 8, 5}, DType::c128, Layout::contiguous, 1)); },
                {"EDDY_FFTW_C2R", "in_place", "two_stages", "copy"});
 }

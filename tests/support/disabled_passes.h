@@ -1,16 +1,13 @@
 #pragma once
 // Sets EDDY_COMPILER_DISABLE for one scope, so that a failing test cannot leak it into the next.
 
-#include <cstdlib>
+#include "support/scoped_env.h"
 
 namespace eddy {
 
-class DisabledPasses {
+class DisabledPasses : ScopedEnv {
  public:
-  explicit DisabledPasses(const char* list) { setenv("EDDY_COMPILER_DISABLE", list, 1); }
-  ~DisabledPasses() { unsetenv("EDDY_COMPILER_DISABLE"); }
-  DisabledPasses(const DisabledPasses&) = delete;
-  DisabledPasses& operator=(const DisabledPasses&) = delete;
+  explicit DisabledPasses(const char* list) : ScopedEnv("EDDY_COMPILER_DISABLE", list) {}
 };
 
 }  // namespace eddy
