@@ -379,6 +379,8 @@ class FftwBackend final : public FftBackend {
     }
   }
 
+  // The scheme for a layout: forced, from the size under FFTW_ESTIMATE, else measured once
+  // (C2rSchemeCache) by running `transform_first_chunk` with each.
   template <typename Real>
   static C2rScheme c2r_scheme(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, int threads,
                               int64_t entry_bytes, const std::function<void(C2rScheme)>& transform_first_chunk) {
