@@ -142,6 +142,13 @@ enum class C2rScheme { two_stages, copy };
 // copy up to 256^2 in float and double, 1.13x at 512^2 in float and 1.8 to 2.6x at 1024^2.
 constexpr int64_t kC2rTwoStageMaxEntryBytes = 1024 * 1024;
 
+// The schemes are timed on the first entries of the batch, up to about this many bytes of input:
+// more than L2 holds, so that each timed run reads its input from L3 or memory, as a whole call
+// does. One chunk timed again and again runs from L2, where the two can rank otherwise: at f64
+// 256^2 they tied there (120 against 121 us an entry) while whole calls ran 2 to 5% faster in
+// two stages.
+constexpr int64_t kC2rSampleBytes = 4 * 1024 * 1024;
+
 int planning_threads(const Tensor& in, const Tensor& out) {
   return std::max(in.numel(), out.numel()) >= kMinElementsForThreads ? omp_get_max_threads() : 1;
 }
@@ -223,15 +230,15 @@ std::optional<C2rScheme> forced_c2r_scheme() {
 // Which c2r scheme is faster over several axes depends on the plans FFTW_MEASURE picks for each
 // and on the cache sizes: on one machine the two stages won up to 256^2 and lost from 512^2, on
 // another the copy won at 256^2 in some runs. So under FFTW_MEASURE and FFTW_PATIENT the scheme is
-// measured as FFTW measures its plans: the first call on a layout times both on its first chunk
-// and keeps the faster, per layout.
+// measured as FFTW measures its plans: the first call on a layout times both on its first few
+// entries (transform_sample) and keeps the faster, per layout.
 class C2rSchemeCache {
  public:
-  C2rScheme get(const PlanKey& key, const std::function<void(C2rScheme)>& transform_first_chunk) {
+  C2rScheme get(const PlanKey& key, const std::function<void(C2rScheme)>& transform_sample) {
     std::lock_guard lock(mutex_);
     auto found = schemes_.find(key);
     if (found != schemes_.end()) return found->second;
-    const C2rScheme faster = measure(transform_first_chunk);
+    const C2rScheme faster = measure(transform_sample);
     schemes_.emplace(key, faster);
     return faster;
   }
@@ -239,15 +246,15 @@ class C2rSchemeCache {
  private:
   // The first run of each plans it; then the best of a few alternating runs, as one run on a
   // shared machine can be slowed by a neighbour.
-  static C2rScheme measure(const std::function<void(C2rScheme)>& transform_first_chunk) {
+  static C2rScheme measure(const std::function<void(C2rScheme)>& transform_sample) {
     constexpr std::array<C2rScheme, 2> schemes{C2rScheme::two_stages, C2rScheme::copy};
     constexpr int kTimedRuns = 3;
     std::array<double, 2> best{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
-    for (C2rScheme scheme : schemes) transform_first_chunk(scheme);
+    for (C2rScheme scheme : schemes) transform_sample(scheme);
     for (int run = 0; run < kTimedRuns; ++run) {
       for (size_t i = 0; i < schemes.size(); ++i) {
         const auto start = std::chrono::steady_clock::now();
-        transform_first_chunk(schemes[i]);
+        transform_sample(schemes[i]);
         best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
     }
@@ -364,9 +371,10 @@ class FftwBackend final : public FftBackend {
     };
 
     const int threads_per_chunk = threads_over_batch ? 1 : threads;
+    const int64_t sample_entries = std::clamp<int64_t>(kC2rSampleBytes / entry_bytes, chunk, batch);
     const C2rScheme scheme = c2r_scheme<Real>(batched_in, batched_out, batched_axes, threads, entry_bytes,
                                               [&](C2rScheme candidate) {
-                                                transform_entries(0, chunk, 0, threads_per_chunk, candidate);
+                                                transform_entries(0, sample_entries, 0, threads_per_chunk, candidate);
                                               });
     if (threads_over_batch) {
 #pragma omp parallel num_threads(threads)
@@ -380,10 +388,10 @@ class FftwBackend final : public FftBackend {
   }
 
   // The scheme for a layout: forced, from the size under FFTW_ESTIMATE, else measured once
-  // (C2rSchemeCache) by running `transform_first_chunk` with each.
+  // (C2rSchemeCache) by running `transform_sample` with each.
   template <typename Real>
   static C2rScheme c2r_scheme(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, int threads,
-                              int64_t entry_bytes, const std::function<void(C2rScheme)>& transform_first_chunk) {
+                              int64_t entry_bytes, const std::function<void(C2rScheme)>& transform_sample) {
     if (axes.size() == 1) return C2rScheme::copy;
     if (const std::optional<C2rScheme> forced = forced_c2r_scheme()) return *forced;
     if (planner_flags() == FFTW_ESTIMATE) {
@@ -392,7 +400,7 @@ class FftwBackend final : public FftBackend {
     static auto* schemes = new C2rSchemeCache();
     const PlanKey key{Kind::c2r, sizeof(Real) == 8, in.shape(), axes, threads,
                       Fftw<Real>::alignment(in.raw_data()), Fftw<Real>::alignment(out.raw_data())};
-    return schemes->get(key, transform_first_chunk);
+    return schemes->get(key, transform_sample);
   }
 };
 
