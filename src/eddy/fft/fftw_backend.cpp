@@ -124,6 +124,32 @@ Layout layout_of(const Tensor& in, const Tensor& out, const std::vector<int64_t>
 
 using PlanKey = std::tuple<Kind, bool, Shape, std::vector<int64_t>, int, int, int>;
 
+// A transform's layout: kind, precision, the full (real side's) shape, axes, threads, alignment.
+template <typename Real>
+PlanKey plan_key(Kind kind, const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, int threads) {
+  return {kind, sizeof(Real) == 8, kind == Kind::c2r ? out.shape() : in.shape(), axes, threads,
+          Fftw<Real>::alignment(in.raw_data()), Fftw<Real>::alignment(out.raw_data())};
+}
+
+// A value worked out once per layout, under a lock (FFTW's planner is not thread-safe, and a
+// measurement should not run twice at once).
+template <typename Value>
+class LayoutMemo {
+ public:
+  Value get(const PlanKey& key, const std::function<Value()>& work_out) {
+    std::lock_guard lock(mutex_);
+    auto found = values_.find(key);
+    if (found != values_.end()) return found->second;
+    const Value value = work_out();
+    values_.emplace(key, value);
+    return value;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<PlanKey, Value> values_;
+};
+
 // Threads pay off only on large transforms. On small ones their start-up costs more than the
 // transform, and when the cores are oversubscribed (tests run in parallel) FFTW_MEASURE's trial
 // runs of threaded plans spin in OpenMP barriers for whole time slices: seconds per plan.
@@ -160,16 +186,12 @@ class PlanCache {
 
   typename Fftw<Real>::Plan get(Kind kind, const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes,
                                 int threads) {
-    PlanKey key{kind, sizeof(Real) == 8, kind == Kind::c2r ? out.shape() : in.shape(), axes, threads,
-                Fftw<Real>::alignment(in.raw_data()), Fftw<Real>::alignment(out.raw_data())};
-    std::lock_guard lock(mutex_);  // FFTW's planner is not thread-safe
-    auto found = plans_.find(key);
-    if (found != plans_.end()) return found->second;
-    auto plan = make(kind, in, out, axes, threads);
-    EDDY_CHECK(plan, "fft: FFTW could not plan a transform of shape ", in.shape(), " over axes ",
-               to_string(axes));
-    plans_.emplace(key, plan);
-    return plan;
+    return plans_.get(plan_key<Real>(kind, in, out, axes, threads), [&] {
+      auto plan = make(kind, in, out, axes, threads);
+      EDDY_CHECK(plan, "fft: FFTW could not plan a transform of shape ", in.shape(), " over axes ",
+                 to_string(axes));
+      return plan;
+    });
   }
 
  private:
@@ -207,8 +229,7 @@ class PlanCache {
     return plan;
   }
 
-  std::mutex mutex_;
-  std::map<PlanKey, typename Fftw<Real>::Plan> plans_;
+  LayoutMemo<typename Fftw<Real>::Plan> plans_;
 };
 
 template <typename Real>
@@ -231,39 +252,23 @@ std::optional<C2rScheme> forced_c2r_scheme() {
 // and on the cache sizes: on one machine the two stages won up to 256^2 and lost from 512^2, on
 // another the copy won at 256^2 in some runs. So under FFTW_MEASURE and FFTW_PATIENT the scheme is
 // measured as FFTW measures its plans: the first call on a layout times both on its first few
-// entries (transform_sample) and keeps the faster, per layout.
-class C2rSchemeCache {
- public:
-  C2rScheme get(const PlanKey& key, const std::function<void(C2rScheme)>& transform_sample) {
-    std::lock_guard lock(mutex_);
-    auto found = schemes_.find(key);
-    if (found != schemes_.end()) return found->second;
-    const C2rScheme faster = measure(transform_sample);
-    schemes_.emplace(key, faster);
-    return faster;
-  }
-
- private:
-  // The first run of each plans it; then the best of a few alternating runs, as one run on a
-  // shared machine can be slowed by a neighbour.
-  static C2rScheme measure(const std::function<void(C2rScheme)>& transform_sample) {
-    constexpr std::array<C2rScheme, 2> schemes{C2rScheme::two_stages, C2rScheme::copy};
-    constexpr int kTimedRuns = 3;
-    std::array<double, 2> best{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
-    for (C2rScheme scheme : schemes) transform_sample(scheme);
-    for (int run = 0; run < kTimedRuns; ++run) {
-      for (size_t i = 0; i < schemes.size(); ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        transform_sample(schemes[i]);
-        best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
+// entries (transform_sample) and keeps the faster, per layout. The first run of each scheme plans
+// it; then the best of a few alternating runs counts, as one run on a shared machine can be
+// slowed by a neighbour.
+C2rScheme faster_c2r_scheme(const std::function<void(C2rScheme)>& transform_sample) {
+  constexpr std::array<C2rScheme, 2> schemes{C2rScheme::two_stages, C2rScheme::copy};
+  constexpr int kTimedRuns = 3;
+  std::array<double, 2> best{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+  for (C2rScheme scheme : schemes) transform_sample(scheme);
+  for (int run = 0; run < kTimedRuns; ++run) {
+    for (size_t i = 0; i < schemes.size(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      transform_sample(schemes[i]);
+      best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    return best[0] <= best[1] ? schemes[0] : schemes[1];
   }
-
-  std::mutex mutex_;
-  std::map<PlanKey, C2rScheme> schemes_;
-};
+  return best[0] <= best[1] ? schemes[0] : schemes[1];
+}
 
 class FftwBackend final : public FftBackend {
  public:
@@ -387,8 +392,8 @@ class FftwBackend final : public FftBackend {
     }
   }
 
-  // The scheme for a layout: forced, from the size under FFTW_ESTIMATE, else measured once
-  // (C2rSchemeCache) by running `transform_sample` with each.
+  // The scheme for a layout: forced, from the size under FFTW_ESTIMATE, else measured once per
+  // layout by running `transform_sample` with each (faster_c2r_scheme).
   template <typename Real>
   static C2rScheme c2r_scheme(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, int threads,
                               int64_t entry_bytes, const std::function<void(C2rScheme)>& transform_sample) {
@@ -397,10 +402,9 @@ class FftwBackend final : public FftBackend {
     if (planner_flags() == FFTW_ESTIMATE) {
       return entry_bytes <= kC2rTwoStageMaxEntryBytes ? C2rScheme::two_stages : C2rScheme::copy;
     }
-    static auto* schemes = new C2rSchemeCache();
-    const PlanKey key{Kind::c2r, sizeof(Real) == 8, in.shape(), axes, threads,
-                      Fftw<Real>::alignment(in.raw_data()), Fftw<Real>::alignment(out.raw_data())};
-    return schemes->get(key, transform_sample);
+    static auto* schemes = new LayoutMemo<C2rScheme>();
+    return schemes->get(plan_key<Real>(Kind::c2r, in, out, axes, threads),
+                        [&] { return faster_c2r_scheme(transform_sample); });
   }
 };
 

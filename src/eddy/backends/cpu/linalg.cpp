@@ -118,9 +118,6 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
           const T* b, int64_t ldb, T* c, int64_t ldc) {
   const int max_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const bool thin = m <= kThinSplitWidth && std::min(n, k) <= kThinSplitWidth;
-  auto zero_rows = [&](int64_t first, int64_t rows) {
-    for (int64_t r = first; r < first + rows; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
-  };
   if (thin && n >= k) {
     const int64_t per_call = kSmallProduct / std::max<int64_t>(m * k, 1);
     // A row-major B^T is the small-matrix kernel's column-major TN case, which it takes only for
@@ -166,7 +163,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     for (int64_t r = 0; r < n; ++r) std::copy(sum.begin() + r * m, sum.begin() + (r + 1) * m, c + r * ldc);
     return;
   }
-  zero_rows(0, n);
+  for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
   blas_gemm<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, false, false);
 }
 
