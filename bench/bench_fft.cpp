@@ -33,8 +33,19 @@ constexpr const char* transform_name(Transform transform) {
   return "";
 }
 
-enum class FftImpl { eddy, fftw };
-constexpr const char* impl_name(FftImpl impl) { return impl == FftImpl::eddy ? "eddy" : "fftw"; }
+// fftw_keeping_input (irfft2 only): FFTW's multi-dimensional c2r destroys its input and cannot be
+// told not to (FFTW_PRESERVE_INPUT is refused there), so a caller of FFTW who needs the spectrum
+// afterwards, as irfft2's callers do, copies it into the plan's input buffer first, folding in the
+// 1/n^2 scale.
+enum class FftImpl { eddy, fftw, fftw_keeping_input };
+constexpr const char* impl_name(FftImpl impl) {
+  switch (impl) {
+    case FftImpl::eddy: return "eddy";
+    case FftImpl::fftw: return "fftw";
+    case FftImpl::fftw_keeping_input: return "fftw_keeping_input";
+  }
+  return "";
+}
 
 template <typename Real>
 constexpr const char* type_name() {
@@ -125,9 +136,10 @@ template <> struct Fftw<double> {
 // One case's input, eddy's warm plans, and an FFTW plan on buffers of the same shapes. eddy
 // allocates its result on every call, as user code does; FFTW writes into a preallocated buffer.
 // FFTW's c2r destroys its input, so its buffers are FFTW's own (after the first call its c2r
-// transforms whatever the last call left there; the cost of a transform does not depend on the
-// values). eddy's c2r keeps its input intact, which counts as eddy's overhead; the 1/n^2 of
-// irfft2's norm is applied on both sides.
+// transforms whatever the last call left there, which overflows to NaN within a few hundred
+// calls; a transform of NaNs measured no faster). eddy's c2r keeps its input intact, which counts
+// as eddy's overhead against fftw, and not against fftw_keeping_input; the 1/n^2 of irfft2's norm
+// is applied on all sides.
 template <typename Real>
 class FftOperands {
  public:
@@ -174,6 +186,10 @@ class FftOperands {
     if (impl == FftImpl::fftw) {
       Fftw<Real>::execute(plan_);
       if (case_.transform == Transform::irfft2) scale_fftw_output();
+    } else if (impl == FftImpl::fftw_keeping_input) {
+      EDDY_CHECK(case_.transform == Transform::irfft2, "bench_fft: only irfft2 destroys its input");
+      copy_scaled_input();
+      Fftw<Real>::execute(plan_);
     } else {
       switch (case_.transform) {
         case Transform::rfft2: benchmark::DoNotOptimize(eddy::fft::rfft2(input_)); break;
@@ -192,6 +208,14 @@ class FftOperands {
     const int64_t count = fftw_output_.numel();
     const Real factor = Real(1) / static_cast<Real>(case_.size * case_.size);
     for (int64_t i = 0; i < count; ++i) values[i] *= factor;
+  }
+
+  void copy_scaled_input() const {
+    const Real* source = static_cast<const Real*>(input_.raw_data());
+    Real* target = static_cast<Real*>(fftw_input_.raw_data());
+    const int64_t count = 2 * input_.numel();  // real and imaginary parts
+    const Real factor = Real(1) / static_cast<Real>(case_.size * case_.size);
+    for (int64_t i = 0; i < count; ++i) target[i] = source[i] * factor;
   }
 
   FftCase case_;
@@ -219,6 +243,7 @@ void register_fft_cases() {
   for (const FftCase& fft_case : fft_cases<Real>()) {
     for (int threads : kThreadCounts) {
       for (FftImpl impl : {FftImpl::eddy, FftImpl::fftw}) register_fft<Real>(fft_case, threads, impl);
+      if (fft_case.transform == Transform::irfft2) register_fft<Real>(fft_case, threads, FftImpl::fftw_keeping_input);
     }
   }
 }
@@ -234,12 +259,20 @@ void print_fft_rows() {
       set_threads(threads);
       const FftOperands<Real> operands(fft_case);
       // One thread: CPU time, so that waits for a shared core do not swamp a few-percent difference.
-      const std::vector<std::vector<double>> rounds = interleaved_round_seconds(
-          {[&] { operands.run(FftImpl::fftw); }, [&] { operands.run(FftImpl::eddy); }}, 0.02, kFftRounds,
-          threads == 1 ? Timing::thread_cpu : Timing::wall);
+      const bool destroys_input = fft_case.transform == Transform::irfft2;
+      std::vector<std::function<void()>> impls{[&] { operands.run(FftImpl::fftw); },
+                                               [&] { operands.run(FftImpl::eddy); }};
+      if (destroys_input) impls.push_back([&] { operands.run(FftImpl::fftw_keeping_input); });
+      const std::vector<std::vector<double>> rounds =
+          interleaved_round_seconds(impls, 0.02, kFftRounds, threads == 1 ? Timing::thread_cpu : Timing::wall);
       const double ratio = median_ratio(rounds[1], rounds[0]);
-      std::printf("| %s %s | %d | %.1f | %.1f | %.2f | %+.0f%% |\n", type_name<Real>(), fft_case.label().c_str(),
-                  threads, median(rounds[1]) * 1e6, median(rounds[0]) * 1e6, ratio, (ratio - 1) * 100);
+      std::printf("| %s %s | %d | %.1f | %.1f | %.2f | %+.0f%% |", type_name<Real>(), fft_case.label().c_str(), threads,
+                  median(rounds[1]) * 1e6, median(rounds[0]) * 1e6, ratio, (ratio - 1) * 100);
+      if (destroys_input) {
+        std::printf(" %.1f | %.2f |\n", median(rounds[2]) * 1e6, median_ratio(rounds[1], rounds[2]));
+      } else {
+        std::printf(" - | - |\n");
+      }
       std::fflush(stdout);
     }
   }
@@ -375,8 +408,9 @@ void print_fft_tables() {
   std::printf("\n(1 thread: CPU time of the calling thread; 2 threads: wall time. Times are medians over %d "
               "interleaved rounds; eddy/FFTW is the median of the rounds' own ratios)\n",
               kFftRounds);
-  std::printf("| case | threads | eddy µs | FFTW µs | eddy/FFTW | overhead |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("| case | threads | eddy µs | FFTW µs | eddy/FFTW | overhead | FFTW keeping its input µs | "
+              "eddy/that |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   print_fft_rows<float>();
   print_fft_rows<double>();
   std::printf("\n| FNO layer (%s) | threads | layer ms | spectral_conv ms | rfft2 + irfft2 ms | "

@@ -5,7 +5,8 @@ Each `eddy_bench` process plans its transforms anew with FFTW_MEASURE, eddy's an
 alike, and FFTW_MEASURE picks plans from timings: on a shared machine one process's plans can be
 10 to 25% faster or slower than the next one's, on either side. One process's eddy/FFTW ratio
 therefore carries the luck of two sets of plans. This runs the FFT table in several processes
-and prints, per row, the median of their ratios and the range.
+and prints, per row, the median of their ratios and the range; for irfft2 also against FFTW
+keeping its input (a copy of the spectrum, then the same plan), which computes what irfft2 does.
 
     python3 bench/fft_table.py [--build build] [--processes 3]
 """
@@ -16,11 +17,13 @@ import statistics
 import subprocess
 import sys
 
-ROW = re.compile(r"^\| (f32|f64) (i?r?fft2) (\S+ x\d+) \| (\d) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|")
+ROW = re.compile(r"^\| (f32|f64) (i?r?fft2) (\S+ x\d+) \| (\d) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| \S+ \| "
+                 r"([\d.]+|-) \| ([\d.]+|-) \|")
 
 
 def fft_rows(build):
-    """One eddy_bench process's FFT rows: {(precision, transform, size, threads): (eddy us, fftw us, ratio)}."""
+    """One eddy_bench process's FFT rows: {(precision, transform, size, threads): (eddy us, fftw us, ratio,
+    ratio to FFTW keeping its input or None)}."""
     command = [f"{build}/bench/eddy_bench", "--benchmark_filter=^$", "--no_gemm_table", "--no_elementwise_table",
                "--no_pinn_table", "--no_laplacian_table"]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
@@ -28,8 +31,9 @@ def fft_rows(build):
     for line in output.splitlines():
         match = ROW.match(line)
         if match:
-            precision, transform, size, threads, eddy_us, fftw_us, ratio = match.groups()
-            rows[(precision, transform, size, int(threads))] = (float(eddy_us), float(fftw_us), float(ratio))
+            precision, transform, size, threads, eddy_us, fftw_us, ratio, _, kept_ratio = match.groups()
+            rows[(precision, transform, size, int(threads))] = (float(eddy_us), float(fftw_us), float(ratio),
+                                                                None if kept_ratio == "-" else float(kept_ratio))
     if not rows:
         sys.exit(f"fft_table: no FFT rows in the output of {' '.join(command)}")
     return rows
@@ -48,8 +52,9 @@ def main():
         print(f"fft_table: process {process + 1} of {args.processes}", file=sys.stderr, flush=True)
         runs.append(fft_rows(args.build))
 
-    print(f"| case | threads | eddy µs | FFTW µs | eddy/FFTW, median of {args.processes} | range | overhead |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| case | threads | eddy µs | FFTW µs | eddy/FFTW, median of {args.processes} | range | overhead | "
+          "eddy / FFTW keeping its input, median | range |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for key in runs[0]:
         measured = [run[key] for run in runs if key in run]
         eddy_us = statistics.median(m[0] for m in measured)
@@ -57,8 +62,10 @@ def main():
         ratios = [m[2] for m in measured]
         ratio = statistics.median(ratios)
         precision, transform, size, threads = key
+        kept = [m[3] for m in measured if m[3] is not None]
+        kept_columns = f"{statistics.median(kept):.2f} | {min(kept):.2f} - {max(kept):.2f}" if kept else "- | -"
         print(f"| {precision} {transform} {size} | {threads} | {eddy_us:.1f} | {fftw_us:.1f} | {ratio:.2f} | "
-              f"{min(ratios):.2f} - {max(ratios):.2f} | {(ratio - 1) * 100:+.0f}% |")
+              f"{min(ratios):.2f} - {max(ratios):.2f} | {(ratio - 1) * 100:+.0f}% | {kept_columns} |")
 
 
 if __name__ == "__main__":
