@@ -156,7 +156,8 @@ class LayoutMemo {
 constexpr int64_t kMinElementsForThreads = int64_t{1} << 15;
 
 // c2r runs a few batch entries (a chunk) at a time through a scratch buffer of about this size (at
-// least one batch entry): half of a 512 KiB L2, leaving room for FFTW's output.
+// least one batch entry): half of a 512 KiB L2, leaving room for FFTW's output. (Tuned on such a
+// core; on the 1 MiB L2 of the benchmark machine in docs/benchmarks.md it was not retuned.)
 constexpr int64_t kC2rScratchBytes = 256 * 1024;
 
 // How c2r keeps its input intact (see run_c2r).
