@@ -7,7 +7,7 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
-#include <Eigen/Core>
+#include "eddy/backends/cpu/eigen_core.h"
 
 #include "bench_util.h"
 

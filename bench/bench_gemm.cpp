@@ -9,7 +9,7 @@
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>
-#include <Eigen/Core>
+#include "eddy/backends/cpu/eigen_core.h"
 
 #include "bench_util.h"
 

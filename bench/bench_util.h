@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include <Eigen/Core>
+#include "eddy/backends/cpu/eigen_core.h"
 
 #include "eddy/eddy.h"
 

@@ -1,6 +1,6 @@
 // Elementwise CPU kernels: copy/cast, fill, unary, binary, where, arange and random draws.
 
-#include <Eigen/Core>
+#include "eddy/backends/cpu/eigen_core.h"
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -4,7 +4,7 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include <Eigen/Core>
+#include "eddy/backends/cpu/eigen_core.h"
 #include <algorithm>
 #include <vector>
 

@@ -3,7 +3,7 @@
 
 #include <omp.h>
 
-#include <Eigen/Core>
+#include "eddy/backends/cpu/eigen_core.h"
 #include <algorithm>
 #include <vector>
 
