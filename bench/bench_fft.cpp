@@ -1,7 +1,7 @@
 // FFT: eddy's rfft2, irfft2 and fft2 against FFTW's own batched 2-D plans (FFTW is what eddy
 // calls underneath), with the same planner flags and thread count on same-sized buffers; and the
 // FNO question: how much of a Fourier layer goes to the copy-truncate-multiply-pad sequence
-// around its two FFTs.
+// around its transforms.
 
 #include <fftw3.h>
 
@@ -322,10 +322,13 @@ class FnoLayer {
 struct FnoParts {
   FnoLayer layer;
   eddy::Tensor x = eddy::randn({kFnoBatch, kFnoWidth, kFnoGrid, kFnoGrid}, eddy::DType::f32).requires_grad_();
-  // What spectral_conv hands to irfft2: the mixed modes zero-padded to the half spectrum.
-  eddy::Tensor spectrum = eddy::fft::rfft2(x.detach()).requires_grad_();
   eddy::Tensor cotangent = eddy::randn(x.shape(), eddy::DType::f32);
-  eddy::Tensor spectrum_cotangent = eddy::fft::rfft2(cotangent);
+  // spectral_conv's transforms (spectral.cpp): rfft of x along the last axis, then fft along the
+  // other axis of the kept columns of that half spectrum; back, ifft and irfft of columns of
+  // that shape. `columns` stands for all three column-shaped operands and cotangents.
+  eddy::Tensor columns =
+      eddy::slice(eddy::fft::rfft(x.detach(), kFnoGrid, 3), 3, 0, kFnoModes).detach().requires_grad_();
+  eddy::Tensor half_spectrum_cotangent = eddy::fft::rfft(cotangent, kFnoGrid, 3);
 
   void layer_forward() const {
     eddy::NoGradGuard no_grad;
@@ -337,8 +340,10 @@ struct FnoParts {
   }
   void ffts_forward() const {
     eddy::NoGradGuard no_grad;
-    benchmark::DoNotOptimize(eddy::fft::rfft2(x));
-    benchmark::DoNotOptimize(eddy::fft::irfft2(spectrum));
+    benchmark::DoNotOptimize(eddy::fft::rfft(x, kFnoGrid, 3));
+    benchmark::DoNotOptimize(eddy::fft::fft(columns, kFnoGrid, 2));
+    benchmark::DoNotOptimize(eddy::fft::ifft(columns, kFnoGrid, 2));
+    benchmark::DoNotOptimize(eddy::fft::irfft(columns, kFnoGrid, 3));
   }
   void layer_forward_backward() const {
     std::vector<eddy::Tensor> inputs = layer.parameters();
@@ -349,8 +354,11 @@ struct FnoParts {
     benchmark::DoNotOptimize(eddy::grad({layer.spectral(x)}, {layer.parameters()[0], x}, {cotangent}));
   }
   void ffts_forward_backward() const {
-    benchmark::DoNotOptimize(eddy::grad({eddy::fft::rfft2(x)}, {x}, {spectrum_cotangent}));
-    benchmark::DoNotOptimize(eddy::grad({eddy::fft::irfft2(spectrum)}, {spectrum}, {cotangent}));
+    const eddy::Tensor column_cotangent = columns.detach();
+    benchmark::DoNotOptimize(eddy::grad({eddy::fft::rfft(x, kFnoGrid, 3)}, {x}, {half_spectrum_cotangent}));
+    benchmark::DoNotOptimize(eddy::grad({eddy::fft::fft(columns, kFnoGrid, 2)}, {columns}, {column_cotangent}));
+    benchmark::DoNotOptimize(eddy::grad({eddy::fft::ifft(columns, kFnoGrid, 2)}, {columns}, {column_cotangent}));
+    benchmark::DoNotOptimize(eddy::grad({eddy::fft::irfft(columns, kFnoGrid, 3)}, {columns}, {cotangent}));
   }
 };
 
@@ -413,7 +421,7 @@ void print_fft_tables() {
   std::printf("|---|---|---|---|---|---|---|---|\n");
   print_fft_rows<float>();
   print_fft_rows<double>();
-  std::printf("\n| FNO layer (%s) | threads | layer ms | spectral_conv ms | rfft2 + irfft2 ms | "
+  std::printf("\n| FNO layer (%s) | threads | layer ms | spectral_conv ms | its transforms ms | "
               "rest of spectral_conv ms | rest / layer |\n",
               kFnoName.c_str());
   std::printf("|---|---|---|---|---|---|---|\n");

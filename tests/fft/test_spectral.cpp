@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "eddy/eddy.h"
+#include "eddy/fft/fft.h"
 #include "eddy/fft/spectral.h"
 
 namespace eddy::fft {
@@ -132,6 +133,28 @@ TEST(SpectralConv, CoarseGridUsesTheLowestModesOfTheWeights) {
   Tensor y = spectral_conv(x, w, {4, 4});
   EXPECT_LT(max(abs(y - spectral_conv(x, cut, {3, 3}))).item<double>(), 1e-12);
   EXPECT_EQ(y.shape(), (Shape{2, 3, 6, 5}));
+}
+
+// With one channel and every weight 1, spectral_conv keeps the corner modes and drops the rest:
+// irfftn(mask * rfftn(x)). In 3-D, with odd and even axes and one axis kept whole (2k = n), this
+// checks the transform pruned axis by axis against the full one.
+TEST(SpectralConv, MatchesAFullTransformLowPassIn3D) {
+  Generator gen(11);
+  const Shape grid{6, 7, 8};
+  const std::vector<int64_t> modes{3, 2, 3};
+  Tensor x = randn({1, 1, grid[0], grid[1], grid[2]}, DType::f64, &gen);
+  const Shape weight_shape = spectral_weight_shape(1, 1, modes);
+  Tensor w = complex(ones(weight_shape, DType::f64), zeros(weight_shape, DType::f64));
+  const auto kept_along = [](int64_t n, int64_t k) {
+    return concat({ones({k}, DType::f64), zeros({n - 2 * k}, DType::f64), ones({k}, DType::f64)}, 0);
+  };
+  const int64_t half = grid[2] / 2 + 1;
+  Tensor mask = reshape(kept_along(grid[0], modes[0]), {grid[0], 1, 1}) *
+                reshape(kept_along(grid[1], modes[1]), {1, grid[1], 1}) *
+                reshape(concat({ones({modes[2]}, DType::f64), zeros({half - modes[2]}, DType::f64)}, 0), {1, 1, half});
+  const std::vector<int64_t> axes{2, 3, 4};
+  Tensor low_pass = irfftn(rfftn(x, grid, axes) * complex(mask, zeros_like(mask)), grid, axes);
+  EXPECT_LT(max(abs(spectral_conv(x, w, modes) - low_pass)).item<double>(), 1e-12);
 }
 
 TEST(SpectralConv, RejectsWeightsOfTheWrongShape) {

@@ -36,12 +36,17 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
     axes.push_back(axis);
     sizes.push_back(n);
   }
-  Tensor spectrum = rfftn(x, sizes, axes);
-  // Cut the kept corner block of the spectrum: [batch, in, 2k_1, ..., k_d].
-  Tensor block = slice(spectrum, -1, 0, kept.back());
-  for (int64_t i = 0; i + 1 < d; ++i) {
+  // The forward transform is pruned to the kept modes: the real transform along the last axis
+  // runs over the whole grid, each other axis's only over the modes already kept along the axes
+  // after it, and each axis is cut to its corner block right after its transform. Same values as
+  // cutting a full rfftn; the 2-D FNO layer's spectral_conv took 15 to 21% less time forward and
+  // 17 to 22% less with its gradient (docs/benchmarks.md, FNO layer). The block: [batch, in,
+  // 2k_1, ..., k_d].
+  Tensor block = slice(rfft(x, sizes.back(), axes.back()), axes.back(), 0, kept.back());
+  for (int64_t i = d - 2; i >= 0; --i) {
     const int64_t axis = 2 + i, n = sizes[i], k = kept[i];
-    block = concat({slice(block, axis, 0, k), slice(block, axis, n - k, n)}, axis);
+    const Tensor transformed = fft(block, n, axis);
+    block = concat({slice(transformed, axis, 0, k), slice(transformed, axis, n - k, n)}, axis);
   }
   // Channel mixing per mode as a batched matmul over modes: [modes..., batch, in] @ [modes..., in, out].
   std::vector<int64_t> modes_first, weights_modes_first;
@@ -55,19 +60,17 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
   back[1] = d + 1;
   for (int64_t i = 0; i < d; ++i) back[2 + i] = i;
   Tensor out = permute(mixed, back);  // [batch, out, 2k_1, ..., k_d]
-  // Put the block back into a zero spectrum of the input's size and transform back.
-  const int64_t half = sizes.back() / 2 + 1;
-  std::vector<int64_t> before(out.dim(), 0), after(out.dim(), 0);
-  after.back() = half - kept.back();
-  out = pad(out, before, after);
+  // Back the same way: each leading axis filled with zeros between its corners and transformed,
+  // then the last axis's half spectrum, which irfft pads with zeros to the grid's.
   for (int64_t i = 0; i + 1 < d; ++i) {
     const int64_t axis = 2 + i, n = sizes[i], k = kept[i];
     Shape gap_shape = out.shape();
     gap_shape[axis] = n - 2 * k;
-    out = concat({slice(out, axis, 0, k), zeros(gap_shape, out.dtype(), out.device()), slice(out, axis, k, 2 * k)},
-                 axis);
+    const Tensor filled =
+        concat({slice(out, axis, 0, k), zeros(gap_shape, out.dtype(), out.device()), slice(out, axis, k, 2 * k)}, axis);
+    out = ifft(filled, n, axis);
   }
-  return irfftn(out, sizes, axes);
+  return irfft(out, sizes.back(), axes.back());
 }
 
 }  // namespace eddy::fft
