@@ -206,15 +206,18 @@ class FftOperands {
   void scale_fftw_output() const {
     Real* values = static_cast<Real*>(fftw_output_.raw_data());
     const int64_t count = fftw_output_.numel();
-    const Real factor = Real(1) / static_cast<Real>(case_.size * case_.size);
+    const Real factor = irfft2_scale();
     for (int64_t i = 0; i < count; ++i) values[i] *= factor;
   }
+
+  // irfft2's default norm: 1 / n^2.
+  Real irfft2_scale() const { return Real(1) / static_cast<Real>(case_.size * case_.size); }
 
   void copy_scaled_input() const {
     const Real* source = static_cast<const Real*>(input_.raw_data());
     Real* target = static_cast<Real*>(fftw_input_.raw_data());
     const int64_t count = 2 * input_.numel();  // real and imaginary parts
-    const Real factor = Real(1) / static_cast<Real>(case_.size * case_.size);
+    const Real factor = irfft2_scale();
     for (int64_t i = 0; i < count; ++i) target[i] = source[i] * factor;
   }
 

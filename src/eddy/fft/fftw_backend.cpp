@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -136,7 +135,10 @@ PlanKey plan_key(Kind kind, const Tensor& in, const Tensor& out, const std::vect
 template <typename Value>
 class LayoutMemo {
  public:
-  Value get(const PlanKey& key, const std::function<Value()>& work_out) {
+  // work_out is a template parameter, not a std::function: get runs on every transform, and a
+  // std::function of a capturing lambda would allocate there.
+  template <typename WorkOut>
+  Value get(const PlanKey& key, const WorkOut& work_out) {
     std::lock_guard lock(mutex_);
     auto found = values_.find(key);
     if (found != values_.end()) return found->second;
@@ -256,7 +258,8 @@ std::optional<C2rScheme> forced_c2r_scheme() {
 // entries (transform_sample) and keeps the faster, per layout. The first run of each scheme plans
 // it; then the best of a few alternating runs counts, as one run on a shared machine can be
 // slowed by a neighbour.
-C2rScheme faster_c2r_scheme(const std::function<void(C2rScheme)>& transform_sample) {
+template <typename TransformSample>
+C2rScheme faster_c2r_scheme(const TransformSample& transform_sample) {
   constexpr std::array<C2rScheme, 2> schemes{C2rScheme::two_stages, C2rScheme::copy};
   constexpr int kTimedRuns = 3;
   std::array<double, 2> best{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
@@ -395,9 +398,9 @@ class FftwBackend final : public FftBackend {
 
   // The scheme for a layout: forced, from the size under FFTW_ESTIMATE, else measured once per
   // layout by running `transform_sample` with each (faster_c2r_scheme).
-  template <typename Real>
+  template <typename Real, typename TransformSample>
   static C2rScheme c2r_scheme(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, int threads,
-                              int64_t entry_bytes, const std::function<void(C2rScheme)>& transform_sample) {
+                              int64_t entry_bytes, const TransformSample& transform_sample) {
     if (axes.size() == 1) return C2rScheme::copy;
     if (const std::optional<C2rScheme> forced = forced_c2r_scheme()) return *forced;
     if (planner_flags() == FFTW_ESTIMATE) {

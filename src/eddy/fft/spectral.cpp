@@ -21,7 +21,7 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
              to_string(modes), " needs ", spectral_weight_shape(x.shape()[1], weights.shape()[1], modes));
   // A grid too coarse for the weights' modes uses the modes it can hold: the weights of the
   // lowest |frequencies| (both signs), so the same weights serve every resolution.
-  std::vector<int64_t> axes, sizes, kept(modes);
+  std::vector<int64_t> sizes, kept(modes);
   Tensor w = weights;
   for (int64_t i = 0; i < d; ++i) {
     const int64_t axis = 2 + i, n = x.shape()[axis], k = modes[i];
@@ -33,7 +33,6 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
       w = last ? slice(w, axis, 0, kept[i])
                : concat({slice(w, axis, 0, kept[i]), slice(w, axis, 2 * k - kept[i], 2 * k)}, axis);
     }
-    axes.push_back(axis);
     sizes.push_back(n);
   }
   // The forward transform is pruned to the kept modes: the real transform along the last axis
@@ -42,7 +41,8 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
   // cutting a full rfftn; the 2-D FNO layer's spectral_conv took 15 to 21% less time forward and
   // 17 to 22% less with its gradient (docs/benchmarks.md, FNO layer). The block: [batch, in,
   // 2k_1, ..., k_d].
-  Tensor block = slice(rfft(x, sizes.back(), axes.back()), axes.back(), 0, kept.back());
+  const int64_t last_axis = d + 1;
+  Tensor block = slice(rfft(x, sizes.back(), last_axis), last_axis, 0, kept.back());
   for (int64_t i = d - 2; i >= 0; --i) {
     const int64_t axis = 2 + i, n = sizes[i], k = kept[i];
     const Tensor transformed = fft(block, n, axis);
@@ -70,7 +70,7 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
         concat({slice(out, axis, 0, k), zeros(gap_shape, out.dtype(), out.device()), slice(out, axis, k, 2 * k)}, axis);
     out = ifft(filled, n, axis);
   }
-  return irfft(out, sizes.back(), axes.back());
+  return irfft(out, sizes.back(), last_axis);
 }
 
 }  // namespace eddy::fft
