@@ -192,6 +192,67 @@ TEST(Fusion, ATaylorLayerIsOneLoopWithSeveralOutputs) {
   }
 }
 
+// A backward-like loop after a matmul reads y, and tanh'(z) = 1 - y*y, which the forward loop
+// computes too: it recomputes the slope from y rather than have the forward loop store it.
+TensorList slope_read_after_a_matmul(const TensorList& in) {
+  const Tensor &z = in[0], &bias = in[1], &weight = in[2], &tangent = in[3];
+  Tensor y = tanh(z + bias);
+  Tensor slope = 1.0 - square(y);
+  Tensor back = matmul(matmul(y, weight), weight);
+  return TensorList{slope * tangent, back * slope + y};
+}
+
+ValueId value_of(const Graph& graph, std::string_view primitive) {
+  for (const GraphNode& node : graph.nodes) {
+    if (node.primitive->name == primitive) return node.output;
+  }
+  ADD_FAILURE() << "no " << primitive << " in\n" << graph.to_string();
+  return -1;
+}
+
+TEST(Fusion, ALoopRecomputesACheapValueFromWhatItReadsAnyway) {
+  Generator gen(7);
+  auto inputs = [&](DType dtype) {
+    return TensorList{randn({40, 16}, dtype, &gen), randn({16}, dtype, &gen), randn({16, 16}, dtype, &gen) * 0.25,
+                      randn({40, 16}, dtype, &gen)};
+  };
+  const Trace traced = trace(slope_read_after_a_matmul, inputs(DType::f32));
+  const ValueId y = value_of(traced.graph, "tanh"), slope = value_of(traced.graph, "sub");
+
+  const std::vector<FusionGroup> stored = plan_fusion(traced.graph, {.rematerialize = false});
+  ASSERT_EQ(stored.size(), 2u) << traced.graph.to_string();
+  EXPECT_EQ(stored[0].side_outputs.size(), 2u);  // y and the slope
+  EXPECT_NE(std::find(stored[1].inputs.begin(), stored[1].inputs.end(), slope), stored[1].inputs.end());
+
+  const std::vector<FusionGroup> groups = plan_fusion(traced.graph);
+  ASSERT_EQ(groups.size(), 2u) << traced.graph.to_string();
+  EXPECT_EQ(groups[0].side_outputs, std::vector<ValueId>{y});
+  EXPECT_EQ(std::find(groups[1].inputs.begin(), groups[1].inputs.end(), slope), groups[1].inputs.end());
+  EXPECT_NE(std::find(groups[1].inputs.begin(), groups[1].inputs.end(), y), groups[1].inputs.end());
+
+  for (DType dtype : {DType::f32, DType::f64}) {
+    CompiledFunction compiled = compile(slope_read_after_a_matmul);
+    const TensorList replay = inputs(dtype);
+    compiled(inputs(dtype));
+    expect_close(compiled(replay), slope_read_after_a_matmul(replay), dtype == DType::f32 ? 1e-5 : 1e-12);
+  }
+}
+
+// A value the reading loop could only recompute from an input it does not read stays stored.
+TEST(Fusion, ALoopDoesNotRecomputeFromValuesItWouldHaveToReadAnew) {
+  const Trace traced = trace(
+      [](const TensorList& in) {
+        Tensor y = tanh(in[0] + in[3]);
+        Tensor slope = 1.0 - square(y);
+        return TensorList{slope * in[1], matmul(y, in[2]) * slope + in[1]};
+      },
+      {randn({40, 16}), randn({40, 16}), randn({16, 16}), randn({16})});
+  const ValueId slope = value_of(traced.graph, "sub");
+  const std::vector<FusionGroup> groups = plan_fusion(traced.graph);
+  ASSERT_EQ(groups.size(), 2u) << traced.graph.to_string();
+  EXPECT_NE(std::find(groups[1].inputs.begin(), groups[1].inputs.end(), slope), groups[1].inputs.end());
+}
+
 TEST(Fusion, AGraphOutputAndAValueOfAnotherShapeStayOutsideTheirConsumersGroup) {
   const Trace traced = trace(
       [](const TensorList& in) {

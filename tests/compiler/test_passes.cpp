@@ -385,10 +385,11 @@ TEST(Optimize, UnknownPassNamesAreErrors) {
     Graph graph = capture([](const Tensors& in) { return Tensors{sin(in[0])}; }, {{3}});
     expect_error([&] { optimize(graph); },
                  {"EDDY_COMPILER_DISABLE", "'fusoin'", "did you mean 'fusion'",
-                  "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, buffer_reuse"});
+                  "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse"});
   }
   expect_error([] { pass_enabled("inline"); },
-               {"'inline'", "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, buffer_reuse"});
+               {"'inline'",
+                "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse"});
 }
 
 // Every collective by the name it is registered under: a rank must make each call whatever its

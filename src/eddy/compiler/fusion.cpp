@@ -27,10 +27,20 @@ constexpr size_t kMaxCopies = 4;
 constexpr int64_t kMinColumnsSummedOverRows = 8;    // Epilogue::sum_leading
 constexpr int64_t kMinColumnsSummedAlongRows = 64;  // Epilogue::sum_trailing
 
+// At most this many nodes are recomputed to spare a group one stored input.
+constexpr size_t kMaxRecomputedNodes = 8;
+
 // No transcendental function: a few cycles per element, less than loading a stored result.
 bool cheap(const GraphNode& node) {
   static const std::unordered_set<std::string_view> expensive = {"exp", "log", "sin", "cos", "tanh", "pow", "sqrt"};
   return !expensive.count(node.primitive->name);
+}
+
+// The shape a group's loop runs over: its input's for a group that ends in a sum.
+const Shape& loop_shape(const Graph& graph, const std::vector<size_t>& nodes) {
+  const GraphNode& root = graph.nodes[nodes.back()];
+  return reduction_epilogue(graph, root) == Epilogue::none ? graph.value(root.output).shape
+                                                            : graph.value(root.inputs[0]).shape;
 }
 
 // Merges groups into the groups whose values they read (FusionOptions::multi_output). Units are
@@ -207,6 +217,92 @@ class GroupMerger {
   std::vector<std::vector<int>> successors_;  // per unit; empty when a merge made it stale
 };
 
+// Rematerialisation: a group that reads a value another group stores, where that value is a
+// short chain of cheap ops over values the group reads anyway, recomputes the chain instead of
+// reading it. A training step's backward loops are where this pays: they read y and the
+// tangents for their own terms, and with them tanh'(z) = 1 - y*y, tanh''(z) and Taylor mode's
+// sum of squared tangents, which the forward loop would otherwise store for them. A few
+// multiplies per element cost less than one more array written in one loop and read in another.
+class Rematerializer {
+ public:
+  // `groups_of` names each node's groups by their final (merged) ids.
+  Rematerializer(const Graph& graph, const std::vector<int>& producer, std::vector<std::vector<int>>& groups_of,
+                 std::vector<std::vector<size_t>>& members)
+      : graph_(graph), producer_(producer), groups_of_(groups_of), members_(members), recomputed_(members.size()) {}
+
+  void run() {
+    for (size_t g = 0; g < members_.size(); ++g) {
+      if (!members_[g].empty()) recompute_inputs(static_cast<int>(g));
+    }
+  }
+
+  // Whether `group` holds `node` only as a copy, its value stored (if at all) by another group.
+  bool recomputed(int group, size_t node) const {
+    const std::vector<size_t>& copies = recomputed_[static_cast<size_t>(group)];
+    return std::find(copies.begin(), copies.end(), node) != copies.end();
+  }
+
+ private:
+  void recompute_inputs(int group) {
+    std::vector<size_t>& nodes = members_[static_cast<size_t>(group)];
+    std::unordered_set<ValueId> read;  // what the loop reads or computes anyway
+    for (size_t n : nodes) {
+      read.insert(graph_.nodes[n].output);
+      read.insert(graph_.nodes[n].inputs.begin(), graph_.nodes[n].inputs.end());
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (ValueId input : std::vector<ValueId>(read.begin(), read.end())) {
+        const int p = producer_[static_cast<size_t>(input)];
+        if (p < 0 || in_group(group, static_cast<size_t>(p))) continue;
+        std::vector<size_t> chain;
+        if (!collect(group, static_cast<size_t>(p), read, chain)) continue;
+        for (size_t n : chain) {
+          nodes.push_back(n);
+          groups_of_[n].push_back(group);
+          recomputed_[static_cast<size_t>(group)].push_back(n);
+          read.insert(graph_.nodes[n].output);
+        }
+        std::sort(nodes.begin(), nodes.end());
+        changed = true;
+      }
+    }
+  }
+
+  bool in_group(int group, size_t node) const {
+    return std::find(groups_of_[node].begin(), groups_of_[node].end(), group) != groups_of_[node].end();
+  }
+
+  // Adds to `chain` the nodes that compute `node`'s value from values in `read` and scalars:
+  // cheap, of the group's loop shape, and each also computed by a loop of another group, which
+  // keeps storing it for any other reader. False when there is no such chain short enough.
+  bool collect(int group, size_t node, const std::unordered_set<ValueId>& read, std::vector<size_t>& chain) const {
+    if (std::find(chain.begin(), chain.end(), node) != chain.end()) return true;
+    const GraphNode& n = graph_.nodes[node];
+    if (!fusable(graph_, n) || !cheap(n) || chain.size() == kMaxRecomputedNodes ||
+        graph_.value(n.output).shape != loop_shape(graph_, members_[static_cast<size_t>(group)])) {
+      return false;
+    }
+    const bool computed_by_another_loop = std::any_of(groups_of_[node].begin(), groups_of_[node].end(), [&](int g) {
+      return g != group && members_[static_cast<size_t>(g)].size() > 1;
+    });
+    if (!computed_by_another_loop) return false;
+    chain.push_back(node);
+    for (ValueId input : n.inputs) {
+      if (read.count(input) || numel(graph_.value(input).shape) == 1) continue;
+      const int p = producer_[static_cast<size_t>(input)];
+      if (p < 0 || !collect(group, static_cast<size_t>(p), read, chain)) return false;
+    }
+    return true;
+  }
+
+  const Graph& graph_;
+  const std::vector<int>& producer_;
+  std::vector<std::vector<int>>& groups_of_;
+  std::vector<std::vector<size_t>>& members_;
+  std::vector<std::vector<size_t>> recomputed_;  // per group, the nodes it holds as copies
+};
+
 }  // namespace
 
 Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node) {
@@ -280,9 +376,15 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
 
   GroupMerger merger(graph, consumers, producer, groups_of, members);
   if (options.multi_output) merger.merge();
+  for (std::vector<int>& groups : groups_of) {
+    for (int& group : groups) group = merger.find(group);
+  }
+  Rematerializer rematerializer(graph, producer, groups_of, members);
+  if (options.rematerialize) rematerializer.run();
 
   std::vector<FusionGroup> groups;
-  for (std::vector<size_t>& nodes : members) {
+  for (size_t id = 0; id < members.size(); ++id) {
+    std::vector<size_t>& nodes = members[id];
     if (nodes.size() < 2) continue;  // one op gains nothing from a generated loop
     std::sort(nodes.begin(), nodes.end());
     FusionGroup group{std::move(nodes), {}, -1, {}};
@@ -298,7 +400,8 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
     group.output = graph.nodes[group.nodes.back()].output;
     for (size_t n : group.nodes) {
       const ValueId value = graph.nodes[n].output;
-      if (value != group.output && (is_output[static_cast<size_t>(value)] || merger.read_outside(n))) {
+      if (value != group.output && !rematerializer.recomputed(static_cast<int>(id), n) &&
+          (is_output[static_cast<size_t>(value)] || merger.read_outside(n))) {
         group.side_outputs.push_back(value);
       }
     }

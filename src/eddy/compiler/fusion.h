@@ -29,6 +29,7 @@ struct FusionGroup {
 struct FusionOptions {
   bool reduction_epilogues = true;  // off with EDDY_COMPILER_DISABLE=reduction_epilogue
   bool multi_output = true;         // off with EDDY_COMPILER_DISABLE=multi_output
+  bool rematerialize = true;        // off with EDDY_COMPILER_DISABLE=rematerialize
 };
 
 // Whether code generation can render `node` inside a fused loop.
@@ -53,6 +54,11 @@ Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node);
 // mode's layer, whose value, tangents and second-order terms all feed the next layer's GEMMs.
 // Merged groups are not ordered by their roots: a program runs its steps in a topological order
 // (Program sorts them).
+//
+// With rematerialize, a group that reads a value another group's loop computes, by a chain of at
+// most a few cheap ops of its own loop shape over values it reads anyway (or scalars), computes
+// that chain itself instead: tanh'(z) = 1 - y*y in a backward loop that reads y. The other group
+// stores the value only if someone else still reads it.
 std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options = {});
 
 }  // namespace eddy::compiler

@@ -32,7 +32,8 @@ bool simplify_algebra(Graph& graph);
 // Whether the pass `name` should run: false when the comma-separated list in the environment
 // variable EDDY_COMPILER_DISABLE names it. Read on every call, so tests and users can change it
 // between compilations. Throws eddy::Error when `name` or a name in the variable is not one of
-// dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, buffer_reuse.
+// dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize,
+// buffer_reuse.
 bool pass_enabled(std::string_view name);
 
 // simplify, fold and cse, repeated while one of them still finds something (a fold can expose a

@@ -27,7 +27,8 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
   optimize(graph_);
   const std::vector<FusionGroup> groups =
       pass_enabled("fusion") ? plan_fusion(graph_, {.reduction_epilogues = pass_enabled("reduction_epilogue"),
-                                                    .multi_output = pass_enabled("multi_output")})
+                                                    .multi_output = pass_enabled("multi_output"),
+                                                    .rematerialize = pass_enabled("rematerialize")})
                              : std::vector<FusionGroup>{};
 
   std::vector<int> kernel_at_root(graph_.nodes.size(), -1);
