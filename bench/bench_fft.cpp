@@ -415,7 +415,7 @@ void register_fft_benchmarks() {
   }
 }
 
-void print_fft_tables() {
+void print_fft_table() {
   std::printf("\n(1 thread: CPU time of the calling thread; 2 threads: wall time. Times are medians over %d "
               "interleaved rounds; eddy/FFTW is the median of the rounds' own ratios)\n",
               kFftRounds);
@@ -424,6 +424,9 @@ void print_fft_tables() {
   std::printf("|---|---|---|---|---|---|---|---|\n");
   print_fft_rows<float>();
   print_fft_rows<double>();
+}
+
+void print_fno_table() {
   std::printf("\n| FNO layer (%s) | threads | layer ms | spectral_conv ms | its transforms ms | "
               "rest of spectral_conv ms | rest / layer |\n",
               kFnoName.c_str());

@@ -101,8 +101,11 @@ void print_pinn_table();
 // Times the PINN Laplacian by Taylor mode and by nested reverse mode, interleaved, on one thread,
 // and prints a markdown table with the speed-up.
 void print_laplacian_table();
-// Times eddy's 2-D FFTs against FFTW's own plans, and the parts of an FNO layer, interleaved in
-// this process, and prints markdown tables.
-void print_fft_tables();
+// Times eddy's 2-D FFTs against FFTW's own plans, interleaved in this process, and prints a
+// markdown table.
+void print_fft_table();
+// Times an FNO layer, its spectral_conv and the transforms that runs, interleaved, and prints a
+// markdown table.
+void print_fno_table();
 
 }  // namespace eddy_bench

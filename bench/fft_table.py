@@ -25,7 +25,7 @@ def fft_rows(build):
     """One eddy_bench process's FFT rows: {(precision, transform, size, threads): (eddy us, fftw us, ratio,
     ratio to FFTW keeping its input or None)}."""
     command = [f"{build}/bench/eddy_bench", "--benchmark_filter=^$", "--no_gemm_table", "--no_elementwise_table",
-               "--no_pinn_table", "--no_laplacian_table"]
+               "--no_pinn_table", "--no_laplacian_table", "--no_fno_table"]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     rows = {}
     for line in output.splitlines():
