@@ -252,7 +252,9 @@ class Rematerializer {
     }
     for (bool changed = true; changed;) {
       changed = false;
-      for (ValueId input : std::vector<ValueId>(read.begin(), read.end())) {
+      std::vector<ValueId> candidates(read.begin(), read.end());
+      std::sort(candidates.begin(), candidates.end());  // the same kernels on every run
+      for (ValueId input : candidates) {
         const int p = producer_[static_cast<size_t>(input)];
         if (p < 0 || in_group(group, static_cast<size_t>(p))) continue;
         std::vector<size_t> chain;
@@ -273,9 +275,10 @@ class Rematerializer {
     return std::find(groups_of_[node].begin(), groups_of_[node].end(), group) != groups_of_[node].end();
   }
 
-  // Adds to `chain` the nodes that compute `node`'s value from values in `read` and scalars:
-  // cheap, of the group's loop shape, and each also computed by a loop of another group, which
-  // keeps storing it for any other reader. False when there is no such chain short enough.
+  // Adds to `chain` the nodes that compute `node`'s value from values in `read` and scalar
+  // inputs or constants: cheap, of the group's loop shape, and each also computed by a loop of
+  // another group, which keeps storing it for any other reader. False when there is no such
+  // chain short enough.
   bool collect(int group, size_t node, const std::unordered_set<ValueId>& read, std::vector<size_t>& chain) const {
     if (std::find(chain.begin(), chain.end(), node) != chain.end()) return true;
     const GraphNode& n = graph_.nodes[node];
@@ -289,8 +292,8 @@ class Rematerializer {
     if (!computed_by_another_loop) return false;
     chain.push_back(node);
     for (ValueId input : n.inputs) {
-      if (read.count(input) || numel(graph_.value(input).shape) == 1) continue;
       const int p = producer_[static_cast<size_t>(input)];
+      if (read.count(input) || (p < 0 && numel(graph_.value(input).shape) == 1)) continue;
       if (p < 0 || !collect(group, static_cast<size_t>(p), read, chain)) return false;
     }
     return true;
