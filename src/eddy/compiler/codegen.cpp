@@ -5,6 +5,8 @@
 #include <map>
 #include <sstream>
 
+#include "eddy/ops/ops.h"
+
 namespace eddy::compiler {
 namespace {
 
@@ -408,6 +410,10 @@ KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string
     plan.side_outputs.push_back(KernelSideOutput{value, graph.value(value).dtype});
   }
   return plan;
+}
+
+Tensor kernel_operand(const KernelPlan& plan, const KernelInput& input, const Tensor& value) {
+  return input.access == Access::materialised ? contiguous(expand(value, plan.domain)) : contiguous(value);
 }
 
 std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t parallel_grain) {

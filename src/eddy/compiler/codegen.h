@@ -61,6 +61,10 @@ bool has_scalar_expression(std::string_view primitive_name);
 // [N, C] domain walks it as [N, C], whatever its inputs' accesses would prefer.
 KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string name);
 
+// The tensor a kernel reads for `input`, given the input's value: dense, and expanded to the
+// domain first when its access is Access::materialised.
+Tensor kernel_operand(const KernelPlan& plan, const KernelInput& input, const Tensor& value);
+
 // A C++ translation unit with one extern "C" function per plan:
 //   void NAME(const void* const* inputs, void* const* outputs, int64_t outer, int64_t inner)
 // outputs[0] receives the root's values (or the sum), outputs[1..] the side outputs.

@@ -1,15 +1,26 @@
-// The build without the CUDA toolkit: CUDA source is still rendered, but not compiled.
+// The build without the CUDA toolkit: CUDA source is still rendered, but not compiled or run.
 
+#include "eddy/compiler/cuda_runner.h"
 #include "eddy/compiler/nvrtc.h"
-
 #include "eddy/core/error.h"
 
 namespace eddy::compiler {
+namespace {
+
+const std::string kNoToolkit = "this eddy was built without the CUDA toolkit (CMake option EDDY_WITH_NVRTC)";
+
+}  // namespace
 
 bool nvrtc_available() { return false; }
 
-std::string compile_cuda_to_ptx(const std::string&, const std::string&) {
-  throw Error("nvrtc: this eddy was built without NVRTC (no CUDA toolkit found; CMake option EDDY_WITH_NVRTC)");
+std::string compile_cuda_to_ptx(const std::string&, const std::string&) { throw Error("nvrtc: " + kNoToolkit); }
+
+std::string cuda_unavailable_reason() { return kNoToolkit; }
+
+std::string cuda_device_architecture() { throw Error("CUDA: " + kNoToolkit); }
+
+std::vector<Tensor> run_cuda_kernel(const KernelPlan&, const std::string&, const std::vector<Tensor>&) {
+  throw Error("CUDA: " + kNoToolkit);
 }
 
 }  // namespace eddy::compiler

@@ -1,7 +1,8 @@
 #pragma once
 // CUDA code generation's back end: NVRTC compiles the CUDA source that render_cuda_source writes
-// into PTX for a chosen architecture. Loading and launching the PTX belongs to the CUDA backend
-// (src/eddy/backends/cuda), which takes it from here.
+// into PTX for a chosen architecture. cuda_runner.h loads and launches it on a GPU, one kernel
+// over host tensors, to check it; running compiled programs on GPU tensors belongs to a CUDA
+// backend (src/eddy/backends/cuda), which eddy does not have yet.
 
 #include <string>
 

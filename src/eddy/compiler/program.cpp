@@ -150,7 +150,7 @@ void Program::run_kernel(const KernelPlan& plan, Function function, std::vector<
       pointers.push_back(output.raw_data());
       continue;
     }
-    Tensor operand = input.access == Access::materialised ? contiguous(expand(value, plan.domain)) : contiguous(value);
+    Tensor operand = kernel_operand(plan, input, value);
     pointers.push_back(operand.raw_data());
     operands.push_back(std::move(operand));
   }
