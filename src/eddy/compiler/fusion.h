@@ -56,9 +56,9 @@ Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node);
 // (Program sorts them).
 //
 // With rematerialize, a group that reads a value another group's loop computes, by a chain of at
-// most a few cheap ops of its own loop shape over values it reads anyway (or scalars), computes
-// that chain itself instead: tanh'(z) = 1 - y*y in a backward loop that reads y. The other group
-// stores the value only if someone else still reads it.
+// most 8 cheap ops of its own loop shape over values it reads anyway (or scalar inputs and
+// constants), computes that chain itself instead: tanh'(z) = 1 - y*y in a backward loop that
+// reads y. The other group stores the value only if someone else still reads it.
 std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options = {});
 
 }  // namespace eddy::compiler
