@@ -14,6 +14,7 @@
 #include "eddy/compiler/fusion.h"
 #include "eddy/compiler/nvrtc.h"
 #include "eddy/eddy.h"
+#include "support/disabled_passes.h"
 
 namespace eddy::compiler {
 namespace {
@@ -236,6 +237,24 @@ TEST(Fusion, ALoopRecomputesACheapValueFromWhatItReadsAnyway) {
     compiled(inputs(dtype));
     expect_close(compiled(replay), slope_read_after_a_matmul(replay), dtype == DType::f32 ? 1e-5 : 1e-12);
   }
+}
+
+TEST(Fusion, TheRematerialisationSwitchTurnsItOff) {
+  Generator gen(8);
+  auto inputs = [&] {
+    return TensorList{randn({40, 16}, DType::f64, &gen), randn({16}, DType::f64, &gen),
+                      randn({16, 16}, DType::f64, &gen) * 0.25, randn({40, 16}, DType::f64, &gen)};
+  };
+  auto fused_nodes = [&] {
+    CompiledFunction compiled = compile(slope_read_after_a_matmul);
+    compiled(inputs());
+    const TensorList replay = inputs();
+    expect_close(compiled(replay), slope_read_after_a_matmul(replay), 1e-12);
+    return compiled.stats().last.fused_nodes;
+  };
+  const size_t with_copies = fused_nodes();
+  DisabledPasses off("rematerialize");
+  EXPECT_EQ(fused_nodes() + 2, with_copies);  // the copy of 1 - y*y: its multiply and subtraction
 }
 
 // A value the reading loop could only recompute from an input it does not read stays stored.
