@@ -49,7 +49,7 @@ struct Driver {
   }
 
   void check(CUresult result, const char* call) const {
-    EDDY_CHECK(result == CUDA_SUCCESS, "run_cuda_kernel: ", call, " failed: ", describe(result));
+    EDDY_CHECK(result == CUDA_SUCCESS, "CUDA: ", call, " failed: ", describe(result));
   }
 };
 
