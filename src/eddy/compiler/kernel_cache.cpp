@@ -24,7 +24,10 @@ std::string compiler_command() {
 }
 
 // -march=native ties a library to this CPU; the cache is per user and machine, like ccache's.
-std::string compiler_flags() { return "-std=c++17 -O3 -march=native -fPIC -shared -fopenmp -fno-math-errno"; }
+// -ffp-contract=off: GCC would otherwise fuse a * b + c into one FMA, rounding once where eager
+// eddy, one op at a time, rounds twice; without it fused arithmetic equals eager bit for bit
+// (compiled PINN steps measured no slower: docs/compiler.md).
+std::string compiler_flags() { return "-std=c++17 -O3 -march=native -fPIC -shared -fopenmp -fno-math-errno -ffp-contract=off"; }
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t hash = 1469598103934665603ull;

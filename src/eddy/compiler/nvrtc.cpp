@@ -23,8 +23,10 @@ std::string compile_cuda_to_ptx(const std::string& source, const std::string& ar
   check(nvrtcCreateProgram(&program, source.c_str(), "eddy_fused.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
   std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> owner(&program, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });
   const std::string arch_option = "--gpu-architecture=" + architecture;
-  const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device"};
-  const nvrtcResult compiled = nvrtcCompileProgram(program, 3, options);
+  // --fmad=false for the reason the CPU kernels are built with -ffp-contract=off: each operation
+  // rounds as it does in eager eddy.
+  const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device", "--fmad=false"};
+  const nvrtcResult compiled = nvrtcCompileProgram(program, 4, options);
   if (compiled != NVRTC_SUCCESS) {
     size_t log_size = 0;
     nvrtcGetProgramLogSize(program, &log_size);
