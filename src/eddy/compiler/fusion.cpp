@@ -94,8 +94,7 @@ class GroupMerger {
   const GraphNode& root(int group) const { return graph_.nodes[members_[static_cast<size_t>(group)].back()]; }
   // A group that ends in a sum keeps its one output.
   bool mergeable(int group) const { return reduction_epilogue(graph_, root(group)) == Epilogue::none; }
-  // The shape the group's loop runs over: its root's, for a group that does not end in a sum.
-  const Shape& domain(int group) const { return graph_.value(root(group).output).shape; }
+  const Shape& domain(int group) const { return loop_shape(graph_, members_[static_cast<size_t>(group)]); }
 
   bool contains(int unit, size_t node) {
     return std::any_of(groups_of_[node].begin(), groups_of_[node].end(), [&](int g) { return find(g) == unit; });
@@ -245,6 +244,7 @@ class Rematerializer {
  private:
   void recompute_inputs(int group) {
     std::vector<size_t>& nodes = members_[static_cast<size_t>(group)];
+    const Shape& shape = loop_shape(graph_, nodes);
     std::unordered_set<ValueId> read;  // what the loop reads or computes anyway
     for (size_t n : nodes) {
       read.insert(graph_.nodes[n].output);
@@ -258,7 +258,7 @@ class Rematerializer {
         const int p = producer_[static_cast<size_t>(input)];
         if (p < 0 || in_group(group, static_cast<size_t>(p))) continue;
         std::vector<size_t> chain;
-        if (!collect(group, static_cast<size_t>(p), read, chain)) continue;
+        if (!collect(group, shape, static_cast<size_t>(p), read, chain)) continue;
         for (size_t n : chain) {
           nodes.push_back(n);
           groups_of_[n].push_back(group);
@@ -276,14 +276,14 @@ class Rematerializer {
   }
 
   // Adds to `chain` the nodes that compute `node`'s value from values in `read` and scalar
-  // inputs or constants: cheap, of the group's loop shape, and each also computed by a loop of
+  // inputs or constants: cheap, of the group's loop `shape`, and each also computed by a loop of
   // another group, which keeps storing it for any other reader. False when there is no such
   // chain short enough.
-  bool collect(int group, size_t node, const std::unordered_set<ValueId>& read, std::vector<size_t>& chain) const {
+  bool collect(int group, const Shape& shape, size_t node, const std::unordered_set<ValueId>& read,
+               std::vector<size_t>& chain) const {
     if (std::find(chain.begin(), chain.end(), node) != chain.end()) return true;
     const GraphNode& n = graph_.nodes[node];
-    if (!fusable(graph_, n) || !cheap(n) || chain.size() == kMaxRecomputedNodes ||
-        graph_.value(n.output).shape != loop_shape(graph_, members_[static_cast<size_t>(group)])) {
+    if (!fusable(graph_, n) || !cheap(n) || chain.size() == kMaxRecomputedNodes || graph_.value(n.output).shape != shape) {
       return false;
     }
     const bool computed_by_another_loop = std::any_of(groups_of_[node].begin(), groups_of_[node].end(), [&](int g) {
@@ -294,7 +294,7 @@ class Rematerializer {
     for (ValueId input : n.inputs) {
       const int p = producer_[static_cast<size_t>(input)];
       if (read.count(input) || (p < 0 && numel(graph_.value(input).shape) == 1)) continue;
-      if (p < 0 || !collect(group, static_cast<size_t>(p), read, chain)) return false;
+      if (p < 0 || !collect(group, shape, static_cast<size_t>(p), read, chain)) return false;
     }
     return true;
   }
