@@ -84,10 +84,12 @@ def _method(function):
     return method
 
 
-# Tensor methods that are shorthand for the module functions of the same name.
-for _name in ("sum", "mean", "prod", "max", "min", "norm", "reshape", "permute", "transpose", "exp", "log",
-              "sin", "cos", "tanh", "sqrt", "abs", "real", "imag", "conj", "flatten", "square", "contiguous",
-              "squeeze", "expand_dims", "flip", "cast"):
+# Tensor methods that are shorthand for the module functions of the same name: every unary math
+# function of the op list, and these.
+_unary_math_functions = tuple(name for name, arity in _eddy._math_functions if arity == 1)
+for _name in _unary_math_functions + ("sum", "mean", "prod", "max", "min", "norm", "reshape", "permute",
+                                      "transpose", "real", "imag", "conj", "flatten", "square",
+                                      "contiguous", "squeeze", "expand_dims", "flip", "cast"):
     setattr(Tensor, _name, _method(getattr(_eddy, _name)))
 Tensor.astype = _method(_eddy.cast)
-del _name
+del _name, _unary_math_functions

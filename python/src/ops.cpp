@@ -10,6 +10,7 @@
 #include "eddy/fft/fft.h"
 #include "eddy/fft/spectral.h"
 #include "eddy/ops/ops.h"
+#include "eddy/ops/primitive.h"
 
 namespace eddy::python {
 namespace {
@@ -153,15 +154,27 @@ void bind_ops(py::module_& m) {
       py::arg("shape"), py::arg("dtype") = py::none(), py::arg("generator") = py::none());
 
   // ---- elementwise ----
+  // The math functions of the op list (eddy/ops/math_functions.def), each under its own name.
+  py::list math_function_names;
+  for (const MathFunction& function : math_functions()) {
+    const std::string name(function.name);
+    if (function.arity == 1) {
+      unary(m, name.c_str(), function.unary);
+    } else {
+      binary(m, name.c_str(), function.binary);
+    }
+    math_function_names.append(py::make_tuple(name, function.arity));
+  }
+  m.attr("_math_functions") = math_function_names;
+  // For the test that every elementwise primitive has a Python name.
+  m.def("_elementwise_primitives", [] {
+    std::vector<std::string> names;
+    for (const Primitive& primitive : all_primitives()) {
+      if (primitive.elementwise) names.emplace_back(primitive.name);
+    }
+    return names;
+  });
   unary(m, "neg", [](const Tensor& x) { return neg(x); });
-  unary(m, "exp", [](const Tensor& x) { return exp(x); });
-  unary(m, "log", [](const Tensor& x) { return log(x); });
-  unary(m, "sin", [](const Tensor& x) { return sin(x); });
-  unary(m, "cos", [](const Tensor& x) { return cos(x); });
-  unary(m, "tanh", [](const Tensor& x) { return tanh(x); });
-  unary(m, "sqrt", [](const Tensor& x) { return sqrt(x); });
-  unary(m, "abs", [](const Tensor& x) { return abs(x); });
-  unary(m, "sign", [](const Tensor& x) { return sign(x); });
   unary(m, "real", [](const Tensor& x) { return real(x); });
   unary(m, "imag", [](const Tensor& x) { return imag(x); });
   unary(m, "conj", [](const Tensor& x) { return conj(x); });
@@ -178,9 +191,6 @@ void bind_ops(py::module_& m) {
   binary(m, "sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); });
   binary(m, "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); });
   binary(m, "div", [](const Tensor& a, const Tensor& b) { return div(a, b); });
-  binary(m, "pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); });
-  binary(m, "maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
-  binary(m, "minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); });
   binary(m, "complex", [](const Tensor& a, const Tensor& b) { return complex(a, b); });
   binary(m, "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
   binary(m, "mse_loss", [](const Tensor& a, const Tensor& b) { return mse_loss(a, b); });

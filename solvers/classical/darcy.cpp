@@ -101,6 +101,7 @@ Tensor solve(const Tensor& a, const Tensor& f);
 const Primitive& darcy_solve_p = []() -> const Primitive& {
   Primitive p;
   p.name = "darcy_solve";
+  p.cost = CostClass::opaque;
   p.arity = 2;
   p.infer = [](Inputs in, const Attrs&) {
     const Tensor &a = in[0], &f = in[1];

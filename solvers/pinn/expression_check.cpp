@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "eddy/core/suggest.h"
+#include "eddy/ops/ops.h"
 #include "solvers/pinn/expression_ast.h"
 
 namespace eddy::pinn {
@@ -96,18 +98,32 @@ struct FunctionSignature {
   std::string usage;
 };
 
-const std::map<std::string, FunctionSignature>& functions() {
+// The language's own calculus, next to the math functions of the op list (eddy::math_functions).
+const std::map<std::string, FunctionSignature>& calculus_functions() {
   static const std::map<std::string, FunctionSignature> table = {
-      {"sin", {1, 1, "sin(a)"}},           {"cos", {1, 1, "cos(a)"}},
-      {"exp", {1, 1, "exp(a)"}},           {"log", {1, 1, "log(a)"}},
-      {"tanh", {1, 1, "tanh(a)"}},         {"sqrt", {1, 1, "sqrt(a)"}},
-      {"abs", {1, 1, "abs(a)"}},           {"pow", {2, 2, "pow(a, b)"}},
       {"d", {2, 3, "d(e, x) or d(e, x, order)"}},
       {"laplacian", {1, 1, "laplacian(e)"}},
       {"grad", {1, 1, "grad(e)"}},         {"div", {1, 1, "div(v)"}},
       {"dot", {2, 2, "dot(a, b)"}},
   };
   return table;
+}
+
+std::optional<FunctionSignature> signature_of(const std::string& name) {
+  if (auto calculus = calculus_functions().find(name); calculus != calculus_functions().end()) return calculus->second;
+  for (const MathFunction& function : math_functions()) {
+    if (function.name != name) continue;
+    const size_t arity = static_cast<size_t>(function.arity);
+    return FunctionSignature{arity, arity, name + (arity == 1 ? "(a)" : "(a, b)")};
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> function_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, signature] : calculus_functions()) names.push_back(name);
+  for (const MathFunction& function : math_functions()) names.emplace_back(function.name);
+  return names;
 }
 
 class TypeChecker {
@@ -217,17 +233,15 @@ class TypeChecker {
   }
 
   ValueType call_type(const ExpressionSource& source, const Node& node) {
-    auto function = functions().find(node.name);
-    if (function == functions().end()) {
+    const std::optional<FunctionSignature> function = signature_of(node.name);
+    if (!function) {
       const std::vector<std::string> symbols = symbol_names(symbols_);
       if (std::find(symbols.begin(), symbols.end(), node.name) != symbols.end()) {
         fail_at(source, node, "'" + node.name + "' is a symbol, not a function");
       }
-      std::vector<std::string> names;
-      for (const auto& [name, signature] : functions()) names.push_back(name);
-      fail_at(source, node, "unknown function '" + node.name + "'" + suggestion(node.name, names, "functions"));
+      fail_at(source, node, "unknown function '" + node.name + "'" + suggestion(node.name, function_names(), "functions"));
     }
-    const FunctionSignature& signature = function->second;
+    const FunctionSignature& signature = *function;
     const size_t count = node.children.size();
     if (count < signature.min_arguments || count > signature.max_arguments) {
       const std::string expected = signature.min_arguments == signature.max_arguments

@@ -445,15 +445,12 @@ class Evaluator {
       for (size_t k = 1; k < a.vector.size(); ++k) sum = sum + a.vector[k] * b.vector[k];
       return {sum};
     }
-    const Tensor x = scalar_of(source, *arguments[0]);
-    if (name == "pow") return {pow(x, scalar_of(source, *arguments[1]))};
-    if (name == "sin") return {sin(x)};
-    if (name == "cos") return {cos(x)};
-    if (name == "exp") return {exp(x)};
-    if (name == "log") return {log(x)};
-    if (name == "tanh") return {tanh(x)};
-    if (name == "sqrt") return {sqrt(x)};
-    return {abs(x)};  // the checker admits no other function
+    for (const MathFunction& function : math_functions()) {
+      if (function.name != name) continue;
+      const Tensor x = scalar_of(source, *arguments[0]);
+      return {function.arity == 1 ? function.unary(x) : function.binary(x, scalar_of(source, *arguments[1]))};
+    }
+    throw Error(cat("internal: the expression checker admitted an unknown function '", name, "'"));
   }
 
   EvaluationState& state_;

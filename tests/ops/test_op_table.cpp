@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "op_table.h"
@@ -273,6 +274,52 @@ TEST(OpTable, CoversEveryPrimitive) {
   for (const OpCase& op : op_table()) covered.insert(op.primitives.begin(), op.primitives.end());
   for (const Primitive& primitive : all_primitives()) {
     EXPECT_TRUE(covered.count(std::string(primitive.name))) << "no op-table row covers " << primitive.name;
+  }
+}
+
+// The compiler's choices read each primitive's cost class; a primitive that forgot it would be
+// treated as neither cheap nor anything else.
+TEST(OpTable, EveryPrimitiveDeclaresItsCostClass) {
+  for (const Primitive& primitive : all_primitives()) {
+    EXPECT_NE(primitive.cost, CostClass::unset) << primitive.name << " declares no cost class";
+  }
+}
+
+// Whether the primitive maps float64 operands (bool ones where it takes conditions) to a real value.
+bool has_real_form(const Primitive& primitive) {
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < std::max(primitive.arity, 1); ++i) {
+    inputs.push_back(primitive.differentiable_input(i) ? zeros({2}, DType::f64) : zeros({2}, DType::b8));
+  }
+  try {
+    return !is_complex(primitive.infer(inputs, Attrs{.dtype = DType::f64}).dtype);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Fused loops are float32/float64 code, so every elementwise primitive that takes real operands
+// needs its scalar code (those with complex operands or values cannot be fused yet, and have none).
+TEST(OpTable, EveryRealElementwisePrimitiveHasScalarCode) {
+  int lowered = 0;
+  for (const Primitive& primitive : all_primitives()) {
+    if (!primitive.elementwise || !has_real_form(primitive)) continue;
+    EXPECT_TRUE(primitive.lowering.defined()) << primitive.name << " has no scalar code (Primitive::lowering)";
+    lowered += primitive.lowering.defined();
+  }
+  EXPECT_GE(lowered, 20);
+}
+
+// Every math function is a primitive of the same name, which is what the expression language's
+// and Python's names refer to.
+TEST(OpTable, MathFunctionsAreThePrimitivesOfTheirName) {
+  for (const MathFunction& function : math_functions()) {
+    const auto same_name = [&](const Primitive& p) { return p.name == function.name; };
+    const auto& primitives = all_primitives();
+    const auto found = std::find_if(primitives.begin(), primitives.end(), same_name);
+    ASSERT_NE(found, primitives.end()) << "no primitive named " << function.name;
+    EXPECT_EQ(found->arity, function.arity) << function.name;
+    EXPECT_TRUE(found->elementwise) << function.name;
   }
 }
 

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "eddy/eddy.h"
+#include "eddy/ops/primitive.h"
 #include "solvers/pinn/expression.h"
 
 namespace eddy::pinn {
@@ -558,6 +560,37 @@ TEST(PinnExpressionErrors, EvaluationInputsAreChecked) {
                                                .parameters = {{"nu", tensor<double>({0.1})}}});
             }),
             "EvaluationContext: a boundary context needs normals of shape [2, 1], got none");
+}
+
+// ---- the op list ----
+
+// Every math function of the op list (eddy/ops/math_functions.def) is a function of the language
+// under its own name, and computes what the op does.
+TEST(PinnExpression, EveryMathFunctionOfTheOpListIsAFunctionHere) {
+  const Tensor points = points_of({{0.6, 0.9, 1.4}, {1.3, 0.7, 1.1}});
+  EvaluationContext context(Symbols{.coordinates = {"x", "y"}}, {.points = points});
+  const Tensor x = coordinate(points, 0), y = coordinate(points, 1);
+  for (const MathFunction& function : math_functions()) {
+    const std::string name(function.name);
+    const Tensor expected = function.arity == 1 ? function.unary(x) : function.binary(x, y);
+    expect_values(evaluate_text(name + (function.arity == 1 ? "(x)" : "(x, y)"), context), values_of(expected), name);
+  }
+}
+
+// Each elementwise primitive is reachable from the language, as a function or an operator, or is
+// listed here with the reason it is not: a primitive added without a name here fails this test.
+TEST(PinnExpression, EveryElementwisePrimitiveHasAnExpressionForm) {
+  const std::set<std::string_view> operators = {"neg", "add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
+  // The language is real-valued and has no dtypes or conditional values (a predicate selects points).
+  const std::set<std::string_view> outside = {"where", "cast", "real", "imag", "conj", "angle", "complex"};
+  std::set<std::string_view> functions;
+  for (const MathFunction& function : math_functions()) functions.insert(function.name);
+  for (const Primitive& primitive : all_primitives()) {
+    if (!primitive.elementwise) continue;
+    EXPECT_TRUE(functions.count(primitive.name) + operators.count(primitive.name) + outside.count(primitive.name) == 1)
+        << primitive.name << " is neither a math function (ops/math_functions.def), an operator nor listed as outside "
+        << "the expression language";
+  }
 }
 
 }  // namespace

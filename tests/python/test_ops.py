@@ -97,6 +97,34 @@ def test_unary_ops_match_numpy(name, x, expected):
     close(getattr(eddy, name)(x), expected)
 
 
+# Comparisons are reached through Tensor's operators rather than module functions.
+COMPARISON_OPERATORS = {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__", "gt": "__gt__", "ge": "__ge__"}
+
+
+def test_every_elementwise_primitive_has_a_python_name():
+    names = eddy._eddy._elementwise_primitives()
+    assert "tanh" in names and "add" in names
+    for name in names:
+        assert hasattr(eddy, name) or name in COMPARISON_OPERATORS, f"{name} has no Python binding"
+
+
+@pytest.mark.parametrize("name,arity", eddy._eddy._math_functions, ids=[f[0] for f in eddy._eddy._math_functions])
+def test_math_functions_are_bound_with_their_derivatives(name, arity):
+    """Every row of the op list (math_functions.def) is a function and, if unary, a Tensor method, whose gradient
+    agrees with central differences."""
+    x = POSITIVE.astype(np.float64)
+    args = [x] if arity == 1 else [x, x[::-1].copy()]
+    function = getattr(eddy, name)
+    value = np.asarray(function(*args))
+    assert value.shape == x.shape and np.all(np.isfinite(value))
+    if arity == 1:
+        np.testing.assert_array_equal(np.asarray(eddy.tensor(x).__getattribute__(name)()), value)
+    gradient = np.asarray(eddy.grad(lambda t: eddy.sum(function(t, *args[1:])))(eddy.tensor(x)))
+    step = 1e-6
+    central = (np.asarray(function(x + step, *args[1:])) - np.asarray(function(x - step, *args[1:]))) / (2 * step)
+    np.testing.assert_allclose(gradient, central, rtol=1e-6, atol=1e-8)
+
+
 def test_gelu_matches_its_definition():
     from math import erf
 

@@ -15,6 +15,16 @@ enum class UnaryKernel { neg, exp, log, sin, cos, tanh, sqrt, abs, sign, real, i
 enum class BinaryKernel { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, complex };
 enum class ReduceKernel { sum, prod, max, min };
 
+// An elementwise function as a plain loop over dense arrays, one per dtype it accepts (null for
+// the others). This is how a primitive brings its own CPU kernel, declared with the rest of it,
+// where the kernels above are the backend's tuned ones.
+struct ArrayFunction {
+  void (*f32)(const float* in, float* out, int64_t n) = nullptr;
+  void (*f64)(const double* in, double* out, int64_t n) = nullptr;
+  void (*c64)(const std::complex<float>* in, std::complex<float>* out, int64_t n) = nullptr;
+  void (*c128)(const std::complex<double>* in, std::complex<double>* out, int64_t n) = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -24,6 +34,8 @@ class Backend {
   virtual void fill(const Tensor& out, std::complex<double> value) = 0;
   // Operands have out's shape (broadcast views); out is dense.
   virtual void unary(UnaryKernel kind, const Tensor& in, const Tensor& out) = 0;
+  // `function` over dense `in` (of out's shape and dtype), on the host; for CPU tensors only.
+  virtual void apply(const ArrayFunction& function, const Tensor& in, const Tensor& out) = 0;
   virtual void binary(BinaryKernel kind, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   virtual void where(const Tensor& condition, const Tensor& a, const Tensor& b,
                      const Tensor& out) = 0;

@@ -2,50 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <sstream>
 
 #include "eddy/ops/ops.h"
 
 namespace eddy::compiler {
 namespace {
-
-// C spellings: the same names exist as device functions under CUDA, so one table serves both.
-struct ScalarExpression {
-  std::string_view f32_form;
-  std::string_view f64_form;  // empty: same as f32_form
-};
-
-// `$0`, `$1`, `$2` stand for the inputs, `$T` for the output's C type.
-const std::map<std::string_view, ScalarExpression>& scalar_expressions() {
-  static const std::map<std::string_view, ScalarExpression> table = {
-      {"neg", {"-$0", ""}},
-      {"add", {"$0 + $1", ""}},
-      {"sub", {"$0 - $1", ""}},
-      {"mul", {"$0 * $1", ""}},
-      {"div", {"$0 / $1", ""}},
-      {"pow", {"powf($0, $1)", "pow($0, $1)"}},
-      {"exp", {"expf($0)", "exp($0)"}},
-      {"log", {"logf($0)", "log($0)"}},
-      {"sin", {"sinf($0)", "sin($0)"}},
-      {"cos", {"cosf($0)", "cos($0)"}},
-      {"tanh", {"tanhf($0)", "tanh($0)"}},
-      {"sqrt", {"sqrtf($0)", "sqrt($0)"}},
-      {"abs", {"($0 < 0 ? -$0 : $0)", ""}},
-      {"sign", {"($T)((0 < $0) - ($0 < 0))", ""}},
-      {"maximum", {"($0 > $1 ? $0 : $1)", ""}},
-      {"minimum", {"($0 < $1 ? $0 : $1)", ""}},
-      {"eq", {"$0 == $1", ""}},
-      {"ne", {"$0 != $1", ""}},
-      {"lt", {"$0 < $1", ""}},
-      {"le", {"$0 <= $1", ""}},
-      {"gt", {"$0 > $1", ""}},
-      {"ge", {"$0 >= $1", ""}},
-      {"where", {"$0 ? $1 : $2", ""}},
-      {"cast", {"($T)$0", ""}},
-  };
-  return table;
-}
 
 std::string c_type(DType dtype) {
   switch (dtype) {
@@ -104,12 +66,25 @@ std::pair<Access, size_t> classify(const Shape& input, const Shape& domain) {
   return {Access::materialised, 0};
 }
 
-std::string substitute(std::string_view form, const std::vector<std::string>& operands, const std::string& type) {
+// A math function's name for `dtype`'s operands: expf for float, exp for double.
+std::string math_function_for(std::string_view function, DType dtype) {
+  return std::string(function) + (dtype == DType::f32 ? "f" : "");
+}
+
+std::string substitute(const Lowering& lowering, const std::vector<std::string>& operands, const std::string& type,
+                       DType operand_dtype) {
+  const std::string_view form = lowering.form;
   std::string out;
   for (size_t i = 0; i < form.size(); ++i) {
     if (form[i] == '$' && i + 1 < form.size()) {
       const char key = form[++i];
-      out += key == 'T' ? type : operands.at(static_cast<size_t>(key - '0'));
+      if (key == 'T') {
+        out += type;
+      } else if (key == 'F') {
+        out += math_function_for(lowering.math_function, operand_dtype);
+      } else {
+        out += operands.at(static_cast<size_t>(key - '0'));
+      }
     } else {
       out += form[i];
     }
@@ -351,8 +326,6 @@ std::string cuda_loops(const KernelPlan& plan) {
 
 }  // namespace
 
-bool has_scalar_expression(std::string_view primitive_name) { return scalar_expressions().count(primitive_name) > 0; }
-
 KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string name) {
   KernelPlan plan;
   plan.name = std::move(name);
@@ -394,16 +367,13 @@ KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string
   for (size_t n : group.nodes) {
     if (reduces && n == group.nodes.back()) continue;  // the epilogue is the loop's, not the body's
     const GraphNode& node = graph.nodes[n];
-    const ScalarExpression& expression = scalar_expressions().at(node.primitive->name);
     const DType out_dtype = graph.value(node.output).dtype;
     // Arithmetic is done in the operands' dtype, which for comparisons differs from the output's.
     const DType operand_dtype = graph.value(node.inputs.back()).dtype;
-    std::string_view form = operand_dtype == DType::f64 && !expression.f64_form.empty() ? expression.f64_form
-                                                                                      : expression.f32_form;
     std::vector<std::string> operands;
     for (ValueId input : node.inputs) operands.push_back(variable(input));
     body << "const " << c_type(out_dtype) << " " << variable(node.output) << " = "
-         << substitute(form, operands, c_type(out_dtype)) << ";\n";
+         << substitute(node.primitive->lowering, operands, c_type(out_dtype), operand_dtype) << ";\n";
   }
   plan.body = body.str();
   for (ValueId value : group.side_outputs) {
@@ -427,12 +397,18 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
          "// Declared here rather than through <cmath> so that glibc's vector variants (libmvec) serve\n"
          "// the `omp simd` loops without -ffast-math.\n"
          "extern \"C\" {\n";
-  for (const char* f : {"exp", "log", "sin", "cos", "tanh", "sqrt"}) {
-    out << "#pragma omp declare simd notinbranch\ndouble " << f << "(double) noexcept;\n"
-        << "#pragma omp declare simd notinbranch\nfloat " << f << "f(float) noexcept;\n";
+  for (const Primitive& primitive : all_primitives()) {
+    const std::string_view function = primitive.lowering.math_function;
+    if (function.empty()) continue;
+    for (const DType dtype : {DType::f64, DType::f32}) {
+      const std::string type = c_type(dtype);
+      std::string parameters = type;
+      for (int i = 1; i < primitive.arity; ++i) parameters += ", " + type;
+      out << "#pragma omp declare simd notinbranch\n"
+          << type << " " << math_function_for(function, dtype) << "(" << parameters << ") noexcept;\n";
+    }
   }
-  out << "#pragma omp declare simd notinbranch\ndouble pow(double, double) noexcept;\n"
-         "#pragma omp declare simd notinbranch\nfloat powf(float, float) noexcept;\n}\n";
+  out << "}\n";
   for (const KernelPlan& plan : plans) {
     out << "\nextern \"C\" void " << plan.name
         << "(const void* const* inputs, void* const* outputs, int64_t outer, int64_t inner) {\n";

@@ -53,9 +53,6 @@ struct KernelPlan {
   std::vector<KernelSideOutput> side_outputs;  // outputs[1], outputs[2], ...
 };
 
-// Whether a primitive of this name can be rendered inside a fused loop.
-bool has_scalar_expression(std::string_view primitive_name);
-
 // Decides accesses and renders the scalar body. Scalar constants are written into the code as
 // exact hexadecimal literals; other inputs are read through pointers. A sum over one axis of a
 // [N, C] domain walks it as [N, C], whatever its inputs' accesses would prefer.

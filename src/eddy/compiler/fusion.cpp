@@ -8,7 +8,7 @@
 namespace eddy::compiler {
 
 bool fusable(const Graph& graph, const GraphNode& node) {
-  if (!node.primitive->elementwise || !has_scalar_expression(node.primitive->name)) return false;
+  if (!node.primitive->elementwise || !node.primitive->lowering.defined()) return false;
   auto renderable = [](DType dtype) { return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::b8; };
   if (!renderable(graph.value(node.output).dtype)) return false;
   return std::all_of(node.inputs.begin(), node.inputs.end(),
@@ -30,11 +30,8 @@ constexpr int64_t kMinColumnsSummedAlongRows = 64;  // Epilogue::sum_trailing
 // At most this many nodes are recomputed to spare a group one stored input.
 constexpr size_t kMaxRecomputedNodes = 8;
 
-// No transcendental function: a few cycles per element, less than loading a stored result.
-bool cheap(const GraphNode& node) {
-  static const std::unordered_set<std::string_view> expensive = {"exp", "log", "sin", "cos", "tanh", "pow", "sqrt"};
-  return !expensive.count(node.primitive->name);
-}
+// A few cycles per element, less than loading a stored result.
+bool cheap(const GraphNode& node) { return node.primitive->cost == CostClass::cheap; }
 
 // The shape a group's loop runs over: its input's for a group that ends in a sum.
 const Shape& loop_shape(const Graph& graph, const std::vector<size_t>& nodes) {

@@ -32,15 +32,8 @@ constexpr int kMaxRounds = 8;
 // Collectives are rendezvous with the other ranks: every rank must make the same calls in the
 // same order, whatever its graph does with the results. Rank-dependent code traces fine (only
 // rank 0 returning a reduced loss), so one rank's graph may use a collective's result while
-// another's does not: no pass may drop, merge or evaluate one at compile time. The names are
-// those registered in dist/collectives.cpp and dist/distributed_fft.cpp (whose transforms
-// exchange their transposes between ranks); the compiler tests trace each of them.
-bool is_collective(const Primitive& primitive) {
-  static constexpr std::array<std::string_view, 8> kCollectives = {
-      "allreduce_sum",       "allreduce_max",  "allgather",  "reduce_scatter",
-      "broadcast_from_root", "reduce_to_root", "dist_rfft2", "dist_irfft2"};
-  return std::find(kCollectives.begin(), kCollectives.end(), primitive.name) != kCollectives.end();
-}
+// another's does not: no pass may drop, merge or evaluate one at compile time.
+bool is_collective(const Primitive& primitive) { return primitive.cost == CostClass::collective; }
 
 // A node whose value is a function of its primitive, Attrs and input values alone. A payload
 // (a checkpoint's closure, a communicator) is state no comparison can see into.

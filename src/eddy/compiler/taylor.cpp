@@ -36,16 +36,13 @@ struct Jet {
 
 using Channels = std::vector<std::vector<int64_t>>;
 
-bool is_matmul(const Primitive& p) { return p.name == "matmul"; }
-// Linear in each input on its own: y = a b gives y'' = a'' b + a b'' + 2 a' b'.
-bool is_bilinear(const Primitive& p) { return p.name == "mul" || is_matmul(p); }
-
 // A coefficient shaped for input `position` of `p`. A broadcast row gives the right answer where
 // every output row depends only on the same row of that input (elementwise ops, matmul's left
 // operand); elsewhere the op sees the coefficient at the input's shape, as a broadcast view.
 Tensor fit(const Primitive& p, size_t position, const Tensor& coefficient, const Tensor& input) {
   if (p.elementwise || coefficient.shape() == input.shape()) return coefficient;
-  if (is_matmul(p) && position == 0 && coefficient.dim() == input.dim() &&
+  // A matrix product's output row i depends on row i of its left operand alone.
+  if (p.cost == CostClass::gemm && position == 0 && coefficient.dim() == input.dim() &&
       coefficient.shape().back() == input.shape().back()) {
     return coefficient;
   }
@@ -107,7 +104,8 @@ class Rules {
     Jet jet;
     if (p.linear) {
       jet = linear(p, values, node.attrs, jets);
-    } else if (is_bilinear(p)) {
+    } else if (p.bilinear) {  // y = a b gives y'' = a'' b + a b'' + 2 a' b'
+
       jet = bilinear(p, values, node.attrs, jets);
     } else if (p.elementwise) {
       jet = elementwise(p, values, node.attrs, jets, output);

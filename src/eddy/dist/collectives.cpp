@@ -45,6 +45,7 @@ Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, con
                      std::function<void(Communicator&, const Tensor&, const Tensor&, const Attrs&)> call) {
   Primitive p;
   p.name = name;
+  p.cost = CostClass::collective;
   p.infer = std::move(infer);
   p.eval = [call = std::move(call)](Inputs in, const Attrs& attrs, const OutputSpec& spec) {
     Tensor out = detail::new_output(spec, in[0]);

@@ -197,6 +197,7 @@ Tensor c2r(const Tensor& spectrum_slab, Communicator& comm, int64_t n0, int64_t 
 const Primitive& r2c_p = []() -> const Primitive& {
   Primitive p;
   p.name = "dist_rfft2";
+  p.cost = CostClass::collective;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     Communicator& comm = comm_of(a);
@@ -231,6 +232,7 @@ const Primitive& r2c_p = []() -> const Primitive& {
 const Primitive& c2r_p = []() -> const Primitive& {
   Primitive p;
   p.name = "dist_irfft2";
+  p.cost = CostClass::collective;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     Communicator& comm = comm_of(a);

@@ -49,6 +49,7 @@ Tensor hermitian_weights(const Tensor& like, int64_t axis, int64_t n, double mid
 const Primitive& c2c_p = []() -> const Primitive& {
   Primitive p;
   p.name = "fft_c2c";
+  p.cost = CostClass::transform;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs&) {
     detail::check_dtype("fft_c2c", in[0], is_complex(in[0].dtype()), "a complex tensor");
@@ -67,6 +68,7 @@ const Primitive& c2c_p = []() -> const Primitive& {
 const Primitive& r2c_p = []() -> const Primitive& {
   Primitive p;
   p.name = "fft_r2c";
+  p.cost = CostClass::transform;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     detail::check_dtype("fft_r2c", in[0], is_floating(in[0].dtype()), "a float32 or float64 tensor");
@@ -90,6 +92,7 @@ const Primitive& r2c_p = []() -> const Primitive& {
 const Primitive& c2r_p = []() -> const Primitive& {
   Primitive p;
   p.name = "fft_c2r";
+  p.cost = CostClass::transform;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     detail::check_dtype("fft_c2r", in[0], is_complex(in[0].dtype()), "a complex tensor");

@@ -1,5 +1,7 @@
 // Elementwise primitives: arithmetic, transcendental functions, comparisons, where and cast.
 
+#include <variant>
+
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 
@@ -42,8 +44,42 @@ using namespace detail;
 using JvpRule = Primitive::JvpRule;
 using VjpRule = Primitive::VjpRule;
 
+// What every elementwise primitive declares besides its rules. A unary kernel is the backend's
+// tuned one or the primitive's own loops (an ArrayFunction, whose non-null dtypes are then the
+// dtypes the primitive accepts).
+struct UnaryBasics {
+  std::string_view name;
+  std::variant<UnaryKernel, ArrayFunction> kernel;
+  CostClass cost;
+  Lowering lowering;
+};
+struct BinaryBasics {
+  std::string_view name;
+  BinaryKernel kernel;
+  CostClass cost;
+  Lowering lowering;
+};
+
+// Plain loops over float and double arrays applying the scalar function `F` (a captureless lambda).
+template <typename F>
+ArrayFunction real_functions(F) {
+  return {[](const float* x, float* y, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) y[i] = F{}(x[i]);
+          },
+          [](const double* x, double* y, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) y[i] = F{}(x[i]);
+          }};
+}
+
+void check_array_function_dtype(std::string_view op, const Tensor& t, const ArrayFunction& f) {
+  const DType d = t.dtype();
+  const bool accepted = (d == DType::f32 && f.f32) || (d == DType::f64 && f.f64) || (d == DType::c64 && f.c64) ||
+                        (d == DType::c128 && f.c128);
+  check_dtype(op, t, accepted, f.c64 ? "a floating or complex tensor" : "a float32 or float64 tensor");
+}
+
 // Rules of holomorphic unary functions: jvp = t * f'(x), vjp = g * conj(f'(x)).
-std::pair<JvpRule, VjpRule> holomorphic(Tensor (*derivative)(const Tensor&)) {
+std::pair<JvpRule, VjpRule> holomorphic_rules(Tensor (*derivative)(const Tensor&)) {
   return {[derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
           [derivative](Inputs in, const Attrs&, int, const Tensor& g) {
             return g * conj(derivative(in[0]));
@@ -51,41 +87,49 @@ std::pair<JvpRule, VjpRule> holomorphic(Tensor (*derivative)(const Tensor&)) {
 }
 
 // Unary primitive whose output has the input's dtype (or `real_output`: the real dtype).
-Primitive unary_declaration(std::string_view name, UnaryKernel kernel,
-                            void (*check)(std::string_view, const Tensor&), JvpRule jvp, VjpRule vjp,
-                            bool real_output, bool linear) {
+Primitive unary_declaration(const UnaryBasics& basics, void (*check)(std::string_view, const Tensor&), JvpRule jvp,
+                            VjpRule vjp, bool real_output = false, bool linear = false) {
   Primitive p;
-  p.name = name;
-  p.infer = [name, check, real_output](Inputs in, const Attrs&) {
-    check(name, in[0]);
+  p.name = basics.name;
+  p.infer = [name = basics.name, kernel = basics.kernel, check, real_output](Inputs in, const Attrs&) {
+    if (const ArrayFunction* own = std::get_if<ArrayFunction>(&kernel)) {
+      check_array_function_dtype(name, in[0], *own);
+    } else {
+      check(name, in[0]);
+    }
     return OutputSpec{in[0].shape(), real_output ? real_dtype(in[0].dtype()) : in[0].dtype()};
   };
-  p.eval = [kernel](Inputs in, const Attrs&, const OutputSpec& spec) {
+  p.eval = [kernel = basics.kernel](Inputs in, const Attrs&, const OutputSpec& spec) {
     Tensor out = new_output(spec, in[0]);
-    backend_of(out).unary(kernel, in[0], out);
+    if (const ArrayFunction* own = std::get_if<ArrayFunction>(&kernel)) {
+      backend_of(out).apply(*own, dense(in[0]), out);
+    } else {
+      backend_of(out).unary(std::get<UnaryKernel>(kernel), in[0], out);
+    }
     return out;
   };
   p.jvp = std::move(jvp);
   p.vjp = std::move(vjp);
   p.linear = linear;
   p.elementwise = true;
+  p.cost = basics.cost;
+  p.lowering = basics.lowering;
   return p;
 }
 
-const Primitive& unary(std::string_view name, UnaryKernel kernel,
-                       void (*check)(std::string_view, const Tensor&), JvpRule jvp, VjpRule vjp,
-                       bool real_output = false, bool linear = false) {
-  return register_primitive(unary_declaration(name, kernel, check, std::move(jvp), std::move(vjp), real_output, linear));
+// A holomorphic unary function of floating or complex tensors, from its derivative f'(x).
+Primitive holomorphic(const UnaryBasics& basics, Tensor (*derivative)(const Tensor&)) {
+  auto [jvp, vjp] = holomorphic_rules(derivative);
+  return unary_declaration(basics, require_inexact, jvp, vjp);
 }
 
 // A holomorphic unary primitive whose derivative is also available from its output y = f(x):
 // f'(x) = from_output(y). Both rule forms are given; the engine prefers the output form. With
 // `curvature`, f''(x) = curvature(y, f'(x)) gives Taylor mode its second-order rule.
-const Primitive& unary_with_output_rules(std::string_view name, UnaryKernel kernel, Tensor (*derivative)(const Tensor&),
-                                         Tensor (*from_output)(const Tensor&),
-                                         Tensor (*curvature)(const Tensor&, const Tensor&) = nullptr) {
-  auto [jvp, vjp] = holomorphic(derivative);
-  Primitive p = unary_declaration(name, kernel, require_inexact, jvp, vjp, false, false);
+Primitive with_output_rules(const UnaryBasics& basics, Tensor (*derivative)(const Tensor&),
+                            Tensor (*from_output)(const Tensor&),
+                            Tensor (*curvature)(const Tensor&, const Tensor&) = nullptr) {
+  Primitive p = holomorphic(basics, derivative);
   p.jvp_from_output = [from_output](Inputs, const Attrs&, const Tensor& y, const Tensor& t) { return t * from_output(y); };
   p.vjp_from_output = [from_output](Inputs, const Attrs&, const Tensor& y, const Tensor& g) {
     return g * conj(from_output(y));
@@ -96,15 +140,14 @@ const Primitive& unary_with_output_rules(std::string_view name, UnaryKernel kern
       return std::pair{slope, curvature(y, slope)};
     };
   }
-  return register_primitive(std::move(p));
+  return p;
 }
 
 // sin and cos, whose second derivative is minus the function itself.
-const Primitive& sinusoid(std::string_view name, UnaryKernel kernel, Tensor (*derivative)(const Tensor&)) {
-  auto [jvp, vjp] = holomorphic(derivative);
-  Primitive p = unary_declaration(name, kernel, require_inexact, jvp, vjp, false, false);
+Primitive sinusoid(const UnaryBasics& basics, Tensor (*derivative)(const Tensor&)) {
+  Primitive p = holomorphic(basics, derivative);
   p.derivatives = [derivative](const Tensor& x, const Tensor& y) { return std::pair{derivative(x), neg(y)}; };
-  return register_primitive(std::move(p));
+  return p;
 }
 
 void check_numeric(std::string_view op, const Tensor& t) {
@@ -116,12 +159,34 @@ void check_complex(std::string_view op, const Tensor& t) {
 void check_signed_real(std::string_view op, const Tensor& t) {
   check_dtype(op, t, !is_complex(t.dtype()) && t.dtype() != DType::b8, "a real numeric tensor");
 }
-void check_abs(std::string_view op, const Tensor& t) { check_numeric(op, t); }
+
+Primitive real_unary(const UnaryBasics& basics, JvpRule jvp, VjpRule vjp) {
+  return unary_declaration(basics, check_signed_real, std::move(jvp), std::move(vjp));
+}
+
+// |x|, real-valued for complex x.
+Primitive absolute_value(const UnaryBasics& basics) {
+  return unary_declaration(
+      basics, check_numeric,
+      [](Inputs in, const Attrs&, int, const Tensor& t) {
+        const Tensor& x = in[0];
+        if (is_complex(x.dtype())) return real(conj(x) * t) / abs(x);
+        return t * sign(x);
+      },
+      [](Inputs in, const Attrs&, int, const Tensor& g) {
+        const Tensor& x = in[0];
+        if (is_complex(x.dtype())) return g * x / abs(x);
+        return g * sign(x);
+      },
+      /*real_output=*/true);
+}
 
 enum class BinaryDTypes { numeric, inexact, real, any, floating };
 
-const Primitive& binary(std::string_view name, BinaryKernel kernel, BinaryDTypes accepted,
-                        JvpRule jvp, VjpRule vjp, bool linear = false) {
+Primitive binary_declaration(const BinaryBasics& basics, BinaryDTypes accepted, JvpRule jvp, VjpRule vjp,
+                             bool linear = false) {
+  const BinaryKernel kernel = basics.kernel;
+  const std::string_view name = basics.name;
   const bool comparison = kernel == BinaryKernel::eq || kernel == BinaryKernel::ne ||
                           kernel == BinaryKernel::lt || kernel == BinaryKernel::le ||
                           kernel == BinaryKernel::gt || kernel == BinaryKernel::ge;
@@ -151,9 +216,27 @@ const Primitive& binary(std::string_view name, BinaryKernel kernel, BinaryDTypes
   p.vjp = std::move(vjp);
   p.linear = linear;
   p.elementwise = true;
-  return register_primitive(std::move(p));
+  p.cost = basics.cost;
+  p.lowering = basics.lowering;
+  return p;
 }
 
+const Primitive& binary(const BinaryBasics& basics, BinaryDTypes accepted, JvpRule jvp, VjpRule vjp,
+                        bool linear = false) {
+  return register_primitive(binary_declaration(basics, accepted, std::move(jvp), std::move(vjp), linear));
+}
+
+// a^b, holomorphic in both.
+Primitive power(const BinaryBasics& basics) {
+  auto derivative = [](Inputs in, int i) {
+    const Tensor &a = in[0], &b = in[1];
+    return i == 0 ? b * pow(a, b - 1.0) : log(a) * pow(a, b);
+  };
+  return binary_declaration(
+      basics, BinaryDTypes::inexact,
+      [derivative](Inputs in, const Attrs&, int i, const Tensor& t) { return t * derivative(in, i); },
+      [derivative](Inputs in, const Attrs&, int i, const Tensor& g) { return g * conj(derivative(in, i)); });
+}
 
 // Weight of each operand in maximum/minimum: 1 where it wins, 1/2 on ties.
 Tensor selection_weight(const Tensor& mine, const Tensor& other, bool maximum) {
@@ -161,53 +244,40 @@ Tensor selection_weight(const Tensor& mine, const Tensor& other, bool maximum) {
   return cast(wins, mine.dtype()) + 0.5 * cast(eq(mine, other), mine.dtype());
 }
 
-const Primitive& neg_p = unary("neg", UnaryKernel::neg, check_numeric,
+Primitive extremum(const BinaryBasics& basics, bool maximum) {
+  return binary_declaration(
+      basics, BinaryDTypes::real,
+      [maximum](Inputs in, const Attrs&, int i, const Tensor& t) { return t * selection_weight(in[i], in[1 - i], maximum); },
+      [maximum](Inputs in, const Attrs&, int i, const Tensor& g) { return g * selection_weight(in[i], in[1 - i], maximum); });
+}
+
+#define EDDY_UNARY_FUNCTION(name, declaration) const Primitive& name##_p = register_primitive(declaration);
+#define EDDY_BINARY_FUNCTION(name, declaration) const Primitive& name##_p = register_primitive(declaration);
+#include "eddy/ops/math_functions.def"
+
+const Primitive& unary(const UnaryBasics& basics, void (*check)(std::string_view, const Tensor&), JvpRule jvp,
+                       VjpRule vjp, bool real_output = false, bool linear = false) {
+  return register_primitive(unary_declaration(basics, check, std::move(jvp), std::move(vjp), real_output, linear));
+}
+
+const Primitive& neg_p = unary({"neg", UnaryKernel::neg, CostClass::cheap, {"-$0"}}, check_numeric,
     [](Inputs, const Attrs&, int, const Tensor& t) { return neg(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return neg(g); }, false, true);
 
-const Primitive& exp_p = unary_with_output_rules(
-    "exp", UnaryKernel::exp, [](const Tensor& x) { return exp(x); }, [](const Tensor& y) { return y; },
-    [](const Tensor& y, const Tensor&) { return y; });
-const Primitive& log_p = []() -> const Primitive& {
-  auto [jvp, vjp] = holomorphic([](const Tensor& x) { return 1.0 / x; });
-  return unary("log", UnaryKernel::log, require_inexact, jvp, vjp);
-}();
-const Primitive& sin_p = sinusoid("sin", UnaryKernel::sin, [](const Tensor& x) { return cos(x); });
-const Primitive& cos_p = sinusoid("cos", UnaryKernel::cos, [](const Tensor& x) { return -sin(x); });
-const Primitive& tanh_p = unary_with_output_rules(
-    "tanh", UnaryKernel::tanh, [](const Tensor& x) { return 1.0 - square(tanh(x)); },
-    [](const Tensor& y) { return 1.0 - square(y); }, [](const Tensor& y, const Tensor& slope) { return -2.0 * y * slope; });
-const Primitive& sqrt_p = unary_with_output_rules(
-    "sqrt", UnaryKernel::sqrt, [](const Tensor& x) { return 0.5 / sqrt(x); }, [](const Tensor& y) { return 0.5 / y; });
-
-const Primitive& abs_p = unary("abs", UnaryKernel::abs, check_abs,
-    [](Inputs in, const Attrs&, int, const Tensor& t) {
-      const Tensor& x = in[0];
-      if (is_complex(x.dtype())) return real(conj(x) * t) / abs(x);
-      return t * sign(x);
-    },
-    [](Inputs in, const Attrs&, int, const Tensor& g) {
-      const Tensor& x = in[0];
-      if (is_complex(x.dtype())) return g * x / abs(x);
-      return g * sign(x);
-    },
-    /*real_output=*/true);
-
-const Primitive& sign_p = unary("sign", UnaryKernel::sign, check_signed_real, nullptr, nullptr);
-
-const Primitive& real_p = unary("real", UnaryKernel::real, check_complex,
+// Complex-only primitives: fused loops have no complex values, so no scalar code.
+const Primitive& real_p = unary({"real", UnaryKernel::real, CostClass::cheap, {}}, check_complex,
     [](Inputs, const Attrs&, int, const Tensor& t) { return real(t); },
     [](Inputs in, const Attrs&, int, const Tensor& g) { return cast(g, in[0].dtype()); }, true, true);
 
-const Primitive& imag_p = unary("imag", UnaryKernel::imag, check_complex,
+const Primitive& imag_p = unary({"imag", UnaryKernel::imag, CostClass::cheap, {}}, check_complex,
     [](Inputs, const Attrs&, int, const Tensor& t) { return imag(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return complex(zeros_like(g), g); }, true, true);
 
-const Primitive& conj_p = unary("conj", UnaryKernel::conj, check_complex,
+const Primitive& conj_p = unary({"conj", UnaryKernel::conj, CostClass::cheap, {}}, check_complex,
     [](Inputs, const Attrs&, int, const Tensor& t) { return conj(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return conj(g); }, false, true);
 
-const Primitive& angle_p = unary("angle", UnaryKernel::angle, check_complex,
+const Primitive& angle_p = unary({"angle", UnaryKernel::angle, CostClass::cheap, {}}, check_complex,
     [](Inputs in, const Attrs&, int, const Tensor& t) {
       return imag(conj(in[0]) * t) / square(abs(in[0]));
     },
@@ -216,19 +286,23 @@ const Primitive& angle_p = unary("angle", UnaryKernel::angle, check_complex,
     },
     true);
 
-const Primitive& add_p = binary("add", BinaryKernel::add, BinaryDTypes::numeric,
+const Primitive& add_p = binary({"add", BinaryKernel::add, CostClass::cheap, {"$0 + $1"}}, BinaryDTypes::numeric,
     [](Inputs, const Attrs&, int, const Tensor& t) { return t; },
     [](Inputs, const Attrs&, int, const Tensor& g) { return g; }, true);
 
-const Primitive& sub_p = binary("sub", BinaryKernel::sub, BinaryDTypes::numeric,
+const Primitive& sub_p = binary({"sub", BinaryKernel::sub, CostClass::cheap, {"$0 - $1"}}, BinaryDTypes::numeric,
     [](Inputs, const Attrs&, int i, const Tensor& t) { return i == 0 ? t : neg(t); },
     [](Inputs, const Attrs&, int i, const Tensor& g) { return i == 0 ? g : neg(g); }, true);
 
-const Primitive& mul_p = binary("mul", BinaryKernel::mul, BinaryDTypes::numeric,
-    [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * in[1 - i]; },
-    [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * conj(in[1 - i]); });
+const Primitive& mul_p = []() -> const Primitive& {
+  Primitive p = binary_declaration({"mul", BinaryKernel::mul, CostClass::cheap, {"$0 * $1"}}, BinaryDTypes::numeric,
+      [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * in[1 - i]; },
+      [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * conj(in[1 - i]); });
+  p.bilinear = true;
+  return register_primitive(std::move(p));
+}();
 
-const Primitive& div_p = binary("div", BinaryKernel::div, BinaryDTypes::numeric,
+const Primitive& div_p = binary({"div", BinaryKernel::div, CostClass::cheap, {"$0 / $1"}}, BinaryDTypes::numeric,
     [](Inputs in, const Attrs&, int i, const Tensor& t) {
       return i == 0 ? t / in[1] : neg(t * in[0] / square(in[1]));
     },
@@ -236,34 +310,14 @@ const Primitive& div_p = binary("div", BinaryKernel::div, BinaryDTypes::numeric,
       return i == 0 ? g / conj(in[1]) : neg(g * conj(in[0] / square(in[1])));
     });
 
-const Primitive& pow_p = []() -> const Primitive& {
-  auto derivative = [](Inputs in, int i) {
-    const Tensor &a = in[0], &b = in[1];
-    return i == 0 ? b * pow(a, b - 1.0) : log(a) * pow(a, b);
-  };
-  return binary("pow", BinaryKernel::pow, BinaryDTypes::inexact,
-      [derivative](Inputs in, const Attrs&, int i, const Tensor& t) { return t * derivative(in, i); },
-      [derivative](Inputs in, const Attrs&, int i, const Tensor& g) {
-        return g * conj(derivative(in, i));
-      });
-}();
+const Primitive& eq_p = binary({"eq", BinaryKernel::eq, CostClass::cheap, {"$0 == $1"}}, BinaryDTypes::any, nullptr, nullptr);
+const Primitive& ne_p = binary({"ne", BinaryKernel::ne, CostClass::cheap, {"$0 != $1"}}, BinaryDTypes::any, nullptr, nullptr);
+const Primitive& lt_p = binary({"lt", BinaryKernel::lt, CostClass::cheap, {"$0 < $1"}}, BinaryDTypes::real, nullptr, nullptr);
+const Primitive& le_p = binary({"le", BinaryKernel::le, CostClass::cheap, {"$0 <= $1"}}, BinaryDTypes::real, nullptr, nullptr);
+const Primitive& gt_p = binary({"gt", BinaryKernel::gt, CostClass::cheap, {"$0 > $1"}}, BinaryDTypes::real, nullptr, nullptr);
+const Primitive& ge_p = binary({"ge", BinaryKernel::ge, CostClass::cheap, {"$0 >= $1"}}, BinaryDTypes::real, nullptr, nullptr);
 
-const Primitive& maximum_p = binary("maximum", BinaryKernel::maximum, BinaryDTypes::real,
-    [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * selection_weight(in[i], in[1 - i], true); },
-    [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * selection_weight(in[i], in[1 - i], true); });
-
-const Primitive& minimum_p = binary("minimum", BinaryKernel::minimum, BinaryDTypes::real,
-    [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * selection_weight(in[i], in[1 - i], false); },
-    [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * selection_weight(in[i], in[1 - i], false); });
-
-const Primitive& eq_p = binary("eq", BinaryKernel::eq, BinaryDTypes::any, nullptr, nullptr);
-const Primitive& ne_p = binary("ne", BinaryKernel::ne, BinaryDTypes::any, nullptr, nullptr);
-const Primitive& lt_p = binary("lt", BinaryKernel::lt, BinaryDTypes::real, nullptr, nullptr);
-const Primitive& le_p = binary("le", BinaryKernel::le, BinaryDTypes::real, nullptr, nullptr);
-const Primitive& gt_p = binary("gt", BinaryKernel::gt, BinaryDTypes::real, nullptr, nullptr);
-const Primitive& ge_p = binary("ge", BinaryKernel::ge, BinaryDTypes::real, nullptr, nullptr);
-
-const Primitive& complex_p = binary("complex", BinaryKernel::complex, BinaryDTypes::floating,
+const Primitive& complex_p = binary({"complex", BinaryKernel::complex, CostClass::cheap, {}}, BinaryDTypes::floating,
     [](Inputs, const Attrs&, int i, const Tensor& t) {
       return i == 0 ? complex(t, zeros_like(t)) : complex(zeros_like(t), t);
     },
@@ -273,6 +327,8 @@ const Primitive& where_p = []() -> const Primitive& {
   Primitive p;
   p.name = "where";
   p.elementwise = true;
+  p.cost = CostClass::cheap;
+  p.lowering = {"$0 ? $1 : $2"};
   p.arity = 3;
   p.constant_inputs = {0};
   p.linear = true;
@@ -303,6 +359,8 @@ const Primitive& cast_p = []() -> const Primitive& {
   p.name = "cast";
   p.linear = true;
   p.elementwise = true;
+  p.cost = CostClass::cheap;
+  p.lowering = {"($T)$0"};
   p.infer = [](Inputs in, const Attrs& attrs) { return OutputSpec{in[0].shape(), attrs.dtype}; };
   p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
     Tensor out = new_output(spec, in[0]);
@@ -325,14 +383,6 @@ Tensor same_dtype_scalar(double value, const Tensor& like) {
 }  // namespace
 
 Tensor neg(const Tensor& x) { return dispatch(neg_p, {x}); }
-Tensor exp(const Tensor& x) { return dispatch(exp_p, {x}); }
-Tensor log(const Tensor& x) { return dispatch(log_p, {x}); }
-Tensor sin(const Tensor& x) { return dispatch(sin_p, {x}); }
-Tensor cos(const Tensor& x) { return dispatch(cos_p, {x}); }
-Tensor tanh(const Tensor& x) { return dispatch(tanh_p, {x}); }
-Tensor sqrt(const Tensor& x) { return dispatch(sqrt_p, {x}); }
-Tensor abs(const Tensor& x) { return dispatch(abs_p, {x}); }
-Tensor sign(const Tensor& x) { return dispatch(sign_p, {x}); }
 Tensor real(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(real_p, {z}) : z; }
 Tensor imag(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(imag_p, {z}) : zeros_like(z); }
 Tensor conj(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(conj_p, {z}) : z; }
@@ -347,16 +397,29 @@ EDDY_PROMOTING_BINARY(add, add_p)
 EDDY_PROMOTING_BINARY(sub, sub_p)
 EDDY_PROMOTING_BINARY(mul, mul_p)
 EDDY_PROMOTING_BINARY(div, div_p)
-EDDY_PROMOTING_BINARY(pow, pow_p)
-EDDY_PROMOTING_BINARY(maximum, maximum_p)
-EDDY_PROMOTING_BINARY(minimum, minimum_p)
 EDDY_PROMOTING_BINARY(eq, eq_p)
 EDDY_PROMOTING_BINARY(ne, ne_p)
 EDDY_PROMOTING_BINARY(lt, lt_p)
 EDDY_PROMOTING_BINARY(le, le_p)
 EDDY_PROMOTING_BINARY(gt, gt_p)
 EDDY_PROMOTING_BINARY(ge, ge_p)
+
+#define EDDY_UNARY_FUNCTION(name, declaration) \
+  Tensor name(const Tensor& x) { return dispatch(name##_p, {x}); }
+#define EDDY_BINARY_FUNCTION(name, declaration) EDDY_PROMOTING_BINARY(name, name##_p)
+#include "eddy/ops/math_functions.def"
 #undef EDDY_PROMOTING_BINARY
+
+std::span<const MathFunction> math_functions() {
+  static const std::vector<MathFunction> list = {
+#define EDDY_UNARY_FUNCTION(name, declaration) {#name, 1, &name, nullptr},
+#define EDDY_BINARY_FUNCTION(name, declaration) \
+  {#name, 2, nullptr, static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&name)},
+#include "eddy/ops/math_functions.def"
+  };
+  return list;
+}
+
 
 Tensor complex(const Tensor& re, const Tensor& im) {
   auto [x, y] = promote_pair(re, im);

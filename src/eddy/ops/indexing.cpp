@@ -26,6 +26,7 @@ void check_index_fits(std::string_view op, const Tensor& x, int64_t axis, const 
 const Primitive& gather_p = []() -> const Primitive& {
   Primitive p;
   p.name = "gather";
+  p.cost = CostClass::movement;
   p.arity = 2;
   p.constant_inputs = {1};
   p.linear = true;
@@ -48,6 +49,7 @@ const Primitive& gather_p = []() -> const Primitive& {
 const Primitive& index_select_p = []() -> const Primitive& {
   Primitive p;
   p.name = "index_select";
+  p.cost = CostClass::movement;
   p.arity = 2;
   p.constant_inputs = {1};
   p.linear = true;
@@ -78,6 +80,7 @@ const Primitive& index_select_p = []() -> const Primitive& {
 const Primitive& scatter_add_p = []() -> const Primitive& {
   Primitive p;
   p.name = "scatter_add";
+  p.cost = CostClass::movement;
   p.arity = 3;
   p.constant_inputs = {1};
   p.linear = true;

@@ -12,6 +12,8 @@ Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end(
 const Primitive& matmul_p = []() -> const Primitive& {
   Primitive p;
   p.name = "matmul";
+  p.cost = CostClass::gemm;
+  p.bilinear = true;
   p.arity = 2;
   p.infer = [](Inputs in, const Attrs&) {
     const Tensor &a = in[0], &b = in[1];

@@ -13,6 +13,7 @@ using namespace detail;
 const Primitive& reshape_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "reshape";
+  p.cost = CostClass::movement;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     EDDY_CHECK(numel(a.shape) == in[0].numel(), "reshape: cannot reshape tensor of shape ",
@@ -31,6 +32,7 @@ const Primitive& reshape_p = [] () -> const Primitive& {
 const Primitive& permute_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "permute";
+  p.cost = CostClass::movement;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     const int64_t rank = in[0].dim();
@@ -63,6 +65,7 @@ const Primitive& permute_p = [] () -> const Primitive& {
 const Primitive& expand_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "expand";
+  p.cost = CostClass::movement;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     const Shape& from = in[0].shape();
@@ -110,6 +113,7 @@ Tensor unslice_axis(const Tensor& g, int64_t axis, int64_t size, int64_t start, 
 const Primitive& slice_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "slice";
+  p.cost = CostClass::movement;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     Shape shape = in[0].shape();
@@ -147,6 +151,7 @@ const Primitive& slice_p = [] () -> const Primitive& {
 const Primitive& pad_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "pad";
+  p.cost = CostClass::movement;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     Shape shape = in[0].shape();
@@ -182,6 +187,7 @@ const Primitive& pad_p = [] () -> const Primitive& {
 const Primitive& flip_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "flip";
+  p.cost = CostClass::movement;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs&) { return OutputSpec{in[0].shape(), in[0].dtype()}; };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
@@ -210,6 +216,7 @@ int64_t concat_offset(Inputs in, int64_t axis, int i) {
 const Primitive& concat_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "concat";
+  p.cost = CostClass::movement;
   p.arity = -1;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {

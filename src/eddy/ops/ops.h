@@ -7,6 +7,8 @@
 #include <complex>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -63,19 +65,22 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, const Tensor& b);
+// exp, log, sin, cos, tanh, sqrt, abs, sign, pow, maximum, minimum, ...: the math functions.
+#define EDDY_UNARY_FUNCTION(name, declaration) Tensor name(const Tensor& x);
+#define EDDY_BINARY_FUNCTION(name, declaration) Tensor name(const Tensor& a, const Tensor& b);
+#include "eddy/ops/math_functions.def"
+
+// The math functions by name, for the languages that call them by name (Python, the PINN
+// expressions): every row of math_functions.def, with the public function above.
+struct MathFunction {
+  std::string_view name;
+  int arity;                                          // 1 or 2
+  Tensor (*unary)(const Tensor& x);                   // arity 1
+  Tensor (*binary)(const Tensor& a, const Tensor& b);  // arity 2
+};
+std::span<const MathFunction> math_functions();
 Tensor pow(const Tensor& a, double exponent);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-// |x|; real-valued for complex x.
-Tensor abs(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
+
 // Comparisons return bool tensors and carry no derivative.
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);

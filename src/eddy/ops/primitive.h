@@ -3,7 +3,9 @@
 //  - infer: the output's shape and dtype, and every check on the inputs;
 //  - eval:  the value, through backend kernels (or as a view of an input);
 //  - jvp:   input i's contribution to the output tangent;
-//  - vjp:   input i's cotangent given the output's cotangent.
+//  - vjp:   input i's cotangent given the output's cotangent;
+//  - cost and lowering: what the compiler needs to fuse it and write its scalar code;
+//  - sharding: how its inputs' placements give its output's (the auto-parallel layer's).
 // Rules are written in eddy's public ops, so they are differentiable again: that is what gives
 // derivatives of any order in both modes. Un-broadcasting of cotangents, broadcasting of
 // tangents and accumulation over inputs happen once, in the engine.
@@ -42,6 +44,47 @@ struct Attrs {
   bool operator==(const Attrs&) const = default;
 };
 
+// What one evaluation costs, for the compiler's choices (fusion, rematerialisation).
+enum class CostClass {
+  unset,           // not declared: the op-table test refuses a primitive left like this
+  cheap,           // a few cycles an element (arithmetic, comparisons, selections, casts)
+  transcendental,  // a libm call an element (exp, tanh, erf, pow, sqrt)
+  movement,        // copies or views elements (reshape, slice, concat, gather)
+  reduction,       // combines elements along axes (sum, max)
+  gemm,            // matrix products
+  transform,       // FFTs and other whole-array transforms
+  collective,      // a rendezvous with other ranks: never dropped, merged or folded
+  opaque,          // runs user code or a solver (checkpoint, darcy_solve)
+};
+
+// An elementwise primitive's scalar code, for the loops the compiler generates (C++ for the CPU,
+// CUDA C++ through NVRTC). In `form`, `$0`, `$1`, `$2` stand for the inputs, `$T` for the
+// output's C type and `$F` for `math_function` spelled for the operands' type (expf for float,
+// exp for double), so that one form serves float32 and float64 on both targets. Complex values
+// have no scalar code yet: fused loops are float32, float64 and bool only.
+struct Lowering {
+  std::string_view form;
+  std::string_view math_function = {};  // a <math.h> function `form` calls, which the kernel declares
+
+  bool defined() const { return !form.empty(); }
+};
+
+// How one mesh axis places a tensor (auto-parallel): whole on every rank, split along `axis`,
+// or partial values that sum (or max) to the whole.
+struct Placement {
+  enum class Kind { replicate, shard, partial_sum, partial_max };
+  Kind kind = Kind::replicate;
+  int64_t axis = -1;  // shard only
+  bool operator==(const Placement&) const = default;
+};
+
+// What a primitive does under one mesh axis: the placements its inputs must be given (resharded
+// to, where they differ) and the placement of its output.
+struct ShardingDecision {
+  std::vector<Placement> inputs;
+  Placement output;
+};
+
 struct OutputSpec {
   Shape shape;
   DType dtype;
@@ -78,6 +121,13 @@ struct Primitive {
   // Output element i depends only on element i of each (broadcast) input: the compiler fuses
   // chains of these into one loop, and Taylor mode applies scalar calculus to them.
   bool elementwise = false;
+  // Linear in each input on its own (mul, matmul): Taylor mode's product rule applies.
+  bool bilinear = false;
+  CostClass cost = CostClass::unset;
+  Lowering lowering;  // elementwise primitives only
+  // The placements of the output given the inputs' (and their shapes, through Inputs), on one
+  // mesh axis; null until the auto-parallel layer declares it (issue #23).
+  std::function<ShardingDecision(Inputs, const Attrs&, std::span<const Placement>)> sharding;
 
   bool differentiable_input(int i) const;
 };

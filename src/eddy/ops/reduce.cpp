@@ -38,6 +38,7 @@ const Primitive& reduction(std::string_view name, ReduceKernel kernel, bool real
                            Primitive::JvpRule jvp, Primitive::VjpRule vjp, bool linear = false) {
   Primitive p;
   p.name = name;
+  p.cost = CostClass::reduction;
   p.linear = linear;
   p.infer = [=](Inputs in, const Attrs& attrs) {
     check_dtype(name, in[0], in[0].dtype() != DType::b8, "a numeric (non-bool) tensor");

@@ -10,6 +10,7 @@ class CpuBackend final : public Backend {
   void copy(const Tensor& src, const Tensor& out) override;
   void fill(const Tensor& out, std::complex<double> value) override;
   void unary(UnaryKernel kind, const Tensor& in, const Tensor& out) override;
+  void apply(const ArrayFunction& function, const Tensor& in, const Tensor& out) override;
   void binary(BinaryKernel kind, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void reduce(ReduceKernel kind, const Tensor& in, const std::vector<int64_t>& axes,

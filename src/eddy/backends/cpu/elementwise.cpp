@@ -257,6 +257,27 @@ void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
   }
 }
 
+namespace {
+
+template <typename T>
+void apply_in_blocks(void (*function)(const T*, T*, int64_t), const Tensor& in, const Tensor& out) {
+  const T* from = static_cast<const T*>(in.raw_data());
+  T* to = static_cast<T*>(out.raw_data());
+  parallel_rows(out.numel(), 1, [&](int64_t begin, int64_t end) { function(from + begin, to + begin, end - begin); });
+}
+
+}  // namespace
+
+void CpuBackend::apply(const ArrayFunction& function, const Tensor& in, const Tensor& out) {
+  switch (out.dtype()) {
+    case DType::f32: return apply_in_blocks(function.f32, in, out);
+    case DType::f64: return apply_in_blocks(function.f64, in, out);
+    case DType::c64: return apply_in_blocks(function.c64, in, out);
+    case DType::c128: return apply_in_blocks(function.c128, in, out);
+    default: throw Error(cat("apply: no array function for ", out.dtype()));
+  }
+}
+
 void CpuBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, const Tensor& out) {
   const DType dtype = a.dtype();
   switch (kind) {
