@@ -130,6 +130,8 @@ std::vector<OpCase> build_table() {
                     [](c x) { return std::cos(x); }));
   t.push_back(unary("tanh", {"tanh"}, kInexact, [](const Tensor& x) { return tanh(x); },
                     [](c x) { return std::tanh(x); }));
+  t.push_back(unary("erf", {"erf"}, kReal, [](const Tensor& x) { return erf(x); },
+                    [](c x) { return c(std::erf(x.real())); }));
   t.push_back(unary("sqrt", {"sqrt"}, kInexact, [](const Tensor& x) { return sqrt(x); },
                     [](c x) { return std::sqrt(x); }, normal_inputs({{3, 4}}, 0.5, 2.0)));
   t.push_back(unary("abs", {"abs"}, kInexact, [](const Tensor& x) { return abs(x); },
