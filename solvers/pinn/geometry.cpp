@@ -19,14 +19,7 @@ constexpr int64_t kMaxBatch = int64_t{1} << 20;
 // (selection sampling, Knuth's Algorithm S). A prefix would be biased: CSG candidates come
 // grouped by the operand they were drawn from.
 void append_random_subset(PointBatch& to, const PointBatch& from, int64_t keep, Generator& generator) {
-  const int64_t available = from.size();
-  const std::vector<double> draws = rand({available}, DType::f64, &generator).to_vector<double>();
-  for (int64_t row = 0; row < available && keep > 0; ++row) {
-    if (draws[row] * static_cast<double>(available - row) < static_cast<double>(keep)) {
-      to.append_row(from, row);
-      --keep;
-    }
-  }
+  for (int64_t row : random_subset(from.size(), keep, generator)) to.append_row(from, row);
 }
 
 // Draws candidate batches until `count` points are accepted. `expected_rate` (the accepted

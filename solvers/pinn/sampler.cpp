@@ -151,6 +151,19 @@ Tensor Sampler::sample(int64_t count, int64_t dim, Generator& generator, DType d
   return tensor(narrowed, shape);
 }
 
+std::vector<int64_t> random_subset(int64_t available, int64_t keep, Generator& generator) {
+  // Selection sampling (Knuth's algorithm S): row r is kept with probability (still to keep) /
+  // (rows left), which gives every subset of size `keep` the same chance.
+  const std::vector<double> draws = uniform_draws(available, generator);
+  std::vector<int64_t> rows;
+  for (int64_t row = 0; row < available && static_cast<int64_t>(rows.size()) < keep; ++row) {
+    if (draws[row] * static_cast<double>(available - row) < static_cast<double>(keep - static_cast<int64_t>(rows.size()))) {
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
 std::vector<int64_t> split_by_measure(int64_t count, const std::vector<double>& weights,
                                       Generator& generator) {
   double total = 0;

@@ -52,4 +52,7 @@ struct Sampler {
 std::vector<int64_t> split_by_measure(int64_t count, const std::vector<double>& weights,
                                       Generator& generator);
 
+// `keep` of the indices 0..available-1, each subset equally likely, in increasing order.
+std::vector<int64_t> random_subset(int64_t available, int64_t keep, Generator& generator);
+
 }  // namespace eddy::pinn

@@ -200,17 +200,21 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
       inputs.normals = normals;
       inputs.tolerance = tolerance_of(p);
       EvaluationContext context(p.symbols(true), inputs);
-      std::vector<bool> selected = flatten(evaluate(*c.selector, context)).to_vector<bool>();
+      const std::vector<bool> selected = flatten(evaluate(*c.selector, context)).to_vector<bool>();
       std::vector<int64_t> rows;
-      for (size_t i = 0; i < selected.size() && kept + static_cast<int64_t>(rows.size()) < c.points; ++i) {
+      for (size_t i = 0; i < selected.size(); ++i) {
         if (selected[i]) rows.push_back(static_cast<int64_t>(i));
       }
       if (rows.empty()) continue;
       points = rows_of(points, rows);
       normals = rows_of(normals, rows);
-    } else if (points.shape()[0] > c.points - kept) {
-      points = slice(points, 0, 0, c.points - kept);
-      normals = slice(normals, 0, 0, c.points - kept);
+    }
+    // Batches come face by face, so a surplus is dropped at random rows: keeping the first ones
+    // would put every point of a small condition on the first faces (an interval's left end).
+    if (points.shape()[0] > c.points - kept) {
+      const std::vector<int64_t> rows = random_subset(points.shape()[0], c.points - kept, generator);
+      points = rows_of(points, rows);
+      normals = rows_of(normals, rows);
     }
     kept += points.shape()[0];
     kept_points.push_back(points);

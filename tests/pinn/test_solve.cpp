@@ -122,6 +122,33 @@ model: {width: 8, depth: 2}
   }
 }
 
+// Boundary batches come face by face; a condition with fewer points than a batch once kept the
+// first rows, so all of an interval's Dirichlet points sat at its left end and u(right) was free.
+TEST_F(SolveTest, FewBoundaryPointsAreSpreadOverEveryFace) {
+  const Problem p = problem(R"(dtype: float64
+seed: 3
+geometry: {space: {type: interval, min: -2, max: 2}}
+fields: [u]
+conditions:
+  pde: {type: interior, equation: u_xx, points: 10}
+  ends: {type: dirichlet, field: u, points: 7}
+  ends_selected: {type: dirichlet, field: u, on: x == -2 || x == 2, points: 9}
+model: {width: 8, depth: 2}
+)");
+  PinnState state(p);
+  for (int64_t round = 0; round < 3; ++round) {
+    state.sample(round);
+    for (size_t condition : {1, 2}) {
+      const Tensor x = state.samples()[condition].points;
+      const double left = sum(cast(eq(x, scalar(-2.0, DType::f64)), DType::f64)).item<double>();
+      const double right = sum(cast(eq(x, scalar(2.0, DType::f64)), DType::f64)).item<double>();
+      EXPECT_EQ(left + right, static_cast<double>(x.shape()[0])) << "condition " << condition;
+      EXPECT_GE(left, 1) << "condition " << condition << ", round " << round;
+      EXPECT_GE(right, 1) << "condition " << condition << ", round " << round;
+    }
+  }
+}
+
 TEST_F(SolveTest, LatinHypercubeStratifiesSpaceAndTimeJointlyAndFacesSelect) {
   const Problem p = problem(R"(dtype: float64
 seed: 13
