@@ -88,7 +88,7 @@ OperatorProblem read_operator_problem(io::Config& config) {
   }
 
   ConfigNode model = root.at("model");
-  p.model.type = model.choice("type", {"fno", "deeponet"}, "fno") == "fno" ? ModelType::fno : ModelType::deeponet;
+  p.model.type = model.choice("type", {{"fno", ModelType::fno}, {"deeponet", ModelType::deeponet}}, ModelType::fno);
   const nn::ActivationKind default_activation =
       p.model.type == ModelType::fno ? nn::ActivationKind::gelu : nn::ActivationKind::relu;
   const std::string activation = model.string("activation", std::string(nn::activation_name(default_activation)));
@@ -116,9 +116,8 @@ OperatorProblem read_operator_problem(io::Config& config) {
   if (t.weight_decay < 0) training.at("weight_decay").fail("must be non-negative");
   if (t.evaluate_every < 1) training.at("evaluate_every").fail("must be at least 1");
   t.schedule = solvers::read_schedule(training.section("schedule"), 100);
-  t.loss = training.choice("loss", {"relative_l2", "mse"}, "relative_l2") == "mse" ? LossType::mse
-                                                                                   : LossType::relative_l2;
-  t.dtype = training.choice("dtype", {"float32", "float64"}, "float32") == "float64" ? DType::f64 : DType::f32;
+  t.loss = training.choice("loss", {{"relative_l2", LossType::relative_l2}, {"mse", LossType::mse}}, LossType::relative_l2);
+  t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   t.seed = static_cast<uint64_t>(training.integer("seed", 0));
   p.model.fno.dtype = p.model.deeponet.dtype = t.dtype;
   p.model.fno.seed = p.model.deeponet.seed = t.seed;

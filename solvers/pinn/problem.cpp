@@ -280,8 +280,8 @@ bool has_interior_condition(const Problem& problem) {
 
 LossWeightingOptions read_loss_weighting(const ConfigNode& node) {
   LossWeightingOptions w;
-  w.scheme = node.choice("scheme", {"fixed", "grad_norm"}, w.scheme);
-  if (w.scheme == "fixed") return w;
+  w.scheme = node.choice("scheme", {{"fixed", LossWeighting::fixed}, {"grad_norm", LossWeighting::grad_norm}}, w.scheme);
+  if (w.scheme == LossWeighting::fixed) return w;
   w.every = node.integer("every", w.every);
   w.alpha = node.number("alpha", w.alpha);
   if (w.every < 1) node.at("every").fail(cat("must be at least 1, got ", w.every));
@@ -358,7 +358,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.source = config.source();
   ConfigNode root = config.root();
   p.description = root.string("description", "");
-  p.dtype = root.choice("dtype", {"float32", "float64"}, "float32") == "float64" ? DType::f64 : DType::f32;
+  p.dtype = root.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   p.seed = static_cast<uint64_t>(root.integer("seed", 0));
 
   // Geometry and coordinates.
@@ -456,9 +456,8 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
 
   ConfigNode training = root.section("training");
-  p.training.derivatives = training.choice("derivatives", {"taylor", "reverse"}, "taylor") == "taylor"
-                               ? DerivativeMode::taylor
-                               : DerivativeMode::reverse;
+  p.training.derivatives = training.choice(
+      "derivatives", {{"taylor", DerivativeMode::taylor}, {"reverse", DerivativeMode::reverse}}, DerivativeMode::taylor);
   ConfigNode adam = training.section("adam");
   p.training.adam_steps = adam.integer("steps", 1000);
   p.training.learning_rate = adam.number("learning_rate", 1e-3);

@@ -51,8 +51,10 @@ struct LearnableParameter {
 // Learning-rate annealing by gradient norms (Wang et al. 2023, "An expert's guide to training
 // physics-informed neural networks"): every `every` Adam steps each condition's adaptive factor
 // moves towards sum_j ||grad L_j|| / ||grad L_i||, smoothed by `alpha`.
+enum class LossWeighting { fixed, grad_norm };
+
 struct LossWeightingOptions {
-  std::string scheme = "fixed";  // fixed | grad_norm
+  LossWeighting scheme = LossWeighting::fixed;
   int64_t every = 100;
   double alpha = 0.9;            // moving-average memory, in [0, 1)
 };

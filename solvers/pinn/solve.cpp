@@ -56,7 +56,7 @@ class Progress {
       text += cat(c ? " " : "", problem_.conditions[c].name, " ", ProgressLine::format(terms[c]));
     }
     text += ")";
-    if (problem_.training.loss_weighting.scheme != "fixed") {
+    if (problem_.training.loss_weighting.scheme != LossWeighting::fixed) {
       text += "  weights (";
       for (size_t c = 0; c < terms.size(); ++c) {
         text += cat(c ? " " : "", problem_.conditions[c].name, " ", ProgressLine::format(state_.effective_weight(c)));
@@ -203,7 +203,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     progress.report("adam", done, p.training.adam_steps, value, terms, metrics, false);
     // Weights and points change between steps, so the checkpoint written at `done` (next
     // iteration) already holds them and a resumed run does not redo the change.
-    if (p.training.loss_weighting.scheme == "grad_norm" && done % p.training.loss_weighting.every == 0) {
+    if (p.training.loss_weighting.scheme == LossWeighting::grad_norm && done % p.training.loss_weighting.every == 0) {
       update_adaptive_weights(state);
     }
     if (p.refinement && done % p.refinement->every == 0) refine(state, done);

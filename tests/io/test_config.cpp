@@ -84,6 +84,22 @@ TEST(Config, TypeErrorsNameFileLineColumnAndPath) {
   EXPECT_NE(error_of([&] { list->root().at("points").as_numbers(); }).find("expected a list"), std::string::npos);
 }
 
+enum class Activation { tanh, sin, gelu };
+const std::vector<std::pair<std::string, Activation>> kActivations{
+    {"tanh", Activation::tanh}, {"sin", Activation::sin}, {"gelu", Activation::gelu}};
+
+TEST(Config, ChoicesBecomeEnumsWithTheDefaultWrittenByName) {
+  auto config = Config::parse("model: {activation: gelu}\n", "p.yaml");
+  ConfigNode model = config->root().at("model");
+  EXPECT_EQ(model.choice("activation", kActivations, Activation::tanh), Activation::gelu);
+  EXPECT_EQ(model.at("activation").as_choice(kActivations), Activation::gelu);
+  EXPECT_EQ(model.choice("output", kActivations, Activation::sin), Activation::sin);
+  EXPECT_NE(config->resolved().find("output: sin"), std::string::npos) << config->resolved();
+  auto typo = Config::parse("activation: gleu\n", "p.yaml");
+  EXPECT_EQ(error_of([&] { typo->root().choice("activation", kActivations, Activation::tanh); }),
+            "p.yaml:1:13: activation: 'gleu' is not one of: tanh, sin, gelu (did you mean 'gelu'?)");
+}
+
 TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
   auto config = Config::parse(kProblem, "problem.yaml",
                               {"train.adam.steps=20000", "model.width=64", "output.dir=runs/big"});

@@ -51,7 +51,7 @@ TEST(Problem, ReadsEverySection) {
   ASSERT_EQ(p.conditions.size(), 5u);
   EXPECT_EQ(p.model.inputs, 3);
   EXPECT_EQ(p.model.input_lower, (std::vector<double>{0, 0, 0}));
-  EXPECT_EQ(p.training.schedule.type, "cosine");
+  EXPECT_EQ(p.training.schedule.type, optim::ScheduleType::cosine);
   EXPECT_EQ(p.output.grid, (std::vector<int64_t>{8, 8, 4}));
   EXPECT_NE(p.resolved_config.find("weight: 1"), std::string::npos);  // defaults are recorded
 }
@@ -177,7 +177,7 @@ TEST(Problem, ReadsTheTrainingAids) {
   Problem p = read(kValid, {"training.loss_weighting={scheme: grad_norm, every: 50, alpha: 0.8}",
                             "training.causal={chunks: 10, epsilon: 2}",
                             "sampling.rar={every: 200, candidates: 500, add: 20}"});
-  EXPECT_EQ(p.training.loss_weighting.scheme, "grad_norm");
+  EXPECT_EQ(p.training.loss_weighting.scheme, LossWeighting::grad_norm);
   EXPECT_EQ(p.training.loss_weighting.every, 50);
   EXPECT_EQ(p.training.loss_weighting.alpha, 0.8);
   ASSERT_TRUE(p.training.causal);
@@ -191,7 +191,7 @@ TEST(Problem, ReadsTheTrainingAids) {
 
 TEST(Problem, TrainingAidDefaults) {
   Problem plain = read(kValid);
-  EXPECT_EQ(plain.training.loss_weighting.scheme, "fixed");
+  EXPECT_EQ(plain.training.loss_weighting.scheme, LossWeighting::fixed);
   EXPECT_FALSE(plain.training.causal);
   EXPECT_FALSE(plain.refinement);
   EXPECT_NE(plain.resolved_config.find("scheme: fixed"), std::string::npos);

@@ -20,6 +20,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace eddy::io {
@@ -68,6 +70,14 @@ class ConfigNode {
   std::string string(const std::string& key, const std::string& fallback) const;
   std::string choice(const std::string& key, const std::vector<std::string>& choices,
                      const std::string& fallback) const;
+  // The same, as the enum value a name stands for, so a config string becomes an enum once,
+  // where it is read, and a misspelt one fails there with the names listed.
+  template <typename Enum>
+    requires std::is_enum_v<Enum>
+  Enum choice(const std::string& key, const std::vector<std::pair<std::string, Enum>>& choices, Enum fallback) const;
+  template <typename Enum>
+    requires std::is_enum_v<Enum>
+  Enum as_choice(const std::vector<std::pair<std::string, Enum>>& choices) const;
 
  private:
   friend class Config;
@@ -117,5 +127,41 @@ class Config {
   std::set<std::string> free_maps_;                          // maps whose keys are user names
   std::map<std::string, std::string> overridden_;            // key path -> override text
 };
+
+namespace config_detail {
+
+template <typename Enum>
+std::vector<std::string> names(const std::vector<std::pair<std::string, Enum>>& choices) {
+  std::vector<std::string> all;
+  for (const auto& choice : choices) all.push_back(choice.first);
+  return all;
+}
+
+template <typename Enum>
+Enum value_named(const std::vector<std::pair<std::string, Enum>>& choices, const std::string& name) {
+  for (const auto& [choice, value] : choices) {
+    if (choice == name) return value;
+  }
+  return choices.front().second;  // not reached: `name` was checked against the choices
+}
+
+}  // namespace config_detail
+
+template <typename Enum>
+  requires std::is_enum_v<Enum>
+Enum ConfigNode::choice(const std::string& key, const std::vector<std::pair<std::string, Enum>>& choices,
+                        Enum fallback) const {
+  std::string fallback_name;
+  for (const auto& [name, value] : choices) {
+    if (value == fallback && fallback_name.empty()) fallback_name = name;
+  }
+  return config_detail::value_named(choices, choice(key, config_detail::names(choices), fallback_name));
+}
+
+template <typename Enum>
+  requires std::is_enum_v<Enum>
+Enum ConfigNode::as_choice(const std::vector<std::pair<std::string, Enum>>& choices) const {
+  return config_detail::value_named(choices, as_choice(config_detail::names(choices)));
+}
 
 }  // namespace eddy::io

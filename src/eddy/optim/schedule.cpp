@@ -96,16 +96,17 @@ double PiecewiseSchedule::learning_rate(int64_t step) const {
 }
 
 std::unique_ptr<Schedule> make_schedule(const ScheduleSpec& spec, double learning_rate, int64_t total_steps) {
-  if (spec.type == "exponential") {
-    return std::make_unique<ExponentialSchedule>(learning_rate, std::pow(spec.gamma, 1.0 / spec.every));
+  switch (spec.type) {
+    case ScheduleType::exponential:
+      return std::make_unique<ExponentialSchedule>(learning_rate, std::pow(spec.gamma, 1.0 / spec.every));
+    case ScheduleType::step:
+      return std::make_unique<StepSchedule>(learning_rate, spec.every, spec.gamma);
+    case ScheduleType::cosine:
+      return std::make_unique<CosineWithWarmupSchedule>(learning_rate, spec.warmup,
+                                                        std::max<int64_t>(total_steps, 1), spec.floor);
+    case ScheduleType::constant:
+      break;
   }
-  if (spec.type == "step") return std::make_unique<StepSchedule>(learning_rate, spec.every, spec.gamma);
-  if (spec.type == "cosine") {
-    return std::make_unique<CosineWithWarmupSchedule>(learning_rate, spec.warmup, std::max<int64_t>(total_steps, 1),
-                                                      spec.floor);
-  }
-  EDDY_CHECK(spec.type == "constant", "make_schedule: unknown schedule type \"", spec.type,
-             "\" (valid: constant, exponential, step, cosine)");
   return std::make_unique<ConstantSchedule>(learning_rate);
 }
 

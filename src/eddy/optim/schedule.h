@@ -98,17 +98,19 @@ class PiecewiseSchedule : public Schedule {
 
 namespace eddy::optim {
 
-/// A schedule by name, as configs describe one.
+enum class ScheduleType { constant, exponential, step, cosine };
+
+/// A schedule as configs describe one.
 struct ScheduleSpec {
-  std::string type = "constant";  ///< constant | exponential | step | cosine
+  ScheduleType type = ScheduleType::constant;
   double gamma = 0.1;             ///< exponential, step: the factor per `every` steps
   int64_t every = 1000;
   int64_t warmup = 0;             ///< cosine
   double floor = 0;               ///< cosine
 };
 
-/// The schedule `spec` names, starting at `learning_rate`; a cosine reaches its floor at
-/// `total_steps`. Throws eddy::Error on an unknown type.
+/// The schedule `spec` describes, starting at `learning_rate`; a cosine reaches its floor at
+/// `total_steps`.
 std::unique_ptr<Schedule> make_schedule(const ScheduleSpec& spec, double learning_rate, int64_t total_steps);
 
 }  // namespace eddy::optim
