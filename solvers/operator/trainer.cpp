@@ -2,20 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <numeric>
 #include <random>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
-#include "eddy/io/atomic_file.h"
-#include "eddy/io/checkpoint.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
+#include "solvers/common/training_loop.h"
 
 namespace eddy::operator_learning {
 namespace {
@@ -165,10 +163,8 @@ Tensor OperatorModel::predict(const Tensor& input, const Tensor& points) {
 }
 
 TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
-  namespace fs = std::filesystem;
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
   const bool root = comm.rank() == 0;
-  const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
 
   // Everything that can fail on bad input (data files, the checkpoint to resume from) happens on
   // every rank alike before the first collective, so a bad run fails the same way everywhere.
@@ -179,28 +175,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   adam.weight_decay = p.training.weight_decay;
   optim::AdamW optimizer(model.parameters(), adam);
   const auto schedule = optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.epochs);
+  const std::vector<Tensor> parameters = model.parameters();
 
   History history;
-  int64_t epoch = 0;
-  if (options.resume) {
-    nn::StateDict saved;
-    epoch = io::resume_from_checkpoint(checkpoint, p.config_hash, model, saved);
-    optimizer.load_state_dict(saved);
-    restore_history(saved, history, checkpoint);
-  }
-  if (root) {
-    fs::create_directories(p.output.dir);
-    io::write_file_atomically(p.output.dir + "/config.yaml", p.resolved_config);
-  }
-  const std::vector<Tensor> parameters = model.parameters();
-  dist::broadcast_tensors(parameters, comm);
-  // Whether this run wrote the checkpoint: a file from an earlier run is no "last good" state of this one.
-  bool saved_here = options.resume;
-  auto save = [&](int64_t at) {
-    if (root) io::save_checkpoint(checkpoint, model, training_state(optimizer, history), {at, p.config_hash, ""});
-    saved_here = true;
-  };
-
   solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1);
   auto note = [&](const std::string& line) { progress.note(line); };
   // A batch's loss and the gradient of `scale` times it, from the batch's input, target, scale
@@ -220,61 +197,50 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
         return std::vector<Tensor>{model.predict(inputs[0], points_at(inputs, 1))};
       },
       !options.eager, note);
-  TrainResult result;
   const int64_t n = data.train.size;
-  const int64_t batches = (n + p.training.batch_size - 1) / p.training.batch_size;
   std::vector<int64_t> order(n);
-  // A checkpoint is written once the loss at its parameters has been seen to be finite (at the
-  // next batch), so the one kept after a non-finite stop is good.
-  bool checkpoint_due = false;
-  for (; epoch < p.training.epochs; ++epoch) {
+  double loss_sum = 0;  // over the epoch's samples
+
+  solvers::TrainingHooks epochs;
+  epochs.updates_per_step = (n + p.training.batch_size - 1) / p.training.batch_size;
+  epochs.begin_step = [&](int64_t epoch) {
     optimizer.set_learning_rate(schedule->learning_rate(epoch));
     // Each epoch's order depends only on (seed, epoch), so a resumed run sees the same batches,
     // and every rank the same global batches.
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 shuffle(p.training.seed * 1000003 + static_cast<uint64_t>(epoch));
     std::shuffle(order.begin(), order.end(), shuffle);
-    double loss_sum = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-      const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
-      // This rank's share of the global batch: the batch's samples it holds, in batch order.
-      std::vector<int64_t> held;
-      for (int64_t i = start; i < stop; ++i) {
-        const int64_t local = order[i] - data.train.first;
-        if (local >= 0 && local < data.train.held()) held.push_back(local);
-      }
-      optimizer.zero_grad();
-      // This rank's samples' share of the batch loss, sum_i loss_i / batch; the average over ranks
-      // of the gradients of (that * ranks) is the gradient of the whole batch's mean loss.
-      double batch_loss_sum = 0;
-      if (!held.empty()) {
-        const Tensor index = tensor(held);
-        const double share = static_cast<double>(held.size());
-        const double scale = share * comm.size() / static_cast<double>(stop - start);
-        const std::vector<Tensor> outputs = batch_step(
-            with_points({index_select(data.train.input, 0, index), index_select(data.train.output, 0, index),
-                         scalar(scale, p.training.dtype)},
-                        data.train.points));
-        batch_loss_sum = outputs[0].item<double>() * share;
-        optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
-      }
-      dist::average_gradients(parameters, comm, {&batch_loss_sum, 1});
-      if (!std::isfinite(batch_loss_sum)) {
-        progress.finish_line();
-        result.epochs = epoch;
-        result.message = cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ",
-                             batch_loss_sum / static_cast<double>(stop - start), "; ",
-                             saved_here ? "the last good checkpoint is " + checkpoint
-                                                    : std::string("no checkpoint was written yet"),
-                             ". Lower the learning rate or check the data.");
-        return result;
-      }
-      if (checkpoint_due) save(epoch);
-      checkpoint_due = false;
-      optimizer.step();
-      loss_sum += batch_loss_sum;
+    loss_sum = 0;
+  };
+  epochs.evaluate = [&](int64_t, int64_t b) {
+    const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
+    // This rank's share of the global batch: the batch's samples it holds, in batch order.
+    std::vector<int64_t> held;
+    for (int64_t i = start; i < stop; ++i) {
+      const int64_t local = order[i] - data.train.first;
+      if (local >= 0 && local < data.train.held()) held.push_back(local);
     }
-    const int64_t done = epoch + 1;
+    optimizer.zero_grad();
+    // This rank's samples' share of the batch loss, sum_i loss_i / batch; the average over ranks
+    // of the gradients of (that * ranks) is the gradient of the whole batch's mean loss.
+    double batch_loss_sum = 0;
+    if (!held.empty()) {
+      const Tensor index = tensor(held);
+      const double share = static_cast<double>(held.size());
+      const double scale = share * comm.size() / static_cast<double>(stop - start);
+      const std::vector<Tensor> outputs = batch_step(
+          with_points({index_select(data.train.input, 0, index), index_select(data.train.output, 0, index),
+                       scalar(scale, p.training.dtype)},
+                      data.train.points));
+      batch_loss_sum = outputs[0].item<double>() * share;
+      optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
+    }
+    dist::average_gradients(parameters, comm, {&batch_loss_sum, 1});
+    loss_sum += batch_loss_sum;
+    return batch_loss_sum / static_cast<double>(stop - start);
+  };
+  epochs.apply = [&] { optimizer.step(); };
+  epochs.end_step = [&](int64_t done) {
     history.epochs.push_back(static_cast<double>(done));
     history.train_loss.push_back(loss_sum / static_cast<double>(n));
     std::string details = cat("loss ", solvers::ProgressLine::format(history.train_loss.back()));
@@ -288,9 +254,26 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     }
     details += cat("  lr ", solvers::ProgressLine::format(optimizer.learning_rate()));
     progress.report("epoch", done, p.training.epochs, [&] { return details; }, false);
-    checkpoint_due = p.output.checkpoint_every > 0 && done % p.output.checkpoint_every == 0;
+  };
+  epochs.describe_stop = [&](int64_t epoch, int64_t b, double loss) {
+    return cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ", loss);
+  };
+  const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
+  epochs.training_state = [&] { return training_state(optimizer, history); };
+  epochs.restore = [&](const nn::StateDict& saved) {
+    optimizer.load_state_dict(saved);
+    restore_history(saved, history, checkpoint);
+  };
+  solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data"}, model,
+                             parameters, comm, progress, epochs);
+
+  TrainResult result;
+  int64_t epoch = loop.start();
+  if (auto stopped = loop.run(epoch, p.training.epochs, p.output.checkpoint_every)) {
+    result.epochs = stopped->step;
+    result.message = stopped->message;
+    return result;
   }
-  progress.finish_line();
 
   result.epochs = epoch;
   result.train_loss = history.train_loss.empty() ? 0 : history.train_loss.back();
@@ -303,12 +286,12 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       if (!std::isfinite(error)) {
         finished.fill_(0);
         result.message = cat("training ended with a non-finite error on test set '", name, "'; ",
-                             saved_here ? "the last good checkpoint is " + checkpoint
-                                        : std::string("no checkpoint was written by this run"));
+                             loop.has_good_checkpoint() ? "the last good checkpoint is " + checkpoint
+                                                        : std::string("no checkpoint was written by this run"));
         break;
       }
     }
-    if (finished.item<int64_t>()) save(epoch);
+    if (finished.item<int64_t>()) loop.save(epoch);
   }
   comm.broadcast(finished, 0);
   result.finished = finished.item<int64_t>() == 1;

@@ -1,6 +1,7 @@
-// The training loop: Adam with a learning-rate schedule, then L-BFGS, both on the (compiled)
-// training step; adaptive loss weights and refinement between Adam steps; progress, validation,
-// checkpoints, and a clean stop (last good checkpoint kept) on a non-finite loss.
+// The PINN trainer: Adam with a learning-rate schedule in the shared training loop
+// (solvers/common/training_loop.h: checkpoints, resume, the stop on a non-finite loss), then
+// L-BFGS, both on the (compiled) training step; adaptive loss weights and refinement between Adam
+// steps; progress, validation and the results.
 //
 // Data parallel over the communicator's ranks (PinnState says how the loss is shared): the ranks
 // start from rank 0's parameters, average their gradients before every optimiser step, and so
@@ -10,18 +11,17 @@
 // checkpoint.
 
 #include <cmath>
-#include <filesystem>
 #include <memory>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
-#include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/schedule.h"
 #include "solvers/common/progress.h"
+#include "solvers/common/training_loop.h"
 #include "solvers/pinn/output.h"
 #include "solvers/pinn/refinement.h"
 #include "solvers/pinn/solver.h"
@@ -31,49 +31,39 @@
 namespace eddy::pinn {
 namespace {
 
-// The progress line with the PINN details: loss terms per condition, adaptive weights, causal
+// The PINN details of the progress line: loss terms per condition, adaptive weights, causal
 // weights and validation errors.
-class Progress {
- public:
-  Progress(const SolveOptions& options, const PinnState& state)
-      : line_(options.log, options.terminal, state.problem().training.log_every),
-        problem_(state.problem()),
-        state_(state) {}
-
-  void report(const std::string& phase, int64_t step, int64_t total, double loss, const std::vector<double>& terms,
-              const std::optional<Metrics>& metrics, bool force) {
-    line_.report(phase, step, total, [&] { return details(loss, terms, metrics); }, force);
+std::string progress_details(const PinnState& state, double loss, const std::vector<double>& terms,
+                             const std::optional<Metrics>& metrics) {
+  using solvers::ProgressLine;
+  const Problem& problem = state.problem();
+  std::string text = cat("loss ", ProgressLine::format(loss), " (");
+  for (size_t c = 0; c < terms.size(); ++c) {
+    text += cat(c ? " " : "", problem.conditions[c].name, " ", ProgressLine::format(terms[c]));
   }
-  void finish_line() { line_.finish_line(); }
-  void begin_phase() { line_.begin_phase(); }
-  void note(const std::string& text) { line_.note(text); }
-
- private:
-  std::string details(double loss, const std::vector<double>& terms, const std::optional<Metrics>& metrics) const {
-    using solvers::ProgressLine;
-    std::string text = cat("loss ", ProgressLine::format(loss), " (");
+  text += ")";
+  if (problem.training.loss_weighting.scheme != LossWeighting::fixed) {
+    text += "  weights (";
     for (size_t c = 0; c < terms.size(); ++c) {
-      text += cat(c ? " " : "", problem_.conditions[c].name, " ", ProgressLine::format(terms[c]));
+      text += cat(c ? " " : "", problem.conditions[c].name, " ", ProgressLine::format(state.effective_weight(c)));
     }
     text += ")";
-    if (problem_.training.loss_weighting.scheme != LossWeighting::fixed) {
-      text += "  weights (";
-      for (size_t c = 0; c < terms.size(); ++c) {
-        text += cat(c ? " " : "", problem_.conditions[c].name, " ", ProgressLine::format(state_.effective_weight(c)));
-      }
-      text += ")";
-    }
-    if (problem_.training.causal) text += "  causal_min " + ProgressLine::format(state_.min_causal_weight());
-    if (metrics) {
-      for (const auto& [field, l2] : metrics->relative_l2) text += cat("  rel_l2(", field, ") ", ProgressLine::format(l2));
-    }
-    return text;
   }
+  if (problem.training.causal) text += "  causal_min " + ProgressLine::format(state.min_causal_weight());
+  if (metrics) {
+    for (const auto& [field, l2] : metrics->relative_l2) text += cat("  rel_l2(", field, ") ", ProgressLine::format(l2));
+  }
+  return text;
+}
 
-  solvers::ProgressLine line_;
-  const Problem& problem_;
-  const PinnState& state_;
-};
+// "Adam stopped at step 12: the loss is NaN (pde NaN, left 0.1)".
+std::string describe_stop(const Problem& p, const std::string& phase, int64_t step, double loss,
+                          const std::vector<double>& terms) {
+  auto show = [](double v) { return std::isnan(v) ? std::string("NaN") : cat(v); };
+  std::string detail;
+  for (size_t c = 0; c < terms.size(); ++c) detail += cat(c ? ", " : "", p.conditions[c].name, " ", show(terms[c]));
+  return cat(phase, " stopped at step ", step, ": the loss is ", show(loss), " (", detail, ")");
+}
 
 std::map<std::string, double> learned_values(PinnState& state) {
   std::map<std::string, double> values;
@@ -107,53 +97,62 @@ void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnS
   }
 }
 
+// L-BFGS after Adam: every closure call is one evaluation of the training step, its gradients
+// averaged over the ranks; `terms` follows the last evaluation.
+optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, const std::vector<Tensor>& trainable,
+                             solvers::ProgressLine& progress, std::ostream* log, std::vector<double>& terms) {
+  const TrainingOptions& training = state.problem().training;
+  optim::LbfgsOptions options;
+  options.max_iterations = training.lbfgs_iterations;
+  options.max_evaluations = training.lbfgs_evaluations;
+  options.tolerance_grad = 0;
+  options.tolerance_change = 0;
+  optim::Lbfgs lbfgs(trainable, options);
+  int64_t evaluations = 0;
+  progress.begin_phase();
+  optim::LbfgsReport report = lbfgs.step([&] {
+    const StepEvaluation evaluation = training_step.evaluate();
+    terms = evaluation.terms;
+    optim::set_grads(trainable, evaluation.gradients);
+    dist::average_gradients(trainable, state.communicator());
+    ++evaluations;
+    const double loss = evaluation.loss.item<double>();
+    progress.report("lbfgs", evaluations, training.lbfgs_evaluations,
+                    [&] { return progress_details(state, loss, terms, std::nullopt); }, false);
+    return evaluation.loss;
+  });
+  progress.finish_line();
+  if (log) *log << report.message << "\n";
+  EDDY_CHECK(dist::same_on_every_rank(trainable, state.communicator()), "the ranks' parameters differ after L-BFGS; "
+             "data-parallel training needs the same build and thread count on every rank");
+  return report;
+}
+
 }  // namespace
 
 SolveResult solve(const Problem& p, const SolveOptions& options) {
-  namespace fs = std::filesystem;
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
-  const bool root = comm.rank() == 0;
-  if (root) {
-    fs::create_directories(p.output.dir);
-    io::write_file_atomically(p.output.dir + "/config.yaml", p.resolved_config);
-  }
-  const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
-  SolveOptions rank_options = options;
-  if (!root) rank_options.log = nullptr;
+  std::ostream* log = comm.rank() == 0 ? options.log : nullptr;
 
   PinnState state(p, comm);
+  const std::vector<Tensor> trainable = state.trainable();
   optim::AdamOptions adam_options;
   adam_options.learning_rate = p.training.learning_rate;
-  optim::Adam adam(state.trainable(), adam_options);
+  optim::Adam adam(trainable, adam_options);
   std::unique_ptr<optim::Schedule> schedule =
       optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.adam_steps);
   std::optional<Validator> validator;
   if (p.validation.reference) validator.emplace(state);
 
-  int64_t step = 0;
-  if (options.resume) {
-    nn::StateDict saved;
-    step = io::resume_from_checkpoint(checkpoint, p.config_hash, state.model(), saved);
-    restore_training_state(saved, adam, state);
-  }
-  dist::broadcast_tensors(state.trainable(), comm);
-  // Whether this run wrote the checkpoint: a file from an earlier run is no "last good" state of this one.
-  bool saved_here = options.resume;
-  auto save = [&](int64_t at) {
-    if (root) io::save_checkpoint(checkpoint, state.model(), training_state(adam, state), {at, p.config_hash, ""});
-    saved_here = true;
-  };
-  auto round_of = [&](int64_t s) { return p.resample_every > 0 ? s / p.resample_every : 0; };
-  state.sample(round_of(step));
-
   History history;
-  Progress progress(rank_options, state);
+  solvers::ProgressLine progress(log, options.terminal, p.training.log_every);
   TrainingStep training_step(state, !options.eager, [&](const std::string& line) { progress.note(line); });
-  const std::vector<Tensor> trainable = state.trainable();
-  SolveResult result;
-  auto record = [&](int64_t at, double loss, const std::vector<double>& terms) {
+  StepEvaluation evaluation;
+  double loss = 0;
+  auto round_of = [&](int64_t s) { return p.resample_every > 0 ? s / p.resample_every : 0; };
+  auto record = [&](int64_t at, double value, const std::vector<double>& terms) {
     history.steps.push_back(at);
-    history.loss.push_back(loss);
+    history.loss.push_back(value);
     history.terms.push_back(terms);
     history.learned.push_back(learned_values(state));
     std::vector<double> weights;
@@ -161,97 +160,82 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     history.weights.push_back(weights);
     history.min_causal_weight.push_back(state.min_causal_weight());
   };
-  auto stop_non_finite = [&](int64_t at, double loss, const std::vector<double>& terms, const std::string& phase) {
-    auto show = [](double v) { return std::isnan(v) ? std::string("NaN") : cat(v); };
-    std::string detail;
-    for (size_t c = 0; c < terms.size(); ++c) detail += cat(c ? ", " : "", p.conditions[c].name, " ", show(terms[c]));
-    progress.finish_line();
-    result.message = cat(phase, " stopped at step ", at, ": the loss is ", show(loss), " (", detail, "); ",
-                         saved_here ? "the last good checkpoint is " + checkpoint
-                                                : std::string("no checkpoint was written yet"),
-                         ". Lower the learning rate or check the equations.");
-    result.steps = at;
-    result.loss = loss;
-    return result;
-  };
 
-  // ---- Adam ----
-  // A checkpoint is written only once the loss at its parameters has been seen to be finite, so
-  // the checkpoint kept after a non-finite stop is a good one.
-  std::vector<double> terms;
-  bool checkpoint_due = false;
-  for (; step < p.training.adam_steps; ++step) {
+  solvers::TrainingHooks adam_steps;
+  adam_steps.begin_step = [&](int64_t step) {
     if (p.resample_every > 0 && step > 0 && step % p.resample_every == 0) state.sample(round_of(step));
     adam.set_learning_rate(schedule->learning_rate(step));
-    const StepEvaluation evaluation = training_step.evaluate();
-    terms = evaluation.terms;
-    const double value = evaluation.loss.item<double>();
-    if (!std::isfinite(value)) return stop_non_finite(step, value, terms, "Adam");
-    if (checkpoint_due) save(step);
-    checkpoint_due = false;
+  };
+  adam_steps.evaluate = [&](int64_t, int64_t) {
+    evaluation = training_step.evaluate();
+    loss = evaluation.loss.item<double>();
+    return loss;
+  };
+  adam_steps.apply = [&] {
     optim::set_grads(trainable, evaluation.gradients);
     dist::average_gradients(trainable, comm);
     adam.step();
-    const int64_t done = step + 1;
+  };
+  adam_steps.end_step = [&](int64_t done) {
     std::optional<Metrics> metrics;
     if (validator && p.validation.every > 0 && done % p.validation.every == 0) {
       metrics = validator->measure();
       history.metric_steps.push_back(done);
       history.metrics.push_back(*metrics);
     }
-    if (p.training.log_every > 0 && (done % p.training.log_every == 0 || done == 1)) record(done, value, terms);
-    progress.report("adam", done, p.training.adam_steps, value, terms, metrics, false);
-    // Weights and points change between steps, so the checkpoint written at `done` (next
-    // iteration) already holds them and a resumed run does not redo the change.
+    if (p.training.log_every > 0 && (done % p.training.log_every == 0 || done == 1)) record(done, loss, evaluation.terms);
+    progress.report("adam", done, p.training.adam_steps,
+                    [&] { return progress_details(state, loss, evaluation.terms, metrics); }, false);
+    // Weights and points change between steps, so the checkpoint written at `done` already holds
+    // them and a resumed run does not redo the change.
     if (p.training.loss_weighting.scheme == LossWeighting::grad_norm && done % p.training.loss_weighting.every == 0) {
       update_adaptive_weights(state);
     }
     if (p.refinement && done % p.refinement->every == 0) refine(state, done);
-    checkpoint_due = p.output.checkpoint_every > 0 && done % p.output.checkpoint_every == 0;
-  }
-  progress.finish_line();
+  };
+  adam_steps.describe_stop = [&](int64_t step, int64_t, double value) {
+    return describe_stop(p, "Adam", step, value, evaluation.terms);
+  };
+  adam_steps.training_state = [&] { return training_state(adam, state); };
+  adam_steps.restore = [&](const nn::StateDict& saved) { restore_training_state(saved, adam, state); };
+  solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations"},
+                             state.model(), trainable, comm, progress, adam_steps);
 
-  // ---- L-BFGS ----
+  SolveResult result;
+  auto stop = [&](int64_t at, double value, std::string message) {
+    result.message = std::move(message);
+    result.steps = at;
+    result.loss = value;
+    return result;
+  };
+  int64_t step = loop.start();
+  state.sample(round_of(step));
+  if (auto stopped = loop.run(step, p.training.adam_steps, p.output.checkpoint_every)) {
+    return stop(stopped->step, stopped->loss, stopped->message);
+  }
+
+  std::vector<double> terms = evaluation.terms;
   if (p.training.lbfgs_iterations > 0) {
-    optim::LbfgsOptions lbfgs_options;
-    lbfgs_options.max_iterations = p.training.lbfgs_iterations;
-    lbfgs_options.max_evaluations = p.training.lbfgs_evaluations;
-    lbfgs_options.tolerance_grad = 0;
-    lbfgs_options.tolerance_change = 0;
-    optim::Lbfgs lbfgs(trainable, lbfgs_options);
-    int64_t evaluations = 0;
-    progress.begin_phase();
-    optim::LbfgsReport report = lbfgs.step([&] {
-      const StepEvaluation evaluation = training_step.evaluate();
-      terms = evaluation.terms;
-      optim::set_grads(trainable, evaluation.gradients);
-      dist::average_gradients(trainable, comm);
-      ++evaluations;
-      progress.report("lbfgs", evaluations, p.training.lbfgs_evaluations, evaluation.loss.item<double>(), terms,
-                      std::nullopt, false);
-      return evaluation.loss;
-    });
-    progress.finish_line();
-    if (rank_options.log) *rank_options.log << report.message << "\n";
-    EDDY_CHECK(dist::same_on_every_rank(trainable, comm), "the ranks' parameters differ after L-BFGS; "
-               "data-parallel training needs the same build and thread count on every rank");
+    const optim::LbfgsReport report = run_lbfgs(state, training_step, trainable, progress, log, terms);
     if (report.stop == optim::LbfgsStop::non_finite) {
-      return stop_non_finite(step + report.iterations, report.loss, terms, "L-BFGS");
+      const int64_t at = step + report.iterations;
+      return stop(at, report.loss, loop.stop_message(describe_stop(p, "L-BFGS", at, report.loss, terms)));
     }
     step += report.iterations;
   }
 
   // ---- results ----
-  Tensor final_loss = state.loss(&terms);
-  result.loss = final_loss.item<double>();
-  if (!std::isfinite(result.loss)) return stop_non_finite(step, result.loss, terms, "training");
+  result.loss = state.loss(&terms).item<double>();
+  if (!std::isfinite(result.loss)) {
+    return stop(step, result.loss, loop.stop_message(describe_stop(p, "training", step, result.loss, terms)));
+  }
   record(step, result.loss, terms);
   if (validator) {
     result.metrics = validator->measure();
     history.metric_steps.push_back(step);
     history.metrics.push_back(*result.metrics);
   }
-  save(step);
+  loop.save(step);
   write_results(state, history, p.output.dir);
   result.finished = true;
   result.steps = step;

@@ -1,0 +1,69 @@
+#include "solvers/common/training_loop.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "eddy/core/error.h"
+#include "eddy/dist/data_parallel.h"
+#include "eddy/io/atomic_file.h"
+#include "eddy/io/checkpoint.h"
+
+namespace eddy::solvers {
+
+TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tensor> trainable, dist::Communicator& comm,
+                           ProgressLine& progress, TrainingHooks hooks)
+    : run_(std::move(run)),
+      checkpoint_(run_.dir + "/checkpoint.safetensors"),
+      model_(model),
+      trainable_(std::move(trainable)),
+      comm_(comm),
+      progress_(progress),
+      hooks_(std::move(hooks)) {}
+
+int64_t TrainingLoop::start() {
+  int64_t step = 0;
+  if (run_.resume) {
+    nn::StateDict saved;
+    step = io::resume_from_checkpoint(checkpoint_, run_.config_hash, model_, saved);
+    hooks_.restore(saved);
+  }
+  saved_ = run_.resume;
+  if (comm_.rank() == 0) {
+    std::filesystem::create_directories(run_.dir);
+    io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);
+  }
+  dist::broadcast_tensors(trainable_, comm_);
+  return step;
+}
+
+std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int64_t checkpoint_every) {
+  bool checkpoint_due = false;
+  for (; step < total; ++step) {
+    if (hooks_.begin_step) hooks_.begin_step(step);
+    for (int64_t update = 0; update < hooks_.updates_per_step; ++update) {
+      const double loss = hooks_.evaluate(step, update);
+      if (!std::isfinite(loss)) return NonFiniteStop{step, loss, stop_message(hooks_.describe_stop(step, update, loss))};
+      if (checkpoint_due) save(step);
+      checkpoint_due = false;
+      hooks_.apply();
+    }
+    const int64_t done = step + 1;
+    if (hooks_.end_step) hooks_.end_step(done);
+    checkpoint_due = checkpoint_every > 0 && done % checkpoint_every == 0;
+  }
+  progress_.finish_line();
+  return std::nullopt;
+}
+
+void TrainingLoop::save(int64_t step) {
+  if (comm_.rank() == 0) io::save_checkpoint(checkpoint_, model_, hooks_.training_state(), {step, run_.config_hash, ""});
+  saved_ = true;
+}
+
+std::string TrainingLoop::stop_message(const std::string& what) {
+  progress_.finish_line();
+  return cat(what, "; ", saved_ ? "the last good checkpoint is " + checkpoint_ : std::string("no checkpoint was written yet"),
+             ". Lower the learning rate or check ", run_.suspect, ".");
+}
+
+}  // namespace eddy::solvers

@@ -1,0 +1,97 @@
+#pragma once
+// The training loop the solvers share (`eddy solve`'s Adam steps, `eddy train`'s epochs): steps
+// from 0, or from the step a --resume checkpoint was written at, up to a total; a checkpoint
+// every `checkpoint_every` steps; and a clean stop on a non-finite loss. What a step does (its
+// updates, records, validation, progress details) is the trainer's, through hooks.
+//
+// A checkpoint is written only once the loss at its parameters has been seen to be finite: the
+// one due after step k is written at the first update of step k + 1, once that update's loss is
+// checked, so the checkpoint kept after a non-finite stop is a good one.
+//
+// Data parallel: every rank runs the loop alike (the hooks return the loss of all ranks, so every
+// rank stops at the same update), the ranks start from rank 0's trainable tensors, and rank 0
+// alone writes the run folder.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eddy/dist/communicator.h"
+#include "eddy/nn/module.h"
+#include "solvers/common/progress.h"
+
+namespace eddy::solvers {
+
+struct TrainingRun {
+  std::string dir;              // the run folder: config.yaml, checkpoint.safetensors
+  std::string resolved_config;  // written as config.yaml
+  std::string config_hash;      // a checkpoint to resume must carry it
+  bool resume = false;
+  // What a non-finite stop suggests checking besides the learning rate ("the data").
+  std::string suspect;
+};
+
+// What a trainer does in the loop; begin_step and end_step may be left empty, and restore is
+// called only when resuming.
+struct TrainingHooks {
+  // Optimiser updates per step (an epoch's mini-batches).
+  int64_t updates_per_step = 1;
+  // Before step `step`'s updates: its learning rate, resampling, the epoch's shuffle.
+  std::function<void(int64_t step)> begin_step;
+  // Update `update` of step `step` up to the optimiser step: returns the loss over all ranks.
+  std::function<double(int64_t step, int64_t update)> evaluate;
+  // The optimiser step, once that loss is known to be finite.
+  std::function<void()> apply;
+  // After the step's updates, `done` = step + 1: records, validation, progress, and the changes
+  // (loss weights, added points) that the checkpoint due at `done` is to hold.
+  std::function<void(int64_t done)> end_step;
+  // The start of the message for a non-finite `loss` at that update ("Adam stopped at step 12:
+  // the loss is NaN (pde NaN, left 0.1)").
+  std::function<std::string(int64_t step, int64_t update, double loss)> describe_stop;
+  // What a checkpoint holds besides the model (optimiser state, history), and restoring it.
+  std::function<nn::StateDict()> training_state;
+  std::function<void(const nn::StateDict&)> restore;
+};
+
+struct NonFiniteStop {
+  int64_t step = 0;  // the step whose update saw the loss
+  double loss = 0;
+  std::string message;
+};
+
+class TrainingLoop {
+ public:
+  // `trainable`: what the ranks take from rank 0 (the model's parameters and any others).
+  TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tensor> trainable, dist::Communicator& comm,
+               ProgressLine& progress, TrainingHooks hooks);
+
+  // Loads the checkpoint when resuming (the model, then the rest through `restore`); then rank 0
+  // writes the run folder and its config.yaml, and the ranks take rank 0's trainable tensors.
+  // Returns the step to go on from. Resuming first means a checkpoint that does not fit fails
+  // before config.yaml is replaced by a config that does not describe the checkpoint.
+  int64_t start();
+  // Takes steps from `step` until `total`, advancing `step`, with a checkpoint due after every
+  // `checkpoint_every` steps (0: none).
+  std::optional<NonFiniteStop> run(int64_t& step, int64_t total, int64_t checkpoint_every);
+  // Writes the checkpoint at `step` (rank 0; the others note that it exists).
+  void save(int64_t step);
+  // Ends the progress line and completes `what` with the checkpoint kept and what to try.
+  std::string stop_message(const std::string& what);
+  // Whether the checkpoint file is a good state of this run: written by it, or resumed from.
+  bool has_good_checkpoint() const { return saved_; }
+  const std::string& checkpoint_path() const { return checkpoint_; }
+
+ private:
+  TrainingRun run_;
+  std::string checkpoint_;
+  nn::Module& model_;
+  std::vector<Tensor> trainable_;
+  dist::Communicator& comm_;
+  ProgressLine& progress_;
+  TrainingHooks hooks_;
+  bool saved_ = false;
+};
+
+}  // namespace eddy::solvers

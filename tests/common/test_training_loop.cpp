@@ -1,0 +1,190 @@
+// The training loop the solvers share, driven by a fake trainer whose parameter counts the
+// optimiser updates: checkpoints only at parameters whose loss was seen to be finite, the stop
+// on a non-finite loss with the last good checkpoint kept and named, and --resume from the
+// checkpoint's step.
+
+#include "solvers/common/training_loop.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/eddy.h"
+#include "eddy/io/safetensors.h"
+
+namespace eddy::solvers {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Counter : public nn::Module {
+ public:
+  Counter() {
+    w = zeros({1}, DType::f64);
+    register_parameter("w", w);
+  }
+  Tensor forward(const Tensor& input) override { return input * w; }
+  Tensor w;
+};
+
+// A trainer whose updates add 1 to w, and whose loss is NaN at one update.
+struct FakeTrainer {
+  int64_t nan_step = -1, nan_update = 0;
+  Counter model;
+  double updates = 0;  // the trainer's own state, kept in the checkpoint besides the model
+  std::vector<int64_t> begun;
+  std::optional<std::pair<int64_t, int64_t>> described;
+
+  TrainingHooks hooks(int64_t updates_per_step = 1) {
+    TrainingHooks h;
+    h.updates_per_step = updates_per_step;
+    h.begin_step = [this](int64_t step) { begun.push_back(step); };
+    h.evaluate = [this](int64_t step, int64_t update) {
+      return step == nan_step && update == nan_update ? std::nan("") : 1.0 / (1 + updates);
+    };
+    h.apply = [this] {
+      NoGradGuard no_grad;
+      model.w.copy_(model.w + 1);
+      ++updates;
+    };
+    h.describe_stop = [this](int64_t step, int64_t update, double loss) {
+      described = {step, update};
+      return cat("fake stopped at step ", step, ": the loss is ", std::isnan(loss) ? "NaN" : "finite");
+    };
+    h.training_state = [this] { return nn::StateDict{{"updates", tensor(std::vector<double>{updates})}}; };
+    h.restore = [this](const nn::StateDict& saved) { updates = saved.at("updates").item<double>(); };
+    return h;
+  }
+};
+
+class TrainingLoopTest : public ::testing::Test {
+ protected:
+  fs::path dir = fs::temp_directory_path() / ("eddy_training_loop_" + std::to_string(::getpid()));
+  std::string checkpoint = (dir / "checkpoint.safetensors").string();
+  ProgressLine progress{nullptr, false, 0};
+
+  void TearDown() override { fs::remove_all(dir); }
+
+  TrainingRun run(bool resume = false, const std::string& hash = "hash-1") {
+    return {dir.string(), "config: " + hash + "\n", hash, resume, "the data"};
+  }
+  // Starts a loop for `trainer` and runs it to `total`; `step` ends where it stopped.
+  std::optional<NonFiniteStop> train(FakeTrainer& trainer, int64_t total, int64_t every, int64_t& step,
+                                     bool resume = false, int64_t updates_per_step = 1) {
+    TrainingLoop loop(run(resume), trainer.model, trainer.model.parameters(), dist::default_communicator(), progress,
+                      trainer.hooks(updates_per_step));
+    step = loop.start();
+    return loop.run(step, total, every);
+  }
+  // The checkpoint's step and w.
+  std::pair<int64_t, double> saved() const {
+    const io::SafetensorsContents contents = io::load_safetensors(checkpoint);
+    return {std::stoll(contents.metadata.at("eddy.step")), contents.tensors.at("model.w").item<double>()};
+  }
+  std::string config_yaml() const {
+    std::ifstream in(dir / "config.yaml");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+};
+
+TEST_F(TrainingLoopTest, RunsEveryStepAndWritesTheConfig) {
+  FakeTrainer trainer;
+  int64_t step = -1;
+  EXPECT_FALSE(train(trainer, 5, 2, step));
+  EXPECT_EQ(step, 5);
+  EXPECT_EQ(trainer.begun, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(trainer.model.w.item<double>(), 5.0);
+  EXPECT_EQ(config_yaml(), "config: hash-1\n");
+  // Due after 4, written at the first update of step 4, once its loss was seen.
+  EXPECT_EQ(saved(), std::make_pair(int64_t{4}, 4.0));
+}
+
+TEST_F(TrainingLoopTest, ANonFiniteLossStopsAndNamesTheLastGoodCheckpoint) {
+  FakeTrainer trainer;
+  trainer.nan_step = 5;
+  int64_t step = 0;
+  const std::optional<NonFiniteStop> stop = train(trainer, 10, 2, step);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->step, 5);
+  EXPECT_TRUE(std::isnan(stop->loss));
+  EXPECT_EQ(stop->message, "fake stopped at step 5: the loss is NaN; the last good checkpoint is " + checkpoint +
+                               ". Lower the learning rate or check the data.");
+  EXPECT_EQ(saved(), std::make_pair(int64_t{4}, 4.0));
+  EXPECT_EQ(trainer.model.w.item<double>(), 5.0);  // the NaN update was not applied
+}
+
+TEST_F(TrainingLoopTest, TheCheckpointDueBeforeANonFiniteLossIsNotWritten) {
+  // Due after step 4, but the loss at those parameters is NaN: the one from step 2 stays.
+  FakeTrainer trainer;
+  trainer.nan_step = 4;
+  int64_t step = 0;
+  ASSERT_TRUE(train(trainer, 10, 2, step));
+  EXPECT_EQ(saved(), std::make_pair(int64_t{2}, 2.0));
+}
+
+TEST_F(TrainingLoopTest, AStopBeforeAnyCheckpointSaysSo) {
+  FakeTrainer trainer;
+  trainer.nan_step = 1;
+  int64_t step = 0;
+  const std::optional<NonFiniteStop> stop = train(trainer, 10, 2, step);
+  ASSERT_TRUE(stop);
+  EXPECT_NE(stop->message.find("; no checkpoint was written yet."), std::string::npos) << stop->message;
+  EXPECT_FALSE(fs::exists(checkpoint));
+}
+
+TEST_F(TrainingLoopTest, ACheckpointIsWrittenOnceAtTheFirstUpdateOfTheStepAfterIt) {
+  FakeTrainer trainer;
+  trainer.nan_step = 2;
+  trainer.nan_update = 1;
+  int64_t step = 0;
+  ASSERT_TRUE(train(trainer, 10, 1, step, false, 3));
+  EXPECT_EQ(trainer.described, std::make_pair(int64_t{2}, int64_t{1}));
+  EXPECT_EQ(saved(), std::make_pair(int64_t{2}, 6.0));  // two steps of three updates, not seven
+}
+
+TEST_F(TrainingLoopTest, ResumeGoesOnFromTheCheckpointStepAsAnUninterruptedRun) {
+  FakeTrainer whole;
+  int64_t step = 0;
+  ASSERT_FALSE(train(whole, 6, 3, step));
+
+  FakeTrainer interrupted;
+  interrupted.nan_step = 5;
+  ASSERT_TRUE(train(interrupted, 6, 3, step));
+  FakeTrainer resumed;
+  resumed.nan_step = 3;
+  resumed.nan_update = 1;  // never reached: one update per step
+  ASSERT_FALSE(train(resumed, 6, 3, step, true));
+  EXPECT_EQ(resumed.begun, (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(step, 6);
+  EXPECT_EQ(resumed.updates, whole.updates);
+  EXPECT_EQ(resumed.model.w.item<double>(), whole.model.w.item<double>());
+}
+
+TEST_F(TrainingLoopTest, AResumedCheckpointIsGoodAndAMismatchLeavesTheConfig) {
+  FakeTrainer first;
+  first.nan_step = 4;
+  int64_t step = 0;
+  ASSERT_TRUE(train(first, 10, 2, step));
+  // A stop at once after resuming still names the checkpoint resumed from.
+  FakeTrainer resumed;
+  resumed.nan_step = 2;
+  const std::optional<NonFiniteStop> stop = train(resumed, 10, 2, step, true);
+  ASSERT_TRUE(stop);
+  EXPECT_NE(stop->message.find("the last good checkpoint is " + checkpoint), std::string::npos) << stop->message;
+  // Another config cannot resume it, and config.yaml still describes the checkpoint.
+  FakeTrainer other;
+  TrainingLoop loop(run(true, "hash-2"), other.model, other.model.parameters(), dist::default_communicator(), progress,
+                    other.hooks());
+  EXPECT_THROW(loop.start(), Error);
+  EXPECT_EQ(config_yaml(), "config: hash-1\n");
+}
+
+}  // namespace
+}  // namespace eddy::solvers
