@@ -18,6 +18,11 @@
 namespace eddy::classical {
 namespace {
 
+const std::vector<std::pair<std::string, DatasetSolver>> kSolvers{
+    {"burgers", DatasetSolver::burgers},       {"navier_stokes", DatasetSolver::navier_stokes},
+    {"allen_cahn", DatasetSolver::allen_cahn}, {"cahn_hilliard", DatasetSolver::cahn_hilliard},
+    {"darcy", DatasetSolver::darcy}};
+
 using io::ConfigNode;
 
 int64_t integer_at_least(const ConfigNode& node, const std::string& key, int64_t fallback, int64_t minimum) {
@@ -41,7 +46,7 @@ void write_first_sample_vti(const DatasetSpec& spec, const Tensor& a, const Tens
   const std::string path = std::filesystem::path(spec.output_path).replace_extension("").string() + "_sample0.vti";
   const int64_t n = spec.resolution;
   const double dx = spec.length / static_cast<double>(n);
-  if (spec.solver == "burgers") {
+  if (spec.solver == DatasetSolver::burgers) {
     // One space-time image: rows are the initial condition and the record times.
     Tensor history = concat({slice(a, 0, 0, 1), reshape(slice(u, 0, 0, 1), {spec.records, n})}, 0);
     io::write_vti(path, {0, 0}, {spec.final_time / static_cast<double>(spec.records), dx}, {spec.records + 1, n},
@@ -58,18 +63,18 @@ void write_first_sample_vti(const DatasetSpec& spec, const Tensor& a, const Tens
 // Burgers, Navier-Stokes and the phase-field models: the equation's coefficient, time stepping
 // and the initial condition's prior.
 void read_evolution_keys(const ConfigNode& root, DatasetSpec& spec) {
-  const bool burgers = spec.solver == "burgers";
+  const bool burgers = spec.solver == DatasetSolver::burgers;
   spec.batch = integer_at_least(root, "batch", 16, 1);
-  if (spec.solver == "allen_cahn") {
+  if (spec.solver == DatasetSolver::allen_cahn) {
     spec.epsilon = positive(root, "epsilon", root.number("epsilon", 0.05));
-  } else if (spec.solver == "cahn_hilliard") {
+  } else if (spec.solver == DatasetSolver::cahn_hilliard) {
     spec.gamma = positive(root, "gamma", root.number("gamma", 1e-3));
   } else {
     spec.nu = root.number("nu");
     if (!(spec.nu >= 0)) root.at("nu").fail(cat("must be non-negative, got ", spec.nu));
   }
-  if (spec.solver == "navier_stokes") {
-    spec.forcing = root.choice("forcing", {"fno", "none"}, "fno");
+  if (spec.solver == DatasetSolver::navier_stokes) {
+    spec.fno_forcing = root.choice("forcing", {"fno", "none"}, "fno") == "fno";
   } else {
     spec.length = positive(root, "length", root.number("length", 1.0));
   }
@@ -116,11 +121,20 @@ void read_darcy_keys(const ConfigNode& root, DarcyDatasetOptions& darcy) {
 
 // `steps` steps of the spec's phase-field model from u.
 Tensor phase_field_steps(const Tensor& u, const DatasetSpec& spec, int64_t steps) {
-  if (spec.solver == "allen_cahn") return allen_cahn(u, AllenCahnOptions{spec.epsilon, spec.dt, steps, spec.length});
+  if (spec.solver == DatasetSolver::allen_cahn) {
+    return allen_cahn(u, AllenCahnOptions{spec.epsilon, spec.dt, steps, spec.length});
+  }
   return cahn_hilliard(u, CahnHilliardOptions{spec.gamma, spec.dt, steps, spec.length});
 }
 
 }  // namespace
+
+const char* solver_name(DatasetSolver solver) {
+  for (const auto& [name, value] : kSolvers) {
+    if (value == solver) return name.c_str();
+  }
+  return "";  // not reached: kSolvers names every solver
+}
 
 int64_t DatasetSpec::steps_per_record() const {
   return std::lround(final_time / (static_cast<double>(records) * dt));
@@ -129,8 +143,8 @@ int64_t DatasetSpec::steps_per_record() const {
 DatasetSpec read_dataset_spec(io::Config& config) {
   ConfigNode root = config.root();
   DatasetSpec spec;
-  spec.solver = root.at("solver").as_choice({"burgers", "navier_stokes", "allen_cahn", "cahn_hilliard", "darcy"});
-  const bool darcy = spec.solver == "darcy";
+  spec.solver = root.at("solver").as_choice(kSolvers);
+  const bool darcy = spec.solver == DatasetSolver::darcy;
   spec.resolution = integer_at_least(root, "resolution", 64, darcy ? 3 : 4);
   spec.samples = integer_at_least(root, "samples", 1, 1);
   spec.seed = static_cast<uint64_t>(integer_at_least(root, "seed", 0, 0));
@@ -142,7 +156,7 @@ DatasetSpec read_dataset_spec(io::Config& config) {
 
   ConfigNode output = root.at("output");
   spec.output_path = output.string("path");
-  spec.output_dtype = output.choice("dtype", {"float32", "float64"}, "float32") == "float32" ? DType::f32 : DType::f64;
+  spec.output_dtype = output.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   spec.vtk = output.boolean("vtk", false);
 
   config.check_no_unknown_keys();
@@ -151,9 +165,9 @@ DatasetSpec read_dataset_spec(io::Config& config) {
 }
 
 void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communicator& comm) {
-  EDDY_CHECK(spec.solver != "darcy" || comm.size() == 1, "generate: darcy datasets are written by one process, "
-             "got ", comm.size(), " ranks; run without mpirun");
-  if (spec.solver == "darcy") {
+  EDDY_CHECK(spec.solver != DatasetSolver::darcy || comm.size() == 1,
+             "generate: darcy datasets are written by one process, got ", comm.size(), " ranks; run without mpirun");
+  if (spec.solver == DatasetSolver::darcy) {
     DarcyDatasetOptions options = spec.darcy;
     options.resolution = spec.resolution;
     options.samples = spec.samples;
@@ -165,7 +179,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     return;
   }
   NoGradGuard no_grad;
-  const bool burgers = spec.solver == "burgers";
+  const bool burgers = spec.solver == DatasetSolver::burgers;
   const int64_t n = spec.resolution, per_record = spec.steps_per_record();
   std::vector<int64_t> record_steps;
   for (int64_t k = 1; k <= spec.records; ++k) record_steps.push_back(k * per_record);
@@ -175,8 +189,8 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
   if (burgers) {
     Burgers solver(n, spec.length, spec.dt, nu);
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
-  } else if (spec.solver == "navier_stokes") {
-    const Tensor forcing = spec.forcing == "fno" ? NavierStokes2d::fno_forcing(n) : zeros({n, n}, DType::f64);
+  } else if (spec.solver == DatasetSolver::navier_stokes) {
+    const Tensor forcing = spec.fno_forcing ? NavierStokes2d::fno_forcing(n) : zeros({n, n}, DType::f64);
     NavierStokes2d solver(n, spec.dt, nu, forcing);
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
   } else {
@@ -202,7 +216,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     if (b < first_batch) continue;
     const Tensor u = stack(solve(a), 1);
     const double total = sum(abs(u)).item<double>();
-    EDDY_CHECK(std::isfinite(total), "generate: the ", spec.solver, " solution of samples ", start, " to ",
+    EDDY_CHECK(std::isfinite(total), "generate: the ", solver_name(spec.solver), " solution of samples ", start, " to ",
                start + count - 1, " is not finite; time.dt = ", spec.dt,
                " is too large for this resolution and the equation's coefficients");
     inputs.push_back(cast(a, spec.output_dtype));
@@ -229,8 +243,8 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
                         (spec.final_time / static_cast<double>(spec.records)));
   writer.write("x", arange(0, static_cast<double>(n), 1, spec.output_dtype) * (spec.length / static_cast<double>(n)));
   writer.write_string("config", spec.resolved_config);
-  if (spec.solver == "allen_cahn" || spec.solver == "cahn_hilliard") {
-    const bool allen_cahn = spec.solver == "allen_cahn";
+  if (spec.solver == DatasetSolver::allen_cahn || spec.solver == DatasetSolver::cahn_hilliard) {
+    const bool allen_cahn = spec.solver == DatasetSolver::allen_cahn;
     writer.set_attribute("/", "equation",
                          allen_cahn ? "u_t = epsilon^2 Laplacian u - (u^3 - u) on the periodic square [0, length)^2"
                                     : "c_t = Laplacian (c^3 - c - gamma Laplacian c) on the periodic square [0, length)^2");
@@ -249,10 +263,12 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     writer.set_attribute("/", "scheme",
                          "Fourier pseudo-spectral, 2/3-rule dealiasing, Crank-Nicolson diffusion, Heun advection");
     writer.set_attribute("/", "forcing",
-                         spec.forcing == "fno" ? "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))" : "none");
+                         spec.fno_forcing ? "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))" : "none");
   }
-  writer.set_attribute("/", "solver", spec.solver);
-  if (spec.solver == "burgers" || spec.solver == "navier_stokes") writer.set_attribute("/", "nu", spec.nu);
+  writer.set_attribute("/", "solver", solver_name(spec.solver));
+  if (spec.solver == DatasetSolver::burgers || spec.solver == DatasetSolver::navier_stokes) {
+    writer.set_attribute("/", "nu", spec.nu);
+  }
   writer.set_attribute("/", "dt", spec.dt);
   writer.set_attribute("/", "final_time", spec.final_time);
   writer.set_attribute("/", "resolution", static_cast<double>(n));

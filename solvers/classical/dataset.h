@@ -18,8 +18,12 @@
 
 namespace eddy::classical {
 
+enum class DatasetSolver { burgers, navier_stokes, allen_cahn, cahn_hilliard, darcy };
+// The config's name of a solver ("navier_stokes"), which the dataset's attributes record.
+const char* solver_name(DatasetSolver solver);
+
 struct DatasetSpec {
-  std::string solver;  // "burgers", "navier_stokes", "allen_cahn", "cahn_hilliard" or "darcy"
+  DatasetSolver solver = DatasetSolver::burgers;
   int64_t resolution = 64;
   int64_t samples = 1;
   int64_t batch = 1;  // samples solved together
@@ -28,7 +32,7 @@ struct DatasetSpec {
   double epsilon = 0;   // allen_cahn: the interface width
   double gamma = 0;     // cahn_hilliard: the gradient-energy coefficient
   double length = 1;   // burgers, phase field: the period; navier_stokes: the unit torus
-  std::string forcing;  // navier_stokes: "fno" or "none"
+  bool fno_forcing = true;  // navier_stokes: forcing "fno" (else "none")
   double dt = 0;
   double final_time = 0;
   int64_t records = 1;  // record times final_time * k / records, k = 1..records

@@ -42,7 +42,9 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
     if (hooks_.begin_step) hooks_.begin_step(step);
     for (int64_t update = 0; update < hooks_.updates_per_step; ++update) {
       const double loss = hooks_.evaluate(step, update);
-      if (!std::isfinite(loss)) return NonFiniteStop{step, loss, stop_message(hooks_.describe_stop(step, update, loss))};
+      if (!std::isfinite(loss)) {
+        return NonFiniteStop{step, loss, stop_message(hooks_.describe_stop(step, update, loss))};
+      }
       if (checkpoint_due) save(step);
       checkpoint_due = false;
       hooks_.apply();
@@ -56,14 +58,17 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
 }
 
 void TrainingLoop::save(int64_t step) {
-  if (comm_.rank() == 0) io::save_checkpoint(checkpoint_, model_, hooks_.training_state(), {step, run_.config_hash, ""});
+  if (comm_.rank() == 0) {
+    io::save_checkpoint(checkpoint_, model_, hooks_.training_state(), {step, run_.config_hash, ""});
+  }
   saved_ = true;
 }
 
 std::string TrainingLoop::stop_message(const std::string& what) {
   progress_.finish_line();
-  return cat(what, "; ", saved_ ? "the last good checkpoint is " + checkpoint_ : std::string("no checkpoint was written yet"),
-             ". Lower the learning rate or check ", run_.suspect, ".");
+  const std::string kept =
+      saved_ ? "the last good checkpoint is " + checkpoint_ : std::string("no checkpoint was written yet");
+  return cat(what, "; ", kept, ". Lower the learning rate or check ", run_.suspect, ".");
 }
 
 }  // namespace eddy::solvers

@@ -280,7 +280,8 @@ bool has_interior_condition(const Problem& problem) {
 
 LossWeightingOptions read_loss_weighting(const ConfigNode& node) {
   LossWeightingOptions w;
-  w.scheme = node.choice("scheme", {{"fixed", LossWeighting::fixed}, {"grad_norm", LossWeighting::grad_norm}}, w.scheme);
+  w.scheme =
+      node.choice("scheme", {{"fixed", LossWeighting::fixed}, {"grad_norm", LossWeighting::grad_norm}}, w.scheme);
   if (w.scheme == LossWeighting::fixed) return w;
   w.every = node.integer("every", w.every);
   w.alpha = node.number("alpha", w.alpha);

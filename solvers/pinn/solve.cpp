@@ -51,7 +51,9 @@ std::string progress_details(const PinnState& state, double loss, const std::vec
   }
   if (problem.training.causal) text += "  causal_min " + ProgressLine::format(state.min_causal_weight());
   if (metrics) {
-    for (const auto& [field, l2] : metrics->relative_l2) text += cat("  rel_l2(", field, ") ", ProgressLine::format(l2));
+    for (const auto& [field, l2] : metrics->relative_l2) {
+      text += cat("  rel_l2(", field, ") ", ProgressLine::format(l2));
+    }
   }
   return text;
 }
@@ -183,7 +185,9 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
       history.metric_steps.push_back(done);
       history.metrics.push_back(*metrics);
     }
-    if (p.training.log_every > 0 && (done % p.training.log_every == 0 || done == 1)) record(done, loss, evaluation.terms);
+    if (p.training.log_every > 0 && (done % p.training.log_every == 0 || done == 1)) {
+      record(done, loss, evaluation.terms);
+    }
     progress.report("adam", done, p.training.adam_steps,
                     [&] { return progress_details(state, loss, evaluation.terms, metrics); }, false);
     // Weights and points change between steps, so the checkpoint written at `done` already holds

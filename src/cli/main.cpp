@@ -118,12 +118,12 @@ int run_generate(const std::string& file, const std::vector<std::string>& overri
   const bool root = dist::default_communicator().rank() == 0;
   classical::generate_dataset(spec, quiet || !root ? nullptr : &std::cerr);
   if (!root) return 0;
-  const std::string times = spec.solver == "darcy" ? std::string("")
+  const std::string times = spec.solver == classical::DatasetSolver::darcy ? std::string("")
                                                    : cat(", ", spec.records, " record times up to t = ",
                                                                     spec.final_time);
   std::printf("wrote %s: %lld %s samples at resolution %lld%s%s\n", spec.output_path.c_str(),
-              static_cast<long long>(spec.samples), spec.solver.c_str(), static_cast<long long>(spec.resolution),
-              times.c_str(), spec.vtk ? " (and the first sample as .vti)" : "");
+              static_cast<long long>(spec.samples), classical::solver_name(spec.solver),
+              static_cast<long long>(spec.resolution), times.c_str(), spec.vtk ? " (and the first sample as .vti)" : "");
   return 0;
 }
 
