@@ -7,6 +7,10 @@
 #    with --no-undefined; a layer that calls a function defined above it fails that link;
 #  - includes: cmake/check_layer_includes.cmake rejects an #include "eddy/<layer>/..." of a layer
 #    above the including file's own (and it runs in ctest too, test `layer_includes`).
+# A third catches what neither sees, a member that a lower layer's header declares and only a
+# higher layer defines (nothing below calls it, so every lower link succeeds):
+#  - definitions: cmake/check_layer_definitions.py reads the layers' libraries with nm and rejects
+#    a member defined above the layer whose header defines its class (needs Python 3).
 option(EDDY_CHECK_LAYERS "Fail the build on an upward include or call between layers" ON)
 if(NOT EDDY_CHECK_LAYERS)
   return()
@@ -40,3 +44,25 @@ add_custom_target(eddy_layer_includes_check ALL DEPENDS ${eddy_layer_includes_st
 foreach(layer IN LISTS EDDY_LAYERS)
   add_dependencies(eddy_${layer} eddy_layer_includes_check)
 endforeach()
+
+find_package(Python3 QUIET COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  set(eddy_layer_libraries "")
+  foreach(layer IN LISTS EDDY_LAYERS)
+    list(APPEND eddy_layer_libraries $<TARGET_FILE:eddy_${layer}>)
+  endforeach()
+  set(eddy_layer_definitions_stamp ${PROJECT_BINARY_DIR}/layer_checks/definitions.stamp)
+  add_custom_command(
+    OUTPUT ${eddy_layer_definitions_stamp}
+    COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/cmake/check_layer_definitions.py
+            --root ${PROJECT_SOURCE_DIR}/src/eddy --layers ${eddy_layer_list}
+            --lib-dir $<TARGET_FILE_DIR:eddy_core> --nm ${CMAKE_NM} --stamp ${eddy_layer_definitions_stamp}
+    DEPENDS ${eddy_layer_libraries} ${eddy_layer_files} ${PROJECT_SOURCE_DIR}/cmake/check_layer_definitions.py
+    COMMENT "Checking that every layer defines only members of its own classes"
+    VERBATIM)
+  add_custom_target(eddy_layer_definitions_check ALL DEPENDS ${eddy_layer_definitions_stamp})
+  # For the ctest of the same name (tests/CMakeLists.txt).
+  set(EDDY_LAYER_CHECK_PYTHON ${Python3_EXECUTABLE} PARENT_SCOPE)
+else()
+  message(STATUS "eddy: no Python 3, so the build does not check where layers define members")
+endif()
