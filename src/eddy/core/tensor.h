@@ -49,7 +49,7 @@ class Tensor {
   template <typename T>
   std::vector<T> to_vector() const;
 
-  // ---- autodiff state (core/autograd.h; backward() and grad() are autodiff's, in tape.h) ----
+  // ---- autodiff state (core/autograd.h); backward(loss), grad(outputs, ...): autodiff/tape.h ----
   bool requires_grad() const;
   // Marks a leaf as a gradient target for backward(); only inexact dtypes can.
   Tensor& requires_grad_(bool enabled = true);
