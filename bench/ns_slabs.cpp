@@ -25,9 +25,9 @@ int main(int argc, char** argv) {
   const Tensor w0 = field.sample(1, generator);
   const dist::SlabRows rows = dist::slab_rows(n, n, world);
   const classical::NavierStokes2d solver(n, 1e-3, scalar(1e-3, DType::f64),
-                                         classical::NavierStokes2d::fno_forcing(n).slice(0, rows.start, rows.stop()),
+                                         slice(classical::NavierStokes2d::fno_forcing(n), 0, rows.start, rows.stop()),
                                          &world);
-  const Tensor slab = w0.slice(1, rows.start, rows.stop());
+  const Tensor slab = slice(w0, 1, rows.start, rows.stop());
   solver.solve(slab, {1});
 
   double best = 1e300;

@@ -242,7 +242,7 @@ int run(const Args& args) {
         eddy::optim::set_grads(params, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
       } else {
         loss = loss_fn();
-        loss.backward();
+        backward(loss);
       }
       optimizer->step();
       return loss.item<double>();

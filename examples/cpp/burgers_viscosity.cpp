@@ -98,7 +98,7 @@ int main(int argc, char** argv) try {
   optim::LbfgsReport report = lbfgs.step([&] {
     lbfgs.zero_grad();
     Tensor loss = misfit(exp(log_nu));
-    loss.backward();
+    backward(loss);
     std::printf("  evaluation %2lld: nu = %.6f, misfit %.3e\n", static_cast<long long>(++evaluation),
                 std::exp(log_nu.item<double>()), loss.item<double>());
     return loss;

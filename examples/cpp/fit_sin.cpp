@@ -35,7 +35,7 @@ int main() {
     adam.set_learning_rate(schedule.learning_rate(step));
     adam.zero_grad();
     Tensor loss = loss_fn();
-    loss.backward();
+    backward(loss);
     adam.step();
     if (step % 250 == 0) std::printf("adam  step %4lld  loss %.3e\n", static_cast<long long>(step), loss.item<double>());
   }
@@ -48,7 +48,7 @@ int main() {
   optim::LbfgsReport report = lbfgs.step([&] {
     lbfgs.zero_grad();
     Tensor loss = loss_fn();
-    loss.backward();
+    backward(loss);
     return loss;
   });
   std::printf("after Adam: mse %.3e\n", after_adam);

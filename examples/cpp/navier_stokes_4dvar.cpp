@@ -145,7 +145,7 @@ int main(int argc, char** argv) try {
   optim::LbfgsReport report = lbfgs.step([&] {
     lbfgs.zero_grad();
     Tensor loss = cost(xi, checkpoint_every);
-    loss.backward();
+    backward(loss);
     if (++evaluation % 10 == 0) {
       NoGradGuard no_grad;
       std::printf("  evaluation %3lld: J = %.4e, w0 error %.4f\n", static_cast<long long>(evaluation),

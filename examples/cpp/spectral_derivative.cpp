@@ -49,7 +49,7 @@ int main() {
   const int64_t kept = n / 2;  // drop Nyquist, as above
   Tensor c = slice(coefficients, 0, 0, kept);
   Tensor w = full({kept}, 2.0, DType::f64);
-  w.slice(0, 0, 1).fill_(1.0);
+  slice(w, 0, 0, 1).fill_(1.0);
   Tensor k = arange(0, static_cast<double>(kept), 1, DType::f64);
   Tensor points = x.detach().requires_grad_();
   Tensor phase = matmul(unsqueeze(points, 1), unsqueeze(k, 0));  // [n, kept]: x_j k

@@ -111,7 +111,7 @@ void bind_tensor(py::module_& m) {
            py::arg("requires_grad") = true)
       .def("detach", &Tensor::detach)
       .def("backward", [](const Tensor& t, const py::object& gradient, bool create_graph) {
-             t.backward(gradient.is_none() ? Tensor() : as_tensor(gradient), create_graph);
+             backward(t, gradient.is_none() ? Tensor() : as_tensor(gradient), create_graph);
            },
            py::arg("gradient") = py::none(), py::arg("create_graph") = false)
       .def("zero_grad", &Tensor::zero_grad)

@@ -33,7 +33,7 @@ NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, 
              forcing.defined() ? forcing.shape() : Shape{}, " ", forcing.defined() ? forcing.dtype() : dtype_);
   const double n = static_cast<double>(n_);
   // The wavenumbers of this rank's rows: the dealiasing mask and the zero mode go by global index.
-  const Tensor index_x = unsqueeze(fft::fftfreq(n_, 1.0 / n, dtype_).slice(0, rows_.start, rows_.stop()), 1);
+  const Tensor index_x = unsqueeze(slice(fft::fftfreq(n_, 1.0 / n, dtype_), 0, rows_.start, rows_.stop()), 1);
   const Tensor index_y = fft::rfftfreq(n_, 1.0 / n, dtype_);  // [m]
   mask_ = kept_by_two_thirds_rule(index_x, n) * kept_by_two_thirds_rule(index_y, n);
   const Tensor kx = index_x * (2 * std::numbers::pi), ky = index_y * (2 * std::numbers::pi);

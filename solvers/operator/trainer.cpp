@@ -70,10 +70,10 @@ void write_sample_vti(const std::string& path, const Split& split, const Tensor&
   auto point_values = [](const Tensor& sample) {
     return contiguous(transpose(reshape(sample, {sample.shape()[0], -1}), 0, 1));
   };
-  const Tensor target = slice(split.output, 0, 0, 1).squeeze(0);
-  const Tensor predicted = slice(prediction, 0, 0, 1).squeeze(0);
+  const Tensor target = squeeze(slice(split.output, 0, 0, 1), 0);
+  const Tensor predicted = squeeze(slice(prediction, 0, 0, 1), 0);
   io::write_vti(path, origin, spacing, grid,
-                {{"input", point_values(slice(split.input, 0, 0, 1).squeeze(0))},
+                {{"input", point_values(squeeze(slice(split.input, 0, 0, 1), 0))},
                  {"target", point_values(target)},
                  {"prediction", point_values(predicted)},
                  {"error", point_values(predicted - target)}});

@@ -466,7 +466,7 @@ EvaluationContext::EvaluationContext(Symbols symbols, EvaluationInputs inputs)
     // One tensor per coordinate, so that a derivative with respect to one coordinate is one grad
     // call: a leaf of its own, unless the points are themselves differentiated by an enclosing
     // evaluation (output transforms), which must then see through this one.
-    Tensor column = contiguous(inputs.points.slice(1, i, i + 1));
+    Tensor column = contiguous(slice(inputs.points, 1, i, i + 1));
     state_->coordinates.push_back(column.requires_grad() ? column : column.detach().requires_grad_());
   }
   state_->symbols = std::move(symbols);

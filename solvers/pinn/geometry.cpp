@@ -76,7 +76,7 @@ void PointBatch::append_row(const PointBatch& from, int64_t row) {
 Tensor rows_to_tensor(const std::vector<double>& rows, int64_t columns, DType dtype) {
   const auto count = columns > 0 ? static_cast<int64_t>(rows.size()) / columns : 0;
   Tensor result = tensor(rows, Shape{count, columns});
-  return dtype == DType::f64 ? result : result.to(dtype);
+  return dtype == DType::f64 ? result : cast(result, dtype);
 }
 
 double Geometry::contains_tolerance() const {

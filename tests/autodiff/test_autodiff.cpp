@@ -88,8 +88,8 @@ TEST(Autodiff, JacobianForwardEqualsReverse) {
 
 TEST(Autodiff, BackwardAccumulatesIntoLeaves) {
   Tensor w = tensor<double>({1.0, 2.0}).requires_grad_();
-  sum(w * w).backward();
-  sum(3.0 * w).backward();
+  backward(sum(w * w));
+  backward(sum(3.0 * w));
   auto g = w.grad().to_vector<double>();
   EXPECT_DOUBLE_EQ(g[0], 2 * 1.0 + 3);
   EXPECT_DOUBLE_EQ(g[1], 2 * 2.0 + 3);

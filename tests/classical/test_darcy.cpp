@@ -74,9 +74,9 @@ TEST(Darcy, OperatorInvertsTheSolveForAJumpingCoefficient) {
 TEST(Darcy, Float32IsSolvedInFloat64AndCastBack) {
   const int64_t n = 17;
   const Tensor a = on_nodes(n, smooth_a), f = on_nodes(n, manufactured_f);
-  const Tensor u32 = darcy_solve(a.to(DType::f32), f.to(DType::f32));
+  const Tensor u32 = darcy_solve(cast(a, DType::f32), cast(f, DType::f32));
   EXPECT_EQ(u32.dtype(), DType::f32);
-  EXPECT_LT(max_abs(u32.to(DType::f64) - darcy_solve(a, f)), 1e-6);
+  EXPECT_LT(max_abs(cast(u32, DType::f64) - darcy_solve(a, f)), 1e-6);
 }
 
 // A random positive coefficient, source and loss weight on a small grid.

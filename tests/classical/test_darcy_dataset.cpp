@@ -72,11 +72,11 @@ TEST(DarcyDataset, TinyDatasetIsWrittenAndReadBack) {
   Generator generator(options.seed);
   const Tensor f = ones({12, 12}, DType::f64);
   for (int64_t k = 0; k < 3; ++k) {
-    const Tensor a_k = a.slice(0, k, k + 1).squeeze(0), u_k = u.slice(0, k, k + 1).squeeze(0);
+    const Tensor a_k = squeeze(slice(a, 0, k, k + 1), 0), u_k = squeeze(slice(u, 0, k, k + 1), 0);
     EXPECT_EQ(a_k.to_vector<double>(), sample_darcy_coefficient(options, generator).to_vector<double>())
         << "sample " << k << " is the k-th draw of Generator(seed)";
-    const double highs = sum(eq(a_k, full_like(a_k, 12.0)).to(DType::f64)).item<double>();
-    const double lows = sum(eq(a_k, full_like(a_k, 3.0)).to(DType::f64)).item<double>();
+    const double highs = sum(cast(eq(a_k, full_like(a_k, 12.0)), DType::f64)).item<double>();
+    const double lows = sum(cast(eq(a_k, full_like(a_k, 3.0)), DType::f64)).item<double>();
     EXPECT_EQ(highs + lows, 144.0);
     EXPECT_EQ(u_k.to_vector<double>(), darcy_solve(a_k, f).to_vector<double>());
     // f = 1 > 0, so u > 0 inside (maximum principle); the compliance sum(f u) = f^T A^-1 f falls

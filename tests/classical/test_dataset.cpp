@@ -103,7 +103,7 @@ TEST_F(DatasetTest, BurgersFileHoldsTheSolverTrajectoriesWhateverTheBatching) {
   // The last record of sample 2 is the solver's answer for that initial condition.
   Burgers solver(32, 1.0, 0.01, scalar(0.05, DType::f64));
   const Tensor expected = solver.solve(slice(a, 0, 2, 3), {20})[0];
-  EXPECT_LT(max(abs(slice(slice(u, 0, 2, 3), 1, 3, 4).reshape({1, 32}) - expected)).item<double>(), 1e-12);
+  EXPECT_LT(max(abs(reshape(slice(slice(u, 0, 2, 3), 1, 3, 4), {1, 32}) - expected)).item<double>(), 1e-12);
 
   // Batches of one give the same samples (to rounding: FFTW plans differ with the batch size).
   const std::string single = file("single.h5");
@@ -152,8 +152,8 @@ TEST_F(DatasetTest, DarcyFileHoldsCoefficientsAndSolutionsOnTheUnitSquare) {
   EXPECT_TRUE(fs::exists(file("darcy/darcy_sample0.vti")));
 
   // Two phases, a in {3, 12}; u > 0 inside (f = 1, maximum principle) and u = 0 on the boundary.
-  const double lows = sum(eq(a, full_like(a, 3.0)).to(DType::f64)).item<double>();
-  const double highs = sum(eq(a, full_like(a, 12.0)).to(DType::f64)).item<double>();
+  const double lows = sum(cast(eq(a, full_like(a, 3.0)), DType::f64)).item<double>();
+  const double highs = sum(cast(eq(a, full_like(a, 12.0)), DType::f64)).item<double>();
   EXPECT_EQ(lows + highs, 300.0);
   EXPECT_GT(max(a).item<double>(), min(a).item<double>());
   EXPECT_GT(min(slice(slice(u, 1, 1, 9), 2, 1, 9)).item<double>(), 0.0);

@@ -38,7 +38,7 @@ TensorList every_fusable_op(const TensorList& in) {
 TensorList inputs_for(DType dtype, Generator& gen, int64_t rows = 64, int64_t columns = 8) {
   return {randn({rows, columns}, dtype, &gen), randn({rows, columns}, dtype, &gen), randn({columns}, dtype, &gen),
           randn({rows, 1}, dtype, &gen),
-          randn({1, 1, columns}, dtype, &gen).reshape({1, columns}) * randn({rows, 1}, dtype, &gen)};
+          reshape(randn({1, 1, columns}, dtype, &gen), {1, columns}) * randn({rows, 1}, dtype, &gen)};
 }
 
 void expect_close(const TensorList& compiled, const TensorList& eager, double tolerance) {

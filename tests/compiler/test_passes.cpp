@@ -45,7 +45,7 @@ Tensor awkward_input(const Shape& shape, DType dtype) {
   std::vector<double> values = randn(shape, DType::f64).to_vector<double>();
   for (size_t i = 0; i < values.size() && i < std::size(specials); ++i) values[i] = specials[i];
   Tensor real = tensor(values, shape);
-  return is_complex(dtype) ? complex(real, flip(real, {0})).to(dtype) : real.to(dtype);
+  return is_complex(dtype) ? cast(complex(real, flip(real, {0})), dtype) : cast(real, dtype);
 }
 
 // Same bits up to NaN payloads, or within a relative `tolerance`.
@@ -76,7 +76,7 @@ void expect_same_values(const Graph& original, const Graph& optimized, double to
   for (ValueId id : original.inputs) {
     const ValueInfo& info = original.value(id);
     plain.push_back(is_integral(info.dtype) ? cast(randn(info.shape, DType::f64) * 1000.0, info.dtype)
-                                            : randn(info.shape, DType::f64).to(info.dtype));
+                                            : cast(randn(info.shape, DType::f64), info.dtype));
     awkward.push_back(awkward_input(info.shape, info.dtype));
   }
   expect_same_values_on(original, optimized, plain, tolerance);
@@ -85,7 +85,7 @@ void expect_same_values(const Graph& original, const Graph& optimized, double to
 
 Graph capture(const TensorFunction& function, const std::vector<Shape>& shapes, DType dtype = DType::f64) {
   Tensors inputs;
-  for (const Shape& shape : shapes) inputs.push_back(randn(shape, DType::f64).to(dtype));
+  for (const Shape& shape : shapes) inputs.push_back(cast(randn(shape, DType::f64), dtype));
   return trace(function, inputs).graph;
 }
 

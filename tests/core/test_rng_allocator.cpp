@@ -159,7 +159,7 @@ TEST(CachingAllocator, BytesInUseReturnsAfterTensorsDie) {
   {
     Tensor a = ones({1000}, DType::f64);
     Tensor b = a + a;
-    Tensor view = b.slice(0, 10, 20);
+    Tensor view = slice(b, 0, 10, 20);
     b = Tensor();
     const int64_t during = allocator.stats().bytes_in_use;
     // a and b (kept alive by the view) hold at least 8000 bytes each.

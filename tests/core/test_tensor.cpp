@@ -90,7 +90,7 @@ TEST(TensorCreation, FromBlobAliasesAndReleases) {
     buffer[4] = 50;  // no copy: writes to the buffer are visible through the tensor
     EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 50, 6}));
 
-    Tensor view = t.slice(0, 1, 2);
+    Tensor view = slice(t, 0, 1, 2);
     t = Tensor();
     EXPECT_EQ(releases, 0) << "released while a view still refers to the memory";
     view.fill_(0);
@@ -116,7 +116,7 @@ void expect_round_trip(const std::vector<T>& values, DType expected) {
   EXPECT_EQ(t.dtype(), expected);
   EXPECT_EQ(dtype_of<T>(), expected);
   EXPECT_EQ(t.to_vector<T>(), values);
-  EXPECT_EQ(t.slice(0, 1, 2).item<T>(), values[1]);
+  EXPECT_EQ(slice(t, 0, 1, 2).item<T>(), values[1]);
   EXPECT_EQ(t.data<T>()[2], values[2]);
 }
 
@@ -143,7 +143,7 @@ TEST(TensorDType, ToVectorConverts) {
   EXPECT_EQ(tensor<bool>({true, false}).to_vector<float>(), (std::vector<float>{1.0f, 0.0f}));
   EXPECT_EQ(tensor<double>({0.5, -1.5}).to_vector<c64>(),
             (std::vector<c64>{c64(0.5f, 0), c64(-1.5f, 0)}));
-  EXPECT_EQ(tensor<double>({2.0, 0.0}).to(DType::b8).to_vector<bool>(),
+  EXPECT_EQ(cast(tensor<double>({2.0, 0.0}), DType::b8).to_vector<bool>(),
             (std::vector<bool>{true, false}));
 }
 
@@ -221,40 +221,40 @@ TEST(TensorBroadcast, MiddleAxes) {
 // ---- views ----
 
 // A [2, 3, 4] tensor holding 0..23 in row-major order.
-Tensor counting_block() { return arange(0, 24, 1, DType::f64).reshape({2, 3, 4}); }
+Tensor counting_block() { return reshape(arange(0, 24, 1, DType::f64), {2, 3, 4}); }
 
 TEST(TensorViews, ViewsShareStorage) {
   Tensor base = counting_block();
   const Storage* storage = base.storage().get();
-  EXPECT_EQ(base.slice(1, 1, 3).storage().get(), storage);
-  EXPECT_EQ(base.permute({2, 0, 1}).storage().get(), storage);
-  EXPECT_EQ(base.transpose().storage().get(), storage);
-  EXPECT_EQ(base.reshape({6, 4}).storage().get(), storage);
-  EXPECT_EQ(base.reshape({-1}).storage().get(), storage);
-  EXPECT_EQ(base.unsqueeze(1).storage().get(), storage);
-  EXPECT_EQ(base.slice(0, 0, 1).squeeze(0).storage().get(), storage);
-  EXPECT_EQ(base.slice(2, 0, 1).expand({2, 3, 5}).storage().get(), storage);
+  EXPECT_EQ(slice(base, 1, 1, 3).storage().get(), storage);
+  EXPECT_EQ(permute(base, {2, 0, 1}).storage().get(), storage);
+  EXPECT_EQ(transpose(base).storage().get(), storage);
+  EXPECT_EQ(reshape(base, {6, 4}).storage().get(), storage);
+  EXPECT_EQ(reshape(base, {-1}).storage().get(), storage);
+  EXPECT_EQ(unsqueeze(base, 1).storage().get(), storage);
+  EXPECT_EQ(squeeze(slice(base, 0, 0, 1), 0).storage().get(), storage);
+  EXPECT_EQ(expand(slice(base, 2, 0, 1), {2, 3, 5}).storage().get(), storage);
   EXPECT_EQ(flatten(base).storage().get(), storage);
 }
 
 TEST(TensorViews, Contiguity) {
   Tensor base = counting_block();
   EXPECT_TRUE(base.is_contiguous());
-  EXPECT_TRUE(base.reshape({4, 6}).is_contiguous());
-  EXPECT_TRUE(base.unsqueeze(0).is_contiguous());
-  EXPECT_TRUE(base.slice(0, 1, 2).is_contiguous());  // one whole block, at an offset
-  EXPECT_FALSE(base.slice(1, 1, 3).is_contiguous());
-  EXPECT_FALSE(base.slice(2, 0, 4, 2).is_contiguous());
-  EXPECT_FALSE(base.transpose().is_contiguous());
-  EXPECT_FALSE(base.permute({1, 0, 2}).is_contiguous());
-  EXPECT_FALSE(ones({3, 1}).expand({3, 4}).is_contiguous());
+  EXPECT_TRUE(reshape(base, {4, 6}).is_contiguous());
+  EXPECT_TRUE(unsqueeze(base, 0).is_contiguous());
+  EXPECT_TRUE(slice(base, 0, 1, 2).is_contiguous());  // one whole block, at an offset
+  EXPECT_FALSE(slice(base, 1, 1, 3).is_contiguous());
+  EXPECT_FALSE(slice(base, 2, 0, 4, 2).is_contiguous());
+  EXPECT_FALSE(transpose(base).is_contiguous());
+  EXPECT_FALSE(permute(base, {1, 0, 2}).is_contiguous());
+  EXPECT_FALSE(expand(ones({3, 1}), {3, 4}).is_contiguous());
   // Swapping an axis of size 1 does not change the memory order.
-  EXPECT_TRUE(ones({1, 5}).transpose().is_contiguous());
+  EXPECT_TRUE(transpose(ones({1, 5})).is_contiguous());
 }
 
 TEST(TensorViews, PermuteAndTransposeValues) {
   Tensor base = counting_block();
-  Tensor permuted = base.permute({2, 0, 1});  // out[k][i][j] = base[i][j][k]
+  Tensor permuted = permute(base, {2, 0, 1});  // out[k][i][j] = base[i][j][k]
   ASSERT_EQ(permuted.shape(), (Shape{4, 2, 3}));
   std::vector<double> values = permuted.to_vector<double>();
   for (int k = 0; k < 4; ++k) {
@@ -262,7 +262,7 @@ TEST(TensorViews, PermuteAndTransposeValues) {
       for (int j = 0; j < 3; ++j) EXPECT_EQ(values[(k * 2 + i) * 3 + j], i * 12 + j * 4 + k);
     }
   }
-  Tensor transposed = base.transpose(0, 2);  // out[k][j][i] = base[i][j][k]
+  Tensor transposed = transpose(base, 0, 2);  // out[k][j][i] = base[i][j][k]
   ASSERT_EQ(transposed.shape(), (Shape{4, 3, 2}));
   values = transposed.to_vector<double>();
   for (int k = 0; k < 4; ++k) {
@@ -274,9 +274,9 @@ TEST(TensorViews, PermuteAndTransposeValues) {
 
 TEST(TensorViews, WritesThroughBaseAreSeenByViews) {
   Tensor base = counting_block();
-  Tensor window = base.slice(1, 1, 2);
-  Tensor turned = base.permute({2, 1, 0});
-  Tensor widened = base.slice(2, 3, 4).expand({2, 3, 6});
+  Tensor window = slice(base, 1, 1, 2);
+  Tensor turned = permute(base, {2, 1, 0});
+  Tensor widened = expand(slice(base, 2, 3, 4), {2, 3, 6});
   base.fill_(7);
   EXPECT_EQ(window.to_vector<double>(), std::vector<double>(8, 7.0));
   EXPECT_EQ(turned.to_vector<double>(), std::vector<double>(24, 7.0));
@@ -285,10 +285,10 @@ TEST(TensorViews, WritesThroughBaseAreSeenByViews) {
 
 TEST(TensorViews, WritesThroughViewsAreSeenByBase) {
   Tensor base = zeros({3, 4}, DType::f64);
-  base.slice(1, 1, 2).copy_(tensor<double>({1, 2, 3}, {3, 1}));
-  base.transpose().slice(0, 3, 4).fill_(9);  // column 3 of base
-  base.reshape({12}).slice(0, 0, 1).fill_(-1);
-  base.unsqueeze(0).slice(1, 2, 3).slice(2, 0, 1).squeeze(0).fill_(5);  // base[2][0]
+  slice(base, 1, 1, 2).copy_(tensor<double>({1, 2, 3}, {3, 1}));
+  slice(transpose(base), 0, 3, 4).fill_(9);  // column 3 of base
+  slice(reshape(base, {12}), 0, 0, 1).fill_(-1);
+  squeeze(slice(slice(unsqueeze(base, 0), 1, 2, 3), 2, 0, 1), 0).fill_(5);  // base[2][0]
   std::vector<double> expected{-1, 1, 0, 9,
                                0,  2, 0, 9,
                                5,  3, 0, 9};
@@ -303,14 +303,14 @@ TEST(TensorViews, CopyBroadcastsAndCasts) {
 
 TEST(TensorViews, ContiguousCopiesOnlyWhenNeeded) {
   Tensor base = counting_block();
-  Tensor same = base.contiguous();
+  Tensor same = contiguous(base);
   EXPECT_EQ(same.storage().get(), base.storage().get());
 
-  Tensor block = base.slice(0, 1, 2);  // contiguous, at an offset
-  EXPECT_EQ(block.contiguous().storage().get(), base.storage().get());
+  Tensor block = slice(base, 0, 1, 2);  // contiguous, at an offset
+  EXPECT_EQ(contiguous(block).storage().get(), base.storage().get());
 
-  Tensor transposed = base.transpose();
-  Tensor dense = transposed.contiguous();
+  Tensor transposed = transpose(base);
+  Tensor dense = contiguous(transposed);
   EXPECT_NE(dense.storage().get(), base.storage().get());
   EXPECT_TRUE(dense.is_contiguous());
   EXPECT_EQ(dense.shape(), transposed.shape());
@@ -321,30 +321,30 @@ TEST(TensorViews, ContiguousCopiesOnlyWhenNeeded) {
   EXPECT_EQ(base.to_vector<double>()[5], 5.0);
 
   // Reshaping a non-contiguous view also has to copy.
-  EXPECT_NE(transposed.reshape({24}).storage().get(), base.storage().get());
+  EXPECT_NE(reshape(transposed, {24}).storage().get(), base.storage().get());
 }
 
 TEST(TensorViews, StridedSlices) {
   Tensor x = arange(0, 10, 1, DType::i64);
-  Tensor odd = x.slice(0, 1, 10, 2);
+  Tensor odd = slice(x, 0, 1, 10, 2);
   EXPECT_EQ(odd.to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 5, 7, 9}));
   EXPECT_EQ(odd.strides(), (Shape{2}));
   EXPECT_EQ(odd.storage().get(), x.storage().get());
-  EXPECT_EQ(x.slice(0, 0, 9, 3).to_vector<int64_t>(), (std::vector<int64_t>{0, 3, 6}));
-  EXPECT_EQ(x.slice(0, -3, 10).to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
-  EXPECT_EQ(x.slice(0, 2, -5).to_vector<int64_t>(), (std::vector<int64_t>{2, 3, 4}));
-  EXPECT_EQ(x.slice(0, 8, 100).to_vector<int64_t>(), (std::vector<int64_t>{8, 9}));
-  EXPECT_EQ(x.slice(0, 6, 2).numel(), 0);
+  EXPECT_EQ(slice(x, 0, 0, 9, 3).to_vector<int64_t>(), (std::vector<int64_t>{0, 3, 6}));
+  EXPECT_EQ(slice(x, 0, -3, 10).to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
+  EXPECT_EQ(slice(x, 0, 2, -5).to_vector<int64_t>(), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(slice(x, 0, 8, 100).to_vector<int64_t>(), (std::vector<int64_t>{8, 9}));
+  EXPECT_EQ(slice(x, 0, 6, 2).numel(), 0);
 
   // Step 2 on the inner axis of a matrix, then on the outer one.
-  Tensor m = arange(0, 20, 1, DType::f64).reshape({4, 5});
-  Tensor every_other_column = m.slice(1, 0, 5, 2);
+  Tensor m = reshape(arange(0, 20, 1, DType::f64), {4, 5});
+  Tensor every_other_column = slice(m, 1, 0, 5, 2);
   ASSERT_EQ(every_other_column.shape(), (Shape{4, 3}));
   std::vector<double> values = every_other_column.to_vector<double>();
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 3; ++j) EXPECT_EQ(values[i * 3 + j], i * 5 + 2 * j);
   }
-  Tensor corners = every_other_column.slice(0, 1, 4, 2);
+  Tensor corners = slice(every_other_column, 0, 1, 4, 2);
   EXPECT_EQ(corners.to_vector<double>(), (std::vector<double>{5, 7, 9, 15, 17, 19}));
   // Writing through a strided view touches only the selected elements.
   corners.fill_(-1);
@@ -362,7 +362,7 @@ TEST(TensorMovement, Flip) {
   EXPECT_EQ(flip(m, {1}).to_vector<int32_t>(), (std::vector<int32_t>{3, 2, 1, 6, 5, 4}));
   EXPECT_EQ(flip(m, {0}).to_vector<int32_t>(), (std::vector<int32_t>{4, 5, 6, 1, 2, 3}));
   EXPECT_EQ(flip(m, {0, -1}).to_vector<int32_t>(), (std::vector<int32_t>{6, 5, 4, 3, 2, 1}));
-  EXPECT_EQ(flip(m.transpose(), {0}).to_vector<int32_t>(),
+  EXPECT_EQ(flip(transpose(m), {0}).to_vector<int32_t>(),
             (std::vector<int32_t>{3, 6, 2, 5, 1, 4}));
 }
 
@@ -388,7 +388,7 @@ TEST(TensorMovement, Concat) {
   EXPECT_EQ(columns.shape(), (Shape{2, 5}));
   EXPECT_EQ(columns.to_vector<double>(), (std::vector<double>{1, 2, 7, 1, 2, 3, 4, 8, 3, 4}));
   // Non-contiguous inputs are read through their strides.
-  EXPECT_EQ(concat({a.transpose(), b}, 0).to_vector<double>(),
+  EXPECT_EQ(concat({transpose(a), b}, 0).to_vector<double>(),
             (std::vector<double>{1, 3, 2, 4, 5, 6}));
 }
 

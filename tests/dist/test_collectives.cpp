@@ -50,8 +50,8 @@ TEST(Communicator, LauncherWorldSizeComesFromTheEnvironment) {
 
 TEST(Collectives, Values) {
   const int rank = world().rank(), size = world().size();
-  const Tensor mine = full({2, 3}, rank + 1.0, DType::f64) + arange(0, 6, 1, DType::f64).reshape({2, 3});
-  const Tensor base = arange(0, 6, 1, DType::f64).reshape({2, 3});
+  const Tensor mine = full({2, 3}, rank + 1.0, DType::f64) + reshape(arange(0, 6, 1, DType::f64), {2, 3});
+  const Tensor base = reshape(arange(0, 6, 1, DType::f64), {2, 3});
   const double rank_sum = size * (size + 1) / 2.0;
   EXPECT_TRUE(all_reduce(mine).to_vector<double>() == (base * double(size) + rank_sum).to_vector<double>());
   EXPECT_TRUE(all_reduce(mine, ReduceOp::mean).to_vector<double>() ==
@@ -61,14 +61,14 @@ TEST(Collectives, Values) {
   const Tensor gathered = all_gather(mine);
   ASSERT_EQ(gathered.shape(), (Shape{2 * size, 3}));
   for (int r = 0; r < size; ++r) {
-    EXPECT_TRUE(gathered.slice(0, 2 * r, 2 * r + 2).to_vector<double>() == (base + r + 1.0).to_vector<double>());
+    EXPECT_TRUE(slice(gathered, 0, 2 * r, 2 * r + 2).to_vector<double>() == (base + r + 1.0).to_vector<double>());
   }
   // Rows [2 rank, 2 rank + 2) of the sum of every rank's [2 size, 3] tensor.
-  const Tensor tall = arange(0, 6.0 * size, 1, DType::f64).reshape({2 * size, 3}) * double(rank + 1);
+  const Tensor tall = reshape(arange(0, 6.0 * size, 1, DType::f64), {2 * size, 3}) * double(rank + 1);
   const Tensor scattered = reduce_scatter(tall);
   ASSERT_EQ(scattered.shape(), (Shape{2, 3}));
   EXPECT_TRUE(scattered.to_vector<double>() ==
-              (arange(6.0 * rank, 6.0 * rank + 6, 1, DType::f64).reshape({2, 3}) * rank_sum).to_vector<double>());
+              (reshape(arange(6.0 * rank, 6.0 * rank + 6, 1, DType::f64), {2, 3}) * rank_sum).to_vector<double>());
 
   const int last = size - 1;
   EXPECT_TRUE(broadcast(mine, last).to_vector<double>() == (base + double(size)).to_vector<double>());
@@ -220,7 +220,7 @@ TEST(DataParallel, AverageGradientsInOneMessageWithSums) {
   Tensor unused = zeros({1}, DType::f64).requires_grad_();
   Tensor loss = sum(used * double(rank + 1));
   if (rank == 0) loss = loss + sum(only_rank0);
-  loss.backward();
+  backward(loss);
   std::vector<double> sums = {double(rank), 1.0};
   average_gradients({used, only_rank0, unused}, world(), sums);
   EXPECT_EQ(used.grad().to_vector<double>(), std::vector<double>(2, (size + 1) / 2.0));

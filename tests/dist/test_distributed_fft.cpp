@@ -25,7 +25,7 @@ double max_abs(const Tensor& t) { return max(abs(t)).item<double>(); }
 // This rank's rows of a field [..., n0, n1] that every rank holds whole.
 Tensor my_rows(const Tensor& whole, int64_t n0, int64_t n1) {
   const SlabRows rows = slab_rows(n0, n1);
-  return whole.slice(whole.dim() - 2, rows.start, rows.stop());
+  return slice(whole, whole.dim() - 2, rows.start, rows.stop());
 }
 
 // The same on every rank (the whole field), or different per rank (directions, weights).
@@ -48,8 +48,8 @@ TEST(SlabRows, CoverTheGridInRankOrder) {
   for (const Grid& grid : kGrids) {
     const SlabRows mine = slab_rows(grid.n0, grid.n1);
     Tensor starts = zeros({world().size()}, DType::f64), counts = zeros({world().size()}, DType::f64);
-    starts.slice(0, world().rank(), world().rank() + 1).fill_(static_cast<double>(mine.start));
-    counts.slice(0, world().rank(), world().rank() + 1).fill_(static_cast<double>(mine.count));
+    slice(starts, 0, world().rank(), world().rank() + 1).fill_(static_cast<double>(mine.start));
+    slice(counts, 0, world().rank(), world().rank() + 1).fill_(static_cast<double>(mine.count));
     const std::vector<double> start = all_reduce(starts).to_vector<double>(), count = all_reduce(counts).to_vector<double>();
     double next = 0;
     for (int r = 0; r < world().size(); ++r) {

@@ -20,7 +20,7 @@ double max_abs(const Tensor& t) { return max(abs(t)).item<double>(); }
 
 Tensor my_rows(const Tensor& whole, const NavierStokes2d& solver) {
   const dist::SlabRows& rows = solver.slab_rows();
-  return whole.slice(whole.dim() - 2, rows.start, rows.stop());
+  return slice(whole, whole.dim() - 2, rows.start, rows.stop());
 }
 
 // A batch of two initial vorticities from the FNO prior, the same on every rank.
@@ -39,7 +39,7 @@ Pair solvers(int64_t n, const Tensor& nu, DType dtype) {
   const Tensor forcing = NavierStokes2d::fno_forcing(n, dtype);
   const dist::SlabRows rows = dist::slab_rows(n, n);
   return {NavierStokes2d(n, 0.01, nu, forcing),
-          NavierStokes2d(n, 0.01, nu, forcing.slice(0, rows.start, rows.stop()), &world())};
+          NavierStokes2d(n, 0.01, nu, slice(forcing, 0, rows.start, rows.stop()), &world())};
 }
 
 TEST(DistributedNavierStokes, RolloutEqualsTheOneProcessRolloutsRows) {
@@ -80,7 +80,7 @@ TEST(DistributedNavierStokes, GradientOfARolloutEqualsTheOneProcessGradient) {
     };
     const std::vector<Tensor> expected = gradients(false), got = gradients(true);
     const dist::SlabRows rows = dist::slab_rows(n, n);
-    EXPECT_LT(max_abs(got[0] - expected[0].slice(1, rows.start, rows.stop())), 1e-11 * max_abs(expected[0]))
+    EXPECT_LT(max_abs(got[0] - slice(expected[0], 1, rows.start, rows.stop())), 1e-11 * max_abs(expected[0]))
         << "checkpoint_every " << checkpoint_every << " on rank " << world().rank();
     const double nu_gradient = dist::all_reduce(got[1]).item<double>();
     EXPECT_NEAR(nu_gradient, expected[1].item<double>(), 1e-10 * std::abs(expected[1].item<double>()));
@@ -92,7 +92,7 @@ TEST(DistributedNavierStokes, RejectsFieldsThatAreNotThisRanksRows) {
   const int64_t n = 16;
   const dist::SlabRows rows = dist::slab_rows(n, n);
   const Tensor forcing = NavierStokes2d::fno_forcing(n);
-  NavierStokes2d slabs(n, 0.01, scalar(1e-3, DType::f64), forcing.slice(0, rows.start, rows.stop()), &world());
+  NavierStokes2d slabs(n, 0.01, scalar(1e-3, DType::f64), slice(forcing, 0, rows.start, rows.stop()), &world());
   expect_error([&] { slabs.solve(zeros({rows.count + 1, n}, DType::f64), {1}); },
                {"NavierStokes2d", cat("[..., ", rows.count, ", ", n, "]"), cat("[", rows.count + 1, ", ", n, "]")});
   if (world().size() > 1) {

@@ -63,7 +63,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
 }
 
 TEST(Safetensors, WritesNonContiguousTensorsDensely) {
-  Tensor base = arange(0, 6, 1, DType::f64).reshape({2, 3});
+  Tensor base = reshape(arange(0, 6, 1, DType::f64), {2, 3});
   std::string bytes = encode_safetensors({{"t", transpose(base)}}, {});
   Tensor back = decode_safetensors(bytes, "memory").tensors.at("t");
   EXPECT_EQ(back.to_vector<double>(), (std::vector<double>{0, 3, 1, 4, 2, 5}));

@@ -233,7 +233,7 @@ std::vector<OpCase> build_table() {
   t.push_back(row("concat", {"concat"}, kInexact, normal_inputs({{2, 3}, {2, 1}, {2, 2}}),
                   [](const std::vector<Tensor>& x) { return concat({x[0], x[1], x[2]}, 1); }, true));
   t.push_back(row("stack_squeeze", {"concat", "reshape"}, kInexact, normal_inputs({{3}, {3}}),
-                  [](const std::vector<Tensor>& x) { return squeeze(stack({x[0], x[1]}, 1).unsqueeze(0), 0); },
+                  [](const std::vector<Tensor>& x) { return squeeze(unsqueeze(stack({x[0], x[1]}, 1), 0), 0); },
                   true));
 
   // ---- indexing ----

@@ -73,7 +73,7 @@ TEST_P(LargeLogits, Float64MatchesReference) {
 TEST_P(LargeLogits, Float32StaysFiniteAndAccurate) {
   const std::vector<double>& logits = GetParam();
   const double lse = reference_logsumexp(logits);
-  Tensor x = tensor<double>(logits).to(DType::f32);
+  Tensor x = cast(tensor<double>(logits), DType::f32);
 
   const float value = logsumexp(x).item<float>();
   ASSERT_TRUE(std::isfinite(value));
@@ -129,7 +129,7 @@ TEST(Numerics, LogsumexpWithInfiniteEntries) {
 TEST(Numerics, SoftplusAtExtremes) {
   for (DType dtype : {DType::f64, DType::f32}) {
     std::vector<double> out =
-        softplus(tensor<double>({100, -100, 0, 1, -1}).to(dtype)).to_vector<double>();
+        softplus(cast(tensor<double>({100, -100, 0, 1, -1}), dtype)).to_vector<double>();
     for (double v : out) EXPECT_TRUE(std::isfinite(v)) << dtype;
     EXPECT_NEAR(out[0], 100.0, 1e-12) << dtype;
     EXPECT_GE(out[1], 0.0) << dtype;
@@ -143,7 +143,7 @@ TEST(Numerics, SoftplusAtExtremes) {
 
 TEST(Numerics, SigmoidAtExtremes) {
   for (DType dtype : {DType::f64, DType::f32}) {
-    std::vector<double> out = sigmoid(tensor<double>({100, -100, 0, 2}).to(dtype)).to_vector<double>();
+    std::vector<double> out = sigmoid(cast(tensor<double>({100, -100, 0, 2}), dtype)).to_vector<double>();
     for (double v : out) EXPECT_TRUE(std::isfinite(v)) << dtype;
     EXPECT_NEAR(out[0], 1.0, 1e-15) << dtype;
     EXPECT_NEAR(out[1], 0.0, 1e-15) << dtype;
@@ -179,7 +179,7 @@ TEST(Numerics, NormOfComplexVector) {
   Tensor n = norm(z);
   EXPECT_EQ(n.dtype(), DType::f64);
   EXPECT_NEAR(n.item<double>(), std::sqrt(25.0 + 5.0 + 1.0), 1e-14);
-  Tensor single = norm(z.to(DType::c64));
+  Tensor single = norm(cast(z, DType::c64));
   EXPECT_EQ(single.dtype(), DType::f32);
   EXPECT_NEAR(single.item<float>(), std::sqrt(31.0), 1e-5);
 }
@@ -233,7 +233,7 @@ TEST(Numerics, ReductionsOverNonContiguousAndMiddleAxes) {
   auto at = [&](int i, int j, int k) { return v[(i * 4 + j) * 5 + k]; };
 
   // Sum over axes 0 and 2, and max over axis 1, of the [5, 4, 3] transposed view.
-  Tensor turned = base.permute({2, 1, 0});
+  Tensor turned = permute(base, {2, 1, 0});
   std::vector<double> sums = sum(turned, {0, 2}).to_vector<double>();
   std::vector<double> maxima = max(turned, {1}).to_vector<double>();
   for (int j = 0; j < 4; ++j) {
@@ -352,8 +352,8 @@ TEST_P(MatmulAgainstLoops, NonContiguousOperands) {
   // and c a [3, 4] matrix broadcast over a batch of 2 with a zero stride.
   Tensor a_storage = random_matrix({4, 3}, GetParam(), generator_);
   Tensor b_storage = random_matrix({4, 10}, GetParam(), generator_);
-  Tensor a = a_storage.transpose();
-  Tensor b = b_storage.slice(1, 0, 10, 2);
+  Tensor a = transpose(a_storage);
+  Tensor b = slice(b_storage, 1, 0, 10, 2);
   ASSERT_FALSE(a.is_contiguous());
   ASSERT_FALSE(b.is_contiguous());
   Strided sa{values_of(a_storage), {1, 3}};  // a[i][k] = a_storage[k][i]
@@ -374,7 +374,7 @@ TEST_P(MatmulAgainstLoops, NonContiguousOperands) {
   // Both operands transposed views.
   Tensor bt_storage = random_matrix({3, 4}, GetParam(), generator_);
   Strided sbt{values_of(bt_storage), {1, 4}};  // bt[k][j] = bt_storage[j][k]
-  Tensor both = matmul(a, bt_storage.transpose());
+  Tensor both = matmul(a, transpose(bt_storage));
   expected.clear();
   for (int64_t i = 0; i < 3; ++i) {
     for (int64_t j = 0; j < 3; ++j) {
@@ -387,7 +387,7 @@ TEST_P(MatmulAgainstLoops, NonContiguousOperands) {
 
   Tensor c = random_matrix({3, 4}, GetParam(), generator_);
   Tensor batch = random_matrix({2, 4, 2}, GetParam(), generator_);
-  Tensor broadcast = matmul(c.unsqueeze(0).expand({2, 3, 4}), batch);
+  Tensor broadcast = matmul(expand(unsqueeze(c, 0), {2, 3, 4}), batch);
   Strided sc{values_of(c), {4, 1}}, sbatch{values_of(batch), {8, 2, 1}};
   expected.clear();
   for (int64_t p = 0; p < 2; ++p) {
@@ -421,8 +421,8 @@ void expect_thin_products_match_loops(DType dtype, double tolerance, Generator& 
           Tensor b_storage = random_matrix(transpose_b ? Shape{m, k} : Shape{k, m}, dtype, generator);
           Strided sa{values_of(a_storage), transpose_a ? Shape{1, n} : Shape{k, 1}};
           Strided sb{values_of(b_storage), transpose_b ? Shape{1, k} : Shape{m, 1}};
-          Tensor out = matmul(transpose_a ? a_storage.transpose() : a_storage,
-                              transpose_b ? b_storage.transpose() : b_storage);
+          Tensor out = matmul(transpose_a ? transpose(a_storage) : a_storage,
+                              transpose_b ? transpose(b_storage) : b_storage);
           ASSERT_EQ(out.shape(), (Shape{n, m}));
           std::vector<c128> expected;
           for (int64_t i = 0; i < n; ++i) {
@@ -478,7 +478,7 @@ TEST_P(MatmulAgainstLoops, VectorOperands) {
   }
   expect_all_near(values_of(matrix_vector), expected, 1e-12);
 
-  Tensor vector_matrix = matmul(u, m.transpose());  // [4] @ [4, 3] -> [3]
+  Tensor vector_matrix = matmul(u, transpose(m));  // [4] @ [4, 3] -> [3]
   ASSERT_EQ(vector_matrix.shape(), (Shape{3}));
   expected.clear();
   for (int64_t j = 0; j < 3; ++j) {
@@ -500,7 +500,7 @@ TEST_P(MatmulAgainstLoops, VectorOperands) {
   }
   expect_all_near(values_of(batched), expected, 1e-12);
 
-  Tensor batch_vector = matmul(batch.transpose(), v);  // [2, 3, 4] @ [4] -> [2, 3]
+  Tensor batch_vector = matmul(transpose(batch), v);  // [2, 3, 4] @ [4] -> [2, 3]
   ASSERT_EQ(batch_vector.shape(), (Shape{2, 3}));
   expected.clear();
   for (int64_t p = 0; p < 2; ++p) {

@@ -24,15 +24,15 @@ using Rows = std::vector<std::vector<double>>;
 using Loss = std::function<Tensor(const Tensor&)>;
 
 Tensor parameter(const std::vector<double>& values, DType dtype = DType::f64) {
-  Tensor p = tensor(values).to(dtype);
+  Tensor p = cast(tensor(values), dtype);
   p.requires_grad_();
   return p;
 }
 
 // The problems of scripts/reference/adam_reference.py.
 Tensor quadratic(const Tensor& x) {
-  const Tensor a = tensor<double>({1.0, 10.0, 0.1}).to(x.dtype());
-  const Tensor c = tensor<double>({0.3, 0.2, -0.4}).to(x.dtype());
+  const Tensor a = cast(tensor<double>({1.0, 10.0, 0.1}), x.dtype());
+  const Tensor c = cast(tensor<double>({0.3, 0.2, -0.4}), x.dtype());
   return 0.5 * sum(a * square(x - c));
 }
 
@@ -46,7 +46,7 @@ Rows trajectory(Optimizer& opt, const Loss& f, int steps) {
   Rows rows;
   for (int i = 0; i < steps; ++i) {
     opt.zero_grad();
-    f(opt.parameters()[0]).backward();
+    backward(f(opt.parameters()[0]));
     opt.step();
     rows.push_back(opt.parameters()[0].to_vector<double>());
   }
@@ -177,7 +177,7 @@ TEST(Adam, Float32FollowsTheFloat64Reference) {
 
 TEST(Optimizer, UpdatesInPlaceSoViewsSeeTheNewValues) {
   Tensor p = parameter({1.0, -2.0, 0.5});
-  const Tensor view = p.detach().slice(0, 1, 2);
+  const Tensor view = slice(p.detach(), 0, 1, 2);
   Adam adam({p}, kAdam);
   trajectory(adam, quadratic, 1);
   EXPECT_TRUE(adam.parameters()[0].same(p));
@@ -187,7 +187,7 @@ TEST(Optimizer, UpdatesInPlaceSoViewsSeeTheNewValues) {
 TEST(Optimizer, SkipsParametersWithoutGradient) {
   Tensor used = parameter({1.0, -2.0, 0.5}), unused = parameter({4.0});
   Adam adam({used, unused}, kAdam);
-  quadratic(used).backward();
+  backward(quadratic(used));
   adam.step();
   EXPECT_EQ(unused.item<double>(), 4.0);
   EXPECT_NE(used.to_vector<double>()[0], 1.0);
@@ -196,7 +196,7 @@ TEST(Optimizer, SkipsParametersWithoutGradient) {
 TEST(Optimizer, ZeroGradClearsGradients) {
   Tensor p = parameter({1.0, -2.0, 0.5});
   Sgd sgd({p}, {});
-  quadratic(p).backward();
+  backward(quadratic(p));
   ASSERT_TRUE(p.grad().defined());
   sgd.zero_grad();
   EXPECT_FALSE(p.grad().defined());
@@ -322,7 +322,7 @@ TEST(Schedule, DrivesAnOptimizer) {
   for (int64_t step = 0; step < 3; ++step) {
     sgd.set_learning_rate(schedule.learning_rate(step));
     sgd.zero_grad();
-    sum(x).backward();  // gradient 1: each step moves x by the learning rate
+    backward(sum(x));  // gradient 1: each step moves x by the learning rate
     sgd.step();
   }
   EXPECT_NEAR(x.item<double>(), 1.0 - 0.1 - 0.05 - 0.025, 1e-15);
@@ -346,7 +346,7 @@ TEST(Schedule, RejectsBadArguments) {
 TEST(ClipGradNorm, ScalesToTheMaximumAndReturnsTheNormBefore) {
   Tensor a = parameter({3.0, 0.0}), b = parameter({0.0, 0.0, 0.0}, DType::f32);
   Tensor unused = parameter({1.0});
-  (sum(a * a) / 2.0 + sum(b * tensor<double>({4.0, 0.0, 0.0}).to(DType::f32))).backward();
+  backward(sum(a * a) / 2.0 + sum(b * cast(tensor<double>({4.0, 0.0, 0.0}), DType::f32)));
   // grads (3, 0) and (4, 0, 0): total norm 5.
   const double norm = clip_grad_norm({a, b, unused}, 1.0);
   EXPECT_NEAR(norm, 5.0, 1e-12);
@@ -360,12 +360,12 @@ TEST(ClipGradNorm, ScalesToTheMaximumAndReturnsTheNormBefore) {
 
 TEST(ClipGradNorm, LeavesSmallAndNonFiniteGradientsAlone) {
   Tensor a = parameter({0.3, 0.4});
-  sum(a).backward();  // a broadcast-view gradient (1, 1)
+  backward(sum(a));  // a broadcast-view gradient (1, 1)
   EXPECT_NEAR(clip_grad_norm({a}, 10.0), std::sqrt(2.0), 1e-15);
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1.0, 1.0}));
 
   Tensor c = parameter({1.0, 2.0});
-  sum(c * tensor<double>({INFINITY, 1.0})).backward();
+  backward(sum(c * tensor<double>({INFINITY, 1.0})));
   EXPECT_TRUE(std::isinf(clip_grad_norm({c}, 1.0)));
   EXPECT_EQ(c.grad().to_vector<double>()[1], 1.0);
 
@@ -386,7 +386,7 @@ Closure closure_for(const Tensor& x, const Loss& f, int* calls = nullptr) {
   return [x, f, calls] {
     Tensor(x).zero_grad();
     Tensor loss = f(x);
-    loss.backward();
+    backward(loss);
     if (calls) ++*calls;
     return loss;
   };
@@ -483,8 +483,8 @@ TEST(Lbfgs, WorksOnFloat32AndSeveralParameters) {
   Lbfgs lbfgs({a, b}, {});
   const LbfgsReport report = lbfgs.step([&] {
     lbfgs.zero_grad();
-    Tensor loss = rosenbrock(concat({a.to(DType::f64), b}));
-    loss.backward();
+    Tensor loss = rosenbrock(concat({cast(a, DType::f64), b}));
+    backward(loss);
     return loss;
   });
   EXPECT_LT(report.loss, 1e-8) << report.message;
@@ -528,7 +528,7 @@ TEST(Lbfgs, RestoresTheLastGoodPointWhenEveryTrialIsNonFinite) {
   const LbfgsReport report = lbfgs.step([&] {
     x.zero_grad();
     Tensor loss = sum(square(x)) * (calls++ == 0 ? 1.0 : NAN);
-    loss.backward();
+    backward(loss);
     return loss;
   });
   EXPECT_EQ(report.stop, LbfgsStop::non_finite) << report.message;
@@ -570,7 +570,7 @@ TEST(Lbfgs, NoProgressWhenNoTrialLowersTheLoss) {
   Lbfgs lbfgs({x}, {});
   const LbfgsReport report = lbfgs.step([&] {
     x.zero_grad();
-    sum(x).backward();
+    backward(sum(x));
     return sum(square(x.detach() - 1.0)) + 5.0;
   });
   EXPECT_EQ(report.stop, LbfgsStop::no_progress) << report.message;

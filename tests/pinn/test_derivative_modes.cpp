@@ -233,7 +233,7 @@ class DerivativeModesProblem : public ::testing::Test {
       adam.zero_grad();
       Tensor step_loss = state.loss();
       result.trajectory.push_back(step_loss.item<double>());
-      step_loss.backward();
+      backward(step_loss);
       adam.step();
     }
     return result;

@@ -193,16 +193,16 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   return result;
 }
 
-void Tensor::backward(const Tensor& grad_output, bool create_graph) const {
-  EDDY_CHECK(requires_grad(), "backward: tensor does not require gradients (no input of it was "
+void backward(const Tensor& output, const Tensor& grad_output, bool create_graph) {
+  EDDY_CHECK(output.requires_grad(), "backward: tensor does not require gradients (no input of it was "
              "marked requires_grad_)");
-  std::vector<Tensor> outputs{*this};
+  std::vector<Tensor> outputs{output};
   std::vector<Tensor> seeds = seed_cotangents(outputs, {grad_output});
   GradModeGuard mode(create_graph);
   BackwardPass pass(outputs, {}, true);
   auto cotangents = pass.run(outputs, seeds);
   std::unordered_map<const void*, Tensor> leaves = pass.leaves();
-  if (is_leaf()) leaves.emplace(key_of(*this), *this);  // backward() on a leaf itself
+  if (output.is_leaf()) leaves.emplace(key_of(output), output);  // backward() on a leaf itself
   for (auto& [key, leaf] : leaves) {
     auto it = cotangents.find(key);
     if (it == cotangents.end()) continue;

@@ -23,7 +23,7 @@ Tensor as_target(const Tensor& x) {
     leaf.impl()->autograd.reset();
     return leaf.requires_grad_();
   }
-  return unsqueeze(x, 0).squeeze(0);
+  return squeeze(unsqueeze(x, 0), 0);
 }
 
 }  // namespace
@@ -115,8 +115,8 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
   if (mode == JacobianMode::forward) {
     for (int64_t i = 0; i < n; ++i) {
       Tensor direction = zeros({n}, x.dtype());
-      direction.slice(0, i, i + 1).fill_(1.0);
-      auto [out, tangent] = jvp(f, x, direction.reshape(x.shape()));
+      slice(direction, 0, i, i + 1).fill_(1.0);
+      auto [out, tangent] = jvp(f, x, reshape(direction, x.shape()));
       out_shape = out.shape();
       columns.push_back(flatten(tangent));
     }
@@ -130,8 +130,8 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
   const int64_t m = out.numel();
   for (int64_t j = 0; j < m; ++j) {
     Tensor direction = zeros({m}, out.dtype());
-    direction.slice(0, j, j + 1).fill_(1.0);
-    auto [value, row] = vjp(f, x, direction.reshape(out.shape()));
+    slice(direction, 0, j, j + 1).fill_(1.0);
+    auto [value, row] = vjp(f, x, reshape(direction, out.shape()));
     columns.push_back(flatten(row));
   }
   Shape shape = out.shape();

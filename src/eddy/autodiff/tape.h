@@ -1,10 +1,12 @@
 #pragma once
 // Reverse mode. Each recorded op leaves a Node on its output; the graph is the web of nodes
-// reachable through their saved inputs, and lives exactly as long as tensors refer to it.
+// reachable through their saved inputs, and lives exactly as long as tensors refer to it. The
+// state on each tensor (AutogradMeta) and GradMode are core's (core/autograd.h).
 
 #include <memory>
 #include <vector>
 
+#include "eddy/core/autograd.h"
 #include "eddy/core/tensor.h"
 #include "eddy/ops/primitive.h"
 
@@ -22,37 +24,9 @@ struct Node {
   ~Node();
 };
 
-struct AutogradMeta {
-  std::shared_ptr<Node> grad_fn;  // null for leaves
-  bool requires_grad = false;     // leaves only: a gradient target of backward()
-  Tensor grad;                    // leaves only: accumulated by backward()
-};
-
-// Whether ops record nodes. Off inside NoGradGuard; backward turns it on only for create_graph.
-class GradMode {
- public:
-  static bool enabled();
-  static void set_enabled(bool enabled);
-};
-
-// Sets GradMode for a scope and restores it on exit, exceptions included.
-class GradModeGuard {
- public:
-  explicit GradModeGuard(bool enabled) : previous_(GradMode::enabled()) {
-    GradMode::set_enabled(enabled);
-  }
-  ~GradModeGuard() { GradMode::set_enabled(previous_); }
-  GradModeGuard(const GradModeGuard&) = delete;
-  GradModeGuard& operator=(const GradModeGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
-class NoGradGuard : public GradModeGuard {
- public:
-  NoGradGuard() : GradModeGuard(false) {}
-};
+// Reverse mode from `output`: accumulates into .grad() of the leaves it depends on. PyTorch's
+// loss.backward() is backward(loss) here: Tensor is core's, and the backward pass is autodiff's.
+void backward(const Tensor& output, const Tensor& grad_output = Tensor(), bool create_graph = false);
 
 // d(outputs)/d(inputs) contracted with grad_outputs (ones for one-element outputs when omitted).
 // With create_graph the result is itself differentiable, for higher derivatives. An input the

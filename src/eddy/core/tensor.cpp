@@ -1,6 +1,12 @@
 #include "eddy/core/tensor.h"
 
+#include <algorithm>
+#include <iomanip>
 #include <ostream>
+
+#include "eddy/core/autograd.h"
+#include "eddy/core/backend.h"
+#include "eddy/core/tracing.h"
 
 namespace eddy {
 
@@ -62,6 +68,96 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 
 Tensor shallow_alias(const Tensor& tensor) {
   return Tensor(std::make_shared<TensorImpl>(*tensor.impl()));
+}
+
+namespace detail {
+Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  const size_t rank = shape.size(), lead = rank - t.shape().size();
+  Shape strides(rank, 0);
+  for (size_t i = 0; i < t.shape().size(); ++i) {
+    strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  }
+  return make_view(t, shape, strides, t.offset());
+}
+}  // namespace detail
+
+// ---- in-place writes and host reads: straight to the device's kernels, outside dispatch ----
+namespace {
+void check_writable(const Tensor& t, std::string_view op) {
+  EDDY_CHECK(!(GradMode::enabled() && t.requires_grad()), op,
+             ": in-place write to a tensor that requires grad; do it inside a NoGradGuard");
+}
+}  // namespace
+
+Tensor& Tensor::copy_(const Tensor& source) {
+  check_writable(*this, "copy_");
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
+  EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
+             device());
+  Shape target = shape();
+  broadcast_shapes(source.shape(), target, "copy_");
+  backend_for(device()).copy(detail::broadcast_view(source, target), *this);
+  return *this;
+}
+
+Tensor& Tensor::fill_(std::complex<double> value) {
+  check_writable(*this, "fill_");
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "fill_");
+  backend_for(device()).fill(*this, value);
+  return *this;
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(*this, "to_vector/item");
+  Tensor dense = Tensor::empty(shape(), dtype_of<T>());
+  backend_for(device()).copy(*this, dense);
+  const T* data = dense.data<T>();
+  return std::vector<T>(data, data + numel());
+}
+
+template <typename T>
+T Tensor::item() const {
+  EDDY_CHECK(numel() == 1, "item: tensor has shape ", shape(), ", not a single element");
+  return to_vector<T>()[0];
+}
+
+#define EDDY_INSTANTIATE(T)                                \
+  template std::vector<T> Tensor::to_vector<T>() const;    \
+  template T Tensor::item<T>() const;
+EDDY_INSTANTIATE(float)
+EDDY_INSTANTIATE(double)
+EDDY_INSTANTIATE(c64)
+EDDY_INSTANTIATE(c128)
+EDDY_INSTANTIATE(int32_t)
+EDDY_INSTANTIATE(int64_t)
+EDDY_INSTANTIATE(bool)
+#undef EDDY_INSTANTIATE
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) {
+  if (!t.defined()) return out << "Tensor(undefined)";
+  out << "Tensor(shape=" << t.shape() << ", dtype=" << t.dtype();
+  if (t.requires_grad()) out << ", requires_grad";
+  out << ", values=[";
+  constexpr int64_t kShown = 8;
+  const int64_t n = std::min(t.numel(), kShown);
+  // The first elements in row-major order: a dense copy when the layout is not, then a 1-D view.
+  Tensor dense = t.detach();
+  if (!dense.is_contiguous()) {
+    dense = Tensor::empty(t.shape(), t.dtype(), t.device());
+    backend_for(t.device()).copy(t, dense);
+  }
+  Tensor head = make_view(dense, {n}, {1}, dense.offset());
+  if (is_complex(t.dtype())) {
+    auto values = head.to_vector<c128>();
+    for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << values[i];
+  } else {
+    auto values = head.to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << std::setprecision(6) << values[i];
+  }
+  if (t.numel() > kShown) out << ", ...";
+  return out << "])";
 }
 
 }  // namespace eddy

@@ -15,7 +15,7 @@
 
 namespace eddy {
 
-struct AutogradMeta;  // defined in autodiff/tape.h
+struct AutogradMeta;  // defined in core/autograd.h
 struct TensorImpl;
 
 class Tensor {
@@ -49,7 +49,7 @@ class Tensor {
   template <typename T>
   std::vector<T> to_vector() const;
 
-  // ---- autodiff state ----
+  // ---- autodiff state (core/autograd.h); backward(loss), grad(outputs, ...): autodiff/tape.h ----
   bool requires_grad() const;
   // Marks a leaf as a gradient target for backward(); only inexact dtypes can.
   Tensor& requires_grad_(bool enabled = true);
@@ -59,19 +59,9 @@ class Tensor {
   void zero_grad();
   // Same data, cut from the graph and without tangents.
   Tensor detach() const;
-  // Reverse-mode from this tensor: accumulates into .grad() of the leaves it depends on.
-  void backward(const Tensor& grad_output = Tensor(), bool create_graph = false) const;
 
-  // ---- views and layout (shorthand for the ops of the same name) ----
-  Tensor contiguous() const;
-  Tensor reshape(const Shape& shape) const;
-  Tensor permute(const std::vector<int64_t>& perm) const;
-  Tensor transpose(int64_t a = -2, int64_t b = -1) const;
-  Tensor expand(const Shape& shape) const;
-  Tensor squeeze(int64_t axis) const;
-  Tensor unsqueeze(int64_t axis) const;
-  Tensor slice(int64_t axis, int64_t start, int64_t stop, int64_t step = 1) const;
-  Tensor to(DType dtype) const;
+  // Views and layout changes are ops (eddy/ops/ops.h: reshape(x, shape), transpose(x),
+  // slice(x, ...), cast(x, dtype), ...), not members: Tensor is core's, and ops sit above it.
 
   // ---- in-place, outside autodiff (for optimisers and initialisers) ----
   // Overwrites this tensor's elements (through any view) with `source`, broadcast and cast.
@@ -104,6 +94,11 @@ struct TensorImpl {
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 // A new TensorImpl sharing storage, layout and autodiff state (used to strip tangents).
 Tensor shallow_alias(const Tensor& tensor);
+
+namespace detail {
+// A view of `t` with `shape` through zero strides, for kernels (no autodiff; not an op).
+Tensor broadcast_view(const Tensor& t, const Shape& shape);
+}  // namespace detail
 
 template <typename T>
 T* Tensor::data() const {

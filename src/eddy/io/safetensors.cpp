@@ -172,7 +172,7 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
                      is_floating(found->second.dtype()),
                  source, ": \"", name, "\" is listed as complex but is not a real [..., 2] tensor");
       const Tensor& pairs = found->second;
-      found->second = complex(slice(pairs, -1, 0, 1).squeeze(-1), slice(pairs, -1, 1, 2).squeeze(-1));
+      found->second = complex(squeeze(slice(pairs, -1, 0, 1), -1), squeeze(slice(pairs, -1, 1, 2), -1));
     }
     contents.metadata.erase(complex_list);
   }

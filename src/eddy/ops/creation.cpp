@@ -1,11 +1,7 @@
-// Creation functions (constants: no inputs, so no derivatives) and the Tensor members that are
-// shorthand for ops.
+// Creation functions (constants: no inputs, so no derivatives).
 
 #include <cstring>
-#include <iomanip>
-#include <ostream>
 
-#include "eddy/autodiff/tape.h"
 #include "eddy/core/tracing.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
@@ -97,90 +93,6 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void
   impl->strides = layout;
   impl->dtype = dtype;
   return Tensor(std::move(impl));
-}
-
-// ---- Tensor members that are shorthand for ops ----
-Tensor Tensor::contiguous() const { return eddy::contiguous(*this); }
-Tensor Tensor::reshape(const Shape& s) const { return eddy::reshape(*this, s); }
-Tensor Tensor::permute(const std::vector<int64_t>& p) const { return eddy::permute(*this, p); }
-Tensor Tensor::transpose(int64_t a, int64_t b) const { return eddy::transpose(*this, a, b); }
-Tensor Tensor::expand(const Shape& s) const { return eddy::expand(*this, s); }
-Tensor Tensor::squeeze(int64_t axis) const { return eddy::squeeze(*this, axis); }
-Tensor Tensor::unsqueeze(int64_t axis) const { return eddy::unsqueeze(*this, axis); }
-Tensor Tensor::slice(int64_t axis, int64_t start, int64_t stop, int64_t step) const {
-  return eddy::slice(*this, axis, start, stop, step);
-}
-Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
-
-namespace {
-void check_writable(const Tensor& t, std::string_view op) {
-  EDDY_CHECK(!(GradMode::enabled() && t.requires_grad()), op,
-             ": in-place write to a tensor that requires grad; do it inside a NoGradGuard");
-}
-}  // namespace
-
-Tensor& Tensor::copy_(const Tensor& source) {
-  check_writable(*this, "copy_");
-  if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
-  EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
-             device());
-  Shape target = shape();
-  broadcast_shapes(source.shape(), target, "copy_");
-  backend_of(*this).copy(detail::broadcast_view(source, target), *this);
-  return *this;
-}
-
-Tensor& Tensor::fill_(std::complex<double> value) {
-  check_writable(*this, "fill_");
-  if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "fill_");
-  backend_of(*this).fill(*this, value);
-  return *this;
-}
-
-template <typename T>
-std::vector<T> Tensor::to_vector() const {
-  if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(*this, "to_vector/item");
-  Tensor dense = Tensor::empty(shape(), dtype_of<T>());
-  backend_of(*this).copy(*this, dense);
-  const T* data = dense.data<T>();
-  return std::vector<T>(data, data + numel());
-}
-
-template <typename T>
-T Tensor::item() const {
-  EDDY_CHECK(numel() == 1, "item: tensor has shape ", shape(), ", not a single element");
-  return to_vector<T>()[0];
-}
-
-#define EDDY_INSTANTIATE(T)                                \
-  template std::vector<T> Tensor::to_vector<T>() const;    \
-  template T Tensor::item<T>() const;
-EDDY_INSTANTIATE(float)
-EDDY_INSTANTIATE(double)
-EDDY_INSTANTIATE(c64)
-EDDY_INSTANTIATE(c128)
-EDDY_INSTANTIATE(int32_t)
-EDDY_INSTANTIATE(int64_t)
-EDDY_INSTANTIATE(bool)
-#undef EDDY_INSTANTIATE
-
-std::ostream& operator<<(std::ostream& out, const Tensor& t) {
-  if (!t.defined()) return out << "Tensor(undefined)";
-  out << "Tensor(shape=" << t.shape() << ", dtype=" << t.dtype();
-  if (t.requires_grad()) out << ", requires_grad";
-  out << ", values=[";
-  constexpr int64_t kShown = 8;
-  const int64_t n = std::min(t.numel(), kShown);
-  Tensor head = flatten(t.detach());
-  if (is_complex(t.dtype())) {
-    auto values = slice(head, 0, 0, n).to_vector<c128>();
-    for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << values[i];
-  } else {
-    auto values = slice(head, 0, 0, n).to_vector<double>();
-    for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << std::setprecision(6) << values[i];
-  }
-  if (t.numel() > kShown) out << ", ...";
-  return out << "])";
 }
 
 }  // namespace eddy

@@ -8,16 +8,6 @@
 namespace eddy {
 namespace detail {
 
-Tensor broadcast_view(const Tensor& t, const Shape& shape) {
-  if (t.shape() == shape) return t;
-  const size_t rank = shape.size(), lead = rank - t.shape().size();
-  Shape strides(rank, 0);
-  for (size_t i = 0; i < t.shape().size(); ++i) {
-    strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
-  }
-  return make_view(t, shape, strides, t.offset());
-}
-
 Tensor dense(const Tensor& t) {
   if (t.is_contiguous()) return t;
   Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());

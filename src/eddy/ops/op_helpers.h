@@ -16,8 +16,7 @@ inline Tensor new_output(const OutputSpec& spec, const Tensor& like) {
 
 inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
 
-// A view of `t` with `shape` through zero strides, for kernels (no autodiff; not an op).
-Tensor broadcast_view(const Tensor& t, const Shape& shape);
+// broadcast_view(t, shape), the kernel-facing zero-stride view, is core's (core/tensor.h).
 // `t` itself when dense, else a dense copy made by the backend (not an op: evals use it).
 Tensor dense(const Tensor& t);
 

@@ -137,11 +137,27 @@ const Primitive& register_primitive(Primitive primitive);
 // Every registered primitive, for the op-table test and the compiler.
 const std::deque<Primitive>& all_primitives();
 
-// The one dispatch point: every op, in every mode, goes through here.
+// The one dispatch point: every op, in every mode, goes through here. It checks the inputs,
+// infers the output and hands the call to the installed interpreter, or evaluates it eagerly
+// when none is installed (ops/dispatch.cpp).
 Tensor dispatch(const Primitive& primitive, Inputs inputs, const Attrs& attrs = {});
 inline Tensor dispatch(const Primitive& primitive, std::initializer_list<Tensor> inputs,
                        const Attrs& attrs = {}) {
   return dispatch(primitive, Inputs(inputs.begin(), inputs.size()), attrs);
 }
+
+// An interpreter receives every dispatched call, its inputs checked and its output inferred.
+// Autodiff installs one when it is linked in (autodiff/interpreter.cpp): it propagates forward-
+// mode tangents, records the reverse-mode tape, and evaluates values with eval_primitive. Ops sit
+// below autodiff, so the dispatch point calls it through this pointer instead of by name.
+using Interpreter = Tensor (*)(const Primitive& primitive, Inputs inputs, const Attrs& attrs,
+                               const OutputSpec& spec);
+void set_dispatch_interpreter(Interpreter interpreter);
+
+// Eager evaluation on the inputs' device: the primitive's eval, reported to the active trace
+// recorder (core/tracing.h) with recording paused inside, so ops an eval runs internally stay
+// inside its node.
+Tensor eval_primitive(const Primitive& primitive, Inputs inputs, const Attrs& attrs,
+                      const OutputSpec& spec);
 
 }  // namespace eddy

@@ -15,7 +15,7 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
   double sum_of_squares = 0;
   for (const Tensor& p : parameters) {
     if (p.defined() && p.grad().defined()) {
-      sum_of_squares += sum(square(abs(p.grad()).to(DType::f64))).item<double>();
+      sum_of_squares += sum(square(cast(abs(p.grad()), DType::f64))).item<double>();
     }
   }
   const double total = std::sqrt(sum_of_squares);

@@ -113,8 +113,8 @@ void write_grads(const std::vector<Tensor>& parameters, const Vector& g) {
   size_t offset = 0;
   for (const Tensor& p : parameters) {
     const auto n = static_cast<size_t>(p.numel());
-    grads.push_back(tensor(Vector(g.begin() + offset, g.begin() + offset + n), p.shape())
-                        .to(p.dtype()));
+    grads.push_back(cast(tensor(Vector(g.begin() + offset, g.begin() + offset + n), p.shape()),
+                         p.dtype()));
     offset += n;
   }
   set_grads(parameters, grads);

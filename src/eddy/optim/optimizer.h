@@ -16,7 +16,7 @@ namespace eddy::optim {
 /// A first-order optimiser over a fixed list of parameters.
 ///
 /// Parameters are leaf tensors that require gradients, of dtype float32 or float64. step() reads
-/// each parameter's `.grad()` (left there by `loss.backward()`) and writes the update into the
+/// each parameter's `.grad()` (left there by `backward(loss)`) and writes the update into the
 /// parameter in place, so the parameter tensor, and every view or alias of it, keeps its
 /// identity. A parameter whose `.grad()` is undefined (it took no part in the loss) is skipped.
 /// Updates run in the parameter's own dtype.

@@ -1,6 +1,5 @@
-// Backend registry and the CPU backend's registration and thread control.
+// The CPU backend's registration (into core's registry, core/backend.h) and thread control.
 
-#include <array>
 #include <cblas.h>
 #include <omp.h>
 
@@ -8,23 +7,14 @@
 
 namespace eddy {
 namespace {
-std::array<Backend*, kNumDeviceTypes>& backends() {
+// Registered while the program starts, as the primitives are: the backends library is linked
+// whole (src/CMakeLists.txt), so this runs in every program that links eddy.
+const bool cpu_backend_registered = [] {
   static cpu_kernels::CpuBackend cpu_backend;
-  static std::array<Backend*, kNumDeviceTypes> table{&cpu_backend, nullptr};
-  return table;
-}
+  register_backend(DeviceType::cpu, &cpu_backend);
+  return true;
+}();
 }  // namespace
-
-Backend& backend_for(Device device) {
-  Backend* backend = backends()[static_cast<int>(device.type)];
-  EDDY_CHECK(backend, "no kernels are registered for device ", device,
-             " (was eddy built with that backend?)");
-  return *backend;
-}
-
-void register_backend(DeviceType type, Backend* backend) {
-  backends()[static_cast<int>(type)] = backend;
-}
 
 void set_num_threads(int threads) {
   EDDY_CHECK(threads >= 1, "set_num_threads: need at least 1 thread, got ", threads);

@@ -1,28 +1,22 @@
-// The dispatch point. An op call runs the primitive's value computation, adds forward-mode
-// tangents level by level, and records a reverse-mode node when gradients are being tracked.
+// The autodiff interpreter, which the dispatch point (ops/dispatch.cpp) hands every op call to:
+// it evaluates the value (eval_primitive), adds forward-mode tangents level by level, and records
+// a reverse-mode node when gradients are being tracked. Installed while the program starts.
 
 #include <algorithm>
 
 #include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/tape.h"
-#include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
 
 namespace eddy {
 namespace {
 
-thread_local bool grad_mode_enabled = true;
 thread_local std::vector<int64_t> open_levels;
 int64_t next_level_id = 0;
 
 bool level_open(int64_t level) {
   return std::find(open_levels.begin(), open_levels.end(), level) != open_levels.end();
-}
-
-bool tracks_gradient(const Tensor& t) {
-  const auto& meta = t.impl()->autograd;
-  return meta && (meta->grad_fn || meta->requires_grad);
 }
 
 // Records the reverse-mode node on `out` when gradients are tracked. The node keeps the original
@@ -32,7 +26,7 @@ void record(const Primitive& primitive, Inputs original, const Attrs& attrs, con
   if (!GradMode::enabled() || !is_inexact(spec.dtype) || !primitive.vjp) return;
   bool needs_node = false;
   for (size_t i = 0; i < original.size() && !needs_node; ++i) {
-    needs_node = primitive.differentiable_input(static_cast<int>(i)) && tracks_gradient(original[i]);
+    needs_node = primitive.differentiable_input(static_cast<int>(i)) && original[i].requires_grad();
   }
   if (!needs_node) return;
   auto node = std::make_shared<Node>(
@@ -48,15 +42,10 @@ Tensor evaluate(const Primitive& primitive, Inputs original, Inputs inputs, cons
   int64_t level = -1;
   for (const Tensor& input : inputs) level = std::max(level, innermost_level(input));
   if (level < 0) {
-    TraceRecorder* recorder = active_trace_recorder();
-    Tensor out;
-    {
-      TraceRecorderScope paused(nullptr);
-      out = primitive.eval(inputs, attrs, spec);
-    }
-    // Recorded here, on tangent-free values and before any tangent rule runs, so the graph sees
-    // each value once and the rules' ops (which may use `out`) find it already recorded.
-    if (recorder) recorder->record(primitive, inputs, attrs, out);
+    // eval_primitive reports to the trace recorder here, on tangent-free values and before any
+    // tangent rule runs, so the graph sees each value once and the rules' ops (which may use
+    // `out`) find it already recorded.
+    Tensor out = eval_primitive(primitive, inputs, attrs, spec);
     record(primitive, original, attrs, spec, out);
     return out;
   }
@@ -86,40 +75,15 @@ Tensor evaluate(const Primitive& primitive, Inputs original, Inputs inputs, cons
   return out;
 }
 
-}  // namespace
-
-bool Primitive::differentiable_input(int i) const {
-  return std::find(constant_inputs.begin(), constant_inputs.end(), i) == constant_inputs.end();
-}
-
-std::deque<Primitive>& primitive_registry() {
-  static std::deque<Primitive> registry;
-  return registry;
-}
-
-const Primitive& register_primitive(Primitive primitive) {
-  primitive_registry().push_back(std::move(primitive));
-  return primitive_registry().back();
-}
-
-const std::deque<Primitive>& all_primitives() { return primitive_registry(); }
-
-Tensor dispatch(const Primitive& primitive, Inputs inputs, const Attrs& attrs) {
-  EDDY_CHECK(primitive.arity < 0 || static_cast<int>(inputs.size()) == primitive.arity,
-             primitive.name, ": expected ", primitive.arity, " inputs, got ", inputs.size());
-  EDDY_CHECK(!inputs.empty(), primitive.name, ": needs at least one input");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    EDDY_CHECK(inputs[i].defined(), primitive.name, ": input ", i, " is an undefined tensor");
-    EDDY_CHECK(inputs[i].device() == inputs[0].device(), primitive.name, ": input ", i, " is on ",
-               inputs[i].device(), " but input 0 is on ", inputs[0].device());
-  }
-  OutputSpec spec = primitive.infer(inputs, attrs);
+Tensor interpret(const Primitive& primitive, Inputs inputs, const Attrs& attrs, const OutputSpec& spec) {
   return evaluate(primitive, inputs, inputs, attrs, spec);
 }
 
-// ---- GradMode ----
-bool GradMode::enabled() { return grad_mode_enabled; }
-void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+// The autodiff library is linked whole (src/CMakeLists.txt), so every program that links it
+// installs this before main runs.
+const bool interpreter_installed = (set_dispatch_interpreter(&interpret), true);
+
+}  // namespace
 
 // ---- forward levels ----
 ForwardLevel::ForwardLevel() : id_(next_level_id++) { open_levels.push_back(id_); }
@@ -156,40 +120,5 @@ Tensor without_tangent(const Tensor& tensor, int64_t level) {
   alias.impl()->tangents.erase(alias.impl()->tangents.begin() + (it - tangents.begin()));
   return alias;
 }
-
-// ---- Tensor's autodiff members ----
-bool Tensor::requires_grad() const { return defined() && tracks_gradient(*this); }
-
-Tensor& Tensor::requires_grad_(bool enabled) {
-  check_defined();
-  auto& meta = impl_->autograd;
-  if (!enabled) {
-    EDDY_CHECK(!meta || !meta->grad_fn, "requires_grad_(false): tensor is the output of a recorded op; "
-               "use detach() instead");
-    meta.reset();
-    return *this;
-  }
-  EDDY_CHECK(is_inexact(dtype()), "requires_grad_: only floating and complex tensors can require "
-             "gradients, got ", dtype());
-  if (!meta) meta = std::make_shared<AutogradMeta>();
-  EDDY_CHECK(!meta->grad_fn, "requires_grad_: tensor is already the output of a recorded op");
-  meta->requires_grad = true;
-  return *this;
-}
-
-bool Tensor::is_leaf() const {
-  return !impl()->autograd || !impl()->autograd->grad_fn;
-}
-
-Tensor Tensor::grad() const {
-  const auto& meta = impl()->autograd;
-  return meta ? meta->grad : Tensor();
-}
-
-void Tensor::zero_grad() {
-  if (impl()->autograd) impl()->autograd->grad = Tensor();
-}
-
-Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
 
 }  // namespace eddy

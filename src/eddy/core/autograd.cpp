@@ -1,0 +1,51 @@
+// GradMode and Tensor's autodiff members: they read and write the state core/autograd.h defines.
+
+#include "eddy/core/autograd.h"
+
+namespace eddy {
+namespace {
+thread_local bool grad_mode_enabled = true;
+}  // namespace
+
+bool GradMode::enabled() { return grad_mode_enabled; }
+void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+
+bool Tensor::requires_grad() const {
+  if (!defined()) return false;
+  const auto& meta = impl_->autograd;
+  return meta && (meta->grad_fn || meta->requires_grad);
+}
+
+Tensor& Tensor::requires_grad_(bool enabled) {
+  check_defined();
+  auto& meta = impl_->autograd;
+  if (!enabled) {
+    EDDY_CHECK(!meta || !meta->grad_fn, "requires_grad_(false): tensor is the output of a recorded op; "
+               "use detach() instead");
+    meta.reset();
+    return *this;
+  }
+  EDDY_CHECK(is_inexact(dtype()), "requires_grad_: only floating and complex tensors can require "
+             "gradients, got ", dtype());
+  if (!meta) meta = std::make_shared<AutogradMeta>();
+  EDDY_CHECK(!meta->grad_fn, "requires_grad_: tensor is already the output of a recorded op");
+  meta->requires_grad = true;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  return !impl()->autograd || !impl()->autograd->grad_fn;
+}
+
+Tensor Tensor::grad() const {
+  const auto& meta = impl()->autograd;
+  return meta ? meta->grad : Tensor();
+}
+
+void Tensor::zero_grad() {
+  if (impl()->autograd) impl()->autograd->grad = Tensor();
+}
+
+Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
+
+}  // namespace eddy

@@ -1,0 +1,69 @@
+#pragma once
+// The kernel interface a device implements. Kernels know nothing of op semantics (shapes are
+// already checked, broadcasting is already expressed as zero strides, autodiff happens above);
+// a new device plugs in by implementing this class and calling register_backend. The interface
+// and the registry are core's, like the allocators' (core/storage.h), so that Tensor's own
+// members (copy_, fill_, to_vector) reach kernels without depending on a layer above; the
+// implementations are the backends layer's (backends/cpu/), which registers them when linked.
+
+#include <complex>
+#include <cstdint>
+#include <vector>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy {
+
+enum class UnaryKernel { neg, exp, log, sin, cos, tanh, sqrt, abs, sign, real, imag, conj, angle };
+enum class BinaryKernel { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, complex };
+enum class ReduceKernel { sum, prod, max, min };
+
+// An elementwise function as a plain loop over dense arrays, one per dtype it accepts (null for
+// the others). This is how a primitive brings its own CPU kernel, declared with the rest of it,
+// where the kernels above are the backend's tuned ones.
+struct ArrayFunction {
+  void (*f32)(const float* in, float* out, int64_t n) = nullptr;
+  void (*f64)(const double* in, double* out, int64_t n) = nullptr;
+  void (*c64)(const std::complex<float>* in, std::complex<float>* out, int64_t n) = nullptr;
+  void (*c128)(const std::complex<double>* in, std::complex<double>* out, int64_t n) = nullptr;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // out[i] = cast(src[i]); src has out's shape, with any strides (zero or negative included).
+  virtual void copy(const Tensor& src, const Tensor& out) = 0;
+  virtual void fill(const Tensor& out, std::complex<double> value) = 0;
+  // Operands have out's shape (broadcast views); out is dense.
+  virtual void unary(UnaryKernel kind, const Tensor& in, const Tensor& out) = 0;
+  // `function` over dense `in` (of out's shape and dtype), on the host; for CPU tensors only.
+  virtual void apply(const ArrayFunction& function, const Tensor& in, const Tensor& out) = 0;
+  virtual void binary(BinaryKernel kind, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  virtual void where(const Tensor& condition, const Tensor& a, const Tensor& b,
+                     const Tensor& out) = 0;
+  // Reduces `in` over the sorted `axes`; out is dense with in's shape and 1 on those axes.
+  virtual void reduce(ReduceKernel kind, const Tensor& in, const std::vector<int64_t>& axes,
+                      const Tensor& out) = 0;
+  // out[..., n, m] = a[..., n, k] @ b[..., k, m]; a and b are broadcast to out's batch shape.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // torch.gather semantics: out[i][j] = in[i][index[i][j]] along `axis` (index has out's shape).
+  virtual void gather(const Tensor& in, int64_t axis, const Tensor& index, const Tensor& out) = 0;
+  // out[.., k, ..] = in[.., index[k], ..] along `axis`; index is 1-D.
+  virtual void index_select(const Tensor& in, int64_t axis, const Tensor& index,
+                            const Tensor& out) = 0;
+  // out[.., index[i][j], ..] += src[i][j] along `axis`; index has src's shape.
+  virtual void scatter_add(const Tensor& out, int64_t axis, const Tensor& index,
+                           const Tensor& src) = 0;
+  // out[i] = start + i * step.
+  virtual void arange(const Tensor& out, double start, double step) = 0;
+  // Counter-based draws: element i uses Philox counter `offset + i` under key `seed`.
+  virtual void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
+  virtual void random_normal(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
+};
+
+// The kernels registered for the device's type; throws when none are.
+Backend& backend_for(Device device);
+void register_backend(DeviceType type, Backend* backend);
+
+}  // namespace eddy
