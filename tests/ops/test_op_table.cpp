@@ -291,8 +291,10 @@ bool has_real_form(const Primitive& primitive) {
   for (int i = 0; i < std::max(primitive.arity, 1); ++i) {
     inputs.push_back(primitive.differentiable_input(i) ? zeros({2}, DType::f64) : zeros({2}, DType::b8));
   }
+  Attrs attrs;
+  attrs.dtype = DType::f64;  // what cast is asked for
   try {
-    return !is_complex(primitive.infer(inputs, Attrs{.dtype = DType::f64}).dtype);
+    return !is_complex(primitive.infer(inputs, attrs).dtype);
   } catch (const Error&) {
     return false;
   }
