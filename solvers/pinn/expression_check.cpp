@@ -111,12 +111,10 @@ const std::map<std::string, FunctionSignature>& calculus_functions() {
 
 std::optional<FunctionSignature> signature_of(const std::string& name) {
   if (auto calculus = calculus_functions().find(name); calculus != calculus_functions().end()) return calculus->second;
-  for (const MathFunction& function : math_functions()) {
-    if (function.name != name) continue;
-    const size_t arity = static_cast<size_t>(function.arity);
-    return FunctionSignature{arity, arity, name + (arity == 1 ? "(a)" : "(a, b)")};
-  }
-  return std::nullopt;
+  const MathFunction* function = math_function_named(name);
+  if (!function) return std::nullopt;
+  const size_t arity = static_cast<size_t>(function->arity);
+  return FunctionSignature{arity, arity, name + (arity == 1 ? "(a)" : "(a, b)")};
 }
 
 std::vector<std::string> function_names() {

@@ -445,12 +445,10 @@ class Evaluator {
       for (size_t k = 1; k < a.vector.size(); ++k) sum = sum + a.vector[k] * b.vector[k];
       return {sum};
     }
-    for (const MathFunction& function : math_functions()) {
-      if (function.name != name) continue;
-      const Tensor x = scalar_of(source, *arguments[0]);
-      return {function.arity == 1 ? function.unary(x) : function.binary(x, scalar_of(source, *arguments[1]))};
-    }
-    throw Error(cat("internal: the expression checker admitted an unknown function '", name, "'"));
+    const MathFunction* function = math_function_named(name);
+    EDDY_CHECK(function, "internal: the expression checker admitted an unknown function '", name, "'");
+    const Tensor x = scalar_of(source, *arguments[0]);
+    return {function->arity == 1 ? function->unary(x) : function->binary(x, scalar_of(source, *arguments[1]))};
   }
 
   EvaluationState& state_;

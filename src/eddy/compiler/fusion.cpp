@@ -306,7 +306,7 @@ class Rematerializer {
 }  // namespace
 
 Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node) {
-  if (node.primitive->name != "sum") return Epilogue::none;
+  if (!node.primitive->additive_reduction) return Epilogue::none;
   const ValueInfo& input = graph.value(node.inputs[0]);
   if (input.dtype != DType::f32 && input.dtype != DType::f64) return Epilogue::none;
   // One output element sums every input element, whichever axes were named.

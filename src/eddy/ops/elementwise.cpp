@@ -68,14 +68,6 @@ void check_array_function_dtype(std::string_view op, const Tensor& t, const Arra
   check_dtype(op, t, accepted, f.c64 ? "a floating or complex tensor" : "a float32 or float64 tensor");
 }
 
-// Rules of holomorphic unary functions: jvp = t * f'(x), vjp = g * conj(f'(x)).
-std::pair<JvpRule, VjpRule> holomorphic_rules(Tensor (*derivative)(const Tensor&)) {
-  return {[derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
-          [derivative](Inputs in, const Attrs&, int, const Tensor& g) {
-            return g * conj(derivative(in[0]));
-          }};
-}
-
 // Unary primitive whose output has the input's dtype (or `real_output`: the real dtype).
 Primitive unary_declaration(const UnaryBasics& basics, void (*check)(std::string_view, const Tensor&), JvpRule jvp,
                             VjpRule vjp, bool real_output = false, bool linear = false) {
@@ -107,10 +99,13 @@ Primitive unary_declaration(const UnaryBasics& basics, void (*check)(std::string
   return p;
 }
 
-// A holomorphic unary function of floating or complex tensors, from its derivative f'(x).
+// A holomorphic unary function of floating or complex tensors, from its derivative f'(x):
+// jvp = t * f'(x), vjp = g * conj(f'(x)).
 Primitive holomorphic(const UnaryBasics& basics, Tensor (*derivative)(const Tensor&)) {
-  auto [jvp, vjp] = holomorphic_rules(derivative);
-  return unary_declaration(basics, require_inexact, jvp, vjp);
+  return unary_declaration(
+      basics, require_inexact,
+      [derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
+      [derivative](Inputs in, const Attrs&, int, const Tensor& g) { return g * conj(derivative(in[0])); });
 }
 
 // A holomorphic unary primitive whose derivative is also available from its output y = f(x):
@@ -408,6 +403,13 @@ std::span<const MathFunction> math_functions() {
 #include "eddy/ops/math_functions.def"
   };
   return list;
+}
+
+const MathFunction* math_function_named(std::string_view name) {
+  for (const MathFunction& function : math_functions()) {
+    if (function.name == name) return &function;
+  }
+  return nullptr;
 }
 
 

@@ -79,6 +79,8 @@ struct MathFunction {
   Tensor (*binary)(const Tensor& a, const Tensor& b);  // arity 2
 };
 std::span<const MathFunction> math_functions();
+// The row named `name`, or null.
+const MathFunction* math_function_named(std::string_view name);
 Tensor pow(const Tensor& a, double exponent);
 
 // Comparisons return bool tensors and carry no derivative.

@@ -123,6 +123,9 @@ struct Primitive {
   bool elementwise = false;
   // Linear in each input on its own (mul, matmul): Taylor mode's product rule applies.
   bool bilinear = false;
+  // A reduction that adds its elements up from 0 (sum): the compiler may fold it into the end of
+  // a fused loop, accumulating as the loop goes.
+  bool additive_reduction = false;
   CostClass cost = CostClass::unset;
   Lowering lowering;  // elementwise primitives only
   // The placements of the output given the inputs' (and their shapes, through Inputs), on one

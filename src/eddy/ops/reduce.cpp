@@ -39,6 +39,7 @@ const Primitive& reduction(std::string_view name, ReduceKernel kernel, bool real
   Primitive p;
   p.name = name;
   p.cost = CostClass::reduction;
+  p.additive_reduction = kernel == ReduceKernel::sum;
   p.linear = linear;
   p.infer = [=](Inputs in, const Attrs& attrs) {
     check_dtype(name, in[0], in[0].dtype() != DType::b8, "a numeric (non-bool) tensor");
