@@ -152,6 +152,16 @@ void bind_ops(py::module_& m) {
         return randn(shape_of(shape), dtype_or(dtype, DType::f32), generator_of(generator));
       },
       py::arg("shape"), py::arg("dtype") = py::none(), py::arg("generator") = py::none());
+  m.def("random_key", &random_key, py::arg("seed"), py::arg("offset") = 0,
+        "An explicit random key [seed, offset] (int64) for uniform() and normal().");
+  m.def("uniform", [](const Tensor& key, const py::object& shape, const py::object& dtype) {
+        return uniform(key, shape_of(shape), dtype_or(dtype, DType::f32));
+      },
+      py::arg("key"), py::arg("shape"), py::arg("dtype") = py::none());
+  m.def("normal", [](const Tensor& key, const py::object& shape, const py::object& dtype) {
+        return normal(key, shape_of(shape), dtype_or(dtype, DType::f32));
+      },
+      py::arg("key"), py::arg("shape"), py::arg("dtype") = py::none());
 
   // ---- elementwise ----
   // The math functions of the op list (eddy/ops/math_functions.def), each under its own name.

@@ -38,7 +38,7 @@ TrainingStep::TrainingStep(PinnState& state, bool compiled, std::function<void(c
 
 // Inputs: the sample tensors, then one weight per condition. Outputs: the loss, the terms, the
 // causal weights of the causal conditions, the gradients.
-std::vector<Tensor> TrainingStep::objective(const std::vector<Tensor>& inputs) {
+std::vector<Tensor> TrainingStep::objective(const std::vector<Tensor>& inputs) const {
   size_t next = 0;
   const std::vector<SampledCondition> samples = samples_from(state_.samples(), inputs, next);
   const std::vector<Tensor> weights(inputs.begin() + static_cast<std::ptrdiff_t>(next), inputs.end());
@@ -53,10 +53,18 @@ std::vector<Tensor> TrainingStep::objective(const std::vector<Tensor>& inputs) {
   return outputs;
 }
 
-StepEvaluation TrainingStep::evaluate() {
+std::vector<Tensor> TrainingStep::inputs() const {
   std::vector<Tensor> inputs = sample_tensors(state_.samples());
   for (const Tensor& weight : state_.weight_tensors()) inputs.push_back(weight);
-  const std::vector<Tensor> outputs = function_(inputs);
+  return inputs;
+}
+
+compiler::Trace TrainingStep::trace(const std::vector<Tensor>& inputs, compiler::Evaluation evaluation) const {
+  return compiler::trace([this](const std::vector<Tensor>& in) { return objective(in); }, inputs, evaluation);
+}
+
+StepEvaluation TrainingStep::evaluate() {
+  const std::vector<Tensor> outputs = function_(inputs());
 
   StepEvaluation evaluation;
   size_t next = 0;

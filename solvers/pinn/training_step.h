@@ -33,8 +33,14 @@ class TrainingStep {
   // Also records the causal weights in the state, as PinnState::loss does.
   StepEvaluation evaluate();
 
+  // The step's inputs at the state's current samples and loss weights.
+  std::vector<Tensor> inputs() const;
+  // The step's graph on `inputs`, as compile captures it; abstractly, no kernel runs, which is
+  // how a step is captured for a machine that is not this one.
+  compiler::Trace trace(const std::vector<Tensor>& inputs, compiler::Evaluation evaluation) const;
+
  private:
-  std::vector<Tensor> objective(const std::vector<Tensor>& inputs);
+  std::vector<Tensor> objective(const std::vector<Tensor>& inputs) const;
 
   PinnState& state_;
   std::vector<Tensor> trainable_;

@@ -13,6 +13,7 @@
 #include "eddy/compiler/cuda_runner.h"
 #include "eddy/compiler/fusion.h"
 #include "eddy/compiler/nvrtc.h"
+#include "eddy/compiler/passes.h"
 #include "eddy/compiler/trace.h"
 #include "eddy/eddy.h"
 #include "support/expect_error.h"
@@ -78,9 +79,11 @@ Case case_named(const std::string& name) {
 }
 
 // The one fused loop of a traced case, and its inputs in the order the kernel takes them: the
-// function's inputs and the constants it made.
+// function's inputs and the constants it made (creation nodes folded to constants first, as
+// Program does before fusing; value ids stay what they were).
 std::pair<KernelPlan, TensorList> only_kernel(const Trace& traced, const TensorList& inputs) {
-  const Graph& graph = traced.graph;
+  Graph graph = traced.graph;
+  fold_constants(graph);
   const std::vector<FusionGroup> groups = plan_fusion(graph);
   EXPECT_EQ(groups.size(), 1u) << graph.to_string();
   KernelPlan plan = plan_kernel(graph, groups.at(0), "eddy_fused_0");

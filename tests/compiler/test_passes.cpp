@@ -121,7 +121,7 @@ const Primitive& primitive_named(std::string_view name) {
 
 TEST(DeadCode, DropsUnusedBranchesAndTheConstantsOnlyTheyUsed) {
   const Graph original = capture([](const Tensors& in) {
-    Tensor unused = exp(in[0]) * 3.0;
+    Tensor unused = exp(in[0]) * tensor<double>({3.0});
     return Tensors{sin(in[0])};
   }, {{4, 3}});
   ASSERT_EQ(original.captured.size(), 1u);
@@ -162,14 +162,16 @@ TEST(CommonSubexpressions, KeepsNodesWhoseAttrsDiffer) {
       << optimized.to_string();
 }
 
+// Host data is captured; creation ops are nodes, merged when their Attrs are equal bytes.
 TEST(CommonSubexpressions, MergesSmallConstantsWithIdenticalBytesOnly) {
   const Graph original = capture([](const Tensors& in) {
     const Tensor &x = in[0], &y = in[1];
-    Tensor twos = x * 2.0 + y * 2.0;                 // one 2.0 left
-    Tensor zeros = x * 0.0 + x * -0.0;               // -0 and +0 differ in their bytes
-    Tensor small = x * full({64}, 3.0, DType::f64) + x * full({64}, 3.0, DType::f64);
+    auto host = [](int64_t n, double value) { return tensor(std::vector<double>(static_cast<size_t>(n), value)); };
+    Tensor twos = x * host(1, 2.0) + y * host(1, 2.0);      // one 2.0 left
+    Tensor zeros = x * host(1, 0.0) + x * host(1, -0.0);    // -0 and +0 differ in their bytes
+    Tensor small = x * host(64, 3.0) + x * host(64, 3.0);
     Tensor total = sum(x);
-    Tensor large = total * full({65}, 3.0, DType::f64) + total * full({65}, 3.0, DType::f64);
+    Tensor large = total * host(65, 3.0) + total * host(65, 3.0);
     return Tensors{twos, zeros, small, large};
   }, {{64}, {64}});
   ASSERT_EQ(original.captured.size(), 8u);
@@ -179,6 +181,17 @@ TEST(CommonSubexpressions, MergesSmallConstantsWithIdenticalBytesOnly) {
   // x * small is merged into one node, the rest stay: 2 + 2 + 1 + 2 products.
   EXPECT_EQ(count_of(optimized, "mul"), 7)
       << optimized.to_string();
+}
+
+TEST(CommonSubexpressions, MergesCreationNodesWithEqualAttrsOnly) {
+  const Graph original = capture([](const Tensors& in) {
+    const Tensor& x = in[0];
+    return Tensors{x * 2.0 + x * 2.0, x * 0.0 + x * -0.0, x * full({64}, 3.0, DType::f64) + x * full({64}, 3.0, DType::f64)};
+  }, {{64}});
+  EXPECT_EQ(count_of(original, "full"), 6);
+  Graph optimized = after(original, eliminate_common_subexpressions);
+  // One 2, both zeros (-0 and +0 are different fill values), one block of 3s.
+  EXPECT_EQ(count_of(optimized, "full"), 4) << optimized.to_string();
 }
 
 // A payload is state no comparison sees into (a checkpoint's closure); built by hand because a
@@ -269,18 +282,20 @@ TEST(Simplify, IntegerZerosAreIdentitiesWhicheverTheirSide) {
     const Tensor zero = scalar(0, DType::i64);
     return Tensors{add(zero, in[0]), add(in[0], zero), in[0] * scalar(1, DType::i64)};
   }, {{5}}, DType::i64);
-  Graph optimized = after(original, [](Graph& g) { simplify_algebra(g); });
+  // The creation nodes of the constants are left for dead-code elimination.
+  Graph optimized = after(original, [](Graph& g) { simplify_algebra(g); eliminate_dead_code(g); });
   EXPECT_TRUE(optimized.nodes.empty()) << optimized.to_string();
 }
 
 TEST(Simplify, RewritesToCheaperNodes) {
   const Graph negated = capture([](const Tensors& in) { return Tensors{in[0] * -1.0 + -1.0 * in[0]}; }, {{4}});
-  Graph optimized = after(negated, [](Graph& g) { simplify_algebra(g); });
+  // Here and below, the creation nodes of the constants are left for dead-code elimination.
+  Graph optimized = after(negated, [](Graph& g) { simplify_algebra(g); eliminate_dead_code(g); });
   EXPECT_EQ(primitive_names(optimized), (Names{"neg", "neg", "add"})) << optimized.to_string();
 
   // pow's libm result may be an ulp away from the correctly rounded x * x.
   const Graph squared = capture([](const Tensors& in) { return Tensors{pow(in[0], 2.0)}; }, {{4}});
-  optimized = after(squared, [](Graph& g) { simplify_algebra(g); }, 1e-15);
+  optimized = after(squared, [](Graph& g) { simplify_algebra(g); eliminate_dead_code(g); }, 1e-15);
   ASSERT_EQ(primitive_names(optimized), Names{"mul"});
   EXPECT_EQ(optimized.nodes[0].inputs, (std::vector<ValueId>{optimized.inputs[0], optimized.inputs[0]}));
 
@@ -363,7 +378,7 @@ TEST(Optimize, DisabledPassesChangeNothing) {
   {
     DisabledPasses some("simplify,fold");
     Graph graph = after(original, optimize);
-    EXPECT_EQ(primitive_names(graph), (Names{"sin", "mul", "add", "exp", "add"})) << graph.to_string();
+    EXPECT_EQ(primitive_names(graph), (Names{"sin", "full", "mul", "add", "exp", "add"})) << graph.to_string();
   }
   Graph graph = after(original, optimize);
   EXPECT_EQ(primitive_names(graph), (Names{"sin", "add", "add"})) << graph.to_string();

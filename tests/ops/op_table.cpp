@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "eddy/compiler/compile.h"
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/distributed_fft.h"
 #include "eddy/fft/fft.h"
@@ -361,6 +362,35 @@ std::vector<OpCase> build_table() {
                   [](const std::vector<Tensor>& x) { return norm(x[0], {1}); }));
   t.push_back(row("mse_loss", {"sub", "mul", "sum"}, kReal, normal_inputs({{3, 4}, {3, 4}}),
                   [](const std::vector<Tensor>& x) { return mse_loss(x[0], x[1]); }));
+
+  // ---- creation (constants: the rows check the ops that use them) ----
+  t.push_back(row("creation", {"full", "arange", "eye"}, kReal, normal_inputs({{3, 3}}),
+                  [](const std::vector<Tensor>& x) {
+                    const DType d = x[0].dtype();
+                    return x[0] * full({3, 3}, 2.5, d) + x[0] * reshape(arange(-4, 5, 1, d), {3, 3}) +
+                           matmul(eye(3, d), x[0]) + x[0] * linspace(0, 1, 3, d);
+                  },
+                  true));
+  t.push_back(row("keyed_random", {"uniform", "normal"}, kReal, normal_inputs({{3, 4}}),
+                  [](const std::vector<Tensor>& x) {
+                    // Drawn in float64 for every dtype: the rows' float32 values are checked against float64.
+                    const DType d = x[0].dtype();
+                    return x[0] * cast(eddy::uniform(random_key(5), {3, 4}, DType::f64), d) +
+                           x[0] * cast(normal(random_key(5, 12), {4}, DType::f64), d);
+                  },
+                  true));
+
+  // ---- a compiled function, called as one primitive with rules ----
+  {
+    auto compiled = std::make_shared<CompiledFunction>([](const std::vector<Tensor>& x) {
+      return std::vector<Tensor>{tanh(x[0] * x[1]) + sum(exp(x[0]), {0}) * x[1], x[0]};
+    });
+    t.push_back(row("compiled_call", {"compiled_call"}, kReal, normal_inputs({{3, 4}, {4}}),
+                    [compiled](const std::vector<Tensor>& x) {
+                      const std::vector<Tensor> outputs = (*compiled)(x);
+                      return outputs[0] * outputs[1];
+                    }));
+  }
   return t;
 }
 

@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
+#include "eddy/compiler/compile.h"
 #include "op_table.h"
+#include "support/scoped_env.h"
 
 namespace eddy::testing {
 namespace {
@@ -256,6 +259,22 @@ TEST_P(OpLinearTest, TransposeIdentity) {
 
 std::string row_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
 
+// The rows again with their functions compiled (eddy::compile): derivatives of a compiled
+// function come from the compiled-call primitive's rules and must pass the checks the eager
+// function passes. Fusion is off because the rules differentiate the graph, not the kernels, and
+// each row would otherwise wait for the system compiler.
+std::vector<OpCase> compiled(std::vector<OpCase> rows) {
+  for (OpCase& op : rows) {
+    auto function = std::make_shared<CompiledFunction>([fn = op.fn](const TensorList& x) { return TensorList{fn(x)}; });
+    op.fn = [function](const TensorList& x) {
+      const ScopedEnv no_fusion("EDDY_COMPILER_DISABLE", "fusion");
+      return (*function)(x)[0];
+    };
+    op.name = "compiled_" + op.name;
+  }
+  return rows;
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, OpTableTest, ::testing::ValuesIn(op_table()), row_name);
 // Comparisons have bool outputs and so no derivatives; they are covered by ForwardValues.
 INSTANTIATE_TEST_SUITE_P(Ops, OpDerivativeTest,
@@ -263,6 +282,12 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpDerivativeTest,
                          row_name);
 INSTANTIATE_TEST_SUITE_P(Ops, OpMixedModeTest,
                          ::testing::ValuesIn(rows_where([](const OpCase& op) { return op.max_order >= 2; })),
+                         row_name);
+INSTANTIATE_TEST_SUITE_P(Compiled, OpDerivativeTest,
+                         ::testing::ValuesIn(compiled(rows_where([](const OpCase& op) { return op.max_order > 0; }))),
+                         row_name);
+INSTANTIATE_TEST_SUITE_P(Compiled, OpMixedModeTest,
+                         ::testing::ValuesIn(compiled(rows_where([](const OpCase& op) { return op.max_order >= 2; }))),
                          row_name);
 INSTANTIATE_TEST_SUITE_P(Ops, OpLinearTest,
                          ::testing::ValuesIn(rows_where([](const OpCase& op) { return op.linear; })),

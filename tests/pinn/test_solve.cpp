@@ -589,6 +589,39 @@ TEST_F(CompiledStepTest, TheCompiledStepGivesTheEagerGradientsAsParametersMove) 
   }
 }
 
+// A whole training step (residuals with their derivatives, causal weights, every condition, the
+// gradient of the loss) traced abstractly: no kernel runs, and the graph is the one the eager
+// trace records, node for node, with the same captured parameters.
+TEST_F(CompiledStepTest, AnAbstractTraceOfTheStepRunsNoKernelAndMatchesTheEagerTrace) {
+  const Problem p = problem(kHeat, {"parameters.kappa={learnable: true, initial: 0.2}",
+                                    "training.causal={chunks: 4, epsilon: 1}"});
+  PinnState state(p);
+  state.sample(0);
+  const TrainingStep step(state, true, {});
+  const std::vector<Tensor> inputs = step.inputs();
+  const compiler::Trace eager = step.trace(inputs, compiler::Evaluation::concrete);
+  const uint64_t kernels_before = kernel_evaluations();
+  const compiler::Trace abstract = step.trace(inputs, compiler::Evaluation::abstract);
+  EXPECT_EQ(kernel_evaluations(), kernels_before);
+
+  EXPECT_GT(eager.graph.nodes.size(), 100u);
+  EXPECT_EQ(abstract.graph.to_string(), eager.graph.to_string());
+  ASSERT_EQ(abstract.graph.captured.size(), eager.graph.captured.size());
+  for (size_t i = 0; i < eager.graph.captured.size(); ++i) {
+    const compiler::CapturedTensor &a = abstract.graph.captured[i], &e = eager.graph.captured[i];
+    EXPECT_EQ(a.id, e.id) << i;
+    ASSERT_EQ(a.constant, e.constant) << i;
+    // Parameters are the same tensors; constants made from host numbers are made anew each time.
+    if (e.constant) {
+      EXPECT_EQ(a.tensor.to_vector<double>(), e.tensor.to_vector<double>()) << i;
+    } else {
+      EXPECT_TRUE(a.tensor.same(e.tensor)) << i;
+    }
+  }
+  EXPECT_EQ(abstract.graph.outputs, eager.graph.outputs);
+  for (const Tensor& output : abstract.outputs) EXPECT_TRUE(output.is_abstract());
+}
+
 // The same runs, eager and compiled, with every input the step takes or holds: interior, initial
 // and Dirichlet points resampled every 5 steps, points added by refinement (a new shape, so a
 // second trace), grad_norm weights, causal weights and a learnable equation parameter. Adam in

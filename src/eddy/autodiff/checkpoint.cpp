@@ -18,6 +18,7 @@ namespace {
 struct Segment {
   MultiFunction fn;
   std::vector<Shape> output_shapes;
+  DType dtype = DType::f32;  // of every output
   // The packed outputs, computed before dispatch (infer needs their shape) and handed to eval.
   Tensor forward_value;
   // The engine asks for one input's cotangent at a time, all with the same output cotangent; one
@@ -80,10 +81,13 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
   p.name = "checkpoint";
   p.cost = CostClass::opaque;
   p.arity = -1;
+  // From the shapes, not the value, which eval hands out once: a compiled function's derivative
+  // rules replay the node through dispatch (compiler/compiled_call.cpp).
   p.infer = [](Inputs, const Attrs& attrs) {
-    const Tensor& value = segment_of(attrs).forward_value;
-    EDDY_CHECK(value.defined(), "checkpoint: a segment's node evaluates once, when checkpoint() records it");
-    return OutputSpec{value.shape(), value.dtype()};
+    const Segment& segment = segment_of(attrs);
+    int64_t elements = 0;
+    for (const Shape& shape : segment.output_shapes) elements += numel(shape);
+    return OutputSpec{{elements}, segment.dtype};
   };
   // A detached view: the value may alias a segment input, whose graph state must stay its own.
   // A compiled program replays the node without checkpoint() having run first: then it runs
@@ -130,6 +134,7 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
                  "dtype; output 0 is ", outputs[0].dtype(), " but output ", i, " is ", outputs[i].dtype());
       state->output_shapes.push_back(outputs[i].shape());
     }
+    state->dtype = outputs[0].dtype();
     state->forward_value = pack(outputs);
   }
   Attrs attrs;

@@ -112,11 +112,12 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
   const int64_t n = x.numel();
   Shape out_shape;
   std::vector<Tensor> columns;
+  // Directions are rows of an identity, built with ops (not written in place), so a jacobian
+  // inside a captured function is captured too.
   if (mode == JacobianMode::forward) {
+    const Tensor basis = eye(n, x.dtype());
     for (int64_t i = 0; i < n; ++i) {
-      Tensor direction = zeros({n}, x.dtype());
-      slice(direction, 0, i, i + 1).fill_(1.0);
-      auto [out, tangent] = jvp(f, x, reshape(direction, x.shape()));
+      auto [out, tangent] = jvp(f, x, reshape(slice(basis, 0, i, i + 1), x.shape()));
       out_shape = out.shape();
       columns.push_back(flatten(tangent));
     }
@@ -128,10 +129,9 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
   }
   Tensor out = f(x.detach());
   const int64_t m = out.numel();
+  const Tensor basis = eye(m, out.dtype());
   for (int64_t j = 0; j < m; ++j) {
-    Tensor direction = zeros({m}, out.dtype());
-    slice(direction, 0, j, j + 1).fill_(1.0);
-    auto [value, row] = vjp(f, x, reshape(direction, out.shape()));
+    auto [value, row] = vjp(f, x, reshape(slice(basis, 0, j, j + 1), out.shape()));
     columns.push_back(flatten(row));
   }
   Shape shape = out.shape();

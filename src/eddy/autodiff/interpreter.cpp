@@ -1,6 +1,6 @@
-// The autodiff interpreter, which the dispatch point (ops/dispatch.cpp) hands every op call to:
-// it evaluates the value (eval_primitive), adds forward-mode tangents level by level, and records
-// a reverse-mode node when gradients are being tracked. Installed while the program starts.
+// The autodiff interpreter, the top of every interpreter stack (ops/primitive.h): it has the
+// value computed by the interpreters below, adds forward-mode tangents level by level, and
+// records a reverse-mode node when gradients are being tracked. Installed while the program starts.
 
 #include <algorithm>
 
@@ -37,15 +37,15 @@ void record(const Primitive& primitive, Inputs original, const Attrs& attrs, con
 // The value at every level from `level` inwards, plus its tangent at `level`. The value is
 // connected to the reverse graph before any tangent rule runs, so rules that use the output
 // (jvp_from_output) stay differentiable in reverse mode (reverse-over-forward).
-Tensor evaluate(const Primitive& primitive, Inputs original, Inputs inputs, const Attrs& attrs,
-                const OutputSpec& spec) {
+Tensor evaluate(const Interpreter& self, const Primitive& primitive, Inputs original, Inputs inputs,
+                const Attrs& attrs, const OutputSpec& spec) {
   int64_t level = -1;
   for (const Tensor& input : inputs) level = std::max(level, innermost_level(input));
   if (level < 0) {
-    // eval_primitive reports to the trace recorder here, on tangent-free values and before any
-    // tangent rule runs, so the graph sees each value once and the rules' ops (which may use
-    // `out`) find it already recorded.
-    Tensor out = eval_primitive(primitive, inputs, attrs, spec);
+    // A graph recorder below sees the call here, on tangent-free values and before any tangent
+    // rule runs, so the graph has each value once and the rules' ops (which may use `out`) find
+    // it already recorded.
+    Tensor out = interpret_below(self, OpCall{primitive, inputs, attrs, spec});
     record(primitive, original, attrs, spec, out);
     return out;
   }
@@ -53,7 +53,7 @@ Tensor evaluate(const Primitive& primitive, Inputs original, Inputs inputs, cons
   std::vector<Tensor> primals;
   primals.reserve(inputs.size());
   for (const Tensor& input : inputs) primals.push_back(without_tangent(input, level));
-  Tensor out = evaluate(primitive, original, primals, attrs, spec);
+  Tensor out = evaluate(self, primitive, original, primals, attrs, spec);
   if (!is_inexact(spec.dtype) || !primitive.jvp) return out;
 
   // Output rules see an alias of the value: the tangent is attached to `out` and must not hold
@@ -75,13 +75,18 @@ Tensor evaluate(const Primitive& primitive, Inputs original, Inputs inputs, cons
   return out;
 }
 
-Tensor interpret(const Primitive& primitive, Inputs inputs, const Attrs& attrs, const OutputSpec& spec) {
-  return evaluate(primitive, inputs, inputs, attrs, spec);
-}
+class AutodiffInterpreter final : public Interpreter {
+ public:
+  Tensor interpret(const OpCall& call) override {
+    return evaluate(*this, call.primitive, call.inputs, call.inputs, call.attrs, call.spec);
+  }
+};
+
+AutodiffInterpreter autodiff;
 
 // The autodiff library is linked whole (src/CMakeLists.txt), so every program that links it
 // installs this before main runs.
-const bool interpreter_installed = (set_dispatch_interpreter(&interpret), true);
+const bool interpreter_installed = (set_top_interpreter(&autodiff), true);
 
 }  // namespace
 

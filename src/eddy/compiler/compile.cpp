@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/compiler/compiled_call.h"
 #include "eddy/core/tracing.h"
 
 namespace eddy {
@@ -57,7 +58,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   // Inside another capture, run eagerly so the outer graph records these ops as its own.
   if (active_trace_recorder()) return function_(inputs);
   const std::string key = signature(inputs);
-  if (auto found = programs_.find(key); found != programs_.end()) return found->second->run(inputs);
+  if (auto found = programs_.find(key); found != programs_.end()) return run(found->second, inputs);
 
   const auto start = std::chrono::steady_clock::now();
   compiler::Trace traced = compiler::trace(function_, inputs);
@@ -77,10 +78,15 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
               << (stats_.last.kernels_from_cache ? "" : std::to_string(stats_.last.compile_seconds) + " s")
               << "; total " << stats_.trace_seconds << " s\n";
   }
-  // The eager outputs are this call's results, without the history later calls cannot have.
-  std::vector<Tensor> outputs;
-  for (const Tensor& t : traced.outputs) outputs.push_back(t.detach());
-  return outputs;
+  if (compiler::needs_derivatives(*program, inputs)) return run(program, inputs);
+  // The eager outputs are this call's results: trace() cut them from its run's history.
+  return traced.outputs;
+}
+
+std::vector<Tensor> CompiledFunction::run(const std::shared_ptr<compiler::Program>& program,
+                                          const std::vector<Tensor>& inputs) const {
+  if (compiler::needs_derivatives(*program, inputs)) return compiler::call_with_derivatives(program, inputs);
+  return program->run(inputs);
 }
 
 CompiledFunction compile(compiler::TensorFunction function) { return CompiledFunction(std::move(function)); }

@@ -5,8 +5,11 @@
 // signature run the compiled program. A new signature retraces.
 //
 // Captured tensors (model parameters used inside the function) are read by reference on every
-// call, so an optimiser that updates them in place between calls is seen. Results carry no
-// autodiff history: put grad() inside the function to capture a training step whole.
+// call, so an optimiser that updates them in place between calls is seen. Results carry
+// derivatives as the eager function's would, with respect to the inputs and the captured tensors
+// that require gradients, to any order in both modes (compiler/compiled_call.h); the compiled
+// kernels give the values, the derivatives are the graph's ops run eagerly. To have a backward
+// pass compiled too, put grad() inside the function: a training step is captured whole.
 
 #include <map>
 #include <memory>
@@ -36,6 +39,8 @@ class CompiledFunction {
   const compiler::Program* program_for(const std::vector<Tensor>& inputs) const;
 
  private:
+  std::vector<Tensor> run(const std::shared_ptr<compiler::Program>& program, const std::vector<Tensor>& inputs) const;
+
   compiler::TensorFunction function_;
   std::map<std::string, std::shared_ptr<compiler::Program>> programs_;  // by signature
   CompileStats stats_;

@@ -50,7 +50,9 @@ json attrs_json(const Attrs& attrs) {
   return {{"shape", attrs.shape}, {"axes", attrs.axes},         {"lo", attrs.lo},
           {"hi", attrs.hi},       {"step", attrs.step},         {"axis", attrs.axis},
           {"keepdims", attrs.keepdims}, {"inverse", attrs.inverse}, {"scale", attrs.scale},
-          {"dtype", std::string(dtype_name(attrs.dtype))}};
+          {"dtype", std::string(dtype_name(attrs.dtype))},
+          {"device", {static_cast<int>(attrs.device.type), attrs.device.index}},
+          {"value", {attrs.value.number.real(), attrs.value.number.imag()}}};
 }
 
 DType dtype_named(const std::string& name, const std::string& where) {
@@ -72,6 +74,18 @@ Attrs attrs_from(const json& node, const std::string& where) {
   attrs.inverse = node.at("inverse").get<bool>();
   attrs.scale = node.at("scale").get<double>();
   attrs.dtype = dtype_named(node.at("dtype").get<std::string>(), where + ".dtype");
+  // Absent from files written before creation ops were graph nodes, which need neither.
+  if (node.contains("device")) {
+    const auto device = node.at("device").get<std::vector<int>>();
+    EDDY_CHECK(device.size() == 2 && device[0] >= 0 && device[0] < kNumDeviceTypes, where,
+               ".device: expected [type, index] with type below ", kNumDeviceTypes);
+    attrs.device = Device{static_cast<DeviceType>(device[0]), device[1]};
+  }
+  if (node.contains("value")) {
+    const auto value = node.at("value").get<std::vector<double>>();
+    EDDY_CHECK(value.size() == 2, where, ".value: expected [real, imaginary], got ", value.size(), " numbers");
+    attrs.value = std::complex<double>(value[0], value[1]);
+  }
   return attrs;
 }
 

@@ -43,8 +43,10 @@ class Simplifier {
     for (GraphNode& node : graph_.nodes) {
       // Redirected as we go, so a rule sees through the rewrites before it (neg(neg(x * 1))).
       for (ValueId& input : node.inputs) input = replacement[static_cast<size_t>(input)];
-      changed = rewrite_in_place(node) || changed;
-      if (std::optional<ValueId> same = equivalent_value(node)) {
+      // Every rule is about an op's inputs; creation ops have none (fold_constants takes them).
+      const bool has_inputs = !node.inputs.empty();
+      changed = (has_inputs && rewrite_in_place(node)) || changed;
+      if (std::optional<ValueId> same = has_inputs ? equivalent_value(node) : std::nullopt) {
         replacement[static_cast<size_t>(node.output)] = *same;
         changed = true;
         continue;
@@ -72,7 +74,10 @@ class Simplifier {
     return &kept_[static_cast<size_t>(position)];
   }
 
+  // A one-element constant: captured, or made by a creation node (fold_constants folds those,
+  // but simplify runs first).
   std::optional<c128> constant_scalar(ValueId id) const {
+    if (const GraphNode* fill = produced_by(id, "full"); fill && numel(info(id).shape) == 1) return fill->attrs.value;
     const int position = constant_at_[static_cast<size_t>(id)];
     if (position < 0) return std::nullopt;
     const Tensor& tensor = graph_.captured[static_cast<size_t>(position)].tensor;

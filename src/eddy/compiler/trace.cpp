@@ -1,6 +1,8 @@
 #include "eddy/compiler/trace.h"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -9,30 +11,11 @@
 namespace eddy::compiler {
 namespace {
 
-// Values are found by what they are (storage and layout), not by handle: autodiff makes fresh
-// handles of the same value (detach, tangent-stripping aliases), and all of them must resolve to
-// the one graph value. A weak reference tells a dead storage from a new one at the same address.
-struct Placement {
-  std::weak_ptr<Storage> storage;
-  int64_t offset;
-  Shape shape;
-  Shape strides;
-  DType dtype;
-  ValueId id;
-
-  bool matches(const Tensor& t) const {
-    return !storage.expired() && offset == t.offset() && shape == t.shape() && strides == t.strides() &&
-           dtype == t.dtype();
-  }
-};
-
-class GraphRecorder : public TraceRecorder {
+class GraphRecorder final : public TraceRecorder, public Interpreter {
  public:
   Graph graph;
 
-  void add_input(const Tensor& tensor, size_t position) {
-    EDDY_CHECK(!find(tensor), "compile: input ", position, " is the same tensor as an earlier input; pass "
-               "distinct tensors");
+  void add_input(const Tensor& tensor) {
     const ValueId id = graph.add_value(tensor.shape(), tensor.dtype(), ValueSource::input);
     graph.inputs.push_back(id);
     remember(tensor, id);
@@ -40,30 +23,34 @@ class GraphRecorder : public TraceRecorder {
 
   // The value of `tensor`, capturing it when the function did not compute it.
   ValueId value_of(const Tensor& tensor) {
-    if (const Placement* known = find(tensor)) return known->id;
+    if (std::optional<ValueId> known = find(tensor)) return *known;
     const ValueId id = graph.add_value(tensor.shape(), tensor.dtype(), ValueSource::captured);
     graph.captured.push_back(CapturedTensor{id, tensor, false});
     remember(tensor, id);
     return id;
   }
 
-  void record(const Primitive& primitive, std::span<const Tensor> inputs, const Attrs& attrs,
-              const Tensor& output) override {
-    GraphNode node{&primitive, attrs, {}, -1};
-    for (const Tensor& input : inputs) node.inputs.push_back(value_of(input));
+  Tensor interpret(const OpCall& call) override {
+    Tensor output = interpret_below(*this, call);
+    // A call made inside a primitive's eval arrives with the recorder paused (the kernel
+    // evaluator pauses it), and stays inside that primitive's node.
+    if (active_trace_recorder() != this) return output;
+    GraphNode node{&call.primitive, call.attrs, {}, -1};
+    for (const Tensor& input : call.inputs) node.inputs.push_back(value_of(input));
     node.output = graph.add_value(output.shape(), output.dtype(), ValueSource::node);
     remember(output, node.output);
     graph.nodes.push_back(std::move(node));
+    return output;
   }
 
   void host_read(const Tensor& tensor, std::string_view operation) override {
-    const Placement* known = find(tensor);
+    const std::optional<ValueId> known = find(tensor);
     if (tensor.requires_grad() && tensor.is_leaf()) {
       throw Error("compile: the traced function reads the elements of a parameter (" + std::string(operation) +
                   " on shape " + shape_text(tensor) + "); the graph would keep today's value after the "
                   "optimiser changes it. Use the tensor in ops instead of reading it on the host");
     }
-    if (!known || graph.value(known->id).source == ValueSource::captured) return;
+    if (!known || graph.value(*known).source == ValueSource::captured) return;
     throw Error("compile: the traced function reads the elements of a tensor computed from its inputs (" +
                 std::string(operation) + " on shape " + shape_text(tensor) +
                 "); a captured graph cannot branch on tensor values. Move that decision out of "
@@ -71,17 +58,18 @@ class GraphRecorder : public TraceRecorder {
   }
 
   void inplace_write(const Tensor& tensor, std::string_view operation) override {
-    if (!find(tensor)) return;  // building a fresh constant
+    if (!find(tensor)) return;  // building a fresh constant from host data
     throw Error("compile: the traced function writes in place (" + std::string(operation) +
                 ") to a tensor of shape " + shape_text(tensor) +
                 " that the graph reads; run in-place updates (an optimiser step) outside the "
-                "compiled function");
+                "compiled function, or build the tensor with ops");
   }
 
   void random_draw(std::string_view operation) override {
-    throw Error("compile: the traced function draws random numbers (" + std::string(operation) +
+    throw Error("compile: the traced function draws random numbers from a generator (" + std::string(operation) +
                 "), which a graph would replay as constants; draw them outside and pass them as "
-                "inputs");
+                "inputs, or pass a key (random_key) as an input and draw with uniform(key, ...) or "
+                "normal(key, ...)");
   }
 
   // Captured tensors that only the graph holds were created by the function itself: constants.
@@ -93,53 +81,75 @@ class GraphRecorder : public TraceRecorder {
   }
 
  private:
+  struct Known {
+    std::weak_ptr<const ValueIdentity> identity;  // expired: the address now names another value
+    ValueId id;
+  };
+
   static std::string shape_text(const Tensor& tensor) {
     std::ostringstream text;
     text << tensor.shape();
     return text.str();
   }
 
-  const Placement* find(const Tensor& tensor) const {
-    auto [first, last] = placements_.equal_range(tensor.storage().get());
-    for (auto it = first; it != last; ++it) {
-      if (it->second.matches(tensor)) return &it->second;
-    }
-    return nullptr;
+  std::optional<ValueId> find(const Tensor& tensor) const {
+    const ValueIdentity* identity = tensor.impl()->identity.get();
+    if (!identity) return std::nullopt;
+    auto found = known_.find(identity);
+    if (found == known_.end() || found->second.identity.expired()) return std::nullopt;
+    return found->second.id;
   }
 
+  // A later value with the same identity (an op that returned its input) takes its place.
   void remember(const Tensor& tensor, ValueId id) {
-    Storage* key = tensor.storage().get();
-    auto [first, last] = placements_.equal_range(key);
-    for (auto it = first; it != last;) {
-      // A later value at the same place (an op that returned its input) or a dead storage whose
-      // address was reused: either way the old entry no longer names what lives there.
-      it = it->second.matches(tensor) || it->second.storage.expired() ? placements_.erase(it) : std::next(it);
-    }
-    placements_.emplace(key, Placement{tensor.storage(), tensor.offset(), tensor.shape(), tensor.strides(),
-                                       tensor.dtype(), id});
+    const std::shared_ptr<const ValueIdentity>& identity = value_identity(tensor);
+    known_.insert_or_assign(identity.get(), Known{identity, id});
   }
 
-  std::unordered_multimap<const Storage*, Placement> placements_;
+  std::unordered_map<const ValueIdentity*, Known> known_;
 };
+
+bool same_value(const Tensor& a, const Tensor& b) {
+  return a.same(b) || (a.impl()->identity && a.impl()->identity == b.impl()->identity);
+}
+
+Tensor abstract_like(const Tensor& tensor) {
+  Tensor stand_in = Tensor::abstract(tensor.shape(), tensor.dtype(), tensor.device());
+  if (tensor.requires_grad()) stand_in.requires_grad_();
+  return stand_in;
+}
 
 }  // namespace
 
-Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs) {
+Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs, Evaluation evaluation) {
+  // Abstract inputs have no values to run kernels on: a capture nested in an abstract one (a
+  // Taylor-mode operator tracing its network inside a traced step) is abstract too.
+  if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.is_abstract(); })) {
+    evaluation = Evaluation::abstract;
+  }
   GraphRecorder recorder;
+  std::vector<Tensor> arguments;
   for (size_t i = 0; i < inputs.size(); ++i) {
     EDDY_CHECK(inputs[i].defined(), "compile: input ", i, " is an undefined tensor");
-    recorder.add_input(inputs[i], i);
+    for (size_t j = 0; j < i; ++j) {
+      EDDY_CHECK(!same_value(inputs[i], inputs[j]), "compile: input ", i, " is the same tensor as input ", j,
+                 "; pass distinct tensors");
+    }
+    arguments.push_back(evaluation == Evaluation::abstract ? abstract_like(inputs[i]) : inputs[i]);
+    recorder.add_input(arguments.back());
   }
   std::vector<Tensor> outputs;
   {
-    TraceRecorderScope scope(&recorder);
-    outputs = function(inputs);
+    InterpreterScope evaluator(evaluation == Evaluation::abstract ? abstract_evaluator() : kernel_evaluator());
+    InterpreterScope recording(recorder);
+    TraceRecorderScope hooks(&recorder);
+    outputs = function(arguments);
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     EDDY_CHECK(outputs[i].defined(), "compile: output ", i, " of the traced function is an undefined tensor");
     recorder.graph.outputs.push_back(recorder.value_of(outputs[i]));
-    // Frees the eager run's autodiff graph, whose nodes would otherwise hold the function's
-    // constants and keep them from being recognised as such.
+    // Frees the run's autodiff graph, whose nodes would otherwise hold the function's constants
+    // and keep them from being recognised as such.
     outputs[i] = outputs[i].detach();
   }
   recorder.mark_constants();

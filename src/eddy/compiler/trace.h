@@ -1,8 +1,9 @@
 #pragma once
-// Capture: run a function eagerly once while dispatch reports every primitive it evaluates, and
-// keep what it did as a Graph. The ops autodiff emits go through dispatch too, so a function
-// that calls grad() (a whole training step, derivatives of any order included) is captured
-// whole.
+// Capture: run a function once with a graph recorder on the interpreter stack (ops/primitive.h),
+// under autodiff, and keep what it did as a Graph. The ops autodiff emits reach the recorder too,
+// so a function that calls grad() (a whole training step, derivatives of any order included) is
+// captured whole. Concretely the kernels run as it records; abstractly none does, and values
+// are shapes and dtypes only, so a program can be captured where it cannot run.
 
 #include <functional>
 #include <vector>
@@ -13,14 +14,23 @@ namespace eddy::compiler {
 
 using TensorFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
-struct Trace {
-  Graph graph;
-  std::vector<Tensor> outputs;  // of the eager run
+enum class Evaluation {
+  concrete,  // kernels run: the trace's outputs are the function's values
+  abstract,  // nothing runs: the inputs and outputs are abstract tensors (Tensor::abstract)
 };
 
-// Runs `function` on `inputs` and records it. Throws eddy::Error, naming the operation, when the
-// function reads a value computed from its inputs on the host (control flow on tensor values),
-// writes a tensor in place, or draws random numbers: none of these can be replayed from a graph.
-Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs);
+struct Trace {
+  Graph graph;
+  std::vector<Tensor> outputs;  // of the run that recorded it: abstract ones when it was abstract
+};
+
+// Runs `function` on `inputs` and records it; abstractly (always, when an input is abstract),
+// on abstract tensors of the inputs' shapes, dtypes, devices and requires_grad. Values are recognised by the identity their handles
+// share (TensorImpl::identity). Throws eddy::Error, naming the operation, when the function
+// reads a value computed from its inputs on the host (control flow on tensor values), writes a
+// tensor in place, or draws random numbers from a generator: none of these can be replayed from
+// a graph (a draw from a key passed in as an input can).
+Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs,
+            Evaluation evaluation = Evaluation::concrete);
 
 }  // namespace eddy::compiler

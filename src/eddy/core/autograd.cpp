@@ -46,6 +46,10 @@ void Tensor::zero_grad() {
   if (impl()->autograd) impl()->autograd->grad = Tensor();
 }
 
-Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
+Tensor Tensor::detach() const {
+  Tensor detached = make_view(*this, shape(), strides(), offset());
+  detached.impl()->identity = impl_->identity;  // the same value, for a graph recorder
+  return detached;
+}
 
 }  // namespace eddy

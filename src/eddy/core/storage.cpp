@@ -39,6 +39,10 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t bytes, Device device,
   return std::shared_ptr<Storage>(new Storage(data, bytes, device, nullptr, std::move(release)));
 }
 
+std::shared_ptr<Storage> Storage::abstract(size_t bytes, Device device) {
+  return std::shared_ptr<Storage>(new Storage(nullptr, bytes, device, nullptr, {}, true));
+}
+
 Storage::~Storage() {
   if (release_) {
     release_(data_);

@@ -18,6 +18,9 @@ class Storage {
   // view is gone.
   static std::shared_ptr<Storage> wrap(void* data, size_t bytes, Device device,
                                        std::function<void(void*)> release);
+  // No memory, only the size and device: the storage of an abstract tensor (Tensor::abstract),
+  // which abstract tracing makes to stand for values that are never computed.
+  static std::shared_ptr<Storage> abstract(size_t bytes, Device device);
 
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -26,18 +29,20 @@ class Storage {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  bool is_abstract() const { return abstract_; }
 
  private:
   Storage(void* data, size_t bytes, Device device, Allocator* allocator,
-          std::function<void(void*)> release)
+          std::function<void(void*)> release, bool abstract = false)
       : data_(data), bytes_(bytes), device_(device), allocator_(allocator),
-        release_(std::move(release)) {}
+        release_(std::move(release)), abstract_(abstract) {}
 
   void* data_;
   size_t bytes_;
   Device device_;
   Allocator* allocator_;                 // set for allocator-owned memory
   std::function<void(void*)> release_;  // set for wrapped memory
+  bool abstract_;
 };
 
 // Allocators by device type; the CPU one is built in, other backends register theirs.

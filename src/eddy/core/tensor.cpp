@@ -22,6 +22,18 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::abstract(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape) {
+    EDDY_CHECK(d >= 0, "abstract: negative dimension in shape ", shape);
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::abstract(static_cast<size_t>(eddy::numel(shape)) * dtype_size(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
 void Tensor::check_defined() const {
   EDDY_CHECK(impl_ != nullptr, "operation on an undefined tensor");
 }
@@ -33,6 +45,7 @@ DType Tensor::dtype() const { check_defined(); return impl_->dtype; }
 Device Tensor::device() const { check_defined(); return impl_->storage->device(); }
 const std::shared_ptr<Storage>& Tensor::storage() const { check_defined(); return impl_->storage; }
 int64_t Tensor::numel() const { return eddy::numel(shape()); }
+bool Tensor::is_abstract() const { return storage()->is_abstract(); }
 
 int64_t Tensor::size(int64_t axis) const {
   return shape()[normalize_axis(axis, dim(), "size")];
@@ -51,6 +64,8 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::raw_data() const {
   check_defined();
+  EDDY_CHECK(!is_abstract(), "data(): the tensor of shape ", shape(), " is abstract (made by abstract "
+             "tracing): it has a shape and a dtype but no values");
   EDDY_CHECK(device().type == DeviceType::cpu, "data(): tensor lives on ", device(),
              "; copy it to the CPU first");
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(impl_->dtype);
@@ -70,6 +85,12 @@ Tensor shallow_alias(const Tensor& tensor) {
   return Tensor(std::make_shared<TensorImpl>(*tensor.impl()));
 }
 
+const std::shared_ptr<const ValueIdentity>& value_identity(const Tensor& tensor) {
+  std::shared_ptr<const ValueIdentity>& identity = tensor.impl()->identity;
+  if (!identity) identity = std::make_shared<const ValueIdentity>();
+  return identity;
+}
+
 namespace detail {
 Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
@@ -87,6 +108,8 @@ namespace {
 void check_writable(const Tensor& t, std::string_view op) {
   EDDY_CHECK(!(GradMode::enabled() && t.requires_grad()), op,
              ": in-place write to a tensor that requires grad; do it inside a NoGradGuard");
+  EDDY_CHECK(!t.is_abstract(), op, ": the tensor of shape ", t.shape(), " is abstract (made by abstract "
+             "tracing) and has no elements to write");
 }
 }  // namespace
 
@@ -95,6 +118,8 @@ Tensor& Tensor::copy_(const Tensor& source) {
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
   EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
              device());
+  EDDY_CHECK(!source.is_abstract(), "copy_: the source of shape ", source.shape(), " is abstract (made by "
+             "abstract tracing) and has no values");
   Shape target = shape();
   broadcast_shapes(source.shape(), target, "copy_");
   backend_for(device()).copy(detail::broadcast_view(source, target), *this);
@@ -111,6 +136,9 @@ Tensor& Tensor::fill_(std::complex<double> value) {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(*this, "to_vector/item");
+  EDDY_CHECK(!is_abstract(), "to_vector/item: the tensor of shape ", shape(), " is abstract (made by "
+             "abstract tracing) and has no values to read; an abstractly traced function cannot depend on "
+             "them");
   Tensor dense = Tensor::empty(shape(), dtype_of<T>());
   backend_for(device()).copy(*this, dense);
   const T* data = dense.data<T>();
@@ -139,6 +167,7 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   if (!t.defined()) return out << "Tensor(undefined)";
   out << "Tensor(shape=" << t.shape() << ", dtype=" << t.dtype();
   if (t.requires_grad()) out << ", requires_grad";
+  if (t.is_abstract()) return out << ", abstract)";
   out << ", values=[";
   constexpr int64_t kShown = 8;
   const int64_t n = std::min(t.numel(), kShown);

@@ -17,6 +17,8 @@ namespace eddy {
 
 struct AutogradMeta;  // defined in core/autograd.h
 struct TensorImpl;
+// An empty token whose address names a value while it lives (TensorImpl::identity).
+struct ValueIdentity {};
 
 class Tensor {
  public:
@@ -25,6 +27,9 @@ class Tensor {
 
   // Uninitialised dense storage.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = cpu());
+  // A shape, dtype and device with no values (Storage::abstract): what abstract tracing computes
+  // with. Reading or writing its elements is an error that says so.
+  static Tensor abstract(const Shape& shape, DType dtype = DType::f32, Device device = cpu());
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
@@ -36,6 +41,7 @@ class Tensor {
   DType dtype() const;
   Device device() const;
   bool is_contiguous() const;
+  bool is_abstract() const;
   const std::shared_ptr<Storage>& storage() const;
 
   // Typed pointer to the first element (host memory only); T must match dtype().
@@ -88,12 +94,18 @@ struct TensorImpl {
   std::shared_ptr<AutogradMeta> autograd;
   // Forward mode: one tangent per active jvp level, keyed by level id.
   std::vector<std::pair<int64_t, Tensor>> tangents;
+  // Which value this is, for graph recorders (compiler/trace.cpp): shared by the handles of one
+  // value (shallow_alias, detach), since autodiff makes fresh ones (tangent-stripped aliases)
+  // that must resolve to the same graph value. Null until a recorder first meets the value.
+  std::shared_ptr<const ValueIdentity> identity;
 };
 
 // A new TensorImpl over the same storage with the given layout; no autodiff state.
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
-// A new TensorImpl sharing storage, layout and autodiff state (used to strip tangents).
+// A new TensorImpl sharing storage, layout, autodiff state and identity (used to strip tangents).
 Tensor shallow_alias(const Tensor& tensor);
+// The token naming `tensor`'s value, made on first request and shared by its later aliases.
+const std::shared_ptr<const ValueIdentity>& value_identity(const Tensor& tensor);
 
 namespace detail {
 // A view of `t` with `shape` through zero strides, for kernels (no autodiff; not an op).

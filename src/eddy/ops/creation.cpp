@@ -1,4 +1,6 @@
-// Creation functions (constants: no inputs, so no derivatives).
+// Creation ops: primitives without inputs (and random draws, whose one input is a key), so that
+// they go through dispatch like every op: a graph records them, abstract tracing makes them
+// abstract, and a backend creates them on its device.
 
 #include <cstring>
 
@@ -8,11 +10,102 @@
 
 namespace eddy {
 using detail::backend_of;
+using detail::dense;
+
+namespace {
+
+void check_shape(std::string_view op, const Shape& shape) {
+  for (int64_t d : shape) EDDY_CHECK(d >= 0, op, ": negative dimension in shape ", shape);
+}
+
+// A creation primitive: no inputs, so no derivatives, and its output described by its Attrs.
+Primitive creation_primitive(std::string_view name, std::function<void(const Tensor&, const Attrs&)> fill) {
+  Primitive p;
+  p.name = name;
+  p.arity = 0;
+  p.cost = CostClass::cheap;
+  p.infer = [name](Inputs, const Attrs& a) {
+    check_shape(name, a.shape);
+    return OutputSpec{a.shape, a.dtype};
+  };
+  p.eval = [fill = std::move(fill)](Inputs, const Attrs& a, const OutputSpec& spec) {
+    Tensor out = Tensor::empty(spec.shape, spec.dtype, a.device);
+    fill(out, a);
+    return out;
+  };
+  return p;
+}
+
+const Primitive& full_p = register_primitive(creation_primitive(
+    "full", [](const Tensor& out, const Attrs& a) { backend_of(out).fill(out, a.value); }));
+
+const Primitive& arange_p = register_primitive(creation_primitive(
+    "arange", [](const Tensor& out, const Attrs& a) { backend_of(out).arange(out, a.value.number.real(), a.scale); }));
+
+const Primitive& eye_p = register_primitive(creation_primitive("eye", [](const Tensor& out, const Attrs& a) {
+  const int64_t n = a.shape[0];
+  backend_of(out).fill(out, 0.0);
+  backend_of(out).fill(make_view(out, {n}, {n + 1}, 0), 1.0);
+}));
+
+// Draws from a key (random_key): element i depends only on the key's (seed, offset + i), so a
+// draw in a captured graph gives the numbers of the eager one, and a key passed in as an input
+// gives new numbers on every call.
+Primitive random_primitive(std::string_view name, bool normal) {
+  Primitive p;
+  p.name = name;
+  p.cost = CostClass::transcendental;
+  p.constant_inputs = {0};
+  p.infer = [name](Inputs in, const Attrs& a) {
+    EDDY_CHECK(in[0].dtype() == DType::i64 && in[0].shape() == Shape{2}, name,
+               ": the key must be an int64 tensor of shape [2] (seed, offset) from random_key, got ",
+               in[0].dtype(), in[0].shape());
+    EDDY_CHECK(is_floating(a.dtype), name, ": dtype must be float32 or float64, got ", a.dtype);
+    check_shape(name, a.shape);
+    return OutputSpec{a.shape, a.dtype};
+  };
+  p.eval = [normal](Inputs in, const Attrs&, const OutputSpec& spec) {
+    // The key's elements, read inside the kernel: reading them through to_vector would report a
+    // host read to a trace that captured the key as an input.
+    const Tensor key = dense(in[0]);
+    const int64_t* words = key.data<int64_t>();
+    Tensor out = Tensor::empty(spec.shape, spec.dtype, in[0].device());
+    const auto seed = static_cast<uint64_t>(words[0]), offset = static_cast<uint64_t>(words[1]);
+    if (normal) {
+      backend_of(out).random_normal(out, seed, offset);
+    } else {
+      backend_of(out).random_uniform(out, seed, offset);
+    }
+    return out;
+  };
+  return p;
+}
+
+const Primitive& uniform_p = register_primitive(random_primitive("uniform", false));
+const Primitive& normal_p = register_primitive(random_primitive("normal", true));
+
+Attrs output_attrs(const Shape& shape, DType dtype, Device device = cpu()) {
+  Attrs attrs;
+  attrs.shape = shape;
+  attrs.dtype = dtype;
+  attrs.device = device;
+  return attrs;
+}
+
+// [start, start + step, ...), `count` of them.
+Tensor evenly_spaced(double start, double step, int64_t count, DType dtype, Device device) {
+  Attrs attrs = output_attrs({count}, dtype, device);
+  attrs.value = std::complex<double>(start);
+  attrs.scale = step;
+  return dispatch(arange_p, Inputs{}, attrs);
+}
+
+}  // namespace
 
 Tensor full(const Shape& shape, std::complex<double> value, DType dtype, Device device) {
-  Tensor out = Tensor::empty(shape, dtype, device);
-  backend_of(out).fill(out, value);
-  return out;
+  Attrs attrs = output_attrs(shape, dtype, device);
+  attrs.value = value;
+  return dispatch(full_p, Inputs{}, attrs);
 }
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
 Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
@@ -29,32 +122,35 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
   EDDY_CHECK(step != 0, "arange: step must be non-zero");
   const double span = (stop - start) / step;
   const int64_t count = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
-  Tensor out = Tensor::empty({count}, dtype, device);
-  backend_of(out).arange(out, start, step);
-  return out;
+  return evenly_spaced(start, step, count, dtype, device);
 }
 
 Tensor linspace(double start, double stop, int64_t count, DType dtype, Device device) {
   EDDY_CHECK(count >= 0, "linspace: count must be non-negative, got ", count);
-  Tensor out = Tensor::empty({count}, dtype, device);
-  backend_of(out).arange(out, start, count > 1 ? (stop - start) / static_cast<double>(count - 1) : 0.0);
-  return out;
+  const double step = count > 1 ? (stop - start) / static_cast<double>(count - 1) : 0.0;
+  return evenly_spaced(start, step, count, dtype, device);
+}
+
+Tensor random_key(uint64_t seed, uint64_t offset) {
+  return tensor<int64_t>({static_cast<int64_t>(seed), static_cast<int64_t>(offset)});
+}
+
+Tensor uniform(const Tensor& key, const Shape& shape, DType dtype) {
+  return dispatch(uniform_p, {key}, output_attrs(shape, dtype));
+}
+
+Tensor normal(const Tensor& key, const Shape& shape, DType dtype) {
+  return dispatch(normal_p, {key}, output_attrs(shape, dtype));
 }
 
 namespace {
-Tensor draw(const Shape& shape, DType dtype, Generator* generator, bool normal) {
-  if (TraceRecorder* recorder = active_trace_recorder()) recorder->random_draw(normal ? "randn" : "rand");
-  EDDY_CHECK(is_floating(dtype), normal ? "randn" : "rand", ": dtype must be float32 or float64, got ",
+Tensor draw(const Shape& shape, DType dtype, Generator* generator, bool normal_draw) {
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->random_draw(normal_draw ? "randn" : "rand");
+  EDDY_CHECK(is_floating(dtype), normal_draw ? "randn" : "rand", ": dtype must be float32 or float64, got ",
              dtype);
   Generator& g = generator ? *generator : default_generator();
-  Tensor out = Tensor::empty(shape, dtype);
-  const uint64_t offset = g.advance(static_cast<uint64_t>(out.numel()));
-  if (normal) {
-    backend_of(out).random_normal(out, g.seed(), offset);
-  } else {
-    backend_of(out).random_uniform(out, g.seed(), offset);
-  }
-  return out;
+  const Tensor key = random_key(g.seed(), g.advance(static_cast<uint64_t>(numel(shape))));
+  return normal_draw ? normal(key, shape, dtype) : uniform(key, shape, dtype);
 }
 }  // namespace
 
@@ -67,9 +163,7 @@ Tensor randn(const Shape& shape, DType dtype, Generator* generator) {
 
 Tensor eye(int64_t n, DType dtype, Device device) {
   EDDY_CHECK(n >= 0, "eye: size must be non-negative, got ", n);
-  Tensor out = zeros({n, n}, dtype, device);
-  backend_of(out).fill(make_view(out, {n}, {n + 1}, 0), 1.0);
-  return out;
+  return dispatch(eye_p, Inputs{}, output_attrs({n, n}, dtype, device));
 }
 
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype) {

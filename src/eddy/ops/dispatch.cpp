@@ -1,7 +1,9 @@
-// The primitive registry and the dispatch point. The interpreter that adds derivatives is
-// autodiff's and plugs in through set_dispatch_interpreter (ops/primitive.h).
+// The primitive registry, the dispatch point and the interpreter stack it hands calls to
+// (ops/primitive.h). The stack's top (autodiff's) is process-wide; what is pushed under it is
+// the calling thread's, since a capture belongs to the thread that runs the captured function.
 
 #include <algorithm>
+#include <atomic>
 
 #include "eddy/core/tracing.h"
 #include "eddy/ops/primitive.h"
@@ -14,9 +16,36 @@ std::deque<Primitive>& primitive_registry() {
   return registry;
 }
 
+std::atomic<uint64_t> evaluations{0};
+
+class KernelEvaluator final : public Interpreter {
+ public:
+  Tensor interpret(const OpCall& call) override {
+    evaluations.fetch_add(1, std::memory_order_relaxed);
+    TraceRecorderScope paused(nullptr);
+    return call.primitive.eval(call.inputs, call.attrs, call.spec);
+  }
+};
+
+class AbstractEvaluator final : public Interpreter {
+ public:
+  Tensor interpret(const OpCall& call) override {
+    return Tensor::abstract(call.spec.shape, call.spec.dtype, call.device());
+  }
+};
+
+KernelEvaluator kernels;
+AbstractEvaluator abstract_values;
+
 // Constant-initialised, so a primitive dispatched while the program starts sees it set or null,
 // never garbage; autodiff sets it from its own static initialiser.
-Interpreter installed_interpreter = nullptr;
+Interpreter* top_interpreter = nullptr;
+
+// Bottom first; the kernel evaluator lies under all of them.
+thread_local std::vector<Interpreter*> pushed_interpreters;
+
+// The top of what the calling thread pushed, the kernel evaluator when it pushed nothing.
+Interpreter& top_pushed() { return pushed_interpreters.empty() ? kernels : *pushed_interpreters.back(); }
 
 }  // namespace
 
@@ -31,32 +60,44 @@ const Primitive& register_primitive(Primitive primitive) {
 
 const std::deque<Primitive>& all_primitives() { return primitive_registry(); }
 
-void set_dispatch_interpreter(Interpreter interpreter) { installed_interpreter = interpreter; }
+Device OpCall::device() const { return inputs.empty() ? attrs.device : inputs[0].device(); }
 
-Tensor eval_primitive(const Primitive& primitive, Inputs inputs, const Attrs& attrs,
-                      const OutputSpec& spec) {
-  TraceRecorder* recorder = active_trace_recorder();
-  Tensor out;
-  {
-    TraceRecorderScope paused(nullptr);
-    out = primitive.eval(inputs, attrs, spec);
-  }
-  if (recorder) recorder->record(primitive, inputs, attrs, out);
-  return out;
+void set_top_interpreter(Interpreter* interpreter) { top_interpreter = interpreter; }
+
+InterpreterScope::InterpreterScope(Interpreter& interpreter) : interpreter_(&interpreter) {
+  pushed_interpreters.push_back(interpreter_);
 }
+
+InterpreterScope::~InterpreterScope() {
+  EDDY_CHECK(!pushed_interpreters.empty() && pushed_interpreters.back() == interpreter_,
+             "internal: interpreter scopes closed out of order");
+  pushed_interpreters.pop_back();
+}
+
+Tensor interpret_below(const Interpreter& self, const OpCall& call) {
+  if (&self == top_interpreter) return top_pushed().interpret(call);
+  const auto& pushed = pushed_interpreters;
+  auto found = std::find(pushed.rbegin(), pushed.rend(), &self);
+  EDDY_CHECK(found != pushed.rend(), "internal: interpret_below from an interpreter not on the stack");
+  return std::next(found) == pushed.rend() ? kernels.interpret(call) : (*std::next(found))->interpret(call);
+}
+
+Interpreter& kernel_evaluator() { return kernels; }
+Interpreter& abstract_evaluator() { return abstract_values; }
+uint64_t kernel_evaluations() { return evaluations.load(std::memory_order_relaxed); }
 
 Tensor dispatch(const Primitive& primitive, Inputs inputs, const Attrs& attrs) {
   EDDY_CHECK(primitive.arity < 0 || static_cast<int>(inputs.size()) == primitive.arity,
              primitive.name, ": expected ", primitive.arity, " inputs, got ", inputs.size());
-  EDDY_CHECK(!inputs.empty(), primitive.name, ": needs at least one input");
+  EDDY_CHECK(primitive.arity == 0 || !inputs.empty(), primitive.name, ": needs at least one input");
   for (size_t i = 0; i < inputs.size(); ++i) {
     EDDY_CHECK(inputs[i].defined(), primitive.name, ": input ", i, " is an undefined tensor");
     EDDY_CHECK(inputs[i].device() == inputs[0].device(), primitive.name, ": input ", i, " is on ",
                inputs[i].device(), " but input 0 is on ", inputs[0].device());
   }
-  OutputSpec spec = primitive.infer(inputs, attrs);
-  if (installed_interpreter) return installed_interpreter(primitive, inputs, attrs, spec);
-  return eval_primitive(primitive, inputs, attrs, spec);
+  const OutputSpec spec = primitive.infer(inputs, attrs);
+  const OpCall call{primitive, inputs, attrs, spec};
+  return top_interpreter ? top_interpreter->interpret(call) : top_pushed().interpret(call);
 }
 
 }  // namespace eddy

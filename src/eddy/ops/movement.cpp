@@ -376,8 +376,9 @@ Tensor roll(const Tensor& x, int64_t shift, int64_t axis) {
   return concat({slice(x, axis, split, n), slice(x, axis, 0, split)}, axis);
 }
 
+// Always a call, even on dense data (where reshape's eval makes a view, not a copy): a graph must
+// not depend on a layout, which an abstract trace does not know.
 Tensor contiguous(const Tensor& x) {
-  if (x.is_contiguous()) return x;
   Attrs attrs;
   attrs.shape = x.shape();
   return dispatch(reshape_p, {x}, attrs);  // reshape of strided data makes a dense copy

@@ -33,9 +33,18 @@ Tensor arange(double start, double stop, double step = 1, DType dtype = DType::f
 // `count` evenly spaced values from start to stop inclusive.
 Tensor linspace(double start, double stop, int64_t count, DType dtype = DType::f32,
                 Device device = cpu());
-// Uniform on [0, 1) and standard normal; element i depends only on (seed, offset + i).
+// Uniform on [0, 1) and standard normal; element i depends only on (seed, offset + i). These
+// advance the generator, a side effect a captured graph cannot replay, so a traced function
+// draws with a key instead (below).
 Tensor rand(const Shape& shape, DType dtype = DType::f32, Generator* generator = nullptr);
 Tensor randn(const Shape& shape, DType dtype = DType::f32, Generator* generator = nullptr);
+// An explicit random key: an int64 tensor [seed, offset]. uniform(key, ...) and normal(key, ...)
+// draw element i from (seed, offset + i), the numbers rand and randn give at that generator
+// state; a draw of n elements and one keyed offset + n are independent. Pass the key into a
+// compiled function as an input to get fresh numbers on each call.
+Tensor random_key(uint64_t seed, uint64_t offset = 0);
+Tensor uniform(const Tensor& key, const Shape& shape, DType dtype = DType::f32);
+Tensor normal(const Tensor& key, const Shape& shape, DType dtype = DType::f32);
 Tensor eye(int64_t n, DType dtype = DType::f32, Device device = cpu());
 // Copies `shape`'s worth of elements of `dtype` from `data`.
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype);

@@ -10,6 +10,9 @@
 // derivatives of any order in both modes. Un-broadcasting of cotangents, broadcasting of
 // tangents and accumulation over inputs happen once, in the engine.
 
+#include <complex>
+#include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -22,9 +25,22 @@
 
 namespace eddy {
 
+// A complex number that compares equal only to the same bytes: -0 and +0 are different fill
+// values (x + -0 is x for every x, x + +0 is not for x = -0), which the compiler's merging of
+// equal nodes must not confuse.
+struct ExactComplex {
+  std::complex<double> number;
+
+  ExactComplex(std::complex<double> value = 0.0) : number(value) {}  // NOLINT: converts implicitly
+  operator std::complex<double>() const { return number; }           // NOLINT: converts implicitly
+  bool operator==(const ExactComplex& other) const {
+    return std::memcmp(&number, &other.number, sizeof(number)) == 0;
+  }
+};
+
 // Static arguments of a primitive. Each primitive documents which fields it reads.
 struct Attrs {
-  Shape shape;                 // reshape, expand: target shape; fft_c2r: output shape
+  Shape shape;                 // reshape, expand: target shape; fft_c2r, creation: output shape
   std::vector<int64_t> axes;   // reductions, flip: axes; permute: the permutation
   std::vector<int64_t> lo;     // slice: start per axis; pad: elements before, per axis
   std::vector<int64_t> hi;     // slice: stop per axis; pad: elements after, per axis
@@ -32,8 +48,11 @@ struct Attrs {
   int64_t axis = 0;            // concat, gather, index_select, scatter_add
   bool keepdims = false;       // reductions
   bool inverse = false;        // fft_c2c: the +i (inverse) direction
-  double scale = 1.0;          // fft_c2r: factor on the output (the norm's), applied in the kernel
-  DType dtype = DType::f32;    // cast
+  double scale = 1.0;          // fft_c2r: factor on the output (the norm's), applied in the kernel;
+                               // arange: the spacing
+  DType dtype = DType::f32;    // cast; creation and random draws: the output's
+  Device device;               // creation: where the output lives (the other ops: their inputs')
+  ExactComplex value;          // full: the fill value; arange: the first element
   // checkpoint: the segment closure and its recomputation state (autodiff/checkpoint.cpp). A
   // primitive whose rule runs user code needs that code at backward time, and the node's Attrs
   // is the one thing that travels with it; shared, so copies of the Attrs see the same state.
@@ -98,7 +117,7 @@ struct Primitive {
   using OutputRule = std::function<Tensor(Inputs, const Attrs&, const Tensor& output, const Tensor& seed)>;
 
   std::string_view name;
-  int arity = 1;  // number of inputs; -1 for any number (concat)
+  int arity = 1;  // number of inputs; -1 for any number (concat); 0 for creation ops
   std::function<OutputSpec(Inputs, const Attrs&)> infer;
   std::function<Tensor(Inputs, const Attrs&, const OutputSpec&)> eval;
   // Null when the output has zero derivative (comparisons, sign) or is not inexact.
@@ -141,26 +160,66 @@ const Primitive& register_primitive(Primitive primitive);
 const std::deque<Primitive>& all_primitives();
 
 // The one dispatch point: every op, in every mode, goes through here. It checks the inputs,
-// infers the output and hands the call to the installed interpreter, or evaluates it eagerly
-// when none is installed (ops/dispatch.cpp).
+// infers the output and hands the call to the top of the calling thread's interpreter stack.
 Tensor dispatch(const Primitive& primitive, Inputs inputs, const Attrs& attrs = {});
 inline Tensor dispatch(const Primitive& primitive, std::initializer_list<Tensor> inputs,
                        const Attrs& attrs = {}) {
   return dispatch(primitive, Inputs(inputs.begin(), inputs.size()), attrs);
 }
 
-// An interpreter receives every dispatched call, its inputs checked and its output inferred.
-// Autodiff installs one when it is linked in (autodiff/interpreter.cpp): it propagates forward-
-// mode tangents, records the reverse-mode tape, and evaluates values with eval_primitive. Ops sit
-// below autodiff, so the dispatch point calls it through this pointer instead of by name.
-using Interpreter = Tensor (*)(const Primitive& primitive, Inputs inputs, const Attrs& attrs,
-                               const OutputSpec& spec);
-void set_dispatch_interpreter(Interpreter interpreter);
+// One op call as dispatch hands it on: inputs checked, output inferred.
+struct OpCall {
+  const Primitive& primitive;
+  Inputs inputs;
+  const Attrs& attrs;
+  const OutputSpec& spec;
 
-// Eager evaluation on the inputs' device: the primitive's eval, reported to the active trace
-// recorder (core/tracing.h) with recording paused inside, so ops an eval runs internally stay
-// inside its node.
-Tensor eval_primitive(const Primitive& primitive, Inputs inputs, const Attrs& attrs,
-                      const OutputSpec& spec);
+  // The inputs' device, or for a creation op (no inputs) the one its Attrs name.
+  Device device() const;
+};
+
+// What dispatch does with an op call. Interpreters form a stack per thread, and each handles
+// what it is for and hands the call on with interpret_below. From the top:
+//  - autodiff's (autodiff/interpreter.cpp), over every stack once it is linked in: tangents at
+//    every open forward level, the reverse tape, and the value asked of the interpreters below;
+//  - those pushed with InterpreterScope, last pushed on top: a graph recorder over its own
+//    evaluator while a function is captured (compiler/trace.cpp);
+//  - the kernel evaluator at the bottom.
+// So tracing sees every op autodiff emits (a traced training step holds its backward pass), and
+// a capture nested in another is invisible to the outer one. The other order, derivatives of a
+// captured function, is the compiled-call primitive's rules (compiler/compiled_call.cpp).
+class Interpreter {
+ public:
+  virtual ~Interpreter() = default;
+  virtual Tensor interpret(const OpCall& call) = 0;
+};
+
+// Installs the interpreter over every thread's stack (autodiff does, while the program starts).
+void set_top_interpreter(Interpreter* interpreter);
+
+// Pushes `interpreter` on the calling thread's stack for a scope.
+class InterpreterScope {
+ public:
+  explicit InterpreterScope(Interpreter& interpreter);
+  ~InterpreterScope();
+  InterpreterScope(const InterpreterScope&) = delete;
+  InterpreterScope& operator=(const InterpreterScope&) = delete;
+
+ private:
+  Interpreter* interpreter_;
+};
+
+// Hands `call` to the interpreter below `self` on the calling thread's stack.
+Tensor interpret_below(const Interpreter& self, const OpCall& call);
+
+// The bottom of every stack: the primitive's eval, on the inputs' device. Trace hooks
+// (core/tracing.h) are paused inside, so ops an eval runs internally stay inside its node.
+Interpreter& kernel_evaluator();
+// Shapes, dtypes and devices from infer and nothing else: each call gives an abstract tensor
+// (Tensor::abstract) and no kernel runs. Abstract tracing evaluates with it.
+Interpreter& abstract_evaluator();
+// How many primitive evaluations the kernel evaluator has run, in every thread since start-up:
+// tests count them to show that abstract tracing runs none.
+uint64_t kernel_evaluations();
 
 }  // namespace eddy

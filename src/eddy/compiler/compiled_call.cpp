@@ -1,0 +1,186 @@
+#include "eddy/compiler/compiled_call.h"
+
+#include <utility>
+
+#include "eddy/autodiff/forward.h"
+#include "eddy/core/autograd.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::compiler {
+namespace {
+
+// What the outputs of one call share (the Attrs payload of each): the program, the graph value
+// each call input stands for, the results of the program's one run, and the latest reverse-mode
+// walk, since the engine asks for the input cotangents one input at a time and one walk over
+// the graph gives them all.
+struct CallSite {
+  std::shared_ptr<const Program> program;
+  size_t graph_inputs = 0;             // the call's first inputs; captured tensors follow
+  std::vector<ValueId> argument_values;
+  bool ran = false;
+  std::vector<Tensor> results;         // each output's eval takes its own
+  struct Reverse {
+    int64_t output = -1;
+    std::weak_ptr<TensorImpl> cotangent;
+    bool grad_mode = false;
+    std::vector<Tensor> input_cotangents;
+  } last_reverse;
+};
+
+CallSite& site_of(const Attrs& attrs) { return *static_cast<CallSite*>(attrs.payload.get()); }
+
+ValueId output_value(const CallSite& site, const Attrs& attrs) {
+  return site.program->graph().outputs.at(static_cast<size_t>(attrs.axis));
+}
+
+// Every value `output` depends on, computed from `arguments` op by op through dispatch, so with
+// whatever tangents and history the arguments carry; the other entries stay undefined.
+std::vector<Tensor> replay(const CallSite& site, Inputs arguments, ValueId output) {
+  const Graph& graph = site.program->graph();
+  std::vector<bool> needed(graph.values.size(), false);
+  needed[static_cast<size_t>(output)] = true;
+  for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
+    if (!needed[static_cast<size_t>(node->output)]) continue;
+    for (ValueId input : node->inputs) needed[static_cast<size_t>(input)] = true;
+  }
+  std::vector<Tensor> values(graph.values.size());
+  for (const CapturedTensor& entry : graph.captured) values[static_cast<size_t>(entry.id)] = entry.tensor;
+  for (size_t k = 0; k < arguments.size(); ++k) values[static_cast<size_t>(site.argument_values[k])] = arguments[k];
+  for (const GraphNode& node : graph.nodes) {
+    if (!needed[static_cast<size_t>(node.output)]) continue;
+    std::vector<Tensor> inputs;
+    for (ValueId input : node.inputs) inputs.push_back(values[static_cast<size_t>(input)]);
+    values[static_cast<size_t>(node.output)] = dispatch(*node.primitive, inputs, node.attrs);
+  }
+  return values;
+}
+
+// The cotangent of every call input given output `attrs.axis`'s: the reverse walk the autodiff
+// engine makes over a tape (autodiff/backward.cpp), made over the graph, through the values of
+// a replay. The rules are ops, so the result is differentiable again when GradMode records.
+std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, const Attrs& attrs,
+                                     const Tensor& cotangent) {
+  const Graph& graph = site.program->graph();
+  const ValueId output = output_value(site, attrs);
+  const std::vector<Tensor> values = replay(site, arguments, output);
+  // Only values computed from a call input carry a cotangent worth computing.
+  std::vector<bool> varies(graph.values.size(), false);
+  for (ValueId id : site.argument_values) varies[static_cast<size_t>(id)] = true;
+  for (const GraphNode& node : graph.nodes) {
+    for (ValueId input : node.inputs) {
+      if (varies[static_cast<size_t>(input)]) varies[static_cast<size_t>(node.output)] = true;
+    }
+  }
+  std::vector<Tensor> cotangents(graph.values.size());
+  cotangents[static_cast<size_t>(output)] = cotangent;
+  for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
+    const Tensor& seed = cotangents[static_cast<size_t>(node->output)];
+    if (!seed.defined()) continue;
+    const Primitive& primitive = *node->primitive;
+    std::vector<Tensor> inputs;
+    for (ValueId input : node->inputs) inputs.push_back(values[static_cast<size_t>(input)]);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const auto input = static_cast<size_t>(node->inputs[k]);
+      if (!varies[input] || !is_inexact(inputs[k].dtype()) || !primitive.differentiable_input(static_cast<int>(k)) ||
+          !(primitive.vjp || primitive.vjp_from_output)) {
+        continue;
+      }
+      Tensor contribution =
+          primitive.vjp_from_output
+              ? primitive.vjp_from_output(inputs, node->attrs, values[static_cast<size_t>(node->output)], seed)
+              : primitive.vjp(inputs, node->attrs, static_cast<int>(k), seed);
+      if (!contribution.defined()) continue;
+      if (contribution.shape() != inputs[k].shape()) contribution = sum_to_shape(contribution, inputs[k].shape());
+      cotangents[input] = cotangents[input].defined() ? add(cotangents[input], contribution) : contribution;
+    }
+  }
+  std::vector<Tensor> result;
+  for (size_t k = 0; k < arguments.size(); ++k) {
+    const Tensor& found = cotangents[static_cast<size_t>(site.argument_values[k])];
+    result.push_back(found.defined() ? found : zeros_like(arguments[k]));
+  }
+  return result;
+}
+
+const Primitive& compiled_call_p = [] () -> const Primitive& {
+  Primitive p;
+  p.name = "compiled_call";
+  p.arity = -1;
+  p.cost = CostClass::opaque;
+  p.infer = [](Inputs, const Attrs& a) {
+    const ValueInfo& info = site_of(a).program->graph().value(output_value(site_of(a), a));
+    return OutputSpec{info.shape, info.dtype};
+  };
+  p.eval = [](Inputs in, const Attrs& a, const OutputSpec&) {
+    CallSite& site = site_of(a);
+    if (!site.ran) {
+      site.results = site.program->run(std::vector<Tensor>(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(site.graph_inputs)));
+      site.ran = true;
+    }
+    const Tensor result = std::exchange(site.results.at(static_cast<size_t>(a.axis)), Tensor());
+    EDDY_CHECK(result.defined(), "internal: output ", a.axis, " of a compiled call evaluated twice");
+    // A new handle: an output that is an input (or a captured tensor) must not have autodiff
+    // record this call on that tensor's own state.
+    return make_view(result, result.shape(), result.strides(), result.offset());
+  };
+  p.jvp = [](Inputs in, const Attrs& a, int input, const Tensor& tangent) {
+    const CallSite& site = site_of(a);
+    const ForwardLevel level;
+    std::vector<Tensor> arguments(in.begin(), in.end());
+    arguments[static_cast<size_t>(input)] = with_tangent(arguments[static_cast<size_t>(input)], level.id(), tangent);
+    const ValueId output = output_value(site, a);
+    const Tensor value = replay(site, arguments, output)[static_cast<size_t>(output)];
+    const Tensor result = tangent_at(value, level.id());
+    return result.defined() ? result : zeros_like(value);
+  };
+  p.vjp = [](Inputs in, const Attrs& a, int input, const Tensor& cotangent) {
+    CallSite::Reverse& last = site_of(a).last_reverse;
+    if (last.output != a.axis || last.cotangent.lock() != cotangent.impl_ptr() ||
+        last.grad_mode != GradMode::enabled()) {
+      last = {a.axis, cotangent.impl_ptr(), GradMode::enabled(), input_cotangents(site_of(a), in, a, cotangent)};
+    }
+    return last.input_cotangents.at(static_cast<size_t>(input));
+  };
+  return register_primitive(std::move(p));
+}();
+
+bool carries_derivatives(const Tensor& tensor) {
+  return (GradMode::enabled() && tensor.requires_grad()) || innermost_level(tensor) >= 0;
+}
+
+}  // namespace
+
+std::vector<Tensor> call_with_derivatives(const std::shared_ptr<const Program>& program,
+                                          const std::vector<Tensor>& inputs) {
+  const Graph& graph = program->graph();
+  auto site = std::make_shared<CallSite>();
+  site->program = program;
+  site->graph_inputs = inputs.size();
+  site->argument_values = graph.inputs;
+  std::vector<Tensor> arguments = inputs;
+  for (const CapturedTensor& entry : graph.captured) {
+    if (!carries_derivatives(entry.tensor)) continue;
+    arguments.push_back(entry.tensor);
+    site->argument_values.push_back(entry.id);
+  }
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    Attrs attrs;
+    attrs.axis = static_cast<int64_t>(i);
+    attrs.payload = site;
+    outputs.push_back(dispatch(compiled_call_p, arguments, attrs));
+  }
+  return outputs;
+}
+
+bool needs_derivatives(const Program& program, const std::vector<Tensor>& inputs) {
+  for (const Tensor& input : inputs) {
+    if (carries_derivatives(input)) return true;
+  }
+  for (const CapturedTensor& entry : program.graph().captured) {
+    if (carries_derivatives(entry.tensor)) return true;
+  }
+  return false;
+}
+
+}  // namespace eddy::compiler
