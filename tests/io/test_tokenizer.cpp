@@ -171,7 +171,7 @@ TEST(Tokenizer, SaveAndLoadGiveTheSameEncodings) {
   EXPECT_EQ(file["model"]["merges"].size(), 400u - 258u);
 }
 
-TEST(Tokenizer, ReadsMergesAsStringsOrPairs) {
+TEST(Tokenizer, ReadsMergesAsStringsOrPairsAndAnUntypedModel) {
   BpeTokenizer original = trained_tokenizer();
   json file = json::parse(original.to_json());
   json pairs = json::array();
@@ -182,6 +182,10 @@ TEST(Tokenizer, ReadsMergesAsStringsOrPairs) {
   file["model"]["merges"] = pairs;
   BpeTokenizer from_pairs = BpeTokenizer::from_json(file.dump(), "pairs.json");
   for (const std::string& text : samples()) EXPECT_EQ(from_pairs.encode(text), original.encode(text)) << text;
+
+  // Older files leave the model's type out.
+  file["model"].erase("type");
+  EXPECT_EQ(BpeTokenizer::from_json(file.dump(), "untyped.json").encode(samples()[1]), original.encode(samples()[1]));
 }
 
 TEST(Tokenizer, RejectsBadTextAndIds) {

@@ -82,10 +82,9 @@ void check_stages(const json& file, const FileChecks& checks) {
 }
 
 void check_model_options(const json& model, const FileChecks& checks) {
-  const std::string type = model.contains("type") && model["type"].is_string() ? model["type"].get<std::string>() : "";
-  if (type != "BPE") {
-    checks.fail("model.type", type.empty() ? std::string("missing; eddy reads BPE models")
-                                           : cat("\"", type, "\" is not supported (eddy reads BPE models)"));
+  // Older files leave the type out, and `tokenizers` then reads them as BPE first.
+  if (model.contains("type") && model["type"] != "BPE") {
+    checks.fail("model.type", cat(model["type"].dump(), " is not supported (eddy reads BPE models)"));
   }
   checks.require_default(model, "dropout", nullptr, "model.dropout", "encoding is deterministic");
   checks.require_default(model, "unk_token", nullptr, "model.unk_token", "every byte has its own token");
