@@ -194,6 +194,13 @@ TEST(Tokenizer, RejectsBadTextAndIds) {
   expect_error([&] { tokenizer.decode({5, 400}); }, {"id 400", "400 tokens"});
   expect_error([&] { tokenizer.id_to_token(-1); }, {"id -1"});
   expect_error([] { BpeTokenizer::train({"text"}, options(100)); }, {"vocab_size 100", "256 byte tokens"});
+  // A file may lack a byte's token (here "A", its id going to "ÿ"); text with that byte fails.
+  json without_a = json::parse(BpeTokenizer::train({}, options(258, kSpecials)).to_json());
+  without_a["model"]["vocab"].erase("A");
+  without_a["model"]["vocab"]["ÿ"] = 2 + 'A';
+  BpeTokenizer lacking = BpeTokenizer::from_json(without_a.dump(), "without_a.json");
+  EXPECT_EQ(lacking.decode(lacking.encode("BCD")), "BCD");
+  expect_error([&] { lacking.encode("BAD"); }, {"byte 0x41 has no token"});
   expect_error([] { BpeTokenizer::train({}, options(300, {"<s>", "<s>"})); },
                {"\"<s>\" is listed twice"});
 }

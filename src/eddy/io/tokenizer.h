@@ -62,6 +62,8 @@ class BpeTokenizer {
   static std::vector<std::string> split_words(std::string_view text);
 
  private:
+  BpeTokenizer() = default;  // tokenizers come from train, load or from_json
+
   struct AddedToken {
     int32_t id;
     bool special;  // tokenizer.json's flag; both kinds are matched whole in text
