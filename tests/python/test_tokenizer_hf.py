@@ -2,13 +2,15 @@
 
 A tokenizer.json trained by eddy loads in `tokenizers` and one trained by `tokenizers` loads in
 eddy, and in both cases the two libraries give the same ids for every text, and decode them back
-to the text. eddy runs through tests/tools/tokenizer_tool.cpp.
+to the text. eddy runs through tests/tools/tokenizer_tool.cpp, and through the Python binding
+eddy.BpeTokenizer.
 """
 
 import json
 import pathlib
 import subprocess
 
+import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -91,3 +93,33 @@ def test_tokenizers_trained_tokenizer_loads_in_eddy(tmp_path, tokenizer_tool):
 
     texts = texts_to_compare()
     assert_same_encodings(hf, eddy_encode(tokenizer_tool, path, texts, tmp_path), texts)
+
+
+def test_python_binding_matches_tokenizers(tmp_path):
+    import eddy  # the package built into build/python (ctest puts it on PYTHONPATH)
+
+    tokenizer = eddy.BpeTokenizer.train(corpus_text().splitlines(keepends=True), VOCAB_SIZE,
+                                        special_tokens=SPECIALS)
+    assert tokenizer.vocab_size == VOCAB_SIZE
+    assert tokenizer.special_tokens == SPECIALS
+    assert tokenizer.token_to_id("<pad>") == 1 and tokenizer.token_to_id("not a token") is None
+    assert tokenizer.id_to_token(1) == "<pad>"
+    assert eddy.BpeTokenizer.split_words("I don't  know") == ["I", " don", "'t", " ", " know"]
+
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(path)
+    hf = Tokenizer.from_file(str(path))
+    loaded = eddy.BpeTokenizer.load(path)
+    for text in texts_to_compare():
+        ids = tokenizer.encode(text)
+        assert ids == hf.encode(text).ids == loaded.encode(text), text
+        assert tokenizer.decode(ids) == text
+    # Ids ending inside a character decode as `tokenizers` does, with U+FFFD for the broken bytes.
+    first_byte_of_e_acute = tokenizer.token_to_id("Ã")
+    assert tokenizer.decode([first_byte_of_e_acute]) == hf.decode([first_byte_of_e_acute]) == "\ufffd"
+
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+                                  "model": {"type": "BPE", "merges": []}}))
+    with pytest.raises(eddy.Error, match="broken.json: model.vocab: missing"):
+        eddy.BpeTokenizer.load(broken)
