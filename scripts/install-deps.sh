@@ -19,6 +19,7 @@ packages=(
   libvtk9-dev       # ParaView files through VTK's writers
   libcli11-dev      # the eddy command line
   libboost-dev      # Sobol' sequences for PINN collocation points (header-only Boost.Random)
+  libpcre2-dev      # the tokenizer's word pattern (Unicode letter and number classes)
   libgtest-dev      # tests
   libbenchmark-dev  # bench/
   python3-venv      # the .venv for the Python package and its tests

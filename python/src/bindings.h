@@ -51,5 +51,6 @@ void bind_autodiff(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_solvers(py::module_& m);
 void bind_compiler(py::module_& m);
+void bind_tokenizer(py::module_& m);
 
 }  // namespace eddy::python

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_eddy, m) {
   eddy::python::bind_nn(m);
   eddy::python::bind_solvers(m);
   eddy::python::bind_compiler(m);
+  eddy::python::bind_tokenizer(m);
 }

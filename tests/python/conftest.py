@@ -21,5 +21,10 @@ def safetensors_tool() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def tokenizer_tool() -> pathlib.Path:
+    return _tool("EDDY_TOKENIZER_TOOL", "tokenizer_tool")
+
+
+@pytest.fixture(scope="session")
 def eddy_cli() -> pathlib.Path:
     return _tool("EDDY_CLI", "../bin/eddy")
