@@ -10,28 +10,29 @@
 
 namespace eddy {
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape) {
-    EDDY_CHECK(d >= 0, "empty: negative dimension in shape ", shape);
-  }
+namespace {
+// A dense row-major tensor over `storage`, which the caller sized for `shape` and `dtype`.
+Tensor dense_over(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(static_cast<size_t>(eddy::numel(shape)) * dtype_size(dtype), device);
+  impl->storage = std::move(storage);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
 
+size_t bytes_for(const Shape& shape, DType dtype, std::string_view op) {
+  for (int64_t d : shape) EDDY_CHECK(d >= 0, op, ": negative dimension in shape ", shape);
+  return static_cast<size_t>(eddy::numel(shape)) * dtype_size(dtype);
+}
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return dense_over(Storage::allocate(bytes_for(shape, dtype, "empty"), device), shape, dtype);
+}
+
 Tensor Tensor::abstract(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape) {
-    EDDY_CHECK(d >= 0, "abstract: negative dimension in shape ", shape);
-  }
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::abstract(static_cast<size_t>(eddy::numel(shape)) * dtype_size(dtype), device);
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = dtype;
-  return Tensor(std::move(impl));
+  return dense_over(Storage::abstract(bytes_for(shape, dtype, "abstract"), device), shape, dtype);
 }
 
 void Tensor::check_defined() const {
