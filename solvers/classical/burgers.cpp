@@ -4,6 +4,7 @@
 
 #include "eddy/fft/fft.h"
 #include "eddy/ops/ops.h"
+#include "solvers/classical/rollout.h"
 
 namespace eddy::classical {
 namespace {
@@ -68,8 +69,6 @@ Tensor Burgers::step(const Tensor& v, const std::vector<Tensor>& params) const {
   const Tensor Nc = nonlinear(c);
   return E * v + Nv * f1 + 2.0 * (Na + Nb) * f2 + Nc * f3;
 }
-
-Stepper Burgers::stepper() const { return spectral_stepper(*this); }
 
 std::vector<Tensor> Burgers::solve(const Tensor& u0, const std::vector<int64_t>& record_steps,
                                   int64_t checkpoint_every) const {

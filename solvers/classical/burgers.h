@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "eddy/core/tensor.h"
-#include "solvers/classical/rollout.h"
 
 namespace eddy::classical {
 
@@ -31,7 +30,6 @@ class Burgers {
   const std::vector<Tensor>& params() const { return params_; }
   // One step of the half spectrum v [..., n / 2 + 1].
   Tensor step(const Tensor& v, const std::vector<Tensor>& params) const;
-  Stepper stepper() const;
 
   Tensor to_spectral(const Tensor& u) const;
   Tensor to_physical(const Tensor& v) const;

@@ -4,6 +4,7 @@
 
 #include "eddy/fft/fft.h"
 #include "eddy/ops/ops.h"
+#include "solvers/classical/rollout.h"
 
 namespace eddy::classical {
 namespace {
@@ -88,8 +89,6 @@ Tensor NavierStokes2d::step(const Tensor& w_hat, const std::vector<Tensor>& para
   const Tensor predictor = (base + N * dt_) * implicit_inverse;
   return (base + (N + advection(predictor)) * (0.5 * dt_)) * implicit_inverse;
 }
-
-Stepper NavierStokes2d::stepper() const { return spectral_stepper(*this); }
 
 std::vector<Tensor> NavierStokes2d::solve(const Tensor& w0, const std::vector<int64_t>& record_steps,
                                          int64_t checkpoint_every) const {

@@ -25,7 +25,6 @@
 
 #include "eddy/core/tensor.h"
 #include "eddy/dist/distributed_fft.h"
-#include "solvers/classical/rollout.h"
 
 namespace eddy::classical {
 
@@ -52,7 +51,6 @@ class NavierStokes2d {
   const std::vector<Tensor>& params() const { return params_; }
   // One step of the vorticity's half spectrum [..., rows, n / 2 + 1].
   Tensor step(const Tensor& w_hat, const std::vector<Tensor>& params) const;
-  Stepper stepper() const;
 
   Tensor to_spectral(const Tensor& w) const;
   Tensor to_physical(const Tensor& w_hat) const;

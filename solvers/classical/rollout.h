@@ -26,16 +26,14 @@ std::vector<Tensor> rollout(const Stepper& step, const Tensor& state, const std:
 // taken in and recorded in physical space (Solver::to_spectral / to_physical), with the
 // coefficients gradients should reach in Solver::params().
 template <typename Solver>
-Stepper spectral_stepper(const Solver& solver) {
-  // A copy of the solver (a handful of tensor handles), so the stepper outlives the original.
-  return [self = solver](const Tensor& state, const std::vector<Tensor>& params) { return self.step(state, params); };
-}
-
-template <typename Solver>
 std::vector<Tensor> solve_spectral(const Solver& solver, const Tensor& initial,
                                    const std::vector<int64_t>& record_steps, int64_t checkpoint_every) {
-  std::vector<Tensor> states = rollout(spectral_stepper(solver), solver.to_spectral(initial), solver.params(),
-                                       record_steps, checkpoint_every);
+  // A copy of the solver (a handful of tensor handles), so the stepper outlives the original.
+  const Stepper step = [self = solver](const Tensor& state, const std::vector<Tensor>& params) {
+    return self.step(state, params);
+  };
+  std::vector<Tensor> states =
+      rollout(step, solver.to_spectral(initial), solver.params(), record_steps, checkpoint_every);
   for (Tensor& state : states) state = solver.to_physical(state);
   return states;
 }

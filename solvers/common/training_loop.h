@@ -81,7 +81,6 @@ class TrainingLoop {
   std::string stop_message(const std::string& what);
   // Whether the checkpoint file is a good state of this run: written by it, or resumed from.
   bool has_good_checkpoint() const { return saved_; }
-  const std::string& checkpoint_path() const { return checkpoint_; }
 
  private:
   TrainingRun run_;

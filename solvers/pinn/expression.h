@@ -102,8 +102,6 @@ class EvaluationContext {
  public:
   EvaluationContext(Symbols symbols, EvaluationInputs inputs);
   ~EvaluationContext();
-  EvaluationContext(EvaluationContext&&) noexcept;
-  EvaluationContext& operator=(EvaluationContext&&) noexcept;
 
   const Symbols& symbols() const;
   // How many eddy::grad calls the derivatives have needed so far (a measure of the caching), and

@@ -472,8 +472,6 @@ EvaluationContext::EvaluationContext(Symbols symbols, EvaluationInputs inputs)
 }
 
 EvaluationContext::~EvaluationContext() = default;
-EvaluationContext::EvaluationContext(EvaluationContext&&) noexcept = default;
-EvaluationContext& EvaluationContext::operator=(EvaluationContext&&) noexcept = default;
 
 const Symbols& EvaluationContext::symbols() const { return state_->symbols; }
 int64_t EvaluationContext::gradient_calls() const { return state_->gradient_calls; }

@@ -139,18 +139,6 @@ std::vector<double> Sampler::unit_points(int64_t count, int64_t dim, Generator& 
   throw Error("sampler: unhandled kind");
 }
 
-Tensor Sampler::sample(int64_t count, int64_t dim, Generator& generator, DType dtype) const {
-  const std::vector<double> points = unit_points(count, dim, generator);
-  const Shape shape{count, dim};
-  if (dtype == DType::f64) return tensor(points, shape);
-  EDDY_CHECK(dtype == DType::f32, "sampler ", name(), ": dtype must be float32 or float64, got ", dtype);
-  const float below_one = std::nextafter(1.0f, 0.0f);
-  std::vector<float> narrowed(points.size());
-  std::transform(points.begin(), points.end(), narrowed.begin(),
-                 [&](double u) { return std::min(static_cast<float>(u), below_one); });
-  return tensor(narrowed, shape);
-}
-
 std::vector<int64_t> random_subset(int64_t available, int64_t keep, Generator& generator) {
   // Selection sampling (Knuth's algorithm S): row r is kept with probability (still to keep) /
   // (rows left), which gives every subset of size `keep` the same chance.

@@ -6,9 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "eddy/core/dtype.h"
 #include "eddy/core/rng.h"
-#include "eddy/core/tensor.h"
 
 namespace eddy::pinn {
 
@@ -42,8 +40,6 @@ struct Sampler {
 
   // `count` points, row-major [count, dim], every coordinate in [0, 1).
   std::vector<double> unit_points(int64_t count, int64_t dim, Generator& generator) const;
-  // The same points as a [count, dim] tensor of float32 or float64 (still below 1 in float32).
-  Tensor sample(int64_t count, int64_t dim, Generator& generator, DType dtype = DType::f32) const;
 };
 
 // Splits `count` into parts proportional to `weights`. Each part is its exact share rounded down

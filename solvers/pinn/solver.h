@@ -104,7 +104,6 @@ class PinnState {
   // `weights` (weight_tensors()) times each condition's loss at `samples`, with no host reads
   // and no change to the state.
   LossParts loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights);
-  Tensor residual(size_t condition);
   // An interior condition's residual at any points [N, coordinates].
   Tensor interior_residual(size_t condition, const Tensor& points);
   // Network output at points [N, coordinates].

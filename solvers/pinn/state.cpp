@@ -293,8 +293,6 @@ Tensor PinnState::interior_residual(size_t condition, const Tensor& points) {
   return expression_residual(c, points, Tensor());
 }
 
-Tensor PinnState::residual(size_t condition) { return residual_at(condition, samples_[condition]); }
-
 Tensor PinnState::residual_at(size_t condition, const SampledCondition& s) {
   const Condition& c = problem_.conditions[condition];
   if (c.kind == ConditionKind::data) {

@@ -452,7 +452,7 @@ TEST_F(SolveTest, CausalWeightsStartAtOneAndDecayInTime) {
   const std::vector<double> t = flatten(slice(state.samples()[0].points, 1, 1, 2)).to_vector<double>();
   EXPECT_TRUE(std::is_sorted(t.begin(), t.end()));
   // The loss is (1/M) sum_k w_k L_k, and its gradient treats the w_k as constants.
-  Tensor squared = square(state.residual(0));
+  Tensor squared = square(state.interior_residual(0, state.samples()[0].points));
   Tensor expected;
   for (int64_t k = 0; k < 8; ++k) {
     Tensor term = w[k] * mean(slice(squared, 0, 8 * k, 8 * (k + 1))) / 8.0;

@@ -42,7 +42,6 @@ class Generator {
     offset_ = 0;
   }
   uint64_t offset() const { return offset_; }
-  void set_offset(uint64_t offset) { offset_ = offset; }
 
  private:
   uint64_t seed_;

@@ -37,7 +37,6 @@ class ConfigNode {
   [[noreturn]] void fail(const std::string& message) const;
 
   bool is_map() const { return node_.IsMap(); }
-  bool is_sequence() const { return node_.IsSequence(); }
   bool is_scalar() const { return node_.IsScalar(); }
 
   // Map access. Each call records `key` as valid here.
