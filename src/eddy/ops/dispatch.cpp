@@ -64,15 +64,11 @@ Device OpCall::device() const { return inputs.empty() ? attrs.device : inputs[0]
 
 void set_top_interpreter(Interpreter* interpreter) { top_interpreter = interpreter; }
 
-InterpreterScope::InterpreterScope(Interpreter& interpreter) : interpreter_(&interpreter) {
-  pushed_interpreters.push_back(interpreter_);
-}
+InterpreterScope::InterpreterScope(Interpreter& interpreter) { pushed_interpreters.push_back(&interpreter); }
 
-InterpreterScope::~InterpreterScope() {
-  EDDY_CHECK(!pushed_interpreters.empty() && pushed_interpreters.back() == interpreter_,
-             "internal: interpreter scopes closed out of order");
-  pushed_interpreters.pop_back();
-}
+// Scopes can be neither copied nor moved, so they close in the reverse order of opening: the top
+// is this scope's.
+InterpreterScope::~InterpreterScope() { pushed_interpreters.pop_back(); }
 
 Tensor interpret_below(const Interpreter& self, const OpCall& call) {
   if (&self == top_interpreter) return top_pushed().interpret(call);

@@ -204,9 +204,6 @@ class InterpreterScope {
   ~InterpreterScope();
   InterpreterScope(const InterpreterScope&) = delete;
   InterpreterScope& operator=(const InterpreterScope&) = delete;
-
- private:
-  Interpreter* interpreter_;
 };
 
 // Hands `call` to the interpreter below `self` on the calling thread's stack.
