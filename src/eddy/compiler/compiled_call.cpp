@@ -10,22 +10,32 @@ namespace eddy::compiler {
 namespace {
 
 // What the outputs of one call share (the Attrs payload of each): the program, the graph value
-// each call input stands for, the results of the program's one run, and the latest reverse-mode
-// walk, since the engine asks for the input cotangents one input at a time and one walk over
-// the graph gives them all.
+// each call input stands for, and the results of the program's one run.
 struct CallSite {
   std::shared_ptr<const Program> program;
   size_t graph_inputs = 0;             // the call's first inputs; captured tensors follow
   std::vector<ValueId> argument_values;
   bool ran = false;
   std::vector<Tensor> results;         // each output's eval takes its own
-  struct Reverse {
-    int64_t output = -1;
-    std::weak_ptr<TensorImpl> cotangent;
-    bool grad_mode = false;
-    std::vector<Tensor> input_cotangents;
-  } last_reverse;
 };
+
+// The latest reverse walk: the engine asks for the input cotangents one input at a time, and one
+// walk over the graph gives them all. It lives outside the call site because the cotangents'
+// own history can lead back to this call's outputs, whose nodes hold the site: a cache inside it
+// would be a cycle never freed. Each cotangent is handed out once, to free it early.
+struct ReverseWalk {
+  std::weak_ptr<void> site;
+  int64_t output = -1;
+  std::weak_ptr<TensorImpl> cotangent;
+  bool grad_mode = false;
+  std::vector<Tensor> input_cotangents;
+
+  bool matches(const Attrs& attrs, const Tensor& seed) const {
+    return site.lock() == attrs.payload && output == attrs.axis && cotangent.lock() == seed.impl_ptr() &&
+           grad_mode == GradMode::enabled();
+  }
+};
+thread_local ReverseWalk last_walk;
 
 CallSite& site_of(const Attrs& attrs) { return *static_cast<CallSite*>(attrs.payload.get()); }
 
@@ -134,12 +144,12 @@ const Primitive& compiled_call_p = [] () -> const Primitive& {
     return result.defined() ? result : zeros_like(value);
   };
   p.vjp = [](Inputs in, const Attrs& a, int input, const Tensor& cotangent) {
-    CallSite::Reverse& last = site_of(a).last_reverse;
-    if (last.output != a.axis || last.cotangent.lock() != cotangent.impl_ptr() ||
-        last.grad_mode != GradMode::enabled()) {
-      last = {a.axis, cotangent.impl_ptr(), GradMode::enabled(), input_cotangents(site_of(a), in, a, cotangent)};
+    const auto k = static_cast<size_t>(input);
+    if (!last_walk.matches(a, cotangent) || !last_walk.input_cotangents.at(k).defined()) {
+      last_walk = {a.payload, a.axis, cotangent.impl_ptr(), GradMode::enabled(),
+                   input_cotangents(site_of(a), in, a, cotangent)};
     }
-    return last.input_cotangents.at(static_cast<size_t>(input));
+    return std::exchange(last_walk.input_cotangents[k], Tensor());
   };
   return register_primitive(std::move(p));
 }();
