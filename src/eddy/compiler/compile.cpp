@@ -78,7 +78,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
               << (stats_.last.kernels_from_cache ? "" : std::to_string(stats_.last.compile_seconds) + " s")
               << "; total " << stats_.trace_seconds << " s\n";
   }
-  if (compiler::needs_derivatives(*program, inputs)) return run(program, inputs);
+  if (compiler::needs_derivatives(*program, inputs)) return compiler::call_with_derivatives(program, inputs);
   // The eager outputs are this call's results: trace() cut them from its run's history.
   return traced.outputs;
 }
