@@ -53,6 +53,11 @@ void kaiming_normal(Tensor& w, Generator& g, double gain) {
   fill_normal(w, g, gain / std::sqrt(f.in));
 }
 
+void normal(Tensor& t, Generator& g, double stddev) {
+  EDDY_CHECK(stddev >= 0, "normal: stddev must be non-negative, got ", stddev);
+  fill_normal(t, g, stddev);
+}
+
 void zeros(Tensor& t) { constant(t, 0.0); }
 
 void constant(Tensor& t, double value) {

@@ -15,6 +15,8 @@ void xavier_normal(Tensor& weight, Generator& generator, double gain = 1.0);
 void kaiming_uniform(Tensor& weight, Generator& generator, double gain = 1.4142135623730951);
 // N(0, gain^2 / fan_in).
 void kaiming_normal(Tensor& weight, Generator& generator, double gain = 1.4142135623730951);
+// N(0, stddev^2) regardless of shape: GPT-2 and Llama initialise weights this way (std 0.02).
+void normal(Tensor& tensor, Generator& generator, double stddev);
 void zeros(Tensor& tensor);
 void constant(Tensor& tensor, double value);
 

@@ -47,10 +47,15 @@ Tensor activate(ActivationKind kind, const Tensor& x) {
   return x;
 }
 
-Linear::Linear(int64_t in_features, int64_t out_features, Generator& generator, DType dtype, bool with_bias) {
+Linear::Linear(int64_t in_features, int64_t out_features, Generator& generator, DType dtype, bool with_bias,
+               WeightLayout layout)
+    : layout_(layout) {
   EDDY_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got ", in_features,
              " -> ", out_features);
-  weight = Tensor::empty({in_features, out_features}, dtype);
+  // Glorot's bound is symmetric in the fans, so both layouts draw the same distribution.
+  weight = Tensor::empty(layout == WeightLayout::in_out ? Shape{in_features, out_features}
+                                                        : Shape{out_features, in_features},
+                         dtype);
   init::xavier_uniform(weight, generator);
   register_parameter("weight", weight);
   if (with_bias) {
@@ -59,11 +64,20 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& generator, 
   }
 }
 
+int64_t Linear::in_features() const { return weight.shape()[layout_ == WeightLayout::in_out ? 0 : 1]; }
+
 Tensor Linear::forward(const Tensor& x) {
-  EDDY_CHECK(x.dim() >= 1 && x.shape().back() == weight.shape()[0], "Linear: input has shape ", x.shape(),
-             " but the layer expects ", weight.shape()[0], " features in the last axis");
-  Tensor y = matmul(x, weight);
-  return bias.defined() ? y + bias : y;
+  const int64_t in = in_features();
+  EDDY_CHECK(x.dim() >= 1 && x.shape().back() == in, "Linear: input has shape ", x.shape(),
+             " but the layer expects ", in, " features in the last axis");
+  // Leading axes folded into rows make one GEMM; a broadcast batch would make one per row block.
+  Tensor rows = x.dim() > 2 ? reshape(x, {-1, in}) : x;
+  Tensor y = matmul(rows, layout_ == WeightLayout::in_out ? weight : transpose(weight));
+  if (bias.defined()) y = y + bias;
+  if (x.dim() <= 2) return y;
+  Shape shape = x.shape();
+  shape.back() = y.shape().back();
+  return reshape(y, shape);
 }
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {
@@ -102,30 +116,45 @@ Tensor Embedding::forward(const Tensor& indices) {
   return reshape(index_select(weight, 0, flatten(indices)), shape);
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
+LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype, bool with_bias) : eps_(eps) {
   EDDY_CHECK(dim > 0, "LayerNorm: dim must be positive, got ", dim);
-  gamma = ones({dim}, dtype);
-  beta = zeros({dim}, dtype);
-  register_parameter("gamma", gamma);
-  register_parameter("beta", beta);
+  EDDY_CHECK(eps >= 0, "LayerNorm: eps must be non-negative, got ", eps);
+  weight = ones({dim}, dtype);
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = zeros({dim}, dtype);
+    register_parameter("bias", bias);
+  }
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  EDDY_CHECK(x.dim() >= 1 && x.shape().back() == gamma.shape()[0], "LayerNorm: input has shape ", x.shape(),
-             " but the layer normalises ", gamma.shape()[0], " features");
+  EDDY_CHECK(x.dim() >= 1 && x.shape().back() == weight.shape()[0], "LayerNorm: input has shape ", x.shape(),
+             " but the layer normalises ", weight.shape()[0], " features");
   Tensor centred = x - mean(x, {-1}, true);
   Tensor variance = mean(square(centred), {-1}, true);
-  return centred / sqrt(variance + eps_) * gamma + beta;
+  Tensor scaled = centred / sqrt(variance + eps_) * weight;
+  return bias.defined() ? scaled + bias : scaled;
 }
 
 Dropout::Dropout(double p, uint64_t seed) : p_(p), generator_(seed) {
   EDDY_CHECK(p >= 0 && p < 1, "Dropout: p must be in [0, 1), got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) {
+namespace {
+// Keeps x where the uniform draw is at least p: probability 1 - p.
+Tensor drop(const Tensor& x, const Tensor& uniform_draw, double p) {
+  Tensor keep = ge(uniform_draw, scalar(p, uniform_draw.dtype()));
+  return x * cast(keep, x.dtype()) / (1 - p);
+}
+}  // namespace
+
+Tensor Dropout::forward(const Tensor& x, Tensor* key) {
   if (!is_training() || p_ == 0) return x;
-  Tensor keep = ge(rand(x.shape(), real_dtype(x.dtype()), &generator_), scalar(p_, real_dtype(x.dtype())));
-  return x * cast(keep, x.dtype()) / (1 - p_);
+  const DType dtype = real_dtype(x.dtype());
+  if (!key) return drop(x, rand(x.shape(), dtype, &generator_), p_);
+  Tensor draw = uniform(*key, x.shape(), dtype);
+  *key = *key + tensor<int64_t>({0, x.numel()});
+  return drop(x, draw, p_);
 }
 
 }  // namespace eddy::nn

@@ -19,15 +19,24 @@ ActivationKind parse_activation(std::string_view name);
 std::string_view activation_name(ActivationKind kind);
 Tensor activate(ActivationKind kind, const Tensor& x);
 
+// How a Linear stores its weight: eddy's [in, out] (x @ W), or PyTorch's [out, in] (x @ W^T),
+// which models exchanged with PyTorch checkpoints use so that tensors load without transposes.
+enum class WeightLayout { in_out, out_in };
+
 class Linear : public Module {
  public:
   // Glorot-uniform weight, zero bias.
   Linear(int64_t in_features, int64_t out_features, Generator& generator, DType dtype = DType::f32,
-         bool bias = true);
+         bool bias = true, WeightLayout layout = WeightLayout::in_out);
+  // x [..., in] -> [..., out]
   Tensor forward(const Tensor& x) override;
+  int64_t in_features() const;
 
-  Tensor weight;  // [in, out]
+  Tensor weight;  // [in, out], or [out, in] with WeightLayout::out_in
   Tensor bias;    // [out], undefined without bias
+
+ private:
+  WeightLayout layout_;
 };
 
 class Sequential : public Module {
@@ -74,24 +83,32 @@ class Embedding : public Module {
   Tensor weight;  // [count, dim], N(0, 1) initialised
 };
 
-// Normalises over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
+// Normalises over the last axis (Ba, Kiros & Hinton 2016): (x - mean) / sqrt(var + eps) *
+// weight + bias, with the biased variance, as PyTorch's LayerNorm.
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::f32);
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::f32, bool bias = true);
   Tensor forward(const Tensor& x) override;
 
-  Tensor gamma, beta;
+  Tensor weight;  // [dim], ones
+  Tensor bias;    // [dim], zeros; undefined without bias
 
  private:
   double eps_;
 };
 
 // Zeroes each element with probability p while training and scales the rest by 1 / (1 - p);
-// the identity in eval mode. Draws from its own seeded generator.
+// the identity in eval mode.
 class Dropout : public Module {
  public:
   explicit Dropout(double p, uint64_t seed = 0);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override { return forward(x, nullptr); }
+  // With a key (random_key), draws from it and advances its offset past the draw, so the next
+  // site of the same pass draws fresh numbers: a compiled function given the key as an input
+  // gets a new mask on every call. Without one, draws from the module's own seeded generator,
+  // which a capture refuses (it would replay the draw). Nothing is drawn in eval mode or at p = 0.
+  Tensor forward(const Tensor& x, Tensor* key);
+  double p() const { return p_; }
 
  private:
   double p_;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <numbers>
 
+#include "eddy/core/tracing.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 
@@ -25,6 +26,8 @@ Tensor gelu(const Tensor& x) {
   const double c = std::sqrt(2.0 / std::numbers::pi);
   return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
 }
+
+Tensor gelu_exact(const Tensor& x) { return 0.5 * x * (1.0 + erf(x * (std::numbers::sqrt2 / 2))); }
 
 Tensor silu(const Tensor& x) { return x * sigmoid(x); }
 
@@ -68,6 +71,49 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   EDDY_CHECK(prediction.shape() == target.shape(), "mse_loss: prediction has shape ",
              prediction.shape(), " but target has shape ", target.shape());
   return mean(square(prediction - target));
+}
+
+namespace {
+// Reads the targets on the host, which a captured graph cannot do: traced calls rely on the
+// gather in cross_entropy refusing what this would have named.
+void check_targets(const Tensor& targets, int64_t classes, int64_t ignore_index) {
+  const std::vector<int64_t> values = targets.to_vector<int64_t>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    EDDY_CHECK(values[i] == ignore_index || (values[i] >= 0 && values[i] < classes), "cross_entropy: target ",
+               values[i], " at flat position ", i, " is not a class in [0, ", classes, ") nor ignore_index ",
+               ignore_index);
+  }
+}
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
+  EDDY_CHECK(logits.defined() && targets.defined(), "cross_entropy: undefined operand");
+  EDDY_CHECK(is_floating(logits.dtype()), "cross_entropy: logits must be float32 or float64, got ", logits.dtype());
+  EDDY_CHECK(targets.dtype() == DType::i32 || targets.dtype() == DType::i64,
+             "cross_entropy: targets must be int32 or int64, got ", targets.dtype());
+  EDDY_CHECK(logits.dim() >= 1 && logits.shape().back() > 0,
+             "cross_entropy: logits need a non-empty class axis last, got shape ", logits.shape());
+  const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
+  EDDY_CHECK(targets.shape() == leading, "cross_entropy: logits of shape ", logits.shape(),
+             " need targets of shape ", leading, ", got ", targets.shape());
+  const int64_t classes = logits.shape().back();
+  if (!active_trace_recorder() && !targets.is_abstract()) check_targets(targets, classes, ignore_index);
+
+  Tensor rows = reshape(logits, {-1, classes});
+  Tensor picked = reshape(targets, {-1, 1});
+  Tensor counted = ne(picked, scalar(static_cast<double>(ignore_index), picked.dtype()));
+  // An ignored row still gathers something (its loss is masked out below); a negative target
+  // that is not ignored is sent past the last class so that gather refuses it instead of
+  // counting it from the end.
+  picked = where(counted, picked, zeros_like(picked));
+  picked = where(lt(picked, zeros_like(picked)), full_like(picked, static_cast<double>(classes)), picked);
+  // log sum exp(shifted) - shifted[target]: both terms are small where the loss is, so no large
+  // logsumexp is rounded before the subtraction.
+  Tensor shifted = rows - stable_shift(rows, 1);
+  Tensor losses = log(sum(exp(shifted), {1}, true)) - gather(shifted, 1, picked);
+  Tensor total = sum(where(counted, losses, zeros_like(losses)));
+  if (reduction == Reduction::sum) return total;
+  return total / sum(cast(counted, logits.dtype()));
 }
 
 }  // namespace eddy

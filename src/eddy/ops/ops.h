@@ -159,6 +159,8 @@ Tensor softplus(const Tensor& x);
 Tensor relu(const Tensor& x);
 // The tanh approximation of GELU (Hendrycks & Gimpel, 2016), as used by GPT-2.
 Tensor gelu(const Tensor& x);
+// GELU itself, x * Phi(x) = x (1 + erf(x / sqrt 2)) / 2: PyTorch's gelu(approximate="none").
+Tensor gelu_exact(const Tensor& x);
 Tensor silu(const Tensor& x);
 Tensor logsumexp(const Tensor& x, int64_t axis = -1, bool keepdims = false);
 Tensor softmax(const Tensor& x, int64_t axis = -1);
@@ -166,6 +168,13 @@ Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 // sqrt(sum |x|^2) over axes (all when empty).
 Tensor norm(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 Tensor mse_loss(const Tensor& prediction, const Tensor& target);
+enum class Reduction { mean, sum };
+// -log softmax(logits)[target], from logits [..., classes] (real floating) and integer targets
+// of the leading shape [...]. Targets equal to ignore_index count for nothing; `mean` divides
+// by how many targets are not ignored (NaN when none is, as in PyTorch). Any other target
+// outside [0, classes) is an error.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::mean);
 
 // ---- operators ----
 Tensor operator-(const Tensor& x);
