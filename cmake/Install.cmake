@@ -19,7 +19,7 @@ set(eddy_layer_targets "")
 foreach(layer IN LISTS EDDY_LAYERS)
   list(APPEND eddy_layer_targets eddy_${layer})
 endforeach()
-install(TARGETS ${eddy_layer_targets} eddy eddy_solvers_common eddy_pinn eddy_operator eddy_classical
+install(TARGETS ${eddy_layer_targets} eddy eddy_solvers_common eddy_pinn eddy_operator eddy_classical eddy_lm
         EXPORT eddyTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -28,6 +28,7 @@ packages=(
   libopenmpi-dev    # distributed training (src/eddy/dist/); optional at build time
   libfftw3-mpi-dev  # the distributed (slab) FFT of src/eddy/dist/, float and double; needed with MPI
   openmpi-bin       # mpirun, for the `mpi` tests and cluster runs
+  fortunes          # the text corpus of the language-model example (docs/lm.md)
 )
 
 missing=()

@@ -7,6 +7,7 @@
 //   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
 //   eddy export RUN_DIR [--output DIR] [--batch B] [--grid N[,M]]     a trained model as an inference artifact
 //   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5]                 evaluate an exported model
+//   eddy lm ...                                                       language models (lm_commands.h)
 //
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
 // written.
@@ -28,6 +29,7 @@
 #include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
 #include "eddy/io/hdf5.h"
+#include "lm_commands.h"
 #include "eddy/ops/ops.h"
 #include "solvers/classical/dataset.h"
 #include "solvers/operator/trainer.h"
@@ -271,6 +273,8 @@ int main(int argc, char** argv) {
   predict->add_option("--output", output, "HDF5 file for the outputs, one dataset each (default "
                       "INPUTS.predictions.h5 beside the inputs)");
 
+  const cli::LmCommands lm(app);
+
   CLI11_PARSE(app, argc, argv);
   try {
     // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.
@@ -286,6 +290,7 @@ int main(int argc, char** argv) {
     if (*generate) return run_generate(file, overrides, quiet);
     if (*export_command) return run_export(run_dir, output, batch, grid);
     if (*predict) return run_predict(artifact, inputs_file, output);
+    if (lm.chosen()) return lm.run();
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;
   } catch (const std::exception& e) {

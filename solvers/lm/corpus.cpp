@@ -1,0 +1,278 @@
+#include "solvers/lm/corpus.h"
+
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "eddy/core/error.h"
+#include "eddy/io/atomic_file.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::lm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[8] = {'E', 'D', 'D', 'Y', 'T', 'O', 'K', 'S'};
+constexpr size_t kHeaderBytes = 24;
+
+bool has_wildcard(const std::string& pattern) { return pattern.find_first_of("*?[") != std::string::npos; }
+
+bool excluded(const fs::path& path, const std::vector<std::string>& exclude) {
+  const std::string name = path.filename().string();
+  return std::any_of(exclude.begin(), exclude.end(),
+                     [&](const std::string& pattern) { return fnmatch(pattern.c_str(), name.c_str(), 0) == 0; });
+}
+
+// The corpus files in reading order: each pattern's matches sorted, a file reached twice (a
+// symbolic link to one already read) read once. Only a pattern with wildcards may match
+// something that is not a regular file; that is skipped.
+std::vector<fs::path> corpus_files(const CorpusSpec& corpus) {
+  std::vector<fs::path> files;
+  std::set<fs::path> seen;
+  for (const std::string& pattern : corpus.files) {
+    glob_t matches{};
+    const int status = glob(pattern.c_str(), 0, nullptr, &matches);
+    std::vector<std::string> paths(matches.gl_pathv, matches.gl_pathv + (status == 0 ? matches.gl_pathc : 0));
+    globfree(&matches);
+    EDDY_CHECK(!paths.empty(), corpus.where, "files: '", pattern, "' matches no file");
+    bool kept = false;
+    for (const std::string& path : paths) {
+      std::error_code error;
+      if (!fs::is_regular_file(path, error)) {
+        EDDY_CHECK(has_wildcard(pattern), corpus.where, "files: '", path, "' is not a regular file");
+        continue;
+      }
+      if (excluded(path, corpus.exclude)) continue;
+      kept = true;
+      if (seen.insert(fs::canonical(path)).second) files.emplace_back(path);
+    }
+    EDDY_CHECK(kept, corpus.where, "files: every file that '", pattern, "' matches is excluded or not a regular file");
+  }
+  return files;
+}
+
+// The documents of one file's text: cut at separator lines, each trimmed of the newline before
+// the separator; empty documents dropped.
+void cut_documents(const std::string& text, const std::string& separator, std::vector<std::string>& documents) {
+  if (separator.empty()) {
+    if (!text.empty()) documents.push_back(text);
+    return;
+  }
+  std::string current;
+  std::istringstream lines(text);
+  std::string line;
+  auto finish = [&] {
+    if (!current.empty()) documents.push_back(std::move(current));
+    current.clear();
+  };
+  while (std::getline(lines, line)) {
+    if (line == separator) {
+      finish();
+    } else {
+      current += line;
+      current += '\n';
+    }
+  }
+  finish();
+}
+
+bool valid_utf8(std::string_view text, size_t& bad_offset) {
+  for (size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+    bool ok = length > 0 && i + length <= text.size() && (length > 1 || lead != 0);
+    for (size_t k = 1; ok && k < length; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+    if (!ok) {
+      bad_offset = i;
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+// What the token files were made from: when this text is unchanged they are reused.
+std::string corpus_description(const LmProblem& p, const std::vector<fs::path>& files) {
+  std::ostringstream text;
+  text << "separator " << p.corpus.separator << "\nvalidation_fraction " << p.corpus.validation_fraction
+       << "\nseed " << p.training.seed << "\ntokenizer " << p.tokenizer.file << " " << p.tokenizer.vocab_size << " "
+       << p.tokenizer.min_frequency << "\n";
+  for (const fs::path& file : files) {
+    text << file.string() << " " << fs::file_size(file) << " " << fs::last_write_time(file).time_since_epoch().count()
+         << "\n";
+  }
+  return text.str();
+}
+
+std::vector<int32_t> encode_documents(const io::BpeTokenizer& tokenizer, const std::vector<std::string>& documents,
+                                      int32_t end_of_text) {
+  std::vector<int32_t> ids;
+  for (const std::string& document : documents) {
+    const std::vector<int32_t> encoded = tokenizer.encode(document);
+    ids.insert(ids.end(), encoded.begin(), encoded.end());
+    ids.push_back(end_of_text);
+  }
+  return ids;
+}
+
+}  // namespace
+
+Documents read_documents(const CorpusSpec& corpus, uint64_t seed) {
+  std::vector<std::string> documents;
+  for (const fs::path& file : corpus_files(corpus)) {
+    const std::string text = io::read_file(file.string());
+    EDDY_CHECK(!text.empty(), corpus.where, "files: '", file.string(), "' is empty");
+    size_t bad = 0;
+    EDDY_CHECK(valid_utf8(text, bad), corpus.where, "files: '", file.string(), "' is not UTF-8 text (byte ", bad,
+               "); leave it out with data.exclude");
+    cut_documents(text, corpus.separator, documents);
+  }
+  EDDY_CHECK(documents.size() >= 2, corpus.where, "the corpus has ", documents.size(),
+             " document(s); a training and a validation split need at least 2",
+             corpus.separator.empty() ? " (each file is one document: give more files or a data.separator)" : "");
+  Documents split;
+  std::mt19937_64 draw(seed);
+  std::vector<bool> held_out(documents.size());
+  for (size_t i = 0; i < documents.size(); ++i) {
+    held_out[i] = static_cast<double>(draw() >> 11) * 0x1.0p-53 < corpus.validation_fraction;
+  }
+  // A tiny corpus may draw every document to one side; the last document then changes sides.
+  if (std::all_of(held_out.begin(), held_out.end(), [](bool v) { return v; })) held_out.back() = false;
+  if (std::none_of(held_out.begin(), held_out.end(), [](bool v) { return v; })) held_out.back() = true;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    (held_out[i] ? split.validation : split.train).push_back(std::move(documents[i]));
+  }
+  return split;
+}
+
+void TokenFile::write(const std::string& path, const std::vector<int32_t>& ids, int32_t vocab_size) {
+  const uint32_t width = vocab_size <= 65536 ? 2 : 4;
+  const uint64_t count = ids.size();
+  std::string bytes(kHeaderBytes + count * width, '\0');
+  std::memcpy(bytes.data(), kMagic, 8);
+  // The format is little-endian; so is every machine eddy builds for (x86-64, aarch64).
+  std::memcpy(bytes.data() + 8, &width, 4);
+  std::memcpy(bytes.data() + 16, &count, 8);
+  char* out = bytes.data() + kHeaderBytes;
+  for (int32_t id : ids) {
+    const auto value = static_cast<uint32_t>(id);
+    std::memcpy(out, &value, width);
+    out += width;
+  }
+  io::write_file_atomically(path, bytes);
+}
+
+TokenFile::TokenFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  EDDY_CHECK(fd >= 0, "cannot open the token file ", path, ": ", std::strerror(errno));
+  struct stat info {};
+  ::fstat(fd, &info);
+  mapped_bytes_ = static_cast<size_t>(info.st_size);
+  if (mapped_bytes_ > 0) mapping_ = ::mmap(nullptr, mapped_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  EDDY_CHECK(mapping_ != MAP_FAILED, "cannot map the token file ", path, ": ", std::strerror(errno));
+  const auto* bytes = static_cast<const unsigned char*>(mapping_);
+  uint32_t width = 0;
+  uint64_t count = 0;
+  const bool header = mapped_bytes_ >= kHeaderBytes && std::memcmp(bytes, kMagic, 8) == 0;
+  if (header) {
+    std::memcpy(&width, bytes + 8, 4);
+    std::memcpy(&count, bytes + 16, 8);
+  }
+  // The count is checked by division, so a header claiming a huge count cannot wrap the size.
+  const bool fits = header && (width == 2 || width == 4) && (mapped_bytes_ - kHeaderBytes) % width == 0 &&
+                    (mapped_bytes_ - kHeaderBytes) / width == count;
+  if (!fits) {
+    if (mapping_) ::munmap(mapping_, mapped_bytes_);
+    throw Error(cat("the token file ", path, " is corrupt (", mapped_bytes_,
+                    " bytes; its header does not describe them); delete it to tokenise the corpus again"));
+  }
+  ids_ = bytes + kHeaderBytes;
+  width_ = static_cast<int>(width);
+  count_ = static_cast<int64_t>(count);
+}
+
+TokenFile::~TokenFile() {
+  if (mapping_) ::munmap(mapping_, mapped_bytes_);
+}
+
+int32_t TokenFile::at(int64_t index) const {
+  uint32_t value = 0;
+  std::memcpy(&value, ids_ + index * width_, static_cast<size_t>(width_));
+  return static_cast<int32_t>(value);
+}
+
+Batch draw_batch(const TokenFile& file, int64_t batch, int64_t context, uint64_t seed, uint64_t stream) {
+  EDDY_CHECK(file.size() > context, file.path(), " holds ", file.size(), " tokens, fewer than a window of context + 1 = ",
+             context + 1, "; use a larger corpus or data.validation_fraction, or a smaller model.context");
+  std::seed_seq seeds{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(stream),
+                      static_cast<uint32_t>(stream >> 32)};
+  std::mt19937_64 draw(seeds);
+  const auto starts = static_cast<uint64_t>(file.size() - context);
+  std::vector<int64_t> tokens(static_cast<size_t>(batch * context)), targets(tokens.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto start = static_cast<int64_t>(draw() % starts);
+    for (int64_t t = 0; t < context; ++t) {
+      tokens[b * context + t] = file.at(start + t);
+      targets[b * context + t] = file.at(start + t + 1);
+    }
+  }
+  return {reshape(tensor(tokens), {batch, context}), reshape(tensor(targets), {batch, context})};
+}
+
+PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log) {
+  const fs::path data_dir = fs::path(p.output.dir) / "data";
+  const std::string tokenizer_path = (fs::path(p.output.dir) / "tokenizer.json").string();
+  const std::string description_path = (data_dir / "source.txt").string();
+  PreparedCorpus prepared{std::nullopt, (data_dir / "train.tokens").string(),
+                          (data_dir / "validation.tokens").string(), false};
+  const std::vector<fs::path> files = corpus_files(p.corpus);
+  const std::string description = corpus_description(p, files);
+  std::error_code error;
+  if (fs::exists(description_path, error) && io::read_file(description_path) == description &&
+      fs::exists(tokenizer_path, error) && fs::exists(prepared.train_tokens, error) &&
+      fs::exists(prepared.validation_tokens, error)) {
+    prepared.tokenizer = io::BpeTokenizer::load(tokenizer_path);
+    prepared.reused = true;
+    return prepared;
+  }
+
+  const Documents documents = read_documents(p.corpus, p.training.seed);
+  if (p.tokenizer.file.empty()) {
+    if (log) *log << "training a " << p.tokenizer.vocab_size << "-token BPE tokenizer on " << documents.train.size()
+                  << " documents\n";
+    io::BpeTrainingOptions options;
+    options.vocab_size = p.tokenizer.vocab_size;
+    options.min_frequency = p.tokenizer.min_frequency;
+    options.special_tokens = {kEndOfText};
+    prepared.tokenizer = io::BpeTokenizer::train(documents.train, options);
+  } else {
+    prepared.tokenizer = io::BpeTokenizer::load(p.tokenizer.file);
+  }
+  const std::optional<int32_t> end_of_text = prepared.tokenizer->token_to_id(kEndOfText);
+  EDDY_CHECK(end_of_text, "tokenizer.file: ", p.tokenizer.file, " has no ", kEndOfText,
+             " token, which eddy puts between documents");
+  if (log) *log << "tokenising the corpus into " << data_dir.string() << "\n";
+  fs::create_directories(data_dir);
+  const int32_t vocab = prepared.tokenizer->vocab_size();
+  TokenFile::write(prepared.train_tokens, encode_documents(*prepared.tokenizer, documents.train, *end_of_text), vocab);
+  TokenFile::write(prepared.validation_tokens,
+                   encode_documents(*prepared.tokenizer, documents.validation, *end_of_text), vocab);
+  prepared.tokenizer->save(tokenizer_path);
+  // Written last: token files without it are made again.
+  io::write_file_atomically(description_path, description);
+  return prepared;
+}
+
+}  // namespace eddy::lm

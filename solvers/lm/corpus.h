@@ -1,0 +1,75 @@
+#pragma once
+// The text a language model trains on: corpus files cut into documents, split into training and
+// validation documents by the seed, tokenised once into token files in the run folder, and drawn
+// from as random context windows that depend only on (seed, step), so a resumed run sees the
+// batches an uninterrupted one would.
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "eddy/core/tensor.h"
+#include "eddy/io/tokenizer.h"
+#include "solvers/lm/problem.h"
+
+namespace eddy::lm {
+
+// Ends every document in the token files; the tokenizer's special token 0 when eddy trains it.
+inline constexpr const char* kEndOfText = "<|endoftext|>";
+
+struct Documents {
+  std::vector<std::string> train, validation;
+};
+
+// Reads the corpus files (sorted, UTF-8) and cuts them into documents; each document goes to
+// validation with probability validation_fraction, drawn from `seed`, with at least one on each
+// side. Errors name the pattern or file: no match, unreadable, empty, not UTF-8, too few
+// documents to split.
+Documents read_documents(const CorpusSpec& corpus, uint64_t seed);
+
+// Token ids in a file mapped read-only: a 24-byte header ("EDDYTOKS", the bytes per id (2 or 4),
+// the id count) and the ids, little-endian. Two bytes per id when the vocabulary allows.
+class TokenFile {
+ public:
+  static void write(const std::string& path, const std::vector<int32_t>& ids, int32_t vocab_size);
+  explicit TokenFile(const std::string& path);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  int64_t size() const { return count_; }
+  int32_t at(int64_t index) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const unsigned char* ids_ = nullptr;
+  void* mapping_ = nullptr;
+  size_t mapped_bytes_ = 0;
+  int64_t count_ = 0;
+  int width_ = 0;
+};
+
+// A batch of windows: tokens[b, t] predicts targets[b, t] = the token after it. int64 [batch, context].
+struct Batch {
+  Tensor tokens, targets;
+};
+
+// `batch` windows of `context` + 1 tokens at offsets drawn from (seed, stream): the same
+// arguments give the same batch on every run and platform.
+Batch draw_batch(const TokenFile& file, int64_t batch, int64_t context, uint64_t seed, uint64_t stream);
+
+// The run folder's tokenizer and token files, made once: the tokenizer is loaded from the
+// config's file or trained on the training documents, and the documents are encoded into
+// RUN/data/{train,validation}.tokens. A later call (a --resume, a rerun) reuses them when the
+// corpus files (names, sizes, times) and the data and tokenizer settings are unchanged.
+struct PreparedCorpus {
+  std::optional<io::BpeTokenizer> tokenizer;  // always set; optional as BpeTokenizer has no empty state
+  std::string train_tokens, validation_tokens;  // paths
+  bool reused = false;
+};
+PreparedCorpus prepare_corpus(const LmProblem& problem, std::ostream* log);
+
+}  // namespace eddy::lm

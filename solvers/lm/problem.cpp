@@ -1,0 +1,143 @@
+#include "solvers/lm/problem.h"
+
+#include <filesystem>
+
+#include "eddy/core/error.h"
+#include "solvers/common/training_config.h"
+
+namespace eddy::lm {
+namespace {
+
+using io::ConfigNode;
+
+// A string or a list of strings.
+std::vector<std::string> strings(const ConfigNode& node) {
+  if (node.is_scalar()) return {node.as_string()};
+  std::vector<std::string> all;
+  for (const ConfigNode& element : node.elements()) all.push_back(element.as_string());
+  return all;
+}
+
+void require_positive(const ConfigNode& section, const char* key) {
+  if (section.integer(key) < 1) section.at(key).fail("must be at least 1");
+}
+
+CorpusSpec read_corpus(const ConfigNode& data) {
+  CorpusSpec corpus;
+  corpus.where = data.where();
+  const ConfigNode files = data.at("files");
+  corpus.files = strings(files);
+  if (corpus.files.empty()) files.fail("needs at least one file or pattern");
+  if (data.has("exclude")) corpus.exclude = strings(data.at("exclude"));
+  corpus.separator = data.string("separator", "");
+  corpus.validation_fraction = data.number("validation_fraction", 0.05);
+  if (!(corpus.validation_fraction > 0 && corpus.validation_fraction < 1)) {
+    data.at("validation_fraction").fail("must be in (0, 1)");
+  }
+  return corpus;
+}
+
+TokenizerSpec read_tokenizer(const ConfigNode& section) {
+  TokenizerSpec tokenizer;
+  tokenizer.file = section.string("file", "");
+  tokenizer.vocab_size = static_cast<int32_t>(section.integer("vocab_size", 4096));
+  tokenizer.min_frequency = section.integer("min_frequency", 2);
+  // 256 byte tokens and the end-of-text token come first.
+  if (tokenizer.vocab_size < 257 || tokenizer.vocab_size > (1 << 24)) {
+    section.at("vocab_size").fail("must be between 257 (the byte tokens and <|endoftext|>) and 16777216");
+  }
+  if (tokenizer.min_frequency < 1) section.at("min_frequency").fail("must be at least 1");
+  return tokenizer;
+}
+
+ModelSpec read_model(const ConfigNode& model) {
+  ModelSpec m;
+  m.architecture = model.choice("type", {{"gpt2", Architecture::gpt2}, {"llama", Architecture::llama}},
+                                Architecture::gpt2);
+  m.context = model.integer("context", 256);
+  m.hidden_size = model.integer("hidden_size", 256);
+  m.layers = model.integer("layers", 4);
+  m.heads = model.integer("heads", 4);
+  for (const char* key : {"context", "hidden_size", "layers", "heads"}) require_positive(model, key);
+  if (m.hidden_size % m.heads != 0) {
+    model.at("heads").fail(cat(m.heads, " heads do not divide hidden_size ", m.hidden_size));
+  }
+  m.intermediate_size = model.integer("intermediate_size", 0);
+  if (m.intermediate_size < 0) model.at("intermediate_size").fail("must be non-negative (0: the layout's default)");
+  m.dropout = model.number("dropout", 0.0);
+  if (!(m.dropout >= 0 && m.dropout < 1)) model.at("dropout").fail("must be in [0, 1)");
+  m.tie_embeddings = model.boolean("tie_embeddings", true);
+  if (m.architecture == Architecture::llama) {
+    m.kv_heads = model.integer("kv_heads", m.heads);
+    if (m.kv_heads < 1 || m.heads % m.kv_heads != 0) {
+      model.at("kv_heads").fail(cat("must divide heads (", m.heads, "); got ", m.kv_heads));
+    }
+    if ((m.hidden_size / m.heads) % 2 != 0) {
+      model.at("heads").fail(cat("rotary positions need an even head size; hidden_size / heads = ",
+                                 m.hidden_size / m.heads));
+    }
+    m.rope_theta = model.number("rope_theta", 10000.0);
+    if (!(m.rope_theta > 0)) model.at("rope_theta").fail("must be positive");
+  }
+  return m;
+}
+
+TrainingSpec read_training(const ConfigNode& training) {
+  TrainingSpec t;
+  t.steps = training.integer("steps", 1000);
+  if (t.steps < 0) training.at("steps").fail("must be non-negative");
+  t.batch_size = training.integer("batch_size", 16);
+  t.accumulation = training.integer("accumulation", 1);
+  t.evaluate_every = training.integer("evaluate_every", 100);
+  t.evaluation_batches = training.integer("evaluation_batches", 8);
+  for (const char* key : {"batch_size", "accumulation", "evaluate_every", "evaluation_batches"}) {
+    require_positive(training, key);
+  }
+  t.learning_rate = training.number("learning_rate", 1e-3);
+  if (!(t.learning_rate > 0)) training.at("learning_rate").fail("must be positive");
+  t.weight_decay = training.number("weight_decay", 0.1);
+  if (!(t.weight_decay >= 0)) training.at("weight_decay").fail("must be non-negative");
+  t.beta1 = training.number("beta1", 0.9);
+  t.beta2 = training.number("beta2", 0.95);
+  for (const char* key : {"beta1", "beta2"}) {
+    const double beta = training.number(key);
+    if (!(beta >= 0 && beta < 1)) training.at(key).fail("must be in [0, 1)");
+  }
+  t.clip = training.number("clip", 1.0);
+  if (!(t.clip >= 0)) training.at("clip").fail("must be non-negative (0: no clipping)");
+  const ConfigNode schedule = training.section("schedule");
+  t.schedule = solvers::read_schedule(schedule, 100);
+  if (t.schedule.type == optim::ScheduleType::cosine && t.steps > 0 && t.schedule.warmup >= t.steps) {
+    schedule.at("warmup").fail(cat("must be less than training.steps (", t.steps, "); got ", t.schedule.warmup));
+  }
+  t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
+  const int64_t seed = training.integer("seed", 0);
+  if (seed < 0) training.at("seed").fail("must be non-negative");
+  t.seed = static_cast<uint64_t>(seed);
+  return t;
+}
+
+}  // namespace
+
+LmProblem read_lm_problem(io::Config& config) {
+  LmProblem p;
+  p.source = config.source();
+  const ConfigNode root = config.root();
+  p.description = root.string("description", "");
+  p.corpus = read_corpus(root.at("data"));
+  p.tokenizer = read_tokenizer(root.section("tokenizer"));
+  p.model = read_model(root.at("model"));
+  p.training = read_training(root.section("training"));
+
+  const ConfigNode output = root.section("output");
+  p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());
+  p.output.checkpoint_every = output.integer("checkpoint_every", 100);
+  if (p.output.checkpoint_every < 0) output.at("checkpoint_every").fail("must be non-negative (0: only at the end)");
+
+  config.check_no_unknown_keys();
+  p.resolved_config = config.resolved();
+  p.config_hash = config.hash();
+  return p;
+}
+
+}  // namespace eddy::lm

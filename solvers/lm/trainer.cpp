@@ -1,0 +1,243 @@
+#include "solvers/lm/trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/dist/communicator.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/ops/ops.h"
+#include "eddy/optim/adam.h"
+#include "eddy/optim/clip.h"
+#include "solvers/common/progress.h"
+#include "solvers/common/step_function.h"
+#include "solvers/common/training_loop.h"
+#include "solvers/lm/corpus.h"
+#include "solvers/lm/model.h"
+
+namespace eddy::lm {
+namespace {
+
+// Validation windows come from streams above every training step's.
+constexpr uint64_t kValidationStreams = uint64_t{1} << 62;
+
+struct History {
+  std::vector<double> steps, train_loss;
+  std::vector<double> evaluated_steps, validation_loss;
+};
+
+// The optimiser state of the two parameter groups, their keys prefixed apart.
+void add_prefixed(nn::StateDict& into, const std::string& prefix, const nn::StateDict& from) {
+  for (const auto& [key, value] : from) into[prefix + key] = value;
+}
+
+nn::StateDict with_prefix(const nn::StateDict& from, const std::string& prefix) {
+  nn::StateDict picked;
+  for (const auto& [key, value] : from) {
+    if (key.starts_with(prefix)) picked[key.substr(prefix.size())] = value;
+  }
+  return picked;
+}
+
+void write_history(const std::string& path, const History& history, const std::string& config_hash) {
+  io::Hdf5Writer out(path);
+  out.write("step", tensor(history.steps));
+  out.write("train_loss", tensor(history.train_loss));
+  out.write("validation/step", tensor(history.evaluated_steps));
+  out.write("validation/loss", tensor(history.validation_loss));
+  std::vector<double> perplexity;
+  for (double loss : history.validation_loss) perplexity.push_back(std::exp(loss));
+  out.write("validation/perplexity", tensor(perplexity));
+  out.set_attribute("/", "config_hash", config_hash);
+  out.commit();
+}
+
+}  // namespace
+
+TrainResult train(const LmProblem& p, const TrainOptions& options) {
+  EDDY_CHECK(dist::default_communicator().size() == 1, "eddy lm train runs in one process; it was started as ",
+             dist::default_communicator().size(), " ranks (data-parallel language-model training is not built yet)");
+  const TrainingSpec& t = p.training;
+  const PreparedCorpus corpus = prepare_corpus(p, options.log);
+  const TokenFile train_tokens(corpus.train_tokens), validation_tokens(corpus.validation_tokens);
+  const int64_t context = p.model.context, batch = t.batch_size;
+  std::vector<Batch> validation;
+  for (int64_t i = 0; i < t.evaluation_batches; ++i) {
+    validation.push_back(draw_batch(validation_tokens, batch, context, t.seed, kValidationStreams + i));
+  }
+  // Fails before training when the training split is too small.
+  draw_batch(train_tokens, 1, context, t.seed, 0);
+
+  const LanguageModel model = make_model(p.model, corpus.tokenizer->vocab_size(), t.dtype, t.seed);
+  const std::vector<Tensor> parameters = model.module().parameters();
+  // Weight decay on matrices (projections, embeddings) only, not on norms and biases, as GPT-2
+  // and Llama were trained.
+  std::vector<Tensor> matrices, vectors;
+  for (const Tensor& parameter : parameters) (parameter.dim() >= 2 ? matrices : vectors).push_back(parameter);
+  optim::AdamOptions adam;
+  adam.learning_rate = t.learning_rate;
+  adam.beta1 = t.beta1;
+  adam.beta2 = t.beta2;
+  adam.weight_decay = t.weight_decay;
+  optim::AdamW decayed(matrices, adam);
+  adam.weight_decay = 0;
+  optim::AdamW undecayed(vectors, adam);
+  const auto schedule = optim::make_schedule(t.schedule, t.learning_rate, t.steps);
+
+  History history;
+  solvers::ProgressLine progress(options.log, options.terminal, t.evaluate_every);
+  auto note = [&](const std::string& line) { progress.note(line); };
+  // A micro-batch's loss and the gradients of `scale` times it, from its tokens, targets,
+  // dropout key and scale.
+  solvers::StepFunction training_step(
+      "training step",
+      [&](const std::vector<Tensor>& inputs) {
+        Tensor dropout_key = inputs[2];
+        const Tensor loss = cross_entropy(model.logits(inputs[0], &dropout_key), inputs[1]);
+        std::vector<Tensor> outputs = grad({loss * inputs[3]}, parameters);
+        outputs.insert(outputs.begin(), loss);
+        return outputs;
+      },
+      !options.eager, note);
+  solvers::StepFunction evaluation_step(
+      "evaluation",
+      [&](const std::vector<Tensor>& inputs) {
+        return std::vector<Tensor>{cross_entropy(model.logits(inputs[0]), inputs[1])};
+      },
+      !options.eager, note);
+  auto validation_loss = [&] {
+    NoGradGuard no_grad;
+    model.module().eval();
+    double sum = 0;
+    for (const Batch& b : validation) sum += evaluation_step({b.tokens, b.targets}).at(0).item<double>();
+    model.module().train();
+    return sum / static_cast<double>(validation.size());
+  };
+
+  const Tensor scale = scalar(1.0 / static_cast<double>(t.accumulation), t.dtype);
+  const double tokens_per_step = static_cast<double>(batch * context * t.accumulation);
+  auto started = std::chrono::steady_clock::now();
+  int64_t first_step = 0;
+  double step_loss = 0;
+
+  solvers::TrainingHooks steps;
+  steps.begin_step = [&](int64_t step) {
+    decayed.set_learning_rate(schedule->learning_rate(step));
+    undecayed.set_learning_rate(schedule->learning_rate(step));
+  };
+  steps.evaluate = [&](int64_t step, int64_t) {
+    std::vector<Tensor> sums;
+    step_loss = 0;
+    for (int64_t micro = 0; micro < t.accumulation; ++micro) {
+      // Windows and dropout masks depend only on (seed, step, micro-batch): a resumed run takes
+      // the steps an uninterrupted one would.
+      const auto stream = static_cast<uint64_t>(step * t.accumulation + micro);
+      const Batch b = draw_batch(train_tokens, batch, context, t.seed, stream);
+      const std::vector<Tensor> outputs =
+          training_step({b.tokens, b.targets, random_key(t.seed, stream << 32), scale});
+      step_loss += outputs[0].item<double>() / static_cast<double>(t.accumulation);
+      if (sums.empty()) {
+        sums.assign(outputs.begin() + 1, outputs.end());
+      } else {
+        for (size_t i = 0; i < sums.size(); ++i) sums[i] = sums[i] + outputs[i + 1];
+      }
+    }
+    optim::set_grads(parameters, sums);
+    return step_loss;
+  };
+  steps.apply = [&] {
+    if (t.clip > 0) optim::clip_grad_norm(parameters, t.clip);
+    decayed.step();
+    undecayed.step();
+  };
+  steps.end_step = [&](int64_t done) {
+    history.steps.push_back(static_cast<double>(done));
+    history.train_loss.push_back(step_loss);
+    const bool evaluate = done % t.evaluate_every == 0 || done == t.steps;
+    if (evaluate) {
+      history.evaluated_steps.push_back(static_cast<double>(done));
+      history.validation_loss.push_back(validation_loss());
+    }
+    progress.report(
+        "step", done, t.steps,
+        [&] {
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          std::string details = cat("loss ", solvers::ProgressLine::format(step_loss));
+          if (!history.validation_loss.empty()) {
+            const double loss = history.validation_loss.back();
+            details += cat("  val ", solvers::ProgressLine::format(loss), " (ppl ",
+                           solvers::ProgressLine::format(std::exp(loss)), ")");
+          }
+          const double rate = static_cast<double>(done - first_step) * tokens_per_step / std::max(seconds, 1e-9);
+          return cat(details, "  lr ", solvers::ProgressLine::format(decayed.learning_rate()), "  ",
+                     static_cast<int64_t>(rate), " tok/s");
+        },
+        evaluate);
+  };
+  steps.describe_stop = [&](int64_t step, int64_t, double loss) {
+    return cat("training stopped at step ", step + 1, ": the loss is ", loss);
+  };
+  steps.training_state = [&] {
+    nn::StateDict state;
+    add_prefixed(state, "optimizer.decayed.", decayed.state_dict());
+    add_prefixed(state, "optimizer.undecayed.", undecayed.state_dict());
+    state["history.step"] = tensor(history.steps);
+    state["history.train_loss"] = tensor(history.train_loss);
+    state["history.validation_step"] = tensor(history.evaluated_steps);
+    state["history.validation_loss"] = tensor(history.validation_loss);
+    return state;
+  };
+  const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
+  steps.restore = [&](const nn::StateDict& saved) {
+    decayed.load_state_dict(with_prefix(saved, "optimizer.decayed."));
+    undecayed.load_state_dict(with_prefix(saved, "optimizer.undecayed."));
+    auto entry = [&](const std::string& key) {
+      EDDY_CHECK(saved.count(key), "--resume: ", checkpoint, " has no '", key, "'; it was not written by eddy lm train");
+      return saved.at(key).to_vector<double>();
+    };
+    history.steps = entry("history.step");
+    history.train_loss = entry("history.train_loss");
+    history.evaluated_steps = entry("history.validation_step");
+    history.validation_loss = entry("history.validation_loss");
+  };
+  solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data"},
+                             model.module(), parameters, dist::default_communicator(), progress, steps);
+
+  TrainResult result;
+  result.parameters = model.module().parameter_count();
+  int64_t step = first_step = loop.start();
+  if (options.log) {
+    *options.log << "model: " << (model.gpt2 ? "gpt2" : "llama") << ", " << result.parameters << " parameters; "
+                 << train_tokens.size() << " training and " << validation_tokens.size() << " validation tokens"
+                 << (corpus.reused ? " (token files reused)" : "") << "\n";
+  }
+  started = std::chrono::steady_clock::now();
+  progress.begin_phase();
+  if (auto stopped = loop.run(step, t.steps, p.output.checkpoint_every)) {
+    result.steps = stopped->step;
+    result.message = stopped->message;
+    write_history(p.output.dir + "/history.h5", history, p.config_hash);
+    return result;
+  }
+  if (history.validation_loss.empty() || history.evaluated_steps.back() != static_cast<double>(step)) {
+    history.evaluated_steps.push_back(static_cast<double>(step));
+    history.validation_loss.push_back(validation_loss());
+  }
+  result.steps = step;
+  result.train_loss = history.train_loss.empty() ? 0 : history.train_loss.back();
+  result.validation_loss = history.validation_loss.back();
+  if (!std::isfinite(result.validation_loss)) {
+    result.message = cat("training ended with a non-finite validation loss; ",
+                         loop.has_good_checkpoint() ? "the last good checkpoint is " + checkpoint
+                                                    : std::string("no checkpoint was written by this run"));
+    return result;
+  }
+  write_history(p.output.dir + "/history.h5", history, p.config_hash);
+  loop.save(step);
+  result.finished = true;
+  result.message = cat("finished ", step, " steps; training loss ", result.train_loss, ", validation loss ",
+                       result.validation_loss, " (perplexity ", std::exp(result.validation_loss), ")");
+  return result;
+}
+
+}  // namespace eddy::lm

@@ -1,0 +1,36 @@
+#pragma once
+// Training a language model from its config (`eddy lm train`): AdamW with warmup and a cosine
+// schedule, gradient clipping and accumulation over random context windows of the training
+// tokens, validation loss and perplexity on fixed windows every evaluate_every steps, atomic
+// checkpoints with --resume, a clean stop on a non-finite loss, and the history in the run folder.
+//
+// A run folder holds config.yaml, tokenizer.json, data/ (the token files), checkpoint.safetensors
+// (the model with Hugging Face's parameter names, the optimiser and the history) and history.h5.
+
+#include <ostream>
+#include <string>
+
+#include "solvers/lm/problem.h"
+
+namespace eddy::lm {
+
+struct TrainOptions {
+  bool resume = false;
+  // Run the training step and evaluation as written instead of compiled (`--eager`).
+  bool eager = false;
+  std::ostream* log = nullptr;
+  bool terminal = false;
+};
+
+struct TrainResult {
+  bool finished = false;
+  std::string message;
+  int64_t steps = 0;
+  double train_loss = 0;       // the last step's
+  double validation_loss = 0;  // the last evaluation's
+  int64_t parameters = 0;
+};
+
+TrainResult train(const LmProblem& problem, const TrainOptions& options);
+
+}  // namespace eddy::lm

@@ -1,0 +1,66 @@
+#include "lm_commands.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "eddy/io/config.h"
+#include "solvers/lm/trainer.h"
+
+namespace eddy::cli {
+namespace {
+
+int run_train(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool eager,
+              bool quiet) {
+  auto config = io::Config::load(file, overrides);
+  const lm::LmProblem problem = lm::read_lm_problem(*config);
+  lm::TrainOptions options;
+  options.resume = resume;
+  options.eager = eager;
+  options.log = quiet ? nullptr : &std::cerr;
+  options.terminal = !quiet && ::isatty(STDERR_FILENO);
+  const lm::TrainResult result = lm::train(problem, options);
+  if (!result.finished) {
+    std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
+    return 3;
+  }
+  std::printf("%s\n", result.message.c_str());
+  std::printf("results: %s/history.h5 (HDF5), checkpoint %s/checkpoint.safetensors, tokenizer %s/tokenizer.json\n",
+              problem.output.dir.c_str(), problem.output.dir.c_str(), problem.output.dir.c_str());
+  return 0;
+}
+
+int run_check(const std::string& file, const std::vector<std::string>& overrides) {
+  auto config = io::Config::load(file, overrides);
+  const lm::LmProblem problem = lm::read_lm_problem(*config);
+  std::printf("%s: a %s language model, context %lld, %lld layers of width %lld\n", problem.source.c_str(),
+              problem.model.architecture == lm::Architecture::gpt2 ? "GPT-2" : "Llama",
+              static_cast<long long>(problem.model.context), static_cast<long long>(problem.model.layers),
+              static_cast<long long>(problem.model.hidden_size));
+  std::printf("%s\n", problem.resolved_config.c_str());
+  return 0;
+}
+
+}  // namespace
+
+LmCommands::LmCommands(CLI::App& app) {
+  lm_ = app.add_subcommand("lm", "Language models: train from a YAML file (docs/lm.md)");
+  lm_->require_subcommand(1);
+  train_ = lm_->add_subcommand("train", "Train a language model defined in a YAML file");
+  train_->add_option("file", file_, "language-model YAML")->required()->check(CLI::ExistingFile);
+  train_->add_option("overrides", overrides_, "key.path=value overrides, e.g. training.steps=100");
+  train_->add_flag("--resume", resume_, "continue from the run folder's last checkpoint");
+  train_->add_flag("--eager", eager_, "run the training step and evaluation as written instead of compiled");
+  train_->add_flag("--quiet", quiet_, "no progress output");
+  check_ = lm_->add_subcommand("check", "Validate a language-model config and print it resolved, without training");
+  check_->add_option("file", file_, "language-model YAML")->required()->check(CLI::ExistingFile);
+  check_->add_option("overrides", overrides_, "key.path=value overrides");
+}
+
+int LmCommands::run() const {
+  if (train_->parsed()) return run_train(file_, overrides_, resume_, eager_, quiet_);
+  return run_check(file_, overrides_);
+}
+
+}  // namespace eddy::cli

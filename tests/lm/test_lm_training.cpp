@@ -1,0 +1,223 @@
+// `eddy lm train` end to end on a small synthetic corpus: both layouts learn it, compiled steps
+// give the eager numbers, a resume is bit-exact, token files are made once and windows are
+// reproducible, and bad configs, corpora and token files get errors that name them.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "eddy/eddy.h"
+#include "eddy/io/atomic_file.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/io/safetensors.h"
+#include "solvers/lm/corpus.h"
+#include "solvers/lm/trainer.h"
+#include "support/expect_error.h"
+
+namespace eddy::lm {
+namespace {
+
+namespace fs = std::filesystem;
+
+class LmTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("eddy_lm_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_ / "corpus");
+    write_corpus(dir_ / "corpus" / "a.txt", 0);
+    write_corpus(dir_ / "corpus" / "b.txt", 1);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Short, regular sentences, one document per "%"-separated block: a model learns them fast.
+  static void write_corpus(const fs::path& path, int part) {
+    const char* animals[] = {"cat", "dog", "bird", "fox"};
+    const char* verbs[] = {"sees", "likes", "chases"};
+    const char* things[] = {"the ball", "a red box", "the old tree", "some water"};
+    std::ofstream out(path);
+    for (int i = 0; i < 120; ++i) {
+      const int k = i + 120 * part;
+      out << "The " << animals[k % 4] << " " << verbs[k % 3] << " " << things[(k / 3) % 4] << ".\n";
+      out << "Then the " << animals[(k + 1) % 4] << " sleeps.\n%\n";
+    }
+  }
+
+  std::string config(const std::string& model = "type: gpt2") const {
+    return cat("data:\n  files: ", (dir_ / "corpus" / "*.txt").string(),
+               "\n  separator: '%'\n  validation_fraction: 0.1\n"
+               "tokenizer: {vocab_size: 300}\n"
+               "model: {", model, ", context: 16, hidden_size: 32, layers: 2, heads: 4}\n"
+               "training: {steps: 40, batch_size: 8, learning_rate: 3.0e-3, evaluate_every: 20, "
+               "evaluation_batches: 2, schedule: {type: cosine, warmup: 5}}\n"
+               "output: {dir: ", (dir_ / "run").string(), ", checkpoint_every: 10}\n");
+  }
+
+  static LmProblem problem_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+    auto config = io::Config::parse(text, "test.yaml", overrides);
+    return read_lm_problem(*config);
+  }
+
+  static std::vector<double> history(const LmProblem& problem, const std::string& name) {
+    return io::read_hdf5(problem.output.dir + "/history.h5", name).to_vector<double>();
+  }
+
+  static TrainOptions eager() {
+    TrainOptions options;
+    options.eager = true;
+    return options;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(LmTraining, BothLayoutsLearnTheCorpus) {
+  for (const std::string model : {"type: gpt2", "type: llama, kv_heads: 2"}) {
+    SCOPED_TRACE(model);
+    const LmProblem problem = problem_of(config(model));
+    const TrainResult result = train(problem, eager());
+    ASSERT_TRUE(result.finished) << result.message;
+    EXPECT_EQ(result.steps, 40);
+    const std::vector<double> validation = history(problem, "validation/loss");
+    ASSERT_EQ(validation.size(), 2u);
+    // From about log(300) = 5.7 for a uniform guess to well below half of it.
+    EXPECT_LT(validation.back(), 2.5);
+    EXPECT_LT(history(problem, "train_loss").back(), history(problem, "train_loss").front() / 2);
+    EXPECT_NEAR(history(problem, "validation/perplexity").back(), std::exp(validation.back()), 1e-9);
+    fs::remove_all(problem.output.dir);
+  }
+}
+
+TEST_F(LmTraining, CompiledStepsGiveTheEagerLosses) {
+  const LmProblem problem = problem_of(config(), {"training.steps=3", "training.schedule.warmup=1",
+                                                  "training.evaluate_every=3", "model.dropout=0.1"});
+  std::map<bool, std::vector<double>> losses;
+  std::map<bool, std::string> logs;
+  for (bool compiled : {false, true}) {
+    std::ostringstream log;
+    TrainOptions options;
+    options.eager = !compiled;
+    options.log = &log;
+    const TrainResult result = train(problem, options);
+    ASSERT_TRUE(result.finished) << result.message;
+    losses[compiled] = history(problem, "train_loss");
+    losses[compiled].push_back(result.validation_loss);
+    logs[compiled] = log.str();
+    fs::remove_all(problem.output.dir);
+  }
+  ASSERT_EQ(losses[true].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(losses[true][i], losses[false][i], 1e-5 * losses[false][i]) << i;
+  EXPECT_NE(logs[true].find("training step compiled in "), std::string::npos) << logs[true];
+  EXPECT_EQ(logs[false].find("compiled"), std::string::npos) << logs[false];
+}
+
+TEST_F(LmTraining, ResumeContinuesBitExactly) {
+  // Dropout and accumulation included: their masks and windows depend on (seed, step) only. A
+  // constant schedule, as the stopped run is a shorter run.
+  const std::vector<std::string> overrides{"training.steps=6", "model.dropout=0.1", "training.accumulation=2",
+                                           "training.schedule.type=constant", "output.checkpoint_every=3"};
+  std::vector<std::string> straight_overrides = overrides;
+  straight_overrides.push_back("output.dir=" + (dir_ / "a").string());
+  const LmProblem straight = problem_of(config(), straight_overrides);
+  ASSERT_TRUE(train(straight, eager()).finished);
+
+  std::vector<std::string> stopped_overrides = overrides;
+  stopped_overrides.push_back("output.dir=" + (dir_ / "b").string());
+  const LmProblem stopped = problem_of(config(), stopped_overrides);
+  LmProblem shortened = stopped;
+  shortened.training.steps = 3;
+  ASSERT_TRUE(train(shortened, eager()).finished);
+  TrainOptions resume = eager();
+  resume.resume = true;
+  const TrainResult resumed = train(stopped, resume);
+  ASSERT_TRUE(resumed.finished) << resumed.message;
+  EXPECT_EQ(history(straight, "train_loss"), history(stopped, "train_loss"));
+  EXPECT_EQ(history(straight, "train_loss").size(), 6u);
+  const nn::StateDict a = io::load_safetensors((dir_ / "a" / "checkpoint.safetensors").string()).tensors;
+  const nn::StateDict b = io::load_safetensors((dir_ / "b" / "checkpoint.safetensors").string()).tensors;
+  for (const auto& [name, value] : a) {
+    EXPECT_EQ(value.to_vector<double>(), b.at(name).to_vector<double>()) << name;
+  }
+}
+
+TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
+  const LmProblem problem = problem_of(config());
+  const PreparedCorpus first = prepare_corpus(problem, nullptr);
+  EXPECT_FALSE(first.reused);
+  EXPECT_TRUE(prepare_corpus(problem, nullptr).reused);
+  // Another vocabulary makes them again.
+  EXPECT_FALSE(prepare_corpus(problem_of(config(), {"tokenizer.vocab_size=280"}), nullptr).reused);
+
+  const TokenFile tokens(first.train_tokens);
+  ASSERT_GT(tokens.size(), 1000);
+  const Batch a = draw_batch(tokens, 4, 16, 7, 3), b = draw_batch(tokens, 4, 16, 7, 3), c = draw_batch(tokens, 4, 16, 7, 4);
+  EXPECT_EQ(a.tokens.to_vector<int64_t>(), b.tokens.to_vector<int64_t>());
+  EXPECT_NE(a.tokens.to_vector<int64_t>(), c.tokens.to_vector<int64_t>());
+  // Targets are the tokens shifted by one.
+  const std::vector<int64_t> inputs = a.tokens.to_vector<int64_t>(), targets = a.targets.to_vector<int64_t>();
+  for (int64_t t = 0; t + 1 < 16; ++t) EXPECT_EQ(targets[t], inputs[t + 1]);
+  // The token files hold the documents, each ended by <|endoftext|>, in 2 bytes per id.
+  const int32_t end_of_text = *first.tokenizer->token_to_id(kEndOfText);
+  int64_t documents = 0;
+  for (int64_t i = 0; i < tokens.size(); ++i) documents += tokens.at(i) == end_of_text;
+  const TokenFile validation(first.validation_tokens);
+  for (int64_t i = 0; i < validation.size(); ++i) documents += validation.at(i) == end_of_text;
+  EXPECT_EQ(documents, 240);
+  EXPECT_EQ(static_cast<int64_t>(fs::file_size(first.train_tokens)), 24 + 2 * tokens.size());
+
+  std::string bytes = io::read_file(first.train_tokens);
+  bytes.resize(bytes.size() - 1);
+  const std::string truncated = (dir_ / "truncated.tokens").string();
+  io::write_file_atomically(truncated, bytes);
+  expect_error([&] { TokenFile file(truncated); }, {truncated, "is corrupt"});
+  expect_error([&] { draw_batch(tokens, 1, tokens.size(), 0, 0); }, {"fewer than a window of context + 1"});
+}
+
+TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
+  const LmProblem problem = problem_of(config(), {"training.learning_rate=1.0e30", "training.clip=0",
+                                                  "output.checkpoint_every=1", "training.schedule.type=constant"});
+  const TrainResult result = train(problem, eager());
+  ASSERT_FALSE(result.finished);
+  EXPECT_NE(result.message.find("training stopped at step"), std::string::npos) << result.message;
+  EXPECT_NE(result.message.find("the loss is"), std::string::npos) << result.message;
+}
+
+TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
+  expect_error([&] { problem_of(config() + "trainig: {}\n"); }, {"test.yaml", "unknown key 'trainig'"});
+  expect_error([&] { problem_of(config(), {"model.type=bert"}); }, {"model.type", "gpt2, llama"});
+  expect_error([&] { problem_of(config(), {"model.heads=3"}); }, {"model.heads", "3 heads do not divide hidden_size 32"});
+  expect_error([&] { problem_of(config("type: llama, kv_heads: 3")); }, {"model.kv_heads", "must divide heads (4)"});
+  expect_error([&] { problem_of(config(), {"training.steps=4"}); },
+               {"training.schedule.warmup", "less than training.steps (4)"});
+  expect_error([&] { problem_of(config(), {"tokenizer.vocab_size=100"}); }, {"tokenizer.vocab_size"});
+  expect_error([&] { problem_of(config(), {"data.validation_fraction=1"}); }, {"data.validation_fraction"});
+
+  auto corpus_error = [&](const std::string& files) {
+    return [this, files] { prepare_corpus(problem_of(config(), {"data.files=" + files}), nullptr); };
+  };
+  expect_error(corpus_error((dir_ / "missing*.txt").string()), {"test.yaml:2:", "data: files:", "matches no file"});
+  std::ofstream((dir_ / "empty.txt").string()).close();
+  expect_error(corpus_error((dir_ / "empty.txt").string()), {"empty.txt", "is empty"});
+  std::ofstream((dir_ / "binary.dat").string(), std::ios::binary) << std::string("ab\0cd", 5);
+  expect_error(corpus_error((dir_ / "binary.dat").string()), {"binary.dat", "not UTF-8 text", "data.exclude"});
+  std::ofstream((dir_ / "one.txt").string()) << "a single document\n";
+  expect_error(corpus_error((dir_ / "one.txt").string()), {"1 document(s)", "at least 2"});
+  expect_error(corpus_error((dir_ / "corpus").string()), {"is not a regular file"});
+  const LmProblem long_context = problem_of(config(), {"model.context=4000"});
+  expect_error([&] { train(long_context, eager()); }, {"validation.tokens", "fewer than a window of context + 1 = 4001"});
+
+  // A tokenizer without <|endoftext|>.
+  io::BpeTrainingOptions options;
+  options.vocab_size = 260;
+  const std::string tokenizer = (dir_ / "tokenizer.json").string();
+  io::BpeTokenizer::train({"some text to learn from"}, options).save(tokenizer);
+  expect_error([&] { prepare_corpus(problem_of(config(), {"tokenizer.file=" + tokenizer}), nullptr); },
+               {"tokenizer.file", "<|endoftext|>"});
+}
+
+}  // namespace
+}  // namespace eddy::lm
