@@ -325,8 +325,9 @@ bool has_real_form(const Primitive& primitive) {
   }
 }
 
-// Fused loops are float32/float64 code, so every elementwise primitive that takes real operands
-// needs its scalar code (those with complex operands or values cannot be fused yet, and have none).
+// Every elementwise primitive that takes real operands needs its scalar code for them, so that
+// fused float32/float64 loops hold it (the spellings for complex operands are checked by
+// tests/compiler/test_complex_fusion.cpp).
 TEST(OpTable, EveryRealElementwisePrimitiveHasScalarCode) {
   int lowered = 0;
   for (const Primitive& primitive : all_primitives()) {

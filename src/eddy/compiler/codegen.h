@@ -3,7 +3,9 @@
 // elements; each outside input is read through the cheapest access its shape allows. The loop
 // either stores every element or, with a reduction epilogue, sums them into a smaller output. The
 // loop body is the same scalar code for both targets: C++ for the system compiler (CPU) and CUDA
-// C++ for NVRTC.
+// C++ for NVRTC. Complex values are std::complex<float> and std::complex<double>, whose layout
+// (real part, then imaginary) is that of eddy's complex64 and complex128 elements; loops that hold
+// them render for the CPU only.
 //
 // Sums accumulate in the dtype being summed, float32 in float32, as the eager CPU reduction does
 // (backends/cpu/reduce.cpp); only the order of the additions differs, so results agree with the
@@ -51,6 +53,7 @@ struct KernelPlan {
   std::string body;                  // the scalar statements of one element; see render_*
   std::string element;               // the variable holding the element that is stored or summed
   std::vector<KernelSideOutput> side_outputs;  // outputs[1], outputs[2], ...
+  bool complex_values = false;       // some value the loop reads, computes or stores is complex
 };
 
 // Decides accesses and renders the scalar body. Scalar constants are written into the code as
@@ -76,7 +79,8 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
 // Elementwise kernels run one thread per element. Sums over an axis run one thread per output
 // element, looping over the summed axis; a sum to one element runs a grid-stride loop per thread
 // and adds each thread's partial sum to out[0] with atomicAdd, so its launcher zeroes out[0] first
-// (and the order of the additions, so the last bits, vary from launch to launch).
+// (and the order of the additions, so the last bits, vary from launch to launch). A plan with
+// complex values is an error: NVRTC has no std::complex.
 std::string render_cuda_source(const std::vector<KernelPlan>& plans);
 
 }  // namespace eddy::compiler

@@ -8,11 +8,16 @@
 namespace eddy::compiler {
 
 bool fusable(const Graph& graph, const GraphNode& node) {
-  if (!node.primitive->elementwise || !node.primitive->lowering.defined()) return false;
-  auto renderable = [](DType dtype) { return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::b8; };
+  if (!node.primitive->elementwise || node.inputs.empty()) return false;
+  auto renderable = [](DType dtype) { return is_inexact(dtype) || dtype == DType::b8; };
   if (!renderable(graph.value(node.output).dtype)) return false;
-  return std::all_of(node.inputs.begin(), node.inputs.end(),
-                     [&](ValueId input) { return renderable(graph.value(input).dtype); });
+  if (!std::all_of(node.inputs.begin(), node.inputs.end(),
+                   [&](ValueId input) { return renderable(graph.value(input).dtype); })) {
+    return false;
+  }
+  // Operands share one dtype (where's bool condition aside), so the last one tells the kind.
+  const bool complex_operands = is_complex(graph.value(node.inputs.back()).dtype);
+  return !node.primitive->lowering.form_for(complex_operands).empty();
 }
 
 namespace {

@@ -32,7 +32,8 @@ struct FusionOptions {
   bool rematerialize = true;        // off with EDDY_COMPILER_DISABLE=rematerialize
 };
 
-// Whether code generation can render `node` inside a fused loop.
+// Whether code generation can render `node` inside a fused loop: an elementwise primitive with a
+// spelling for its operands' kind, real or complex (Lowering::form_for).
 bool fusable(const Graph& graph, const GraphNode& node);
 
 // The epilogue `node` can end a fused loop as, or Epilogue::none: only float32 and float64 sums

@@ -50,6 +50,11 @@ struct BinaryBasics {
   Lowering lowering;
 };
 
+// A spelling C++ reads alike for real and complex operands.
+constexpr Lowering same_for_complex(std::string_view form) { return {form, {}, form}; }
+// A spelling for complex operands, of an op that takes no others.
+constexpr Lowering complex_only(std::string_view complex_form) { return {{}, {}, complex_form}; }
+
 // Plain loops over float and double arrays applying the scalar function `F` (a captureless lambda).
 template <typename F>
 ArrayFunction real_functions(F) {
@@ -245,24 +250,23 @@ const Primitive& unary(const UnaryBasics& basics, void (*check)(std::string_view
   return register_primitive(unary_declaration(basics, check, std::move(jvp), std::move(vjp), real_output, linear));
 }
 
-const Primitive& neg_p = unary({"neg", UnaryKernel::neg, CostClass::cheap, {"-$0"}}, check_numeric,
+const Primitive& neg_p = unary({"neg", UnaryKernel::neg, CostClass::cheap, same_for_complex("-$0")}, check_numeric,
     [](Inputs, const Attrs&, int, const Tensor& t) { return neg(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return neg(g); }, false, true);
 
-// Complex-only primitives: fused loops have no complex values, so no scalar code.
-const Primitive& real_p = unary({"real", UnaryKernel::real, CostClass::cheap, {}}, check_complex,
+const Primitive& real_p = unary({"real", UnaryKernel::real, CostClass::cheap, complex_only("std::real($0)")}, check_complex,
     [](Inputs, const Attrs&, int, const Tensor& t) { return real(t); },
     [](Inputs in, const Attrs&, int, const Tensor& g) { return cast(g, in[0].dtype()); }, true, true);
 
-const Primitive& imag_p = unary({"imag", UnaryKernel::imag, CostClass::cheap, {}}, check_complex,
+const Primitive& imag_p = unary({"imag", UnaryKernel::imag, CostClass::cheap, complex_only("std::imag($0)")}, check_complex,
     [](Inputs, const Attrs&, int, const Tensor& t) { return imag(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return complex(zeros_like(g), g); }, true, true);
 
-const Primitive& conj_p = unary({"conj", UnaryKernel::conj, CostClass::cheap, {}}, check_complex,
+const Primitive& conj_p = unary({"conj", UnaryKernel::conj, CostClass::cheap, complex_only("std::conj($0)")}, check_complex,
     [](Inputs, const Attrs&, int, const Tensor& t) { return conj(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return conj(g); }, false, true);
 
-const Primitive& angle_p = unary({"angle", UnaryKernel::angle, CostClass::cheap, {}}, check_complex,
+const Primitive& angle_p = unary({"angle", UnaryKernel::angle, CostClass::cheap, complex_only("std::arg($0)")}, check_complex,
     [](Inputs in, const Attrs&, int, const Tensor& t) {
       return imag(conj(in[0]) * t) / square(abs(in[0]));
     },
@@ -271,23 +275,23 @@ const Primitive& angle_p = unary({"angle", UnaryKernel::angle, CostClass::cheap,
     },
     true);
 
-const Primitive& add_p = binary({"add", BinaryKernel::add, CostClass::cheap, {"$0 + $1"}}, BinaryDTypes::numeric,
+const Primitive& add_p = binary({"add", BinaryKernel::add, CostClass::cheap, same_for_complex("$0 + $1")}, BinaryDTypes::numeric,
     [](Inputs, const Attrs&, int, const Tensor& t) { return t; },
     [](Inputs, const Attrs&, int, const Tensor& g) { return g; }, true);
 
-const Primitive& sub_p = binary({"sub", BinaryKernel::sub, CostClass::cheap, {"$0 - $1"}}, BinaryDTypes::numeric,
+const Primitive& sub_p = binary({"sub", BinaryKernel::sub, CostClass::cheap, same_for_complex("$0 - $1")}, BinaryDTypes::numeric,
     [](Inputs, const Attrs&, int i, const Tensor& t) { return i == 0 ? t : neg(t); },
     [](Inputs, const Attrs&, int i, const Tensor& g) { return i == 0 ? g : neg(g); }, true);
 
 const Primitive& mul_p = []() -> const Primitive& {
-  Primitive p = binary_declaration({"mul", BinaryKernel::mul, CostClass::cheap, {"$0 * $1"}}, BinaryDTypes::numeric,
+  Primitive p = binary_declaration({"mul", BinaryKernel::mul, CostClass::cheap, same_for_complex("$0 * $1")}, BinaryDTypes::numeric,
       [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * in[1 - i]; },
       [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * conj(in[1 - i]); });
   p.bilinear = true;
   return register_primitive(std::move(p));
 }();
 
-const Primitive& div_p = binary({"div", BinaryKernel::div, CostClass::cheap, {"$0 / $1"}}, BinaryDTypes::numeric,
+const Primitive& div_p = binary({"div", BinaryKernel::div, CostClass::cheap, same_for_complex("$0 / $1")}, BinaryDTypes::numeric,
     [](Inputs in, const Attrs&, int i, const Tensor& t) {
       return i == 0 ? t / in[1] : neg(t * in[0] / square(in[1]));
     },
@@ -295,14 +299,14 @@ const Primitive& div_p = binary({"div", BinaryKernel::div, CostClass::cheap, {"$
       return i == 0 ? g / conj(in[1]) : neg(g * conj(in[0] / square(in[1])));
     });
 
-const Primitive& eq_p = binary({"eq", BinaryKernel::eq, CostClass::cheap, {"$0 == $1"}}, BinaryDTypes::any, nullptr, nullptr);
-const Primitive& ne_p = binary({"ne", BinaryKernel::ne, CostClass::cheap, {"$0 != $1"}}, BinaryDTypes::any, nullptr, nullptr);
+const Primitive& eq_p = binary({"eq", BinaryKernel::eq, CostClass::cheap, same_for_complex("$0 == $1")}, BinaryDTypes::any, nullptr, nullptr);
+const Primitive& ne_p = binary({"ne", BinaryKernel::ne, CostClass::cheap, same_for_complex("$0 != $1")}, BinaryDTypes::any, nullptr, nullptr);
 const Primitive& lt_p = binary({"lt", BinaryKernel::lt, CostClass::cheap, {"$0 < $1"}}, BinaryDTypes::real, nullptr, nullptr);
 const Primitive& le_p = binary({"le", BinaryKernel::le, CostClass::cheap, {"$0 <= $1"}}, BinaryDTypes::real, nullptr, nullptr);
 const Primitive& gt_p = binary({"gt", BinaryKernel::gt, CostClass::cheap, {"$0 > $1"}}, BinaryDTypes::real, nullptr, nullptr);
 const Primitive& ge_p = binary({"ge", BinaryKernel::ge, CostClass::cheap, {"$0 >= $1"}}, BinaryDTypes::real, nullptr, nullptr);
 
-const Primitive& complex_p = binary({"complex", BinaryKernel::complex, CostClass::cheap, {}}, BinaryDTypes::floating,
+const Primitive& complex_p = binary({"complex", BinaryKernel::complex, CostClass::cheap, {"$T($0, $1)"}}, BinaryDTypes::floating,
     [](Inputs, const Attrs&, int i, const Tensor& t) {
       return i == 0 ? complex(t, zeros_like(t)) : complex(zeros_like(t), t);
     },
@@ -313,7 +317,7 @@ const Primitive& where_p = []() -> const Primitive& {
   p.name = "where";
   p.elementwise = true;
   p.cost = CostClass::cheap;
-  p.lowering = {"$0 ? $1 : $2"};
+  p.lowering = same_for_complex("$0 ? $1 : $2");
   p.arity = 3;
   p.constant_inputs = {0};
   p.linear = true;
@@ -345,7 +349,7 @@ const Primitive& cast_p = []() -> const Primitive& {
   p.linear = true;
   p.elementwise = true;
   p.cost = CostClass::cheap;
-  p.lowering = {"($T)$0"};
+  p.lowering = {"($T)$0", {}, "complex_cast<$T>($0)"};
   p.infer = [](Inputs in, const Attrs& attrs) { return OutputSpec{in[0].shape(), attrs.dtype}; };
   p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
     Tensor out = new_output(spec, in[0]);

@@ -77,14 +77,22 @@ enum class CostClass {
 };
 
 // An elementwise primitive's scalar code, for the loops the compiler generates (C++ for the CPU,
-// CUDA C++ through NVRTC). In `form`, `$0`, `$1`, `$2` stand for the inputs, `$T` for the
-// output's C type and `$F` for `math_function` spelled for the operands' type (expf for float,
-// exp for double), so that one form serves float32 and float64 on both targets. Complex values
-// have no scalar code yet: fused loops are float32, float64 and bool only.
+// CUDA C++ through NVRTC). In a form, `$0`, `$1`, `$2` stand for the inputs, `$T` for the
+// output's C++ type and `$F` for `math_function` spelled for the operands' type (expf for float,
+// exp for double), so that one form serves float32 and float64 on both targets. `form` is the
+// spelling for real and bool operands, `complex_form` the one for complex operands, which the
+// loop holds as std::complex<float> and std::complex<double> (on the CPU only: NVRTC has no
+// std::complex). Either may be empty where the op has no such spelling; a node whose operands'
+// kind has none is not fused and runs as a primitive call. The output's kind may differ from the
+// operands' (`complex` makes complex values of real ones, `abs` real values of complex ones); a
+// complex form may call complex_cast<T>(z), which converts as eager casts do.
 struct Lowering {
   std::string_view form;
   std::string_view math_function = {};  // a <math.h> function `form` calls, which the kernel declares
+  std::string_view complex_form = {};
 
+  // The spelling for operands of this kind, empty when there is none.
+  std::string_view form_for(bool complex_operands) const { return complex_operands ? complex_form : form; }
   bool defined() const { return !form.empty(); }
 };
 
