@@ -335,9 +335,9 @@ TEST(SampleToken, GreedyPicksTheLowestIdAmongEqualsAndSkipsMinusInfinity) {
     EXPECT_EQ(sample_token(tied, sampling(0), u), 1);
     EXPECT_EQ(sample_token(tied, sampling(1, 1), u), 1);
   }
-  expect_frequencies(frequencies(tensor<double>({minus_infinity, 0, minus_infinity, 0}), sampling(1)), {0, 0.5, 0, 0.5});
-  expect_frequencies(frequencies(tensor<double>({minus_infinity, 0, minus_infinity, 0}), sampling(1, 0, 0.2)),
-                     {0, 1, 0, 0});
+  const Tensor two_finite = tensor<double>({minus_infinity, 0, minus_infinity, 0});
+  expect_frequencies(frequencies(two_finite, sampling(1)), {0, 0.5, 0, 0.5});
+  expect_frequencies(frequencies(two_finite, sampling(1, 0, 0.2)), {0, 1, 0, 0});
 }
 
 TEST(SampleToken, TinyTemperatureSplitsOnlyBetweenExactTies) {
@@ -374,7 +374,8 @@ TEST(SampleToken, BadLogitsAndDrawsNameThem) {
   expect_error([&] { sample_token(zeros({3}, DType::i32), {}, 0.5); }, {"sample_token", "int32"});
   expect_error([&] { sample_token(tensor<double>({0, std::nan("")}), {}, 0.5); }, {"logit 1", "nan"});
   const double minus_infinity = -std::numeric_limits<double>::infinity();
-  expect_error([&] { sample_token(tensor<double>({minus_infinity, minus_infinity}), {}, 0.5); }, {"every logit", "-inf"});
+  expect_error([&] { sample_token(tensor<double>({minus_infinity, minus_infinity}), {}, 0.5); },
+               {"every logit", "-inf"});
   expect_error([&] { sample_token(tensor<double>({0, 1}), {}, 1.0); }, {"uniform", "[0, 1)", "got 1"});
 }
 

@@ -64,6 +64,11 @@ class KvCache {
  public:
   // Per layer, keys and values [batch, kv_heads, capacity, head_dim], none of them cached yet.
   KvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim, DType dtype);
+  // Move-only: a copy would share the buffers (tensors are handles) yet count its positions apart.
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+  KvCache(KvCache&&) = default;
+  KvCache& operator=(KvCache&&) = default;
 
   int64_t layers() const { return static_cast<int64_t>(keys_.size()); }
   int64_t batch() const { return keys_.front().shape()[0]; }
