@@ -81,11 +81,11 @@ int32_t sample_token(const Tensor& logits, const GenerationOptions& options, dou
     total += std::exp((values[candidates[i]] - most_likely) / options.temperature);
     cumulative[i] = total;
   }
-  // The nucleus: the shortest run of the most likely tokens whose share of the weight reaches top_p.
+  // The nucleus: the shortest run of the most likely tokens whose share of the weight reaches
+  // top_p. With top_p < 1 the bound top_p * total lies below the last cumulative weight, total.
   auto nucleus_end = cumulative.end();
   if (options.top_p < 1) {
-    nucleus_end = std::min(cumulative.end(), std::lower_bound(cumulative.begin(), cumulative.end(),
-                                                              options.top_p * total) + 1);
+    nucleus_end = std::lower_bound(cumulative.begin(), cumulative.end(), options.top_p * total) + 1;
   }
   // Inverse transform sampling: the first token whose cumulative weight exceeds the draw; tokens
   // of zero weight never do.
