@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "eddy/core/autograd.h"
 #include "eddy/nn/init.h"
 #include "eddy/ops/ops.h"
 
@@ -51,6 +52,19 @@ void check_tokens(std::string_view where, const Tensor& tokens, int64_t context_
              tokens.shape());
   EDDY_CHECK(tokens.shape()[1] <= context_length, where, ": ", tokens.shape()[1],
              " tokens exceed the context length ", context_length);
+}
+
+// What every model's cached forward checks before it writes into the cache.
+void check_cached_call(std::string_view where, const Module& model, const Tensor& tokens, const KvCache& cache,
+                       int64_t layers, int64_t context_length) {
+  EDDY_CHECK(!model.is_training(), where, ": the cached forward is for inference and applies no dropout; call ",
+             "eval() first");
+  check_tokens(where, tokens, context_length);
+  EDDY_CHECK(cache.layers() == layers && cache.batch() == tokens.shape()[0], where, ": the cache holds ",
+             cache.layers(), " layers of batch ", cache.batch(), " but the model has ", layers,
+             " layers and the tokens a batch of ", tokens.shape()[0]);
+  EDDY_CHECK(cache.length() + tokens.shape()[1] <= context_length, where, ": ", tokens.shape()[1],
+             " tokens after the ", cache.length(), " cached exceed the context length ", context_length);
 }
 
 // logits = h @ head^T, with the head stored [vocab, hidden] like the token embedding it may be.
@@ -148,6 +162,43 @@ Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor&
   return attend(causal_attention_weights(queries, keys), values);
 }
 
+KvCache::KvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim,
+                 DType dtype) {
+  EDDY_CHECK(layers > 0 && batch > 0 && kv_heads > 0 && capacity > 0 && head_dim > 0, "KvCache: layers, batch, ",
+             "kv_heads, capacity and head_dim must be positive, got ", layers, ", ", batch, ", ", kv_heads, ", ",
+             capacity, " and ", head_dim);
+  check_floating("KvCache", dtype);
+  for (int64_t i = 0; i < layers; ++i) {
+    keys_.push_back(zeros({batch, kv_heads, capacity, head_dim}, dtype));
+    values_.push_back(zeros({batch, kv_heads, capacity, head_dim}, dtype));
+  }
+}
+
+std::pair<Tensor, Tensor> KvCache::append(int64_t layer, const Tensor& keys, const Tensor& values) {
+  EDDY_CHECK(layer >= 0 && layer < layers(), "KvCache: layer ", layer, " is not one of the ", layers(),
+             " cached");
+  const Shape& cached = keys_[layer].shape();
+  const int64_t time = keys.dim() == 4 ? keys.shape()[2] : 0;
+  const Shape expected{cached[0], cached[1], time, cached[3]};
+  EDDY_CHECK(keys.shape() == expected && values.shape() == expected && keys.dtype() == keys_[layer].dtype() &&
+                 values.dtype() == keys_[layer].dtype(),
+             "KvCache: layer ", layer, " holds ", keys_[layer].dtype(), " [batch, kv_heads, time, head_dim] = [",
+             cached[0], ", ", cached[1], ", time, ", cached[3], "], got keys ", keys.dtype(), " ", keys.shape(),
+             " and values ", values.dtype(), " ", values.shape());
+  EDDY_CHECK(length_ + time <= capacity(), "KvCache: ", time, " positions after the ", length_,
+             " cached exceed its capacity ", capacity());
+  const int64_t end = length_ + time;
+  slice(keys_[layer], 2, length_, end).copy_(keys);
+  slice(values_[layer], 2, length_, end).copy_(values);
+  return {slice(keys_[layer], 2, 0, end), slice(values_[layer], 2, 0, end)};
+}
+
+void KvCache::advance(int64_t positions) {
+  EDDY_CHECK(positions >= 0 && length_ + positions <= capacity(), "KvCache: cannot advance ", positions,
+             " positions from ", length_, " within the capacity ", capacity());
+  length_ += positions;
+}
+
 CausalSelfAttention::CausalSelfAttention(const AttentionOptions& options, Generator& generator)
     : options_(options) {
   if (options_.kv_heads == 0) options_.kv_heads = options_.heads;
@@ -165,18 +216,28 @@ CausalSelfAttention::CausalSelfAttention(const AttentionOptions& options, Genera
   weights_dropout_ = register_module("attention_dropout", make_dropout(options_.dropout, generator));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* dropout_key) {
+CausalSelfAttention::Heads CausalSelfAttention::project(const Tensor& x, int64_t first_position) {
   EDDY_CHECK(x.dim() == 3 && x.shape()[2] == options_.hidden_size, "CausalSelfAttention: input must be [batch, ",
              "time, ", options_.hidden_size, "], got shape ", x.shape());
-  Tensor queries = split_heads((*q_proj)(x), options_.heads);
-  Tensor keys = split_heads((*k_proj)(x), options_.kv_heads);
-  Tensor values = split_heads((*v_proj)(x), options_.kv_heads);
+  Heads heads{split_heads((*q_proj)(x), options_.heads), split_heads((*k_proj)(x), options_.kv_heads),
+              split_heads((*v_proj)(x), options_.kv_heads)};
   if (options_.rope_theta) {
-    queries = rotary_embedding(queries, *options_.rope_theta);
-    keys = rotary_embedding(keys, *options_.rope_theta);
+    heads.queries = rotary_embedding(heads.queries, *options_.rope_theta, first_position);
+    heads.keys = rotary_embedding(heads.keys, *options_.rope_theta, first_position);
   }
-  Tensor weights = weights_dropout_->forward(causal_attention_weights(queries, keys), dropout_key);
-  return (*o_proj)(merge_heads(attend(weights, values)));
+  return heads;
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* dropout_key) {
+  const Heads heads = project(x, 0);
+  Tensor weights = weights_dropout_->forward(causal_attention_weights(heads.queries, heads.keys), dropout_key);
+  return (*o_proj)(merge_heads(attend(weights, heads.values)));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, KvCache& cache, int64_t layer) {
+  const Heads heads = project(x, cache.length());
+  const auto [keys, values] = cache.append(layer, heads.keys, heads.values);
+  return (*o_proj)(merge_heads(causal_attention(heads.queries, keys, values)));
 }
 
 Gpt2Attention::Gpt2Attention(int64_t hidden_size, int64_t heads, double attention_dropout,
@@ -189,16 +250,25 @@ Gpt2Attention::Gpt2Attention(int64_t hidden_size, int64_t heads, double attentio
   output_dropout_ = register_module("resid_dropout", make_dropout(residual_dropout, generator));
 }
 
-Tensor Gpt2Attention::forward(const Tensor& x, Tensor* dropout_key) {
+Gpt2Attention::Heads Gpt2Attention::project(const Tensor& x) {
   const int64_t hidden = c_proj->in_features();
   EDDY_CHECK(x.dim() == 3 && x.shape()[2] == hidden, "Gpt2Attention: input must be [batch, time, ", hidden,
              "], got shape ", x.shape());
   Tensor qkv = (*c_attn)(x);
-  Tensor queries = split_heads(slice(qkv, -1, 0, hidden), heads_);
-  Tensor keys = split_heads(slice(qkv, -1, hidden, 2 * hidden), heads_);
-  Tensor values = split_heads(slice(qkv, -1, 2 * hidden, 3 * hidden), heads_);
-  Tensor weights = weights_dropout_->forward(causal_attention_weights(queries, keys), dropout_key);
-  return output_dropout_->forward((*c_proj)(merge_heads(attend(weights, values))), dropout_key);
+  return {split_heads(slice(qkv, -1, 0, hidden), heads_), split_heads(slice(qkv, -1, hidden, 2 * hidden), heads_),
+          split_heads(slice(qkv, -1, 2 * hidden, 3 * hidden), heads_)};
+}
+
+Tensor Gpt2Attention::forward(const Tensor& x, Tensor* dropout_key) {
+  const Heads heads = project(x);
+  Tensor weights = weights_dropout_->forward(causal_attention_weights(heads.queries, heads.keys), dropout_key);
+  return output_dropout_->forward((*c_proj)(merge_heads(attend(weights, heads.values))), dropout_key);
+}
+
+Tensor Gpt2Attention::forward(const Tensor& x, KvCache& cache, int64_t layer) {
+  const Heads heads = project(x);
+  const auto [keys, values] = cache.append(layer, heads.keys, heads.values);
+  return (*c_proj)(merge_heads(causal_attention(heads.queries, keys, values)));
 }
 
 GeluMlp::GeluMlp(int64_t hidden_size, int64_t intermediate_size, GeluForm form, double dropout,
@@ -241,6 +311,11 @@ Gpt2Block::Gpt2Block(const Gpt2Options& options, Generator& generator) {
 Tensor Gpt2Block::forward(const Tensor& x, Tensor* dropout_key) {
   Tensor h = x + attn->forward((*ln_1)(x), dropout_key);
   return h + mlp->forward((*ln_2)(h), dropout_key);
+}
+
+Tensor Gpt2Block::forward(const Tensor& x, KvCache& cache, int64_t layer) {
+  Tensor h = x + attn->forward((*ln_1)(x), cache, layer);
+  return h + (*mlp)((*ln_2)(h));
 }
 
 Gpt2Model::Gpt2Model(const Gpt2Options& options) : options_(options) {
@@ -291,6 +366,21 @@ Tensor Gpt2Model::forward(const Tensor& tokens, Tensor* dropout_key) {
                                options_.tie_embeddings ? wte->weight : lm_head_weight);
 }
 
+Tensor Gpt2Model::forward(const Tensor& tokens, KvCache& cache) {
+  check_cached_call("Gpt2Model", *this, tokens, cache, options_.layers, options_.context_length);
+  NoGradGuard no_graph;
+  const int64_t first_position = cache.length(), time = tokens.shape()[1];
+  Tensor x = (*wte)(tokens) + slice(wpe->weight, 0, first_position, first_position + time);
+  for (size_t i = 0; i < h.size(); ++i) x = h[i]->forward(x, cache, static_cast<int64_t>(i));
+  cache.advance(time);
+  return project_to_vocabulary((*ln_f)(x), options_.tie_embeddings ? wte->weight : lm_head_weight);
+}
+
+KvCache Gpt2Model::make_kv_cache(int64_t batch) const {
+  return KvCache(options_.layers, batch, options_.heads, options_.context_length,
+                 options_.hidden_size / options_.heads, options_.dtype);
+}
+
 LlamaBlock::LlamaBlock(const LlamaOptions& options, Generator& generator) {
   AttentionOptions attention;
   attention.hidden_size = options.hidden_size;
@@ -311,6 +401,11 @@ LlamaBlock::LlamaBlock(const LlamaOptions& options, Generator& generator) {
 
 Tensor LlamaBlock::forward(const Tensor& x, Tensor* dropout_key) {
   Tensor h = x + self_attn->forward((*input_layernorm)(x), dropout_key);
+  return h + (*mlp)((*post_attention_layernorm)(h));
+}
+
+Tensor LlamaBlock::forward(const Tensor& x, KvCache& cache, int64_t layer) {
+  Tensor h = x + self_attn->forward((*input_layernorm)(x), cache, layer);
   return h + (*mlp)((*post_attention_layernorm)(h));
 }
 
@@ -350,6 +445,20 @@ Tensor LlamaModel::hidden_states(const Tensor& tokens, Tensor* dropout_key) {
 Tensor LlamaModel::forward(const Tensor& tokens, Tensor* dropout_key) {
   return project_to_vocabulary(hidden_states(tokens, dropout_key),
                                options_.tie_embeddings ? embed_tokens->weight : lm_head_weight);
+}
+
+Tensor LlamaModel::forward(const Tensor& tokens, KvCache& cache) {
+  check_cached_call("LlamaModel", *this, tokens, cache, options_.layers, options_.context_length);
+  NoGradGuard no_graph;
+  Tensor x = (*embed_tokens)(tokens);
+  for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(x, cache, static_cast<int64_t>(i));
+  cache.advance(tokens.shape()[1]);
+  return project_to_vocabulary((*norm)(x), options_.tie_embeddings ? embed_tokens->weight : lm_head_weight);
+}
+
+KvCache LlamaModel::make_kv_cache(int64_t batch) const {
+  return KvCache(options_.layers, batch, options_.kv_heads, options_.context_length,
+                 options_.hidden_size / options_.heads, options_.dtype);
 }
 
 }  // namespace eddy::nn

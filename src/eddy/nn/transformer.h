@@ -11,9 +11,15 @@
 // when it is given, advancing it past each draw, so one key input gives a compiled training step
 // fresh masks on every call. A null key makes each Dropout draw from its own generator, which
 // eager code can do and a capture refuses. In eval mode, or with zero rates, nothing is drawn.
+//
+// Incremental runs: every forward taking a `KvCache&` sees only the new positions, after those
+// the cache holds; each attention layer appends its new keys and values to the cache and attends
+// over all of them. That path is for inference (generation.h): it records no graph, since the
+// cache is overwritten in place, and it refuses a model in training mode (call eval()).
 
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "eddy/nn/layers.h"
@@ -50,6 +56,40 @@ Tensor causal_attention_weights(const Tensor& queries, const Tensor& keys);
 Tensor attend(const Tensor& weights, const Tensor& values);
 Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values);
 
+// The keys and values of the positions a model has seen, for each of its attention layers, so
+// that the next tokens need only their own projections. Each layer's buffers are preallocated to
+// `capacity` positions and written in place, which decodes faster than growing them by concat
+// (docs/lm.md).
+class KvCache {
+ public:
+  // Per layer, keys and values [batch, kv_heads, capacity, head_dim], none of them cached yet.
+  KvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim, DType dtype);
+  // Move-only: a copy would share the buffers (tensors are handles) yet count its positions apart.
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+  KvCache(KvCache&&) = default;
+  KvCache& operator=(KvCache&&) = default;
+
+  int64_t layers() const { return static_cast<int64_t>(keys_.size()); }
+  int64_t batch() const { return keys_.front().shape()[0]; }
+  int64_t capacity() const { return keys_.front().shape()[2]; }
+  // The positions cached, which is also the position of the next token.
+  int64_t length() const { return length_; }
+
+  // Writes the keys and values [batch, kv_heads, T, head_dim] of `layer` at positions length()
+  // to length() + T, and returns that layer's keys and values of all positions up to there:
+  // [batch, kv_heads, length() + T, head_dim], views of the cache.
+  std::pair<Tensor, Tensor> append(int64_t layer, const Tensor& keys, const Tensor& values);
+  // Counts T more positions as cached, once every layer has appended them.
+  void advance(int64_t positions);
+  // Forgets every position, keeping the memory, to start another sequence.
+  void clear() { length_ = 0; }
+
+ private:
+  std::vector<Tensor> keys_, values_;
+  int64_t length_ = 0;
+};
+
 struct AttentionOptions {
   int64_t hidden_size = 0;
   int64_t heads = 0;
@@ -67,10 +107,18 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(const AttentionOptions& options, Generator& generator);
   Tensor forward(const Tensor& x) override { return forward(x, nullptr); }
   Tensor forward(const Tensor& x, Tensor* dropout_key);
+  // x holds the positions after those `cache` holds; appends their keys and values as `layer`.
+  Tensor forward(const Tensor& x, KvCache& cache, int64_t layer);
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
 
  private:
+  struct Heads {
+    Tensor queries, keys, values;
+  };
+  // The projections of x split into heads, rotated as positions first_position onwards.
+  Heads project(const Tensor& x, int64_t first_position);
+
   AttentionOptions options_;
   std::shared_ptr<Dropout> weights_dropout_;
 };
@@ -83,10 +131,16 @@ class Gpt2Attention : public Module {
                 Generator& generator, DType dtype);
   Tensor forward(const Tensor& x) override { return forward(x, nullptr); }
   Tensor forward(const Tensor& x, Tensor* dropout_key);
+  Tensor forward(const Tensor& x, KvCache& cache, int64_t layer);
 
   std::shared_ptr<Linear> c_attn, c_proj;
 
  private:
+  struct Heads {
+    Tensor queries, keys, values;
+  };
+  Heads project(const Tensor& x);
+
   int64_t heads_;
   std::shared_ptr<Dropout> weights_dropout_, output_dropout_;
 };
@@ -118,6 +172,20 @@ class SwiGluMlp : public Module {
   std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
 };
 
+// A decoder-only language model that runs incrementally: what generation (generation.h) needs.
+class CausalLanguageModel : public Module {
+ public:
+  using Module::forward;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t context_length() const = 0;
+  // An empty cache for `batch` sequences, with room for context_length() positions.
+  virtual KvCache make_kv_cache(int64_t batch = 1) const = 0;
+  // tokens [batch, T] at the positions after those `cache` holds -> their logits [batch, T,
+  // vocab_size]; the cache then holds T more positions. Positions beyond context_length() are
+  // refused. Equal to the last T positions of the full forward over all the tokens.
+  virtual Tensor forward(const Tensor& tokens, KvCache& cache) = 0;
+};
+
 // Defaults are those of transformers' GPT2Config (GPT-2 small); the Hugging Face key follows.
 struct Gpt2Options {
   int64_t vocab_size = 50257;
@@ -143,6 +211,7 @@ class Gpt2Block : public Module {
   Gpt2Block(const Gpt2Options& options, Generator& generator);
   Tensor forward(const Tensor& x) override { return forward(x, nullptr); }
   Tensor forward(const Tensor& x, Tensor* dropout_key);
+  Tensor forward(const Tensor& x, KvCache& cache, int64_t layer);
 
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<Gpt2Attention> attn;
@@ -155,11 +224,15 @@ class Gpt2Block : public Module {
 // untied, when it is lm_head.weight [vocab, hidden]. Initialised as GPT-2: N(0, init_std^2)
 // weights and embeddings, zero biases, unit norms, and the residual projections (c_proj) scaled
 // by 1 / sqrt(2 * layers).
-class Gpt2Model : public Module {
+class Gpt2Model : public CausalLanguageModel {
  public:
   explicit Gpt2Model(const Gpt2Options& options);
   Tensor forward(const Tensor& tokens) override { return forward(tokens, nullptr); }
   Tensor forward(const Tensor& tokens, Tensor* dropout_key);
+  Tensor forward(const Tensor& tokens, KvCache& cache) override;
+  KvCache make_kv_cache(int64_t batch = 1) const override;
+  int64_t vocab_size() const override { return options_.vocab_size; }
+  int64_t context_length() const override { return options_.context_length; }
   // The final hidden states, after ln_f: [batch, T, hidden_size].
   Tensor hidden_states(const Tensor& tokens, Tensor* dropout_key = nullptr);
   const Gpt2Options& options() const { return options_; }
@@ -201,6 +274,7 @@ class LlamaBlock : public Module {
   LlamaBlock(const LlamaOptions& options, Generator& generator);
   Tensor forward(const Tensor& x) override { return forward(x, nullptr); }
   Tensor forward(const Tensor& x, Tensor* dropout_key);
+  Tensor forward(const Tensor& x, KvCache& cache, int64_t layer);
 
   std::shared_ptr<CausalSelfAttention> self_attn;
   std::shared_ptr<SwiGluMlp> mlp;
@@ -212,11 +286,15 @@ class LlamaBlock : public Module {
 // was meant for, and what a T beyond it is refused against). Parameters are named as in
 // LlamaForCausalLM (model.embed_tokens.weight, model.layers.0.self_attn.q_proj.weight, ...,
 // lm_head.weight), initialised N(0, init_std^2) with unit norms.
-class LlamaModel : public Module {
+class LlamaModel : public CausalLanguageModel {
  public:
   explicit LlamaModel(const LlamaOptions& options);
   Tensor forward(const Tensor& tokens) override { return forward(tokens, nullptr); }
   Tensor forward(const Tensor& tokens, Tensor* dropout_key);
+  Tensor forward(const Tensor& tokens, KvCache& cache) override;
+  KvCache make_kv_cache(int64_t batch = 1) const override;
+  int64_t vocab_size() const override { return options_.vocab_size; }
+  int64_t context_length() const override { return options_.context_length; }
   // The final hidden states, after the last norm: [batch, T, hidden_size].
   Tensor hidden_states(const Tensor& tokens, Tensor* dropout_key = nullptr);
   const LlamaOptions& options() const { return options_; }
