@@ -68,8 +68,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   // Fails before training when the training split is too small.
   draw_batch(train_tokens, 1, context, t.seed, 0);
 
-  const LanguageModel model = make_model(p.model, corpus.tokenizer->vocab_size(), t.dtype, t.seed);
-  const std::vector<Tensor> parameters = model.module().parameters();
+  const std::shared_ptr<nn::CausalLanguageModel> model = make_model(p.model, corpus.tokenizer->vocab_size(), t.dtype, t.seed);
+  const std::vector<Tensor> parameters = model->parameters();
   // Weight decay on matrices (projections, embeddings) only, not on norms and biases, as GPT-2
   // and Llama were trained.
   std::vector<Tensor> matrices, vectors;
@@ -93,7 +93,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
       "training step",
       [&](const std::vector<Tensor>& inputs) {
         Tensor dropout_key = inputs[2];
-        const Tensor loss = cross_entropy(model.logits(inputs[0], &dropout_key), inputs[1]);
+        const Tensor loss = cross_entropy(model->forward(inputs[0], &dropout_key), inputs[1]);
         std::vector<Tensor> outputs = grad({loss * inputs[3]}, parameters);
         outputs.insert(outputs.begin(), loss);
         return outputs;
@@ -102,15 +102,15 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   solvers::StepFunction evaluation_step(
       "evaluation",
       [&](const std::vector<Tensor>& inputs) {
-        return std::vector<Tensor>{cross_entropy(model.logits(inputs[0]), inputs[1])};
+        return std::vector<Tensor>{cross_entropy(model->forward(inputs[0], nullptr), inputs[1])};
       },
       !options.eager, note);
   auto validation_loss = [&] {
     NoGradGuard no_grad;
-    model.module().eval();
+    model->eval();
     double sum = 0;
     for (const Batch& b : validation) sum += evaluation_step({b.tokens, b.targets}).at(0).item<double>();
-    model.module().train();
+    model->train();
     return sum / static_cast<double>(validation.size());
   };
 
@@ -201,13 +201,13 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     history.validation_loss = entry("history.validation_loss");
   };
   solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data"},
-                             model.module(), parameters, dist::default_communicator(), progress, steps);
+                             *model, parameters, dist::default_communicator(), progress, steps);
 
   TrainResult result;
-  result.parameters = model.module().parameter_count();
+  result.parameters = model->parameter_count();
   int64_t step = first_step = loop.start();
   if (options.log) {
-    *options.log << "model: " << (model.gpt2 ? "gpt2" : "llama") << ", " << result.parameters << " parameters; "
+    *options.log << "model: " << (p.model.architecture == Architecture::gpt2 ? "gpt2" : "llama") << ", " << result.parameters << " parameters; "
                  << train_tokens.size() << " training and " << validation_tokens.size() << " validation tokens"
                  << (corpus.reused ? " (token files reused)" : "") << "\n";
   }

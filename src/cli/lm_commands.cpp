@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "eddy/io/config.h"
+#include "solvers/lm/run.h"
 #include "solvers/lm/trainer.h"
 
 namespace eddy::cli {
@@ -42,6 +43,17 @@ int run_check(const std::string& file, const std::vector<std::string>& overrides
   return 0;
 }
 
+int run_generate(const std::string& run_dir, const std::string& prompt, const nn::GenerationOptions& options) {
+  lm::TrainedModel trained = lm::load_trained_model(run_dir);
+  std::printf("%s", prompt.c_str());
+  lm::generate_text(trained, prompt, options, [](const std::string& piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::printf("\n");
+  return 0;
+}
+
 }  // namespace
 
 LmCommands::LmCommands(CLI::App& app) {
@@ -56,10 +68,22 @@ LmCommands::LmCommands(CLI::App& app) {
   check_ = lm_->add_subcommand("check", "Validate a language-model config and print it resolved, without training");
   check_->add_option("file", file_, "language-model YAML")->required()->check(CLI::ExistingFile);
   check_->add_option("overrides", overrides_, "key.path=value overrides");
+  generate_ = lm_->add_subcommand("generate", "Continue a prompt with a trained model, streaming the text");
+  generate_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir)")->required()
+      ->check(CLI::ExistingDirectory);
+  generate_->add_option("--prompt", prompt_, "text to continue (default: the start of a new document)");
+  generate_->add_option("--max-tokens", generation_.max_new_tokens, "new tokens at most (default 64)");
+  generate_->add_option("--temperature", generation_.temperature, "0: greedy; below 1 sharper, above 1 flatter "
+                        "(default 1)");
+  generate_->add_option("--top-k", generation_.top_k, "sample among the k most likely tokens (default 0: all)");
+  generate_->add_option("--top-p", generation_.top_p, "sample among the most likely tokens that reach this "
+                        "probability (default 1: all)");
+  generate_->add_option("--seed", generation_.seed, "the same seed gives the same text (default 0)");
 }
 
 int LmCommands::run() const {
   if (train_->parsed()) return run_train(file_, overrides_, resume_, eager_, quiet_);
+  if (generate_->parsed()) return run_generate(run_dir_, prompt_, generation_);
   return run_check(file_, overrides_);
 }
 

@@ -3,10 +3,14 @@
 //
 //   eddy lm train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a language model from its YAML
 //   eddy lm check FILE [key=value ...]                                   validate and print the resolved config
+//   eddy lm generate RUN_DIR [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//                                                                        continue a prompt, streaming the text
 
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
+
+#include "eddy/nn/generation.h"
 
 namespace eddy::cli {
 
@@ -21,9 +25,12 @@ class LmCommands {
   CLI::App* lm_;
   CLI::App* train_;
   CLI::App* check_;
+  CLI::App* generate_;
   std::string file_;
   std::vector<std::string> overrides_;
   bool resume_ = false, eager_ = false, quiet_ = false;
+  std::string run_dir_, prompt_;
+  nn::GenerationOptions generation_;
 };
 
 }  // namespace eddy::cli

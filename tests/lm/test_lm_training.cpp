@@ -47,13 +47,14 @@ class LmTraining : public ::testing::Test {
     }
   }
 
-  std::string config(const std::string& model = "type: gpt2") const {
+  std::string config(const std::string& model = "type: gpt2",
+                     const std::string& schedule = "{type: cosine, warmup: 5}") const {
     return cat("data:\n  files: ", (dir_ / "corpus" / "*.txt").string(),
                "\n  separator: '%'\n  validation_fraction: 0.1\n"
                "tokenizer: {vocab_size: 300}\n"
                "model: {", model, ", context: 16, hidden_size: 32, layers: 2, heads: 4}\n"
-               "training: {steps: 40, batch_size: 8, learning_rate: 3.0e-3, evaluate_every: 20, "
-               "evaluation_batches: 2, schedule: {type: cosine, warmup: 5}}\n"
+               "training: {steps: 120, batch_size: 8, learning_rate: 3.0e-3, evaluate_every: 20, "
+               "evaluation_batches: 2, schedule: ", schedule, "}\n"
                "output: {dir: ", (dir_ / "run").string(), ", checkpoint_every: 10}\n");
   }
 
@@ -81,12 +82,13 @@ TEST_F(LmTraining, BothLayoutsLearnTheCorpus) {
     const LmProblem problem = problem_of(config(model));
     const TrainResult result = train(problem, eager());
     ASSERT_TRUE(result.finished) << result.message;
-    EXPECT_EQ(result.steps, 40);
+    EXPECT_EQ(result.steps, 120);
     const std::vector<double> validation = history(problem, "validation/loss");
-    ASSERT_EQ(validation.size(), 2u);
-    // From about log(300) = 5.7 for a uniform guess to well below half of it.
-    EXPECT_LT(validation.back(), 2.5);
-    EXPECT_LT(history(problem, "train_loss").back(), history(problem, "train_loss").front() / 2);
+    ASSERT_EQ(validation.size(), 6u);
+    // From about log(300) = 5.7 for a uniform guess to about 1.1 (seen: 1.04 for GPT-2, 1.09 for
+    // Llama) as the model learns which words follow which.
+    EXPECT_LT(validation.back(), 1.5);
+    EXPECT_LT(history(problem, "train_loss").back(), history(problem, "train_loss").front() / 3);
     EXPECT_NEAR(history(problem, "validation/perplexity").back(), std::exp(validation.back()), 1e-9);
     fs::remove_all(problem.output.dir);
   }
@@ -119,15 +121,15 @@ TEST_F(LmTraining, ResumeContinuesBitExactly) {
   // Dropout and accumulation included: their masks and windows depend on (seed, step) only. A
   // constant schedule, as the stopped run is a shorter run.
   const std::vector<std::string> overrides{"training.steps=6", "model.dropout=0.1", "training.accumulation=2",
-                                           "training.schedule.type=constant", "output.checkpoint_every=3"};
+                                           "output.checkpoint_every=3"};
   std::vector<std::string> straight_overrides = overrides;
   straight_overrides.push_back("output.dir=" + (dir_ / "a").string());
-  const LmProblem straight = problem_of(config(), straight_overrides);
+  const LmProblem straight = problem_of(config("type: gpt2", "{type: constant}"), straight_overrides);
   ASSERT_TRUE(train(straight, eager()).finished);
 
   std::vector<std::string> stopped_overrides = overrides;
   stopped_overrides.push_back("output.dir=" + (dir_ / "b").string());
-  const LmProblem stopped = problem_of(config(), stopped_overrides);
+  const LmProblem stopped = problem_of(config("type: gpt2", "{type: constant}"), stopped_overrides);
   LmProblem shortened = stopped;
   shortened.training.steps = 3;
   ASSERT_TRUE(train(shortened, eager()).finished);
@@ -178,8 +180,8 @@ TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
 }
 
 TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
-  const LmProblem problem = problem_of(config(), {"training.learning_rate=1.0e30", "training.clip=0",
-                                                  "output.checkpoint_every=1", "training.schedule.type=constant"});
+  const LmProblem problem = problem_of(config("type: gpt2", "{type: constant}"),
+                                       {"training.learning_rate=1.0e30", "training.clip=0", "output.checkpoint_every=1"});
   const TrainResult result = train(problem, eager());
   ASSERT_FALSE(result.finished);
   EXPECT_NE(result.message.find("training stopped at step"), std::string::npos) << result.message;

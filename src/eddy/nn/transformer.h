@@ -180,6 +180,9 @@ class CausalLanguageModel : public Module {
   virtual int64_t context_length() const = 0;
   // An empty cache for `batch` sequences, with room for context_length() positions.
   virtual KvCache make_kv_cache(int64_t batch = 1) const = 0;
+  // tokens [batch, T] -> logits [batch, T, vocab_size], dropout masks drawn from `dropout_key`
+  // when given (see the top of this file).
+  virtual Tensor forward(const Tensor& tokens, Tensor* dropout_key) = 0;
   // tokens [batch, T] at the positions after those `cache` holds -> their logits [batch, T,
   // vocab_size]; the cache then holds T more positions. Positions beyond context_length() are
   // refused. Equal to the last T positions of the full forward over all the tokens.
@@ -228,7 +231,7 @@ class Gpt2Model : public CausalLanguageModel {
  public:
   explicit Gpt2Model(const Gpt2Options& options);
   Tensor forward(const Tensor& tokens) override { return forward(tokens, nullptr); }
-  Tensor forward(const Tensor& tokens, Tensor* dropout_key);
+  Tensor forward(const Tensor& tokens, Tensor* dropout_key) override;
   Tensor forward(const Tensor& tokens, KvCache& cache) override;
   KvCache make_kv_cache(int64_t batch = 1) const override;
   int64_t vocab_size() const override { return options_.vocab_size; }
@@ -290,7 +293,7 @@ class LlamaModel : public CausalLanguageModel {
  public:
   explicit LlamaModel(const LlamaOptions& options);
   Tensor forward(const Tensor& tokens) override { return forward(tokens, nullptr); }
-  Tensor forward(const Tensor& tokens, Tensor* dropout_key);
+  Tensor forward(const Tensor& tokens, Tensor* dropout_key) override;
   Tensor forward(const Tensor& tokens, KvCache& cache) override;
   KvCache make_kv_cache(int64_t batch = 1) const override;
   int64_t vocab_size() const override { return options_.vocab_size; }

@@ -1,0 +1,48 @@
+#include "solvers/lm/run.h"
+
+#include <filesystem>
+
+#include "eddy/core/error.h"
+#include "eddy/io/checkpoint.h"
+#include "solvers/lm/corpus.h"
+#include "solvers/lm/model.h"
+
+namespace eddy::lm {
+
+TrainedModel load_trained_model(const std::string& run_dir) {
+  for (const char* file : {"config.yaml", "tokenizer.json", "checkpoint.safetensors"}) {
+    EDDY_CHECK(std::filesystem::exists(run_dir + "/" + file), run_dir, " has no ", file,
+               "; give a run folder written by `eddy lm train` (its output.dir) that has written a checkpoint");
+  }
+  auto config = io::Config::load(run_dir + "/config.yaml");
+  TrainedModel trained{read_lm_problem(*config), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0};
+  trained.model = make_model(trained.problem.model, trained.tokenizer->vocab_size(), trained.problem.training.dtype,
+                             trained.problem.training.seed);
+  trained.step = io::load_checkpoint(run_dir + "/checkpoint.safetensors", *trained.model).step;
+  return trained;
+}
+
+std::string generate_text(TrainedModel& trained, const std::string& prompt, const nn::GenerationOptions& options,
+                          const std::function<void(const std::string&)>& on_text) {
+  const io::BpeTokenizer& tokenizer = *trained.tokenizer;
+  const std::optional<int32_t> end_of_text = tokenizer.token_to_id(kEndOfText);
+  std::vector<int32_t> prompt_ids = tokenizer.encode(prompt);
+  // No prompt: the start of a document, which is what follows an end of text in training.
+  if (prompt_ids.empty() && end_of_text) prompt_ids.push_back(*end_of_text);
+  EDDY_CHECK(!prompt_ids.empty(), "the prompt is empty and the tokenizer has no ", kEndOfText, " to start from");
+  const int64_t context = trained.model->context_length();
+  EDDY_CHECK(static_cast<int64_t>(prompt_ids.size()) <= context, "the prompt is ", prompt_ids.size(),
+             " tokens long, more than the model's context of ", context, " tokens; shorten it");
+  nn::GenerationOptions until_end = options;
+  if (end_of_text) until_end.stop_tokens.push_back(*end_of_text);
+  std::string text;
+  nn::generate(*trained.model, prompt_ids, until_end, [&](int32_t id) {
+    if (id == end_of_text) return;
+    const std::string piece = tokenizer.decode({id});
+    text += piece;
+    if (on_text) on_text(piece);
+  });
+  return text;
+}
+
+}  // namespace eddy::lm

@@ -1,0 +1,33 @@
+#pragma once
+// A finished (or checkpointed) `eddy lm train` run, loaded for use: its config, tokenizer and
+// model with the checkpoint's weights. What `eddy lm generate` and the Python eddy.lm start from.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "eddy/io/tokenizer.h"
+#include "eddy/nn/generation.h"
+#include "solvers/lm/problem.h"
+
+namespace eddy::lm {
+
+struct TrainedModel {
+  LmProblem problem;
+  std::optional<io::BpeTokenizer> tokenizer;  // always set
+  std::shared_ptr<nn::CausalLanguageModel> model;
+  int64_t step = 0;  // the step its checkpoint was written at
+};
+
+// Reads RUN_DIR/config.yaml, tokenizer.json and checkpoint.safetensors; errors name the missing
+// or mismatched file.
+TrainedModel load_trained_model(const std::string& run_dir);
+
+// Continues `prompt` and returns the new text, passing each token's text to `on_text` as it is
+// chosen. An empty prompt starts a new document. Generation ends at <|endoftext|> (not part of the text), after max_new_tokens, or when
+// the context is full; a prompt of more tokens than the context is an error that gives both.
+std::string generate_text(TrainedModel& trained, const std::string& prompt, const nn::GenerationOptions& options,
+                          const std::function<void(const std::string&)>& on_text = {});
+
+}  // namespace eddy::lm
