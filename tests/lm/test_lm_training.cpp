@@ -142,6 +142,8 @@ TEST_F(LmTraining, ResumeContinuesBitExactly) {
   const nn::StateDict a = io::load_safetensors((dir_ / "a" / "checkpoint.safetensors").string()).tensors;
   const nn::StateDict b = io::load_safetensors((dir_ / "b" / "checkpoint.safetensors").string()).tensors;
   for (const auto& [name, value] : a) {
+    // The shortened run evaluated at its last step, 3, which a stopped run would not have.
+    if (name.find("history.validation") != std::string::npos) continue;
     EXPECT_EQ(value.to_vector<double>(), b.at(name).to_vector<double>()) << name;
   }
 }
