@@ -14,7 +14,7 @@ DLPack; every op differentiates to any order in forward and reverse mode::
 
 from . import _eddy
 from ._eddy import *  # noqa: F401,F403  (the op API, Tensor, dtypes, solve/train/generate)
-from ._eddy import Error, Tensor, fft, nn, optim, vjp
+from ._eddy import Error, Tensor, fft, lm, nn, optim, vjp
 
 float32 = _eddy.dtype.float32
 float64 = _eddy.dtype.float64

@@ -1,5 +1,6 @@
 // The `eddy` command's work from Python: solve a PINN problem, train a neural operator, generate a
-// dataset, each from its YAML file with overrides; and HDF5 results read back as tensors.
+// dataset, train a language model and generate text with it (eddy.lm), each from its YAML file
+// with overrides; and HDF5 results read back as tensors.
 
 #include <pybind11/stl.h>
 
@@ -9,6 +10,8 @@
 #include "bindings.h"
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/dataset.h"
+#include "solvers/lm/run.h"
+#include "solvers/lm/trainer.h"
 #include "solvers/operator/trainer.h"
 #include "solvers/pinn/solver.h"
 
@@ -94,6 +97,62 @@ py::dict metrics_dict(const pinn::Metrics& metrics) {
   return result;
 }
 
+void bind_lm(py::module_& lm) {
+  lm.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
+                     bool eager) {
+        auto config = load_config(problem_source, overrides);
+        const lm::LmProblem problem = lm::read_lm_problem(*config);
+        const auto options = run_options<lm::TrainOptions>(resume, eager, progress);
+        const lm::TrainResult result = without_gil([&] { return lm::train(problem, options); });
+        py::dict out;
+        out["finished"] = result.finished;
+        out["message"] = result.message;
+        out["steps"] = result.steps;
+        out["train_loss"] = result.train_loss;
+        out["validation_loss"] = result.validation_loss;
+        out["parameters"] = result.parameters;
+        out["output_dir"] = problem.output.dir;
+        return out;
+      },
+      py::arg("config"), py::arg("overrides") = py::none(), py::arg("resume") = false, py::arg("progress") = false,
+      py::arg("eager") = false,
+      "Trains a language model from its YAML path or a dict, as `eddy lm train`. Returns a dict with finished, "
+      "message, steps, train_loss, validation_loss, parameters and output_dir; the loss curves are in "
+      "output_dir/history.h5 (eddy.read_hdf5).");
+
+  py::class_<lm::TrainedModel>(lm, "TrainedModel",
+                               "A run of `eddy lm train` loaded from its folder: eddy.lm.load(run_dir).")
+      .def_property_readonly("step", [](const lm::TrainedModel& t) { return t.step; },
+                             "the step its checkpoint was written at")
+      .def_property_readonly("parameters", [](const lm::TrainedModel& t) { return t.model->parameter_count(); })
+      .def_property_readonly("context", [](const lm::TrainedModel& t) { return t.model->context_length(); })
+      .def_property_readonly("config", [](const lm::TrainedModel& t) { return t.problem.resolved_config; })
+      .def_property_readonly("tokenizer", [](const lm::TrainedModel& t) { return *t.tokenizer; })
+      .def(
+          "generate",
+          [](lm::TrainedModel& trained, const std::string& prompt, int64_t max_tokens, double temperature,
+             int64_t top_k, double top_p, uint64_t seed, const py::object& on_text) {
+            nn::GenerationOptions options;
+            options.max_new_tokens = max_tokens;
+            options.temperature = temperature;
+            options.top_k = top_k;
+            options.top_p = top_p;
+            options.seed = seed;
+            std::function<void(const std::string&)> stream;
+            if (!on_text.is_none()) {
+              // Pieces may end inside a UTF-8 character, so they go to Python as bytes.
+              stream = [&on_text](const std::string& piece) { on_text(py::bytes(piece)); };
+            }
+            return lm::generate_text(trained, prompt, options, stream);
+          },
+          py::arg("prompt") = "", py::arg("max_tokens") = 64, py::arg("temperature") = 1.0, py::arg("top_k") = 0,
+          py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("on_text") = py::none(),
+          "Continues `prompt` (empty: a new document) and returns the new text, as `eddy lm generate`; "
+          "on_text(bytes) is called with each token's bytes as it is chosen. temperature 0 is greedy.");
+  lm.def("load", &lm::load_trained_model, py::arg("run_dir"),
+         "Loads a run folder of `eddy lm train`: its config, tokenizer and checkpoint.");
+}
+
 }  // namespace
 
 void bind_solvers(py::module_& m) {
@@ -152,6 +211,8 @@ void bind_solvers(py::module_& m) {
       },
       py::arg("problem"), py::arg("overrides") = py::none(), py::arg("progress") = false,
       "Writes a dataset from a classical solver, as `eddy generate`; returns the HDF5 path.");
+  py::module_ lm = m.def_submodule("lm", "Language models: train from YAML, load a run, generate text");
+  bind_lm(lm);
   m.def("read_hdf5", &io::read_hdf5, py::arg("path"), py::arg("dataset"));
   m.def("list_hdf5", &io::list_hdf5_datasets, py::arg("path"));
 }

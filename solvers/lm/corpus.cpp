@@ -90,7 +90,11 @@ void cut_documents(const std::string& text, const std::string& separator, std::v
 bool valid_utf8(std::string_view text, size_t& bad_offset) {
   for (size_t i = 0; i < text.size();) {
     const auto lead = static_cast<unsigned char>(text[i]);
-    const size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+    const size_t length = lead < 0x80           ? 1
+                          : (lead >> 5) == 0x6  ? 2
+                          : (lead >> 4) == 0xE  ? 3
+                          : (lead >> 3) == 0x1E ? 4
+                                                : 0;
     bool ok = length > 0 && i + length <= text.size() && (length > 1 || lead != 0);
     for (size_t k = 1; ok && k < length; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
     if (!ok) {
@@ -214,8 +218,9 @@ int32_t TokenFile::at(int64_t index) const {
 }
 
 Batch draw_batch(const TokenFile& file, int64_t batch, int64_t context, uint64_t seed, uint64_t stream) {
-  EDDY_CHECK(file.size() > context, file.path(), " holds ", file.size(), " tokens, fewer than a window of context + 1 = ",
-             context + 1, "; use a larger corpus or data.validation_fraction, or a smaller model.context");
+  EDDY_CHECK(file.size() > context, file.path(), " holds ", file.size(),
+             " tokens, fewer than a window of context + 1 = ", context + 1,
+             "; use a larger corpus or data.validation_fraction, or a smaller model.context");
   std::seed_seq seeds{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(stream),
                       static_cast<uint32_t>(stream >> 32)};
   std::mt19937_64 draw(seeds);

@@ -25,8 +25,9 @@ struct TrainedModel {
 TrainedModel load_trained_model(const std::string& run_dir);
 
 // Continues `prompt` and returns the new text, passing each token's text to `on_text` as it is
-// chosen. An empty prompt starts a new document. Generation ends at <|endoftext|> (not part of the text), after max_new_tokens, or when
-// the context is full; a prompt of more tokens than the context is an error that gives both.
+// chosen. An empty prompt starts a new document. Generation ends at <|endoftext|> (not part of
+// the text), after max_new_tokens, or when the context is full; a prompt of more tokens than the
+// context is an error that gives both.
 std::string generate_text(TrainedModel& trained, const std::string& prompt, const nn::GenerationOptions& options,
                           const std::function<void(const std::string&)>& on_text = {});
 

@@ -68,7 +68,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   // Fails before training when the training split is too small.
   draw_batch(train_tokens, 1, context, t.seed, 0);
 
-  const std::shared_ptr<nn::CausalLanguageModel> model = make_model(p.model, corpus.tokenizer->vocab_size(), t.dtype, t.seed);
+  const std::shared_ptr<nn::CausalLanguageModel> model =
+      make_model(p.model, corpus.tokenizer->vocab_size(), t.dtype, t.seed);
   const std::vector<Tensor> parameters = model->parameters();
   // Weight decay on matrices (projections, embeddings) only, not on norms and biases, as GPT-2
   // and Llama were trained.
@@ -192,7 +193,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     decayed.load_state_dict(with_prefix(saved, "optimizer.decayed."));
     undecayed.load_state_dict(with_prefix(saved, "optimizer.undecayed."));
     auto entry = [&](const std::string& key) {
-      EDDY_CHECK(saved.count(key), "--resume: ", checkpoint, " has no '", key, "'; it was not written by eddy lm train");
+      EDDY_CHECK(saved.count(key), "--resume: ", checkpoint, " has no '", key,
+                 "'; it was not written by eddy lm train");
       return saved.at(key).to_vector<double>();
     };
     history.steps = entry("history.step");
@@ -207,7 +209,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   result.parameters = model->parameter_count();
   int64_t step = first_step = loop.start();
   if (options.log) {
-    *options.log << "model: " << (p.model.architecture == Architecture::gpt2 ? "gpt2" : "llama") << ", " << result.parameters << " parameters; "
+    *options.log << "model: " << (p.model.architecture == Architecture::gpt2 ? "gpt2" : "llama") << ", "
+                 << result.parameters << " parameters; "
                  << train_tokens.size() << " training and " << validation_tokens.size() << " validation tokens"
                  << (corpus.reused ? " (token files reused)" : "") << "\n";
   }

@@ -158,7 +158,8 @@ TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
 
   const TokenFile tokens(first.train_tokens);
   ASSERT_GT(tokens.size(), 1000);
-  const Batch a = draw_batch(tokens, 4, 16, 7, 3), b = draw_batch(tokens, 4, 16, 7, 3), c = draw_batch(tokens, 4, 16, 7, 4);
+  const Batch a = draw_batch(tokens, 4, 16, 7, 3), b = draw_batch(tokens, 4, 16, 7, 3);
+  const Batch c = draw_batch(tokens, 4, 16, 7, 4);
   EXPECT_EQ(a.tokens.to_vector<int64_t>(), b.tokens.to_vector<int64_t>());
   EXPECT_NE(a.tokens.to_vector<int64_t>(), c.tokens.to_vector<int64_t>());
   // Targets are the tokens shifted by one.
@@ -183,7 +184,8 @@ TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
 
 TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   const LmProblem problem = problem_of(config("type: gpt2", "{type: constant}"),
-                                       {"training.learning_rate=1.0e30", "training.clip=0", "output.checkpoint_every=1"});
+                                       {"training.learning_rate=1.0e30", "training.clip=0",
+                                        "output.checkpoint_every=1"});
   const TrainResult result = train(problem, eager());
   ASSERT_FALSE(result.finished);
   EXPECT_NE(result.message.find("training stopped at step"), std::string::npos) << result.message;
@@ -193,7 +195,8 @@ TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
 TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   expect_error([&] { problem_of(config() + "trainig: {}\n"); }, {"test.yaml", "unknown key 'trainig'"});
   expect_error([&] { problem_of(config(), {"model.type=bert"}); }, {"model.type", "gpt2, llama"});
-  expect_error([&] { problem_of(config(), {"model.heads=3"}); }, {"model.heads", "3 heads do not divide hidden_size 32"});
+  expect_error([&] { problem_of(config(), {"model.heads=3"}); },
+               {"model.heads", "3 heads do not divide hidden_size 32"});
   expect_error([&] { problem_of(config("type: llama, kv_heads: 3")); }, {"model.kv_heads", "must divide heads (4)"});
   expect_error([&] { problem_of(config(), {"training.steps=4"}); },
                {"training.schedule.warmup", "less than training.steps (4)"});
@@ -212,7 +215,8 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   expect_error(corpus_error((dir_ / "one.txt").string()), {"1 document(s)", "at least 2"});
   expect_error(corpus_error((dir_ / "corpus").string()), {"is not a regular file"});
   const LmProblem long_context = problem_of(config(), {"model.context=4000"});
-  expect_error([&] { train(long_context, eager()); }, {"validation.tokens", "fewer than a window of context + 1 = 4001"});
+  expect_error([&] { train(long_context, eager()); },
+               {"validation.tokens", "fewer than a window of context + 1 = 4001"});
 
   // A tokenizer without <|endoftext|>.
   io::BpeTrainingOptions options;
