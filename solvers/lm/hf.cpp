@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 constexpr const char* kGpt2Architecture = "GPT2LMHeadModel";
 constexpr const char* kLlamaArchitecture = "LlamaForCausalLM";
 
+// transformers 5 names the dtype "dtype", earlier versions "torch_dtype"; both are written.
 std::string torch_dtype_name(DType dtype) { return dtype == DType::f64 ? "float64" : "float32"; }
 
 json gpt2_config(const nn::Gpt2Options& o) {
@@ -41,7 +42,8 @@ json gpt2_config(const nn::Gpt2Options& o) {
           {"reorder_and_upcast_attn", false},
           {"tie_word_embeddings", o.tie_embeddings},
           {"use_cache", true},
-          {"torch_dtype", torch_dtype_name(o.dtype)}};
+          {"torch_dtype", torch_dtype_name(o.dtype)},
+          {"dtype", torch_dtype_name(o.dtype)}};
 }
 
 json llama_config(const nn::LlamaOptions& o) {
@@ -66,7 +68,8 @@ json llama_config(const nn::LlamaOptions& o) {
           {"pretraining_tp", 1},
           {"tie_word_embeddings", o.tie_embeddings},
           {"use_cache", true},
-          {"torch_dtype", torch_dtype_name(o.dtype)}};
+          {"torch_dtype", torch_dtype_name(o.dtype)},
+          {"dtype", torch_dtype_name(o.dtype)}};
 }
 
 void write_json(const fs::path& path, const json& value) { io::write_file_atomically(path, value.dump(2) + "\n"); }
