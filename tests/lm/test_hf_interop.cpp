@@ -211,7 +211,8 @@ TEST_F(HfInterop, TransformersFoldersGiveTheRecordedLogits) {
   for (const char* name : {"gpt2", "gpt2_untied_gelu", "llama", "llama_tied_bias"}) {
     SCOPED_TRACE(name);
     const auto model = load_hf_model((kFixtures / name).string());
-    const io::SafetensorsContents reference = io::load_safetensors((kFixtures / name / "reference.safetensors").string());
+    const io::SafetensorsContents reference =
+        io::load_safetensors((kFixtures / name / "reference.safetensors").string());
     const double difference = largest_difference(model->forward(reference.tensors.at("tokens")),
                                                  reference.tensors.at("logits"));
     EXPECT_LT(difference, 1e-5);
@@ -232,7 +233,8 @@ TEST_F(HfInterop, Gpt2WithoutPrefixOrWithMaskBuffersLoadsTheSame) {
     }
     weights = renamed;
   });
-  const Tensor tokens = io::load_safetensors((kFixtures / "gpt2" / "reference.safetensors").string()).tensors.at("tokens");
+  const Tensor tokens =
+      io::load_safetensors((kFixtures / "gpt2" / "reference.safetensors").string()).tensors.at("tokens");
   EXPECT_EQ(load_hf_model(folder.string())->forward(tokens).to_vector<float>(),
             load_hf_model((kFixtures / "gpt2").string())->forward(tokens).to_vector<float>());
 }
