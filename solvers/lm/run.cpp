@@ -5,14 +5,62 @@
 #include "eddy/core/error.h"
 #include "eddy/io/checkpoint.h"
 #include "solvers/lm/corpus.h"
+#include "solvers/lm/hf.h"
 #include "solvers/lm/model.h"
 
 namespace eddy::lm {
 
+namespace {
+
+// The model section an HF folder's model would have had in a config.yaml.
+ModelSpec model_spec_of(const nn::CausalLanguageModel& model) {
+  ModelSpec spec;
+  if (const auto* gpt2 = dynamic_cast<const nn::Gpt2Model*>(&model)) {
+    const nn::Gpt2Options& o = gpt2->options();
+    spec.architecture = Architecture::gpt2;
+    spec.context = o.context_length;
+    spec.hidden_size = o.hidden_size;
+    spec.layers = o.layers;
+    spec.heads = o.heads;
+    spec.intermediate_size = o.intermediate_size;
+    spec.tie_embeddings = o.tie_embeddings;
+    return spec;
+  }
+  const nn::LlamaOptions& o = dynamic_cast<const nn::LlamaModel&>(model).options();
+  spec.architecture = Architecture::llama;
+  spec.context = o.context_length;
+  spec.hidden_size = o.hidden_size;
+  spec.layers = o.layers;
+  spec.heads = o.heads;
+  spec.kv_heads = o.kv_heads;
+  spec.intermediate_size = o.intermediate_size;
+  spec.tie_embeddings = o.tie_embeddings;
+  spec.rope_theta = o.rope_theta;
+  return spec;
+}
+
+TrainedModel load_hf_folder(const std::string& dir) {
+  EDDY_CHECK(std::filesystem::exists(dir + "/tokenizer.json"), dir, " has a config.json but no tokenizer.json; ",
+             "eddy reads a Hugging Face folder's tokenizer from its tokenizer.json");
+  TrainedModel trained{LmProblem{}, io::BpeTokenizer::load(dir + "/tokenizer.json"), load_hf_model(dir), 0};
+  trained.problem.source = dir + "/config.json";
+  trained.problem.model = model_spec_of(*trained.model);
+  EDDY_CHECK(trained.tokenizer->vocab_size() <= trained.model->vocab_size(), dir, "/tokenizer.json has ",
+             trained.tokenizer->vocab_size(), " tokens, more than config.json's vocab_size ",
+             trained.model->vocab_size());
+  return trained;
+}
+
+}  // namespace
+
 TrainedModel load_trained_model(const std::string& run_dir) {
+  if (!std::filesystem::exists(run_dir + "/config.yaml") && std::filesystem::exists(run_dir + "/config.json")) {
+    return load_hf_folder(run_dir);
+  }
   for (const char* file : {"config.yaml", "tokenizer.json", "checkpoint.safetensors"}) {
     EDDY_CHECK(std::filesystem::exists(run_dir + "/" + file), run_dir, " has no ", file,
-               "; give a run folder written by `eddy lm train` (its output.dir) that has written a checkpoint");
+               "; give a run folder written by `eddy lm train` (its output.dir) that has written a checkpoint, ",
+               "or a Hugging Face folder (config.json, model.safetensors, tokenizer.json)");
   }
   auto config = io::Config::load(run_dir + "/config.yaml");
   TrainedModel trained{read_lm_problem(*config), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0};

@@ -21,7 +21,9 @@ struct TrainedModel {
 };
 
 // Reads RUN_DIR/config.yaml, tokenizer.json and checkpoint.safetensors; errors name the missing
-// or mismatched file.
+// or mismatched file. A folder with a config.json and no config.yaml is read as a Hugging Face
+// folder instead (load_hf_model, hf.h, and its tokenizer.json): its problem then holds only the
+// source file and the model section, and step is 0.
 TrainedModel load_trained_model(const std::string& run_dir);
 
 // Continues `prompt` and returns the new text, passing each token's text to `on_text` as it is

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "eddy/io/config.h"
+#include "solvers/lm/hf.h"
 #include "solvers/lm/run.h"
 #include "solvers/lm/trainer.h"
 
@@ -54,6 +55,15 @@ int run_generate(const std::string& run_dir, const std::string& prompt, const nn
   return 0;
 }
 
+int run_export(const std::string& run_dir, const std::string& format, const std::string& output) {
+  const std::string folder = output.empty() ? run_dir + "/hf" : output;
+  const lm::TrainedModel trained = lm::load_trained_model(run_dir);
+  lm::save_hf_folder(*trained.model, *trained.tokenizer, folder);
+  std::printf("wrote %s (%s): config.json, model.safetensors, tokenizer.json, tokenizer_config.json, "
+              "generation_config.json\n", folder.c_str(), format.c_str());
+  return 0;
+}
+
 }  // namespace
 
 LmCommands::LmCommands(CLI::App& app) {
@@ -69,8 +79,8 @@ LmCommands::LmCommands(CLI::App& app) {
   check_->add_option("file", file_, "language-model YAML")->required()->check(CLI::ExistingFile);
   check_->add_option("overrides", overrides_, "key.path=value overrides");
   generate_ = lm_->add_subcommand("generate", "Continue a prompt with a trained model, streaming the text");
-  generate_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir)")->required()
-      ->check(CLI::ExistingDirectory);
+  generate_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir), or a Hugging Face "
+                        "folder")->required()->check(CLI::ExistingDirectory);
   generate_->add_option("--prompt", prompt_, "text to continue (default: the start of a new document)");
   generate_->add_option("--max-tokens", generation_.max_new_tokens, "new tokens at most (default 64)");
   generate_->add_option("--temperature", generation_.temperature, "0: greedy; below 1 sharper, above 1 flatter "
@@ -79,11 +89,18 @@ LmCommands::LmCommands(CLI::App& app) {
   generate_->add_option("--top-p", generation_.top_p, "sample among the most likely tokens that reach this "
                         "probability (default 1: all)");
   generate_->add_option("--seed", generation_.seed, "the same seed gives the same text (default 0)");
+  export_ = lm_->add_subcommand("export", "Write a trained model in another framework's layout");
+  export_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir)")->required()
+      ->check(CLI::ExistingDirectory);
+  export_->add_option("--format", format_, "hf: a folder that transformers' from_pretrained loads")->required()
+      ->check(CLI::IsMember({"hf"}));
+  export_->add_option("--output", output_, "folder to write (default: RUN_DIR/hf)");
 }
 
 int LmCommands::run() const {
   if (train_->parsed()) return run_train(file_, overrides_, resume_, eager_, quiet_);
   if (generate_->parsed()) return run_generate(run_dir_, prompt_, generation_);
+  if (export_->parsed()) return run_export(run_dir_, format_, output_);
   return run_check(file_, overrides_);
 }
 

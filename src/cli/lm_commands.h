@@ -5,6 +5,8 @@
 //   eddy lm check FILE [key=value ...]                                   validate and print the resolved config
 //   eddy lm generate RUN_DIR [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
 //                                                                        continue a prompt, streaming the text
+//                                                                        (RUN_DIR may be a Hugging Face folder)
+//   eddy lm export RUN_DIR --format hf [--output DIR]                    write a folder transformers loads
 
 #include <CLI/CLI.hpp>
 #include <string>
@@ -26,10 +28,11 @@ class LmCommands {
   CLI::App* train_;
   CLI::App* check_;
   CLI::App* generate_;
+  CLI::App* export_;
   std::string file_;
   std::vector<std::string> overrides_;
   bool resume_ = false, eager_ = false, quiet_ = false;
-  std::string run_dir_, prompt_;
+  std::string run_dir_, prompt_, format_, output_;
   nn::GenerationOptions generation_;
 };
 

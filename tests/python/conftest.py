@@ -26,5 +26,10 @@ def tokenizer_tool() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def lm_tool() -> pathlib.Path:
+    return _tool("EDDY_LM_TOOL", "lm_tool")
+
+
+@pytest.fixture(scope="session")
 def eddy_cli() -> pathlib.Path:
     return _tool("EDDY_CLI", "../bin/eddy")
