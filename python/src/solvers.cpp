@@ -10,6 +10,7 @@
 #include "bindings.h"
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/dataset.h"
+#include "solvers/lm/corpus.h"
 #include "solvers/lm/run.h"
 #include "solvers/lm/trainer.h"
 #include "solvers/operator/trainer.h"
@@ -149,6 +150,14 @@ void bind_lm(py::module_& lm) {
           py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("on_text") = py::none(),
           "Continues `prompt` (empty: a new document) and returns the new text, as `eddy lm generate`; "
           "on_text(bytes) is called with each token's bytes as it is chosen. temperature 0 is greedy.");
+  lm.def("draw_batch",
+         [](const std::string& token_file, int64_t batch, int64_t context, uint64_t seed, uint64_t stream) {
+           const lm::Batch drawn = lm::draw_batch(lm::TokenFile(token_file), batch, context, seed, stream);
+           return py::make_tuple(drawn.tokens, drawn.targets);
+         },
+         py::arg("token_file"), py::arg("batch"), py::arg("context"), py::arg("seed"), py::arg("stream"),
+         "The windows `eddy lm train` trains on: (tokens, targets), int64 [batch, context], from a run's "
+         "data/train.tokens; micro-batch m of step s is stream s * accumulation + m.");
   lm.def("load", &lm::load_trained_model, py::arg("run_dir"),
          "Loads a run folder of `eddy lm train`: its config, tokenizer and checkpoint.");
 }

@@ -1,5 +1,6 @@
 #include "solvers/lm/problem.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "eddy/core/error.h"
@@ -107,7 +108,8 @@ TrainingSpec read_training(const ConfigNode& training) {
   if (!(t.clip >= 0)) training.at("clip").fail("must be non-negative (0: no clipping)");
   const ConfigNode schedule = training.section("schedule");
   t.schedule = solvers::read_schedule(schedule, 100);
-  if (t.schedule.type == optim::ScheduleType::cosine && t.steps > 0 && t.schedule.warmup >= t.steps) {
+  // make_schedule needs warmup < max(steps, 1), also for a run of 0 steps.
+  if (t.schedule.type == optim::ScheduleType::cosine && t.schedule.warmup >= std::max<int64_t>(t.steps, 1)) {
     schedule.at("warmup").fail(cat("must be less than training.steps (", t.steps, "); got ", t.schedule.warmup));
   }
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
