@@ -32,35 +32,46 @@ int int4_value(const uint8_t* row, int64_t column) {
   return (within < 16 ? byte & 0x0F : byte >> 4) - 8;
 }
 
-// The dot product of x with row `row` of the matrix, in its units (the scales applied).
+#if defined(__AVX2__) && defined(__FMA__)
+float horizontal_sum(__m256 v) {
+  const __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
+  return _mm_cvtss_f32(_mm_add_ss(quarter, _mm_movehdup_ps(quarter)));
+}
+
+// 8 signed bytes from memory as floats: widening straight from memory spares a shuffle.
+__m256 load_int8_as_floats(const int8_t* bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes))));
+}
+#endif
+
+// The dot product of x with a row of int8 weights, times the row's scale.
 float dot_int8(const int8_t* weights, const float* x, int64_t columns, float scale) {
   int64_t i = 0;
   float sum = 0;
 #if defined(__AVX2__) && defined(__FMA__)
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   for (; i + 16 <= columns; i += 16) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(weights + i));
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))),
-                           _mm256_loadu_ps(x + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(load_int8_as_floats(weights + i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(load_int8_as_floats(weights + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
   }
-  const __m256 acc = _mm256_add_ps(acc0, acc1);
-  const __m128 half = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  const __m128 quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
-  sum = _mm_cvtss_f32(_mm_add_ss(quarter, _mm_movehdup_ps(quarter)));
+  sum = horizontal_sum(_mm256_add_ps(acc0, acc1));
 #endif
   for (; i < columns; ++i) sum += static_cast<float>(weights[i]) * x[i];
   return sum * scale;
 }
 
+// The dot product of x with a row of int4 weights, each group times its scale.
 float dot_int4(const uint8_t* row, const float* x, int64_t columns, int64_t group, const float* scales) {
   float sum = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m128i low_nibbles = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  __m256 total = _mm256_setzero_ps();
+#endif
   for (int64_t start = 0, g = 0; start < columns; start += group, ++g) {
     const int64_t end = std::min(columns, start + group);
     int64_t i = start;
-    float group_sum = 0;
 #if defined(__AVX2__) && defined(__FMA__)
-    const __m128i low_nibbles = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (; i + kInt4Run <= end; i += kInt4Run) {
       const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i / 2));
@@ -73,14 +84,16 @@ float dot_int4(const uint8_t* row, const float* x, int64_t columns, int64_t grou
       acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(second, 8))),
                              _mm256_loadu_ps(x + i + 24), acc1);
     }
-    const __m256 acc = _mm256_add_ps(acc0, acc1);
-    const __m128 half = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    const __m128 quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
-    group_sum = _mm_cvtss_f32(_mm_add_ss(quarter, _mm_movehdup_ps(quarter)));
+    // Scaled per group but summed across lanes once per row.
+    total = _mm256_fmadd_ps(_mm256_add_ps(acc0, acc1), _mm256_set1_ps(scales[g]), total);
 #endif
-    for (; i < end; ++i) group_sum += static_cast<float>(int4_value(row, i)) * x[i];
-    sum += group_sum * scales[g];
+    float tail = 0;
+    for (; i < end; ++i) tail += static_cast<float>(int4_value(row, i)) * x[i];
+    sum += tail * scales[g];
   }
+#if defined(__AVX2__) && defined(__FMA__)
+  sum += horizontal_sum(total);
+#endif
   return sum;
 }
 
