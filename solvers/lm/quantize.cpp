@@ -64,7 +64,9 @@ double validation_perplexity(TrainedModel& trained, const std::string& run_dir) 
   trained.model->eval();
   double sum = 0;
   const std::vector<Batch> batches = validation_batches(file, trained.problem);
-  for (const Batch& b : batches) sum += cross_entropy(trained.model->forward(b.tokens, nullptr), b.targets).item<double>();
+  for (const Batch& b : batches) {
+    sum += cross_entropy(trained.model->forward(b.tokens, nullptr), b.targets).item<double>();
+  }
   trained.model->train(training);
   return std::exp(sum / static_cast<double>(batches.size()));
 }

@@ -49,7 +49,9 @@ int run_check(const std::string& file, const std::vector<std::string>& overrides
 int run_generate(const std::string& run_dir, const std::string& prompt, const std::string& quantized,
                  const nn::GenerationOptions& options) {
   lm::TrainedModel trained = lm::load_trained_model(run_dir);
-  if (!quantized.empty()) lm::load_quantized_model(trained, lm::quantized_model_path(run_dir, quantized == "int8" ? 8 : 4));
+  if (!quantized.empty()) {
+    lm::load_quantized_model(trained, lm::quantized_model_path(run_dir, quantized == "int8" ? 8 : 4));
+  }
   std::printf("%s", prompt.c_str());
   lm::generate_text(trained, prompt, options, [](const std::string& piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
