@@ -236,6 +236,15 @@ Batch draw_batch(const TokenFile& file, int64_t batch, int64_t context, uint64_t
   return {reshape(tensor(tokens), {batch, context}), reshape(tensor(targets), {batch, context})};
 }
 
+std::vector<Batch> validation_batches(const TokenFile& file, const LmProblem& problem) {
+  std::vector<Batch> batches;
+  for (int64_t i = 0; i < problem.training.evaluation_batches; ++i) {
+    batches.push_back(draw_batch(file, problem.training.batch_size, problem.model.context, problem.training.seed,
+                                 kValidationStreams + static_cast<uint64_t>(i)));
+  }
+  return batches;
+}
+
 PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log) {
   const fs::path data_dir = fs::path(p.output.dir) / "data";
   const std::string tokenizer_path = (fs::path(p.output.dir) / "tokenizer.json").string();

@@ -61,6 +61,12 @@ struct Batch {
 // arguments give the same batch on every run and platform.
 Batch draw_batch(const TokenFile& file, int64_t batch, int64_t context, uint64_t seed, uint64_t stream);
 
+// The validation windows a run evaluates on: `evaluation_batches` batches drawn once from the
+// streams from kValidationStreams on, apart from the training streams (one per step and
+// micro-batch), so every evaluation, and every later measurement of the run, sees the same text.
+inline constexpr uint64_t kValidationStreams = uint64_t{1} << 62;
+std::vector<Batch> validation_batches(const TokenFile& file, const LmProblem& problem);
+
 // The run folder's tokenizer and token files, made once: the tokenizer is loaded from the
 // config's file or trained on the training documents, and the documents are encoded into
 // RUN/data/{train,validation}.tokens. A later call (a --resume, a rerun) reuses them when the

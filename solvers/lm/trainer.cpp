@@ -18,9 +18,6 @@
 namespace eddy::lm {
 namespace {
 
-// Validation windows come from streams above every training step's.
-constexpr uint64_t kValidationStreams = uint64_t{1} << 62;
-
 struct History {
   std::vector<double> steps, train_loss;
   std::vector<double> evaluated_steps, validation_loss;
@@ -61,10 +58,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   const PreparedCorpus corpus = prepare_corpus(p, options.log);
   const TokenFile train_tokens(corpus.train_tokens), validation_tokens(corpus.validation_tokens);
   const int64_t context = p.model.context, batch = t.batch_size;
-  std::vector<Batch> validation;
-  for (int64_t i = 0; i < t.evaluation_batches; ++i) {
-    validation.push_back(draw_batch(validation_tokens, batch, context, t.seed, kValidationStreams + i));
-  }
+  const std::vector<Batch> validation = validation_batches(validation_tokens, p);
   // Fails before training when the training split is too small.
   draw_batch(train_tokens, 1, context, t.seed, 0);
 

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "eddy/io/config.h"
 #include "solvers/lm/hf.h"
+#include "solvers/lm/quantize.h"
 #include "solvers/lm/run.h"
 #include "solvers/lm/trainer.h"
 
@@ -44,8 +46,12 @@ int run_check(const std::string& file, const std::vector<std::string>& overrides
   return 0;
 }
 
-int run_generate(const std::string& run_dir, const std::string& prompt, const nn::GenerationOptions& options) {
+int run_generate(const std::string& run_dir, const std::string& prompt, const std::string& quantized,
+                 const nn::GenerationOptions& options) {
   lm::TrainedModel trained = lm::load_trained_model(run_dir);
+  if (!quantized.empty()) {
+    lm::load_quantized_model(trained, lm::quantized_model_path(run_dir, quantized == "int8" ? 8 : 4));
+  }
   std::printf("%s", prompt.c_str());
   lm::generate_text(trained, prompt, options, [](const std::string& piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -61,6 +67,24 @@ int run_export(const std::string& run_dir, const std::string& format, const std:
   lm::save_hf_folder(*trained.model, *trained.tokenizer, folder);
   std::printf("wrote %s (%s): config.json, model.safetensors, tokenizer.json, tokenizer_config.json, "
               "generation_config.json\n", folder.c_str(), format.c_str());
+  return 0;
+}
+
+int run_quantize(const std::string& run_dir, int bits, int64_t group, const std::string& output) {
+  const std::string path = output.empty() ? lm::quantized_model_path(run_dir, bits) : output;
+  lm::TrainedModel trained = lm::load_trained_model(run_dir);
+  const bool measurable = std::filesystem::exists(run_dir + "/data/validation.tokens");
+  const double float_perplexity = measurable ? lm::validation_perplexity(trained, run_dir) : 0;
+  lm::save_quantized_model(trained, {bits, group}, path);
+  std::printf("wrote %s (int%d%s)\n", path.c_str(), bits,
+              bits == 4 ? (", groups of " + std::to_string(group)).c_str() : "");
+  if (!measurable) {
+    std::printf("no data/validation.tokens in %s: perplexity not measured\n", run_dir.c_str());
+    return 0;
+  }
+  const double quantized_perplexity = lm::validation_perplexity(trained, run_dir);
+  std::printf("validation perplexity: float32 %.4f, int%d %.4f (%+.2f%%)\n", float_perplexity, bits,
+              quantized_perplexity, 100 * (quantized_perplexity / float_perplexity - 1));
   return 0;
 }
 
@@ -89,17 +113,29 @@ LmCommands::LmCommands(CLI::App& app) {
   generate_->add_option("--top-p", generation_.top_p, "sample among the most likely tokens that reach this "
                         "probability (default 1: all)");
   generate_->add_option("--seed", generation_.seed, "the same seed gives the same text (default 0)");
+  generate_->add_option("--quantized", quantized_, "generate with RUN_DIR/quantized-int8.safetensors or "
+                        "quantized-int4.safetensors (eddy lm quantize)")->check(CLI::IsMember({"int8", "int4"}));
   export_ = lm_->add_subcommand("export", "Write a trained model in another framework's layout");
   export_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir)")->required()
       ->check(CLI::ExistingDirectory);
   export_->add_option("--format", format_, "hf: a folder that transformers' from_pretrained loads")->required()
       ->check(CLI::IsMember({"hf"}));
   export_->add_option("--output", output_, "folder to write (default: RUN_DIR/hf)");
+  quantize_ = lm_->add_subcommand("quantize", "Quantise a trained model's weights to int8 or int4 for generation, "
+                                  "printing the validation perplexity before and after");
+  quantize_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir)")->required()
+      ->check(CLI::ExistingDirectory);
+  quantize_->add_option("--bits", bits_, "8: one scale per output row; 4: one per group of columns (default 4)")
+      ->check(CLI::IsMember({4, 8}));
+  quantize_->add_option("--group", group_, "int4 columns per scale: 32, 64, 96 or 128 (default 64)")
+      ->check(CLI::IsMember({32, 64, 96, 128}));
+  quantize_->add_option("--output", output_, "file to write (default: RUN_DIR/quantized-int<bits>.safetensors)");
 }
 
 int LmCommands::run() const {
   if (train_->parsed()) return run_train(file_, overrides_, resume_, eager_, quiet_);
-  if (generate_->parsed()) return run_generate(run_dir_, prompt_, generation_);
+  if (generate_->parsed()) return run_generate(run_dir_, prompt_, quantized_, generation_);
+  if (quantize_->parsed()) return run_quantize(run_dir_, bits_, group_, output_);
   if (export_->parsed()) return run_export(run_dir_, format_, output_);
   return run_check(file_, overrides_);
 }

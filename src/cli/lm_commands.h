@@ -4,8 +4,10 @@
 //   eddy lm train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a language model from its YAML
 //   eddy lm check FILE [key=value ...]                                   validate and print the resolved config
 //   eddy lm generate RUN_DIR [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
-//                                                                        continue a prompt, streaming the text
+//                    [--quantized int8|int4]                             continue a prompt, streaming the text
 //                                                                        (RUN_DIR may be a Hugging Face folder)
+//   eddy lm quantize RUN_DIR [--bits 4|8] [--group G] [--output FILE]    write an int8/int4 model for inference
+//                                                                        and print the validation perplexities
 //   eddy lm export RUN_DIR --format hf [--output DIR]                    write a folder transformers loads
 
 #include <CLI/CLI.hpp>
@@ -29,10 +31,13 @@ class LmCommands {
   CLI::App* check_;
   CLI::App* generate_;
   CLI::App* export_;
+  CLI::App* quantize_;
   std::string file_;
   std::vector<std::string> overrides_;
   bool resume_ = false, eager_ = false, quiet_ = false;
-  std::string run_dir_, prompt_, format_, output_;
+  std::string run_dir_, prompt_, format_, output_, quantized_;
+  int bits_ = 4;
+  int64_t group_ = 64;
   nn::GenerationOptions generation_;
 };
 

@@ -1,6 +1,7 @@
 // `eddy lm train` end to end on a small synthetic corpus: both layouts learn it, compiled steps
 // give the eager numbers, a resume is bit-exact, token files are made once and windows are
-// reproducible, and bad configs, corpora and token files get errors that name them.
+// reproducible, bad configs, corpora and token files get errors that name them, and a trained
+// run quantised to int8 and int4 keeps its validation perplexity and generates from the file.
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include "eddy/io/hdf5.h"
 #include "eddy/io/safetensors.h"
 #include "solvers/lm/corpus.h"
+#include "solvers/lm/quantize.h"
 #include "solvers/lm/trainer.h"
 #include "support/expect_error.h"
 
@@ -225,6 +227,37 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   io::BpeTokenizer::train({"some text to learn from"}, options).save(tokenizer);
   expect_error([&] { prepare_corpus(problem_of(config(), {"tokenizer.file=" + tokenizer}), nullptr); },
                {"tokenizer.file", "<|endoftext|>"});
+}
+
+TEST_F(LmTraining, QuantisedRunsKeepTheirPerplexityAndGenerate) {
+  const LmProblem problem =
+      problem_of(config(), {"training.steps=60", "training.evaluate_every=60", "output.checkpoint_every=0"});
+  ASSERT_TRUE(train(problem, eager()).finished);
+  const std::string run = problem.output.dir;
+  TrainedModel trained = load_trained_model(run);
+  const double float_perplexity = validation_perplexity(trained, run);
+  // The windows and the loss are the trainer's: its last evaluation saw the same weights.
+  EXPECT_NEAR(float_perplexity, history(problem, "validation/perplexity").back(), 1e-4 * float_perplexity);
+  nn::GenerationOptions greedy;
+  greedy.temperature = 0;
+  greedy.max_new_tokens = 8;
+  for (const auto& [bits, tolerance] : {std::pair{8, 0.01}, std::pair{4, 0.05}}) {
+    SCOPED_TRACE(testing::Message() << "int" << bits);
+    TrainedModel quantised = load_trained_model(run);
+    save_quantized_model(quantised, {bits, 32}, quantized_model_path(run, bits));
+    const double perplexity = validation_perplexity(quantised, run);
+    EXPECT_NE(perplexity, float_perplexity);
+    EXPECT_LT(std::abs(perplexity / float_perplexity - 1), tolerance);
+
+    TrainedModel loaded = load_trained_model(run);
+    load_quantized_model(loaded, quantized_model_path(run, bits));
+    EXPECT_EQ(validation_perplexity(loaded, run), perplexity);
+    EXPECT_EQ(loaded.step, 60);
+    EXPECT_EQ(generate_text(loaded, "The cat", greedy), generate_text(quantised, "The cat", greedy));
+  }
+  expect_error([&] { load_quantized_model(trained, run + "/checkpoint.safetensors"); },
+               {"checkpoint.safetensors", "eddy.quantization.bits", "eddy lm quantize"});
+  expect_error([&] { load_quantized_model(trained, run + "/missing.safetensors"); }, {"missing.safetensors"});
 }
 
 }  // namespace

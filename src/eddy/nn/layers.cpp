@@ -3,6 +3,7 @@
 #include <array>
 
 #include "eddy/nn/init.h"
+#include "eddy/nn/quantized.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::nn {
@@ -72,12 +73,22 @@ Tensor Linear::forward(const Tensor& x) {
              " but the layer expects ", in, " features in the last axis");
   // Leading axes folded into rows make one GEMM; a broadcast batch would make one per row block.
   Tensor rows = x.dim() > 2 ? reshape(x, {-1, in}) : x;
-  Tensor y = matmul(rows, layout_ == WeightLayout::in_out ? weight : transpose(weight));
+  Tensor y = quantized_ ? quantized_matmul(rows, *quantized_)
+                        : matmul(rows, layout_ == WeightLayout::in_out ? weight : transpose(weight));
   if (bias.defined()) y = y + bias;
   if (x.dim() <= 2) return y;
   Shape shape = x.shape();
   shape.back() = y.shape().back();
   return reshape(y, shape);
+}
+
+void Linear::use_quantized_weight(std::shared_ptr<const QuantizedMatrix> packed) {
+  EDDY_CHECK(packed != nullptr, "Linear::use_quantized_weight: null matrix");
+  const int64_t out = weight.shape()[layout_ == WeightLayout::in_out ? 1 : 0];
+  EDDY_CHECK(packed->rows == out && packed->columns == in_features(), "Linear::use_quantized_weight: a [",
+             packed->rows, ", ", packed->columns, "] matrix cannot replace a layer of ", in_features(), " -> ",
+             out, " features");
+  quantized_ = std::move(packed);
 }
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {

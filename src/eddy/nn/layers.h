@@ -23,6 +23,8 @@ Tensor activate(ActivationKind kind, const Tensor& x);
 // which models exchanged with PyTorch checkpoints use so that tensors load without transposes.
 enum class WeightLayout { in_out, out_in };
 
+struct QuantizedMatrix;  // quantized.h
+
 class Linear : public Module {
  public:
   // Glorot-uniform weight, zero bias.
@@ -31,12 +33,21 @@ class Linear : public Module {
   // x [..., in] -> [..., out]
   Tensor forward(const Tensor& x) override;
   int64_t in_features() const;
+  WeightLayout layout() const { return layout_; }
+
+  // From now on, forward multiplies by `packed` (int8 or int4 weights, quantized.h) instead of
+  // `weight`, which then records no graph: quantised layers are for inference only. `weight`
+  // stays a parameter; quantize_model sets it to the dequantised values, so the state dict
+  // describes what the layer computes.
+  void use_quantized_weight(std::shared_ptr<const QuantizedMatrix> packed);
+  const QuantizedMatrix* quantized_weight() const { return quantized_.get(); }
 
   Tensor weight;  // [in, out], or [out, in] with WeightLayout::out_in
   Tensor bias;    // [out], undefined without bias
 
  private:
   WeightLayout layout_;
+  std::shared_ptr<const QuantizedMatrix> quantized_;
 };
 
 class Sequential : public Module {

@@ -1,0 +1,304 @@
+#include "eddy/nn/quantized.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include "eddy/core/autograd.h"
+#include "eddy/core/tracing.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::nn {
+namespace {
+
+constexpr int64_t kInt4Run = 32;         // values per 16-byte run of int4 nibbles
+constexpr int64_t kBlockRows = 64;       // output rows dequantised at a time for several input rows
+constexpr int64_t kParallelWeights = 1 << 16;  // smaller matrices run on one thread
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t row_bytes(int bits, int64_t columns, int64_t group) {
+  return bits == 8 ? ceil_div(columns, 4) * 4 : ceil_div(columns, group) * group / 2;
+}
+
+int int4_value(const uint8_t* row, int64_t column) {
+  const int64_t run = column / kInt4Run, within = column % kInt4Run;
+  const uint8_t byte = row[run * 16 + within % 16];
+  return (within < 16 ? byte & 0x0F : byte >> 4) - 8;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+float horizontal_sum(__m256 v) {
+  const __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
+  return _mm_cvtss_f32(_mm_add_ss(quarter, _mm_movehdup_ps(quarter)));
+}
+
+// 8 signed bytes from memory as floats: widening straight from memory spares a shuffle.
+__m256 load_int8_as_floats(const int8_t* bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes))));
+}
+#endif
+
+// The dot product of x with a row of int8 weights, times the row's scale.
+float dot_int8(const int8_t* weights, const float* x, int64_t columns, float scale) {
+  int64_t i = 0;
+  float sum = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (; i + 16 <= columns; i += 16) {
+    acc0 = _mm256_fmadd_ps(load_int8_as_floats(weights + i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(load_int8_as_floats(weights + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+  }
+  sum = horizontal_sum(_mm256_add_ps(acc0, acc1));
+#endif
+  for (; i < columns; ++i) sum += static_cast<float>(weights[i]) * x[i];
+  return sum * scale;
+}
+
+// The dot product of x with a row of int4 weights, each group times its scale.
+float dot_int4(const uint8_t* row, const float* x, int64_t columns, int64_t group, const float* scales) {
+  float sum = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m128i low_nibbles = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  __m256 total = _mm256_setzero_ps();
+#endif
+  for (int64_t start = 0, g = 0; start < columns; start += group, ++g) {
+    const int64_t end = std::min(columns, start + group);
+    int64_t i = start;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (; i + kInt4Run <= end; i += kInt4Run) {
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i / 2));
+      const __m128i first = _mm_sub_epi8(_mm_and_si128(bytes, low_nibbles), eight);
+      const __m128i second = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles), eight);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(first)), _mm256_loadu_ps(x + i), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(first, 8))),
+                             _mm256_loadu_ps(x + i + 8), acc1);
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(second)), _mm256_loadu_ps(x + i + 16), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(second, 8))),
+                             _mm256_loadu_ps(x + i + 24), acc1);
+    }
+    // Scaled per group but summed across lanes once per row.
+    total = _mm256_fmadd_ps(_mm256_add_ps(acc0, acc1), _mm256_set1_ps(scales[g]), total);
+#endif
+    float tail = 0;
+    for (; i < end; ++i) tail += static_cast<float>(int4_value(row, i)) * x[i];
+    sum += tail * scales[g];
+  }
+#if defined(__AVX2__) && defined(__FMA__)
+  sum += horizontal_sum(total);
+#endif
+  return sum;
+}
+
+// Rows [first, end) of the matrix as floats into `into` [end - first, columns].
+void dequantize_rows(const QuantizedMatrix& m, int64_t first, int64_t end, float* into) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(m.packed.data<int32_t>());
+  const float* scales = m.scales.data<float>();
+  const int64_t stride = row_bytes(m.bits, m.columns, m.group), groups = m.scales.shape()[1];
+  for (int64_t r = first; r < end; ++r) {
+    const uint8_t* row = bytes + r * stride;
+    float* out = into + (r - first) * m.columns;
+    for (int64_t c = 0; c < m.columns; ++c) {
+      const int q = m.bits == 8 ? static_cast<int8_t>(row[c]) : int4_value(row, c);
+      out[c] = static_cast<float>(q) * scales[r * groups + c / m.group];
+    }
+  }
+}
+
+void check_options(int bits, int64_t group) {
+  EDDY_CHECK(bits == 8 || bits == 4, "quantize: bits must be 8 or 4, got ", bits);
+  EDDY_CHECK(bits == 8 || (group >= 32 && group <= 128 && group % kInt4Run == 0),
+             "quantize: the int4 group must be 32, 64, 96 or 128 columns, got ", group);
+}
+
+}  // namespace
+
+QuantizedMatrix quantize_matrix(const Tensor& weight_out_in, int bits, int64_t group) {
+  check_options(bits, group);
+  EDDY_CHECK(weight_out_in.dim() == 2 && is_floating(weight_out_in.dtype()),
+             "quantize: expected a float matrix [out, in], got ", weight_out_in.dtype(), " ", weight_out_in.shape());
+  QuantizedMatrix m;
+  m.bits = bits;
+  m.rows = weight_out_in.shape()[0];
+  m.columns = weight_out_in.shape()[1];
+  m.group = bits == 8 ? m.columns : group;
+  const int64_t groups = ceil_div(m.columns, m.group), stride = row_bytes(bits, m.columns, m.group);
+  const std::vector<float> w = weight_out_in.to_vector<float>();
+  std::vector<uint8_t> bytes(static_cast<size_t>(m.rows * stride), 0);
+  std::vector<float> scales(static_cast<size_t>(m.rows * groups));
+  const int largest = bits == 8 ? 127 : 7;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t begin = g * m.group, end = std::min(m.columns, begin + m.group);
+      float extent = 0;
+      for (int64_t c = begin; c < end; ++c) extent = std::max(extent, std::abs(w[r * m.columns + c]));
+      const float scale = extent / static_cast<float>(largest);
+      scales[r * groups + g] = scale;
+      uint8_t* row = bytes.data() + r * stride;
+      for (int64_t c = begin; c < end; ++c) {
+        const float ratio = scale > 0 ? w[r * m.columns + c] / scale : 0.0f;
+        const int q = std::clamp(static_cast<int>(std::lround(ratio)), -largest, largest);
+        if (bits == 8) {
+          row[c] = static_cast<uint8_t>(static_cast<int8_t>(q));
+        } else {
+          const int64_t within = c % kInt4Run;
+          uint8_t& byte = row[(c / kInt4Run) * 16 + within % 16];
+          byte |= static_cast<uint8_t>((q + 8) << (within < 16 ? 0 : 4));
+        }
+      }
+    }
+  }
+  m.packed = Tensor::empty({m.rows, stride / 4}, DType::i32);
+  std::memcpy(m.packed.raw_data(), bytes.data(), bytes.size());
+  m.scales = Tensor::empty({m.rows, groups}, DType::f32);
+  std::copy(scales.begin(), scales.end(), m.scales.data<float>());
+  return m;
+}
+
+Tensor dequantize(const QuantizedMatrix& matrix) {
+  Tensor out = Tensor::empty({matrix.rows, matrix.columns}, DType::f32);
+  dequantize_rows(matrix, 0, matrix.rows, out.data<float>());
+  return out;
+}
+
+Tensor quantized_matmul(const Tensor& x, const QuantizedMatrix& m) {
+  EDDY_CHECK(x.dtype() == DType::f32 && x.dim() >= 1 && x.shape().back() == m.columns,
+             "quantized_matmul: expected float32 [..., ", m.columns, "], got ", x.dtype(), " ", x.shape());
+  EDDY_CHECK(active_trace_recorder() == nullptr && !x.is_abstract(),
+             "quantized_matmul: a quantised layer cannot be captured (it is for eager inference)");
+  EDDY_CHECK(!(GradMode::enabled() && x.requires_grad()),
+             "quantized_matmul: a quantised layer has no derivative; run inference under NoGradGuard");
+  const Tensor input = contiguous(x);
+  const int64_t n = input.numel() / m.columns;
+  Shape shape = x.shape();
+  shape.back() = m.rows;
+  Tensor y = Tensor::empty(shape, DType::f32);
+  const float* in = input.data<float>();
+  float* out = y.data<float>();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(m.packed.data<int32_t>());
+  const float* scales = m.scales.data<float>();
+  const int64_t stride = row_bytes(m.bits, m.columns, m.group), groups = m.scales.shape()[1];
+  const bool parallel = m.rows * m.columns >= kParallelWeights;
+  if (n == 1) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t r = 0; r < m.rows; ++r) {
+      const uint8_t* row = bytes + r * stride;
+      out[r] = m.bits == 8 ? dot_int8(reinterpret_cast<const int8_t*>(row), in, m.columns, scales[r])
+                           : dot_int4(row, in, m.columns, m.group, scales + r * groups);
+    }
+    return y;
+  }
+  const int64_t blocks = ceil_div(m.rows, kBlockRows);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t first = b * kBlockRows, end = std::min(m.rows, first + kBlockRows);
+    Tensor block = Tensor::empty({end - first, m.columns}, DType::f32);
+    dequantize_rows(m, first, end, block.data<float>());
+    const Tensor part = contiguous(matmul(reshape(input, {n, m.columns}), transpose(block)));
+    const float* from = part.data<float>();
+    for (int64_t i = 0; i < n; ++i) std::copy_n(from + i * (end - first), end - first, out + i * m.rows + first);
+  }
+  return y;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Linear>>> block_projections(CausalLanguageModel& model) {
+  std::vector<std::pair<std::string, std::shared_ptr<Linear>>> found;
+  if (auto* gpt2 = dynamic_cast<Gpt2Model*>(&model)) {
+    for (size_t i = 0; i < gpt2->h.size(); ++i) {
+      const std::string prefix = "transformer.h." + std::to_string(i) + ".";
+      const Gpt2Block& block = *gpt2->h[i];
+      found.emplace_back(prefix + "attn.c_attn", block.attn->c_attn);
+      found.emplace_back(prefix + "attn.c_proj", block.attn->c_proj);
+      found.emplace_back(prefix + "mlp.c_fc", block.mlp->c_fc);
+      found.emplace_back(prefix + "mlp.c_proj", block.mlp->c_proj);
+    }
+  } else if (auto* llama = dynamic_cast<LlamaModel*>(&model)) {
+    for (size_t i = 0; i < llama->layers.size(); ++i) {
+      const std::string prefix = "model.layers." + std::to_string(i) + ".";
+      const LlamaBlock& block = *llama->layers[i];
+      found.emplace_back(prefix + "self_attn.q_proj", block.self_attn->q_proj);
+      found.emplace_back(prefix + "self_attn.k_proj", block.self_attn->k_proj);
+      found.emplace_back(prefix + "self_attn.v_proj", block.self_attn->v_proj);
+      found.emplace_back(prefix + "self_attn.o_proj", block.self_attn->o_proj);
+      found.emplace_back(prefix + "mlp.gate_proj", block.mlp->gate_proj);
+      found.emplace_back(prefix + "mlp.up_proj", block.mlp->up_proj);
+      found.emplace_back(prefix + "mlp.down_proj", block.mlp->down_proj);
+    }
+  } else {
+    throw Error("quantize: only GPT-2 and Llama models can be quantised");
+  }
+  return found;
+}
+
+namespace {
+// Attaches `matrix` to `layer` and writes its dequantised values into the float weight.
+void attach(Linear& layer, QuantizedMatrix matrix) {
+  EDDY_CHECK(layer.weight.dtype() == DType::f32, "quantize: the model must be float32, got ", layer.weight.dtype());
+  const Tensor values = dequantize(matrix);
+  NoGradGuard no_grad;
+  layer.weight.copy_(layer.layout() == WeightLayout::in_out ? transpose(values) : values);
+  layer.use_quantized_weight(std::make_shared<const QuantizedMatrix>(std::move(matrix)));
+}
+
+Tensor out_in_weight(const Linear& layer) {
+  return layer.layout() == WeightLayout::in_out ? contiguous(transpose(layer.weight)) : layer.weight;
+}
+}  // namespace
+
+void quantize_model(CausalLanguageModel& model, const QuantizationOptions& options) {
+  check_options(options.bits, options.group);
+  for (auto& [name, layer] : block_projections(model)) {
+    attach(*layer, quantize_matrix(out_in_weight(*layer).detach(), options.bits, options.group));
+  }
+}
+
+StateDict quantized_state_dict(CausalLanguageModel& model) {
+  StateDict state = model.state_dict();
+  for (auto& [name, layer] : block_projections(model)) {
+    const QuantizedMatrix* matrix = layer->quantized_weight();
+    EDDY_CHECK(matrix != nullptr, "quantized_state_dict: \"", name, "\" is not quantised (call quantize_model)");
+    state.erase(name + ".weight");
+    state.emplace(name + ".weight.packed", matrix->packed);
+    state.emplace(name + ".weight.scales", matrix->scales);
+  }
+  return state;
+}
+
+void load_quantized_state_dict(CausalLanguageModel& model, const StateDict& state, const QuantizationOptions& options) {
+  check_options(options.bits, options.group);
+  StateDict floats = state;
+  std::vector<std::pair<Linear*, QuantizedMatrix>> matrices;
+  for (auto& [name, layer] : block_projections(model)) {
+    QuantizedMatrix m;
+    m.bits = options.bits;
+    m.rows = layer->weight.shape()[layer->layout() == WeightLayout::in_out ? 1 : 0];
+    m.columns = layer->in_features();
+    m.group = options.bits == 8 ? m.columns : options.group;
+    const Shape packed_shape{m.rows, row_bytes(m.bits, m.columns, m.group) / 4};
+    const Shape scales_shape{m.rows, ceil_div(m.columns, m.group)};
+    for (const auto& [suffix, shape, dtype] : {std::tuple{".weight.packed", packed_shape, DType::i32},
+                                               std::tuple{".weight.scales", scales_shape, DType::f32}}) {
+      const std::string key = name + suffix;
+      const auto found = floats.find(key);
+      EDDY_CHECK(found != floats.end(), "load_quantized_state_dict: missing key \"", key, "\"");
+      EDDY_CHECK(found->second.shape() == shape && found->second.dtype() == dtype, "load_quantized_state_dict: \"",
+                 key, "\" is ", found->second.dtype(), " ", found->second.shape(), " but int", options.bits,
+                 " weights of this model need ", dtype, " ", shape);
+      (std::string(suffix) == ".weight.packed" ? m.packed : m.scales) = contiguous(found->second);
+      floats.erase(found);
+    }
+    const Tensor values = dequantize(m);
+    floats.emplace(name + ".weight", layer->layout() == WeightLayout::in_out ? transpose(values) : values);
+    matrices.emplace_back(layer.get(), std::move(m));
+  }
+  model.load_state_dict(floats);
+  for (auto& [layer, m] : matrices) layer->use_quantized_weight(std::make_shared<const QuantizedMatrix>(std::move(m)));
+}
+
+}  // namespace eddy::nn
