@@ -49,6 +49,7 @@ void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_autodiff(py::module_& m);
 void bind_nn(py::module_& m);
+void bind_transformers(py::module_& nn);
 void bind_solvers(py::module_& m);
 void bind_compiler(py::module_& m);
 void bind_tokenizer(py::module_& m);

@@ -219,6 +219,7 @@ void bind_optimisers(py::module_& m) {
 void bind_nn(py::module_& m) {
   py::module_ nn = m.def_submodule("nn", "Models and layers (C++ modules).");
   bind_modules(nn);
+  bind_transformers(nn);
   py::module_ optim = m.def_submodule("optim", "Optimisers over lists of tensors.");
   bind_optimisers(optim);
 
