@@ -23,6 +23,8 @@ Tensor as_tensor(const py::handle& value, const py::object& dtype = py::none());
 std::vector<Tensor> tensors_of(const py::handle& values);
 // None stays None; anything else goes through parse_dtype.
 std::optional<DType> optional_dtype(const py::object& dtype);
+// A model's dtype argument: float32 when None.
+DType model_dtype(const py::object& dtype);
 DType parse_dtype(const py::handle& dtype);
 
 // ---- interop.cpp ----

@@ -36,8 +36,6 @@ std::vector<Tensor> parameters_of(const py::iterable& parameters) {
   return tensors;
 }
 
-DType model_dtype(const py::object& dtype) { return optional_dtype(dtype).value_or(DType::f32); }
-
 void bind_modules(py::module_& m) {
   py::class_<nn::Module, ModulePtr>(m, "Module", "A C++ model: parameters, buffers and a forward pass.")
       .def("__call__", [](nn::Module& self, const py::object& x) { return self.forward(as_tensor(x)); })
@@ -215,6 +213,8 @@ void bind_optimisers(py::module_& m) {
 }
 
 }  // namespace
+
+DType model_dtype(const py::object& dtype) { return optional_dtype(dtype).value_or(DType::f32); }
 
 void bind_nn(py::module_& m) {
   py::module_ nn = m.def_submodule("nn", "Models and layers (C++ modules).");

@@ -12,12 +12,6 @@
 #include "eddy/ops/ops.h"
 
 namespace eddy::python {
-namespace {
-
-DType float_dtype(const py::object& dtype) { return optional_dtype(dtype).value_or(DType::f32); }
-
-}  // namespace
-
 void bind_transformers(py::module_& nn) {
   nn.def("cross_entropy",
          [](const py::object& logits, const py::object& targets, int64_t ignore_index, const std::string& reduction) {
@@ -45,7 +39,7 @@ void bind_transformers(py::module_& nn) {
 
   py::class_<nn::RmsNorm, nn::Module, std::shared_ptr<nn::RmsNorm>>(nn, "RMSNorm")
       .def(py::init([](int64_t dim, double eps, const py::object& dtype) {
-             return std::make_shared<nn::RmsNorm>(dim, eps, float_dtype(dtype));
+             return std::make_shared<nn::RmsNorm>(dim, eps, model_dtype(dtype));
            }),
            py::arg("dim"), py::arg("eps") = 1e-6, py::arg("dtype") = py::none())
       .def_readonly("weight", &nn::RmsNorm::weight);
@@ -90,7 +84,7 @@ void bind_transformers(py::module_& nn) {
              o.intermediate_size = intermediate_size;
              o.embedding_dropout = o.attention_dropout = o.residual_dropout = dropout;
              o.tie_embeddings = tie_embeddings;
-             o.dtype = float_dtype(dtype);
+             o.dtype = model_dtype(dtype);
              o.seed = seed;
              return std::make_shared<nn::Gpt2Model>(o);
            }),
@@ -113,7 +107,7 @@ void bind_transformers(py::module_& nn) {
              o.kv_heads = kv_heads;
              o.rope_theta = rope_theta;
              o.tie_embeddings = tie_embeddings;
-             o.dtype = float_dtype(dtype);
+             o.dtype = model_dtype(dtype);
              o.seed = seed;
              return std::make_shared<nn::LlamaModel>(o);
            }),

@@ -130,11 +130,10 @@ std::vector<int32_t> encode_documents(const io::BpeTokenizer& tokenizer, const s
   return ids;
 }
 
-}  // namespace
-
-Documents read_documents(const CorpusSpec& corpus, uint64_t seed) {
+// read_documents over files already listed by corpus_files.
+Documents read_documents_of(const std::vector<fs::path>& files, const CorpusSpec& corpus, uint64_t seed) {
   std::vector<std::string> documents;
-  for (const fs::path& file : corpus_files(corpus)) {
+  for (const fs::path& file : files) {
     const std::string text = io::read_file(file.string());
     EDDY_CHECK(!text.empty(), corpus.where, "files: '", file.string(), "' is empty");
     size_t bad = 0;
@@ -158,6 +157,12 @@ Documents read_documents(const CorpusSpec& corpus, uint64_t seed) {
     (held_out[i] ? split.validation : split.train).push_back(std::move(documents[i]));
   }
   return split;
+}
+
+}  // namespace
+
+Documents read_documents(const CorpusSpec& corpus, uint64_t seed) {
+  return read_documents_of(corpus_files(corpus), corpus, seed);
 }
 
 void TokenFile::write(const std::string& path, const std::vector<int32_t>& ids, int32_t vocab_size) {
@@ -262,7 +267,7 @@ PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log) {
     return prepared;
   }
 
-  const Documents documents = read_documents(p.corpus, p.training.seed);
+  const Documents documents = read_documents_of(files, p.corpus, p.training.seed);
   if (p.tokenizer.file.empty()) {
     if (log) *log << "training a " << p.tokenizer.vocab_size << "-token BPE tokenizer on " << documents.train.size()
                   << " documents\n";
