@@ -11,6 +11,8 @@
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/dataset.h"
 #include "solvers/lm/corpus.h"
+#include "solvers/lm/hf.h"
+#include "solvers/lm/quantize.h"
 #include "solvers/lm/run.h"
 #include "solvers/lm/trainer.h"
 #include "solvers/operator/trainer.h"
@@ -113,12 +115,15 @@ void bind_lm(py::module_& lm) {
         out["validation_loss"] = result.validation_loss;
         out["parameters"] = result.parameters;
         out["output_dir"] = problem.output.dir;
+        out["step_seconds"] = result.step_seconds;
+        out["tokens_per_step"] = result.tokens_per_step;
         return out;
       },
       py::arg("config"), py::arg("overrides") = py::none(), py::arg("resume") = false, py::arg("progress") = false,
       py::arg("eager") = false,
       "Trains a language model from its YAML path or a dict, as `eddy lm train`. Returns a dict with finished, "
-      "message, steps, train_loss, validation_loss, parameters and output_dir; the loss curves are in "
+      "message, steps, train_loss, validation_loss, parameters, output_dir, step_seconds (each step's wall "
+      "time; the first includes compiling the step) and tokens_per_step; the loss curves are in "
       "output_dir/history.h5 (eddy.read_hdf5).");
 
   py::class_<lm::TrainedModel>(lm, "TrainedModel",
@@ -129,6 +134,28 @@ void bind_lm(py::module_& lm) {
       .def_property_readonly("context", [](const lm::TrainedModel& t) { return t.model->context_length(); })
       .def_property_readonly("config", [](const lm::TrainedModel& t) { return t.problem.resolved_config; })
       .def_property_readonly("tokenizer", [](const lm::TrainedModel& t) { return *t.tokenizer; })
+      .def_property_readonly("model", [](const lm::TrainedModel& t) { return t.model; },
+                             "the eddy.nn.GPT2 or eddy.nn.Llama itself (generate from token ids, forward)")
+      .def(
+          "quantize",
+          [](lm::TrainedModel& trained, int bits, const std::string& path, int64_t group) {
+            without_gil([&] { lm::save_quantized_model(trained, {bits, group}, path); });
+          },
+          py::arg("bits"), py::arg("path"), py::arg("group") = 64,
+          "Quantises the weights in place to int8 (bits=8) or int4 (bits=4, `group` columns per scale) and "
+          "writes them to `path`, as `eddy lm quantize`.")
+      .def(
+          "load_quantized",
+          [](lm::TrainedModel& trained, const std::string& path) { lm::load_quantized_model(trained, path); },
+          py::arg("path"), "Replaces the weights by a file that quantize or `eddy lm quantize` wrote.")
+      .def(
+          "validation_perplexity",
+          [](lm::TrainedModel& trained, const std::string& run_dir) {
+            return without_gil([&] { return lm::validation_perplexity(trained, run_dir); });
+          },
+          py::arg("run_dir"),
+          "exp of the mean cross-entropy over run_dir's validation windows, with the weights the model has now "
+          "(float or quantised)")
       .def(
           "generate",
           [](lm::TrainedModel& trained, const std::string& prompt, int64_t max_tokens, double temperature,
@@ -158,6 +185,14 @@ void bind_lm(py::module_& lm) {
          py::arg("token_file"), py::arg("batch"), py::arg("context"), py::arg("seed"), py::arg("stream"),
          "The windows `eddy lm train` trains on: (tokens, targets), int64 [batch, context], from a run's "
          "data/train.tokens; micro-batch m of step s is stream s * accumulation + m.");
+  lm.def("export",
+         [](const std::string& run_dir, const std::string& output) {
+           const lm::TrainedModel trained = lm::load_trained_model(run_dir);
+           lm::save_hf_folder(*trained.model, *trained.tokenizer, output);
+         },
+         py::arg("run_dir"), py::arg("output"),
+         "Writes a run as a Hugging Face folder (config.json, model.safetensors, tokenizer.json, ...), as "
+         "`eddy lm export RUN_DIR --format hf --output OUTPUT`.");
   lm.def("load", &lm::load_trained_model, py::arg("run_dir"),
          "Loads a run folder of `eddy lm train`: its config, tokenizer and checkpoint.");
 }

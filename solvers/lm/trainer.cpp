@@ -110,13 +110,16 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   };
 
   const Tensor scale = scalar(1.0 / static_cast<double>(t.accumulation), t.dtype);
-  const double tokens_per_step = static_cast<double>(batch * context * t.accumulation);
   auto started = std::chrono::steady_clock::now();
+  auto step_started = started;
   int64_t first_step = 0;
   double step_loss = 0;
+  TrainResult result;
+  result.tokens_per_step = batch * context * t.accumulation;
 
   solvers::TrainingHooks steps;
   steps.begin_step = [&](int64_t step) {
+    step_started = std::chrono::steady_clock::now();
     decayed.set_learning_rate(schedule->learning_rate(step));
     undecayed.set_learning_rate(schedule->learning_rate(step));
   };
@@ -144,6 +147,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     if (t.clip > 0) optim::clip_grad_norm(parameters, t.clip);
     decayed.step();
     undecayed.step();
+    result.step_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_started).count());
   };
   steps.end_step = [&](int64_t done) {
     history.steps.push_back(static_cast<double>(done));
@@ -163,7 +168,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
             details += cat("  val ", solvers::ProgressLine::format(loss), " (ppl ",
                            solvers::ProgressLine::format(std::exp(loss)), ")");
           }
-          const double rate = static_cast<double>(done - first_step) * tokens_per_step / std::max(seconds, 1e-9);
+          const double rate =
+              static_cast<double>((done - first_step) * result.tokens_per_step) / std::max(seconds, 1e-9);
           return cat(details, "  lr ", solvers::ProgressLine::format(decayed.learning_rate()), "  ",
                      static_cast<int64_t>(rate), " tok/s");
         },
@@ -199,7 +205,6 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data"},
                              *model, parameters, dist::default_communicator(), progress, steps);
 
-  TrainResult result;
   result.parameters = model->parameter_count();
   int64_t step = first_step = loop.start();
   if (options.log) {

@@ -9,6 +9,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "solvers/lm/problem.h"
 
@@ -29,6 +30,10 @@ struct TrainResult {
   double train_loss = 0;       // the last step's
   double validation_loss = 0;  // the last evaluation's
   int64_t parameters = 0;
+  // Wall seconds of each step this call ran (its micro-batches, clipping and optimizer update;
+  // not evaluation or checkpoints); the first includes tracing and compiling the step.
+  std::vector<double> step_seconds;
+  int64_t tokens_per_step = 0;  // batch_size x context x accumulation
 };
 
 TrainResult train(const LmProblem& problem, const TrainOptions& options);

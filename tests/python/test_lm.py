@@ -1,6 +1,7 @@
 """eddy.lm from Python: train a tiny language model from a dict config, load the run, and
 generate text that is seeded, streamed and the same as `eddy lm generate` prints."""
 
+import math
 import os
 import subprocess
 
@@ -68,3 +69,31 @@ def test_bad_runs_and_prompts_name_the_problem(run, tmp_path):
         model.generate("The cat sees the ball. " * 20)
     with pytest.raises(eddy.Error, match="top_p"):
         model.generate("The", top_p=0)
+
+
+def test_step_times_model_quantize_and_export(run, tmp_path):
+    assert len(run["step_seconds"]) == 60 and min(run["step_seconds"]) > 0
+    assert run["tokens_per_step"] == 8 * 32
+    trained = eddy.lm.load(run["output_dir"])
+    prompt = trained.tokenizer.encode("The cat")
+    assert trained.model.vocab_size == trained.tokenizer.vocab_size and trained.model.context_length == 32
+    greedy_ids = trained.model.generate(prompt, max_new_tokens=6, temperature=0)
+    assert trained.tokenizer.decode(greedy_ids) == trained.generate("The cat", max_tokens=6, temperature=0)
+
+    float_perplexity = trained.validation_perplexity(run["output_dir"])
+    # The trainer's last validation loss is over the same windows with the same weights.
+    assert float_perplexity == pytest.approx(math.exp(run["validation_loss"]), rel=1e-5)
+    trained.quantize(8, str(tmp_path / "int8.safetensors"))
+    assert trained.validation_perplexity(run["output_dir"]) == pytest.approx(float_perplexity, rel=0.01)
+    reloaded = eddy.lm.load(run["output_dir"])
+    reloaded.load_quantized(str(tmp_path / "int8.safetensors"))
+    assert reloaded.model.generate(prompt, max_new_tokens=6, temperature=0) == \
+        trained.model.generate(prompt, max_new_tokens=6, temperature=0)
+    with pytest.raises(eddy.Error, match="bits must be 8 or 4, got 5"):
+        eddy.lm.load(run["output_dir"]).quantize(5, str(tmp_path / "int5.safetensors"))
+
+    eddy.lm.export(run["output_dir"], str(tmp_path / "hf"))
+    assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "generation_config.json", "model.safetensors",
+                                                   "tokenizer.json", "tokenizer_config.json"]
+    from_hf = eddy.lm.load(str(tmp_path / "hf"))
+    assert from_hf.model.generate(prompt, max_new_tokens=6, temperature=0) == greedy_ids

@@ -99,6 +99,22 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int
   }
 }
 
+// c[1 x m] = a[1 x k] B: B [k x m] (tb untransposed) or B^T with B [m x k] stored. a's elements
+// are lda apart when it is a transposed column.
+template <typename T>
+void gemv_row(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
+              int64_t ldb, T* c) {
+  const int64_t a_step = ta == CblasNoTrans ? 1 : lda;
+  // Row-major B [k x m] times a is B^T a; a stored B [m x k] times a is B a.
+  const CBLAS_TRANSPOSE op = tb == CblasNoTrans ? CblasTrans : CblasNoTrans;
+  const int64_t rows = tb == CblasNoTrans ? k : m, cols = tb == CblasNoTrans ? m : k;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemv(CblasRowMajor, op, rows, cols, 1.0f, b, ldb, a, a_step, 0.0f, c, 1);
+  } else {
+    cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, b, ldb, a, a_step, 0.0, c, 1);
+  }
+}
+
 // A thin GEMM: its output's columns and its inner dimension both at most this.
 constexpr int64_t kThinSplitWidth = 128;
 // The fewest rows (or, summed over, inner elements) per thread worth a thread of its own.
@@ -116,6 +132,14 @@ constexpr int64_t kRowsPerThread = 512;
 template <typename T>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
           const T* b, int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    // One row of A, which is every projection of a decoding step: OpenBLAS 0.3.21's GEMM packs
+    // all of B for it, while its GEMV streams B once.
+    if (n == 1) {
+      gemv_row(ta, tb, m, k, a, lda, b, ldb, c);
+      return;
+    }
+  }
   const int max_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const bool thin = m <= kThinSplitWidth && std::min(n, k) <= kThinSplitWidth;
   if (thin && n >= k) {

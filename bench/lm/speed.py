@@ -1,0 +1,318 @@
+"""Language-model speed, eddy against PyTorch in one run, at 1 and 2 threads.
+
+The model is the example's (examples/lm/fortunes_gpt.yaml): GPT-2 layout, 6 layers of width 320,
+5 heads, context 128, a 4096-token vocabulary, 8.75 M parameters, batch 16 (2048 tokens a step).
+
+* Training tokens/s. eddy: `eddy.lm.train` on the example config, the path `eddy lm train`
+  takes, compiled (its default) and eager; the time of each step is the trainer's own
+  (step_seconds: the micro-batch, clipping and AdamW, not evaluation). PyTorch: transformers'
+  GPT2LMHeadModel from the same initial weights (exported by `eddy lm export`), with its default
+  attention (scaled_dot_product_attention), cross-entropy, clip_grad_norm_ and AdamW on the same
+  batches (eddy.lm.draw_batch), eager and with the model under torch.compile (inductor; the
+  optimizer step stays eager, as in transformers' Trainer). Each side runs --train-steps steps,
+  --rounds times, the sides interleaved; the first step of each eddy call (which compiles) and
+  the first --torch-warmup steps of torch (which compile under torch.compile) are left out, and
+  the median step of the rest is quoted.
+* Decode tokens/s with the KV cache, greedy, a 16-token prompt from the validation text and 112
+  new tokens (the context is 128): eddy's model.generate (what `eddy lm generate` runs) against
+  transformers' model.generate and against a plain loop of the model's forward with its
+  cache (no generate() machinery), on the same weights. Median of --decode-runs runs.
+* Quantised decode: the same model's weights in int8 and int4 (groups of 64), as `eddy lm
+  quantize` writes them, against eddy's float32 decode; and the validation perplexity of each.
+
+The weights for decoding and perplexity are a trained run's: --run (default runs/fortunes_gpt,
+what `eddy lm train examples/lm/fortunes_gpt.yaml` writes). Without one the bench first trains
+the example into --run, for --quality-steps steps (default the example's 600), and says so.
+
+    .venv-bench/bin/python bench/lm/speed.py [--threads 1 2] [--run runs/fortunes_gpt]
+
+Each thread count runs in its own process (thread pools are sized when torch and eddy load).
+About 15 minutes on 2 cores with a trained run at hand, 35 without.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXAMPLE = os.path.join(ROOT, "examples", "lm", "fortunes_gpt.yaml")
+PROMPT_TOKENS, NEW_TOKENS = 16, 112
+
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"),
+                        help="eddy's build folder: BUILD/python (the module) and BUILD/bin/eddy (the CLI)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--run", default=os.path.join(ROOT, "runs", "fortunes_gpt"),
+                        help="a trained run of the example for decoding and perplexity")
+    parser.add_argument("--quality-steps", type=int, default=600,
+                        help="steps to train the example for when --run has no checkpoint (the example's 600 "
+                             "take about 20 minutes on 2 cores)")
+    parser.add_argument("--train-steps", type=int, default=6, help="steps per training measurement")
+    parser.add_argument("--torch-warmup", type=int, default=2, help="torch steps left out of each measurement")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved repetitions of the training sides")
+    parser.add_argument("--decode-runs", type=int, default=5)
+    parser.add_argument("--work", help="work folder (default: a temporary one, removed at the end)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--perplexity", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+ARGS = parse_arguments()
+if ARGS.child:
+    # Before torch and eddy size their thread pools.
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = str(ARGS.threads[0])
+sys.path.insert(0, os.path.join(ARGS.build, "python"))
+
+import numpy as np  # noqa: E402
+
+import eddy  # noqa: E402
+
+
+def example_config(run_dir, steps, short_evaluation=True):
+    """The example config with its output in run_dir and `steps` steps; a constant schedule for
+    runs too short for the example's warmup, and when short_evaluation one batch at the end."""
+    import yaml  # transformers' dependency
+    with open(EXAMPLE) as f:
+        config = yaml.safe_load(f)
+    config["output"] = {"dir": run_dir, "checkpoint_every": 0}
+    training = config["training"]
+    training["steps"] = steps
+    if steps <= training["schedule"]["warmup"]:
+        training["schedule"] = {"type": "constant"}
+    if short_evaluation:
+        training["evaluate_every"], training["evaluation_batches"] = max(steps, 1), 1
+    return config
+
+
+def prepare(work):
+    """Once for all thread counts: the tokenizer, the token files and the initial weights (a run of
+    0 steps; eddy's initial weights depend only on the model section and the seed), exported as a
+    Hugging Face folder; and the trained run for decoding, exported likewise."""
+    run_dir = os.path.join(work, "run")
+    result = eddy.lm.train(example_config(run_dir, 0))
+    assert result["finished"], result["message"]
+    eddy.lm.export(run_dir, os.path.join(work, "initial_hf"))
+    trained = ARGS.run
+    if not os.path.exists(os.path.join(trained, "checkpoint.safetensors")):
+        print(f"no trained run at {trained}: training the example there for {ARGS.quality_steps} steps", flush=True)
+        started = time.time()
+        result = eddy.lm.train(example_config(trained, ARGS.quality_steps, short_evaluation=False))
+        assert result["finished"], result["message"]
+        print(f"trained in {time.time() - started:.0f} s: {result['message']}", flush=True)
+    eddy.lm.export(trained, os.path.join(work, "trained_hf"))
+    return {"run": run_dir, "trained": trained, "steps": eddy.lm.load(trained).step}
+
+
+# ---------------------------------------------------------------------------------------------
+# The child: one thread count.
+
+def eddy_training(run_dir, eager):
+    result = eddy.lm.train(example_config(run_dir, ARGS.train_steps), eager=eager)
+    assert result["finished"], result["message"]
+    return result["step_seconds"][1:], result["tokens_per_step"]
+
+
+class TorchTraining:
+    """The eddy lm train step in PyTorch: AdamW with decay on the matrices only, clipping at the
+    example's 1.0, the example's batches."""
+
+    def __init__(self, torch, hf_dir, train_tokens, compiled):
+        from transformers import AutoModelForCausalLM
+        self.torch, self.train_tokens = torch, train_tokens
+        self.model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+        self.model.train()
+        parameters = list(self.model.parameters())
+        self.parameters = parameters
+        self.optimizer = torch.optim.AdamW(
+            [{"params": [p for p in parameters if p.dim() >= 2], "weight_decay": 0.1},
+             {"params": [p for p in parameters if p.dim() < 2], "weight_decay": 0.0}],
+            lr=1.5e-3, betas=(0.9, 0.95))
+        self.forward = torch.compile(self.model) if compiled else self.model
+        self.stream = 0
+
+    def step(self):
+        torch = self.torch
+        tokens, targets = eddy.lm.draw_batch(self.train_tokens, 16, 128, 0, self.stream)
+        self.stream += 1
+        started = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.forward(input_ids=torch.from_numpy(np.asarray(tokens))).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 torch.from_numpy(np.asarray(targets)).reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
+        self.optimizer.step()
+        return time.perf_counter() - started
+
+    def measure(self, warmup):
+        times = [self.step() for _ in range(ARGS.train_steps)]
+        return times[warmup:]
+
+
+def decode_eddy(model, prompt):
+    times, tokens = [], None
+    for _ in range(ARGS.decode_runs):
+        started = time.perf_counter()
+        tokens = model.generate(prompt, max_new_tokens=NEW_TOKENS, temperature=0)
+        times.append(time.perf_counter() - started)
+    assert len(tokens) == NEW_TOKENS, len(tokens)
+    return NEW_TOKENS / statistics.median(times), list(tokens)
+
+
+def decode_torch(torch, model, prompt, use_generate):
+    ids = torch.tensor([prompt])
+
+    def loop():
+        generated, cache, step_input = [], None, ids
+        for _ in range(NEW_TOKENS):
+            out = model(input_ids=step_input, cache=cache, use_cache=True)
+            cache = out.cache
+            step_input = out.logits[:, -1].argmax(-1, keepdim=True)
+            generated.append(int(step_input))
+        return generated
+
+    def generate():
+        out = model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
+        return out[0, len(prompt):].tolist()
+
+    run = generate if use_generate else loop
+    times, tokens = [], None
+    with torch.inference_mode():
+        run()  # allocator and first-call warmup
+        for _ in range(ARGS.decode_runs):
+            started = time.perf_counter()
+            tokens = run()
+            times.append(time.perf_counter() - started)
+    assert len(tokens) == NEW_TOKENS, len(tokens)
+    return NEW_TOKENS / statistics.median(times), tokens
+
+
+def child(work):
+    import torch
+    from transformers import AutoModelForCausalLM
+    threads = ARGS.threads[0]
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    eddy.set_num_threads(threads)
+    with open(os.path.join(work, "prepared.json")) as f:
+        prepared = json.load(f)
+    out = {"threads": threads, "train": {}, "decode": {}, "perplexity": {}}
+
+    train_tokens = os.path.join(prepared["run"], "data", "train.tokens")
+    initial_hf = os.path.join(work, "initial_hf")
+    sides = {"eddy compiled": lambda: eddy_training(prepared["run"], eager=False)[0],
+             "eddy eager": lambda: eddy_training(prepared["run"], eager=True)[0]}
+    torch_eager = TorchTraining(torch, initial_hf, train_tokens, compiled=False)
+    torch_compiled = TorchTraining(torch, initial_hf, train_tokens, compiled=True)
+    started = time.time()
+    torch_compiled.step()  # compiles forward and backward
+    print(f"[{threads} threads] torch.compile: first step {time.time() - started:.0f} s", flush=True)
+    sides["torch eager"] = lambda: torch_eager.measure(ARGS.torch_warmup)
+    sides["torch.compile"] = lambda: torch_compiled.measure(ARGS.torch_warmup)
+    tokens_per_step = 16 * 128
+    samples = {name: [] for name in sides}
+    for round_index in range(ARGS.rounds):
+        for name, measure in sides.items():
+            samples[name] += measure()
+            print(f"[{threads} threads] round {round_index + 1}: {name} "
+                  f"{tokens_per_step / statistics.median(samples[name]):.0f} tok/s", flush=True)
+    out["train"] = {name: tokens_per_step / statistics.median(times) for name, times in samples.items()}
+    del torch_eager, torch_compiled
+
+    prompt = [int(t) for t in np.asarray(eddy.lm.draw_batch(
+        os.path.join(prepared["run"], "data", "validation.tokens"), 1, PROMPT_TOKENS, 0, 0)[0])[0]]
+    trained = eddy.lm.load(prepared["trained"])
+    out["decode"]["eddy float32"], eddy_tokens = decode_eddy(trained.model, prompt)
+    hf_model = AutoModelForCausalLM.from_pretrained(os.path.join(work, "trained_hf"), dtype=torch.float32)
+    hf_model.eval()
+    for name, use_generate in (("torch model.generate", True), ("torch forward loop", False)):
+        out["decode"][name], torch_tokens = decode_torch(torch, hf_model, prompt, use_generate)
+        out.setdefault("same_tokens", {})[name] = torch_tokens == eddy_tokens
+    for bits in (8, 4):
+        quantized = eddy.lm.load(prepared["trained"])
+        quantized.quantize(bits, os.path.join(work, f"int{bits}-{threads}.safetensors"))
+        out["decode"][f"eddy int{bits}"], _ = decode_eddy(quantized.model, prompt)
+        if ARGS.perplexity:
+            out["perplexity"][f"int{bits}"] = quantized.validation_perplexity(prepared["trained"])
+    if ARGS.perplexity:
+        out["perplexity"]["float32"] = trained.validation_perplexity(prepared["trained"])
+    with open(os.path.join(work, f"result-{threads}.json"), "w") as f:
+        json.dump(out, f)
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: prepare, one child per thread count, the table.
+
+def table(results, prepared):
+    import torch
+    import transformers
+    print(f"\neddy against torch {torch.__version__} (transformers {transformers.__version__}); example model "
+          f"(8.75 M parameters), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
+    print("\nTraining, tokens/s (median step; batch 16 x context 128)\n")
+    print("| threads | eddy compiled | eddy eager | torch eager | torch.compile | "
+          "eddy / torch eager | eddy / torch.compile |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        t = r["train"]
+        print(f"| {r['threads']} | {t['eddy compiled']:.0f} | {t['eddy eager']:.0f} | {t['torch eager']:.0f} | "
+              f"{t['torch.compile']:.0f} | {t['eddy compiled'] / t['torch eager']:.2f} | "
+              f"{t['eddy compiled'] / t['torch.compile']:.2f} |")
+    print(f"\nDecode with the KV cache, tokens/s (greedy, {PROMPT_TOKENS}-token prompt, {NEW_TOKENS} new tokens; "
+          f"weights of {prepared['trained']} at step {prepared['steps']})\n")
+    print("| threads | eddy float32 | torch model.generate | torch forward loop | eddy / generate | eddy / loop | "
+          "eddy int8 | int8 / float32 | eddy int4 | int4 / float32 | same tokens as torch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        d = r["decode"]
+        f32 = d["eddy float32"]
+        same = "yes" if all(r["same_tokens"].values()) else "NO"
+        print(f"| {r['threads']} | {f32:.0f} | {d['torch model.generate']:.0f} | {d['torch forward loop']:.0f} | "
+              f"{f32 / d['torch model.generate']:.2f} | {f32 / d['torch forward loop']:.2f} | "
+              f"{d['eddy int8']:.0f} | {d['eddy int8'] / f32:.2f} | {d['eddy int4']:.0f} | "
+              f"{d['eddy int4'] / f32:.2f} | {same} |")
+    p = results[0]["perplexity"]
+    print(f"\nValidation perplexity: float32 {p['float32']:.3f}, int8 {p['int8']:.3f} "
+          f"({100 * (p['int8'] / p['float32'] - 1):+.2f}%), int4 {p['int4']:.3f} "
+          f"({100 * (p['int4'] / p['float32'] - 1):+.2f}%)")
+
+
+def main():
+    work = ARGS.work or tempfile.mkdtemp(prefix="eddy_lm_speed_")
+    os.makedirs(work, exist_ok=True)
+    if ARGS.child:
+        child(work)
+        return 0
+    try:
+        started = time.time()
+        prepared = prepare(work)
+        with open(os.path.join(work, "prepared.json"), "w") as f:
+            json.dump(prepared, f)
+        print(f"prepared in {time.time() - started:.0f} s (work folder {work})", flush=True)
+        results = []
+        for threads in ARGS.threads:
+            command = [sys.executable, os.path.abspath(__file__), "--child", "--work", work, "--build", ARGS.build,
+                       "--threads", str(threads), "--train-steps", str(ARGS.train_steps),
+                       "--torch-warmup", str(ARGS.torch_warmup), "--rounds", str(ARGS.rounds),
+                       "--decode-runs", str(ARGS.decode_runs)] + (["--perplexity"] if not results else [])
+            subprocess.run(command, check=True)
+            with open(os.path.join(work, f"result-{threads}.json")) as f:
+                results.append(json.load(f))
+        table(results, prepared)
+    finally:
+        if not ARGS.work:
+            import shutil
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
