@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "eddy/eddy.h"
+#include "support/expect_error.h"
 
 namespace eddy {
 namespace {
@@ -68,6 +69,15 @@ TEST(TensorCreation, FromBufferCopies) {
   buffer[0] = 100;  // the tensor owns a copy, so this must not show through
   EXPECT_EQ(t.shape(), (Shape{2, 3}));
   EXPECT_EQ(t.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
+}
+
+// 2^62 x 4 float64 are 2^67 bytes, which wrap around to 0 in 64 bits: a tensor of that shape
+// over no memory.
+TEST(TensorCreation, SizeThatOverflowsIsRefused) {
+  expect_error([] { Tensor::empty({int64_t{1} << 62, 4}, DType::f64); },
+               {"empty: shape [4611686018427387904, 4] of float64 is too large to address (2^63 bytes or more)"});
+  expect_error([] { Tensor::abstract({0, int64_t{1} << 62, 4}, DType::f64); }, {"abstract: shape"});
+  EXPECT_EQ(Tensor::empty({0, int64_t{1} << 40}, DType::f64).numel(), 0);
 }
 
 TEST(TensorCreation, TensorFromVector) {

@@ -1,7 +1,8 @@
-// HDF5 round trips (every dtype, groups, attributes, atomic commit) and VTK files read back with
-// VTK's own readers.
+// HDF5 round trips (every dtype, groups, attributes, atomic commit), a stored shape too large to
+// read, and VTK files read back with VTK's own readers.
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>
 #include <vtkImageData.h>
 #include <vtkNew.h>
@@ -16,6 +17,7 @@
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
+#include "support/expect_error.h"
 
 namespace eddy::io {
 namespace {
@@ -84,6 +86,23 @@ TEST_F(Hdf5VtkTest, Hdf5RowsAndShapeWithoutReadingTheWhole) {
         << e.what();
   }
   EXPECT_THROW(hdf5_shape(path, "v"), Error);
+}
+
+// A chunked dataset with no chunk written is a few bytes for any shape; 2^31 x 2^31 float64 are
+// 2^65 bytes, which wrap around to 0 in 64 bits.
+TEST_F(Hdf5VtkTest, DatasetShapeWhoseSizeOverflowsIsRefused) {
+  const std::string path = file("huge.h5");
+  const hsize_t dims[2] = {hsize_t{1} << 31, hsize_t{1} << 31}, chunk[2] = {1024, 1024};
+  const hid_t h5 = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hid_t layout = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(layout, 2, chunk);
+  H5Dclose(H5Dcreate2(h5, "u", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, layout, H5P_DEFAULT));
+  H5Pclose(layout);
+  H5Sclose(space);
+  H5Fclose(h5);
+  expect_error([&] { read_hdf5(path, "u"); },
+               {path + ": dataset 'u' has shape [2147483648, 2147483648], too large to address"});
 }
 
 TEST_F(Hdf5VtkTest, AbandonedWriterLeavesNothingBehind) {

@@ -41,6 +41,13 @@ nn::StateDict sample_tensors() {
           {"scalar", scalar(2.5, DType::f64)}};
 }
 
+// A file of this header and `data_bytes` zero bytes of data.
+std::string with_header(const std::string& json, size_t data_bytes) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  return out + json + std::string(data_bytes, '\0');
+}
+
 TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
   nn::StateDict original = sample_tensors();
   std::string bytes = encode_safetensors(original, {{"purpose", "test"}});
@@ -84,11 +91,6 @@ TEST(Safetensors, RejectsTruncatedAndCorruptFiles) {
   std::string trailing = good + "xyz";
   EXPECT_NE(error_of([&] { decode_safetensors(trailing, "f"); }).find("trailing"), std::string::npos);
 
-  auto with_header = [](const std::string& json, size_t data_bytes) {
-    std::string out(8, '\0');
-    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
-    return out + json + std::string(data_bytes, '\0');
-  };
   EXPECT_NE(error_of([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})", 2), "f"); })
                 .find("unsupported dtype \"F16\""),
             std::string::npos);
@@ -105,6 +107,20 @@ TEST(Safetensors, RejectsTruncatedAndCorruptFiles) {
   EXPECT_NE(error_of([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F32","shape":[1]}})", 0), "f"); })
                 .find("lacks"),
             std::string::npos);
+}
+
+// 2^61 float64 are 2^64 bytes, which wrap around to 0 in 64 bits: the size of an empty byte range.
+// The checkpoint reader reads through the same decoder.
+TEST(Safetensors, ShapeWhoseSizeOverflowsIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("huge.safetensors");
+  write_file_atomically(path, with_header(R"({"model.layers.0.weight":{"dtype":"F64","shape":[2305843009213693952],)"
+                                          R"("data_offsets":[0,0]}})",
+                                          0));
+  const std::string message = "tensor \"model.layers.0.weight\" has shape [2305843009213693952] of F64, too large";
+  expect_error([&] { load_safetensors(path); }, {path, message});
+  auto model = nn::make_pinn_model(nn::PinnModelOptions{});
+  expect_error([&] { load_checkpoint(path, *model); }, {path, message});
 }
 
 TEST(Checkpoint, SaveLoadGivesIdenticalOutputsAndKeepsMetadata) {

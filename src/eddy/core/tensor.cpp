@@ -6,6 +6,7 @@
 
 #include "eddy/core/autograd.h"
 #include "eddy/core/backend.h"
+#include "eddy/core/checked_size.h"
 #include "eddy/core/tracing.h"
 
 namespace eddy {
@@ -23,7 +24,9 @@ Tensor dense_over(std::shared_ptr<Storage> storage, const Shape& shape, DType dt
 
 size_t bytes_for(const Shape& shape, DType dtype, std::string_view op) {
   for (int64_t d : shape) EDDY_CHECK(d >= 0, op, ": negative dimension in shape ", shape);
-  return static_cast<size_t>(eddy::numel(shape)) * dtype_size(dtype);
+  const std::optional<int64_t> bytes = checked_byte_size(shape, dtype);
+  EDDY_CHECK(bytes, op, ": shape ", shape, " of ", dtype_name(dtype), " is too large to address (2^63 bytes or more)");
+  return static_cast<size_t>(*bytes);
 }
 }  // namespace
 

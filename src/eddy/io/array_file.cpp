@@ -11,6 +11,7 @@
 #include <limits>
 #include <sstream>
 
+#include "eddy/core/checked_size.h"
 #include "eddy/core/error.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
@@ -164,7 +165,8 @@ Tensor read_npy_array(const std::string& path) {
   const std::string descr = header_value(header, "descr");
   EDDY_CHECK(descr.size() >= 2 && descr[0] == '\'', path, ": the NPY header has no plain 'descr' (structured dtypes ",
              "are not supported): ", trim(header));
-  const DType dtype = npy_dtype(path, descr.substr(1, descr.find('\'', 1) - 1));
+  const std::string type = descr.substr(1, descr.find('\'', 1) - 1);
+  const DType dtype = npy_dtype(path, type);
   const std::string fortran = header_value(header, "fortran_order");
   EDDY_CHECK(fortran.rfind("False", 0) == 0, path, ": ",
              fortran.rfind("True", 0) == 0 ? "Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)"
@@ -183,9 +185,11 @@ Tensor read_npy_array(const std::string& path) {
   }
   EDDY_CHECK(shape.size() == 1 || shape.size() == 2, path, ": the array is ", shape.size(),
              "-D with shape ", shape, "; only 1-D and 2-D arrays are supported");
-  const size_t expected = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
-  EDDY_CHECK(bytes.size() - offset == expected, path, ": holds ", bytes.size() - offset, " bytes of data, but shape ",
-             shape, " of ", descr, " needs ", expected);
+  const std::optional<int64_t> expected = checked_byte_size(shape, dtype);
+  EDDY_CHECK(expected, path, ": the NPY header's shape ", shape, " of '", type,
+             "' is too large to address (2^63 bytes or more); the file is corrupt");
+  EDDY_CHECK(bytes.size() - offset == static_cast<size_t>(*expected), path, ": holds ", bytes.size() - offset,
+             " bytes of data, but shape ", shape, " of '", type, "' needs ", *expected);
   return from_buffer(bytes.data() + offset, shape, dtype);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "eddy/core/checked_size.h"
 #include "eddy/core/error.h"
 #include "eddy/dist/communicator.h"
 #include "eddy/ops/ops.h"
@@ -308,6 +309,9 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
                ") of dataset '", dataset, "' ", shape, " are out of range");
     shape[0] = last - first;
   }
+  // A stored extent of 2^63 or more converts to a negative one, refused with the rest.
+  EDDY_CHECK(checked_byte_size(shape, dtype), path, ": dataset '", dataset, "' has shape ", shape,
+             ", too large to address (2^63 bytes or more); the file is corrupt");
   Tensor out = Tensor::empty(shape, dtype);
   if (out.numel() == 0) return out;
   Handle file_space(H5Dget_space(opened.set.get()), H5Sclose);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "eddy/core/checked_size.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/ops/ops.h"
 
@@ -148,11 +149,13 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
       throw Error(cat(source, ": tensor \"", name, "\" has a malformed shape or data_offsets (", e.what(), ")"));
     }
     for (int64_t d : shape) EDDY_CHECK(d >= 0, source, ": tensor \"", name, "\" has a negative dimension");
+    const std::optional<int64_t> needed = checked_byte_size(shape, dtype);
+    EDDY_CHECK(needed, source, ": tensor \"", name, "\" has shape ", shape, " of ", format,
+               ", too large to address (2^63 bytes or more); the file is corrupt");
     EDDY_CHECK(begin <= end && end <= data_size, source, ": tensor \"", name, "\" byte range [", begin, ", ", end,
                ") lies outside the ", data_size, " data bytes; the file is truncated or corrupt");
-    EDDY_CHECK(end - begin == static_cast<uint64_t>(numel(shape)) * dtype_size(dtype), source, ": tensor \"", name,
-               "\" has ", end - begin, " bytes but shape ", shape, " of ", format, " needs ",
-               numel(shape) * dtype_size(dtype));
+    EDDY_CHECK(end - begin == static_cast<uint64_t>(*needed), source, ": tensor \"", name, "\" has ", end - begin,
+               " bytes but shape ", shape, " of ", format, " needs ", *needed);
     ranges.emplace_back(begin, end);
     contents.tensors.emplace(name, from_buffer(data + begin, shape, dtype));
   }

@@ -1,0 +1,48 @@
+// NPY headers NumPy would never write: refused naming the file and the fault, never read past the
+// data (a size computed from a header's shape is checked for overflow).
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "eddy/eddy.h"
+#include "eddy/io/array_file.h"
+#include "support/expect_error.h"
+#include "support/npy_file.h"
+
+namespace eddy::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ArrayFileTest : public ::testing::Test {
+ protected:
+  fs::path dir = fs::temp_directory_path() / ("eddy_array_file_" + std::to_string(::getpid()));
+  void SetUp() override { fs::create_directories(dir); }
+  void TearDown() override { fs::remove_all(dir); }
+  std::string file(const std::string& name) const { return (dir / name).string(); }
+};
+
+// The files below differ from this one in their header only.
+TEST_F(ArrayFileTest, HandWrittenNpyReads) {
+  const std::string path = file("small.npy");
+  const double values[] = {1, 2, 3, 4, 5, 6};
+  write_npy(path, "<f8", "(2, 3)", std::string(reinterpret_cast<const char*>(values), sizeof(values)));
+  EXPECT_EQ(read_array(path, ":").shape(), (Shape{2, 3}));
+  EXPECT_EQ(read_array(path, "1").to_vector<double>(), (std::vector<double>{2, 5}));
+}
+
+// 2^62 x 4 float64 are 2^67 bytes and 2^61 float64 are 2^64 bytes: both wrap around to 0 in 64
+// bits, the size of the data that follows the header.
+TEST_F(ArrayFileTest, NpyShapeWhoseSizeOverflowsIsRefused) {
+  const std::string path = file("huge.npy");
+  write_npy(path, "<f8", "(4611686018427387904, 4)");
+  expect_error([&] { read_array(path, ":"); },
+               {path + ": the NPY header's shape [4611686018427387904, 4] of '<f8' is too large to address"});
+  write_npy(path, "<f8", "(2305843009213693952,)");
+  expect_error([&] { read_array(path, "0"); }, {path, "shape [2305843009213693952]", "too large to address"});
+}
+
+}  // namespace
+}  // namespace eddy::io
