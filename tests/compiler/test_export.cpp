@@ -91,8 +91,8 @@ TEST_F(ExportTest, RoundTripRunsToIdenticalOutputs) {
   for (size_t o = 0; o < got.size(); ++o) EXPECT_EQ(max_difference(got[o], expected[o]), 0.0) << "output " << o;
 }
 
-// Every Attrs field away from its default survives the file (the node need not make sense: loading
-// does not evaluate it).
+// Every Attrs field away from its default survives the file (the node need not make sense beyond
+// its shape: loading infers shapes but evaluates nothing).
 TEST_F(ExportTest, EveryAttrsFieldRoundTrips) {
   Graph graph;
   const ValueId x = graph.add_value({2, 3}, DType::f32, ValueSource::input);
@@ -108,7 +108,7 @@ TEST_F(ExportTest, EveryAttrsFieldRoundTrips) {
   attrs.inverse = true;
   attrs.scale = 1.0 / 3.0;
   attrs.dtype = DType::c128;
-  const ValueId y = graph.add_value({3, 2}, DType::f32, ValueSource::node);
+  const ValueId y = graph.add_value({2, 3}, DType::f32, ValueSource::node);
   const Primitive& neg = *std::find_if(all_primitives().begin(), all_primitives().end(),
                                        [](const Primitive& p) { return p.name == "neg"; });
   graph.nodes.push_back(GraphNode{&neg, attrs, {x}, y});
@@ -176,6 +176,35 @@ TEST_F(ExportTest, MissingOrMisshapenTensorsAreRefused) {
   weights.tensors[first] = zeros({7}, kept.dtype());
   io::save_safetensors(file("weights.safetensors"), weights.tensors, weights.metadata);
   expect_error([&] { load_graph(dir()); }, {file("weights.safetensors"), "tensor '" + first + "' is float64[7]"});
+}
+
+// A program sizes and indexes its buffers by the shapes graph.json declares, so a shape edited by
+// hand must be refused at load, not read past the buffers when the graph runs.
+TEST_F(ExportTest, DeclaredShapesAreCheckedAgainstTheWeights) {
+  const Graph graph = mlp_graph();
+  for (const GraphNode& node : graph.nodes) {
+    Graph edited = graph;
+    ValueInfo& value = edited.values[static_cast<size_t>(node.output)];
+    const Shape computed = value.shape;
+    value.shape.push_back(3);
+    save_predictor(dir(), edited, {{{"points", {"x", "y"}}}, {"u", "total"}, "test"});
+    const std::string_view dtype = dtype_name(value.dtype);
+    expect_error([&] { Predictor::load(dir()); },
+                 {file("graph.json"), cat(": values[", node.output, "] is declared ", dtype, value.shape),
+                  cat(node.primitive->name, ") computes it as ", dtype, computed)});
+  }
+
+  Graph wider_input = graph;
+  wider_input.values[static_cast<size_t>(graph.inputs[0])].shape = {kBatch, 3};
+  save_graph(wider_input, dir());
+  expect_error([&] { load_graph(dir()); }, {file("graph.json"), ": nodes[", "[8, 3]"});
+
+  Graph huge_input = graph;
+  huge_input.values[static_cast<size_t>(graph.inputs[0])].shape = {int64_t{1} << 62, 2};
+  save_graph(huge_input, dir());
+  expect_error([&] { load_graph(dir()); },
+               {file("graph.json"), cat(": values[", graph.inputs[0], "].shape: [4611686018427387904, 2]"),
+                "too large to address"});
 }
 
 TEST_F(ExportTest, WeightsOfAnotherExportAreRefused) {

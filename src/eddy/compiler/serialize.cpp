@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "eddy/core/checked_size.h"
 #include "eddy/core/suggest.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/safetensors.h"
@@ -128,6 +129,39 @@ std::vector<CapturedTensor> captured_tensors(const json& values, const Graph& gr
   return captured;
 }
 
+// Each node's declared output against what its primitive infers from its inputs, starting from the
+// graph's inputs and the captured tensors (checked against the weights file already). A program
+// sizes and indexes its buffers by the declared shapes, so one edited by hand would have it read
+// past them.
+void check_node_shapes(const Graph& graph, const std::string& file) {
+  InterpreterScope abstract(abstract_evaluator());
+  std::vector<Tensor> values(graph.values.size());
+  for (ValueId id : graph.inputs) {
+    values[static_cast<size_t>(id)] = Tensor::abstract(graph.value(id).shape, graph.value(id).dtype);
+  }
+  for (const CapturedTensor& entry : graph.captured) {
+    const Tensor& tensor = entry.tensor;
+    values[static_cast<size_t>(entry.id)] = Tensor::abstract(tensor.shape(), tensor.dtype(), tensor.device());
+  }
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const GraphNode& node = graph.nodes[n];
+    std::vector<Tensor> inputs;
+    for (ValueId input : node.inputs) inputs.push_back(values[static_cast<size_t>(input)]);
+    Tensor output;
+    try {
+      output = dispatch(*node.primitive, inputs, node.attrs);
+    } catch (const Error& e) {
+      throw Error(cat(file, ": nodes[", n, "]: ", e.what()));
+    }
+    const ValueInfo& declared = graph.value(node.output);
+    EDDY_CHECK(output.shape() == declared.shape && output.dtype() == declared.dtype, file, ": values[", node.output,
+               "] is declared ", dtype_name(declared.dtype), declared.shape, ", but nodes[", n, "] (",
+               node.primitive->name, ") computes it as ", dtype_name(output.dtype()), output.shape(),
+               " from its inputs");
+    values[static_cast<size_t>(node.output)] = output;
+  }
+}
+
 Graph graph_from(const json& root, const io::SafetensorsContents& weights, const std::string& file,
                  const std::string& weights_file) {
   Graph graph;
@@ -139,8 +173,11 @@ Graph graph_from(const json& root, const io::SafetensorsContents& weights, const
       // Nodes refer to values by id, so a value added or removed by hand would shift them all.
       EDDY_CHECK(values[i].at("id").get<size_t>() == i, file, ": ", where, ".id: ", values[i].at("id").dump(),
                  ", but values must be listed in id order from 0");
-      graph.add_value(values[i].at("shape").get<Shape>(),
-                      dtype_named(values[i].at("dtype").get<std::string>(), cat(file, ": ", where, ".dtype")),
+      const Shape shape = values[i].at("shape").get<Shape>();
+      const DType dtype = dtype_named(values[i].at("dtype").get<std::string>(), cat(file, ": ", where, ".dtype"));
+      EDDY_CHECK(checked_byte_size(shape, dtype), file, ": ", where, ".shape: ", shape,
+                 " has a negative extent or is too large to address (2^63 bytes or more)");
+      graph.add_value(shape, dtype,
                       source_kind(values[i].at("source").get<std::string>(), cat(file, ": ", where, ".source")));
     }
     where = "values";
@@ -170,6 +207,7 @@ Graph graph_from(const json& root, const io::SafetensorsContents& weights, const
   } catch (const Error& e) {
     throw Error(cat(file, ": ", e.what()));
   }
+  check_node_shapes(graph, file);
   return graph;
 }
 

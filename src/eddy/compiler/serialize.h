@@ -25,8 +25,9 @@ inline constexpr int kGraphFormatVersion = 1;
 void save_graph(const Graph& graph, const std::string& dir);
 
 // Reads both files back. Throws eddy::Error, naming the file and the key, on an unknown
-// primitive, another format version, a missing or extra tensor, or a tensor whose shape or dtype
-// differs from its value's.
+// primitive, another format version, a missing or extra tensor, a tensor whose shape or dtype
+// differs from its value's, or a node whose value's shape or dtype differs from the one its
+// primitive infers from its inputs.
 Graph load_graph(const std::string& dir);
 
 }  // namespace eddy::compiler
