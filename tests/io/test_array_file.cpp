@@ -1,10 +1,11 @@
-// NPY headers NumPy would never write: refused naming the file and the fault, never read past the
-// data (a size computed from a header's shape is checked for overflow).
+// NPY headers NumPy would never write, and files with no rows: refused naming the file and the
+// fault, never read past the data (a size computed from a header's shape is checked for overflow).
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "eddy/eddy.h"
 #include "eddy/io/array_file.h"
@@ -42,6 +43,17 @@ TEST_F(ArrayFileTest, NpyShapeWhoseSizeOverflowsIsRefused) {
                {path + ": the NPY header's shape [4611686018427387904, 4] of '<f8' is too large to address"});
   write_npy(path, "<f8", "(2305843009213693952,)");
   expect_error([&] { read_array(path, "0"); }, {path, "shape [2305843009213693952]", "too large to address"});
+}
+
+// As a CSV file with a header and no rows is: observations with none would give a loss of 0.
+TEST_F(ArrayFileTest, NpyWithNoRowsIsRefusedAsCsvIs) {
+  const std::string npy = file("empty.npy"), csv = file("empty.csv");
+  write_npy(npy, "<f8", "(0, 3)");
+  expect_error([&] { read_array(npy, "0:2"); }, {npy + ": no rows of values (the array has shape [0, 3])"});
+  write_npy(npy, "<f4", "(0,)");
+  expect_error([&] { read_array(npy, ":"); }, {npy + ": no rows of values (the array has shape [0])"});
+  std::ofstream(csv) << "x,t,u\n";
+  expect_error([&] { read_array(csv, "x,t"); }, {csv + ": no rows of values below the header"});
 }
 
 }  // namespace

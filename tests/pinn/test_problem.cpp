@@ -2,11 +2,16 @@
 // message that names the file position, the key path and the fault.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "eddy/core/error.h"
 #include "eddy/io/config.h"
 #include "solvers/pinn/problem.h"
 #include "support/expect_error.h"
+#include "support/npy_file.h"
 
 namespace eddy::pinn {
 namespace {
@@ -155,6 +160,22 @@ TEST_P(BadProblemTest, FailsWithAClearMessage) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(bad.message), std::string::npos) << e.what();
   }
+}
+
+// An NPY file with no rows is refused where the config names it, as a CSV file with none is (it was
+// read as observations that gave a loss of 0).
+TEST(Problem, DataFileWithNoRowsIsRefused) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_problem_", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string npy = (dir / "empty.npy").string(), csv = (dir / "empty.csv").string();
+  write_npy(npy, "<f8", "(0, 4)");
+  std::ofstream(csv) << "x,y,t,u\n";
+  for (const auto& [file, column] : {std::pair{npy, "3"}, std::pair{csv, "u"}}) {
+    std::string text = kValid;
+    text.insert(text.find("model:"), cat("  seen: {type: data, file: ", file, ", fields: {u: ", column, "}}\n"));
+    expect_error([&] { read(text); }, {"conditions.seen.file: " + file + ": no rows of values"});
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Problem, InitialConditionNeedsTime) {

@@ -111,6 +111,8 @@ BAD_FILES = [
      ["fortran.npy: Fortran-ordered arrays are not supported"]),
     ("big.npy", np.ones((4, 3), dtype=">f8"), "fields: {u: 2}", ["big.npy: dtype '>f8' is big-endian"]),
     ("cube.npy", np.ones((4, 3, 2)), "fields: {u: 2}", ["cube.npy: the array is 3-D with shape [4, 3, 2]"]),
+    ("empty.npy", np.ones((0, 4)), "fields: {u: 2}", ["empty.npy: no rows of values (the array has shape [0, 4])"]),
+    ("empty.csv", "x,t,u\n", "fields: {u: u}", ["empty.csv: no rows of values below the header"]),
     ("range.npy", np.ones((4, 3)), "fields: {u: 5}",
      ["range.npy: column 5 (in '5') is out of range; the array has 3 columns", "conditions.observed.fields.u"]),
     ("syntax.npy", np.ones((4, 3)), "fields: {u: u}", ["syntax.npy: 'u' does not select columns"]),

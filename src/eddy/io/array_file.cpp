@@ -185,6 +185,7 @@ Tensor read_npy_array(const std::string& path) {
   }
   EDDY_CHECK(shape.size() == 1 || shape.size() == 2, path, ": the array is ", shape.size(),
              "-D with shape ", shape, "; only 1-D and 2-D arrays are supported");
+  EDDY_CHECK(shape[0] > 0, path, ": no rows of values (the array has shape ", shape, ")");
   const std::optional<int64_t> expected = checked_byte_size(shape, dtype);
   EDDY_CHECK(expected, path, ": the NPY header's shape ", shape, " of '", type,
              "' is too large to address (2^63 bytes or more); the file is corrupt");

@@ -11,6 +11,7 @@
 // CSV files hold numbers only: a header row of names (or NumPy's `savetxt(..., header=...)` form,
 // whose header line starts with "# "), then one row per point; an empty field is NaN. NPY files
 // are little-endian, C-ordered float32/64, int32/64, uint8 or bool arrays (NumPy's defaults).
+// A CSV or NPY file with no rows is an error: observations or a reference need at least one.
 // Errors name the file, and the column, line or dtype at fault.
 
 #include <string>
