@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test test-asan demo bench bench-fft bench-peers clean
+.PHONY: all deps configure build test test-asan demo bench bench-fft bench-peers bench-lm clean
 
 all: build
 
@@ -48,6 +48,13 @@ bench-peers: configure
 	@test -x $(BENCH_PYTHON) || { echo "bench-peers: $(BENCH_PYTHON) not found; run scripts/install-bench-deps.sh"; exit 1; }
 	@cmake --build $(BUILD) -j $(JOBS) --target eddy_peers _eddy
 	$(BENCH_PYTHON) bench/peers/run.py --build $(BUILD) --update-docs docs/benchmarks.md $(BENCH_PEERS_ARGS)
+
+# Language models against PyTorch (bench/lm/speed.py): training and decode tokens/s at 1 and 2
+# threads, and int8/int4 decode; trains the example into runs/fortunes_gpt first if it is not there.
+bench-lm: configure
+	@test -x $(BENCH_PYTHON) || { echo "bench-lm: $(BENCH_PYTHON) not found; run scripts/install-bench-deps.sh"; exit 1; }
+	@cmake --build $(BUILD) -j $(JOBS) --target eddy _eddy
+	$(BENCH_PYTHON) bench/lm/speed.py --build $(BUILD) $(BENCH_LM_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
