@@ -434,6 +434,22 @@ TEST(Lbfgs, LeavesTheFinalGradientInGrad) {
   EXPECT_DOUBLE_EQ(report.loss, rosenbrock(x.detach()).item<double>());
 }
 
+TEST(Lbfgs, StopRequestedEndsTheCallAtTheCurrentPoint) {
+  // Asked before every iteration: true the fourth time leaves the point of three iterations.
+  Tensor x = parameter({-1.2, 1.0, -1.2, 1.0});
+  int asked = 0;
+  Lbfgs lbfgs({x}, {.stop_requested = [&] { return ++asked == 4; }});
+  const LbfgsReport report = lbfgs.step(closure_for(x, rosenbrock));
+  EXPECT_EQ(report.stop, LbfgsStop::interrupted) << report.message;
+  EXPECT_FALSE(report.converged());
+  EXPECT_EQ(report.iterations, 3);
+  EXPECT_DOUBLE_EQ(report.loss, rosenbrock(x.detach()).item<double>());
+  Tensor y = parameter({-1.2, 1.0, -1.2, 1.0});
+  Lbfgs three({y}, {.max_iterations = 3});
+  three.step(closure_for(y, rosenbrock));
+  EXPECT_EQ(x.to_vector<double>(), y.to_vector<double>());
+}
+
 TEST(Lbfgs, MaxEvaluationsCountsEveryClosureCall) {
   Tensor x = parameter({-1.2, 1.0, -1.2, 1.0});
   Lbfgs lbfgs({x}, {.max_evaluations = 10});

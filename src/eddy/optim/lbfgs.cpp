@@ -128,6 +128,7 @@ const char* stop_name(LbfgsStop stop) {
     case LbfgsStop::max_evaluations: return "max_evaluations";
     case LbfgsStop::no_progress: return "no progress";
     case LbfgsStop::non_finite: return "non-finite loss or gradient";
+    case LbfgsStop::interrupted: return "interrupted";
   }
   return "";
 }
@@ -199,6 +200,10 @@ LbfgsReport Lbfgs::step(const Closure& closure) {
         stop(LbfgsStop::change_tolerance,
              cat("the last iteration lowered the loss by ", decrease, " <= tolerance_change * ",
                  "max(|f_k|, |f_k+1|) = ", options_.tolerance_change * scale));
+        break;
+      }
+      if (options_.stop_requested && options_.stop_requested()) {
+        stop(LbfgsStop::interrupted, "a stop was requested");
         break;
       }
       if (report.iterations >= options_.max_iterations) {
