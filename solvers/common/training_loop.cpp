@@ -38,7 +38,7 @@ int64_t TrainingLoop::start() {
 
 std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int64_t checkpoint_every) {
   bool checkpoint_due = false;
-  for (; step < total; ++step) {
+  for (; step < total && interrupted_ == 0; ++step) {
     if (hooks_.begin_step) hooks_.begin_step(step);
     for (int64_t update = 0; update < hooks_.updates_per_step; ++update) {
       const double loss = hooks_.evaluate(step, update);
@@ -52,6 +52,8 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
     const int64_t done = step + 1;
     if (hooks_.end_step) hooks_.end_step(done);
     checkpoint_due = checkpoint_every > 0 && done % checkpoint_every == 0;
+    // After the last step the trainer finishes anyway.
+    if (done < total) interrupted_ = interrupt_signal(comm_);
   }
   progress_.finish_line();
   return std::nullopt;

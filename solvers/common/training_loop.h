@@ -8,6 +8,10 @@
 // one due after step k is written at the first update of step k + 1, once that update's loss is
 // checked, so the checkpoint kept after a non-finite stop is a good one.
 //
+// Ctrl-C and SIGTERM (interrupt.h): the loop accepts them while it exists and ends after the step
+// in which one arrived, on every rank; the trainer then finishes as after the last step (the
+// checkpoint, once its loss is seen to be finite, and the results) and says why it stopped.
+//
 // Data parallel: every rank runs the loop alike (the hooks return the loss of all ranks, so every
 // rank stops at the same update), the ranks start from rank 0's trainable tensors, and rank 0
 // alone writes the run folder.
@@ -20,6 +24,7 @@
 
 #include "eddy/dist/communicator.h"
 #include "eddy/nn/module.h"
+#include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 
 namespace eddy::solvers {
@@ -73,8 +78,11 @@ class TrainingLoop {
   // before config.yaml is replaced by a config that does not describe the checkpoint.
   int64_t start();
   // Takes steps from `step` until `total`, advancing `step`, with a checkpoint due after every
-  // `checkpoint_every` steps (0: none).
+  // `checkpoint_every` steps (0: none). A stop asked for by a signal ends the steps early, with
+  // no stop returned: `step` is then the steps done and interrupted() the signal.
   std::optional<NonFiniteStop> run(int64_t& step, int64_t total, int64_t checkpoint_every);
+  // The signal that stopped run() early, or 0.
+  int interrupted() const { return interrupted_; }
   // Writes the checkpoint at `step` (rank 0; the others note that it exists).
   void save(int64_t step);
   // Ends the progress line and completes `what` with the checkpoint kept and what to try.
@@ -91,6 +99,8 @@ class TrainingLoop {
   ProgressLine& progress_;
   TrainingHooks hooks_;
   bool saved_ = false;
+  int interrupted_ = 0;
+  AcceptInterrupts accepting_;
 };
 
 }  // namespace eddy::solvers

@@ -9,6 +9,7 @@
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
 #include "eddy/optim/clip.h"
+#include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
 #include "solvers/common/training_loop.h"
@@ -236,8 +237,11 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   }
   write_history(p.output.dir + "/history.h5", history, p.config_hash);
   loop.save(step);
-  result.finished = true;
-  result.message = cat("finished ", step, " steps; training loss ", result.train_loss, ", validation loss ",
+  result.interrupted = loop.interrupted();
+  result.finished = !result.interrupted;
+  result.message = cat(result.interrupted ? cat("stopped by ", solvers::signal_name(result.interrupted), " after ")
+                                          : "finished ",
+                       step, " steps; training loss ", result.train_loss, ", validation loss ",
                        result.validation_loss, " (perplexity ", std::exp(result.validation_loss), ")");
   return result;
 }

@@ -2,7 +2,8 @@
 // Training a language model from its config (`eddy lm train`): AdamW with warmup and a cosine
 // schedule, gradient clipping and accumulation over random context windows of the training
 // tokens, validation loss and perplexity on fixed windows every evaluate_every steps, atomic
-// checkpoints with --resume, a clean stop on a non-finite loss, and the history in the run folder.
+// checkpoints with --resume, clean stops on a non-finite loss and on Ctrl-C or SIGTERM
+// (solvers/common/interrupt.h), and the history in the run folder.
 //
 // A run folder holds config.yaml, tokenizer.json, data/ (the token files), checkpoint.safetensors
 // (the model with Hugging Face's parameter names, the optimiser and the history) and history.h5.
@@ -24,7 +25,10 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  bool finished = false;
+  bool finished = false;  // false: stopped on a non-finite loss or by a signal (message says where)
+  // The signal (SIGINT, SIGTERM; solvers/common/interrupt.h) that ended training early, or 0;
+  // the checkpoint and history are then written as at the end.
+  int interrupted = 0;
   std::string message;
   int64_t steps = 0;
   double train_loss = 0;       // the last step's

@@ -11,6 +11,7 @@
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
+#include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
 #include "solvers/common/training_loop.h"
@@ -294,12 +295,15 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     if (finished.item<int64_t>()) loop.save(epoch);
   }
   comm.broadcast(finished, 0);
-  result.finished = finished.item<int64_t>() == 1;
-  if (!result.finished) {
+  if (finished.item<int64_t>() == 0) {
     if (!root) result.message = "training ended with a non-finite test error (reported by rank 0)";
     return result;
   }
-  result.message = cat("finished ", epoch, " epochs; training loss ", result.train_loss);
+  result.interrupted = loop.interrupted();
+  result.finished = !result.interrupted;
+  result.message = cat(result.interrupted ? cat("stopped by ", solvers::signal_name(result.interrupted), " after ")
+                                          : "finished ",
+                       epoch, " epochs; training loss ", result.train_loss);
   return result;
 }
 

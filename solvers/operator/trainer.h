@@ -1,8 +1,9 @@
 #pragma once
 // Training a neural operator from its config: mini-batch AdamW over epochs with a schedule, the
 // relative-L2 (or MSE) loss in physical units, evaluation on every test set (at its own
-// resolution), checkpoints with --resume, a clean stop on a non-finite loss, and the results
-// (predictions.h5, ParaView files) in the run folder.
+// resolution), checkpoints with --resume, clean stops on a non-finite loss and on Ctrl-C or
+// SIGTERM (solvers/common/interrupt.h), and the results (predictions.h5, ParaView files) in the
+// run folder.
 //
 // Under mpirun the training is data parallel: rank 0's initial parameters are broadcast, each
 // global batch (training.batch_size samples of the same shuffle on every rank) is split among the
@@ -52,7 +53,10 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  bool finished = false;
+  bool finished = false;  // false: stopped on a non-finite loss or by a signal (message says where)
+  // The signal (SIGINT, SIGTERM; solvers/common/interrupt.h) that ended training early, or 0;
+  // the checkpoint and results are then written as at the end.
+  int interrupted = 0;
   std::string message;
   int64_t epochs = 0;
   double train_loss = 0;

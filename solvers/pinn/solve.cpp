@@ -1,7 +1,7 @@
 // The PINN trainer: Adam with a learning-rate schedule in the shared training loop
-// (solvers/common/training_loop.h: checkpoints, resume, the stop on a non-finite loss), then
-// L-BFGS, both on the (compiled) training step; adaptive loss weights and refinement between Adam
-// steps; progress, validation and the results.
+// (solvers/common/training_loop.h: checkpoints, resume, the stops on a non-finite loss and on
+// Ctrl-C or SIGTERM), then L-BFGS, both on the (compiled) training step; adaptive loss weights
+// and refinement between Adam steps; progress, validation and the results.
 //
 // Data parallel over the communicator's ranks (PinnState says how the loss is shared): the ranks
 // start from rank 0's parameters, average their gradients before every optimiser step, and so
@@ -10,6 +10,7 @@
 // its share of the reference points and of the output grid); rank 0 alone logs and writes the
 // checkpoint.
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -20,6 +21,7 @@
 #include "eddy/optim/adam.h"
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/schedule.h"
+#include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/training_loop.h"
 #include "solvers/pinn/output.h"
@@ -99,16 +101,20 @@ void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnS
   }
 }
 
-// L-BFGS after Adam: every closure call is one evaluation of the training step, its gradients
-// averaged over the ranks; `terms` follows the last evaluation.
+// L-BFGS after Adam, for `iterations`: every closure call is one evaluation of the training step,
+// its gradients averaged over the ranks; `terms` follows the last evaluation. A signal
+// (solvers/common/interrupt.h) ends it at the current iteration, on every rank, and is set in
+// `interrupted`.
 optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, const std::vector<Tensor>& trainable,
-                             solvers::ProgressLine& progress, std::ostream* log, std::vector<double>& terms) {
+                             int64_t iterations, solvers::ProgressLine& progress, std::ostream* log,
+                             std::vector<double>& terms, int& interrupted) {
   const TrainingOptions& training = state.problem().training;
   optim::LbfgsOptions options;
-  options.max_iterations = training.lbfgs_iterations;
+  options.max_iterations = iterations;
   options.max_evaluations = training.lbfgs_evaluations;
   options.tolerance_grad = 0;
   options.tolerance_change = 0;
+  options.stop_requested = [&] { return (interrupted = solvers::interrupt_signal(state.communicator())) != 0; };
   optim::Lbfgs lbfgs(trainable, options);
   int64_t evaluations = 0;
   progress.begin_phase();
@@ -213,14 +219,21 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     return result;
   };
   int64_t step = loop.start();
-  state.sample(round_of(step));
+  // A run resumed in L-BFGS (after an interrupt) takes the points of Adam's last step, as L-BFGS did.
+  state.sample(round_of(std::min(step, std::max<int64_t>(p.training.adam_steps - 1, 0))));
   if (auto stopped = loop.run(step, p.training.adam_steps, p.output.checkpoint_every)) {
     return stop(stopped->step, stopped->loss, stopped->message);
   }
 
   std::vector<double> terms = evaluation.terms;
-  if (p.training.lbfgs_iterations > 0) {
-    const optim::LbfgsReport report = run_lbfgs(state, training_step, trainable, progress, log, terms);
+  int interrupted = loop.interrupted();
+  // Resumed from a checkpoint written during L-BFGS, the run does the iterations left (building
+  // its curvature pairs afresh).
+  const int64_t lbfgs_left =
+      p.training.adam_steps + p.training.lbfgs_iterations - std::max(step, p.training.adam_steps);
+  if (lbfgs_left > 0 && !interrupted) {
+    const optim::LbfgsReport report =
+        run_lbfgs(state, training_step, trainable, lbfgs_left, progress, log, terms, interrupted);
     if (report.stop == optim::LbfgsStop::non_finite) {
       const int64_t at = step + report.iterations;
       return stop(at, report.loss, loop.stop_message(describe_stop(p, "L-BFGS", at, report.loss, terms)));
@@ -241,10 +254,12 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   }
   loop.save(step);
   write_results(state, history, p.output.dir);
-  result.finished = true;
+  result.finished = !interrupted;
+  result.interrupted = interrupted;
   result.steps = step;
   result.learned = learned_values(state);
-  result.message = cat("finished ", step, " steps; loss ", result.loss);
+  result.message = cat(interrupted ? cat("stopped by ", solvers::signal_name(interrupted), " after ") : "finished ",
+                       step, " steps; loss ", result.loss);
   return result;
 }
 

@@ -168,7 +168,10 @@ struct SolveOptions {
 };
 
 struct SolveResult {
-  bool finished = false;  // false: stopped on a non-finite loss (message says where)
+  bool finished = false;  // false: stopped on a non-finite loss or by a signal (message says where)
+  // The signal (SIGINT, SIGTERM; solvers/common/interrupt.h) that ended training early, or 0;
+  // the checkpoint and results are then written as at the end.
+  int interrupted = 0;
   std::string message;
   int64_t steps = 0;
   double loss = 0;

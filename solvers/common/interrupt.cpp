@@ -1,0 +1,79 @@
+#include "solvers/common/interrupt.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+
+#include "eddy/ops/ops.h"
+
+namespace eddy::solvers {
+namespace {
+
+// Lock-free atomics are what a signal handler may touch (besides volatile sig_atomic_t), and
+// unlike the latter they are also safe to read from the thread that trains while another thread
+// takes the signal.
+static_assert(std::atomic<int>::is_always_lock_free);
+std::atomic<int> requested{0};
+std::atomic<int> accepting{0};  // AcceptInterrupts alive
+
+void act_by_default(int signal) {
+  struct sigaction action = {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal, &action, nullptr);
+}
+
+// Only async-signal-safe calls: atomics, sigaction, raise and write.
+void on_signal(int signal) {
+  // One exchange, as two signals can be handled at once by two threads.
+  int none = 0;
+  if (accepting.load() == 0 || !requested.compare_exchange_strong(none, signal)) {
+    // The signal is blocked while its handler runs, so the raised one ends the process as soon
+    // as this returns.
+    act_by_default(signal);
+    std::raise(signal);
+    return;
+  }
+  static constexpr char note[] =
+      "\neddy: stopping at the end of this step to write the checkpoint and results; "
+      "interrupt again to quit at once\n";
+  const int saved_errno = errno;  // the interrupted code may be about to read it
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, note, sizeof note - 1);
+  errno = saved_errno;
+}
+
+}  // namespace
+
+void install_interrupt_handlers() {
+  for (int signal : {SIGINT, SIGTERM}) {
+    struct sigaction previous = {};
+    sigaction(signal, nullptr, &previous);
+    if (previous.sa_handler == SIG_IGN) continue;
+    struct sigaction action = {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    // Reads and writes in progress (data files, the progress line) carry on rather than fail
+    // with EINTR: the request is noticed at the end of the step anyway.
+    action.sa_flags = SA_RESTART;
+    sigaction(signal, &action, nullptr);
+  }
+}
+
+int interrupt_signal() { return requested.load(); }
+
+int interrupt_signal(dist::Communicator& comm) {
+  if (comm.size() == 1) return interrupt_signal();
+  const Tensor signal = tensor(std::vector<int64_t>{interrupt_signal()});
+  comm.allreduce(signal, signal, dist::ReduceOp::max);
+  return static_cast<int>(signal.item<int64_t>());
+}
+
+const char* signal_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+AcceptInterrupts::AcceptInterrupts() { ++accepting; }
+
+AcceptInterrupts::~AcceptInterrupts() { --accepting; }
+
+}  // namespace eddy::solvers

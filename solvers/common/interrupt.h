@@ -1,0 +1,40 @@
+#pragma once
+// Ctrl-C (SIGINT) and SIGTERM during training: a clean stop instead of a lost run.
+//
+// The `eddy` command installs the handlers; the library installs none, so a program or a Python
+// session that links eddy keeps its own handling of these signals. With them installed, a first
+// signal that arrives while a training loop exists (TrainingLoop) asks it to stop at the end of
+// the current step, where the solver writes its checkpoint and results as at a normal end; a
+// second signal, or one that arrives outside training, ends the process at once, killed by that
+// signal, as without the handlers.
+
+#include "eddy/dist/communicator.h"
+
+namespace eddy::solvers {
+
+// Installs the handlers for SIGINT and SIGTERM, except for a signal this process was started
+// ignoring (`nohup`, a background job of a script), which stays ignored.
+void install_interrupt_handlers();
+
+// The signal (SIGINT or SIGTERM) that asked this process to stop training, or 0. Once asked,
+// the process stays asked: it is meant to wind up and exit.
+int interrupt_signal();
+
+// The signal that asked any rank of `comm` to stop (the larger number when two did), or 0: the
+// same on every rank, so that they all stop at the same step. One all-reduce where `comm` has
+// several ranks, none with one.
+int interrupt_signal(dist::Communicator& comm);
+
+// "SIGINT", "SIGTERM".
+const char* signal_name(int signal);
+
+// While one exists, a first signal is a request to stop (above); TrainingLoop holds one.
+class AcceptInterrupts {
+ public:
+  AcceptInterrupts();
+  ~AcceptInterrupts();
+  AcceptInterrupts(const AcceptInterrupts&) = delete;
+  AcceptInterrupts& operator=(const AcceptInterrupts&) = delete;
+};
+
+}  // namespace eddy::solvers
