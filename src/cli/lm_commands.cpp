@@ -7,6 +7,8 @@
 #include <iostream>
 
 #include "eddy/io/config.h"
+#include "interrupted.h"
+#include "solvers/common/interrupt.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/quantize.h"
 #include "solvers/lm/run.h"
@@ -16,7 +18,8 @@ namespace eddy::cli {
 namespace {
 
 int run_train(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool eager,
-              bool quiet) {
+              bool quiet, const std::string& resume_command) {
+  solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
   const lm::LmProblem problem = lm::read_lm_problem(*config);
   lm::TrainOptions options;
@@ -25,14 +28,14 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
   options.log = quiet ? nullptr : &std::cerr;
   options.terminal = !quiet && ::isatty(STDERR_FILENO);
   const lm::TrainResult result = lm::train(problem, options);
-  if (!result.finished) {
+  if (!result.finished && !result.interrupted) {
     std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
     return 3;
   }
   std::printf("%s\n", result.message.c_str());
   std::printf("results: %s/history.h5 (HDF5), checkpoint %s/checkpoint.safetensors, tokenizer %s/tokenizer.json\n",
               problem.output.dir.c_str(), problem.output.dir.c_str(), problem.output.dir.c_str());
-  return 0;
+  return result.interrupted ? report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
 }
 
 int run_check(const std::string& file, const std::vector<std::string>& overrides) {
@@ -132,8 +135,8 @@ LmCommands::LmCommands(CLI::App& app) {
   quantize_->add_option("--output", output_, "file to write (default: RUN_DIR/quantized-int<bits>.safetensors)");
 }
 
-int LmCommands::run() const {
-  if (train_->parsed()) return run_train(file_, overrides_, resume_, eager_, quiet_);
+int LmCommands::run(const std::string& resume_command) const {
+  if (train_->parsed()) return run_train(file_, overrides_, resume_, eager_, quiet_, resume_command);
   if (generate_->parsed()) return run_generate(run_dir_, prompt_, quantized_, generation_);
   if (quantize_->parsed()) return run_quantize(run_dir_, bits_, group_, output_);
   if (export_->parsed()) return run_export(run_dir_, format_, output_);

@@ -22,8 +22,9 @@ class LmCommands {
  public:
   explicit LmCommands(CLI::App& app);
   bool chosen() const { return lm_->parsed(); }
-  // Runs the chosen subcommand; returns the exit status.
-  int run() const;
+  // Runs the chosen subcommand; returns the exit status. `resume_command`: what `lm train`
+  // prints to go on after Ctrl-C or SIGTERM (interrupted.h).
+  int run(const std::string& resume_command) const;
 
  private:
   CLI::App* lm_;

@@ -12,6 +12,11 @@
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
 // written.
 //
+// Exit status: 0 done; 1 an error; 3 training stopped on a non-finite loss; 130 (SIGINT, Ctrl-C)
+// or 143 (SIGTERM) training stopped early by that signal, after writing the checkpoint and the
+// results of the steps done (`--resume` goes on). The training commands install the handlers
+// (solvers/common/interrupt.h) for this; a second signal ends the process at once.
+//
 // Under mpirun, `eddy solve` and `eddy train` are data parallel and `eddy generate` splits the
 // samples over the ranks (docs/distributed.md); the other commands refuse to run on several
 // ranks. An error on any rank ends the whole job with that rank's message.
@@ -31,7 +36,9 @@
 #include "eddy/io/hdf5.h"
 #include "lm_commands.h"
 #include "eddy/ops/ops.h"
+#include "interrupted.h"
 #include "solvers/classical/dataset.h"
+#include "solvers/common/interrupt.h"
 #include "solvers/operator/trainer.h"
 #include "solvers/operator/export.h"
 #include "solvers/pinn/export.h"
@@ -49,7 +56,8 @@ void print_metrics(const pinn::Metrics& metrics) {
 }
 
 int run_solve(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool eager,
-              bool quiet) {
+              bool quiet, const std::string& resume_command) {
+  solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
   pinn::Problem problem = pinn::read_problem(*config);
   pinn::SolveOptions options;
@@ -58,8 +66,10 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
   options.log = quiet ? nullptr : &std::cerr;
   options.terminal = !quiet && ::isatty(STDERR_FILENO);
   pinn::SolveResult result = pinn::solve(problem, options);
-  if (dist::default_communicator().rank() != 0) return result.finished ? 0 : 3;  // rank 0 reports
-  if (!result.finished) {
+  if (dist::default_communicator().rank() != 0) {  // rank 0 reports
+    return result.interrupted ? 128 + result.interrupted : result.finished ? 0 : 3;
+  }
+  if (!result.finished && !result.interrupted) {
     std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
     return 3;
   }
@@ -72,11 +82,12 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
                                                                    : "/solution.vti", " and points.vtp (ParaView)").c_str()
                                  : "",
               problem.output.dir.c_str());
-  return 0;
+  return result.interrupted ? cli::report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
 }
 
 int run_train(const std::string& file, const std::vector<std::string>& overrides, bool resume, bool eager,
-              bool quiet) {
+              bool quiet, const std::string& resume_command) {
+  solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
   const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
   operator_learning::TrainOptions options;
@@ -85,8 +96,10 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
   options.log = quiet ? nullptr : &std::cerr;
   options.terminal = !quiet && ::isatty(STDERR_FILENO);
   const operator_learning::TrainResult result = operator_learning::train(problem, options);
-  if (dist::default_communicator().rank() != 0) return result.finished ? 0 : 3;  // rank 0 reports
-  if (!result.finished) {
+  if (dist::default_communicator().rank() != 0) {  // rank 0 reports
+    return result.interrupted ? 128 + result.interrupted : result.finished ? 0 : 3;
+  }
+  if (!result.finished && !result.interrupted) {
     std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
     return 3;
   }
@@ -99,7 +112,7 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
                   ? cat(", ", problem.output.dir, "/sample0_<test set>.vti (ParaView)").c_str()
                   : "",
               problem.output.dir.c_str());
-  return 0;
+  return result.interrupted ? cli::report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
 }
 
 int run_check(const std::string& file, const std::vector<std::string>& overrides) {
@@ -284,13 +297,14 @@ int main(int argc, char** argv) {
                app.get_subcommands().front()->get_name(), " runs on one process; of the commands, `eddy solve`, ",
                "`eddy train` and `eddy generate` are distributed ",
                "(docs/distributed.md). Run it without mpirun");
-    if (*solve) return run_solve(file, overrides, resume, eager, quiet);
+    const std::string resume_command = cli::resume_command(argc, argv);
+    if (*solve) return run_solve(file, overrides, resume, eager, quiet, resume_command);
     if (*check) return run_check(file, overrides);
-    if (*train) return run_train(file, overrides, resume, eager, quiet);
+    if (*train) return run_train(file, overrides, resume, eager, quiet, resume_command);
     if (*generate) return run_generate(file, overrides, quiet);
     if (*export_command) return run_export(run_dir, output, batch, grid);
     if (*predict) return run_predict(artifact, inputs_file, output);
-    if (lm.chosen()) return lm.run();
+    if (lm.chosen()) return lm.run(resume_command);
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;
   } catch (const std::exception& e) {

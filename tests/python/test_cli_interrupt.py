@@ -1,0 +1,143 @@
+"""Ctrl-C and SIGTERM during training, sent to the `eddy` command as a user or a job scheduler
+sends them: the run stops at the end of a step, writes its checkpoint there and its results,
+says how to go on, exits with 128 + the signal number, and the printed `--resume` command
+finishes the run. A second signal ends the process at once."""
+
+import pathlib
+import re
+import signal
+import subprocess
+import threading
+
+import h5py
+from safetensors import safe_open
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def checkpoint_step(path):
+    with safe_open(str(path), framework="numpy") as f:
+        return int(f.metadata()["eddy.step"])
+
+
+def start_until(command, progress):
+    """Starts `command` and reads its log until a progress line starting with `progress` shows
+    that training steps are being taken; returns the process and the lines read."""
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(600, process.kill)  # never hang the suite
+    watchdog.daemon = True
+    watchdog.start()
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if line.startswith(progress):
+            return process, seen
+    raise AssertionError(f"no '{progress}' progress line; the log was:\n{''.join(seen)}")
+
+
+def interrupt(command, progress, sig):
+    """Runs `command`, sends `sig` once steps are being taken; returns (status, stdout, stderr)."""
+    process, seen = start_until(command, progress)
+    process.send_signal(sig)
+    out, err = process.communicate()
+    return process.returncode, out, "".join(seen) + err
+
+
+def resume(err):
+    """Runs the command the stopped run printed to go on, and returns the finished process."""
+    lines = err.strip().splitlines()
+    assert "To go on from it:" in lines[-2], err
+    command = lines[-1].strip()
+    assert command.endswith(" --resume"), command
+    return subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def burgers(eddy_cli, run, *overrides):
+    return [str(eddy_cli), "solve", "examples/pinn/burgers.yaml", "--eager", "conditions.pde.points=200",
+            "validation.every=0", "output.grid=[16,10]", "training.log_every=10",
+            "output.checkpoint_every=100000", f"output.dir={run}", *overrides]
+
+
+def test_ctrl_c_stops_eddy_solve_after_a_step_and_resume_finishes(eddy_cli, tmp_path):
+    run = tmp_path / "burgers"
+    status, out, err = interrupt(burgers(eddy_cli, run, "training.adam.steps=600", "training.lbfgs.iterations=0"),
+                                 "adam ", signal.SIGINT)
+    assert status == 130, err
+    assert "eddy: stopping at the end of this step" in err
+    stopped = re.search(r"^stopped by SIGINT after (\d+) steps; loss ", out, re.MULTILINE)
+    assert stopped, out
+    step = int(stopped.group(1))
+    assert 10 <= step < 600
+    # The checkpoint is the interrupt's (checkpoint_every is beyond the run), and so are the results.
+    assert checkpoint_step(run / "checkpoint.safetensors") == step
+    with h5py.File(run / "solution.h5") as results:
+        assert results["fields/u"].shape == (16, 10)
+        assert results["history/step"][-1] == step
+
+    finished = resume(err)
+    assert finished.returncode == 0, finished.stderr
+    assert "finished 600 steps" in finished.stdout
+    assert checkpoint_step(run / "checkpoint.safetensors") == 600
+
+
+def test_ctrl_c_in_lbfgs_ends_it_at_an_iteration_and_resume_does_the_rest(eddy_cli, tmp_path):
+    run = tmp_path / "burgers"
+    status, out, err = interrupt(burgers(eddy_cli, run, "training.adam.steps=10", "training.lbfgs.iterations=200"),
+                                 "lbfgs ", signal.SIGINT)
+    assert status == 130, err
+    assert "L-BFGS stopped (interrupted)" in err
+    step = int(re.search(r"^stopped by SIGINT after (\d+) steps", out, re.MULTILINE).group(1))
+    assert 10 <= step < 210
+    assert checkpoint_step(run / "checkpoint.safetensors") == step
+    assert (run / "solution.h5").exists()
+
+    finished = resume(err)
+    assert finished.returncode == 0, finished.stderr
+    done = int(re.search(r"^finished (\d+) steps", finished.stdout, re.MULTILINE).group(1))
+    assert step <= done <= 210
+
+
+def lm_config(tmp_path):
+    animals, verbs = ["cat", "dog", "bird", "fox"], ["sees", "likes", "chases"]
+    with open(tmp_path / "corpus.txt", "w") as out:
+        for k in range(200):
+            out.write(f"The {animals[k % 4]} {verbs[k % 3]} the ball.\nThen it sleeps.\n%\n")
+    config = tmp_path / "tiny_lm.yaml"
+    config.write_text(f"""
+data: {{files: {tmp_path / 'corpus.txt'}, separator: "%"}}
+tokenizer: {{vocab_size: 300}}
+model: {{type: llama, context: 32, hidden_size: 32, layers: 2, heads: 4, kv_heads: 2}}
+training: {{steps: 300, batch_size: 8, learning_rate: 3.0e-3, evaluate_every: 10, evaluation_batches: 2}}
+output: {{dir: {tmp_path / 'run'}}}
+""")
+    return config
+
+
+def test_sigterm_stops_eddy_lm_train_after_a_step_and_resume_keeps_the_history(eddy_cli, tmp_path):
+    config, run = lm_config(tmp_path), tmp_path / "run"
+    status, out, err = interrupt([str(eddy_cli), "lm", "train", str(config), "--eager"], "step ", signal.SIGTERM)
+    assert status == 143, err
+    step = int(re.search(r"^stopped by SIGTERM after (\d+) steps", out, re.MULTILINE).group(1))
+    assert 10 <= step < 300
+    assert checkpoint_step(run / "checkpoint.safetensors") == step
+    with h5py.File(run / "history.h5") as history:
+        assert list(history["step"]) == list(range(1, step + 1))
+
+    finished = resume(err)
+    assert finished.returncode == 0, finished.stderr
+    assert "finished 300 steps" in finished.stdout
+    with h5py.File(run / "history.h5") as history:
+        assert list(history["step"]) == list(range(1, 301))
+
+
+def test_a_second_signal_ends_the_process_at_once(eddy_cli, tmp_path):
+    # Both signals wait while the process is stopped and arrive together when it goes on, so the
+    # second one always comes while the run is stopping.
+    process, _ = start_until(burgers(eddy_cli, tmp_path / "burgers", "training.adam.steps=2000",
+                                     "training.lbfgs.iterations=0"), "adam ")
+    process.send_signal(signal.SIGSTOP)
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
+    process.communicate()
+    assert process.returncode in (-signal.SIGINT, -signal.SIGTERM)
