@@ -1,7 +1,7 @@
 // The training loop the solvers share, driven by a fake trainer whose parameter counts the
 // optimiser updates: checkpoints only at parameters whose loss was seen to be finite, the stop
-// on a non-finite loss with the last good checkpoint kept and named, and --resume from the
-// checkpoint's step.
+// on a non-finite loss with the last good checkpoint kept and named, --resume from the
+// checkpoint's step, and the stop on Ctrl-C or SIGTERM.
 
 #include "solvers/common/training_loop.h"
 
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -184,6 +185,58 @@ TEST_F(TrainingLoopTest, AResumedCheckpointIsGoodAndAMismatchLeavesTheConfig) {
                     other.hooks());
   EXPECT_THROW(loop.start(), Error);
   EXPECT_EQ(config_yaml(), "config: hash-1\n");
+}
+
+// Ctrl-C and SIGTERM (interrupt.h), each case in a child process: the handlers and the request
+// they leave belong to the process. The loops are not started, so the children write no files.
+class InterruptTest : public TrainingLoopTest {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  // Runs `trainer` for up to 10 steps, raising `signals` at the end of step 3.
+  int64_t run_raising(FakeTrainer& trainer, std::vector<int> signals, int& interrupted) {
+    install_interrupt_handlers();
+    TrainingHooks hooks = trainer.hooks();
+    hooks.end_step = [signals](int64_t done) {
+      if (done == 3) for (int signal : signals) std::raise(signal);
+    };
+    TrainingLoop loop(run(), trainer.model, trainer.model.parameters(), dist::default_communicator(), progress, hooks);
+    int64_t step = 0;
+    if (loop.run(step, 10, 0)) return -1;
+    interrupted = loop.interrupted();
+    return step;
+  }
+};
+
+TEST_F(InterruptTest, ASignalEndsTheLoopAfterTheStepItArrivedIn) {
+  EXPECT_EXIT(
+      {
+        FakeTrainer trainer;
+        int interrupted = 0;
+        const int64_t step = run_raising(trainer, {SIGTERM}, interrupted);
+        std::exit(step == 3 && trainer.updates == 3 && interrupted == SIGTERM ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "eddy: stopping at the end of this step");
+}
+
+TEST_F(InterruptTest, ASecondSignalEndsTheProcessAtOnce) {
+  EXPECT_EXIT(
+      {
+        FakeTrainer trainer;
+        int interrupted = 0;
+        run_raising(trainer, {SIGINT, SIGINT}, interrupted);
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGINT), "");
+}
+
+TEST_F(InterruptTest, ASignalOutsideTrainingEndsTheProcessAtOnce) {
+  EXPECT_EXIT(
+      {
+        install_interrupt_handlers();
+        std::raise(SIGTERM);
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
 }
 
 }  // namespace

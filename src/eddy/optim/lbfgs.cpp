@@ -202,10 +202,6 @@ LbfgsReport Lbfgs::step(const Closure& closure) {
                  "max(|f_k|, |f_k+1|) = ", options_.tolerance_change * scale));
         break;
       }
-      if (options_.stop_requested && options_.stop_requested()) {
-        stop(LbfgsStop::interrupted, "a stop was requested");
-        break;
-      }
       if (report.iterations >= options_.max_iterations) {
         stop(LbfgsStop::max_iterations, cat("reached max_iterations = ", options_.max_iterations));
         break;
@@ -213,6 +209,10 @@ LbfgsReport Lbfgs::step(const Closure& closure) {
       if (report.evaluations >= options_.max_evaluations) {
         stop(LbfgsStop::max_evaluations,
              cat("reached max_evaluations = ", options_.max_evaluations));
+        break;
+      }
+      if (options_.stop_requested && options_.stop_requested()) {
+        stop(LbfgsStop::interrupted, "a stop was requested");
         break;
       }
 

@@ -51,7 +51,7 @@ struct LbfgsOptions {
   /// Number of (s, y) correction pairs kept.
   int64_t history_size = 10;
   LineSearchOptions line_search = {};
-  /// Asked before every iteration, after the tolerances; true ends the call at the current
+  /// Asked before every iteration that the other rules allow; true ends the call at the current
   /// point (LbfgsStop::interrupted). The `eddy` command stops on Ctrl-C through it. Empty: never.
   std::function<bool()> stop_requested = {};
 };
@@ -92,7 +92,7 @@ struct LbfgsReport {
 ///    and d = -g), a strong-Wolfe line search along d, and a move to the accepted point, until a
 ///    stopping rule fires. The rules are checked in this order: non-finite start,
 ///    gradient tolerance (before the first iteration and after each one), change tolerance
-///    (after each iteration), stop_requested, max_iterations, max_evaluations;
+///    (after each iteration), max_iterations, max_evaluations, stop_requested;
 /// 3. leaves the parameters at the best point found (lowest finite loss), `.grad()` holding the
 ///    gradient there, and returns a report.
 ///
