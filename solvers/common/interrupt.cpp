@@ -61,11 +61,9 @@ void install_interrupt_handlers() {
   }
 }
 
-int interrupt_signal() { return requested.load(); }
-
 int interrupt_signal(dist::Communicator& comm) {
-  if (comm.size() == 1) return interrupt_signal();
-  const Tensor signal = tensor(std::vector<int64_t>{interrupt_signal()});
+  if (comm.size() == 1) return requested.load();
+  const Tensor signal = tensor(std::vector<int64_t>{requested.load()});
   comm.allreduce(signal, signal, dist::ReduceOp::max);
   return static_cast<int>(signal.item<int64_t>());
 }

@@ -13,16 +13,13 @@
 namespace eddy::solvers {
 
 // Installs the handlers for SIGINT and SIGTERM, except for a signal this process was started
-// ignoring (`nohup`, a background job of a script), which stays ignored.
+// ignoring (SIGINT in a background job of a script), which stays ignored.
 void install_interrupt_handlers();
 
-// The signal (SIGINT or SIGTERM) that asked this process to stop training, or 0. Once asked,
-// the process stays asked: it is meant to wind up and exit.
-int interrupt_signal();
-
-// The signal that asked any rank of `comm` to stop (the larger number when two did), or 0: the
-// same on every rank, so that they all stop at the same step. One all-reduce where `comm` has
-// several ranks, none with one.
+// The signal (SIGINT or SIGTERM) that asked any rank of `comm` to stop training (the larger
+// number when two did), or 0: the same on every rank, so that they all stop at the same step. One
+// all-reduce where `comm` has several ranks, none with one. Once asked, a process stays asked: it
+// is meant to wind up and exit.
 int interrupt_signal(dist::Communicator& comm);
 
 // "SIGINT", "SIGTERM".

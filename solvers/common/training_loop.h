@@ -9,8 +9,8 @@
 // checked, so the checkpoint kept after a non-finite stop is a good one.
 //
 // Ctrl-C and SIGTERM (interrupt.h): the loop accepts them while it exists and ends after the step
-// in which one arrived, on every rank; the trainer then finishes as after the last step (the
-// checkpoint, once its loss is seen to be finite, and the results) and says why it stopped.
+// in which one arrived, on every rank; the trainer then finishes as after the last step (its
+// checks, the checkpoint and the results) and says why it stopped.
 //
 // Data parallel: every rank runs the loop alike (the hooks return the loss of all ranks, so every
 // rank stops at the same update), the ranks start from rank 0's trainable tensors, and rank 0
