@@ -408,10 +408,16 @@ TEST_P(MatmulAgainstLoops, NonContiguousOperands) {
 // dimension is also cut into several calls of OpenBLAS's small-matrix kernel (2500 rows each), and
 // the products with an inner or output dimension of 1 or 2 (a PINN's input and output layers)
 // take that kernel too.
-void expect_thin_products_match_loops(DType dtype, double tolerance, Generator& generator) {
+const std::vector<std::array<int64_t, 3>> kThinShapes = {
+    {1500, 20, 24}, {20, 1500, 24}, {6000, 20, 20}, {20, 6000, 20}, {6000, 2, 20}, {6000, 20, 1}};
+// Products of one row (a decoding step's projections), which go through GEMV: a wide and a long
+// weight matrix, and one small enough for the thin path.
+const std::vector<std::array<int64_t, 3>> kOneRowShapes = {{1, 300, 700}, {1, 2000, 64}, {1, 5, 3}};
+
+// [n, k] @ [k, m] for each shape, each operand stored as is or transposed, on two threads and one.
+void expect_products_match_loops(DType dtype, double tolerance, Generator& generator,
+                                 const std::vector<std::array<int64_t, 3>>& shapes) {
   const int threads_before = num_threads();
-  const std::array<std::array<int64_t, 3>, 6> shapes = {{
-      {1500, 20, 24}, {20, 1500, 24}, {6000, 20, 20}, {20, 6000, 20}, {6000, 2, 20}, {6000, 20, 1}}};
   for (int threads : {2, 1}) {
     set_num_threads(threads);
     for (const auto& [n, k, m] : shapes) {
@@ -444,14 +450,17 @@ void expect_thin_products_match_loops(DType dtype, double tolerance, Generator& 
 }
 
 TEST_P(MatmulAgainstLoops, ThinProductsSharedOverThreads) {
-  expect_thin_products_match_loops(GetParam(), 1e-10, generator_);
+  expect_products_match_loops(GetParam(), 1e-10, generator_, kThinShapes);
 }
 
-// float32 takes OpenBLAS's sgemm kernels, a separate code path from dgemm's; sums of up to 6000
-// products of unit normals are good to about 1e-4 there.
-TEST(Numerics, ThinFloat32ProductsMatchLoops) {
+TEST_P(MatmulAgainstLoops, OneRowProducts) { expect_products_match_loops(GetParam(), 1e-10, generator_, kOneRowShapes); }
+
+// float32 takes OpenBLAS's sgemm and sgemv kernels, separate code paths from the double ones; sums
+// of up to 6000 products of unit normals are good to about 1e-4 there.
+TEST(Numerics, ThinAndOneRowFloat32ProductsMatchLoops) {
   Generator generator(43);
-  expect_thin_products_match_loops(DType::f32, 2e-3, generator);
+  expect_products_match_loops(DType::f32, 2e-3, generator, kThinShapes);
+  expect_products_match_loops(DType::f32, 2e-3, generator, kOneRowShapes);
 }
 
 TEST_P(MatmulAgainstLoops, VectorOperands) {
