@@ -120,6 +120,10 @@ Condition read_data_condition(const Problem& problem, const std::string& name, c
                                "] (columns in coordinate order)"));
   }
   c.points = c.data_points.shape()[0];
+  // The CSV and NPY readers refuse an empty file themselves; an HDF5 dataset of 0 rows reaches here.
+  if (c.points == 0) {
+    node.at("file").fail(cat(file, ": no rows of values (the points have shape ", c.data_points.shape(), ")"));
+  }
   ConfigNode fields = node.at("fields");
   std::vector<Tensor> columns;
   for (const std::string& field : fields.keys()) {

@@ -9,6 +9,8 @@
 
 #include "eddy/core/error.h"
 #include "eddy/io/config.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/ops/ops.h"
 #include "solvers/pinn/problem.h"
 #include "support/expect_error.h"
 #include "support/npy_file.h"
@@ -168,9 +170,14 @@ TEST(Problem, DataFileWithNoRowsIsRefused) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_problem_", ::getpid());
   std::filesystem::create_directories(dir);
   const std::string npy = (dir / "empty.npy").string(), csv = (dir / "empty.csv").string();
+  const std::string h5 = (dir / "empty.h5").string();
   write_npy(npy, "<f8", "(0, 4)");
   std::ofstream(csv) << "x,y,t,u\n";
-  for (const auto& [file, column] : {std::pair{npy, "3"}, std::pair{csv, "u"}}) {
+  io::Hdf5Writer datasets(h5);
+  datasets.write("points", zeros({0, 3}, DType::f64));
+  datasets.write("u", zeros({0}, DType::f64));
+  datasets.commit();
+  for (const auto& [file, column] : {std::pair{npy, "3"}, std::pair{csv, "u"}, std::pair{h5, "u"}}) {
     std::string text = kValid;
     text.insert(text.find("model:"), cat("  seen: {type: data, file: ", file, ", fields: {u: ", column, "}}\n"));
     expect_error([&] { read(text); }, {"conditions.seen.file: " + file + ": no rows of values"});
