@@ -1,6 +1,7 @@
 #include "solvers/pinn/problem.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -471,14 +472,27 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.training.schedule = solvers::read_schedule(adam.section("schedule"), 1000);
   ConfigNode lbfgs = training.section("lbfgs");
   p.training.lbfgs_iterations = lbfgs.integer("iterations", 0);
+  if (p.training.lbfgs_iterations < 0) {
+    lbfgs.at("iterations").fail(cat("must be non-negative (0: no L-BFGS), got ", p.training.lbfgs_iterations));
+  }
   p.training.lbfgs_evaluations = lbfgs.integer("evaluations", p.training.lbfgs_iterations * 5 / 4 + 1);
+  if (p.training.lbfgs_evaluations < 1) {
+    lbfgs.at("evaluations").fail(cat("must be at least 1, got ", p.training.lbfgs_evaluations));
+  }
   p.training.log_every = training.integer("log_every", 100);
+  if (p.training.log_every < 0) {
+    training.at("log_every").fail(cat("must be non-negative (0: no progress lines), got ", p.training.log_every));
+  }
   p.training.loss_weighting = read_loss_weighting(training.section("loss_weighting"));
   if (auto causal = training.find("causal")) p.training.causal = read_causal(p, *causal);
 
   ConfigNode validation = root.section("validation");
   p.validation.every = validation.integer("every", 0);
+  if (p.validation.every < 0) {
+    validation.at("every").fail(cat("must be non-negative (0: only at the end), got ", p.validation.every));
+  }
   p.validation.points = validation.integer("points", 4096);
+  if (p.validation.points < 1) validation.at("points").fail(cat("must be at least 1, got ", p.validation.points));
   if (auto reference = validation.find("reference")) p.validation.reference = read_reference(p, *reference);
 
   ConfigNode output = root.section("output");
@@ -488,10 +502,17 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   if (auto sizes = output.find("grid")) {
     grid = sizes->as_numbers();
     if (grid.size() != p.coordinates.size()) sizes->fail(cat("needs one size per coordinate (", p.coordinates.size(), ")"));
+    for (double n : grid) {
+      if (!(n >= 1 && n == std::floor(n))) sizes->fail(cat("sizes must be whole numbers of at least 1, got ", n));
+    }
   }
   for (double n : grid) p.output.grid.push_back(static_cast<int64_t>(n));
   p.output.vtk = output.boolean("vtk", true);
   p.output.checkpoint_every = output.integer("checkpoint_every", 1000);
+  if (p.output.checkpoint_every < 0) {
+    output.at("checkpoint_every")
+        .fail(cat("must be non-negative (0: only at the end), got ", p.output.checkpoint_every));
+  }
 
   config.check_no_unknown_keys();
   p.resolved_config = config.resolved();
