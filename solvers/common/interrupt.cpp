@@ -68,7 +68,10 @@ int interrupt_signal(dist::Communicator& comm) {
   return static_cast<int>(signal.item<int64_t>());
 }
 
-const char* signal_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGTERM"; }
+std::string training_ended(int signal) {
+  if (signal == 0) return "finished ";
+  return cat("stopped by ", signal == SIGINT ? "SIGINT" : "SIGTERM", " after ");
+}
 
 AcceptInterrupts::AcceptInterrupts() { ++accepting; }
 

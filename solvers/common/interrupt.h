@@ -8,6 +8,8 @@
 // second signal, or one that arrives outside training, ends the process at once, killed by that
 // signal, as without the handlers.
 
+#include <string>
+
 #include "eddy/dist/communicator.h"
 
 namespace eddy::solvers {
@@ -22,8 +24,9 @@ void install_interrupt_handlers();
 // is meant to wind up and exit.
 int interrupt_signal(dist::Communicator& comm);
 
-// "SIGINT", "SIGTERM".
-const char* signal_name(int signal);
+// How a trainer's closing message starts: "finished " when `signal` is 0, else "stopped by
+// SIGINT after " (or SIGTERM), followed by the steps or epochs done.
+std::string training_ended(int signal);
 
 // While one exists, a first signal is a request to stop (above); TrainingLoop holds one.
 class AcceptInterrupts {

@@ -239,10 +239,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   loop.save(step);
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;
-  result.message = cat(result.interrupted ? cat("stopped by ", solvers::signal_name(result.interrupted), " after ")
-                                          : "finished ",
-                       step, " steps; training loss ", result.train_loss, ", validation loss ",
-                       result.validation_loss, " (perplexity ", std::exp(result.validation_loss), ")");
+  result.message = cat(solvers::training_ended(result.interrupted), step, " steps; training loss ", result.train_loss,
+                       ", validation loss ", result.validation_loss, " (perplexity ", std::exp(result.validation_loss),
+                       ")");
   return result;
 }
 

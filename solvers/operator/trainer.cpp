@@ -301,9 +301,8 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   }
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;
-  result.message = cat(result.interrupted ? cat("stopped by ", solvers::signal_name(result.interrupted), " after ")
-                                          : "finished ",
-                       epoch, " epochs; training loss ", result.train_loss);
+  result.message =
+      cat(solvers::training_ended(result.interrupted), epoch, " epochs; training loss ", result.train_loss);
   return result;
 }
 

@@ -258,8 +258,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   result.interrupted = interrupted;
   result.steps = step;
   result.learned = learned_values(state);
-  result.message = cat(interrupted ? cat("stopped by ", solvers::signal_name(interrupted), " after ") : "finished ",
-                       step, " steps; loss ", result.loss);
+  result.message = cat(solvers::training_ended(interrupted), step, " steps; loss ", result.loss);
   return result;
 }
 
