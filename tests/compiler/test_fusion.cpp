@@ -107,6 +107,35 @@ TEST(Fusion, FusedArithmeticEqualsEagerBitForBit) {
   }
 }
 
+TensorList sums_of_a_layer(const TensorList& in) {
+  Tensor y = tanh(in[0]) * in[0];
+  return TensorList{sum(y), sum(y, {0}, false), sum(y, {1}, false)};
+}
+
+// Compiled sums add their blocks' partial sums in block order, blocks cut by the domain's size
+// alone (codegen.cpp): the same bits at every thread count.
+TEST(Fusion, CompiledSumsAreTheSameAtEveryThreadCount) {
+  const int threads_before = num_threads();
+  for (const Shape& shape : {Shape{30011, 20}, Shape{1, 200003}}) {
+    Generator gen(29);
+    const TensorList inputs{randn(shape, DType::f32, &gen)};
+    CompiledFunction compiled = compile(sums_of_a_layer);
+    compiled(inputs);  // traced and compiled here; the calls below run the kernels
+    set_num_threads(1);
+    const TensorList one_thread = compiled(inputs);
+    ASSERT_GT(compiled.stats().last.fused_kernels, 0u);
+    for (int threads : {2, 3}) {
+      set_num_threads(threads);
+      const TensorList several = compiled(inputs);
+      for (size_t k = 0; k < several.size(); ++k) {
+        EXPECT_EQ(std::memcmp(several[k].raw_data(), one_thread[k].raw_data(), several[k].numel() * sizeof(float)), 0)
+            << "sum " << k << " of [" << shape[0] << ", " << shape[1] << "] on " << threads << " threads";
+      }
+    }
+  }
+  set_num_threads(threads_before);
+}
+
 TEST(Fusion, ShortRowsRunInTilesAndTheRowsLeftOver) {
   for (DType dtype : {DType::f32, DType::f64}) {
     for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{37, 20}, {50, 7}, {40, 32}}) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <complex>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <string>
@@ -274,6 +275,32 @@ TEST(Numerics, LargeColumnSumsMatchLoops) {
       Tensor sums = sum(x, {0}, true);
       ASSERT_EQ(sums.shape(), (Shape{1, kWidth}));
       expect_all_near(sums.to_vector<c128>(), expected, 1e-10);
+    }
+  }
+  set_num_threads(threads_before);
+}
+
+// Large sums and thin products are cut into blocks by their size alone, whose partial sums are
+// added in block order (backends/cpu/loops.h): the same bits at every thread count.
+TEST(Numerics, SumsAndThinProductsAreTheSameAtEveryThreadCount) {
+  const int threads_before = num_threads();
+  Generator generator(23);
+  const Tensor tall = randn({20011, 20}, DType::f32, &generator);
+  const Tensor wide = randn({20, 20011}, DType::f32, &generator);
+  const Tensor square_weights = randn({20, 20}, DType::f32, &generator);
+  auto results = [&] {
+    return std::vector<Tensor>{sum(tall, {0}, false), sum(tall), sum(tall, {1}, false),
+                               matmul(wide, tall), matmul(tall, square_weights)};
+  };
+  set_num_threads(1);
+  const std::vector<Tensor> one_thread = results();
+  for (int threads : {2, 3}) {
+    set_num_threads(threads);
+    const std::vector<Tensor> several = results();
+    for (size_t k = 0; k < several.size(); ++k) {
+      ASSERT_EQ(several[k].shape(), one_thread[k].shape());
+      EXPECT_EQ(std::memcmp(several[k].raw_data(), one_thread[k].raw_data(), several[k].numel() * sizeof(float)), 0)
+          << "result " << k << " on " << threads << " threads differs from one thread's";
     }
   }
   set_num_threads(threads_before);

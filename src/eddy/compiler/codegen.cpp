@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "eddy/backends/cpu/loops.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::compiler {
@@ -178,7 +179,8 @@ std::string cpu_tiled_rows(const KernelPlan& plan, int64_t parallel_grain) {
     out << "    " << type << "* tiled" << k << " = new " << type << "[tile];\n"
         << "    for (int64_t t = 0; t < tile; ++t) tiled" << k << "[t] = in" << k << "[t - tile_row[t] * inner];\n";
   }
-  out << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(static)\n"
+  out << "    const int64_t tiles_per_block = tile >= block_grain ? 1 : block_grain / tile;\n"
+      << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(dynamic, tiles_per_block)\n"
       << "    for (int64_t g = 0; g < tiles; ++g) {\n"
       << "#pragma omp simd\n"
       << "      for (int64_t t = 0; t < tile; ++t) {\n"
@@ -200,12 +202,14 @@ std::string cpu_elementwise_loops(const KernelPlan& plan, int64_t parallel_grain
   // The if clause names `parallel`: unqualified, on a combined construct, it applies to `simd`
   // too (OpenMP 5.0), and GCC then runs every domain below the grain as a scalar loop.
   out << "  if (outer == 1) {\n"
-      << "#pragma omp parallel for simd if (parallel : inner >= " << parallel_grain << ") schedule(static)\n"
+      << "#pragma omp parallel for simd if (parallel : inner >= " << parallel_grain
+      << ") schedule(simd : dynamic, block_grain)\n"
       << "    for (int64_t i = 0; i < inner; ++i) {\n"
       << element_code(plan, "i", "i", "0", "      ") << stores(plan, "i", "      ") << "    }\n"
       << "    return;\n  }\n"
       << cpu_tiled_rows(plan, parallel_grain)
-      << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(static)\n"
+      << "  const int64_t rows_per_block = inner >= block_grain ? 1 : block_grain / inner;\n"
+      << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(dynamic, rows_per_block)\n"
       << "  for (int64_t r = first_row; r < outer; ++r) {\n"
       << "#pragma omp simd\n"
       << "    for (int64_t j = 0; j < inner; ++j) {\n"
@@ -214,29 +218,29 @@ std::string cpu_elementwise_loops(const KernelPlan& plan, int64_t parallel_grain
   return out.str();
 }
 
-// Each thread sums its share into one partial sum; the partial sums are added in thread order. A
-// one-row domain is split evenly by hand, since `omp for` would hand its single row to one thread,
-// and summed in `omp simd` lanes. Rows are summed column by column, as in a leading-axis sum, and
-// the columns added at the end: reducing the vector lanes after every short row would cost more
-// than the row.
+// The domain is cut into blocks by its size alone (a one-row domain into pieces of the row, else
+// into blocks of rows), each summed into its own partial sum by whichever thread is free, and the
+// partial sums added in block order: a result is the same at every thread count (eddy's
+// cpu_kernels::for_each_block). A one-row block is summed in `omp simd` lanes; rows are summed
+// column by column, as in a leading-axis sum, and the columns added at the end: reducing the
+// vector lanes after every short row would cost more than the row.
 std::string cpu_sum_all_loops(const KernelPlan& plan, int64_t parallel_grain) {
   const std::string type = c_type(plan.output_dtype);
   std::ostringstream out;
-  out << "  const int threads = outer * inner >= " << parallel_grain << " ? omp_get_max_threads() : 1;\n"
-      << "  " << type << "* partial = new " << type << "[threads]();\n"
-      << "#pragma omp parallel num_threads(threads)\n"
-      << "  {\n"
+  out << "  const int64_t blocks = outer * inner >= " << parallel_grain
+      << " ? block_count(outer == 1 ? inner : outer, outer == 1 ? block_grain : block_grain / inner) : 1;\n"
+      << "  " << type << "* partial = new " << type << "[blocks]();\n"
+      << "#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)\n"
+      << "  for (int64_t b = 0; b < blocks; ++b) {\n"
       << "    " << type << " acc = 0;\n"
       << "    if (outer == 1) {\n"
-      << "      const int64_t chunk = (inner + omp_get_num_threads() - 1) / omp_get_num_threads();\n"
-      << "      const int64_t begin = omp_get_thread_num() * chunk, end = begin + chunk < inner ? begin + chunk : inner;\n"
+      << "      const int64_t begin = inner * b / blocks, end = inner * (b + 1) / blocks;\n"
       << "#pragma omp simd reduction(+ : acc)\n"
       << "      for (int64_t i = begin; i < end; ++i) {\n"
       << element_code(plan, "i", "i", "0", "        ") << "        acc += " << plan.element << ";\n      }\n"
       << "    } else {\n"
       << "      " << type << "* columns = new " << type << "[inner]();\n"
-      << "#pragma omp for schedule(static)\n"
-      << "      for (int64_t r = 0; r < outer; ++r) {\n"
+      << "      for (int64_t r = outer * b / blocks; r < outer * (b + 1) / blocks; ++r) {\n"
       << "#pragma omp simd\n"
       << "        for (int64_t j = 0; j < inner; ++j) {\n"
       << "          const int64_t i = r * inner + j;\n"
@@ -244,37 +248,36 @@ std::string cpu_sum_all_loops(const KernelPlan& plan, int64_t parallel_grain) {
       << "      for (int64_t j = 0; j < inner; ++j) acc += columns[j];\n"
       << "      delete[] columns;\n"
       << "    }\n"
-      << "    partial[omp_get_thread_num()] = acc;\n"
+      << "    partial[b] = acc;\n"
       << "  }\n"
       << "  " << type << " total = 0;\n"
-      << "  for (int t = 0; t < threads; ++t) total += partial[t];\n"
+      << "  for (int64_t b = 0; b < blocks; ++b) total += partial[b];\n"
       << "  delete[] partial;\n"
       << "  out[0] = total;\n";
   return out.str();
 }
 
-// Each thread sums its block of rows into its own C partial sums (an allocation per thread, so no
-// two threads write one cache line); the blocks are added in thread order.
+// Each block of rows is summed into its own C partial sums (an allocation per block, so no two
+// threads write one cache line); the blocks are added in block order, as in cpu_sum_all_loops.
 std::string cpu_sum_leading_loops(const KernelPlan& plan, int64_t parallel_grain) {
   const std::string type = c_type(plan.output_dtype);
   std::ostringstream out;
-  out << "  const int threads = outer * inner >= " << parallel_grain << " ? omp_get_max_threads() : 1;\n"
-      << "  " << type << "** partial = new " << type << "*[threads]();\n"
-      << "#pragma omp parallel num_threads(threads)\n"
-      << "  {\n"
-      << "    " << type << "* acc = partial[omp_get_thread_num()] = new " << type << "[inner]();\n"
-      << "#pragma omp for schedule(static)\n"
-      << "    for (int64_t r = 0; r < outer; ++r) {\n"
+  out << "  const int64_t blocks = outer * inner >= " << parallel_grain
+      << " ? block_count(outer, block_grain / inner) : 1;\n"
+      << "  " << type << "** partial = new " << type << "*[blocks]();\n"
+      << "#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)\n"
+      << "  for (int64_t b = 0; b < blocks; ++b) {\n"
+      << "    " << type << "* acc = partial[b] = new " << type << "[inner]();\n"
+      << "    for (int64_t r = outer * b / blocks; r < outer * (b + 1) / blocks; ++r) {\n"
       << "#pragma omp simd\n"
       << "      for (int64_t j = 0; j < inner; ++j) {\n"
       << "        const int64_t i = r * inner + j;\n"
       << element_code(plan, "i", "j", "r", "        ") << "        acc[j] += " << plan.element << ";\n      }\n    }\n"
       << "  }\n"
       << "  for (int64_t j = 0; j < inner; ++j) out[j] = 0;\n"
-      << "  for (int t = 0; t < threads; ++t) {\n"
-      << "    if (!partial[t]) continue;  // the runtime started fewer threads\n"
-      << "    for (int64_t j = 0; j < inner; ++j) out[j] += partial[t][j];\n"
-      << "    delete[] partial[t];\n"
+      << "  for (int64_t b = 0; b < blocks; ++b) {\n"
+      << "    for (int64_t j = 0; j < inner; ++j) out[j] += partial[b][j];\n"
+      << "    delete[] partial[b];\n"
       << "  }\n"
       << "  delete[] partial;\n";
   return out.str();
@@ -284,7 +287,8 @@ std::string cpu_sum_leading_loops(const KernelPlan& plan, int64_t parallel_grain
 std::string cpu_sum_trailing_loops(const KernelPlan& plan, int64_t parallel_grain) {
   const std::string type = c_type(plan.output_dtype);
   std::ostringstream out;
-  out << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(static)\n"
+  out << "  const int64_t rows_per_block = inner >= block_grain ? 1 : block_grain / inner;\n"
+      << "#pragma omp parallel for if (outer * inner >= " << parallel_grain << ") schedule(dynamic, rows_per_block)\n"
       << "  for (int64_t r = 0; r < outer; ++r) {\n"
       << "    " << type << " acc = 0;\n"
       << "#pragma omp simd reduction(+ : acc)\n"
@@ -423,7 +427,17 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
           << type << " " << math_function_for(function, dtype) << "(" << parameters << ") noexcept;\n";
     }
   }
-  out << "}\n";
+  out << "}\n"
+      << "\n"
+      << "// Parallel loops are cut into blocks by the work's size alone, which the threads take as they\n"
+      << "// become free, and sums add their blocks' partial sums in block order (as eddy's own kernels,\n"
+      << "// cpu_kernels::for_each_block).\n"
+      << "static const int64_t block_grain = " << cpu_kernels::kBlockGrain << ";\n"
+      << "static int64_t block_count(int64_t total, int64_t grain) {\n"
+      << "  const int64_t blocks = total / (grain > 1 ? grain : 1);\n"
+      << "  return blocks < 1 ? 1 : blocks > " << cpu_kernels::kMaxBlocks << " ? " << cpu_kernels::kMaxBlocks
+      << " : blocks;\n"
+      << "}\n";
   if (std::any_of(plans.begin(), plans.end(), [](const KernelPlan& plan) { return plan.complex_values; })) {
     // Only here: <complex> brings <cmath> and <sstream>, which took a second longer to compile
     // than the rest of a small program (0.1-0.2 s) on a busy 2-core machine.

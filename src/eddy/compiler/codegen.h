@@ -68,10 +68,10 @@ Tensor kernel_operand(const KernelPlan& plan, const KernelInput& input, const Te
 // A C++ translation unit with one extern "C" function per plan:
 //   void NAME(const void* const* inputs, void* const* outputs, int64_t outer, int64_t inner)
 // outputs[0] receives the root's values (or the sum), outputs[1..] the side outputs.
-// Loops of at least `parallel_grain` elements run on OpenMP threads. A sum gives each thread its
-// own partial sums (vectorised with `omp simd`) and adds them in thread order, so a result does
-// not change from run to run at a given thread count. The function writes every output element,
-// also when the domain is empty.
+// Loops of at least `parallel_grain` elements run on OpenMP threads, in blocks that the threads
+// take as they become free (cpu_kernels::for_each_block). A sum gives each block its own partial
+// sums (vectorised with `omp simd`) and adds them in block order, so a result is the same at
+// every thread count. The function writes every output element, also when the domain is empty.
 std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t parallel_grain);
 
 // A CUDA translation unit with one extern "C" __global__ function per plan, taking the inputs,

@@ -380,8 +380,9 @@ template <typename T, typename Draw>
 void fill_random(const Tensor& out, Draw draw) {
   T* o = out.data<T>();
   const int64_t n = out.numel();
-#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) o[i] = draw(i);
+  parallel_rows(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) o[i] = draw(i);
+  });
 }
 }  // namespace
 

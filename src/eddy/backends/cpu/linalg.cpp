@@ -117,18 +117,18 @@ void gemv_row(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t k, cons
 
 // A thin GEMM: its output's columns and its inner dimension both at most this.
 constexpr int64_t kThinSplitWidth = 128;
-// The fewest rows (or, summed over, inner elements) per thread worth a thread of its own.
-constexpr int64_t kRowsPerThread = 512;
+// The fewest rows (or, summed over, inner elements) worth a block of their own (loops.h).
+constexpr int64_t kRowsPerBlock = 1024;
 
 // C = A B, on eddy's OpenMP threads when a GEMM is thin (a PINN layer: 10000 x 20 @ 20 x 20, or
 // its weight gradient 20 x 10000 @ 10000 x 20). OpenBLAS threads such a GEMM by sharing packed
 // panels of the narrow operand between its threads, which wait on each other with sched_yield: on
 // two threads its 10000 x 20 x 20 GEMMs took 2.5x the one-thread CPU time, and a compiled Burgers
 // step gained nothing from the second thread (docs/benchmarks.md). Here each thread calls
-// one-thread OpenBLAS (it runs on one thread inside a parallel region) on its own block of rows,
-// in calls sized for the small-matrix kernel where they can be; a GEMM summing over a long inner
-// dimension gives each thread a block of it and adds the threads' partial products in thread
-// order, so a result does not change from run to run at a given thread count.
+// one-thread OpenBLAS (it runs on one thread inside a parallel region) on blocks of rows
+// (for_each_block), in calls sized for the small-matrix kernel where they can be; a GEMM summing
+// over a long inner dimension cuts it into blocks and adds their partial products in block
+// order, so a result is the same at every thread count.
 template <typename T>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
           const T* b, int64_t ldb, T* c, int64_t ldc) {
@@ -140,7 +140,6 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
       return;
     }
   }
-  const int max_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const bool thin = m <= kThinSplitWidth && std::min(n, k) <= kThinSplitWidth;
   if (thin && n >= k) {
     const int64_t per_call = kSmallProduct / std::max<int64_t>(m * k, 1);
@@ -159,15 +158,12 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     }
     // Row r of A starts at a + r * lda untransposed, at a + r transposed.
     const int64_t a_row_step = ta == CblasNoTrans ? lda : 1;
-    const int64_t row_threads = std::clamp<int64_t>(n / kRowsPerThread, 1, max_threads);
-#pragma omp parallel num_threads(static_cast<int>(row_threads)) if (row_threads > 1)
-    {
-      const auto [first, end] = thread_block(n);
+    for_each_block(n, block_count(n, kRowsPerBlock), [&](int64_t, int64_t first, int64_t end) {
       for (int64_t begin = first; begin < end; begin += per_call) {
         blas_gemm<T>(ta, tb, std::min(per_call, end - begin), m, k, a + begin * a_row_step, lda, b, ldb,
                      c + begin * ldc, ldc, true, true);
       }
-    }
+    });
     return;
   }
   if (thin) {
@@ -176,9 +172,8 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     const int64_t per_call = small_kernel ? kSmallProduct / std::max<int64_t>(n * m, 1) : k;
     // Inner index p: column p of A untransposed (a + p), row p transposed; row p of B likewise.
     const int64_t a_inner_step = ta == CblasNoTrans ? 1 : lda, b_inner_step = tb == CblasNoTrans ? ldb : 1;
-    const int64_t inner_threads = std::clamp<int64_t>(k / kRowsPerThread, 1, max_threads);
     const std::vector<T> sum =
-        sum_over_thread_blocks<T>(k, static_cast<int>(inner_threads), n * m, [&](int64_t first, int64_t end, T* into) {
+        sum_over_blocks<T>(k, block_count(k, kRowsPerBlock), n * m, [&](int64_t first, int64_t end, T* into) {
           for (int64_t begin = first; begin < end; begin += per_call) {
             blas_gemm<T>(ta, tb, n, m, std::min(per_call, end - begin), a + begin * a_inner_step, lda,
                          b + begin * b_inner_step, ldb, into, m, small_kernel, false);

@@ -17,8 +17,40 @@ namespace eddy::cpu_kernels {
 // Work below this many elements runs on one thread: spawning costs more than it saves.
 inline constexpr int64_t kParallelGrain = 32768;
 
+// Parallel work is cut into blocks whose number follows from the work's size alone, never from the
+// thread count, and each thread takes the next free block (schedule(dynamic)). A thread on a core
+// that another program shares then takes fewer blocks instead of holding up the others
+// (docs/benchmarks.md, "A busy machine"), and sums of per-block sums, added in block order, are
+// the same at every thread count. A block holds at least kBlockGrain elements; there are at most
+// kMaxBlocks, so the per-block partial sums stay small.
+inline constexpr int64_t kBlockGrain = kParallelGrain / 4;
+inline constexpr int64_t kMaxBlocks = 64;
+
+// The number of blocks for `total` items when a block should hold at least `grain` of them.
+inline int64_t block_count(int64_t total, int64_t grain) {
+  return std::clamp<int64_t>(total / std::max<int64_t>(grain, 1), 1, kMaxBlocks);
+}
+
+// Block `block` of `blocks` over `total` items: contiguous, in order, sizes differing by at most one.
+inline std::pair<int64_t, int64_t> block_range(int64_t total, int64_t blocks, int64_t block) {
+  return {total * block / blocks, total * (block + 1) / blocks};
+}
+
+// Calls body(block, begin, end) for each of `blocks` blocks over `total` items, on the OpenMP
+// threads, each taking the next block when it is free.
+template <typename Body>
+void for_each_block(int64_t total, int64_t blocks, Body&& body) {
+#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1 && omp_get_max_threads() > 1)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const auto [begin, end] = block_range(total, blocks, block);
+    if (begin < end) body(block, begin, end);
+  }
+}
+
 // Inside a parallel region: the calling thread's block [begin, end) of `total` items, the blocks
 // contiguous, in thread order, and as equal as rounding up allows (empty for trailing threads).
+// For work whose every thread must take part (FFTW plans made for that many threads); other work
+// goes through for_each_block.
 inline std::pair<int64_t, int64_t> thread_block(int64_t total) {
   const int threads = omp_get_num_threads(), id = omp_get_thread_num();
   const int64_t chunk = (total + threads - 1) / threads;
@@ -26,23 +58,18 @@ inline std::pair<int64_t, int64_t> thread_block(int64_t total) {
   return {begin, std::min(total, begin + chunk)};
 }
 
-// The sum of `size` values over `total` items shared out in blocks (thread_block) over up to
-// `threads` threads: block_sum(first, end, into) adds the values of items [first, end) into the
-// zeroed `into`, and the blocks' sums are added in thread order, so a result does not change from
-// run to run at a given thread count.
+// The sum of `size` values over `total` items cut into `blocks` blocks (for_each_block):
+// block_sum(first, end, into) adds the values of items [first, end) into the zeroed `into`, and
+// the blocks' sums are added in block order, so a result is the same at every thread count.
 template <typename T, typename BlockSum>
-std::vector<T> sum_over_thread_blocks(int64_t total, int threads, int64_t size, BlockSum&& block_sum) {
-  std::vector<T> partials(static_cast<size_t>(threads * size), T(0));
-  int started = 1;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    if (omp_get_thread_num() == 0) started = omp_get_num_threads();
-    const auto [first, end] = thread_block(total);
-    if (first < end) block_sum(first, end, partials.data() + omp_get_thread_num() * size);
-  }
+std::vector<T> sum_over_blocks(int64_t total, int64_t blocks, int64_t size, BlockSum&& block_sum) {
+  std::vector<T> partials(static_cast<size_t>(blocks * size), T(0));
+  for_each_block(total, blocks, [&](int64_t block, int64_t first, int64_t end) {
+    block_sum(first, end, partials.data() + block * size);
+  });
   std::vector<T> sum(static_cast<size_t>(size), T(0));
-  for (int t = 0; t < started; ++t) {
-    for (int64_t i = 0; i < size; ++i) sum[static_cast<size_t>(i)] += partials[static_cast<size_t>(t * size + i)];
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t i = 0; i < size; ++i) sum[static_cast<size_t>(i)] += partials[static_cast<size_t>(b * size + i)];
   }
   return sum;
 }
@@ -114,27 +141,20 @@ void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shap
     return;
   }
   if (outer == 1) {
-    // One long run: split it into equal pieces, one per thread.
-#pragma omp parallel
-    {
-      const auto [begin, end] = thread_block(inner);
-      if (begin < end) {
-        StridedRun<N> run;
-        run.length = end - begin;
-        for (size_t k = 0; k < N; ++k) {
-          run.stride[k] = byte_strides[k][0];
-          run.ptr[k] = base[k] + begin * byte_strides[k][0];
-        }
-        body(run);
+    // One long run: cut it into blocks of the run.
+    for_each_block(inner, block_count(inner, kBlockGrain), [&](int64_t, int64_t begin, int64_t end) {
+      StridedRun<N> run;
+      run.length = end - begin;
+      for (size_t k = 0; k < N; ++k) {
+        run.stride[k] = byte_strides[k][0];
+        run.ptr[k] = base[k] + begin * byte_strides[k][0];
       }
-    }
+      body(run);
+    });
     return;
   }
-#pragma omp parallel
-  {
-    const auto [begin, end] = thread_block(outer);
-    if (begin < end) run_range(begin, end);
-  }
+  for_each_block(outer, block_count(outer, kBlockGrain / inner),
+                 [&](int64_t, int64_t begin, int64_t end) { run_range(begin, end); });
 }
 
 // The length w of the row an operand repeats when its strides (in elements, over `shape`) are a
@@ -156,19 +176,16 @@ inline int64_t repeated_row_length(const Shape& shape, const Shape& strides) {
   return repeated && row_length > 1 ? row_length : 0;
 }
 
-// Calls body(first_row, end_row) over `rows` rows of `row_length` elements, split into one
-// contiguous block of rows per thread when the work is large enough.
+// Calls body(first_row, end_row) over `rows` rows of `row_length` elements, in blocks of rows
+// (for_each_block) when the work is large enough.
 template <typename Body>
 void parallel_rows(int64_t rows, int64_t row_length, Body&& body) {
   if (rows * row_length < kParallelGrain || omp_get_max_threads() == 1) {
     body(int64_t{0}, rows);
     return;
   }
-#pragma omp parallel
-  {
-    const auto [begin, end] = thread_block(rows);
-    if (begin < end) body(begin, end);
-  }
+  for_each_block(rows, block_count(rows, kBlockGrain / row_length),
+                 [&](int64_t, int64_t begin, int64_t end) { body(begin, end); });
 }
 
 inline char* byte_ptr(const Tensor& t) { return static_cast<char*>(t.raw_data()); }

@@ -1,8 +1,6 @@
 // Reductions over any set of axes. The input is brought to a layout where the reduced
 // elements are either contiguous rows or a leading block of columns; both are vectorised.
 
-#include <omp.h>
-
 #include "eddy/backends/cpu/eigen_core.h"
 #include <algorithm>
 #include <vector>
@@ -39,8 +37,9 @@ T reduce_row(ReduceKernel kind, const T* data, int64_t length) {
 // out[i] = reduce(data[i * length .. (i + 1) * length)).
 template <typename T>
 void reduce_rows(ReduceKernel kind, const T* data, int64_t rows, int64_t length, T* out) {
-#pragma omp parallel for if (rows * length >= kParallelGrain && rows > 1) schedule(static)
-  for (int64_t i = 0; i < rows; ++i) out[i] = reduce_row(kind, data + i * length, length);
+  parallel_rows(rows, length, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = reduce_row(kind, data + i * length, length);
+  });
 }
 
 // acc[j] = sum_i data[i * width + j] over `count` >= 1 rows, four rows per pass over acc: adding
@@ -61,9 +60,9 @@ void sum_column_block(const T* data, int64_t count, int64_t width, T* acc) {
   }
 }
 
-// out[j] = reduce_i(data[i * width + j]) over `count` rows of `width` elements. A large sum gives
-// each thread a block of rows and adds the blocks' sums in thread order, so a result does not
-// change from run to run at a given thread count.
+// out[j] = reduce_i(data[i * width + j]) over `count` rows of `width` elements. A large sum is cut
+// into blocks of rows whose sums are added in block order (sum_over_blocks), so a result is the
+// same at every thread count.
 template <typename T>
 void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t width, T* out) {
   Row<T> acc(out, width);
@@ -72,9 +71,9 @@ void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t wid
     return;
   }
   if (kind == ReduceKernel::sum) {
-    const int threads = count * width >= kParallelGrain ? omp_get_max_threads() : 1;
+    const int64_t blocks = count * width >= kParallelGrain ? block_count(count, kBlockGrain / width) : 1;
     const std::vector<T> sum =
-        sum_over_thread_blocks<T>(count, threads, width, [&](int64_t first, int64_t end, T* into) {
+        sum_over_blocks<T>(count, blocks, width, [&](int64_t first, int64_t end, T* into) {
           sum_column_block(data + first * width, end - first, width, into);
         });
     acc = ConstRow<T>(sum.data(), width);
