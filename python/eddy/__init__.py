@@ -12,6 +12,15 @@ DLPack; every op differentiates to any order in forward and reverse mode::
     eddy.hessian(f, x)                                    # and eddy.jvp, eddy.vjp, ...
 """
 
+import os as _os
+
+# OpenMP threads that sleep rather than spin while they wait: on a machine where another program
+# holds a core, spinning threads take its time slices from the thread the others wait for
+# (docs/benchmarks.md, "A busy machine"). libgomp reads this as it is loaded, with _eddy below; a
+# policy the user set is kept.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["OMP_WAIT_POLICY"] = "passive"
+
 from . import _eddy
 from ._eddy import *  # noqa: F401,F403  (the op API, Tensor, dtypes, solve/train/generate)
 from ._eddy import Error, Tensor, fft, lm, nn, optim, vjp

@@ -17,6 +17,9 @@
 // results of the steps done (`--resume` goes on). The training commands install the handlers
 // (solvers/common/interrupt.h) for this; a second signal ends the process at once.
 //
+// OpenMP threads sleep while they wait (OMP_WAIT_POLICY=passive, thread_waits.h) unless the user
+// sets OMP_WAIT_POLICY or GOMP_SPINCOUNT.
+//
 // Under mpirun, `eddy solve` and `eddy train` are data parallel and `eddy generate` splits the
 // samples over the ranks (docs/distributed.md); the other commands refuse to run on several
 // ranks. An error on any rank ends the whole job with that rank's message.
@@ -37,6 +40,7 @@
 #include "lm_commands.h"
 #include "eddy/ops/ops.h"
 #include "interrupted.h"
+#include "thread_waits.h"
 #include "solvers/classical/dataset.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/operator/trainer.h"
@@ -235,6 +239,7 @@ int run_predict(const std::string& artifact, const std::string& inputs_file, std
 }  // namespace
 
 int main(int argc, char** argv) {
+  eddy::cli::use_passive_thread_waits(argv);
   CLI::App app{"eddy: differentiable physics and scientific machine learning"};
   app.require_subcommand(1);
   std::string file, run_dir, artifact, inputs_file, output;
