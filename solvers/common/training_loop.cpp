@@ -7,6 +7,7 @@
 #include "eddy/dist/data_parallel.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
+#include "solvers/common/thread_tuner.h"
 
 namespace eddy::solvers {
 
@@ -38,7 +39,9 @@ int64_t TrainingLoop::start() {
 
 std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int64_t checkpoint_every) {
   bool checkpoint_due = false;
+  ThreadTuner tuner;
   for (; step < total && interrupted_ == 0; ++step) {
+    tuner.begin_step();
     if (hooks_.begin_step) hooks_.begin_step(step);
     for (int64_t update = 0; update < hooks_.updates_per_step; ++update) {
       const double loss = hooks_.evaluate(step, update);
@@ -51,6 +54,7 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
     }
     const int64_t done = step + 1;
     if (hooks_.end_step) hooks_.end_step(done);
+    if (const std::string note = tuner.end_step(); !note.empty()) progress_.note(note);
     checkpoint_due = checkpoint_every > 0 && done % checkpoint_every == 0;
     // After the last step the trainer finishes anyway.
     if (done < total) interrupted_ = interrupt_signal(comm_);

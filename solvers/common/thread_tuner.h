@@ -1,0 +1,52 @@
+#pragma once
+// The number of threads a training run steps with, chosen by timing steps as it trains.
+//
+// On a machine where another program holds a core, the thread that shares that core gets a part
+// of its time slices, and at every parallel region the other threads wait for it: a Burgers step
+// on two threads could then be slower than on one (docs/benchmarks.md, "A busy machine"). The
+// tuner times a few steps at the neighbouring counts (half and double, within 1 to the threads
+// eddy was given) from time to time and keeps the fastest. The count changes only the speed:
+// eddy's kernels give the same results at every thread count (backends/cpu/loops.h).
+//
+// EDDY_ADAPT_THREADS=0 keeps the given count throughout (for measuring scaling).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace eddy::solvers {
+
+class ThreadTuner {
+ public:
+  // Tunes between 1 and the threads eddy has now (num_threads()), which it restores at the end.
+  ThreadTuner();
+  ~ThreadTuner();
+  ThreadTuner(const ThreadTuner&) = delete;
+  ThreadTuner& operator=(const ThreadTuner&) = delete;
+
+  // Around each step. end_step returns a note when the count just changed ("2 -> 1 threads ...").
+  void begin_step();
+  std::string end_step();
+
+  int threads() const { return threads_; }
+
+ private:
+  // The counts to try from `threads_`: half and double, within [1, max].
+  std::vector<int> neighbours() const;
+  void use(int threads);
+  static double median(std::vector<double> seconds);
+
+  int max_threads_;
+  int threads_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point step_start_;
+  int64_t steps_ = 0;               // steps timed so far
+  std::vector<double> settled_;     // the last step times at threads_
+  std::vector<int> trials_;         // counts still to try in this probe
+  std::vector<double> trial_times_; // step times at trials_.front()
+  double best_seconds_ = 0;         // the best median of this probe so far
+  int best_threads_ = 0;
+};
+
+}  // namespace eddy::solvers

@@ -1,0 +1,79 @@
+// The thread tuner (solvers/common/thread_tuner.h) against steps whose time depends on the thread
+// count by construction: sleeps far longer than the scheduling noise of a busy machine.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "eddy/backends/backend.h"
+#include "solvers/common/thread_tuner.h"
+
+namespace eddy::solvers {
+namespace {
+
+class ThreadTunerTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    threads_before_ = num_threads();
+    set_num_threads(2);
+  }
+  void TearDown() override {
+    unsetenv("EDDY_ADAPT_THREADS");
+    set_num_threads(threads_before_);
+  }
+
+  // Steps that sleep `two_threads_ms` on two threads and `one_thread_ms` on one; the notes the
+  // tuner gave, joined.
+  static std::string run_steps(ThreadTuner& tuner, int steps, int two_threads_ms, int one_thread_ms) {
+    std::string notes;
+    for (int s = 0; s < steps; ++s) {
+      tuner.begin_step();
+      std::this_thread::sleep_for(std::chrono::milliseconds(num_threads() == 2 ? two_threads_ms : one_thread_ms));
+      notes += tuner.end_step();
+    }
+    return notes;
+  }
+
+  int threads_before_ = 1;
+};
+
+TEST_F(ThreadTunerTest, MovesToOneThreadWhenItsStepsAreFaster) {
+  ThreadTuner tuner;
+  const std::string notes = run_steps(tuner, 30, 12, 2);
+  EXPECT_EQ(tuner.threads(), 1);
+  EXPECT_EQ(num_threads(), 1);
+  EXPECT_NE(notes.find("threads: 2 -> 1"), std::string::npos) << notes;
+}
+
+TEST_F(ThreadTunerTest, KeepsTwoThreadsWhenTheyAreFaster) {
+  {
+    ThreadTuner tuner;
+    const std::string notes = run_steps(tuner, 30, 2, 12);
+    EXPECT_EQ(tuner.threads(), 2);
+    EXPECT_EQ(num_threads(), 2);
+    EXPECT_EQ(notes, "");
+  }
+  EXPECT_EQ(num_threads(), 2);
+}
+
+TEST_F(ThreadTunerTest, GivesBackTheThreadCountItStartedWith) {
+  {
+    ThreadTuner tuner;
+    run_steps(tuner, 30, 12, 2);
+    ASSERT_EQ(num_threads(), 1);
+  }
+  EXPECT_EQ(num_threads(), 2);
+}
+
+TEST_F(ThreadTunerTest, LeftAloneWhenAdaptingIsTurnedOff) {
+  setenv("EDDY_ADAPT_THREADS", "0", 1);
+  ThreadTuner tuner;
+  EXPECT_EQ(run_steps(tuner, 30, 12, 2), "");
+  EXPECT_EQ(num_threads(), 2);
+}
+
+}  // namespace
+}  // namespace eddy::solvers
