@@ -23,6 +23,7 @@
 #include "eddy/optim/schedule.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
+#include "solvers/common/thread_tuner.h"
 #include "solvers/common/training_loop.h"
 #include "solvers/pinn/output.h"
 #include "solvers/pinn/refinement.h"
@@ -118,7 +119,9 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
   optim::Lbfgs lbfgs(trainable, options);
   int64_t evaluations = 0;
   progress.begin_phase();
+  solvers::ThreadTuner tuner;  // each evaluation timed as a step: they cost alike
   optim::LbfgsReport report = lbfgs.step([&] {
+    tuner.begin_step();
     const StepEvaluation evaluation = training_step.evaluate();
     terms = evaluation.terms;
     optim::set_grads(trainable, evaluation.gradients);
@@ -127,6 +130,7 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
     const double loss = evaluation.loss.item<double>();
     progress.report("lbfgs", evaluations, training.lbfgs_evaluations,
                     [&] { return progress_details(state, loss, terms, std::nullopt); }, false);
+    if (const std::string note = tuner.end_step(); !note.empty()) progress.note(note);
     return evaluation.loss;
   });
   progress.finish_line();
