@@ -26,7 +26,10 @@ bool adapting_allowed() {
 }  // namespace
 
 ThreadTuner::ThreadTuner()
-    : max_threads_(num_threads()), threads_(max_threads_), enabled_(max_threads_ > 1 && adapting_allowed()) {}
+    : max_threads_(num_threads()),
+      threads_(max_threads_),
+      enabled_(max_threads_ > 1 && adapting_allowed()),
+      thread_dependent_runs_(thread_dependent_kernel_runs()) {}
 
 ThreadTuner::~ThreadTuner() {
   if (enabled_) set_num_threads(max_threads_);
@@ -55,6 +58,12 @@ void ThreadTuner::begin_step() {
 
 std::string ThreadTuner::end_step() {
   if (!enabled_) return "";
+  if (thread_dependent_kernel_runs() != thread_dependent_runs_) {
+    // This step ran a kernel whose bits depend on the count: changing it would change the results.
+    enabled_ = false;
+    use(max_threads_);
+    return "";
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
   if (++steps_ <= kWarmupSteps) return "";
   if (trials_.empty()) {

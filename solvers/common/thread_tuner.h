@@ -6,7 +6,11 @@
 // on two threads could then be slower than on one (docs/benchmarks.md, "A busy machine"). The
 // tuner times a few steps at the neighbouring counts (half and double, within 1 to the threads
 // eddy was given) from time to time and keeps the fastest. The count changes only the speed:
-// eddy's kernels give the same results at every thread count (backends/cpu/loops.h).
+// eddy's own kernels give the same results at every thread count (backends/cpu/loops.h). A step
+// that runs one whose results depend on it (a large GEMM on OpenBLAS's threads, a multi-threaded
+// FFTW plan: thread_dependent_kernel_runs()) turns the tuner off for the rest of the run, back at
+// the count it was given; a training step's kernels show in its first steps, which always run at
+// that count.
 //
 // EDDY_ADAPT_THREADS=0 keeps the given count throughout (for measuring scaling).
 
@@ -40,6 +44,7 @@ class ThreadTuner {
   int max_threads_;
   int threads_;
   bool enabled_;
+  int64_t thread_dependent_runs_;  // thread_dependent_kernel_runs() when the tuner started
   std::chrono::steady_clock::time_point step_start_;
   int64_t steps_ = 0;               // steps timed so far
   std::vector<double> settled_;     // the last step times at threads_

@@ -68,6 +68,17 @@ TEST_F(ThreadTunerTest, GivesBackTheThreadCountItStartedWith) {
   EXPECT_EQ(num_threads(), 2);
 }
 
+TEST_F(ThreadTunerTest, NeverChangesTheCountOfStepsWhoseResultsDependOnIt) {
+  ThreadTuner tuner;
+  for (int s = 0; s < 30; ++s) {
+    tuner.begin_step();
+    note_thread_dependent_kernel();  // as a large GEMM on OpenBLAS's threads does
+    std::this_thread::sleep_for(std::chrono::milliseconds(num_threads() == 2 ? 12 : 2));
+    EXPECT_EQ(tuner.end_step(), "");
+    ASSERT_EQ(num_threads(), 2) << "after step " << s;
+  }
+}
+
 TEST_F(ThreadTunerTest, LeftAloneWhenAdaptingIsTurnedOff) {
   setenv("EDDY_ADAPT_THREADS", "0", 1);
   ThreadTuner tuner;

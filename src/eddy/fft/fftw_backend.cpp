@@ -17,6 +17,7 @@
 #include <string>
 #include <tuple>
 
+#include "eddy/backends/backend.h"
 #include "eddy/backends/cpu/loops.h"
 #include "eddy/fft/fft_backend.h"
 
@@ -189,6 +190,7 @@ class PlanCache {
 
   typename Fftw<Real>::Plan get(Kind kind, const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes,
                                 int threads) {
+    if (threads > 1) note_thread_dependent_kernel();
     return plans_.get(plan_key<Real>(kind, in, out, axes, threads), [&] {
       auto plan = make(kind, in, out, axes, threads);
       EDDY_CHECK(plan, "fft: FFTW could not plan a transform of shape ", in.shape(), " over axes ",

@@ -3,6 +3,9 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <atomic>
+
+#include "eddy/backends/backend.h"
 #include "eddy/backends/cpu/cpu_backend.h"
 
 namespace eddy {
@@ -23,5 +26,13 @@ void set_num_threads(int threads) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+namespace {
+std::atomic<int64_t> thread_dependent_runs{0};
+}  // namespace
+
+void note_thread_dependent_kernel() { thread_dependent_runs.fetch_add(1, std::memory_order_relaxed); }
+
+int64_t thread_dependent_kernel_runs() { return thread_dependent_runs.load(std::memory_order_relaxed); }
 
 }  // namespace eddy

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "eddy/backends/backend.h"
 #include "eddy/backends/cpu/cpu_backend.h"
 #include "eddy/backends/cpu/kernel_util.h"
 #include "eddy/backends/cpu/loops.h"
@@ -183,6 +184,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     return;
   }
   for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
+  if (!omp_in_parallel() && omp_get_max_threads() > 1) note_thread_dependent_kernel();
   blas_gemm<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, false, false);
 }
 
