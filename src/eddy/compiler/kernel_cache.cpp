@@ -1,12 +1,17 @@
 #include "eddy/compiler/kernel_cache.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -44,15 +49,85 @@ std::string hex(uint64_t value) {
   return text;
 }
 
-// Runs `command`, returning its exit status and everything it printed.
+// The compiler's process group, in the process watching it: kills the group (the shell, the
+// compiler driver, cc1plus, the linker, and the watcher itself).
+void kill_own_group(int) { kill(0, SIGKILL); }
+
+// Runs `command` through /bin/sh, returning its exit status and everything it printed.
+//
+// The command runs in a process group of its own under a watcher process that kills the whole
+// group when eddy dies (PR_SET_PDEATHSIG), so a killed run leaves no compiler behind it still
+// writing into the cache. Being outside eddy's group, the compiler does not get the Ctrl-C a
+// terminal sends to eddy, which finishes its step (this compile too) and stops. Between fork and
+// exec only async-signal-safe calls are made: eddy may have other threads.
 std::pair<int, std::string> run(const std::string& command) {
+  int pipe_ends[2];
+  EDDY_CHECK(pipe2(pipe_ends, O_CLOEXEC) == 0, "compiler: cannot create a pipe to run '", command, "': ",
+             std::strerror(errno));
+  const auto [read_end, write_end] = pipe_ends;
+  const char* const arguments[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  struct sigaction kill_group {};
+  kill_group.sa_handler = kill_own_group;
+  sigset_t death_signal;
+  sigemptyset(&death_signal);
+  sigaddset(&death_signal, SIGTERM);
+  const pid_t eddy_process = getpid();
+  const pid_t watcher = fork();
+  if (watcher == 0) {
+    setpgid(0, 0);
+    sigaction(SIGTERM, &kill_group, nullptr);
+    sigprocmask(SIG_UNBLOCK, &death_signal, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != eddy_process) kill_own_group(0);  // eddy died before the watch began
+    const pid_t compiler = fork();
+    if (compiler == 0) {
+      dup2(write_end, STDOUT_FILENO);
+      dup2(write_end, STDERR_FILENO);
+      execv(arguments[0], const_cast<char* const*>(arguments));
+      _exit(127);
+    }
+    close(write_end);
+    int status = 0;
+    while (compiler > 0 && waitpid(compiler, &status, 0) < 0 && errno == EINTR) {
+    }
+    _exit(compiler < 0 ? 126 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  const int fork_error = errno;
+  close(write_end);
+  if (watcher < 0) {
+    close(read_end);
+    throw Error(cat("compiler: could not run '", command, "': ", std::strerror(fork_error)));
+  }
   std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  EDDY_CHECK(pipe, "compiler: could not run '", command, "'");
   std::array<char, 4096> buffer;
-  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
+  for (;;) {
+    const ssize_t n = read(read_end, buffer.data(), buffer.size());
+    if (n > 0) {
+      output.append(buffer.data(), static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(read_end);
+  int status = 0;
+  while (waitpid(watcher, &status, 0) < 0 && errno == EINTR) {
+  }
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// Temporary files in the cache carry ".tmp." in their names, so that nothing looks them up. Those
+// older than this were left by a run that was killed (a compile takes seconds, not an hour); newer
+// ones may belong to another process compiling now.
+constexpr std::chrono::hours kStaleAfter{1};
+
+void remove_stale_temporaries(const fs::path& directory) {
+  std::error_code error;
+  const auto now = fs::file_time_type::clock::now();
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
+    if (entry.path().filename().string().find(".tmp.") == std::string::npos) continue;
+    const auto written = entry.last_write_time(error);
+    if (!error && now - written > kStaleAfter) fs::remove(entry.path(), error);
+  }
 }
 
 std::string quoted(const fs::path& path) {
@@ -100,11 +175,13 @@ LoadedKernels load_cpu_kernels(const std::string& source) {
   fs::create_directories(directory, error);
   EDDY_CHECK(!error, "compiler: cannot create the kernel cache directory ", directory, " (", error.message(),
              "); set EDDY_KERNEL_CACHE to a writable directory");
+  remove_stale_temporaries(directory);
   // Unique temporary names, renamed into place: concurrent processes (MPI ranks) compiling the
-  // same kernels never see a half-written library.
-  const std::string unique = stem + "." + std::to_string(getpid());
+  // same kernels, and later runs after this one was killed mid-compile, never see a half-written
+  // library.
+  const std::string unique = stem + "." + std::to_string(getpid()) + ".tmp";
   const fs::path source_path = directory / (unique + ".cpp");
-  const fs::path temporary = directory / (unique + ".so.tmp");
+  const fs::path temporary = directory / (unique + ".so");
   {
     std::ofstream file(source_path);
     file << source;
@@ -117,7 +194,10 @@ LoadedKernels load_cpu_kernels(const std::string& source) {
   loaded.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (status != 0) {
     fs::remove(temporary, error);
-    throw Error("compiler: the system compiler failed on generated kernels (kept in " + source_path.string() +
+    // Kept under a name the stale-temporary sweep leaves alone, for a bug report.
+    const fs::path kept = directory / (stem + ".cpp");
+    fs::rename(source_path, kept, error);
+    throw Error("compiler: the system compiler failed on generated kernels (kept in " + kept.string() +
                 "); command: " + command + "\n" + messages +
                 (status == 127 ? "\nset EDDY_CXX to a C++ compiler" : ""));
   }
