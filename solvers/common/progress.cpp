@@ -1,10 +1,18 @@
 #include "solvers/common/progress.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace eddy::solvers {
 
 using Clock = std::chrono::steady_clock;
+
+Pace pace(int64_t first_step, int64_t step, int64_t total, double elapsed_seconds) {
+  Pace p;
+  p.steps_per_second = static_cast<double>(step - first_step) / std::max(elapsed_seconds, 1e-9);
+  if (total > step && p.steps_per_second > 0) p.eta_seconds = static_cast<double>(total - step) / p.steps_per_second;
+  return p;
+}
 
 ProgressLine::ProgressLine(std::ostream* log, bool terminal, int64_t log_every)
     : log_(log), terminal_(terminal), log_every_(log_every), start_(Clock::now()) {}
@@ -19,7 +27,8 @@ void ProgressLine::show(const std::string& phase, int64_t step, int64_t total, c
                         bool force) {
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   last_draw_ = elapsed;
-  const double rate = step / std::max(elapsed, 1e-9);
+  const Pace measured = pace(first_step_, step, total, elapsed);
+  const double rate = measured.steps_per_second;
   std::string line;
   if (terminal_ && total > 0) {
     const int filled = static_cast<int>(20.0 * step / total);
@@ -35,7 +44,7 @@ void ProgressLine::show(const std::string& phase, int64_t step, int64_t total, c
     std::snprintf(rate_text, sizeof(rate_text), "%.1f s/it", 1 / rate);
   }
   line += phase + " " + std::to_string(step) + "/" + std::to_string(total) + "  " + details + "  " + rate_text;
-  if (total > step && rate > 0) line += "  eta " + std::to_string(static_cast<int64_t>((total - step) / rate)) + "s";
+  if (total > step && rate > 0) line += "  eta " + std::to_string(static_cast<int64_t>(measured.eta_seconds)) + "s";
   redrawing_ = terminal_ && !force;
   *log_ << line << (redrawing_ ? "" : "\n") << std::flush;
 }
@@ -51,8 +60,9 @@ void ProgressLine::note(const std::string& text) {
   redrawing_ = false;
 }
 
-void ProgressLine::begin_phase() {
+void ProgressLine::begin_phase(int64_t first_step) {
   start_ = Clock::now();
+  first_step_ = first_step;
   last_draw_ = -1;
 }
 

@@ -9,6 +9,15 @@
 
 namespace eddy::solvers {
 
+// How fast a phase goes and when it ends, from the steps this process took in it: a resumed run
+// starts its phase at the checkpoint's step, and counting from 0 would credit it with the steps
+// before the checkpoint.
+struct Pace {
+  double steps_per_second = 0;
+  double eta_seconds = 0;  // for the steps left to `total`; 0 when none are left or none were taken
+};
+Pace pace(int64_t first_step, int64_t step, int64_t total, double elapsed_seconds);
+
 class ProgressLine {
  public:
   // log null: silent. log_every 0: plain output only on forced reports.
@@ -24,8 +33,9 @@ class ProgressLine {
   void finish_line();
   // A line of its own about the run (what was compiled, say), below a bar being redrawn.
   void note(const std::string& text);
-  // Rates and ETAs count from here (one phase: Adam, L-BFGS, an epoch loop).
-  void begin_phase();
+  // Rates and ETAs count from here and from `first_step` (one phase: Adam, L-BFGS, an epoch loop;
+  // a resumed one starts at its checkpoint's step).
+  void begin_phase(int64_t first_step = 0);
   // %.3e, the format of every loss and error on the line.
   static std::string format(double value);
 
@@ -37,6 +47,7 @@ class ProgressLine {
   bool terminal_;
   int64_t log_every_;
   std::chrono::steady_clock::time_point start_;
+  int64_t first_step_ = 0;
   double last_draw_ = -1;
   bool redrawing_ = false;  // the cursor is at the end of a bar that will be redrawn in place
 };

@@ -39,6 +39,7 @@ int64_t TrainingLoop::start() {
 
 std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int64_t checkpoint_every) {
   bool checkpoint_due = false;
+  progress_.begin_phase(step);
   ThreadTuner tuner;
   for (; step < total && interrupted_ == 0; ++step) {
     tuner.begin_step();

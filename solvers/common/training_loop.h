@@ -78,8 +78,9 @@ class TrainingLoop {
   // before config.yaml is replaced by a config that does not describe the checkpoint.
   int64_t start();
   // Takes steps from `step` until `total`, advancing `step`, with a checkpoint due after every
-  // `checkpoint_every` steps (0: none). A stop asked for by a signal ends the steps early, with
-  // no stop returned: `step` is then the steps done and interrupted() the signal.
+  // `checkpoint_every` steps (0: none); the progress line's rate and ETA count from `step`. A stop
+  // asked for by a signal ends the steps early, with no stop returned: `step` is then the steps
+  // done and interrupted() the signal.
   std::optional<NonFiniteStop> run(int64_t& step, int64_t total, int64_t checkpoint_every);
   // The signal that stopped run() early, or 0.
   int interrupted() const { return interrupted_; }

@@ -215,7 +215,6 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
                  << (corpus.reused ? " (token files reused)" : "") << "\n";
   }
   started = std::chrono::steady_clock::now();
-  progress.begin_phase();
   if (auto stopped = loop.run(step, t.steps, p.output.checkpoint_every)) {
     result.steps = stopped->step;
     result.message = stopped->message;

@@ -1,7 +1,7 @@
 // The training loop the solvers share, driven by a fake trainer whose parameter counts the
 // optimiser updates: checkpoints only at parameters whose loss was seen to be finite, the stop
 // on a non-finite loss with the last good checkpoint kept and named, --resume from the
-// checkpoint's step, and the stop on Ctrl-C or SIGTERM.
+// checkpoint's step, the progress line's pace, and the stop on Ctrl-C or SIGTERM.
 
 #include "solvers/common/training_loop.h"
 
@@ -185,6 +185,16 @@ TEST_F(TrainingLoopTest, AResumedCheckpointIsGoodAndAMismatchLeavesTheConfig) {
                     other.hooks());
   EXPECT_THROW(loop.start(), Error);
   EXPECT_EQ(config_yaml(), "config: hash-1\n");
+}
+
+TEST(Pace, CountsOnlyTheStepsTakenSinceThePhaseBegan) {
+  // Resumed at step 100, 10 steps in 2 s: 5 steps/s, and the 90 left take 18 s. Counting from
+  // step 0 would claim 55 steps/s and under 2 s left.
+  const Pace resumed = pace(100, 110, 200, 2.0);
+  EXPECT_DOUBLE_EQ(resumed.steps_per_second, 5.0);
+  EXPECT_DOUBLE_EQ(resumed.eta_seconds, 18.0);
+  EXPECT_EQ(pace(0, 50, 50, 1.0).eta_seconds, 0.0);    // done
+  EXPECT_EQ(pace(10, 10, 50, 0.5).eta_seconds, 0.0);   // no step taken yet: no estimate
 }
 
 // Ctrl-C and SIGTERM (interrupt.h), each case in a child process: the handlers and the request
