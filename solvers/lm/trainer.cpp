@@ -9,6 +9,7 @@
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
 #include "eddy/optim/clip.h"
+#include "solvers/common/checkpoint_history.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
@@ -183,25 +184,20 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     nn::StateDict state;
     add_prefixed(state, "optimizer.decayed.", decayed.state_dict());
     add_prefixed(state, "optimizer.undecayed.", undecayed.state_dict());
-    state["history.step"] = tensor(history.steps);
-    state["history.train_loss"] = tensor(history.train_loss);
-    state["history.validation_step"] = tensor(history.evaluated_steps);
-    state["history.validation_loss"] = tensor(history.validation_loss);
+    solvers::save_series(state, "step", history.steps);
+    solvers::save_series(state, "train_loss", history.train_loss);
+    solvers::save_series(state, "validation_step", history.evaluated_steps);
+    solvers::save_series(state, "validation_loss", history.validation_loss);
     return state;
   };
   const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
   steps.restore = [&](const nn::StateDict& saved) {
     decayed.load_state_dict(with_prefix(saved, "optimizer.decayed."));
     undecayed.load_state_dict(with_prefix(saved, "optimizer.undecayed."));
-    auto entry = [&](const std::string& key) {
-      EDDY_CHECK(saved.count(key), "--resume: ", checkpoint, " has no '", key,
-                 "'; it was not written by eddy lm train");
-      return saved.at(key).to_vector<double>();
-    };
-    history.steps = entry("history.step");
-    history.train_loss = entry("history.train_loss");
-    history.evaluated_steps = entry("history.validation_step");
-    history.validation_loss = entry("history.validation_loss");
+    history.steps = solvers::restored_series(saved, "step", checkpoint);
+    history.train_loss = solvers::restored_series(saved, "train_loss", checkpoint);
+    history.evaluated_steps = solvers::restored_series(saved, "validation_step", checkpoint);
+    history.validation_loss = solvers::restored_series(saved, "validation_loss", checkpoint);
   };
   solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data"},
                              *model, parameters, dist::default_communicator(), progress, steps);
@@ -221,20 +217,24 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     write_history(p.output.dir + "/history.h5", history, p.config_hash);
     return result;
   }
-  if (history.validation_loss.empty() || history.evaluated_steps.back() != static_cast<double>(step)) {
-    history.evaluated_steps.push_back(static_cast<double>(step));
-    history.validation_loss.push_back(validation_loss());
+  // A run stopped between evaluations is evaluated where it stopped. That record is for the
+  // results only: the checkpoint keeps `history`, so that a resumed run's records are an
+  // uninterrupted run's.
+  History results = history;
+  if (results.validation_loss.empty() || results.evaluated_steps.back() != static_cast<double>(step)) {
+    results.evaluated_steps.push_back(static_cast<double>(step));
+    results.validation_loss.push_back(validation_loss());
   }
   result.steps = step;
-  result.train_loss = history.train_loss.empty() ? 0 : history.train_loss.back();
-  result.validation_loss = history.validation_loss.back();
+  result.train_loss = results.train_loss.empty() ? 0 : results.train_loss.back();
+  result.validation_loss = results.validation_loss.back();
   if (!std::isfinite(result.validation_loss)) {
     result.message = cat("training ended with a non-finite validation loss; ",
                          loop.has_good_checkpoint() ? "the last good checkpoint is " + checkpoint
                                                     : std::string("no checkpoint was written by this run"));
     return result;
   }
-  write_history(p.output.dir + "/history.h5", history, p.config_hash);
+  write_history(p.output.dir + "/history.h5", results, p.config_hash);
   loop.save(step);
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;

@@ -11,6 +11,7 @@
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
+#include "solvers/common/checkpoint_history.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
@@ -109,21 +110,17 @@ void write_results(const OperatorProblem& p, solvers::StepFunction& forward, con
 // What a resumed run needs besides the model: the optimiser and the history so far.
 nn::StateDict training_state(const optim::AdamW& optimizer, const History& history) {
   nn::StateDict state = optimizer.state_dict();
-  state["history.epoch"] = tensor(history.epochs);
-  state["history.train_loss"] = tensor(history.train_loss);
-  state["history.test_epoch"] = tensor(history.test_epochs);
-  for (const auto& [name, values] : history.test) state["history.test." + name] = tensor(values);
+  solvers::save_series(state, "epoch", history.epochs);
+  solvers::save_series(state, "train_loss", history.train_loss);
+  solvers::save_series(state, "test_epoch", history.test_epochs);
+  for (const auto& [name, values] : history.test) solvers::save_series(state, "test." + name, values);
   return state;
 }
 
 void restore_history(const nn::StateDict& state, History& history, const std::string& checkpoint) {
-  auto entry = [&](const std::string& key) {
-    EDDY_CHECK(state.count(key), "--resume: ", checkpoint, " has no '", key, "'; it was not written by eddy train");
-    return state.at(key).to_vector<double>();
-  };
-  history.epochs = entry("history.epoch");
-  history.train_loss = entry("history.train_loss");
-  history.test_epochs = entry("history.test_epoch");
+  history.epochs = solvers::restored_series(state, "epoch", checkpoint);
+  history.train_loss = solvers::restored_series(state, "train_loss", checkpoint);
+  history.test_epochs = solvers::restored_series(state, "test_epoch", checkpoint);
   for (const auto& [key, values] : state) {
     if (key.starts_with("history.test.")) history.test[key.substr(13)] = values.to_vector<double>();
   }

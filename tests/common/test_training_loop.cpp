@@ -1,7 +1,8 @@
 // The training loop the solvers share, driven by a fake trainer whose parameter counts the
 // optimiser updates: checkpoints only at parameters whose loss was seen to be finite, the stop
 // on a non-finite loss with the last good checkpoint kept and named, --resume from the
-// checkpoint's step, the progress line's pace, and the stop on Ctrl-C or SIGTERM.
+// checkpoint's step, the history a checkpoint carries, the progress line's pace, and the stop on
+// Ctrl-C or SIGTERM.
 
 #include "solvers/common/training_loop.h"
 
@@ -17,6 +18,7 @@
 #include "eddy/autodiff/tape.h"
 #include "eddy/eddy.h"
 #include "eddy/io/safetensors.h"
+#include "solvers/common/checkpoint_history.h"
 
 namespace eddy::solvers {
 namespace {
@@ -185,6 +187,26 @@ TEST_F(TrainingLoopTest, AResumedCheckpointIsGoodAndAMismatchLeavesTheConfig) {
                     other.hooks());
   EXPECT_THROW(loop.start(), Error);
   EXPECT_EQ(config_yaml(), "config: hash-1\n");
+}
+
+// A message of the error `action` throws ("" when none).
+template <typename Action>
+std::string error_of(Action&& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CheckpointHistory, SeriesGoThroughTheTrainingStateAndAMissingOneIsNamed) {
+  nn::StateDict state;
+  save_series(state, "loss", {0.5, 0.25});
+  EXPECT_EQ(restored_series(state, "loss", "run/checkpoint.safetensors"), (std::vector<double>{0.5, 0.25}));
+  EXPECT_EQ(error_of([&] { restored_series(state, "step", "run/checkpoint.safetensors"); }),
+            "--resume: run/checkpoint.safetensors has no 'history.step'; it was written by an older eddy or by "
+            "another command");
 }
 
 TEST(Pace, CountsOnlyTheStepsTakenSinceThePhaseBegan) {

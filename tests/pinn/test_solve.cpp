@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <numbers>
 #include <set>
 #include <sstream>
@@ -259,15 +260,18 @@ validation:
 output: {grid: [9, 5], checkpoint_every: 10}
 )";
 
-// From a run's solution.h5: each condition's last recorded loss weight, and the pde points.
+// From a run's solution.h5: each condition's last recorded loss weight, the pde points, and the
+// history and metrics of every step.
 struct RunSnapshot {
   std::vector<double> final_weights, points;
+  std::map<std::string, std::vector<double>> history;
 };
 
 class ResumeTest : public SolveTest {
  protected:
   // Runs kHeat for 20 steps in one go, then in two halves (the second resumed from the first's
-  // checkpoint at step 10), and expects identical results.
+  // checkpoint at step 10), and expects identical results, the history of the steps before the
+  // checkpoint included.
   void expect_resume_matches(const std::vector<std::string>& overrides) {
     SolveResult whole = solve(problem(kHeat, overrides), {});
     ASSERT_TRUE(whole.finished) << whole.message;
@@ -289,6 +293,7 @@ class ResumeTest : public SolveTest {
     const RunSnapshot after_resume = snapshot();
     EXPECT_EQ(after_resume.final_weights, uninterrupted.final_weights);
     EXPECT_EQ(after_resume.points, uninterrupted.points);
+    for (const auto& [name, values] : uninterrupted.history) EXPECT_EQ(after_resume.history.at(name), values) << name;
   }
 
   RunSnapshot snapshot() const {
@@ -299,6 +304,10 @@ class ResumeTest : public SolveTest {
       s.final_weights.push_back(weights.to_vector<double>().back());
     }
     s.points = io::read_hdf5(h5, "points/pde/coordinates").to_vector<double>();
+    for (const char* name : {"history/step", "history/loss", "history/loss_pde", "history/loss_start",
+                             "history/loss_ends", "history/weight_pde", "metrics/step", "metrics/u_relative_l2"}) {
+      s.history[name] = io::read_hdf5(h5, name).to_vector<double>();
+    }
     return s;
   }
 };
