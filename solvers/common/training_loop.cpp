@@ -15,6 +15,7 @@ TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tenso
                            ProgressLine& progress, TrainingHooks hooks)
     : run_(std::move(run)),
       checkpoint_(run_.dir + "/checkpoint.safetensors"),
+      settings_(fixed_settings(run_.resolved_config, run_.resumable)),
       model_(model),
       trainable_(std::move(trainable)),
       comm_(comm),
@@ -25,7 +26,17 @@ int64_t TrainingLoop::start() {
   int64_t step = 0;
   if (run_.resume) {
     nn::StateDict saved;
-    step = io::resume_from_checkpoint(checkpoint_, run_.config_hash, model_, saved);
+    auto check = [&](const io::CheckpointInfo& info) {
+      if (!info.settings.empty()) {
+        check_same_settings(decode_settings(info.settings), settings_, run_.resumable, checkpoint_);
+        return;
+      }
+      // Written before checkpoints recorded their settings: only the same config can resume it.
+      EDDY_CHECK(info.config_hash == run_.config_hash, "--resume: ", checkpoint_,
+                 " was written by a different config (hash ", info.config_hash, ", this run ", run_.config_hash,
+                 "); start a new run or use the same overrides");
+    };
+    step = io::resume_from_checkpoint(checkpoint_, check, model_, saved).step;
     hooks_.restore(saved);
   }
   saved_ = run_.resume;
@@ -66,7 +77,8 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
 
 void TrainingLoop::save(int64_t step) {
   if (comm_.rank() == 0) {
-    io::save_checkpoint(checkpoint_, model_, hooks_.training_state(), {step, run_.config_hash, ""});
+    io::save_checkpoint(checkpoint_, model_, hooks_.training_state(),
+                        {step, run_.config_hash, "", encode_settings(settings_)});
   }
   saved_ = true;
 }

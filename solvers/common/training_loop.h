@@ -26,16 +26,20 @@
 #include "eddy/nn/module.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
+#include "solvers/common/resume_settings.h"
 
 namespace eddy::solvers {
 
 struct TrainingRun {
   std::string dir;              // the run folder: config.yaml, checkpoint.safetensors
   std::string resolved_config;  // written as config.yaml
-  std::string config_hash;      // a checkpoint to resume must carry it
+  std::string config_hash;      // of resolved_config, kept in the checkpoint
   bool resume = false;
   // What a non-finite stop suggests checking besides the learning rate ("the data").
   std::string suspect;
+  // The keys of resolved_config that a resumed run may change (resume_settings.h); the checkpoint
+  // records the others.
+  ResumableKeys resumable;
 };
 
 // What a trainer does in the loop; begin_step and end_step may be left empty, and restore is
@@ -72,10 +76,11 @@ class TrainingLoop {
   TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tensor> trainable, dist::Communicator& comm,
                ProgressLine& progress, TrainingHooks hooks);
 
-  // Loads the checkpoint when resuming (the model, then the rest through `restore`); then rank 0
-  // writes the run folder and its config.yaml, and the ranks take rank 0's trainable tensors.
-  // Returns the step to go on from. Resuming first means a checkpoint that does not fit fails
-  // before config.yaml is replaced by a config that does not describe the checkpoint.
+  // Loads the checkpoint when resuming (the model, then the rest through `restore`), once its run's
+  // settings are seen to be this run's; then rank 0 writes the run folder and its config.yaml, and
+  // the ranks take rank 0's trainable tensors. Returns the step to go on from. Resuming first
+  // means a checkpoint that does not fit fails before config.yaml is replaced by a config that does
+  // not describe the checkpoint.
   int64_t start();
   // Takes steps from `step` until `total`, advancing `step`, with a checkpoint due after every
   // `checkpoint_every` steps (0: none); the progress line's rate and ETA count from `step`. A stop
@@ -94,6 +99,7 @@ class TrainingLoop {
  private:
   TrainingRun run_;
   std::string checkpoint_;
+  Settings settings_;  // what a run resuming this one's checkpoint must keep
   nn::Module& model_;
   std::vector<Tensor> trainable_;
   dist::Communicator& comm_;

@@ -20,6 +20,13 @@
 namespace eddy::lm {
 namespace {
 
+// The training settings a --resume may change (docs/lm.md); a change to any other key would
+// resume another model or corpus than the checkpoint's.
+const solvers::ResumableKeys kResumable = {
+    "description",        "training.steps",          "training.learning_rate",     "training.weight_decay",
+    "training.clip",      "training.evaluate_every", "training.evaluation_batches", "training.schedule",
+    "output"};
+
 struct History {
   std::vector<double> steps, train_loss;
   std::vector<double> evaluated_steps, validation_loss;
@@ -199,8 +206,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     history.evaluated_steps = solvers::restored_series(saved, "validation_step", checkpoint);
     history.validation_loss = solvers::restored_series(saved, "validation_loss", checkpoint);
   };
-  solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data"},
-                             *model, parameters, dist::default_communicator(), progress, steps);
+  solvers::TrainingLoop loop(
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable}, *model, parameters,
+      dist::default_communicator(), progress, steps);
 
   result.parameters = model->parameter_count();
   int64_t step = first_step = loop.start();

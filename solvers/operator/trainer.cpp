@@ -23,6 +23,12 @@ namespace {
 // Test sets are evaluated in batches of this many samples, to bound memory on large grids.
 constexpr int64_t kEvaluationBatch = 64;
 
+// The training settings a --resume may change (docs/operators.md); a change to any other key
+// would resume another model or dataset than the checkpoint's.
+const solvers::ResumableKeys kResumable = {"description",      "training.epochs",          "training.learning_rate",
+                                           "training.weight_decay", "training.evaluate_every", "training.schedule",
+                                           "output"};
+
 struct History {
   std::vector<double> epochs, train_loss;
   std::map<std::string, std::vector<double>> test;  // per test set, at evaluated epochs
@@ -262,8 +268,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     optimizer.load_state_dict(saved);
     restore_history(saved, history, checkpoint);
   };
-  solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data"}, model,
-                             parameters, comm, progress, epochs);
+  solvers::TrainingLoop loop(
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable}, model, parameters,
+      comm, progress, epochs);
 
   TrainResult result;
   int64_t epoch = loop.start();

@@ -71,6 +71,12 @@ std::string describe_stop(const Problem& p, const std::string& phase, int64_t st
   return cat(phase, " stopped at step ", step, ": the loss is ", show(loss), " (", detail, ")");
 }
 
+// The training settings a --resume may change (docs/config.md, "Resuming a run"); a change to any
+// other key would resume another problem or model than the checkpoint's.
+const solvers::ResumableKeys kResumable = {"description",      "training.adam.steps", "training.adam.learning_rate",
+                                           "training.adam.schedule", "training.lbfgs", "training.log_every",
+                                           "validation.every", "output"};
+
 std::map<std::string, double> learned_values(PinnState& state) {
   std::map<std::string, double> values;
   for (auto& [name, tensor] : state.learnable()) values[name] = tensor.item<double>();
@@ -285,8 +291,9 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   adam_steps.training_state = [&] { return training_state(adam, state, history); };
   adam_steps.restore = [&](const nn::StateDict& saved) { restore_training_state(saved, adam, state, history); };
-  solvers::TrainingLoop loop({p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations"},
-                             state.model(), trainable, comm, progress, adam_steps);
+  solvers::TrainingLoop loop(
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", kResumable}, state.model(),
+      trainable, comm, progress, adam_steps);
 
   SolveResult result;
   auto stop = [&](int64_t at, double value, std::string message) {

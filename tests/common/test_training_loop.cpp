@@ -1,8 +1,8 @@
 // The training loop the solvers share, driven by a fake trainer whose parameter counts the
 // optimiser updates: checkpoints only at parameters whose loss was seen to be finite, the stop
 // on a non-finite loss with the last good checkpoint kept and named, --resume from the
-// checkpoint's step, the history a checkpoint carries, the progress line's pace, and the stop on
-// Ctrl-C or SIGTERM.
+// checkpoint's step with changed training settings only, the history a checkpoint carries, the
+// progress line's pace, and the stop on Ctrl-C or SIGTERM.
 
 #include "solvers/common/training_loop.h"
 
@@ -19,6 +19,7 @@
 #include "eddy/eddy.h"
 #include "eddy/io/safetensors.h"
 #include "solvers/common/checkpoint_history.h"
+#include "solvers/common/resume_settings.h"
 
 namespace eddy::solvers {
 namespace {
@@ -198,6 +199,72 @@ std::string error_of(Action&& action) {
     return e.what();
   }
   return "";
+}
+
+class ResumeSettingsTest : public TrainingLoopTest {
+ protected:
+  const ResumableKeys resumable = {"training.steps", "training.schedule"};
+  // Trains a fresh trainer for 4 steps with `config` and keeps the checkpoint at the end.
+  void train_first(const std::string& config) {
+    FakeTrainer first;
+    TrainingLoop loop(run_with(config, false), first.model, first.model.parameters(), dist::default_communicator(),
+                      progress, first.hooks());
+    int64_t step = loop.start();
+    ASSERT_FALSE(loop.run(step, 4, 0));
+    loop.save(step);
+  }
+  // The step a fresh trainer resumes from with `config`.
+  int64_t resume_with(const std::string& config) {
+    FakeTrainer trainer;
+    TrainingLoop loop(run_with(config, true), trainer.model, trainer.model.parameters(), dist::default_communicator(),
+                      progress, trainer.hooks());
+    return loop.start();
+  }
+  TrainingRun run_with(const std::string& config, bool resume) const {
+    return {dir.string(), config, "hash of " + config, resume, "the data", resumable};
+  }
+};
+
+constexpr const char* kFirstConfig = "model: {width: 64}\ntraining: {steps: 4, seed: 1, schedule: {type: constant}}\n";
+
+TEST_F(ResumeSettingsTest, TrainingSettingsMayChange) {
+  train_first(kFirstConfig);
+  EXPECT_EQ(resume_with("model: {width: 64}\ntraining: {steps: 8, seed: 1, schedule: {type: cosine, warmup: 2}}\n"),
+            4);
+}
+
+TEST_F(ResumeSettingsTest, AnyOtherChangeIsRefusedNamingTheKeyAndLeavesTheConfig) {
+  train_first(kFirstConfig);
+  const std::string refused = cat("--resume: model.width is 64 in the run that wrote ", checkpoint,
+                                  " but 128 now; only training settings may change (training.steps, "
+                                  "training.schedule). Start a new run (another output.dir) to change it");
+  EXPECT_EQ(error_of([&] { resume_with("model: {width: 128}\ntraining: {steps: 8, seed: 1}\n"); }), refused);
+  EXPECT_NE(error_of([&] { resume_with("model: {width: 64}\ntraining: {steps: 4, seed: 2}\n"); })
+                .find("training.seed is 1 in the run that wrote " + checkpoint + " but 2 now"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { resume_with("model: {width: 64, depth: 3}\ntraining: {steps: 4, seed: 1}\n"); })
+                .find("model.depth is not set in the run that wrote " + checkpoint + " but 3 now"),
+            std::string::npos);
+  EXPECT_EQ(config_yaml(), kFirstConfig);
+}
+
+TEST_F(ResumeSettingsTest, ACheckpointWithoutSettingsResumesWithItsOwnConfigOnly) {
+  train_first(kFirstConfig);
+  io::SafetensorsContents saved = io::load_safetensors(checkpoint);
+  saved.metadata.erase("eddy.settings");  // as eddy wrote checkpoints before it recorded them
+  io::save_safetensors(checkpoint, saved.tensors, saved.metadata);
+  EXPECT_NE(error_of([&] { resume_with("model: {width: 64}\ntraining: {steps: 8}\n"); })
+                .find("was written by a different config"),
+            std::string::npos);
+  EXPECT_EQ(resume_with(kFirstConfig), 4);
+}
+
+TEST(ResumeSettings, SequencesAreOneValueAndSectionsCoverTheirKeys) {
+  const Settings settings =
+      fixed_settings("output: {grid: [16, 10]}\nfields: [u, v]\ntraining: {schedule: {type: step, every: 5}}\n",
+                     {"training.schedule", "output.grid"});
+  EXPECT_EQ(settings, (Settings{{"fields", "[u, v]"}}));
+  EXPECT_EQ(decode_settings(encode_settings(settings)), settings);
 }
 
 TEST(CheckpointHistory, SeriesGoThroughTheTrainingStateAndAMissingOneIsNamed) {

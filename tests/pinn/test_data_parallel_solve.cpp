@@ -25,7 +25,6 @@
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
 #include "support/job_directory.h"
-#include "support/rehash_checkpoint.h"
 
 namespace eddy::pinn {
 namespace {
@@ -125,10 +124,6 @@ class DataParallelSolve : public ::testing::Test {
                         const std::string& text = kHeat) {
     const auto single = dist::make_single_process_communicator();
     return run(problem(cat(name, "_rank", world().rank()), overrides, text), single.get());
-  }
-
-  static void rehash(const Problem& resumed) {
-    rehash_checkpoint(resumed.output.dir + "/checkpoint.safetensors", resumed.config_hash);
   }
 
   static void expect_same(const Trajectory& parallel, const Trajectory& serial, double tolerance) {
@@ -255,7 +250,6 @@ TEST_F(DataParallelSolve, ACheckpointFromNRanksResumesOnM) {
   const std::string copy = cat("split_rank", world().rank());
   fs::copy(dir_ / "split", dir_ / copy, fs::copy_options::recursive);
   const Problem rest = problem(copy, adam_only);
-  rehash(rest);
   const auto single = dist::make_single_process_communicator();
   const Trajectory resumed = run(rest, single.get(), true);
   EXPECT_NEAR(resumed.final_loss, whole.final_loss, 1e-9 * whole.final_loss);
@@ -266,7 +260,6 @@ TEST_F(DataParallelSolve, ACheckpointFromNRanksResumesOnM) {
   if (world().rank() == 0) {
     const auto rank0_alone = dist::make_single_process_communicator();
     run(problem("one_then_all", first_half), rank0_alone.get());
-    rehash(widened_rest);
   }
   world().barrier();
   const Trajectory widened = run(widened_rest, nullptr, true);

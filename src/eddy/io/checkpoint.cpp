@@ -24,11 +24,32 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
   save_safetensors(path, tensors,
                    {{"eddy.step", std::to_string(info.step)},
                     {"eddy.config_hash", info.config_hash},
+                    {"eddy.settings", info.settings},
                     {"eddy.version", EDDY_VERSION}});
 }
 
-CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::StateDict* optimizer_state) {
-  SafetensorsContents contents = load_safetensors(path);
+namespace {
+
+CheckpointInfo info_of(const std::string& path, const SafetensorsContents& contents) {
+  CheckpointInfo info;
+  auto field = [&](const char* key) {
+    auto found = contents.metadata.find(key);
+    return found == contents.metadata.end() ? std::string() : found->second;
+  };
+  const std::string step = field("eddy.step");
+  try {
+    info.step = step.empty() ? 0 : std::stoll(step);
+  } catch (const std::exception&) {
+    throw Error(cat(path, ": metadata eddy.step is not an integer: \"", step, "\""));
+  }
+  info.config_hash = field("eddy.config_hash");
+  info.eddy_version = field("eddy.version");
+  info.settings = field("eddy.settings");
+  return info;
+}
+
+void load_tensors(const std::string& path, const SafetensorsContents& contents, nn::Module& model,
+                  nn::StateDict* optimizer_state) {
   nn::StateDict model_state, optimizer;
   for (const auto& [name, tensor] : contents.tensors) {
     std::string rest;
@@ -46,29 +67,24 @@ CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::S
     throw Error(cat(path, ": ", e.what()));
   }
   if (optimizer_state) *optimizer_state = std::move(optimizer);
-  CheckpointInfo info;
-  auto field = [&](const char* key) {
-    auto found = contents.metadata.find(key);
-    return found == contents.metadata.end() ? std::string() : found->second;
-  };
-  const std::string step = field("eddy.step");
-  try {
-    info.step = step.empty() ? 0 : std::stoll(step);
-  } catch (const std::exception&) {
-    throw Error(cat(path, ": metadata eddy.step is not an integer: \"", step, "\""));
-  }
-  info.config_hash = field("eddy.config_hash");
-  info.eddy_version = field("eddy.version");
-  return info;
 }
 
-int64_t resume_from_checkpoint(const std::string& path, const std::string& config_hash, nn::Module& model,
-                               nn::StateDict& training_state) {
+}  // namespace
+
+CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::StateDict* optimizer_state) {
+  const SafetensorsContents contents = load_safetensors(path);
+  load_tensors(path, contents, model, optimizer_state);
+  return info_of(path, contents);
+}
+
+CheckpointInfo resume_from_checkpoint(const std::string& path, const std::function<void(const CheckpointInfo&)>& check,
+                                      nn::Module& model, nn::StateDict& training_state) {
   EDDY_CHECK(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
-  const CheckpointInfo info = load_checkpoint(path, model, &training_state);
-  EDDY_CHECK(info.config_hash == config_hash, "--resume: ", path, " was written by a different config (hash ",
-             info.config_hash, ", this run ", config_hash, "); start a new run or use the same overrides");
-  return info.step;
+  const SafetensorsContents contents = load_safetensors(path);
+  const CheckpointInfo info = info_of(path, contents);
+  check(info);
+  load_tensors(path, contents, model, &training_state);
+  return info;
 }
 
 }  // namespace eddy::io

@@ -3,6 +3,7 @@
 // in one safetensors file (keys "model.<name>" and "optimizer.<name>"), written atomically.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "eddy/nn/module.h"
@@ -13,6 +14,8 @@ struct CheckpointInfo {
   int64_t step = 0;
   std::string config_hash;  // of the resolved config that produced the run
   std::string eddy_version;  // filled in on save
+  // The config values a --resume must keep, as the solvers record them (empty: not recorded).
+  std::string settings;
 };
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,
@@ -23,10 +26,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
 CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model,
                                nn::StateDict* optimizer_state = nullptr);
 
-// --resume: loads `path` into `model` (the rest into `training_state`) and returns the step it was
-// written at, after checking that it exists and that the same resolved config (`config_hash`)
-// wrote it; errors say how to go on.
-int64_t resume_from_checkpoint(const std::string& path, const std::string& config_hash, nn::Module& model,
-                               nn::StateDict& training_state);
+// --resume: checks that `path` exists and hands its metadata to `check`, which refuses a
+// checkpoint of another run by throwing before anything is loaded; then loads it into `model` (the
+// rest into `training_state`) and returns its metadata.
+CheckpointInfo resume_from_checkpoint(const std::string& path, const std::function<void(const CheckpointInfo&)>& check,
+                                      nn::Module& model, nn::StateDict& training_state);
 
 }  // namespace eddy::io

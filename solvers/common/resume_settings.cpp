@@ -1,0 +1,82 @@
+#include "solvers/common/resume_settings.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <optional>
+
+#include "eddy/core/error.h"
+
+namespace eddy::solvers {
+namespace {
+
+bool is_resumable(const std::string& key, const ResumableKeys& resumable) {
+  for (const std::string& path : resumable) {
+    if (key == path || (key.size() > path.size() && key.starts_with(path) && key[path.size()] == '.')) return true;
+  }
+  return false;
+}
+
+// Maps are walked into; anything else (a scalar, a sequence) is one value.
+void collect(const YAML::Node& node, const std::string& path, const ResumableKeys& resumable, Settings& into) {
+  if (!path.empty() && is_resumable(path, resumable)) return;
+  if (node.IsMap()) {
+    for (const auto& entry : node) {
+      const std::string key = entry.first.as<std::string>();
+      collect(entry.second, path.empty() ? key : path + "." + key, resumable, into);
+    }
+    return;
+  }
+  if (node.IsScalar()) {
+    into[path] = node.Scalar();
+    return;
+  }
+  YAML::Emitter text;
+  text << YAML::Flow << node;
+  into[path] = text.c_str();
+}
+
+std::string shown(const std::optional<std::string>& value) { return value ? *value : std::string("not set"); }
+
+}  // namespace
+
+Settings fixed_settings(const std::string& resolved_config, const ResumableKeys& resumable) {
+  Settings settings;
+  collect(YAML::Load(resolved_config), "", resumable, settings);
+  return settings;
+}
+
+std::string encode_settings(const Settings& settings) {
+  YAML::Emitter text;
+  text << YAML::BeginMap;
+  for (const auto& [key, value] : settings) text << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << value;
+  text << YAML::EndMap;
+  return text.c_str();
+}
+
+Settings decode_settings(const std::string& text) {
+  Settings settings;
+  for (const auto& entry : YAML::Load(text)) settings[entry.first.as<std::string>()] = entry.second.as<std::string>();
+  return settings;
+}
+
+void check_same_settings(const Settings& checkpoint_run, const Settings& this_run, const ResumableKeys& resumable,
+                         const std::string& checkpoint) {
+  auto value_in = [](const Settings& settings, const std::string& key) -> std::optional<std::string> {
+    const auto found = settings.find(key);
+    return found == settings.end() ? std::nullopt : std::optional<std::string>(found->second);
+  };
+  Settings all = checkpoint_run;
+  all.insert(this_run.begin(), this_run.end());
+  for (const auto& entry : all) {
+    const std::string& key = entry.first;
+    const std::optional<std::string> before = value_in(checkpoint_run, key), now = value_in(this_run, key);
+    if (before == now) continue;
+    std::string may_change;
+    for (const std::string& path : resumable) may_change += (may_change.empty() ? "" : ", ") + path;
+    throw Error(cat("--resume: ", key, " is ", shown(before), " in the run that wrote ", checkpoint, " but ",
+                    shown(now), " now; only training settings may change (", may_change,
+                    "). Start a new run (another output.dir) to change it"));
+  }
+}
+
+}  // namespace eddy::solvers

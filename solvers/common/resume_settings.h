@@ -1,0 +1,34 @@
+#pragma once
+// What `--resume` may change in a run's config. A checkpoint records the settings of the run that
+// wrote it: every value of the resolved config except the training settings its solver lets a
+// resumed run change (learning rate, step counts, schedule, logging, checkpoint and validation
+// cadence, where the results go). A resumed run whose config differs in a recorded value is
+// refused, naming the key, before the checkpoint is loaded: it would go on training another model
+// or another problem than the checkpoint's.
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace eddy::solvers {
+
+// Key paths ("training.adam.learning_rate") a resumed run may change; a section's path
+// ("training.adam.schedule") covers every key under it.
+using ResumableKeys = std::vector<std::string>;
+
+// Key path -> value as YAML text ("64", "[1, 2]").
+using Settings = std::map<std::string, std::string>;
+
+// The values of `resolved_config` that a resumed run must keep: all but those `resumable` names.
+Settings fixed_settings(const std::string& resolved_config, const ResumableKeys& resumable);
+
+// Settings as one text (checkpoint metadata), and back.
+std::string encode_settings(const Settings& settings);
+Settings decode_settings(const std::string& text);
+
+// Throws, naming the first key whose value differs and what may change, when the settings of the
+// run that wrote `checkpoint` are not those of this run.
+void check_same_settings(const Settings& checkpoint_run, const Settings& this_run, const ResumableKeys& resumable,
+                         const std::string& checkpoint);
+
+}  // namespace eddy::solvers

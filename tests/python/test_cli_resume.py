@@ -1,0 +1,81 @@
+"""`eddy solve --resume` as users run it: a run killed with SIGKILL and resumed writes the history
+of every step, equal to an uninterrupted run's; a resumed run may change its training settings
+(learning rate, step count) and is refused, naming the key, when it changes the model."""
+
+import pathlib
+import signal
+import subprocess
+
+import h5py
+import numpy as np
+from safetensors import safe_open
+
+from test_cli_interrupt import ROOT, burgers, checkpoint_step, start_until
+
+HISTORY = ["step", "loss", "loss_pde", "loss_initial", "loss_walls", "weight_pde", "weight_initial",
+           "weight_walls"]
+
+
+def solve(command):
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def history(run: pathlib.Path):
+    with h5py.File(run / "solution.h5") as results:
+        return {name: np.array(results["history/" + name]) for name in HISTORY}
+
+
+def test_a_killed_run_resumed_writes_the_history_of_every_step(eddy_cli, tmp_path):
+    # 60 steps, checkpoints after 20 and 40, a record every 10 steps and a closing one.
+    settings = ["training.adam.steps=60", "training.lbfgs.iterations=0", "output.checkpoint_every=20"]
+    whole = solve(burgers(eddy_cli, tmp_path / "whole", *settings))
+    assert whole.returncode == 0, whole.stderr
+    expected = history(tmp_path / "whole")
+    assert list(expected["step"]) == [1, 10, 20, 30, 40, 50, 60, 60]
+
+    # The same run, but long enough that SIGKILL surely lands in Adam, after the checkpoint at 40.
+    run = tmp_path / "killed"
+    long_run = burgers(eddy_cli, run, "training.adam.steps=100000", *settings[1:])
+    process, _ = start_until(long_run, "adam 50/")
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    assert checkpoint_step(run / "checkpoint.safetensors") == 40
+    assert not (run / "solution.h5").exists()
+
+    # Resumed with the step count of the whole run (a training setting it may change).
+    resumed = solve(burgers(eddy_cli, run, *settings) + ["--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "finished 60 steps" in resumed.stdout
+    got = history(run)
+    for name in HISTORY:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+
+
+def test_resume_may_change_the_learning_rate_and_the_step_count(eddy_cli, tmp_path):
+    run = tmp_path / "burgers"
+    first = solve(burgers(eddy_cli, run, "training.adam.steps=20", "training.lbfgs.iterations=0"))
+    assert first.returncode == 0, first.stderr
+    resumed = solve(burgers(eddy_cli, run, "training.adam.steps=30", "training.lbfgs.iterations=0",
+                            "training.adam.learning_rate=5e-4", "--resume"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "finished 30 steps" in resumed.stdout
+    # The first run's records (but not its closing one), then the resumed run's.
+    assert list(history(run)["step"]) == [1, 10, 20, 30, 30]
+    assert "learning_rate: 5e-4" in (run / "config.yaml").read_text()
+
+
+def test_resume_refuses_a_changed_model_and_names_the_key(eddy_cli, tmp_path):
+    run = tmp_path / "burgers"
+    first = solve(burgers(eddy_cli, run, "training.adam.steps=10", "training.lbfgs.iterations=0"))
+    assert first.returncode == 0, first.stderr
+    config = (run / "config.yaml").read_text()
+    with safe_open(str(run / "checkpoint.safetensors"), framework="numpy") as f:
+        assert "model.width" in f.metadata()["eddy.settings"]
+
+    refused = solve(burgers(eddy_cli, run, "training.adam.steps=10", "training.lbfgs.iterations=0",
+                            "model.width=32", "--resume"))
+    assert refused.returncode == 1, refused.stderr
+    assert (f"--resume: model.width is 20 in the run that wrote {run}/checkpoint.safetensors but 32 now; "
+            "only training settings may change") in refused.stderr
+    assert (run / "config.yaml").read_text() == config  # still the checkpoint's
