@@ -128,6 +128,9 @@ def test_sigterm_stops_eddy_lm_train_after_a_step_and_resume_keeps_the_history(e
     assert "finished 300 steps" in finished.stdout
     with h5py.File(run / "history.h5") as history:
         assert list(history["step"]) == list(range(1, 301))
+        # The evaluation at the stop was for that run's results: the resumed history has only
+        # the evaluations every 10 steps, as an uninterrupted run's.
+        assert list(history["validation/step"]) == list(range(10, 301, 10))
 
 
 def test_a_second_signal_ends_the_process_at_once(eddy_cli, tmp_path):

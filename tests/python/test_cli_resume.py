@@ -1,6 +1,7 @@
-"""`eddy solve --resume` as users run it: a run killed with SIGKILL and resumed writes the history
-of every step, equal to an uninterrupted run's; a resumed run may change its training settings
-(learning rate, step count) and is refused, naming the key, when it changes the model."""
+"""`eddy solve --resume` as users run it: a run killed with SIGKILL or stopped with Ctrl-C and
+resumed writes the history of every step, equal to an uninterrupted run's; a resumed run may change
+its training settings (learning rate, step count) and is refused, naming the key, when it changes
+the model."""
 
 import pathlib
 import signal
@@ -10,7 +11,7 @@ import h5py
 import numpy as np
 from safetensors import safe_open
 
-from test_cli_interrupt import ROOT, burgers, checkpoint_step, start_until
+from test_cli_interrupt import ROOT, burgers, checkpoint_step, interrupt, resume, start_until
 
 HISTORY = ["step", "loss", "loss_pde", "loss_initial", "loss_walls", "weight_pde", "weight_initial",
            "weight_walls"]
@@ -48,6 +49,22 @@ def test_a_killed_run_resumed_writes_the_history_of_every_step(eddy_cli, tmp_pat
     assert resumed.returncode == 0, resumed.stderr
     assert "finished 60 steps" in resumed.stdout
     got = history(run)
+    for name in HISTORY:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+
+
+def test_a_run_stopped_by_ctrl_c_and_resumed_writes_an_uninterrupted_history(eddy_cli, tmp_path):
+    settings = ["training.adam.steps=600", "training.lbfgs.iterations=0"]
+    whole = solve(burgers(eddy_cli, tmp_path / "whole", *settings))
+    assert whole.returncode == 0, whole.stderr
+
+    run = tmp_path / "stopped"
+    status, _, err = interrupt(burgers(eddy_cli, run, *settings), "adam ", signal.SIGINT)
+    assert status == 130, err
+    # The stopped run's closing record is in its solution.h5 but not in its checkpoint.
+    finished = resume(err)
+    assert finished.returncode == 0, finished.stderr
+    got, expected = history(run), history(tmp_path / "whole")
     for name in HISTORY:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
 
