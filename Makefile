@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test test-asan demo bench bench-fft bench-peers bench-lm clean
+.PHONY: all deps configure build test test-asan demo bench bench-fft bench-peers bench-lm bench-busy clean
 
 all: build
 
@@ -55,6 +55,11 @@ bench-lm: configure
 	@test -x $(BENCH_PYTHON) || { echo "bench-lm: $(BENCH_PYTHON) not found; run scripts/install-bench-deps.sh"; exit 1; }
 	@cmake --build $(BUILD) -j $(JOBS) --target eddy _eddy
 	$(BENCH_PYTHON) bench/lm/speed.py --build $(BUILD) $(BENCH_LM_ARGS)
+
+# The Burgers solve at 1 and 2 threads on a quiet machine and with a busy loop on one core, with
+# PyTorch eager beside it when .venv-bench has it (bench/busy_machine.py). Not part of `make test`.
+bench-busy: build
+	python3 bench/busy_machine.py --build $(BUILD) $(BENCH_BUSY_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
