@@ -1,0 +1,64 @@
+"""The thread count changes a PINN's speed, not its results: eddy's kernels cut parallel loops into
+blocks by the work's size alone and add partial sums in block order (backends/cpu/loops.h), so
+`eddy solve` trains to the same bits on one, two and three threads, compiled and eager. And the
+`eddy` command makes waiting OpenMP threads sleep unless the user chose a policy."""
+
+import os
+import pathlib
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def solve(eddy_cli, run, threads, *flags):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), EDDY_ADAPT_THREADS="0")
+    subprocess.run([str(eddy_cli), "solve", "examples/pinn/burgers.yaml", *flags, "dtype=float32",
+                    "training.adam.steps=15", "training.lbfgs.iterations=5", "validation.every=0",
+                    "output.checkpoint_every=0", f"output.dir={run}", "--quiet"],
+                   cwd=ROOT, env=env, check=True, capture_output=True)
+    with h5py.File(run / "solution.h5") as results:
+        return results["fields/u"][()], results["history/loss"][()]
+
+
+@pytest.mark.parametrize("flags", [(), ("--eager",)], ids=["compiled", "eager"])
+def test_a_pinn_trains_to_the_same_bits_at_every_thread_count(eddy_cli, tmp_path, flags):
+    u_one, loss_one = solve(eddy_cli, tmp_path / "one", 1, *flags)
+    for threads in (2, 3):
+        u, loss = solve(eddy_cli, tmp_path / f"threads{threads}", threads, *flags)
+        assert np.array_equal(loss, loss_one), f"loss history on {threads} threads differs from one thread's"
+        assert np.array_equal(u, u_one), f"the solution on {threads} threads differs from one thread's"
+
+
+def wait_policy_of_running_eddy(eddy_cli, tmp_path, environment):
+    """OMP_WAIT_POLICY in the environment of a running `eddy solve` (/proc/PID/environ: the one
+    its image was started with, after any exec), or None when it has none."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(environment)
+    process = subprocess.Popen([str(eddy_cli), "solve", "examples/pinn/burgers.yaml", "--eager",
+                                "conditions.pde.points=200", "training.adam.steps=100000", "training.log_every=1",
+                                f"output.dir={tmp_path / 'run'}"],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in process.stdout:
+            if line.startswith("adam "):  # training: long past the exec
+                break
+        else:
+            raise AssertionError("eddy solve ended before training")
+        variables = pathlib.Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+    finally:
+        process.kill()
+        process.wait()
+    for variable in variables:
+        if variable.startswith(b"OMP_WAIT_POLICY="):
+            return variable.split(b"=", 1)[1].decode()
+    return None
+
+
+def test_eddy_makes_waiting_threads_sleep_unless_a_policy_is_set(eddy_cli, tmp_path):
+    assert wait_policy_of_running_eddy(eddy_cli, tmp_path, {}) == "passive"
+    assert wait_policy_of_running_eddy(eddy_cli, tmp_path, {"OMP_WAIT_POLICY": "active"}) == "active"
+    assert wait_policy_of_running_eddy(eddy_cli, tmp_path, {"GOMP_SPINCOUNT": "1000"}) is None
