@@ -1,6 +1,7 @@
 // The reverse-mode engine: a topological walk from the outputs that calls each node's VJP rule,
 // un-broadcasts and accumulates cotangents, and skips everything no target depends on.
 
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -152,17 +153,27 @@ std::vector<Tensor> seed_cotangents(const std::vector<Tensor>& outputs,
 
 Node::~Node() {
   std::vector<Tensor> pending = std::move(inputs);
+  // Growing `pending` can fail when memory is exhausted, which is when large graphs are freed (an
+  // out-of-memory error unwinding); a destructor must not throw, so that tensor is then released
+  // where it is, recursively, and its memory makes room for the rest.
+  auto defer = [&pending](Tensor& tensor) noexcept {
+    try {
+      pending.push_back(std::move(tensor));
+    } catch (const std::bad_alloc&) {
+      Tensor released = std::move(tensor);
+    }
+  };
   while (!pending.empty()) {
     Tensor tensor = std::move(pending.back());
     pending.pop_back();
     // Only a tensor nobody else holds dies here; take over what it would free recursively.
     if (!tensor.defined() || tensor.impl_ptr().use_count() != 1) continue;
     TensorImpl& impl = *tensor.impl();
-    for (auto& entry : impl.tangents) pending.push_back(std::move(entry.second));
+    for (auto& entry : impl.tangents) defer(entry.second);
     impl.tangents.clear();
     const auto& meta = impl.autograd;
     if (meta && meta.use_count() == 1 && meta->grad_fn && meta->grad_fn.use_count() == 1) {
-      for (Tensor& input : meta->grad_fn->inputs) pending.push_back(std::move(input));
+      for (Tensor& input : meta->grad_fn->inputs) defer(input);
       meta->grad_fn->inputs.clear();
     }
   }

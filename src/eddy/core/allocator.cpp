@@ -51,12 +51,18 @@ class CachingCpuAllocator final : public Allocator {
     return ptr;
   }
 
-  void deallocate(void* ptr, size_t bytes) override {
+  void deallocate(void* ptr, size_t bytes) noexcept override {
     size_t size = block_size(bytes);
     std::lock_guard lock(mutex_);
-    free_lists_[size].push_back(ptr);
     stats_.bytes_in_use -= static_cast<int64_t>(size);
-    stats_.bytes_cached += static_cast<int64_t>(size);
+    // Keeping the block may need a larger free list; when memory is exhausted (which is when
+    // most blocks are freed, as an out-of-memory error unwinds) it goes back to the system.
+    try {
+      free_lists_[size].push_back(ptr);
+      stats_.bytes_cached += static_cast<int64_t>(size);
+    } catch (const std::bad_alloc&) {
+      std::free(ptr);
+    }
   }
 
   AllocatorStats stats() const override {

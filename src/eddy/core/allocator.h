@@ -19,7 +19,8 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual void* allocate(size_t bytes) = 0;
-  virtual void deallocate(void* ptr, size_t bytes) = 0;
+  // Never throws: it runs in destructors, including while an out-of-memory error unwinds.
+  virtual void deallocate(void* ptr, size_t bytes) noexcept = 0;
   virtual AllocatorStats stats() const = 0;
   // Returns every cached block to the system.
   virtual void empty_cache() = 0;
