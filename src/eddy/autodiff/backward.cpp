@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/storage.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy {
@@ -177,6 +178,26 @@ Node::~Node() {
       meta->grad_fn->inputs.clear();
     }
   }
+}
+
+RecordedGraphSize recorded_graph_size(const Tensor& output) {
+  RecordedGraphSize size;
+  std::unordered_set<const Node*> visited;
+  std::unordered_set<const Storage*> storages;
+  std::vector<const Node*> pending;
+  if (const Node* root = node_of(output)) pending.push_back(root);
+  while (!pending.empty()) {
+    const Node* node = pending.back();
+    pending.pop_back();
+    if (!visited.insert(node).second) continue;
+    ++size.nodes;
+    for (const Tensor& input : node->inputs) {
+      const Storage* storage = input.defined() ? input.impl()->storage.get() : nullptr;
+      if (storage && storages.insert(storage).second) size.bytes += static_cast<int64_t>(storage->bytes());
+      if (const Node* producer = node_of(input)) pending.push_back(producer);
+    }
+  }
+  return size;
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

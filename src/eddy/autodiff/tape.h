@@ -24,6 +24,14 @@ struct Node {
   ~Node();
 };
 
+// The recorded graph behind `output`: how many nodes it has, and the bytes of the distinct
+// storages their saved inputs keep alive. Walking it costs time in its size, not memory.
+struct RecordedGraphSize {
+  int64_t nodes = 0;
+  int64_t bytes = 0;
+};
+RecordedGraphSize recorded_graph_size(const Tensor& output);
+
 // Reverse mode from `output`: accumulates into .grad() of the leaves it depends on. PyTorch's
 // loss.backward() is backward(loss) here: Tensor is core's, and the backward pass is autodiff's.
 void backward(const Tensor& output, const Tensor& grad_output = Tensor(), bool create_graph = false);

@@ -1,0 +1,52 @@
+"""Inputs that used to crash `eddy` or fail far from their cause (issue #25) are refused with exit
+status 1 and a message naming the key, the file, line and column, and what is wrong."""
+
+import resource
+import subprocess
+
+import pytest
+
+ONE_D = """
+dtype: float64
+geometry:
+  space: {type: interval, min: -1, max: 1}
+fields: [u]
+equations:
+  eq: EQUATION
+conditions:
+  pde: {type: interior, equation: eq, points: POINTS}
+  walls: {type: dirichlet, on: x == -1 || x == 1, field: u, value: 0, points: 10}
+model: {width: 20, depth: 3}
+training:
+  adam: {steps: 2, learning_rate: 1.0e-3}
+"""
+
+
+def problem(tmp_path, text, **replacements):
+    for key, value in replacements.items():
+        text = text.replace(key, str(value))
+    config = tmp_path / "problem.yaml"
+    config.write_text(text + f"output: {{dir: {tmp_path / 'run'}}}\n")
+    return config
+
+
+def run(eddy_cli, *arguments, address_space=None):
+    def limit():
+        if address_space is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    return subprocess.run([str(eddy_cli), *map(str, arguments)], capture_output=True, text=True,
+                          preexec_fn=limit, timeout=300)
+
+
+@pytest.mark.parametrize("mode", [[], ["--eager"]])
+def test_a_derivative_order_that_cannot_fit_in_memory_is_refused_before_allocating(tmp_path, eddy_cli, mode):
+    # Nested reverse mode about triples the graph per order: d(u, x, 16) used to end in an uncaught
+    # std::bad_alloc thrown while freeing memory. Under a 3 GiB address space it stops at a low order.
+    config = problem(tmp_path, ONE_D, EQUATION="d(u, x, 16)", POINTS=1000)
+    result = run(eddy_cli, "solve", config, "--quiet", *mode, address_space=3 << 30)
+    assert result.returncode == 1, result.stderr
+    assert "problem.yaml:7:7: equations.eq: differentiating to order" in result.stderr
+    assert "would take a training step about" in result.stderr
+    assert "(ulimit -v). Use a lower order or fewer points" in result.stderr
+    assert "d(u, x, 16)\n  ^~~~~~~~~~~" in result.stderr
