@@ -133,6 +133,23 @@ TEST(Config, YamlSyntaxErrorsCarryTheirPosition) {
             std::string::npos);
 }
 
+TEST(Config, ADuplicateKeyIsAnErrorAtItsSecondOccurrence) {
+  // yaml-cpp itself keeps the first value and drops the second without a word.
+  EXPECT_EQ(error_of([] { Config::parse("model:\n  width: 20\n  depth: 3\n  width: 64\n", "p.yaml"); }),
+            "p.yaml:4:3: model: key 'width' is given twice (first at line 2, column 3); give each key once");
+  EXPECT_EQ(error_of([] { Config::parse("a: 1\nb: [{c: 1, c: 2}]\n", "p.yaml"); }),
+            "p.yaml:2:12: b[0]: key 'c' is given twice (first at line 2, column 6); give each key once");
+  EXPECT_EQ(error_of([] { Config::parse(kProblem, "p.yaml", {"model={width: 1, width: 2}"}); }),
+            "command-line override 'model={width: 1, width: 2}': model: key 'width' is given twice; give each key once");
+  // The same name in different maps is no duplicate.
+  EXPECT_NO_THROW(Config::parse("a: {x: 1}\nb: {x: 2}\n", "p.yaml"));
+}
+
+TEST(Config, ADirectoryIsNotReadAsAnEmptyFile) {
+  const std::string directory = ::testing::TempDir();
+  EXPECT_EQ(error_of([&] { Config::load(directory); }), directory + " is a directory, not a file");
+}
+
 TEST(Suggest, EditDistanceCountsSwapsAsOneEdit) {
   EXPECT_EQ(edit_distance("train", "trian"), 1u);
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);

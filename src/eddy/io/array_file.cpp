@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "eddy/core/checked_size.h"
 #include "eddy/core/error.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
 
@@ -43,14 +43,6 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EDDY_CHECK(in.good(), "cannot open file ", path);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 // ---- CSV ----
 
 struct Csv {
@@ -59,7 +51,7 @@ struct Csv {
 };
 
 Csv parse_csv(const std::string& path) {
-  std::istringstream in(read_bytes(path));
+  std::istringstream in(read_file(path));
   Csv csv;
   std::string line;
   int64_t number = 0;
@@ -143,7 +135,7 @@ DType npy_dtype(const std::string& path, const std::string& descr) {
 }
 
 Tensor read_npy_array(const std::string& path) {
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = read_file(path);
   EDDY_CHECK(bytes.size() >= 10 && bytes.compare(0, 6, "\x93NUMPY") == 0, path,
              ": not an NPY file (it does not start with \\x93NUMPY)");
   const int major = static_cast<unsigned char>(bytes[6]);

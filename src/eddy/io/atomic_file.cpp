@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -39,6 +40,9 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
 }
 
 std::string read_file(const std::string& path) {
+  // A directory opens as a stream that reads nothing, which readers would report as an empty file.
+  std::error_code ignored;
+  EDDY_CHECK(!std::filesystem::is_directory(path, ignored), path, " is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   EDDY_CHECK(in, "cannot open ", path, ": ", std::strerror(errno));
   std::ostringstream contents;

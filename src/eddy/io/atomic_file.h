@@ -11,6 +11,7 @@ namespace eddy::io {
 // the path on failure; the previous file, if any, is then left untouched.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
+// The whole file; throws eddy::Error naming the path when it cannot be read or is a directory.
 std::string read_file(const std::string& path);
 
 }  // namespace eddy::io

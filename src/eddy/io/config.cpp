@@ -1,6 +1,7 @@
 #include "eddy/io/config.h"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "eddy/core/error.h"
@@ -24,6 +25,33 @@ std::string location(const std::string& source, const YAML::Mark& mark) {
   return cat(source, ":", mark.line + 1, ":", mark.column + 1);
 }
 
+std::string child_key_path(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+
+// yaml-cpp keeps the first of two equal keys in a map and drops the second without a word, so a
+// key given twice (a pasted line, a merge gone wrong) would run with the value the user did not
+// look at last. Every map is walked for them right after parsing. `source` is a file, whose
+// positions are given, or a command-line override, whose one-line value needs none.
+void check_no_duplicate_keys(const YAML::Node& node, const std::string& source, bool file, const std::string& path) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) check_no_duplicate_keys(node[i], source, file, cat(path, "[", i, "]"));
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> first_seen;
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) continue;
+    const std::string key = entry.first.Scalar();
+    const auto [first, inserted] = first_seen.emplace(key, entry.first.Mark());
+    if (!inserted) {
+      throw Error(file ? cat(location(source, entry.first.Mark()), ": ", display(path), ": key '", key,
+                             "' is given twice (first at line ", first->second.line + 1, ", column ",
+                             first->second.column + 1, "); give each key once")
+                       : cat(source, ": ", display(path), ": key '", key, "' is given twice; give each key once"));
+    }
+    check_no_duplicate_keys(entry.second, source, file, child_key_path(path, key));
+  }
+}
+
 }  // namespace
 
 // ---- ConfigNode ----
@@ -40,7 +68,7 @@ std::string ConfigNode::where() const {
 
 void ConfigNode::fail(const std::string& message) const { throw Error(where() + message); }
 
-std::string ConfigNode::child_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+std::string ConfigNode::child_path(const std::string& key) const { return child_key_path(path_, key); }
 
 void ConfigNode::require_map() const {
   if (!node_.IsMap() && !node_.IsNull()) fail("expected a map of keys, got " + describe(node_));
@@ -183,6 +211,7 @@ std::unique_ptr<Config> Config::parse(const std::string& text, const std::string
   } catch (const YAML::Exception& e) {
     throw Error(cat(location(source, e.mark), ": YAML syntax error: ", e.msg));
   }
+  check_no_duplicate_keys(tree, source, true, "");
   if (tree.IsNull()) tree = YAML::Node(YAML::NodeType::Map);
   if (!tree.IsMap()) throw Error(cat(source, ": the top level must be a map of keys, not ", describe(tree)));
   std::unique_ptr<Config> config(new Config(source, tree));
@@ -202,6 +231,7 @@ void Config::apply_override(const std::string& assignment) {
   } catch (const YAML::Exception& e) {
     throw Error(cat("command-line override '", assignment, "': cannot parse the value: ", e.msg));
   }
+  check_no_duplicate_keys(value, cat("command-line override '", assignment, "'"), false, path);
   std::vector<std::string> keys;
   std::stringstream stream(path);
   for (std::string key; std::getline(stream, key, '.');) {
@@ -229,7 +259,7 @@ ConfigNode Config::root() { return ConfigNode(this, tree_, ""); }
 void Config::check_no_unknown_keys() const { check_map(tree_, ""); }
 
 void Config::check_map(const YAML::Node& node, const std::string& path) const {
-  auto child = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  auto child = [&](const std::string& key) { return child_key_path(path, key); };
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) check_map(node[i], cat(path, "[", i, "]"));
     return;
