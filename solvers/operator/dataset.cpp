@@ -48,6 +48,9 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
              " must have the same number of samples on axis 0");
   EDDY_CHECK(spec.samples <= input_shape[0], what, "samples = ", spec.samples, " but '", spec.input,
              "' holds only ", input_shape[0]);
+  // An empty split would train on or report the mean of nothing: NaN, found only after a run.
+  EDDY_CHECK(input_shape[0] > 0, what, "input '", spec.input, "' ", input_shape, " and output '", spec.output, "' ",
+             output_shape, " hold no samples; the ", spec.name, " split needs at least one");
   Split split;
   split.name = spec.name;
   split.size = spec.samples > 0 ? spec.samples : input_shape[0];

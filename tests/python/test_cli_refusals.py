@@ -50,3 +50,29 @@ def test_a_derivative_order_that_cannot_fit_in_memory_is_refused_before_allocati
     assert "would take a training step about" in result.stderr
     assert "(ulimit -v). Use a lower order or fewer points" in result.stderr
     assert "d(u, x, 16)\n  ^~~~~~~~~~~" in result.stderr
+
+
+def test_an_operator_split_without_samples_is_refused_when_the_data_loads(tmp_path, eddy_cli):
+    # It used to train on the mean of nothing: NaN losses, and exit status 0 or 3 after the run.
+    import h5py
+    import numpy as np
+
+    data = tmp_path / "empty.h5"
+    with h5py.File(data, "w") as f:
+        f["train/a"], f["train/u"] = np.zeros((0, 8, 8)), np.zeros((0, 8, 8))
+        f["test/a"], f["test/u"] = np.ones((2, 8, 8)), np.ones((2, 8, 8))
+    config = tmp_path / "fno.yaml"
+    config.write_text(f"""
+data:
+  file: {data}
+  train: {{input: train/a, output: train/u}}
+  test: {{input: test/a, output: test/u}}
+model: {{type: fno, modes: [2, 2], width: 4, layers: 1}}
+training: {{epochs: 1, batch_size: 2}}
+output: {{dir: {tmp_path / 'run'}}}
+""")
+    result = run(eddy_cli, "train", config, "--quiet")
+    assert result.returncode == 1, result.stderr
+    assert (f"fno.yaml:4:10: data.train: {data}: input 'train/a' [0, 8, 8] and output 'train/u' [0, 8, 8] "
+            "hold no samples; the train split needs at least one") in result.stderr
+
