@@ -5,8 +5,9 @@
 // the same numbers whether it compiled at its first step or after --resume at a later one.
 //
 // Some functions cannot be captured: one that reads a tensor's values on the host, draws random
-// numbers or writes in place. The first such refusal says why in one line and the run goes on
-// eagerly, with the function as written.
+// numbers or writes in place. Others would take minutes to compile: a traced graph above a node
+// bound (a high-order PINN derivative) is not compiled. The first such refusal says why in one
+// line and the run goes on eagerly, with the function as written.
 
 #include <functional>
 #include <optional>

@@ -76,3 +76,16 @@ output: {{dir: {tmp_path / 'run'}}}
     assert (f"fno.yaml:4:10: data.train: {data}: input 'train/a' [0, 8, 8] and output 'train/u' [0, 8, 8] "
             "hold no samples; the train split needs at least one") in result.stderr
 
+
+def test_a_step_too_large_to_compile_runs_eagerly_and_the_log_says_why(tmp_path, eddy_cli):
+    # An 8th-order residual traces to about 130,000 nodes, whose kernels took minutes to build;
+    # its eager step takes a second.
+    config = problem(tmp_path, ONE_D.replace("  space: {type: interval, min: -1, max: 1}\n",
+                                             "  space: {type: interval, min: -1, max: 1}\n"
+                                             "  time: {min: 0, max: 1}\n"),
+                     EQUATION="u_xxxxtttt", POINTS=50)
+    result = run(eddy_cli, "solve", config, "training.adam.steps=1")
+    assert result.returncode == 0, result.stderr
+    log = result.stdout + result.stderr
+    assert "training step runs eagerly: compile: the traced graph has" in log
+    assert "nodes, more than the 10000 this function compiles in reasonable time" in log

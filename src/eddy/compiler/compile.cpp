@@ -44,7 +44,8 @@ void dump(const compiler::Program& program, const std::filesystem::path& directo
 
 }  // namespace
 
-CompiledFunction::CompiledFunction(compiler::TensorFunction function) : function_(std::move(function)) {
+CompiledFunction::CompiledFunction(compiler::TensorFunction function, CompileOptions options)
+    : function_(std::move(function)), options_(options) {
   EDDY_CHECK(function_, "compile: the function is empty");
 }
 
@@ -62,6 +63,10 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
 
   const auto start = std::chrono::steady_clock::now();
   compiler::Trace traced = compiler::trace(function_, inputs);
+  const size_t traced_nodes = traced.graph.nodes.size();
+  EDDY_CHECK(options_.max_graph_nodes == 0 || traced_nodes <= options_.max_graph_nodes, "compile: the traced graph has ",
+             traced_nodes, " nodes, more than the ", options_.max_graph_nodes,
+             " this function compiles in reasonable time (building native code for it would take minutes)");
   auto program = std::make_shared<compiler::Program>(std::move(traced.graph));
   stats_.trace_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.last = program->stats();

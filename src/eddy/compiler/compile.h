@@ -28,9 +28,17 @@ struct CompileStats {
   double trace_seconds = 0;      // latest trace + passes + lowering, compiler time included
 };
 
+struct CompileOptions {
+  // A traced graph with more nodes than this is refused with an eddy::Error that says how many,
+  // before the passes and the system compiler spend minutes on it; 0 sets no bound. The call that
+  // traced it then fails, so a caller that can run eagerly instead catches it (solvers/common/
+  // step_function.h).
+  size_t max_graph_nodes = 0;
+};
+
 class CompiledFunction {
  public:
-  explicit CompiledFunction(compiler::TensorFunction function);
+  explicit CompiledFunction(compiler::TensorFunction function, CompileOptions options = {});
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
 
@@ -42,6 +50,7 @@ class CompiledFunction {
   std::vector<Tensor> run(const std::shared_ptr<compiler::Program>& program, const std::vector<Tensor>& inputs) const;
 
   compiler::TensorFunction function_;
+  CompileOptions options_;
   std::map<std::string, std::shared_ptr<compiler::Program>> programs_;  // by signature
   CompileStats stats_;
 };
