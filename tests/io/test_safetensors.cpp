@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "eddy/eddy.h"
 #include "eddy/io/atomic_file.h"
@@ -152,6 +153,18 @@ TEST(Checkpoint, SaveLoadGivesIdenticalOutputsAndKeepsMetadata) {
   std::string message = error_of([&] { load_checkpoint(path, *other_shape); });
   EXPECT_NE(message.find(path), std::string::npos);
   EXPECT_NE(message.find("has shape"), std::string::npos);
+}
+
+// A resume from such a file used to train until the loss was NaN, and then call it the last good checkpoint.
+TEST(Checkpoint, NonFiniteValuesAreRefusedOnLoad) {
+  TempDir dir;
+  auto model = nn::make_pinn_model(nn::PinnModelOptions{});
+  nn::StateDict optimizer{{"adam.m.0", ones({2, 3})}};
+  optimizer.at("adam.m.0").fill_(std::numeric_limits<double>::infinity());
+  const std::string path = dir.file("damaged.safetensors");
+  save_checkpoint(path, *model, optimizer, {7, "abc123", ""});
+  expect_error([&] { load_checkpoint(path, *model); },
+               {path, "tensor \"optimizer.adam.m.0\" holds NaN or infinite values; the checkpoint is damaged"});
 }
 
 TEST(AtomicFile, ReplacesWholeFilesAndLeavesNoTemporaries) {

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "eddy/io/safetensors.h"
+#include "eddy/ops/ops.h"
 
 namespace eddy::io {
 namespace {
@@ -60,6 +61,13 @@ void load_tensors(const std::string& path, const SafetensorsContents& contents, 
     } else {
       throw Error(cat(path, ": tensor \"", name, "\" is neither model.* nor optimizer.*; not an eddy checkpoint"));
     }
+  }
+  // A damaged file can hold NaN or infinite values; training from it would stop at a NaN loss
+  // steps later, blamed on the run instead of the file. `t - t` is 0 exactly where t is finite.
+  for (const auto& [name, tensor] : contents.tensors) {
+    if (!is_inexact(tensor.dtype()) || tensor.numel() == 0) continue;
+    EDDY_CHECK(sum(abs(tensor - tensor)).item<double>() == 0, path, ": tensor \"", name,
+               "\" holds NaN or infinite values; the checkpoint is damaged and cannot be used");
   }
   try {
     model.load_state_dict(model_state);
