@@ -34,6 +34,7 @@
 
 #include "eddy/compiler/predictor.h"
 #include "eddy/core/error.h"
+#include "eddy/core/suggest.h"
 #include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
 #include "eddy/io/hdf5.h"
@@ -236,6 +237,32 @@ int run_predict(const std::string& artifact, const std::string& inputs_file, std
   return 0;
 }
 
+// The first word of the command line that names no command where one is expected, as CLI11
+// would report it only as "A subcommand is required": "unknown command 'slove' (did you mean
+// 'solve'?); commands are solve, check, ...". Empty when every command word is known.
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* current = &app;
+  std::string command = "eddy";
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') continue;  // --help: the only options before a command
+    std::vector<std::string> names;
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : current->get_subcommands(std::function<bool(CLI::App*)>())) {
+      names.push_back(sub->get_name());
+      if (sub->get_name() == word) next = sub;
+    }
+    if (names.empty()) return "";  // a command's own arguments follow
+    if (!next) {
+      return cat(command, ": unknown command '", word, "'", did_you_mean(word, names), "; commands are ",
+                 joined(names));
+    }
+    current = next;
+    command += " " + word;
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -293,6 +320,9 @@ int main(int argc, char** argv) {
 
   const cli::LmCommands lm(app);
 
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    return app.exit(CLI::Error("UnknownCommand", unknown, CLI::ExitCodes::ExtrasError));
+  }
   CLI11_PARSE(app, argc, argv);
   try {
     // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.

@@ -89,3 +89,15 @@ def test_a_step_too_large_to_compile_runs_eagerly_and_the_log_says_why(tmp_path,
     log = result.stdout + result.stderr
     assert "training step runs eagerly: compile: the traced graph has" in log
     assert "nodes, more than the 10000 this function compiles in reasonable time" in log
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["xyz"], "eddy: unknown command 'xyz'; commands are solve, check, eval, train, generate, export, predict, lm"),
+    (["slove", "p.yaml"], "eddy: unknown command 'slove' (did you mean 'solve'?); commands are solve, check,"),
+    (["lm", "trian"], "eddy lm: unknown command 'trian' (did you mean 'train'?); commands are train, check,"),
+])
+def test_an_unknown_command_is_named_with_the_commands_there_are(eddy_cli, arguments, message):
+    # CLI11 said only "A subcommand is required".
+    result = run(eddy_cli, *arguments)
+    assert result.returncode == 109  # CLI11's code for arguments it did not expect
+    assert message in result.stderr
