@@ -119,8 +119,11 @@ constexpr int kNotOperandPower = 3;
 constexpr int kNegateOperandPower = 7;
 
 // The parser, checker and evaluator recurse over the tree; bounding its depth keeps a
-// pathological expression from overflowing the stack.
-constexpr int kMaxDepth = 1000;
+// pathological expression from overflowing the stack. Nesting (parentheses, calls, operands of
+// tighter operators) is what the parser recurses on; the tree is also as deep as its longest
+// chain of operators, since a + b + c is (a + b) + c, so long chains have a bound of their own.
+constexpr int kMaxNesting = 1000;
+constexpr int kMaxTreeDepth = 10000;
 
 const InfixOperator* infix_operator(const Token& token) {
   static const std::vector<std::pair<std::string, InfixOperator>> operators = {
@@ -175,7 +178,9 @@ class Parser {
   size_t end_of_previous() const { return tokens_[next_ - 1].position + tokens_[next_ - 1].text.size(); }
 
   NodePtr parse_expression(int min_power) {
-    if (++nesting_ > kMaxDepth) fail_too_deep(peek().position);
+    if (++nesting_ > kMaxNesting) {
+      fail_at(source_, peek().position, 1, cat("the expression nests more than ", kMaxNesting, " levels deep"));
+    }
     NodePtr left = parse_prefix();
     while (const InfixOperator* op = infix_operator(peek())) {
       if (op->power < min_power) break;
@@ -193,14 +198,13 @@ class Parser {
     return left;
   }
 
-  [[noreturn]] void fail_too_deep(size_t position) const {
-    fail_at(source_, position, 1, "the expression nests more than " + std::to_string(kMaxDepth) +
-                                      " levels deep");
-  }
-
   NodePtr finish(std::shared_ptr<Node> node) const {
     for (const NodePtr& child : node->children) node->depth = std::max(node->depth, child->depth + 1);
-    if (node->depth > kMaxDepth) fail_too_deep(node->position);
+    if (node->depth > kMaxTreeDepth) {
+      fail_at(source_, node->position, 1,
+              cat("the expression chains more than ", kMaxTreeDepth, " operations (terms of a sum, factors of a "
+                  "product, nested calls); split it into helpers"));
+    }
     return node;
   }
 
