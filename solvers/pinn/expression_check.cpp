@@ -65,7 +65,9 @@ void check_declarations(const Expression& expression, const Symbols& symbols) {
                   (name == "pi" ? "the constant pi" : "the boundary normal"));
     }
     if (auto [it, inserted] = roles.emplace(name, role); !inserted) {
-      throw Error(prefix + "'" + name + "' is declared both as a " + it->second + " and as a " + role);
+      throw Error(prefix + (it->second == role ? role + " '" + name + "' is declared twice"
+                                               : "'" + name + "' is declared both as a " + it->second +
+                                                     " and as a " + role));
     }
   };
   for (const auto& name : symbols.coordinates) declare(name, "coordinate");

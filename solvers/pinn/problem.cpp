@@ -375,9 +375,27 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     if (!(end > start)) time->at("max").fail(cat("must be above min = ", start, ", got ", end));
     p.time = std::make_pair(start, end);
   }
+  // Every name an expression can use, with where it was declared: a second declaration is an
+  // error at its own key, since expressions using the name would be ambiguous.
+  std::map<std::string, std::pair<std::string, std::string>> declared;  // name -> (role, key path)
+  auto declare = [&](const ConfigNode& node, const std::string& name, const std::string& role) {
+    if (name == "pi" || name == "n") {
+      node.fail(cat("'", name, "' cannot be declared as a ", role, ": it means ",
+                    name == "pi" ? "the constant pi" : "the boundary normal"));
+    }
+    const auto [first, inserted] = declared.try_emplace(name, role, node.path());
+    if (inserted) return;
+    const auto& [first_role, first_path] = first->second;
+    node.fail(first_role == role ? cat(role, " '", name, "' is declared twice (first at ", first_path, ")")
+                                 : cat("'", name, "' is declared as a ", role, " but is already a ", first_role,
+                                       " (", first_path, ")"));
+  };
   const std::vector<std::string> default_names{"x", "y", "z"};
   if (auto names = geometry.find("coordinates")) {
-    for (const ConfigNode& name : names->elements()) p.coordinates.push_back(name.as_string());
+    for (const ConfigNode& name : names->elements()) {
+      declare(name, name.as_string(), "coordinate");
+      p.coordinates.push_back(name.as_string());
+    }
     if (static_cast<int64_t>(p.coordinates.size()) != p.space->dim()) {
       names->fail(cat("names ", p.coordinates.size(), " coordinates for a ", p.space->dim(), "-D geometry"));
     }
@@ -386,13 +404,19 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     p.coordinates.assign(default_names.begin(), default_names.begin() + p.space->dim());
   }
   if (p.time) p.coordinates.push_back("t");
+  // The default names and t (those named in geometry.coordinates are declared already).
+  for (const std::string& name : p.coordinates) declared.try_emplace(name, "coordinate", "geometry");
 
-  for (const ConfigNode& field : root.at("fields").elements()) p.fields.push_back(field.as_string());
+  for (const ConfigNode& field : root.at("fields").elements()) {
+    declare(field, field.as_string(), "field");
+    p.fields.push_back(field.as_string());
+  }
   if (p.fields.empty()) root.at("fields").fail("needs at least one field");
 
   if (auto parameters = root.find("parameters")) {
     for (const std::string& name : parameters->keys()) {
       ConfigNode value = parameters->at(name);
+      declare(value, name, "parameter");
       if (value.is_map()) {
         if (!value.boolean("learnable", false)) value.fail("a parameter given as a map must set learnable: true");
         p.learnable.push_back({name, value.number("initial")});
@@ -403,6 +427,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
   if (auto helpers = root.find("helpers")) {
     for (const std::string& name : helpers->keys()) {
+      declare(helpers->at(name), name, "helper");
       p.helpers.emplace(name, parse_expression(helpers->at(name).as_string(), helpers->at(name).path()));
     }
     // Helpers are checked where they are used: one may be a predicate, a vector, or use n.

@@ -534,6 +534,9 @@ TEST(PinnExpressionErrors, DeclarationsMustNotClash) {
   symbols.parameters.push_back("u");
   EXPECT_EQ(check_error("u", symbols), "equations.residual: 'u' is declared both as a field and as a parameter");
   symbols = burgers_symbols();
+  symbols.fields.push_back("u");
+  EXPECT_EQ(check_error("u", symbols), "equations.residual: field 'u' is declared twice");
+  symbols = burgers_symbols();
   symbols.fields.push_back("n");
   EXPECT_EQ(check_error("u", symbols),
             "equations.residual: 'n' cannot be declared as a field: it means the boundary normal");
