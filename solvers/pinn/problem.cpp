@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "eddy/core/error.h"
+#include "eddy/core/memory.h"
 #include "eddy/io/array_file.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/training_config.h"
@@ -46,6 +48,58 @@ GeometryPtr read_geometry(const ConfigNode& node) {
   if (type == "union") return make_union(a, b, path);
   if (type == "intersection") return make_intersection(a, b, path);
   return make_difference(a, b, path);
+}
+
+// Sizes that cannot fit in memory are refused at their key before anything is built, sampled or
+// trained: they used to end in a bare std::bad_alloc, the output grid's only after training. Each
+// estimate is a lower bound of what the run allocates, so a refusal is never wrong; what passes
+// can still need several times as much (a step keeps derivatives and gradients too).
+void refuse_beyond_memory(const ConfigNode& node, const std::string& what, double needed) {
+  const UsableMemory memory = usable_memory();
+  if (memory.bytes > 0 && needed > static_cast<double>(memory.bytes)) {
+    node.fail(cat(what, " need at least ", memory_text(needed), usable_memory_note()));
+  }
+}
+
+// The weights, their gradient and Adam's two moments: four copies of width^2 per hidden layer.
+void refuse_model_beyond_memory(const Problem& p, const ConfigNode& model) {
+  if (!model.has("width")) return;
+  const auto width = static_cast<double>(p.model.width), depth = static_cast<double>(p.model.depth);
+  const double weights = width * width * depth;
+  refuse_beyond_memory(model.at("width"), cat("a width of ", p.model.width, " gives ", weights,
+                                              " weights, which with their gradient and Adam's two moments"),
+                       4 * weights * static_cast<double>(dtype_size(p.dtype)));
+}
+
+// A training step holds every condition's points and the network's activations at them together;
+// the solution file holds the output grid's coordinates and fields.
+void refuse_points_beyond_memory(const Problem& p, const ConfigNode& root) {
+  const auto bytes = static_cast<double>(dtype_size(p.dtype));
+  const auto coordinates = static_cast<double>(p.coordinates.size());
+  const double per_point = coordinates + static_cast<double>(p.model.width) * static_cast<double>(p.model.depth + 1);
+  const ConfigNode conditions = root.at("conditions");
+  double points = 0;
+  std::optional<ConfigNode> largest;  // the points key that asks for the most
+  int64_t most_points = 0;
+  for (const Condition& c : p.conditions) {
+    points += static_cast<double>(c.points);
+    const ConfigNode node = conditions.at(c.name);
+    if (c.points > most_points && node.has("points")) {
+      most_points = c.points;
+      largest = node.at("points");
+    }
+  }
+  if (largest) {
+    refuse_beyond_memory(*largest, cat("the conditions' ", points, " points, with their coordinates and the network's "
+                                       "activations at them, in a training step"),
+                         points * per_point * bytes);
+  }
+  if (const auto grid = root.at("output").find("grid")) {
+    double grid_points = 1;
+    for (int64_t n : p.output.grid) grid_points *= static_cast<double>(n);
+    refuse_beyond_memory(*grid, cat("the output grid's ", grid_points, " points, with their coordinates and fields,"),
+                         grid_points * (coordinates + static_cast<double>(p.fields.size())) * bytes);
+  }
 }
 
 // Parses and checks an expression read from `node`.
@@ -480,6 +534,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     p.model.input_lower = box.lower;
     p.model.input_upper = box.upper;
   }
+  refuse_model_beyond_memory(p, model);
   try {
     nn::make_pinn_model(p.model);  // option errors now, not after sampling
   } catch (const Error& e) {
@@ -538,6 +593,8 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     output.at("checkpoint_every")
         .fail(cat("must be non-negative (0: only at the end), got ", p.output.checkpoint_every));
   }
+
+  refuse_points_beyond_memory(p, root);
 
   config.check_no_unknown_keys();
   p.resolved_config = config.resolved();

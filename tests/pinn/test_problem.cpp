@@ -114,6 +114,15 @@ std::vector<BadConfig> bad_configs() {
       {"robin_missing_alpha", "alpha: 1, ", "", "conditions.bottom: missing required key 'alpha'"},
       {"time_derivative_without_time", "  time: {min: 0, max: 1}\n", "", "u_t"},
       {"model_width", "width: 16", "width: 0", "model.width must be positive, got 0"},
+      // Sizes beyond any machine's memory, refused before allocating (they ended in std::bad_alloc).
+      {"width_beyond_memory", "width: 16", "width: 100000000",
+       "model.width: a width of 100000000 gives 2e+16 weights, which with their gradient and Adam's two moments "
+       "need at least 568 PiB; this "},
+      {"points_beyond_memory", "points: 100}", "points: 1000000000000}",
+       "conditions.pde.points: the conditions' 1e+12 points, with their coordinates and the network's activations "
+       "at them, in a training step need at least 371 TiB; this "},
+      {"grid_beyond_memory", "grid: [8, 8, 4]", "grid: [100000, 100000, 100000]",
+       "output.grid: the output grid's 1e+15 points, with their coordinates and fields, need at least 28.4 PiB; this "},
       {"model_activation", "depth: 2}", "depth: 2, activation: relu6}", "'relu6' is not one of"},
       {"adam_steps_type", "steps: 10", "steps: ten", "training.adam.steps: expected an integer, got 'ten'"},
       {"learning_rate", "learning_rate: 1.0e-3", "learning_rate: -1", "training.adam.learning_rate: must be positive"},
