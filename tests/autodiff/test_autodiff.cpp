@@ -26,6 +26,19 @@ TEST(Autodiff, ReverseModeToOrderSix) {
   }
 }
 
+// What the PINN evaluator measures before nesting another derivative: the nodes behind a value
+// and the bytes of the distinct storages they keep, each counted once however often it is read.
+TEST(Autodiff, RecordedGraphSizeCountsNodesAndDistinctStorages) {
+  Tensor x = randn({4, 8}, DType::f64).requires_grad_();
+  Tensor y = sin(x) * x;  // sin(x) and x * sin(x): two nodes keeping x and sin(x)
+  const RecordedGraphSize size = recorded_graph_size(y);
+  EXPECT_EQ(size.nodes, 2);
+  EXPECT_EQ(size.bytes, 2 * 4 * 8 * 8);
+  EXPECT_EQ(recorded_graph_size(x).nodes, 0);
+  const Tensor dy = grad({y}, {x}, {ones_like(y)}, true)[0];
+  EXPECT_GT(recorded_graph_size(dy).nodes, size.nodes);
+}
+
 TEST(Autodiff, ForwardModeToOrderFive) {
   // Nested jvp of exp(2x): the n-th derivative is 2^n exp(2x).
   const double x0 = 0.3;

@@ -117,6 +117,19 @@ TEST(Compile, RetracesOnANewSignatureOnly) {
   EXPECT_EQ(compiled.stats().calls, 5);
 }
 
+// A graph above the node bound is refused before it is optimised or compiled, so that a caller
+// can run the function eagerly instead (a high-order PINN step took minutes to compile).
+TEST(Compile, AGraphAboveTheNodeBoundIsRefusedWithItsSize) {
+  auto function = [](const TensorList& in) { return TensorList{sin(in[0]) * in[0] + in[0]}; };
+  CompiledFunction bounded(function, CompileOptions{.max_graph_nodes = 2});
+  const TensorList inputs = {randn({3}, DType::f64)};
+  EXPECT_NE(error_of([&] { bounded(inputs); }).find("compile: the traced graph has 3 nodes, more than the 2"),
+            std::string::npos);
+  CompiledFunction within(function, CompileOptions{.max_graph_nodes = 3});
+  expect_same(within(inputs), function(inputs), "within the bound");
+  EXPECT_EQ(within.stats().traces, 1);
+}
+
 // Derivatives of a compiled function, with respect to its inputs and to a parameter it closes
 // over, equal the eager function's, in reverse mode to order 3 and in forward mode; the op-table
 // suites check every row this way too (Compiled/OpDerivativeTest).
