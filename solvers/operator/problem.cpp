@@ -121,6 +121,17 @@ OperatorProblem read_operator_problem(io::Config& config) {
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   t.seed = static_cast<uint64_t>(training.integer("seed", 0));
   p.model.fno.dtype = p.model.deeponet.dtype = t.dtype;
+  // Every layer holds at least a width x width matrix, kept with its gradient and Adam's two
+  // moments: refused here when that cannot fit, instead of a bare std::bad_alloc when building.
+  const bool fno = p.model.type == ModelType::fno;
+  const int64_t width_key = fno ? p.model.fno.width : p.model.deeponet.width;
+  const auto width = static_cast<double>(width_key);
+  const auto layers = static_cast<double>(fno ? p.model.fno.layers : p.model.deeponet.depth);
+  if (model.has("width")) {
+    model.at("width").require_memory(cat("a width of ", width_key, " gives at least ", width * width * layers,
+                                         " weights, which with their gradient and Adam's two moments"),
+                                     4 * width * width * layers * static_cast<double>(dtype_size(t.dtype)));
+  }
   p.model.fno.seed = p.model.deeponet.seed = t.seed;
 
   ConfigNode output = root.section("output");

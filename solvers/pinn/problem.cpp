@@ -7,7 +7,6 @@
 #include <set>
 
 #include "eddy/core/error.h"
-#include "eddy/core/memory.h"
 #include "eddy/io/array_file.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/training_config.h"
@@ -54,19 +53,13 @@ GeometryPtr read_geometry(const ConfigNode& node) {
 // trained: they used to end in a bare std::bad_alloc, the output grid's only after training. Each
 // estimate is a lower bound of what the run allocates, so a refusal is never wrong; what passes
 // can still need several times as much (a step keeps derivatives and gradients too).
-void refuse_beyond_memory(const ConfigNode& node, const std::string& what, double needed) {
-  const UsableMemory memory = usable_memory();
-  if (memory.bytes > 0 && needed > static_cast<double>(memory.bytes)) {
-    node.fail(cat(what, " need at least ", memory_text(needed), usable_memory_note()));
-  }
-}
 
 // The weights, their gradient and Adam's two moments: four copies of width^2 per hidden layer.
 void refuse_model_beyond_memory(const Problem& p, const ConfigNode& model) {
   if (!model.has("width")) return;
   const auto width = static_cast<double>(p.model.width), depth = static_cast<double>(p.model.depth);
   const double weights = width * width * depth;
-  refuse_beyond_memory(model.at("width"), cat("a width of ", p.model.width, " gives ", weights,
+  model.at("width").require_memory(cat("a width of ", p.model.width, " gives ", weights,
                                               " weights, which with their gradient and Adam's two moments"),
                        4 * weights * static_cast<double>(dtype_size(p.dtype)));
 }
@@ -90,14 +83,14 @@ void refuse_points_beyond_memory(const Problem& p, const ConfigNode& root) {
     }
   }
   if (largest) {
-    refuse_beyond_memory(*largest, cat("the conditions' ", points, " points, with their coordinates and the network's "
+    largest->require_memory(cat("the conditions' ", points, " points, with their coordinates and the network's "
                                        "activations at them, in a training step"),
                          points * per_point * bytes);
   }
   if (const auto grid = root.at("output").find("grid")) {
     double grid_points = 1;
     for (int64_t n : p.output.grid) grid_points *= static_cast<double>(n);
-    refuse_beyond_memory(*grid, cat("the output grid's ", grid_points, " points, with their coordinates and fields,"),
+    grid->require_memory(cat("the output grid's ", grid_points, " points, with their coordinates and fields,"),
                          grid_points * (coordinates + static_cast<double>(p.fields.size())) * bytes);
   }
 }

@@ -101,3 +101,23 @@ def test_an_unknown_command_is_named_with_the_commands_there_are(eddy_cli, argum
     result = run(eddy_cli, *arguments)
     assert result.returncode == 109  # CLI11's code for arguments it did not expect
     assert message in result.stderr
+
+
+def test_an_operator_width_beyond_memory_is_refused_at_its_key(tmp_path, eddy_cli):
+    # It ended in a bare std::bad_alloc while the model was built.
+    import h5py
+    import numpy as np
+
+    data = tmp_path / "data.h5"
+    with h5py.File(data, "w") as f:
+        f["a"], f["u"] = np.ones((2, 8, 8)), np.ones((2, 8, 8))
+    config = tmp_path / "fno.yaml"
+    config.write_text(f"""
+data: {{file: {data}, train: {{input: a, output: u}}, test: {{input: a, output: u}}}}
+model: {{type: fno, modes: [2, 2], width: 100000000, layers: 1}}
+output: {{dir: {tmp_path / 'run'}}}
+""")
+    result = run(eddy_cli, "train", config, "--quiet")
+    assert result.returncode == 1, result.stderr
+    assert ("fno.yaml:3:42: model.width: a width of 100000000 gives at least 1e+16 weights, which with their "
+            "gradient and Adam's two moments need at least 142 PiB; this") in result.stderr

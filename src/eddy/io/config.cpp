@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "eddy/core/error.h"
+#include "eddy/core/memory.h"
 #include "eddy/core/suggest.h"
 #include "eddy/io/atomic_file.h"
 
@@ -67,6 +68,13 @@ std::string ConfigNode::where() const {
 }
 
 void ConfigNode::fail(const std::string& message) const { throw Error(where() + message); }
+
+void ConfigNode::require_memory(const std::string& what, double bytes) const {
+  const UsableMemory memory = usable_memory();
+  if (memory.bytes > 0 && bytes > static_cast<double>(memory.bytes)) {
+    fail(cat(what, " need at least ", memory_text(bytes), usable_memory_note()));
+  }
+}
 
 std::string ConfigNode::child_path(const std::string& key) const { return child_key_path(path_, key); }
 

@@ -35,6 +35,9 @@ class ConfigNode {
   // "file:line:col: path: " (or "override 'a=b': path: "), the prefix of every error about it.
   std::string where() const;
   [[noreturn]] void fail(const std::string& message) const;
+  // Fails when `bytes` exceed the memory this process can use (core/memory.h), before a size read
+  // here is allocated: "<what> need at least 8.00 TiB; this machine has 23.5 GiB".
+  void require_memory(const std::string& what, double bytes) const;
 
   bool is_map() const { return node_.IsMap(); }
   bool is_scalar() const { return node_.IsScalar(); }
