@@ -70,7 +70,12 @@ class Search {
       const double t = hi.finite ? cubic_minimizer(lo, hi, low + 0.1 * width, high - 0.1 * width)
                                  : lo.t + 0.1 * (hi.t - lo.t);
       LinePoint trial = evaluate(t);
-      if (!trial.finite || !sufficient_decrease(trial) || trial.value >= lo.value) {
+      // A trial must lower the start's value to become lo. One that only ties a later lo is kept
+      // as lo and its slope decides the side: near a minimum, values within rounding of each
+      // other no longer tell which side a trial is on (More and Thuente's function 2 needs
+      // |phi'| <= 5e-8 where phi varies by 1e-16 of itself).
+      const bool not_lower = lo.t == 0 ? trial.value >= lo.value : trial.value > lo.value;
+      if (!trial.finite || !sufficient_decrease(trial) || not_lower) {
         hi = std::move(trial);
         continue;
       }
