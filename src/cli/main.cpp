@@ -12,7 +12,8 @@
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
 // written.
 //
-// Exit status: 0 done; 1 an error; 3 training stopped on a non-finite loss; 130 (SIGINT, Ctrl-C)
+// Exit status: 0 done; 1 an error; 2 a command line that does not parse (an unknown command or
+// option, a missing or invalid argument); 3 training stopped on a non-finite loss; 130 (SIGINT, Ctrl-C)
 // or 143 (SIGTERM) training stopped early by that signal, after writing the checkpoint and the
 // results of the steps done (`--resume` goes on). The training commands install the handlers
 // (solvers/common/interrupt.h) for this; a second signal ends the process at once.
@@ -263,6 +264,11 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+// What a command line that CLI11 could not parse (or --help) exits with, after CLI11 prints its
+// message: 0 for --help, else 2, as for shell builtins. CLI11's own codes (105, 109, ...) differ
+// by the kind of mistake, which scripts have no use for.
+int command_line_status(const CLI::App& app, const CLI::Error& error) { return app.exit(error) == 0 ? 0 : 2; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -321,9 +327,13 @@ int main(int argc, char** argv) {
   const cli::LmCommands lm(app);
 
   if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
-    return app.exit(CLI::Error("UnknownCommand", unknown, CLI::ExitCodes::ExtrasError));
+    return command_line_status(app, CLI::Error("UnknownCommand", unknown, CLI::ExitCodes::ExtrasError));
   }
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return command_line_status(app, e);
+  }
   try {
     // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.
     const dist::Communicator& world = dist::default_communicator();
