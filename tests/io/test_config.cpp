@@ -108,6 +108,17 @@ TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
   EXPECT_EQ(root.at("model").integer("width"), 64);
   EXPECT_EQ(root.section("output").string("dir", "x"), "runs/big");
 
+  // Whole numbers in exponent or decimal form are integers; fractions and out-of-range ones are not.
+  auto exponent = Config::parse(kProblem, "problem.yaml", {"train.adam.steps=2e4", "model.width=64.0"});
+  EXPECT_EQ(exponent->root().at("train").at("adam").integer("steps"), 20000);
+  EXPECT_EQ(exponent->root().at("model").integer("width"), 64);
+  for (const char* value : {"2.5e0", "1e19", "-1e19", ".nan", "0x10p"}) {
+    auto not_whole = Config::parse(kProblem, "problem.yaml", {std::string("model.width=") + value});
+    EXPECT_EQ(error_of([&] { not_whole->root().at("model").integer("width"); }),
+              std::string("command-line override 'model.width=") + value + "': model.width: expected an integer, got '" +
+                  value + "'");
+  }
+
   auto bad = Config::parse(kProblem, "problem.yaml", {"model.width=wide"});
   EXPECT_EQ(error_of([&] { bad->root().at("model").integer("width"); }),
             "command-line override 'model.width=wide': model.width: expected an integer, got 'wide'");

@@ -1,5 +1,6 @@
 #include "eddy/io/config.h"
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -138,10 +139,15 @@ double ConfigNode::as_number() const {
 
 int64_t ConfigNode::as_integer() const {
   int64_t value = 0;
-  if (!node_.IsScalar() || !YAML::convert<int64_t>::decode(node_, value)) {
-    fail("expected an integer, got " + describe(node_));
+  if (node_.IsScalar() && YAML::convert<int64_t>::decode(node_, value)) return value;
+  // Sizes are often written as 1e5 or 2.0e4, which YAML reads as floats: a whole number is taken.
+  // 2^63 is the first double out of int64's range.
+  double number = 0;
+  if (node_.IsScalar() && YAML::convert<double>::decode(node_, number) && number == std::floor(number) &&
+      std::fabs(number) < 0x1p63) {
+    return static_cast<int64_t>(number);
   }
-  return value;
+  fail("expected an integer, got " + describe(node_));
 }
 
 bool ConfigNode::as_bool() const {
