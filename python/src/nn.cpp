@@ -1,5 +1,7 @@
 // eddy.nn (the C++ modules and models), eddy.optim (the optimisers) and safetensors files.
 
+#include <cmath>
+
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
@@ -9,6 +11,7 @@
 #include "eddy/nn/pinn_models.h"
 #include "eddy/optim/adam.h"
 #include "eddy/optim/lbfgs.h"
+#include "eddy/optim/line_search.h"
 #include "eddy/optim/sgd.h"
 
 namespace eddy::python {
@@ -210,6 +213,37 @@ void bind_optimisers(py::module_& m) {
              return report;
            },
            py::arg("closure"), "closure() zeroes the gradients, computes the loss, calls backward() and returns it.");
+  m.def(
+      "strong_wolfe",
+      [](const py::function& phi, double t_initial, double c1, double c2, int64_t max_evaluations) {
+        const optim::LineFunction point_at = [&phi](double t) {
+          const auto [value, slope] = phi(t).cast<std::pair<double, double>>();
+          optim::LinePoint point;
+          point.t = t;
+          point.value = value;
+          point.slope = slope;
+          point.finite = std::isfinite(value) && std::isfinite(slope);
+          return point;
+        };
+        optim::LineSearchOptions options;
+        options.c1 = c1;
+        options.c2 = c2;
+        options.max_evaluations = max_evaluations;
+        const optim::LineSearchResult r = optim::strong_wolfe(point_at, point_at(0), t_initial, options, max_evaluations);
+        static const char* const kStatus[] = {"wolfe", "decrease_only", "no_decrease"};
+        py::dict result;
+        result["t"] = r.point.t;
+        result["value"] = r.point.value;
+        result["slope"] = r.point.slope;
+        result["evaluations"] = r.evaluations;
+        result["status"] = kStatus[static_cast<int>(r.status)];
+        return result;
+      },
+      py::arg("phi"), py::arg("t_initial") = 1.0, py::arg("c1") = 1e-4, py::arg("c2") = 0.9,
+      py::arg("max_evaluations") = 25,
+      "L-BFGS's strong-Wolfe line search on phi(t) -> (value, slope), from t = 0 with first trial t_initial; "
+      "returns a dict: t, value, slope, evaluations (not counting phi(0)) and status ('wolfe', 'decrease_only' "
+      "or 'no_decrease').");
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "eddy/core/error.h"
+
 namespace eddy::optim {
 namespace {
 
@@ -104,6 +106,13 @@ class Search {
 
 LineSearchResult strong_wolfe(const LineFunction& phi, const LinePoint& start, double t_initial,
                               const LineSearchOptions& options, int64_t max_evaluations) {
+  EDDY_CHECK(start.finite && start.slope < 0, "strong_wolfe: the start must be finite and descend, got phi(0) = ",
+             start.value, ", phi'(0) = ", start.slope);
+  EDDY_CHECK(std::isfinite(t_initial) && t_initial > 0, "strong_wolfe: the first trial step must be positive, got ",
+             t_initial);
+  EDDY_CHECK(0 < options.c1 && options.c1 < 1 && 0 < options.c2 && options.c2 < 1,
+             "strong_wolfe: c1 and c2 must lie in (0, 1), got c1 = ", options.c1, ", c2 = ", options.c2);
+  EDDY_CHECK(max_evaluations >= 1, "strong_wolfe: max_evaluations must be at least 1, got ", max_evaluations);
   return Search(phi, start, options, max_evaluations).run(t_initial);
 }
 
