@@ -119,9 +119,34 @@ TrainingSpec read_training(const ConfigNode& training) {
   return t;
 }
 
+// Lower bounds of what training holds, refused here with the key to change rather than as a bare
+// std::bad_alloc in the first step. Weights: each layer's four attention projections and the token
+// embedding, kept with their gradient and AdamW's two moments. Activations the backward pass
+// keeps per token: each layer's queries, keys, values and attention output, its attention weights
+// over the context, and the logits with their softmax.
+void require_training_memory(const ConfigNode& root, const TokenizerSpec& tokenizer, const ModelSpec& m,
+                             const TrainingSpec& t) {
+  const auto bytes = static_cast<double>(dtype_size(t.dtype));
+  const auto hidden = static_cast<double>(m.hidden_size), layers = static_cast<double>(m.layers);
+  const auto vocabulary = static_cast<double>(tokenizer.vocab_size);
+  const double weights = layers * 4 * hidden * hidden + vocabulary * hidden;
+  root.at("model").require_memory(cat("a model of hidden_size ", m.hidden_size, ", ", m.layers,
+                                      " layers and a vocabulary of ", tokenizer.vocab_size, " has at least ", weights,
+                                      " weights, which with their gradient and AdamW's two moments"),
+                                  4 * weights * bytes);
+  const double tokens = static_cast<double>(t.batch_size) * static_cast<double>(m.context);
+  const double per_token =
+      layers * (4 * hidden + static_cast<double>(m.heads) * static_cast<double>(m.context)) + 2 * vocabulary;
+  const ConfigNode training = root.section("training");
+  const ConfigNode blamed = training.has("batch_size") ? training.at("batch_size") : root.at("model");
+  blamed.require_memory(cat("a batch of ", t.batch_size, " windows of ", m.context,
+                            " tokens, whose activations a training step keeps for the backward pass,"),
+                        tokens * per_token * bytes);
+}
+
 }  // namespace
 
-LmProblem read_lm_problem(io::Config& config) {
+LmProblem read_lm_problem(io::Config& config, bool for_training) {
   LmProblem p;
   p.source = config.source();
   const ConfigNode root = config.root();
@@ -130,6 +155,7 @@ LmProblem read_lm_problem(io::Config& config) {
   p.tokenizer = read_tokenizer(root.section("tokenizer"));
   p.model = read_model(root.at("model"));
   p.training = read_training(root.section("training"));
+  if (for_training) require_training_memory(root, p.tokenizer, p.model, p.training);
 
   const ConfigNode output = root.section("output");
   p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());

@@ -79,6 +79,8 @@ struct LmProblem {
   std::string config_hash;
 };
 
-LmProblem read_lm_problem(io::Config& config);
+/// Reads and validates an `eddy lm train` file. `for_training` also refuses a model or batch too
+/// large for this machine's memory; a trained run's config is read without it, for its model.
+LmProblem read_lm_problem(io::Config& config, bool for_training = true);
 
 }  // namespace eddy::lm

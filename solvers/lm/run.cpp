@@ -63,7 +63,7 @@ TrainedModel load_trained_model(const std::string& run_dir) {
                "or a Hugging Face folder (config.json, model.safetensors, tokenizer.json)");
   }
   auto config = io::Config::load(run_dir + "/config.yaml");
-  TrainedModel trained{read_lm_problem(*config), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0};
+  TrainedModel trained{read_lm_problem(*config, /*for_training=*/false), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0};
   trained.model = make_model(trained.problem.model, trained.tokenizer->vocab_size(), trained.problem.training.dtype,
                              trained.problem.training.seed);
   trained.step = io::load_checkpoint(run_dir + "/checkpoint.safetensors", *trained.model).step;

@@ -204,6 +204,11 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
                {"training.schedule.warmup", "less than training.steps (4)"});
   expect_error([&] { problem_of(config(), {"tokenizer.vocab_size=100"}); }, {"tokenizer.vocab_size"});
   expect_error([&] { problem_of(config(), {"data.validation_fraction=1"}); }, {"data.validation_fraction"});
+  // Sizes no machine holds, named before anything is allocated.
+  expect_error([&] { problem_of(config(), {"model.layers=100000000"}); },
+               {"model", "100000000 layers", "AdamW's two moments need at least"});
+  expect_error([&] { problem_of(config(), {"training.batch_size=1e12"}); },
+               {"training.batch_size", "a batch of 1000000000000 windows", "need at least"});
 
   auto corpus_error = [&](const std::string& files) {
     return [this, files] { prepare_corpus(problem_of(config(), {"data.files=" + files}), nullptr); };
