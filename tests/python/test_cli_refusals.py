@@ -91,6 +91,13 @@ def test_a_step_too_large_to_compile_runs_eagerly_and_the_log_says_why(tmp_path,
     assert "nodes, more than the 10000 this function compiles in reasonable time" in log
 
 
+def test_eval_of_a_folder_that_is_no_run_says_what_to_give(tmp_path, eddy_cli):
+    # It said only "cannot open .../config.yaml".
+    result = run(eddy_cli, "eval", tmp_path)
+    assert result.returncode == 1
+    assert f"eval: {tmp_path} has no config.yaml; give a run folder written by `eddy solve`" in result.stderr
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["xyz"], "eddy: unknown command 'xyz'; commands are solve, check, eval, train, generate, export, predict, lm"),
     (["slove", "p.yaml"], "eddy: unknown command 'slove' (did you mean 'solve'?); commands are solve, check,"),
