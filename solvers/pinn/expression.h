@@ -92,6 +92,9 @@ struct EvaluationInputs {
   // a < b - tolerance, and so on, so points on a face are selected despite rounding. Scale it
   // with the size of the domain.
   double tolerance = 1e-6;
+  // When `points` are a sample of the rows a training step will hold (eddy check), how many
+  // those are: the memory bound on derivatives is taken for them. 0: the points themselves.
+  int64_t planned_rows = 0;
 };
 
 // One batch of points with everything evaluated on it so far. Expressions evaluated in the same

@@ -371,13 +371,15 @@ class Evaluator {
   void refuse_if_too_large(const Tensor& below, size_t order, const ExpressionSource& source, const Node& asking) const {
     const int64_t memory = usable_memory().bytes;
     if (memory <= 0) return;
-    const double held = static_cast<double>(recorded_graph_size(below).bytes);
+    const int64_t rows = state_.inputs.planned_rows > 0 ? state_.inputs.planned_rows : state_.rows;
+    const double held = static_cast<double>(recorded_graph_size(below).bytes) * static_cast<double>(rows) /
+                        static_cast<double>(std::max<int64_t>(state_.rows, 1));
     const double step = kStepMemoryPerGraphByte * kGraphGrowthPerOrder * held;
     if (step <= kStepMemoryShare * static_cast<double>(memory)) return;
     fail_at_whole(source, asking,
                   cat("differentiating to order ", order, " would take a training step about ", memory_text(step),
                       ": nested reverse mode about triples the graph with each order (order ", order - 1, " holds ",
-                      memory_text(held), " for these ", state_.rows,
+                      memory_text(held), " for these ", rows,
                       " points), and the weight gradient about doubles it", usable_memory_note(),
                       ". Use a lower order or fewer points"));
   }

@@ -106,6 +106,10 @@ class PinnState {
   LossParts loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights);
   // An interior condition's residual at any points [N, coordinates].
   Tensor interior_residual(size_t condition, const Tensor& points);
+  // eddy check: every condition's residual on a few of its points, with the derivatives' memory
+  // bound taken for all of them, so that an order too high for this machine is refused before
+  // training rather than at its first step.
+  void check_derivative_memory();
   // Network output at points [N, coordinates].
   Tensor predict(const Tensor& points);
   // Parameters as the expression evaluator wants them: constants and learnable ones.
@@ -119,7 +123,9 @@ class PinnState {
   // all_samples_[condition]: the drawn points, then the added ones (sorted by time when causal);
   // samples_[condition]: this rank's rows of them, with their row weights.
   void assemble(size_t condition);
-  Tensor expression_residual(const Condition& condition, const Tensor& points, const Tensor& normals);
+  // `planned_rows`: as EvaluationInputs::planned_rows.
+  Tensor expression_residual(const Condition& condition, const Tensor& points, const Tensor& normals,
+                             int64_t planned_rows = 0);
   // The sum over ranks of each rank's `share` (no collective on one rank).
   Tensor sum_over_ranks(const Tensor& share) const;
 

@@ -266,7 +266,8 @@ Tensor PinnState::sum_over_ranks(const Tensor& share) const {
   return comm_.size() > 1 ? dist::all_reduce(share, dist::ReduceOp::sum, comm_) : share;
 }
 
-Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, const Tensor& normals) {
+Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, const Tensor& normals,
+                                      int64_t planned_rows) {
   if (c.function) {
     const Tensor at = points.detach().requires_grad_();
     const Tensor residual = (*c.function)(at, predict(at), parameter_values());
@@ -282,8 +283,24 @@ Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, 
   inputs.normals = normals;
   inputs.tolerance = tolerance_of(problem_);
   inputs.field_jets = field_jets_;
+  inputs.planned_rows = planned_rows;
   EvaluationContext context(problem_.symbols(c.kind == ConditionKind::boundary), inputs);
   return evaluate(*c.residual, context);
+}
+
+void PinnState::check_derivative_memory() {
+  constexpr int64_t kSampleRows = 8;
+  if (samples_.empty()) sample(0);
+  for (size_t i = 0; i < problem_.conditions.size(); ++i) {
+    const Condition& c = problem_.conditions[i];
+    const SampledCondition& s = samples_[i];
+    if (!c.residual || c.function || c.kind == ConditionKind::data || c.kind == ConditionKind::periodic) continue;
+    const int64_t rows = s.points.size(0);
+    const int64_t sampled = std::min(rows, kSampleRows);
+    if (sampled == 0) continue;
+    expression_residual(c, slice(s.points, 0, 0, sampled), s.normals.defined() ? slice(s.normals, 0, 0, sampled) : Tensor(),
+                        rows);
+  }
 }
 
 Tensor PinnState::interior_residual(size_t condition, const Tensor& points) {

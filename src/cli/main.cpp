@@ -124,10 +124,12 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
 int run_check(const std::string& file, const std::vector<std::string>& overrides) {
   auto config = io::Config::load(file, overrides);
   pinn::Problem problem = pinn::read_problem(*config);
+  pinn::PinnState state(problem);
+  state.check_derivative_memory();
   std::printf("%s: valid. %zu coordinates (", file.c_str(), problem.coordinates.size());
   for (size_t i = 0; i < problem.coordinates.size(); ++i) std::printf("%s%s", i ? ", " : "", problem.coordinates[i].c_str());
   std::printf("), %zu fields, %zu conditions, %lld model parameters\n\n", problem.fields.size(),
-              problem.conditions.size(), static_cast<long long>(pinn::PinnState(problem).model().parameter_count()));
+              problem.conditions.size(), static_cast<long long>(state.model().parameter_count()));
   std::printf("%s\n", problem.resolved_config.c_str());
   return 0;
 }
