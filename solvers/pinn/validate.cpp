@@ -19,7 +19,10 @@ Validator::Validator(PinnState& state) : state_(state) {
   if (!ref.expressions.empty()) {
     Generator generator(p.seed + 77);
     points = state.interior_points(p.validation.points, generator);
-    for (const auto& [field, expression] : ref.expressions) {
+    for (const auto& entry : ref.expressions) {
+      // Not a structured binding: the lambda below captures it, which clang before 16 refuses.
+      const std::string& field = entry.first;
+      const Expression& expression = entry.second;
       EvaluationInputs inputs;
       inputs.points = points;
       inputs.fields = [&](const Tensor&) -> Tensor {

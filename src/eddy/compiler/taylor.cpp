@@ -291,7 +291,11 @@ TaylorJets propagate(const Graph& graph, const Tensor& x, const TaylorOptions& o
              x.shape(), " points to [N, k] values, got shape ", output_shape);
   const int64_t d = x.shape()[1];
   const Plan plan = plan_for(options, d);
-  const auto [value, jet] = run(graph, x, plan.channels);
+  // Not a structured binding: the lambda below captures both, which clang before 16 (the fuzz
+  // build's Debian clang 14) refuses.
+  const std::pair<Tensor, Jet> ran = run(graph, x, plan.channels);
+  const Tensor& value = ran.first;
+  const Jet& jet = ran.second;
 
   auto full = [&](size_t slot) {
     if (jet.coefficients.empty() || !jet.coefficients[slot].defined()) return zeros_like(value);
