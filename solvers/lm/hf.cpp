@@ -85,6 +85,8 @@ class ConfigFile {
       values_ = json::parse(io::read_file(path_));
     } catch (const json::parse_error& e) {
       throw Error(cat(path_, ": invalid JSON at byte ", e.byte, ": ", e.what()));
+    } catch (const json::exception& e) {  // a number beyond double's range (1e400) is out_of_range
+      throw Error(cat(path_, ": invalid JSON: ", e.what()));
     }
     EDDY_CHECK(values_.is_object(), path_, ": expected a JSON object, got ", values_.type_name());
   }

@@ -162,6 +162,13 @@ TEST_F(ExportTest, OtherFormatVersionIsRefused) {
   expect_error([&] { load_graph(dir()); }, {file("graph.json"), "version: format version 2", "reads version 1"});
 }
 
+// nlohmann's parser throws out_of_range, not parse_error, for a number beyond double's range.
+TEST_F(ExportTest, NumberBeyondDoubleRangeIsAnError) {
+  save_graph(mlp_graph(), dir());
+  replace_in("graph.json", "\"version\": 1", "\"version\": 1e400");
+  expect_error([&] { load_graph(dir()); }, {file("graph.json"), "not valid JSON", "number overflow"});
+}
+
 TEST_F(ExportTest, MissingOrMisshapenTensorsAreRefused) {
   save_graph(mlp_graph(), dir());
   io::SafetensorsContents weights = io::load_safetensors(file("weights.safetensors"));

@@ -89,6 +89,9 @@ TEST(Safetensors, RejectsTruncatedAndCorruptFiles) {
   std::string bad_json = good;
   bad_json[8] = '[';
   EXPECT_NE(error_of([&] { decode_safetensors(bad_json, "f"); }).find("not valid JSON"), std::string::npos);
+  // nlohmann's parser throws out_of_range, not parse_error, for a number beyond double's range.
+  expect_error([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F32","shape":[1e400],"data_offsets":[0,4]}})", 4), "f.safetensors"); },
+               {"f.safetensors: header is not valid JSON", "number overflow"});
   std::string trailing = good + "xyz";
   EXPECT_NE(error_of([&] { decode_safetensors(trailing, "f"); }).find("trailing"), std::string::npos);
 

@@ -125,9 +125,10 @@ Predictor Predictor::load(const std::string& dir) {
              " is not a folder; give the folder `eddy export` wrote (RUN_DIR/export by default)");
   const std::string file = meta_path(dir);
   json meta;
+  // json::exception, not only parse_error: a number beyond double's range (1e400) is out_of_range.
   try {
     meta = json::parse(io::read_file(file));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw Error(cat(file, ": not valid JSON: ", e.what()));
   }
   PredictorSignature signature = signature_from(meta, file);

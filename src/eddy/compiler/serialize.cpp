@@ -246,9 +246,10 @@ void save_graph(const Graph& graph, const std::string& dir) {
 Graph load_graph(const std::string& dir) {
   const std::string file = graph_path(dir), weights_file = weights_path(dir);
   json root;
+  // json::exception, not only parse_error: a number beyond double's range (1e400) is out_of_range.
   try {
     root = json::parse(io::read_file(file));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw Error(cat(file, ": not valid JSON: ", e.what()));
   }
   EDDY_CHECK(root.is_object() && root.contains("format") && root["format"] == kFormat, file,

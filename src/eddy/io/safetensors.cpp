@@ -111,9 +111,10 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
   EDDY_CHECK(length <= kMaxHeaderBytes && length <= bytes.size() - 8, source, ": header length ", length,
              " exceeds the file (", bytes.size(), " bytes); the file is truncated or not safetensors");
   json header;
+  // json::exception, not only parse_error: a number beyond double's range (1e400) is out_of_range.
   try {
     header = json::parse(bytes.substr(8, length));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw Error(cat(source, ": header is not valid JSON (", e.what(), ")"));
   }
   EDDY_CHECK(header.is_object(), source, ": header is not a JSON object");

@@ -120,6 +120,8 @@ BpeTokenizer BpeTokenizer::from_json(const std::string& text, const std::string&
     file = json::parse(text);
   } catch (const json::parse_error& e) {
     throw Error(cat(source, ": invalid JSON at byte ", e.byte, " (", e.what(), ")"));
+  } catch (const json::exception& e) {  // a number beyond double's range (1e400) is out_of_range
+    throw Error(cat(source, ": invalid JSON (", e.what(), ")"));
   }
   const FileChecks checks(source);
   if (!file.is_object()) checks.fail("(top level)", "not a JSON object, so not a tokenizer.json");
