@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test test-asan demo bench bench-fft bench-peers bench-lm bench-busy clean
+.PHONY: all deps configure build test test-asan demo bench bench-fft bench-peers bench-lm bench-busy fuzz clean
 
 all: build
 
@@ -28,6 +28,20 @@ test-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) -L core --output-on-failure -j $(JOBS)
+
+# The libFuzzer harnesses of tests/fuzz/ (docs/fuzzing.md), in a clang build of their own: each
+# runs FUZZ_SECONDS on a copy of its seeds; findings go to build-fuzz/findings/. Not part of `make
+# test`, which replays the seeds through the same harnesses (ctest tests fuzz_*).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= npy safetensors export pinn_config expression csv hdf5 operator_dataset operator_config lm_config
+fuzz: deps
+	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DEDDY_FUZZ=ON \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DEDDY_CHECK_LAYERS=OFF -DEDDY_WITH_MPI=OFF -DEDDY_WITH_NVRTC=OFF \
+	  -DEDDY_BUILD_BENCH=OFF -DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_PYTHON=OFF > /dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Burgers' equation from examples/pinn/burgers.yaml, on a budget of a few minutes.
 demo: build
@@ -62,4 +76,4 @@ bench-busy: build
 	python3 bench/busy_machine.py --build $(BUILD) $(BENCH_BUSY_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

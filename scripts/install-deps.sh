@@ -29,6 +29,9 @@ packages=(
   libfftw3-mpi-dev  # the distributed (slab) FFT of src/eddy/dist/, float and double; needed with MPI
   openmpi-bin       # mpirun, for the `mpi` tests and cluster runs
   fortunes          # the text corpus of the language-model example (docs/lm.md)
+  clang             # `make fuzz` only: libFuzzer harnesses need clang (docs/fuzzing.md)
+  libclang-rt-14-dev  # `make fuzz` only: libFuzzer and the sanitizer runtimes for clang 14
+  libomp-14-dev     # `make fuzz` only: OpenMP for clang (it has no libgomp support)
 )
 
 missing=()
