@@ -56,6 +56,10 @@ struct ExpressionSource {
   fail_at(source, node.begin, node.end - node.begin, message);
 }
 
+// The highest derivative order, of d(e, x, k), of derivative notation (u_xxx) and of both nested
+// (d(u_x, x, 3) is order 4): beyond it is a typo, and would build an enormous graph.
+inline constexpr int kMaxDerivativeOrder = 16;
+
 // A fully parenthesised rendering: equal texts mean equal values in one context, which makes it
 // the key of the evaluation caches.
 std::string canonical_text(const Node& node);

@@ -88,9 +88,6 @@ std::string describe(const ValueType& type) {
 const ValueType kScalar{ValueType::Kind::scalar};
 const ValueType kPredicate{ValueType::Kind::predicate};
 
-// d(e, x, k) beyond this is a typo, and would build an enormous graph.
-constexpr int kMaxOrder = 16;
-
 bool is_scalar(const ValueType& type) { return type.kind == ValueType::Kind::scalar; }
 bool is_vector(const ValueType& type) { return type.kind == ValueType::Kind::vector; }
 
@@ -288,10 +285,10 @@ class TypeChecker {
     }
     if (node.children.size() == 3) {
       const Node& order = *node.children[2];
-      if (order.kind != Node::Kind::number || order.number < 1 || order.number > kMaxOrder ||
+      if (order.kind != Node::Kind::number || order.number < 1 || order.number > kMaxDerivativeOrder ||
           std::floor(order.number) != order.number) {
         fail_at_whole(source, order, "the order of a derivative must be a whole number from 1 to " +
-                                         std::to_string(kMaxOrder));
+                                         std::to_string(kMaxDerivativeOrder));
       }
     }
     return kScalar;
@@ -383,6 +380,11 @@ Meaning resolve_symbol(const ExpressionSource& source, const Node& node, const S
                   "' is not a coordinate (derivative notation takes single-letter coordinates: " +
                   join(symbols.coordinates) + ")");
     }
+  }
+  if (letters.size() > static_cast<size_t>(kMaxDerivativeOrder)) {
+    fail_at(source, node.position + underscore + 1, letters.size(),
+            "'" + name + "' differentiates " + std::to_string(letters.size()) +
+                " times; the order of a derivative must be from 1 to " + std::to_string(kMaxDerivativeOrder));
   }
   std::sort(with_respect_to.begin(), with_respect_to.end());
   return {Meaning::Kind::derivative, base, 0, with_respect_to};

@@ -331,6 +331,11 @@ class Evaluator {
                     const Node& asking) {
     std::vector<int> with_respect_to = quantity.with_respect_to;
     with_respect_to.insert(with_respect_to.end(), more.begin(), more.end());
+    // The checker bounds each d() and each derivative notation; d() of them adds their orders.
+    if (with_respect_to.size() > static_cast<size_t>(kMaxDerivativeOrder)) {
+      fail_at_whole(source, asking, cat("differentiates to order ", with_respect_to.size(),
+                                        " in all; the order of a derivative must be from 1 to ", kMaxDerivativeOrder));
+    }
     std::sort(with_respect_to.begin(), with_respect_to.end());
     return derivative_sorted(quantity, with_respect_to, source, asking);
   }

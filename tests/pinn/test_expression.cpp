@@ -448,6 +448,27 @@ TEST(PinnExpressionErrors, DerivativeNotationNeedsCoordinates) {
             "equations.residual: the order of a derivative must be a whole number from 1 to 16\n"
             "  d(u, x, 1.5)\n"
             "          ^~~");
+  // Derivative notation has the same bound as d(): 17 letters ran for minutes (found by fuzzing).
+  EXPECT_EQ(check_error("u_xxxxxxxxxxxxxxxxx"),
+            "equations.residual: 'u_xxxxxxxxxxxxxxxxx' differentiates 17 times; the order of a derivative must "
+            "be from 1 to 16\n"
+            "  u_xxxxxxxxxxxxxxxxx\n"
+            "    ^~~~~~~~~~~~~~~~~");
+}
+
+// d() of a derivative adds the orders, which evaluation bounds like each one alone.
+TEST(PinnExpressionErrors, NestedDerivativeOrdersAddUp) {
+  EvaluationContext context(Symbols{.coordinates = {"x"}, .fields = {"u"}},
+                            {.points = column({0.5}), .fields = [](const Tensor& p) { return p; }});
+  try {
+    evaluate_text("d(u_xxxxxxxxx, x, 8)", context);
+    FAIL() << "order 17 was evaluated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("differentiates to order 17 in all; the order of a derivative must be from "
+                                         "1 to 16\n  d(u_xxxxxxxxx, x, 8)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(PinnExpressionErrors, NormalOnlyOnBoundaries) {
