@@ -10,7 +10,9 @@
 // that runs one whose results depend on it (a large GEMM on OpenBLAS's threads, a multi-threaded
 // FFTW plan: thread_dependent_kernel_runs()) turns the tuner off for the rest of the run, back at
 // the count it was given; a training step's kernels show in its first steps, which always run at
-// that count.
+// that count. One that first runs later, in a validation every few hundred steps, has run once
+// at the tuned count by then: that validation's figures can differ in their last bits from a run
+// at a fixed count, while training goes on as it would.
 //
 // EDDY_ADAPT_THREADS=0 keeps the given count throughout (for measuring scaling).
 

@@ -5,6 +5,7 @@
 
 #include "support/expect_error.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -168,6 +169,14 @@ TEST(Checkpoint, NonFiniteValuesAreRefusedOnLoad) {
   save_checkpoint(path, *model, optimizer, {7, "abc123", ""});
   expect_error([&] { load_checkpoint(path, *model); },
                {path, "tensor \"optimizer.adam.m.0\" holds NaN or infinite values; the checkpoint is damaged"});
+
+  // A run's records may hold them: the relative error against a reference that is zero is NaN.
+  nn::StateDict records{{std::string(kRecordPrefix) + "relative_l2.u", ones({3})}};
+  records.begin()->second.fill_(std::numeric_limits<double>::quiet_NaN());
+  save_checkpoint(path, *model, records, {7, "abc123", ""});
+  nn::StateDict loaded;
+  EXPECT_EQ(load_checkpoint(path, *model, &loaded).step, 7);
+  EXPECT_TRUE(std::isnan(loaded.at(std::string(kRecordPrefix) + "relative_l2.u").to_vector<double>()[0]));
 }
 
 TEST(AtomicFile, ReplacesWholeFilesAndLeavesNoTemporaries) {

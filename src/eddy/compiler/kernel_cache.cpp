@@ -60,6 +60,17 @@ void kill_own_group(int) { kill(0, SIGKILL); }
 // writing into the cache. Being outside eddy's group, the compiler does not get the Ctrl-C a
 // terminal sends to eddy, which finishes its step (this compile too) and stops. Between fork and
 // exec only async-signal-safe calls are made: eddy may have other threads.
+// The exit status of `child` as a shell reports it (128 + the signal that killed it), or -1 when
+// waitpid fails other than by EINTR (SIGCHLD ignored, say), which must not read as success.
+// Async-signal-safe.
+int wait_for(pid_t child) {
+  int status = 0;
+  for (;;) {
+    if (waitpid(child, &status, 0) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (errno != EINTR) return -1;
+  }
+}
+
 std::pair<int, std::string> run(const std::string& command) {
   int pipe_ends[2];
   EDDY_CHECK(pipe2(pipe_ends, O_CLOEXEC) == 0, "compiler: cannot create a pipe to run '", command, "': ",
@@ -87,10 +98,7 @@ std::pair<int, std::string> run(const std::string& command) {
       _exit(127);
     }
     close(write_end);
-    int status = 0;
-    while (compiler > 0 && waitpid(compiler, &status, 0) < 0 && errno == EINTR) {
-    }
-    _exit(compiler < 0 ? 126 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    _exit(compiler < 0 ? 126 : wait_for(compiler));
   }
   const int fork_error = errno;
   close(write_end);
@@ -109,10 +117,7 @@ std::pair<int, std::string> run(const std::string& command) {
     }
   }
   close(read_end);
-  int status = 0;
-  while (waitpid(watcher, &status, 0) < 0 && errno == EINTR) {
-  }
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return {wait_for(watcher), output};
 }
 
 // Temporary files in the cache carry ".tmp." in their names, so that nothing looks them up. Those
@@ -197,7 +202,8 @@ LoadedKernels load_cpu_kernels(const std::string& source) {
     // Kept under a name the stale-temporary sweep leaves alone, for a bug report.
     const fs::path kept = directory / (stem + ".cpp");
     fs::rename(source_path, kept, error);
-    throw Error("compiler: the system compiler failed on generated kernels (kept in " + kept.string() +
+    const fs::path& source_kept = error ? source_path : kept;
+    throw Error("compiler: the system compiler failed on generated kernels (kept in " + source_kept.string() +
                 "); command: " + command + "\n" + messages +
                 (status == 127 ? "\nset EDDY_CXX to a C++ compiler" : ""));
   }

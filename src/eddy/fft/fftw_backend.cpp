@@ -180,7 +180,10 @@ constexpr int64_t kC2rTwoStageMaxEntryBytes = 1024 * 1024;
 constexpr int64_t kC2rSampleBytes = 4 * 1024 * 1024;
 
 int planning_threads(const Tensor& in, const Tensor& out) {
-  return std::max(in.numel(), out.numel()) >= kMinElementsForThreads ? omp_get_max_threads() : 1;
+  if (std::max(in.numel(), out.numel()) < kMinElementsForThreads) return 1;
+  // Counted also at one thread: a later count would change these bits (solvers' ThreadTuner).
+  note_thread_dependent_kernel();
+  return omp_get_max_threads();
 }
 
 template <typename Real>
@@ -190,7 +193,6 @@ class PlanCache {
 
   typename Fftw<Real>::Plan get(Kind kind, const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes,
                                 int threads) {
-    if (threads > 1) note_thread_dependent_kernel();
     return plans_.get(plan_key<Real>(kind, in, out, axes, threads), [&] {
       auto plan = make(kind, in, out, axes, threads);
       EDDY_CHECK(plan, "fft: FFTW could not plan a transform of shape ", in.shape(), " over axes ",

@@ -5,10 +5,16 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "eddy/nn/module.h"
 
 namespace eddy::io {
+
+/// Optimiser-state entries under this prefix are records of the run (losses, errors per step),
+/// which may be NaN or infinite (a relative error against a zero reference); every other inexact
+/// tensor of a checkpoint must be finite to load.
+inline constexpr std::string_view kRecordPrefix = "history.";
 
 struct CheckpointInfo {
   int64_t step = 0;

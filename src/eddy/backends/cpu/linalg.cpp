@@ -184,7 +184,8 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     return;
   }
   for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
-  if (!omp_in_parallel() && omp_get_max_threads() > 1) note_thread_dependent_kernel();
+  // Counted also at one thread: a later count would change these bits (solvers' ThreadTuner).
+  if (!omp_in_parallel()) note_thread_dependent_kernel();
   blas_gemm<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, false, false);
 }
 
