@@ -230,13 +230,12 @@ void bind_optimisers(py::module_& m) {
         options.c2 = c2;
         options.max_evaluations = max_evaluations;
         const optim::LineSearchResult r = optim::strong_wolfe(point_at, point_at(0), t_initial, options, max_evaluations);
-        static const char* const kStatus[] = {"wolfe", "decrease_only", "no_decrease"};
         py::dict result;
         result["t"] = r.point.t;
         result["value"] = r.point.value;
         result["slope"] = r.point.slope;
         result["evaluations"] = r.evaluations;
-        result["status"] = kStatus[static_cast<int>(r.status)];
+        result["status"] = optim::status_name(r.status);
         return result;
       },
       py::arg("phi"), py::arg("t_initial") = 1.0, py::arg("c1") = 1e-4, py::arg("c2") = 0.9,

@@ -294,12 +294,12 @@ void PinnState::check_derivative_memory() {
   for (size_t i = 0; i < problem_.conditions.size(); ++i) {
     const Condition& c = problem_.conditions[i];
     const SampledCondition& s = samples_[i];
-    if (!c.residual || c.function || c.kind == ConditionKind::data || c.kind == ConditionKind::periodic) continue;
+    if (!c.residual || c.function) continue;  // data and periodic conditions have no residual to differentiate
     const int64_t rows = s.points.size(0);
     const int64_t sampled = std::min(rows, kSampleRows);
     if (sampled == 0) continue;
-    expression_residual(c, slice(s.points, 0, 0, sampled), s.normals.defined() ? slice(s.normals, 0, 0, sampled) : Tensor(),
-                        rows);
+    const Tensor normals = s.normals.defined() ? slice(s.normals, 0, 0, sampled) : Tensor();
+    expression_residual(c, slice(s.points, 0, 0, sampled), normals, rows);
   }
 }
 

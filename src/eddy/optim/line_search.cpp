@@ -104,6 +104,15 @@ class Search {
 
 }  // namespace
 
+const char* status_name(LineSearchStatus status) {
+  switch (status) {
+    case LineSearchStatus::wolfe: return "wolfe";
+    case LineSearchStatus::decrease_only: return "decrease_only";
+    case LineSearchStatus::no_decrease: return "no_decrease";
+  }
+  return "unknown";
+}
+
 LineSearchResult strong_wolfe(const LineFunction& phi, const LinePoint& start, double t_initial,
                               const LineSearchOptions& options, int64_t max_evaluations) {
   EDDY_CHECK(start.finite && start.slope < 0, "strong_wolfe: the start must be finite and descend, got phi(0) = ",

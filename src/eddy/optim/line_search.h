@@ -32,6 +32,9 @@ enum class LineSearchStatus {
   no_decrease,    ///< no trial satisfied sufficient decrease; `point` is the start
 };
 
+/// "wolfe", "decrease_only" or "no_decrease".
+const char* status_name(LineSearchStatus status);
+
 struct LineSearchResult {
   LineSearchStatus status = LineSearchStatus::no_decrease;
   LinePoint point;
