@@ -55,5 +55,6 @@ void bind_transformers(py::module_& nn);
 void bind_solvers(py::module_& m);
 void bind_compiler(py::module_& m);
 void bind_tokenizer(py::module_& m);
+void bind_dist(py::module_& m);
 
 }  // namespace eddy::python

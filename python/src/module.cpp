@@ -14,4 +14,5 @@ PYBIND11_MODULE(_eddy, m) {
   eddy::python::bind_solvers(m);
   eddy::python::bind_compiler(m);
   eddy::python::bind_tokenizer(m);
+  eddy::python::bind_dist(m);
 }

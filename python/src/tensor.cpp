@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "eddy/core/distribution.h"
 #include "eddy/autodiff/tape.h"
 #include "eddy/ops/ops.h"
 
@@ -17,6 +18,10 @@ namespace {
 
 std::string repr(const py::object& self) {
   const Tensor& t = self.cast<const Tensor&>();
+  if (const Distribution* layout = distribution_of(t)) {
+    return cat("DistributedTensor(shape=", t.shape(), ", placements=", to_string(layout->placements), ", local=",
+               repr(py::cast(layout->local)), ")");
+  }
   py::module_ np = py::module_::import("numpy");
   std::string body = py::str(np.attr("array2string")(to_numpy(self), py::arg("separator") = ", ",
                                                       py::arg("prefix") = "tensor("));

@@ -317,6 +317,8 @@ std::vector<OpCase> build_table() {
                   [](const TL& x) { return dist::broadcast(x[0]); }, true));
   t.push_back(row("reduce_to_root", {"reduce_to_root"}, kInexact, normal_inputs({{2, 3}}),
                   [](const TL& x) { return dist::reduce(x[0]); }, true));
+  t.push_back(row("sum_gradient_over_ranks", {"sum_gradient_over_ranks"}, kInexact, normal_inputs({{2, 3}}),
+                  [](const TL& x) { return dist::sum_gradient_over_ranks(x[0]); }, true));
   // The slab FFTs on one rank, which holds the whole grid (tests/dist runs them on two); in a
   // build without MPI they are fft_r2c and fft_c2r.
   t.push_back(row("dist_rfft2", {"dist_rfft2"}, kReal, normal_inputs({{2, 3, 4}}),

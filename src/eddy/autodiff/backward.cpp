@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/distribution.h"
 #include "eddy/core/storage.h"
 #include "eddy/ops/ops.h"
 
@@ -129,6 +130,34 @@ class BackwardPass {
   std::unordered_map<const void*, Tensor> leaves_;
 };
 
+// A distributed output (core/distribution.h) is seeded through its local part: the backward pass
+// is the local program's. Under the SPMD convention (dist/collectives.h) the differentiated
+// quantity is the sum over ranks, so a seed every rank holds whole counts once per copy and is
+// divided by the number of copies; a partial sum's parts add up to the value and are seeded as
+// they are.
+Tensor local_seed(const Tensor& output, const Tensor& seed, size_t i) {
+  const Distribution* layout = distribution_of(output);
+  if (!layout) return seed;
+  for (const Placement& placement : layout->placements) {
+    EDDY_CHECK(placement.kind != Placement::Kind::partial_max, "grad: output ", i, " is placed ",
+               to_string(layout->placements), "; a partial max has no derivative until dist::reshard makes it whole");
+  }
+  Tensor local = seed;
+  if (const Distribution* given = distribution_of(seed)) {
+    EDDY_CHECK(given->local.shape() == layout->local.shape(), "grad: grad_outputs[", i, "] is placed ",
+               to_string(given->placements), " but output ", i, " is placed ", to_string(layout->placements),
+               "; dist::reshard it alike");
+    local = given->local;
+  } else {
+    for (const Placement& placement : layout->placements) {
+      EDDY_CHECK(!placement.is_shard(), "grad: output ", i, " is sharded (", to_string(layout->placements),
+                 ") but grad_outputs[", i, "] is an ordinary tensor; pass one placed alike (dist::shard_tensor)");
+    }
+  }
+  const int64_t copies = replication_factor(*layout);
+  return copies == 1 ? local : local / static_cast<double>(copies);
+}
+
 std::vector<Tensor> seed_cotangents(const std::vector<Tensor>& outputs,
                                     const std::vector<Tensor>& grad_outputs) {
   EDDY_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: got ",
@@ -140,14 +169,28 @@ std::vector<Tensor> seed_cotangents(const std::vector<Tensor>& outputs,
     if (!grad_outputs.empty() && grad_outputs[i].defined()) {
       EDDY_CHECK(grad_outputs[i].shape() == out.shape(), "grad: grad_outputs[", i, "] has shape ",
                  grad_outputs[i].shape(), " but output ", i, " has shape ", out.shape());
-      seeds.push_back(cast(grad_outputs[i], out.dtype()));
+      seeds.push_back(local_seed(out, cast(grad_outputs[i], out.dtype()), i));
     } else {
       EDDY_CHECK(out.numel() == 1, "grad: output ", i, " has shape ", out.shape(),
                  "; pass grad_outputs for outputs with more than one element");
-      seeds.push_back(ones_like(out));
+      seeds.push_back(local_seed(out, ones_like(out), i));
     }
   }
   return seeds;
+}
+
+// The cotangent of a distributed input, laid out as the input. On the mesh axes where the input
+// is replicated each rank has its part of the sum, except for a leaf that requires gradients,
+// whose every use sums it over the ranks (dist/dtensor.cpp).
+Tensor distributed_cotangent(const Tensor& input, Tensor local) {
+  Distribution layout = *distribution_of(input);
+  layout.local = std::move(local);
+  if (!(input.is_leaf() && input.requires_grad())) {
+    for (Placement& placement : layout.placements) {
+      if (placement.kind == Placement::Kind::replicate) placement = Placement::partial_sum();
+    }
+  }
+  return make_distributed(input.shape(), std::move(layout));
 }
 
 }  // namespace
@@ -217,7 +260,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   for (const Tensor& input : inputs) {
     auto it = cotangents.find(key_of(input));
     if (key_of(input) && it != cotangents.end()) {
-      result.push_back(it->second);
+      result.push_back(is_distributed(input) ? distributed_cotangent(input, it->second) : it->second);
     } else {
       result.push_back(zeros_like(input));
     }

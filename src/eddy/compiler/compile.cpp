@@ -1,5 +1,6 @@
 #include "eddy/compiler/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/compiled_call.h"
+#include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 
 namespace eddy {
@@ -58,6 +60,10 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   ++stats_.calls;
   // Inside another capture, run eagerly so the outer graph records these ops as its own.
   if (active_trace_recorder()) return function_(inputs);
+  // Distributed tensors run eagerly until the compiler propagates placements (issue #23).
+  if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return is_distributed(t); })) {
+    return function_(inputs);
+  }
   const std::string key = signature(inputs);
   if (auto found = programs_.find(key); found != programs_.end()) return run(found->second, inputs);
 

@@ -2,6 +2,8 @@
 
 #include "eddy/core/autograd.h"
 
+#include "eddy/core/distribution.h"
+
 namespace eddy {
 namespace {
 thread_local bool grad_mode_enabled = true;
@@ -37,9 +39,12 @@ bool Tensor::is_leaf() const {
   return !impl()->autograd || !impl()->autograd->grad_fn;
 }
 
+// A distributed leaf's gradient is its local part's (they share the autodiff state), laid out as
+// the leaf is.
 Tensor Tensor::grad() const {
   const auto& meta = impl()->autograd;
-  return meta ? meta->grad : Tensor();
+  if (!meta || !meta->grad.defined()) return Tensor();
+  return is_distributed(*this) ? with_local(*this, meta->grad) : meta->grad;
 }
 
 void Tensor::zero_grad() {
@@ -47,6 +52,7 @@ void Tensor::zero_grad() {
 }
 
 Tensor Tensor::detach() const {
+  if (is_distributed(*this)) return with_local(*this, distribution_of(*this)->local.detach());
   Tensor detached = make_view(*this, shape(), strides(), offset());
   detached.impl()->identity = impl_->identity;  // the same value, for a graph recorder
   return detached;

@@ -7,6 +7,7 @@
 #include "eddy/core/autograd.h"
 #include "eddy/core/backend.h"
 #include "eddy/core/checked_size.h"
+#include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 
 namespace eddy {
@@ -68,6 +69,11 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::raw_data() const {
   check_defined();
+  if (const Distribution* layout = distribution_of(*this)) {
+    throw Error(cat("data(): the tensor of shape ", shape(), " is distributed (", to_string(layout->placements),
+                "); its values are on the ranks: read this rank's part with dist::to_local or the whole with "
+                "dist::full_tensor"));
+  }
   EDDY_CHECK(!is_abstract(), "data(): the tensor of shape ", shape(), " is abstract (made by abstract "
              "tracing): it has a shape and a dtype but no values");
   EDDY_CHECK(device().type == DeviceType::cpu, "data(): tensor lives on ", device(),
@@ -115,9 +121,40 @@ void check_writable(const Tensor& t, std::string_view op) {
   EDDY_CHECK(!t.is_abstract(), op, ": the tensor of shape ", t.shape(), " is abstract (made by abstract "
              "tracing) and has no elements to write");
 }
+
+// A distributed target takes the source's local part when both are laid out alike; an ordinary
+// source is every rank's whole value, which fits a replicated target (or is a single value).
+void copy_to_distributed(const Tensor& target, const Tensor& source) {
+  const Distribution& layout = *distribution_of(target);
+  if (const Distribution* from = distribution_of(source)) {
+    EDDY_CHECK(from->mesh == layout.mesh && from->placements == layout.placements && source.shape() == target.shape(),
+               "copy_: the distributed source ", source.shape(), " placed ", to_string(from->placements),
+               " differs from the target ", target.shape(), " placed ", to_string(layout.placements),
+               "; dist::reshard it first");
+    Tensor local = layout.local;
+    local.copy_(from->local);
+    return;
+  }
+  bool sharded = false;
+  for (const Placement& placement : layout.placements) {
+    EDDY_CHECK(!placement.is_partial(), "copy_: the target is partial (", to_string(layout.placements),
+               "); dist::reshard it to Replicate or Shard first");
+    sharded = sharded || placement.is_shard();
+  }
+  EDDY_CHECK(!sharded || source.numel() == 1, "copy_: the target of shape ", target.shape(), " is sharded (",
+             to_string(layout.placements), ") and the source ", source.shape(), " is an ordinary tensor; make "
+             "it distributed with dist::shard_tensor first");
+  Tensor local = layout.local;
+  local.copy_(source);
+}
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& source) {
+  if (is_distributed(*this)) {
+    check_writable(distribution_of(*this)->local, "copy_");
+    copy_to_distributed(*this, source);
+    return *this;
+  }
   check_writable(*this, "copy_");
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
   EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
@@ -131,6 +168,15 @@ Tensor& Tensor::copy_(const Tensor& source) {
 }
 
 Tensor& Tensor::fill_(std::complex<double> value) {
+  if (const Distribution* layout = distribution_of(*this)) {
+    for (const Placement& placement : layout->placements) {
+      EDDY_CHECK(!placement.is_partial(), "fill_: the tensor is partial (", to_string(layout->placements),
+                 "); dist::reshard it to Replicate or Shard first");
+    }
+    Tensor local = layout->local;
+    local.fill_(value);
+    return *this;
+  }
   check_writable(*this, "fill_");
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "fill_");
   backend_for(device()).fill(*this, value);
@@ -139,6 +185,14 @@ Tensor& Tensor::fill_(std::complex<double> value) {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  if (const Distribution* layout = distribution_of(*this)) {
+    for (const Placement& placement : layout->placements) {
+      EDDY_CHECK(placement.kind == Placement::Kind::replicate, "to_vector/item: the distributed tensor of shape ",
+                 shape(), " is placed ", to_string(layout->placements), ", so no rank holds all of it; read "
+                 "dist::full_tensor(t) or this rank's part, dist::to_local(t)");
+    }
+    return layout->local.to_vector<T>();
+  }
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(*this, "to_vector/item");
   EDDY_CHECK(!is_abstract(), "to_vector/item: the tensor of shape ", shape(), " is abstract (made by "
              "abstract tracing) and has no values to read; an abstractly traced function cannot depend on "

@@ -16,6 +16,7 @@
 namespace eddy {
 
 struct AutogradMeta;  // defined in core/autograd.h
+struct Distribution;  // defined in core/distribution.h
 struct TensorImpl;
 // An empty token whose address names a value while it lives (TensorImpl::identity).
 struct ValueIdentity {};
@@ -98,6 +99,8 @@ struct TensorImpl {
   // value (shallow_alias, detach), since autodiff makes fresh ones (tangent-stripped aliases)
   // that must resolve to the same graph value. Null until a recorder first meets the value.
   std::shared_ptr<const ValueIdentity> identity;
+  // Set on a distributed tensor only (core/distribution.h): its storage is then abstract.
+  std::shared_ptr<const Distribution> distribution;
 };
 
 // A new TensorImpl over the same storage with the given layout; no autodiff state.

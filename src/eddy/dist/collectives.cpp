@@ -4,6 +4,8 @@
 
 #include "eddy/dist/collectives.h"
 
+#include <atomic>
+
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 
@@ -40,6 +42,8 @@ Tensor max_weight(const Tensor& x, Communicator& comm) {
   return hits / all_reduce(hits, ReduceOp::sum, comm);
 }
 
+std::atomic<int64_t> traffic_calls{0}, traffic_bytes{0};
+
 // A primitive whose eval is one call of the communicator from a dense input to a fresh output.
 Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, const Attrs&)> infer,
                      std::function<void(Communicator&, const Tensor&, const Tensor&, const Attrs&)> call) {
@@ -50,6 +54,8 @@ Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, con
   p.eval = [call = std::move(call)](Inputs in, const Attrs& attrs, const OutputSpec& spec) {
     Tensor out = detail::new_output(spec, in[0]);
     call(comm_of(attrs), dense(in[0]), out, attrs);
+    traffic_calls.fetch_add(1, std::memory_order_relaxed);
+    traffic_bytes.fetch_add(in[0].numel() * static_cast<int64_t>(dtype_size(in[0].dtype())), std::memory_order_relaxed);
     return out;
   };
   return p;
@@ -150,7 +156,24 @@ const Primitive& reduce_p = [] () -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
+const Primitive& sum_gradient_over_ranks_p = [] () -> const Primitive& {
+  Primitive p;
+  p.name = "sum_gradient_over_ranks";
+  p.cost = CostClass::collective;  // its transpose is one: never dropped or merged
+  p.infer = same_spec;
+  p.eval = [](Inputs in, const Attrs&, const OutputSpec&) {
+    return make_view(in[0], in[0].shape(), in[0].strides(), in[0].offset());
+  };
+  p.jvp = [](Inputs, const Attrs&, int, const Tensor& t) { return t; };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_reduce(g, ReduceOp::sum, comm_of(a)); };
+  return register_primitive(std::move(p));
+}();
+
 }  // namespace
+
+Tensor sum_gradient_over_ranks(const Tensor& x, Communicator& comm) {
+  return dispatch(sum_gradient_over_ranks_p, {x}, attrs_for(comm));
+}
 
 Tensor all_reduce(const Tensor& x, ReduceOp op, Communicator& comm) {
   switch (op) {
@@ -174,6 +197,10 @@ Tensor broadcast(const Tensor& x, int root, Communicator& comm) {
 }
 
 Tensor reduce(const Tensor& x, int root, Communicator& comm) { return dispatch(reduce_p, {x}, attrs_for(comm, root)); }
+
+CollectiveTraffic collective_traffic() {
+  return CollectiveTraffic{traffic_calls.load(std::memory_order_relaxed), traffic_bytes.load(std::memory_order_relaxed)};
+}
 
 void send(const Tensor& x, int dest, int tag, Communicator& comm) { comm.send(dense(x.detach()), dest, tag); }
 

@@ -28,6 +28,20 @@ Tensor broadcast(const Tensor& x, int root = 0, Communicator& comm = default_com
 // The sum over ranks of x on rank `root`, zeros on the others.
 Tensor reduce(const Tensor& x, int root = 0, Communicator& comm = default_communicator());
 
+// x itself, whose transpose sums the cotangent over the ranks: how a value every rank holds whole
+// enters a computation whose derivative is the sum over ranks (Megatron's "f" operator). A
+// parameter used through it gets its whole gradient on every rank; distributed tensors insert
+// it for replicated leaves (dtensor.h).
+Tensor sum_gradient_over_ranks(const Tensor& x, Communicator& comm = default_communicator());
+
+// What the collective primitives above have sent from this process since it started: how many
+// ran and the bytes of their inputs (forward and backward passes alike), for logs and benchmarks.
+struct CollectiveTraffic {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+};
+CollectiveTraffic collective_traffic();
+
 // Point to point, outside autodiff (the values only): a blocking send of x, and a receive of a
 // tensor of the given shape and dtype.
 void send(const Tensor& x, int dest, int tag = 0, Communicator& comm = default_communicator());

@@ -40,6 +40,7 @@ class SingleProcessCommunicator final : public Communicator {
   void recv(const Tensor&, int source, int) override {
     throw Error(cat("recv: no rank ", source, " in a single-process run (start the job with mpirun)"));
   }
+  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SingleProcessCommunicator>(); }
   [[noreturn]] void abort(int code) override { std::exit(code); }
 
  private:

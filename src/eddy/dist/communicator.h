@@ -47,6 +47,10 @@ class Communicator {
   // `source`; shapes and dtypes must agree on both sides.
   virtual void send(const Tensor& in, int dest, int tag) = 0;
   virtual void recv(const Tensor& out, int source, int tag) = 0;
+  // The ranks that pass the same `color`, as a communicator of their own, numbered by `key` (ties
+  // by rank here): MPI_Comm_split. Collective over this communicator. Process meshes make one per
+  // mesh axis.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   // Ends every process of the job with `code`, now (MPI_Abort); never returns.
   [[noreturn]] virtual void abort(int code) = 0;
 };

@@ -1,4 +1,4 @@
-// The MPI communicator over MPI_COMM_WORLD.
+// The MPI communicator: over MPI_COMM_WORLD, or over a part of it made by split().
 
 #include "eddy/dist/mpi_communicator.h"
 
@@ -44,29 +44,30 @@ void finalize_at_exit() {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      int provided = 0;
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-      std::atexit(finalize_at_exit);
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  // Over `comm`, which this object frees unless it is MPI_COMM_WORLD.
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
   }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view kind() const override { return "mpi"; }
-  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  void barrier() override { MPI_Barrier(comm_); }
 
   void allreduce(const Tensor& in, const Tensor& out, ReduceOp op) override {
     const int n = same_layout("allreduce", in, out);
     check_reduce_op("allreduce", in, op);
     const void* send = in.raw_data() == out.raw_data() ? MPI_IN_PLACE : in.raw_data();
     MPI_Allreduce(send, out.raw_data(), n, mpi_type(in.dtype()), op == ReduceOp::max ? MPI_MAX : MPI_SUM,
-                  MPI_COMM_WORLD);
+                  comm_);
     if (op == ReduceOp::mean) {
       Tensor result = out;
       result.copy_(out / static_cast<double>(size_));
@@ -78,7 +79,7 @@ class MpiCommunicator final : public Communicator {
     check_rank("reduce", root);
     check_reduce_op("reduce", in, ReduceOp::sum);
     const void* send = rank_ == root && in.raw_data() == out.raw_data() ? MPI_IN_PLACE : in.raw_data();
-    MPI_Reduce(send, out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, root, MPI_COMM_WORLD);
+    MPI_Reduce(send, out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, root, comm_);
   }
 
   void allgather(const Tensor& in, const Tensor& out) override {
@@ -86,7 +87,7 @@ class MpiCommunicator final : public Communicator {
     EDDY_CHECK(count_of("allgather", out) == static_cast<int64_t>(n) * size_ && in.dtype() == out.dtype(),
                "allgather: output ", out.shape(), " ", out.dtype(), " cannot hold ", size_, " inputs ", in.shape(),
                " ", in.dtype());
-    MPI_Allgather(in.raw_data(), n, mpi_type(in.dtype()), out.raw_data(), n, mpi_type(in.dtype()), MPI_COMM_WORLD);
+    MPI_Allgather(in.raw_data(), n, mpi_type(in.dtype()), out.raw_data(), n, mpi_type(in.dtype()), comm_);
   }
 
   void reduce_scatter(const Tensor& in, const Tensor& out) override {
@@ -95,27 +96,34 @@ class MpiCommunicator final : public Communicator {
                "reduce_scatter: output ", out.shape(), " ", out.dtype(), " is not 1/", size_, " of the input ",
                in.shape(), " ", in.dtype());
     check_reduce_op("reduce_scatter", in, ReduceOp::sum);
-    MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, MPI_COMM_WORLD);
+    MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, comm_);
   }
 
   void broadcast(const Tensor& buffer, int root) override {
     const int n = count_of("broadcast", buffer);
     check_rank("broadcast", root);
-    MPI_Bcast(buffer.raw_data(), n, mpi_type(buffer.dtype()), root, MPI_COMM_WORLD);
+    MPI_Bcast(buffer.raw_data(), n, mpi_type(buffer.dtype()), root, comm_);
   }
 
   void send(const Tensor& in, int dest, int tag) override {
     const int n = count_of("send", in);
     check_rank("send", dest);
-    MPI_Send(in.raw_data(), n, mpi_type(in.dtype()), dest, tag, MPI_COMM_WORLD);
+    MPI_Send(in.raw_data(), n, mpi_type(in.dtype()), dest, tag, comm_);
   }
 
   void recv(const Tensor& out, int source, int tag) override {
     const int n = count_of("recv", out);
     check_rank("recv", source);
-    MPI_Recv(out.raw_data(), n, mpi_type(out.dtype()), source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(out.raw_data(), n, mpi_type(out.dtype()), source, tag, comm_, MPI_STATUS_IGNORE);
   }
 
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm part = MPI_COMM_NULL;
+    MPI_Comm_split(comm_, color, key, &part);
+    return std::make_unique<MpiCommunicator>(part);
+  }
+
+  // The whole job, not only this communicator's ranks: the others may be waiting on them.
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; this satisfies [[noreturn]]
@@ -133,6 +141,7 @@ class MpiCommunicator final : public Communicator {
     EDDY_CHECK(rank >= 0 && rank < size_, op, ": rank ", rank, " is not in this ", size_, "-process job");
   }
 
+  MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
 };
 
@@ -140,6 +149,15 @@ class MpiCommunicator final : public Communicator {
 
 bool built_with_mpi() { return true; }
 
-std::unique_ptr<Communicator> make_mpi_world_communicator() { return std::make_unique<MpiCommunicator>(); }
+std::unique_ptr<Communicator> make_mpi_world_communicator() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    std::atexit(finalize_at_exit);
+  }
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+}
 
 }  // namespace eddy::dist

@@ -97,7 +97,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   EDDY_CHECK(targets.shape() == leading, "cross_entropy: logits of shape ", logits.shape(),
              " need targets of shape ", leading, ", got ", targets.shape());
   const int64_t classes = logits.shape().back();
-  if (!active_trace_recorder() && !targets.is_abstract()) check_targets(targets, classes, ignore_index);
+  // Distributed targets: each rank checks its part.
+  const Tensor& checked = is_distributed(targets) ? distribution_of(targets)->local : targets;
+  if (!active_trace_recorder() && !checked.is_abstract()) check_targets(checked, classes, ignore_index);
 
   Tensor rows = reshape(logits, {-1, classes});
   Tensor picked = reshape(targets, {-1, 1});

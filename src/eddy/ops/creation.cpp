@@ -109,9 +109,20 @@ Tensor full(const Shape& shape, std::complex<double> value, DType dtype, Device 
 }
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
 Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
-Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), like.dtype(), like.device()); }
-Tensor ones_like(const Tensor& like) { return ones(like.shape(), like.dtype(), like.device()); }
+Tensor zeros_like(const Tensor& like) { return full_like(like, 0.0); }
+Tensor ones_like(const Tensor& like) { return full_like(like, 1.0); }
+// A distributed `like` gives a tensor laid out alike (optimiser state follows its parameter),
+// except that partial sums of a value other than zero would add up to more than it: those mesh
+// axes hold it replicated instead.
 Tensor full_like(const Tensor& like, std::complex<double> value) {
+  if (const Distribution* layout = distribution_of(like)) {
+    Distribution filled = *layout;
+    filled.local = full(layout->local.shape(), value, like.dtype(), like.device());
+    for (Placement& placement : filled.placements) {
+      if (value != 0.0 && placement.kind == Placement::Kind::partial_sum) placement = Placement::replicate();
+    }
+    return make_distributed(like.shape(), std::move(filled));
+  }
   return full(like.shape(), value, like.dtype(), like.device());
 }
 Tensor scalar(std::complex<double> value, DType dtype, Device device) {

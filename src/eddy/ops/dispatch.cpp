@@ -40,6 +40,7 @@ AbstractEvaluator abstract_values;
 // Constant-initialised, so a primitive dispatched while the program starts sees it set or null,
 // never garbage; autodiff sets it from its own static initialiser.
 Interpreter* top_interpreter = nullptr;
+Interpreter* distributed_interpreter = nullptr;
 
 // Bottom first; the kernel evaluator lies under all of them.
 thread_local std::vector<Interpreter*> pushed_interpreters;
@@ -63,6 +64,7 @@ const std::deque<Primitive>& all_primitives() { return primitive_registry(); }
 Device OpCall::device() const { return inputs.empty() ? attrs.device : inputs[0].device(); }
 
 void set_top_interpreter(Interpreter* interpreter) { top_interpreter = interpreter; }
+void set_distributed_interpreter(Interpreter* interpreter) { distributed_interpreter = interpreter; }
 
 InterpreterScope::InterpreterScope(Interpreter& interpreter) { pushed_interpreters.push_back(&interpreter); }
 
@@ -93,6 +95,10 @@ Tensor dispatch(const Primitive& primitive, Inputs inputs, const Attrs& attrs) {
   }
   const OutputSpec spec = primitive.infer(inputs, attrs);
   const OpCall call{primitive, inputs, attrs, spec};
+  if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return is_distributed(t); })) {
+    EDDY_CHECK(distributed_interpreter, primitive.name, ": a distributed input needs eddy's dist library linked in");
+    return distributed_interpreter->interpret(call);
+  }
   return top_interpreter ? top_interpreter->interpret(call) : top_pushed().interpret(call);
 }
 

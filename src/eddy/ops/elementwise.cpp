@@ -4,6 +4,7 @@
 
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
+#include "eddy/ops/sharding.h"
 
 namespace eddy {
 namespace detail {
@@ -99,6 +100,7 @@ Primitive unary_declaration(const UnaryBasics& basics, void (*check)(std::string
   p.vjp = std::move(vjp);
   p.linear = linear;
   p.elementwise = true;
+  p.sharding = sharding::elementwise(linear ? sharding::PartialInputs::all : sharding::PartialInputs::none);
   p.cost = basics.cost;
   p.lowering = basics.lowering;
   return p;
@@ -206,6 +208,7 @@ Primitive binary_declaration(const BinaryBasics& basics, BinaryDTypes accepted, 
   p.vjp = std::move(vjp);
   p.linear = linear;
   p.elementwise = true;
+  p.sharding = sharding::elementwise(linear ? sharding::PartialInputs::all : sharding::PartialInputs::none);
   p.cost = basics.cost;
   p.lowering = basics.lowering;
   return p;
@@ -288,16 +291,21 @@ const Primitive& mul_p = []() -> const Primitive& {
       [](Inputs in, const Attrs&, int i, const Tensor& t) { return t * in[1 - i]; },
       [](Inputs in, const Attrs&, int i, const Tensor& g) { return g * conj(in[1 - i]); });
   p.bilinear = true;
+  p.sharding = sharding::elementwise(sharding::PartialInputs::any_one);
   return register_primitive(std::move(p));
 }();
 
-const Primitive& div_p = binary({"div", BinaryKernel::div, CostClass::cheap, same_for_complex("$0 / $1")}, BinaryDTypes::numeric,
-    [](Inputs in, const Attrs&, int i, const Tensor& t) {
-      return i == 0 ? t / in[1] : neg(t * in[0] / square(in[1]));
-    },
-    [](Inputs in, const Attrs&, int i, const Tensor& g) {
-      return i == 0 ? g / conj(in[1]) : neg(g * conj(in[0] / square(in[1])));
-    });
+const Primitive& div_p = []() -> const Primitive& {
+  Primitive p = binary_declaration({"div", BinaryKernel::div, CostClass::cheap, same_for_complex("$0 / $1")}, BinaryDTypes::numeric,
+      [](Inputs in, const Attrs&, int i, const Tensor& t) {
+        return i == 0 ? t / in[1] : neg(t * in[0] / square(in[1]));
+      },
+      [](Inputs in, const Attrs&, int i, const Tensor& g) {
+        return i == 0 ? g / conj(in[1]) : neg(g * conj(in[0] / square(in[1])));
+      });
+  p.sharding = sharding::elementwise(sharding::PartialInputs::first_only);
+  return register_primitive(std::move(p));
+}();
 
 const Primitive& eq_p = binary({"eq", BinaryKernel::eq, CostClass::cheap, same_for_complex("$0 == $1")}, BinaryDTypes::any, nullptr, nullptr);
 const Primitive& ne_p = binary({"ne", BinaryKernel::ne, CostClass::cheap, same_for_complex("$0 != $1")}, BinaryDTypes::any, nullptr, nullptr);
@@ -321,6 +329,7 @@ const Primitive& where_p = []() -> const Primitive& {
   p.arity = 3;
   p.constant_inputs = {0};
   p.linear = true;
+  p.sharding = sharding::elementwise();
   p.infer = [](Inputs in, const Attrs&) {
     check_dtype("where", in[0], in[0].dtype() == DType::b8, "a bool condition");
     require_same_dtype("where", in[1], in[2]);
@@ -348,6 +357,9 @@ const Primitive& cast_p = []() -> const Primitive& {
   p.name = "cast";
   p.linear = true;
   p.elementwise = true;
+  // Not summed through: a partial sum of integers cast to float, or of floats rounded to
+  // float32, is not the cast of the sum.
+  p.sharding = sharding::elementwise();
   p.cost = CostClass::cheap;
   p.lowering = {"($T)$0", {}, "complex_cast<$T>($0)"};
   p.infer = [](Inputs in, const Attrs& attrs) { return OutputSpec{in[0].shape(), attrs.dtype}; };

@@ -2,6 +2,7 @@
 
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
+#include "eddy/ops/sharding.h"
 
 namespace eddy {
 namespace {
@@ -26,6 +27,7 @@ void check_index_fits(std::string_view op, const Tensor& x, int64_t axis, const 
 const Primitive& gather_p = []() -> const Primitive& {
   Primitive p;
   p.name = "gather";
+  p.sharding = sharding::gather();
   p.cost = CostClass::movement;
   p.arity = 2;
   p.constant_inputs = {1};
@@ -50,6 +52,7 @@ const Primitive& index_select_p = []() -> const Primitive& {
   Primitive p;
   p.name = "index_select";
   p.cost = CostClass::movement;
+  p.sharding = sharding::index_select();
   p.arity = 2;
   p.constant_inputs = {1};
   p.linear = true;

@@ -2,6 +2,7 @@
 
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
+#include "eddy/ops/sharding.h"
 
 namespace eddy {
 namespace {
@@ -15,6 +16,7 @@ const Primitive& matmul_p = []() -> const Primitive& {
   p.cost = CostClass::gemm;
   p.bilinear = true;
   p.arity = 2;
+  p.sharding = sharding::matmul();
   p.infer = [](Inputs in, const Attrs&) {
     const Tensor &a = in[0], &b = in[1];
     require_same_dtype("matmul", a, b);

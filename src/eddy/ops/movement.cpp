@@ -5,6 +5,7 @@
 
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
+#include "eddy/ops/sharding.h"
 
 namespace eddy {
 namespace {
@@ -14,6 +15,7 @@ const Primitive& reshape_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "reshape";
   p.cost = CostClass::movement;
+  p.sharding = sharding::reshape();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     EDDY_CHECK(numel(a.shape) == in[0].numel(), "reshape: cannot reshape tensor of shape ",
@@ -33,6 +35,7 @@ const Primitive& permute_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "permute";
   p.cost = CostClass::movement;
+  p.sharding = sharding::permute();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     const int64_t rank = in[0].dim();
@@ -66,6 +69,7 @@ const Primitive& expand_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "expand";
   p.cost = CostClass::movement;
+  p.sharding = sharding::expand();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     const Shape& from = in[0].shape();
@@ -114,6 +118,7 @@ const Primitive& slice_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "slice";
   p.cost = CostClass::movement;
+  p.sharding = sharding::slice();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     Shape shape = in[0].shape();
@@ -152,6 +157,7 @@ const Primitive& pad_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "pad";
   p.cost = CostClass::movement;
+  p.sharding = sharding::pad();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     Shape shape = in[0].shape();
@@ -217,6 +223,7 @@ const Primitive& concat_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "concat";
   p.cost = CostClass::movement;
+  p.sharding = sharding::concat();
   p.arity = -1;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {

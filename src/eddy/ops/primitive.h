@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "eddy/core/distribution.h"
 #include "eddy/core/tensor.h"
 
 namespace eddy {
@@ -96,20 +97,15 @@ struct Lowering {
   bool defined() const { return !form.empty(); }
 };
 
-// How one mesh axis places a tensor (auto-parallel): whole on every rank, split along `axis`,
-// or partial values that sum (or max) to the whole.
-struct Placement {
-  enum class Kind { replicate, shard, partial_sum, partial_max };
-  Kind kind = Kind::replicate;
-  int64_t axis = -1;  // shard only
-  bool operator==(const Placement&) const = default;
-};
-
 // What a primitive does under one mesh axis: the placements its inputs must be given (resharded
-// to, where they differ) and the placement of its output.
+// to, where they differ) and the placement of its output. The inputs seen by a rule have their
+// global shapes.
 struct ShardingDecision {
   std::vector<Placement> inputs;
   Placement output;
+  // Where the op's Attrs name sizes along a sharded axis (a reshape's target shape, a slice's
+  // stop), how they read on each rank's parts: applied to the Attrs once per mesh axis.
+  std::function<void(Attrs&, int64_t ranks)> localize;
 };
 
 struct OutputSpec {
@@ -155,9 +151,10 @@ struct Primitive {
   bool additive_reduction = false;
   CostClass cost = CostClass::unset;
   Lowering lowering;  // elementwise primitives only
-  // The placements of the output given the inputs' (and their shapes, through Inputs), on one
-  // mesh axis; null until the auto-parallel layer declares it (issue #23).
-  std::function<ShardingDecision(Inputs, const Attrs&, std::span<const Placement>)> sharding;
+  // The placements of the output given the inputs' (and their global shapes, through Inputs), on
+  // one mesh axis of `ranks` ranks (ops/sharding.h). Null: every input is gathered whole and the
+  // output replicated, which is right for any op and cheap for none.
+  std::function<ShardingDecision(Inputs, const Attrs&, std::span<const Placement>, int64_t ranks)> sharding;
 
   bool differentiable_input(int i) const;
 };
@@ -213,6 +210,11 @@ class InterpreterScope {
   InterpreterScope(const InterpreterScope&) = delete;
   InterpreterScope& operator=(const InterpreterScope&) = delete;
 };
+
+// Where dispatch sends a call with a distributed input (core/distribution.h), before the stack:
+// eddy::dist installs it when linked in. It runs the op as local ops and collectives, which go
+// through dispatch again, so autodiff and tracing see the local program only.
+void set_distributed_interpreter(Interpreter* interpreter);
 
 // Hands `call` to the interpreter below `self` on the calling thread's stack.
 Tensor interpret_below(const Interpreter& self, const OpCall& call);

@@ -2,6 +2,7 @@
 
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
+#include "eddy/ops/sharding.h"
 
 namespace eddy {
 namespace {
@@ -41,6 +42,11 @@ const Primitive& reduction(std::string_view name, ReduceKernel kernel, bool real
   p.cost = CostClass::reduction;
   p.additive_reduction = kernel == ReduceKernel::sum;
   p.linear = linear;
+  // Partial results over a split axis combine by the reduction itself for sum and max; min has no
+  // partial placement and prod none that derivatives could use, so those gather first.
+  p.sharding = sharding::reduction(kernel == ReduceKernel::sum   ? std::optional(Placement::Kind::partial_sum)
+                                   : kernel == ReduceKernel::max ? std::optional(Placement::Kind::partial_max)
+                                                                 : std::nullopt);
   p.infer = [=](Inputs in, const Attrs& attrs) {
     check_dtype(name, in[0], in[0].dtype() != DType::b8, "a numeric (non-bool) tensor");
     if (real_only) require_real(name, in[0]);

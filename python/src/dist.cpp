@@ -1,0 +1,62 @@
+// eddy.dist: process meshes and distributed tensors (auto-parallel), as in C++ (dist/dtensor.h).
+
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "eddy/dist/dtensor.h"
+
+namespace eddy::python {
+
+void bind_dist(py::module_& m) {
+  py::module_ dist = m.def_submodule("dist", "Process meshes and distributed tensors (docs/distributed.md).");
+  dist.def("rank", [] { return dist::default_communicator().rank(); }, "This process's rank in the job.");
+  dist.def("size", [] { return dist::default_communicator().size(); }, "How many processes the job has.");
+
+  py::class_<Placement>(dist, "Placement", "How one mesh axis places a tensor: Shard(axis), Replicate() or Partial().")
+      .def_property_readonly("is_shard", &Placement::is_shard)
+      .def_property_readonly("is_partial", &Placement::is_partial)
+      .def_property_readonly("axis", [](const Placement& p) { return p.is_shard() ? py::cast(p.axis) : py::none(); })
+      .def("__eq__", [](const Placement& a, const Placement& b) { return a == b; })
+      .def("__repr__", [](const Placement& p) { return to_string(p); });
+  dist.def("Shard", &Placement::shard, py::arg("axis"), "Split tensor axis `axis` evenly over the mesh axis.");
+  dist.def("Replicate", &Placement::replicate, "The whole tensor on every rank of the mesh axis.");
+  dist.def("Partial", [](const std::string& op) {
+        EDDY_CHECK(op == "sum" || op == "max", "Partial: op must be 'sum' or 'max', got '", op, "'");
+        return op == "sum" ? Placement::partial_sum() : Placement::partial_max();
+      }, py::arg("op") = "sum", "Parts on each rank whose sum (or max) over the mesh axis is the value.");
+
+  py::class_<dist::ProcessMesh, std::shared_ptr<dist::ProcessMesh>>(dist, "ProcessMesh",
+      "The job's ranks as an array with named axes, e.g. ProcessMesh([2, 2], ['dp', 'mp']) under mpirun -np 4.")
+      .def(py::init([](const Shape& shape, std::vector<std::string> names) {
+             // pybind11's holder is non-const; the mesh itself is never changed after creation.
+             return std::const_pointer_cast<dist::ProcessMesh>(dist::ProcessMesh::create(shape, std::move(names)));
+           }), py::arg("shape"), py::arg("names"))
+      .def_property_readonly("shape", &dist::ProcessMesh::shape)
+      .def_property_readonly("names", &dist::ProcessMesh::names)
+      .def("axis", &dist::ProcessMesh::axis, py::arg("name"), "The index of the axis called `name`.")
+      .def("coordinate", &dist::ProcessMesh::coordinate, py::arg("axis"), "This rank's coordinate along `axis`.")
+      .def("__repr__", &dist::ProcessMesh::describe);
+
+  dist.def("shard_tensor", &dist::shard_tensor, py::arg("tensor"), py::arg("mesh"), py::arg("placements"),
+           "`tensor` (the same on every rank) placed over `mesh`: each rank keeps its part. A new leaf.");
+  dist.def("from_local", &dist::from_local, py::arg("local"), py::arg("mesh"), py::arg("placements"),
+           "The distributed tensor whose part on this rank is `local`.");
+  dist.def("to_local", &dist::to_local, py::arg("tensor"), "This rank's part of a distributed tensor.");
+  dist.def("reshard", &dist::reshard, py::arg("tensor"), py::arg("placements"),
+           "The tensor placed as `placements` says, through the collectives that takes (differentiable).");
+  dist.def("full_tensor", &dist::full_tensor, py::arg("tensor"), "The whole value, on every rank.");
+  dist.def("shard_module", [](nn::Module& module, const std::shared_ptr<dist::ProcessMesh>& mesh,
+                              const py::dict& plan) {
+        dist::ShardingPlan pairs;
+        for (const auto& [pattern, placements] : plan) {
+          pairs.emplace_back(pattern.cast<std::string>(), placements.cast<std::vector<Placement>>());
+        }
+        return dist::shard_module(module, mesh, pairs);
+      }, py::arg("module"), py::arg("mesh"), py::arg("plan"),
+      "Places a module's parameters in place: plan maps name patterns ('*' for any characters other than a "
+      "dot, first match wins) to placements. Returns how many parameters were placed.");
+  dist.def("placements", &dist::placements_of, py::arg("tensor"), "The placement on each mesh axis.");
+  dist.def("is_distributed", &is_distributed, py::arg("tensor"));
+}
+
+}  // namespace eddy::python

@@ -1,0 +1,65 @@
+#pragma once
+// The layout a distributed tensor carries (auto-parallel, eddy/dist/dtensor.h). Core holds it so
+// that a distributed tensor is an ordinary Tensor: user code written for one process passes it
+// to the same ops, modules and optimisers. Such a tensor has the global shape and no values of
+// its own (abstract storage); its values are `local` on each rank, placed over a process mesh as
+// `placements` says, one placement per mesh axis. Ops on it go to the distributed interpreter
+// (ops/primitive.h), which core cannot name; what core's own members do with it is here.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy {
+
+// How one mesh axis places a tensor: whole on every rank, split evenly along `axis` in mesh
+// order, or partial values whose sum (or max) over the mesh axis is the whole.
+struct Placement {
+  enum class Kind { replicate, shard, partial_sum, partial_max };
+  Kind kind = Kind::replicate;
+  int64_t axis = -1;  // shard only
+
+  static Placement replicate() { return {}; }
+  static Placement shard(int64_t axis) { return {Kind::shard, axis}; }
+  static Placement partial_sum() { return {Kind::partial_sum, -1}; }
+  static Placement partial_max() { return {Kind::partial_max, -1}; }
+  bool is_shard() const { return kind == Kind::shard; }
+  bool is_partial() const { return kind == Kind::partial_sum || kind == Kind::partial_max; }
+  bool operator==(const Placement&) const = default;
+};
+
+// "Replicate()", "Shard(1)", "Partial(sum)", "Partial(max)".
+std::string to_string(const Placement& placement);
+std::string to_string(const std::vector<Placement>& placements);
+
+struct Distribution {
+  Tensor local;                       // this rank's part of the values
+  std::shared_ptr<const void> mesh;   // the dist::ProcessMesh (kept alive by its tensors)
+  Shape mesh_shape;                   // ranks along each mesh axis
+  std::vector<Placement> placements;  // one per mesh axis
+};
+
+// The layout of `tensor`, null for an ordinary one.
+inline const Distribution* distribution_of(const Tensor& tensor) {
+  return tensor.defined() ? tensor.impl()->distribution.get() : nullptr;
+}
+inline bool is_distributed(const Tensor& tensor) { return distribution_of(tensor) != nullptr; }
+
+// The distributed tensor of `global_shape` laid out as `layout`. It shares its autodiff state
+// with layout.local, so requires_grad_, is_leaf and grad() on either handle agree: autodiff only
+// ever sees the local tensors, and the tape is the local program's.
+Tensor make_distributed(const Shape& global_shape, Distribution layout);
+
+// `distributed`'s mesh and placements over another local tensor of the same local shape (a
+// gradient, optimiser state).
+Tensor with_local(const Tensor& distributed, Tensor local);
+
+// How many ranks hold a copy of each element: the product of the sizes of the mesh axes on which
+// `layout` is replicated. Under SPMD reverse mode (dist/collectives.h: the differentiated
+// quantity is the sum over ranks) a replicated loss seeds 1 / this on each rank.
+int64_t replication_factor(const Distribution& layout);
+
+}  // namespace eddy

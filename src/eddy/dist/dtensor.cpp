@@ -1,0 +1,400 @@
+// Distributed tensors: placing, resharding, and the interpreter that runs an op on them as local
+// ops and collectives (dtensor.h).
+
+#include "eddy/dist/dtensor.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "eddy/core/autograd.h"
+#include "eddy/core/tracing.h"
+#include "eddy/dist/collectives.h"
+#include "eddy/ops/ops.h"
+#include "eddy/ops/sharding.h"
+
+namespace eddy::dist {
+namespace {
+
+using Kind = Placement::Kind;
+
+const Distribution& layout_of(const Tensor& tensor, std::string_view op) {
+  const Distribution* layout = distribution_of(tensor);
+  EDDY_CHECK(layout, op, ": the tensor of shape ", tensor.shape(), " is not distributed (make it so with "
+             "dist::shard_tensor or dist::from_local)");
+  return *layout;
+}
+
+std::shared_ptr<const ProcessMesh> mesh_pointer(const Distribution& layout) {
+  return std::static_pointer_cast<const ProcessMesh>(layout.mesh);
+}
+
+// Checks `placements` for `global_shape` over `mesh` and gives this rank's local shape.
+Shape local_shape(std::string_view op, const Shape& global_shape, const ProcessMesh& mesh,
+                  const std::vector<Placement>& placements) {
+  EDDY_CHECK(static_cast<int64_t>(placements.size()) == mesh.ndim(), op, ": ", placements.size(),
+             " placements for the ", mesh.ndim(), " axes of the ", mesh.describe());
+  Shape shape = global_shape;
+  std::vector<bool> split(shape.size(), false);
+  for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
+    const Placement& placement = placements[static_cast<size_t>(axis)];
+    if (!placement.is_shard()) continue;
+    const int64_t tensor_axis = placement.axis;
+    EDDY_CHECK(tensor_axis >= 0 && tensor_axis < static_cast<int64_t>(shape.size()), op, ": ", to_string(placement),
+               " on mesh axis ", mesh.names()[static_cast<size_t>(axis)], " names no axis of a tensor of shape ",
+               global_shape);
+    EDDY_CHECK(!split[static_cast<size_t>(tensor_axis)], op, ": tensor axis ", tensor_axis, " is sharded on two mesh "
+               "axes (", to_string(placements), "); shard it on one");
+    split[static_cast<size_t>(tensor_axis)] = true;
+    EDDY_CHECK(shape[static_cast<size_t>(tensor_axis)] % mesh.size(axis) == 0, op, ": axis ", tensor_axis,
+               " of shape ", global_shape, " does not split evenly over the ", mesh.size(axis), " ranks of mesh axis ",
+               mesh.names()[static_cast<size_t>(axis)]);
+    shape[static_cast<size_t>(tensor_axis)] /= mesh.size(axis);
+  }
+  return shape;
+}
+
+// Shard(-1) and the like, counted from the end of a tensor of `rank` axes.
+std::vector<Placement> normalized(std::vector<Placement> placements, int64_t rank) {
+  for (Placement& placement : placements) {
+    if (placement.is_shard() && placement.axis < 0) placement.axis += rank;
+  }
+  return placements;
+}
+
+// EDDY_DIST_VERBOSE=1: rank 0 prints each op on distributed tensors, its placements and the
+// collectives its inputs went through.
+bool verbose() {
+  static const bool on = [] {
+    const char* value = std::getenv("EDDY_DIST_VERBOSE");
+    return value && *value && std::string_view(value) != "0";
+  }();
+  return on;
+}
+
+std::string_view collective_for(const Placement& from, const Placement& to) {
+  if (from == to) return "";
+  if (to.is_shard()) {
+    if (from.kind == Kind::replicate) return "slice";
+    if (from.kind == Kind::partial_sum) return "reduce_scatter";
+    return from.is_shard() ? "all_gather + slice" : "all_reduce(max) + slice";
+  }
+  if (from.is_shard()) return "all_gather";
+  if (from.is_partial()) return from.kind == Kind::partial_sum ? "all_reduce" : "all_reduce(max)";
+  return "keep on coordinate 0";
+}
+
+void log_call(std::string_view op, const std::vector<std::vector<Placement>>& from,
+              const std::vector<std::vector<Placement>>& to, const std::vector<Placement>& output,
+              Inputs inputs, const ProcessMesh& mesh) {
+  if (mesh.world().rank() != 0) return;
+  std::string line = cat("eddy dist: ", op, "(");
+  for (size_t i = 0; i < to.size(); ++i) line += (i ? ", " : "") + to_string(to[i]);
+  line += ") -> " + to_string(output) + "\n";
+  for (size_t i = 0; i < from.size(); ++i) {
+    for (size_t axis = 0; axis < from[i].size(); ++axis) {
+      const std::string_view collective = collective_for(from[i][axis], to[i][axis]);
+      if (collective.empty()) continue;
+      const Distribution* layout = distribution_of(inputs[i]);
+      const Tensor& local = layout ? layout->local : inputs[i];
+      line += cat("  input ", i, " on ", mesh.names()[axis], ": ", to_string(from[i][axis]), " -> ",
+                  to_string(to[i][axis]), ", ", collective, " of ",
+                  local.numel() * static_cast<int64_t>(dtype_size(local.dtype())), " bytes\n");
+    }
+  }
+  std::fputs(line.c_str(), stderr);
+}
+
+Tensor distributed(const Shape& global_shape, Tensor local, const std::shared_ptr<const ProcessMesh>& mesh,
+                   std::vector<Placement> placements) {
+  return make_distributed(global_shape, Distribution{std::move(local), mesh, mesh->shape(), std::move(placements)});
+}
+
+// Rank `index` of `parts` equal blocks along `axis`.
+Tensor block(const Tensor& x, int64_t axis, int64_t index, int64_t parts) {
+  const int64_t length = x.shape()[static_cast<size_t>(axis)] / parts;
+  return slice(x, axis, index * length, (index + 1) * length);
+}
+
+// The collectives work along axis 0: other axes are moved there and back.
+std::vector<int64_t> axis_first(int64_t axis, int64_t rank) {
+  std::vector<int64_t> order{axis};
+  for (int64_t a = 0; a < rank; ++a) {
+    if (a != axis) order.push_back(a);
+  }
+  return order;
+}
+std::vector<int64_t> inverse(const std::vector<int64_t>& order) {
+  std::vector<int64_t> back(order.size());
+  for (size_t i = 0; i < order.size(); ++i) back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  return back;
+}
+template <typename Collective>
+Tensor along(const Tensor& x, int64_t axis, Collective collective) {
+  if (axis == 0) return collective(x);
+  const std::vector<int64_t> order = axis_first(axis, x.dim());
+  return permute(collective(permute(x, order)), inverse(order));
+}
+
+// The local part under `to` on one mesh axis, from the local part under `from`.
+Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement& to, const ProcessMesh& mesh,
+                    int64_t mesh_axis) {
+  if (from == to) return local;
+  Communicator& comm = mesh.communicator(mesh_axis);
+  const int64_t parts = mesh.size(mesh_axis), index = mesh.coordinate(mesh_axis);
+  auto whole = [&]() -> Tensor {
+    switch (from.kind) {
+      case Kind::replicate: return local;
+      case Kind::shard: return along(local, from.axis, [&](const Tensor& x) { return all_gather(x, comm); });
+      case Kind::partial_sum: return all_reduce(local, ReduceOp::sum, comm);
+      case Kind::partial_max: return all_reduce(local, ReduceOp::max, comm);
+    }
+    throw Error("reshard: unknown placement");
+  };
+  switch (to.kind) {
+    case Kind::replicate: return whole();
+    case Kind::shard:
+      if (from.kind == Kind::partial_sum) {
+        return along(local, to.axis, [&](const Tensor& x) { return reduce_scatter(x, comm); });
+      }
+      return block(whole(), to.axis, index, parts);
+    case Kind::partial_sum: return index == 0 ? whole() : whole() * 0.0;
+    case Kind::partial_max: return whole();
+  }
+  throw Error("reshard: unknown placement");
+}
+
+// Gathers and reductions first, then the splits: a split on one mesh axis keeps the other axes'
+// parts whole, as a gather along another axis needs.
+Tensor reshard_local(Tensor local, std::vector<Placement> from, const std::vector<Placement>& to,
+                     const ProcessMesh& mesh) {
+  for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
+    Placement& current = from[static_cast<size_t>(axis)];
+    const Placement& wanted = to[static_cast<size_t>(axis)];
+    if (current == wanted || (wanted.is_shard() && !current.is_shard())) continue;
+    const Placement step = wanted.is_shard() ? Placement::replicate() : wanted;
+    local = reshard_axis(local, current, step, mesh, axis);
+    current = step;
+  }
+  for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
+    local = reshard_axis(local, from[static_cast<size_t>(axis)], to[static_cast<size_t>(axis)], mesh, axis);
+  }
+  return local;
+}
+
+// Where a use must sum its input's gradient over ranks (dtensor.h): an ordinary tensor that
+// requires gradients, over the whole mesh; a distributed leaf that does, over its replicated axes.
+Tensor as_used(const Tensor& input, const Tensor& local, const std::vector<Placement>& placements,
+               const ProcessMesh& mesh) {
+  if (!GradMode::enabled() || !input.requires_grad()) return local;
+  if (!is_distributed(input)) return mesh.world().size() == 1 ? local : sum_gradient_over_ranks(local, mesh.world());
+  if (!input.is_leaf()) return local;
+  Tensor used = local;
+  for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
+    if (placements[static_cast<size_t>(axis)].kind == Kind::replicate && mesh.size(axis) > 1) {
+      used = sum_gradient_over_ranks(used, mesh.communicator(axis));
+    }
+  }
+  return used;
+}
+
+// Whether `decision`, on top of the mesh axes decided before, shards some tensor axis twice or
+// unevenly.
+bool fits(const ShardingDecision& decision, int64_t mesh_axis, const std::vector<std::vector<Placement>>& inputs,
+          const std::vector<Placement>& output, Inputs tensors, const Shape& output_shape, const ProcessMesh& mesh) {
+  auto fits_one = [&](const Placement& placement, const std::vector<Placement>& earlier, const Shape& shape) {
+    if (!placement.is_shard()) return true;
+    if (shape[static_cast<size_t>(placement.axis)] % mesh.size(mesh_axis) != 0) return false;
+    for (int64_t axis = 0; axis < mesh_axis; ++axis) {
+      if (earlier[static_cast<size_t>(axis)] == placement) return false;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!fits_one(decision.inputs[i], inputs[i], tensors[i].shape())) return false;
+  }
+  return fits_one(decision.output, output, output_shape);
+}
+
+class DistributedInterpreter final : public Interpreter {
+ public:
+  DistributedInterpreter() { set_distributed_interpreter(this); }
+
+  Tensor interpret(const OpCall& call) override {
+    const Primitive& primitive = call.primitive;
+    EDDY_CHECK(!active_trace_recorder(), primitive.name, ": a function being compiled uses a distributed tensor; "
+               "compiled steps of distributed tensors are not supported yet (docs/distributed.md), so pass them "
+               "as the compiled function's inputs, which then runs eagerly, or do not compile it");
+    std::shared_ptr<const ProcessMesh> mesh;
+    for (const Tensor& input : call.inputs) {
+      const Distribution* layout = distribution_of(input);
+      if (!layout) continue;
+      EDDY_CHECK(!mesh || layout->mesh == mesh, primitive.name, ": its distributed inputs lie on different process "
+                 "meshes; reshard them onto one");
+      mesh = mesh_pointer(*layout);
+    }
+    const size_t count = call.inputs.size();
+    const auto axes = static_cast<size_t>(mesh->ndim());
+    std::vector<std::vector<Placement>> current(count), wanted(count, std::vector<Placement>(axes));
+    for (size_t i = 0; i < count; ++i) {
+      const Distribution* layout = distribution_of(call.inputs[i]);
+      current[i] = layout ? layout->placements : std::vector<Placement>(axes);
+    }
+
+    std::vector<Placement> output(axes);
+    Attrs attrs = call.attrs;
+    for (size_t axis = 0; axis < axes; ++axis) {
+      std::vector<Placement> from;
+      for (size_t i = 0; i < count; ++i) from.push_back(current[i][axis]);
+      ShardingDecision decision = primitive.sharding
+          ? primitive.sharding(call.inputs, call.attrs, from, mesh->size(static_cast<int64_t>(axis)))
+          : sharding::replicate_all(call.inputs);
+      EDDY_CHECK(decision.inputs.size() == count, "internal: the sharding rule of ", primitive.name, " placed ",
+                 decision.inputs.size(), " of ", count, " inputs");
+      if (!fits(decision, static_cast<int64_t>(axis), wanted, output, call.inputs, call.spec.shape, *mesh)) {
+        decision = sharding::replicate_all(call.inputs);
+      }
+      for (size_t i = 0; i < count; ++i) wanted[i][axis] = decision.inputs[i];
+      output[axis] = decision.output;
+      if (decision.localize) decision.localize(attrs, mesh->size(static_cast<int64_t>(axis)));
+    }
+
+    if (verbose()) log_call(primitive.name, current, wanted, output, call.inputs, *mesh);
+    std::vector<Tensor> locals;
+    for (size_t i = 0; i < count; ++i) {
+      const Tensor& input = call.inputs[i];
+      const Distribution* layout = distribution_of(input);
+      const Tensor used = as_used(input, layout ? layout->local : input, current[i], *mesh);
+      locals.push_back(reshard_local(used, current[i], wanted[i], *mesh));
+    }
+    const Shape expected = local_shape(primitive.name, call.spec.shape, *mesh, output);
+    Tensor local = dispatch(primitive, locals, attrs);
+    EDDY_CHECK(local.shape() == expected, "internal: ", primitive.name, " placed ", to_string(output), " gave a local ",
+               "part of shape ", local.shape(), ", not ", expected);
+    return distributed(call.spec.shape, std::move(local), mesh, std::move(output));
+  }
+};
+
+DistributedInterpreter distributed_interpreter;
+
+// This rank's part of `whole` under `placements` (normalised in place), as a fresh dense copy.
+Tensor part_of(std::string_view op, const Tensor& whole, const ProcessMesh& mesh, std::vector<Placement>& placements) {
+  EDDY_CHECK(!is_distributed(whole), op, ": the tensor is already distributed; use dist::reshard");
+  placements = normalized(std::move(placements), whole.dim());
+  local_shape(op, whole.shape(), mesh, placements);
+  Tensor local = whole.detach();
+  for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
+    const Placement& placement = placements[static_cast<size_t>(axis)];
+    EDDY_CHECK(!placement.is_partial(), op, ": ", to_string(placement), " on mesh axis ",
+               mesh.names()[static_cast<size_t>(axis)], " would count the whole tensor once per rank; place it "
+               "Replicate or Shard (or make a partial one with dist::from_local)");
+    if (placement.is_shard()) local = block(local, placement.axis, mesh.coordinate(axis), mesh.size(axis));
+  }
+  Tensor part = Tensor::empty(local.shape(), local.dtype(), local.device());
+  part.copy_(local);
+  return part;
+}
+
+// Whether `name` matches `pattern`, where `*` stands for any run of characters other than a dot.
+bool matches(std::string_view pattern, std::string_view name) {
+  if (pattern.empty()) return name.empty();
+  if (pattern.front() == '*') {
+    for (size_t skip = 0;; ++skip) {
+      if (matches(pattern.substr(1), name.substr(skip))) return true;
+      if (skip == name.size() || name[skip] == '.') return false;
+    }
+  }
+  return !name.empty() && pattern.front() == name.front() && matches(pattern.substr(1), name.substr(1));
+}
+
+}  // namespace
+
+Tensor shard_tensor(const Tensor& whole, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements) {
+  EDDY_CHECK(mesh, "shard_tensor: no process mesh");
+  Tensor part = part_of("shard_tensor", whole, *mesh, placements);
+  if (whole.requires_grad()) part.requires_grad_();
+  return distributed(whole.shape(), std::move(part), mesh, std::move(placements));
+}
+
+void shard_in_place(const Tensor& tensor, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements) {
+  EDDY_CHECK(mesh, "shard_in_place: no process mesh");
+  EDDY_CHECK(tensor.is_leaf(), "shard_in_place: the tensor is the output of a recorded op; place a leaf");
+  Tensor part = part_of("shard_in_place", tensor, *mesh, placements);
+  TensorImpl& impl = *tensor.impl();
+  if (impl.autograd) impl.autograd->grad = Tensor();
+  part.impl()->autograd = impl.autograd;
+  const Tensor layout = distributed(tensor.shape(), std::move(part), mesh, std::move(placements));
+  impl.storage = layout.storage();
+  impl.offset = 0;
+  impl.strides = layout.strides();
+  impl.autograd = layout.impl()->autograd;
+  impl.distribution = layout.impl()->distribution;
+}
+
+int64_t shard_module(nn::Module& module, std::shared_ptr<const ProcessMesh> mesh, const ShardingPlan& plan) {
+  const auto parameters = module.named_parameters();
+  std::vector<bool> used(plan.size(), false);
+  int64_t placed = 0;
+  for (const auto& [name, parameter] : parameters) {
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (!matches(plan[i].first, name)) continue;
+      EDDY_CHECK(!is_distributed(parameter), "shard_module: parameter ", name, " is already distributed");
+      shard_in_place(parameter, mesh, plan[i].second);
+      used[i] = true;
+      ++placed;
+      break;
+    }
+  }
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (used[i]) continue;
+    std::string names;
+    for (const auto& [name, parameter] : parameters) names += (names.empty() ? "" : ", ") + name;
+    throw Error(cat("shard_module: '", plan[i].first, "' matches no parameter (or only ones an earlier pattern "
+                    "placed); the parameters are: ", names));
+  }
+  return placed;
+}
+
+Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements) {
+  EDDY_CHECK(mesh, "from_local: no process mesh");
+  EDDY_CHECK(!is_distributed(local), "from_local: the tensor is already distributed");
+  placements = normalized(std::move(placements), local.dim());
+  EDDY_CHECK(static_cast<int64_t>(placements.size()) == mesh->ndim(), "from_local: ", placements.size(),
+             " placements for the ", mesh->ndim(), " axes of the ", mesh->describe());
+  Shape global = local.shape();
+  for (int64_t axis = 0; axis < mesh->ndim(); ++axis) {
+    const Placement& placement = placements[static_cast<size_t>(axis)];
+    if (!placement.is_shard()) continue;
+    EDDY_CHECK(placement.axis >= 0 && placement.axis < local.dim(), "from_local: ", to_string(placement),
+               " names no axis of a local part of shape ", local.shape());
+    global[static_cast<size_t>(placement.axis)] *= mesh->size(axis);
+  }
+  local_shape("from_local", global, *mesh, placements);
+  return distributed(global, local, mesh, std::move(placements));
+}
+
+Tensor to_local(const Tensor& tensor) { return layout_of(tensor, "to_local").local; }
+
+Tensor reshard(const Tensor& tensor, std::vector<Placement> placements) {
+  const Distribution& layout = layout_of(tensor, "reshard");
+  const std::shared_ptr<const ProcessMesh> mesh = mesh_pointer(layout);
+  placements = normalized(std::move(placements), tensor.dim());
+  local_shape("reshard", tensor.shape(), *mesh, placements);
+  if (placements == layout.placements) return tensor;
+  const Tensor used = as_used(tensor, layout.local, layout.placements, *mesh);
+  Tensor local = reshard_local(used, layout.placements, placements, *mesh);
+  return distributed(tensor.shape(), std::move(local), mesh, std::move(placements));
+}
+
+Tensor full_tensor(const Tensor& tensor) {
+  const Distribution* layout = distribution_of(tensor);
+  if (!layout) return tensor;
+  return to_local(reshard(tensor, std::vector<Placement>(layout->placements.size())));
+}
+
+const ProcessMesh& mesh_of(const Tensor& tensor) { return *mesh_pointer(layout_of(tensor, "mesh_of")); }
+
+const std::vector<Placement>& placements_of(const Tensor& tensor) {
+  return layout_of(tensor, "placements_of").placements;
+}
+
+}  // namespace eddy::dist

@@ -1,0 +1,67 @@
+#pragma once
+// Distributed tensors (auto-parallel). A distributed tensor is an ordinary eddy::Tensor with the
+// global shape whose values lie on the ranks of a process mesh, one placement per mesh axis:
+//   Placement::replicate()   every rank of the axis holds the whole;
+//   Placement::shard(a)      axis a of the tensor is split evenly over the mesh axis, in order;
+//   Placement::partial_sum() each rank holds a part, and the value is their sum (partial_max: max).
+// A few of them, made with shard_tensor, are all a single-process program needs: every op on a
+// distributed input runs through its primitive's sharding rule (ops/sharding.h), which picks
+// the placements of its inputs and output; the inputs are resharded with the differentiable
+// collectives (collectives.h) and the primitive runs on each rank's local parts. Autodiff only
+// sees that local program, so gradients are sharded the same way, to any order. An ordinary
+// tensor meeting a distributed one is taken as replicated.
+//
+// Gradients follow the SPMD convention of collectives.h: reverse mode from a distributed loss
+// differentiates the global value (a replicated loss is seeded 1 / copies on each rank, a partial
+// one 1). A leaf that requires gradients and is replicated on a mesh axis (or an ordinary tensor
+// that requires them, such as a model parameter used with sharded data) is used through an
+// identity whose transpose sums over those ranks: its .grad() is the whole gradient on every
+// rank, which is data parallelism with no further code.
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "eddy/core/distribution.h"
+#include "eddy/dist/process_mesh.h"
+#include "eddy/nn/module.h"
+
+namespace eddy::dist {
+
+// `whole` (the same values on every rank) placed over `mesh`: each rank keeps its part, with no
+// communication. The result is a new leaf, requiring gradients when `whole` does; its gradients
+// go to it, not to `whole`. Sharded axes must split evenly.
+Tensor shard_tensor(const Tensor& whole, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements);
+
+// The distributed tensor whose local part on this rank is `local` (its global shape follows from
+// the sharded axes). Differentiable: `local`'s graph continues through it.
+Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements);
+
+// This rank's part of `distributed` (an ordinary tensor; differentiable).
+Tensor to_local(const Tensor& distributed);
+
+// `distributed` placed as `placements` says, through the collectives each mesh axis needs
+// (differentiable).
+Tensor reshard(const Tensor& distributed, std::vector<Placement> placements);
+
+// The whole value on every rank, as an ordinary tensor (an ordinary `tensor` is returned as is).
+Tensor full_tensor(const Tensor& tensor);
+
+// Places `tensor` itself, every handle to it, as shard_tensor would: each rank keeps its part, and
+// the tensor keeps its autodiff state (a parameter stays a leaf that requires gradients, its
+// accumulated gradient cleared). For tensors that a module and an optimiser already hold.
+void shard_in_place(const Tensor& tensor, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements);
+
+// A module's parameters placed by name: the first pattern of `plan` that matches a parameter's
+// dotted name (named_parameters(); `*` stands for any characters other than a dot) places it,
+// in place. Parameters that no pattern matches stay ordinary tensors, replicated, with their
+// gradients summed over the ranks. Throws when a pattern matches no parameter, listing them.
+// Returns how many parameters were placed.
+using ShardingPlan = std::vector<std::pair<std::string, std::vector<Placement>>>;
+int64_t shard_module(nn::Module& module, std::shared_ptr<const ProcessMesh> mesh, const ShardingPlan& plan);
+
+const ProcessMesh& mesh_of(const Tensor& distributed);
+const std::vector<Placement>& placements_of(const Tensor& distributed);
+
+}  // namespace eddy::dist

@@ -1,0 +1,234 @@
+#include "eddy/ops/sharding.h"
+
+#include <algorithm>
+
+#include "eddy/ops/op_helpers.h"
+
+namespace eddy::sharding {
+namespace {
+
+using Kind = Placement::Kind;
+
+bool sharded_along(const Placement& placement, int64_t axis) { return placement.is_shard() && placement.axis == axis; }
+
+int64_t product(const Shape& shape, size_t begin, size_t end) {
+  int64_t result = 1;
+  for (size_t i = begin; i < end; ++i) result *= shape[i];
+  return result;
+}
+
+// Whether some run of `axes` from `first` multiplies out to exactly `size`.
+bool run_multiplies_to(const Shape& axes, size_t first, int64_t size) {
+  int64_t running = 1;
+  for (size_t i = first; i < axes.size() && running < size; ++i) running *= axes[i];
+  return running == size;
+}
+
+// A target shape (Attrs::shape) split along `axis`.
+std::function<void(Attrs&, int64_t)> divide_shape(int64_t axis) {
+  return [axis](Attrs& local, int64_t ranks) { local.shape[static_cast<size_t>(axis)] /= ranks; };
+}
+
+}  // namespace
+
+ShardingDecision replicate_all(Inputs inputs) { return ShardingDecision{std::vector<Placement>(inputs.size()), {}}; }
+
+Rule elementwise(PartialInputs partial_inputs) {
+  return [partial_inputs](Inputs in, const Attrs&, std::span<const Placement> from, int64_t) {
+    const size_t count = in.size();
+    const auto partial = static_cast<size_t>(std::count_if(from.begin(), from.end(), [](const Placement& p) {
+      return p.kind == Kind::partial_sum;
+    }));
+    const auto replicated = static_cast<size_t>(std::count_if(from.begin(), from.end(), [](const Placement& p) {
+      return p.kind == Kind::replicate;
+    }));
+    bool passes = false;
+    switch (partial_inputs) {
+      case PartialInputs::none: break;
+      case PartialInputs::all: passes = partial == count; break;
+      case PartialInputs::any_one: passes = partial == 1 && replicated == count - 1; break;
+      case PartialInputs::first_only: passes = from[0].kind == Kind::partial_sum && replicated == count - 1; break;
+    }
+    if (passes) return ShardingDecision{{from.begin(), from.end()}, Placement::partial_sum()};
+
+    Shape out = in[0].shape();
+    for (size_t i = 1; i < count; ++i) out = broadcast_shapes(out, in[i].shape(), "sharding");
+    const auto rank = static_cast<int64_t>(out.size());
+    // The first input sharded along an axis it does not broadcast names the output's sharded axis.
+    int64_t sharded = -1;
+    for (size_t i = 0; i < count && sharded < 0; ++i) {
+      if (!from[i].is_shard()) continue;
+      const int64_t axis = from[i].axis + rank - in[i].dim();
+      if (in[i].shape()[from[i].axis] == out[axis]) sharded = axis;
+    }
+    if (sharded < 0) return replicate_all(in);
+    ShardingDecision decision{{}, Placement::shard(sharded)};
+    for (size_t i = 0; i < count; ++i) {
+      const int64_t axis = sharded - (rank - in[i].dim());
+      const bool spans = axis >= 0 && in[i].shape()[axis] == out[sharded];
+      decision.inputs.push_back(spans ? Placement::shard(axis) : Placement::replicate());
+    }
+    return decision;
+  };
+}
+
+Rule matmul() {
+  return [](Inputs in, const Attrs&, std::span<const Placement> from, int64_t) {
+    const Tensor &a = in[0], &b = in[1];
+    const int64_t a_rank = a.dim(), b_rank = b.dim(), rank = std::max(a_rank, b_rank);
+    const Placement &pa = from[0], &pb = from[1];
+    const Placement whole = Placement::replicate();
+    auto decide = [](Placement for_a, Placement for_b, Placement output) {
+      return ShardingDecision{{for_a, for_b}, output};
+    };
+    // A product is linear in each operand: a partial sum times a whole matrix is a partial sum.
+    if (pa.kind == Kind::partial_sum && pb.kind == Kind::replicate) return decide(pa, pb, pa);
+    if (pb.kind == Kind::partial_sum && pa.kind == Kind::replicate) return decide(pa, pb, pb);
+
+    const Placement a_inner = Placement::shard(a_rank - 1), b_inner = Placement::shard(b_rank - 2);
+    if (pa == a_inner && (pb == b_inner || pb.kind == Kind::replicate)) return decide(pa, b_inner, Placement::partial_sum());
+    if (pb == b_inner && pa.kind == Kind::replicate) return decide(a_inner, pb, Placement::partial_sum());
+    if (sharded_along(pa, a_rank - 2)) return decide(pa, whole, Placement::shard(rank - 2));
+    if (sharded_along(pb, b_rank - 1)) return decide(whole, pb, Placement::shard(rank - 1));
+
+    // A batch axis, split alike in the other operand unless it broadcasts there.
+    for (int i = 0; i < 2; ++i) {
+      const Tensor &own = in[i], &other = in[1 - i];
+      const Placement& placement = from[i];
+      if (!placement.is_shard() || placement.axis >= own.dim() - 2) continue;
+      const int64_t out_axis = placement.axis + rank - own.dim();
+      const int64_t other_axis = out_axis - (rank - other.dim());
+      const bool other_spans = other_axis >= 0 && other_axis < other.dim() - 2 &&
+                               other.shape()[other_axis] == own.shape()[placement.axis];
+      const bool own_spans = other_spans || other_axis < 0 || other.shape()[other_axis] == 1;
+      if (!own_spans) continue;
+      const Placement for_other = other_spans ? Placement::shard(other_axis) : whole;
+      return i == 0 ? decide(placement, for_other, Placement::shard(out_axis))
+                    : decide(for_other, placement, Placement::shard(out_axis));
+    }
+    return replicate_all(in);
+  };
+}
+
+Rule reduction(std::optional<Placement::Kind> partial_kind) {
+  return [partial_kind](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    const Placement& placement = from[0];
+    if (placement.is_partial()) {
+      return partial_kind == placement.kind ? ShardingDecision{{placement}, placement} : replicate_all(in);
+    }
+    if (!placement.is_shard()) return replicate_all(in);
+    const std::vector<int64_t>& axes = attrs.axes;
+    if (std::find(axes.begin(), axes.end(), placement.axis) != axes.end()) {
+      return partial_kind ? ShardingDecision{{placement}, Placement{*partial_kind, -1}} : replicate_all(in);
+    }
+    int64_t out_axis = placement.axis;
+    if (!attrs.keepdims) {
+      out_axis -= std::count_if(axes.begin(), axes.end(), [&](int64_t axis) { return axis < placement.axis; });
+    }
+    return ShardingDecision{{placement}, Placement::shard(out_axis)};
+  };
+}
+
+Rule permute() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    const Placement& placement = from[0];
+    if (!placement.is_shard()) return placement.is_partial() ? ShardingDecision{{placement}, placement} : replicate_all(in);
+    const auto moved_to = std::find(attrs.axes.begin(), attrs.axes.end(), placement.axis) - attrs.axes.begin();
+    return ShardingDecision{{placement}, Placement::shard(moved_to)};
+  };
+}
+
+Rule expand() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    const Placement& placement = from[0];
+    if (!placement.is_shard()) return placement.is_partial() ? ShardingDecision{{placement}, placement} : replicate_all(in);
+    const int64_t out_axis = placement.axis + static_cast<int64_t>(attrs.shape.size()) - in[0].dim();
+    return ShardingDecision{{placement}, Placement::shard(out_axis), divide_shape(out_axis)};
+  };
+}
+
+Rule reshape() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t ranks) {
+    const Placement& placement = from[0];
+    if (!placement.is_shard()) return placement.is_partial() ? ShardingDecision{{placement}, placement} : replicate_all(in);
+    const Shape &shape = in[0].shape(), &target = attrs.shape;
+    const auto axis = static_cast<size_t>(placement.axis);
+    // The target axis that starts where the sharded axis starts in row-major order.
+    const int64_t before = product(shape, 0, axis);
+    size_t into = 0;
+    for (int64_t running = 1; into < target.size() && (running < before || target[into] == 1); ++into) {
+      running *= target[into];
+    }
+    if (into == target.size() || product(target, 0, into) != before) return replicate_all(in);
+    const int64_t size = shape[axis], target_size = target[into];
+    // Kept, or the leading axis of a merged group, or split with its leading part still whole on
+    // each rank: in each case every rank's rows stay one contiguous block of the target axis.
+    const bool kept_or_merged = target_size % size == 0 && run_multiplies_to(shape, axis, target_size);
+    const bool split = size % target_size == 0 && target_size % ranks == 0 && run_multiplies_to(target, into, size);
+    if (!kept_or_merged && !split) return replicate_all(in);
+    return ShardingDecision{{placement}, Placement::shard(static_cast<int64_t>(into)),
+                            divide_shape(static_cast<int64_t>(into))};
+  };
+}
+
+Rule slice() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    const Placement& placement = from[0];
+    if (!placement.is_shard()) return placement.is_partial() ? ShardingDecision{{placement}, placement} : replicate_all(in);
+    const auto axis = static_cast<size_t>(placement.axis);
+    if (attrs.lo[axis] != 0 || attrs.hi[axis] != in[0].shape()[axis] || attrs.step[axis] != 1) return replicate_all(in);
+    return ShardingDecision{{placement}, placement, [axis](Attrs& local, int64_t ranks) { local.hi[axis] /= ranks; }};
+  };
+}
+
+Rule pad() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    const Placement& placement = from[0];
+    if (!placement.is_shard()) return placement.is_partial() ? ShardingDecision{{placement}, placement} : replicate_all(in);
+    const auto axis = static_cast<size_t>(placement.axis);
+    if (attrs.lo[axis] != 0 || attrs.hi[axis] != 0) return replicate_all(in);
+    return ShardingDecision{{placement}, placement};
+  };
+}
+
+Rule concat() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    if (std::all_of(from.begin(), from.end(), [](const Placement& p) { return p.kind == Kind::partial_sum; })) {
+      return ShardingDecision{{from.begin(), from.end()}, Placement::partial_sum()};
+    }
+    for (const Placement& placement : from) {
+      if (placement.is_shard() && placement.axis != attrs.axis) {
+        return ShardingDecision{std::vector<Placement>(in.size(), placement), placement};
+      }
+    }
+    return replicate_all(in);
+  };
+}
+
+Rule index_select() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    const Placement &table = from[0], &index = from[1];
+    const bool table_split_elsewhere = table.is_shard() && table.axis != attrs.axis;
+    if (index.kind == Kind::replicate && (table.kind == Kind::partial_sum || table_split_elsewhere)) {
+      return ShardingDecision{{table, index}, table};
+    }
+    if (index.is_shard() && !table.is_shard()) {
+      return ShardingDecision{{Placement::replicate(), index}, Placement::shard(attrs.axis)};
+    }
+    return replicate_all(in);
+  };
+}
+
+Rule gather() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    for (const Placement& placement : from) {
+      if (!placement.is_shard() || placement.axis == attrs.axis) continue;
+      const auto axis = static_cast<size_t>(placement.axis);
+      if (in[0].shape()[axis] != in[1].shape()[axis]) break;
+      return ShardingDecision{{placement, placement}, placement};
+    }
+    return replicate_all(in);
+  };
+}
+
+}  // namespace eddy::sharding

@@ -1,0 +1,55 @@
+#pragma once
+// Sharding rules (auto-parallel): for one mesh axis, how the placements of a primitive's inputs
+// give its output's, and which placements the inputs must be resharded to first. A primitive
+// declares its rule with its other rules (Primitive::sharding); the distributed interpreter
+// (dist/dtensor.cpp) applies it on every mesh axis. A rule only ever chooses placements under
+// which running the primitive on each rank's local parts gives that rank's part of the output,
+// so its derivatives, written in the same ops, are sharded by the same rules.
+
+#include <optional>
+
+#include "eddy/ops/primitive.h"
+
+namespace eddy::sharding {
+
+using Rule = std::function<ShardingDecision(Inputs, const Attrs&, std::span<const Placement>, int64_t ranks)>;
+
+// Every input whole, the output whole: what a primitive without a rule gets.
+ShardingDecision replicate_all(Inputs inputs);
+
+// Which partial-sum inputs an elementwise op passes through without summing them first.
+enum class PartialInputs {
+  none,       // a nonlinear op: sum first
+  all,        // linear in all inputs together (add, sub, neg): the output is partial when every input is
+  any_one,    // linear in each input (mul): partial when one input is and the others are replicated
+  first_only  // linear in the first input (div): partial when it is and the others are replicated
+};
+
+// Elementwise ops with broadcasting: the output is sharded where any input is sharded along an
+// axis it does not broadcast; the other inputs are split alike, or kept whole where they broadcast.
+Rule elementwise(PartialInputs partial_inputs = PartialInputs::none);
+// a [..., m, k] @ b [..., k, n]: rows of a, columns of b, batch axes, or the contraction axis
+// on both (the output a partial sum, Megatron's row-parallel layer).
+Rule matmul();
+// Reductions over Attrs::axes: an input sharded along a reduced axis gives a partial output of
+// `partial_kind`; without one (prod, min), such an input is gathered first. Partial inputs of the
+// same kind pass through.
+Rule reduction(std::optional<Placement::Kind> partial_kind);
+// Movement: the shard follows its axis through the permutation, the broadcast or the reshape
+// (where the reshape keeps the sharded axis as the leading axis of a group it merges or splits
+// into); partial inputs pass through, these being linear.
+Rule permute();
+Rule expand();
+Rule reshape();
+// slice and pad keep a shard along an axis they leave whole; concat along another axis keeps
+// its inputs' common shard. Partial inputs pass through (all three are linear).
+Rule slice();
+Rule pad();
+Rule concat();
+// index_select(x, axis, index): x split along another axis, or the (1-D) index split, which
+// splits the output along `axis` (an embedding lookup of sharded tokens). gather(x, axis,
+// index): x and index split alike along another axis.
+Rule index_select();
+Rule gather();
+
+}  // namespace eddy::sharding

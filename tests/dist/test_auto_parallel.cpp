@@ -1,0 +1,456 @@
+// Auto-parallel: process meshes, distributed tensors, the sharding rules of the primitives and
+// training with sharded data and weights, each against the same computation in one process. Run
+// by ctest as a plain process and under mpirun with 2 and 4 ranks (label mpi); every rank runs
+// every test in the same order, as SPMD code must.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "eddy/compiler/compile.h"
+#include "eddy/dist/collectives.h"
+#include "eddy/dist/dtensor.h"
+#include "eddy/eddy.h"
+#include "eddy/nn/transformer.h"
+#include "eddy/optim/adam.h"
+#include "support/job_directory.h"
+
+namespace eddy::dist {
+namespace {
+
+using Meshes = std::vector<std::shared_ptr<const ProcessMesh>>;
+
+// One axis over every rank, and two axes: 2 x size/2 where the size is even, 1 x size otherwise.
+// Made once: making a mesh is collective.
+const Meshes& meshes() {
+  static const Meshes made = [] {
+    const int64_t size = world().size();
+    const Shape two_axes = size % 2 == 0 ? Shape{2, size / 2} : Shape{1, size};
+    return Meshes{ProcessMesh::create({size}, {"x"}), ProcessMesh::create(two_axes, {"dp", "mp"})};
+  }();
+  return made;
+}
+
+// The same values on every rank.
+Tensor common(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
+  Generator generator(seed);
+  return randn(shape, dtype, &generator);
+}
+
+double relative_difference(const Tensor& got, const Tensor& want) {
+  const double scale = std::max(1.0, max(abs(want)).item<double>());
+  return max(abs(got - want)).item<double>() / scale;
+}
+
+const Placement R = Placement::replicate();
+const Placement P = Placement::partial_sum();
+Placement S(int64_t axis) { return Placement::shard(axis); }
+
+// Every placement of a tensor of `shape` over `mesh` that shard_tensor and reshard accept, with
+// partial sums where `with_partial`.
+std::vector<std::vector<Placement>> placements_for(const Shape& shape, const ProcessMesh& mesh, bool with_partial) {
+  std::vector<Placement> each{R};
+  if (with_partial) each.push_back(P);
+  for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) each.push_back(S(axis));
+  std::vector<std::vector<Placement>> all{{}};
+  for (int64_t mesh_axis = 0; mesh_axis < mesh.ndim(); ++mesh_axis) {
+    std::vector<std::vector<Placement>> longer;
+    for (const auto& start : all) {
+      for (const Placement& placement : each) {
+        if (placement.is_shard()) {
+          if (shape[static_cast<size_t>(placement.axis)] % mesh.size(mesh_axis) != 0) continue;
+          if (std::find(start.begin(), start.end(), placement) != start.end()) continue;
+        }
+        auto grown = start;
+        grown.push_back(placement);
+        longer.push_back(grown);
+      }
+    }
+    all = longer;
+  }
+  return all;
+}
+
+TEST(ProcessMesh, CoordinatesAndAxisCommunicators) {
+  for (const auto& mesh : meshes()) {
+    int64_t linear = 0;
+    for (int64_t axis = 0; axis < mesh->ndim(); ++axis) {
+      linear = linear * mesh->size(axis) + mesh->coordinate(axis);
+      Communicator& along = mesh->communicator(axis);
+      EXPECT_EQ(along.size(), mesh->size(axis));
+      EXPECT_EQ(along.rank(), mesh->coordinate(axis));
+      // The sum of the world ranks in this rank's group along the axis.
+      int64_t stride = 1;
+      for (int64_t later = axis + 1; later < mesh->ndim(); ++later) stride *= mesh->size(later);
+      const int64_t first = world().rank() - mesh->coordinate(axis) * stride;
+      double expected = 0;
+      for (int64_t i = 0; i < mesh->size(axis); ++i) expected += static_cast<double>(first + i * stride);
+      EXPECT_EQ(all_reduce(full({}, world().rank(), DType::f64), ReduceOp::sum, along).item<double>(), expected);
+    }
+    EXPECT_EQ(linear, world().rank());
+  }
+  EXPECT_EQ(meshes()[1]->axis("mp"), 1);
+}
+
+TEST(ProcessMesh, RefusesAShapeThatIsNotTheJob) {
+  try {
+    ProcessMesh::create({world().size() + 1}, {"x"});
+    FAIL() << "a mesh larger than the job was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mpirun -np " + std::to_string(world().size() + 1)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ProcessMesh::create({world().size(), 1}, {"a", "a"}), Error);
+  try {
+    meshes()[1]->axis("tp");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(dp, mp)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DistributedTensor, ShardsAndGathersBack) {
+  const Tensor whole = common({4, 8}, 1);
+  for (const auto& mesh : meshes()) {
+    for (const auto& placements : placements_for(whole.shape(), *mesh, false)) {
+      const Tensor distributed = shard_tensor(whole, mesh, placements);
+      SCOPED_TRACE(to_string(placements));
+      EXPECT_EQ(distributed.shape(), whole.shape());
+      EXPECT_TRUE(is_distributed(distributed));
+      Shape local = whole.shape();
+      for (int64_t axis = 0; axis < mesh->ndim(); ++axis) {
+        if (placements[static_cast<size_t>(axis)].is_shard()) local[placements[static_cast<size_t>(axis)].axis] /= mesh->size(axis);
+      }
+      EXPECT_EQ(to_local(distributed).shape(), local);
+      EXPECT_EQ(relative_difference(full_tensor(distributed), whole), 0.0);
+    }
+  }
+}
+
+TEST(DistributedTensor, ReshardsBetweenEveryPairOfPlacements) {
+  const Tensor whole = common({4, 8}, 2);
+  for (const auto& mesh : meshes()) {
+    const auto all = placements_for(whole.shape(), *mesh, true);
+    const Tensor replicated = shard_tensor(whole, mesh, std::vector<Placement>(static_cast<size_t>(mesh->ndim())));
+    for (const auto& from : all) {
+      const Tensor source = reshard(replicated, from);
+      for (const auto& to : all) {
+        SCOPED_TRACE(to_string(from) + " -> " + to_string(to));
+        const Tensor moved = reshard(source, to);
+        EXPECT_EQ(placements_of(moved), to);
+        EXPECT_LT(relative_difference(full_tensor(moved), whole), 1e-15);
+      }
+    }
+  }
+}
+
+TEST(DistributedTensor, ErrorsNameTheShapeAndPlacement) {
+  const auto& mesh = meshes()[0];
+  if (mesh->size(0) > 1) {
+    try {
+      shard_tensor(common({3, 5}, 3), mesh, {S(1)});
+      FAIL() << "an uneven split was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("axis 1 of shape [3, 5] does not split evenly"), std::string::npos)
+          << e.what();
+    }
+    const Tensor sharded = shard_tensor(common({4, 8}, 4), mesh, {S(0)});
+    try {
+      sharded.to_vector<double>();
+      FAIL() << "a sharded tensor was read as a whole";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("dist::full_tensor"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(shard_tensor(common({4, 8}, 5), mesh, {P}), Error);
+  EXPECT_THROW(shard_tensor(common({4, 8}, 5), mesh, {S(0), R}), Error);
+  const Tensor on_first = shard_tensor(common({4, 8}, 6), meshes()[0], {R});
+  const Tensor on_second = shard_tensor(common({4, 8}, 6), meshes()[1], {R, R});
+  EXPECT_THROW(on_first + on_second, Error);
+}
+
+// Until the compiler propagates placements, a compiled function of distributed inputs runs
+// eagerly, and one that captures a distributed tensor refuses rather than bake its local part in.
+TEST(DistributedTensor, CompiledFunctionsRunEagerlyOrRefuse) {
+  const auto& mesh = meshes()[0];
+  const Tensor whole = common({4, 8}, 7);
+  const Tensor sharded = shard_tensor(whole, mesh, {S(0)});
+  CompiledFunction doubled = compile([](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0] * 2.0}; });
+  EXPECT_EQ(relative_difference(full_tensor(doubled({sharded})[0]), whole * 2.0), 0.0);
+  CompiledFunction captures = compile([&](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0] + sharded}; });
+  try {
+    captures({whole});
+    FAIL() << "a compiled function captured a distributed tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
+  }
+}
+
+// An op on distributed inputs against the op in one process: the value, and the gradients of
+// sum(op(inputs) * weight) with respect to every input, for every placement of the inputs.
+struct OpCase {
+  std::string name;
+  std::vector<Shape> shapes;
+  std::function<Tensor(const std::vector<Tensor>&)> op;
+};
+
+std::vector<OpCase> op_cases() {
+  return {
+      {"add (broadcast)", {{4, 8}, {8}}, [](const auto& x) { return x[0] + x[1]; }},
+      {"mul", {{4, 8}, {4, 8}}, [](const auto& x) { return x[0] * x[1]; }},
+      {"div", {{4, 8}, {4, 8}}, [](const auto& x) { return x[0] / (square(x[1]) + 1.0); }},
+      {"tanh * x", {{4, 8}, {4, 8}}, [](const auto& x) { return tanh(x[0]) * x[1]; }},
+      {"matmul", {{4, 8}, {8, 4}}, [](const auto& x) { return matmul(x[0], x[1]); }},
+      {"batched matmul", {{2, 4, 8}, {8, 4}}, [](const auto& x) { return matmul(x[0], x[1]); }},
+      {"sum over axis 1", {{4, 8}}, [](const auto& x) { return sum(x[0], {1}); }},
+      {"max over axis 0", {{4, 8}}, [](const auto& x) { return max(x[0], {0}); }},
+      {"mean", {{4, 8}}, [](const auto& x) { return mean(x[0]); }},
+      {"transpose", {{4, 8}}, [](const auto& x) { return transpose(x[0]); }},
+      {"reshape (merge)", {{4, 8}}, [](const auto& x) { return reshape(x[0], {32}); }},
+      {"reshape (split)", {{8, 4}}, [](const auto& x) { return reshape(x[0], {4, 2, 4}); }},
+      {"expand", {{1, 8}, {4, 8}}, [](const auto& x) { return expand(x[0], {4, 8}) * x[1]; }},
+      {"softmax", {{4, 8}}, [](const auto& x) { return softmax(x[0], 1); }},
+      {"slice", {{4, 8}}, [](const auto& x) { return slice(x[0], 1, 2, 6); }},
+      {"pad", {{4, 8}}, [](const auto& x) { return pad(x[0], {0, 1}, {0, 2}); }},
+      {"concat", {{4, 8}, {4, 8}}, [](const auto& x) { return concat({x[0], x[1]}, 1); }},
+      {"index_select (no rule)", {{4, 8}}, [](const auto& x) {
+         return index_select(x[0], 1, arange(0, 6, 2, DType::i64));
+       }},
+  };
+}
+
+void check_op_case(const OpCase& c, const std::shared_ptr<const ProcessMesh>& mesh) {
+  std::vector<Tensor> wholes;
+  for (size_t i = 0; i < c.shapes.size(); ++i) wholes.push_back(common(c.shapes[i], 10 + i).requires_grad_());
+  const Tensor want = c.op(wholes);
+  const Tensor weight = common(want.shape(), 99);
+  backward(sum(want * weight));
+  std::vector<Tensor> want_grads;
+  for (Tensor& whole : wholes) want_grads.push_back(whole.grad());
+
+  // Every combination of the inputs' placements.
+  std::vector<std::vector<std::vector<Placement>>> choices;
+  for (const Shape& shape : c.shapes) choices.push_back(placements_for(shape, *mesh, true));
+  std::vector<size_t> pick(c.shapes.size(), 0);
+  for (bool more = true; more;) {
+    std::vector<Tensor> leaves, inputs;
+    std::string described;
+    for (size_t i = 0; i < pick.size(); ++i) {
+      const auto& placements = choices[i][pick[i]];
+      // A partial input is resharded from a replicated leaf, whose gradient is then whole.
+      leaves.push_back(shard_tensor(wholes[i].detach().requires_grad_(), mesh,
+                                    std::vector<Placement>(placements.size())));
+      inputs.push_back(reshard(leaves.back(), placements));
+      described += (i ? " " : "") + to_string(placements);
+    }
+    SCOPED_TRACE(c.name + " on " + mesh->describe() + " with " + described);
+    const Tensor got = c.op(inputs);
+    EXPECT_LT(relative_difference(full_tensor(got), want.detach()), 1e-12);
+    backward(sum(got * weight));
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      EXPECT_LT(relative_difference(full_tensor(leaves[i].grad()), want_grads[i]), 1e-12) << "input " << i;
+    }
+    more = false;
+    for (size_t i = 0; i < pick.size() && !more; ++i) {
+      more = ++pick[i] < choices[i].size();
+      if (!more) pick[i] = 0;
+    }
+  }
+}
+
+TEST(ShardingRules, EveryPlacementGivesTheOneProcessValueAndGradient) {
+  for (const auto& mesh : meshes()) {
+    for (const OpCase& c : op_cases()) check_op_case(c, mesh);
+  }
+}
+
+// Sharded leaves (not resharded from replicated ones) take their own gradient's part.
+TEST(ShardingRules, ShardedLeavesGetTheirPartOfTheGradient) {
+  const auto& mesh = meshes()[0];
+  const Tensor a = common({4, 8}, 20).requires_grad_(), b = common({8, 4}, 21).requires_grad_();
+  backward(sum(square(matmul(a, b))));
+  const Tensor da = shard_tensor(a.detach().requires_grad_(), mesh, {S(1)});
+  const Tensor db = shard_tensor(b.detach().requires_grad_(), mesh, {S(0)});
+  const Tensor product = matmul(da, db);
+  EXPECT_EQ(placements_of(product), std::vector<Placement>{P});
+  backward(sum(square(product)));
+  EXPECT_EQ(placements_of(da.grad()), std::vector<Placement>{S(1)});
+  EXPECT_LT(relative_difference(full_tensor(da.grad()), a.grad()), 1e-12);
+  EXPECT_LT(relative_difference(full_tensor(db.grad()), b.grad()), 1e-12);
+}
+
+// A two-layer tanh network trained with Adam: parameters and data placed as a strategy says.
+struct Strategy {
+  std::string name;
+  std::shared_ptr<const ProcessMesh> mesh;  // null: one process
+  std::vector<Placement> data, w1, b1, w2, b2;
+};
+
+std::vector<double> train(const Strategy& s, DType dtype, std::vector<Tensor>* trained = nullptr) {
+  auto place = [&](const Tensor& whole, const std::vector<Placement>& placements) {
+    if (!s.mesh || placements.empty()) return whole;
+    return shard_tensor(whole, s.mesh, placements);
+  };
+  const Tensor x = place(common({16, 4}, 30, dtype), s.data), target = place(common({16, 2}, 31, dtype), s.data);
+  std::vector<Tensor> params{place(common({4, 8}, 32, dtype).requires_grad_(), s.w1),
+                             place(common({8}, 33, dtype).requires_grad_(), s.b1),
+                             place(common({8, 2}, 34, dtype).requires_grad_(), s.w2),
+                             place(common({2}, 35, dtype).requires_grad_(), s.b2)};
+  optim::AdamOptions options;
+  options.learning_rate = 1e-2;
+  optim::Adam adam(params, options);
+  std::vector<double> losses;
+  for (int step = 0; step < 5; ++step) {
+    adam.zero_grad();
+    const Tensor hidden = tanh(matmul(x, params[0]) + params[1]);
+    const Tensor loss = mean(square(matmul(hidden, params[2]) + params[3] - target));
+    backward(loss);
+    adam.step();
+    losses.push_back(full_tensor(loss).item<double>());
+  }
+  if (trained) {
+    for (const Tensor& p : params) trained->push_back(full_tensor(p));
+  }
+  return losses;
+}
+
+TEST(Training, DataTensorAndBothParallelLossesEqualOneProcess) {
+  const auto &line = meshes()[0], &grid = meshes()[1];
+  const std::vector<Strategy> strategies{
+      {"data parallel: the batch sharded, parameters ordinary tensors", line, {S(0)}, {}, {}, {}, {}},
+      {"tensor parallel: column then row parallel layers", line, {}, {S(1)}, {S(0)}, {S(0)}, {R}},
+      {"data x tensor parallel", grid, {S(0), R}, {R, S(1)}, {R, S(0)}, {R, S(0)}, {R, R}},
+  };
+  for (const auto& [dtype, tolerance] : {std::pair{DType::f64, 1e-10}, std::pair{DType::f32, 1e-5}}) {
+    std::vector<Tensor> want_params;
+    const std::vector<double> want = train({"one process", nullptr, {}, {}, {}, {}, {}}, dtype, &want_params);
+    for (const Strategy& strategy : strategies) {
+      SCOPED_TRACE(strategy.name + " " + std::string(dtype_name(dtype)));
+      std::vector<Tensor> params;
+      const std::vector<double> losses = train(strategy, dtype, &params);
+      for (size_t step = 0; step < want.size(); ++step) {
+        EXPECT_NEAR(losses[step], want[step], tolerance * std::abs(want[step])) << "step " << step;
+      }
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_LT(relative_difference(params[i], want_params[i]), tolerance * 10) << "parameter " << i;
+      }
+    }
+  }
+}
+
+// A small Llama trained with Adam, its weights placed by name: Megatron's tensor parallelism
+// (attention heads and the MLP's hidden units split over "mp"), with the batch split over "dp".
+std::vector<double> train_llama(const std::shared_ptr<const ProcessMesh>& mesh, const ShardingPlan& plan,
+                                const std::vector<Placement>& batch) {
+  nn::LlamaOptions options;
+  options.vocab_size = 32;
+  options.hidden_size = 16;
+  options.intermediate_size = 32;
+  options.layers = 2;
+  options.heads = 4;
+  options.context_length = 16;
+  options.dtype = DType::f64;
+  options.seed = 3;
+  nn::LlamaModel model(options);
+  const Tensor tokens = Tensor::empty({4, 9}, DType::i64);
+  for (int64_t i = 0; i < tokens.numel(); ++i) tokens.data<int64_t>()[i] = (7 * i + i / 9) % options.vocab_size;
+  Tensor inputs = slice(tokens, 1, 0, 8), targets = slice(tokens, 1, 1, 9);
+  if (mesh) {
+    EXPECT_EQ(shard_module(model, mesh, plan), static_cast<int64_t>(2 * plan.size()));
+    if (!batch.empty()) {
+      inputs = shard_tensor(inputs, mesh, batch);
+      targets = shard_tensor(targets, mesh, batch);
+    }
+  }
+  optim::AdamOptions adam_options;
+  adam_options.learning_rate = 1e-2;
+  optim::Adam adam(model.parameters(), adam_options);
+  std::vector<double> losses;
+  for (int step = 0; step < 3; ++step) {
+    adam.zero_grad();
+    const Tensor loss = cross_entropy(model.forward(inputs), targets);
+    backward(loss);
+    adam.step();
+    losses.push_back(full_tensor(loss).item<double>());
+  }
+  return losses;
+}
+
+ShardingPlan megatron_plan(const std::vector<Placement>& columns, const std::vector<Placement>& rows) {
+  ShardingPlan plan;
+  for (const char* name : {"q_proj", "k_proj", "v_proj"}) {
+    plan.emplace_back(std::string("model.layers.*.self_attn.") + name + ".weight", columns);
+  }
+  plan.emplace_back("model.layers.*.self_attn.o_proj.weight", rows);
+  plan.emplace_back("model.layers.*.mlp.gate_proj.weight", columns);
+  plan.emplace_back("model.layers.*.mlp.up_proj.weight", columns);
+  plan.emplace_back("model.layers.*.mlp.down_proj.weight", rows);
+  return plan;
+}
+
+TEST(Training, TransformerTensorAndDataParallelLossesEqualOneProcess) {
+  const std::vector<double> want = train_llama(nullptr, {}, {});
+  // The projections are [out, in]: columns of the product are rows of the weight.
+  const std::vector<std::pair<std::string, std::vector<double>>> runs{
+      {"tensor parallel", train_llama(meshes()[0], megatron_plan({S(0)}, {S(1)}), {})},
+      {"data x tensor parallel", train_llama(meshes()[1], megatron_plan({R, S(0)}, {R, S(1)}), {S(0), R})},
+  };
+  for (const auto& [name, losses] : runs) {
+    for (size_t step = 0; step < want.size(); ++step) {
+      EXPECT_NEAR(losses[step], want[step], 1e-10 * want[step]) << name << ", step " << step;
+    }
+  }
+  nn::LlamaOptions options;
+  options.vocab_size = 8;
+  options.hidden_size = 8;
+  options.intermediate_size = 8;
+  options.layers = 1;
+  options.heads = 2;
+  nn::LlamaModel model(options);
+  try {
+    shard_module(model, meshes()[0], {{"model.layers.*.attn.q_proj.weight", {S(0)}}});
+    FAIL() << "a pattern matching nothing was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.0.self_attn.q_proj.weight"), std::string::npos) << e.what();
+  }
+}
+
+// Megatron's layout from annotations on the weights only: the column-parallel layer's output
+// stays sharded and the row-parallel product is a partial sum, so no weight is ever gathered.
+TEST(Training, TensorParallelKeepsActivationsSharded) {
+  const auto& mesh = meshes()[0];
+  const Tensor x = common({16, 4}, 40);
+  const Tensor w1 = shard_tensor(common({4, 8}, 41), mesh, {S(1)});
+  const Tensor w2 = shard_tensor(common({8, 2}, 42), mesh, {S(0)});
+  const Tensor hidden = tanh(matmul(x, w1));
+  EXPECT_EQ(placements_of(hidden), std::vector<Placement>{S(1)});
+  EXPECT_EQ(placements_of(matmul(hidden, w2)), std::vector<Placement>{P});
+}
+
+// Data parallelism of a PINN-style loss, with derivatives of the network in its input: the
+// second-order terms flow through the same rules.
+TEST(Training, SecondDerivativesOfShardedPointsMatchOneProcess) {
+  const auto& mesh = meshes()[0];
+  Tensor w = common({1, 8}, 50).requires_grad_(), v = common({8, 1}, 51).requires_grad_();
+  auto residual_loss = [&](const Tensor& points) {
+    const Tensor u = matmul(tanh(matmul(points, w)), v);
+    const Tensor du = grad({u}, {points}, {ones_like(u)}, true)[0];
+    const Tensor d2u = grad({du}, {points}, {ones_like(du)}, true)[0];
+    return mean(square(d2u + u));
+  };
+  const Tensor points = common({16, 1}, 52);
+  backward(residual_loss(points.detach().requires_grad_()));
+  const Tensor want_w = w.grad(), want_v = v.grad();
+  w.zero_grad();
+  v.zero_grad();
+  const Tensor sharded = shard_tensor(points.detach().requires_grad_(), mesh, {S(0)});
+  const Tensor loss = residual_loss(sharded);
+  backward(loss);
+  EXPECT_LT(relative_difference(w.grad(), want_w), 1e-12);
+  EXPECT_LT(relative_difference(v.grad(), want_v), 1e-12);
+}
+
+}  // namespace
+}  // namespace eddy::dist

@@ -1,0 +1,62 @@
+"""eddy.dist from Python on one process: meshes, placements and distributed tensors through the
+ordinary ops, autodiff and optimisers. Several ranks: tests/dist (the tensor-parallel example
+under mpirun, and the C++ tests of every sharding rule)."""
+
+import numpy as np
+import pytest
+
+import eddy
+from eddy import dist
+
+RNG = np.random.default_rng(3)
+
+
+def test_mesh_and_placements():
+    assert dist.size() == 1 and dist.rank() == 0
+    mesh = dist.ProcessMesh([1, 1], ["dp", "mp"])
+    assert mesh.shape == [1, 1] and mesh.names == ["dp", "mp"]
+    assert mesh.axis("mp") == 1 and mesh.coordinate(0) == 0
+    assert repr(mesh) == "mesh [1, 1] (dp, mp)"
+    assert repr(dist.Shard(1)) == "Shard(1)" and dist.Shard(1).axis == 1
+    assert dist.Replicate() == dist.Replicate() and dist.Replicate().axis is None
+    assert dist.Partial().is_partial and repr(dist.Partial("max")) == "Partial(max)"
+    with pytest.raises(eddy.Error, match="mpirun -np 2"):
+        dist.ProcessMesh([2], ["x"])
+    with pytest.raises(eddy.Error, match="'sum' or 'max'"):
+        dist.Partial("mean")
+
+
+def test_ops_gradients_and_adam_on_distributed_tensors():
+    mesh = dist.ProcessMesh([1], ["mp"])
+    x = RNG.standard_normal((6, 4))
+    w = RNG.standard_normal((4, 3))
+    whole = eddy.tensor(w, requires_grad=True)
+    sharded = dist.shard_tensor(eddy.tensor(w, requires_grad=True), mesh, [dist.Shard(-1)])
+    assert dist.is_distributed(sharded) and not dist.is_distributed(whole)
+    assert dist.placements(sharded) == [dist.Shard(1)]
+    assert "DistributedTensor(shape=[4, 3], placements=[Shard(1)]" in repr(sharded)
+
+    y = eddy.tensor(x) @ sharded
+    assert dist.placements(y) == [dist.Shard(1)]
+    np.testing.assert_allclose(np.asarray(dist.full_tensor(y)), x @ w, rtol=1e-12)
+    eddy.sum(eddy.square(y)).backward()
+    eddy.sum(eddy.square(eddy.tensor(x) @ whole)).backward()
+    assert dist.placements(sharded.grad) == [dist.Shard(1)]
+    np.testing.assert_allclose(np.asarray(dist.to_local(sharded.grad)), np.asarray(whole.grad), rtol=1e-12)
+
+    optimizer = eddy.optim.Adam([sharded], lr=0.1)
+    optimizer.step()
+    reference = eddy.optim.Adam([whole], lr=0.1)
+    reference.step()
+    np.testing.assert_allclose(np.asarray(dist.full_tensor(sharded)), np.asarray(whole), rtol=1e-12)
+
+
+def test_partial_and_sharded_values_are_not_read_as_a_whole():
+    mesh = dist.ProcessMesh([1], ["x"])
+    partial = dist.from_local(eddy.tensor(np.ones(3)), mesh, [dist.Partial()])
+    assert dist.placements(dist.reshard(partial, [dist.Replicate()])) == [dist.Replicate()]
+    with pytest.raises(eddy.Error, match="full_tensor"):
+        np.asarray(partial)
+    # Replicated on every mesh axis: readable as it is.
+    replicated = dist.shard_tensor(eddy.tensor(np.arange(3.0)), mesh, [dist.Replicate()])
+    np.testing.assert_array_equal(np.asarray(replicated), [0.0, 1.0, 2.0])
