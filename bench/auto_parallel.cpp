@@ -53,8 +53,10 @@ Measured measure(const std::function<void()>& step, int steps) {
   return {times[static_cast<size_t>(steps / 2)], bytes};
 }
 
+// `minimum_bytes`: the least a program of this strategy sends on more than one rank.
 void report(const char* name, const Measured& measured, double minimum_bytes) {
   if (dist::default_communicator().rank() != 0) return;
+  if (dist::default_communicator().size() == 1) minimum_bytes = 0;
   std::printf("%-26s ranks %d  %9.3f ms/step  %10.0f bytes/step  minimum %10.0f bytes/step\n", name,
               dist::default_communicator().size(), 1e3 * measured.seconds_per_step, measured.bytes_per_step,
               minimum_bytes);

@@ -138,7 +138,8 @@ Tensor along(const Tensor& x, int64_t axis, Collective collective) {
 // The local part under `to` on one mesh axis, from the local part under `from`.
 Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement& to, const ProcessMesh& mesh,
                     int64_t mesh_axis) {
-  if (from == to) return local;
+  // On one rank every placement's local part is the whole value.
+  if (from == to || mesh.size(mesh_axis) == 1) return local;
   Communicator& comm = mesh.communicator(mesh_axis);
   const int64_t parts = mesh.size(mesh_axis), index = mesh.coordinate(mesh_axis);
   auto whole = [&]() -> Tensor {
