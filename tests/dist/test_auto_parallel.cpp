@@ -13,6 +13,7 @@
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/eddy.h"
+#include "eddy/io/distributed_checkpoint.h"
 #include "eddy/nn/transformer.h"
 #include "eddy/optim/adam.h"
 #include "support/job_directory.h"
@@ -186,6 +187,41 @@ TEST(DistributedTensor, CompiledFunctionsRunEagerlyOrRefuse) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
   }
+}
+
+// Saved sharded and partial, loaded into other layouts; and what a load refuses (the N-to-M loads
+// of a whole model: tests/dist/checkpoint_on_ranks.sh).
+TEST(DistributedCheckpoint, LoadsIntoAnyLayoutAndRefusesAMismatch) {
+  JobDirectory directory("eddy_distributed_checkpoint_");
+  const std::string path = (directory.path() / "state").string();
+  const auto& mesh = meshes()[0];
+  const Tensor w = common({4, 8}, 60), m = common({8}, 61), step = full({}, 3.0, DType::f64);
+  const Tensor partial_w = reshard(shard_tensor(w, mesh, {R}), {P});
+  io::save_distributed_state(path, {{"w", shard_tensor(w, mesh, {S(1)})}, {"m", shard_tensor(m, mesh, {S(0)})},
+                                    {"p", partial_w}, {"step", step}});
+  const nn::StateDict into{{"w", shard_tensor(zeros({4, 8}, DType::f64), mesh, {S(0)})},
+                           {"m", zeros({8}, DType::f64)},
+                           {"p", shard_tensor(zeros({4, 8}, DType::f64), mesh, {R})},
+                           {"step", zeros({}, DType::f64)}};
+  io::load_distributed_state(path, into);
+  EXPECT_EQ(relative_difference(full_tensor(into.at("w")), w), 0.0);
+  EXPECT_EQ(relative_difference(into.at("m"), m), 0.0);
+  EXPECT_LT(relative_difference(full_tensor(into.at("p")), w), 1e-15);
+  EXPECT_EQ(into.at("step").item<double>(), 3.0);
+
+  nn::StateDict wrong = into;
+  wrong["w"] = zeros({8, 4}, DType::f64);
+  try {
+    io::load_distributed_state(path, wrong);
+    FAIL() << "a checkpoint loaded into the wrong shape";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"w\" was saved [4, 8] float64 but is loaded into [8, 4]"), std::string::npos)
+        << e.what();
+  }
+  wrong = into;
+  wrong.erase("p");
+  EXPECT_THROW(io::load_distributed_state(path, wrong), Error);
+  EXPECT_THROW(io::load_distributed_state((directory.path() / "nothing").string(), into), Error);
 }
 
 // An op on distributed inputs against the op in one process: the value, and the gradients of

@@ -156,6 +156,14 @@ Tensor& Tensor::copy_(const Tensor& source) {
     return *this;
   }
   check_writable(*this, "copy_");
+  if (const Distribution* from = distribution_of(source)) {
+    for (const Placement& placement : from->placements) {
+      EDDY_CHECK(placement.kind == Placement::Kind::replicate, "copy_: the source of shape ", source.shape(),
+                 " is distributed (", to_string(from->placements), ") and the target is an ordinary tensor; copy "
+                 "dist::full_tensor(source)");
+    }
+    return copy_(from->local);
+  }
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
   EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
              device());

@@ -373,6 +373,17 @@ Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, 
   return distributed(global, local, mesh, std::move(placements));
 }
 
+Tensor shard_like(const Tensor& whole, const Tensor& like) {
+  const Distribution& layout = layout_of(like, "shard_like");
+  EDDY_CHECK(whole.shape() == like.shape(), "shard_like: a tensor of shape ", whole.shape(), " cannot be laid out as one "
+             "of shape ", like.shape());
+  std::vector<Placement> splits = layout.placements;
+  for (Placement& placement : splits) {
+    if (placement.is_partial()) placement = Placement::replicate();
+  }
+  return reshard(shard_tensor(whole, mesh_pointer(layout), std::move(splits)), layout.placements);
+}
+
 Tensor to_local(const Tensor& tensor) { return layout_of(tensor, "to_local").local; }
 
 Tensor reshard(const Tensor& tensor, std::vector<Placement> placements) {

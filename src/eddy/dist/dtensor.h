@@ -38,6 +38,10 @@ Tensor shard_tensor(const Tensor& whole, std::shared_ptr<const ProcessMesh> mesh
 // the sharded axes). Differentiable: `local`'s graph continues through it.
 Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements);
 
+// `whole` (the same values on every rank) laid out as `like` is: its mesh and placements (a
+// partial placement keeps the whole value on the axis's first rank and zeros elsewhere).
+Tensor shard_like(const Tensor& whole, const Tensor& like);
+
 // This rank's part of `distributed` (an ordinary tensor; differentiable).
 Tensor to_local(const Tensor& distributed);
 

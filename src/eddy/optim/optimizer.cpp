@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/distribution.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::optim {
@@ -69,7 +70,9 @@ const Tensor& state_entry(const nn::StateDict& state, const std::string& key, co
   return t;
 }
 
+// A distributed tensor's copy is laid out alike (optimiser state saved from sharded moments).
 Tensor copy_of(const Tensor& t) {
+  if (const Distribution* layout = distribution_of(t)) return with_local(t, copy_of(layout->local));
   Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
   copy.copy_(t);
   return copy;
