@@ -172,21 +172,38 @@ TEST(DistributedTensor, ErrorsNameTheShapeAndPlacement) {
   EXPECT_THROW(on_first + on_second, Error);
 }
 
-// Until the compiler propagates placements, a compiled function of distributed inputs runs
-// eagerly, and one that captures a distributed tensor refuses rather than bake its local part in.
-TEST(DistributedTensor, CompiledFunctionsRunEagerlyOrRefuse) {
+// A compiled training step of distributed inputs: the graph is each rank's local program, with
+// its collectives, and gives the eager step's loss and gradients.
+TEST(DistributedTensor, CompiledStepsMatchEagerOnes) {
   const auto& mesh = meshes()[0];
-  const Tensor whole = common({4, 8}, 7);
-  const Tensor sharded = shard_tensor(whole, mesh, {S(0)});
-  CompiledFunction doubled = compile([](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0] * 2.0}; });
-  EXPECT_EQ(relative_difference(full_tensor(doubled({sharded})[0]), whole * 2.0), 0.0);
-  CompiledFunction captures = compile([&](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0] + sharded}; });
-  try {
-    captures({whole});
-    FAIL() << "a compiled function captured a distributed tensor";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
+  const Tensor x = shard_tensor(common({16, 4}, 8), mesh, {S(0)});
+  const Tensor w1 = shard_tensor(common({4, 8}, 9).requires_grad_(), mesh, {S(1)});
+  const Tensor w2 = shard_tensor(common({8, 2}, 10).requires_grad_(), mesh, {S(0)});
+  const compiler::TensorFunction step = [](const std::vector<Tensor>& in) {
+    const Tensor loss = mean(square(matmul(tanh(matmul(in[0], in[1])), in[2])));
+    std::vector<Tensor> out{loss};
+    for (const Tensor& g : grad({loss}, {in[1], in[2]})) out.push_back(g);
+    return out;
+  };
+  const std::vector<Tensor> want = step({x, w1, w2});
+  CompiledFunction compiled = compile(step);
+  for (int call = 0; call < 2; ++call) {  // the trace, then the compiled program
+    const std::vector<Tensor> got = compiled({x, w1, w2});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(placements_of(got[i]), placements_of(want[i])) << "output " << i;
+      EXPECT_LT(relative_difference(full_tensor(got[i]), full_tensor(want[i])), 1e-12) << "output " << i;
+    }
   }
+  EXPECT_EQ(compiled.stats().traces, 1);
+  const compiler::Program* program = compiled.program_for({x, w1, w2});
+  ASSERT_NE(program, nullptr);
+  // Rows of x with columns of w1: the rules gather w1 and keep the rows split, which the
+  // backward pass reduces and scatters again.
+  const std::string graph = program->graph().to_string();
+  const bool several_ranks = mesh->size(0) > 1;
+  EXPECT_EQ(graph.find("allgather") != std::string::npos, several_ranks) << graph;
+  EXPECT_EQ(graph.find("reduce_scatter") != std::string::npos, several_ranks) << graph;
 }
 
 // Saved sharded and partial, loaded into other layouts; and what a load refuses (the N-to-M loads

@@ -27,6 +27,25 @@ std::string signature(const std::vector<Tensor>& inputs) {
   return key.str();
 }
 
+// Each rank's parts of distributed tensors; ordinary ones as they are.
+std::vector<Tensor> local_parts(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> parts;
+  for (const Tensor& t : tensors) parts.push_back(is_distributed(t) ? distribution_of(t)->local : t);
+  return parts;
+}
+
+// The signature of the local parts and where each input lies.
+std::string layout_signature(const std::vector<Tensor>& inputs) {
+  std::ostringstream key;
+  key << signature(local_parts(inputs));
+  for (const Tensor& t : inputs) {
+    const Distribution* layout = distribution_of(t);
+    key << ";" << (layout ? to_string(layout->placements) + "@" + std::to_string(reinterpret_cast<uintptr_t>(layout->mesh.get()))
+                          : "ordinary");
+  }
+  return key.str();
+}
+
 bool verbose() {
   const char* value = std::getenv("EDDY_COMPILER_VERBOSE");
   return value && *value && std::string(value) != "0";
@@ -52,17 +71,60 @@ CompiledFunction::CompiledFunction(compiler::TensorFunction function, CompileOpt
 }
 
 const compiler::Program* CompiledFunction::program_for(const std::vector<Tensor>& inputs) const {
+  if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return is_distributed(t); })) {
+    auto found = local_programs_.find(layout_signature(inputs));
+    return found == local_programs_.end() ? nullptr : found->second.compiled->program_for(local_parts(inputs));
+  }
   auto found = programs_.find(signature(inputs));
   return found == programs_.end() ? nullptr : found->second.get();
+}
+
+CompiledFunction::LocalProgram& CompiledFunction::local_program_for(const std::vector<Tensor>& inputs) {
+  LocalProgram& local = local_programs_[layout_signature(inputs)];
+  if (local.compiled) return local;
+  std::vector<std::pair<Shape, std::shared_ptr<const Distribution>>> input_layouts;
+  for (const Tensor& input : inputs) input_layouts.emplace_back(input.shape(), input.impl()->distribution);
+  local.output_layouts = std::make_shared<std::vector<std::pair<Shape, std::shared_ptr<const Distribution>>>>();
+  local.compiled = std::make_unique<CompiledFunction>(
+      [function = function_, input_layouts, output_layouts = local.output_layouts](const std::vector<Tensor>& parts) {
+        std::vector<Tensor> arguments;
+        for (size_t i = 0; i < parts.size(); ++i) {
+          const auto& [global, layout] = input_layouts[i];
+          arguments.push_back(layout ? make_distributed(global, Distribution{parts[i], layout->mesh, layout->mesh_shape,
+                                                                             layout->placements})
+                                     : parts[i]);
+        }
+        const std::vector<Tensor> outputs = function(arguments);
+        output_layouts->clear();
+        for (const Tensor& output : outputs) output_layouts->emplace_back(output.shape(), output.impl()->distribution);
+        return local_parts(outputs);
+      },
+      options_);
+  return local;
+}
+
+std::vector<Tensor> CompiledFunction::call_distributed(const std::vector<Tensor>& inputs) {
+  LocalProgram& local = local_program_for(inputs);
+  const std::vector<Tensor> parts = (*local.compiled)(local_parts(inputs));
+  const int calls = stats_.calls;
+  stats_ = local.compiled->stats();
+  stats_.calls = calls;
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& [global, layout] = local.output_layouts->at(i);
+    outputs.push_back(layout ? make_distributed(global, Distribution{parts[i], layout->mesh, layout->mesh_shape,
+                                                                     layout->placements})
+                             : parts[i]);
+  }
+  return outputs;
 }
 
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inputs) {
   ++stats_.calls;
   // Inside another capture, run eagerly so the outer graph records these ops as its own.
   if (active_trace_recorder()) return function_(inputs);
-  // Distributed tensors run eagerly until the compiler propagates placements (issue #23).
   if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return is_distributed(t); })) {
-    return function_(inputs);
+    return call_distributed(inputs);
   }
   const std::string key = signature(inputs);
   if (auto found = programs_.find(key); found != programs_.end()) return run(found->second, inputs);

@@ -36,6 +36,9 @@ struct CompileOptions {
   size_t max_graph_nodes = 0;
 };
 
+// Distributed inputs (dist/dtensor.h) compile too: the function is traced on them, the sharding
+// rules placing every value as it goes, so the graph is the program each rank runs on its local
+// parts, collectives included; the outputs come back laid out as the trace left them.
 class CompiledFunction {
  public:
   explicit CompiledFunction(compiler::TensorFunction function, CompileOptions options = {});
@@ -49,9 +52,19 @@ class CompiledFunction {
  private:
   std::vector<Tensor> run(const std::shared_ptr<compiler::Program>& program, const std::vector<Tensor>& inputs) const;
 
+  // The local program of distributed inputs: a function of their local parts, compiled once per
+  // signature and layout, and the layouts its trace gave the outputs (null: an ordinary tensor).
+  struct LocalProgram {
+    std::unique_ptr<CompiledFunction> compiled;
+    std::shared_ptr<std::vector<std::pair<Shape, std::shared_ptr<const Distribution>>>> output_layouts;
+  };
+  std::vector<Tensor> call_distributed(const std::vector<Tensor>& inputs);
+  LocalProgram& local_program_for(const std::vector<Tensor>& inputs);
+
   compiler::TensorFunction function_;
   CompileOptions options_;
   std::map<std::string, std::shared_ptr<compiler::Program>> programs_;  // by signature
+  std::map<std::string, LocalProgram> local_programs_;                 // by signature and layout
   CompileStats stats_;
 };
 

@@ -61,14 +61,17 @@ std::vector<Placement> normalized(std::vector<Placement> placements, int64_t ran
   return placements;
 }
 
+bool set(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value && *value && std::string_view(value) != "0";
+}
+
 // EDDY_DIST_VERBOSE=1: rank 0 prints each op on distributed tensors, its placements and the
-// collectives its inputs went through.
+// collectives its inputs went through; EDDY_COMPILER_VERBOSE=1 does while a function is traced
+// for compiling, which is when the compiled program's placements are chosen.
 bool verbose() {
-  static const bool on = [] {
-    const char* value = std::getenv("EDDY_DIST_VERBOSE");
-    return value && *value && std::string_view(value) != "0";
-  }();
-  return on;
+  static const bool eager = set("EDDY_DIST_VERBOSE"), compiled = set("EDDY_COMPILER_VERBOSE");
+  return eager || (compiled && active_trace_recorder());
 }
 
 std::string_view collective_for(const Placement& from, const Placement& to) {
@@ -222,9 +225,6 @@ class DistributedInterpreter final : public Interpreter {
 
   Tensor interpret(const OpCall& call) override {
     const Primitive& primitive = call.primitive;
-    EDDY_CHECK(!active_trace_recorder(), primitive.name, ": a function being compiled uses a distributed tensor; "
-               "compiled steps of distributed tensors are not supported yet (docs/distributed.md), so pass them "
-               "as the compiled function's inputs, which then runs eagerly, or do not compile it");
     std::shared_ptr<const ProcessMesh> mesh;
     for (const Tensor& input : call.inputs) {
       const Distribution* layout = distribution_of(input);
