@@ -69,6 +69,8 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
   all.insert(this_run.begin(), this_run.end());
   for (const auto& entry : all) {
     const std::string& key = entry.first;
+    // A checkpoint written while a key was still fixed records it; it may change now.
+    if (is_resumable(key, resumable)) continue;
     const std::optional<std::string> before = value_in(checkpoint_run, key), now = value_in(this_run, key);
     if (before == now) continue;
     std::string may_change;

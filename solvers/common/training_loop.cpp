@@ -5,6 +5,7 @@
 
 #include "eddy/core/error.h"
 #include "eddy/dist/data_parallel.h"
+#include "eddy/dist/dtensor.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
 #include "solvers/common/thread_tuner.h"
@@ -75,10 +76,13 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
   return std::nullopt;
 }
 
+// Distributed tensors are gathered whole on every rank first (collective), so that the checkpoint
+// is one process's and resumes on any number of ranks.
 void TrainingLoop::save(int64_t step) {
+  const nn::StateDict model_state = dist::full_state(model_.state_dict());
+  const nn::StateDict training_state = dist::full_state(hooks_.training_state());
   if (comm_.rank() == 0) {
-    io::save_checkpoint(checkpoint_, model_, hooks_.training_state(),
-                        {step, run_.config_hash, "", encode_settings(settings_)});
+    io::save_checkpoint(checkpoint_, model_state, training_state, {step, run_.config_hash, "", encode_settings(settings_)});
   }
   saved_ = true;
 }

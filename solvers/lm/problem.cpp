@@ -5,6 +5,7 @@
 
 #include "eddy/core/error.h"
 #include "solvers/common/training_config.h"
+#include "solvers/lm/model.h"
 
 namespace eddy::lm {
 namespace {
@@ -144,6 +145,40 @@ void require_training_memory(const ConfigNode& root, const TokenizerSpec& tokeni
                         tokens * per_token * bytes);
 }
 
+ParallelSpec read_parallel(const ConfigNode& node, const ModelSpec& model, const TrainingSpec& training) {
+  ParallelSpec parallel;
+  parallel.where = node.where();
+  const ConfigNode mesh = node.at("mesh"), names = node.at("names");
+  for (const ConfigNode& size : mesh.elements()) {
+    parallel.mesh.push_back(size.as_integer());
+    if (parallel.mesh.back() < 1) size.fail("must be at least 1");
+  }
+  for (const ConfigNode& name : names.elements()) {
+    parallel.names.push_back(name.as_choice({"dp", "mp"}));
+    if (std::count(parallel.names.begin(), parallel.names.end(), parallel.names.back()) > 1) name.fail("named twice");
+  }
+  if (parallel.mesh.empty() || parallel.mesh.size() != parallel.names.size()) {
+    names.fail(cat("needs one name per mesh axis; the mesh has ", parallel.mesh.size(), " axes"));
+  }
+  for (size_t axis = 0; axis < parallel.mesh.size(); ++axis) {
+    const int64_t ranks = parallel.mesh[axis];
+    if (parallel.names[axis] == "dp" && training.batch_size % ranks != 0) {
+      mesh.fail(cat("dp = ", ranks, " does not divide training.batch_size = ", training.batch_size));
+    }
+    if (parallel.names[axis] == "mp") {
+      // GPT-2's heads stay whole (model.cpp, tensor_parallel_placement): only its MLP is split.
+      const int64_t units = mlp_units(model), kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads;
+      const bool heads_split = model.architecture == Architecture::llama;
+      if (units % ranks != 0 || (heads_split && (model.heads % ranks != 0 || kv_heads % ranks != 0))) {
+        mesh.fail(cat("mp = ", ranks, " must divide the MLP's hidden units (", units, ")",
+                      heads_split ? cat(" and the attention heads (", model.heads, ", ", kv_heads,
+                                        " for keys and values)") : std::string()));
+      }
+    }
+  }
+  return parallel;
+}
+
 }  // namespace
 
 LmProblem read_lm_problem(io::Config& config, bool for_training) {
@@ -156,6 +191,8 @@ LmProblem read_lm_problem(io::Config& config, bool for_training) {
   p.model = read_model(root.at("model"));
   p.training = read_training(root.section("training"));
   if (for_training) require_training_memory(root, p.tokenizer, p.model, p.training);
+
+  if (root.has("parallel")) p.parallel = read_parallel(root.at("parallel"), p.model, p.training);
 
   const ConfigNode output = root.section("output");
   p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());

@@ -5,6 +5,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/communicator.h"
+#include "eddy/dist/dtensor.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
@@ -22,10 +23,11 @@ namespace {
 
 // The training settings a --resume may change (docs/lm.md); a change to any other key would
 // resume another model or corpus than the checkpoint's.
+// `parallel` too: the checkpoint holds the whole model, which any mesh places anew.
 const solvers::ResumableKeys kResumable = {
     "description",        "training.steps",          "training.learning_rate",     "training.weight_decay",
     "training.clip",      "training.evaluate_every", "training.evaluation_batches", "training.schedule",
-    "output"};
+    "output",             "parallel"};
 
 struct History {
   std::vector<double> steps, train_loss;
@@ -58,13 +60,55 @@ void write_history(const std::string& path, const History& history, const std::s
   out.commit();
 }
 
+// The job's mesh and where the batch lies on it (ParallelSpec); a null mesh on one process.
+struct Parallelism {
+  std::shared_ptr<const dist::ProcessMesh> mesh;
+  std::vector<Placement> batch;
+
+  Tensor place_batch(const Tensor& tokens) const { return mesh ? dist::shard_tensor(tokens, mesh, batch) : tokens; }
+};
+
+// Makes the mesh and places the model's parameters on it, in place: split on the mp axis as
+// tensor parallelism puts them, whole elsewhere (where their gradients are summed over the ranks).
+Parallelism place_model(const LmProblem& p, nn::Module& model) {
+  dist::Communicator& world = dist::default_communicator();
+  Parallelism parallel;
+  if (world.size() == 1) return parallel;
+  const bool given = !p.parallel.mesh.empty();
+  const Shape shape = given ? p.parallel.mesh : Shape{world.size()};
+  const std::vector<std::string> names = given ? p.parallel.names : std::vector<std::string>{"dp"};
+  EDDY_CHECK(numel(shape) == world.size(), p.parallel.where, ": parallel.mesh ", shape, " has ", numel(shape),
+             " ranks, but this job has ", world.size(), "; start it with mpirun -np ", numel(shape));
+  parallel.mesh = dist::ProcessMesh::create(shape, names);
+  parallel.batch.assign(shape.size(), Placement::replicate());
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    if (names[axis] == "dp") {
+      parallel.batch[axis] = Placement::shard(0);
+      continue;
+    }
+    if (shape[axis] == 1) continue;
+    for (const auto& [name, parameter] : model.named_parameters()) {
+      const std::optional<Placement> split = tensor_parallel_placement(p.model.architecture, name);
+      if (!split) continue;
+      std::vector<Placement> placements(shape.size());
+      placements[axis] = *split;
+      dist::shard_in_place(parameter, parallel.mesh, placements);
+    }
+  }
+  return parallel;
+}
+
 }  // namespace
 
 TrainResult train(const LmProblem& p, const TrainOptions& options) {
-  EDDY_CHECK(dist::default_communicator().size() == 1, "eddy lm train runs in one process; it was started as ",
-             dist::default_communicator().size(), " ranks (data-parallel language-model training is not built yet)");
+  dist::Communicator& world = dist::default_communicator();
+  const bool root = world.rank() == 0;  // rank 0 reports and writes the results
+  std::ostream* log = root ? options.log : nullptr;
   const TrainingSpec& t = p.training;
-  const PreparedCorpus corpus = prepare_corpus(p, options.log);
+  // Rank 0 writes the tokenizer and the token files; the others read them once it has.
+  if (!root) world.barrier();
+  const PreparedCorpus corpus = prepare_corpus(p, log);
+  if (root) world.barrier();
   const TokenFile train_tokens(corpus.train_tokens), validation_tokens(corpus.validation_tokens);
   const int64_t context = p.model.context, batch = t.batch_size;
   const std::vector<Batch> validation = validation_batches(validation_tokens, p);
@@ -73,6 +117,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
 
   const std::shared_ptr<nn::CausalLanguageModel> model =
       make_model(p.model, corpus.tokenizer->vocab_size(), t.dtype, t.seed);
+  const Parallelism parallel = place_model(p, *model);
   const std::vector<Tensor> parameters = model->parameters();
   // Weight decay on matrices (projections, embeddings) only, not on norms and biases, as GPT-2
   // and Llama were trained.
@@ -89,7 +134,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   const auto schedule = optim::make_schedule(t.schedule, t.learning_rate, t.steps);
 
   History history;
-  solvers::ProgressLine progress(options.log, options.terminal, t.evaluate_every);
+  solvers::ProgressLine progress(log, root && options.terminal, t.evaluate_every);
   auto note = [&](const std::string& line) { progress.note(line); };
   // A micro-batch's loss and the gradients of `scale` times it, from its tokens, targets,
   // dropout key and scale.
@@ -113,7 +158,10 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     NoGradGuard no_grad;
     model->eval();
     double sum = 0;
-    for (const Batch& b : validation) sum += evaluation_step({b.tokens, b.targets}).at(0).item<double>();
+    for (const Batch& b : validation) {
+      const Tensor loss = evaluation_step({parallel.place_batch(b.tokens), parallel.place_batch(b.targets)}).at(0);
+      sum += dist::full_tensor(loss).item<double>();
+    }
     model->train();
     return sum / static_cast<double>(validation.size());
   };
@@ -141,8 +189,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
       const auto stream = static_cast<uint64_t>(step * t.accumulation + micro);
       const Batch b = draw_batch(train_tokens, batch, context, t.seed, stream);
       const std::vector<Tensor> outputs =
-          training_step({b.tokens, b.targets, random_key(t.seed, stream << 32), scale});
-      step_loss += outputs[0].item<double>() / static_cast<double>(t.accumulation);
+          training_step({parallel.place_batch(b.tokens), parallel.place_batch(b.targets), random_key(t.seed, stream << 32),
+                         scale});
+      step_loss += dist::full_tensor(outputs[0]).item<double>() / static_cast<double>(t.accumulation);
       if (sums.empty()) {
         sums.assign(outputs.begin() + 1, outputs.end());
       } else {
@@ -212,8 +261,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
 
   result.parameters = model->parameter_count();
   int64_t step = first_step = loop.start();
-  if (options.log) {
-    *options.log << "model: " << (p.model.architecture == Architecture::gpt2 ? "gpt2" : "llama") << ", "
+  if (log) {
+    *log << "model: " << (p.model.architecture == Architecture::gpt2 ? "gpt2" : "llama") << ", "
                  << result.parameters << " parameters; "
                  << train_tokens.size() << " training and " << validation_tokens.size() << " validation tokens"
                  << (corpus.reused ? " (token files reused)" : "") << "\n";
@@ -222,7 +271,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   if (auto stopped = loop.run(step, t.steps, p.output.checkpoint_every)) {
     result.steps = stopped->step;
     result.message = stopped->message;
-    write_history(p.output.dir + "/history.h5", history, p.config_hash);
+    if (root) write_history(p.output.dir + "/history.h5", history, p.config_hash);
     return result;
   }
   // A run stopped between evaluations is evaluated where it stopped. That record is for the
@@ -242,7 +291,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
                                                     : std::string("no checkpoint was written by this run"));
     return result;
   }
-  write_history(p.output.dir + "/history.h5", results, p.config_hash);
+  if (root) write_history(p.output.dir + "/history.h5", results, p.config_hash);
   loop.save(step);
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
 #include "interrupted.h"
 #include "solvers/common/interrupt.h"
@@ -28,6 +29,9 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
   options.log = quiet ? nullptr : &std::cerr;
   options.terminal = !quiet && ::isatty(STDERR_FILENO);
   const lm::TrainResult result = lm::train(problem, options);
+  if (dist::default_communicator().rank() != 0) {  // rank 0 reports
+    return result.interrupted ? 128 + result.interrupted : result.finished ? 0 : 3;
+  }
   if (!result.finished && !result.interrupted) {
     std::fprintf(stderr, "eddy: %s\n", result.message.c_str());
     return 3;

@@ -22,6 +22,8 @@ class LmCommands {
  public:
   explicit LmCommands(CLI::App& app);
   bool chosen() const { return lm_->parsed(); }
+  // `lm train`, which runs on the ranks of an mpirun job (the `parallel:` section of its file).
+  bool distributed() const { return train_->parsed(); }
   // Runs the chosen subcommand; returns the exit status. `resume_command`: what `lm train`
   // prints to go on after Ctrl-C or SIGTERM (interrupted.h).
   int run(const std::string& resume_command) const;

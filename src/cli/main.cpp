@@ -340,9 +340,9 @@ int main(int argc, char** argv) {
     // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.
     const dist::Communicator& world = dist::default_communicator();
     const bool launched_as_ranks = world.size() > 1;
-    EDDY_CHECK(!launched_as_ranks || *train || *solve || *generate, "eddy ",
+    EDDY_CHECK(!launched_as_ranks || *train || *solve || *generate || lm.distributed(), "eddy ",
                app.get_subcommands().front()->get_name(), " runs on one process; of the commands, `eddy solve`, ",
-               "`eddy train` and `eddy generate` are distributed ",
+               "`eddy train`, `eddy generate` and `eddy lm train` are distributed ",
                "(docs/distributed.md). Run it without mpirun");
     const std::string resume_command = cli::resume_command(argc, argv);
     if (*solve) return run_solve(file, overrides, resume, eager, quiet, resume_command);

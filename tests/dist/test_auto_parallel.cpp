@@ -147,6 +147,25 @@ TEST(DistributedTensor, ReshardsBetweenEveryPairOfPlacements) {
   }
 }
 
+// copy_ of an ordinary tensor (every rank's whole value) into a distributed one keeps each
+// rank's part: how a checkpoint of one process loads into sharded parameters.
+TEST(DistributedTensor, CopyOfTheWholeKeepsEachRanksPart) {
+  for (const auto& mesh : meshes()) {
+    const Tensor whole = common({4, 8}, 11);
+    for (const auto& placements : placements_for(whole.shape(), *mesh, false)) {
+      Tensor target = shard_tensor(zeros({4, 8}, DType::f64), mesh, placements);
+      target.copy_(whole);
+      EXPECT_EQ(relative_difference(full_tensor(target), whole), 0.0) << to_string(placements);
+      target.copy_(common({8}, 12));  // broadcast along axis 0
+      EXPECT_EQ(relative_difference(full_tensor(target), expand(common({8}, 12), {4, 8})), 0.0);
+    }
+  }
+  Tensor partial = reshard(shard_tensor(zeros({4, 8}, DType::f64), meshes()[0], {R}), {P});
+  EXPECT_THROW(partial.copy_(common({4, 8}, 13)), Error);
+  Tensor sharded = shard_tensor(zeros({4, 8}, DType::f64), meshes()[0], {S(0)});
+  EXPECT_THROW(sharded.copy_(common({8, 4}, 13)), Error);
+}
+
 TEST(DistributedTensor, ErrorsNameTheShapeAndPlacement) {
   const auto& mesh = meshes()[0];
   if (mesh->size(0) > 1) {

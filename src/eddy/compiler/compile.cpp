@@ -90,9 +90,7 @@ CompiledFunction::LocalProgram& CompiledFunction::local_program_for(const std::v
         std::vector<Tensor> arguments;
         for (size_t i = 0; i < parts.size(); ++i) {
           const auto& [global, layout] = input_layouts[i];
-          arguments.push_back(layout ? make_distributed(global, Distribution{parts[i], layout->mesh, layout->mesh_shape,
-                                                                             layout->placements})
-                                     : parts[i]);
+          arguments.push_back(layout ? make_distributed(global, layout->over(parts[i])) : parts[i]);
         }
         const std::vector<Tensor> outputs = function(arguments);
         output_layouts->clear();
@@ -112,9 +110,7 @@ std::vector<Tensor> CompiledFunction::call_distributed(const std::vector<Tensor>
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < parts.size(); ++i) {
     const auto& [global, layout] = local.output_layouts->at(i);
-    outputs.push_back(layout ? make_distributed(global, Distribution{parts[i], layout->mesh, layout->mesh_shape,
-                                                                     layout->placements})
-                             : parts[i]);
+    outputs.push_back(layout ? make_distributed(global, layout->over(parts[i])) : parts[i]);
   }
   return outputs;
 }

@@ -37,8 +37,7 @@ Tensor with_local(const Tensor& distributed, Tensor local) {
   const Distribution& layout = *distribution_of(distributed);
   EDDY_CHECK(local.shape() == layout.local.shape(), "internal: local part ", local.shape(), " for a distributed ",
              "tensor whose local shape is ", layout.local.shape());
-  return make_distributed(distributed.shape(), Distribution{std::move(local), layout.mesh, layout.mesh_shape,
-                                                            layout.placements});
+  return make_distributed(distributed.shape(), layout.over(std::move(local)));
 }
 
 int64_t replication_factor(const Distribution& layout) {

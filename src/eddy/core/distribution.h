@@ -39,7 +39,15 @@ struct Distribution {
   Tensor local;                       // this rank's part of the values
   std::shared_ptr<const void> mesh;   // the dist::ProcessMesh (kept alive by its tensors)
   Shape mesh_shape;                   // ranks along each mesh axis
+  Shape coordinates;                  // this rank's coordinate along each mesh axis
   std::vector<Placement> placements;  // one per mesh axis
+
+  // The same layout over another local part of the same shape.
+  Distribution over(Tensor other_local) const {
+    Distribution layout = *this;
+    layout.local = std::move(other_local);
+    return layout;
+  }
 };
 
 // The layout of `tensor`, null for an ordinary one.

@@ -123,7 +123,8 @@ void check_writable(const Tensor& t, std::string_view op) {
 }
 
 // A distributed target takes the source's local part when both are laid out alike; an ordinary
-// source is every rank's whole value, which fits a replicated target (or is a single value).
+// source is every rank's whole value, of which each rank keeps its part (a checkpoint loaded into
+// sharded parameters), or a single value for every element.
 void copy_to_distributed(const Tensor& target, const Tensor& source) {
   const Distribution& layout = *distribution_of(target);
   if (const Distribution* from = distribution_of(source)) {
@@ -135,17 +136,23 @@ void copy_to_distributed(const Tensor& target, const Tensor& source) {
     local.copy_(from->local);
     return;
   }
-  bool sharded = false;
   for (const Placement& placement : layout.placements) {
     EDDY_CHECK(!placement.is_partial(), "copy_: the target is partial (", to_string(layout.placements),
                "); dist::reshard it to Replicate or Shard first");
-    sharded = sharded || placement.is_shard();
   }
-  EDDY_CHECK(!sharded || source.numel() == 1, "copy_: the target of shape ", target.shape(), " is sharded (",
-             to_string(layout.placements), ") and the source ", source.shape(), " is an ordinary tensor; make "
-             "it distributed with dist::shard_tensor first");
+  EDDY_CHECK(broadcast_shapes(source.shape(), target.shape(), "copy_") == target.shape(), "copy_: a source of shape ",
+             source.shape(), " does not broadcast to the target's ", target.shape());
+  // The whole value (broadcast), which every rank holds: each keeps its own block of it.
+  const Tensor whole = detail::broadcast_view(source, target.shape());
   Tensor local = layout.local;
-  local.copy_(source);
+  int64_t offset = whole.offset();
+  for (size_t axis = 0; axis < layout.placements.size(); ++axis) {
+    const Placement& placement = layout.placements[axis];
+    if (!placement.is_shard()) continue;
+    const auto tensor_axis = static_cast<size_t>(placement.axis);
+    offset += layout.coordinates[axis] * local.shape()[tensor_axis] * whole.strides()[tensor_axis];
+  }
+  local.copy_(make_view(whole, local.shape(), whole.strides(), offset));
 }
 }  // namespace
 

@@ -48,8 +48,13 @@ Tensor unpack(const Tensor& buffer, int64_t offset, const Shape& shape) {
 
 }  // namespace
 
-void broadcast_tensors(const std::vector<Tensor>& tensors, Communicator& comm, int root) {
+void broadcast_tensors(const std::vector<Tensor>& all, Communicator& comm, int root) {
   if (comm.size() == 1) return;
+  // A distributed tensor's parts differ by rank by design; each rank made its own.
+  std::vector<Tensor> tensors;
+  for (const Tensor& t : all) {
+    if (!is_distributed(t)) tensors.push_back(t);
+  }
   NoGradGuard no_grad;
   for (const Bucket& bucket : buckets_of(tensors)) {
     Tensor buffer = Tensor::empty({bucket.elements}, bucket.dtype);

@@ -11,7 +11,8 @@
 
 namespace eddy::dist {
 
-// Overwrites every rank's `tensors` with rank `root`'s, in one message per dtype.
+// Overwrites every rank's `tensors` with rank `root`'s, in one message per dtype. Distributed
+// tensors (dtensor.h) are left as they are: their parts differ by rank by design.
 void broadcast_tensors(const std::vector<Tensor>& tensors, Communicator& comm = default_communicator(),
                        int root = 0);
 

@@ -109,7 +109,10 @@ void log_call(std::string_view op, const std::vector<std::vector<Placement>>& fr
 
 Tensor distributed(const Shape& global_shape, Tensor local, const std::shared_ptr<const ProcessMesh>& mesh,
                    std::vector<Placement> placements) {
-  return make_distributed(global_shape, Distribution{std::move(local), mesh, mesh->shape(), std::move(placements)});
+  Shape coordinates;
+  for (int64_t axis = 0; axis < mesh->ndim(); ++axis) coordinates.push_back(mesh->coordinate(axis));
+  return make_distributed(global_shape, Distribution{std::move(local), mesh, mesh->shape(), std::move(coordinates),
+                                                     std::move(placements)});
 }
 
 // Rank `index` of `parts` equal blocks along `axis`.
@@ -401,6 +404,12 @@ Tensor full_tensor(const Tensor& tensor) {
   const Distribution* layout = distribution_of(tensor);
   if (!layout) return tensor;
   return to_local(reshard(tensor, std::vector<Placement>(layout->placements.size())));
+}
+
+nn::StateDict full_state(const nn::StateDict& state) {
+  nn::StateDict whole;
+  for (const auto& [key, tensor] : state) whole.emplace(key, full_tensor(tensor));
+  return whole;
 }
 
 const ProcessMesh& mesh_of(const Tensor& tensor) { return *mesh_pointer(layout_of(tensor, "mesh_of")); }

@@ -65,6 +65,10 @@ void shard_in_place(const Tensor& tensor, std::shared_ptr<const ProcessMesh> mes
 using ShardingPlan = std::vector<std::pair<std::string, std::vector<Placement>>>;
 int64_t shard_module(nn::Module& module, std::shared_ptr<const ProcessMesh> mesh, const ShardingPlan& plan);
 
+// Every tensor of `state` whole, as an ordinary tensor: collective when some are distributed.
+// What a checkpoint of one process holds, so that it loads on any number of ranks.
+nn::StateDict full_state(const nn::StateDict& state);
+
 const ProcessMesh& mesh_of(const Tensor& distributed);
 const std::vector<Placement>& placements_of(const Tensor& distributed);
 

@@ -19,8 +19,13 @@ bool take_prefix(const std::string& name, std::string_view prefix, std::string& 
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,
                      const CheckpointInfo& info) {
+  save_checkpoint(path, model.state_dict(), optimizer_state, info);
+}
+
+void save_checkpoint(const std::string& path, const nn::StateDict& model_state, const nn::StateDict& optimizer_state,
+                     const CheckpointInfo& info) {
   nn::StateDict tensors;
-  for (const auto& [name, tensor] : model.state_dict()) tensors.emplace(std::string(kModelPrefix) + name, tensor);
+  for (const auto& [name, tensor] : model_state) tensors.emplace(std::string(kModelPrefix) + name, tensor);
   for (const auto& [name, tensor] : optimizer_state) tensors.emplace(std::string(kOptimizerPrefix) + name, tensor);
   save_safetensors(path, tensors,
                    {{"eddy.step", std::to_string(info.step)},

@@ -26,6 +26,9 @@ struct CheckpointInfo {
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,
                      const CheckpointInfo& info);
+// The same from the model's state dict (gathered whole from distributed parameters, say).
+void save_checkpoint(const std::string& path, const nn::StateDict& model_state, const nn::StateDict& optimizer_state,
+                     const CheckpointInfo& info);
 
 // Loads into `model`, checking every tensor's name, shape and dtype against it (see
 // Module::load_state_dict); the optimiser state goes to `optimizer_state` when given.

@@ -12,13 +12,13 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
   EDDY_CHECK(std::isfinite(max_norm) && max_norm > 0,
              "clip_grad_norm: max_norm must be finite and > 0, got ", max_norm);
   NoGradGuard no_grad;
-  double sum_of_squares = 0;
+  // Summed as tensors: the sum of a distributed gradient is a partial sum, which the square root
+  // (an op) makes whole on every rank before it is read.
+  Tensor sum_of_squares = zeros({}, DType::f64);
   for (const Tensor& p : parameters) {
-    if (p.defined() && p.grad().defined()) {
-      sum_of_squares += sum(square(cast(abs(p.grad()), DType::f64))).item<double>();
-    }
+    if (p.defined() && p.grad().defined()) sum_of_squares = sum_of_squares + sum(square(cast(abs(p.grad()), DType::f64)));
   }
-  const double total = std::sqrt(sum_of_squares);
+  const double total = sqrt(sum_of_squares).item<double>();
   if (!std::isfinite(total) || total <= max_norm) return total;
   const double factor = max_norm / (total + 1e-6);
   std::vector<Tensor> clipped(parameters.size());

@@ -80,7 +80,9 @@ Tensor copy_of(const Tensor& t) {
 
 void set_grads(const std::vector<Tensor>& parameters, const std::vector<Tensor>& new_grads) {
   for (size_t i = 0; i < parameters.size(); ++i) {
-    if (new_grads[i].defined()) parameters[i].impl()->autograd->grad = new_grads[i];
+    // A distributed parameter's gradient is kept as its local part (Tensor::grad() lays it out).
+    const Tensor& g = new_grads[i];
+    if (g.defined()) parameters[i].impl()->autograd->grad = is_distributed(g) ? distribution_of(g)->local : g;
   }
 }
 
