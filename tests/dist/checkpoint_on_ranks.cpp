@@ -17,22 +17,11 @@
 #include "eddy/io/distributed_checkpoint.h"
 #include "eddy/nn/transformer.h"
 #include "eddy/optim/adam.h"
+#include "tiny_llama.h"
 
 using namespace eddy;
 
-namespace {
-
-dist::ShardingPlan megatron(const std::vector<Placement>& columns, const std::vector<Placement>& rows) {
-  dist::ShardingPlan plan;
-  for (const char* name : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"}) {
-    plan.emplace_back(std::string("model.layers.*.") + name + ".weight", columns);
-  }
-  plan.emplace_back("model.layers.*.self_attn.o_proj.weight", rows);
-  plan.emplace_back("model.layers.*.mlp.down_proj.weight", rows);
-  return plan;
-}
-
-}  // namespace
+using testing::megatron_plan;
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -41,30 +30,19 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1], directory = argv[2];
   const int ranks = dist::default_communicator().size();
-  nn::LlamaOptions options;
-  options.vocab_size = 32;
-  options.hidden_size = 16;
-  options.intermediate_size = 32;
-  options.layers = 2;
-  options.heads = 4;
-  options.context_length = 16;
-  options.dtype = DType::f64;
-  options.seed = 3;
-  nn::LlamaModel model(options);
-  const Tensor tokens = Tensor::empty({4, 9}, DType::i64);
-  for (int64_t i = 0; i < tokens.numel(); ++i) tokens.data<int64_t>()[i] = (7 * i + i / 9) % options.vocab_size;
-  Tensor inputs = slice(tokens, 1, 0, 8), targets = slice(tokens, 1, 1, 9);
+  nn::LlamaModel model(testing::tiny_llama_options());
+  auto [inputs, targets] = testing::tiny_llama_batch(testing::tiny_llama_options().vocab_size);
 
   const bool grid = mode == "save" && ranks > 2 && ranks % 2 == 0;
   if (grid) {
     const auto mesh = dist::ProcessMesh::create({2, ranks / 2}, {"dp", "mp"});
     const Placement whole = Placement::replicate();
-    dist::shard_module(model, mesh, megatron({whole, Placement::shard(0)}, {whole, Placement::shard(1)}));
+    dist::shard_module(model, mesh, megatron_plan({whole, Placement::shard(0)}, {whole, Placement::shard(1)}));
     inputs = dist::shard_tensor(inputs, mesh, {Placement::shard(0), whole});
     targets = dist::shard_tensor(targets, mesh, {Placement::shard(0), whole});
   } else if (ranks > 1) {
     const auto mesh = dist::ProcessMesh::create({ranks}, {"mp"});
-    dist::shard_module(model, mesh, megatron({Placement::shard(0)}, {Placement::shard(1)}));
+    dist::shard_module(model, mesh, megatron_plan({Placement::shard(0)}, {Placement::shard(1)}));
   }
   optim::AdamOptions adam_options;
   adam_options.learning_rate = 1e-2;

@@ -17,6 +17,7 @@
 #include "eddy/nn/transformer.h"
 #include "eddy/optim/adam.h"
 #include "support/job_directory.h"
+#include "tiny_llama.h"
 
 namespace eddy::dist {
 namespace {
@@ -416,19 +417,8 @@ TEST(Training, DataTensorAndBothParallelLossesEqualOneProcess) {
 // (attention heads and the MLP's hidden units split over "mp"), with the batch split over "dp".
 std::vector<double> train_llama(const std::shared_ptr<const ProcessMesh>& mesh, const ShardingPlan& plan,
                                 const std::vector<Placement>& batch) {
-  nn::LlamaOptions options;
-  options.vocab_size = 32;
-  options.hidden_size = 16;
-  options.intermediate_size = 32;
-  options.layers = 2;
-  options.heads = 4;
-  options.context_length = 16;
-  options.dtype = DType::f64;
-  options.seed = 3;
-  nn::LlamaModel model(options);
-  const Tensor tokens = Tensor::empty({4, 9}, DType::i64);
-  for (int64_t i = 0; i < tokens.numel(); ++i) tokens.data<int64_t>()[i] = (7 * i + i / 9) % options.vocab_size;
-  Tensor inputs = slice(tokens, 1, 0, 8), targets = slice(tokens, 1, 1, 9);
+  nn::LlamaModel model(testing::tiny_llama_options());
+  auto [inputs, targets] = testing::tiny_llama_batch(testing::tiny_llama_options().vocab_size);
   if (mesh) {
     EXPECT_EQ(shard_module(model, mesh, plan), static_cast<int64_t>(2 * plan.size()));
     if (!batch.empty()) {
@@ -450,24 +440,11 @@ std::vector<double> train_llama(const std::shared_ptr<const ProcessMesh>& mesh, 
   return losses;
 }
 
-ShardingPlan megatron_plan(const std::vector<Placement>& columns, const std::vector<Placement>& rows) {
-  ShardingPlan plan;
-  for (const char* name : {"q_proj", "k_proj", "v_proj"}) {
-    plan.emplace_back(std::string("model.layers.*.self_attn.") + name + ".weight", columns);
-  }
-  plan.emplace_back("model.layers.*.self_attn.o_proj.weight", rows);
-  plan.emplace_back("model.layers.*.mlp.gate_proj.weight", columns);
-  plan.emplace_back("model.layers.*.mlp.up_proj.weight", columns);
-  plan.emplace_back("model.layers.*.mlp.down_proj.weight", rows);
-  return plan;
-}
-
 TEST(Training, TransformerTensorAndDataParallelLossesEqualOneProcess) {
   const std::vector<double> want = train_llama(nullptr, {}, {});
-  // The projections are [out, in]: columns of the product are rows of the weight.
   const std::vector<std::pair<std::string, std::vector<double>>> runs{
-      {"tensor parallel", train_llama(meshes()[0], megatron_plan({S(0)}, {S(1)}), {})},
-      {"data x tensor parallel", train_llama(meshes()[1], megatron_plan({R, S(0)}, {R, S(1)}), {S(0), R})},
+      {"tensor parallel", train_llama(meshes()[0], testing::megatron_plan({S(0)}, {S(1)}), {})},
+      {"data x tensor parallel", train_llama(meshes()[1], testing::megatron_plan({R, S(0)}, {R, S(1)}), {S(0), R})},
   };
   for (const auto& [name, losses] : runs) {
     for (size_t step = 0; step < want.size(); ++step) {
