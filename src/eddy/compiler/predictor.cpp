@@ -6,6 +6,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/serialize.h"
+#include "eddy/core/json_integers.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/ops/ops.h"
 
@@ -75,7 +76,7 @@ PredictorSignature signature_from(const json& meta, const std::string& file) {
     EDDY_CHECK(meta.is_object() && meta.contains("format") && meta["format"] == kFormat, file,
                ": not an eddy predictor's meta.json (its \"format\" is not \"", kFormat, "\")");
     key = "version";
-    const int version = meta.at("version").get<int>();
+    const int version = json_integer<int>(meta.at("version"), cat(file, ": version"));
     EDDY_CHECK(version == kPredictorFormatVersion, file, ": version: format version ", version,
                ", but this eddy reads version ", kPredictorFormatVersion, "; export again with this eddy");
     PredictorSignature signature;

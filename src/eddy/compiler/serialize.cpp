@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eddy/core/checked_size.h"
+#include "eddy/core/json_integers.h"
 #include "eddy/core/suggest.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/safetensors.h"
@@ -65,19 +66,19 @@ DType dtype_named(const std::string& name, const std::string& where) {
 
 Attrs attrs_from(const json& node, const std::string& where) {
   Attrs attrs;
-  attrs.shape = node.at("shape").get<Shape>();
-  attrs.axes = node.at("axes").get<std::vector<int64_t>>();
-  attrs.lo = node.at("lo").get<std::vector<int64_t>>();
-  attrs.hi = node.at("hi").get<std::vector<int64_t>>();
-  attrs.step = node.at("step").get<std::vector<int64_t>>();
-  attrs.axis = node.at("axis").get<int64_t>();
+  attrs.shape = json_integers(node.at("shape"), where + ".shape");
+  attrs.axes = json_integers(node.at("axes"), where + ".axes");
+  attrs.lo = json_integers(node.at("lo"), where + ".lo");
+  attrs.hi = json_integers(node.at("hi"), where + ".hi");
+  attrs.step = json_integers(node.at("step"), where + ".step");
+  attrs.axis = json_integer(node.at("axis"), where + ".axis");
   attrs.keepdims = node.at("keepdims").get<bool>();
   attrs.inverse = node.at("inverse").get<bool>();
   attrs.scale = node.at("scale").get<double>();
   attrs.dtype = dtype_named(node.at("dtype").get<std::string>(), where + ".dtype");
   // Absent from files written before creation ops were graph nodes, which need neither.
   if (node.contains("device")) {
-    const auto device = node.at("device").get<std::vector<int>>();
+    const auto device = json_integers<int>(node.at("device"), where + ".device");
     EDDY_CHECK(device.size() == 2 && device[0] >= 0 && device[0] < kNumDeviceTypes, where,
                ".device: expected [type, index] with type below ", kNumDeviceTypes);
     attrs.device = Device{static_cast<DeviceType>(device[0]), device[1]};
@@ -171,9 +172,10 @@ Graph graph_from(const json& root, const io::SafetensorsContents& weights, const
     for (size_t i = 0; i < values.size(); ++i) {
       where = cat("values[", i, "]");
       // Nodes refer to values by id, so a value added or removed by hand would shift them all.
-      EDDY_CHECK(values[i].at("id").get<size_t>() == i, file, ": ", where, ".id: ", values[i].at("id").dump(),
+      EDDY_CHECK(json_integer<size_t>(values[i].at("id"), cat(file, ": ", where, ".id")) == i, file, ": ", where,
+                 ".id: ", values[i].at("id").dump(),
                  ", but values must be listed in id order from 0");
-      const Shape shape = values[i].at("shape").get<Shape>();
+      const Shape shape = json_integers(values[i].at("shape"), cat(file, ": ", where, ".shape"));
       const DType dtype = dtype_named(values[i].at("dtype").get<std::string>(), cat(file, ": ", where, ".dtype"));
       EDDY_CHECK(checked_byte_size(shape, dtype), file, ": ", where, ".shape: ", shape,
                  " has a negative extent or is too large to address (2^63 bytes or more)");
@@ -183,9 +185,9 @@ Graph graph_from(const json& root, const io::SafetensorsContents& weights, const
     where = "values";
     graph.captured = captured_tensors(values, graph, weights.tensors, file, weights_file);
     where = "inputs";
-    graph.inputs = root.at("inputs").get<std::vector<ValueId>>();
+    graph.inputs = json_integers<ValueId>(root.at("inputs"), cat(file, ": inputs"));
     where = "outputs";
-    graph.outputs = root.at("outputs").get<std::vector<ValueId>>();
+    graph.outputs = json_integers<ValueId>(root.at("outputs"), cat(file, ": outputs"));
     const json& nodes = root.at("nodes");
     for (size_t n = 0; n < nodes.size(); ++n) {
       where = cat("nodes[", n, "]");
@@ -193,7 +195,8 @@ Graph graph_from(const json& root, const io::SafetensorsContents& weights, const
       const Primitive& primitive = primitive_named(node.at("primitive").get<std::string>(),
                                                    cat(file, ": ", where, ".primitive"));
       GraphNode parsed{&primitive, attrs_from(node.at("attrs"), cat(file, ": ", where, ".attrs")),
-                       node.at("inputs").get<std::vector<ValueId>>(), node.at("output").get<ValueId>()};
+                       json_integers<ValueId>(node.at("inputs"), cat(file, ": ", where, ".inputs")),
+                       json_integer<ValueId>(node.at("output"), cat(file, ": ", where, ".output"))};
       EDDY_CHECK(primitive.arity < 0 || static_cast<int>(parsed.inputs.size()) == primitive.arity, file, ": ",
                  where, ".inputs: ", primitive.name, " takes ", primitive.arity, " inputs, not ",
                  parsed.inputs.size());

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "eddy/core/checked_size.h"
+#include "eddy/core/json_integers.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/ops/ops.h"
 
@@ -141,8 +142,8 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
     Shape shape;
     uint64_t begin = 0, end = 0;
     try {
-      shape = entry["shape"].get<Shape>();
-      auto offsets = entry["data_offsets"].get<std::vector<uint64_t>>();
+      shape = json_integers(entry["shape"], cat(source, ": tensor \"", name, "\" shape"));
+      auto offsets = json_integers<uint64_t>(entry["data_offsets"], cat(source, ": tensor \"", name, "\" data_offsets"));
       EDDY_CHECK(offsets.size() == 2, source, ": tensor \"", name, "\" data_offsets needs 2 entries");
       begin = offsets[0];
       end = offsets[1];
