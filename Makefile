@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build test test-asan demo bench bench-fft bench-peers bench-lm bench-busy fuzz clean
+.PHONY: all deps configure build link-venv test test-asan demo bench bench-fft bench-peers bench-lm bench-busy fuzz clean
 
 all: build
 
@@ -16,6 +16,18 @@ configure: deps
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+	@$(MAKE) --no-print-directory link-venv
+
+# `import eddy` in the project's .venv (from deps) finds the package of the build tree,
+# $(BUILD)/python, without PYTHONPATH: a .pth file in the venv's site-packages names that folder.
+# An editable install (pip install -e .) would build the extension again in scikit-build-core's own
+# build folder, minutes per change; the .pth serves the build that `make build` just made, and the
+# next `make build` points it at another BUILD. Only `build` writes it: the sanitizer build's
+# module would not load in a plain interpreter.
+VENV_PYTHON ?= .venv/bin/python
+link-venv:
+	@$(VENV_PYTHON) -c 'import pathlib, site, sys; pathlib.Path(site.getsitepackages()[0], "eddy-build.pth").write_text(sys.argv[1] + "\n")' \
+	  "$(abspath $(BUILD))/python"
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
