@@ -6,7 +6,7 @@
 //   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a neural operator from its YAML
 //   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
 //   eddy export RUN_DIR [--output DIR] [--batch B] [--grid N[,M]]     a trained model as an inference artifact
-//   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5]                 evaluate an exported model
+//   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5] [--input NAME=DATASET ...]   evaluate an exported model
 //   eddy lm ...                                                       language models (lm_commands.h)
 //
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "eddy/compiler/predictor.h"
 #include "eddy/core/error.h"
@@ -181,41 +182,90 @@ int run_export(const std::string& run_dir, const std::string& output, int64_t ba
   return 0;
 }
 
-// An input's rows from the points file: the dataset named after it ("points", [N, d]), or else
-// one 1-D dataset per column ("x", "t"). Real data (floating-point, integer or 8-bit, such as a
-// permeability map of 0s and 1s) is converted to the model's dtype, as training converts it.
+// `--input NAME=DATASET` options as a map from an artifact's input (or one of its columns) to the
+// dataset that holds it in the inputs file. A NAME the artifact does not take is an error listing
+// those it does, so a typo is not silently ignored.
+std::map<std::string, std::string> input_datasets(const std::vector<std::string>& mappings,
+                                                  const PredictorSignature& signature) {
+  std::vector<std::string> names;
+  for (const PredictorInput& input : signature.inputs) {
+    names.push_back(input.name);
+    names.insert(names.end(), input.columns.begin(), input.columns.end());
+  }
+  std::map<std::string, std::string> datasets;
+  for (const std::string& mapping : mappings) {
+    const size_t equals = mapping.find('=');  // present: the option's check requires it
+    const std::string name = mapping.substr(0, equals), dataset = mapping.substr(equals + 1);
+    EDDY_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "predict: --input ", mapping, ": '", name,
+               "' is not an input of the artifact", did_you_mean(name, names), "; it takes: ", joined(names));
+    EDDY_CHECK(datasets.emplace(name, dataset).second, "predict: --input ", mapping, ": '", name,
+               "' is mapped twice; give each input once");
+  }
+  return datasets;
+}
+
+// An input's rows from the inputs file: the dataset named after it ("points", [N, d]), or else
+// one 1-D dataset per column ("x", "t"); `--input` renames either. Real data (floating-point,
+// integer or 8-bit, such as a permeability map of 0s and 1s) is converted to the model's dtype,
+// as training converts it. `expected` is the graph's input shape, whose leading (batch) extent
+// any number of rows may take.
 Tensor read_input(const std::string& file, const std::vector<std::string>& datasets, const PredictorInput& input,
-                  DType dtype) {
+                  const compiler::ValueInfo& expected, const std::map<std::string, std::string>& renamed) {
   auto has = [&](const std::string& name) {
     return std::find(datasets.begin(), datasets.end(), name) != datasets.end();
   };
+  auto dataset_for = [&](const std::string& name) {
+    const auto mapped = renamed.find(name);
+    return mapped == renamed.end() ? name : mapped->second;
+  };
+  // A dataset named by --input must be there: falling back to the columns would hide the typo.
+  auto require_renamed = [&](const std::string& name) {
+    const auto mapped = renamed.find(name);
+    if (mapped == renamed.end()) return;
+    EDDY_CHECK(has(mapped->second), "predict: --input ", name, "=", mapped->second, ": ",
+               file, " has no dataset '", mapped->second, "'; it holds: ",
+               datasets.empty() ? std::string("nothing") : joined(datasets));
+  };
+  require_renamed(input.name);
+  for (const std::string& column : input.columns) require_renamed(column);
   Tensor values;
-  if (has(input.name)) {
-    values = io::read_hdf5(file, input.name);
+  if (has(dataset_for(input.name))) {
+    const std::string dataset = dataset_for(input.name);
+    values = io::read_hdf5(file, dataset);
+    const Shape& shape = values.shape();
+    const bool fits = shape.size() == expected.shape.size() &&
+                      std::equal(shape.begin() + 1, shape.end(), expected.shape.begin() + 1);
+    EDDY_CHECK(fits, "predict: ", file, ": dataset '", dataset, "' has shape ", shape, ", but the artifact's input '",
+               input.name, "' takes ", rows_shape(expected.shape),
+               input.columns.empty() ? std::string() : cat(" (columns ", joined(input.columns), ")"));
   } else {
     std::vector<std::string> missing;
     for (const std::string& column : input.columns) {
-      if (!has(column)) missing.push_back(column);
+      if (!has(dataset_for(column))) missing.push_back(dataset_for(column));
     }
-    EDDY_CHECK(!input.columns.empty() && missing.empty(), "predict: ", file, " has no dataset '", input.name, "'",
+    EDDY_CHECK(!input.columns.empty() && missing.empty(), "predict: ", file, " has no dataset '",
+               dataset_for(input.name), "'",
                input.columns.empty() ? std::string()
                                      : cat(" [N, ", input.columns.size(), "] and no 1-D dataset ", joined(missing),
                                            " (the model's inputs are ", joined(input.columns), ")"),
-               "; it holds: ", datasets.empty() ? std::string("nothing") : joined(datasets));
+               "; it holds: ", datasets.empty() ? std::string("nothing") : joined(datasets),
+               " (--input NAME=DATASET reads an input from a dataset of another name)");
     std::vector<Tensor> columns;
     for (const std::string& column : input.columns) {
-      const Tensor read = io::read_hdf5(file, column);
+      const std::string dataset = dataset_for(column);
+      const Tensor read = io::read_hdf5(file, dataset);
       const int64_t rows = columns.empty() ? read.numel() : columns[0].shape()[0];
-      EDDY_CHECK(read.dim() == 1 && read.shape()[0] == rows, "predict: ", file, ": dataset '", column, "' has shape ",
-                 read.shape(), "; ", joined(input.columns), " must be 1-D datasets of one length");
+      EDDY_CHECK(read.dim() == 1 && read.shape()[0] == rows, "predict: ", file, ": dataset '", dataset,
+                 "' has shape ", read.shape(), "; ", joined(input.columns), " must be 1-D datasets of one length");
       columns.push_back(reshape(read, {-1, 1}));
     }
     values = concat(columns, 1);
   }
-  return is_complex(values.dtype()) ? values : cast(values, dtype);
+  return is_complex(values.dtype()) ? values : cast(values, expected.dtype);
 }
 
-int run_predict(const std::string& artifact, const std::string& inputs_file, std::string output) {
+int run_predict(const std::string& artifact, const std::string& inputs_file, std::string output,
+                const std::vector<std::string>& input_mappings) {
   namespace fs = std::filesystem;
   if (output.empty()) {
     output = (fs::path(inputs_file).parent_path() / fs::path(inputs_file).stem()).string() + ".predictions.h5";
@@ -224,11 +274,12 @@ int run_predict(const std::string& artifact, const std::string& inputs_file, std
              " is the inputs file itself; write the predictions to another file");
   const Predictor predictor = Predictor::load(artifact);
   const compiler::Graph& graph = predictor.program().graph();
+  const std::map<std::string, std::string> renamed = input_datasets(input_mappings, predictor.signature());
   const std::vector<std::string> datasets = io::list_hdf5_datasets(inputs_file);
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
-    const DType dtype = graph.value(graph.inputs[i]).dtype;
-    inputs.push_back(read_input(inputs_file, datasets, predictor.signature().inputs[i], dtype));
+    inputs.push_back(
+        read_input(inputs_file, datasets, predictor.signature().inputs[i], graph.value(graph.inputs[i]), renamed));
   }
   const std::vector<Tensor> outputs = predictor.predict(inputs);
   io::Hdf5Writer out(output);
@@ -278,7 +329,7 @@ int main(int argc, char** argv) {
   CLI::App app{"eddy: differentiable physics and scientific machine learning"};
   app.require_subcommand(1);
   std::string file, run_dir, artifact, inputs_file, output;
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, input_mappings;
   bool resume = false, eager = false, quiet = false;
   int64_t batch = 1024;
   std::vector<int64_t> grid;
@@ -325,6 +376,16 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   predict->add_option("--output", output, "HDF5 file for the outputs, one dataset each (default "
                       "INPUTS.predictions.h5 beside the inputs)");
+  predict->add_option("--input", input_mappings, "NAME=DATASET: read the artifact's input (or input column) NAME "
+                      "from DATASET, e.g. train/a=test/a; repeat for several")
+      ->check(CLI::Validator(
+          [](const std::string& mapping) {
+            const size_t equals = mapping.find('=');
+            return equals == std::string::npos || equals == 0 || equals + 1 == mapping.size()
+                       ? std::string("expected NAME=DATASET, got '" + mapping + "'")
+                       : std::string();
+          },
+          "NAME=DATASET"));
 
   const cli::LmCommands lm(app);
 
@@ -350,7 +411,7 @@ int main(int argc, char** argv) {
     if (*train) return run_train(file, overrides, resume, eager, quiet, resume_command);
     if (*generate) return run_generate(file, overrides, quiet);
     if (*export_command) return run_export(run_dir, output, batch, grid);
-    if (*predict) return run_predict(artifact, inputs_file, output);
+    if (*predict) return run_predict(artifact, inputs_file, output, input_mappings);
     if (lm.chosen()) return lm.run(resume_command);
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;

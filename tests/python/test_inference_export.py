@@ -1,6 +1,7 @@
 """`eddy export` and `eddy predict` end to end: a short PINN run exported and evaluated at points
 from HDF5 files gives the solver's own predictions; eddy.Predictor gives the same as the CLI; an
-operator run exported and evaluated on a data file gives the trainer's own predictions."""
+operator run exported and evaluated on a data file gives the trainer's own predictions, also from
+datasets of other names (--input)."""
 
 import json
 import pathlib
@@ -93,6 +94,22 @@ def test_predict_matches_the_solver_on_its_grid_and_points(solved, artifact, edd
             assert f[name].dtype == np.float32 and f[name].shape == (91,)
             np.testing.assert_allclose(f[name][:], grid_fields[name], rtol=0, atol=1e-6)
 
+    # The solution file itself: its points/pde/coordinates renamed into the artifact's `points`,
+    # and columns from datasets of other names.
+    result = run(eddy_cli, "predict", artifact, solved / "run" / "solution.h5", "--input",
+                 "points=points/pde/coordinates", "--output", solved / "from_solution.h5")
+    assert result.returncode == 0, result.stderr
+    with h5py.File(solved / "from_solution.h5", "r") as f:
+        for name in ("u", "v"):
+            np.testing.assert_allclose(f[name][:], sampled_fields[name], rtol=0, atol=1e-6)
+    renamed_columns = solved / "renamed_columns.h5"
+    with h5py.File(renamed_columns, "w") as f:
+        f["grid/x"], f["grid/t"] = grid_x.ravel(), grid_t.ravel()
+    result = run(eddy_cli, "predict", artifact, renamed_columns, "--input", "x=grid/x", "--input", "t=grid/t")
+    assert result.returncode == 0, result.stderr
+    with h5py.File(solved / "renamed_columns.predictions.h5", "r") as f:
+        np.testing.assert_allclose(f["u"][:], grid_fields["u"], rtol=0, atol=1e-6)
+
     points = solved / "points.h5"  # one 2-D dataset "points" [N, 2]
     with h5py.File(points, "w") as f:
         f["points"] = sampled
@@ -136,7 +153,9 @@ def test_errors_name_what_is_missing(solved, artifact, eddy_cli):
     with h5py.File(solved / "wide.h5", "w") as f:
         f["points"] = np.zeros((3, 3))
     result = run(eddy_cli, "predict", artifact, solved / "wide.h5")
-    assert result.returncode == 1 and "must be [N, 2] float32 (columns x, t)" in result.stderr
+    assert result.returncode == 1
+    assert ("wide.h5: dataset 'points' has shape [3, 3], but the artifact's input 'points' takes [N, 2] (columns x, t)"
+            in result.stderr)
 
     operator_run = solved / "operator_run"
     operator_run.mkdir()
@@ -171,3 +190,27 @@ def test_operator_run_exports_and_predicts_from_a_data_file(tmp_path, eddy_cli):
         predicted = np.asarray(f["train/u"])
     assert predicted.shape == trainer_prediction.shape == (400, 17, 16)
     np.testing.assert_allclose(predicted, trainer_prediction, rtol=1e-4, atol=1e-5 * np.abs(trainer_prediction).max())
+
+    # The same inputs where another file keeps them (test/u0): --input maps the artifact's input.
+    with h5py.File(tmp_path / "elsewhere.h5", "w") as f:
+        f["test/u0"] = test_input
+        f["test/u0_wide"] = np.zeros((4, 17))
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "elsewhere.h5", "--input", "train/u0=test/u0",
+                 "--output", tmp_path / "renamed.h5")
+    assert result.returncode == 0, result.stderr
+    with h5py.File(tmp_path / "renamed.h5") as f:
+        np.testing.assert_array_equal(np.asarray(f["train/u"]), predicted)
+
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "elsewhere.h5", "--input", "train/u0=test/a")
+    assert result.returncode == 1
+    assert ("predict: --input train/u0=test/a: " + str(tmp_path / "elsewhere.h5") +
+            " has no dataset 'test/a'; it holds: test/u0, test/u0_wide") in result.stderr
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "elsewhere.h5", "--input", "train/u0=test/u0_wide")
+    assert result.returncode == 1
+    assert ("elsewhere.h5: dataset 'test/u0_wide' has shape [4, 17], but the artifact's input 'train/u0' takes "
+            "[N, 16]") in result.stderr
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "elsewhere.h5", "--input", "train/uo=test/u0")
+    assert result.returncode == 1
+    assert "'train/uo' is not an input of the artifact (did you mean 'train/u0'?); it takes: train/u0" in result.stderr
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "elsewhere.h5", "--input", "test/u0")
+    assert result.returncode == 2 and "expected NAME=DATASET, got 'test/u0'" in result.stderr
