@@ -42,9 +42,10 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
   return result.interrupted ? report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
 }
 
-int run_check(const std::string& file, const std::vector<std::string>& overrides) {
-  auto config = io::Config::load(file, overrides);
-  const lm::LmProblem problem = lm::read_lm_problem(*config);
+}  // namespace
+
+int check_lm_config(io::Config& config) {
+  const lm::LmProblem problem = lm::read_lm_problem(config);
   std::printf("%s: a %s language model, context %lld, %lld layers of width %lld\n", problem.source.c_str(),
               problem.model.architecture == lm::Architecture::gpt2 ? "GPT-2" : "Llama",
               static_cast<long long>(problem.model.context), static_cast<long long>(problem.model.layers),
@@ -52,6 +53,8 @@ int run_check(const std::string& file, const std::vector<std::string>& overrides
   std::printf("%s\n", problem.resolved_config.c_str());
   return 0;
 }
+
+namespace {
 
 int run_generate(const std::string& run_dir, const std::string& prompt, const std::string& quantized,
                  const nn::GenerationOptions& options) {
@@ -144,7 +147,7 @@ int LmCommands::run(const std::string& resume_command) const {
   if (generate_->parsed()) return run_generate(run_dir_, prompt_, quantized_, generation_);
   if (quantize_->parsed()) return run_quantize(run_dir_, bits_, group_, output_);
   if (export_->parsed()) return run_export(run_dir_, format_, output_);
-  return run_check(file_, overrides_);
+  return check_lm_config(*io::Config::load(file_, overrides_));
 }
 
 }  // namespace eddy::cli

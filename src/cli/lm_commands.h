@@ -14,9 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "eddy/io/config.h"
 #include "eddy/nn/generation.h"
 
 namespace eddy::cli {
+
+// Validates a language-model config and prints a summary and the config resolved: `eddy lm
+// check`, and `eddy check` on such a file. Returns the exit status.
+int check_lm_config(io::Config& config);
 
 class LmCommands {
  public:

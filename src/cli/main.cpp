@@ -1,7 +1,7 @@
 // The `eddy` command.
 //
 //   eddy solve FILE [key=value ...] [--resume] [--eager] [--quiet]   train a PINN problem from its YAML
-//   eddy check FILE [key=value ...]                                   validate and print the resolved problem
+//   eddy check FILE [key=value ...]                                   validate any of these files, print it resolved
 //   eddy eval RUN_DIR                                                 re-evaluate a finished run
 //   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a neural operator from its YAML
 //   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
@@ -46,6 +46,7 @@
 #include "thread_waits.h"
 #include "solvers/classical/dataset.h"
 #include "solvers/common/interrupt.h"
+#include "solvers/operator/dataset.h"
 #include "solvers/operator/trainer.h"
 #include "solvers/operator/export.h"
 #include "solvers/pinn/export.h"
@@ -122,17 +123,76 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
   return result.interrupted ? cli::report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
 }
 
-int run_check(const std::string& file, const std::vector<std::string>& overrides) {
-  auto config = io::Config::load(file, overrides);
-  pinn::Problem problem = pinn::read_problem(*config);
+// The kinds of YAML file eddy reads, told apart by their top-level keys: a PINN problem has
+// `geometry`, a dataset for `eddy generate` names its `solver`, a language model reads a text
+// corpus (`data.files`), and an operator run reads HDF5 splits (`data` otherwise). A file with
+// none of these is taken for a PINN problem, whose reader then names the missing `geometry`.
+enum class FileKind { pinn, operator_training, dataset, language_model };
+
+FileKind file_kind(const io::Config& config) {
+  // A copy to look at: asking the config read for real would mark these keys as valid there.
+  io::Config look = config;
+  const io::ConfigNode root = look.root();
+  if (root.has("geometry")) return FileKind::pinn;
+  if (root.has("solver")) return FileKind::dataset;
+  if (!root.has("data")) return FileKind::pinn;
+  const io::ConfigNode data = root.at("data");
+  return data.is_map() && data.has("files") ? FileKind::language_model : FileKind::operator_training;
+}
+
+int check_pinn(io::Config& config) {
+  pinn::Problem problem = pinn::read_problem(config);
   pinn::PinnState state(problem);
   state.check_derivative_memory();
-  std::printf("%s: valid. %zu coordinates (", file.c_str(), problem.coordinates.size());
+  std::printf("%s: valid. %zu coordinates (", config.source().c_str(), problem.coordinates.size());
   for (size_t i = 0; i < problem.coordinates.size(); ++i) std::printf("%s%s", i ? ", " : "", problem.coordinates[i].c_str());
   std::printf("), %zu fields, %zu conditions, %lld model parameters\n\n", problem.fields.size(),
               problem.conditions.size(), static_cast<long long>(state.model().parameter_count()));
   std::printf("%s\n", problem.resolved_config.c_str());
   return 0;
+}
+
+// Reads the training split's shapes (not its samples) and builds the model, as `eddy train`
+// would before its first epoch.
+int check_operator(io::Config& config) {
+  operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(config);
+  const operator_learning::Split layout = operator_learning::training_layout(problem);
+  problem.data.normalize = false;  // the statistics need the samples, which a check does not load
+  const auto this_process = dist::make_single_process_communicator();
+  const operator_learning::OperatorModel model(problem, layout, *this_process);
+  const operator_learning::SplitSpec& train = problem.data.train;
+  std::printf("%s: valid. %s from %s: %s -> %s, %lld training samples (model input %s, output %s), %zu test "
+              "set%s, %lld model parameters\n\n",
+              config.source().c_str(), problem.model.type == operator_learning::ModelType::fno ? "FNO" : "DeepONet",
+              train.file.c_str(), train.input.c_str(), train.output.c_str(), static_cast<long long>(layout.size),
+              rows_shape(layout.input.shape()).c_str(), rows_shape(layout.output.shape()).c_str(),
+              problem.data.tests.size(), problem.data.tests.size() == 1 ? "" : "s",
+              static_cast<long long>(model.parameter_count()));
+  std::printf("%s\n", problem.resolved_config.c_str());
+  return 0;
+}
+
+int check_dataset(io::Config& config) {
+  const classical::DatasetSpec spec = classical::read_dataset_spec(config);
+  const std::string times = spec.solver == classical::DatasetSolver::darcy
+                                ? std::string()
+                                : cat(", ", spec.records, " record times up to t = ", spec.final_time);
+  std::printf("%s: valid. %lld %s samples at resolution %lld%s, to be written to %s\n\n", config.source().c_str(),
+              static_cast<long long>(spec.samples), classical::solver_name(spec.solver),
+              static_cast<long long>(spec.resolution), times.c_str(), spec.output_path.c_str());
+  std::printf("%s\n", spec.resolved_config.c_str());
+  return 0;
+}
+
+int run_check(const std::string& file, const std::vector<std::string>& overrides) {
+  auto config = io::Config::load(file, overrides);
+  switch (file_kind(*config)) {
+    case FileKind::pinn: return check_pinn(*config);
+    case FileKind::operator_training: return check_operator(*config);
+    case FileKind::dataset: return check_dataset(*config);
+    case FileKind::language_model: return cli::check_lm_config(*config);
+  }
+  return 1;  // not reached: every kind is handled above
 }
 
 int run_generate(const std::string& file, const std::vector<std::string>& overrides, bool quiet) {
@@ -157,13 +217,15 @@ std::string joined(const std::vector<std::string>& names) {
   return text;
 }
 
-// A run folder of `eddy train` (its config has data and no geometry) or else of `eddy solve`.
+// A run folder of `eddy train` or else of `eddy solve`; one of `eddy lm train` has its own export.
 bool is_operator_run(const std::string& run_dir) {
   const std::string config_file = run_dir + "/config.yaml";
   EDDY_CHECK(std::filesystem::is_regular_file(config_file), "export: ", run_dir,
              " has no config.yaml; give a run folder written by `eddy solve` or `eddy train` (its output.dir)");
-  const auto config = io::Config::load(config_file);
-  return config->root().has("data") && !config->root().has("geometry");
+  const FileKind kind = file_kind(*io::Config::load(config_file));
+  EDDY_CHECK(kind != FileKind::language_model, "export: ", run_dir, " is a language-model run (`eddy lm train`); "
+             "export it with `eddy lm export ", run_dir, " --format hf`");
+  return kind == FileKind::operator_training;
 }
 
 int run_export(const std::string& run_dir, const std::string& output, int64_t batch,
@@ -341,8 +403,10 @@ int main(int argc, char** argv) {
   solve->add_flag("--eager", eager, "run the training step as written instead of compiled");
   solve->add_flag("--quiet", quiet, "no progress output");
 
-  CLI::App* check = app.add_subcommand("check", "Validate a problem and print it resolved, without training");
-  check->add_option("file", file, "problem YAML")->required()->check(CLI::ExistingFile);
+  CLI::App* check = app.add_subcommand("check", "Validate a PINN problem, operator training, dataset or "
+                                       "language-model file and print it resolved, without running it");
+  check->add_option("file", file, "YAML file of `eddy solve`, `eddy train`, `eddy generate` or `eddy lm train`")
+      ->required()->check(CLI::ExistingFile);
   check->add_option("overrides", overrides, "key.path=value overrides");
 
   CLI::App* eval = app.add_subcommand("eval", "Re-evaluate a finished run against its reference");

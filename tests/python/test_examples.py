@@ -1,6 +1,7 @@
 """Every example config in examples/ loads and runs through the `eddy` command, for a few steps
 and at a small size: `eddy check` and `eddy solve` for each PINN problem, `eddy generate` for
-each dataset, and `eddy train` on the generated Navier-Stokes data for the FNO that needs it. The
+each dataset, and `eddy train` on the generated Navier-Stokes data for the FNO that needs it;
+`eddy check` for every operator, dataset and language-model file too, each read as its kind. The
 operator examples with data in data/ train in test_solvers_api.py, the language model in
 test_lm.py; examples/README-level accuracy is checked by the ctest `examples` label."""
 
@@ -13,6 +14,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PINN_EXAMPLES = sorted((ROOT / "examples" / "pinn").glob("*.yaml"))
 DATASET_EXAMPLES = sorted((ROOT / "examples" / "operator").glob("*_data.yaml"))
+# ns2d_fno.yaml trains on data that ns2d_data.yaml generates: it is checked after generating it.
+OPERATOR_EXAMPLES = sorted(set((ROOT / "examples" / "operator").glob("*.yaml")) - set(DATASET_EXAMPLES)
+                           - {ROOT / "examples" / "operator" / "ns2d_fno.yaml"})
+LM_EXAMPLES = sorted((ROOT / "examples" / "lm").glob("*.yaml"))
 # Small versions of each dataset: two samples on a coarse grid, a few time steps.
 SMALL_DATASET = {
     "burgers_data": ["resolution=32", "batch=2", "time.final=0.01", "time.records=2"],
@@ -47,6 +52,44 @@ def test_pinn_example_checks_and_trains(eddy_cli, tmp_path, example):
         assert "inside" in results["fields"] and len(results["fields"]) >= 2  # the mask and a field
 
 
+@pytest.mark.parametrize("example", OPERATOR_EXAMPLES, ids=lambda path: path.stem)
+def test_operator_example_checks(eddy_cli, example):
+    checked = eddy(eddy_cli, "check", example)
+    first_line = checked.stdout.splitlines()[0]
+    assert first_line.startswith(f"{example}: valid. ") and " training samples (model input [N, " in first_line
+    assert "\ntraining:\n" in checked.stdout  # the config, resolved
+
+
+@pytest.mark.parametrize("example", DATASET_EXAMPLES, ids=lambda path: path.stem)
+def test_dataset_example_checks(eddy_cli, example):
+    checked = eddy(eddy_cli, "check", example)
+    assert checked.stdout.startswith(f"{example}: valid. ") and " samples at resolution " in checked.stdout
+
+
+@pytest.mark.parametrize("example", LM_EXAMPLES, ids=lambda path: path.stem)
+def test_language_model_example_checks(eddy_cli, example):
+    checked = eddy(eddy_cli, "check", example)
+    assert checked.stdout.startswith(f"{example}: a GPT-2 language model, context ")
+
+
+def test_check_reads_each_kind_with_its_own_reader(eddy_cli, tmp_path):
+    # A misspelt key is reported by the reader of the file's kind, not as a missing geometry.
+    operator = "data: {file: a.h5, train: {input: a, output: u}, test: {input: a, output: u}}\nmodel: {modes: [4]}\n"
+    (tmp_path / "operator.yaml").write_text(operator + "trainig: {}\n")
+    (tmp_path / "dataset.yaml").write_text("solver: darcy\noutput: {path: d.h5}\nsamples: 2\nsedd: 1\n")
+    for name, key in (("operator.yaml", "trainig"), ("dataset.yaml", "sedd")):
+        run = subprocess.run([str(eddy_cli), "check", str(tmp_path / name)], capture_output=True, text=True)
+        assert run.returncode == 1 and f"unknown key '{key}'" in run.stderr, run.stderr
+    # The check opens the training file, as `eddy train` does before its first epoch.
+    (tmp_path / "operator.yaml").write_text(operator)
+    run = subprocess.run([str(eddy_cli), "check", str(tmp_path / "operator.yaml")], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert run.returncode == 1 and "data.train: cannot open HDF5 file " in run.stderr, run.stderr
+    (tmp_path / "nothing.yaml").write_text("fields: [u]\n")
+    run = subprocess.run([str(eddy_cli), "check", str(tmp_path / "nothing.yaml")], capture_output=True, text=True)
+    assert run.returncode == 1 and "missing required key 'geometry'" in run.stderr
+
+
 @pytest.mark.parametrize("example", DATASET_EXAMPLES, ids=lambda path: path.stem)
 def test_dataset_example_generates(eddy_cli, tmp_path, example):
     output = tmp_path / "data.h5"
@@ -61,8 +104,10 @@ def test_ns2d_fno_trains_on_generated_data(eddy_cli, tmp_path):
     data = tmp_path / "ns2d.h5"
     eddy(eddy_cli, "generate", ROOT / "examples/operator/ns2d_data.yaml", "--quiet", "samples=4",
          *SMALL_DATASET["ns2d_data"], f"output.path={data}", "output.vtk=false")
+    data_files = [f"data.train.file={data}", f'data.test=[{{name: "16", file: "{data}", input: a, output: u}}]']
+    checked = eddy(eddy_cli, "check", ROOT / "examples/operator/ns2d_fno.yaml", *data_files)
+    assert "valid. FNO from " in checked.stdout
     eddy(eddy_cli, "train", ROOT / "examples/operator/ns2d_fno.yaml", "--quiet", "training.epochs=1",
          "training.batch_size=2", "model.width=4", "model.layers=1", "model.projection_width=4", "model.modes=[2, 2]",
-         f"data.train.file={data}", f'data.test=[{{name: "16", file: "{data}", input: a, output: u}}]',
-         f"output.dir={tmp_path / 'run'}")
+         *data_files, f"output.dir={tmp_path / 'run'}")
     assert (tmp_path / "run" / "predictions.h5").exists()

@@ -163,6 +163,13 @@ def test_errors_name_what_is_missing(solved, artifact, eddy_cli):
     result = run(eddy_cli, "export", operator_run)  # read as an operator config, with its place
     assert result.returncode == 1 and "operator_run/config.yaml:1:7: data: missing required key 'test'" in result.stderr
 
+    lm_run = solved / "lm_run"  # read as a language-model config: its own export command is named
+    lm_run.mkdir()
+    (lm_run / "config.yaml").write_text("data: {files: corpus.txt}\n")
+    result = run(eddy_cli, "export", lm_run)
+    assert result.returncode == 1 and "is a language-model run (`eddy lm train`); export it with `eddy lm export" \
+        in result.stderr
+
     result = run(eddy_cli, "export", solved)
     assert result.returncode == 1 and "has no config.yaml" in result.stderr
 
