@@ -16,6 +16,12 @@ namespace {
 
 using io::ConfigNode;
 
+std::string comma_separated(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
 template <size_t N>
 std::array<double, N> fixed(const ConfigNode& node) {
   std::vector<double> values = node.as_numbers();
@@ -144,6 +150,36 @@ io::ArrayFormat file_format(const ConfigNode& node) {
   }
 }
 
+// An array from a data file (HDF5, CSV or NPY), cast to the problem's dtype; a read error fails at
+// `where`.
+Tensor read_file_array(const Problem& problem, const std::string& file, const std::string& key,
+                       const ConfigNode& where) {
+  try {
+    return cast(io::read_array(file, key), problem.dtype);
+  } catch (const Error& e) {
+    where.fail(e.what());
+  }
+}
+
+// The points [N, coordinates] that the data file `file` (the node's `file`) lists at the
+// key `points` (default_points_key when not given), for data and points conditions.
+Tensor points_from_file(const Problem& problem, const ConfigNode& node, const std::string& file) {
+  const io::ArrayFormat format = file_format(node.at("file"));
+  Tensor points =
+      read_file_array(problem, file, node.string("points", default_points_key(problem, format)), node.at("file"));
+  const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
+  if (coordinates == 1 && points.dim() == 1) points = reshape(points, {-1, 1});
+  if (points.dim() != 2 || points.shape()[1] != coordinates) {
+    node.at("points").fail(cat(file, ": points have shape ", points.shape(), ", expected [N, ", coordinates,
+                               "] (columns in coordinate order)"));
+  }
+  // The CSV and NPY readers refuse an empty file themselves; an HDF5 dataset of 0 rows reaches here.
+  if (points.shape()[0] == 0) {
+    node.at("file").fail(cat(file, ": no rows of values (the points have shape ", points.shape(), ")"));
+  }
+  return points;
+}
+
 // Observations from an HDF5, CSV or NPY file: `points` [N, coordinates] and one [N] column per field.
 Condition read_data_condition(const Problem& problem, const std::string& name, const ConfigNode& node) {
   Condition c;
@@ -152,32 +188,14 @@ Condition read_data_condition(const Problem& problem, const std::string& name, c
   c.weight = node.number("weight", 1.0);
   if (c.weight < 0) node.at("weight").fail(cat("must be non-negative, got ", c.weight));
   const std::string file = node.string("file");
-  const io::ArrayFormat format = file_format(node.at("file"));
-  auto read = [&](const std::string& key, const ConfigNode& where) {
-    try {
-      return cast(io::read_array(file, key), problem.dtype);
-    } catch (const Error& e) {
-      where.fail(e.what());
-    }
-  };
-  c.data_points = read(node.string("points", default_points_key(problem, format)), node.at("file"));
-  const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
-  if (coordinates == 1 && c.data_points.dim() == 1) c.data_points = reshape(c.data_points, {-1, 1});
-  if (c.data_points.dim() != 2 || c.data_points.shape()[1] != coordinates) {
-    node.at("points").fail(cat(file, ": points have shape ", c.data_points.shape(), ", expected [N, ", coordinates,
-                               "] (columns in coordinate order)"));
-  }
-  c.points = c.data_points.shape()[0];
-  // The CSV and NPY readers refuse an empty file themselves; an HDF5 dataset of 0 rows reaches here.
-  if (c.points == 0) {
-    node.at("file").fail(cat(file, ": no rows of values (the points have shape ", c.data_points.shape(), ")"));
-  }
+  c.fixed_points = points_from_file(problem, node, file);
+  c.points = c.fixed_points.shape()[0];
   ConfigNode fields = node.at("fields");
   std::vector<Tensor> columns;
   for (const std::string& field : fields.keys()) {
     auto it = std::find(problem.fields.begin(), problem.fields.end(), field);
     if (it == problem.fields.end()) fields.at(field).fail("'" + field + "' is not a field");
-    Tensor values = read(fields.at(field).as_string(), fields.at(field));
+    Tensor values = read_file_array(problem, file, fields.at(field).as_string(), fields.at(field));
     if (values.numel() != c.points) {
       fields.at(field).fail(cat(file, ": ", values.numel(), " values for ", c.points, " points"));
     }
@@ -189,16 +207,72 @@ Condition read_data_condition(const Problem& problem, const std::string& name, c
   return c;
 }
 
+// A points condition's points: listed inline (`at`, one row of coordinates per point) or read
+// from a data file (`file`, `points`). Each must lie in the closed domain, within the tolerance
+// that `==` predicates use: a point outside it is a typo, which training would not reveal.
+Tensor listed_points(const Problem& problem, const ConfigNode& node) {
+  const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
+  const bool inline_points = node.has("at"), from_file = node.has("file");
+  if (inline_points == from_file) {
+    node.fail("a points condition needs either `at` (the points, one [" + cat(coordinates) +
+              " coordinates] row each) or `file` (a data file that lists them), not " +
+              (inline_points ? "both" : "neither"));
+  }
+  std::vector<double> values;
+  std::vector<ConfigNode> rows;  // where each row was written, for errors
+  Tensor points;
+  if (inline_points) {
+    rows = node.at("at").elements();
+    if (rows.empty()) node.at("at").fail("needs at least one point");
+    for (const ConfigNode& row : rows) {
+      const std::vector<double> point = row.as_numbers();
+      if (static_cast<int64_t>(point.size()) != coordinates) {
+        row.fail(cat("a point needs ", coordinates, " coordinates (", comma_separated(problem.coordinates), "), got ",
+                     point.size()));
+      }
+      values.insert(values.end(), point.begin(), point.end());
+    }
+    points = cast(tensor(values, {static_cast<int64_t>(rows.size()), coordinates}), problem.dtype);
+  } else {
+    points = points_from_file(problem, node, node.string("file"));
+    values = cast(points, DType::f64).to_vector<double>();
+  }
+  const double tolerance = problem.tolerance();
+  const int64_t spatial = problem.spatial_dim();
+  for (int64_t r = 0; r < points.shape()[0]; ++r) {
+    const double* point = values.data() + r * coordinates;
+    const bool in_time = !problem.time || (point[spatial] >= problem.time->first - tolerance &&
+                                           point[spatial] <= problem.time->second + tolerance);
+    if (problem.space->signed_distance(point) <= tolerance && in_time) continue;
+    std::string text;
+    for (int64_t k = 0; k < coordinates; ++k) text += cat(k ? ", " : "", problem.coordinates[k], " = ", point[k]);
+    const std::string message = cat("the point ", text, " is outside the domain (the geometry",
+                                    problem.time ? " times geometry.time" : "", ")");
+    if (inline_points) rows[r].fail(message);
+    node.at("file").fail(cat(node.string("file"), ": row ", r + 1, " of the points: ", message));
+  }
+  return points;
+}
+
 Condition read_condition(const Problem& problem, const std::string& name, const ConfigNode& node,
                          const std::map<std::string, Expression>& equations,
                          const std::map<std::string, EquationFunction>& functions) {
   Condition c;
   c.name = name;
-  const std::string type = node.choice(
-      "type", {"interior", "initial", "dirichlet", "neumann", "robin", "boundary", "periodic", "data"}, "interior");
+  const std::string type =
+      node.choice("type", {"interior", "initial", "dirichlet", "neumann", "robin", "boundary", "periodic", "data",
+                           "points"},
+                  "interior");
   if (type == "data") return read_data_condition(problem, name, node);
-  c.points = node.integer("points", 1000);
-  if (c.points <= 0) node.at("points").fail(cat("must be positive, got ", c.points));
+  if (type == "points") {
+    // `points` is the file's key for them here, as in data conditions, not a number to draw.
+    c.kind = ConditionKind::points;
+    c.fixed_points = listed_points(problem, node);
+    c.points = c.fixed_points.shape()[0];
+  } else {
+    c.points = node.integer("points", 1000);
+    if (c.points <= 0) node.at("points").fail(cat("must be positive, got ", c.points));
+  }
   c.weight = node.number("weight", 1.0);
   if (c.weight < 0) node.at("weight").fail(cat("must be non-negative, got ", c.weight));
   const Symbols interior = problem.symbols(false), boundary = problem.symbols(true);
@@ -207,9 +281,9 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   auto equation = [&](const Symbols& symbols) -> std::optional<Expression> {
     ConfigNode text = node.at("equation");
     if (auto function = functions.find(text.as_string()); function != functions.end()) {
-      if (c.kind != ConditionKind::interior && c.kind != ConditionKind::initial) {
-        text.fail("equation '" + function->first + "' is a supplied function; those serve interior and initial "
-                  "conditions only (write boundary equations as text)");
+      if (c.kind == ConditionKind::boundary) {
+        text.fail("equation '" + function->first + "' is a supplied function; those serve interior, initial and "
+                  "points conditions only (write boundary equations as text)");
       }
       c.function = std::make_shared<const EquationFunction>(function->second);
       return std::nullopt;
@@ -228,6 +302,16 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   if (type == "interior") {
     c.kind = ConditionKind::interior;
     c.residual = equation(interior);
+    return c;
+  }
+  if (type == "points") {
+    if (node.has("equation")) {
+      c.residual = equation(interior);
+    } else {
+      const std::string field = problem.fields[field_index(problem, node.at("field"))];
+      node.string("value", "0");
+      c.residual = field_minus_value(interior, field);
+    }
     return c;
   }
   if (type == "initial") {
@@ -404,6 +488,13 @@ BoundingBox Problem::domain_box() const {
     box.upper.push_back(time->second);
   }
   return box;
+}
+
+double Problem::tolerance() const {
+  const BoundingBox box = domain_box();
+  double diagonal = 0;
+  for (size_t i = 0; i < box.lower.size(); ++i) diagonal += std::pow(box.upper[i] - box.lower[i], 2);
+  return 1e-6 * std::sqrt(diagonal);
 }
 
 Problem read_problem(io::Config& config, const std::map<std::string, EquationFunction>& functions) {

@@ -18,7 +18,9 @@
 
 namespace eddy::pinn {
 
-enum class ConditionKind { interior, boundary, initial, periodic, data };
+// points: a residual at listed points (a pressure gauge p = 0 at one corner), which, like a data
+// condition's observation points, are used as given at every step instead of being drawn.
+enum class ConditionKind { interior, boundary, initial, periodic, data, points };
 
 // An equation given as a function instead of text (the Python API's `equations=`): the residual
 // at `points` ([N, coordinates], a leaf that requires grad, so derivatives of `fields` with
@@ -38,7 +40,7 @@ struct Condition {
   double weight = 1.0;
   int64_t periodic_axis = -1;           // periodic: the spatial axis
   std::vector<int64_t> periodic_fields; // periodic: field columns that must match
-  Tensor data_points;                   // data: observation points [N, coordinates]
+  Tensor fixed_points;                  // data, points: the listed points [N, coordinates]
   Tensor data_values;                   // data: observed values [N, data_fields]
   std::vector<int64_t> data_fields;     // data: the observed field columns
 };
@@ -153,6 +155,9 @@ struct Problem {
   Symbols transform_symbols() const;
   // Bounding box of space x time, in coordinate order.
   BoundingBox domain_box() const;
+  // How far apart coordinates may be and still count as equal: in `==` predicates, and for a
+  // listed point on the domain's boundary. 1e-6 times the diagonal of domain_box().
+  double tolerance() const;
 };
 
 // Reads and validates everything; throws eddy::Error naming file, line, column and key path.

@@ -47,13 +47,6 @@ Tensor sorted_by_time(const Tensor& points) {
   return rows_of(points, order);
 }
 
-double tolerance_of(const Problem& p) {
-  BoundingBox box = p.domain_box();
-  double diagonal = 0;
-  for (size_t i = 0; i < box.lower.size(); ++i) diagonal += std::pow(box.upper[i] - box.lower[i], 2);
-  return 1e-6 * std::sqrt(diagonal);
-}
-
 // Row weights of the rows [first, last) of a condition's `total` rows (see SampledCondition).
 // Causal chunks are the consecutive blocks [k total / chunks, (k + 1) total / chunks) of all the
 // rows, whichever ranks hold them.
@@ -173,8 +166,11 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
       return s;
     }
     case ConditionKind::data:
-      s.points = c.data_points;
+      s.points = c.fixed_points;
       s.targets = c.data_values;
+      return s;
+    case ConditionKind::points:
+      s.points = c.fixed_points;
       return s;
     case ConditionKind::boundary:
       break;
@@ -198,7 +194,7 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
       };
       inputs.parameters = parameter_values();
       inputs.normals = normals;
-      inputs.tolerance = tolerance_of(p);
+      inputs.tolerance = p.tolerance();
       EvaluationContext context(p.symbols(true), inputs);
       const std::vector<bool> selected = flatten(evaluate(*c.selector, context)).to_vector<bool>();
       std::vector<int64_t> rows;
@@ -281,7 +277,7 @@ Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, 
   inputs.fields = [this](const Tensor& at) { return predict(at); };
   inputs.parameters = parameter_values();
   inputs.normals = normals;
-  inputs.tolerance = tolerance_of(problem_);
+  inputs.tolerance = problem_.tolerance();
   inputs.field_jets = field_jets_;
   inputs.planned_rows = planned_rows;
   EvaluationContext context(problem_.symbols(c.kind == ConditionKind::boundary), inputs);

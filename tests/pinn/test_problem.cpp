@@ -219,6 +219,85 @@ TEST(Problem, DataFileWithNoRowsIsRefused) {
   std::filesystem::remove_all(dir);
 }
 
+// A closed cavity: a pressure gauge pins p at one corner, where `on: x == 0 && y == 0` would select
+// no sampled boundary point; points conditions take their points as listed.
+const std::string kCavity = R"(geometry: {space: {type: rectangle, min: [0, 0], max: [1, 1]}}
+fields: [u, v, p]
+conditions:
+  continuity: {type: interior, equation: u_x + v_y, points: 10}
+)";
+
+TEST(Problem, PointsConditionTakesItsPointsAsListed) {
+  Problem p = read(kCavity + "  gauge: {type: points, at: [[0, 0]], field: p}\n"
+                             "  probes: {type: points, at: [[0.5, 0.25], [1, 1]], equation: u_x - 1, weight: 2}\n");
+  ASSERT_EQ(p.conditions.size(), 3u);
+  const Condition& gauge = p.conditions[1];
+  EXPECT_EQ(gauge.kind, ConditionKind::points);
+  EXPECT_EQ(gauge.points, 1);
+  EXPECT_EQ(gauge.fixed_points.shape(), (Shape{1, 2}));
+  EXPECT_EQ(gauge.fixed_points.dtype(), DType::f32);
+  EXPECT_EQ(gauge.residual->text(), "(p) - (0)");
+  EXPECT_NE(p.resolved_config.find("value: 0"), std::string::npos);  // the default, resolved
+  const Condition& probes = p.conditions[2];
+  EXPECT_EQ(probes.points, 2);
+  EXPECT_EQ(cast(probes.fixed_points, DType::f64).to_vector<double>(), (std::vector<double>{0.5, 0.25, 1, 1}));
+  EXPECT_EQ(probes.weight, 2);
+  // An equation supplied as a function (the Python API's equations=) serves a points condition.
+  auto config = io::Config::parse(kCavity + "  probe: {type: points, at: [[0.5, 0.5]], equation: pressure_drop}\n",
+                                  "problem.yaml");
+  const EquationFunction pressure_drop = [](const Tensor& points, const Tensor& fields, const auto&) {
+    return slice(fields, 1, 2, 3);
+  };
+  EXPECT_TRUE(read_problem(*config, {{"pressure_drop", pressure_drop}}).conditions[1].function);
+  // One coordinate: a point may be a bare number.
+  Problem line = read("geometry: {space: {type: interval, min: 0, max: 1}}\nfields: [u]\nconditions:\n"
+                      "  ends: {type: points, at: [0, 1], field: u, value: 2}\n");
+  EXPECT_EQ(line.conditions[0].fixed_points.shape(), (Shape{2, 1}));
+}
+
+TEST(Problem, PointsConditionReadsItsPointsFromADataFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_points_", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string csv = (dir / "gauges.csv").string();
+  std::ofstream(csv) << "name_index,x,y\n0,0.1,0.2\n1,0.3,0.4\n2,0.5,0.6\n";
+  Problem p =
+      read("dtype: float64\n" + kCavity + "  gauges: {type: points, file: " + csv + ", field: p, value: x + y}\n");
+  EXPECT_EQ(cast(p.conditions[1].fixed_points, DType::f64).to_vector<double>(),
+            (std::vector<double>{0.1, 0.2, 0.3, 0.4, 0.5, 0.6}));
+  // A point outside the domain names its row of the file.
+  std::ofstream(csv) << "x,y\n0.1,0.2\n0.3,1.5\n";
+  expect_error([&] { read(kCavity + "  gauges: {type: points, file: " + csv + ", field: p}\n"); },
+               {"problem.yaml:5:32: conditions.gauges.file: " + csv +
+                ": row 2 of the points: the point x = 0.3, y = 1.5 is outside the domain"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Problem, PointsConditionErrorsNameTheKey) {
+  expect_error([&] { read(kCavity + "  gauge: {type: points, at: [[0, 0], [2, 0.5]], field: p}\n"); },
+               {"problem.yaml:5:38: conditions.gauge.at[1]: the point x = 2, y = 0.5 is outside the domain "
+                "(the geometry)"});
+  expect_error([&] { read(kCavity + "  gauge: {type: points, at: [[0, 0, 0]], field: p}\n"); },
+               {"problem.yaml:5:30: conditions.gauge.at[0]: a point needs 2 coordinates (x, y), got 3"});
+  expect_error([&] { read(kCavity + "  gauge: {type: points, field: p}\n"); },
+               {"conditions.gauge: a points condition needs either `at`", "not neither"});
+  expect_error([&] { read(kCavity + "  gauge: {type: points, at: [[0, 0]], file: g.csv, field: p}\n"); },
+               {"conditions.gauge: a points condition needs either `at`", "not both"});
+  expect_error([&] { read(kCavity + "  gauge: {type: points, at: [], field: p}\n"); },
+               {"conditions.gauge.at: needs at least one point"});
+  expect_error([&] { read(kCavity + "  gauge: {type: points, at: [[0, 0]], field: q}\n"); },
+               {"conditions.gauge.field: 'q' is not a field"});
+  expect_error([&] { read(kCavity + "  gauge: {type: points, at: [[0, 0]], field: p, value: n_x}\n"); },
+               {"conditions.gauge.value"});  // no normal away from a boundary condition
+  // Time is a coordinate like the others, and must lie in geometry.time.
+  const std::string heat = "geometry: {space: {type: interval, min: 0, max: 1}, time: {min: 0, max: 1}}\n"
+                           "fields: [u]\nconditions:\n";
+  EXPECT_EQ(read(heat + "  probe: {type: points, at: [[0.5, 1]], field: u}\n").conditions[0].fixed_points.shape(),
+            (Shape{1, 2}));
+  expect_error([&] { read(heat + "  probe: {type: points, at: [[0.5, 2]], field: u}\n"); },
+               {"conditions.probe.at[0]: the point x = 0.5, t = 2 is outside the domain (the geometry times "
+                "geometry.time)"});
+}
+
 TEST(Problem, InitialConditionNeedsTime) {
   const std::string text = R"(geometry: {space: {type: interval, min: 0, max: 1}}
 fields: [u]

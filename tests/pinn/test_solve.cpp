@@ -188,6 +188,22 @@ TEST_F(SolveTest, RobinCondition) {
             1e-2);
 }
 
+TEST_F(SolveTest, PointsConditionPinsAValueOrAResidualAtListedPoints) {
+  // u(1) = 0 at the one listed point; then u'(1) = -pi there, a residual of a derivative.
+  EXPECT_LT(solve_error(problem(poisson("{type: points, at: [1], field: u, value: 0}"))), 1e-3);
+  EXPECT_LT(solve_error(problem(poisson("{type: points, at: [[1]], equation: u_x + pi}"))), 1e-2);
+}
+
+TEST_F(SolveTest, PointsAreUsedAsListedAtEveryResample) {
+  Problem p = problem(poisson("{type: points, at: [1, 0.5], field: u, value: sin(pi*x)}"),
+                      {"sampling.resample_every=1"});
+  PinnState state(p);
+  for (int64_t round : {0, 1, 7}) {
+    state.sample(round);
+    EXPECT_EQ(cast(state.samples()[2].points, DType::f64).to_vector<double>(), (std::vector<double>{1, 0.5}));
+  }
+}
+
 TEST_F(SolveTest, PeriodicCondition) {
   // -u'' = sin(x) on [0, 2 pi], periodic, u(0) = 0: u = sin(x).
   const std::string text = R"(dtype: float64

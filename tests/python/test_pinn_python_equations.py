@@ -62,7 +62,7 @@ def test_python_equation_errors_name_the_condition(tmp_path):
     boundary = burgers_problem(tmp_path / "boundary")
     boundary["conditions"]["walls"] = {"type": "boundary", "on": "x == -1 || x == 1", "equation": "burgers",
                                        "points": 10}
-    with pytest.raises(eddy.Error, match="interior and initial conditions only"):
+    with pytest.raises(eddy.Error, match="interior, initial and points conditions only"):
         eddy.solve(boundary, equations={"burgers": burgers})
     # An equation name that is neither text nor a function is an expression error, as in YAML.
     with pytest.raises(eddy.Error, match="python-dict"):
