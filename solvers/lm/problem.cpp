@@ -12,11 +12,13 @@ namespace {
 
 using io::ConfigNode;
 
-// A string or a list of strings.
-std::vector<std::string> strings(const ConfigNode& node) {
-  if (node.is_scalar()) return {node.as_string()};
+// A string or a list of strings, each read by `read`: plain, or as an input path (for a pattern,
+// its folder part is resolved, which glob then expands).
+std::vector<std::string> strings(const ConfigNode& node,
+                                 std::string (ConfigNode::*read)() const = &ConfigNode::as_string) {
+  if (node.is_scalar()) return {(node.*read)()};
   std::vector<std::string> all;
-  for (const ConfigNode& element : node.elements()) all.push_back(element.as_string());
+  for (const ConfigNode& element : node.elements()) all.push_back((element.*read)());
   return all;
 }
 
@@ -28,7 +30,7 @@ CorpusSpec read_corpus(const ConfigNode& data) {
   CorpusSpec corpus;
   corpus.where = data.where();
   const ConfigNode files = data.at("files");
-  corpus.files = strings(files);
+  corpus.files = strings(files, &ConfigNode::as_input_path);
   if (corpus.files.empty()) files.fail("needs at least one file or pattern");
   if (data.has("exclude")) corpus.exclude = strings(data.at("exclude"));
   corpus.separator = data.string("separator", "");
@@ -41,7 +43,7 @@ CorpusSpec read_corpus(const ConfigNode& data) {
 
 TokenizerSpec read_tokenizer(const ConfigNode& section) {
   TokenizerSpec tokenizer;
-  tokenizer.file = section.string("file", "");
+  tokenizer.file = section.input_path("file", "");
   tokenizer.vocab_size = static_cast<int32_t>(section.integer("vocab_size", 4096));
   tokenizer.min_frequency = section.integer("min_frequency", 2);
   // 256 byte tokens and the end-of-text token come first.

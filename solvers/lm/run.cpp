@@ -62,7 +62,7 @@ TrainedModel load_trained_model(const std::string& run_dir) {
                "; give a run folder written by `eddy lm train` (its output.dir) that has written a checkpoint, ",
                "or a Hugging Face folder (config.json, model.safetensors, tokenizer.json)");
   }
-  auto config = io::Config::load(run_dir + "/config.yaml");
+  auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
   TrainedModel trained{read_lm_problem(*config, /*for_training=*/false), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0};
   trained.model = make_model(trained.problem.model, trained.tokenizer->vocab_size(), trained.problem.training.dtype,
                              trained.problem.training.seed);

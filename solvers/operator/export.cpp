@@ -44,7 +44,7 @@ TracedRows traced_rows(const OperatorProblem& problem, const std::string& run_di
 ExportSummary export_run(const std::string& run_dir, const std::string& output_dir, int64_t batch_size,
                          const std::vector<int64_t>& grid) {
   EDDY_CHECK(batch_size >= 1, "export: the batch size must be at least 1, got ", batch_size);
-  auto config = io::Config::load(run_dir + "/config.yaml");
+  auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
   OperatorProblem problem = read_operator_problem(*config);
   const TracedRows rows = traced_rows(problem, run_dir, grid, batch_size);
   const Split layout = training_layout(problem);

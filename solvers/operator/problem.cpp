@@ -14,7 +14,7 @@ SplitSpec read_split(const ConfigNode& node, const std::string& default_file, co
   SplitSpec split;
   split.where = node.where();
   split.name = node.string("name", default_name);
-  split.file = node.string("file", default_file);
+  split.file = node.input_path("file", default_file);
   if (split.file.empty()) node.fail("needs a file (here or as data.file)");
   split.input = node.string("input");
   split.output = node.string("output");
@@ -65,7 +65,7 @@ OperatorProblem read_operator_problem(io::Config& config) {
   p.description = root.string("description", "");
 
   ConfigNode data = root.at("data");
-  const std::string file = data.string("file", "");
+  const std::string file = data.input_path("file", "");
   p.data.input_channels = data.boolean("input_channels", false);
   p.data.output_channels = data.boolean("output_channels", false);
   p.data.normalize = data.boolean("normalize", true);

@@ -14,7 +14,7 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   const std::string config_file = run_dir + "/config.yaml";
   EDDY_CHECK(std::filesystem::is_regular_file(config_file), "export: ", run_dir,
              " has no config.yaml; give a run folder written by `eddy solve` (its output.dir)");
-  auto config = io::Config::load(config_file);
+  auto config = io::Config::load(config_file, {}, io::Config::RelativePaths::working_directory);
   EDDY_CHECK(config->root().has("geometry") || !config->root().has("data"), "export: ", run_dir,
              " is a neural-operator run (`eddy train`), not a PINN run");
   const Problem problem = read_problem(*config);

@@ -161,7 +161,7 @@ Tensor read_file_array(const Problem& problem, const std::string& file, const st
   }
 }
 
-// The points [N, coordinates] that the data file `file` (the node's `file`) lists at the
+// The points [N, coordinates] that the data file `file` (the node's `file`, resolved) lists at the
 // key `points` (default_points_key when not given), for data and points conditions.
 Tensor points_from_file(const Problem& problem, const ConfigNode& node, const std::string& file) {
   const io::ArrayFormat format = file_format(node.at("file"));
@@ -187,7 +187,7 @@ Condition read_data_condition(const Problem& problem, const std::string& name, c
   c.kind = ConditionKind::data;
   c.weight = node.number("weight", 1.0);
   if (c.weight < 0) node.at("weight").fail(cat("must be non-negative, got ", c.weight));
-  const std::string file = node.string("file");
+  const std::string file = node.input_path("file");
   c.fixed_points = points_from_file(problem, node, file);
   c.points = c.fixed_points.shape()[0];
   ConfigNode fields = node.at("fields");
@@ -234,7 +234,7 @@ Tensor listed_points(const Problem& problem, const ConfigNode& node) {
     }
     points = cast(tensor(values, {static_cast<int64_t>(rows.size()), coordinates}), problem.dtype);
   } else {
-    points = points_from_file(problem, node, node.string("file"));
+    points = points_from_file(problem, node, node.input_path("file"));
     values = cast(points, DType::f64).to_vector<double>();
   }
   const double tolerance = problem.tolerance();
@@ -385,7 +385,7 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
     }
     return reference;
   }
-  reference.file = node.string("file");
+  reference.file = node.input_path("file");
   file_format(node.at("file"));
   ConfigNode fields = node.at("fields");
   for (const std::string& field : fields.keys()) {

@@ -359,7 +359,7 @@ void load_trained(PinnState& state, const std::string& run_dir) {
 Metrics evaluate_run(const std::string& run_dir) {
   EDDY_CHECK(std::filesystem::is_regular_file(run_dir + "/config.yaml"), "eval: ", run_dir,
              " has no config.yaml; give a run folder written by `eddy solve` (its output.dir)");
-  auto config = io::Config::load(run_dir + "/config.yaml");
+  auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
   Problem problem = read_problem(*config);
   PinnState state(problem);
   load_trained(state, run_dir);

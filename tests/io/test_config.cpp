@@ -2,6 +2,10 @@
 // that carry file, line, column and key path, with suggestions for unknown keys.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "support/expect_error.h"
 
@@ -159,6 +163,41 @@ TEST(Config, ADuplicateKeyIsAnErrorAtItsSecondOccurrence) {
 TEST(Config, ADirectoryIsNotReadAsAnEmptyFile) {
   const std::string directory = ::testing::TempDir();
   EXPECT_EQ(error_of([&] { Config::load(directory); }), directory + " is a directory, not a file");
+}
+
+// Files a config reads are found beside it; command-line paths from where they were typed; both
+// are written back absolute, so the resolved config names what was read.
+TEST(Config, InputPathsAreRelativeToTheConfigFileAndOverridesToTheWorkingDirectory) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::path(::testing::TempDir()) / cat("eddy_paths_", ::getpid()) / "problems";
+  fs::create_directories(folder);
+  std::ofstream(folder / "p.yaml") << "data: {file: ../data/a.h5, reference: /abs/ref.h5, none: ''}\n"
+                                       "corpus: [text/*.txt, more.txt]\n";
+  const std::string cwd = fs::current_path().string();
+  auto read_paths = [](Config& config) {
+    ConfigNode data = config.root().at("data");
+    std::vector<std::string> paths{data.input_path("file"), data.input_path("reference"), data.input_path("none"),
+                                   data.input_path("tokenizer", "")};
+    for (const ConfigNode& pattern : config.root().at("corpus").elements()) paths.push_back(pattern.as_input_path());
+    return paths;
+  };
+  const std::string parent = folder.parent_path().string();
+  auto config = Config::load((folder / "p.yaml").string());
+  EXPECT_EQ(read_paths(*config), (std::vector<std::string>{parent + "/data/a.h5", "/abs/ref.h5", "", "",
+                                                           folder.string() + "/text/*.txt",
+                                                           folder.string() + "/more.txt"}));
+  EXPECT_NE(config->resolved().find("file: " + parent + "/data/a.h5"), std::string::npos) << config->resolved();
+
+  auto overridden = Config::load((folder / "p.yaml").string(), {"data.file=b.h5", "corpus=[c.txt]"});
+  EXPECT_EQ(read_paths(*overridden), (std::vector<std::string>{cwd + "/b.h5", "/abs/ref.h5", "", "", cwd + "/c.txt"}));
+
+  // An old run folder's config.yaml holds paths relative to where the run was started.
+  auto old_run = Config::load((folder / "p.yaml").string(), {}, Config::RelativePaths::working_directory);
+  EXPECT_EQ(read_paths(*old_run)[0], (fs::current_path().parent_path() / "data/a.h5").string());
+  // Text that is not a file (a Python dict) has no folder of its own.
+  auto text = Config::parse("data: {file: a.h5, reference: r.h5, none: ''}\ncorpus: []\n", "python-dict");
+  EXPECT_EQ(read_paths(*text)[0], cwd + "/a.h5");
+  fs::remove_all(folder.parent_path());
 }
 
 TEST(Suggest, EditDistanceCountsSwapsAsOneEdit) {

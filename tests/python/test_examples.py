@@ -90,6 +90,31 @@ def test_check_reads_each_kind_with_its_own_reader(eddy_cli, tmp_path):
     assert run.returncode == 1 and "missing required key 'geometry'" in run.stderr
 
 
+def test_files_are_read_beside_the_yaml_and_written_in_the_working_directory(eddy_cli, tmp_path):
+    def run(*arguments, cwd):
+        return subprocess.run([str(eddy_cli), *map(str, arguments)], cwd=cwd, capture_output=True, text=True,
+                              timeout=600)
+
+    for example, data_file in (("pinn/burgers.yaml", "burgers1d.h5"), ("operator/darcy16.yaml", "darcy16.h5")):
+        checked = run("check", ROOT / "examples" / example, cwd=tmp_path)
+        assert checked.returncode == 0, checked.stderr
+        assert f"file: {ROOT / 'data' / data_file}\n" in checked.stdout  # resolved, absolute
+    # A path on the command line is relative to where it was typed.
+    reference = "validation.reference.file=data/burgers1d.h5"
+    for cwd in (ROOT, tmp_path):
+        checked = run("check", ROOT / "examples/pinn/burgers.yaml", reference, cwd=cwd)
+        assert checked.returncode == 0 and f"file: {cwd / 'data/burgers1d.h5'}\n" in checked.stdout
+    # The run folder (output.dir's default runs/burgers) is in the working directory, and eddy eval
+    # reads the reference again from its config.yaml.
+    solved = run("solve", ROOT / "examples/pinn/burgers.yaml", "--eager", "--quiet", "training.adam.steps=2",
+                 "training.lbfgs.iterations=0", "conditions.pde.points=64", "validation.every=0", "output.grid=[8, 4]",
+                 "output.vtk=false", cwd=tmp_path)
+    assert solved.returncode == 0, solved.stderr
+    assert (tmp_path / "runs/burgers/solution.h5").exists()
+    evaluated = run("eval", "runs/burgers", cwd=tmp_path)
+    assert evaluated.returncode == 0 and "u: relative L2 error" in evaluated.stdout, evaluated.stderr
+
+
 @pytest.mark.parametrize("example", DATASET_EXAMPLES, ids=lambda path: path.stem)
 def test_dataset_example_generates(eddy_cli, tmp_path, example):
     output = tmp_path / "data.h5"

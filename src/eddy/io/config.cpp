@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -58,12 +59,19 @@ void check_no_duplicate_keys(const YAML::Node& node, const std::string& source, 
 
 // ---- ConfigNode ----
 
-std::string ConfigNode::where() const {
+const std::string* ConfigNode::override_text() const {
   for (const auto& [overridden_path, text] : config_->overridden_) {
     if (path_ == overridden_path || path_.rfind(overridden_path + ".", 0) == 0 ||
         path_.rfind(overridden_path + "[", 0) == 0) {
-      return cat("command-line override '", text, "': ", display(path_), ": ");
+      return &text;
     }
+  }
+  return nullptr;
+}
+
+std::string ConfigNode::where() const {
+  if (const std::string* text = override_text()) {
+    return cat("command-line override '", *text, "': ", display(path_), ": ");
   }
   return cat(location(config_->source_, node_.Mark()), ": ", display(path_), ": ");
 }
@@ -170,6 +178,17 @@ std::vector<double> ConfigNode::as_numbers() const {
   return out;
 }
 
+std::string ConfigNode::as_input_path() const {
+  namespace fs = std::filesystem;
+  const std::string given = as_string();
+  if (given.empty()) return given;
+  const fs::path folder = override_text() || config_->folder_.empty() ? fs::current_path() : fs::path(config_->folder_);
+  const std::string resolved = fs::absolute(folder / given).lexically_normal().string();
+  YAML::Node node = node_;  // a handle: assigning writes into the tree
+  node = resolved;
+  return resolved;
+}
+
 std::string ConfigNode::as_choice(const std::vector<std::string>& choices) const {
   std::string value = as_string();
   for (const std::string& choice : choices) {
@@ -204,6 +223,11 @@ std::string ConfigNode::string(const std::string& key, const std::string& fallba
   return fallback;
 }
 
+std::string ConfigNode::input_path(const std::string& key, const std::string& fallback) const {
+  if (!has(key)) write_default(key, fallback);
+  return at_unchecked(key).as_input_path();
+}
+
 std::string ConfigNode::choice(const std::string& key, const std::vector<std::string>& choices,
                                const std::string& fallback) const {
   if (has(key)) return at(key).as_choice(choices);
@@ -213,8 +237,13 @@ std::string ConfigNode::choice(const std::string& key, const std::vector<std::st
 
 // ---- Config ----
 
-std::unique_ptr<Config> Config::load(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse(read_file(path), path, overrides);
+std::unique_ptr<Config> Config::load(const std::string& path, const std::vector<std::string>& overrides,
+                                     RelativePaths relative_paths) {
+  std::unique_ptr<Config> config = parse(read_file(path), path, overrides);
+  if (relative_paths == RelativePaths::config_folder) {
+    config->folder_ = std::filesystem::absolute(path).parent_path().string();
+  }
+  return config;
 }
 
 std::unique_ptr<Config> Config::parse(const std::string& text, const std::string& source,

@@ -12,6 +12,11 @@
 // Defaults that reading falls back on are written into the tree, so resolved() is the complete
 // problem as run. Command-line overrides ("model.width=64") are applied before reading, and errors
 // in them name the override instead of a line.
+//
+// Files a config reads (data files, references, tokenizers: as_input_path) are found relative to
+// the config file's folder, so a problem finds its data wherever it is run from; a path given in a
+// command-line override is relative to the working directory, where the user typed it. Either is
+// written back absolute, so resolved() (a run folder's config.yaml) names the file that was read.
 
 #include <yaml-cpp/yaml.h>
 
@@ -59,6 +64,8 @@ class ConfigNode {
   bool as_bool() const;
   std::string as_string() const;
   std::vector<double> as_numbers() const;  // a sequence of numbers (a single number is one)
+  // A path of a file to read, absolute (see the top of this file); "" stays "" (no file).
+  std::string as_input_path() const;
   // One of `choices`, with the valid ones listed in the error.
   std::string as_choice(const std::vector<std::string>& choices) const;
 
@@ -70,6 +77,8 @@ class ConfigNode {
   bool boolean(const std::string& key, bool fallback) const;
   std::string string(const std::string& key) const { return at(key).as_string(); }
   std::string string(const std::string& key, const std::string& fallback) const;
+  std::string input_path(const std::string& key) const { return at(key).as_input_path(); }
+  std::string input_path(const std::string& key, const std::string& fallback) const;
   std::string choice(const std::string& key, const std::vector<std::string>& choices,
                      const std::string& fallback) const;
   // The same, as the enum value a name stands for, so a config string becomes an enum once,
@@ -86,6 +95,8 @@ class ConfigNode {
   ConfigNode(Config* config, YAML::Node node, std::string path)
       : config_(config), node_(std::move(node)), path_(std::move(path)) {}
   std::string child_path(const std::string& key) const;
+  // The override that set this node or one above it ("a.b=1"), or null when the file did.
+  const std::string* override_text() const;
   ConfigNode at_unchecked(const std::string& key) const;
   // Records a default in the tree (a Node is a handle, so this writes through a copy).
   template <typename T>
@@ -102,9 +113,17 @@ class ConfigNode {
 
 class Config {
  public:
+  // What relative input paths (ConfigNode::as_input_path) in the file are relative to: its folder,
+  // or the working directory, for a run folder's config.yaml written before paths were resolved
+  // (it holds them as the run read them, relative to where it ran; newer ones are absolute).
+  enum class RelativePaths { config_folder, working_directory };
+
   // Parses `path` (YAML syntax errors carry line and column) and applies overrides of the form
   // "a.b.c=value" (value in YAML syntax: 64, 1e-3, [1, 2], text).
-  static std::unique_ptr<Config> load(const std::string& path, const std::vector<std::string>& overrides = {});
+  static std::unique_ptr<Config> load(const std::string& path, const std::vector<std::string>& overrides = {},
+                                      RelativePaths relative_paths = RelativePaths::config_folder);
+  // A config that is not a file (a Python dict, a test's text): relative paths are taken from the
+  // working directory.
   static std::unique_ptr<Config> parse(const std::string& text, const std::string& source,
                                        const std::vector<std::string>& overrides = {});
 
@@ -124,6 +143,7 @@ class Config {
   void check_map(const YAML::Node& node, const std::string& path) const;
 
   std::string source_;
+  std::string folder_;  // what the file's relative input paths start from; empty: the working directory
   YAML::Node tree_;
   std::map<std::string, std::set<std::string>> known_keys_;  // map path -> keys asked for
   std::set<std::string> free_maps_;                          // maps whose keys are user names
