@@ -56,5 +56,17 @@ TEST_F(ArrayFileTest, NpyWithNoRowsIsRefusedAsCsvIs) {
   expect_error([&] { read_array(csv, "x,t"); }, {csv + ": no rows of values below the header"});
 }
 
+// NumPy reads any nonzero byte of a bool array as true (astype(np.uint8) gives 1); eddy's kernels
+// load bool bytes as C++ bool, where a byte other than 0 or 1 is undefined behaviour.
+TEST_F(ArrayFileTest, NpyBoolBytesOtherThanZeroAndOneReadAsTrue) {
+  const std::string path = file("mask.npy");
+  write_npy(path, "|b1", "(4,)", std::string("\x00\x01\x02\xfa", 4));
+  const Tensor mask = read_array(path, ":");
+  ASSERT_EQ(mask.dtype(), DType::b8);
+  const uint8_t* bytes = static_cast<const uint8_t*>(mask.raw_data());
+  EXPECT_EQ(std::vector<uint8_t>(bytes, bytes + 4), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(cast(mask, DType::f32).to_vector<float>(), (std::vector<float>{0, 1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace eddy::io

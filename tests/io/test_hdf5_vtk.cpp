@@ -105,6 +105,35 @@ TEST_F(Hdf5VtkTest, DatasetShapeWhoseSizeOverflowsIsRefused) {
                {path + ": dataset 'u' has shape [2147483648, 2147483648], too large to address"});
 }
 
+// A 1-byte integer dataset is read as bool; one holding other values (labels, an image) is
+// refused, naming the value and where it is, rather than read as all true.
+TEST_F(Hdf5VtkTest, ByteDatasetHoldingOtherThanZeroAndOneIsRefused) {
+  const std::string path = file("bytes.h5");
+  const auto write = [&](const char* name, hid_t type, const std::vector<uint8_t>& values) {
+    const hsize_t dims[2] = {values.size() / 2, 2};
+    const hid_t h5 = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t space = H5Screate_simple(2, dims, nullptr);
+    const hid_t set = H5Dcreate2(h5, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+    H5Dclose(set);
+    H5Sclose(space);
+    H5Fclose(h5);
+  };
+  H5Fclose(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  write("mask", H5T_NATIVE_UINT8, {0, 1, 1, 0});
+  write("labels", H5T_NATIVE_UINT8, {0, 1, 1, 0, 250, 1});
+  write("signed", H5T_NATIVE_INT8, {0, 1, 0xff, 0});
+  const Tensor mask = read_hdf5(path, "mask");
+  EXPECT_EQ(mask.dtype(), DType::b8);
+  EXPECT_EQ(mask.to_vector<bool>(), (std::vector<bool>{false, true, true, false}));
+  expect_error([&] { read_hdf5(path, "labels"); },
+               {path + ": dataset 'labels' holds 250 at element 4 (in row-major order); a 1-byte integer dataset "
+                       "is read as bool and must hold only 0 and 1"});
+  expect_error([&] { read_hdf5_rows(path, "labels", 1, 3); }, {"holds 250 at element 4"});
+  EXPECT_EQ(read_hdf5_rows(path, "labels", 0, 2).to_vector<bool>(), (std::vector<bool>{false, true, true, false}));
+  expect_error([&] { read_hdf5(path, "signed"); }, {path + ": dataset 'signed' holds -1 at element 2"});
+}
+
 TEST_F(Hdf5VtkTest, AbandonedWriterLeavesNothingBehind) {
   {
     Hdf5Writer writer(file("abandoned.h5"));

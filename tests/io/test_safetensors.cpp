@@ -114,6 +114,18 @@ TEST(Safetensors, RejectsTruncatedAndCorruptFiles) {
             std::string::npos);
 }
 
+// A BOOL tensor's bytes may hold any nonzero value for true (as NumPy and PyTorch read them); eddy
+// stores 1, since its kernels load bool bytes as C++ bool.
+TEST(Safetensors, BoolBytesOtherThanZeroAndOneReadAsTrue) {
+  std::string file = with_header(R"({"mask":{"dtype":"BOOL","shape":[4],"data_offsets":[0,4]}})", 0);
+  file += std::string("\x00\x01\x02\xfa", 4);
+  const Tensor mask = decode_safetensors(file, "f.safetensors").tensors.at("mask");
+  ASSERT_EQ(mask.dtype(), DType::b8);
+  const uint8_t* bytes = static_cast<const uint8_t*>(mask.raw_data());
+  EXPECT_EQ(std::vector<uint8_t>(bytes, bytes + 4), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(cast(mask, DType::f64).to_vector<double>(), (std::vector<double>{0, 1, 1, 1}));
+}
+
 // 2^61 float64 are 2^64 bytes, which wrap around to 0 in 64 bits: the size of an empty byte range.
 // The checkpoint reader reads through the same decoder.
 TEST(Safetensors, ShapeWhoseSizeOverflowsIsRefused) {

@@ -247,6 +247,23 @@ std::vector<std::string> list_hdf5_datasets(const std::string& path) {
 
 namespace {
 
+// A bool tensor's bytes must be 0 or 1 (the kernels load them as C++ bool). A 1-byte integer
+// dataset is read as bool, and one holding another value is refused rather than read as true:
+// its values are more likely integers (labels, an image) than truth values, and all of them
+// would turn into 1 without a word.
+void check_bools(const Tensor& values, const std::string& path, const std::string& dataset, int64_t first_row,
+                 bool is_signed) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(values.raw_data());
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    if (bytes[i] <= 1) continue;
+    const int64_t row_size = values.dim() > 0 && values.shape()[0] > 0 ? values.numel() / values.shape()[0] : 1;
+    const int value = is_signed ? static_cast<int8_t>(bytes[i]) : bytes[i];
+    throw Error(cat(path, ": dataset '", dataset, "' holds ", value, " at element ", first_row * row_size + i,
+                    " (in row-major order); a 1-byte integer dataset is read as bool and must hold only 0 "
+                    "and 1 (store other integers as int32 or int64)"));
+  }
+}
+
 hid_t open_file(const std::string& path) {
   silence_hdf5();
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -321,9 +338,12 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
     H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
   }
   Handle memory(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
-  EDDY_CHECK(H5Dread(opened.set.get(), memory_type(dtype), memory.get(), file_space.get(), H5P_DEFAULT,
-                     out.raw_data()) >= 0,
+  // A 1-byte integer is read in its own signedness, so that a negative int8 is not clipped to 0.
+  const bool signed_byte = dtype == DType::b8 && H5Tget_sign(stored.get()) == H5T_SGN_2;
+  EDDY_CHECK(H5Dread(opened.set.get(), signed_byte ? H5T_NATIVE_INT8 : memory_type(dtype), memory.get(),
+                     file_space.get(), H5P_DEFAULT, out.raw_data()) >= 0,
              path, ": cannot read dataset '", dataset, "'");
+  if (dtype == DType::b8) check_bools(out, path, dataset, first, signed_byte);
   return out;
 }
 

@@ -180,6 +180,13 @@ Tensor eye(int64_t n, DType dtype, Device device) {
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype) {
   Tensor out = Tensor::empty(shape, dtype);
   if (out.numel() > 0) std::memcpy(out.raw_data(), data, out.numel() * dtype_size(dtype));
+  if (dtype == DType::b8) {
+    // A bool byte must hold 0 or 1: the kernels load it as C++ bool, and any other value is
+    // undefined behaviour there. The bytes of an NPY '|b1' or safetensors BOOL array may hold any
+    // nonzero value for true; NumPy reads them so (astype gives 1), and so does eddy.
+    uint8_t* bytes = static_cast<uint8_t*>(out.raw_data());
+    for (int64_t i = 0; i < out.numel(); ++i) bytes[i] = bytes[i] != 0;
+  }
   return out;
 }
 
