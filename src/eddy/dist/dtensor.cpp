@@ -61,7 +61,7 @@ std::vector<Placement> normalized(std::vector<Placement> placements, int64_t ran
   return placements;
 }
 
-bool set(const char* variable) {
+bool flag_set(const char* variable) {
   const char* value = std::getenv(variable);
   return value && *value && std::string_view(value) != "0";
 }
@@ -70,7 +70,7 @@ bool set(const char* variable) {
 // collectives its inputs went through; EDDY_COMPILER_VERBOSE=1 does while a function is traced
 // for compiling, which is when the compiled program's placements are chosen.
 bool verbose() {
-  static const bool eager = set("EDDY_DIST_VERBOSE"), compiled = set("EDDY_COMPILER_VERBOSE");
+  static const bool eager = flag_set("EDDY_DIST_VERBOSE"), compiled = flag_set("EDDY_COMPILER_VERBOSE");
   return eager || (compiled && active_trace_recorder());
 }
 
