@@ -13,6 +13,7 @@
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/eddy.h"
+#include "eddy/fft/fft.h"
 #include "eddy/io/distributed_checkpoint.h"
 #include "eddy/nn/transformer.h"
 #include "eddy/optim/adam.h"
@@ -288,7 +289,9 @@ std::vector<OpCase> op_cases() {
       {"slice", {{4, 8}}, [](const auto& x) { return slice(x[0], 1, 2, 6); }},
       {"pad", {{4, 8}}, [](const auto& x) { return pad(x[0], {0, 1}, {0, 2}); }},
       {"concat", {{4, 8}, {4, 8}}, [](const auto& x) { return concat({x[0], x[1]}, 1); }},
-      {"index_select (no rule)", {{4, 8}}, [](const auto& x) {
+      {"rfft, scale, irfft", {{4, 8}}, [](const auto& x) { return fft::irfft(fft::rfft(x[0]) * 2.0, 8); }},
+      {"abs of fft", {{4, 8}}, [](const auto& x) { return abs(fft::fft(cast(x[0], DType::c128))); }},
+      {"index_select", {{4, 8}}, [](const auto& x) {
          return index_select(x[0], 1, arange(0, 6, 2, DType::i64));
        }},
   };

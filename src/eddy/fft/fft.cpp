@@ -25,6 +25,7 @@
 #include "eddy/fft/fft_backend.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
+#include "eddy/ops/sharding.h"
 
 namespace eddy::fft {
 namespace {
@@ -50,6 +51,7 @@ const Primitive& c2c_p = []() -> const Primitive& {
   Primitive p;
   p.name = "fft_c2c";
   p.cost = CostClass::transform;
+  p.sharding = sharding::transform();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs&) {
     detail::check_dtype("fft_c2c", in[0], is_complex(in[0].dtype()), "a complex tensor");
@@ -69,6 +71,7 @@ const Primitive& r2c_p = []() -> const Primitive& {
   Primitive p;
   p.name = "fft_r2c";
   p.cost = CostClass::transform;
+  p.sharding = sharding::transform();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     detail::check_dtype("fft_r2c", in[0], is_floating(in[0].dtype()), "a float32 or float64 tensor");
@@ -93,6 +96,7 @@ const Primitive& c2r_p = []() -> const Primitive& {
   Primitive p;
   p.name = "fft_c2r";
   p.cost = CostClass::transform;
+  p.sharding = sharding::transform();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     detail::check_dtype("fft_c2r", in[0], is_complex(in[0].dtype()), "a complex tensor");

@@ -231,4 +231,16 @@ Rule gather() {
   };
 }
 
+Rule transform() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    const Placement& placement = from[0];
+    if (placement.kind == Kind::partial_sum) return ShardingDecision{{placement}, placement};
+    const bool along_transform =
+        placement.is_shard() && std::find(attrs.axes.begin(), attrs.axes.end(), placement.axis) != attrs.axes.end();
+    if (!placement.is_shard() || along_transform) return replicate_all(in);
+    // fft_c2r names its output shape; the others none.
+    return ShardingDecision{{placement}, placement, attrs.shape.empty() ? nullptr : divide_shape(placement.axis)};
+  };
+}
+
 }  // namespace eddy::sharding

@@ -51,5 +51,9 @@ Rule concat();
 // index): x and index split alike along another axis.
 Rule index_select();
 Rule gather();
+// FFTs over Attrs::axes: a shard along another axis (the batch, the channels) is kept and partial
+// sums pass through, the transforms being linear. A sharded transform axis is gathered first:
+// the slab exchange of the distributed FFT (dist/distributed_fft.h) is not a rule yet.
+Rule transform();
 
 }  // namespace eddy::sharding
