@@ -15,6 +15,7 @@
 #include "eddy/eddy.h"
 #include "eddy/fft/fft.h"
 #include "eddy/io/distributed_checkpoint.h"
+#include "eddy/nn/neural_operators.h"
 #include "eddy/nn/transformer.h"
 #include "eddy/optim/adam.h"
 #include "support/job_directory.h"
@@ -466,6 +467,32 @@ TEST(Training, TransformerTensorAndDataParallelLossesEqualOneProcess) {
     FAIL() << "a pattern matching nothing was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers.0.self_attn.q_proj.weight"), std::string::npos) << e.what();
+  }
+}
+
+// An FNO on a batch of fields split over the ranks, its parameters ordinary tensors: the FFTs
+// keep the split, and the gradients are the one-process ones.
+TEST(Training, FnoOnASplitBatchMatchesOneProcess) {
+  nn::FnoOptions options;
+  options.modes = {4};
+  options.width = 8;
+  options.layers = 2;
+  options.projection_width = 16;
+  options.dtype = DType::f64;
+  nn::Fno fno(options);
+  const Tensor fields = common({4, 1, 16}, 70);
+  auto loss_of = [&](const Tensor& batch) { return mean(square(fno.forward(batch) - batch)); };
+  backward(loss_of(fields));
+  std::vector<Tensor> want;
+  for (const Tensor& p : fno.parameters()) {
+    want.push_back(p.grad());
+    Tensor(p).zero_grad();
+  }
+  const Tensor loss = loss_of(shard_tensor(fields, meshes()[0], {S(0)}));
+  backward(loss);
+  const auto parameters = fno.parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    EXPECT_LT(relative_difference(parameters[i].grad(), want[i]), 1e-12) << "parameter " << i;
   }
 }
 
