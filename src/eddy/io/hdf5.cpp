@@ -3,7 +3,9 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "eddy/core/checked_size.h"
 #include "eddy/core/error.h"
@@ -230,19 +232,38 @@ void Hdf5Writer::commit() {
 }
 
 namespace {
-herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* names) {
-  if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(names)->push_back(name);
+
+// A damaged file can nest groups, or link them in a loop, without end, which libhdf5 1.10 walks
+// for minutes (a fuzzed file: tests/fuzz/corpus/hdf5/regression-timeout-nested-groups). No file
+// eddy reads nests anywhere near this deep.
+constexpr int64_t kMaxGroupDepth = 64;
+
+struct DatasetVisit {
+  std::vector<std::string> names;
+  std::string too_deep;  // where the visit stopped, if it did
+};
+
+herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* data) {
+  DatasetVisit& visit = *static_cast<DatasetVisit*>(data);
+  if (std::count(name, name + std::strlen(name), '/') >= kMaxGroupDepth) {
+    visit.too_deep = name;
+    return 1;  // stops the visit
+  }
+  if (info->type == H5O_TYPE_DATASET) visit.names.push_back(name);
   return 0;
 }
+
 }  // namespace
 
 std::vector<std::string> list_hdf5_datasets(const std::string& path) {
   silence_hdf5();
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   EDDY_CHECK(file.valid(), "cannot open HDF5 file ", path);
-  std::vector<std::string> names;
-  H5Ovisit2(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &names, H5O_INFO_BASIC);
-  return names;
+  DatasetVisit visit;
+  H5Ovisit2(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &visit, H5O_INFO_BASIC);
+  EDDY_CHECK(visit.too_deep.empty(), path, ": groups nested ", kMaxGroupDepth, " deep (at '",
+             visit.too_deep.substr(0, 120), "...'); the file is damaged or its links form a loop");
+  return visit.names;
 }
 
 namespace {
