@@ -5,7 +5,6 @@
 #include <pybind11/complex.h>
 #include <pybind11/numpy.h>
 
-#include <algorithm>
 #include <map>
 
 #include "bindings.h"
@@ -93,10 +92,8 @@ std::vector<py::ssize_t> byte_strides(const Tensor& t) {
 py::array to_numpy(const py::object& self) {
   const Tensor& t = self.cast<const Tensor&>();
   // A distributed tensor whole on every rank reads as its local part; a split one refuses (raw_data).
-  if (const Distribution* layout = distribution_of(t)) {
-    const bool whole = std::all_of(layout->placements.begin(), layout->placements.end(),
-                                   [](const Placement& p) { return p.kind == Placement::Kind::replicate; });
-    if (whole) return to_numpy(py::cast(layout->local));
+  if (const Distribution* layout = distribution_of(t); layout && whole_on_every_rank(*layout)) {
+    return to_numpy(py::cast(layout->local));
   }
   EDDY_CHECK(t.device().type == DeviceType::cpu, "Tensor.numpy(): the tensor is on ", t.device(),
              "; only CPU tensors share memory with NumPy");

@@ -304,26 +304,21 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
     c.residual = equation(interior);
     return c;
   }
+  // Initial and points conditions: an equation, or a field's value (0 when omitted).
+  auto equation_or_field_value = [&]() -> std::optional<Expression> {
+    if (node.has("equation")) return equation(interior);
+    const std::string field = problem.fields[field_index(problem, node.at("field"))];
+    node.string("value", "0");
+    return field_minus_value(interior, field);
+  };
   if (type == "points") {
-    if (node.has("equation")) {
-      c.residual = equation(interior);
-    } else {
-      const std::string field = problem.fields[field_index(problem, node.at("field"))];
-      node.string("value", "0");
-      c.residual = field_minus_value(interior, field);
-    }
+    c.residual = equation_or_field_value();
     return c;
   }
   if (type == "initial") {
     if (!problem.time) node.at("type").fail("an initial condition needs geometry.time");
     c.kind = ConditionKind::initial;
-    if (node.has("equation")) {
-      c.residual = equation(interior);
-    } else {
-      const std::string field = problem.fields[field_index(problem, node.at("field"))];
-      node.string("value", "0");
-      c.residual = field_minus_value(interior, field);
-    }
+    c.residual = equation_or_field_value();
     return c;
   }
   if (type == "periodic") {

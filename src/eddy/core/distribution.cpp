@@ -1,5 +1,7 @@
 #include "eddy/core/distribution.h"
 
+#include <algorithm>
+
 #include "eddy/core/autograd.h"
 
 namespace eddy {
@@ -38,6 +40,11 @@ Tensor with_local(const Tensor& distributed, Tensor local) {
   EDDY_CHECK(local.shape() == layout.local.shape(), "internal: local part ", local.shape(), " for a distributed ",
              "tensor whose local shape is ", layout.local.shape());
   return make_distributed(distributed.shape(), layout.over(std::move(local)));
+}
+
+bool whole_on_every_rank(const Distribution& layout) {
+  return std::all_of(layout.placements.begin(), layout.placements.end(),
+                     [](const Placement& p) { return p.kind == Placement::Kind::replicate; });
 }
 
 int64_t replication_factor(const Distribution& layout) {

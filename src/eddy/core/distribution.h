@@ -65,6 +65,10 @@ Tensor make_distributed(const Shape& global_shape, Distribution layout);
 // gradient, optimiser state).
 Tensor with_local(const Tensor& distributed, Tensor local);
 
+// Whether every rank holds the whole value (replicated on every mesh axis): then its local part
+// is the value, and reading it needs no communication.
+bool whole_on_every_rank(const Distribution& layout);
+
 // How many ranks hold a copy of each element: the product of the sizes of the mesh axes on which
 // `layout` is replicated. Under SPMD reverse mode (dist/collectives.h: the differentiated
 // quantity is the sum over ranks) a replicated loss seeds 1 / this on each rank.

@@ -164,11 +164,8 @@ Tensor& Tensor::copy_(const Tensor& source) {
   }
   check_writable(*this, "copy_");
   if (const Distribution* from = distribution_of(source)) {
-    for (const Placement& placement : from->placements) {
-      EDDY_CHECK(placement.kind == Placement::Kind::replicate, "copy_: the source of shape ", source.shape(),
-                 " is distributed (", to_string(from->placements), ") and the target is an ordinary tensor; copy "
-                 "dist::full_tensor(source)");
-    }
+    EDDY_CHECK(whole_on_every_rank(*from), "copy_: the source of shape ", source.shape(), " is distributed (",
+               to_string(from->placements), ") and the target is an ordinary tensor; copy dist::full_tensor(source)");
     return copy_(from->local);
   }
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
@@ -201,11 +198,9 @@ Tensor& Tensor::fill_(std::complex<double> value) {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   if (const Distribution* layout = distribution_of(*this)) {
-    for (const Placement& placement : layout->placements) {
-      EDDY_CHECK(placement.kind == Placement::Kind::replicate, "to_vector/item: the distributed tensor of shape ",
-                 shape(), " is placed ", to_string(layout->placements), ", so no rank holds all of it; read "
-                 "dist::full_tensor(t) or this rank's part, dist::to_local(t)");
-    }
+    EDDY_CHECK(whole_on_every_rank(*layout), "to_vector/item: the distributed tensor of shape ", shape(), " is placed ",
+               to_string(layout->placements), ", so no rank holds all of it; read dist::full_tensor(t) or this "
+               "rank's part, dist::to_local(t)");
     return layout->local.to_vector<T>();
   }
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(*this, "to_vector/item");

@@ -280,21 +280,21 @@ class DistributedInterpreter final : public Interpreter {
 
 DistributedInterpreter distributed_interpreter;
 
-// This rank's part of `whole` under `placements` (normalised in place), as a fresh dense copy.
-Tensor part_of(std::string_view op, const Tensor& whole, const ProcessMesh& mesh, std::vector<Placement>& placements) {
+// This rank's part of `whole` under `placements` (normalised in place), as a fresh dense tensor:
+// copy_ of the whole into a distributed tensor keeps each rank's block (core/tensor.cpp).
+Tensor part_of(std::string_view op, const Tensor& whole, const std::shared_ptr<const ProcessMesh>& mesh,
+               std::vector<Placement>& placements) {
   EDDY_CHECK(!is_distributed(whole), op, ": the tensor is already distributed; use dist::reshard");
   placements = normalized(std::move(placements), whole.dim());
-  local_shape(op, whole.shape(), mesh, placements);
-  Tensor local = whole.detach();
-  for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
+  const Shape shape = local_shape(op, whole.shape(), *mesh, placements);
+  for (int64_t axis = 0; axis < mesh->ndim(); ++axis) {
     const Placement& placement = placements[static_cast<size_t>(axis)];
     EDDY_CHECK(!placement.is_partial(), op, ": ", to_string(placement), " on mesh axis ",
-               mesh.names()[static_cast<size_t>(axis)], " would count the whole tensor once per rank; place it "
+               mesh->names()[static_cast<size_t>(axis)], " would count the whole tensor once per rank; place it "
                "Replicate or Shard (or make a partial one with dist::from_local)");
-    if (placement.is_shard()) local = block(local, placement.axis, mesh.coordinate(axis), mesh.size(axis));
   }
-  Tensor part = Tensor::empty(local.shape(), local.dtype(), local.device());
-  part.copy_(local);
+  Tensor part = Tensor::empty(shape, whole.dtype(), whole.device());
+  distributed(whole.shape(), part, mesh, placements).copy_(whole.detach());
   return part;
 }
 
@@ -314,7 +314,7 @@ bool matches(std::string_view pattern, std::string_view name) {
 
 Tensor shard_tensor(const Tensor& whole, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements) {
   EDDY_CHECK(mesh, "shard_tensor: no process mesh");
-  Tensor part = part_of("shard_tensor", whole, *mesh, placements);
+  Tensor part = part_of("shard_tensor", whole, mesh, placements);
   if (whole.requires_grad()) part.requires_grad_();
   return distributed(whole.shape(), std::move(part), mesh, std::move(placements));
 }
@@ -322,7 +322,7 @@ Tensor shard_tensor(const Tensor& whole, std::shared_ptr<const ProcessMesh> mesh
 void shard_in_place(const Tensor& tensor, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements) {
   EDDY_CHECK(mesh, "shard_in_place: no process mesh");
   EDDY_CHECK(tensor.is_leaf(), "shard_in_place: the tensor is the output of a recorded op; place a leaf");
-  Tensor part = part_of("shard_in_place", tensor, *mesh, placements);
+  Tensor part = part_of("shard_in_place", tensor, mesh, placements);
   TensorImpl& impl = *tensor.impl();
   if (impl.autograd) impl.autograd->grad = Tensor();
   part.impl()->autograd = impl.autograd;
