@@ -8,16 +8,15 @@
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/ops/ops.h"
+#include "solvers/pinn/sampler.h"
 #include "solvers/pinn/solver.h"
 
 namespace eddy::pinn {
 
 Tensor refinement_candidates(const PinnState& state, size_t condition, int64_t step) {
   const Problem& p = state.problem();
-  // A stream of its own: the salt keeps it apart from the (seed, round, condition) streams of
-  // PinnState::sample, whose round numbers could equal a step.
   const uint64_t salt = 0x5241522043414E44ull;  // "RAR CAND"
-  Generator generator((p.seed ^ salt) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step) * 1000003ull + condition);
+  Generator generator = step_stream(p.seed, salt, step, condition);
   return state.interior_points(p.refinement->candidates, generator);
 }
 

@@ -152,6 +152,10 @@ std::vector<int64_t> random_subset(int64_t available, int64_t keep, Generator& g
   return rows;
 }
 
+Generator step_stream(uint64_t seed, uint64_t salt, int64_t step, size_t condition) {
+  return Generator((seed ^ salt) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step) * 1000003ull + condition);
+}
+
 std::vector<int64_t> split_by_measure(int64_t count, const std::vector<double>& weights,
                                       Generator& generator) {
   double total = 0;
