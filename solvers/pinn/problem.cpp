@@ -411,13 +411,17 @@ bool has_interior_condition(const Problem& problem) {
 
 LossWeightingOptions read_loss_weighting(const ConfigNode& node) {
   LossWeightingOptions w;
-  w.scheme =
-      node.choice("scheme", {{"fixed", LossWeighting::fixed}, {"grad_norm", LossWeighting::grad_norm}}, w.scheme);
+  w.scheme = node.choice(
+      "scheme", {{"fixed", LossWeighting::fixed}, {"grad_norm", LossWeighting::grad_norm}, {"ntk", LossWeighting::ntk}},
+      w.scheme);
   if (w.scheme == LossWeighting::fixed) return w;
   w.every = node.integer("every", w.every);
   w.alpha = node.number("alpha", w.alpha);
   if (w.every < 1) node.at("every").fail(cat("must be at least 1, got ", w.every));
   if (!(w.alpha >= 0 && w.alpha < 1)) node.at("alpha").fail(cat("must be in [0, 1), got ", w.alpha));
+  if (w.scheme != LossWeighting::ntk) return w;
+  w.ntk_points = node.integer("ntk_points", w.ntk_points);
+  if (w.ntk_points < 1) node.at("ntk_points").fail(cat("must be at least 1, got ", w.ntk_points));
   return w;
 }
 

@@ -50,15 +50,17 @@ struct LearnableParameter {
   double initial = 0;
 };
 
-// Learning-rate annealing by gradient norms (Wang et al. 2023, "An expert's guide to training
-// physics-informed neural networks"): every `every` Adam steps each condition's adaptive factor
-// moves towards sum_j ||grad L_j|| / ||grad L_i||, smoothed by `alpha`.
-enum class LossWeighting { fixed, grad_norm };
+// Adaptive loss weights (solvers/pinn/weighting.h): every `every` Adam steps each condition's
+// adaptive factor moves towards sum_j s_j / s_i, smoothed by `alpha`, where s_i is the norm of
+// the gradient of its loss (grad_norm) or the mean of the diagonal of its residual's neural
+// tangent kernel at `ntk_points` of its points (ntk).
+enum class LossWeighting { fixed, grad_norm, ntk };
 
 struct LossWeightingOptions {
   LossWeighting scheme = LossWeighting::fixed;
   int64_t every = 100;
   double alpha = 0.9;            // moving-average memory, in [0, 1)
+  int64_t ntk_points = 256;      // ntk: points per condition at which the kernel's diagonal is taken
 };
 
 // Causal weighting in time (Wang, Sankaran & Perdikaris 2022): interior points in `chunks` time

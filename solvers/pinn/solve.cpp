@@ -282,8 +282,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
                     [&] { return progress_details(state, loss, evaluation.terms, metrics); }, false);
     // Weights and points change between steps, so the checkpoint written at `done` already holds
     // them and a resumed run does not redo the change.
-    if (p.training.loss_weighting.scheme == LossWeighting::grad_norm && done % p.training.loss_weighting.every == 0) {
-      update_adaptive_weights(state);
+    if (p.training.loss_weighting.scheme != LossWeighting::fixed && done % p.training.loss_weighting.every == 0) {
+      update_adaptive_weights(state, done);
     }
     if (p.refinement && done % p.refinement->every == 0) refine(state, done);
   };

@@ -106,6 +106,8 @@ class PinnState {
   LossParts loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights);
   // An interior condition's residual at any points [N, coordinates].
   Tensor interior_residual(size_t condition, const Tensor& points);
+  // A condition's residual [rows, columns] at some of its points: rows of all_samples()[condition].
+  Tensor residual_at_rows(size_t condition, const std::vector<int64_t>& rows);
   // eddy check: every condition's residual on a few of its points, with the derivatives' memory
   // bound taken for all of them, so that an order too high for this machine is refused before
   // training rather than at its first step.

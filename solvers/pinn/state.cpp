@@ -306,6 +306,15 @@ Tensor PinnState::interior_residual(size_t condition, const Tensor& points) {
   return expression_residual(c, points, Tensor());
 }
 
+Tensor PinnState::residual_at_rows(size_t condition, const std::vector<int64_t>& rows) {
+  const SampledCondition& all = all_samples_[condition];
+  SampledCondition some;
+  for (Tensor SampledCondition::*member : kSampleTensors) {
+    if ((all.*member).defined()) some.*member = rows_of(all.*member, rows);
+  }
+  return reshape(residual_at(condition, some), {static_cast<int64_t>(rows.size()), -1});
+}
+
 Tensor PinnState::residual_at(size_t condition, const SampledCondition& s) {
   const Condition& c = problem_.conditions[condition];
   if (c.kind == ConditionKind::data) {

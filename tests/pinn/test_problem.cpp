@@ -145,8 +145,16 @@ std::vector<BadConfig> bad_configs() {
        "validation.every: must be non-negative (0: only at the end), got -2"},
       {"sampler_name", "", "sampling: {method: sobel}\n", "sobel"},
       {"missing_conditions", "conditions:", "conditionz:", "missing required key 'conditions'"},
-      {"weighting_scheme", kTraining, "loss_weighting: {scheme: ntk}\n" + kTraining,
-       "'ntk' is not one of: fixed, grad_norm"},
+      {"weighting_scheme", kTraining, "loss_weighting: {scheme: softadapt}\n" + kTraining,
+       "'softadapt' is not one of: fixed, grad_norm, ntk"},
+      {"ntk_points_zero", kTraining, "loss_weighting: {scheme: ntk, ntk_points: 0}\n" + kTraining,
+       "training.loss_weighting.ntk_points: must be at least 1, got 0"},
+      {"ntk_points_negative", kTraining, "loss_weighting: {scheme: ntk, ntk_points: -8}\n" + kTraining,
+       "training.loss_weighting.ntk_points: must be at least 1, got -8"},
+      {"ntk_points_fraction", kTraining, "loss_weighting: {scheme: ntk, ntk_points: 2.5}\n" + kTraining,
+       "training.loss_weighting.ntk_points: expected an integer"},
+      {"ntk_points_of_ntk_only", kTraining, "loss_weighting: {scheme: grad_norm, ntk_points: 64}\n" + kTraining,
+       "unknown key 'ntk_points' in training.loss_weighting"},
       {"weighting_alpha_one", kTraining, "loss_weighting: {scheme: grad_norm, alpha: 1}\n" + kTraining,
        "training.loss_weighting.alpha: must be in [0, 1), got 1"},
       {"weighting_alpha_negative", kTraining, "loss_weighting: {scheme: grad_norm, alpha: -0.1}\n" + kTraining,
@@ -328,6 +336,18 @@ TEST(Problem, ReadsTheTrainingAids) {
   EXPECT_EQ(p.refinement->every, 200);
   EXPECT_EQ(p.refinement->candidates, 500);
   EXPECT_EQ(p.refinement->add, 20);
+}
+
+TEST(Problem, ReadsNtkWeighting) {
+  Problem p = read(kValid, {"training.loss_weighting={scheme: ntk, every: 50, alpha: 0.8, ntk_points: 32}"});
+  EXPECT_EQ(p.training.loss_weighting.scheme, LossWeighting::ntk);
+  EXPECT_EQ(p.training.loss_weighting.every, 50);
+  EXPECT_EQ(p.training.loss_weighting.alpha, 0.8);
+  EXPECT_EQ(p.training.loss_weighting.ntk_points, 32);
+  // The default, which the resolved config records.
+  Problem on = read(kValid, {"training.loss_weighting.scheme=ntk"});
+  EXPECT_EQ(on.training.loss_weighting.ntk_points, 256);
+  EXPECT_NE(on.resolved_config.find("ntk_points: 256"), std::string::npos) << on.resolved_config;
 }
 
 TEST(Problem, TrainingAidDefaults) {

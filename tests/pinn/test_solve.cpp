@@ -1,7 +1,7 @@
 // Space x time sampling of the conditions, and end-to-end solves on small problems with known
 // solutions: each boundary-condition type, an
 // error target within a CI-sized budget, resume equivalence, the outputs, the stop on a
-// non-finite loss with the last good checkpoint kept, and the training aids (grad_norm loss
+// non-finite loss with the last good checkpoint kept, and the training aids (grad_norm and NTK loss
 // weighting, causal weighting, residual-based refinement), and the compiled training step
 // against the eager one.
 
@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <numbers>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -412,7 +413,7 @@ TEST_F(SolveTest, GradNormWeightingFollowsTheGradientNorms) {
   state.sample(0);
   const double pde = gradient_norm(state, state.condition_loss(0));
   const double ends = gradient_norm(state, state.condition_loss(1));
-  update_adaptive_weights(state);
+  update_adaptive_weights(state, 0);
   // lambda_i <- alpha * 1 + (1 - alpha) * (sum_j ||grad L_j||) / ||grad L_i||, alpha = 0.5.
   EXPECT_NEAR(state.adaptive_weights()[0], 0.5 + 0.5 * (pde + ends) / pde, 1e-9);
   EXPECT_NEAR(state.adaptive_weights()[1], 0.5 + 0.5 * (pde + ends) / ends, 1e-9);
@@ -441,6 +442,84 @@ TEST_F(SolveTest, GradNormWeightingRaisesTheConditionWithTheWeakerGradient) {
     }
     EXPECT_NE(log.str().find("weights (pde "), std::string::npos) << log.str();
   }
+}
+
+// The Poisson problem of scaled_poisson with NTK weighting.
+std::string ntk_poisson(const std::string& scale, const std::string& weighting) {
+  std::string text = scaled_poisson(scale);
+  const std::string grad_norm = "{scheme: grad_norm, every: 5, alpha: 0.5}";
+  text.replace(text.find(grad_norm), grad_norm.size(), weighting);
+  return text;
+}
+
+TEST_F(SolveTest, NtkWeightingEqualizesTheWeightedTraces) {
+  // The paper's point: after an update without smoothing, lambda_i tr(K_i) is the same for every
+  // condition (sum_j tr(K_j)). The PDE's trace is on a subset of 16 of its 64 points.
+  Problem p = problem(ntk_poisson("1", "{scheme: ntk, every: 5, alpha: 0, ntk_points: 16}"));
+  PinnState state(p);
+  state.sample(0);
+  update_adaptive_weights(state, 5);
+  const std::vector<double> traces = ntk_traces(state, 5);
+  ASSERT_EQ(traces.size(), 2u);
+  const std::vector<double>& lambda = state.adaptive_weights();
+  EXPECT_GT(std::abs(std::log(traces[0] / traces[1])), 1.0);  // the traces differ: the test has something to show
+  EXPECT_NEAR(lambda[0] * traces[0], traces[0] + traces[1], 1e-12 * (traces[0] + traces[1]));
+  EXPECT_NEAR(lambda[1] * traces[1], traces[0] + traces[1], 1e-12 * (traces[0] + traces[1]));
+  // The subset is fixed by the step: another step takes other points, so another trace.
+  EXPECT_EQ(ntk_traces(state, 5), traces);
+  EXPECT_NE(ntk_traces(state, 10)[0], traces[0]);
+}
+
+TEST_F(SolveTest, NtkTraceMatchesABruteForceJacobian) {
+  // With ntk_points above the point counts, the trace is over all of a condition's points:
+  // the mean over them of ||d r(x_p) / d theta||^2, here with the Jacobian's columns taken by
+  // central differences in each network weight.
+  Problem p = problem(ntk_poisson("1", "{scheme: ntk, ntk_points: 1000}"));
+  PinnState state(p);
+  state.sample(0);
+  const std::vector<double> traces = ntk_traces(state, 0);
+  const std::vector<Tensor> network = state.model().parameters();
+  for (size_t c = 0; c < 2; ++c) {
+    SCOPED_TRACE(p.conditions[c].name);
+    std::vector<int64_t> rows(static_cast<size_t>(state.all_samples()[c].points.shape()[0]));
+    std::iota(rows.begin(), rows.end(), 0);
+    double squares = 0;
+    const double h = 1e-6;
+    for (Tensor weight : network) {
+      const std::vector<double> values = weight.to_vector<double>();
+      for (size_t k = 0; k < values.size(); ++k) {
+        auto residual_with = [&](double shift) {
+          NoGradGuard no_grad;
+          std::vector<double> moved = values;
+          moved[k] += shift;
+          weight.copy_(tensor(moved, weight.shape()));
+          return state.residual_at_rows(c, rows).detach().to_vector<double>();
+        };
+        const std::vector<double> up = residual_with(h), down = residual_with(-h);
+        for (size_t r = 0; r < up.size(); ++r) squares += std::pow((up[r] - down[r]) / (2 * h), 2);
+        residual_with(0);
+      }
+    }
+    const double expected = squares / static_cast<double>(rows.size());
+    EXPECT_NEAR(traces[c], expected, 1e-6 * expected);
+  }
+}
+
+TEST_F(SolveTest, NtkWeightingRaisesTheConditionWithTheSmallerKernel) {
+  // Scaling the PDE residual by 1e-3 scales its kernel by 1e-6: its weight rises, and the log and
+  // history show the weights as grad_norm's do.
+  std::ostringstream log;
+  SolveOptions options;
+  options.log = &log;
+  ASSERT_TRUE(solve(problem(ntk_poisson("1e-3", "{scheme: ntk, every: 5, alpha: 0.5, ntk_points: 8}")), options)
+                  .finished);
+  const std::string h5 = (dir / "run/solution.h5").string();
+  const std::vector<double> pde = io::read_hdf5(h5, "history/weight_pde").to_vector<double>();
+  const std::vector<double> ends = io::read_hdf5(h5, "history/weight_ends").to_vector<double>();
+  EXPECT_EQ(pde.front(), 1.0);
+  EXPECT_GT(pde.back(), 100.0);
+  EXPECT_LT(ends.back(), 2.0);
+  EXPECT_NE(log.str().find("weights (pde "), std::string::npos) << log.str();
 }
 
 TEST_F(SolveTest, ConfiguredWeightMultipliesTheAdaptiveOne) {
