@@ -460,6 +460,32 @@ RefinementOptions read_refinement(const Problem& problem, const ConfigNode& node
   return rar;
 }
 
+RadOptions read_rad(const Problem& problem, const ConfigNode& node) {
+  RadOptions rad;
+  rad.every = node.integer("every", rad.every);
+  rad.candidates = node.integer("candidates", rad.candidates);
+  rad.k = node.number("k", rad.k);
+  rad.c = node.number("c", rad.c);
+  if (!has_interior_condition(problem)) {
+    node.fail("RAD redistributes interior points, and there are no interior conditions");
+  }
+  if (problem.refinement) {
+    node.fail("cannot be combined with sampling.rar: RAD replaces the interior points that RAR would add to; "
+              "choose one");
+  }
+  if (rad.every < 1) node.at("every").fail(cat("must be at least 1, got ", rad.every));
+  // The draw is without replacement, so it needs as many candidates as a condition has points.
+  for (const Condition& c : problem.conditions) {
+    if (c.kind == ConditionKind::interior && rad.candidates < c.points) {
+      node.at("candidates").fail(cat("must be at least conditions.", c.name, ".points (", c.points, "), got ",
+                                     rad.candidates));
+    }
+  }
+  if (!(rad.k >= 0 && std::isfinite(rad.k))) node.at("k").fail(cat("must be a non-negative number, got ", rad.k));
+  if (!(rad.c >= 0 && std::isfinite(rad.c))) node.at("c").fail(cat("must be a non-negative number, got ", rad.c));
+  return rad;
+}
+
 }  // namespace
 
 Symbols Problem::symbols(bool boundary) const {
@@ -586,6 +612,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.sampler = Sampler::from_name(sampling.string("method", "uniform"), sampling.path() + ".method");
   p.resample_every = sampling.integer("resample_every", 0);
   if (auto rar = sampling.find("rar")) p.refinement = read_refinement(p, *rar);
+  if (auto rad = sampling.find("rad")) p.rad = read_rad(p, *rad);
 
   ConfigNode model = root.section("model");
   p.model.architecture = nn::parse_architecture(model.choice("architecture", {"mlp", "modified_mlp", "resnet"}, "mlp"));

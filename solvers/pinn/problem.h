@@ -98,6 +98,16 @@ struct RefinementOptions {
   int64_t add = 100;
 };
 
+// Residual-based adaptive distribution (RAD; Wu et al. 2023): every `every` Adam steps, each
+// interior condition's points are replaced by as many drawn from `candidates` fresh points with
+// probability proportional to |residual|^k / mean(|residual|^k) + c.
+struct RadOptions {
+  int64_t every = 1000;
+  int64_t candidates = 100000;
+  double k = 1;
+  double c = 1;
+};
+
 struct Reference {
   // Either analytic expressions per field, or a file (HDF5, CSV or NPY: io::read_array) with the
   // solution on a grid (one 1-D dataset per coordinate, `layout` giving the field's axis order) or
@@ -139,6 +149,7 @@ struct Problem {
   Sampler sampler;
   int64_t resample_every = 0;
   std::optional<RefinementOptions> refinement;  // sampling.rar
+  std::optional<RadOptions> rad;                // sampling.rad
   nn::PinnModelOptions model;
   // Hard constraints: field -> expression of the coordinates, parameters and the raw network
   // outputs net_<field> (e.g. u = x*(1 - x)*net_u makes u vanish at x = 0 and 1 exactly). When

@@ -1,7 +1,7 @@
 // The PINN trainer: Adam with a learning-rate schedule in the shared training loop
 // (solvers/common/training_loop.h: checkpoints, resume, the stops on a non-finite loss and on
 // Ctrl-C or SIGTERM), then L-BFGS, both on the (compiled) training step; adaptive loss weights
-// and refinement between Adam steps; progress, validation and the results.
+// and refinement (RAR, RAD) between Adam steps; progress, validation and the results.
 //
 // Data parallel over the communicator's ranks (PinnState says how the loss is shared): the ranks
 // start from rank 0's parameters, average their gradients before every optimiser step, and so
@@ -155,8 +155,8 @@ History restored_history(const nn::StateDict& saved, const Problem& p, const std
 }
 
 // What a resumed run needs besides the model: the optimiser, the learnable parameters, the
-// adaptive loss weights, the points refinement added (which depend on the model's history,
-// so cannot be redrawn) and the history so far.
+// adaptive loss weights, the points refinement added and those RAD drew (which depend on the
+// model's history, so cannot be redrawn) and the history so far.
 nn::StateDict training_state(const optim::Adam& adam, PinnState& state, const History& history) {
   nn::StateDict saved = adam.state_dict();
   save_history(history, state.problem(), saved);
@@ -165,6 +165,7 @@ nn::StateDict training_state(const optim::Adam& adam, PinnState& state, const Hi
   const std::vector<Condition>& conditions = state.problem().conditions;
   for (size_t c = 0; c < conditions.size(); ++c) {
     if (state.added_points(c).defined()) saved["added_points." + conditions[c].name] = state.added_points(c);
+    if (state.rad_points(c).defined()) saved["rad_points." + conditions[c].name] = state.rad_points(c);
   }
   return saved;
 }
@@ -179,6 +180,8 @@ void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnS
   for (size_t c = 0; c < conditions.size(); ++c) {
     auto added = saved.find("added_points." + conditions[c].name);
     if (added != saved.end()) state.add_points(c, added->second);
+    auto redistributed = saved.find("rad_points." + conditions[c].name);
+    if (redistributed != saved.end()) state.set_rad_points(c, redistributed->second);
   }
 }
 
@@ -286,6 +289,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
       update_adaptive_weights(state, done);
     }
     if (p.refinement && done % p.refinement->every == 0) refine(state, done);
+    if (p.rad && done % p.rad->every == 0) redistribute(state, done);
   };
   adam_steps.describe_stop = [&](int64_t step, int64_t, double value) {
     return describe_stop(p, "Adam", step, value, evaluation.terms);

@@ -63,8 +63,9 @@ class PinnState {
   std::map<std::string, Tensor>& learnable() { return learnable_; }
 
   // Draws every condition's points; `round` numbers the resampling, so a run and a resumed run
-  // draw identical points. Points added by refinement stay. With causal weighting, interior
-  // points are kept sorted by time.
+  // draw identical points. Points added by refinement stay, and a condition that RAD has
+  // redistributed keeps RAD's points. With causal weighting, interior points are kept sorted by
+  // time.
   void sample(int64_t round);
   // This rank's share of every condition's points, which it trains on.
   const std::vector<SampledCondition>& samples() const { return samples_; }
@@ -77,6 +78,10 @@ class PinnState {
   // appends to them.
   const Tensor& added_points(size_t condition) const { return added_[condition]; }
   void add_points(size_t condition, const Tensor& points);
+  // The points RAD last drew for a condition, which stand in for its draw (undefined until RAD
+  // draws); set_rad_points replaces them.
+  const Tensor& rad_points(size_t condition) const { return rad_points_[condition]; }
+  void set_rad_points(size_t condition, const Tensor& points);
 
   // The adaptive factors of the loss weighting, one per condition (1 until a scheme changes them).
   const std::vector<double>& adaptive_weights() const { return adaptive_weights_; }
@@ -137,6 +142,7 @@ class PinnState {
   std::map<std::string, Tensor> learnable_;
   std::vector<SampledCondition> drawn_;    // this round's draw, per condition
   std::vector<Tensor> added_;              // per condition, by refinement
+  std::vector<Tensor> rad_points_;         // per condition, by RAD
   std::vector<SampledCondition> all_samples_;  // the drawn points, then the added ones
   std::vector<SampledCondition> samples_;      // this rank's share of them: what it trains on
   std::vector<double> adaptive_weights_;

@@ -72,6 +72,7 @@ PinnState::PinnState(const Problem& problem, dist::Communicator& comm) : problem
   }
   const size_t conditions = problem.conditions.size();
   added_.resize(conditions);
+  rad_points_.resize(conditions);
   adaptive_weights_.assign(conditions, 1.0);
   causal_weights_.resize(conditions);
   if (problem.training.derivatives == DerivativeMode::taylor) {
@@ -227,11 +228,25 @@ void PinnState::sample(int64_t round) {
   all_samples_.resize(problem_.conditions.size());
   samples_.resize(problem_.conditions.size());
   for (size_t i = 0; i < problem_.conditions.size(); ++i) {
-    // One stream per (seed, round, condition): a resumed run redraws exactly the same points.
-    Generator generator(problem_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(round) * 1000003ull + i);
-    drawn_.push_back(sample_condition(problem_.conditions[i], generator));
+    if (rad_points_[i].defined()) {
+      SampledCondition redistributed;
+      redistributed.points = rad_points_[i];
+      drawn_.push_back(std::move(redistributed));
+    } else {
+      // One stream per (seed, round, condition): a resumed run redraws exactly the same points.
+      Generator generator(problem_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(round) * 1000003ull + i);
+      drawn_.push_back(sample_condition(problem_.conditions[i], generator));
+    }
     assemble(i);
   }
+}
+
+void PinnState::set_rad_points(size_t condition, const Tensor& points) {
+  rad_points_[condition] = points.detach();
+  if (drawn_.empty()) return;  // sample() will use them
+  drawn_[condition] = SampledCondition();
+  drawn_[condition].points = rad_points_[condition];
+  assemble(condition);
 }
 
 void PinnState::add_points(size_t condition, const Tensor& points) {

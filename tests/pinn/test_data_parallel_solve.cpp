@@ -1,9 +1,9 @@
 // Data-parallel `eddy solve`: on N ranks the loss at every Adam step, the final loss after
 // L-BFGS and the learned equation parameters are those of a single process on the same points,
-// to float64 rounding; the training aids that read the loss (grad_norm weights, causal weights,
-// refinement) agree too; and a run checkpointed on N ranks resumes on M. ctest runs this binary as
-// a plain process and under `mpirun -np 2`; on every rank the reference is a single-process solve
-// of its own.
+// to float64 rounding; the training aids that read the loss (grad_norm and NTK weights, causal
+// weights, refinement and RAD) agree too; and a run checkpointed on N ranks resumes on M. ctest
+// runs this binary as a plain process and under `mpirun -np 2`; on every rank the reference is a
+// single-process solve of its own.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -231,6 +231,24 @@ TEST_F(DataParallelSolve, GradNormCausalWeightsAndRefinementMatchOneProcess) {
     EXPECT_NE(serial.pde_weights.front(), serial.pde_weights.back());  // grad_norm moved the weights
     const Tensor serial_points = pde_points(cat("serial_rank0"));
     EXPECT_EQ(serial_points.shape(), (Shape{63 + 4 * 3, 2}));
+    EXPECT_EQ(pde_points("parallel").to_vector<double>(), serial_points.to_vector<double>());
+  }
+}
+
+TEST_F(DataParallelSolve, NtkWeightsAndRadMatchOneProcess) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  // Weights change at 3, 6, 9, ..., each from the kernels at 11 points per condition, which the
+  // ranks share unevenly; the pde points are redrawn at 4, 8, 12 and 16.
+  const std::vector<std::string> aids{"training.loss_weighting={scheme: ntk, every: 3, alpha: 0.5, ntk_points: 11}",
+                                      "sampling.rad={every: 4, candidates: 150, k: 2, c: 0.5}",
+                                      "training.lbfgs.iterations=0"};
+  const Trajectory serial = serial_run("serial", aids);
+  const Trajectory parallel = run(problem("parallel", aids), nullptr);
+  expect_same(parallel, serial, 1e-9);
+  if (world().rank() == 0) {
+    EXPECT_NE(serial.pde_weights.front(), serial.pde_weights.back());  // the NTK moved the weights
+    const Tensor serial_points = pde_points(cat("serial_rank0"));
+    EXPECT_EQ(serial_points.shape(), (Shape{63, 2}));
     EXPECT_EQ(pde_points("parallel").to_vector<double>(), serial_points.to_vector<double>());
   }
 }

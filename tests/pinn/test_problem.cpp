@@ -177,6 +177,16 @@ std::vector<BadConfig> bad_configs() {
       {"rar_candidates", "", "sampling: {rar: {candidates: -3}}\n",
        "sampling.rar.candidates: must be at least 1, got -3"},
       {"rar_add", "", "sampling: {rar: {add: 0}}\n", "sampling.rar.add: must be at least 1, got 0"},
+      {"rad_every", "", "sampling: {rad: {every: 0}}\n", "sampling.rad.every: must be at least 1, got 0"},
+      {"rad_candidates_below_points", "", "sampling: {rad: {candidates: 99}}\n",
+       "sampling.rad.candidates: must be at least conditions.pde.points (100), got 99"},
+      {"rad_k", "", "sampling: {rad: {k: -1}}\n", "sampling.rad.k: must be a non-negative number, got -1"},
+      {"rad_c", "", "sampling: {rad: {c: -0.5}}\n", "sampling.rad.c: must be a non-negative number, got -0.5"},
+      {"rad_c_type", "", "sampling: {rad: {c: much}}\n", "sampling.rad.c: expected a number, got 'much'"},
+      {"rad_unknown_key", "", "sampling: {rad: {candidate: 500}}\n",
+       "unknown key 'candidate' in sampling.rad (did you mean 'candidates'?)"},
+      {"rad_with_rar", "", "sampling: {rar: {}, rad: {}}\n",
+       "sampling.rad: cannot be combined with sampling.rar"},
       {"derivative_mode", kTraining, "derivatives: forward\n  " + kTraining,
        "problem.yaml:22:16: training.derivatives: 'forward' is not one of: taylor, reverse"},
       {"derivative_mode_key", kTraining, "derivative: reverse\n  " + kTraining,
@@ -338,16 +348,29 @@ TEST(Problem, ReadsTheTrainingAids) {
   EXPECT_EQ(p.refinement->add, 20);
 }
 
-TEST(Problem, ReadsNtkWeighting) {
-  Problem p = read(kValid, {"training.loss_weighting={scheme: ntk, every: 50, alpha: 0.8, ntk_points: 32}"});
+TEST(Problem, ReadsNtkWeightingAndRad) {
+  Problem p = read(kValid, {"training.loss_weighting={scheme: ntk, every: 50, alpha: 0.8, ntk_points: 32}",
+                            "sampling.rad={every: 200, candidates: 500, k: 2, c: 0.5}"});
   EXPECT_EQ(p.training.loss_weighting.scheme, LossWeighting::ntk);
   EXPECT_EQ(p.training.loss_weighting.every, 50);
   EXPECT_EQ(p.training.loss_weighting.alpha, 0.8);
   EXPECT_EQ(p.training.loss_weighting.ntk_points, 32);
-  // The default, which the resolved config records.
-  Problem on = read(kValid, {"training.loss_weighting.scheme=ntk"});
+  ASSERT_TRUE(p.rad);
+  EXPECT_EQ(p.rad->every, 200);
+  EXPECT_EQ(p.rad->candidates, 500);
+  EXPECT_EQ(p.rad->k, 2.0);
+  EXPECT_EQ(p.rad->c, 0.5);
+
+  // Defaults, which the resolved config records.
+  Problem on = read(kValid, {"training.loss_weighting.scheme=ntk", "sampling.rad={}"});
   EXPECT_EQ(on.training.loss_weighting.ntk_points, 256);
+  EXPECT_EQ(on.rad->every, 1000);
+  EXPECT_EQ(on.rad->candidates, 100000);
+  EXPECT_EQ(on.rad->k, 1.0);
+  EXPECT_EQ(on.rad->c, 1.0);
   EXPECT_NE(on.resolved_config.find("ntk_points: 256"), std::string::npos) << on.resolved_config;
+  EXPECT_NE(on.resolved_config.find("candidates: 100000"), std::string::npos) << on.resolved_config;
+  EXPECT_FALSE(read(kValid).rad);
 }
 
 TEST(Problem, TrainingAidDefaults) {
@@ -386,7 +409,7 @@ training:
   expect_error([&] { read(text); }, {"problem.yaml:6:11: training.causal: causal weighting needs geometry.time"});
 }
 
-TEST(Problem, CausalWeightingAndRefinementNeedAnInteriorCondition) {
+TEST(Problem, CausalWeightingRefinementAndRadNeedAnInteriorCondition) {
   const std::string text = R"(geometry:
   space: {type: interval, min: 0, max: 1}
   time: {min: 0, max: 1}
@@ -397,6 +420,8 @@ conditions:
   expect_error([&] { read(text + "training: {causal: {}}\n"); },
                {"training.causal: causal weighting applies to interior conditions"});
   expect_error([&] { read(text + "sampling: {rar: {}}\n"); }, {"sampling.rar: refinement adds interior points"});
+  expect_error([&] { read(text + "sampling: {rad: {}}\n"); },
+               {"sampling.rad: RAD redistributes interior points, and there are no interior conditions"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, BadProblemTest, ::testing::ValuesIn(bad_configs()),

@@ -2,8 +2,8 @@
 // solutions: each boundary-condition type, an
 // error target within a CI-sized budget, resume equivalence, the outputs, the stop on a
 // non-finite loss with the last good checkpoint kept, and the training aids (grad_norm and NTK loss
-// weighting, causal weighting, residual-based refinement), and the compiled training step
-// against the eager one.
+// weighting, causal weighting, residual-based refinement and distribution), and the compiled
+// training step against the eager one.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <numbers>
 #include <numeric>
@@ -334,6 +335,14 @@ TEST_F(ResumeTest, ResumeMatchesWithAdaptiveWeightsCausalWeightsAndRefinement) {
                          "training.causal={chunks: 4, epsilon: 1}", "sampling.rar={every: 4, candidates: 40, add: 3}"});
 }
 
+TEST_F(ResumeTest, ResumeMatchesWithNtkWeightsAndRad) {
+  // NTK weights change at 3, 6, 9 | 12, ...; RAD redraws the pde points at 4, 8 | 12, 16, 20 (from
+  // the checkpoint on resume: they are not redrawn at 10, nor by the resampling at 15).
+  expect_resume_matches({"training.loss_weighting={scheme: ntk, every: 3, alpha: 0.5, ntk_points: 10}",
+                         "training.causal={chunks: 4, epsilon: 1}",
+                         "sampling.rad={every: 4, candidates: 200, k: 2, c: 0.5}"});
+}
+
 TEST_F(SolveTest, WritesResultsThatReadBack) {
   Problem p = problem(kHeat);
   ASSERT_TRUE(solve(p, {}).finished);
@@ -616,6 +625,100 @@ TEST_F(SolveTest, RefinementDuringASolve) {
   Problem p = problem(scaled_poisson("1"), {"sampling.rar={every: 10, candidates: 200, add: 5}"});
   ASSERT_TRUE(solve(p, {}).finished);
   EXPECT_EQ(io::read_hdf5((dir / "run/solution.h5").string(), "points/pde/coordinates").shape(), (Shape{74, 1}));
+}
+
+// Positions (j + 1/2) / n of n candidates in [0, 1], as rows of a [n, 1] tensor's values.
+std::vector<double> unit_positions(int64_t n) {
+  std::vector<double> x(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) x[j] = (static_cast<double>(j) + 0.5) / static_cast<double>(n);
+  return x;
+}
+
+// The positions of the drawn candidates, with every index drawn once.
+std::vector<double> drawn_positions(const std::vector<double>& x, const std::vector<int64_t>& drawn) {
+  EXPECT_EQ(std::set<int64_t>(drawn.begin(), drawn.end()).size(), drawn.size()) << "an index drawn twice";
+  std::vector<double> positions;
+  for (int64_t j : drawn) positions.push_back(x[j]);
+  return positions;
+}
+
+double fraction_above(const std::vector<double>& values, double threshold) {
+  return static_cast<double>(std::count_if(values.begin(), values.end(), [&](double v) { return v >= threshold; })) /
+         static_cast<double>(values.size());
+}
+
+TEST(RadDraw, DensityFollowsTheResidualToThePowerKPlusC) {
+  // 100,000 candidates in [0, 1]; a residual of 1 on the right half and 0 on the left.
+  const std::vector<double> x = unit_positions(100000);
+  std::vector<double> step_residual;
+  for (double v : x) step_residual.push_back(v >= 0.5 ? 1.0 : 0.0);
+  auto right_fraction = [&](double k, double c) {
+    Generator generator(7);
+    return fraction_above(drawn_positions(x, rad_draw(step_residual, 2000, {1000, 100000, k, c}, generator)), 0.5);
+  };
+  // c = 0: a density of 0 where the residual is, so every point lands in the right half.
+  EXPECT_EQ(right_fraction(1, 0), 1.0);
+  // mean |r| = 1/2, so the densities are 2 + c on the right and c on the left: with c = 1 three
+  // quarters of the points (standard error 0.01) land on the right; with c large, half.
+  EXPECT_NEAR(right_fraction(1, 1), 0.75, 0.04);
+  EXPECT_NEAR(right_fraction(1, 1e6), 0.5, 0.04);
+
+  // A residual r = x, c = 0: the points have density (k + 1) x^k, whose mean is (k + 1)/(k + 2).
+  for (double k : {1.0, 2.0}) {
+    SCOPED_TRACE(cat("k = ", k));
+    Generator generator(11);
+    const std::vector<double> drawn = drawn_positions(x, rad_draw(x, 2000, {1000, 100000, k, 0}, generator));
+    double mean = 0;
+    for (double v : drawn) mean += v / static_cast<double>(drawn.size());
+    EXPECT_NEAR(mean, (k + 1) / (k + 2), 0.02);  // standard error 0.005
+  }
+}
+
+TEST(RadDraw, IsReproducibleAndNeverDrawsANonFiniteResidual) {
+  std::vector<double> sizes = unit_positions(1000);
+  for (size_t j = 0; j < sizes.size(); j += 10) sizes[j] = std::nan("");
+  sizes[5] = std::numeric_limits<double>::infinity();
+  const RadOptions options{1000, 1000, 1, 1};
+  Generator first(3), again(3), other(4);
+  const std::vector<int64_t> drawn = rad_draw(sizes, 500, options, first);
+  EXPECT_EQ(rad_draw(sizes, 500, options, again), drawn);
+  EXPECT_NE(rad_draw(sizes, 500, options, other), drawn);
+  for (int64_t j : drawn) EXPECT_TRUE(std::isfinite(sizes[j])) << j;
+  // With every residual 0 and c = 0 no candidate has a density: the draw is the first ones, which
+  // are uniform points already.
+  Generator zero(5);
+  const std::vector<int64_t> first_ones = rad_draw(std::vector<double>(10, 0.0), 4, {1000, 10, 1, 0}, zero);
+  EXPECT_EQ(first_ones, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+TEST_F(SolveTest, RadReplacesTheInteriorPointsReproducibly) {
+  const std::vector<std::string> rad{"sampling.rad={every: 10, candidates: 2000, k: 1, c: 0}"};
+  Problem p = problem(scaled_poisson("1"), rad);
+  PinnState state(p), twin(p);
+  state.sample(0);
+  twin.sample(0);
+  const std::vector<double> uniform = state.samples()[0].points.to_vector<double>();
+  const std::vector<double> boundary = state.samples()[1].points.to_vector<double>();
+  redistribute(state, 10);
+  const Tensor redistributed = state.samples()[0].points;
+  ASSERT_EQ(redistributed.shape(), (Shape{64, 1}));
+  EXPECT_NE(redistributed.to_vector<double>(), uniform);
+  EXPECT_EQ(state.rad_points(0).to_vector<double>(), redistributed.to_vector<double>());
+  EXPECT_EQ(state.samples()[1].points.to_vector<double>(), boundary);  // only interior conditions
+  EXPECT_FALSE(state.rad_points(1).defined());
+
+  // With c = 0 the draw favours large residuals: its mean |r| beats uniform points' (64 of them).
+  auto mean_size = [&](const Tensor& points) { return mean(abs(state.interior_residual(0, points))).item<double>(); };
+  Generator uniform_generator(9);
+  EXPECT_GT(mean_size(redistributed), 1.2 * mean_size(state.interior_points(64, uniform_generator)));
+
+  // The draw is fixed by (seed, step, condition), and resampling keeps it.
+  redistribute(twin, 10);
+  EXPECT_EQ(twin.samples()[0].points.to_vector<double>(), redistributed.to_vector<double>());
+  redistribute(twin, 20);
+  EXPECT_NE(twin.samples()[0].points.to_vector<double>(), redistributed.to_vector<double>());
+  state.sample(1);
+  EXPECT_EQ(state.samples()[0].points.to_vector<double>(), redistributed.to_vector<double>());
 }
 
 // ---- the compiled training step ----
