@@ -38,12 +38,18 @@ using Channels = std::vector<std::vector<int64_t>>;
 
 // A coefficient shaped for input `position` of `p`. A broadcast row gives the right answer where
 // every output row depends only on the same row of that input (elementwise ops, matmul's left
-// operand); elsewhere the op sees the coefficient at the input's shape, as a broadcast view.
+// operand), a broadcast column where every output column depends only on the same column
+// (matmul's right operand); elsewhere the op sees the coefficient at the input's shape, as a broadcast view.
 Tensor fit(const Primitive& p, size_t position, const Tensor& coefficient, const Tensor& input) {
   if (p.elementwise || coefficient.shape() == input.shape()) return coefficient;
   // A matrix product's output row i depends on row i of its left operand alone.
   if (p.cost == CostClass::gemm && position == 0 && coefficient.dim() == input.dim() &&
       coefficient.shape().back() == input.shape().back()) {
+    return coefficient;
+  }
+  // And its output column j on column j of its right operand alone (feature-major layers).
+  if (p.cost == CostClass::gemm && position == 1 && coefficient.dim() == input.dim() && coefficient.dim() >= 2 &&
+      coefficient.shape()[coefficient.dim() - 2] == input.shape()[input.dim() - 2]) {
     return coefficient;
   }
   return expand(coefficient, input.shape());

@@ -78,6 +78,15 @@ std::shared_ptr<Module> dense(int64_t in, int64_t out, const PinnModelOptions& o
   return std::make_shared<Linear>(in, out, g, o.dtype);
 }
 
+// A dense layer applied to feature-major activations h [in, points]: W^T h + b, [out, points].
+Tensor dense_feature_major(Module& layer, const Tensor& h) {
+  if (auto* linear = dynamic_cast<Linear*>(&layer)) {
+    return matmul(transpose(linear->weight), h) + unsqueeze(linear->bias, 1);
+  }
+  auto& factorized = dynamic_cast<FactorizedLinear&>(layer);
+  return matmul(transpose(factorized.weight()), h) + unsqueeze(factorized.bias, 1);
+}
+
 std::shared_ptr<Module> activation(const PinnModelOptions& o) {
   if (o.adaptive_activation) return std::make_shared<AdaptiveActivation>(o.activation, 10.0, o.dtype);
   return std::make_shared<Activation>(o.activation);
@@ -121,31 +130,37 @@ class PinnModel : public Module {
     output_ = register_module("output", dense(last, o.outputs, o, g));
   }
 
+  // Between the input map and the output, activations are feature-major, [features, points]:
+  // each layer is then a [width x width] @ [width x points] product, vectorised along the points,
+  // and its weight gradient a tile of dot products along them, both faster on the CPU than the
+  // [points x width] @ [width x width] products of the usual layout, whose rows are too short for
+  // the vector registers (docs/benchmarks.md, "Feature-major PINN layers").
   Tensor forward(const Tensor& x) override {
-    Tensor h = input_->forward(x);
+    Tensor h = transpose(input_->forward(x));
+    auto dense = [&](const std::shared_ptr<Module>& layer, const Tensor& in) { return dense_feature_major(*layer, in); };
     switch (options_.architecture) {
       case PinnArchitecture::mlp:
-        for (size_t l = 0; l < hidden_.size(); ++l) h = activations_[l]->forward(hidden_[l]->forward(h));
+        for (size_t l = 0; l < hidden_.size(); ++l) h = activations_[l]->forward(dense(hidden_[l], h));
         break;
       case PinnArchitecture::modified_mlp: {
         // Gates between two encodings of the input (Wang, Teng & Perdikaris, 2021, eq. 43).
-        Tensor u = activations_[0]->forward(encoder_u_->forward(h));
-        Tensor v = activations_[1]->forward(encoder_v_->forward(h));
+        Tensor u = activations_[0]->forward(dense(encoder_u_, h));
+        Tensor v = activations_[1]->forward(dense(encoder_v_, h));
         for (size_t l = 0; l < hidden_.size(); ++l) {
-          Tensor z = activations_[l + 2]->forward(hidden_[l]->forward(h));
+          Tensor z = activations_[l + 2]->forward(dense(hidden_[l], h));
           h = (1.0 - z) * u + z * v;
         }
         break;
       }
       case PinnArchitecture::resnet:
-        h = activations_[0]->forward(lift_->forward(h));
+        h = activations_[0]->forward(dense(lift_, h));
         for (size_t b = 0; b < hidden_.size(); b += 2) {
-          Tensor inner = activations_[b + 1]->forward(hidden_[b]->forward(h));
-          h = h + activations_[b + 2]->forward(hidden_[b + 1]->forward(inner));
+          Tensor inner = activations_[b + 1]->forward(dense(hidden_[b], h));
+          h = h + activations_[b + 2]->forward(dense(hidden_[b + 1], inner));
         }
         break;
     }
-    return output_->forward(h);
+    return transpose(dense(output_, h));
   }
 
  private:
@@ -218,7 +233,9 @@ FactorizedLinear::FactorizedLinear(int64_t in, int64_t out, Generator& g, DType 
 Tensor FactorizedLinear::forward(const Tensor& x) {
   EDDY_CHECK(x.dim() >= 1 && x.shape().back() == direction.shape()[0], "FactorizedLinear: input has shape ",
              x.shape(), " but the layer expects ", direction.shape()[0], " features");
-  return matmul(x, direction * exp(log_scale)) + bias;
+  return matmul(x, weight()) + bias;
 }
+
+Tensor FactorizedLinear::weight() const { return direction * exp(log_scale); }
 
 }  // namespace eddy::nn

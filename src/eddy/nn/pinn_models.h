@@ -54,6 +54,7 @@ class FactorizedLinear : public Module {
   FactorizedLinear(int64_t in_features, int64_t out_features, Generator& generator, DType dtype, double mean,
                    double stddev);
   Tensor forward(const Tensor& x) override;
+  Tensor weight() const;  // W = V diag(exp(s)): [in, out]
 
   Tensor direction;  // V: [in, out]
   Tensor log_scale;  // s: [out]

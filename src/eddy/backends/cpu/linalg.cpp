@@ -133,15 +133,19 @@ constexpr int64_t kRowsPerBlock = 1024;
 template <typename T>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
           const T* b, int64_t ldb, T* c, int64_t ldc) {
+  const bool thin = m <= kThinSplitWidth && std::min(n, k) <= kThinSplitWidth;
+  // A feature-major layer, [width x width] @ [width x points] (m the points).
+  const bool wide = !thin && n <= kThinSplitWidth && k <= kThinSplitWidth;
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     // One row of A, which is every projection of a decoding step: OpenBLAS 0.3.21's GEMM packs
-    // all of B for it, while its GEMV streams B once.
-    if (n == 1) {
+    // all of B for it, while its GEMV streams B once. Not for a PINN's output layer in
+    // feature-major layout (its product is wide, its weight gradient thin): OpenBLAS threads a
+    // GEMV along its inner dimension, so the sums would depend on the thread count.
+    if (n == 1 && !wide && !thin) {
       gemv_row(ta, tb, m, k, a, lda, b, ldb, c);
       return;
     }
   }
-  const bool thin = m <= kThinSplitWidth && std::min(n, k) <= kThinSplitWidth;
   if (thin && n >= k) {
     const int64_t per_call = kSmallProduct / std::max<int64_t>(m * k, 1);
     // A row-major B^T is the small-matrix kernel's column-major TN case, which it takes only for
@@ -181,6 +185,32 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
           }
         });
     for (int64_t r = 0; r < n; ++r) std::copy(sum.begin() + r * m, sum.begin() + (r + 1) * m, c + r * ldc);
+    return;
+  }
+  if (wide) {
+    // Blocks of columns (points) on eddy's threads, each in calls sized for the small-matrix
+    // kernel, as for thin GEMMs above.
+    const int64_t per_call = std::max<int64_t>(kSmallProduct / std::max<int64_t>(n * k, 1), 16);
+    // The small-matrix kernel took a transposed A (W^T, from an [in, out] weight) at 41 GFLOP/s
+    // and a dense one at 64 (one core, 20 x 20 @ 20 x 1111): a dense copy of A, at most 128 x 128.
+    std::vector<T> dense_a;
+    if (ta == CblasTrans) {
+      dense_a.resize(static_cast<size_t>(n * k));
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t p = 0; p < k; ++p) dense_a[static_cast<size_t>(r * k + p)] = a[p * lda + r];
+      }
+      a = dense_a.data();
+      lda = k;
+      ta = CblasNoTrans;
+    }
+    // Column j of B starts at b + j untransposed, at b + j * ldb transposed.
+    const int64_t b_column_step = tb == CblasNoTrans ? 1 : ldb;
+    for_each_block(m, block_count(m, kRowsPerBlock), [&](int64_t, int64_t first, int64_t end) {
+      for (int64_t begin = first; begin < end; begin += per_call) {
+        blas_gemm<T>(ta, tb, n, std::min(per_call, end - begin), k, a, lda, b + begin * b_column_step, ldb, c + begin,
+                     ldc, true, true);
+      }
+    });
     return;
   }
   for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
