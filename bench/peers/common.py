@@ -40,6 +40,31 @@ CHECKS = {
 }
 
 
+def burgers_step_flops():
+    """Floating-point operations of the matrix products in the least a Burgers step must compute.
+
+    Taylor mode carries the value and three coefficients (u_x, u_t, u_xx) through the network in
+    one pass: each hidden and output layer multiplies four [N, in] matrices by its weight. The
+    input layer's coefficients are rows of the weight itself (the input's own derivatives are
+    unit vectors), so only its value is a product. The boundary points need the value alone.
+    The backward pass costs each product twice more (weight gradient, input gradient), except
+    the input gradient of the first layer, which nothing needs. Elementwise work is not counted,
+    so the limit this gives is a lower bound on the step's time.
+    """
+    widths = MLPS["burgers"]
+    interior, boundary = 10000, 200
+    layers = list(zip(widths[:-1], widths[1:]))
+    forward = 2 * interior * layers[0][0] * layers[0][1]
+    forward += sum(4 * 2 * interior * a * b for a, b in layers[1:])
+    forward += sum(2 * boundary * a * b for a, b in layers)
+    first_input_gradient = 2 * (interior + boundary) * layers[0][0] * layers[0][1]
+    return 3 * forward - first_input_gradient
+
+
+# GEMM FLOPs per training step, for the workloads whose count is written out above.
+STEP_FLOPS = {"burgers": burgers_step_flops}
+
+
 def kovasznay_lambda():
     nu = 1.0 / KOVASZNAY_RE
     return 1.0 / (2.0 * nu) - math.sqrt(1.0 / (4.0 * nu * nu) + 4.0 * math.pi ** 2)
@@ -161,8 +186,9 @@ def time_steps(step, min_time, warmup=2, min_steps=5):
     return statistics.median(times), len(times)
 
 
-def report(impl, args, checks, median_s, steps, note=""):
-    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def report(impl, args, checks, median_s, steps, note="", rusage_of=resource.RUSAGE_SELF):
+    """Prints the result line; peak RSS is this process's, or its largest child's with RUSAGE_CHILDREN."""
+    rss_kib = resource.getrusage(rusage_of).ru_maxrss
     print(json.dumps(dict(impl=impl, workload=args.workload, threads=args.threads, checks=[float(c) for c in checks],
                           median_s=median_s, steps=steps, peak_rss_mib=rss_kib / 1024.0, note=note)))
     sys.stdout.flush()

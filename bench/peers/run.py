@@ -26,7 +26,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 
-IMPLS = ("eddy C++", "eddy compiled", "eddy Python", "torch eager", "torch.compile", "JAX jit")
+IMPLS = ("eddy C++", "eddy compiled", "eddy Python", "eddy solve", "torch eager", "torch.compile", "JAX jit")
+# Implementations that run only some workloads; the others run them all.
+ONLY_WORKLOADS = {"eddy solve": ("burgers",)}
 BEGIN, END = "<!-- bench-peers:begin -->", "<!-- bench-peers:end -->"
 
 
@@ -36,6 +38,7 @@ def command(impl, build):
         "eddy C++": [os.path.join(build, "bench", "eddy_peers")],
         "eddy compiled": [os.path.join(build, "bench", "eddy_peers"), "--compiled"],
         "eddy Python": py + [os.path.join(HERE, "impl_eddy.py")],
+        "eddy solve": py + [os.path.join(HERE, "impl_eddy_solve.py"), "--cli", os.path.abspath(os.path.join(build, "bin", "eddy"))],
         "torch eager": py + [os.path.join(HERE, "impl_torch.py"), "--mode", "eager"],
         "torch.compile": py + [os.path.join(HERE, "impl_torch.py"), "--mode", "compile"],
         "JAX jit": py + [os.path.join(HERE, "impl_jax.py")],
@@ -80,6 +83,45 @@ def launch(impl, workload, threads, args, extra):
     return json.loads(lines[-1]), None
 
 
+PEAK_PROBE = """
+import time, numpy as np
+a = np.ones((512, 512), np.float32); b = np.ones((512, 512), np.float32)
+a @ b
+best, start = 1e9, time.perf_counter()
+while time.perf_counter() - start < 2.0:
+    t0 = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t0)
+print(2 * 512 ** 3 / best)
+"""
+
+
+def sgemm_peak(threads, build):
+    """FLOP/s of a 512^3 float32 matrix product (NumPy's OpenBLAS), best of 2 s, at `threads`."""
+    cmd = [sys.executable, "-c", PEAK_PROBE]
+    if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
+        cmd = ["taskset", "-c", ",".join(str(c) for c in range(threads))] + cmd
+    done = subprocess.run(cmd, env=environment(threads, build), capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
+def flop_limit_table(results, peaks, args, impls):
+    """Each eddy row's time over the FLOP limit: the step's GEMM FLOPs at the measured peak."""
+    eddy_impls = [i for i in impls if i.startswith("eddy")]
+    lines = ["| workload | threads | GEMM GFLOP per step | sgemm 512^3 GFLOP/s | FLOP limit ms | "
+             + " | ".join(f"{i} / limit" for i in eddy_impls) + " |",
+             "|---|---|---|---|---" + "|---" * len(eddy_impls) + "|"]
+    for workload in args.workloads:
+        if workload not in common.STEP_FLOPS:
+            continue
+        flops = common.STEP_FLOPS[workload]()
+        for threads in args.threads:
+            limit = flops / peaks[threads]
+            cells = [f"{results[(i, workload, threads)]['median_s'] / limit:.2f}"
+                     if (i, workload, threads) in results else "-" for i in eddy_impls]
+            lines.append(f"| {workload} | {threads} | {flops / 1e9:.3f} | {peaks[threads] / 1e9:.1f} | "
+                         f"{limit * 1e3:.1f} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def machine():
     model, cpus = platform.processor() or "unknown", os.cpu_count()
     try:
@@ -103,7 +145,7 @@ def versions():
     return ", ".join(out)
 
 
-def markdown(results, failures, args, impls):
+def markdown(results, failures, args, impls, peaks):
     lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}; {versions()}.",
              f"Median of at least 5 steps and {args.min_time:g} s after 2 warm-up steps (the first"
              " call, which compiles, is not timed).", ""]
@@ -136,6 +178,9 @@ def markdown(results, failures, args, impls):
             rss.append(f"| {workload} | {threads} | "
                        + " | ".join(f"{row[i]['peak_rss_mib']:.0f}" if row[i] else "-" for i in impls) + " |")
     lines += ["", "Peak RSS of each process (includes the interpreter and the imported libraries):"] + rss
+    if peaks:
+        lines += ["", "The FLOP limit: the least GEMM work of a step (common.STEP_FLOPS) at the sgemm peak measured"
+                  " in this run; 1.00 would be a step at that limit:", ""] + flop_limit_table(results, peaks, args, impls)
     notes = sorted({f"{impl}, {workload}: {r['note']}" for (impl, workload, _), r in results.items() if r.get("note")})
     if notes:
         lines += ["", "Notes:"] + [f"- {note}" for note in notes]
@@ -183,6 +228,8 @@ def main():
                                                                       "--min-time", str(args.min_time)]
         for threads in args.threads:
             for impl in impls:
+                if workload not in ONLY_WORKLOADS.get(impl, (workload,)):
+                    continue
                 result, why = launch(impl, workload, threads, args, expect)
                 if result is None:
                     failures[(impl, workload, threads)] = why
@@ -194,7 +241,10 @@ def main():
                       f"({result['steps']} steps), peak RSS {result['peak_rss_mib']:.0f} MiB, checks "
                       + ", ".join(f"{c:.7g}" for c in result["checks"]), flush=True)
 
-    table = markdown(results, failures, args, impls)
+    peaks = {}
+    if any(w in common.STEP_FLOPS for w in args.workloads):
+        peaks = {threads: sgemm_peak(threads, args.build) for threads in args.threads}
+    table = markdown(results, failures, args, impls, peaks)
     print("\n" + table)
     out = os.path.join(os.path.dirname(args.data), "results.md")
     with open(out, "w") as f:
