@@ -53,9 +53,16 @@ std::string encode_settings(const Settings& settings) {
   return text.c_str();
 }
 
-Settings decode_settings(const std::string& text) {
+Settings decode_settings(const std::string& text, const std::string& checkpoint) {
   Settings settings;
-  for (const auto& entry : YAML::Load(text)) settings[entry.first.as<std::string>()] = entry.second.as<std::string>();
+  try {
+    const YAML::Node map = YAML::Load(text);
+    if (!map.IsMap()) throw YAML::Exception(YAML::Mark::null_mark(), "not a map");
+    for (const auto& entry : map) settings[entry.first.as<std::string>()] = entry.second.as<std::string>();
+  } catch (const YAML::Exception& e) {
+    throw Error(cat(checkpoint, ": metadata eddy.settings is not a map of key paths to values (", e.what(),
+                    "); the file is damaged or was not written by eddy"));
+  }
   return settings;
 }
 

@@ -22,9 +22,10 @@ using Settings = std::map<std::string, std::string>;
 // The values of `resolved_config` that a resumed run must keep: all but those `resumable` names.
 Settings fixed_settings(const std::string& resolved_config, const ResumableKeys& resumable);
 
-// Settings as one text (checkpoint metadata), and back.
+// Settings as one text (checkpoint metadata), and back; text that is not such a map is an error
+// naming `checkpoint`.
 std::string encode_settings(const Settings& settings);
-Settings decode_settings(const std::string& text);
+Settings decode_settings(const std::string& text, const std::string& checkpoint);
 
 // Throws, naming the first key whose value differs and what may change, when the settings of the
 // run that wrote `checkpoint` are not those of this run.

@@ -29,7 +29,7 @@ int64_t TrainingLoop::start() {
     nn::StateDict saved;
     auto check = [&](const io::CheckpointInfo& info) {
       if (!info.settings.empty()) {
-        check_same_settings(decode_settings(info.settings), settings_, run_.resumable, checkpoint_);
+        check_same_settings(decode_settings(info.settings, checkpoint_), settings_, run_.resumable, checkpoint_);
         return;
       }
       // Written before checkpoints recorded their settings: only the same config can resume it.

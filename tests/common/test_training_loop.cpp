@@ -264,7 +264,16 @@ TEST(ResumeSettings, SequencesAreOneValueAndSectionsCoverTheirKeys) {
       fixed_settings("output: {grid: [16, 10]}\nfields: [u, v]\ntraining: {schedule: {type: step, every: 5}}\n",
                      {"training.schedule", "output.grid"});
   EXPECT_EQ(settings, (Settings{{"fields", "[u, v]"}}));
-  EXPECT_EQ(decode_settings(encode_settings(settings)), settings);
+  EXPECT_EQ(decode_settings(encode_settings(settings), "run/checkpoint.safetensors"), settings);
+}
+
+TEST(ResumeSettings, DamagedSettingsAreAnErrorNamingTheCheckpoint) {
+  for (const std::string damaged : {"[1, 2]", "{a: [1, 2]}", "{a: b", "plain text"}) {
+    EXPECT_NE(error_of([&] { decode_settings(damaged, "run/checkpoint.safetensors"); })
+                  .find("run/checkpoint.safetensors: metadata eddy.settings is not a map"),
+              std::string::npos)
+        << damaged;
+  }
 }
 
 TEST(CheckpointHistory, SeriesGoThroughTheTrainingStateAndAMissingOneIsNamed) {

@@ -5,7 +5,8 @@ project's .venv (numpy, safetensors, h5py):
     .venv/bin/python tests/fuzz/make_seeds.py [EXPORT_DIR]
 
 EXPORT_DIR, a folder written by `eddy export` of a tiny model, adds the export harness's seed.
-Hand-written seeds (YAML, expressions, regressions) are not touched.
+The tokenizer seeds need the eddy package (PYTHONPATH=build/python). Hand-written seeds (YAML,
+expressions, regressions) are not touched.
 """
 import io
 import json
@@ -124,6 +125,33 @@ def operator_dataset_seeds():
         + bytes([255, 255, 255]) + bytes(range(200, 256)))
 
 
+def checkpoint_seeds():
+    """Checkpoints of the harness's model (Linear 2 -> 3, Linear 3 -> 1) as save_checkpoint
+    writes them: model.* and optimizer.* tensors and the eddy.* metadata."""
+    rng = np.random.default_rng(0)
+    model = {"model.0.weight": rng.standard_normal((2, 3)).astype(np.float32),
+             "model.0.bias": np.zeros(3, np.float32),
+             "model.1.weight": rng.standard_normal((3, 1)).astype(np.float32),
+             "model.1.bias": np.zeros(1, np.float32)}
+    optimizer = {"optimizer.adam.step": np.array([4], np.int64),
+                 "optimizer.history.loss": np.array([0.5, np.nan], np.float64)}
+    metadata = {"eddy.step": "4", "eddy.config_hash": "0" * 16, "eddy.version": "0.1.0",
+                "eddy.settings": '{"model.width": "3", "seed": "0"}'}
+    put("checkpoint", "adam_run", save({**model, **optimizer}, metadata=metadata))
+    put("checkpoint", "other_settings", save(model, metadata={**metadata, "eddy.settings": '{"seed": "1"}'}))
+    put("checkpoint", "wrong_shape", save({**model, "model.0.weight": np.zeros((3, 2), np.float32)}, metadata=metadata))
+
+
+def tokenizer_seeds():
+    """Small tokenizer.json files trained by eddy (run with the eddy package importable)."""
+    import eddy
+    texts = ["the cat sat on the mat", "the dog sat on the log", "caf\u00e9 \u20ac 42"] * 3
+    for name, special in (("plain", []), ("special", ["<|endoftext|>", "<pad>"])):
+        folder = CORPUS / "tokenizer"
+        folder.mkdir(parents=True, exist_ok=True)
+        eddy.BpeTokenizer.train(texts, 280, special_tokens=special).save(folder / name)
+
+
 def export_seeds(export_dir):
     separator = b"\n--eddy-fuzz-file--\n"
     folder = Path(export_dir)
@@ -139,5 +167,7 @@ if __name__ == "__main__":
     safetensors_seeds()
     hdf5_seeds()
     operator_dataset_seeds()
+    checkpoint_seeds()
+    tokenizer_seeds()
     if len(sys.argv) > 1:
         export_seeds(sys.argv[1])
