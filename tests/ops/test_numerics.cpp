@@ -288,9 +288,13 @@ TEST(Numerics, SumsAndThinProductsAreTheSameAtEveryThreadCount) {
   const Tensor tall = randn({20011, 20}, DType::f32, &generator);
   const Tensor wide = randn({20, 20011}, DType::f32, &generator);
   const Tensor square_weights = randn({20, 20}, DType::f32, &generator);
+  const Tensor one_row = randn({1, 20011}, DType::f32, &generator);
+  // The last three: a feature-major layer, its output layer, and that layer's weight gradient.
   auto results = [&] {
-    return std::vector<Tensor>{sum(tall, {0}, false), sum(tall), sum(tall, {1}, false),
-                               matmul(wide, tall), matmul(tall, square_weights)};
+    return std::vector<Tensor>{sum(tall, {0}, false),   sum(tall),
+                               sum(tall, {1}, false),   matmul(wide, tall),
+                               matmul(tall, square_weights), matmul(transpose(square_weights), wide),
+                               matmul(slice(square_weights, 0, 0, 1), wide), matmul(one_row, tall)};
   };
   set_num_threads(1);
   const std::vector<Tensor> one_thread = results();
@@ -434,9 +438,11 @@ TEST_P(MatmulAgainstLoops, NonContiguousOperands) {
 // each operand stored as is or transposed; on two threads and on one. At 20 x 20 the long
 // dimension is also cut into several calls of OpenBLAS's small-matrix kernel (2500 rows each), and
 // the products with an inner or output dimension of 1 or 2 (a PINN's input and output layers)
-// take that kernel too.
+// take that kernel too. The last four are a feature-major PINN's products ([w, w] @ [w, points]
+// and its input and output layers), shared out by blocks of columns.
 const std::vector<std::array<int64_t, 3>> kThinShapes = {
-    {1500, 20, 24}, {20, 1500, 24}, {6000, 20, 20}, {20, 6000, 20}, {6000, 2, 20}, {6000, 20, 1}};
+    {1500, 20, 24}, {20, 1500, 24}, {6000, 20, 20}, {20, 6000, 20}, {6000, 2, 20}, {6000, 20, 1},
+    {20, 20, 6000}, {20, 2, 6000}, {1, 20, 6000}, {20, 1, 6000}};
 // Products of one row (a decoding step's projections), which go through GEMV: a wide and a long
 // weight matrix, and one small enough for the thin path.
 const std::vector<std::array<int64_t, 3>> kOneRowShapes = {{1, 300, 700}, {1, 2000, 64}, {1, 5, 3}};

@@ -39,7 +39,8 @@ using Channels = std::vector<std::vector<int64_t>>;
 // A coefficient shaped for input `position` of `p`. A broadcast row gives the right answer where
 // every output row depends only on the same row of that input (elementwise ops, matmul's left
 // operand), a broadcast column where every output column depends only on the same column
-// (matmul's right operand); elsewhere the op sees the coefficient at the input's shape, as a broadcast view.
+// (matmul's right operand); elsewhere the op sees the coefficient at the input's shape, as a
+// broadcast view.
 Tensor fit(const Primitive& p, size_t position, const Tensor& coefficient, const Tensor& input) {
   if (p.elementwise || coefficient.shape() == input.shape()) return coefficient;
   // A matrix product's output row i depends on row i of its left operand alone.

@@ -116,6 +116,17 @@ void gemv_row(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t k, cons
   }
 }
 
+// A dense row-major copy of the rows x cols matrix that is stored transposed: element (i, j) at
+// x[j * ld + i]. For operands of at most 128 x 128 that a kernel takes faster untransposed.
+template <typename T>
+std::vector<T> dense_copy_of_transposed(const T* x, int64_t rows, int64_t cols, int64_t ld) {
+  std::vector<T> dense(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) dense[static_cast<size_t>(i * cols + j)] = x[j * ld + i];
+  }
+  return dense;
+}
+
 // A thin GEMM: its output's columns and its inner dimension both at most this.
 constexpr int64_t kThinSplitWidth = 128;
 // The fewest rows (or, summed over, inner elements) worth a block of their own (loops.h).
@@ -153,10 +164,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     // 128 x 128, makes the calls B-untransposed (the backward pass's dZ W^T).
     std::vector<T> dense_b;
     if (tb == CblasTrans) {
-      dense_b.resize(static_cast<size_t>(k * m));
-      for (int64_t p = 0; p < k; ++p) {
-        for (int64_t j = 0; j < m; ++j) dense_b[static_cast<size_t>(p * m + j)] = b[j * ldb + p];
-      }
+      dense_b = dense_copy_of_transposed(b, k, m, ldb);
       b = dense_b.data();
       ldb = m;
       tb = CblasNoTrans;
@@ -195,10 +203,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     // and a dense one at 64 (one core, 20 x 20 @ 20 x 1111): a dense copy of A, at most 128 x 128.
     std::vector<T> dense_a;
     if (ta == CblasTrans) {
-      dense_a.resize(static_cast<size_t>(n * k));
-      for (int64_t r = 0; r < n; ++r) {
-        for (int64_t p = 0; p < k; ++p) dense_a[static_cast<size_t>(r * k + p)] = a[p * lda + r];
-      }
+      dense_a = dense_copy_of_transposed(a, n, k, lda);
       a = dense_a.data();
       lda = k;
       ta = CblasNoTrans;
