@@ -103,6 +103,14 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
     out.write("history/weight_" + p.conditions[c].name, tensor(weight));
   }
   if (p.training.causal) out.write("history/min_causal_weight", tensor(history.min_causal_weight));
+  if (!history.stage.empty()) {
+    out.write("history/stage", tensor(history.stage));
+    if (p.training.continuation) {  // the continued parameter's value at each logged step
+      std::vector<double> values;
+      for (int64_t stage : history.stage) values.push_back(p.training.continuation->values[stage]);
+      out.write("history/" + p.training.continuation->parameter, tensor(values));
+    }
+  }
   for (const LearnableParameter& parameter : p.learnable) {
     std::vector<double> values;
     for (const auto& row : history.learned) values.push_back(row.at(parameter.name));

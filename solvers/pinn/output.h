@@ -25,6 +25,7 @@ struct History {
   std::vector<std::map<std::string, double>> learned;  // per logged step
   std::vector<std::vector<double>> weights;            // per logged step, each condition's factor in the loss
   std::vector<double> min_causal_weight;               // per logged step
+  std::vector<int64_t> stage;                          // per logged step, under training in stages (stages.h)
 };
 
 // Collective over the state's communicator; returns on every rank once the whole output is written.

@@ -10,6 +10,7 @@
 #include "eddy/io/array_file.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/training_config.h"
+#include "solvers/pinn/stages.h"
 
 namespace eddy::pinn {
 namespace {
@@ -675,6 +676,8 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
   p.training.loss_weighting = read_loss_weighting(training.section("loss_weighting"));
   if (auto causal = training.find("causal")) p.training.causal = read_causal(p, *causal);
+  if (auto marching = training.find("time_marching")) p.training.time_marching = read_time_marching(p, *marching);
+  if (auto continuation = training.find("continuation")) p.training.continuation = read_continuation(p, *continuation);
 
   ConfigNode validation = root.section("validation");
   p.validation.every = validation.integer("every", 0);

@@ -78,6 +78,19 @@ struct CausalOptions {
 // in both.
 enum class DerivativeMode { taylor, reverse };
 
+// Time marching (Wight & Zhao 2021; Krishnapriyan et al. 2021): geometry.time split into
+// `windows` equal windows trained one after another (solvers/pinn/stages.h).
+struct TimeMarchingOptions {
+  int64_t windows = 4;
+};
+
+// Parameter continuation: the equation parameter `parameter` (a constant) takes `values` in turn,
+// one training stage each; the last is the parameter's configured value.
+struct ContinuationOptions {
+  std::string parameter;
+  std::vector<double> values;
+};
+
 struct TrainingOptions {
   DerivativeMode derivatives = DerivativeMode::taylor;
   int64_t adam_steps = 1000;
@@ -88,6 +101,8 @@ struct TrainingOptions {
   int64_t log_every = 100;
   LossWeightingOptions loss_weighting;
   std::optional<CausalOptions> causal;
+  std::optional<TimeMarchingOptions> time_marching;
+  std::optional<ContinuationOptions> continuation;
 };
 
 // Residual-based adaptive refinement (Lu et al. 2021, DeepXDE): every `every` Adam steps, each

@@ -30,6 +30,7 @@
 #include "solvers/pinn/output.h"
 #include "solvers/pinn/refinement.h"
 #include "solvers/pinn/solver.h"
+#include "solvers/pinn/stages.h"
 #include "solvers/pinn/training_step.h"
 #include "solvers/pinn/weighting.h"
 
@@ -78,6 +79,16 @@ const solvers::ResumableKeys kResumable = {"description",      "training.adam.st
                                            "training.adam.schedule", "training.lbfgs", "training.log_every",
                                            "validation.every", "output"};
 
+// Under training in stages the step counts place the stage boundaries (stages.h), so a resumed
+// run keeps them.
+solvers::ResumableKeys resumable_keys(const Problem& p) {
+  solvers::ResumableKeys keys = kResumable;
+  if (stage_count(p) > 1) {
+    std::erase_if(keys, [](const std::string& key) { return key == "training.adam.steps" || key == "training.lbfgs"; });
+  }
+  return keys;
+}
+
 std::map<std::string, double> learned_values(PinnState& state) {
   std::map<std::string, double> values;
   for (auto& [name, tensor] : state.learnable()) values[name] = tensor.item<double>();
@@ -101,6 +112,7 @@ void save_history(const History& history, const Problem& p, nn::StateDict& saved
     save_series(saved, "weight_" + p.conditions[c].name, weight);
   }
   save_series(saved, "min_causal_weight", history.min_causal_weight);
+  if (stage_count(p) > 1) save_series(saved, "stage", as_doubles(history.stage));
   for (const LearnableParameter& parameter : p.learnable) {
     std::vector<double> values;
     for (const auto& row : history.learned) values.push_back(row.at(parameter.name));
@@ -136,6 +148,7 @@ History restored_history(const nn::StateDict& saved, const Problem& p, const std
     }
   }
   history.min_causal_weight = series("min_causal_weight");
+  if (stage_count(p) > 1) history.stage = as_steps(series("stage"));
   history.learned.resize(records);
   for (const LearnableParameter& parameter : p.learnable) {
     const std::vector<double> values = series("learned." + parameter.name);
@@ -156,9 +169,11 @@ History restored_history(const nn::StateDict& saved, const Problem& p, const std
 
 // What a resumed run needs besides the model: the optimiser, the learnable parameters, the
 // adaptive loss weights, the points refinement added and those RAD drew (which depend on the
-// model's history, so cannot be redrawn) and the history so far.
+// model's history, so cannot be redrawn), the history so far, and under training in stages the
+// stage and the trained windows' networks.
 nn::StateDict training_state(const optim::Adam& adam, PinnState& state, const History& history) {
   nn::StateDict saved = adam.state_dict();
+  if (stage_count(state.problem()) > 1) state.save_stages(saved);
   save_history(history, state.problem(), saved);
   for (auto& [name, value] : state.learnable()) saved["learnable." + name] = value.detach();
   saved["adaptive_weights"] = tensor(state.adaptive_weights());
@@ -190,8 +205,8 @@ void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnS
 // (solvers/common/interrupt.h) ends it at the current iteration, on every rank, and is set in
 // `interrupted`.
 optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, const std::vector<Tensor>& trainable,
-                             int64_t iterations, solvers::ProgressLine& progress, std::ostream* log,
-                             std::vector<double>& terms, int& interrupted) {
+                             int64_t iterations, solvers::ProgressLine& progress, const std::string& phase,
+                             std::ostream* log, std::vector<double>& terms, int& interrupted) {
   const TrainingOptions& training = state.problem().training;
   optim::LbfgsOptions options;
   options.max_iterations = iterations;
@@ -211,7 +226,7 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
     dist::average_gradients(trainable, state.communicator());
     ++evaluations;
     const double loss = evaluation.loss.item<double>();
-    progress.report("lbfgs", evaluations, training.lbfgs_evaluations,
+    progress.report(phase, evaluations, training.lbfgs_evaluations,
                     [&] { return progress_details(state, loss, terms, std::nullopt); }, false);
     if (const std::string note = tuner.end_step(); !note.empty()) progress.note(note);
     return evaluation.loss;
@@ -233,7 +248,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   const std::vector<Tensor> trainable = state.trainable();
   optim::AdamOptions adam_options;
   adam_options.learning_rate = p.training.learning_rate;
-  optim::Adam adam(trainable, adam_options);
+  std::unique_ptr<optim::Adam> adam;
   std::unique_ptr<optim::Schedule> schedule =
       optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.adam_steps);
   std::optional<Validator> validator;
@@ -241,10 +256,31 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
   History history;
   solvers::ProgressLine progress(log, options.terminal, p.training.log_every);
-  TrainingStep training_step(state, !options.eager, [&](const std::string& line) { progress.note(line); });
+  std::unique_ptr<TrainingStep> training_step;
   StepEvaluation evaluation;
   double loss = 0;
-  auto round_of = [&](int64_t s) { return p.resample_every > 0 ? s / p.resample_every : 0; };
+  // Training in stages (stages.h): each stage its own Adam and training step (a continued
+  // parameter is a constant of the compiled step), and steps counted from the stage's first.
+  const int64_t stages = stage_count(p), per_stage = stage_steps(p);
+  auto first_step = [&] { return state.stage() * per_stage; };
+  auto phase = [&](const std::string& name) {
+    return stages > 1 ? cat(name, " ", describe_stage(p, state.stage())) : name;
+  };
+  auto begin_stage = [&](int64_t stage) {
+    state.enter_stage(stage);
+    adam = std::make_unique<optim::Adam>(trainable, adam_options);
+    training_step = std::make_unique<TrainingStep>(state, !options.eager,
+                                                   [&](const std::string& line) { progress.note(line); });
+    if (stages > 1) progress.note(cat(describe_stage(p, stage), stage ? ": from the weights of the stage before" : ""));
+  };
+  begin_stage(0);
+  // The resampling rounds of a stage follow those of the stages before it, so that every stage
+  // draws its own points and a single stage draws those of a run without stages.
+  const int64_t rounds_per_stage = p.resample_every > 0 ? p.training.adam_steps / p.resample_every + 1 : 1;
+  auto round_of = [&](int64_t s) {
+    const int64_t local = s - first_step();
+    return state.stage() * rounds_per_stage + (p.resample_every > 0 ? local / p.resample_every : 0);
+  };
   auto record = [&](int64_t at, double value, const std::vector<double>& terms) {
     history.steps.push_back(at);
     history.loss.push_back(value);
@@ -254,50 +290,59 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     for (size_t c = 0; c < p.conditions.size(); ++c) weights.push_back(state.effective_weight(c));
     history.weights.push_back(weights);
     history.min_causal_weight.push_back(state.min_causal_weight());
+    if (stages > 1) history.stage.push_back(state.stage());
   };
 
   solvers::TrainingHooks adam_steps;
   adam_steps.begin_step = [&](int64_t step) {
-    if (p.resample_every > 0 && step > 0 && step % p.resample_every == 0) state.sample(round_of(step));
-    adam.set_learning_rate(schedule->learning_rate(step));
+    const int64_t local = step - first_step();
+    if (p.resample_every > 0 && local > 0 && local % p.resample_every == 0) state.sample(round_of(step));
+    adam->set_learning_rate(schedule->learning_rate(local));
   };
   adam_steps.evaluate = [&](int64_t, int64_t) {
-    evaluation = training_step.evaluate();
+    evaluation = training_step->evaluate();
     loss = evaluation.loss.item<double>();
     return loss;
   };
   adam_steps.apply = [&] {
     optim::set_grads(trainable, evaluation.gradients);
     dist::average_gradients(trainable, comm);
-    adam.step();
+    adam->step();
   };
+  // Cadences count the stage's steps; records and the streams of weighting and refinement take
+  // the step counted across stages.
   adam_steps.end_step = [&](int64_t done) {
+    const int64_t local = done - first_step();
     std::optional<Metrics> metrics;
-    if (validator && p.validation.every > 0 && done % p.validation.every == 0) {
+    if (validator && p.validation.every > 0 && local % p.validation.every == 0) {
       metrics = validator->measure();
       history.metric_steps.push_back(done);
       history.metrics.push_back(*metrics);
     }
-    if (p.training.log_every > 0 && (done % p.training.log_every == 0 || done == 1)) {
+    if (p.training.log_every > 0 && (local % p.training.log_every == 0 || local == 1)) {
       record(done, loss, evaluation.terms);
     }
-    progress.report("adam", done, p.training.adam_steps,
+    progress.report(phase("adam"), done, first_step() + p.training.adam_steps,
                     [&] { return progress_details(state, loss, evaluation.terms, metrics); }, false);
     // Weights and points change between steps, so the checkpoint written at `done` already holds
     // them and a resumed run does not redo the change.
-    if (p.training.loss_weighting.scheme != LossWeighting::fixed && done % p.training.loss_weighting.every == 0) {
+    if (p.training.loss_weighting.scheme != LossWeighting::fixed && local % p.training.loss_weighting.every == 0) {
       update_adaptive_weights(state, done);
     }
-    if (p.refinement && done % p.refinement->every == 0) refine(state, done);
-    if (p.rad && done % p.rad->every == 0) redistribute(state, done);
+    if (p.refinement && local % p.refinement->every == 0) refine(state, done);
+    if (p.rad && local % p.rad->every == 0) redistribute(state, done);
   };
   adam_steps.describe_stop = [&](int64_t step, int64_t, double value) {
-    return describe_stop(p, "Adam", step, value, evaluation.terms);
+    return describe_stop(p, phase("Adam"), step, value, evaluation.terms);
   };
-  adam_steps.training_state = [&] { return training_state(adam, state, history); };
-  adam_steps.restore = [&](const nn::StateDict& saved) { restore_training_state(saved, adam, state, history); };
+  adam_steps.training_state = [&] { return training_state(*adam, state, history); };
+  adam_steps.restore = [&](const nn::StateDict& saved) {
+    state.restore_stages(saved);
+    if (state.stage() > 0) begin_stage(state.stage());
+    restore_training_state(saved, *adam, state, history);
+  };
   solvers::TrainingLoop loop(
-      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", kResumable}, state.model(),
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p)}, state.model(),
       trainable, comm, progress, adam_steps);
 
   SolveResult result;
@@ -308,26 +353,33 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     return result;
   };
   int64_t step = loop.start();
-  // A run resumed in L-BFGS (after an interrupt) takes the points of Adam's last step, as L-BFGS did.
-  state.sample(round_of(std::min(step, std::max<int64_t>(p.training.adam_steps - 1, 0))));
-  if (auto stopped = loop.run(step, p.training.adam_steps, p.output.checkpoint_every)) {
-    return stop(stopped->step, stopped->loss, stopped->message);
-  }
-
-  std::vector<double> terms = evaluation.terms;
-  int interrupted = loop.interrupted();
-  // Resumed from a checkpoint written during L-BFGS, the run does the iterations left (building
-  // its curvature pairs afresh).
-  const int64_t lbfgs_left =
-      p.training.adam_steps + p.training.lbfgs_iterations - std::max(step, p.training.adam_steps);
-  if (lbfgs_left > 0 && !interrupted) {
-    const optim::LbfgsReport report =
-        run_lbfgs(state, training_step, trainable, lbfgs_left, progress, log, terms, interrupted);
-    if (report.stop == optim::LbfgsStop::non_finite) {
-      const int64_t at = step + report.iterations;
-      return stop(at, report.loss, loop.stop_message(describe_stop(p, "L-BFGS", at, report.loss, terms)));
+  std::vector<double> terms;
+  int interrupted = 0;
+  for (int64_t stage = state.stage(); stage < stages; ++stage) {
+    if (stage != state.stage()) begin_stage(stage);
+    const int64_t adam_end = first_step() + p.training.adam_steps;
+    // A run resumed in L-BFGS (after an interrupt) takes the points of Adam's last step, as L-BFGS did.
+    state.sample(round_of(std::min(step, std::max(adam_end - 1, first_step()))));
+    if (auto stopped = loop.run(step, adam_end, p.output.checkpoint_every)) {
+      return stop(stopped->step, stopped->loss, stopped->message);
     }
-    step += report.iterations;
+    terms = evaluation.terms;
+    interrupted = loop.interrupted();
+    // Resumed from a checkpoint written during L-BFGS, the run does the iterations left (building
+    // its curvature pairs afresh).
+    const int64_t lbfgs_left = first_step() + per_stage - std::max(step, adam_end);
+    if (lbfgs_left > 0 && !interrupted) {
+      const optim::LbfgsReport report = run_lbfgs(state, *training_step, trainable, lbfgs_left, progress,
+                                                  phase("lbfgs"), log, terms, interrupted);
+      if (report.stop == optim::LbfgsStop::non_finite) {
+        const int64_t at = step + report.iterations;
+        return stop(at, report.loss, loop.stop_message(describe_stop(p, phase("L-BFGS"), at, report.loss, terms)));
+      }
+      step += report.iterations;
+    }
+    if (interrupted) break;
+    // The next stage starts at its own first step even when L-BFGS used up its evaluations early.
+    if (stage + 1 < stages) step = first_step() + per_stage;
   }
 
   // ---- results ----
@@ -356,6 +408,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
   io::load_checkpoint(run_dir + "/checkpoint.safetensors", state.model(), &saved);
+  state.restore_stages(saved);
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
 }

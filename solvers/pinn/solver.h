@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -72,8 +73,9 @@ class PinnState {
   // Every condition's points, on every rank.
   const std::vector<SampledCondition>& all_samples() const { return all_samples_; }
   dist::Communicator& communicator() const { return comm_; }
-  // `count` interior points of space x time, drawn with the problem's sampler.
-  Tensor interior_points(int64_t count, Generator& generator) const;
+  // `count` interior points of space x time, drawn with the problem's sampler; t in the stage's
+  // time-marching window, or with `whole_time` in all of geometry.time.
+  Tensor interior_points(int64_t count, Generator& generator, bool whole_time = false) const;
   // Points refinement added to a condition (undefined while there are none); add_points
   // appends to them.
   const Tensor& added_points(size_t condition) const { return added_[condition]; }
@@ -117,8 +119,24 @@ class PinnState {
   // bound taken for all of them, so that an order too high for this machine is refused before
   // training rather than at its first step.
   void check_derivative_memory();
-  // Network output at points [N, coordinates].
+  // The solution at points [N, coordinates]: the model's output (with the output transforms), or
+  // under time marching, at each point the network of the window holding its t: the trained
+  // network of a window before the current stage, the model for the current one and those after.
   Tensor predict(const Tensor& points);
+
+  // Training in stages (stages.h): the stage being trained, 0 without stages.
+  int64_t stage() const { return stage_; }
+  // Moves training on to `stage`. Time marching first keeps the model's weights as the trained
+  // network of every window before `stage` that has none (the model goes on training from them),
+  // then samples t in the stage's window and gives its initial conditions, at the window's start,
+  // the residual of the window before as their target; continuation sets the parameter to the
+  // stage's value. Points that refinement added or RAD drew were for the stage before and are
+  // dropped; sample() then draws the stage's points.
+  void enter_stage(int64_t stage);
+  // What a checkpoint keeps of the stages: "stage" and the trained windows' networks
+  // ("window.<k>.<weight>"); restore_stages enters the saved stage (nothing for a run without).
+  void save_stages(nn::StateDict& saved) const;
+  void restore_stages(const nn::StateDict& saved);
   // Parameters as the expression evaluator wants them: constants and learnable ones.
   std::map<std::string, Tensor> parameter_values() const;
 
@@ -130,9 +148,15 @@ class PinnState {
   // all_samples_[condition]: the drawn points, then the added ones (sorted by time when causal);
   // samples_[condition]: this rank's rows of them, with their row weights.
   void assemble(size_t condition);
-  // `planned_rows`: as EvaluationInputs::planned_rows.
+  // `planned_rows`: as EvaluationInputs::planned_rows. `network`: the fields from it instead of
+  // the model (in reverse mode).
   Tensor expression_residual(const Condition& condition, const Tensor& points, const Tensor& normals,
-                             int64_t planned_rows = 0);
+                             int64_t planned_rows = 0, nn::Module* network = nullptr);
+  // A network's fields at points, with the output transforms: what the residuals differentiate.
+  Tensor network_fields(nn::Module& network, const Tensor& points);
+  // Time marching: an initial condition's residual under the last trained window's network, which
+  // the model's residual at the window's start is to match (its `targets`).
+  Tensor initial_targets(size_t condition, const Tensor& points);
   // The sum over ranks of each rank's `share` (no collective on one rank).
   Tensor sum_over_ranks(const Tensor& share) const;
 
@@ -148,6 +172,10 @@ class PinnState {
   std::vector<double> adaptive_weights_;
   std::vector<std::vector<double>> causal_weights_;
   std::shared_ptr<TaylorOperator> field_jets_;  // training.derivatives: taylor
+  std::optional<std::pair<double, double>> time_;  // the interval of t sampled: geometry.time or the window's
+  std::map<std::string, double> constants_;       // the problem's, with a continued one at its stage's value
+  int64_t stage_ = 0;
+  std::vector<std::shared_ptr<nn::Module>> windows_;  // time marching: the trained windows before stage_
 };
 
 // All combinations of the axes' values, in C order (last axis fastest): [prod(n_i), axes].

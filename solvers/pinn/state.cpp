@@ -16,21 +16,22 @@
 namespace eddy::pinn {
 namespace {
 
-// Space rows plus, with time, a time column from the batch's extra unit coordinate (or t0).
-Tensor with_time(const Problem& p, const PointBatch& batch, bool initial, int64_t first_row = 0,
-                 int64_t rows = -1) {
+// Space rows plus, with the interval `time`, a time column from the batch's extra unit coordinate
+// (or the interval's start).
+Tensor with_time(const std::optional<std::pair<double, double>>& time, DType dtype, const PointBatch& batch,
+                 bool initial, int64_t first_row = 0, int64_t rows = -1) {
   const int64_t n = rows < 0 ? batch.size() : rows;
-  const int64_t dim = batch.dim, columns = dim + (p.time ? 1 : 0);
+  const int64_t dim = batch.dim, columns = dim + (time ? 1 : 0);
   std::vector<double> values(static_cast<size_t>(n * columns));
   for (int64_t r = 0; r < n; ++r) {
     const int64_t source = first_row + r;
     for (int64_t k = 0; k < dim; ++k) values[r * columns + k] = batch.points[source * dim + k];
-    if (p.time) {
+    if (time) {
       const double unit = initial ? 0.0 : batch.extras[source * batch.extra];
-      values[r * columns + dim] = p.time->first + unit * (p.time->second - p.time->first);
+      values[r * columns + dim] = time->first + unit * (time->second - time->first);
     }
   }
-  return rows_to_tensor(values, columns, p.dtype);
+  return rows_to_tensor(values, columns, dtype);
 }
 
 Tensor rows_of(const Tensor& t, const std::vector<int64_t>& rows) {
@@ -65,7 +66,8 @@ Tensor row_weights(int64_t first, int64_t last, int64_t total, std::optional<int
 
 }  // namespace
 
-PinnState::PinnState(const Problem& problem, dist::Communicator& comm) : problem_(problem), comm_(comm) {
+PinnState::PinnState(const Problem& problem, dist::Communicator& comm)
+    : problem_(problem), comm_(comm), time_(problem.time), constants_(problem.constants) {
   model_ = nn::make_pinn_model(problem.model);
   for (const LearnableParameter& p : problem.learnable) {
     learnable_[p.name] = full({1}, p.initial, problem.dtype).requires_grad_();
@@ -76,7 +78,7 @@ PinnState::PinnState(const Problem& problem, dist::Communicator& comm) : problem
   adaptive_weights_.assign(conditions, 1.0);
   causal_weights_.resize(conditions);
   if (problem.training.derivatives == DerivativeMode::taylor) {
-    field_jets_ = std::make_shared<TaylorOperator>([this](const Tensor& at) { return predict(at); });
+    field_jets_ = std::make_shared<TaylorOperator>([this](const Tensor& at) { return network_fields(*model_, at); });
   }
 }
 
@@ -88,15 +90,15 @@ std::vector<Tensor> PinnState::trainable() const {
 
 std::map<std::string, Tensor> PinnState::parameter_values() const {
   std::map<std::string, Tensor> values = learnable_;
-  for (const auto& [name, value] : problem_.constants) values[name] = scalar(value, problem_.dtype);
+  for (const auto& [name, value] : constants_) values[name] = scalar(value, problem_.dtype);
   return values;
 }
 
-Tensor PinnState::predict(const Tensor& points) {
-  if (problem_.output_transforms.empty()) return (*model_)(points);
+Tensor PinnState::network_fields(nn::Module& network, const Tensor& points) {
+  if (problem_.output_transforms.empty()) return network(points);
   EvaluationInputs inputs;
   inputs.points = points;
-  inputs.fields = [this](const Tensor& at) { return (*model_)(at); };
+  inputs.fields = [&network](const Tensor& at) { return network(at); };
   inputs.parameters = parameter_values();
   EvaluationContext context(problem_.transform_symbols(), inputs);
   std::vector<Tensor> columns;
@@ -140,9 +142,10 @@ bool PinnState::causal(size_t condition) const {
   return problem_.training.causal && problem_.conditions[condition].kind == ConditionKind::interior;
 }
 
-Tensor PinnState::interior_points(int64_t count, Generator& generator) const {
+Tensor PinnState::interior_points(int64_t count, Generator& generator, bool whole_time) const {
   const int64_t extra = problem_.time ? 1 : 0;
-  return with_time(problem_, problem_.space->interior_points(count, extra, problem_.sampler, generator), false);
+  return with_time(whole_time ? problem_.time : time_, problem_.dtype,
+                   problem_.space->interior_points(count, extra, problem_.sampler, generator), false);
 }
 
 SampledCondition PinnState::sample_condition(const Condition& c, Generator& generator) const {
@@ -154,12 +157,12 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
       s.points = interior_points(c.points, generator);
       return s;
     case ConditionKind::initial:
-      s.points = with_time(p, p.space->interior_points(c.points, 0, p.sampler, generator), true);
+      s.points = with_time(time_, p.dtype, p.space->interior_points(c.points, 0, p.sampler, generator), true);
       return s;
     case ConditionKind::periodic: {
       const std::string face = "min_" + std::to_string(c.periodic_axis);
       PointBatch batch = p.space->boundary_points(c.points, extra, p.sampler, generator, {face});
-      s.points = with_time(p, batch, false);
+      s.points = with_time(time_, p.dtype, batch, false);
       const double upper = p.space->bounding_box().upper[c.periodic_axis];
       std::vector<double> shift(p.coordinates.size(), 0.0);
       shift[c.periodic_axis] = upper - p.space->bounding_box().lower[c.periodic_axis];
@@ -185,7 +188,7 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
     EDDY_CHECK(round < 1000, p.source, ": conditions.", c.name, ".on selects too few boundary points");
     const int64_t draw = std::max<int64_t>(c.points - kept, 64) * (round == 0 ? 1 : 4);
     PointBatch batch = p.space->boundary_points(draw, extra, p.sampler, generator, c.faces);
-    Tensor points = with_time(p, batch, false);
+    Tensor points = with_time(time_, p.dtype, batch, false);
     Tensor normals = rows_to_tensor(batch.normals, batch.dim, p.dtype);
     if (c.selector) {
       EvaluationInputs inputs;
@@ -236,6 +239,9 @@ void PinnState::sample(int64_t round) {
       // One stream per (seed, round, condition): a resumed run redraws exactly the same points.
       Generator generator(problem_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(round) * 1000003ull + i);
       drawn_.push_back(sample_condition(problem_.conditions[i], generator));
+      if (!windows_.empty() && problem_.conditions[i].kind == ConditionKind::initial) {
+        drawn_.back().targets = initial_targets(i, drawn_.back().points);
+      }
     }
     assemble(i);
   }
@@ -278,10 +284,11 @@ Tensor PinnState::sum_over_ranks(const Tensor& share) const {
 }
 
 Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, const Tensor& normals,
-                                      int64_t planned_rows) {
+                                      int64_t planned_rows, nn::Module* network) {
+  nn::Module& fields = network ? *network : *model_;
   if (c.function) {
     const Tensor at = points.detach().requires_grad_();
-    const Tensor residual = (*c.function)(at, predict(at), parameter_values());
+    const Tensor residual = (*c.function)(at, network_fields(fields, at), parameter_values());
     EDDY_CHECK(residual.numel() == points.shape()[0] && residual.dim() <= 2,
                "conditions.", c.name, ": the supplied equation returned shape ", residual.shape(), " for ",
                points.shape()[0], " points (expected [N] or [N, 1])");
@@ -289,11 +296,11 @@ Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, 
   }
   EvaluationInputs inputs;
   inputs.points = points;
-  inputs.fields = [this](const Tensor& at) { return predict(at); };
+  inputs.fields = [this, &fields](const Tensor& at) { return network_fields(fields, at); };
   inputs.parameters = parameter_values();
   inputs.normals = normals;
   inputs.tolerance = problem_.tolerance();
-  inputs.field_jets = field_jets_;
+  if (!network) inputs.field_jets = field_jets_;  // the Taylor operator is the model's
   inputs.planned_rows = planned_rows;
   EvaluationContext context(problem_.symbols(c.kind == ConditionKind::boundary), inputs);
   return evaluate(*c.residual, context);
@@ -333,18 +340,20 @@ Tensor PinnState::residual_at_rows(size_t condition, const std::vector<int64_t>&
 Tensor PinnState::residual_at(size_t condition, const SampledCondition& s) {
   const Condition& c = problem_.conditions[condition];
   if (c.kind == ConditionKind::data) {
-    Tensor prediction = predict(s.points);
+    Tensor prediction = network_fields(*model_, s.points);
     std::vector<Tensor> columns;
     for (int64_t f : c.data_fields) columns.push_back(slice(prediction, 1, f, f + 1));
     return concat(columns, 1) - s.targets;
   }
   if (c.kind == ConditionKind::periodic) {
-    Tensor difference = predict(s.points) - predict(s.partner);
+    Tensor difference = network_fields(*model_, s.points) - network_fields(*model_, s.partner);
     std::vector<Tensor> columns;
     for (int64_t f : c.periodic_fields) columns.push_back(slice(difference, 1, f, f + 1));
     return concat(columns, 1);
   }
-  return expression_residual(c, s.points, s.normals);
+  const Tensor residual = expression_residual(c, s.points, s.normals);
+  // Time marching: an initial condition after the first window matches the window before.
+  return s.targets.defined() ? residual - s.targets : residual;
 }
 
 // The mean of the squared residual over all ranks' rows and the residual's columns; for a causal

@@ -18,7 +18,7 @@ Validator::Validator(PinnState& state) : state_(state) {
   Tensor& points = points_;
   if (!ref.expressions.empty()) {
     Generator generator(p.seed + 77);
-    points = state.interior_points(p.validation.points, generator);
+    points = state.interior_points(p.validation.points, generator, true);
     for (const auto& entry : ref.expressions) {
       // Not a structured binding: the lambda below captures it, which clang before 16 refuses.
       const std::string& field = entry.first;
@@ -29,6 +29,8 @@ Validator::Validator(PinnState& state) : state_(state) {
         throw Error(cat(expression.where(), ": a reference may only use coordinates and parameters"));
       };
       inputs.parameters = state.parameter_values();
+      // The problem's own values, whichever continuation stage the state is in.
+      for (const auto& [name, value] : p.constants) inputs.parameters[name] = scalar(value, p.dtype);
       EvaluationContext context(p.symbols(false), inputs);
       values_[field] = evaluate(expression, context).detach();
     }
