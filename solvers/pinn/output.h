@@ -28,6 +28,11 @@ struct History {
   std::vector<int64_t> stage;                          // per logged step, under training in stages (stages.h)
 };
 
+// The history in a checkpoint: a series per column of solution.h5's history/ and metrics/
+// (solvers/common/checkpoint_history.h), and back.
+void save_history(const History& history, const Problem& p, nn::StateDict& saved);
+History restored_history(const nn::StateDict& saved, const Problem& p, const std::string& checkpoint);
+
 // Collective over the state's communicator; returns on every rank once the whole output is written.
 void write_results(PinnState& state, const History& history, const std::string& dir);
 

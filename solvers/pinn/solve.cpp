@@ -22,7 +22,6 @@
 #include "eddy/optim/adam.h"
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/schedule.h"
-#include "solvers/common/checkpoint_history.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/thread_tuner.h"
@@ -93,78 +92,6 @@ std::map<std::string, double> learned_values(PinnState& state) {
   std::map<std::string, double> values;
   for (auto& [name, tensor] : state.learnable()) values[name] = tensor.item<double>();
   return values;
-}
-
-std::vector<double> as_doubles(const std::vector<int64_t>& steps) { return {steps.begin(), steps.end()}; }
-
-std::vector<int64_t> as_steps(const std::vector<double>& values) { return {values.begin(), values.end()}; }
-
-// The history in the checkpoint, a series per column of solution.h5's history/ and metrics/.
-void save_history(const History& history, const Problem& p, nn::StateDict& saved) {
-  using solvers::save_series;
-  save_series(saved, "step", as_doubles(history.steps));
-  save_series(saved, "loss", history.loss);
-  for (size_t c = 0; c < p.conditions.size(); ++c) {
-    std::vector<double> term, weight;
-    for (const auto& row : history.terms) term.push_back(row[c]);
-    for (const auto& row : history.weights) weight.push_back(row[c]);
-    save_series(saved, "loss_" + p.conditions[c].name, term);
-    save_series(saved, "weight_" + p.conditions[c].name, weight);
-  }
-  save_series(saved, "min_causal_weight", history.min_causal_weight);
-  if (stage_count(p) > 1) save_series(saved, "stage", as_doubles(history.stage));
-  for (const LearnableParameter& parameter : p.learnable) {
-    std::vector<double> values;
-    for (const auto& row : history.learned) values.push_back(row.at(parameter.name));
-    save_series(saved, "learned." + parameter.name, values);
-  }
-  save_series(saved, "metric_step", as_doubles(history.metric_steps));
-  for (const auto& [field, l2] : history.metrics.empty() ? std::map<std::string, double>()
-                                                         : history.metrics.front().relative_l2) {
-    std::vector<double> l2s, max_errors;
-    for (const Metrics& m : history.metrics) {
-      l2s.push_back(m.relative_l2.at(field));
-      max_errors.push_back(m.max_error.at(field));
-    }
-    save_series(saved, "relative_l2." + field, l2s);
-    save_series(saved, "max_error." + field, max_errors);
-  }
-}
-
-History restored_history(const nn::StateDict& saved, const Problem& p, const std::string& checkpoint) {
-  auto series = [&](const std::string& name) { return solvers::restored_series(saved, name, checkpoint); };
-  History history;
-  history.steps = as_steps(series("step"));
-  history.loss = series("loss");
-  const size_t records = history.steps.size();
-  history.terms.assign(records, std::vector<double>(p.conditions.size()));
-  history.weights = history.terms;
-  for (size_t c = 0; c < p.conditions.size(); ++c) {
-    const std::vector<double> term = series("loss_" + p.conditions[c].name);
-    const std::vector<double> weight = series("weight_" + p.conditions[c].name);
-    for (size_t r = 0; r < records; ++r) {
-      history.terms[r][c] = term.at(r);
-      history.weights[r][c] = weight.at(r);
-    }
-  }
-  history.min_causal_weight = series("min_causal_weight");
-  if (stage_count(p) > 1) history.stage = as_steps(series("stage"));
-  history.learned.resize(records);
-  for (const LearnableParameter& parameter : p.learnable) {
-    const std::vector<double> values = series("learned." + parameter.name);
-    for (size_t r = 0; r < records; ++r) history.learned[r][parameter.name] = values.at(r);
-  }
-  history.metric_steps = as_steps(series("metric_step"));
-  history.metrics.resize(history.metric_steps.size());
-  for (const std::string& field : p.fields) {
-    if (!saved.count("history.relative_l2." + field)) continue;  // a field the reference does not give
-    const std::vector<double> l2s = series("relative_l2." + field), max_errors = series("max_error." + field);
-    for (size_t m = 0; m < history.metrics.size(); ++m) {
-      history.metrics[m].relative_l2[field] = l2s.at(m);
-      history.metrics[m].max_error[field] = max_errors.at(m);
-    }
-  }
-  return history;
 }
 
 // What a resumed run needs besides the model: the optimiser, the learnable parameters, the
@@ -342,8 +269,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     restore_training_state(saved, *adam, state, history);
   };
   solvers::TrainingLoop loop(
-      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p)}, state.model(),
-      trainable, comm, progress, adam_steps);
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p)},
+      state.model(), trainable, comm, progress, adam_steps);
 
   SolveResult result;
   auto stop = [&](int64_t at, double value, std::string message) {

@@ -3,8 +3,6 @@
 
 #include "solvers/pinn/stages.h"
 
-#include <algorithm>
-
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/error.h"
 #include "eddy/ops/ops.h"
