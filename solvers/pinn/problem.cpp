@@ -487,6 +487,36 @@ RadOptions read_rad(const Problem& problem, const ConfigNode& node) {
   return rad;
 }
 
+// training.soap's settings besides steps, learning_rate and schedule; optim::Soap checks them
+// too, but here the error names the key.
+optim::SoapOptions read_soap(const ConfigNode& node) {
+  optim::SoapOptions soap;
+  if (auto betas = node.find("betas")) {
+    const std::vector<double> values = betas->as_numbers();
+    if (values.size() != 2) betas->fail(cat("needs two numbers, [beta1, beta2]; got ", values.size()));
+    for (double beta : values) {
+      if (!(beta >= 0 && beta < 1)) betas->fail(cat("each must lie in [0, 1), got ", beta));
+    }
+    soap.beta1 = values[0];
+    soap.beta2 = values[1];
+  }
+  soap.shampoo_beta = node.number("shampoo_beta", soap.beta2);
+  if (!(*soap.shampoo_beta >= 0 && *soap.shampoo_beta < 1)) {
+    node.at("shampoo_beta").fail(cat("must lie in [0, 1), got ", *soap.shampoo_beta));
+  }
+  soap.precondition_frequency = node.integer("precondition_frequency", soap.precondition_frequency);
+  if (soap.precondition_frequency < 1) {
+    node.at("precondition_frequency").fail(cat("must be at least 1, got ", soap.precondition_frequency));
+  }
+  soap.eps = node.number("eps", soap.eps);
+  if (!(std::isfinite(soap.eps) && soap.eps > 0)) node.at("eps").fail(cat("must be positive, got ", soap.eps));
+  soap.weight_decay = node.number("weight_decay", soap.weight_decay);
+  if (!(std::isfinite(soap.weight_decay) && soap.weight_decay >= 0)) {
+    node.at("weight_decay").fail(cat("must be non-negative, got ", soap.weight_decay));
+  }
+  return soap;
+}
+
 }  // namespace
 
 Symbols Problem::symbols(bool boundary) const {
@@ -655,12 +685,22 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   ConfigNode training = root.section("training");
   p.training.derivatives = training.choice(
       "derivatives", {{"taylor", DerivativeMode::taylor}, {"reverse", DerivativeMode::reverse}}, DerivativeMode::taylor);
-  ConfigNode adam = training.section("adam");
-  p.training.adam_steps = adam.integer("steps", 1000);
-  p.training.learning_rate = adam.number("learning_rate", 1e-3);
-  if (p.training.adam_steps < 0) adam.at("steps").fail("must be non-negative");
-  if (!(p.training.learning_rate > 0)) adam.at("learning_rate").fail("must be positive");
-  p.training.schedule = solvers::read_schedule(adam.section("schedule"), 1000);
+  p.training.optimizer = training.choice(
+      "optimizer", {{"adam", FirstOrderOptimizer::adam}, {"soap", FirstOrderOptimizer::soap}}, FirstOrderOptimizer::adam);
+  // The first-order phase reads the section named after its optimiser; the other one's settings
+  // would be silently ignored, so they are refused.
+  const bool soap = p.training.optimizer == FirstOrderOptimizer::soap;
+  if (auto other = training.find(soap ? "adam" : "soap")) {
+    other->fail(cat("is read only with training.optimizer: ", soap ? "adam" : "soap", "; this run's optimizer is ",
+                    soap ? "soap" : "adam"));
+  }
+  ConfigNode phase = training.section(soap ? "soap" : "adam");
+  p.training.first_order_steps = phase.integer("steps", 1000);
+  p.training.learning_rate = phase.number("learning_rate", 1e-3);
+  if (p.training.first_order_steps < 0) phase.at("steps").fail("must be non-negative");
+  if (!(p.training.learning_rate > 0)) phase.at("learning_rate").fail("must be positive");
+  p.training.schedule = solvers::read_schedule(phase.section("schedule"), 1000);
+  if (soap) p.training.soap = read_soap(phase);
   ConfigNode lbfgs = training.section("lbfgs");
   p.training.lbfgs_iterations = lbfgs.integer("iterations", 0);
   if (p.training.lbfgs_iterations < 0) {

@@ -13,6 +13,7 @@
 #include "eddy/io/config.h"
 #include "eddy/nn/pinn_models.h"
 #include "eddy/optim/schedule.h"
+#include "eddy/optim/soap.h"
 #include "solvers/pinn/expression.h"
 #include "solvers/pinn/geometry.h"
 
@@ -91,11 +92,18 @@ struct ContinuationOptions {
   std::vector<double> values;
 };
 
+// The first-order phase's optimiser (training.optimizer); L-BFGS may follow either.
+enum class FirstOrderOptimizer { adam, soap };
+
 struct TrainingOptions {
   DerivativeMode derivatives = DerivativeMode::taylor;
-  int64_t adam_steps = 1000;
+  FirstOrderOptimizer optimizer = FirstOrderOptimizer::adam;
+  // The first-order phase, from training.adam or training.soap: its steps, rate and schedule.
+  int64_t first_order_steps = 1000;
   double learning_rate = 1e-3;
   optim::ScheduleSpec schedule;
+  // SOAP's other settings (its learning_rate is the one above).
+  optim::SoapOptions soap;
   int64_t lbfgs_iterations = 0;
   int64_t lbfgs_evaluations = 0;  // 0: 1.25 x iterations
   int64_t log_every = 100;

@@ -1,7 +1,7 @@
-// The PINN trainer: Adam with a learning-rate schedule in the shared training loop
+// The PINN trainer: Adam or SOAP with a learning-rate schedule in the shared training loop
 // (solvers/common/training_loop.h: checkpoints, resume, the stops on a non-finite loss and on
 // Ctrl-C or SIGTERM), then L-BFGS, both on the (compiled) training step; adaptive loss weights
-// and refinement (RAR, RAD) between Adam steps; progress, validation and the results.
+// and refinement (RAR, RAD) between their steps; progress, validation and the results.
 //
 // Data parallel over the communicator's ranks (PinnState says how the loss is shared): the ranks
 // start from rank 0's parameters, average their gradients before every optimiser step, and so
@@ -22,6 +22,7 @@
 #include "eddy/optim/adam.h"
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/schedule.h"
+#include "eddy/optim/soap.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/thread_tuner.h"
@@ -74,8 +75,10 @@ std::string describe_stop(const Problem& p, const std::string& phase, int64_t st
 
 // The training settings a --resume may change (docs/config.md, "Resuming a run"); a change to any
 // other key would resume another problem or model than the checkpoint's.
-const solvers::ResumableKeys kResumable = {"description",      "training.adam.steps", "training.adam.learning_rate",
-                                           "training.adam.schedule", "training.lbfgs", "training.log_every",
+const solvers::ResumableKeys kResumable = {
+    "description",         "training.adam.steps", "training.adam.learning_rate", "training.adam.schedule",
+    "training.soap.steps", "training.soap.learning_rate", "training.soap.schedule", "training.lbfgs",
+    "training.log_every",
                                            "validation.every", "output"};
 
 // Under training in stages the step counts place the stage boundaries (stages.h), so a resumed
@@ -83,7 +86,9 @@ const solvers::ResumableKeys kResumable = {"description",      "training.adam.st
 solvers::ResumableKeys resumable_keys(const Problem& p) {
   solvers::ResumableKeys keys = kResumable;
   if (stage_count(p) > 1) {
-    std::erase_if(keys, [](const std::string& key) { return key == "training.adam.steps" || key == "training.lbfgs"; });
+    std::erase_if(keys, [](const std::string& key) {
+      return key == "training.adam.steps" || key == "training.soap.steps" || key == "training.lbfgs";
+    });
   }
   return keys;
 }
@@ -98,8 +103,8 @@ std::map<std::string, double> learned_values(PinnState& state) {
 // adaptive loss weights, the points refinement added and those RAD drew (which depend on the
 // model's history, so cannot be redrawn), the history so far, and under training in stages the
 // stage and the trained windows' networks.
-nn::StateDict training_state(const optim::Adam& adam, PinnState& state, const History& history) {
-  nn::StateDict saved = adam.state_dict();
+nn::StateDict training_state(const optim::Optimizer& optimizer, PinnState& state, const History& history) {
+  nn::StateDict saved = optimizer.state_dict();
   if (stage_count(state.problem()) > 1) state.save_stages(saved);
   save_history(history, state.problem(), saved);
   for (auto& [name, value] : state.learnable()) saved["learnable." + name] = value.detach();
@@ -112,8 +117,9 @@ nn::StateDict training_state(const optim::Adam& adam, PinnState& state, const Hi
   return saved;
 }
 
-void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnState& state, History& history) {
-  adam.load_state_dict(saved);
+void restore_training_state(const nn::StateDict& saved, optim::Optimizer& optimizer, PinnState& state,
+                            History& history) {
+  optimizer.load_state_dict(saved);
   history = restored_history(saved, state.problem(), state.problem().output.dir + "/checkpoint.safetensors");
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
@@ -127,7 +133,20 @@ void restore_training_state(const nn::StateDict& saved, optim::Adam& adam, PinnS
   }
 }
 
-// L-BFGS after Adam, for `iterations`: every closure call is one evaluation of the training step,
+// The first-order phase's optimiser, training.optimizer.
+std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& training,
+                                                        const std::vector<Tensor>& trainable) {
+  if (training.optimizer == FirstOrderOptimizer::soap) {
+    optim::SoapOptions options = training.soap;
+    options.learning_rate = training.learning_rate;
+    return std::make_unique<optim::Soap>(trainable, options);
+  }
+  optim::AdamOptions options;
+  options.learning_rate = training.learning_rate;
+  return std::make_unique<optim::Adam>(trainable, options);
+}
+
+// L-BFGS after Adam or SOAP, for `iterations`: every closure call is one evaluation of the training step,
 // its gradients averaged over the ranks; `terms` follows the last evaluation. A signal
 // (solvers/common/interrupt.h) ends it at the current iteration, on every rank, and is set in
 // `interrupted`.
@@ -173,11 +192,10 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
   PinnState state(p, comm);
   const std::vector<Tensor> trainable = state.trainable();
-  optim::AdamOptions adam_options;
-  adam_options.learning_rate = p.training.learning_rate;
-  std::unique_ptr<optim::Adam> adam;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  const bool soap = p.training.optimizer == FirstOrderOptimizer::soap;
   std::unique_ptr<optim::Schedule> schedule =
-      optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.adam_steps);
+      optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.first_order_steps);
   std::optional<Validator> validator;
   if (p.validation.reference) validator.emplace(state);
 
@@ -186,7 +204,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   std::unique_ptr<TrainingStep> training_step;
   StepEvaluation evaluation;
   double loss = 0;
-  // Training in stages (stages.h): each stage its own Adam and training step (a continued
+  // Training in stages (stages.h): each stage its own optimiser and training step (a continued
   // parameter is a constant of the compiled step), and steps counted from the stage's first.
   const int64_t stages = stage_count(p), per_stage = stage_steps(p);
   auto first_step = [&] { return state.stage() * per_stage; };
@@ -195,7 +213,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   auto begin_stage = [&](int64_t stage) {
     state.enter_stage(stage);
-    adam = std::make_unique<optim::Adam>(trainable, adam_options);
+    optimizer = first_order_optimizer(p.training, trainable);
     training_step = std::make_unique<TrainingStep>(state, !options.eager,
                                                    [&](const std::string& line) { progress.note(line); });
     if (stages > 1) progress.note(cat(describe_stage(p, stage), stage ? ": from the weights of the stage before" : ""));
@@ -203,7 +221,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   begin_stage(0);
   // The resampling rounds of a stage follow those of the stages before it, so that every stage
   // draws its own points and a single stage draws those of a run without stages.
-  const int64_t rounds_per_stage = p.resample_every > 0 ? p.training.adam_steps / p.resample_every + 1 : 1;
+  const int64_t rounds_per_stage = p.resample_every > 0 ? p.training.first_order_steps / p.resample_every + 1 : 1;
   auto round_of = [&](int64_t s) {
     const int64_t local = s - first_step();
     return state.stage() * rounds_per_stage + (p.resample_every > 0 ? local / p.resample_every : 0);
@@ -220,25 +238,25 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (stages > 1) history.stage.push_back(state.stage());
   };
 
-  solvers::TrainingHooks adam_steps;
-  adam_steps.begin_step = [&](int64_t step) {
+  solvers::TrainingHooks first_order;
+  first_order.begin_step = [&](int64_t step) {
     const int64_t local = step - first_step();
     if (p.resample_every > 0 && local > 0 && local % p.resample_every == 0) state.sample(round_of(step));
-    adam->set_learning_rate(schedule->learning_rate(local));
+    optimizer->set_learning_rate(schedule->learning_rate(local));
   };
-  adam_steps.evaluate = [&](int64_t, int64_t) {
+  first_order.evaluate = [&](int64_t, int64_t) {
     evaluation = training_step->evaluate();
     loss = evaluation.loss.item<double>();
     return loss;
   };
-  adam_steps.apply = [&] {
+  first_order.apply = [&] {
     optim::set_grads(trainable, evaluation.gradients);
     dist::average_gradients(trainable, comm);
-    adam->step();
+    optimizer->step();
   };
   // Cadences count the stage's steps; records and the streams of weighting and refinement take
   // the step counted across stages.
-  adam_steps.end_step = [&](int64_t done) {
+  first_order.end_step = [&](int64_t done) {
     const int64_t local = done - first_step();
     std::optional<Metrics> metrics;
     if (validator && p.validation.every > 0 && local % p.validation.every == 0) {
@@ -249,7 +267,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (p.training.log_every > 0 && (local % p.training.log_every == 0 || local == 1)) {
       record(done, loss, evaluation.terms);
     }
-    progress.report(phase("adam"), done, first_step() + p.training.adam_steps,
+    progress.report(phase(soap ? "soap" : "adam"), done, first_step() + p.training.first_order_steps,
                     [&] { return progress_details(state, loss, evaluation.terms, metrics); }, false);
     // Weights and points change between steps, so the checkpoint written at `done` already holds
     // them and a resumed run does not redo the change.
@@ -259,18 +277,18 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (p.refinement && local % p.refinement->every == 0) refine(state, done);
     if (p.rad && local % p.rad->every == 0) redistribute(state, done);
   };
-  adam_steps.describe_stop = [&](int64_t step, int64_t, double value) {
-    return describe_stop(p, phase("Adam"), step, value, evaluation.terms);
+  first_order.describe_stop = [&](int64_t step, int64_t, double value) {
+    return describe_stop(p, phase(soap ? "SOAP" : "Adam"), step, value, evaluation.terms);
   };
-  adam_steps.training_state = [&] { return training_state(*adam, state, history); };
-  adam_steps.restore = [&](const nn::StateDict& saved) {
+  first_order.training_state = [&] { return training_state(*optimizer, state, history); };
+  first_order.restore = [&](const nn::StateDict& saved) {
     state.restore_stages(saved);
     if (state.stage() > 0) begin_stage(state.stage());
-    restore_training_state(saved, *adam, state, history);
+    restore_training_state(saved, *optimizer, state, history);
   };
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p)},
-      state.model(), trainable, comm, progress, adam_steps);
+      state.model(), trainable, comm, progress, first_order);
 
   SolveResult result;
   auto stop = [&](int64_t at, double value, std::string message) {
@@ -284,17 +302,17 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   int interrupted = 0;
   for (int64_t stage = state.stage(); stage < stages; ++stage) {
     if (stage != state.stage()) begin_stage(stage);
-    const int64_t adam_end = first_step() + p.training.adam_steps;
+    const int64_t first_order_end = first_step() + p.training.first_order_steps;
     // A run resumed in L-BFGS (after an interrupt) takes the points of Adam's last step, as L-BFGS did.
-    state.sample(round_of(std::min(step, std::max(adam_end - 1, first_step()))));
-    if (auto stopped = loop.run(step, adam_end, p.output.checkpoint_every)) {
+    state.sample(round_of(std::min(step, std::max(first_order_end - 1, first_step()))));
+    if (auto stopped = loop.run(step, first_order_end, p.output.checkpoint_every)) {
       return stop(stopped->step, stopped->loss, stopped->message);
     }
     terms = evaluation.terms;
     interrupted = loop.interrupted();
     // Resumed from a checkpoint written during L-BFGS, the run does the iterations left (building
     // its curvature pairs afresh).
-    const int64_t lbfgs_left = first_step() + per_stage - std::max(step, adam_end);
+    const int64_t lbfgs_left = first_step() + per_stage - std::max(step, first_order_end);
     if (lbfgs_left > 0 && !interrupted) {
       const optim::LbfgsReport report = run_lbfgs(state, *training_step, trainable, lbfgs_left, progress,
                                                   phase("lbfgs"), log, terms, interrupted);

@@ -17,7 +17,7 @@ int64_t stage_count(const Problem& problem) {
   return 1;
 }
 
-int64_t stage_steps(const Problem& problem) { return problem.training.adam_steps + problem.training.lbfgs_iterations; }
+int64_t stage_steps(const Problem& problem) { return problem.training.first_order_steps + problem.training.lbfgs_iterations; }
 
 std::pair<double, double> time_window(const Problem& problem, int64_t window) {
   const auto [start, end] = *problem.time;

@@ -229,7 +229,7 @@ class DerivativeModesProblem : public ::testing::Test {
     optim::AdamOptions options;
     options.learning_rate = problem.training.learning_rate;
     optim::Adam adam(state.trainable(), options);
-    for (int64_t step = 0; step < problem.training.adam_steps; ++step) {
+    for (int64_t step = 0; step < problem.training.first_order_steps; ++step) {
       adam.zero_grad();
       Tensor step_loss = state.loss();
       result.trajectory.push_back(step_loss.item<double>());

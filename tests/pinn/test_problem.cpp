@@ -66,7 +66,7 @@ TEST(Problem, ReadsEverySection) {
 TEST(Problem, OverridesApplyBeforeValidation) {
   Problem p = read(kValid, {"model.width=32", "training.adam.steps=99"});
   EXPECT_EQ(p.model.width, 32);
-  EXPECT_EQ(p.training.adam_steps, 99);
+  EXPECT_EQ(p.training.first_order_steps, 99);
 }
 
 struct BadConfig {
@@ -77,6 +77,25 @@ struct BadConfig {
 
 // Where training options go in kValid: before its adam line.
 const std::string kTraining = "adam: {steps: 10";
+
+// The valid config's training section with SOAP instead of Adam, and `setting` in training.soap.
+std::string soap_with(const std::string& setting) { return "optimizer: soap\n  soap: {" + setting + ", steps: 10"; }
+
+TEST(Problem, SoapSettings) {
+  std::string text = kValid;
+  text.replace(text.find(kTraining), kTraining.size(),
+               "optimizer: soap\n  soap: {betas: [0.9, 0.99], precondition_frequency: 5, steps: 7");
+  Problem p = read(text, {"training.soap.learning_rate=0.01"});
+  EXPECT_EQ(p.training.optimizer, FirstOrderOptimizer::soap);
+  EXPECT_EQ(p.training.first_order_steps, 7);
+  EXPECT_EQ(p.training.learning_rate, 0.01);
+  EXPECT_EQ(p.training.soap.beta1, 0.9);
+  EXPECT_EQ(p.training.soap.beta2, 0.99);
+  EXPECT_EQ(p.training.soap.shampoo_beta, 0.99);  // beta2 unless set
+  EXPECT_EQ(p.training.soap.precondition_frequency, 5);
+  EXPECT_EQ(p.training.soap.eps, 1e-8);
+  EXPECT_EQ(p.training.soap.weight_decay, 0);
+}
 
 std::vector<BadConfig> bad_configs() {
   return {
@@ -126,6 +145,22 @@ std::vector<BadConfig> bad_configs() {
       {"model_activation", "depth: 2}", "depth: 2, activation: relu6}", "'relu6' is not one of"},
       {"adam_steps_type", "steps: 10", "steps: ten", "training.adam.steps: expected an integer, got 'ten'"},
       {"learning_rate", "learning_rate: 1.0e-3", "learning_rate: -1", "training.adam.learning_rate: must be positive"},
+      {"optimizer_name", kTraining, "optimizer: shampoo\n  " + kTraining, "'shampoo' is not one of: adam, soap"},
+      {"soap_section_with_adam", kTraining, "soap: {steps: 10}\n  " + kTraining,
+       "training.soap: is read only with training.optimizer: soap; this run's optimizer is adam"},
+      {"adam_section_with_soap", kTraining, "optimizer: soap\n  " + kTraining,
+       "training.adam: is read only with training.optimizer: adam; this run's optimizer is soap"},
+      {"soap_learning_rate", "adam: {steps: 10, learning_rate: 1.0e-3", "optimizer: soap\n  soap: {steps: 10, learning_rate: 0",
+       "training.soap.learning_rate: must be positive"},
+      {"soap_betas_count", kTraining, soap_with("betas: [0.9]"), "training.soap.betas: needs two numbers, [beta1, beta2]; got 1"},
+      {"soap_betas_range", kTraining, soap_with("betas: [0.9, 1]"), "training.soap.betas: each must lie in [0, 1), got 1"},
+      {"soap_shampoo_beta", kTraining, soap_with("shampoo_beta: -0.5"), "training.soap.shampoo_beta: must lie in [0, 1), got -0.5"},
+      {"soap_precondition_frequency", kTraining, soap_with("precondition_frequency: 0"),
+       "training.soap.precondition_frequency: must be at least 1, got 0"},
+      {"soap_eps", kTraining, soap_with("eps: 0"), "training.soap.eps: must be positive, got 0"},
+      {"soap_weight_decay", kTraining, soap_with("weight_decay: -1"), "training.soap.weight_decay: must be non-negative, got -1"},
+      {"soap_unknown_key", kTraining, soap_with("precondition_frequncy: 5"),
+       "unknown key 'precondition_frequncy' in training.soap (did you mean 'precondition_frequency'?)"},
       {"schedule_type", "type: cosine", "type: cosin", "'cosin' is not one of: constant, exponential, step, cosine"},
       {"output_grid", "grid: [8, 8, 4]", "grid: [8, 8]", "output.grid: needs one size per coordinate (3)"},
       {"output_grid_zero", "grid: [8, 8, 4]", "grid: [0, 8, 4]",
