@@ -692,7 +692,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   const bool soap = p.training.optimizer == FirstOrderOptimizer::soap;
   if (auto other = training.find(soap ? "adam" : "soap")) {
     other->fail(cat("is read only with training.optimizer: ", soap ? "adam" : "soap", "; this run's optimizer is ",
-                    soap ? "soap" : "adam"));
+                    soap ? "soap, whose settings go in training.soap" : "adam"));
   }
   ConfigNode phase = training.section(soap ? "soap" : "adam");
   p.training.first_order_steps = phase.integer("steps", 1000);

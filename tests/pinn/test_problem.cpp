@@ -149,7 +149,8 @@ std::vector<BadConfig> bad_configs() {
       {"soap_section_with_adam", kTraining, "soap: {steps: 10}\n  " + kTraining,
        "training.soap: is read only with training.optimizer: soap; this run's optimizer is adam"},
       {"adam_section_with_soap", kTraining, "optimizer: soap\n  " + kTraining,
-       "training.adam: is read only with training.optimizer: adam; this run's optimizer is soap"},
+       "training.adam: is read only with training.optimizer: adam; this run's optimizer is soap, whose settings go in "
+       "training.soap"},
       {"soap_learning_rate", "adam: {steps: 10, learning_rate: 1.0e-3", "optimizer: soap\n  soap: {steps: 10, learning_rate: 0",
        "training.soap.learning_rate: must be positive"},
       {"soap_betas_count", kTraining, soap_with("betas: [0.9]"), "training.soap.betas: needs two numbers, [beta1, beta2]; got 1"},

@@ -17,7 +17,7 @@ struct SoapOptions {
   /// Decay rates of Adam's first and second moments (kept in the rotated basis), each in [0, 1).
   double beta1 = 0.95;
   double beta2 = 0.95;
-  /// Decay rate of the Kronecker factors L and R, in [0, 1); unset: beta2, as in the paper.
+  /// Decay rate of the Kronecker factors L and R, in [0, 1); unset: beta2.
   std::optional<double> shampoo_beta = std::nullopt;
   /// The eigenbases are recomputed after step 1 and after every step t with t % frequency == 0;
   /// at least 1.
