@@ -29,7 +29,9 @@ int64_t TrainingLoop::start() {
     nn::StateDict saved;
     auto check = [&](const io::CheckpointInfo& info) {
       if (!info.settings.empty()) {
-        check_same_settings(decode_settings(info.settings, checkpoint_), settings_, run_.resumable, checkpoint_);
+        Settings recorded = decode_settings(info.settings, checkpoint_);
+        recorded.insert(run_.added_later.begin(), run_.added_later.end());  // keeps what it records
+        check_same_settings(recorded, settings_, run_.resumable, checkpoint_);
         return;
       }
       // Written before checkpoints recorded their settings: only the same config can resume it.

@@ -287,7 +287,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     restore_training_state(saved, *optimizer, state, history);
   };
   solvers::TrainingLoop loop(
-      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p)},
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p),
+       {{"training.optimizer", "adam"}}},
       state.model(), trainable, comm, progress, first_order);
 
   SolveResult result;

@@ -221,8 +221,9 @@ class ResumeSettingsTest : public TrainingLoopTest {
     return loop.start();
   }
   TrainingRun run_with(const std::string& config, bool resume) const {
-    return {dir.string(), config, "hash of " + config, resume, "the data", resumable};
+    return {dir.string(), config, "hash of " + config, resume, "the data", resumable, added_later};
   }
+  Settings added_later;
 };
 
 constexpr const char* kFirstConfig = "model: {width: 64}\ntraining: {steps: 4, seed: 1, schedule: {type: constant}}\n";
@@ -257,6 +258,15 @@ TEST_F(ResumeSettingsTest, ACheckpointWithoutSettingsResumesWithItsOwnConfigOnly
                 .find("was written by a different config"),
             std::string::npos);
   EXPECT_EQ(resume_with(kFirstConfig), 4);
+}
+
+TEST_F(ResumeSettingsTest, AKeyAddedLaterResumesAtTheValueEarlierCheckpointsBehavedAs) {
+  train_first(kFirstConfig);  // its checkpoint records no training.optimizer
+  added_later = {{"training.optimizer", "adam"}};
+  EXPECT_EQ(resume_with("model: {width: 64}\ntraining: {steps: 8, seed: 1, optimizer: adam}\n"), 4);
+  EXPECT_NE(error_of([&] { resume_with("model: {width: 64}\ntraining: {steps: 8, seed: 1, optimizer: soap}\n"); })
+                .find("training.optimizer is adam in the run that wrote " + checkpoint + " but soap now"),
+            std::string::npos);
 }
 
 TEST(ResumeSettings, SequencesAreOneValueAndSectionsCoverTheirKeys) {
