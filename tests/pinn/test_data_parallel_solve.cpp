@@ -253,6 +253,26 @@ TEST_F(DataParallelSolve, NtkWeightsAndRadMatchOneProcess) {
   }
 }
 
+TEST_F(DataParallelSolve, TimeMarchingMatchesOneProcessWindowByWindow) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  // Three windows, each 16 Adam steps and 8 L-BFGS iterations from the weights of the one before,
+  // whose prediction at the window's start is its initial condition.
+  const std::vector<std::string> windows{"training.time_marching={windows: 3}"};
+  const Trajectory serial = serial_run("serial", windows);
+  const Trajectory parallel = run(problem("parallel", windows), nullptr);
+  expect_same(parallel, serial, 1e-9);
+  if (world().rank() == 0) {
+    // The output grid, which each window's network fills for its own times.
+    const std::vector<double> serial_u = result("serial_rank0", "fields/u").to_vector<double>();
+    const std::vector<double> parallel_u = result("parallel", "fields/u").to_vector<double>();
+    ASSERT_EQ(parallel_u.size(), serial_u.size());
+    for (size_t i = 0; i < serial_u.size(); ++i) EXPECT_NEAR(parallel_u[i], serial_u[i], 1e-9) << "grid point " << i;
+    const std::vector<double> stages = result("serial_rank0", "history/stage").to_vector<double>();
+    EXPECT_EQ(stages.front(), 0);
+    EXPECT_EQ(stages.back(), 2);
+  }
+}
+
 // A checkpoint holds nothing of the ranks that wrote it: the points are redrawn from the seed and
 // the step, so a run stopped on N ranks goes on on M and ends where an uninterrupted run ends.
 TEST_F(DataParallelSolve, ACheckpointFromNRanksResumesOnM) {
