@@ -13,6 +13,7 @@
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/line_search.h"
 #include "eddy/optim/sgd.h"
+#include "eddy/optim/soap.h"
 
 namespace eddy::python {
 namespace {
@@ -173,6 +174,26 @@ void bind_optimisers(py::module_& m) {
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair{0.9, 0.999}, py::arg("eps") = 1e-8,
            py::arg("weight_decay") = 1e-2);
+  py::class_<optim::Soap, optim::Optimizer>(m, "SOAP")
+      .def(py::init([](const py::iterable& params, double lr, std::pair<double, double> betas,
+                       std::optional<double> shampoo_beta, int64_t precondition_frequency, double eps,
+                       double weight_decay, int64_t max_preconditioner_dimension) {
+             optim::SoapOptions o;
+             o.learning_rate = lr;
+             o.beta1 = betas.first;
+             o.beta2 = betas.second;
+             o.shampoo_beta = shampoo_beta;
+             o.precondition_frequency = precondition_frequency;
+             o.eps = eps;
+             o.weight_decay = weight_decay;
+             o.max_preconditioner_dimension = max_preconditioner_dimension;
+             return new optim::Soap(parameters_of(params), o);
+           }),
+           py::arg("params"), py::arg("lr") = 3e-3, py::arg("betas") = std::pair{0.95, 0.95},
+           py::arg("shampoo_beta") = std::nullopt, py::arg("precondition_frequency") = 10, py::arg("eps") = 1e-8,
+           py::arg("weight_decay") = 0.0, py::arg("max_preconditioner_dimension") = 10000,
+           "SOAP (Vyas et al. 2024): Adam in the eigenbasis of Shampoo's Kronecker factors, for 2-D "
+           "parameters; others get AdamW's update (docs/optim.md).");
   py::class_<optim::Sgd, optim::Optimizer>(m, "SGD")
       .def(py::init([](const py::iterable& params, double lr, double momentum, bool nesterov, double weight_decay) {
              optim::SgdOptions o;

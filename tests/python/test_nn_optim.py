@@ -190,6 +190,31 @@ def test_adamw_decays_weights():
     np.testing.assert_allclose(np.asarray(p), [1 - 0.1 * 0.5] * 2, rtol=1e-12)
 
 
+def test_soap_fits_a_matrix_and_is_adamw_without_rotation():
+    a = RNG.standard_normal((6, 4))
+    b = RNG.standard_normal((6, 3))
+
+    def fit(optimiser_of, steps):
+        w = eddy.tensor(np.zeros((4, 3)), requires_grad=True)
+        optimiser = optimiser_of(w)
+        for _ in range(steps):
+            optimiser.zero_grad()
+            eddy.sum((eddy.tensor(a) @ w - eddy.tensor(b)) ** 2).backward()
+            optimiser.step()
+        return np.asarray(w), optimiser
+
+    fitted, soap = fit(lambda w: eddy.optim.SOAP([w], lr=0.05, betas=(0.9, 0.99), precondition_frequency=5), 400)
+    least_squares = np.linalg.lstsq(a, b, rcond=None)[0]
+    np.testing.assert_allclose(fitted, least_squares, atol=1e-3)
+    assert soap.steps == 400 and any("basis" in name for name in soap.state_dict())
+    # With no side rotated (max_preconditioner_dimension=0), SOAP is AdamW step for step.
+    plain, _ = fit(lambda w: eddy.optim.SOAP([w], lr=0.05, betas=(0.9, 0.99), max_preconditioner_dimension=0), 20)
+    adamw, _ = fit(lambda w: eddy.optim.AdamW([w], lr=0.05, betas=(0.9, 0.99), weight_decay=0.0), 20)
+    np.testing.assert_allclose(plain, adamw, rtol=1e-12)
+    with pytest.raises(eddy.Error, match="precondition_frequency"):
+        eddy.optim.SOAP([eddy.tensor(np.zeros((2, 2)), requires_grad=True)], precondition_frequency=0)
+
+
 def test_lbfgs_solves_a_quadratic():
     p, target, loss = quadratic_problem()
     lbfgs = eddy.optim.LBFGS([p], max_iterations=50)
