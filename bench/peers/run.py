@@ -67,10 +67,16 @@ def environment(threads, build):
     return env
 
 
-def launch(impl, workload, threads, args, extra):
-    cmd = command(impl, args.build) + ["--data", args.data, "--workload", workload, "--threads", str(threads)] + extra
+def pinned(cmd, threads):
+    """`cmd` run on CPUs 0..threads-1 when taskset is there and the machine has that many."""
     if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
-        cmd = ["taskset", "-c", ",".join(str(c) for c in range(threads))] + cmd
+        return ["taskset", "-c", ",".join(str(c) for c in range(threads))] + cmd
+    return cmd
+
+
+def launch(impl, workload, threads, args, extra):
+    cmd = pinned(command(impl, args.build) + ["--data", args.data, "--workload", workload, "--threads", str(threads)]
+                 + extra, threads)
     try:
         done = subprocess.run(cmd, env=environment(threads, args.build), capture_output=True, text=True,
                               timeout=args.timeout)
@@ -96,9 +102,7 @@ print(2 * 512 ** 3 / best)
 
 def sgemm_peak(threads, build):
     """FLOP/s of a 512^3 float32 matrix product (NumPy's OpenBLAS), best of 2 s, at `threads`."""
-    cmd = [sys.executable, "-c", PEAK_PROBE]
-    if shutil.which("taskset") and (os.cpu_count() or 1) >= threads:
-        cmd = ["taskset", "-c", ",".join(str(c) for c in range(threads))] + cmd
+    cmd = pinned([sys.executable, "-c", PEAK_PROBE], threads)
     done = subprocess.run(cmd, env=environment(threads, build), capture_output=True, text=True, check=True)
     return float(done.stdout.split()[-1])
 

@@ -51,10 +51,13 @@ std::vector<int64_t> split_by_measure(int64_t count, const std::vector<double>& 
 // `keep` of the indices 0..available-1, each subset equally likely, in increasing order.
 std::vector<int64_t> random_subset(int64_t available, int64_t keep, Generator& generator);
 
-// The generator of a draw made after Adam step `step` for one condition (refinement's candidates,
-// the NTK's points), fixed by (seed, step, condition) so that a resumed run and every rank draw
-// alike. `salt` keeps each kind of draw apart from the others, and from the (seed, round,
-// condition) streams of resampling, whose round numbers could equal a step.
+// The generator of a draw made at step (or resampling round) `step` for one condition: the
+// collocation points, refinement's candidates, the NTK's points. Fixed by (seed, step, condition)
+// so that a resumed run and every rank draw alike; `salt` keeps each kind of draw apart from the
+// others, whose step numbers could coincide.
 Generator step_stream(uint64_t seed, uint64_t salt, int64_t step, size_t condition);
+
+// Resampling's salt: 0, which keeps the streams its points were drawn from before step_stream.
+inline constexpr uint64_t kResamplingSalt = 0;
 
 }  // namespace eddy::pinn

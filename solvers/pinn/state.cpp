@@ -10,6 +10,7 @@
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/ops/ops.h"
+#include "solvers/pinn/sampler.h"
 #include "solvers/pinn/solver.h"
 #include "solvers/pinn/weighting.h"
 
@@ -237,7 +238,7 @@ void PinnState::sample(int64_t round) {
       drawn_.push_back(std::move(redistributed));
     } else {
       // One stream per (seed, round, condition): a resumed run redraws exactly the same points.
-      Generator generator(problem_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(round) * 1000003ull + i);
+      Generator generator = step_stream(problem_.seed, kResamplingSalt, round, i);
       drawn_.push_back(sample_condition(problem_.conditions[i], generator));
       if (!windows_.empty() && problem_.conditions[i].kind == ConditionKind::initial) {
         drawn_.back().targets = initial_targets(i, drawn_.back().points);
