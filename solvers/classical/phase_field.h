@@ -1,5 +1,6 @@
 #pragma once
-// Phase-field models on the periodic square [0, length)^2, sampled on an n x n grid, stepped by
+// Phase-field models on the periodic square [0, length)^2, sampled on an n x n grid (Allen-Cahn
+// also on the periodic interval [0, length), sampled at n points), stepped by
 // first-order semi-implicit Fourier spectral schemes: the stiff linear part implicit (diagonal in
 // Fourier space, so "implicit" is a division), the cubic nonlinearity explicit.
 //
@@ -28,6 +29,9 @@ struct AllenCahnOptions {
   double dt = 0.01;
   int64_t steps = 1;
   double length = 1;  // side of the periodic square
+  // 2: fields [..., n, n] on the square; 1: fields [..., n] on the interval [0, length), the 1-D
+  // problem that PINN benchmarks pose (Raissi et al. 2019), at a resolution a square cannot reach.
+  int dimensions = 2;
 };
 
 struct CahnHilliardOptions {
@@ -37,8 +41,9 @@ struct CahnHilliardOptions {
   double length = 1;
 };
 
-// The field after options.steps steps from u0: [..., n, n] float32 or float64 (result in the
-// same dtype). Bad shapes or options throw eddy::Error naming them.
+// The field after options.steps steps from u0: [..., n, n] (or [..., n] for a 1-D Allen-Cahn)
+// float32 or float64 (result in the same dtype). Bad shapes or options throw eddy::Error naming
+// them.
 Tensor allen_cahn(const Tensor& u0, const AllenCahnOptions& options);
 Tensor cahn_hilliard(const Tensor& c0, const CahnHilliardOptions& options);
 

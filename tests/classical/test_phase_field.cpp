@@ -146,7 +146,32 @@ TEST(PhaseField, GradientThroughARolloutMatchesCentralDifferences) {
       "cahn_hilliard");
 }
 
+// The 1-D problem is the square's problem for a field constant along the first axis: each row of
+// the 2-D solve must equal the 1-D solve (Raissi's initial condition x^2 cos(pi x) on [-1, 1)).
+TEST(AllenCahn, OneDimensionalSolveEqualsASquareConstantAlongItsFirstAxis) {
+  const int64_t n = 64;
+  std::vector<double> values(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const double x = -1 + 2.0 * j / n;
+    values[j] = x * x * std::cos(std::numbers::pi * x);
+  }
+  const Tensor line = tensor(values, {n});
+  const AllenCahnOptions options{.epsilon = 0.05, .dt = 0.01, .steps = 50, .length = 2};
+  AllenCahnOptions one_dimensional = options;
+  one_dimensional.dimensions = 1;
+  const Tensor u1 = allen_cahn(line, one_dimensional);
+  const Tensor u2 = allen_cahn(expand(reshape(line, {1, n}), {n, n}), options);
+  EXPECT_GT(max_abs(u1 - line), 0.1) << "the field has moved";
+  EXPECT_LT(max_abs(u2 - reshape(u1, {1, n})), 1e-12);
+
+  const Tensor batch = allen_cahn(stack({line, -line}), one_dimensional);
+  EXPECT_EQ(batch.shape(), Shape({2, n}));
+  EXPECT_LT(max_abs(batch - stack({u1, -u1})), 1e-12) << "u -> -u is a symmetry of the equation";
+}
+
 TEST(PhaseField, BadInputNamesTheShapeOrOption) {
+  expect_error([] { allen_cahn(zeros({4}, DType::f64), {.dimensions = 3}); }, {"allen_cahn", "dimensions", "3"});
+  expect_error([] { allen_cahn(zeros({1}, DType::f64), {.dimensions = 1}); }, {"allen_cahn", "[1]", "n >= 2"});
   expect_error([] { allen_cahn(zeros({4, 5}, DType::f64), {}); }, {"allen_cahn", "square", "[4, 5]"});
   expect_error([] { cahn_hilliard(zeros({4}, DType::f64), {}); }, {"cahn_hilliard", "[4]"});
   expect_error([] { allen_cahn(zeros({4, 4}, DType::i32), {}); }, {"allen_cahn", "int32"});
