@@ -125,9 +125,7 @@ int64_t field_index(const Problem& problem, const ConfigNode& node) {
   const std::string name = node.as_string();
   auto it = std::find(problem.fields.begin(), problem.fields.end(), name);
   if (it == problem.fields.end()) {
-    std::string valid;
-    for (const std::string& f : problem.fields) valid += (valid.empty() ? "" : ", ") + f;
-    node.fail("'" + name + "' is not a field (fields: " + valid + ")");
+    node.fail("'" + name + "' is not a field (fields: " + comma_separated(problem.fields) + ")");
   }
   return it - problem.fields.begin();
 }
@@ -646,7 +644,8 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   if (auto rad = sampling.find("rad")) p.rad = read_rad(p, *rad);
 
   ConfigNode model = root.section("model");
-  p.model.architecture = nn::parse_architecture(model.choice("architecture", {"mlp", "modified_mlp", "resnet"}, "mlp"));
+  p.model.architecture = nn::parse_architecture(
+      model.choice("architecture", {"mlp", "modified_mlp", "resnet", "pirate_net"}, "mlp"));
   p.model.width = model.integer("width", 50);
   p.model.depth = model.integer("depth", 4);
   p.model.activation = nn::parse_activation(
@@ -655,6 +654,18 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.model.fourier_features = model.integer("fourier_features", 0);
   p.model.fourier_scale = model.number("fourier_scale", 1.0);
   p.model.weight_factorization = model.boolean("weight_factorization", false);
+  if (auto periodic = model.find("periodic")) {
+    for (const std::string& coordinate : periodic->keys()) {
+      const auto axis = std::find(p.coordinates.begin(), p.coordinates.end(), coordinate);
+      if (axis == p.coordinates.end()) {
+        periodic->at(coordinate).fail(cat("'", coordinate, "' is not a coordinate (coordinates: ", comma_separated(p.coordinates), ")"));
+      }
+      const double period = periodic->number(coordinate);
+      if (!(period > 0) || !std::isfinite(period)) periodic->at(coordinate).fail(cat("the period must be positive, got ", period));
+      p.model.periodic_axes.push_back(axis - p.coordinates.begin());
+      p.model.periods.push_back(period);
+    }
+  }
   if (auto transforms = model.find("output_transform")) {
     for (const std::string& field : transforms->keys()) {
       if (std::find(p.fields.begin(), p.fields.end(), field) == p.fields.end()) {

@@ -190,10 +190,19 @@ TEST(Taylor, PinnModelsMatchNestedReverse) {
   periodic_resnet.periodic_axes = {1, 2};
   periodic_resnet.periods = {1.0, 3.0};
   cases.emplace_back("periodic resnet", periodic_resnet);
+  nn::PinnModelOptions pirate_net = pinn_options(PinnArchitecture::pirate_net, ActivationKind::tanh);
+  pirate_net.fourier_features = 6;
+  cases.emplace_back("pirate_net", pirate_net);
 
   for (const auto& [name, options] : cases) {
     SCOPED_TRACE(name);
     std::shared_ptr<nn::Module> model = nn::make_pinn_model(options);
+    // PirateNet's blocks start switched off (skip weights 0); switch them on so that they count.
+    nn::StateDict state = model->state_dict();
+    for (auto& [key, value] : state) {
+      if (key.rfind("skip.", 0) == 0) value = full({}, 0.4, value.dtype());
+    }
+    model->load_state_dict(state);
     expect_matches_nested_reverse([&](const Tensor& x) { return model->forward(x); }, points(10, 3));
   }
 }

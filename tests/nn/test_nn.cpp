@@ -231,6 +231,55 @@ TEST(PinnModels, PeriodicEmbeddingMakesTheModelPeriodic) {
   EXPECT_LT(max(abs((*model)(x) - (*model)(shifted))).item<double>(), 1e-12);
 }
 
+// Sets every pirate_net block's skip weight (0 at initialisation, where the blocks do not count).
+void set_skip_weights(Module& model, double value) {
+  StateDict state = model.state_dict();
+  for (auto& [name, tensor] : state) {
+    if (name.rfind("skip.", 0) == 0) tensor = full({}, value, tensor.dtype());
+  }
+  model.load_state_dict(state);
+}
+
+PinnModelOptions pirate_net_options() {
+  PinnModelOptions o;
+  o.architecture = PinnArchitecture::pirate_net;
+  o.inputs = 2;
+  o.outputs = 2;
+  o.width = 8;
+  o.depth = 2;
+  o.fourier_features = 5;
+  o.dtype = DType::f64;
+  o.seed = 3;
+  return o;
+}
+
+TEST(PinnModels, PirateNetStartsAsALinearModelOfTheEmbedding) {
+  auto model = make_pinn_model(pirate_net_options());
+  const Tensor x = tensor<double>({0.2, 0.4, -0.5, 1.3, 0.9, 0.1}, {3, 2});
+  const Tensor before = (*model)(x);
+  // With every skip weight 0, changing a block's weights changes nothing.
+  StateDict state = model->state_dict();
+  ASSERT_TRUE(state.count("skip.1"));
+  ASSERT_TRUE(state.count("block.1.2.weight"));
+  state.at("block.1.2.weight") = state.at("block.1.2.weight") + 1.0;
+  model->load_state_dict(state);
+  EXPECT_LT(max(abs((*model)(x) - before)).item<double>(), 1e-15);
+  set_skip_weights(*model, 0.5);
+  EXPECT_GT(max(abs((*model)(x) - before)).item<double>(), 1e-3);
+}
+
+TEST(PinnModels, PirateNetGradientsMatchFiniteDifferences) {
+  auto model = make_pinn_model(pirate_net_options());
+  set_skip_weights(*model, 0.3);
+  const Tensor x = tensor<double>({0.2, 0.4, -0.5, 1.3, 0.9, 0.1}, {3, 2});
+  expect_weight_gradient_matches_finite_difference(*model, [&] {
+    Tensor xs = x.detach().requires_grad_();
+    Tensor u0 = slice((*model)(xs), 1, 0, 1);
+    Tensor u_x = grad({u0}, {xs}, {ones_like(u0)}, true)[0];
+    return sum(square(u0)) + sum(square(u_x));
+  });
+}
+
 TEST(PinnModels, BadOptionsNameTheField) {
   PinnModelOptions o;
   o.width = 0;
@@ -245,6 +294,14 @@ TEST(PinnModels, BadOptionsNameTheField) {
     EXPECT_NE(std::string(e.what()).find("model.periodic"), std::string::npos);
   }
   EXPECT_THROW(parse_architecture("transformer"), Error);
+  o = pirate_net_options();
+  o.fourier_features = 0;
+  try {
+    make_pinn_model(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pirate_net needs model.fourier_features > 0"), std::string::npos);
+  }
 }
 
 }  // namespace

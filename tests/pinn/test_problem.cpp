@@ -372,6 +372,19 @@ TEST(Problem, PointsConditionErrorsNameTheKey) {
                 "geometry.time)"});
 }
 
+TEST(Problem, PeriodicEmbeddingAndPirateNet) {
+  Problem p = read(kValid, {"model={architecture: pirate_net, fourier_features: 16, periodic: {x: 2, t: 0.5}}"});
+  EXPECT_EQ(p.model.architecture, nn::PinnArchitecture::pirate_net);
+  EXPECT_EQ(p.model.periodic_axes, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(p.model.periods, (std::vector<double>{2, 0.5}));
+  expect_error([&] { read(kValid, {"model.periodic={z: 1}"}); },
+               {"model.periodic.z: 'z' is not a coordinate (coordinates: x, y, t)"});
+  expect_error([&] { read(kValid, {"model.periodic={y: -1}"}); },
+               {"model.periodic.y: the period must be positive, got -1"});
+  expect_error([&] { read(kValid, {"model.architecture=pirate_net"}); },
+               {"model", "pirate_net needs model.fourier_features > 0"});
+}
+
 TEST(Problem, InitialConditionNeedsTime) {
   const std::string text = R"(geometry: {space: {type: interval, min: 0, max: 1}}
 fields: [u]

@@ -13,6 +13,19 @@ namespace {
 
 constexpr double kTwoPi = 2 * std::numbers::pi;
 
+constexpr PinnArchitecture kArchitectures[] = {PinnArchitecture::mlp, PinnArchitecture::modified_mlp,
+                                               PinnArchitecture::resnet, PinnArchitecture::pirate_net};
+
+std::string_view architecture_name(PinnArchitecture a) {
+  switch (a) {
+    case PinnArchitecture::mlp: return "mlp";
+    case PinnArchitecture::modified_mlp: return "modified_mlp";
+    case PinnArchitecture::resnet: return "resnet";
+    case PinnArchitecture::pirate_net: return "pirate_net";
+  }
+  return "?";
+}
+
 // Normalisation, periodic embedding and Fourier features, in that order.
 class InputMap : public Module {
  public:
@@ -114,6 +127,23 @@ class PinnModel : public Module {
           activations_.push_back(register_module("activation." + std::to_string(l), activation(o)));
         }
         break;
+      case PinnArchitecture::pirate_net:
+        // Each block maps the embedding-wide state through three layers and back to its width.
+        encoder_u_ = register_module("encoder_u", dense(first, o.width, o, g));
+        encoder_v_ = register_module("encoder_v", dense(first, o.width, o, g));
+        skip_weights_.resize(o.depth);  // sized once: the module keeps pointers to its parameters
+        for (int64_t b = 0; b < o.depth; ++b) {
+          const std::string block = "block." + std::to_string(b) + ".";
+          hidden_.push_back(register_module(block + "0", dense(first, o.width, o, g)));
+          hidden_.push_back(register_module(block + "1", dense(o.width, o.width, o, g)));
+          hidden_.push_back(register_module(block + "2", dense(o.width, first, o, g)));
+          skip_weights_[b] = zeros({}, o.dtype);
+          register_parameter("skip." + std::to_string(b), skip_weights_[b]);
+        }
+        for (int64_t l = 0; l < 3 * o.depth + 2; ++l) {
+          activations_.push_back(register_module("activation." + std::to_string(l), activation(o)));
+        }
+        break;
       case PinnArchitecture::resnet:
         lift_ = register_module("lift", dense(first, o.width, o, g));
         activations_.push_back(register_module("activation.lift", activation(o)));
@@ -126,7 +156,9 @@ class PinnModel : public Module {
         }
         break;
     }
-    const int64_t last = o.depth == 0 && o.architecture == PinnArchitecture::mlp ? first : o.width;
+    const bool embedding_wide = (o.depth == 0 && o.architecture == PinnArchitecture::mlp) ||
+                                o.architecture == PinnArchitecture::pirate_net;
+    const int64_t last = embedding_wide ? first : o.width;
     output_ = register_module("output", dense(last, o.outputs, o, g));
   }
 
@@ -152,6 +184,23 @@ class PinnModel : public Module {
         }
         break;
       }
+      case PinnArchitecture::pirate_net: {
+        // Adaptive residual connections (Wang, Li, Chen & Perdikaris, "PirateNets: Physics-informed
+        // deep learning with residual adaptive networks", arXiv:2402.00326, 2024, eqs. 4.2-4.7):
+        // each block's output is skip * H + (1 - skip) * x with a trainable skip, 0 at the start,
+        // so the network starts as a linear model of the embedding and grows deeper as it trains.
+        const Tensor u = activations_[0]->forward(dense(encoder_u_, h));
+        const Tensor v = activations_[1]->forward(dense(encoder_v_, h));
+        auto gate = [&](const Tensor& z) { return z * u + (1.0 - z) * v; };
+        for (size_t b = 0; b < skip_weights_.size(); ++b) {
+          const auto layer = [&](size_t k, const Tensor& in) {
+            return activations_[2 + 3 * b + k]->forward(dense(hidden_[3 * b + k], in));
+          };
+          const Tensor block = layer(2, gate(layer(1, gate(layer(0, h)))));
+          h = skip_weights_[b] * block + (1.0 - skip_weights_[b]) * h;
+        }
+        break;
+      }
       case PinnArchitecture::resnet:
         h = activations_[0]->forward(dense(lift_, h));
         for (size_t b = 0; b < hidden_.size(); b += 2) {
@@ -168,6 +217,7 @@ class PinnModel : public Module {
   std::shared_ptr<InputMap> input_;
   std::shared_ptr<Module> encoder_u_, encoder_v_, lift_, output_;
   std::vector<std::shared_ptr<Module>> hidden_, activations_;
+  std::vector<Tensor> skip_weights_;  // pirate_net: one trainable alpha per block
 };
 
 void check_options(const PinnModelOptions& o) {
@@ -176,7 +226,12 @@ void check_options(const PinnModelOptions& o) {
   EDDY_CHECK(o.width > 0, "model.width must be positive, got ", o.width);
   EDDY_CHECK(o.depth >= 0, "model.depth must be non-negative, got ", o.depth);
   EDDY_CHECK(o.architecture == PinnArchitecture::mlp || o.depth >= 1, "model.depth must be at least 1 for ",
-             o.architecture == PinnArchitecture::resnet ? "resnet" : "modified_mlp", ", got ", o.depth);
+             architecture_name(o.architecture), ", got ", o.depth);
+  // The blocks hand the embedding on and the output layer reads it: the raw coordinates would
+  // make the output layer a linear map of a handful of numbers.
+  EDDY_CHECK(o.architecture != PinnArchitecture::pirate_net || o.fourier_features > 0,
+             "model.architecture pirate_net needs model.fourier_features > 0: its blocks and output layer work on "
+             "the Fourier embedding of the inputs, as in the PirateNets paper");
   EDDY_CHECK(is_floating(o.dtype), "model.dtype must be float32 or float64, got ", o.dtype);
   EDDY_CHECK(o.input_lower.size() == o.input_upper.size() &&
                  (o.input_lower.empty() || static_cast<int64_t>(o.input_lower.size()) == o.inputs),
@@ -203,10 +258,10 @@ void check_options(const PinnModelOptions& o) {
 }  // namespace
 
 PinnArchitecture parse_architecture(std::string_view name) {
-  if (name == "mlp") return PinnArchitecture::mlp;
-  if (name == "modified_mlp") return PinnArchitecture::modified_mlp;
-  if (name == "resnet") return PinnArchitecture::resnet;
-  throw Error(cat("unknown model architecture \"", name, "\" (valid: mlp, modified_mlp, resnet)"));
+  for (PinnArchitecture a : kArchitectures) {
+    if (name == architecture_name(a)) return a;
+  }
+  throw Error(cat("unknown model architecture \"", name, "\" (valid: mlp, modified_mlp, resnet, pirate_net)"));
 }
 
 std::shared_ptr<Module> make_pinn_model(const PinnModelOptions& options) {

@@ -1,6 +1,7 @@
 #pragma once
 // The PINN model family, built from one options struct (which the YAML config maps onto):
-//   architecture  mlp | modified_mlp (Wang, Teng & Perdikaris, 2021) | resnet;
+//   architecture  mlp | modified_mlp (Wang, Teng & Perdikaris, 2021) | resnet |
+//                 pirate_net (Wang, Li, Chen & Perdikaris, 2024);
 //   input maps    normalisation of the domain to [-1, 1], periodic embedding, random Fourier
 //                 features (Tancik et al., 2020), applied in that order;
 //   layers        plain or randomly weight-factorised (Wang et al., 2022) dense layers, with
@@ -13,7 +14,7 @@
 
 namespace eddy::nn {
 
-enum class PinnArchitecture { mlp, modified_mlp, resnet };
+enum class PinnArchitecture { mlp, modified_mlp, resnet, pirate_net };
 PinnArchitecture parse_architecture(std::string_view name);
 
 struct PinnModelOptions {
@@ -21,7 +22,7 @@ struct PinnModelOptions {
   int64_t inputs = 2;
   int64_t outputs = 1;
   int64_t width = 50;
-  int64_t depth = 4;  // hidden layers (mlp, modified_mlp) or residual blocks (resnet)
+  int64_t depth = 4;  // hidden layers (mlp, modified_mlp) or residual blocks (resnet, pirate_net)
   ActivationKind activation = ActivationKind::tanh;
   bool adaptive_activation = false;
 
