@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build link-venv test test-asan demo bench bench-fft bench-peers bench-lm bench-busy fuzz clean
+.PHONY: all deps configure build link-venv test test-asan demo bench bench-fft bench-peers bench-lm bench-busy bench-accuracy fuzz clean
 
 all: build
 
@@ -40,6 +40,13 @@ test-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) -L core --output-on-failure -j $(JOBS)
+
+# The PINN accuracy suite (bench/accuracy/README.md): each problem solved with `eddy solve`, its
+# error against an independent reference written into docs/benchmarks.md. About 25 minutes with
+# two solves side by side. Not part of `make test`.
+BENCH_ACCURACY_ARGS ?= --jobs 2
+bench-accuracy: build
+	$(VENV_PYTHON) bench/accuracy/run.py --build $(BUILD) --update-docs docs/benchmarks.md $(BENCH_ACCURACY_ARGS)
 
 # The libFuzzer harnesses of tests/fuzz/ (docs/fuzzing.md), in a clang build of their own: each
 # runs FUZZ_SECONDS on a copy of its seeds; findings go to build-fuzz/findings/. Not part of `make
