@@ -132,6 +132,9 @@ def main():
     parser.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides for every problem (a quick check: training.adam.steps=100)")
     parser.add_argument("--update-docs", metavar="FILE", help="replace the table between the accuracy markers")
+    parser.add_argument("--keep", metavar="DIR",
+                        help="write each problem's run folder and log under DIR and keep them (default: a "
+                             "temporary folder, removed at the end)")
     args = parser.parse_args()
 
     names = [p.name for p in SUITE]
@@ -142,7 +145,9 @@ def main():
         parser.error(f"{args.build}/bin/eddy not found: build first (make build)")
     chosen = [p for p in SUITE if not args.only or p.name in args.only]
 
-    with tempfile.TemporaryDirectory(prefix="eddy-accuracy-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="eddy-accuracy-") as temporary:
+        scratch = Path(args.keep or temporary).resolve()
+        scratch.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             futures = [pool.submit(run, p, args.build, args.threads, scratch, args.override) for p in chosen]
             results = []

@@ -92,7 +92,8 @@ void bind_modules(py::module_& m) {
       py::arg("inputs"), py::arg("outputs"), py::arg("width") = 50, py::arg("depth") = 4,
       py::arg("activation") = "tanh", py::arg("architecture") = "mlp", py::arg("fourier_features") = 0,
       py::arg("fourier_scale") = 1.0, py::arg("dtype") = py::none(), py::arg("seed") = 0,
-      "The PINN model family ([N, inputs] -> [N, outputs]): mlp, modified_mlp or resnet.");
+      "The PINN model family ([N, inputs] -> [N, outputs]): mlp, modified_mlp, resnet or pirate_net "
+      "(which needs fourier_features > 0).");
 
   py::class_<nn::Fno, nn::Module, std::shared_ptr<nn::Fno>>(m, "FNO", "Fourier neural operator, channels first.")
       .def(py::init([](int64_t in_channels, int64_t out_channels, const std::vector<int64_t>& modes, int64_t width,

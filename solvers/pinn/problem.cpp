@@ -657,11 +657,12 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   if (auto periodic = model.find("periodic")) {
     for (const std::string& coordinate : periodic->keys()) {
       const auto axis = std::find(p.coordinates.begin(), p.coordinates.end(), coordinate);
+      const ConfigNode entry = periodic->at(coordinate);
       if (axis == p.coordinates.end()) {
-        periodic->at(coordinate).fail(cat("'", coordinate, "' is not a coordinate (coordinates: ", comma_separated(p.coordinates), ")"));
+        entry.fail(cat("'", coordinate, "' is not a coordinate (coordinates: ", comma_separated(p.coordinates), ")"));
       }
-      const double period = periodic->number(coordinate);
-      if (!(period > 0) || !std::isfinite(period)) periodic->at(coordinate).fail(cat("the period must be positive, got ", period));
+      const double period = entry.as_number();
+      if (!(period > 0) || !std::isfinite(period)) entry.fail(cat("the period must be positive, got ", period));
       p.model.periodic_axes.push_back(axis - p.coordinates.begin());
       p.model.periods.push_back(period);
     }

@@ -49,9 +49,10 @@ def test_activation_and_sequential():
         eddy.nn.Activation("swish")
 
 
-@pytest.mark.parametrize("architecture", ["mlp", "modified_mlp", "resnet"])
+@pytest.mark.parametrize("architecture", ["mlp", "modified_mlp", "resnet", "pirate_net"])
 def test_pinn_models(architecture):
-    model = eddy.nn.pinn_model(2, 3, width=8, depth=2, architecture=architecture, dtype="float64", seed=4)
+    model = eddy.nn.pinn_model(2, 3, width=8, depth=2, architecture=architecture, dtype="float64", seed=4,
+                               fourier_features=5 if architecture == "pirate_net" else 0)
     x = RNG.standard_normal((5, 2))
     y = model(x)
     assert y.shape == (5, 3) and y.dtype == eddy.float64
@@ -66,6 +67,8 @@ def test_pinn_model_with_fourier_features_and_bad_names():
     assert model(np.zeros((3, 1), dtype=np.float32)).shape == (3, 1)
     with pytest.raises(eddy.Error, match="architecture"):
         eddy.nn.pinn_model(1, 1, architecture="transformer")
+    with pytest.raises(eddy.Error, match="pirate_net needs model.fourier_features > 0"):
+        eddy.nn.pinn_model(1, 1, architecture="pirate_net")
 
 
 @pytest.mark.parametrize("factorization", ["dense", "tucker"])
