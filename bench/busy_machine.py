@@ -44,7 +44,8 @@ def eddy_steps_per_second(build, threads, dtype, steps, extra_env):
     compiling and the first steps' page faults are left out; the log flushes every line)."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [os.path.join(build, "bin", "eddy"), "solve", os.path.join(ROOT, "examples/pinn/burgers.yaml"),
-               f"dtype={dtype}", f"training.adam.steps={steps}", "training.lbfgs.iterations=0",
+               f"dtype={dtype}", "conditions.pde.points=10000",  # the PyTorch side's size (bench/peers)
+               f"training.adam.steps={steps}", "training.lbfgs.iterations=0",
                f"training.log_every={steps // 8}", "validation.every=0", f"output.dir={out}",
                "output.checkpoint_every=0"]
         marks = []  # (seconds, step) of each progress line
