@@ -34,6 +34,7 @@ class Adam : public Optimizer {
   void step() override;
   nn::StateDict state_dict() const override;
   void load_state_dict(const nn::StateDict& state) override;
+  bool updates_elementwise() const override { return true; }
 
  protected:
   Adam(std::vector<Tensor> parameters, const AdamOptions& options, bool decoupled_weight_decay);

@@ -41,6 +41,13 @@ class Optimizer {
   void set_learning_rate(double learning_rate);
 
   const std::vector<Tensor>& parameters() const { return parameters_; }
+  /// "adam", "adamw", "sgd", "soap": the prefix of state-dict keys and error messages.
+  const std::string& name() const { return name_; }
+  /// Whether the update of each parameter element depends only on that element's gradient and
+  /// state (and on scalars such as the step count), so the optimiser gives the same result run
+  /// on any slice of the flattened parameters: what ZeRO's sharded optimiser state
+  /// (dist/sharded_optimizer.h) needs. True for SGD, Adam and AdamW; SOAP rotates whole matrices.
+  virtual bool updates_elementwise() const { return false; }
   /// Number of step() calls so far (restored by load_state_dict).
   int64_t steps() const { return steps_; }
 
@@ -54,7 +61,6 @@ class Optimizer {
   virtual void load_state_dict(const nn::StateDict& state) = 0;
 
  protected:
-  const std::string& name() const { return name_; }
   /// "<name>.<what>.<index>", the key of per-parameter state.
   std::string key(const std::string& what, size_t index) const;
   /// The state shared by every optimiser: "<name>.step".

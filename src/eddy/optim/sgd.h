@@ -31,6 +31,7 @@ class Sgd : public Optimizer {
   void step() override;
   nn::StateDict state_dict() const override;
   void load_state_dict(const nn::StateDict& state) override;
+  bool updates_elementwise() const override { return true; }
 
  private:
   SgdOptions options_;

@@ -1,0 +1,250 @@
+#include "eddy/dist/sharded_optimizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/core/distribution.h"
+#include "eddy/dist/data_parallel.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::dist {
+namespace {
+
+constexpr const char* kWho = "ShardedOptimizer (ZeRO stage 1)";
+
+char* element(const Tensor& t, int64_t offset) {
+  return static_cast<char*>(t.raw_data()) + offset * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+void copy_elements(const Tensor& to, int64_t to_offset, const Tensor& from, int64_t from_offset, int64_t count) {
+  std::memcpy(element(to, to_offset), element(from, from_offset), count * dtype_size(to.dtype()));
+}
+
+Tensor dense_flat(const Tensor& t) { return contiguous(flatten(t)); }
+
+// "<optimiser>.<what>.<index>" -> (what, index); a key without a trailing index (the step count)
+// gives index -1.
+std::pair<std::string, int64_t> split_key(const std::string& key, const std::string& optimiser) {
+  const size_t dot = key.rfind('.');
+  const std::string tail = key.substr(dot + 1);
+  const bool indexed = dot > optimiser.size() && !tail.empty() &&
+                       std::all_of(tail.begin(), tail.end(), [](unsigned char c) { return std::isdigit(c); });
+  if (!indexed) return {key, -1};
+  return {key.substr(optimiser.size() + 1, dot - optimiser.size() - 1), std::stoll(tail)};
+}
+
+// The kinds of per-element state ("m", "v", "momentum") of an optimiser's state dict, in a fixed
+// order, the same on every rank (each owns a slice 0); the rest is shared state such as the step.
+std::set<std::string> per_element_state(const nn::StateDict& state, const std::string& optimiser) {
+  std::set<std::string> kinds;
+  for (const auto& [key, value] : state) {
+    const auto [what, index] = split_key(key, optimiser);
+    if (index == 0) kinds.insert(what);
+  }
+  return kinds;
+}
+
+}  // namespace
+
+ShardedOptimizer::Layout ShardedOptimizer::plan(const std::vector<Tensor>& parameters, const Factory& make,
+                                                Communicator& comm) {
+  optim::check_parameters(parameters, kWho);
+  Layout layout{parameters.front().dtype(), {}, {}, 0, {}, {}, nullptr};
+  int64_t total = 0;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Tensor& p = parameters[i];
+    EDDY_CHECK(!is_distributed(p), kWho, ": parameter ", i, " is a distributed tensor, whose optimiser state already "
+               "lies with its parts; shard only the parameters every rank holds whole");
+    EDDY_CHECK(p.dtype() == layout.dtype, kWho, ": parameter ", i, " is ", p.dtype(), " but parameter 0 is ",
+               layout.dtype, "; make one ShardedOptimizer per dtype");
+    layout.offsets.push_back(total);
+    total += p.numel();
+  }
+  const int size = comm.size();
+  EDDY_CHECK(total >= size, kWho, ": ", total, " parameter elements cannot be shared out over ", size,
+             " ranks (each must own at least one); keep the whole optimiser state on every rank instead");
+  for (int r = 0; r < size; ++r) {
+    layout.ranges.push_back(shard(0, total, r, size));
+    layout.block = std::max(layout.block, layout.ranges.back().second - layout.ranges.back().first);
+  }
+
+  NoGradGuard no_grad;
+  const auto [first, last] = layout.ranges[static_cast<size_t>(comm.rank())];
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const int64_t start = std::max(first, layout.offsets[i]);
+    const int64_t stop = std::min(last, layout.offsets[i] + parameters[i].numel());
+    if (start >= stop) continue;
+    const Piece piece{i, start - layout.offsets[i], stop - layout.offsets[i], start - first};
+    Tensor slice_of_parameter = Tensor::empty({piece.end - piece.begin}, layout.dtype);
+    slice_of_parameter.copy_(slice(flatten(parameters[i]), 0, piece.begin, piece.end));
+    slice_of_parameter.requires_grad_();
+    layout.pieces.push_back(piece);
+    layout.slices.push_back(slice_of_parameter);
+  }
+  layout.local = make(layout.slices);
+  EDDY_CHECK(layout.local != nullptr, kWho, ": the factory made no optimiser");
+  EDDY_CHECK(layout.local->updates_elementwise(), kWho, ": ", layout.local->name(), " cannot have its state sharded: "
+             "its update of an element depends on other elements, so it cannot run on a slice of the parameters; "
+             "ZeRO stage 1 works with adam, adamw and sgd");
+  return layout;
+}
+
+ShardedOptimizer::ShardedOptimizer(std::vector<Tensor> parameters, const Factory& make, RankGradients gradients,
+                                   Communicator& comm)
+    : ShardedOptimizer(parameters, plan(parameters, make, comm), gradients, comm) {}
+
+ShardedOptimizer::ShardedOptimizer(std::vector<Tensor> parameters, Layout layout, RankGradients gradients,
+                                   Communicator& comm)
+    : Optimizer(std::move(parameters), layout.local->learning_rate(), layout.local->name()),
+      layout_(std::move(layout)),
+      gradients_(gradients),
+      comm_(comm) {}
+
+void ShardedOptimizer::scatter_into_blocks(const std::vector<Tensor>& whole, const Tensor& blocks,
+                                           int64_t width) const {
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (!whole[i].defined()) continue;
+    const Tensor flat = dense_flat(whole[i]);
+    const int64_t offset = layout_.offsets[i];
+    for (size_t r = 0; r < layout_.ranges.size(); ++r) {
+      const auto [first, last] = layout_.ranges[r];
+      const int64_t start = std::max(first, offset), stop = std::min(last, offset + flat.numel());
+      if (start < stop) copy_elements(blocks, static_cast<int64_t>(r) * width + start - first, flat, start - offset, stop - start);
+    }
+  }
+}
+
+Tensor ShardedOptimizer::parameter_from_blocks(size_t parameter, const Tensor& blocks, DType dtype) const {
+  const Tensor& p = parameters()[parameter];
+  Tensor flat = Tensor::empty({p.numel()}, dtype);
+  const int64_t offset = layout_.offsets[parameter];
+  for (size_t r = 0; r < layout_.ranges.size(); ++r) {
+    const auto [first, last] = layout_.ranges[r];
+    const int64_t start = std::max(first, offset), stop = std::min(last, offset + p.numel());
+    if (start < stop) copy_elements(flat, start - offset, blocks, static_cast<int64_t>(r) * layout_.block + start - first, stop - start);
+  }
+  return reshape(flat, p.shape());
+}
+
+std::vector<Tensor> ShardedOptimizer::gather(const std::vector<Tensor>& slices, DType dtype) const {
+  Tensor mine = zeros({layout_.block}, dtype);
+  for (size_t j = 0; j < layout_.pieces.size(); ++j) {
+    const Tensor dense = contiguous(slices[j]);
+    copy_elements(mine, layout_.pieces[j].position, dense, 0, dense.numel());
+  }
+  const Tensor everyone = Tensor::empty({layout_.block * comm_.size()}, dtype);
+  comm_.allgather(mine, everyone);
+  std::vector<Tensor> whole;
+  for (size_t i = 0; i < parameters().size(); ++i) whole.push_back(parameter_from_blocks(i, everyone, dtype));
+  return whole;
+}
+
+void ShardedOptimizer::reduce_gradients(std::span<double> sums) {
+  NoGradGuard no_grad;
+  const std::vector<Tensor>& params = parameters();
+  std::vector<Tensor> grads(layout_.slices.size());
+  for (const Tensor& s : layout_.slices) Tensor(s).zero_grad();
+  if (gradients_ == RankGradients::identical) {
+    for (size_t j = 0; j < grads.size(); ++j) {
+      const Piece& piece = layout_.pieces[j];
+      const Tensor g = params[piece.parameter].grad();
+      if (g.defined()) grads[j] = slice(dense_flat(g), 0, piece.begin, piece.end);
+    }
+  } else {
+    // Each rank's block: its elements (zero-padded to the largest range), then one flag per
+    // parameter (1 where this rank has its gradient), then `sums`; every rank writes its flags and
+    // sums into every block, so each receives their totals.
+    const int64_t flags = layout_.block, extras = flags + static_cast<int64_t>(params.size());
+    const int64_t width = extras + static_cast<int64_t>(sums.size());
+    std::vector<Tensor> whole;
+    std::vector<double> tail(params.size(), 0.0);
+    for (size_t i = 0; i < params.size(); ++i) {
+      whole.push_back(params[i].grad());
+      tail[i] = whole.back().defined() ? 1 : 0;
+    }
+    tail.insert(tail.end(), sums.begin(), sums.end());
+    const Tensor packed_tail = cast(tensor(tail), layout_.dtype);
+    const Tensor blocks = zeros({width * comm_.size()}, layout_.dtype);
+    scatter_into_blocks(whole, blocks, width);
+    for (int r = 0; r < comm_.size(); ++r) copy_elements(blocks, r * width + flags, packed_tail, 0, packed_tail.numel());
+    const Tensor mine = Tensor::empty({width}, layout_.dtype);
+    comm_.reduce_scatter(blocks, mine);
+
+    const std::vector<c128> summed_tail = slice(mine, 0, flags, width).to_vector<c128>();
+    for (size_t k = 0; k < sums.size(); ++k) sums[k] = summed_tail[params.size() + k].real();
+    const Tensor mean = slice(mine, 0, 0, flags) / static_cast<double>(comm_.size());
+    for (size_t j = 0; j < grads.size(); ++j) {
+      const Piece& piece = layout_.pieces[j];
+      if (summed_tail[piece.parameter].real() == 0) continue;  // undefined on every rank: the step skips it
+      grads[j] = slice(mean, 0, piece.position, piece.position + piece.end - piece.begin);
+    }
+  }
+  optim::set_grads(layout_.slices, grads);
+  reduced_ = true;
+}
+
+void ShardedOptimizer::step() {
+  if (!reduced_) reduce_gradients();
+  reduced_ = false;
+  NoGradGuard no_grad;
+  count_step();
+  // The slices start from the whole parameters, which a checkpoint load or a broadcast may have
+  // changed since the last step.
+  for (size_t j = 0; j < layout_.pieces.size(); ++j) {
+    const Piece& piece = layout_.pieces[j];
+    Tensor(layout_.slices[j]).copy_(slice(flatten(parameters()[piece.parameter]), 0, piece.begin, piece.end));
+  }
+  layout_.local->set_learning_rate(learning_rate());
+  layout_.local->step();
+  const std::vector<Tensor> updated = gather(layout_.slices, layout_.dtype);
+  for (size_t i = 0; i < updated.size(); ++i) Tensor(parameters()[i]).copy_(updated[i]);
+}
+
+nn::StateDict ShardedOptimizer::state_dict() const {
+  NoGradGuard no_grad;
+  const nn::StateDict local = layout_.local->state_dict();
+  nn::StateDict state;
+  for (const auto& [key, value] : local) {
+    if (split_key(key, name()).second < 0) state[key] = value;
+  }
+  for (const std::string& what : per_element_state(local, name())) {
+    std::vector<Tensor> slices;
+    for (size_t j = 0; j < layout_.pieces.size(); ++j) {
+      const Tensor& part = local.at(cat(name(), ".", what, ".", j));
+      EDDY_CHECK(part.shape() == layout_.slices[j].shape(), kWho, ": ", name(), "'s state \"", what, "\" has shape ",
+                 part.shape(), " for a slice of ", layout_.slices[j].numel(), " elements; it is not per element");
+      slices.push_back(part);
+    }
+    const std::vector<Tensor> whole = gather(slices, slices.front().dtype());
+    for (size_t i = 0; i < whole.size(); ++i) state[key(what, i)] = whole[i];
+  }
+  return state;
+}
+
+void ShardedOptimizer::load_state_dict(const nn::StateDict& state) {
+  NoGradGuard no_grad;
+  const nn::StateDict current = layout_.local->state_dict();
+  nn::StateDict mine;
+  for (const auto& [key, value] : current) {
+    if (split_key(key, name()).second < 0) mine[key] = optim::state_entry(state, key, value.shape(), value.dtype());
+  }
+  for (const std::string& what : per_element_state(current, name())) {
+    const DType dtype = current.at(cat(name(), ".", what, ".0")).dtype();
+    std::vector<Tensor> whole;
+    for (size_t i = 0; i < parameters().size(); ++i) {
+      whole.push_back(dense_flat(optim::state_entry(state, key(what, i), parameters()[i].shape(), dtype)));
+    }
+    for (size_t j = 0; j < layout_.pieces.size(); ++j) {
+      const Piece& piece = layout_.pieces[j];
+      mine[cat(name(), ".", what, ".", j)] = slice(whole[piece.parameter], 0, piece.begin, piece.end);
+    }
+  }
+  layout_.local->load_state_dict(mine);
+  load_steps(state);
+}
+
+}  // namespace eddy::dist
