@@ -24,4 +24,21 @@ optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default
   return spec;
 }
 
+int64_t read_zero_stage(const io::ConfigNode& training) {
+  const int64_t stage = training.integer("zero_stage", 0);
+  if (stage != 0 && stage != 1) {
+    training.at("zero_stage").fail(cat("must be 0 (every rank keeps the whole optimiser state) or 1 (ZeRO stage 1: "
+                                       "each rank keeps the state of its share of the parameters); got ", stage,
+                                       ", and ZeRO stages 2 and 3 are not implemented"));
+  }
+  return stage;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector<Tensor> parameters,
+                                                 const dist::ShardedOptimizer::Factory& make,
+                                                 dist::RankGradients gradients, dist::Communicator& comm) {
+  if (zero_stage == 0 || comm.size() == 1) return make(std::move(parameters));
+  return std::make_unique<dist::ShardedOptimizer>(std::move(parameters), make, gradients, comm);
+}
+
 }  // namespace eddy::solvers

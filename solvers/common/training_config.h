@@ -1,6 +1,10 @@
 #pragma once
 // Config sections that every training command reads the same way.
 
+#include <memory>
+#include <vector>
+
+#include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/config.h"
 #include "eddy/optim/schedule.h"
 
@@ -9,5 +13,16 @@ namespace eddy::solvers {
 // A `schedule:` section: type (constant | exponential | step | cosine) and the keys that type
 // uses (gamma and every; warmup and floor), `every` counted in the caller's steps.
 optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every);
+
+// `zero_stage` of a training section: 0 (every rank keeps the whole optimiser state) or 1 (ZeRO
+// stage 1: each data-parallel rank keeps the state of its share of the parameters).
+int64_t read_zero_stage(const io::ConfigNode& training);
+
+// The optimiser `make` builds over `parameters`, or with zero_stage 1 on several ranks the same
+// one over this rank's share of them, in dist::ShardedOptimizer. Either saves the same state, so a
+// checkpoint resumes with either stage and on any number of ranks.
+std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector<Tensor> parameters,
+                                                 const dist::ShardedOptimizer::Factory& make,
+                                                 dist::RankGradients gradients, dist::Communicator& comm);
 
 }  // namespace eddy::solvers

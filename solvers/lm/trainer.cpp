@@ -14,6 +14,7 @@
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
+#include "solvers/common/training_config.h"
 #include "solvers/common/training_loop.h"
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/model.h"
@@ -27,7 +28,7 @@ namespace {
 const solvers::ResumableKeys kResumable = {
     "description",        "training.steps",          "training.learning_rate",     "training.weight_decay",
     "training.clip",      "training.evaluate_every", "training.evaluation_batches", "training.schedule",
-    "output",             "parallel"};
+    "output",             "parallel",                "training.zero_stage"};
 
 struct History {
   std::vector<double> steps, train_loss;
@@ -123,14 +124,21 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   // and Llama were trained.
   std::vector<Tensor> matrices, vectors;
   for (const Tensor& parameter : parameters) (parameter.dim() >= 2 ? matrices : vectors).push_back(parameter);
-  optim::AdamOptions adam;
-  adam.learning_rate = t.learning_rate;
-  adam.beta1 = t.beta1;
-  adam.beta2 = t.beta2;
-  adam.weight_decay = t.weight_decay;
-  optim::AdamW decayed(matrices, adam);
-  adam.weight_decay = 0;
-  optim::AdamW undecayed(vectors, adam);
+  auto adamw = [&](std::vector<Tensor> group, double weight_decay) {
+    optim::AdamOptions adam;
+    adam.learning_rate = t.learning_rate;
+    adam.beta1 = t.beta1;
+    adam.beta2 = t.beta2;
+    adam.weight_decay = weight_decay;
+    // The backward pass of distributed tensors has summed every gradient over the ranks already.
+    return solvers::make_optimizer(
+        t.zero_stage, std::move(group),
+        [adam](std::vector<Tensor> slices) { return std::make_unique<optim::AdamW>(std::move(slices), adam); },
+        dist::RankGradients::identical, world);
+  };
+  const std::unique_ptr<optim::Optimizer> decayed_optimizer = adamw(matrices, t.weight_decay);
+  const std::unique_ptr<optim::Optimizer> undecayed_optimizer = adamw(vectors, 0);
+  optim::Optimizer &decayed = *decayed_optimizer, &undecayed = *undecayed_optimizer;
   const auto schedule = optim::make_schedule(t.schedule, t.learning_rate, t.steps);
 
   History history;
