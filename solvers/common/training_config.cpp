@@ -41,4 +41,13 @@ std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector
   return std::make_unique<dist::ShardedOptimizer>(std::move(parameters), make, gradients, comm);
 }
 
+int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) {
+  const auto* sharded = dynamic_cast<const dist::ShardedOptimizer*>(&optimizer);
+  int64_t bytes = 0;
+  for (const auto& [key, value] : (sharded ? sharded->local() : optimizer).state_dict()) {
+    bytes += value.numel() * static_cast<int64_t>(dtype_size(value.dtype()));
+  }
+  return bytes;
+}
+
 }  // namespace eddy::solvers

@@ -25,4 +25,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector
                                                  const dist::ShardedOptimizer::Factory& make,
                                                  dist::RankGradients gradients, dist::Communicator& comm);
 
+// The bytes of optimiser state this rank holds: all of it, or with ZeRO stage 1 its share.
+int64_t optimizer_state_bytes(const optim::Optimizer& optimizer);
+
 }  // namespace eddy::solvers

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/memory.h"
 #include "eddy/dist/communicator.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/io/hdf5.h"
@@ -274,6 +275,12 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
                  << result.parameters << " parameters; "
                  << train_tokens.size() << " training and " << validation_tokens.size() << " validation tokens"
                  << (corpus.reused ? " (token files reused)" : "") << "\n";
+    const int64_t state = solvers::optimizer_state_bytes(decayed) + solvers::optimizer_state_bytes(undecayed);
+    const bool sharded = t.zero_stage == 1 && world.size() > 1;
+    *log << "AdamW state: " << memory_text(static_cast<double>(state))
+         << (sharded ? cat(" on rank 0, sharded over ", world.size(), " ranks (ZeRO stage 1)")
+                     : std::string(world.size() > 1 ? " on every rank" : ""))
+         << "\n";
   }
   started = std::chrono::steady_clock::now();
   if (auto stopped = loop.run(step, t.steps, p.output.checkpoint_every)) {

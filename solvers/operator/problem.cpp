@@ -120,6 +120,7 @@ OperatorProblem read_operator_problem(io::Config& config) {
                            LossType::relative_l2);
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   t.seed = static_cast<uint64_t>(training.integer("seed", 0));
+  t.zero_stage = solvers::read_zero_stage(training);
   p.model.fno.dtype = p.model.deeponet.dtype = t.dtype;
   // Every layer holds at least a width x width matrix, kept with its gradient and Adam's two
   // moments: refused here when that cannot fit, instead of a bare std::bad_alloc when building.

@@ -56,6 +56,9 @@ struct TrainingSpec {
   int64_t evaluate_every = 1;   // epochs between test evaluations
   DType dtype = DType::f32;
   uint64_t seed = 0;
+  // 1: under mpirun, each rank keeps AdamW's moments for its share of the parameters only (ZeRO
+  // stage 1, dist/sharded_optimizer.h); 0: every rank keeps them all.
+  int64_t zero_stage = 0;
 };
 
 struct OutputSpec {

@@ -7,6 +7,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
+#include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
@@ -15,6 +16,7 @@
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
+#include "solvers/common/training_config.h"
 #include "solvers/common/training_loop.h"
 
 namespace eddy::operator_learning {
@@ -27,7 +29,7 @@ constexpr int64_t kEvaluationBatch = 64;
 // would resume another model or dataset than the checkpoint's.
 const solvers::ResumableKeys kResumable = {"description",      "training.epochs",          "training.learning_rate",
                                            "training.weight_decay", "training.evaluate_every", "training.schedule",
-                                           "output"};
+                                           "training.zero_stage",   "output"};
 
 struct History {
   std::vector<double> epochs, train_loss;
@@ -114,7 +116,7 @@ void write_results(const OperatorProblem& p, solvers::StepFunction& forward, con
 }
 
 // What a resumed run needs besides the model: the optimiser and the history so far.
-nn::StateDict training_state(const optim::AdamW& optimizer, const History& history) {
+nn::StateDict training_state(const optim::Optimizer& optimizer, const History& history) {
   nn::StateDict state = optimizer.state_dict();
   solvers::save_series(state, "epoch", history.epochs);
   solvers::save_series(state, "train_loss", history.train_loss);
@@ -177,7 +179,13 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   optim::AdamOptions adam;
   adam.learning_rate = p.training.learning_rate;
   adam.weight_decay = p.training.weight_decay;
-  optim::AdamW optimizer(model.parameters(), adam);
+  const std::unique_ptr<optim::Optimizer> made = solvers::make_optimizer(
+      p.training.zero_stage, model.parameters(),
+      [adam](std::vector<Tensor> slices) { return std::make_unique<optim::AdamW>(std::move(slices), adam); },
+      dist::RankGradients::to_average, comm);
+  optim::Optimizer& optimizer = *made;
+  // With ZeRO stage 1 the gradients are averaged by its reduce-scatter instead of an allreduce.
+  auto* const sharded = dynamic_cast<dist::ShardedOptimizer*>(made.get());
   const auto schedule = optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.epochs);
   const std::vector<Tensor> parameters = model.parameters();
 
@@ -239,7 +247,11 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       batch_loss_sum = outputs[0].item<double>() * share;
       optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
     }
-    dist::average_gradients(parameters, comm, {&batch_loss_sum, 1});
+    if (sharded) {
+      sharded->reduce_gradients({&batch_loss_sum, 1});
+    } else {
+      dist::average_gradients(parameters, comm, {&batch_loss_sum, 1});
+    }
     loss_sum += batch_loss_sum;
     return batch_loss_sum / static_cast<double>(stop - start);
   };
@@ -296,13 +308,16 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
         break;
       }
     }
-    if (finished.item<int64_t>()) loop.save(epoch);
   }
   comm.broadcast(finished, 0);
   if (finished.item<int64_t>() == 0) {
     if (!root) result.message = "training ended with a non-finite test error (reported by rank 0)";
     return result;
   }
+  // On every rank, as with ZeRO stage 1 the ranks gather the optimiser state together; the
+  // barrier returns once rank 0 has written it.
+  loop.save(epoch);
+  comm.barrier();
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;
   result.message =

@@ -713,6 +713,12 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   if (!(p.training.learning_rate > 0)) phase.at("learning_rate").fail("must be positive");
   p.training.schedule = solvers::read_schedule(phase.section("schedule"), 1000);
   if (soap) p.training.soap = read_soap(phase);
+  p.training.zero_stage = solvers::read_zero_stage(training);
+  if (soap && p.training.zero_stage == 1) {
+    training.at("zero_stage").fail("1 shards the state of optimisers that update each element on its own (adam); "
+                                   "soap (training.optimizer) rotates whole matrices, so its state cannot be split "
+                                   "by elements: use adam, or zero_stage 0");
+  }
   ConfigNode lbfgs = training.section("lbfgs");
   p.training.lbfgs_iterations = lbfgs.integer("iterations", 0);
   if (p.training.lbfgs_iterations < 0) {

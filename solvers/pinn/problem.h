@@ -106,6 +106,10 @@ struct TrainingOptions {
   optim::SoapOptions soap;
   int64_t lbfgs_iterations = 0;
   int64_t lbfgs_evaluations = 0;  // 0: 1.25 x iterations
+  // 1: under mpirun, each rank keeps Adam's moments for its share of the trainable tensors only
+  // (ZeRO stage 1, dist/sharded_optimizer.h); 0: every rank keeps them all. L-BFGS's history
+  // stays whole on every rank.
+  int64_t zero_stage = 0;
   int64_t log_every = 100;
   LossWeightingOptions loss_weighting;
   std::optional<CausalOptions> causal;

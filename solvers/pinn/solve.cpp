@@ -17,6 +17,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
+#include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
@@ -26,6 +27,7 @@
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/thread_tuner.h"
+#include "solvers/common/training_config.h"
 #include "solvers/common/training_loop.h"
 #include "solvers/pinn/output.h"
 #include "solvers/pinn/refinement.h"
@@ -78,7 +80,7 @@ std::string describe_stop(const Problem& p, const std::string& phase, int64_t st
 const solvers::ResumableKeys kResumable = {
     "description",         "training.adam.steps", "training.adam.learning_rate", "training.adam.schedule",
     "training.soap.steps", "training.soap.learning_rate", "training.soap.schedule", "training.lbfgs",
-    "training.log_every",
+    "training.log_every",  "training.zero_stage",
                                            "validation.every", "output"};
 
 // Under training in stages the step counts place the stage boundaries (stages.h), so a resumed
@@ -133,9 +135,10 @@ void restore_training_state(const nn::StateDict& saved, optim::Optimizer& optimi
   }
 }
 
-// The first-order phase's optimiser, training.optimizer.
+// The first-order phase's optimiser, training.optimizer, sharded over the ranks with
+// training.zero_stage 1 (which the config allows with adam only).
 std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& training,
-                                                        const std::vector<Tensor>& trainable) {
+                                                        const std::vector<Tensor>& trainable, dist::Communicator& comm) {
   if (training.optimizer == FirstOrderOptimizer::soap) {
     optim::SoapOptions options = training.soap;
     options.learning_rate = training.learning_rate;
@@ -143,7 +146,10 @@ std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& t
   }
   optim::AdamOptions options;
   options.learning_rate = training.learning_rate;
-  return std::make_unique<optim::Adam>(trainable, options);
+  return solvers::make_optimizer(
+      training.zero_stage, trainable,
+      [options](std::vector<Tensor> slices) { return std::make_unique<optim::Adam>(std::move(slices), options); },
+      dist::RankGradients::to_average, comm);
 }
 
 // L-BFGS after Adam or SOAP, for `iterations`: every closure call is one evaluation of the training step,
@@ -213,7 +219,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   auto begin_stage = [&](int64_t stage) {
     state.enter_stage(stage);
-    optimizer = first_order_optimizer(p.training, trainable);
+    optimizer = first_order_optimizer(p.training, trainable, comm);
     training_step = std::make_unique<TrainingStep>(state, !options.eager,
                                                    [&](const std::string& line) { progress.note(line); });
     if (stages > 1) progress.note(cat(describe_stage(p, stage), stage ? ": from the weights of the stage before" : ""));
@@ -251,7 +257,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   first_order.apply = [&] {
     optim::set_grads(trainable, evaluation.gradients);
-    dist::average_gradients(trainable, comm);
+    // ZeRO stage 1 averages the gradients itself, by a reduce-scatter.
+    if (!dynamic_cast<dist::ShardedOptimizer*>(optimizer.get())) dist::average_gradients(trainable, comm);
     optimizer->step();
   };
   // Cadences count the stage's steps; records and the streams of weighting and refinement take

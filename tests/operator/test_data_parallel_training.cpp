@@ -86,6 +86,18 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
     }
     // The training made progress, so matching losses are not two constant sequences.
     EXPECT_LT(serial_history.back(), 0.9 * serial_history.front());
+
+    // ZeRO stage 1: the same steps, with each rank keeping AdamW's moments for half the weights.
+    OperatorProblem zero_problem = problem(cat("zero1_", batch), batch, loss);
+    zero_problem.training.zero_stage = 1;
+    const TrainResult zero = train(zero_problem, {});
+    ASSERT_TRUE(zero.finished) << zero.message;
+    const auto zero_history =
+        io::read_hdf5(zero_problem.output.dir + "/predictions.h5", "history/train_loss").to_vector<double>();
+    ASSERT_EQ(zero_history.size(), serial_history.size());
+    for (size_t e = 0; e < serial_history.size(); ++e) {
+      EXPECT_NEAR(zero_history[e], serial_history[e], 1e-10 * serial_history[e]) << "ZeRO-1, epoch " << e + 1;
+    }
     if (world().rank() == 0) {
       EXPECT_NEAR(parallel.test_relative_l2.at("fine"), serial.test_relative_l2.at("fine"),
                   1e-9 * serial.test_relative_l2.at("fine"));
@@ -157,6 +169,30 @@ TEST_F(DataParallelTraining, ACheckpointFromNRanksResumesOnM) {
   const TrainResult widened_result = train(widened, resume_on_all);
   ASSERT_TRUE(widened_result.finished) << widened_result.message;
   EXPECT_NEAR(widened_result.train_loss, whole.train_loss, 1e-10 * whole.train_loss);
+}
+
+// A checkpoint of ZeRO stage 1 holds the whole optimiser state, as plain data parallelism's does,
+// so it goes on on one process to the uninterrupted run's loss.
+TEST_F(DataParallelTraining, AZeroStage1CheckpointResumesOnOneProcess) {
+  SCOPED_TRACE(cat("rank ", world().rank()));
+  const auto single = dist::make_single_process_communicator();
+  TrainOptions on_one_process;
+  on_one_process.communicator = single.get();
+  const TrainResult whole = train(problem(cat("whole_rank", world().rank()), 13), on_one_process);
+  ASSERT_TRUE(whole.finished) << whole.message;
+
+  OperatorProblem first_half = problem("zero1", 13);
+  first_half.training.epochs = 2;
+  first_half.training.zero_stage = 1;
+  ASSERT_TRUE(train(first_half, {}).finished);
+  const fs::path copy = dir_ / cat("zero1_rank", world().rank());
+  fs::copy(dir_ / "zero1", copy, fs::copy_options::recursive);
+  TrainOptions resume_on_one = on_one_process;
+  resume_on_one.resume = true;
+  const TrainResult resumed = train(problem_in(copy.string(), 13), resume_on_one);
+  ASSERT_TRUE(resumed.finished) << resumed.message;
+  EXPECT_EQ(resumed.epochs, 4);
+  EXPECT_NEAR(resumed.train_loss, whole.train_loss, 1e-10 * whole.train_loss);
 }
 
 // A missing data file fails on every rank before the first collective: if one rank went on into

@@ -159,6 +159,8 @@ TEST_F(DataParallelSolve, AdamAndLbfgsMatchOneProcessWithALearnableParameter) {
   const Trajectory parallel = run(problem("parallel"), nullptr);
   expect_same(parallel, serial, 1e-9);
   EXPECT_NE(parallel.learned.at("kappa"), 0.3);  // learned, not left at its initial value
+  // ZeRO stage 1: each rank keeps Adam's moments for its share of the weights and kappa.
+  expect_same(run(problem("zero1", {"training.zero_stage=1"}), nullptr), serial, 1e-9);
   if (world().rank() == 0) {  // the ranks' blocks of the output grid make up the whole field
     const Tensor serial_u = result("serial_rank0", "fields/u");
     EXPECT_EQ(result("parallel", "fields/u").shape(), (Shape{9, 5}));
@@ -302,6 +304,22 @@ TEST_F(DataParallelSolve, ACheckpointFromNRanksResumesOnM) {
   world().barrier();
   const Trajectory widened = run(widened_rest, nullptr, true);
   EXPECT_NEAR(widened.final_loss, whole.final_loss, 1e-9 * whole.final_loss);
+}
+
+// A ZeRO-1 checkpoint holds the whole of Adam's state: the second half goes on on one process.
+TEST_F(DataParallelSolve, AZeroStage1CheckpointResumesOnOneProcess) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  const std::vector<std::string> adam_only{"training.lbfgs.iterations=0"};
+  const Trajectory whole = serial_run("whole", adam_only);
+  run(problem("zero1_split", {"training.lbfgs.iterations=0", "training.adam.steps=8", "training.zero_stage=1"}),
+      nullptr);
+  world().barrier();  // rank 0 has written the checkpoint
+  const std::string copy = cat("zero1_split_rank", world().rank());
+  fs::copy(dir_ / "zero1_split", dir_ / copy, fs::copy_options::recursive);
+  const auto single = dist::make_single_process_communicator();
+  const Trajectory resumed = run(problem(copy, adam_only), single.get(), true);
+  EXPECT_NEAR(resumed.final_loss, whole.final_loss, 1e-9 * whole.final_loss);
+  EXPECT_NEAR(resumed.learned.at("kappa"), whole.learned.at("kappa"), 1e-9);
 }
 
 }  // namespace

@@ -151,6 +151,9 @@ std::vector<BadConfig> bad_configs() {
       {"adam_section_with_soap", kTraining, "optimizer: soap\n  " + kTraining,
        "training.adam: is read only with training.optimizer: adam; this run's optimizer is soap, whose settings go in "
        "training.soap"},
+      {"zero_stage_with_soap", kTraining, "optimizer: soap\n  zero_stage: 1\n  soap: {steps: 10",
+       "training.zero_stage: 1 shards the state of optimisers that update each element on its own (adam); soap"},
+      {"zero_stage_value", kTraining, "zero_stage: 3\n  " + kTraining, "training.zero_stage: must be 0"},
       {"soap_learning_rate", "adam: {steps: 10, learning_rate: 1.0e-3", "optimizer: soap\n  soap: {steps: 10, learning_rate: 0",
        "training.soap.learning_rate: must be positive"},
       {"soap_betas_count", kTraining, soap_with("betas: [0.9]"), "training.soap.betas: needs two numbers, [beta1, beta2]; got 1"},
