@@ -4,8 +4,38 @@
 
 #include "bindings.h"
 #include "eddy/dist/dtensor.h"
+#include "eddy/dist/sharded_optimizer.h"
 
 namespace eddy::python {
+namespace {
+
+// An optimiser made in Python (eddy.optim.AdamW(...)) as the C++ one that ShardedOptimizer owns:
+// it keeps the Python object alive, and each step hands it the learning rate ShardedOptimizer set
+// on this wrapper.
+class PythonMadeOptimizer final : public optim::Optimizer {
+ public:
+  static std::unique_ptr<optim::Optimizer> from(py::object made) {
+    EDDY_CHECK(py::isinstance<optim::Optimizer>(made), "dist.ShardedOptimizer: make must return an eddy.optim "
+               "optimiser (AdamW, Adam, SGD), got ", py::str(py::type::of(made).attr("__name__")).cast<std::string>());
+    auto* held = made.cast<optim::Optimizer*>();
+    return std::unique_ptr<optim::Optimizer>(new PythonMadeOptimizer(std::move(made), held));
+  }
+  void step() override {
+    held_->set_learning_rate(learning_rate());
+    held_->step();
+  }
+  nn::StateDict state_dict() const override { return held_->state_dict(); }
+  void load_state_dict(const nn::StateDict& state) override { held_->load_state_dict(state); }
+  bool updates_elementwise() const override { return held_->updates_elementwise(); }
+
+ private:
+  PythonMadeOptimizer(py::object made, optim::Optimizer* held)
+      : Optimizer(held->parameters(), held->learning_rate(), held->name()), made_(std::move(made)), held_(held) {}
+  py::object made_;
+  optim::Optimizer* held_;
+};
+
+}  // namespace
 
 void bind_dist(py::module_& m) {
   py::module_ dist = m.def_submodule("dist", "Process meshes and distributed tensors (docs/distributed.md).");
@@ -55,6 +85,28 @@ void bind_dist(py::module_& m) {
       }, py::arg("module"), py::arg("mesh"), py::arg("plan"),
       "Places a module's parameters in place: plan maps name patterns ('*' for any characters other than a "
       "dot, first match wins) to placements. Returns how many parameters were placed.");
+  py::class_<dist::ShardedOptimizer, optim::Optimizer>(dist, "ShardedOptimizer",
+      "ZeRO stage 1: each rank keeps the optimiser state of its share of the parameters only. make(slices) "
+      "builds the optimiser of this rank's slices, e.g. lambda s: eddy.optim.AdamW(s, lr=1e-3); step() "
+      "reduce-scatters the gradients, updates the slices and all-gathers the parameters (docs/distributed.md).")
+      .def(py::init([](const py::iterable& params, const py::function& make, const std::string& gradients) {
+             EDDY_CHECK(gradients == "to_average" || gradients == "identical", "dist.ShardedOptimizer: gradients "
+                        "must be 'to_average' (each rank's own, averaged by the step) or 'identical' (summed over "
+                        "ranks already), got '", gradients, "'");
+             std::vector<Tensor> parameters;
+             for (const py::handle& p : params) parameters.push_back(p.cast<Tensor>());
+             return new dist::ShardedOptimizer(
+                 parameters, [make](std::vector<Tensor> slices) { return PythonMadeOptimizer::from(make(slices)); },
+                 gradients == "identical" ? dist::RankGradients::identical : dist::RankGradients::to_average);
+           }),
+           py::arg("params"), py::arg("make"), py::arg("gradients") = "to_average")
+      .def_property_readonly("owned", &dist::ShardedOptimizer::owned,
+                             "The elements [first, last) of the flattened parameters whose state this rank holds.")
+      .def("local_state_dict", [](const dist::ShardedOptimizer& self) {
+             py::dict state;
+             for (const auto& [key, value] : self.local().state_dict()) state[py::str(key)] = value;
+             return state;
+           }, "The state this rank holds: its slices' (state_dict() gathers the whole, collectively).");
   dist.def("placements", &dist::placements_of, py::arg("tensor"), "The placement on each mesh axis.");
   dist.def("is_distributed", &is_distributed, py::arg("tensor"));
 }

@@ -60,3 +60,34 @@ def test_partial_and_sharded_values_are_not_read_as_a_whole():
     # Replicated on every mesh axis: readable as it is.
     replicated = dist.shard_tensor(eddy.tensor(np.arange(3.0)), mesh, [dist.Replicate()])
     np.testing.assert_array_equal(np.asarray(replicated), [0.0, 1.0, 2.0])
+
+
+def test_sharded_optimizer_on_one_process_is_the_optimiser_it_wraps():
+    w0 = RNG.standard_normal((5, 3))
+    x, y = RNG.standard_normal((8, 5)), RNG.standard_normal((8, 3))
+    plain_w, sharded_w = (eddy.tensor(w0, requires_grad=True) for _ in range(2))
+    plain = eddy.optim.AdamW([plain_w], lr=0.05, weight_decay=0.1)
+    sharded = dist.ShardedOptimizer([sharded_w], lambda slices: eddy.optim.AdamW(slices, lr=0.05, weight_decay=0.1))
+    for _ in range(4):
+        for w, optimizer in ((plain_w, plain), (sharded_w, sharded)):
+            optimizer.zero_grad()
+            ((eddy.tensor(x) @ w - eddy.tensor(y)) ** 2).sum().backward()
+            optimizer.step()
+    np.testing.assert_array_equal(sharded_w.numpy(), plain_w.numpy())
+    assert sharded.owned == (0, 15) and sharded.steps == 4
+    # One rank holds the whole state: Adam's two moments of the one slice, and the step.
+    assert sorted(sharded.local_state_dict()) == ["adamw.m.0", "adamw.step", "adamw.v.0"]
+    whole, expected = sharded.state_dict(), plain.state_dict()
+    assert sorted(whole) == sorted(expected)
+    for key in expected:
+        np.testing.assert_array_equal(whole[key].numpy(), expected[key].numpy())
+
+
+def test_sharded_optimizer_refuses_what_it_cannot_shard():
+    w = eddy.tensor(RNG.standard_normal((4, 4)), requires_grad=True)
+    with pytest.raises(eddy.Error, match="soap cannot have its state sharded"):
+        dist.ShardedOptimizer([w], lambda slices: eddy.optim.SOAP(slices))
+    with pytest.raises(eddy.Error, match="must return an eddy.optim optimiser .*, got LBFGS"):
+        dist.ShardedOptimizer([w], lambda slices: eddy.optim.LBFGS(slices))
+    with pytest.raises(eddy.Error, match="gradients must be 'to_average'"):
+        dist.ShardedOptimizer([w], lambda slices: eddy.optim.SGD(slices), gradients="summed")
