@@ -130,7 +130,7 @@ Tensor ShardedOptimizer::parameter_from_blocks(size_t parameter, const Tensor& b
   return reshape(flat, p.shape());
 }
 
-std::vector<Tensor> ShardedOptimizer::gather(const std::vector<Tensor>& slices, DType dtype) const {
+Tensor ShardedOptimizer::gather_blocks(const std::vector<Tensor>& slices, DType dtype) const {
   Tensor mine = zeros({layout_.block}, dtype);
   for (size_t j = 0; j < layout_.pieces.size(); ++j) {
     const Tensor dense = contiguous(slices[j]);
@@ -138,9 +138,7 @@ std::vector<Tensor> ShardedOptimizer::gather(const std::vector<Tensor>& slices, 
   }
   const Tensor everyone = Tensor::empty({layout_.block * comm_.size()}, dtype);
   comm_.allgather(mine, everyone);
-  std::vector<Tensor> whole;
-  for (size_t i = 0; i < parameters().size(); ++i) whole.push_back(parameter_from_blocks(i, everyone, dtype));
-  return whole;
+  return everyone;
 }
 
 void ShardedOptimizer::reduce_gradients(std::span<double> sums) {
@@ -200,8 +198,12 @@ void ShardedOptimizer::step() {
   }
   layout_.local->set_learning_rate(learning_rate());
   layout_.local->step();
-  const std::vector<Tensor> updated = gather(layout_.slices, layout_.dtype);
-  for (size_t i = 0; i < updated.size(); ++i) Tensor(parameters()[i]).copy_(updated[i]);
+  // One parameter at a time, so that the step holds one whole copy of the parameters (the gathered
+  // blocks) rather than two.
+  const Tensor everyone = gather_blocks(layout_.slices, layout_.dtype);
+  for (size_t i = 0; i < parameters().size(); ++i) {
+    Tensor(parameters()[i]).copy_(parameter_from_blocks(i, everyone, layout_.dtype));
+  }
 }
 
 nn::StateDict ShardedOptimizer::state_dict() const {
@@ -219,8 +221,10 @@ nn::StateDict ShardedOptimizer::state_dict() const {
                  part.shape(), " for a slice of ", layout_.slices[j].numel(), " elements; it is not per element");
       slices.push_back(part);
     }
-    const std::vector<Tensor> whole = gather(slices, slices.front().dtype());
-    for (size_t i = 0; i < whole.size(); ++i) state[key(what, i)] = whole[i];
+    const Tensor everyone = gather_blocks(slices, slices.front().dtype());
+    for (size_t i = 0; i < parameters().size(); ++i) {
+      state[key(what, i)] = parameter_from_blocks(i, everyone, slices.front().dtype());
+    }
   }
   return state;
 }

@@ -94,8 +94,8 @@ class ShardedOptimizer final : public optim::Optimizer {
   // `whole`, and the reverse; undefined values leave zeros.
   void scatter_into_blocks(const std::vector<Tensor>& whole, const Tensor& blocks, int64_t width) const;
   Tensor parameter_from_blocks(size_t parameter, const Tensor& blocks, DType dtype) const;
-  // Every rank's `slices` (one per piece) gathered whole: one tensor per parameter.
-  std::vector<Tensor> gather(const std::vector<Tensor>& slices, DType dtype) const;
+  // Every rank's `slices` (one per piece) gathered: the ranks' blocks, one after another.
+  Tensor gather_blocks(const std::vector<Tensor>& slices, DType dtype) const;
 
   Layout layout_;
   RankGradients gradients_;
