@@ -186,7 +186,7 @@ class PinnModel : public Module {
       }
       case PinnArchitecture::pirate_net: {
         // Adaptive residual connections (Wang, Li, Chen & Perdikaris, "PirateNets: Physics-informed
-        // deep learning with residual adaptive networks", arXiv:2402.00326, 2024, eqs. 4.2-4.7):
+        // deep learning with residual adaptive networks", arXiv:2402.00326, 2024):
         // each block's output is skip * H + (1 - skip) * x with a trainable skip, 0 at the start,
         // so the network starts as a linear model of the embedding and grows deeper as it trains.
         const Tensor u = activations_[0]->forward(dense(encoder_u_, h));
