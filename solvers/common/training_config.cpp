@@ -1,5 +1,7 @@
 #include "solvers/common/training_config.h"
 
+#include "eddy/dist/data_parallel.h"
+
 namespace eddy::solvers {
 
 optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every) {
@@ -39,6 +41,15 @@ std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector
                                                  dist::RankGradients gradients, dist::Communicator& comm) {
   if (zero_stage == 0 || comm.size() == 1) return make(std::move(parameters));
   return std::make_unique<dist::ShardedOptimizer>(std::move(parameters), make, gradients, comm);
+}
+
+void average_gradients(optim::Optimizer& optimizer, const std::vector<Tensor>& parameters,
+                       dist::Communicator& comm, std::span<double> sums) {
+  if (auto* sharded = dynamic_cast<dist::ShardedOptimizer*>(&optimizer)) {
+    sharded->reduce_gradients(sums);
+  } else {
+    dist::average_gradients(parameters, comm, sums);
+  }
 }
 
 int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) {

@@ -2,6 +2,7 @@
 // Config sections that every training command reads the same way.
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "eddy/dist/sharded_optimizer.h"
@@ -24,6 +25,12 @@ int64_t read_zero_stage(const io::ConfigNode& training);
 std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector<Tensor> parameters,
                                                  const dist::ShardedOptimizer::Factory& make,
                                                  dist::RankGradients gradients, dist::Communicator& comm);
+
+// Averages the gradients of `parameters` over the ranks before `optimizer` steps, `sums` riding
+// along and coming back summed: by the reduce-scatter of a ZeRO-sharded optimiser (which its step
+// then uses), by an all-reduce otherwise.
+void average_gradients(optim::Optimizer& optimizer, const std::vector<Tensor>& parameters,
+                       dist::Communicator& comm, std::span<double> sums = {});
 
 // The bytes of optimiser state this rank holds: all of it, or with ZeRO stage 1 its share.
 int64_t optimizer_state_bytes(const optim::Optimizer& optimizer);

@@ -184,8 +184,6 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       [adam](std::vector<Tensor> slices) { return std::make_unique<optim::AdamW>(std::move(slices), adam); },
       dist::RankGradients::to_average, comm);
   optim::Optimizer& optimizer = *made;
-  // With ZeRO stage 1 the gradients are averaged by its reduce-scatter instead of an allreduce.
-  auto* const sharded = dynamic_cast<dist::ShardedOptimizer*>(made.get());
   const auto schedule = optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.epochs);
   const std::vector<Tensor> parameters = model.parameters();
 
@@ -247,11 +245,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       batch_loss_sum = outputs[0].item<double>() * share;
       optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
     }
-    if (sharded) {
-      sharded->reduce_gradients({&batch_loss_sum, 1});
-    } else {
-      dist::average_gradients(parameters, comm, {&batch_loss_sum, 1});
-    }
+    solvers::average_gradients(optimizer, parameters, comm, {&batch_loss_sum, 1});
     loss_sum += batch_loss_sum;
     return batch_loss_sum / static_cast<double>(stop - start);
   };

@@ -257,8 +257,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   first_order.apply = [&] {
     optim::set_grads(trainable, evaluation.gradients);
-    // ZeRO stage 1 averages the gradients itself, by a reduce-scatter.
-    if (!dynamic_cast<dist::ShardedOptimizer*>(optimizer.get())) dist::average_gradients(trainable, comm);
+    solvers::average_gradients(*optimizer, trainable, comm);
     optimizer->step();
   };
   // Cadences count the stage's steps; records and the streams of weighting and refinement take
