@@ -55,6 +55,8 @@ def test_allen_cahn_reference_is_what_its_generator_writes(eddy_cli, tmp_path):
     assert run.returncode == 0, run.stderr
     with h5py.File(written) as fresh, h5py.File(ROOT / "data" / "allen_cahn.h5") as committed:
         for name in ("x", "t", "u"):
-            # FFTW may plan other algorithms on another machine: the last bits may differ.
-            np.testing.assert_allclose(fresh[name][:], committed[name][:], rtol=0, atol=1e-10, err_msg=name)
+            # FFTW_MEASURE times candidate plans, so a busy or different machine may pick another algorithm;
+            # its rounding, carried through thousands of steps across the sharp interfaces, moved u by 1.2e-10
+            # in one CI run. 1e-8 still sits far below the reference's own space error (2.4e-6).
+            np.testing.assert_allclose(fresh[name][:], committed[name][:], rtol=0, atol=1e-8, err_msg=name)
         assert fresh.attrs["time_error"] < 1e-6 and fresh.attrs["space_error"] < 1e-5
