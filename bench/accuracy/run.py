@@ -3,8 +3,9 @@
 
 Solves each problem of SUITE with `eddy solve`, as a user would (the file as committed, its
 output folder moved to a scratch directory), times it, reads the errors the run wrote against
-its independent reference, and prints a table; with --update-docs it replaces the table in
-docs/benchmarks.md between the accuracy markers. References are never a PINN's: published
+its independent reference, and prints a table; with --update-docs it writes the rows it measured
+into the table of docs/benchmarks.md between the accuracy markers, keeping the other problems'
+rows (each row names its own date and commit). References are never a PINN's: published
 data, analytic solutions or eddy's own classical solvers (bench/accuracy/README.md).
 
     python bench/accuracy/run.py --build build [--threads 1] [--jobs 2] [--only kdv cavity]
@@ -93,33 +94,53 @@ def error_cell(problem, result):
     return ", ".join(f"{f} {e:.2e}" if len(problem.fields) > 1 else f"{e:.2e}" for f, e in result["errors"].items())
 
 
-def table(results, overrides):
+TABLE_HEAD = ["| problem | reference | relative L2 (eddy) | wall time | threads | measured | published | command |",
+              "|---|---|---|---|---|---|---|---|"]
+
+
+def rows(results, overrides, jobs):
+    """The table row of each result, by problem name."""
     by_name = {p.name: p for p in SUITE}
     suffix = "".join(f" {o}" for o in overrides)
-    lines = ["| problem | reference | relative L2 (eddy) | wall time | threads | published | command |",
-             "|---|---|---|---|---|---|---|"]
+    measured = f"{datetime.date.today().isoformat()}, {git_commit()}, {jobs} at a time"
+    lines = {}
     for r in results:
         p = by_name[r["name"]]
         command = f"`OMP_NUM_THREADS={r['threads']} eddy solve {p.file}{suffix}`"
-        lines.append(f"| {p.what} | {p.reference} | {error_cell(p, r)} | {r['seconds'] / 60:.1f} min | "
-                     f"{r['threads']} | {p.published} | {command} |")
-    return "\n".join(lines)
+        lines[p.name] = (f"| {p.what} | {p.reference} | {error_cell(p, r)} | {r['seconds'] / 60:.1f} min | "
+                         f"{r['threads']} | {measured} | {p.published} | {command} |")
+    return lines
 
 
 def git_commit():
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+        # "-dirty" when the tree has changes: the row did not measure the commit alone.
+        return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
-def update_docs(path, body):
+def cells(line):
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def update_docs(path, new_rows):
+    """Writes new_rows into the table between the markers, in SUITE's order, keeping the rows
+    already there of the problems not measured now."""
     text = Path(path).read_text()
-    if BEGIN not in text or END not in text:
+    pattern = re.compile(re.escape(BEGIN) + "(.*?)" + re.escape(END), re.S)
+    block = pattern.search(text)
+    if not block:
         sys.exit(f"{path}: the markers {BEGIN} and {END} are missing")
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-    Path(path).write_text(pattern.sub(lambda _: f"{BEGIN}\n{body}\n{END}", text))
+    kept = {}
+    for line in block.group(1).splitlines():
+        problem = next((p for p in SUITE if cells(line)[0] == p.what), None)
+        if problem and len(cells(line)) == len(cells(TABLE_HEAD[0])):
+            kept[problem.name] = line
+    kept.update(new_rows)
+    body = "\n".join(TABLE_HEAD + [kept[p.name] for p in SUITE if p.name in kept])
+    Path(path).write_text(text[:block.start()] + f"{BEGIN}\n{body}\n{END}" + text[block.end():])
 
 
 def main():
@@ -158,12 +179,10 @@ def main():
                     print(Path(result["log"]).read_text()[-2000:], file=sys.stderr)
                 results.append(result)
 
-    body = (f"Measured {datetime.date.today().isoformat()} at commit {git_commit()}, "
-            f"{args.jobs} solve(s) at a time, {args.threads} thread(s) each (`{' '.join(sys.argv[1:])}`).\n\n"
-            + table(results, args.override))
-    print(body)
+    measured = rows(results, args.override, args.jobs)
+    print("\n".join(TABLE_HEAD + list(measured.values())))
     if args.update_docs:
-        update_docs(args.update_docs, body)
+        update_docs(args.update_docs, measured)
     return 1 if any("error" in r for r in results) else 0
 
 

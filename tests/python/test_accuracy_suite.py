@@ -1,7 +1,7 @@
 """bench/accuracy/run.py, behind `make bench-accuracy`: it solves the chosen problems with `eddy
-solve`, reads the errors their runs wrote, and replaces only the table between the markers of
-the docs file; an unknown problem is refused before anything runs. The Allen-Cahn reference in
-data/ is what its generator writes today."""
+solve`, reads the errors their runs wrote, and writes their rows into the table between the
+markers of the docs file, keeping the other problems' rows; an unknown problem is refused before
+anything runs. The Allen-Cahn reference in data/ is what its generator writes today."""
 
 import os
 import pathlib
@@ -23,21 +23,32 @@ def run_suite(eddy_cli, *arguments):
                           capture_output=True, text=True, timeout=600)
 
 
-def test_suite_writes_its_table_between_the_markers(eddy_cli, tmp_path):
+HEAD = ("| problem | reference | relative L2 (eddy) | wall time | threads | measured | published | command |\n"
+        "|---|---|---|---|---|---|---|---|\n")
+KOVASZNAY_ROW = ("| Kovasznay flow, Re = 20, steady Navier-Stokes | analytic | u 1.00e-02, v 2.00e-02, p 3.00e-02 | "
+                 "2.0 min | 1 | 2026-12-01, abc1234, 1 at a time | u 7.2e-4 | `eddy solve kovasznay.yaml` |\n")
+
+
+def test_suite_writes_the_rows_it_measured_and_keeps_the_others(eddy_cli, tmp_path):
     docs = tmp_path / "benchmarks.md"
-    docs.write_text("before\n<!-- accuracy-suite:begin -->\nold table\n<!-- accuracy-suite:end -->\nafter\n")
+    docs.write_text("before\n<!-- accuracy-suite:begin -->\n" + HEAD + KOVASZNAY_ROW
+                    + "| 2-D heat equation, time-dependent | stale row of an older format |\n"
+                    + "<!-- accuracy-suite:end -->\nafter\n")
     run = run_suite(eddy_cli, "--only", "heat2d", "burgers_inverse", "--override", "training.adam.steps=3",
                     "training.lbfgs.iterations=0", "--update-docs", docs)
     assert run.returncode == 0, run.stderr
     text = docs.read_text()
-    assert text.startswith("before\n<!-- accuracy-suite:begin -->\nMeasured ") and text.endswith(
-        "<!-- accuracy-suite:end -->\nafter\n")
-    assert "old table" not in text
+    assert text.startswith("before\n<!-- accuracy-suite:begin -->\n" + HEAD + KOVASZNAY_ROW), text
+    assert text.endswith("<!-- accuracy-suite:end -->\nafter\n")
+    assert "stale row" not in text
     heat = next(line for line in text.splitlines() if line.startswith("| 2-D heat equation"))
     error = float(heat.split("|")[3])
     assert 0 < error < 10  # three steps: far from converged, but measured
+    assert re.search(r"\| \d{4}-\d\d-\d\d, [\w.-]+, 1 at a time \|", heat)
     assert "`OMP_NUM_THREADS=1 eddy solve examples/pinn/heat2d.yaml training.adam.steps=3" in heat
-    assert re.search(r"\| nu = [0-9.e-]+, [0-9.]+% off \|", text)
+    inverse = text.index("| inverse: Burgers' nu")
+    assert text.index("| 2-D heat equation") < inverse  # the suite's order
+    assert re.search(r"\| nu = [0-9.e-]+, [0-9.]+% off \|", text[inverse:])
 
 
 def test_suite_refuses_an_unknown_problem(eddy_cli):
