@@ -74,7 +74,7 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
       ++axis;
     } else if (py::isinstance<py::bool_>(item)) {
       throw py::index_error("a Python bool is not a valid index");
-    } else if (py::isinstance<py::int_>(item) || py::hasattr(item, "__index__") && !is_array_like(item)) {
+    } else if (py::isinstance<py::int_>(item) || (py::hasattr(item, "__index__") && !is_array_like(item))) {
       const int64_t i = normalise_index(item.cast<int64_t>(), t.shape()[axis], source_axis++);
       t = for_write ? drop_axis_view(t, axis, i) : squeeze(slice(t, axis, i, i + 1), axis);
     } else if (py::isinstance<py::slice>(item)) {
