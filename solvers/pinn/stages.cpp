@@ -20,7 +20,8 @@ int64_t stage_count(const Problem& problem) {
 int64_t stage_steps(const Problem& problem) { return problem.training.first_order_steps + problem.training.lbfgs_iterations; }
 
 std::pair<double, double> time_window(const Problem& problem, int64_t window) {
-  const auto [start, end] = *problem.time;
+  // Not a structured binding: clang before 16 cannot capture one in a lambda (the fuzz build).
+  const double start = problem.time->first, end = problem.time->second;
   const double windows = static_cast<double>(problem.training.time_marching->windows);
   // Both ends from the same formula, so that a window starts exactly where the one before it ends.
   auto boundary = [&](int64_t k) { return k == 0 ? start : start + (end - start) * static_cast<double>(k) / windows; };
