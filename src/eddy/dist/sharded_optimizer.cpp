@@ -104,29 +104,32 @@ ShardedOptimizer::ShardedOptimizer(std::vector<Tensor> parameters, Layout layout
       gradients_(gradients),
       comm_(comm) {}
 
+void ShardedOptimizer::for_each_owner(size_t parameter, const OwnerVisit& visit) const {
+  const int64_t offset = layout_.offsets[parameter], count = parameters()[parameter].numel();
+  for (size_t r = 0; r < layout_.ranges.size(); ++r) {
+    const auto [first, last] = layout_.ranges[r];
+    const int64_t start = std::max(first, offset), stop = std::min(last, offset + count);
+    if (start < stop) visit(static_cast<int64_t>(r), start - offset, start - first, stop - start);
+  }
+}
+
 void ShardedOptimizer::scatter_into_blocks(const std::vector<Tensor>& whole, const Tensor& blocks,
                                            int64_t width) const {
   for (size_t i = 0; i < whole.size(); ++i) {
     if (!whole[i].defined()) continue;
     const Tensor flat = dense_flat(whole[i]);
-    const int64_t offset = layout_.offsets[i];
-    for (size_t r = 0; r < layout_.ranges.size(); ++r) {
-      const auto [first, last] = layout_.ranges[r];
-      const int64_t start = std::max(first, offset), stop = std::min(last, offset + flat.numel());
-      if (start < stop) copy_elements(blocks, static_cast<int64_t>(r) * width + start - first, flat, start - offset, stop - start);
-    }
+    for_each_owner(i, [&](int64_t rank, int64_t at, int64_t position, int64_t count) {
+      copy_elements(blocks, rank * width + position, flat, at, count);
+    });
   }
 }
 
 Tensor ShardedOptimizer::parameter_from_blocks(size_t parameter, const Tensor& blocks, DType dtype) const {
   const Tensor& p = parameters()[parameter];
   Tensor flat = Tensor::empty({p.numel()}, dtype);
-  const int64_t offset = layout_.offsets[parameter];
-  for (size_t r = 0; r < layout_.ranges.size(); ++r) {
-    const auto [first, last] = layout_.ranges[r];
-    const int64_t start = std::max(first, offset), stop = std::min(last, offset + p.numel());
-    if (start < stop) copy_elements(flat, start - offset, blocks, static_cast<int64_t>(r) * layout_.block + start - first, stop - start);
-  }
+  for_each_owner(parameter, [&](int64_t rank, int64_t at, int64_t position, int64_t count) {
+    copy_elements(flat, at, blocks, rank * layout_.block + position, count);
+  });
   return reshape(flat, p.shape());
 }
 

@@ -90,6 +90,10 @@ class ShardedOptimizer final : public optim::Optimizer {
   static Layout plan(const std::vector<Tensor>& parameters, const Factory& make, Communicator& comm);
   ShardedOptimizer(std::vector<Tensor> parameters, Layout layout, RankGradients gradients, Communicator& comm);
 
+  // Calls visit(rank, at, position, count) for each rank that owns elements of parameter
+  // `parameter`: `count` of them, from its element `at`, sit at `position` in that rank's block.
+  using OwnerVisit = std::function<void(int64_t rank, int64_t at, int64_t position, int64_t count)>;
+  void for_each_owner(size_t parameter, const OwnerVisit& visit) const;
   // `blocks` (one per rank, `width` elements apart) filled from the whole per-parameter values
   // `whole`, and the reverse; undefined values leave zeros.
   void scatter_into_blocks(const std::vector<Tensor>& whole, const Tensor& blocks, int64_t width) const;
