@@ -1,5 +1,7 @@
 #include "solvers/common/training_config.h"
 
+#include <algorithm>
+
 #include "eddy/dist/data_parallel.h"
 
 namespace eddy::solvers {
@@ -34,6 +36,38 @@ int64_t read_zero_stage(const io::ConfigNode& training) {
                                        ", and ZeRO stages 2 and 3 are not implemented"));
   }
   return stage;
+}
+
+int64_t ParallelSpec::ranks(std::string_view name) const {
+  const auto named = std::find(names.begin(), names.end(), name);
+  return named == names.end() ? 1 : mesh[static_cast<size_t>(named - names.begin())];
+}
+
+ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<std::string_view> axis_names) {
+  ParallelSpec parallel;
+  parallel.where = section.where();
+  const io::ConfigNode mesh = section.at("mesh"), names = section.at("names");
+  for (const io::ConfigNode& size : mesh.elements()) {
+    parallel.mesh.push_back(size.as_integer());
+    if (parallel.mesh.back() < 1) size.fail("must be at least 1");
+  }
+  std::vector<std::string> choices(axis_names.begin(), axis_names.end());
+  for (const io::ConfigNode& name : names.elements()) {
+    parallel.names.push_back(name.as_choice(choices));
+    if (std::count(parallel.names.begin(), parallel.names.end(), parallel.names.back()) > 1) name.fail("named twice");
+  }
+  if (parallel.mesh.empty() || parallel.mesh.size() != parallel.names.size()) {
+    names.fail(cat("needs one name per mesh axis; the mesh has ", parallel.mesh.size(), " axes"));
+  }
+  return parallel;
+}
+
+std::shared_ptr<const dist::ProcessMesh> make_mesh(const ParallelSpec& spec, const std::string& default_axis,
+                                                   dist::Communicator& world) {
+  if (spec.mesh.empty()) return dist::ProcessMesh::create({world.size()}, {default_axis}, world);
+  EDDY_CHECK(numel(spec.mesh) == world.size(), spec.where, ": parallel.mesh ", spec.mesh, " has ", numel(spec.mesh),
+             " ranks, but this job has ", world.size(), "; start it with mpirun -np ", numel(spec.mesh));
+  return dist::ProcessMesh::create(spec.mesh, spec.names, world);
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector<Tensor> parameters,

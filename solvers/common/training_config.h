@@ -1,10 +1,14 @@
 #pragma once
 // Config sections that every training command reads the same way.
 
+#include <initializer_list>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "eddy/dist/process_mesh.h"
 #include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/config.h"
 #include "eddy/optim/schedule.h"
@@ -18,6 +22,25 @@ optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default
 // `zero_stage` of a training section: 0 (every rank keeps the whole optimiser state) or 1 (ZeRO
 // stage 1: each data-parallel rank keeps the state of its share of the parameters).
 int64_t read_zero_stage(const io::ConfigNode& training);
+
+// A `parallel:` section, `{mesh: [2, 2], names: [dp, mp]}`: the job's ranks as a process mesh
+// with named axes (docs/distributed.md, "Auto-parallel").
+struct ParallelSpec {
+  Shape mesh;                      // ranks along each axis; empty: no section
+  std::vector<std::string> names;  // one per mesh axis
+  std::string where;               // the section's file:line:column, for errors found at run time
+
+  // The ranks along the axis called `name`; 1 where there is none.
+  int64_t ranks(std::string_view name) const;
+};
+
+// Reads a `parallel:` section whose axis names are among `axis_names`, each used once.
+ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<std::string_view> axis_names);
+
+// The process mesh of `spec` over this job's ranks, refusing a mesh of another size; a job
+// without a section gets `default_axis` over all its ranks.
+std::shared_ptr<const dist::ProcessMesh> make_mesh(const ParallelSpec& spec, const std::string& default_axis,
+                                                   dist::Communicator& world);
 
 // The optimiser `make` builds over `parameters`, or with zero_stage 1 on several ranks the same
 // one over this rank's share of them, in dist::ShardedOptimizer. Either saves the same state, so a

@@ -148,21 +148,9 @@ void require_training_memory(const ConfigNode& root, const TokenizerSpec& tokeni
                         tokens * per_token * bytes);
 }
 
-ParallelSpec read_parallel(const ConfigNode& node, const ModelSpec& model, const TrainingSpec& training) {
-  ParallelSpec parallel;
-  parallel.where = node.where();
-  const ConfigNode mesh = node.at("mesh"), names = node.at("names");
-  for (const ConfigNode& size : mesh.elements()) {
-    parallel.mesh.push_back(size.as_integer());
-    if (parallel.mesh.back() < 1) size.fail("must be at least 1");
-  }
-  for (const ConfigNode& name : names.elements()) {
-    parallel.names.push_back(name.as_choice({"dp", "mp"}));
-    if (std::count(parallel.names.begin(), parallel.names.end(), parallel.names.back()) > 1) name.fail("named twice");
-  }
-  if (parallel.mesh.empty() || parallel.mesh.size() != parallel.names.size()) {
-    names.fail(cat("needs one name per mesh axis; the mesh has ", parallel.mesh.size(), " axes"));
-  }
+solvers::ParallelSpec read_parallel(const ConfigNode& node, const ModelSpec& model, const TrainingSpec& training) {
+  const solvers::ParallelSpec parallel = solvers::read_parallel(node, {"dp", "mp"});
+  const ConfigNode mesh = node.at("mesh");
   for (size_t axis = 0; axis < parallel.mesh.size(); ++axis) {
     const int64_t ranks = parallel.mesh[axis];
     if (parallel.names[axis] == "dp" && training.batch_size % ranks != 0) {

@@ -10,6 +10,7 @@
 #include "eddy/core/shape.h"
 #include "eddy/io/config.h"
 #include "eddy/optim/schedule.h"
+#include "solvers/common/training_config.h"
 
 namespace eddy::lm {
 
@@ -74,12 +75,6 @@ struct OutputSpec {
 // `parallel:` how the ranks of an mpirun job share the work, on a mesh with axes named dp (the
 // batch split) and mp (attention heads and MLP units split, Megatron's layout). Without it, a job
 // of several ranks is data parallel; one process ignores it, so a file runs there unchanged.
-struct ParallelSpec {
-  Shape mesh;                      // ranks along each axis; empty: [ranks] named dp
-  std::vector<std::string> names;  // "dp" and/or "mp", one per mesh axis
-  std::string where;               // the section's file:line:column, for errors found at run time
-};
-
 struct LmProblem {
   std::string source;
   std::string description;
@@ -88,7 +83,7 @@ struct LmProblem {
   ModelSpec model;
   TrainingSpec training;
   OutputSpec output;
-  ParallelSpec parallel;
+  solvers::ParallelSpec parallel;  // axes dp and mp
   std::string resolved_config;
   std::string config_hash;
 };

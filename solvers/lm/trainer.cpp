@@ -76,12 +76,9 @@ Parallelism place_model(const LmProblem& p, nn::Module& model) {
   dist::Communicator& world = dist::default_communicator();
   Parallelism parallel;
   if (world.size() == 1) return parallel;
-  const bool given = !p.parallel.mesh.empty();
-  const Shape shape = given ? p.parallel.mesh : Shape{world.size()};
-  const std::vector<std::string> names = given ? p.parallel.names : std::vector<std::string>{"dp"};
-  EDDY_CHECK(numel(shape) == world.size(), p.parallel.where, ": parallel.mesh ", shape, " has ", numel(shape),
-             " ranks, but this job has ", world.size(), "; start it with mpirun -np ", numel(shape));
-  parallel.mesh = dist::ProcessMesh::create(shape, names);
+  parallel.mesh = solvers::make_mesh(p.parallel, "dp", world);
+  const Shape& shape = parallel.mesh->shape();
+  const std::vector<std::string>& names = parallel.mesh->names();
   parallel.batch.assign(shape.size(), Placement::replicate());
   for (size_t axis = 0; axis < shape.size(); ++axis) {
     if (names[axis] == "dp") {

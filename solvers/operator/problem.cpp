@@ -135,6 +135,22 @@ OperatorProblem read_operator_problem(io::Config& config) {
   }
   p.model.fno.seed = p.model.deeponet.seed = t.seed;
 
+  if (root.has("parallel")) {
+    const ConfigNode parallel = root.at("parallel");
+    p.parallel = solvers::read_parallel(parallel, {"dp", "grid"});
+    const int64_t dp = p.parallel.ranks("dp"), grid = p.parallel.ranks("grid");
+    if (t.batch_size % dp != 0) {
+      parallel.at("mesh").fail(cat("dp = ", dp, " does not divide training.batch_size = ", t.batch_size));
+    }
+    if (grid > 1 && !fno) {
+      parallel.at("names").fail("grid splits the fields of an FNO over the ranks; a DeepONet has no grid (use dp)");
+    }
+    if (grid > 1 && p.model.fno.padding > 0) {
+      model.at("padding").fail(cat("must be 0 when parallel.mesh splits the grid over ", grid,
+                                   " ranks: the padded grid would have to be split again"));
+    }
+  }
+
   ConfigNode output = root.section("output");
   p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());
   p.output.checkpoint_every = output.integer("checkpoint_every", 10);

@@ -9,6 +9,7 @@
 #include "eddy/io/config.h"
 #include "eddy/nn/neural_operators.h"
 #include "eddy/optim/schedule.h"
+#include "solvers/common/training_config.h"
 
 namespace eddy::operator_learning {
 
@@ -74,6 +75,8 @@ struct OperatorProblem {
   ModelSpec model;
   TrainingSpec training;
   OutputSpec output;
+  // Axes dp (the samples of each batch) and grid (the first spatial axis of an FNO's fields).
+  solvers::ParallelSpec parallel;
   std::string resolved_config;
   std::string config_hash;
 };

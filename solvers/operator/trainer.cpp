@@ -7,6 +7,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
+#include "eddy/dist/dtensor.h"
 #include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
@@ -29,7 +30,8 @@ constexpr int64_t kEvaluationBatch = 64;
 // would resume another model or dataset than the checkpoint's.
 const solvers::ResumableKeys kResumable = {"description",      "training.epochs",          "training.learning_rate",
                                            "training.weight_decay", "training.evaluate_every", "training.schedule",
-                                           "training.zero_stage",   "output"};
+                                           "training.zero_stage",   "output",
+                                           "parallel"};
 
 struct History {
   std::vector<double> epochs, train_loss;
@@ -53,22 +55,66 @@ Tensor points_at(const std::vector<Tensor>& inputs, size_t position) {
   return inputs.size() > position ? inputs[position] : Tensor();
 }
 
-// Predictions for a whole split, in evaluation batches, without recording. `forward` is the
-// model's (compiled) prediction from a batch's input and the split's points.
-Tensor predict_split(solvers::StepFunction& forward, const Split& split) {
+// Where batches lie on the job's process mesh (the `parallel` section): each batch's samples split
+// over dp, an FNO's fields also along their first spatial axis over grid. Without a mesh (one
+// process, or no section) batches are ordinary tensors, each rank's share of the samples.
+struct Placing {
+  std::shared_ptr<const dist::ProcessMesh> mesh;
+  std::vector<Placement> training, evaluation;  // evaluation batches of any size: not over dp
+
+  Tensor place(const Tensor& batch, const std::vector<Placement>& placements) const {
+    return mesh ? dist::shard_tensor(batch, mesh, placements) : batch;
+  }
+};
+
+Placing placing_for(const OperatorProblem& p, dist::Communicator& world) {
+  Placing placing;
+  if (p.parallel.mesh.empty() || world.size() == 1) return placing;
+  placing.mesh = solvers::make_mesh(p.parallel, "dp", world);
+  placing.training.assign(p.parallel.mesh.size(), Placement::replicate());
+  placing.evaluation = placing.training;
+  for (size_t axis = 0; axis < p.parallel.names.size(); ++axis) {
+    if (p.parallel.names[axis] == "dp") placing.training[axis] = Placement::shard(0);
+    if (p.parallel.names[axis] == "grid") placing.training[axis] = placing.evaluation[axis] = Placement::shard(2);
+  }
+  return placing;
+}
+
+// Refuses training data that the mesh cannot split evenly, naming the section.
+void check_divisible(const OperatorProblem& p, const Dataset& data) {
+  const int64_t dp = p.parallel.ranks("dp"), grid = p.parallel.ranks("grid");
+  const int64_t last_batch = data.train.size % p.training.batch_size;
+  EDDY_CHECK(last_batch % dp == 0, p.parallel.where, ": dp = ", dp, " does not divide the last batch of each epoch (",
+             data.train.size, " training samples in batches of ", p.training.batch_size, " leave ", last_batch,
+             "); choose a batch size or sample count that leaves a multiple of ", dp);
+  auto check_grid = [&](const Split& split) {
+    const int64_t rows = split.input.shape()[2];
+    EDDY_CHECK(rows % grid == 0, p.parallel.where, ": grid = ", grid, " does not divide the first grid axis of split '",
+               split.name, "' (", rows, " points)");
+  };
+  check_grid(data.train);
+  for (const Split& split : data.tests) check_grid(split);
+}
+
+// Predictions for a whole split, in evaluation batches, without recording, as ordinary tensors.
+// `forward` is the model's (compiled) prediction from a batch's input and the split's points.
+Tensor predict_split(solvers::StepFunction& forward, const Split& split, const Placing& placing) {
   NoGradGuard no_grad;
   std::vector<Tensor> parts;
   for (int64_t start = 0; start < split.held(); start += kEvaluationBatch) {
     const int64_t stop = std::min(split.held(), start + kEvaluationBatch);
-    parts.push_back(forward(with_points({slice(split.input, 0, start, stop)}, split.points)).at(0));
+    const Tensor batch = placing.place(slice(split.input, 0, start, stop), placing.evaluation);
+    parts.push_back(dist::full_tensor(forward(with_points({batch}, split.points)).at(0)));
   }
   return concat(parts, 0);
 }
 
-// Relative L2 of each sample: [N].
+// Relative L2 of each sample: [N]. The norms run over the axes in place, so a sample split over
+// ranks along a grid axis sums its parts without gathering them.
 Tensor per_sample_relative_l2(const Tensor& prediction, const Tensor& target) {
-  const Tensor error = reshape(prediction - target, {prediction.shape()[0], -1});
-  return norm(error, {1}) / norm(reshape(target, {target.shape()[0], -1}), {1});
+  std::vector<int64_t> within_sample(static_cast<size_t>(prediction.dim() - 1));
+  std::iota(within_sample.begin(), within_sample.end(), 1);
+  return norm(prediction - target, within_sample) / norm(target, within_sample);
 }
 
 // Sample 0 of a grid split as a ParaView image: input and output channels, prediction, error.
@@ -89,11 +135,13 @@ void write_sample_vti(const std::string& path, const Split& split, const Tensor&
                  {"error", point_values(predicted - target)}});
 }
 
-void write_results(const OperatorProblem& p, solvers::StepFunction& forward, const Dataset& data,
+// `predictions`: one per test set, in order.
+void write_results(const OperatorProblem& p, const Dataset& data, const std::vector<Tensor>& predictions,
                    const History& history, std::map<std::string, double>& errors) {
   io::Hdf5Writer out(p.output.dir + "/predictions.h5");
-  for (const Split& split : data.tests) {
-    const Tensor prediction = predict_split(forward, split);
+  for (size_t i = 0; i < data.tests.size(); ++i) {
+    const Split& split = data.tests[i];
+    const Tensor& prediction = predictions[i];
     const Tensor sample_errors = per_sample_relative_l2(prediction, split.output);
     errors[split.name] = mean(sample_errors).item<double>();
     const std::string group = "test/" + split.name;
@@ -171,18 +219,26 @@ Tensor OperatorModel::predict(const Tensor& input, const Tensor& points) {
 TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
   const bool root = comm.rank() == 0;
+  const Placing placing = placing_for(p, comm);
+  // Distributed batches are placed from every sample, which each rank then holds; otherwise each
+  // rank reads its share of the training samples and the normalisers sum over the ranks.
+  const std::unique_ptr<dist::Communicator> alone = dist::make_single_process_communicator();
+  dist::Communicator& data_comm = placing.mesh ? *alone : comm;
+  // The forward pass on distributed batches is collective: every rank evaluates the test sets.
+  const bool evaluates = root || placing.mesh;
 
   // Everything that can fail on bad input (data files, the checkpoint to resume from) happens on
   // every rank alike before the first collective, so a bad run fails the same way everywhere.
-  const Dataset data = load_data(p, comm);
-  OperatorModel model(p, data.train, comm);
+  const Dataset data = load_data(p, data_comm);
+  if (placing.mesh) check_divisible(p, data);
+  OperatorModel model(p, data.train, data_comm);
   optim::AdamOptions adam;
   adam.learning_rate = p.training.learning_rate;
   adam.weight_decay = p.training.weight_decay;
   const std::unique_ptr<optim::Optimizer> made = solvers::make_optimizer(
       p.training.zero_stage, model.parameters(),
       [adam](std::vector<Tensor> slices) { return std::make_unique<optim::AdamW>(std::move(slices), adam); },
-      dist::RankGradients::to_average, comm);
+      placing.mesh ? dist::RankGradients::identical : dist::RankGradients::to_average, comm);
   optim::Optimizer& optimizer = *made;
   const auto schedule = optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.epochs);
   const std::vector<Tensor> parameters = model.parameters();
@@ -224,28 +280,31 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   };
   epochs.evaluate = [&](int64_t, int64_t b) {
     const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
-    // This rank's share of the global batch: the batch's samples it holds, in batch order.
+    // The batch's samples this rank holds, in batch order: with a mesh every sample, the batch then
+    // being distributed, otherwise this rank's share of the batch.
     std::vector<int64_t> held;
     for (int64_t i = start; i < stop; ++i) {
       const int64_t local = order[i] - data.train.first;
       if (local >= 0 && local < data.train.held()) held.push_back(local);
     }
     optimizer.zero_grad();
-    // This rank's samples' share of the batch loss, sum_i loss_i / batch; the average over ranks
-    // of the gradients of (that * ranks) is the gradient of the whole batch's mean loss.
     double batch_loss_sum = 0;
     if (!held.empty()) {
       const Tensor index = tensor(held);
       const double share = static_cast<double>(held.size());
-      const double scale = share * comm.size() / static_cast<double>(stop - start);
+      // A distributed batch's backward pass sums the gradients over the ranks itself. Otherwise
+      // this rank's samples' share of the batch loss is sum_i loss_i / batch, and the average
+      // over ranks of the gradients of (that * ranks) is the gradient of the batch's mean loss.
+      const double scale = placing.mesh ? 1.0 : share * comm.size() / static_cast<double>(stop - start);
       const std::vector<Tensor> outputs = batch_step(
-          with_points({index_select(data.train.input, 0, index), index_select(data.train.output, 0, index),
+          with_points({placing.place(index_select(data.train.input, 0, index), placing.training),
+                       placing.place(index_select(data.train.output, 0, index), placing.training),
                        scalar(scale, p.training.dtype)},
                       data.train.points));
-      batch_loss_sum = outputs[0].item<double>() * share;
+      batch_loss_sum = dist::full_tensor(outputs[0]).item<double>() * share;
       optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
     }
-    solvers::average_gradients(optimizer, parameters, comm, {&batch_loss_sum, 1});
+    if (!placing.mesh) solvers::average_gradients(optimizer, parameters, comm, {&batch_loss_sum, 1});
     loss_sum += batch_loss_sum;
     return batch_loss_sum / static_cast<double>(stop - start);
   };
@@ -254,10 +313,10 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     history.epochs.push_back(static_cast<double>(done));
     history.train_loss.push_back(loss_sum / static_cast<double>(n));
     std::string details = cat("loss ", solvers::ProgressLine::format(history.train_loss.back()));
-    if (root && (done % p.training.evaluate_every == 0 || done == p.training.epochs)) {
+    if (evaluates && (done % p.training.evaluate_every == 0 || done == p.training.epochs)) {
       history.test_epochs.push_back(static_cast<double>(done));
       for (const Split& split : data.tests) {
-        const double error = relative_l2(predict_split(forward, split), split.output).item<double>();
+        const double error = relative_l2(predict_split(forward, split, placing), split.output).item<double>();
         history.test[split.name].push_back(error);
         details += cat("  test(", split.name, ") ", solvers::ProgressLine::format(error));
       }
@@ -290,8 +349,12 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   result.train_loss = history.train_loss.empty() ? 0 : history.train_loss.back();
   // Rank 0 writes the results and decides whether the run finished; the others wait for its word.
   Tensor finished = tensor(std::vector<int64_t>{0});
+  std::vector<Tensor> predictions;
+  if (evaluates) {
+    for (const Split& split : data.tests) predictions.push_back(predict_split(forward, split, placing));
+  }
   if (root) {
-    write_results(p, forward, data, history, result.test_relative_l2);
+    write_results(p, data, predictions, history, result.test_relative_l2);
     finished.fill_(1);
     for (const auto& [name, error] : result.test_relative_l2) {
       if (!std::isfinite(error)) {

@@ -150,6 +150,30 @@ TEST(DistributedTensor, ReshardsBetweenEveryPairOfPlacements) {
   }
 }
 
+// A shard moving from one axis to another goes through one all-to-all, which sends each rank's
+// part once (a gather would send the whole tensor to every rank), and lands every element where
+// its new placement puts it, whichever two of three axes it moves between.
+TEST(DistributedTensor, MovesAShardBetweenAxesWithOneAllToAll) {
+  const auto& line = meshes()[0];
+  const Tensor whole = common({4, 4, 8}, 14);
+  for (int64_t from = 0; from < 3; ++from) {
+    const Tensor source = shard_tensor(whole, line, {S(from)});
+    for (int64_t to = 0; to < 3; ++to) {
+      if (to == from) continue;
+      SCOPED_TRACE("Shard(" + std::to_string(from) + ") -> Shard(" + std::to_string(to) + ")");
+      const CollectiveTraffic before = collective_traffic();
+      const Tensor moved = reshard(source, {S(to)});
+      const CollectiveTraffic after = collective_traffic();
+      EXPECT_EQ(to_local(moved).shape(), to_local(shard_tensor(whole, line, {S(to)})).shape());
+      EXPECT_EQ(relative_difference(full_tensor(moved), whole), 0.0);
+      if (line->size(0) > 1) {
+        EXPECT_EQ(after.calls - before.calls, 1);
+        EXPECT_EQ(after.bytes - before.bytes, to_local(source).numel() * 8);
+      }
+    }
+  }
+}
+
 // copy_ of an ordinary tensor (every rank's whole value) into a distributed one keeps each
 // rank's part: how a checkpoint of one process loads into sharded parameters.
 TEST(DistributedTensor, CopyOfTheWholeKeepsEachRanksPart) {
@@ -292,6 +316,12 @@ std::vector<OpCase> op_cases() {
       {"concat", {{4, 8}, {4, 8}}, [](const auto& x) { return concat({x[0], x[1]}, 1); }},
       {"rfft, scale, irfft", {{4, 8}}, [](const auto& x) { return fft::irfft(fft::rfft(x[0]) * 2.0, 8); }},
       {"abs of fft", {{4, 8}}, [](const auto& x) { return abs(fft::fft(cast(x[0], DType::c128))); }},
+      {"abs of fft along axis 0", {{4, 8}}, [](const auto& x) {
+         return abs(fft::fft(cast(x[0], DType::c128), -1, 0));
+       }},
+      {"rfft2, scale, irfft2", {{4, 4, 8}}, [](const auto& x) {
+         return fft::irfft2(fft::rfft2(x[0]) * 2.0, {4, 8});
+       }},
       {"index_select", {{4, 8}}, [](const auto& x) {
          return index_select(x[0], 1, arange(0, 6, 2, DType::i64));
        }},
@@ -490,6 +520,34 @@ TEST(Training, FnoOnASplitBatchMatchesOneProcess) {
   }
   const Tensor loss = loss_of(shard_tensor(fields, meshes()[0], {S(0)}));
   backward(loss);
+  const auto parameters = fno.parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    EXPECT_LT(relative_difference(parameters[i].grad(), want[i]), 1e-12) << "parameter " << i;
+  }
+}
+
+// An FNO on fields whose grid is split over the ranks along its first axis: each FFT along a
+// split axis exchanges the shard for another axis, so the activations stay split from the lift
+// to the projection, and the gradients are the one-process ones.
+TEST(Training, FnoOnASplitGridMatchesOneProcess) {
+  nn::FnoOptions options;
+  options.modes = {2, 2};
+  options.width = 4;
+  options.layers = 2;
+  options.projection_width = 8;
+  options.dtype = DType::f64;
+  nn::Fno fno(options);
+  const Tensor fields = common({2, 1, 8, 8}, 71);
+  auto loss_of = [&](const Tensor& batch) { return mean(square(fno.forward(batch) - batch)); };
+  backward(loss_of(fields));
+  std::vector<Tensor> want;
+  for (const Tensor& p : fno.parameters()) {
+    want.push_back(p.grad());
+    Tensor(p).zero_grad();
+  }
+  const Tensor split = shard_tensor(fields, meshes()[0], {S(2)});
+  EXPECT_EQ(placements_of(fno.forward(split)), std::vector<Placement>{S(2)});
+  backward(loss_of(split));
   const auto parameters = fno.parameters();
   for (size_t i = 0; i < parameters.size(); ++i) {
     EXPECT_LT(relative_difference(parameters[i].grad(), want[i]), 1e-12) << "parameter " << i;

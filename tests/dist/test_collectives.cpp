@@ -70,6 +70,14 @@ TEST(Collectives, Values) {
   EXPECT_TRUE(scattered.to_vector<double>() ==
               (reshape(arange(6.0 * rank, 6.0 * rank + 6, 1, DType::f64), {2, 3}) * rank_sum).to_vector<double>());
 
+  // Block j of rank r's input [size, 3] holds 10 r + j; block j of its output is rank j's block r.
+  const Tensor labelled = reshape(arange(0, size, 1, DType::f64), {size, 1}) + 10.0 * rank + zeros({size, 3}, DType::f64);
+  const Tensor exchanged = all_to_all(labelled);
+  ASSERT_EQ(exchanged.shape(), (Shape{size, 3}));
+  EXPECT_TRUE(exchanged.to_vector<double>() ==
+              (reshape(arange(0, size, 1, DType::f64), {size, 1}) * 10.0 + double(rank) + zeros({size, 3}, DType::f64))
+                  .to_vector<double>());
+
   const int last = size - 1;
   EXPECT_TRUE(broadcast(mine, last).to_vector<double>() == (base + double(size)).to_vector<double>());
   const Tensor reduced = reduce(mine, last);
@@ -104,6 +112,7 @@ TEST(Collectives, BadArgumentsThrowBeforeAnyMessage) {
   EXPECT_THROW(all_gather(scalar(1.0)), Error);
   if (world().size() > 1) {
     EXPECT_THROW(reduce_scatter(ones({2 * world().size() + 1})), Error);
+    EXPECT_THROW(all_to_all(ones({2 * world().size() + 1})), Error);
   }
 }
 
@@ -124,6 +133,7 @@ std::vector<Case> cases() {
       {"reduce_scatter", {2 * size, 3}, [](const Tensor& x) { return sin(reduce_scatter(x * x)); }},
       {"broadcast", {2, 3}, [size](const Tensor& x) { return sin(broadcast(x * x, size - 1)); }},
       {"reduce", {2, 3}, [](const Tensor& x) { return sin(reduce(x * x)) + x; }},
+      {"all_to_all", {2 * size, 3}, [](const Tensor& x) { return tanh(all_to_all(x * x)); }},
   };
 }
 
@@ -194,6 +204,7 @@ TEST(CollectiveTranspose, LinearCollectivesAreAdjointToTheirVjp) {
       {{2 * size, 3}, [](const Tensor& x) { return reduce_scatter(x); }},
       {{2, 3}, [size](const Tensor& x) { return broadcast(x, size - 1); }},
       {{2, 3}, [](const Tensor& x) { return reduce(x, 0); }},
+      {{2 * size, 3}, [](const Tensor& x) { return all_to_all(x); }},
   };
   uint64_t salt = 100;
   for (const auto& [shape, fn] : linear) {

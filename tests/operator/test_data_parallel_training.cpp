@@ -108,6 +108,52 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
   }
 }
 
+// A `parallel` section trains on distributed batches (docs/distributed.md): each batch split over
+// dp, or each field's grid split over grid, with every rank holding every sample. Either gives the
+// one-process losses and test errors. Under mpirun the mesh is the job's ranks; as one process
+// the section is ignored.
+TEST_F(DataParallelTraining, ParallelSectionMatchesOneProcess) {
+  const auto single = dist::make_single_process_communicator();
+  TrainOptions on_one_process;
+  on_one_process.communicator = single.get();
+  for (const std::string axis : {"dp", "grid"}) {
+    SCOPED_TRACE(cat(axis, " on rank ", world().rank()));
+    // 36 samples in batches of 12: every batch splits evenly over 2 ranks.
+    OperatorProblem serial_problem = problem(cat("serial_", axis, "_rank", world().rank()), 12);
+    serial_problem.data.train.samples = 36;
+    const TrainResult serial = train(serial_problem, on_one_process);
+    ASSERT_TRUE(serial.finished) << serial.message;
+
+    OperatorProblem placed = problem(cat("placed_", axis), 12);
+    placed.data.train.samples = 36;
+    placed.parallel.mesh = {world().size()};
+    placed.parallel.names = {axis};
+    const TrainResult result = train(placed, {});
+    ASSERT_TRUE(result.finished) << result.message;
+    EXPECT_NEAR(result.train_loss, serial.train_loss, 1e-10 * serial.train_loss);
+    const auto history = io::read_hdf5(placed.output.dir + "/predictions.h5", "history/train_loss").to_vector<double>();
+    const auto serial_history =
+        io::read_hdf5(serial_problem.output.dir + "/predictions.h5", "history/train_loss").to_vector<double>();
+    ASSERT_EQ(history.size(), serial_history.size());
+    for (size_t e = 0; e < history.size(); ++e) {
+      EXPECT_NEAR(history[e], serial_history[e], 1e-10 * serial_history[e]) << "epoch " << e + 1;
+    }
+    if (world().rank() == 0) {
+      EXPECT_NEAR(result.test_relative_l2.at("fine"), serial.test_relative_l2.at("fine"),
+                  1e-9 * serial.test_relative_l2.at("fine"));
+    }
+  }
+  // 37 samples in batches of 12 end with a batch of 1, which 2 ranks cannot split.
+  if (world().size() == 2) {
+    OperatorProblem uneven = problem("uneven", 12);
+    uneven.parallel.mesh = {2};
+    uneven.parallel.names = {"dp"};
+    uneven.parallel.where = "test.yaml:9:1: parallel";
+    expect_error([&] { train(uneven, {}); }, {"test.yaml:9:1: parallel", "dp = 2 does not divide the last batch",
+                                              "leave 1"});
+  }
+}
+
 // Each rank reads only its consecutive share of the training samples (so a training set may exceed
 // one node's memory), while the normalisers' statistics are those of the whole set.
 TEST_F(DataParallelTraining, EachRankReadsItsShareOfTheTrainingSet) {

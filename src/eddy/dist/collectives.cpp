@@ -121,6 +121,23 @@ const Primitive& reduce_scatter_p = [] () -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
+// Its own transpose: the cotangent of block j of rank r's output is block r of rank j's input,
+// which is where all_to_all of the cotangent puts it.
+const Primitive& all_to_all_p = [] () -> const Primitive& {
+  Primitive p = collective("all_to_all",
+      [](Inputs in, const Attrs& a) {
+        const int size = comm_of(a).size();
+        EDDY_CHECK(in[0].dim() >= 1 && in[0].shape()[0] % size == 0, "all_to_all: axis 0 of ", in[0].shape(),
+                   " does not split evenly over ", size, " ranks");
+        return same_spec(in, a);
+      },
+      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.alltoall(x, out); });
+  p.linear = true;
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_to_all(t, comm_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_to_all(g, comm_of(a)); };
+  return register_primitive(std::move(p));
+}();
+
 const Primitive& broadcast_p = [] () -> const Primitive& {
   Primitive p = collective("broadcast_from_root",
       [](Inputs in, const Attrs& a) {
@@ -191,6 +208,8 @@ Tensor all_gather(const Tensor& x, Communicator& comm) { return dispatch(allgath
 Tensor reduce_scatter(const Tensor& x, Communicator& comm) {
   return dispatch(reduce_scatter_p, {x}, attrs_for(comm));
 }
+
+Tensor all_to_all(const Tensor& x, Communicator& comm) { return dispatch(all_to_all_p, {x}, attrs_for(comm)); }
 
 Tensor broadcast(const Tensor& x, int root, Communicator& comm) {
   return dispatch(broadcast_p, {x}, attrs_for(comm, root));

@@ -8,6 +8,7 @@
 //   all_reduce (sum)  <->  all_reduce (sum)
 //   all_gather        <->  reduce_scatter
 //   broadcast(root)   <->  reduce(root)
+//   all_to_all        <->  all_to_all
 // A backward pass through a collective is therefore itself collective: every rank must run it.
 //
 // The communicator defaults to the process-wide one and must outlive the graphs that use it.
@@ -23,6 +24,9 @@ Tensor all_reduce(const Tensor& x, ReduceOp op = ReduceOp::sum, Communicator& co
 Tensor all_gather(const Tensor& x, Communicator& comm = default_communicator());
 // Rows [r n, (r + 1) n) of the sum over ranks of x [size * n, ...], on rank r.
 Tensor reduce_scatter(const Tensor& x, Communicator& comm = default_communicator());
+// x [size * n, ...] in blocks of n rows: block j goes to rank j, and the result's block j is
+// the block rank j sent here. How a tensor split along one axis comes to be split along another.
+Tensor all_to_all(const Tensor& x, Communicator& comm = default_communicator());
 // Rank `root`'s x on every rank.
 Tensor broadcast(const Tensor& x, int root = 0, Communicator& comm = default_communicator());
 // The sum over ranks of x on rank `root`, zeros on the others.

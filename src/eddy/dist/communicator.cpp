@@ -33,6 +33,7 @@ class SingleProcessCommunicator final : public Communicator {
   }
   void allgather(const Tensor& in, const Tensor& out) override { copy("allgather", in, out); }
   void reduce_scatter(const Tensor& in, const Tensor& out) override { copy("reduce_scatter", in, out); }
+  void alltoall(const Tensor& in, const Tensor& out) override { copy("alltoall", in, out); }
   void broadcast(const Tensor&, int root) override { check_root("broadcast", root); }
   void send(const Tensor&, int dest, int) override {
     throw Error(cat("send: no rank ", dest, " in a single-process run (start the job with mpirun)"));

@@ -41,6 +41,9 @@ class Communicator {
   virtual void allgather(const Tensor& in, const Tensor& out) = 0;
   // Rank r's `out` [n, ...] = rows [r n, (r + 1) n) of the sum over ranks of `in` [size * n, ...].
   virtual void reduce_scatter(const Tensor& in, const Tensor& out) = 0;
+  // `in` and `out` [size * n, ...], in blocks of n rows: block j of rank r's `out` is block r of
+  // rank j's `in` (MPI_Alltoall).
+  virtual void alltoall(const Tensor& in, const Tensor& out) = 0;
   // Overwrites `buffer` on every rank with rank `root`'s.
   virtual void broadcast(const Tensor& buffer, int root) = 0;
   // Point to point (not collective): blocking send of `in` to `dest`, receive into `out` from

@@ -3,6 +3,7 @@
 
 #include "eddy/dist/dtensor.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -16,6 +17,8 @@ namespace eddy::dist {
 namespace {
 
 using Kind = Placement::Kind;
+
+bool sharded_along(const Placement& placement, int64_t axis) { return placement.is_shard() && placement.axis == axis; }
 
 const Distribution& layout_of(const Tensor& tensor, std::string_view op) {
   const Distribution* layout = distribution_of(tensor);
@@ -74,12 +77,30 @@ bool verbose() {
   return eager || (compiled && active_trace_recorder());
 }
 
-std::string_view collective_for(const Placement& from, const Placement& to) {
+// Whether mesh axis `mesh_axis` can move its shard from one tensor axis to another in place
+// (exchange_shards): only while no other mesh axis splits either tensor axis, before or after,
+// since the exchange takes each rank's part along those axes for the whole.
+bool exchanges_alone(int64_t mesh_axis, const std::vector<Placement>& from, const std::vector<Placement>& to) {
+  const Placement &current = from[static_cast<size_t>(mesh_axis)], &wanted = to[static_cast<size_t>(mesh_axis)];
+  if (!current.is_shard() || !wanted.is_shard()) return false;
+  for (size_t other = 0; other < from.size(); ++other) {
+    if (static_cast<int64_t>(other) == mesh_axis) continue;
+    for (const Placement& placement : {from[other], to[other]}) {
+      if (sharded_along(placement, current.axis) || sharded_along(placement, wanted.axis)) return false;
+    }
+  }
+  return true;
+}
+
+// What reshard_local does to one input on mesh axis `axis`, for the log.
+std::string_view collective_for(int64_t axis, const std::vector<Placement>& from_all, const std::vector<Placement>& to_all) {
+  const Placement &from = from_all[static_cast<size_t>(axis)], &to = to_all[static_cast<size_t>(axis)];
   if (from == to) return "";
   if (to.is_shard()) {
     if (from.kind == Kind::replicate) return "slice";
     if (from.kind == Kind::partial_sum) return "reduce_scatter";
-    return from.is_shard() ? "all_gather + slice" : "all_reduce(max) + slice";
+    if (from.is_shard()) return exchanges_alone(axis, from_all, to_all) ? "all_to_all" : "all_gather + slice";
+    return "all_reduce(max) + slice";
   }
   if (from.is_shard()) return "all_gather";
   if (from.is_partial()) return from.kind == Kind::partial_sum ? "all_reduce" : "all_reduce(max)";
@@ -95,7 +116,7 @@ void log_call(std::string_view op, const std::vector<std::vector<Placement>>& fr
   line += ") -> " + to_string(output) + "\n";
   for (size_t i = 0; i < from.size(); ++i) {
     for (size_t axis = 0; axis < from[i].size(); ++axis) {
-      const std::string_view collective = collective_for(from[i][axis], to[i][axis]);
+      const std::string_view collective = collective_for(static_cast<int64_t>(axis), from[i], to[i]);
       if (collective.empty()) continue;
       const Distribution* layout = distribution_of(inputs[i]);
       const Tensor& local = layout ? layout->local : inputs[i];
@@ -141,6 +162,29 @@ Tensor along(const Tensor& x, int64_t axis, Collective collective) {
   return permute(collective(permute(x, order)), inverse(order));
 }
 
+// Shard(from_axis) -> Shard(to_axis) over `comm`: each rank sends block j of its part along
+// to_axis to rank j, and lays the blocks it receives side by side along from_axis in rank order,
+// which is where their rows lie in the whole. Every element moves at most once, where gathering
+// and slicing would send each rank the whole tensor.
+Tensor exchange_shards(const Tensor& local, int64_t from_axis, int64_t to_axis, Communicator& comm) {
+  const int64_t parts = comm.size(), rank = local.dim();
+  const std::vector<int64_t> order = axis_first(to_axis, rank);
+  const int64_t from_at = std::find(order.begin(), order.end(), from_axis) - order.begin();
+  // [parts, to / parts, rest in `order`]: axis 0 counts the ranks the blocks came from.
+  const Tensor received = all_to_all(permute(local, order), comm);
+  Shape blocks{parts, received.shape()[0] / parts};
+  blocks.insert(blocks.end(), received.shape().begin() + 1, received.shape().end());
+  // The rank axis moved next to from_axis, in front of it, and the two merged.
+  std::vector<int64_t> rank_beside_from;
+  for (int64_t axis = 1; axis <= from_at; ++axis) rank_beside_from.push_back(axis);
+  rank_beside_from.push_back(0);
+  for (int64_t axis = from_at + 1; axis <= rank; ++axis) rank_beside_from.push_back(axis);
+  Shape merged = received.shape();
+  merged[0] /= parts;
+  merged[static_cast<size_t>(from_at)] *= parts;
+  return permute(reshape(permute(reshape(received, blocks), rank_beside_from), merged), inverse(order));
+}
+
 // The local part under `to` on one mesh axis, from the local part under `from`.
 Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement& to, const ProcessMesh& mesh,
                     int64_t mesh_axis) {
@@ -163,6 +207,7 @@ Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement&
       if (from.kind == Kind::partial_sum) {
         return along(local, to.axis, [&](const Tensor& x) { return reduce_scatter(x, comm); });
       }
+      if (from.is_shard()) return exchange_shards(local, from.axis, to.axis, comm);
       return block(whole(), to.axis, index, parts);
     case Kind::partial_sum: return index == 0 ? whole() : whole() * 0.0;
     case Kind::partial_max: return whole();
@@ -170,14 +215,14 @@ Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement&
   throw Error("reshard: unknown placement");
 }
 
-// Gathers and reductions first, then the splits: a split on one mesh axis keeps the other axes'
-// parts whole, as a gather along another axis needs.
+// Gathers and reductions first, then the splits and exchanges: a split on one mesh axis keeps the
+// other axes' parts whole, as a gather along another axis needs.
 Tensor reshard_local(Tensor local, std::vector<Placement> from, const std::vector<Placement>& to,
                      const ProcessMesh& mesh) {
   for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
     Placement& current = from[static_cast<size_t>(axis)];
     const Placement& wanted = to[static_cast<size_t>(axis)];
-    if (current == wanted || (wanted.is_shard() && !current.is_shard())) continue;
+    if (current == wanted || (wanted.is_shard() && !current.is_shard()) || exchanges_alone(axis, from, to)) continue;
     const Placement step = wanted.is_shard() ? Placement::replicate() : wanted;
     local = reshard_axis(local, current, step, mesh, axis);
     current = step;

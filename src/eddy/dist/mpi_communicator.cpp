@@ -99,6 +99,14 @@ class MpiCommunicator final : public Communicator {
     MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, comm_);
   }
 
+  void alltoall(const Tensor& in, const Tensor& out) override {
+    const int n = same_layout("alltoall", in, out);
+    EDDY_CHECK(in.dim() >= 1 && in.shape()[0] % size_ == 0, "alltoall: axis 0 of ", in.shape(),
+               " does not split evenly over ", size_, " ranks");
+    MPI_Alltoall(in.raw_data(), n / size_, mpi_type(in.dtype()), out.raw_data(), n / size_, mpi_type(in.dtype()),
+                 comm_);
+  }
+
   void broadcast(const Tensor& buffer, int root) override {
     const int n = count_of("broadcast", buffer);
     check_rank("broadcast", root);

@@ -193,8 +193,14 @@ Rule pad() {
 
 Rule concat() {
   return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
-    if (std::all_of(from.begin(), from.end(), [](const Placement& p) { return p.kind == Kind::partial_sum; })) {
-      return ShardingDecision{{from.begin(), from.end()}, Placement::partial_sum()};
+    // Linear in its inputs together: partial sums pass through, and a whole input joins them as a
+    // partial sum held by one rank (no communication), as the zeros between an FNO's kept modes do.
+    const bool partial = std::any_of(from.begin(), from.end(), [](const Placement& p) { return p.kind == Kind::partial_sum; });
+    const bool partial_or_whole = std::all_of(from.begin(), from.end(), [](const Placement& p) {
+      return p.kind == Kind::partial_sum || p.kind == Kind::replicate;
+    });
+    if (partial && partial_or_whole) {
+      return ShardingDecision{std::vector<Placement>(in.size(), Placement::partial_sum()), Placement::partial_sum()};
     }
     for (const Placement& placement : from) {
       if (placement.is_shard() && placement.axis != attrs.axis) {
@@ -232,14 +238,24 @@ Rule gather() {
 }
 
 Rule transform() {
-  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t ranks) {
     const Placement& placement = from[0];
     if (placement.kind == Kind::partial_sum) return ShardingDecision{{placement}, placement};
-    const bool along_transform =
-        placement.is_shard() && std::find(attrs.axes.begin(), attrs.axes.end(), placement.axis) != attrs.axes.end();
-    if (!placement.is_shard() || along_transform) return replicate_all(in);
+    if (!placement.is_shard()) return replicate_all(in);
+    auto transformed = [&](int64_t axis) {
+      return std::find(attrs.axes.begin(), attrs.axes.end(), axis) != attrs.axes.end();
+    };
+    int64_t kept = placement.axis;
+    if (transformed(kept)) {
+      // A transform axis must be whole on each rank: the shard moves to the last axis that is not
+      // transformed and splits evenly (an all-to-all, the slab transpose of a distributed FFT).
+      kept = in[0].dim() - 1;
+      while (kept >= 0 && (transformed(kept) || in[0].shape()[static_cast<size_t>(kept)] % ranks != 0)) --kept;
+      if (kept < 0) return replicate_all(in);
+    }
     // fft_c2r names its output shape; the others none.
-    return ShardingDecision{{placement}, placement, attrs.shape.empty() ? nullptr : divide_shape(placement.axis)};
+    return ShardingDecision{{Placement::shard(kept)}, Placement::shard(kept),
+                            attrs.shape.empty() ? nullptr : divide_shape(kept)};
   };
 }
 

@@ -42,7 +42,8 @@ Rule permute();
 Rule expand();
 Rule reshape();
 // slice and pad keep a shard along an axis they leave whole; concat along another axis keeps
-// its inputs' common shard. Partial inputs pass through (all three are linear).
+// its inputs' common shard. Partial inputs pass through (all three are linear); concat takes
+// whole inputs beside partial ones as partial sums held by one rank.
 Rule slice();
 Rule pad();
 Rule concat();
@@ -52,8 +53,10 @@ Rule concat();
 Rule index_select();
 Rule gather();
 // FFTs over Attrs::axes: a shard along another axis (the batch, the channels) is kept and partial
-// sums pass through, the transforms being linear. A sharded transform axis is gathered first:
-// the slab exchange of the distributed FFT (dist/distributed_fft.h) is not a rule yet.
+// sums pass through, the transforms being linear. A sharded transform axis is exchanged first for
+// the last axis that is not transformed and splits evenly (gathered where there is none), as a
+// slab-decomposed FFT transposes: transforming a field split along axis -2 along axis -2 leaves
+// it split along axis -1.
 Rule transform();
 
 }  // namespace eddy::sharding
