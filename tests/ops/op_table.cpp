@@ -313,6 +313,8 @@ std::vector<OpCase> build_table() {
                   [](const TL& x) { return dist::all_gather(x[0]); }, true));
   t.push_back(row("reduce_scatter", {"reduce_scatter"}, kInexact, normal_inputs({{2, 3}}),
                   [](const TL& x) { return dist::reduce_scatter(x[0]); }, true));
+  t.push_back(row("all_to_all", {"all_to_all"}, kInexact, normal_inputs({{2, 3}}),
+                  [](const TL& x) { return dist::all_to_all(x[0]); }, true));
   t.push_back(row("broadcast_from_root", {"broadcast_from_root"}, kInexact, normal_inputs({{2, 3}}),
                   [](const TL& x) { return dist::broadcast(x[0]); }, true));
   t.push_back(row("reduce_to_root", {"reduce_to_root"}, kInexact, normal_inputs({{2, 3}}),
