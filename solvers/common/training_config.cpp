@@ -65,7 +65,7 @@ ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<
 std::shared_ptr<const dist::ProcessMesh> make_mesh(const ParallelSpec& spec, const std::string& default_axis,
                                                    dist::Communicator& world) {
   if (spec.mesh.empty()) return dist::ProcessMesh::create({world.size()}, {default_axis}, world);
-  EDDY_CHECK(numel(spec.mesh) == world.size(), spec.where, ": parallel.mesh ", spec.mesh, " has ", numel(spec.mesh),
+  EDDY_CHECK(numel(spec.mesh) == world.size(), spec.where, "mesh ", spec.mesh, " has ", numel(spec.mesh),
              " ranks, but this job has ", world.size(), "; start it with mpirun -np ", numel(spec.mesh));
   return dist::ProcessMesh::create(spec.mesh, spec.names, world);
 }

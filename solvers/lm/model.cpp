@@ -11,6 +11,11 @@ int64_t mlp_units(const ModelSpec& spec) {
 
 std::optional<Placement> tensor_parallel_placement(Architecture architecture, const std::string& name) {
   auto ends_with = [&](std::string_view suffix) { return name.ends_with(suffix); };
+  // The [vocabulary, hidden] tables split by vocabulary rows (Megatron's vocabulary-parallel
+  // embedding and output layer): the lookup and the cross-entropy find each token on its rank.
+  for (const char* table : {"wte.weight", "embed_tokens.weight", "lm_head.weight"}) {
+    if (ends_with(table)) return Placement::shard(0);
+  }
   if (architecture == Architecture::llama) {
     // Projections are [out, in]: the column-parallel ones split their rows, the row-parallel ones
     // (after the split heads and units) their columns.

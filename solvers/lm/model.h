@@ -19,7 +19,7 @@ std::shared_ptr<nn::CausalLanguageModel> make_model(const ModelSpec& spec, int64
 int64_t mlp_units(const ModelSpec& spec);
 
 // Where tensor parallelism (Megatron's layout) puts the parameter called `name` on the mesh axis
-// that splits heads and units; nullopt: whole on every rank of it.
+// that splits heads, units and the vocabulary; nullopt: whole on every rank of it.
 std::optional<Placement> tensor_parallel_placement(Architecture architecture, const std::string& name);
 
 }  // namespace eddy::lm

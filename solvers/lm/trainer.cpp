@@ -89,6 +89,10 @@ Parallelism place_model(const LmProblem& p, nn::Module& model) {
     for (const auto& [name, parameter] : model.named_parameters()) {
       const std::optional<Placement> split = tensor_parallel_placement(p.model.architecture, name);
       if (!split) continue;
+      // The vocabulary is the tokenizer's, known only now (the config checked heads and units).
+      EDDY_CHECK(parameter.shape()[static_cast<size_t>(split->axis)] % shape[axis] == 0, p.parallel.where, "mp = ",
+                 shape[axis], " does not divide axis ", split->axis, " of ", name, " ", parameter.shape(),
+                 "; mp splits the heads, the MLP units and the vocabulary (tokenizer.vocab_size)");
       std::vector<Placement> placements(shape.size());
       placements[axis] = *split;
       dist::shard_in_place(parameter, parallel.mesh, placements);

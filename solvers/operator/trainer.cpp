@@ -84,12 +84,12 @@ Placing placing_for(const OperatorProblem& p, dist::Communicator& world) {
 void check_divisible(const OperatorProblem& p, const Dataset& data) {
   const int64_t dp = p.parallel.ranks("dp"), grid = p.parallel.ranks("grid");
   const int64_t last_batch = data.train.size % p.training.batch_size;
-  EDDY_CHECK(last_batch % dp == 0, p.parallel.where, ": dp = ", dp, " does not divide the last batch of each epoch (",
+  EDDY_CHECK(last_batch % dp == 0, p.parallel.where, "dp = ", dp, " does not divide the last batch of each epoch (",
              data.train.size, " training samples in batches of ", p.training.batch_size, " leave ", last_batch,
              "); choose a batch size or sample count that leaves a multiple of ", dp);
   auto check_grid = [&](const Split& split) {
     const int64_t rows = split.input.shape()[2];
-    EDDY_CHECK(rows % grid == 0, p.parallel.where, ": grid = ", grid, " does not divide the first grid axis of split '",
+    EDDY_CHECK(rows % grid == 0, p.parallel.where, "grid = ", grid, " does not divide the first grid axis of split '",
                split.name, "' (", rows, " points)");
   };
   check_grid(data.train);

@@ -325,6 +325,12 @@ std::vector<OpCase> op_cases() {
       {"index_select", {{4, 8}}, [](const auto& x) {
          return index_select(x[0], 1, arange(0, 6, 2, DType::i64));
        }},
+      {"gather", {{4, 8}}, [](const auto& x) {
+         return gather(x[0], 1, tensor(std::vector<int64_t>{1, 7, 3, 4, 0, 5, 6, 2}, {4, 2}));
+       }},
+      {"cross_entropy", {{4, 8}}, [](const auto& x) {
+         return cross_entropy(x[0], tensor(std::vector<int64_t>{1, 7, 3, 0}));
+       }},
   };
 }
 

@@ -148,8 +148,8 @@ TEST_F(DataParallelTraining, ParallelSectionMatchesOneProcess) {
     OperatorProblem uneven = problem("uneven", 12);
     uneven.parallel.mesh = {2};
     uneven.parallel.names = {"dp"};
-    uneven.parallel.where = "test.yaml:9:1: parallel";
-    expect_error([&] { train(uneven, {}); }, {"test.yaml:9:1: parallel", "dp = 2 does not divide the last batch",
+    uneven.parallel.where = "test.yaml:9:1: parallel: ";
+    expect_error([&] { train(uneven, {}); }, {"test.yaml:9:1: parallel: dp = 2 does not divide the last batch",
                                               "leave 1"});
   }
 }

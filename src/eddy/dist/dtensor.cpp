@@ -291,6 +291,9 @@ class DistributedInterpreter final : public Interpreter {
 
     std::vector<Placement> output(axes);
     Attrs attrs = call.attrs;
+    // The one mesh axis whose rule computes the local part its own way, and that way.
+    std::function<Tensor(Inputs, const Attrs&, int64_t)> run_locally;
+    int64_t run_locally_axis = -1;
     for (size_t axis = 0; axis < axes; ++axis) {
       std::vector<Placement> from;
       for (size_t i = 0; i < count; ++i) from.push_back(current[i][axis]);
@@ -305,6 +308,12 @@ class DistributedInterpreter final : public Interpreter {
       for (size_t i = 0; i < count; ++i) wanted[i][axis] = decision.inputs[i];
       output[axis] = decision.output;
       if (decision.localize) decision.localize(attrs, mesh->size(static_cast<int64_t>(axis)));
+      if (decision.run_locally) {
+        EDDY_CHECK(!run_locally, "internal: the sharding rules of ", primitive.name, " on two mesh axes each compute "
+                   "the local part their own way");
+        run_locally = std::move(decision.run_locally);
+        run_locally_axis = static_cast<int64_t>(axis);
+      }
     }
 
     if (verbose()) log_call(primitive.name, current, wanted, output, call.inputs, *mesh);
@@ -316,7 +325,8 @@ class DistributedInterpreter final : public Interpreter {
       locals.push_back(reshard_local(used, current[i], wanted[i], *mesh));
     }
     const Shape expected = local_shape(primitive.name, call.spec.shape, *mesh, output);
-    Tensor local = dispatch(primitive, locals, attrs);
+    Tensor local = run_locally ? run_locally(locals, attrs, mesh->coordinate(run_locally_axis))
+                               : dispatch(primitive, locals, attrs);
     EDDY_CHECK(local.shape() == expected, "internal: ", primitive.name, " placed ", to_string(output), " gave a local ",
                "part of shape ", local.shape(), ", not ", expected);
     return distributed(call.spec.shape, std::move(local), mesh, std::move(output));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "eddy/ops/op_helpers.h"
+#include "eddy/ops/ops.h"
 
 namespace eddy::sharding {
 namespace {
@@ -211,6 +212,27 @@ Rule concat() {
   };
 }
 
+namespace {
+
+// The lookup `look_up(block, local indices)` of the indices that fall in this rank's block of
+// `axis` (rank `coordinate`'s rows of the whole), with zeros where an index lies in another
+// rank's block: summed over the ranks, the lookup in the whole table. `mask_shape` lays the
+// index mask along the output's axes.
+Tensor lookup_in_block(const Tensor& block, int64_t axis, const Tensor& index, int64_t coordinate,
+                       const std::function<Shape(const Tensor& mask)>& mask_shape,
+                       const std::function<Tensor(const Tensor& block, const Tensor& local_index)>& look_up) {
+  const int64_t rows = block.shape()[static_cast<size_t>(axis)];
+  const Tensor local_index = index - scalar(static_cast<double>(coordinate * rows), index.dtype());
+  const Tensor at_or_after_first = ge(local_index, zeros_like(local_index));
+  // Both comparisons hold: the second where the first does (a logical and of bool tensors).
+  const Tensor held =
+      where(at_or_after_first, lt(local_index, full_like(local_index, static_cast<double>(rows))), at_or_after_first);
+  const Tensor found = look_up(block, where(held, local_index, zeros_like(local_index)));
+  return where(reshape(held, mask_shape(held)), found, zeros_like(found));
+}
+
+}  // namespace
+
 Rule index_select() {
   return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
     const Placement &table = from[0], &index = from[1];
@@ -221,12 +243,46 @@ Rule index_select() {
     if (index.is_shard() && !table.is_shard()) {
       return ShardingDecision{{Placement::replicate(), index}, Placement::shard(attrs.axis)};
     }
+    // A table split along the looked-up axis (a vocabulary-parallel embedding): each rank looks
+    // up the indices in its rows, and the output is their partial sum.
+    if (sharded_along(table, attrs.axis) && index.kind == Kind::replicate) {
+      const int64_t axis = attrs.axis, rank = in[0].dim();
+      return ShardingDecision{{table, index}, Placement::partial_sum(), nullptr,
+                              [axis, rank](Inputs locals, const Attrs&, int64_t coordinate) {
+                                return lookup_in_block(
+                                    locals[0], axis, locals[1], coordinate,
+                                    [&](const Tensor& mask) {
+                                      Shape shape(static_cast<size_t>(rank), 1);
+                                      shape[static_cast<size_t>(axis)] = mask.numel();
+                                      return shape;
+                                    },
+                                    [axis](const Tensor& block, const Tensor& local) {
+                                      return eddy::index_select(block, axis, local);
+                                    });
+                              }};
+    }
     return replicate_all(in);
   };
 }
 
 Rule gather() {
   return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+    const Placement &x = from[0], &index = from[1];
+    // x split along the gathered axis and the indices whole (Megatron's vocabulary-parallel
+    // cross-entropy picks each row's target logit so): each rank gathers the indices in its
+    // block, and the output is their partial sum.
+    if (sharded_along(x, attrs.axis) && index.kind == Kind::replicate) {
+      const int64_t axis = attrs.axis;
+      return ShardingDecision{{x, index}, Placement::partial_sum(), nullptr,
+                              [axis](Inputs locals, const Attrs&, int64_t coordinate) {
+                                return lookup_in_block(
+                                    locals[0], axis, locals[1], coordinate,
+                                    [](const Tensor& mask) { return mask.shape(); },
+                                    [axis](const Tensor& block, const Tensor& local) {
+                                      return eddy::gather(block, axis, local);
+                                    });
+                              }};
+    }
     for (const Placement& placement : from) {
       if (!placement.is_shard() || placement.axis == attrs.axis) continue;
       const auto axis = static_cast<size_t>(placement.axis);
