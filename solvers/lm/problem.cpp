@@ -184,13 +184,6 @@ LmProblem read_lm_problem(io::Config& config, bool for_training) {
   if (for_training) require_training_memory(root, p.tokenizer, p.model, p.training);
 
   if (root.has("parallel")) p.parallel = read_parallel(root.at("parallel"), p.model, p.training);
-  for (size_t axis = 0; axis < p.parallel.names.size(); ++axis) {
-    if (p.training.zero_stage == 1 && p.parallel.names[axis] == "mp" && p.parallel.mesh[axis] > 1) {
-      root.at("training").at("zero_stage").fail(
-          "1 shards the optimiser state of parameters every rank holds whole, but parallel.mesh splits parameters "
-          "over mp; use zero_stage 0 with tensor parallelism (its split parameters' state is already split)");
-    }
-  }
 
   const ConfigNode output = root.section("output");
   p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());

@@ -66,6 +66,9 @@ void write_history(const std::string& path, const History& history, const std::s
 struct Parallelism {
   std::shared_ptr<const dist::ProcessMesh> mesh;
   std::vector<Placement> batch;
+  // The ranks that hold the same parameters and split the batch: the dp axis's (or none), over
+  // which ZeRO stage 1 shards the optimiser state.
+  dist::Communicator* data_parallel = nullptr;
 
   Tensor place_batch(const Tensor& tokens) const { return mesh ? dist::shard_tensor(tokens, mesh, batch) : tokens; }
 };
@@ -83,6 +86,7 @@ Parallelism place_model(const LmProblem& p, nn::Module& model) {
   for (size_t axis = 0; axis < shape.size(); ++axis) {
     if (names[axis] == "dp") {
       parallel.batch[axis] = Placement::shard(0);
+      parallel.data_parallel = &parallel.mesh->communicator(static_cast<int64_t>(axis));
       continue;
     }
     if (shape[axis] == 1) continue;
@@ -133,10 +137,13 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     adam.beta2 = t.beta2;
     adam.weight_decay = weight_decay;
     // The backward pass of distributed tensors has summed every gradient over the ranks already.
+    // ZeRO shards the state over the ranks that hold the same parameters, the dp axis's: a mesh
+    // without one leaves nothing to shard over.
+    const bool sharable = !parallel.mesh || parallel.data_parallel;
     return solvers::make_optimizer(
-        t.zero_stage, std::move(group),
+        sharable ? t.zero_stage : 0, std::move(group),
         [adam](std::vector<Tensor> slices) { return std::make_unique<optim::AdamW>(std::move(slices), adam); },
-        dist::RankGradients::identical, world);
+        dist::RankGradients::identical, parallel.data_parallel ? *parallel.data_parallel : world);
   };
   const std::unique_ptr<optim::Optimizer> decayed_optimizer = adamw(matrices, t.weight_decay);
   const std::unique_ptr<optim::Optimizer> undecayed_optimizer = adamw(vectors, 0);

@@ -12,6 +12,7 @@
 #include "eddy/compiler/compile.h"
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/dtensor.h"
+#include "eddy/dist/sharded_optimizer.h"
 #include "eddy/eddy.h"
 #include "eddy/fft/fft.h"
 #include "eddy/io/distributed_checkpoint.h"
@@ -503,6 +504,47 @@ TEST(Training, TransformerTensorAndDataParallelLossesEqualOneProcess) {
     FAIL() << "a pattern matching nothing was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers.0.self_attn.q_proj.weight"), std::string::npos) << e.what();
+  }
+}
+
+// ZeRO stage 1 beside tensor parallelism: on a [dp, mp] mesh the first layer's weights split over
+// mp, the state of every parameter (its local part, for the split ones) sharded over dp. The steps
+// are plain AdamW's, and the gathered state is laid out as the parameters are.
+TEST(Training, ZeroStage1ShardsTensorParallelStateOverDp) {
+  const auto& mesh = meshes()[1];
+  Communicator& dp = mesh->communicator(0);
+  const Tensor x = shard_tensor(common({16, 4}, 80), mesh, {S(0), R}), target = shard_tensor(common({16, 2}, 81), mesh, {S(0), R});
+  auto make = [&] {
+    return std::vector<Tensor>{shard_tensor(common({4, 8}, 82).requires_grad_(), mesh, {R, S(1)}),
+                               shard_tensor(common({8}, 83).requires_grad_(), mesh, {R, S(0)}),
+                               common({8, 2}, 84).requires_grad_()};
+  };
+  optim::AdamOptions options;
+  options.learning_rate = 1e-2;
+  options.weight_decay = 0.1;
+  auto adamw = [&](std::vector<Tensor> parameters) { return std::make_unique<optim::AdamW>(std::move(parameters), options); };
+  std::vector<Tensor> plain = make(), sharded = make();
+  const std::unique_ptr<optim::Optimizer> whole = adamw(plain);
+  ShardedOptimizer zero(sharded, adamw, RankGradients::identical, dp);
+  auto step = [&](std::vector<Tensor>& p, optim::Optimizer& optimizer) {
+    optimizer.zero_grad();
+    const Tensor loss = mean(square(matmul(tanh(matmul(x, p[0]) + p[1]), p[2]) - target));
+    backward(loss);
+    optimizer.step();
+    return full_tensor(loss).item<double>();
+  };
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(step(plain, *whole), step(sharded, zero)) << "step " << k;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(relative_difference(full_tensor(sharded[i]), full_tensor(plain[i])), 0.0) << "parameter " << i;
+  }
+  const nn::StateDict want = full_state(whole->state_dict()), got = full_state(zero.state_dict());
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [key, value] : want) EXPECT_EQ(relative_difference(got.at(key), value), 0.0) << key;
+  // A whole state (a checkpoint's) loads back into this rank's parts.
+  ShardedOptimizer reloaded(make(), adamw, RankGradients::identical, dp);
+  reloaded.load_state_dict(want);
+  for (const auto& [key, value] : full_state(reloaded.state_dict())) {
+    EXPECT_EQ(relative_difference(value, want.at(key)), 0.0) << key;
   }
 }
 

@@ -9,6 +9,7 @@
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/distribution.h"
 #include "eddy/dist/data_parallel.h"
+#include "eddy/dist/dtensor.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::dist {
@@ -25,6 +26,22 @@ void copy_elements(const Tensor& to, int64_t to_offset, const Tensor& from, int6
 }
 
 Tensor dense_flat(const Tensor& t) { return contiguous(flatten(t)); }
+
+// What this rank holds of `t`: a distributed tensor's local part (whose storage it shares), an
+// ordinary tensor itself. The optimiser shards the parts, which are alike on the ranks of its
+// communicator.
+Tensor local_part(const Tensor& t) {
+  const Distribution* layout = t.defined() ? distribution_of(t) : nullptr;
+  return layout ? layout->local : t;
+}
+
+// A state tensor of `parameter`'s local shape, laid out as the parameter is (a distributed one's
+// state is distributed alike, as the unsharded optimiser's would be).
+Tensor placed_like(const Tensor& local, const Tensor& parameter) {
+  const Distribution* layout = distribution_of(parameter);
+  if (!layout) return local;
+  return from_local(local, std::static_pointer_cast<const ProcessMesh>(layout->mesh), layout->placements);
+}
 
 // "<optimiser>.<what>.<index>" -> (what, index); a key without a trailing index (the step count)
 // gives index -1.
@@ -56,9 +73,7 @@ ShardedOptimizer::Layout ShardedOptimizer::plan(const std::vector<Tensor>& param
   Layout layout{parameters.front().dtype(), {}, {}, 0, {}, {}, nullptr};
   int64_t total = 0;
   for (size_t i = 0; i < parameters.size(); ++i) {
-    const Tensor& p = parameters[i];
-    EDDY_CHECK(!is_distributed(p), kWho, ": parameter ", i, " is a distributed tensor, whose optimiser state already "
-               "lies with its parts; shard only the parameters every rank holds whole");
+    const Tensor p = local_part(parameters[i]);
     EDDY_CHECK(p.dtype() == layout.dtype, kWho, ": parameter ", i, " is ", p.dtype(), " but parameter 0 is ",
                layout.dtype, "; make one ShardedOptimizer per dtype");
     layout.offsets.push_back(total);
@@ -76,11 +91,11 @@ ShardedOptimizer::Layout ShardedOptimizer::plan(const std::vector<Tensor>& param
   const auto [first, last] = layout.ranges[static_cast<size_t>(comm.rank())];
   for (size_t i = 0; i < parameters.size(); ++i) {
     const int64_t start = std::max(first, layout.offsets[i]);
-    const int64_t stop = std::min(last, layout.offsets[i] + parameters[i].numel());
+    const int64_t stop = std::min(last, layout.offsets[i] + local_part(parameters[i]).numel());
     if (start >= stop) continue;
     const Piece piece{i, start - layout.offsets[i], stop - layout.offsets[i], start - first};
     Tensor slice_of_parameter = Tensor::empty({piece.end - piece.begin}, layout.dtype);
-    slice_of_parameter.copy_(slice(flatten(parameters[i]), 0, piece.begin, piece.end));
+    slice_of_parameter.copy_(slice(flatten(local_part(parameters[i])), 0, piece.begin, piece.end));
     slice_of_parameter.requires_grad_();
     layout.pieces.push_back(piece);
     layout.slices.push_back(slice_of_parameter);
@@ -105,7 +120,7 @@ ShardedOptimizer::ShardedOptimizer(std::vector<Tensor> parameters, Layout layout
       comm_(comm) {}
 
 void ShardedOptimizer::for_each_owner(size_t parameter, const OwnerVisit& visit) const {
-  const int64_t offset = layout_.offsets[parameter], count = parameters()[parameter].numel();
+  const int64_t offset = layout_.offsets[parameter], count = local_part(parameters()[parameter]).numel();
   for (size_t r = 0; r < layout_.ranges.size(); ++r) {
     const auto [first, last] = layout_.ranges[r];
     const int64_t start = std::max(first, offset), stop = std::min(last, offset + count);
@@ -125,7 +140,7 @@ void ShardedOptimizer::scatter_into_blocks(const std::vector<Tensor>& whole, con
 }
 
 Tensor ShardedOptimizer::parameter_from_blocks(size_t parameter, const Tensor& blocks, DType dtype) const {
-  const Tensor& p = parameters()[parameter];
+  const Tensor p = local_part(parameters()[parameter]);
   Tensor flat = Tensor::empty({p.numel()}, dtype);
   for_each_owner(parameter, [&](int64_t rank, int64_t at, int64_t position, int64_t count) {
     copy_elements(flat, at, blocks, rank * layout_.block + position, count);
@@ -152,7 +167,7 @@ void ShardedOptimizer::reduce_gradients(std::span<double> sums) {
   if (gradients_ == RankGradients::identical) {
     for (size_t j = 0; j < grads.size(); ++j) {
       const Piece& piece = layout_.pieces[j];
-      const Tensor g = params[piece.parameter].grad();
+      const Tensor g = local_part(params[piece.parameter].grad());
       if (g.defined()) grads[j] = slice(dense_flat(g), 0, piece.begin, piece.end);
     }
   } else {
@@ -164,7 +179,7 @@ void ShardedOptimizer::reduce_gradients(std::span<double> sums) {
     std::vector<Tensor> whole;
     std::vector<double> tail(params.size(), 0.0);
     for (size_t i = 0; i < params.size(); ++i) {
-      whole.push_back(params[i].grad());
+      whole.push_back(local_part(params[i].grad()));
       tail[i] = whole.back().defined() ? 1 : 0;
     }
     tail.insert(tail.end(), sums.begin(), sums.end());
@@ -197,7 +212,7 @@ void ShardedOptimizer::step() {
   // changed since the last step.
   for (size_t j = 0; j < layout_.pieces.size(); ++j) {
     const Piece& piece = layout_.pieces[j];
-    Tensor(layout_.slices[j]).copy_(slice(flatten(parameters()[piece.parameter]), 0, piece.begin, piece.end));
+    Tensor(layout_.slices[j]).copy_(slice(flatten(local_part(parameters()[piece.parameter])), 0, piece.begin, piece.end));
   }
   layout_.local->set_learning_rate(learning_rate());
   layout_.local->step();
@@ -205,7 +220,7 @@ void ShardedOptimizer::step() {
   // blocks) rather than two.
   const Tensor everyone = gather_blocks(layout_.slices, layout_.dtype);
   for (size_t i = 0; i < parameters().size(); ++i) {
-    Tensor(parameters()[i]).copy_(parameter_from_blocks(i, everyone, layout_.dtype));
+    local_part(parameters()[i]).copy_(parameter_from_blocks(i, everyone, layout_.dtype));
   }
 }
 
@@ -226,7 +241,7 @@ nn::StateDict ShardedOptimizer::state_dict() const {
     }
     const Tensor everyone = gather_blocks(slices, slices.front().dtype());
     for (size_t i = 0; i < parameters().size(); ++i) {
-      state[key(what, i)] = parameter_from_blocks(i, everyone, slices.front().dtype());
+      state[key(what, i)] = placed_like(parameter_from_blocks(i, everyone, slices.front().dtype()), parameters()[i]);
     }
   }
   return state;
@@ -243,7 +258,11 @@ void ShardedOptimizer::load_state_dict(const nn::StateDict& state) {
     const DType dtype = current.at(cat(name(), ".", what, ".0")).dtype();
     std::vector<Tensor> whole;
     for (size_t i = 0; i < parameters().size(); ++i) {
-      whole.push_back(dense_flat(optim::state_entry(state, key(what, i), parameters()[i].shape(), dtype)));
+      const Tensor& parameter = parameters()[i];
+      const Tensor entry = optim::state_entry(state, key(what, i), parameter.shape(), dtype);
+      // A whole state (a checkpoint's) of a distributed parameter: this rank's part of it.
+      const bool whole_of_distributed = is_distributed(parameter) && !is_distributed(entry);
+      whole.push_back(dense_flat(local_part(whole_of_distributed ? shard_like(entry, parameter) : entry)));
     }
     for (size_t j = 0; j < layout_.pieces.size(); ++j) {
       const Piece& piece = layout_.pieces[j];

@@ -45,9 +45,12 @@ class ShardedOptimizer final : public optim::Optimizer {
   // rank owns elements of, in parameter order. It must update elementwise (updates_elementwise()).
   using Factory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> slices)>;
 
-  // `parameters`: ordinary (not distributed) tensors of one dtype, the same on every rank, with at
-  // least as many elements in all as `comm` has ranks. Collective only in that every rank must
-  // make it alike. Throws eddy::Error naming the optimiser when `make` gives one that cannot be
+  // `parameters`: tensors of one dtype, the same on every rank of `comm`, with at least as many
+  // elements in all as `comm` has ranks. A distributed parameter (tensor parallel) counts by its
+  // local part, which must be the same on the ranks of `comm`: pass the communicator of the mesh
+  // axis along which it is replicated (the data-parallel one), and its state, sharded over that
+  // axis, comes back from state_dict() distributed as the parameter is. Collective only in that
+  // every rank must make it alike. Throws eddy::Error naming the optimiser when `make` gives one that cannot be
   // sharded (SOAP).
   ShardedOptimizer(std::vector<Tensor> parameters, const Factory& make,
                    RankGradients gradients = RankGradients::to_average, Communicator& comm = default_communicator());
