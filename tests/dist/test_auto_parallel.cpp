@@ -513,7 +513,8 @@ TEST(Training, TransformerTensorAndDataParallelLossesEqualOneProcess) {
 TEST(Training, ZeroStage1ShardsTensorParallelStateOverDp) {
   const auto& mesh = meshes()[1];
   Communicator& dp = mesh->communicator(0);
-  const Tensor x = shard_tensor(common({16, 4}, 80), mesh, {S(0), R}), target = shard_tensor(common({16, 2}, 81), mesh, {S(0), R});
+  const Tensor x = shard_tensor(common({16, 4}, 80), mesh, {S(0), R});
+  const Tensor target = shard_tensor(common({16, 2}, 81), mesh, {S(0), R});
   auto make = [&] {
     return std::vector<Tensor>{shard_tensor(common({4, 8}, 82).requires_grad_(), mesh, {R, S(1)}),
                                shard_tensor(common({8}, 83).requires_grad_(), mesh, {R, S(0)}),
@@ -522,7 +523,9 @@ TEST(Training, ZeroStage1ShardsTensorParallelStateOverDp) {
   optim::AdamOptions options;
   options.learning_rate = 1e-2;
   options.weight_decay = 0.1;
-  auto adamw = [&](std::vector<Tensor> parameters) { return std::make_unique<optim::AdamW>(std::move(parameters), options); };
+  auto adamw = [&](std::vector<Tensor> parameters) {
+    return std::make_unique<optim::AdamW>(std::move(parameters), options);
+  };
   std::vector<Tensor> plain = make(), sharded = make();
   const std::unique_ptr<optim::Optimizer> whole = adamw(plain);
   ShardedOptimizer zero(sharded, adamw, RankGradients::identical, dp);
@@ -548,17 +551,16 @@ TEST(Training, ZeroStage1ShardsTensorParallelStateOverDp) {
   }
 }
 
-// An FNO on a batch of fields split over the ranks, its parameters ordinary tensors: the FFTs
-// keep the split, and the gradients are the one-process ones.
-TEST(Training, FnoOnASplitBatchMatchesOneProcess) {
+// An FNO of `modes` trained on `fields` placed as `placements` on the 1-D mesh: the gradients of
+// an MSE loss are the one-process ones, and the prediction is placed as the fields are.
+void expect_fno_matches_one_process(std::vector<int64_t> modes, const Tensor& fields, const Placement& placement) {
   nn::FnoOptions options;
-  options.modes = {4};
-  options.width = 8;
+  options.modes = std::move(modes);
+  options.width = 4;
   options.layers = 2;
-  options.projection_width = 16;
+  options.projection_width = 8;
   options.dtype = DType::f64;
   nn::Fno fno(options);
-  const Tensor fields = common({4, 1, 16}, 70);
   auto loss_of = [&](const Tensor& batch) { return mean(square(fno.forward(batch) - batch)); };
   backward(loss_of(fields));
   std::vector<Tensor> want;
@@ -566,40 +568,22 @@ TEST(Training, FnoOnASplitBatchMatchesOneProcess) {
     want.push_back(p.grad());
     Tensor(p).zero_grad();
   }
-  const Tensor loss = loss_of(shard_tensor(fields, meshes()[0], {S(0)}));
-  backward(loss);
+  const Tensor placed = shard_tensor(fields, meshes()[0], {placement});
+  EXPECT_EQ(placements_of(fno.forward(placed)), std::vector<Placement>{placement});
+  backward(loss_of(placed));
   const auto parameters = fno.parameters();
   for (size_t i = 0; i < parameters.size(); ++i) {
     EXPECT_LT(relative_difference(parameters[i].grad(), want[i]), 1e-12) << "parameter " << i;
   }
 }
 
-// An FNO on fields whose grid is split over the ranks along its first axis: each FFT along a
-// split axis exchanges the shard for another axis, so the activations stay split from the lift
-// to the projection, and the gradients are the one-process ones.
+// A batch of fields split over the ranks: the FFTs keep the split.
+TEST(Training, FnoOnASplitBatchMatchesOneProcess) { expect_fno_matches_one_process({4}, common({4, 1, 16}, 70), S(0)); }
+
+// Fields whose grid is split along its first axis: each FFT along a split axis exchanges the
+// shard for another axis, so the activations stay split from the lift to the projection.
 TEST(Training, FnoOnASplitGridMatchesOneProcess) {
-  nn::FnoOptions options;
-  options.modes = {2, 2};
-  options.width = 4;
-  options.layers = 2;
-  options.projection_width = 8;
-  options.dtype = DType::f64;
-  nn::Fno fno(options);
-  const Tensor fields = common({2, 1, 8, 8}, 71);
-  auto loss_of = [&](const Tensor& batch) { return mean(square(fno.forward(batch) - batch)); };
-  backward(loss_of(fields));
-  std::vector<Tensor> want;
-  for (const Tensor& p : fno.parameters()) {
-    want.push_back(p.grad());
-    Tensor(p).zero_grad();
-  }
-  const Tensor split = shard_tensor(fields, meshes()[0], {S(2)});
-  EXPECT_EQ(placements_of(fno.forward(split)), std::vector<Placement>{S(2)});
-  backward(loss_of(split));
-  const auto parameters = fno.parameters();
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    EXPECT_LT(relative_difference(parameters[i].grad(), want[i]), 1e-12) << "parameter " << i;
-  }
+  expect_fno_matches_one_process({2, 2}, common({2, 1, 8, 8}, 71), S(2));
 }
 
 // Megatron's layout from annotations on the weights only: the column-parallel layer's output

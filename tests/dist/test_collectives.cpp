@@ -71,12 +71,12 @@ TEST(Collectives, Values) {
               (reshape(arange(6.0 * rank, 6.0 * rank + 6, 1, DType::f64), {2, 3}) * rank_sum).to_vector<double>());
 
   // Block j of rank r's input [size, 3] holds 10 r + j; block j of its output is rank j's block r.
-  const Tensor labelled = reshape(arange(0, size, 1, DType::f64), {size, 1}) + 10.0 * rank + zeros({size, 3}, DType::f64);
+  const Tensor ranks = reshape(arange(0, size, 1, DType::f64), {size, 1}), wide = zeros({size, 3}, DType::f64);
+  const Tensor labelled = ranks + 10.0 * rank + wide;
   const Tensor exchanged = all_to_all(labelled);
   ASSERT_EQ(exchanged.shape(), (Shape{size, 3}));
   EXPECT_TRUE(exchanged.to_vector<double>() ==
-              (reshape(arange(0, size, 1, DType::f64), {size, 1}) * 10.0 + double(rank) + zeros({size, 3}, DType::f64))
-                  .to_vector<double>());
+              (ranks * 10.0 + double(rank) + wide).to_vector<double>());
 
   const int last = size - 1;
   EXPECT_TRUE(broadcast(mine, last).to_vector<double>() == (base + double(size)).to_vector<double>());

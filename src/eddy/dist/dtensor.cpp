@@ -93,7 +93,8 @@ bool exchanges_alone(int64_t mesh_axis, const std::vector<Placement>& from, cons
 }
 
 // What reshard_local does to one input on mesh axis `axis`, for the log.
-std::string_view collective_for(int64_t axis, const std::vector<Placement>& from_all, const std::vector<Placement>& to_all) {
+std::string_view collective_for(int64_t axis, const std::vector<Placement>& from_all,
+                                const std::vector<Placement>& to_all) {
   const Placement &from = from_all[static_cast<size_t>(axis)], &to = to_all[static_cast<size_t>(axis)];
   if (from == to) return "";
   if (to.is_shard()) {

@@ -212,7 +212,8 @@ void ShardedOptimizer::step() {
   // changed since the last step.
   for (size_t j = 0; j < layout_.pieces.size(); ++j) {
     const Piece& piece = layout_.pieces[j];
-    Tensor(layout_.slices[j]).copy_(slice(flatten(local_part(parameters()[piece.parameter])), 0, piece.begin, piece.end));
+    const Tensor parameter = local_part(parameters()[piece.parameter]);
+    Tensor(layout_.slices[j]).copy_(slice(flatten(parameter), 0, piece.begin, piece.end));
   }
   layout_.local->set_learning_rate(learning_rate());
   layout_.local->step();

@@ -196,7 +196,8 @@ Rule concat() {
   return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
     // Linear in its inputs together: partial sums pass through, and a whole input joins them as a
     // partial sum held by one rank (no communication), as the zeros between an FNO's kept modes do.
-    const bool partial = std::any_of(from.begin(), from.end(), [](const Placement& p) { return p.kind == Kind::partial_sum; });
+    const bool partial =
+        std::any_of(from.begin(), from.end(), [](const Placement& p) { return p.kind == Kind::partial_sum; });
     const bool partial_or_whole = std::all_of(from.begin(), from.end(), [](const Placement& p) {
       return p.kind == Kind::partial_sum || p.kind == Kind::replicate;
     });
