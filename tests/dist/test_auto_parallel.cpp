@@ -586,6 +586,19 @@ TEST(Training, FnoOnASplitGridMatchesOneProcess) {
   expect_fno_matches_one_process({2, 2}, common({2, 1, 8, 8}, 71), S(2));
 }
 
+// a split by rows and b by columns: the smaller operand is gathered, the larger keeps its split.
+TEST(ShardingRules, MatmulGathersTheSmallerOperand) {
+  const auto& mesh = meshes()[0];
+  const Tensor narrow = shard_tensor(common({4, 8}, 90), mesh, {S(0)});
+  const Tensor wide = shard_tensor(common({8, 64}, 91), mesh, {S(1)});
+  const Tensor tall = shard_tensor(common({64, 8}, 92), mesh, {S(0)});
+  const Tensor thin = shard_tensor(common({8, 4}, 93), mesh, {S(1)});
+  EXPECT_EQ(placements_of(matmul(narrow, wide)), std::vector<Placement>{S(1)});
+  EXPECT_EQ(placements_of(matmul(tall, thin)), std::vector<Placement>{S(0)});
+  EXPECT_LT(relative_difference(full_tensor(matmul(narrow, wide)), matmul(common({4, 8}, 90), common({8, 64}, 91))),
+            1e-12);
+}
+
 // Megatron's layout from annotations on the weights only: the column-parallel layer's output
 // stays sharded and the row-parallel product is a partial sum, so no weight is ever gathered.
 TEST(Training, TensorParallelKeepsActivationsSharded) {

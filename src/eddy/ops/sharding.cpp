@@ -89,8 +89,11 @@ Rule matmul() {
     const Placement a_inner = Placement::shard(a_rank - 1), b_inner = Placement::shard(b_rank - 2);
     if (pa == a_inner && (pb == b_inner || pb.kind == Kind::replicate)) return decide(pa, b_inner, Placement::partial_sum());
     if (pb == b_inner && pa.kind == Kind::replicate) return decide(a_inner, pb, Placement::partial_sum());
-    if (sharded_along(pa, a_rank - 2)) return decide(pa, whole, Placement::shard(rank - 2));
-    if (sharded_along(pb, b_rank - 1)) return decide(whole, pb, Placement::shard(rank - 1));
+    // Rows of a and columns of b: one operand is gathered whole; gather the smaller one, which
+    // sends fewer bytes.
+    const bool rows = sharded_along(pa, a_rank - 2), columns = sharded_along(pb, b_rank - 1);
+    if (rows && (!columns || a.numel() >= b.numel())) return decide(pa, whole, Placement::shard(rank - 2));
+    if (columns) return decide(whole, pb, Placement::shard(rank - 1));
 
     // A batch axis, split alike in the other operand unless it broadcasts there.
     for (int i = 0; i < 2; ++i) {

@@ -29,7 +29,8 @@ enum class PartialInputs {
 // axis it does not broadcast; the other inputs are split alike, or kept whole where they broadcast.
 Rule elementwise(PartialInputs partial_inputs = PartialInputs::none);
 // a [..., m, k] @ b [..., k, n]: rows of a, columns of b, batch axes, or the contraction axis
-// on both (the output a partial sum, Megatron's row-parallel layer).
+// on both (the output a partial sum, Megatron's row-parallel layer). With a split by rows and b
+// by columns, the smaller operand is gathered.
 Rule matmul();
 // Reductions over Attrs::axes: an input sharded along a reduced axis gives a partial output of
 // `partial_kind`; without one (prod, min), such an input is gathered first. Partial inputs of the
