@@ -72,9 +72,6 @@ struct OutputSpec {
   int64_t checkpoint_every = 100;  // steps
 };
 
-// `parallel:` how the ranks of an mpirun job share the work, on a mesh with axes named dp (the
-// batch split) and mp (attention heads and MLP units split, Megatron's layout). Without it, a job
-// of several ranks is data parallel; one process ignores it, so a file runs there unchanged.
 struct LmProblem {
   std::string source;
   std::string description;
@@ -83,7 +80,11 @@ struct LmProblem {
   ModelSpec model;
   TrainingSpec training;
   OutputSpec output;
-  solvers::ParallelSpec parallel;  // axes dp and mp
+  // `parallel:` how the ranks of an mpirun job share the work, on a mesh with axes named dp (the
+  // batch split) and mp (attention heads, MLP units and the vocabulary split, Megatron's layout).
+  // Without it, a job of several ranks is data parallel; one process ignores it, so a file runs
+  // there unchanged.
+  solvers::ParallelSpec parallel;
   std::string resolved_config;
   std::string config_hash;
 };
