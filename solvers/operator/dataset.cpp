@@ -113,6 +113,41 @@ Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm) {
   return data;
 }
 
+std::pair<Tensor, Tensor> batch_share(const Split& train, std::span<const int64_t> batch, dist::Communicator& comm) {
+  NoGradGuard no_grad;
+  const int ranks = comm.size(), me = comm.rank();
+  const auto count = static_cast<int64_t>(batch.size());
+  // Every (sender, receiver) block has room for the largest share; padding rows are never read.
+  const int64_t widest = (count + ranks - 1) / ranks;
+  auto holder = [&](int64_t sample) {
+    int rank = 0;
+    while (sample >= dist::shard(0, train.size, rank, ranks).second) ++rank;
+    return rank;
+  };
+  // Rows of this rank's held samples to send, block by receiver, and where this rank's share
+  // arrives: its k-th sample at row k of the block from the rank that holds it.
+  std::vector<int64_t> sent(static_cast<size_t>(ranks * widest), 0), received;
+  for (int receiver = 0; receiver < ranks; ++receiver) {
+    const auto [first, last] = dist::shard(0, count, receiver, ranks);
+    for (int64_t position = first; position < last; ++position) {
+      const int64_t sample = batch[static_cast<size_t>(position)];
+      const int sender = holder(sample);
+      if (sender == me) sent[static_cast<size_t>(receiver * widest + position - first)] = sample - train.first;
+      if (receiver == me) received.push_back(sender * widest + position - first);
+    }
+  }
+  auto exchange = [&](const Tensor& held) {
+    Shape rows = held.shape();
+    rows[0] = ranks * widest;
+    const Tensor sending = held.shape()[0] > 0 ? contiguous(index_select(held, 0, tensor(sent)))
+                                               : zeros(rows, held.dtype());
+    const Tensor arrived = Tensor::empty(rows, held.dtype());
+    comm.alltoall(sending, arrived);
+    return index_select(arrived, 0, tensor(received));
+  };
+  return {exchange(train.input), exchange(train.output)};
+}
+
 Tensor to_grid_layout(Tensor rows, bool has_channels, int64_t stride) {
   if (!has_channels) rows = unsqueeze(rows, 1);
   for (int64_t axis = 2; axis < rows.dim() && stride > 1; ++axis) {

@@ -4,6 +4,7 @@
 //   DeepONet: input [N, sensors], output [N, P] at the points [P, d].
 // Errors name the split's config location, the file, the dataset and the shapes.
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,14 @@ struct Dataset {
 // set may be larger than one node's memory) and every test set whole; all check every split's
 // file and shapes alike.
 Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm = dist::default_communicator());
+
+// This rank's balanced share of a global batch of training samples (`batch`: their indices in
+// the split): batch positions dist::shard(0, batch size, rank, ranks), in batch order, as
+// {input, output}, fetched from the ranks that hold them (load_data's consecutive shares) by one
+// all-to-all per array. Shares differ by at most one sample, so every step runs programs of the
+// same shapes. Collective over `comm`, which must be load_data's.
+std::pair<Tensor, Tensor> batch_share(const Split& train, std::span<const int64_t> batch,
+                                      dist::Communicator& comm = dist::default_communicator());
 
 // Grid rows as a file holds them, [N, n...] or with `has_channels` [N, C, n...], in the FNO's
 // layout [N, C, n...] (C = 1 without a channel axis), at every `stride`-th point of each spatial

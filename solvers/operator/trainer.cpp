@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <span>
+#include <tuple>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
@@ -281,28 +283,29 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   };
   epochs.evaluate = [&](int64_t, int64_t b) {
     const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
-    // The batch's samples this rank holds, in batch order: with a mesh every sample, the batch then
-    // being distributed, otherwise this rank's share of the batch.
-    std::vector<int64_t> held;
-    for (int64_t i = start; i < stop; ++i) {
-      const int64_t local = order[i] - data.train.first;
-      if (local >= 0 && local < data.train.held()) held.push_back(local);
+    const std::span<const int64_t> batch(order.data() + start, static_cast<size_t>(stop - start));
+    // With a mesh every rank holds every sample and places the whole batch; otherwise each rank
+    // trains on its balanced share of the batch, fetched from the ranks that hold the samples.
+    Tensor input, output;
+    if (placing.mesh) {
+      const Tensor index = tensor(std::vector<int64_t>(batch.begin(), batch.end()));
+      input = placing.place(index_select(data.train.input, 0, index), placing.training);
+      output = placing.place(index_select(data.train.output, 0, index), placing.training);
+    } else {
+      std::tie(input, output) = batch_share(data.train, batch, comm);
     }
     optimizer.zero_grad();
     double batch_loss_sum = 0;
-    if (!held.empty()) {
-      const Tensor index = tensor(held);
-      const double share = static_cast<double>(held.size());
+    const int64_t share = input.shape()[0];
+    if (share > 0) {
       // A distributed batch's backward pass sums the gradients over the ranks itself. Otherwise
-      // this rank's samples' share of the batch loss is sum_i loss_i / batch, and the average
-      // over ranks of the gradients of (that * ranks) is the gradient of the batch's mean loss.
-      const double scale = placing.mesh ? 1.0 : share * comm.size() / static_cast<double>(stop - start);
-      const std::vector<Tensor> outputs = batch_step(
-          with_points({placing.place(index_select(data.train.input, 0, index), placing.training),
-                       placing.place(index_select(data.train.output, 0, index), placing.training),
-                       scalar(scale, p.training.dtype)},
-                      data.train.points));
-      batch_loss_sum = dist::full_tensor(outputs[0]).item<double>() * share;
+      // this rank's share of the batch loss is sum_i loss_i / batch, and the average over ranks
+      // of the gradients of (that * ranks) is the gradient of the batch's mean loss.
+      const double scale =
+          placing.mesh ? 1.0 : static_cast<double>(share * comm.size()) / static_cast<double>(stop - start);
+      const std::vector<Tensor> outputs =
+          batch_step(with_points({input, output, scalar(scale, p.training.dtype)}, data.train.points));
+      batch_loss_sum = dist::full_tensor(outputs[0]).item<double>() * static_cast<double>(share);
       optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
     }
     if (!placing.mesh) solvers::average_gradients(optimizer, parameters, comm, {&batch_loss_sum, 1});
