@@ -5,7 +5,6 @@
 #include <numeric>
 #include <random>
 #include <span>
-#include <tuple>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
@@ -63,9 +62,17 @@ Tensor points_at(const std::vector<Tensor>& inputs, size_t position) {
 struct Placing {
   std::shared_ptr<const dist::ProcessMesh> mesh;
   std::vector<Placement> training, evaluation;  // evaluation batches of any size: not over dp
+  std::vector<Placement> shares;                // a dp rank's share of a batch, whole on grid
+  dist::Communicator* data_parallel = nullptr;  // the dp axis's ranks; null: no dp axis
 
-  Tensor place(const Tensor& batch, const std::vector<Placement>& placements) const {
-    return mesh ? dist::shard_tensor(batch, mesh, placements) : batch;
+  // A batch of a test set, which every rank holds whole.
+  Tensor place_for_evaluation(const Tensor& batch) const {
+    return mesh ? dist::shard_tensor(batch, mesh, evaluation) : batch;
+  }
+  // This dp rank's share of a training batch, as the distributed batch (each grid rank keeps its
+  // rows, without communication).
+  Tensor place_share(const Tensor& share) const {
+    return mesh ? dist::reshard(dist::from_local(share, mesh, shares), training) : share;
   }
 };
 
@@ -74,9 +81,12 @@ Placing placing_for(const OperatorProblem& p, dist::Communicator& world) {
   if (p.parallel.mesh.empty() || world.size() == 1) return placing;
   placing.mesh = solvers::make_mesh(p.parallel, "dp", world);
   placing.training.assign(p.parallel.mesh.size(), Placement::replicate());
-  placing.evaluation = placing.training;
+  placing.evaluation = placing.shares = placing.training;
   for (size_t axis = 0; axis < p.parallel.names.size(); ++axis) {
-    if (p.parallel.names[axis] == "dp") placing.training[axis] = Placement::shard(0);
+    if (p.parallel.names[axis] == "dp") {
+      placing.training[axis] = placing.shares[axis] = Placement::shard(0);
+      placing.data_parallel = &placing.mesh->communicator(static_cast<int64_t>(axis));
+    }
     if (p.parallel.names[axis] == "grid") placing.training[axis] = placing.evaluation[axis] = Placement::shard(2);
   }
   return placing;
@@ -106,7 +116,7 @@ Tensor predict_split(solvers::StepFunction& forward, const Split& split, const P
   std::vector<Tensor> parts;
   for (int64_t start = 0; start < split.held(); start += kEvaluationBatch) {
     const int64_t stop = std::min(split.held(), start + kEvaluationBatch);
-    const Tensor batch = placing.place(slice(split.input, 0, start, stop), placing.evaluation);
+    const Tensor batch = placing.place_for_evaluation(slice(split.input, 0, start, stop));
     parts.push_back(dist::full_tensor(forward(with_points({batch}, split.points)).at(0)));
   }
   return concat(parts, 0);
@@ -223,10 +233,11 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
   const bool root = comm.rank() == 0;
   const Placing placing = placing_for(p, comm);
-  // Distributed batches are placed from every sample, which each rank then holds; otherwise each
-  // rank reads its share of the training samples and the normalisers sum over the ranks.
+  // The ranks that split the training samples, each reading its consecutive share (the normalisers
+  // sum over them): the job's, or with a mesh its dp axis's; the ranks along a grid axis hold the
+  // same samples.
   const std::unique_ptr<dist::Communicator> alone = dist::make_single_process_communicator();
-  dist::Communicator& data_comm = placing.mesh ? *alone : comm;
+  dist::Communicator& data_comm = !placing.mesh ? comm : placing.data_parallel ? *placing.data_parallel : *alone;
   // The forward pass on distributed batches is collective: every rank evaluates the test sets.
   const bool evaluates = root || placing.mesh;
 
@@ -284,16 +295,10 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   epochs.evaluate = [&](int64_t, int64_t b) {
     const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
     const std::span<const int64_t> batch(order.data() + start, static_cast<size_t>(stop - start));
-    // With a mesh every rank holds every sample and places the whole batch; otherwise each rank
-    // trains on its balanced share of the batch, fetched from the ranks that hold the samples.
-    Tensor input, output;
-    if (placing.mesh) {
-      const Tensor index = tensor(std::vector<int64_t>(batch.begin(), batch.end()));
-      input = placing.place(index_select(data.train.input, 0, index), placing.training);
-      output = placing.place(index_select(data.train.output, 0, index), placing.training);
-    } else {
-      std::tie(input, output) = batch_share(data.train, batch, comm);
-    }
+    // Each rank's balanced share of the batch, fetched from the ranks that hold the samples; with
+    // a mesh, the distributed batch those shares make.
+    auto [share_input, share_output] = batch_share(data.train, batch, data_comm);
+    const Tensor input = placing.place_share(share_input), output = placing.place_share(share_output);
     optimizer.zero_grad();
     double batch_loss_sum = 0;
     const int64_t share = input.shape()[0];

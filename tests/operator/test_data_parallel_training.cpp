@@ -112,9 +112,8 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
 }
 
 // A `parallel` section trains on distributed batches (docs/distributed.md): each batch split over
-// dp, or each field's grid split over grid, with every rank holding every sample. Either gives the
-// one-process losses and test errors. Under mpirun the mesh is the job's ranks; as one process
-// the section is ignored.
+// dp, or each field's grid split over grid. Either gives the one-process losses and test errors.
+// Under mpirun the mesh is the job's ranks; as one process the section is ignored.
 TEST_F(DataParallelTraining, ParallelSectionMatchesOneProcess) {
   const auto single = dist::make_single_process_communicator();
   TrainOptions on_one_process;
