@@ -39,10 +39,10 @@ struct TrainingRun {
   std::string suspect;
   // The keys of resolved_config that a resumed run may change (resume_settings.h); the checkpoint
   // records the others.
-  ResumableKeys resumable;
+  ResumableKeys resumable{};
   // Keys that checkpoints of an earlier eddy do not record, each with the value that eddy behaved
   // as: such a checkpoint resumes when this run has that value, and is refused otherwise.
-  Settings added_later;
+  Settings added_later{};
 };
 
 // What a trainer does in the loop; begin_step and end_step may be left empty, and restore is

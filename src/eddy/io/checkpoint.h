@@ -21,7 +21,7 @@ struct CheckpointInfo {
   std::string config_hash;  // of the resolved config that produced the run
   std::string eddy_version;  // filled in on save
   // The config values a --resume must keep, as the solvers record them (empty: not recorded).
-  std::string settings;
+  std::string settings{};
 };
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,

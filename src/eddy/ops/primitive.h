@@ -105,12 +105,12 @@ struct ShardingDecision {
   Placement output;
   // Where the op's Attrs name sizes along a sharded axis (a reshape's target shape, a slice's
   // stop), how they read on each rank's parts: applied to the Attrs once per mesh axis.
-  std::function<void(Attrs&, int64_t ranks)> localize;
+  std::function<void(Attrs&, int64_t ranks)> localize{};
   // Where a rank's part of the output is not the primitive applied to its inputs' parts, what the
   // rank computes instead, in eddy ops (so it is differentiable), from those parts, the localized
   // Attrs and its coordinate along the mesh axis: a lookup in a table split along the looked-up
   // axis finds the indices in its own rows and gives zeros for the others.
-  std::function<Tensor(std::span<const Tensor> locals, const Attrs&, int64_t coordinate)> run_locally;
+  std::function<Tensor(std::span<const Tensor> locals, const Attrs&, int64_t coordinate)> run_locally{};
 };
 
 struct OutputSpec {
