@@ -112,24 +112,28 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
 }
 
 // A `parallel` section trains on distributed batches (docs/distributed.md): each batch split over
-// dp, or each field's grid split over grid. Either gives the one-process losses and test errors.
-// Under mpirun the mesh is the job's ranks; as one process the section is ignored.
+// dp, each field's grid split over grid, or both on 4 ranks. Each gives the one-process losses
+// and test errors. Under mpirun the mesh is the job's ranks; as one process the section is ignored.
 TEST_F(DataParallelTraining, ParallelSectionMatchesOneProcess) {
   const auto single = dist::make_single_process_communicator();
   TrainOptions on_one_process;
   on_one_process.communicator = single.get();
-  for (const std::string axis : {"dp", "grid"}) {
-    SCOPED_TRACE(cat(axis, " on rank ", world().rank()));
-    // 36 samples in batches of 12: every batch splits evenly over 2 ranks.
-    OperatorProblem serial_problem = problem(cat("serial_", axis, "_rank", world().rank()), 12);
+  const int64_t ranks = world().size();
+  std::vector<std::pair<Shape, std::vector<std::string>>> layouts{{{ranks}, {"dp"}}, {{ranks}, {"grid"}}};
+  if (ranks == 4) layouts.push_back({{2, 2}, {"dp", "grid"}});
+  for (const auto& [mesh, names] : layouts) {
+    const std::string name = cat(names.front(), names.size());
+    SCOPED_TRACE(cat(name, " on rank ", world().rank()));
+    // 36 samples in batches of 12: every batch splits evenly over 2 and 4 ranks.
+    OperatorProblem serial_problem = problem(cat("serial_", name, "_rank", world().rank()), 12);
     serial_problem.data.train.samples = 36;
     const TrainResult serial = train(serial_problem, on_one_process);
     ASSERT_TRUE(serial.finished) << serial.message;
 
-    OperatorProblem placed = problem(cat("placed_", axis), 12);
+    OperatorProblem placed = problem(cat("placed_", name), 12);
     placed.data.train.samples = 36;
-    placed.parallel.mesh = {world().size()};
-    placed.parallel.names = {axis};
+    placed.parallel.mesh = mesh;
+    placed.parallel.names = names;
     const TrainResult result = train(placed, {});
     ASSERT_TRUE(result.finished) << result.message;
     EXPECT_NEAR(result.train_loss, serial.train_loss, 1e-10 * serial.train_loss);
