@@ -99,12 +99,12 @@ void check_divisible(const OperatorProblem& p, const Dataset& data) {
   EDDY_CHECK(last_batch % dp == 0, p.parallel.where, "dp = ", dp, " does not divide the last batch of each epoch (",
              data.train.size, " training samples in batches of ", p.training.batch_size, " leave ", last_batch,
              "); choose a batch size or sample count that leaves a multiple of ", dp);
+  if (grid == 1) return;  // (a DeepONet's inputs have no grid axis)
   auto check_grid = [&](const Split& split) {
     const int64_t rows = split.input.shape()[2];
     EDDY_CHECK(rows % grid == 0, p.parallel.where, "grid = ", grid, " does not divide the first grid axis of split '",
                split.name, "' (", rows, " points)");
   };
-  if (grid == 1) return;  // (a DeepONet's inputs have no grid axis)
   check_grid(data.train);
   for (const Split& split : data.tests) check_grid(split);
 }

@@ -30,7 +30,7 @@ std::string signature(const std::vector<Tensor>& inputs) {
 // Each rank's parts of distributed tensors; ordinary ones as they are.
 std::vector<Tensor> local_parts(const std::vector<Tensor>& tensors) {
   std::vector<Tensor> parts;
-  for (const Tensor& t : tensors) parts.push_back(is_distributed(t) ? distribution_of(t)->local : t);
+  for (const Tensor& t : tensors) parts.push_back(local_part(t));
   return parts;
 }
 

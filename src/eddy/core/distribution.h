@@ -56,6 +56,13 @@ inline const Distribution* distribution_of(const Tensor& tensor) {
 }
 inline bool is_distributed(const Tensor& tensor) { return distribution_of(tensor) != nullptr; }
 
+// This rank's values of `tensor`: a distributed tensor's local part (sharing its storage), an
+// ordinary tensor itself.
+inline const Tensor& local_part(const Tensor& tensor) {
+  const Distribution* layout = distribution_of(tensor);
+  return layout ? layout->local : tensor;
+}
+
 // The distributed tensor of `global_shape` laid out as `layout`. It shares its autodiff state
 // with layout.local, so requires_grad_, is_leaf and grad() on either handle agree: autodiff only
 // ever sees the local tensors, and the tape is the local program's.

@@ -119,8 +119,7 @@ void log_call(std::string_view op, const std::vector<std::vector<Placement>>& fr
     for (size_t axis = 0; axis < from[i].size(); ++axis) {
       const std::string_view collective = collective_for(static_cast<int64_t>(axis), from[i], to[i]);
       if (collective.empty()) continue;
-      const Distribution* layout = distribution_of(inputs[i]);
-      const Tensor& local = layout ? layout->local : inputs[i];
+      const Tensor& local = local_part(inputs[i]);
       line += cat("  input ", i, " on ", mesh.names()[axis], ": ", to_string(from[i][axis]), " -> ",
                   to_string(to[i][axis]), ", ", collective, " of ",
                   local.numel() * static_cast<int64_t>(dtype_size(local.dtype())), " bytes\n");
@@ -321,8 +320,7 @@ class DistributedInterpreter final : public Interpreter {
     std::vector<Tensor> locals;
     for (size_t i = 0; i < count; ++i) {
       const Tensor& input = call.inputs[i];
-      const Distribution* layout = distribution_of(input);
-      const Tensor used = as_used(input, layout ? layout->local : input, current[i], *mesh);
+      const Tensor used = as_used(input, local_part(input), current[i], *mesh);
       locals.push_back(reshard_local(used, current[i], wanted[i], *mesh));
     }
     const Shape expected = local_shape(primitive.name, call.spec.shape, *mesh, output);

@@ -27,20 +27,11 @@ void copy_elements(const Tensor& to, int64_t to_offset, const Tensor& from, int6
 
 Tensor dense_flat(const Tensor& t) { return contiguous(flatten(t)); }
 
-// What this rank holds of `t`: a distributed tensor's local part (whose storage it shares), an
-// ordinary tensor itself. The optimiser shards the parts, which are alike on the ranks of its
-// communicator.
-Tensor local_part(const Tensor& t) {
-  const Distribution* layout = t.defined() ? distribution_of(t) : nullptr;
-  return layout ? layout->local : t;
-}
-
 // A state tensor of `parameter`'s local shape, laid out as the parameter is (a distributed one's
-// state is distributed alike, as the unsharded optimiser's would be).
+// state is distributed alike, as the unsharded optimiser's would be). The optimiser shards the
+// parameters' local parts (local_part), which are alike on the ranks of its communicator.
 Tensor placed_like(const Tensor& local, const Tensor& parameter) {
-  const Distribution* layout = distribution_of(parameter);
-  if (!layout) return local;
-  return from_local(local, std::static_pointer_cast<const ProcessMesh>(layout->mesh), layout->placements);
+  return is_distributed(parameter) ? with_local(parameter, local) : local;
 }
 
 // "<optimiser>.<what>.<index>" -> (what, index); a key without a trailing index (the step count)
@@ -221,7 +212,7 @@ void ShardedOptimizer::step() {
   // blocks) rather than two.
   const Tensor everyone = gather_blocks(layout_.slices, layout_.dtype);
   for (size_t i = 0; i < parameters().size(); ++i) {
-    local_part(parameters()[i]).copy_(parameter_from_blocks(i, everyone, layout_.dtype));
+    Tensor(local_part(parameters()[i])).copy_(parameter_from_blocks(i, everyone, layout_.dtype));
   }
 }
 

@@ -98,7 +98,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
              " need targets of shape ", leading, ", got ", targets.shape());
   const int64_t classes = logits.shape().back();
   // Distributed targets: each rank checks its part.
-  const Tensor& checked = is_distributed(targets) ? distribution_of(targets)->local : targets;
+  const Tensor& checked = local_part(targets);
   if (!active_trace_recorder() && !checked.is_abstract()) check_targets(checked, classes, ignore_index);
 
   Tensor rows = reshape(logits, {-1, classes});

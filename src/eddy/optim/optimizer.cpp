@@ -82,7 +82,7 @@ void set_grads(const std::vector<Tensor>& parameters, const std::vector<Tensor>&
   for (size_t i = 0; i < parameters.size(); ++i) {
     // A distributed parameter's gradient is kept as its local part (Tensor::grad() lays it out).
     const Tensor& g = new_grads[i];
-    if (g.defined()) parameters[i].impl()->autograd->grad = is_distributed(g) ? distribution_of(g)->local : g;
+    if (g.defined()) parameters[i].impl()->autograd->grad = local_part(g);
   }
 }
 
