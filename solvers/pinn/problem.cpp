@@ -121,6 +121,30 @@ Expression composed(const std::string& text, const std::string& where, const Sym
   return expression;
 }
 
+// model.fit_initial_condition fits the network's raw outputs to initial values: it needs an
+// initial condition given as a field's value, and a field that no output transform rewrites.
+void check_initial_fit(const Problem& p, const ConfigNode& key, const ConfigNode& conditions) {
+  bool any = false;
+  for (const Condition& c : p.conditions) {
+    if (c.kind != ConditionKind::initial) continue;
+    const ConfigNode node = conditions.at(c.name);
+    if (!c.value) {
+      node.at("equation").fail("model.fit_initial_condition fits the initial values of a field (`field` and "
+                               "`value`); this initial condition is an equation");
+    }
+    const std::string& field = p.fields[static_cast<size_t>(c.field)];
+    const auto transform = p.output_transforms.find(field);
+    if (transform != p.output_transforms.end() && transform->second.text() != "net_" + field) {
+      key.fail(cat("fits the network's output net_", field, " to the initial values of ", field,
+                   ", but model.output_transform.", field, " makes ", field,
+                   " an expression of it (a hard constraint that already holds the initial condition): use one "
+                   "or the other"));
+    }
+    any = true;
+  }
+  if (!any) key.fail("needs an initial condition (type: initial, with `field` and `value`) to fit");
+}
+
 int64_t field_index(const Problem& problem, const ConfigNode& node) {
   const std::string name = node.as_string();
   auto it = std::find(problem.fields.begin(), problem.fields.end(), name);
@@ -306,8 +330,10 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   // Initial and points conditions: an equation, or a field's value (0 when omitted).
   auto equation_or_field_value = [&]() -> std::optional<Expression> {
     if (node.has("equation")) return equation(interior);
-    const std::string field = problem.fields[field_index(problem, node.at("field"))];
+    c.field = field_index(problem, node.at("field"));
+    const std::string field = problem.fields[static_cast<size_t>(c.field)];
     node.string("value", "0");
+    c.value = expression_at(node.at("value"), interior, ExpressionKind::scalar);
     return field_minus_value(interior, field);
   };
   if (type == "points") {
@@ -678,6 +704,8 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       p.output_transforms.emplace(field, parse_expression("net_" + field, transforms->path()));
     }
   }
+  p.fit_initial_condition = model.boolean("fit_initial_condition", false);
+  if (p.fit_initial_condition) check_initial_fit(p, model.at("fit_initial_condition"), conditions);
   p.model.inputs = static_cast<int64_t>(p.coordinates.size());
   p.model.outputs = static_cast<int64_t>(p.fields.size());
   p.model.dtype = p.dtype;

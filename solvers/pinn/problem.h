@@ -41,6 +41,10 @@ struct Condition {
   double weight = 1.0;
   int64_t periodic_axis = -1;           // periodic: the spatial axis
   std::vector<int64_t> periodic_fields; // periodic: field columns that must match
+  // initial and points conditions written as `field: u, value: ...` (not as an equation): the
+  // field's column and the value expression, which model.fit_initial_condition fits.
+  int64_t field = -1;
+  std::optional<Expression> value;
   Tensor fixed_points;                  // data, points: the listed points [N, coordinates]
   Tensor data_values;                   // data: observed values [N, data_fields]
   std::vector<int64_t> data_fields;     // data: the observed field columns
@@ -182,6 +186,9 @@ struct Problem {
   // outputs net_<field> (e.g. u = x*(1 - x)*net_u makes u vanish at x = 0 and 1 exactly). When
   // any field has one, the others get the identity net_<field>.
   std::map<std::string, Expression> output_transforms;
+  // model.fit_initial_condition: before training, the output layer is the least-squares fit of
+  // the initial conditions' values, repeated over geometry.time (PinnState::fit_initial_condition).
+  bool fit_initial_condition = false;
   TrainingOptions training;
   ValidationOptions validation;
   OutputOptions output;

@@ -225,6 +225,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (stages > 1) progress.note(cat(describe_stage(p, stage), stage ? ": from the weights of the stage before" : ""));
   };
   begin_stage(0);
+  // A resumed run then loads its trained weights over the fit.
+  if (p.fit_initial_condition) state.fit_initial_condition();
   // The resampling rounds of a stage follow those of the stages before it, so that every stage
   // draws its own points and a single stage draws those of a run without stages.
   const int64_t rounds_per_stage = p.resample_every > 0 ? p.training.first_order_steps / p.resample_every + 1 : 1;

@@ -137,6 +137,10 @@ class PinnState {
   // ("window.<k>.<weight>"); restore_stages enters the saved stage (nothing for a run without).
   void save_stages(nn::StateDict& saved) const;
   void restore_stages(const nn::StateDict& saved);
+  // model.fit_initial_condition (initial_fit.cpp): sets each output of a field with initial
+  // values to the least-squares fit of them, repeated at times across the current time interval,
+  // by the model's last layer.
+  void fit_initial_condition();
   // Parameters as the expression evaluator wants them: constants and learnable ones.
   std::map<std::string, Tensor> parameter_values() const;
 

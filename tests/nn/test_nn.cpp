@@ -268,6 +268,33 @@ TEST(PinnModels, PirateNetStartsAsALinearModelOfTheEmbedding) {
   EXPECT_GT(max(abs((*model)(x) - before)).item<double>(), 1e-3);
 }
 
+// What the output layer reads, and a column set to given weights: output = features . w + b,
+// for plain and for weight-factorised output layers, the other column untouched.
+TEST(PinnModels, OutputLayerColumnIsAnAffineFunctionOfItsInputs) {
+  for (bool factorized : {false, true}) {
+    PinnModelOptions o = pirate_net_options();
+    o.weight_factorization = factorized;
+    auto model = make_pinn_model(o);
+    set_skip_weights(*model, 0.4);  // the blocks count: the features are not just the embedding
+    const Tensor x = tensor<double>({0.2, 0.4, -0.5, 1.3, 0.9, 0.1, 0.0, -0.7}, {4, 2});
+    const Tensor before = (*model)(x);
+    const Tensor features = output_layer_inputs(*model, x);
+    ASSERT_EQ(features.shape(), Shape({4, 10}));  // 2 x fourier_features
+    const Tensor weights = arange(0, 10, 1, DType::f64) * 0.1 - 0.3;
+    set_output_layer_column(*model, 1, weights, 0.25);
+    const Tensor after = (*model)(x);
+    const Tensor expected = reshape(matmul(features, reshape(weights, {10, 1})), {4}) + 0.25;
+    EXPECT_LT(max(abs(slice(after, 1, 1, 2) - reshape(expected, {4, 1}))).item<double>(), 1e-12) << factorized;
+    EXPECT_EQ(max(abs(slice(after, 1, 0, 1) - slice(before, 1, 0, 1))).item<double>(), 0.0) << factorized;
+  }
+  auto model = make_pinn_model(pirate_net_options());
+  EXPECT_THROW(set_output_layer_column(*model, 2, zeros({10}, DType::f64), 0.0), Error);
+  EXPECT_THROW(set_output_layer_column(*model, 0, zeros({9}, DType::f64), 0.0), Error);
+  Generator generator(0);
+  Linear other(2, 2, generator);
+  EXPECT_THROW(output_layer_inputs(other, zeros({1, 2})), Error);
+}
+
 TEST(PinnModels, PirateNetGradientsMatchFiniteDifferences) {
   auto model = make_pinn_model(pirate_net_options());
   set_skip_weights(*model, 0.3);

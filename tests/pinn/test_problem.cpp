@@ -246,6 +246,10 @@ std::vector<BadConfig> bad_configs() {
       {"continuation_with_marching", kTraining,
        "time_marching: {windows: 2}\n  continuation: {parameter: kappa, values: [1, 0.1]}\n  " + kTraining,
        "training.continuation: cannot be combined with training.time_marching"},
+      {"fit_initial_under_a_transform", "model: {width: 16, depth: 2}",
+       "model: {width: 16, depth: 2, fit_initial_condition: true, output_transform: {u: sin(pi*x)*sin(pi*y) + t*net_u}}",
+       "model.fit_initial_condition: fits the network's output net_u to the initial values of u, but "
+       "model.output_transform.u makes u an expression of it"},
       {"derivative_mode", kTraining, "derivatives: forward\n  " + kTraining,
        "problem.yaml:22:16: training.derivatives: 'forward' is not one of: taylor, reverse"},
       {"derivative_mode_key", kTraining, "derivative: reverse\n  " + kTraining,
@@ -273,6 +277,22 @@ TEST_P(BadProblemTest, FailsWithAClearMessage) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(bad.message), std::string::npos) << e.what();
   }
+}
+
+TEST(Problem, FitInitialConditionNeedsInitialValuesToFit) {
+  const std::vector<std::string> fit = {"model.fit_initial_condition=true"};
+  EXPECT_TRUE(read(kValid, fit).fit_initial_condition);
+  const std::string value_form = "start: {type: initial, field: u, value: sin(pi*x)*sin(pi*y), points: 50}";
+  std::string text = kValid;
+  text.replace(text.find(value_form), value_form.size(),
+               "start: {type: initial, equation: u - sin(pi*x)*sin(pi*y), points: 50}");
+  expect_error([&] { read(text, fit); },
+               {"problem.yaml:16:36: conditions.start.equation: model.fit_initial_condition fits the initial values of "
+                                    "a field (`field` and `value`); this initial condition is an equation"});
+  text = kValid;
+  text.erase(text.find("  " + value_form), value_form.size() + 3);
+  expect_error([&] { read(text, fit); }, {"model.fit_initial_condition: needs an initial condition (type: initial, "
+                                          "with `field` and `value`) to fit"});
 }
 
 // An NPY file with no rows is refused where the config names it, as a CSV file with none is (it was

@@ -158,8 +158,8 @@ class PinnModel : public Module {
     }
     const bool embedding_wide = (o.depth == 0 && o.architecture == PinnArchitecture::mlp) ||
                                 o.architecture == PinnArchitecture::pirate_net;
-    const int64_t last = embedding_wide ? first : o.width;
-    output_ = register_module("output", dense(last, o.outputs, o, g));
+    output_width_ = embedding_wide ? first : o.width;
+    output_ = register_module("output", dense(output_width_, o.outputs, o, g));
   }
 
   // Between the input map and the output, activations are feature-major, [features, points]:
@@ -167,7 +167,45 @@ class PinnModel : public Module {
   // and its weight gradient a tile of dot products along them, both faster on the CPU than the
   // [points x width] @ [width x width] products of the usual layout, whose rows are too short for
   // the vector registers (docs/benchmarks.md, "Feature-major PINN layers").
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& x) override { return transpose(dense_feature_major(*output_, hidden(x))); }
+
+  // The output layer's input at x, row by row: the output is an affine function of it.
+  Tensor output_layer_inputs(const Tensor& x) { return transpose(hidden(x)); }
+
+  // Output `column` becomes features . weights + bias, with weights [features] as given.
+  void set_output_column(int64_t column, const std::vector<double>& weights, double bias) {
+    NoGradGuard no_grad;
+    auto set_column = [&](Tensor& matrix, const std::vector<double>& values) {
+      std::vector<double> all = matrix.to_vector<double>();
+      const int64_t columns = matrix.shape()[1];
+      for (size_t row = 0; row < values.size(); ++row) all[row * columns + column] = values[row];
+      matrix.copy_(cast(tensor(all, matrix.shape()), matrix.dtype()));
+    };
+    auto set_bias = [&](Tensor& biases) {
+      std::vector<double> all = biases.to_vector<double>();
+      all[static_cast<size_t>(column)] = bias;
+      biases.copy_(cast(tensor(all, biases.shape()), biases.dtype()));
+    };
+    if (auto* linear = dynamic_cast<Linear*>(output_.get())) {
+      set_column(linear->weight, weights);
+      set_bias(linear->bias);
+      return;
+    }
+    // W = V diag(exp(s)): the direction's column is the weights over the column's scale.
+    auto& factorized = dynamic_cast<FactorizedLinear&>(*output_);
+    const double scale = std::exp(factorized.log_scale.to_vector<double>()[static_cast<size_t>(column)]);
+    std::vector<double> direction = weights;
+    for (double& w : direction) w /= scale;
+    set_column(factorized.direction, direction);
+    set_bias(factorized.bias);
+  }
+
+  const PinnModelOptions& options() const { return options_; }
+  int64_t output_layer_width() const { return output_width_; }
+
+ private:
+  // The representation the output layer reads, feature-major: [features, points].
+  Tensor hidden(const Tensor& x) {
     Tensor h = transpose(input_->forward(x));
     auto dense = [&](const std::shared_ptr<Module>& layer, const Tensor& in) { return dense_feature_major(*layer, in); };
     switch (options_.architecture) {
@@ -209,11 +247,11 @@ class PinnModel : public Module {
         }
         break;
     }
-    return transpose(dense(output_, h));
+    return h;
   }
 
- private:
   PinnModelOptions options_;
+  int64_t output_width_ = 0;  // the output layer's input features
   std::shared_ptr<InputMap> input_;
   std::shared_ptr<Module> encoder_u_, encoder_v_, lift_, output_;
   std::vector<std::shared_ptr<Module>> hidden_, activations_;
@@ -255,6 +293,12 @@ void check_options(const PinnModelOptions& o) {
              o.factorization_stddev);
 }
 
+PinnModel& pinn_model(Module& model) {
+  auto* pinn = dynamic_cast<PinnModel*>(&model);
+  EDDY_CHECK(pinn, "expected a model made by make_pinn_model");
+  return *pinn;
+}
+
 }  // namespace
 
 PinnArchitecture parse_architecture(std::string_view name) {
@@ -268,6 +312,18 @@ std::shared_ptr<Module> make_pinn_model(const PinnModelOptions& options) {
   check_options(options);
   Generator generator(options.seed);
   return std::make_shared<PinnModel>(options, generator);
+}
+
+Tensor output_layer_inputs(Module& model, const Tensor& x) { return pinn_model(model).output_layer_inputs(x); }
+
+void set_output_layer_column(Module& model, int64_t column, const Tensor& weights, double bias) {
+  PinnModel& pinn = pinn_model(model);
+  const int64_t outputs = pinn.options().outputs, width = pinn.output_layer_width();
+  EDDY_CHECK(column >= 0 && column < outputs, "set_output_layer_column: column ", column, " of a model with ", outputs,
+             " outputs");
+  EDDY_CHECK(weights.dim() == 1 && weights.size(0) == width, "set_output_layer_column: the output layer reads ", width,
+             " features, got weights of shape ", weights.shape());
+  pinn.set_output_column(column, weights.to_vector<double>(), bias);
 }
 
 FactorizedLinear::FactorizedLinear(int64_t in, int64_t out, Generator& g, DType dtype, double mean, double stddev) {

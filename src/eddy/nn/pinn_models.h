@@ -47,6 +47,15 @@ struct PinnModelOptions {
 // [N, outputs].
 std::shared_ptr<Module> make_pinn_model(const PinnModelOptions& options);
 
+// The input of a PINN model's output layer at points x [N, inputs]: [N, features], of which each
+// output is an affine function (for pirate_net at its start, when every skip is 0, the Fourier
+// embedding of x). Throws eddy::Error for a model make_pinn_model did not build.
+Tensor output_layer_inputs(Module& model, const Tensor& x);
+// Sets output `column` of the output layer to features . weights + bias (weights [features]),
+// leaving the other outputs as they are: how a least-squares fit of the output layer (the
+// PirateNets paper's physics-informed initialisation) is installed.
+void set_output_layer_column(Module& model, int64_t column, const Tensor& weights, double bias);
+
 // A dense layer with W = V diag(exp(s)): same function class as Linear, better conditioned
 // training (Wang et al., 2022, "Random weight factorization improves the training of continuous
 // neural representations").

@@ -1,0 +1,75 @@
+// model.fit_initial_condition: the physics-informed initialisation of Wang, Li, Chen & Perdikaris,
+// "PirateNets: Physics-informed deep learning with residual adaptive networks" (arXiv:2402.00326,
+// 2024). A PirateNet starts, with every skip weight at 0, as an affine function of its Fourier
+// embedding, so fitting its output layer by least squares to the initial condition, repeated at
+// times across the domain, starts training from the best such function, u(x, t) ~ u0(x), rather
+// than from noise. For the other architectures the same fit is made on the last hidden layer.
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/nn/pinn_models.h"
+#include "eddy/ops/ops.h"
+#include "eddy/optim/least_squares.h"
+#include "solvers/pinn/sampler.h"
+#include "solvers/pinn/solver.h"
+
+namespace eddy::pinn {
+namespace {
+
+// The times, evenly spaced from the start to the end of the interval, at which the initial values
+// are repeated. The paper's fits use the grids of its reference solutions (about 100 to 200 times).
+constexpr int64_t kFitTimes = 16;
+constexpr uint64_t kFitSalt = 0x50492046495420ull;  // "PI FIT"
+
+// The batch's spatial rows with t as their last column.
+Tensor at_time(const PointBatch& batch, double t, DType dtype) {
+  const int64_t rows = batch.size(), columns = batch.dim + 1;
+  std::vector<double> values(static_cast<size_t>(rows * columns));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < batch.dim; ++k) values[r * columns + k] = batch.points[r * batch.dim + k];
+    values[r * columns + batch.dim] = t;
+  }
+  return rows_to_tensor(values, columns, dtype);
+}
+
+}  // namespace
+
+void PinnState::fit_initial_condition() {
+  NoGradGuard no_grad;
+  const Problem& p = problem_;
+  EDDY_CHECK(time_, p.source, ": model.fit_initial_condition needs geometry.time");
+  const auto [start, end] = *time_;
+  std::vector<std::vector<Tensor>> features(p.fields.size()), targets(p.fields.size());
+  for (size_t i = 0; i < p.conditions.size(); ++i) {
+    const Condition& c = p.conditions[i];
+    if (c.kind != ConditionKind::initial || !c.value) continue;
+    // The same points on every rank and in a resumed run: the stream depends on the seed alone.
+    Generator generator = step_stream(p.seed, kFitSalt, 0, i);
+    const PointBatch batch = p.space->interior_points(c.points, 0, p.sampler, generator);
+    EvaluationInputs inputs;
+    inputs.points = at_time(batch, start, p.dtype);
+    inputs.fields = [&c](const Tensor&) -> Tensor {
+      throw Error(cat(c.value->where(), ": model.fit_initial_condition fits the initial value, which may then only "
+                                        "use coordinates and parameters"));
+    };
+    inputs.parameters = parameter_values();
+    inputs.tolerance = p.tolerance();
+    EvaluationContext context(p.symbols(false), inputs);
+    const Tensor values = reshape(evaluate(*c.value, context), {batch.size(), 1});
+    for (int64_t k = 0; k < kFitTimes; ++k) {
+      const double t = start + (end - start) * static_cast<double>(k) / static_cast<double>(kFitTimes - 1);
+      features[c.field].push_back(nn::output_layer_inputs(*model_, at_time(batch, t, p.dtype)));
+      targets[c.field].push_back(values);
+    }
+  }
+  for (size_t field = 0; field < p.fields.size(); ++field) {
+    if (features[field].empty()) continue;
+    const Tensor rows = cast(concat(features[field], 0), DType::f64);
+    const Tensor with_bias = concat({rows, ones({rows.size(0), 1}, DType::f64)}, 1);
+    const Tensor solution = optim::least_squares(with_bias, cast(concat(targets[field], 0), DType::f64));
+    const int64_t width = rows.size(1);
+    nn::set_output_layer_column(*model_, static_cast<int64_t>(field), reshape(slice(solution, 0, 0, width), {width}),
+                                solution.to_vector<double>()[static_cast<size_t>(width)]);
+  }
+}
+
+}  // namespace eddy::pinn
