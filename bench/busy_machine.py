@@ -103,7 +103,7 @@ def main():
 
     # (name, dtype or None for torch, environment): eddy as users run it (threads tuned as it trains,
     # solvers/common/thread_tuner.h), and float32 with the count held fixed, which shows what the
-    # tuner adds to the blocks and the passive waits.
+    # tuner adds to the blocks and the short thread waits.
     cases = [(f"eddy solve {dtype}", dtype, {}) for dtype in args.dtypes]
     cases.append(("eddy solve float32, threads fixed", "float32", {"EDDY_ADAPT_THREADS": "0"}))
     if use_torch:

@@ -14,12 +14,13 @@ DLPack; every op differentiates to any order in forward and reverse mode::
 
 import os as _os
 
-# OpenMP threads that sleep rather than spin while they wait: on a machine where another program
-# holds a core, spinning threads take its time slices from the thread the others wait for
+# OpenMP threads that spin briefly, then sleep, while they wait, as the `eddy` command's do
+# (src/cli/thread_waits.h): libgomp's long default spin takes a busy core's time slices from the
+# thread the others wait for, and sleeping at once makes every parallel region wait for a wake-up
 # (docs/benchmarks.md, "A busy machine"). libgomp reads this as it is loaded, with _eddy below; a
 # policy the user set is kept.
 if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
-    _os.environ["OMP_WAIT_POLICY"] = "passive"
+    _os.environ["GOMP_SPINCOUNT"] = "1000"
 
 from . import _eddy
 from ._eddy import *  # noqa: F401,F403  (the op API, Tensor, dtypes, solve/train/generate)

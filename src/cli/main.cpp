@@ -18,8 +18,8 @@
 // results of the steps done (`--resume` goes on). The training commands install the handlers
 // (solvers/common/interrupt.h) for this; a second signal ends the process at once.
 //
-// OpenMP threads sleep while they wait (OMP_WAIT_POLICY=passive, thread_waits.h) unless the user
-// sets OMP_WAIT_POLICY or GOMP_SPINCOUNT.
+// OpenMP threads spin briefly, then sleep, while they wait (GOMP_SPINCOUNT=1000, thread_waits.h)
+// unless the user sets OMP_WAIT_POLICY or GOMP_SPINCOUNT.
 //
 // Under mpirun, `eddy solve` and `eddy train` are data parallel and `eddy generate` splits the
 // samples over the ranks (docs/distributed.md); the other commands refuse to run on several
@@ -387,7 +387,7 @@ int command_line_status(const CLI::App& app, const CLI::Error& error) { return a
 }  // namespace
 
 int main(int argc, char** argv) {
-  eddy::cli::use_passive_thread_waits(argv);
+  eddy::cli::use_short_thread_waits(argv);
   CLI::App app{"eddy: differentiable physics and scientific machine learning"};
   app.require_subcommand(1);
   std::string file, run_dir, artifact, inputs_file, output;
