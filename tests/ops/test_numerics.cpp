@@ -584,6 +584,25 @@ TEST(Numerics, ExpUnderflowsToZeroAndDenormals) {
   EXPECT_EQ(exp(tensor<float>({-INFINITY})).item<float>(), 0.0f);
 }
 
+// Below the smallest normal number's log, exp is std::exp's, bit for bit, down to and past where
+// it rounds to zero (set directly there, without std::exp's slow underflow path); NaN stays NaN.
+TEST(Numerics, ExpMatchesStdExpThroughTheDenormalsToZero) {
+  std::vector<float> floats{std::numeric_limits<float>::lowest(), std::nanf("")};
+  for (float x = -86.5f; x > -110.0f; x -= 0.125f) floats.push_back(x);
+  const std::vector<float> float_values = exp(tensor(floats)).to_vector<float>();
+  for (size_t k = 0; k < floats.size(); ++k) {
+    if (std::isnan(floats[k])) {
+      EXPECT_TRUE(std::isnan(float_values[k]));
+    } else {
+      EXPECT_EQ(float_values[k], std::exp(floats[k])) << "x = " << floats[k];
+    }
+  }
+  std::vector<double> doubles{std::numeric_limits<double>::lowest()};
+  for (double x = -707.5; x > -760.0; x -= 0.125) doubles.push_back(x);
+  const std::vector<double> double_values = exp(tensor(doubles)).to_vector<double>();
+  for (size_t k = 0; k < doubles.size(); ++k) EXPECT_EQ(double_values[k], std::exp(doubles[k])) << "x = " << doubles[k];
+}
+
 TEST(Numerics, Float64TanhIsAccurateOverEveryScale) {
   // eddy's vectorised double tanh against std::tanh, from subnormal-adjacent to saturated inputs.
   std::vector<double> xs;

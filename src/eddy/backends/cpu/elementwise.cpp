@@ -122,17 +122,25 @@ T sign_of(T x) {
 }
 
 // Eigen's vectorised exp clamps its argument near the smallest normal number's log, so exp(-inf)
-// and exp(-720) come out as ~1e-308 instead of 0 and denormals; those rare entries are redone
-// with std::exp (logsumexp of all -inf entries depends on exp(-inf) == 0). A vectorised minimum
-// decides whether any entry needs it: an entry-by-entry check took as long as the exp itself.
+// and exp(-720) come out as ~1e-308 instead of 0 and denormals; those entries are redone
+// (logsumexp of all -inf entries depends on exp(-inf) == 0). A vectorised minimum decides whether
+// any entry needs it: an entry-by-entry check took as long as the exp itself. Below the log of the
+// smallest denormal, less 1, exp rounds to 0, which is set directly: std::exp takes its slow
+// underflow path there (errno), and a causal mask's entries, at the lowest finite value, are half
+// of a language model's attention scores.
 template <typename Out, typename In>
 void exp_with_underflow(Out& o, const In& i) {
   using T = typename In::Scalar;
   const T clamp = std::log(std::numeric_limits<T>::min()) + T(1);
+  const T rounds_to_zero = std::log(std::numeric_limits<T>::denorm_min()) - T(1);
   o = i.exp();
   if (i.size() == 0 || !(i.template minCoeff<Eigen::PropagateNumbers>() < clamp)) return;
   for (Eigen::Index j = 0; j < i.size(); ++j) {
-    if (i[j] < clamp) o[j] = std::exp(i[j]);
+    if (i[j] < rounds_to_zero) {
+      o[j] = T(0);
+    } else if (i[j] < clamp) {
+      o[j] = std::exp(i[j]);
+    }
   }
 }
 
