@@ -599,6 +599,27 @@ TEST(ShardingRules, MatmulGathersTheSmallerOperand) {
             1e-12);
 }
 
+// An elementwise op on inputs split along different axes keeps the split that moves fewer bytes:
+// a [1, 8] row split by columns beside a [64, 8] matrix split by rows is gathered (8 numbers)
+// rather than the matrix exchanged, in either order. Between equal costs the first input's split
+// wins, which on one rank (where nothing moves) is every case.
+TEST(ShardingRules, ElementwiseKeepsTheSplitThatMovesFewerBytes) {
+  const auto& line = meshes()[0];
+  const bool several = line->size(0) > 1;
+  const Tensor row = common({1, 8}, 94), matrix = common({64, 8}, 95);
+  const Tensor split_row = shard_tensor(row, line, {S(1)}), split_matrix = shard_tensor(matrix, line, {S(0)});
+  const CollectiveTraffic before = collective_traffic();
+  const Tensor sum = split_row + split_matrix;
+  const CollectiveTraffic after = collective_traffic();
+  EXPECT_EQ(placements_of(sum), std::vector<Placement>{several ? S(0) : S(1)});
+  if (several) EXPECT_EQ(after.bytes - before.bytes, to_local(split_row).numel() * 8);
+  EXPECT_EQ(placements_of(split_matrix + split_row), std::vector<Placement>{S(0)});
+  EXPECT_EQ(relative_difference(full_tensor(sum), row + matrix), 0.0);
+  const Tensor a = shard_tensor(common({8, 8}, 96), line, {S(0)}), b = shard_tensor(common({8, 8}, 97), line, {S(1)});
+  EXPECT_EQ(placements_of(a * b), std::vector<Placement>{S(0)});
+  EXPECT_EQ(placements_of(b * a), std::vector<Placement>{S(1)});
+}
+
 // Megatron's layout from annotations on the weights only: the column-parallel layer's output
 // stays sharded and the row-parallel product is a partial sum, so no weight is ever gathered.
 TEST(Training, TensorParallelKeepsActivationsSharded) {

@@ -30,12 +30,23 @@ std::function<void(Attrs&, int64_t)> divide_shape(int64_t axis) {
   return [axis](Attrs& local, int64_t ranks) { local.shape[static_cast<size_t>(axis)] /= ranks; };
 }
 
+// The bytes each rank receives to reshard `x` (global shape) from one placement to another on a
+// mesh axis of `ranks` ranks: an all-gather or an all-to-all brings in the parts it lacks, a sum
+// of partial values (all-reduce, or reduce-scatter into a shard) twice or once the data's share.
+double reshard_bytes(const Tensor& x, const Placement& from, const Placement& to, int64_t ranks) {
+  if (from == to || from.kind == Kind::replicate) return 0;  // a replicated tensor is sliced in place
+  const double whole = static_cast<double>(x.numel()) * static_cast<double>(dtype_size(x.dtype()));
+  const double others = static_cast<double>(ranks - 1) / static_cast<double>(std::max<int64_t>(ranks, 1));
+  if (from.is_shard()) return to.is_shard() ? whole * others / static_cast<double>(ranks) : whole * others;
+  return to.is_shard() ? whole * others : 2 * whole * others;
+}
+
 }  // namespace
 
 ShardingDecision replicate_all(Inputs inputs) { return ShardingDecision{std::vector<Placement>(inputs.size()), {}}; }
 
 Rule elementwise(PartialInputs partial_inputs) {
-  return [partial_inputs](Inputs in, const Attrs&, std::span<const Placement> from, int64_t) {
+  return [partial_inputs](Inputs in, const Attrs&, std::span<const Placement> from, int64_t ranks) {
     const size_t count = in.size();
     const auto partial = static_cast<size_t>(std::count_if(from.begin(), from.end(), [](const Placement& p) {
       return p.kind == Kind::partial_sum;
@@ -55,21 +66,34 @@ Rule elementwise(PartialInputs partial_inputs) {
     Shape out = in[0].shape();
     for (size_t i = 1; i < count; ++i) out = broadcast_shapes(out, in[i].shape(), "sharding");
     const auto rank = static_cast<int64_t>(out.size());
-    // The first input sharded along an axis it does not broadcast names the output's sharded axis.
-    int64_t sharded = -1;
-    for (size_t i = 0; i < count && sharded < 0; ++i) {
+    // The output is split along an axis some input is sharded along and does not broadcast;
+    // each input then follows it, or is kept whole where it broadcasts.
+    auto decision_for = [&](int64_t sharded) {
+      ShardingDecision decision{{}, Placement::shard(sharded)};
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t axis = sharded - (rank - in[i].dim());
+        const bool spans = axis >= 0 && in[i].shape()[axis] == out[sharded];
+        decision.inputs.push_back(spans ? Placement::shard(axis) : Placement::replicate());
+      }
+      return decision;
+    };
+    // Of those axes, the one whose reshards move the fewest bytes (an input sharded along another
+    // axis is exchanged or gathered, a partial one summed); on a tie, the first input's.
+    std::optional<ShardingDecision> best;
+    double best_bytes = 0;
+    for (size_t i = 0; i < count; ++i) {
       if (!from[i].is_shard()) continue;
       const int64_t axis = from[i].axis + rank - in[i].dim();
-      if (in[i].shape()[from[i].axis] == out[axis]) sharded = axis;
+      if (in[i].shape()[from[i].axis] != out[axis]) continue;
+      ShardingDecision candidate = decision_for(axis);
+      double bytes = 0;
+      for (size_t k = 0; k < count; ++k) bytes += reshard_bytes(in[k], from[k], candidate.inputs[k], ranks);
+      if (!best || bytes < best_bytes) {
+        best = std::move(candidate);
+        best_bytes = bytes;
+      }
     }
-    if (sharded < 0) return replicate_all(in);
-    ShardingDecision decision{{}, Placement::shard(sharded)};
-    for (size_t i = 0; i < count; ++i) {
-      const int64_t axis = sharded - (rank - in[i].dim());
-      const bool spans = axis >= 0 && in[i].shape()[axis] == out[sharded];
-      decision.inputs.push_back(spans ? Placement::shard(axis) : Placement::replicate());
-    }
-    return decision;
+    return best ? *best : replicate_all(in);
   };
 }
 

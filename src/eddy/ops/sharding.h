@@ -25,8 +25,11 @@ enum class PartialInputs {
   first_only  // linear in the first input (div): partial when it is and the others are replicated
 };
 
-// Elementwise ops with broadcasting: the output is sharded where any input is sharded along an
+// Elementwise ops with broadcasting: the output is sharded where an input is sharded along an
 // axis it does not broadcast; the other inputs are split alike, or kept whole where they broadcast.
+// Where inputs are sharded along different axes, the axis whose reshards move the fewest bytes
+// wins (a [1, n] row split by columns beside an [m, n] matrix split by rows is gathered, rather
+// than the matrix exchanged), the first input's on a tie.
 Rule elementwise(PartialInputs partial_inputs = PartialInputs::none);
 // a [..., m, k] @ b [..., k, n]: rows of a, columns of b, batch axes, or the contraction axis
 // on both (the output a partial sum, Megatron's row-parallel layer). With a split by rows and b
