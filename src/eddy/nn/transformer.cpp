@@ -144,9 +144,10 @@ Tensor causal_attention_weights(const Tensor& queries, const Tensor& keys) {
   Tensor visible = le(arange(0, double(g.keys), 1, dtype), query_positions);
   // The softmax over the visible scores. Masked scores are selected out after the exp rather than
   // set to the lowest float before it: glibc's vectorised exp hands every lane far below its range
-  // to the scalar exp, whose underflow path (errno) then ran for half of all the scores, 4% of a
-  // language model's training step. Here every exp sees a score minus its row's visible maximum,
-  // which the shift (detached: it cancels, as in softmax) keeps finite and in range.
+  // to the scalar exp, whose underflow path (errno) then ran for half of all the scores: in perf of
+  // a language model's training step, exp took 7.4% of the samples before and 1.1% after. Here
+  // every exp sees a score minus its row's visible maximum (the shift, detached: it cancels, as in
+  // softmax), which keeps it finite and in range.
   const double lowest = dtype == DType::f32 ? double(std::numeric_limits<float>::lowest())
                                             : std::numeric_limits<double>::lowest();
   const Tensor shift = max(where(visible, scores, scalar(lowest, dtype)), {-1}, true).detach();
