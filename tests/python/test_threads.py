@@ -1,11 +1,13 @@
 """The thread count changes a PINN's speed, not its results: eddy's kernels cut parallel loops into
 blocks by the work's size alone and add partial sums in block order (backends/cpu/loops.h), so
 `eddy solve` trains to the same bits on one, two and three threads, compiled and eager. And the
-`eddy` command makes waiting OpenMP threads spin only briefly unless the user chose a policy."""
+`eddy` command and the Python package make waiting OpenMP threads spin only briefly unless the user
+chose a policy."""
 
 import os
 import pathlib
 import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -64,3 +66,19 @@ def test_eddy_makes_waiting_threads_spin_briefly_unless_a_policy_is_set(eddy_cli
     assert wait_settings_of_running_eddy(eddy_cli, tmp_path, {}) == (None, "1000")
     assert wait_settings_of_running_eddy(eddy_cli, tmp_path, {"OMP_WAIT_POLICY": "active"}) == ("active", None)
     assert wait_settings_of_running_eddy(eddy_cli, tmp_path, {"GOMP_SPINCOUNT": "50"}) == (None, "50")
+
+
+def wait_settings_after_import(environment):
+    """OMP_WAIT_POLICY and GOMP_SPINCOUNT as `import eddy` leaves them in a fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(environment)
+    script = "import os, eddy; print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))"
+    printed = subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True)
+    policy, count = printed.stdout.split()
+    return (None if policy == "None" else policy), (None if count == "None" else count)
+
+
+def test_the_python_package_makes_waiting_threads_spin_briefly_unless_a_policy_is_set():
+    assert wait_settings_after_import({}) == (None, "1000")
+    assert wait_settings_after_import({"OMP_WAIT_POLICY": "passive"}) == ("passive", None)
+    assert wait_settings_after_import({"GOMP_SPINCOUNT": "50"}) == (None, "50")
