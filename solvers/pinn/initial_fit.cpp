@@ -20,17 +20,6 @@ namespace {
 constexpr int64_t kFitTimes = 16;
 constexpr uint64_t kFitSalt = 0x50492046495420ull;  // "PI FIT"
 
-// The batch's spatial rows with t as their last column.
-Tensor at_time(const PointBatch& batch, double t, DType dtype) {
-  const int64_t rows = batch.size(), columns = batch.dim + 1;
-  std::vector<double> values(static_cast<size_t>(rows * columns));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t k = 0; k < batch.dim; ++k) values[r * columns + k] = batch.points[r * batch.dim + k];
-    values[r * columns + batch.dim] = t;
-  }
-  return rows_to_tensor(values, columns, dtype);
-}
-
 }  // namespace
 
 void PinnState::fit_initial_condition() {
@@ -44,9 +33,10 @@ void PinnState::fit_initial_condition() {
     if (c.kind != ConditionKind::initial || !c.value) continue;
     // The same points on every rank and in a resumed run: the stream depends on the seed alone.
     Generator generator = step_stream(p.seed, kFitSalt, 0, i);
-    const PointBatch batch = p.space->interior_points(c.points, 0, p.sampler, generator);
+    const Tensor at_start = sample_condition(c, generator).points;  // the space's points at t = start
+    const int64_t points = at_start.size(0), space = at_start.size(1) - 1;
     EvaluationInputs inputs;
-    inputs.points = at_time(batch, start, p.dtype);
+    inputs.points = at_start;
     inputs.fields = [&c](const Tensor&) -> Tensor {
       throw Error(cat(c.value->where(), ": model.fit_initial_condition fits the initial value, which may then only "
                                         "use coordinates and parameters"));
@@ -54,10 +44,11 @@ void PinnState::fit_initial_condition() {
     inputs.parameters = parameter_values();
     inputs.tolerance = p.tolerance();
     EvaluationContext context(p.symbols(false), inputs);
-    const Tensor values = reshape(evaluate(*c.value, context), {batch.size(), 1});
+    const Tensor values = reshape(evaluate(*c.value, context), {points, 1});
     for (int64_t k = 0; k < kFitTimes; ++k) {
       const double t = start + (end - start) * static_cast<double>(k) / static_cast<double>(kFitTimes - 1);
-      features[c.field].push_back(nn::output_layer_inputs(*model_, at_time(batch, t, p.dtype)));
+      const Tensor at_t = concat({slice(at_start, 1, 0, space), full({points, 1}, t, p.dtype)}, 1);
+      features[c.field].push_back(nn::output_layer_inputs(*model_, at_t));
       targets[c.field].push_back(values);
     }
   }

@@ -35,11 +35,20 @@ def test_a_pinn_trains_to_the_same_bits_at_every_thread_count(eddy_cli, tmp_path
         assert np.array_equal(u, u_one), f"the solution on {threads} threads differs from one thread's"
 
 
+WAIT_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+def environment_with(settings):
+    """This process's environment with only the given wait settings."""
+    env = {k: v for k, v in os.environ.items() if k not in WAIT_SETTINGS}
+    env.update(settings)
+    return env
+
+
 def wait_settings_of_running_eddy(eddy_cli, tmp_path, environment):
     """OMP_WAIT_POLICY and GOMP_SPINCOUNT in the environment of a running `eddy solve`
     (/proc/PID/environ: the one its image was started with, after any exec), None where unset."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    env.update(environment)
+    env = environment_with(environment)
     process = subprocess.Popen([str(eddy_cli), "solve", "examples/pinn/burgers.yaml", "--eager",
                                 "conditions.pde.points=200", "training.adam.steps=100000", "training.log_every=1",
                                 f"output.dir={tmp_path / 'run'}"],
@@ -55,7 +64,7 @@ def wait_settings_of_running_eddy(eddy_cli, tmp_path, environment):
         process.kill()
         process.wait()
     settings = {}
-    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+    for name in WAIT_SETTINGS:
         prefix = name.encode() + b"="
         values = [v[len(prefix):].decode() for v in variables if v.startswith(prefix)]
         settings[name] = values[0] if values else None
@@ -70,10 +79,9 @@ def test_eddy_makes_waiting_threads_spin_briefly_unless_a_policy_is_set(eddy_cli
 
 def wait_settings_after_import(environment):
     """OMP_WAIT_POLICY and GOMP_SPINCOUNT as `import eddy` leaves them in a fresh interpreter."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    env.update(environment)
     script = "import os, eddy; print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))"
-    printed = subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True)
+    printed = subprocess.run([sys.executable, "-c", script], env=environment_with(environment), check=True,
+                             capture_output=True, text=True)
     policy, count = printed.stdout.split()
     return (None if policy == "None" else policy), (None if count == "None" else count)
 

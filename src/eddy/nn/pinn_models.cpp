@@ -173,31 +173,21 @@ class PinnModel : public Module {
   Tensor output_layer_inputs(const Tensor& x) { return transpose(hidden(x)); }
 
   // Output `column` becomes features . weights + bias, with weights [features] as given.
-  void set_output_column(int64_t column, const std::vector<double>& weights, double bias) {
+  void set_output_column(int64_t column, const Tensor& weights, double bias) {
     NoGradGuard no_grad;
-    auto set_column = [&](Tensor& matrix, const std::vector<double>& values) {
-      std::vector<double> all = matrix.to_vector<double>();
-      const int64_t columns = matrix.shape()[1];
-      for (size_t row = 0; row < values.size(); ++row) all[row * columns + column] = values[row];
-      matrix.copy_(cast(tensor(all, matrix.shape()), matrix.dtype()));
+    auto set = [&](const Tensor& parameter, const Tensor& column_values) {
+      slice(parameter, parameter.dim() - 1, column, column + 1).copy_(cast(column_values, parameter.dtype()));
     };
-    auto set_bias = [&](Tensor& biases) {
-      std::vector<double> all = biases.to_vector<double>();
-      all[static_cast<size_t>(column)] = bias;
-      biases.copy_(cast(tensor(all, biases.shape()), biases.dtype()));
-    };
+    const Tensor as_column = reshape(weights, {-1, 1});
     if (auto* linear = dynamic_cast<Linear*>(output_.get())) {
-      set_column(linear->weight, weights);
-      set_bias(linear->bias);
+      set(linear->weight, as_column);
+      set(linear->bias, full({1}, bias, linear->bias.dtype()));
       return;
     }
     // W = V diag(exp(s)): the direction's column is the weights over the column's scale.
     auto& factorized = dynamic_cast<FactorizedLinear&>(*output_);
-    const double scale = std::exp(factorized.log_scale.to_vector<double>()[static_cast<size_t>(column)]);
-    std::vector<double> direction = weights;
-    for (double& w : direction) w /= scale;
-    set_column(factorized.direction, direction);
-    set_bias(factorized.bias);
+    set(factorized.direction, as_column / exp(cast(slice(factorized.log_scale, 0, column, column + 1), DType::f64)));
+    set(factorized.bias, full({1}, bias, factorized.bias.dtype()));
   }
 
   const PinnModelOptions& options() const { return options_; }
@@ -323,7 +313,7 @@ void set_output_layer_column(Module& model, int64_t column, const Tensor& weight
              " outputs");
   EDDY_CHECK(weights.dim() == 1 && weights.size(0) == width, "set_output_layer_column: the output layer reads ", width,
              " features, got weights of shape ", weights.shape());
-  pinn.set_output_column(column, weights.to_vector<double>(), bias);
+  pinn.set_output_column(column, weights, bias);
 }
 
 FactorizedLinear::FactorizedLinear(int64_t in, int64_t out, Generator& g, DType dtype, double mean, double stddev) {

@@ -6,13 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "eddy/backends/backend.h"
 #include "eddy/ops/ops.h"
-
-// LAPACK's Fortran entry point, as in symmetric_eigen.cpp (no LAPACK header is installed).
-extern "C" void dgelsd_(const int* m, const int* n, const int* nrhs, double* a, const int* lda, double* b,
-                        const int* ldb, double* s, const double* rcond, int* rank, double* work, const int* lwork,
-                        int* iwork, int* info);
+#include "eddy/optim/lapack.h"
 
 namespace eddy::optim {
 
@@ -48,12 +43,10 @@ Tensor least_squares(const Tensor& a, const Tensor& b) {
   const int lwork = static_cast<int>(work_size);
   std::vector<double> work(static_cast<size_t>(std::max(lwork, 1)));
   std::vector<int> iwork(static_cast<size_t>(std::max(iwork_size, 1)));
-  // One thread, as symmetric_eigen.cpp explains: the bits must not depend on the thread count.
-  const int threads = num_threads();
-  set_num_threads(1);
-  dgelsd_(&rows, &cols, &rhs, matrix.data(), &lda, solution.data(), &ldb, singular.data(), &rcond, &rank, work.data(),
-          &lwork, iwork.data(), &info);
-  set_num_threads(threads);
+  on_one_thread([&] {
+    dgelsd_(&rows, &cols, &rhs, matrix.data(), &lda, solution.data(), &ldb, singular.data(), &rcond, &rank,
+            work.data(), &lwork, iwork.data(), &info);
+  });
   EDDY_CHECK(info == 0, "least_squares: LAPACK dgelsd did not converge on a ", m, " x ", n, " system (info ", info,
              ")");
   // Column j of the solution is solution[j * leading, j * leading + n).

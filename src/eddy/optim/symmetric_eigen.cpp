@@ -4,15 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "eddy/backends/backend.h"
 #include "eddy/ops/ops.h"
-
-// LAPACK's Fortran entry point (OpenBLAS ships no LAPACK header in Debian's openblas-openmp
-// package, and LAPACKE is not installed). The trailing lengths are the hidden arguments gfortran
-// passes for CHARACTER parameters.
-extern "C" void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda,
-                        double* w, double* work, const int* lwork, int* iwork, const int* liwork,
-                        int* info, size_t jobz_length, size_t uplo_length);
+#include "eddy/optim/lapack.h"
 
 namespace eddy::optim {
 
@@ -36,14 +29,10 @@ std::optional<Tensor> symmetric_eigenvectors(const Tensor& a) {
   int info = 0;
   // LAPACK is column-major: the row-major buffer is read as a's transpose, which is a (so its
   // lower triangle, 'L', is a's upper), and the eigenvectors it writes as columns read back as rows.
-  // On OpenBLAS's threads the bits could depend on the thread count, which the training loop's
-  // tuner varies (backends/backend.h), and a resumed run would then part from an uninterrupted
-  // one. One thread keeps them fixed; these matrices are small.
-  const int threads = num_threads();
-  set_num_threads(1);
-  dsyevd_("V", "L", &order, values.data(), &order, eigenvalues.data(), work.data(), &lwork, iwork.data(), &liwork,
-          &info, 1, 1);
-  set_num_threads(threads);
+  on_one_thread([&] {
+    dsyevd_("V", "L", &order, values.data(), &order, eigenvalues.data(), work.data(), &lwork, iwork.data(), &liwork,
+            &info, 1, 1);
+  });
   EDDY_CHECK(info == 0, "symmetric_eigenvectors: LAPACK dsyevd failed on a ", n, " x ", n, " matrix (info ", info, ")");
   return cast(contiguous(transpose(tensor(values, {n, n}))), a.dtype());
 }
