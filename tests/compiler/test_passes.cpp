@@ -400,11 +400,13 @@ TEST(Optimize, UnknownPassNamesAreErrors) {
     Graph graph = capture([](const Tensors& in) { return Tensors{sin(in[0])}; }, {{3}});
     expect_error([&] { optimize(graph); },
                  {"EDDY_COMPILER_DISABLE", "'fusoin'", "did you mean 'fusion'",
-                  "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse"});
+                  "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
+                  "replicated_collectives"});
   }
   expect_error([] { pass_enabled("inline"); },
                {"'inline'",
-                "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse"});
+                "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
+                "replicated_collectives"});
 }
 
 // Every collective by the name it is registered under: a rank must make each call whatever its
@@ -424,6 +426,23 @@ TEST(Collectives, AreNeverDroppedMergedOrFolded) {
                                                "reduce_to_root", "allreduce_sum", "allreduce_sum", "allreduce_sum",
                                                "add"}))
       << optimized.to_string();
+}
+
+// On one rank every value is every rank's: a sum over the ranks is the value, computed where it
+// lies. The other collectives stay, and so do the derivatives' collectives.
+TEST(Collectives, SumsOfValuesEveryRankHoldsNeedNoCommunication) {
+  std::unique_ptr<dist::Communicator> comm = dist::make_single_process_communicator();
+  Graph graph = capture([&](const Tensors& in) {
+    return Tensors{dist::all_reduce(in[0], dist::ReduceOp::sum, *comm), dist::all_gather(in[0], *comm)};
+  }, {{2, 3}});
+  EXPECT_TRUE(drop_collectives_of_replicated_values(graph));
+  EXPECT_EQ(primitive_names(graph), (Names{"allreduce_sum_of_replicated", "allgather"})) << graph.to_string();
+  EXPECT_FALSE(drop_collectives_of_replicated_values(graph));
+
+  const Tensor x = full({2, 3}, 1.5, DType::f64).requires_grad_();
+  const Tensor y = dist::all_reduce_of_replicated(x, *comm);
+  EXPECT_EQ(max(abs(y - x)).item<double>(), 0.0);
+  EXPECT_EQ(max(abs(grad({sum(y * y)}, {x})[0] - 2.0 * x)).item<double>(), 0.0);
 }
 
 TEST(ReplaceUses, RedirectsNodeInputsAndOutputsAndRefusesChains) {

@@ -253,6 +253,74 @@ TEST(DistributedTensor, CompiledStepsMatchEagerOnes) {
   EXPECT_EQ(graph.find("reduce_scatter") != std::string::npos, several_ranks) << graph;
 }
 
+// Megatron's MLP, compiled: the all_reduce of the second layer's partial products stays, and the
+// backward pass's all_reduces (of the loss's cotangent there and of the replicated bias's
+// gradient) act on values every rank holds alike, so they send nothing. Values and gradients
+// are the eager step's.
+TEST(DistributedTensor, CompiledTensorParallelStepSendsOnlyTheForwardSum) {
+  const auto& mesh = meshes()[0];
+  const int64_t batch = 8, width = 4, hidden = 8;
+  const Tensor x = common({batch, width}, 20), target = common({batch, width}, 21);
+  const std::vector<Tensor> params{shard_tensor(common({width, hidden}, 22).requires_grad_(), mesh, {S(1)}),
+                                   shard_tensor(common({hidden}, 23).requires_grad_(), mesh, {S(0)}),
+                                   shard_tensor(common({hidden, width}, 24).requires_grad_(), mesh, {S(0)}),
+                                   shard_tensor(common({width}, 25).requires_grad_(), mesh, {R})};
+  const compiler::TensorFunction step = [&](const std::vector<Tensor>& in) {
+    const Tensor y = matmul(tanh(matmul(x, in[0]) + in[1]), in[2]) + in[3];
+    const Tensor loss = mean(square(y - target));
+    std::vector<Tensor> out{loss};
+    for (const Tensor& g : grad({loss}, in)) out.push_back(g);
+    return out;
+  };
+  const std::vector<Tensor> want = step(params);
+  CompiledFunction compiled = compile(step);
+  compiled(params);  // the trace
+  const int64_t bytes_before = collective_traffic().bytes;
+  const std::vector<Tensor> got = compiled(params);
+  const int64_t bytes = collective_traffic().bytes - bytes_before;
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(placements_of(got[i]), placements_of(want[i])) << "output " << i;
+    EXPECT_LT(relative_difference(full_tensor(got[i]), full_tensor(want[i])), 1e-12) << "output " << i;
+  }
+  const bool several_ranks = mesh->size(0) > 1;
+  EXPECT_EQ(bytes, several_ranks ? batch * width * 8 : 0);
+  const std::string graph = compiled.program_for(params)->graph().to_string();
+  auto count = [&](const std::string& what) {
+    int64_t found = 0;
+    for (size_t at = graph.find(what); at != std::string::npos; at = graph.find(what, at + 1)) ++found;
+    return found;
+  };
+  EXPECT_EQ(count("allreduce_sum("), several_ranks ? 1 : 0) << graph;
+  EXPECT_EQ(count("allreduce_sum_of_replicated("), several_ranks ? 2 : 0) << graph;
+}
+
+// Each rank's graph alone cannot tell that a constant it made is every rank's: a sum over the ranks
+// of one that depends on the rank still communicates, and of one that does not, does not.
+TEST(DistributedTensor, CompiledSumsOfConstantsCommunicateWhereTheRanksDiffer) {
+  const auto& mesh = meshes()[0];
+  const Tensor x = shard_tensor(common({4}, 26), mesh, {R});
+  const double rank = world().rank(), size = world().size();
+  const compiler::TensorFunction sums = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0] + all_reduce(full({4}, rank, DType::f64), ReduceOp::sum, world()),
+                               in[0] + all_reduce(tensor<double>({rank, 1, 2, 3}), ReduceOp::sum, world()),
+                               in[0] + all_reduce(full({4}, 2.0, DType::f64), ReduceOp::sum, world())};
+  };
+  CompiledFunction compiled = compile(sums);
+  for (int call = 0; call < 2; ++call) {  // the trace, then the compiled program
+    const std::vector<Tensor> got = compiled({x});
+    const Tensor whole = full_tensor(x);
+    EXPECT_LT(relative_difference(full_tensor(got[0]), whole + size * (size - 1) / 2), 1e-15) << "call " << call;
+    EXPECT_LT(relative_difference(full_tensor(got[1]), whole + tensor<double>({size * (size - 1) / 2, size, 2 * size,
+                                                                                3 * size})),
+              1e-15) << "call " << call;
+    EXPECT_LT(relative_difference(full_tensor(got[2]), whole + 2 * size), 1e-15) << "call " << call;
+  }
+  const std::string graph = compiled.program_for({x})->graph().to_string();
+  if (world().size() > 1) EXPECT_NE(graph.find("allreduce_sum("), std::string::npos) << graph;
+  EXPECT_NE(graph.find("allreduce_sum_of_replicated("), std::string::npos) << graph;
+}
+
 // Saved sharded and partial, loaded into other layouts; and what a load refuses (the N-to-M loads
 // of a whole model: tests/dist/checkpoint_on_ranks.sh).
 TEST(DistributedCheckpoint, LoadsIntoAnyLayoutAndRefusesAMismatch) {

@@ -304,6 +304,8 @@ std::vector<OpCase> build_table() {
   // identity (or a copy); tests/dist checks them across ranks under mpirun ----
   t.push_back(row("all_reduce_sum", {"allreduce_sum"}, kInexact, normal_inputs({{3, 4}}),
                   [](const TL& x) { return dist::all_reduce(x[0]); }, true));
+  t.push_back(row("all_reduce_of_replicated", {"allreduce_sum_of_replicated"}, kInexact, normal_inputs({{3, 4}}),
+                  [](const TL& x) { return dist::all_reduce_of_replicated(x[0]); }, true));
   t.push_back(row("all_reduce_mean", {"allreduce_sum", "div"}, kInexact, normal_inputs({{3, 4}}),
                   [](const TL& x) { return dist::all_reduce(x[0], dist::ReduceOp::mean); }, true));
   t.push_back(row("all_reduce_max", {"allreduce_max"}, kReal,

@@ -12,6 +12,10 @@
 #include "eddy/core/tensor.h"
 #include "eddy/ops/primitive.h"
 
+namespace eddy::dist {
+class Communicator;
+}
+
 namespace eddy::compiler {
 
 using ValueId = int32_t;
@@ -40,12 +44,20 @@ struct CapturedTensor {
   bool constant;
 };
 
+// A value every rank of `communicator` holds alike, as the program that traced the graph knew
+// (a distributed tensor's part placed Replicate on that mesh axis).
+struct ReplicatedValue {
+  ValueId id;
+  dist::Communicator* communicator;
+};
+
 struct Graph {
   std::vector<ValueInfo> values;
   std::vector<ValueId> inputs;
   std::vector<CapturedTensor> captured;
   std::vector<GraphNode> nodes;
   std::vector<ValueId> outputs;
+  std::vector<ReplicatedValue> replicated;
 
   ValueId add_value(const Shape& shape, DType dtype, ValueSource source);
   const ValueInfo& value(ValueId id) const { return values.at(static_cast<size_t>(id)); }

@@ -29,11 +29,18 @@ bool fold_constants(Graph& graph);
 // reshape, expand and cast to what x already is. See simplify.cpp for what is left out and why.
 bool simplify_algebra(Graph& graph);
 
+// Rewrites each all_reduce (sum) whose operand every rank of its communicator holds alike into
+// allreduce_sum_of_replicated: the operand times the number of ranks, computed where it lies (see
+// replicated_collectives.cpp for how a rank learns what the others hold). A collective call at
+// compile time: every rank of the step's communicators must compile it together, as they run it
+// together. The values stay; derivatives through the graph are still all_reduce's.
+bool drop_collectives_of_replicated_values(Graph& graph);
+
 // Whether the pass `name` should run: false when the comma-separated list in the environment
 // variable EDDY_COMPILER_DISABLE names it. Read on every call, so tests and users can change it
 // between compilations. Throws eddy::Error when `name` or a name in the variable is not one of
 // dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize,
-// buffer_reuse.
+// buffer_reuse, replicated_collectives.
 bool pass_enabled(std::string_view name);
 
 // simplify, fold and cse, repeated while one of them still finds something (a fold can expose a

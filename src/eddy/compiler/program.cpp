@@ -24,6 +24,7 @@ bool exclusively_held(const Tensor& tensor) {
 }  // namespace
 
 Program::Program(Graph graph) : graph_(std::move(graph)) {
+  if (pass_enabled("replicated_collectives")) drop_collectives_of_replicated_values(graph_);
   optimize(graph_);
   const std::vector<FusionGroup> groups =
       pass_enabled("fusion") ? plan_fusion(graph_, {.reduction_epilogues = pass_enabled("reduction_epilogue"),

@@ -216,6 +216,8 @@ Graph graph_from(const json& root, const io::SafetensorsContents& weights, const
 
 }  // namespace
 
+std::string attrs_text(const Attrs& attrs) { return attrs_json(attrs).dump(); }
+
 void save_graph(const Graph& graph, const std::string& dir) {
   json values = json::array();
   for (size_t id = 0; id < graph.values.size(); ++id) {

@@ -19,6 +19,10 @@ namespace eddy::compiler {
 
 inline constexpr int kGraphFormatVersion = 1;
 
+// Every Attrs field but the payload, as the text graph.json stores: equal texts, Attrs equal but
+// for their payloads.
+std::string attrs_text(const Attrs& attrs);
+
 // Creates `dir` when needed and writes both files. Throws eddy::Error for a node whose Attrs
 // carries a payload (checkpoint segments, collectives): it refers to live code or objects that
 // no file can hold.

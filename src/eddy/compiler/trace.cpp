@@ -72,6 +72,10 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
                 "normal(key, ...)");
   }
 
+  void replicated_over(const Tensor& local, dist::Communicator& communicator) override {
+    graph.replicated.push_back(ReplicatedValue{value_of(local), &communicator});
+  }
+
   // Captured tensors that only the graph holds were created by the function itself: constants.
   void mark_constants() {
     for (CapturedTensor& entry : graph.captured) {

@@ -10,6 +10,9 @@
 namespace eddy {
 
 class Tensor;
+namespace dist {
+class Communicator;
+}
 
 class TraceRecorder {
  public:
@@ -19,6 +22,10 @@ class TraceRecorder {
   // The program overwrites `tensor`'s elements in place (copy_, fill_).
   virtual void inplace_write(const Tensor& tensor, std::string_view operation) = 0;
   virtual void random_draw(std::string_view operation) = 0;
+  // Every rank of `communicator` holds `local` alike: the distributed interpreter says so of each
+  // local part it uses or makes placed Replicate on that mesh axis. A rank's graph alone cannot
+  // tell, and the compiler drops collectives over such values (compiler/passes.h).
+  virtual void replicated_over(const Tensor& local, dist::Communicator& communicator) = 0;
 };
 
 // The calling thread's recorder, or null when nothing is being captured.

@@ -76,6 +76,23 @@ const Primitive& allreduce_sum_p = [] () -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
+const Primitive& allreduce_sum_of_replicated_p = [] () -> const Primitive& {
+  Primitive p;
+  p.name = "allreduce_sum_of_replicated";
+  p.cost = CostClass::collective;  // its derivatives are collectives: every rank must run them alike
+  p.linear = true;
+  p.infer = [](Inputs in, const Attrs& a) {
+    check_reduce_op("allreduce_sum_of_replicated", in[0], ReduceOp::sum);
+    return same_spec(in, a);
+  };
+  p.eval = [](Inputs in, const Attrs& a, const OutputSpec&) {
+    return in[0] * static_cast<double>(comm_of(a).size());
+  };
+  p.jvp = allreduce_sum_p.jvp;
+  p.vjp = allreduce_sum_p.vjp;
+  return register_primitive(std::move(p));
+}();
+
 const Primitive& allreduce_max_p = [] () -> const Primitive& {
   Primitive p = collective("allreduce_max",
       [](Inputs in, const Attrs& a) {
@@ -201,6 +218,10 @@ Tensor all_reduce(const Tensor& x, ReduceOp op, Communicator& comm) {
     case ReduceOp::max: return dispatch(allreduce_max_p, {x}, attrs_for(comm));
   }
   throw Error("all_reduce: unknown ReduceOp");
+}
+
+Tensor all_reduce_of_replicated(const Tensor& x, Communicator& comm) {
+  return dispatch(allreduce_sum_of_replicated_p, {x}, attrs_for(comm));
 }
 
 Tensor all_gather(const Tensor& x, Communicator& comm) { return dispatch(allgather_p, {x}, attrs_for(comm)); }

@@ -20,6 +20,11 @@ namespace eddy::dist {
 // op over ranks of x, elementwise, on every rank. max splits the derivative evenly among the
 // ranks (and elements) that hold the maximum, like eddy::max.
 Tensor all_reduce(const Tensor& x, ReduceOp op = ReduceOp::sum, Communicator& comm = default_communicator());
+// all_reduce(x) of an x that every rank of comm holds alike: x times the number of ranks, with no
+// communication. The compiler puts it in place of an all_reduce whose operand it proved
+// replicated (compiler/passes.h). Only the values are alike: a perturbation of one rank's x is
+// that rank's own, so the derivatives are all_reduce's, collectives included.
+Tensor all_reduce_of_replicated(const Tensor& x, Communicator& comm = default_communicator());
 // Every rank's x [n, ...] concatenated in rank order: [size * n, ...] on every rank.
 Tensor all_gather(const Tensor& x, Communicator& comm = default_communicator());
 // Rows [r n, (r + 1) n) of the sum over ranks of x [size * n, ...], on rank r.

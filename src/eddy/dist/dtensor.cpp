@@ -267,6 +267,17 @@ bool fits(const ShardingDecision& decision, int64_t mesh_axis, const std::vector
   return fits_one(decision.output, output, output_shape);
 }
 
+// Tells a capture on which mesh axes every rank holds `local` alike, which the compiler needs to
+// drop collectives over such values and a rank's graph cannot show.
+void report_replicated(TraceRecorder& recorder, const Tensor& local, const std::vector<Placement>& placements,
+                       const ProcessMesh& mesh) {
+  for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
+    if (placements[static_cast<size_t>(axis)].kind == Kind::replicate && mesh.size(axis) > 1) {
+      recorder.replicated_over(local, mesh.communicator(axis));
+    }
+  }
+}
+
 class DistributedInterpreter final : public Interpreter {
  public:
   DistributedInterpreter() { set_distributed_interpreter(this); }
@@ -328,6 +339,10 @@ class DistributedInterpreter final : public Interpreter {
                                : dispatch(primitive, locals, attrs);
     EDDY_CHECK(local.shape() == expected, "internal: ", primitive.name, " placed ", to_string(output), " gave a local ",
                "part of shape ", local.shape(), ", not ", expected);
+    if (TraceRecorder* recorder = active_trace_recorder()) {
+      for (size_t i = 0; i < count; ++i) report_replicated(*recorder, locals[i], wanted[i], *mesh);
+      report_replicated(*recorder, local, output, *mesh);
+    }
     return distributed(call.spec.shape, std::move(local), mesh, std::move(output));
   }
 };
