@@ -13,7 +13,7 @@ printf '%s\n%s\n' "$one" "$two"
 python3 - "$one" "$two" <<'PY'
 import re, sys
 def times(text):
-    return {line[:26].strip(): float(re.search(r"([\d.]+) ms/step", line).group(1)) for line in text.splitlines()}
+    return {line[:30].strip(): float(re.search(r"([\d.]+) ms/step", line).group(1)) for line in text.splitlines()}
 one, two = times(sys.argv[1]), times(sys.argv[2])
 for name in one:
     print(f"{name}: 2 ranks run a step {one[name] / two[name]:.2f}x as fast as 1 (efficiency {one[name] / (2 * two[name]):.2f})")

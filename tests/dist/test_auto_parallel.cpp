@@ -253,6 +253,45 @@ TEST(DistributedTensor, CompiledStepsMatchEagerOnes) {
   EXPECT_EQ(graph.find("reduce_scatter") != std::string::npos, several_ranks) << graph;
 }
 
+// A partial sum read by several ops is summed once, by the first that needs it whole, and its
+// cotangents from all the readers once in the backward pass: a norm and two projections of one
+// residual branch cost one all-reduce each way, as in Megatron-LM. A sum made without autodiff
+// is not reused where autodiff records.
+TEST(DistributedTensor, APartialValueIsSummedOnceForAllItsReaders) {
+  const auto& mesh = meshes()[0];
+  const Tensor a_whole = common({8, 4}, 30), b_whole = common({4, 6}, 31);
+  const Tensor w1 = common({6, 3}, 32), w2 = common({6, 5}, 33);
+  const Tensor a = shard_tensor(a_whole.detach().requires_grad_(), mesh, {S(1)});
+  const Tensor b = shard_tensor(b_whole.detach().requires_grad_(), mesh, {S(0)});
+  auto readers = [&](const Tensor& h) {  // the square first: it needs h whole
+    const Tensor squares = sum(h * h);
+    const Tensor first = squares + sum(matmul(h, w1));
+    return first + sum(matmul(h, w2));
+  };
+
+  const Tensor h = matmul(a, b);
+  ASSERT_EQ(placements_of(h), std::vector<Placement>{P});
+  {
+    NoGradGuard no_grad;
+    readers(h);
+  }
+  const CollectiveTraffic before = collective_traffic();
+  const Tensor y = readers(h);
+  const CollectiveTraffic after_forward = collective_traffic();
+  const std::vector<Tensor> grads = grad({y}, {a, b});
+  const CollectiveTraffic after_backward = collective_traffic();
+  const int64_t expected_calls = mesh->size(0) > 1 ? 1 : 0;
+  EXPECT_EQ(after_forward.calls - before.calls, expected_calls);
+  EXPECT_EQ(after_backward.calls - after_forward.calls, expected_calls);
+
+  const Tensor a_one = a_whole.detach().requires_grad_(), b_one = b_whole.detach().requires_grad_();
+  const Tensor y_one = readers(matmul(a_one, b_one));
+  const std::vector<Tensor> grads_one = grad({y_one}, {a_one, b_one});
+  EXPECT_LT(relative_difference(full_tensor(y), y_one), 1e-12);
+  EXPECT_LT(relative_difference(full_tensor(grads[0]), grads_one[0]), 1e-12);
+  EXPECT_LT(relative_difference(full_tensor(grads[1]), grads_one[1]), 1e-12);
+}
+
 // Megatron's MLP, compiled: the all_reduce of the second layer's partial products stays, and the
 // backward pass's all_reduces (of the loss's cotangent there and of the replicated bias's
 // gradient) act on values every rank holds alike, so they send nothing. Values and gradients

@@ -35,17 +35,31 @@ struct Placement {
 std::string to_string(const Placement& placement);
 std::string to_string(const std::vector<Placement>& placements);
 
+// A distributed tensor's part with its partial sums summed (each Partial(sum) mesh axis made
+// Replicate), which the distributed interpreter keeps once an op needed it, so that a value many
+// ops read is summed once (dist/dtensor.cpp). It holds in the autodiff mode and capture it was
+// made in.
+struct SummedPart {
+  Tensor local;
+  std::vector<Placement> placements;
+  bool grad_mode;
+  const void* capture;  // the trace recorder active then, or null
+};
+
 struct Distribution {
   Tensor local;                       // this rank's part of the values
   std::shared_ptr<const void> mesh;   // the dist::ProcessMesh (kept alive by its tensors)
   Shape mesh_shape;                   // ranks along each mesh axis
   Shape coordinates;                  // this rank's coordinate along each mesh axis
   std::vector<Placement> placements;  // one per mesh axis
+  // Not part of the layout: a cache of what `local` sums to, dropped when the values change.
+  mutable std::shared_ptr<const SummedPart> summed;
 
   // The same layout over another local part of the same shape.
   Distribution over(Tensor other_local) const {
     Distribution layout = *this;
     layout.local = std::move(other_local);
+    layout.summed.reset();
     return layout;
   }
 };

@@ -157,8 +157,9 @@ void copy_to_distributed(const Tensor& target, const Tensor& source) {
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& source) {
-  if (is_distributed(*this)) {
-    check_writable(distribution_of(*this)->local, "copy_");
+  if (const Distribution* layout = distribution_of(*this)) {
+    check_writable(layout->local, "copy_");
+    layout->summed.reset();
     copy_to_distributed(*this, source);
     return *this;
   }

@@ -249,6 +249,39 @@ Tensor as_used(const Tensor& input, const Tensor& local, const std::vector<Place
   return used;
 }
 
+// `input`'s part with its partial sums summed, where an op in this autodiff mode and capture
+// summed them before.
+const SummedPart* earlier_sum(const Tensor& input) {
+  const Distribution* layout = distribution_of(input);
+  if (!layout || !layout->summed) return nullptr;
+  const SummedPart& summed = *layout->summed;
+  return summed.grad_mode == GradMode::enabled() && summed.capture == active_trace_recorder() ? &summed : nullptr;
+}
+
+std::vector<Placement> with_sums_summed(std::vector<Placement> placements) {
+  for (Placement& placement : placements) {
+    if (placement.kind == Kind::partial_sum) placement = Placement::replicate();
+  }
+  return placements;
+}
+
+// This rank's part of `input` placed `wanted`. A partial value is summed once, by the first op
+// that needs it whole, and later ops reuse that sum: Megatron's one all-reduce per residual
+// branch, where summing at every reader (three projections and a norm) would send the same
+// bytes again, and the backward pass would all-reduce each reader's cotangent apart.
+Tensor local_for(const Tensor& input, const std::vector<Placement>& current, const std::vector<Placement>& wanted,
+                 const ProcessMesh& mesh) {
+  if (const SummedPart* summed = earlier_sum(input)) return reshard_local(summed->local, summed->placements, wanted, mesh);
+  const Tensor used = as_used(input, local_part(input), current, mesh);
+  Tensor local = reshard_local(used, current, wanted, mesh);
+  const Distribution* layout = distribution_of(input);
+  if (layout && used.same(layout->local) && current != wanted && wanted == with_sums_summed(current)) {
+    layout->summed =
+        std::make_shared<const SummedPart>(SummedPart{local, wanted, GradMode::enabled(), active_trace_recorder()});
+  }
+  return local;
+}
+
 // Whether `decision`, on top of the mesh axes decided before, shards some tensor axis twice or
 // unevenly.
 bool fits(const ShardingDecision& decision, int64_t mesh_axis, const std::vector<std::vector<Placement>>& inputs,
@@ -298,6 +331,7 @@ class DistributedInterpreter final : public Interpreter {
     for (size_t i = 0; i < count; ++i) {
       const Distribution* layout = distribution_of(call.inputs[i]);
       current[i] = layout ? layout->placements : std::vector<Placement>(axes);
+      if (const SummedPart* summed = earlier_sum(call.inputs[i])) current[i] = summed->placements;
     }
 
     std::vector<Placement> output(axes);
@@ -329,11 +363,7 @@ class DistributedInterpreter final : public Interpreter {
 
     if (verbose()) log_call(primitive.name, current, wanted, output, call.inputs, *mesh);
     std::vector<Tensor> locals;
-    for (size_t i = 0; i < count; ++i) {
-      const Tensor& input = call.inputs[i];
-      const Tensor used = as_used(input, local_part(input), current[i], *mesh);
-      locals.push_back(reshard_local(used, current[i], wanted[i], *mesh));
-    }
+    for (size_t i = 0; i < count; ++i) locals.push_back(local_for(call.inputs[i], current[i], wanted[i], *mesh));
     const Shape expected = local_shape(primitive.name, call.spec.shape, *mesh, output);
     Tensor local = run_locally ? run_locally(locals, attrs, mesh->coordinate(run_locally_axis))
                                : dispatch(primitive, locals, attrs);
