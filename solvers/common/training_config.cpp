@@ -62,11 +62,16 @@ ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<
   return parallel;
 }
 
+void check_job_size(const ParallelSpec& spec, const dist::Communicator& world) {
+  EDDY_CHECK(spec.mesh.empty() || numel(spec.mesh) == world.size(), spec.where, "mesh ", spec.mesh, " has ",
+             numel(spec.mesh), " ranks, but this job has ", world.size(), "; start it with mpirun -np ",
+             numel(spec.mesh));
+}
+
 std::shared_ptr<const dist::ProcessMesh> make_mesh(const ParallelSpec& spec, const std::string& default_axis,
                                                    dist::Communicator& world) {
   if (spec.mesh.empty()) return dist::ProcessMesh::create({world.size()}, {default_axis}, world);
-  EDDY_CHECK(numel(spec.mesh) == world.size(), spec.where, "mesh ", spec.mesh, " has ", numel(spec.mesh),
-             " ranks, but this job has ", world.size(), "; start it with mpirun -np ", numel(spec.mesh));
+  check_job_size(spec, world);
   return dist::ProcessMesh::create(spec.mesh, spec.names, world);
 }
 

@@ -37,6 +37,10 @@ struct ParallelSpec {
 // Reads a `parallel:` section whose axis names are among `axis_names`, each used once.
 ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<std::string_view> axis_names);
 
+// Refuses a `parallel:` section whose mesh holds another number of ranks than the job, naming
+// the section and the mpirun -np it needs; a job without a section passes.
+void check_job_size(const ParallelSpec& spec, const dist::Communicator& world);
+
 // The process mesh of `spec` over this job's ranks, refusing a mesh of another size; a job
 // without a section gets `default_axis` over all its ranks.
 std::shared_ptr<const dist::ProcessMesh> make_mesh(const ParallelSpec& spec, const std::string& default_axis,

@@ -793,6 +793,14 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
         .fail(cat("must be non-negative (0: only at the end), got ", p.output.checkpoint_every));
   }
 
+  if (auto parallel = root.find("parallel")) {
+    p.parallel = solvers::read_parallel(*parallel, {"dp", "mp"});
+    if (p.parallel.names != std::vector<std::string>{"dp"}) {
+      parallel->at("names").fail("a PINN splits its collocation points over the ranks (dp) and nothing else: its "
+                                 "networks are too small to pay for splitting their layers; use {mesh: [N], names: [dp]}");
+    }
+  }
+
   refuse_points_beyond_memory(p, root);
 
   config.check_no_unknown_keys();

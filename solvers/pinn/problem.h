@@ -14,6 +14,7 @@
 #include "eddy/nn/pinn_models.h"
 #include "eddy/optim/schedule.h"
 #include "eddy/optim/soap.h"
+#include "solvers/common/training_config.h"
 #include "solvers/pinn/expression.h"
 #include "solvers/pinn/geometry.h"
 
@@ -192,6 +193,9 @@ struct Problem {
   TrainingOptions training;
   ValidationOptions validation;
   OutputOptions output;
+  // parallel: {mesh: [N], names: [dp]}: the collocation points split over N ranks, as a job
+  // without the section splits them over all of its ranks; ignored on one process.
+  solvers::ParallelSpec parallel;
   std::string resolved_config;
   std::string config_hash;
 

@@ -76,12 +76,12 @@ std::string describe_stop(const Problem& p, const std::string& phase, int64_t st
 }
 
 // The training settings a --resume may change (docs/config.md, "Resuming a run"); a change to any
-// other key would resume another problem or model than the checkpoint's.
+// other key would resume another problem or model than the checkpoint's. `parallel` too: the
+// checkpoint holds no rank's state, and any number of ranks resumes it.
 const solvers::ResumableKeys kResumable = {
     "description",         "training.adam.steps", "training.adam.learning_rate", "training.adam.schedule",
     "training.soap.steps", "training.soap.learning_rate", "training.soap.schedule", "training.lbfgs",
-    "training.log_every",  "training.zero_stage",
-                                           "validation.every", "output"};
+    "training.log_every",  "training.zero_stage", "validation.every", "output", "parallel"};
 
 // Under training in stages the step counts place the stage boundaries (stages.h), so a resumed
 // run keeps them.
@@ -194,6 +194,7 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
 
 SolveResult solve(const Problem& p, const SolveOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
+  if (comm.size() > 1) solvers::check_job_size(p.parallel, comm);
   std::ostream* log = comm.rank() == 0 ? options.log : nullptr;
 
   PinnState state(p, comm);

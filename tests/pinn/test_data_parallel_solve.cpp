@@ -168,6 +168,27 @@ TEST_F(DataParallelSolve, AdamAndLbfgsMatchOneProcessWithALearnableParameter) {
   }
 }
 
+// A parallel section states the split a job without one makes (the points over every rank); one
+// process runs the same file as it is, and a mesh of another size than the job is refused.
+TEST_F(DataParallelSolve, AParallelSectionSplitsThePointsAsAJobWithoutOne) {
+  SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
+  const Trajectory serial = serial_run("serial");
+  const std::string ranks = std::to_string(std::max(world().size(), 2));
+  expect_same(run(problem("mesh", {"parallel.mesh=[" + ranks + "]", "parallel.names=[dp]"}), nullptr), serial, 1e-9);
+  if (world().size() == 1) return;
+  const std::string more = std::to_string(world().size() + 1);
+  try {
+    run(problem("wrong_mesh", {"parallel.mesh=[" + more + "]", "parallel.names=[dp]"}), nullptr);
+    FAIL() << "a mesh of " << more << " ranks ran on " << world().size();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(cat("heat.yaml: parallel: mesh [", more, "] has ", more,
+                                             " ranks, but this job has ", world().size(), "; start it with mpirun -np ",
+                                             more)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(DataParallelSolve, ValidationAndTheImageSeriesMatchOneProcess) {
   SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
   const Trajectory serial = serial_run("serial", {}, kHeat2d);

@@ -250,6 +250,12 @@ std::vector<BadConfig> bad_configs() {
        "model: {width: 16, depth: 2, fit_initial_condition: true, output_transform: {u: sin(pi*x)*sin(pi*y) + t*net_u}}",
        "model.fit_initial_condition: fits the network's output net_u to the initial values of u, but "
        "model.output_transform.u makes u an expression of it"},
+      {"parallel_tensor_axis", "", "parallel: {mesh: [2], names: [mp]}\n",
+       "parallel.names: a PINN splits its collocation points over the ranks (dp) and nothing else"},
+      {"parallel_two_axes", "", "parallel: {mesh: [2, 2], names: [dp, mp]}\n",
+       "parallel.names: a PINN splits its collocation points over the ranks (dp) and nothing else"},
+      {"parallel_axis_count", "", "parallel: {mesh: [2, 2], names: [dp]}\n",
+       "parallel.names: needs one name per mesh axis; the mesh has 2 axes"},
       {"derivative_mode", kTraining, "derivatives: forward\n  " + kTraining,
        "problem.yaml:22:16: training.derivatives: 'forward' is not one of: taylor, reverse"},
       {"derivative_mode_key", kTraining, "derivative: reverse\n  " + kTraining,
