@@ -258,6 +258,8 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   const std::vector<Tensor> parameters = model.parameters();
 
   History history;
+  // The last epoch's predictions of the test sets, which its evaluation made and the results reuse.
+  std::vector<Tensor> final_predictions;
   solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1);
   auto note = [&](const std::string& line) { progress.note(line); };
   // A batch's loss and the gradient of `scale` times it, from the batch's input, target, scale
@@ -325,7 +327,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     if (evaluates && (done % p.training.evaluate_every == 0 || done == p.training.epochs)) {
       history.test_epochs.push_back(static_cast<double>(done));
       for (const Split& split : data.tests) {
-        const double error = relative_l2(predict_split(forward, split, placing), split.output).item<double>();
+        const Tensor prediction = predict_split(forward, split, placing);
+        if (done == p.training.epochs) final_predictions.push_back(prediction);
+        const double error = relative_l2(prediction, split.output).item<double>();
         history.test[split.name].push_back(error);
         details += cat("  test(", split.name, ") ", solvers::ProgressLine::format(error));
       }
@@ -358,8 +362,8 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   result.train_loss = history.train_loss.empty() ? 0 : history.train_loss.back();
   // Rank 0 writes the results and decides whether the run finished; the others wait for its word.
   Tensor finished = tensor(std::vector<int64_t>{0});
-  std::vector<Tensor> predictions;
-  if (evaluates) {
+  std::vector<Tensor> predictions = std::move(final_predictions);
+  if (evaluates && predictions.empty()) {  // a run resumed at its last epoch evaluates here
     for (const Split& split : data.tests) predictions.push_back(predict_split(forward, split, placing));
   }
   if (root) {
