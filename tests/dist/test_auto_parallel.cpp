@@ -295,43 +295,50 @@ TEST(DistributedTensor, APartialValueIsSummedOnceForAllItsReaders) {
 // Megatron's MLP, compiled: the all_reduce of the second layer's partial products stays, and the
 // backward pass's all_reduces (of the loss's cotangent there and of the replicated bias's
 // gradient) act on values every rank holds alike, so they send nothing. Values and gradients
-// are the eager step's.
+// are the eager step's. The bias is a replicated distributed tensor, whose gradient is summed over
+// the mesh axis, or an ordinary one, whose gradient is summed over the world: the axis's
+// knowledge serves the world's sum, both spanning every rank.
 TEST(DistributedTensor, CompiledTensorParallelStepSendsOnlyTheForwardSum) {
   const auto& mesh = meshes()[0];
   const int64_t batch = 8, width = 4, hidden = 8;
   const Tensor x = common({batch, width}, 20), target = common({batch, width}, 21);
-  const std::vector<Tensor> params{shard_tensor(common({width, hidden}, 22).requires_grad_(), mesh, {S(1)}),
-                                   shard_tensor(common({hidden}, 23).requires_grad_(), mesh, {S(0)}),
-                                   shard_tensor(common({hidden, width}, 24).requires_grad_(), mesh, {S(0)}),
-                                   shard_tensor(common({width}, 25).requires_grad_(), mesh, {R})};
-  const compiler::TensorFunction step = [&](const std::vector<Tensor>& in) {
-    const Tensor y = matmul(tanh(matmul(x, in[0]) + in[1]), in[2]) + in[3];
-    const Tensor loss = mean(square(y - target));
-    std::vector<Tensor> out{loss};
-    for (const Tensor& g : grad({loss}, in)) out.push_back(g);
-    return out;
-  };
-  const std::vector<Tensor> want = step(params);
-  CompiledFunction compiled = compile(step);
-  compiled(params);  // the trace
-  const int64_t bytes_before = collective_traffic().bytes;
-  const std::vector<Tensor> got = compiled(params);
-  const int64_t bytes = collective_traffic().bytes - bytes_before;
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(placements_of(got[i]), placements_of(want[i])) << "output " << i;
-    EXPECT_LT(relative_difference(full_tensor(got[i]), full_tensor(want[i])), 1e-12) << "output " << i;
+  for (const bool ordinary_bias : {false, true}) {
+    SCOPED_TRACE(ordinary_bias ? "ordinary bias" : "replicated bias");
+    const Tensor bias = common({width}, 25).requires_grad_();
+    const std::vector<Tensor> params{shard_tensor(common({width, hidden}, 22).requires_grad_(), mesh, {S(1)}),
+                                     shard_tensor(common({hidden}, 23).requires_grad_(), mesh, {S(0)}),
+                                     shard_tensor(common({hidden, width}, 24).requires_grad_(), mesh, {S(0)}),
+                                     ordinary_bias ? bias : shard_tensor(bias, mesh, {R})};
+    const compiler::TensorFunction step = [&](const std::vector<Tensor>& in) {
+      const Tensor y = matmul(tanh(matmul(x, in[0]) + in[1]), in[2]) + in[3];
+      const Tensor loss = mean(square(y - target));
+      std::vector<Tensor> out{loss};
+      for (const Tensor& g : grad({loss}, in)) out.push_back(g);
+      return out;
+    };
+    const std::vector<Tensor> want = step(params);
+    CompiledFunction compiled = compile(step);
+    compiled(params);  // the trace
+    const int64_t bytes_before = collective_traffic().bytes;
+    const std::vector<Tensor> got = compiled(params);
+    const int64_t bytes = collective_traffic().bytes - bytes_before;
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(is_distributed(got[i]), is_distributed(want[i])) << "output " << i;
+      if (is_distributed(want[i])) EXPECT_EQ(placements_of(got[i]), placements_of(want[i])) << "output " << i;
+      EXPECT_LT(relative_difference(full_tensor(got[i]), full_tensor(want[i])), 1e-12) << "output " << i;
+    }
+    const bool several_ranks = mesh->size(0) > 1;
+    EXPECT_EQ(bytes, several_ranks ? batch * width * 8 : 0);
+    const std::string graph = compiled.program_for(params)->graph().to_string();
+    auto count = [&](const std::string& what) {
+      int64_t found = 0;
+      for (size_t at = graph.find(what); at != std::string::npos; at = graph.find(what, at + 1)) ++found;
+      return found;
+    };
+    EXPECT_EQ(count("allreduce_sum("), several_ranks ? 1 : 0) << graph;
+    EXPECT_EQ(count("allreduce_sum_of_replicated("), several_ranks ? 2 : 0) << graph;
   }
-  const bool several_ranks = mesh->size(0) > 1;
-  EXPECT_EQ(bytes, several_ranks ? batch * width * 8 : 0);
-  const std::string graph = compiled.program_for(params)->graph().to_string();
-  auto count = [&](const std::string& what) {
-    int64_t found = 0;
-    for (size_t at = graph.find(what); at != std::string::npos; at = graph.find(what, at + 1)) ++found;
-    return found;
-  };
-  EXPECT_EQ(count("allreduce_sum("), several_ranks ? 1 : 0) << graph;
-  EXPECT_EQ(count("allreduce_sum_of_replicated("), several_ranks ? 2 : 0) << graph;
 }
 
 // Each rank's graph alone cannot tell that a constant it made is every rank's: a sum over the ranks

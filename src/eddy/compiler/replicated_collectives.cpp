@@ -73,6 +73,9 @@ class ReplicationAnalysis {
     for (const GraphNode& node : graph.nodes) {
       if (is_collective(node)) index_of(communicator_of(node));
     }
+    for (const ReplicatedValue& fact : graph.replicated) {
+      if (fact.communicator->size() == job_size_ && whole_job_ >= 0) index_.emplace(fact.communicator, whole_job_);
+    }
   }
 
   const std::vector<dist::Communicator*>& communicators() const { return communicators_; }
@@ -125,17 +128,25 @@ class ReplicationAnalysis {
       }
       replicated[static_cast<size_t>(node.output)] |= mask;
     }
-    // Only where every rank's graph is this one does every rank decide alike.
-    for (Mask& mask : replicated) mask = (mask | alone) & usable;
+    // What the whole job holds alike, every group of its ranks does; and only where every rank's
+    // graph is this one does every rank decide alike.
+    const Mask everywhere = whole_job_ >= 0 ? bit(static_cast<size_t>(whole_job_)) : 0;
+    for (Mask& mask : replicated) mask = (((mask & everywhere) != 0 ? ~Mask{0} : mask) | alone) & usable;
     return replicated;
   }
 
  private:
   static Mask bit(size_t c) { return c < kMaxCommunicators ? Mask{1} << c : 0; }
 
+  // Communicators of every rank of the job (the world, a one-axis mesh's axis) are one group, and
+  // share an index: what a mesh axis holds alike, the world's all_reduce may rely on.
   int index_of(dist::Communicator& communicator) {
+    if (communicator.size() == job_size_ && whole_job_ >= 0) return index_.emplace(&communicator, whole_job_).first->second;
     auto [found, inserted] = index_.emplace(&communicator, static_cast<int>(communicators_.size()));
-    if (inserted) communicators_.push_back(&communicator);
+    if (inserted) {
+      communicators_.push_back(&communicator);
+      if (communicator.size() == job_size_) whole_job_ = found->second;
+    }
     return found->second;
   }
 
@@ -201,6 +212,8 @@ class ReplicationAnalysis {
   const Graph& graph_;
   std::vector<dist::Communicator*> communicators_;
   std::unordered_map<const dist::Communicator*, int> index_;
+  const int job_size_ = dist::default_communicator().size();
+  int whole_job_ = -1;  // the index of the job's ranks, once a communicator of them appeared
 };
 
 bool verbose() {
