@@ -14,6 +14,7 @@
 #include "eddy/compiler/compiled_call.h"
 #include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
+#include "eddy/dist/communicator.h"
 
 namespace eddy {
 namespace {
@@ -140,12 +141,16 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
     dump(*program, directory, stats_.traces);
   }
   if (verbose()) {
-    std::cerr << "eddy compile: traced " << key << ": " << stats_.last.graph_nodes << " nodes, "
-              << stats_.last.fused_kernels << " fused kernels (" << stats_.last.reduction_epilogues
-              << " ending in a sum) covering " << stats_.last.fused_nodes << " nodes; kernels "
-              << (stats_.last.kernels_from_cache ? "from the cache" : "compiled in ")
-              << (stats_.last.kernels_from_cache ? "" : std::to_string(stats_.last.compile_seconds) + " s")
-              << "; total " << stats_.trace_seconds << " s\n";
+    // One write per line, naming the rank in a job of several: ranks print at once.
+    const dist::Communicator& world = dist::default_communicator();
+    std::ostringstream line;
+    line << "eddy compile" << (world.size() > 1 ? " (rank " + std::to_string(world.rank()) + ")" : "") << ": traced "
+         << key << ": " << stats_.last.graph_nodes << " nodes, " << stats_.last.fused_kernels << " fused kernels ("
+         << stats_.last.reduction_epilogues << " ending in a sum) covering " << stats_.last.fused_nodes
+         << " nodes; kernels " << (stats_.last.kernels_from_cache ? "from the cache" : "compiled in ")
+         << (stats_.last.kernels_from_cache ? "" : std::to_string(stats_.last.compile_seconds) + " s") << "; total "
+         << stats_.trace_seconds << " s\n";
+    std::cerr << line.str() << std::flush;
   }
   if (compiler::needs_derivatives(*program, inputs)) return compiler::call_with_derivatives(program, inputs);
   // The eager outputs are this call's results: trace() cut them from its run's history.
