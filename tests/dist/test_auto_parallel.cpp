@@ -257,7 +257,7 @@ TEST(DistributedTensor, CompiledStepsMatchEagerOnes) {
 // cotangents from all the readers once in the backward pass: a norm and two projections of one
 // residual branch cost one all-reduce each way, as in Megatron-LM. A sum made without autodiff
 // is not reused where autodiff records.
-TEST(DistributedTensor, APartialValueIsSummedOnceForAllItsReaders) {
+TEST(DistributedTensor, APartialValueIsReducedOnceForAllItsReaders) {
   const auto& mesh = meshes()[0];
   const Tensor a_whole = common({8, 4}, 30), b_whole = common({4, 6}, 31);
   const Tensor w1 = common({6, 3}, 32), w2 = common({6, 5}, 33);
@@ -290,6 +290,16 @@ TEST(DistributedTensor, APartialValueIsSummedOnceForAllItsReaders) {
   EXPECT_LT(relative_difference(full_tensor(y), y_one), 1e-12);
   EXPECT_LT(relative_difference(full_tensor(grads[0]), grads_one[0]), 1e-12);
   EXPECT_LT(relative_difference(full_tensor(grads[1]), grads_one[1]), 1e-12);
+
+  // A partial maximum alike: one all_reduce(max) however many ops read it.
+  const Tensor row_max = max(a.detach(), {1});
+  ASSERT_EQ(placements_of(row_max), std::vector<Placement>{Placement::partial_max()});
+  const CollectiveTraffic before_max = collective_traffic();
+  const Tensor squares = row_max * row_max;
+  const Tensor shifted = squares + row_max;
+  EXPECT_EQ(collective_traffic().calls - before_max.calls, expected_calls);
+  const Tensor max_one = max(a_whole, {1});
+  EXPECT_LT(relative_difference(full_tensor(shifted), max_one * max_one + max_one), 1e-12);
 }
 
 // Megatron's MLP, compiled: the all_reduce of the second layer's partial products stays, and the

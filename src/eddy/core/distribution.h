@@ -35,11 +35,11 @@ struct Placement {
 std::string to_string(const Placement& placement);
 std::string to_string(const std::vector<Placement>& placements);
 
-// A distributed tensor's part with its partial sums summed (each Partial(sum) mesh axis made
-// Replicate), which the distributed interpreter keeps once an op needed it, so that a value many
-// ops read is summed once (dist/dtensor.cpp). It holds in the autodiff mode and capture it was
-// made in.
-struct SummedPart {
+// A distributed tensor's part with its partial values reduced (each Partial(sum) or Partial(max)
+// mesh axis made Replicate), which the distributed interpreter keeps once an op needed it, so that
+// a value many ops read is reduced once (dist/dtensor.cpp). It holds in the autodiff mode and
+// capture it was made in.
+struct ReducedPart {
   Tensor local;
   std::vector<Placement> placements;
   bool grad_mode;
@@ -52,14 +52,14 @@ struct Distribution {
   Shape mesh_shape;                   // ranks along each mesh axis
   Shape coordinates;                  // this rank's coordinate along each mesh axis
   std::vector<Placement> placements;  // one per mesh axis
-  // Not part of the layout: a cache of what `local` sums to, dropped when the values change.
-  mutable std::shared_ptr<const SummedPart> summed;
+  // Not part of the layout: a cache of what `local` reduces to, dropped when the values change.
+  mutable std::shared_ptr<const ReducedPart> reduced;
 
   // The same layout over another local part of the same shape.
   Distribution over(Tensor other_local) const {
     Distribution layout = *this;
     layout.local = std::move(other_local);
-    layout.summed.reset();
+    layout.reduced.reset();
     return layout;
   }
 };

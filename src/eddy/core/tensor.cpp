@@ -159,7 +159,7 @@ void copy_to_distributed(const Tensor& target, const Tensor& source) {
 Tensor& Tensor::copy_(const Tensor& source) {
   if (const Distribution* layout = distribution_of(*this)) {
     check_writable(layout->local, "copy_");
-    layout->summed.reset();
+    layout->reduced.reset();
     copy_to_distributed(*this, source);
     return *this;
   }

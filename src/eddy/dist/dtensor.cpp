@@ -249,35 +249,37 @@ Tensor as_used(const Tensor& input, const Tensor& local, const std::vector<Place
   return used;
 }
 
-// `input`'s part with its partial sums summed, where an op in this autodiff mode and capture
-// summed them before.
-const SummedPart* earlier_sum(const Tensor& input) {
+// `input`'s part with its partial values reduced, where an op in this autodiff mode and capture
+// reduced them before.
+const ReducedPart* earlier_reduction(const Tensor& input) {
   const Distribution* layout = distribution_of(input);
-  if (!layout || !layout->summed) return nullptr;
-  const SummedPart& summed = *layout->summed;
-  return summed.grad_mode == GradMode::enabled() && summed.capture == active_trace_recorder() ? &summed : nullptr;
+  if (!layout || !layout->reduced) return nullptr;
+  const ReducedPart& reduced = *layout->reduced;
+  return reduced.grad_mode == GradMode::enabled() && reduced.capture == active_trace_recorder() ? &reduced : nullptr;
 }
 
-std::vector<Placement> with_sums_summed(std::vector<Placement> placements) {
+std::vector<Placement> with_partials_reduced(std::vector<Placement> placements) {
   for (Placement& placement : placements) {
-    if (placement.kind == Kind::partial_sum) placement = Placement::replicate();
+    if (placement.is_partial()) placement = Placement::replicate();
   }
   return placements;
 }
 
-// This rank's part of `input` placed `wanted`. A partial value is summed once, by the first op
-// that needs it whole, and later ops reuse that sum: Megatron's one all-reduce per residual
+// This rank's part of `input` placed `wanted`. A partial value is reduced once, by the first op
+// that needs it whole, and later ops reuse the result: Megatron's one all-reduce per residual
 // branch, where summing at every reader (three projections and a norm) would send the same
 // bytes again, and the backward pass would all-reduce each reader's cotangent apart.
 Tensor local_for(const Tensor& input, const std::vector<Placement>& current, const std::vector<Placement>& wanted,
                  const ProcessMesh& mesh) {
-  if (const SummedPart* summed = earlier_sum(input)) return reshard_local(summed->local, summed->placements, wanted, mesh);
+  if (const ReducedPart* reduced = earlier_reduction(input)) {
+    return reshard_local(reduced->local, reduced->placements, wanted, mesh);
+  }
   const Tensor used = as_used(input, local_part(input), current, mesh);
   Tensor local = reshard_local(used, current, wanted, mesh);
   const Distribution* layout = distribution_of(input);
-  if (layout && used.same(layout->local) && current != wanted && wanted == with_sums_summed(current)) {
-    layout->summed =
-        std::make_shared<const SummedPart>(SummedPart{local, wanted, GradMode::enabled(), active_trace_recorder()});
+  if (layout && used.same(layout->local) && current != wanted && wanted == with_partials_reduced(current)) {
+    layout->reduced =
+        std::make_shared<const ReducedPart>(ReducedPart{local, wanted, GradMode::enabled(), active_trace_recorder()});
   }
   return local;
 }
@@ -331,7 +333,7 @@ class DistributedInterpreter final : public Interpreter {
     for (size_t i = 0; i < count; ++i) {
       const Distribution* layout = distribution_of(call.inputs[i]);
       current[i] = layout ? layout->placements : std::vector<Placement>(axes);
-      if (const SummedPart* summed = earlier_sum(call.inputs[i])) current[i] = summed->placements;
+      if (const ReducedPart* reduced = earlier_reduction(call.inputs[i])) current[i] = reduced->placements;
     }
 
     std::vector<Placement> output(axes);
