@@ -42,17 +42,12 @@ def tensor(data, dtype=None, requires_grad=False):
     return Tensor(data, dtype, requires_grad)
 
 
-def grad(f, argnums=0):
-    """The gradient of ``f`` (one-element output) with respect to argument(s) ``argnums``.
-
-    Returns a function of the same arguments; with a tuple ``argnums`` it returns a tuple of
-    gradients. Built on reverse mode with the graph kept, so ``grad(grad(f))`` gives second
-    derivatives, and so on to any order.
-    """
+def _value_and_gradient(f, argnums):
+    """``(f(*args), gradient)`` from one evaluation of ``f``: the function behind grad and value_and_grad."""
     many = not isinstance(argnums, int)
     positions = tuple(argnums) if many else (argnums,)
 
-    def gradient(*args):
+    def both(*args):
         args = list(args)
         for position in positions:
             if position >= len(args):
@@ -69,20 +64,30 @@ def grad(f, argnums=0):
                                  "(use eddy.vjp or eddy.jacobian otherwise)")
             return out
 
-        _, grads = vjp(with_replaced, tuple(as_tensor(args[p]) for p in positions))
-        return tuple(grads) if many else grads[0]
+        value, grads = vjp(with_replaced, tuple(as_tensor(args[p]) for p in positions))
+        return value, (tuple(grads) if many else grads[0])
+
+    return both
+
+
+def grad(f, argnums=0):
+    """The gradient of ``f`` (one-element output) with respect to argument(s) ``argnums``.
+
+    Returns a function of the same arguments; with a tuple ``argnums`` it returns a tuple of
+    gradients. Built on reverse mode with the graph kept, so ``grad(grad(f))`` gives second
+    derivatives, and so on to any order.
+    """
+    both = _value_and_gradient(f, argnums)
+
+    def gradient(*args):
+        return both(*args)[1]
 
     return gradient
 
 
 def value_and_grad(f, argnums=0):
-    """Like :func:`grad`, returning ``(f(*args), gradient)``."""
-    gradient = grad(f, argnums)
-
-    def both(*args):
-        return f(*args), gradient(*args)
-
-    return both
+    """Like :func:`grad`, returning ``(f(*args), gradient)`` from one evaluation of ``f``."""
+    return _value_and_gradient(f, argnums)
 
 
 def _method(function):

@@ -57,7 +57,14 @@ def test_grad_matches_central_differences():
 
 
 def test_grad_accepts_numpy_and_value_and_grad():
-    value, gradient = eddy.value_and_grad(f_scalar)(X0)
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return f_scalar(x)
+
+    value, gradient = eddy.value_and_grad(counted)(X0)
+    assert len(calls) == 1  # the value and the gradient come from one evaluation
     assert value.item() == pytest.approx(float(on_numpy(f_scalar)(X0)))
     np.testing.assert_allclose(np.asarray(gradient), numeric_grad(on_numpy(f_scalar), X0), rtol=1e-7, atol=1e-8)
 
