@@ -45,7 +45,8 @@ const Primitive& primitive_named(std::string_view name) {
 
 bool is_collective(const GraphNode& node) { return node.primitive->cost == CostClass::collective; }
 
-// The collectives' Attrs carry their communicator (dist/collectives.cpp).
+// Every collective-class primitive's Attrs carry its communicator (dist/collectives.cpp,
+// dist/distributed_fft.cpp).
 dist::Communicator& communicator_of(const GraphNode& node) {
   return *static_cast<dist::Communicator*>(node.attrs.payload.get());
 }
