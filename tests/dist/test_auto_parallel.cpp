@@ -328,17 +328,30 @@ TEST(DistributedTensor, CompiledTensorParallelStepSendsOnlyTheForwardSum) {
     };
     const std::vector<Tensor> want = step(params);
     CompiledFunction compiled = compile(step);
-    compiled(params);  // the trace
+    setenv("EDDY_COMPILER_VERBOSE", "1", 1);
+    ::testing::internal::CaptureStderr();
+    compiled(params);  // the trace, which says what the compiled step sends
+    const std::string printed = ::testing::internal::GetCapturedStderr();
+    unsetenv("EDDY_COMPILER_VERBOSE");
+    const bool several_ranks = mesh->size(0) > 1;
+    if (several_ranks && world().rank() == 0) {
+      EXPECT_NE(printed.find(cat("2 all_reduces of replicated values (288 bytes) need no communication; the step's "
+                                 "collectives: allreduce_sum of 256 bytes over ", world().size(),
+                                 " ranks, 256 bytes in all")),
+                std::string::npos)
+          << printed;
+    }
     const int64_t bytes_before = collective_traffic().bytes;
     const std::vector<Tensor> got = compiled(params);
     const int64_t bytes = collective_traffic().bytes - bytes_before;
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(is_distributed(got[i]), is_distributed(want[i])) << "output " << i;
-      if (is_distributed(want[i])) EXPECT_EQ(placements_of(got[i]), placements_of(want[i])) << "output " << i;
+      if (is_distributed(want[i])) {
+        EXPECT_EQ(placements_of(got[i]), placements_of(want[i])) << "output " << i;
+      }
       EXPECT_LT(relative_difference(full_tensor(got[i]), full_tensor(want[i])), 1e-12) << "output " << i;
     }
-    const bool several_ranks = mesh->size(0) > 1;
     EXPECT_EQ(bytes, several_ranks ? batch * width * 8 : 0);
     const std::string graph = compiled.program_for(params)->graph().to_string();
     auto count = [&](const std::string& what) {
@@ -373,7 +386,9 @@ TEST(DistributedTensor, CompiledSumsOfConstantsCommunicateWhereTheRanksDiffer) {
     EXPECT_LT(relative_difference(full_tensor(got[2]), whole + 2 * size), 1e-15) << "call " << call;
   }
   const std::string graph = compiled.program_for({x})->graph().to_string();
-  if (world().size() > 1) EXPECT_NE(graph.find("allreduce_sum("), std::string::npos) << graph;
+  if (world().size() > 1) {
+    EXPECT_NE(graph.find("allreduce_sum("), std::string::npos) << graph;
+  }
   EXPECT_NE(graph.find("allreduce_sum_of_replicated("), std::string::npos) << graph;
 }
 
@@ -736,7 +751,9 @@ TEST(ShardingRules, ElementwiseKeepsTheSplitThatMovesFewerBytes) {
   const Tensor sum = split_row + split_matrix;
   const CollectiveTraffic after = collective_traffic();
   EXPECT_EQ(placements_of(sum), std::vector<Placement>{several ? S(0) : S(1)});
-  if (several) EXPECT_EQ(after.bytes - before.bytes, to_local(split_row).numel() * 8);
+  if (several) {
+    EXPECT_EQ(after.bytes - before.bytes, to_local(split_row).numel() * 8);
+  }
   EXPECT_EQ(placements_of(split_matrix + split_row), std::vector<Placement>{S(0)});
   EXPECT_EQ(relative_difference(full_tensor(sum), row + matrix), 0.0);
   const Tensor a = shard_tensor(common({8, 8}, 96), line, {S(0)}), b = shard_tensor(common({8, 8}, 97), line, {S(1)});
