@@ -291,6 +291,12 @@ TEST(DistributedTensor, APartialValueIsReducedOnceForAllItsReaders) {
   EXPECT_LT(relative_difference(full_tensor(grads[0]), grads_one[0]), 1e-12);
   EXPECT_LT(relative_difference(full_tensor(grads[1]), grads_one[1]), 1e-12);
 
+  // A gradient laid out as the partial value it differentiates holds other values: it reduces
+  // its own, not the value's kept reduction.
+  const Tensor cotangent = grad({sum(h * h)}, {h})[0];
+  const Tensor cotangent_whole = full_tensor(cotangent);
+  EXPECT_LT(relative_difference(full_tensor(cotangent * cotangent), cotangent_whole * cotangent_whole), 1e-12);
+
   // A partial maximum alike: one all_reduce(max) however many ops read it.
   const Tensor row_max = max(a.detach(), {1});
   ASSERT_EQ(placements_of(row_max), std::vector<Placement>{Placement::partial_max()});

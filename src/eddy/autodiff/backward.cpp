@@ -183,8 +183,7 @@ std::vector<Tensor> seed_cotangents(const std::vector<Tensor>& outputs,
 // is replicated each rank has its part of the sum, except for a leaf that requires gradients,
 // whose every use sums it over the ranks (dist/dtensor.cpp).
 Tensor distributed_cotangent(const Tensor& input, Tensor local) {
-  Distribution layout = *distribution_of(input);
-  layout.local = std::move(local);
+  Distribution layout = distribution_of(input)->over(std::move(local));
   if (!(input.is_leaf() && input.requires_grad())) {
     for (Placement& placement : layout.placements) {
       if (placement.kind == Placement::Kind::replicate) placement = Placement::partial_sum();
