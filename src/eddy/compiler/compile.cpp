@@ -12,6 +12,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/compiled_call.h"
+#include "eddy/compiler/passes.h"
 #include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 #include "eddy/dist/communicator.h"
@@ -45,11 +46,6 @@ std::string layout_signature(const std::vector<Tensor>& inputs) {
                           : "ordinary");
   }
   return key.str();
-}
-
-bool verbose() {
-  const char* value = std::getenv("EDDY_COMPILER_VERBOSE");
-  return value && *value && std::string(value) != "0";
 }
 
 // The optimised graph, the execution order and the generated source of one program, for
@@ -140,7 +136,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   if (const char* directory = std::getenv("EDDY_COMPILER_DUMP"); directory && *directory) {
     dump(*program, directory, stats_.traces);
   }
-  if (verbose()) {
+  if (compiler::compiler_verbose()) {
     // One write per line, naming the rank in a job of several: ranks print at once.
     const dist::Communicator& world = dist::default_communicator();
     std::ostringstream line;

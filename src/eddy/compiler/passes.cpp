@@ -218,6 +218,11 @@ bool pass_enabled(std::string_view name) {
   return enabled;
 }
 
+bool compiler_verbose() {
+  const char* value = std::getenv("EDDY_COMPILER_VERBOSE");
+  return value && *value && std::string_view(value) != "0";
+}
+
 void optimize(Graph& graph) {
   const bool simplify = pass_enabled("simplify"), fold = pass_enabled("fold"), cse = pass_enabled("cse");
   for (int round = 0; round < kMaxRounds; ++round) {

@@ -43,6 +43,9 @@ bool drop_collectives_of_replicated_values(Graph& graph);
 // buffer_reuse, replicated_collectives.
 bool pass_enabled(std::string_view name);
 
+// Whether EDDY_COMPILER_VERBOSE (set and not "0") asks the compiler to report what it did.
+bool compiler_verbose();
+
 // simplify, fold and cse, repeated while one of them still finds something (a fold can expose a
 // constant a rule matches, a rule can make two nodes equal), then dce; each skipped when
 // disabled. Verifies the graph at the end.

@@ -36,26 +36,12 @@ namespace {
 using Mask = uint64_t;
 constexpr size_t kMaxCommunicators = 64;
 
-const Primitive& primitive_named(std::string_view name) {
-  for (const Primitive& primitive : all_primitives()) {
-    if (primitive.name == name) return primitive;
-  }
-  throw Error(cat("drop_collectives_of_replicated_values: no primitive named '", name, "' is registered"));
-}
-
 bool is_collective(const GraphNode& node) { return node.primitive->cost == CostClass::collective; }
 
 // Every collective-class primitive's Attrs carry its communicator (dist/collectives.cpp,
 // dist/distributed_fft.cpp).
 dist::Communicator& communicator_of(const GraphNode& node) {
   return *static_cast<dist::Communicator*>(node.attrs.payload.get());
-}
-
-// Collectives whose output every rank of their communicator holds alike.
-bool replicates(const GraphNode& node) {
-  const std::string_view name = node.primitive->name;
-  return name == "allreduce_sum" || name == "allreduce_max" || name == "allgather" ||
-         name == "broadcast_from_root" || name == "allreduce_sum_of_replicated";
 }
 
 int64_t digest(std::string_view bytes) { return static_cast<int64_t>(std::hash<std::string_view>{}(bytes)); }
@@ -118,11 +104,9 @@ class ReplicationAnalysis {
       const GraphNode& node = graph_.nodes[n];
       Mask mask = 0;
       if (is_collective(node)) {
-        if (node.primitive->name == "sum_gradient_over_ranks") {  // the identity, forward
-          mask = replicated[static_cast<size_t>(node.inputs[0])];
-        } else if (replicates(node)) {
-          mask = bit_of(communicator_of(node));
-        }
+        const CollectiveTraits& traits = node.primitive->collective;
+        if (traits.forwards_input) mask = replicated[static_cast<size_t>(node.inputs[0])];
+        if (traits.output_alike) mask = bit_of(communicator_of(node));
       } else if (!node.attrs.payload) {
         mask = item_alike[n];
         for (ValueId input : node.inputs) mask &= replicated[static_cast<size_t>(input)];
@@ -217,11 +201,6 @@ class ReplicationAnalysis {
   int whole_job_ = -1;  // the index of the job's ranks, once a communicator of them appeared
 };
 
-bool verbose() {
-  const char* value = std::getenv("EDDY_COMPILER_VERBOSE");
-  return value && *value && std::string_view(value) != "0";
-}
-
 int64_t bytes_of(const Graph& graph, ValueId id) {
   const ValueInfo& info = graph.value(id);
   return numel(info.shape) * static_cast<int64_t>(dtype_size(info.dtype));
@@ -234,11 +213,10 @@ void print_collectives(const Graph& graph, int64_t dropped, int64_t dropped_byte
                          " bytes) need no communication; the step's collectives:");
   int64_t total = 0;
   for (const GraphNode& node : graph.nodes) {
-    const std::string_view name = node.primitive->name;
-    if (!is_collective(node) || name == "sum_gradient_over_ranks" || name == "allreduce_sum_of_replicated") continue;
+    if (!is_collective(node) || !node.primitive->collective.sends) continue;
     const int64_t bytes = bytes_of(graph, node.inputs[0]);
     total += bytes;
-    line += cat(" ", name, " of ", bytes, " bytes over ", communicator_of(node).size(), " ranks,");
+    line += cat(" ", node.primitive->name, " of ", bytes, " bytes over ", communicator_of(node).size(), " ranks,");
   }
   line += cat(" ", total, " bytes in all\n");
   std::fputs(line.c_str(), stderr);
@@ -252,18 +230,18 @@ bool drop_collectives_of_replicated_values(Graph& graph) {
   // The digests below run kernels that belong to no traced function.
   TraceRecorderScope not_traced(nullptr);
   const std::vector<Mask> replicated = analysis.run();
-  static const Primitive& without_communication = primitive_named("allreduce_sum_of_replicated");
   int64_t dropped = 0, dropped_bytes = 0;
   for (GraphNode& node : graph.nodes) {
-    if (node.primitive->name != "allreduce_sum" ||
+    const Primitive* without_communication = node.primitive->collective.given_alike_operand;
+    if (!without_communication ||
         !(replicated[static_cast<size_t>(node.inputs[0])] & analysis.bit_of(communicator_of(node)))) {
       continue;
     }
-    node.primitive = &without_communication;
+    node.primitive = without_communication;
     ++dropped;
     dropped_bytes += bytes_of(graph, node.inputs[0]);
   }
-  if (verbose() && dist::default_communicator().rank() == 0) print_collectives(graph, dropped, dropped_bytes);
+  if (compiler_verbose() && dist::default_communicator().rank() == 0) print_collectives(graph, dropped, dropped_bytes);
   return dropped > 0;
 }
 

@@ -63,23 +63,16 @@ Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, con
 
 OutputSpec same_spec(Inputs in, const Attrs&) { return OutputSpec{in[0].shape(), in[0].dtype()}; }
 
-const Primitive& allreduce_sum_p = [] () -> const Primitive& {
-  Primitive p = collective("allreduce_sum",
-      [](Inputs in, const Attrs& a) {
-        check_reduce_op("allreduce_sum", in[0], ReduceOp::sum);
-        return same_spec(in, a);
-      },
-      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allreduce(x, out, ReduceOp::sum); });
-  p.linear = true;
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_reduce(t, ReduceOp::sum, comm_of(a)); };
-  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_reduce(g, ReduceOp::sum, comm_of(a)); };
-  return register_primitive(std::move(p));
-}();
+// The rule both sums over the ranks share: a sum's tangent and cotangent are sums too.
+Tensor summed_over_ranks(Inputs, const Attrs& a, int, const Tensor& t) {
+  return all_reduce(t, ReduceOp::sum, comm_of(a));
+}
 
 const Primitive& allreduce_sum_of_replicated_p = [] () -> const Primitive& {
   Primitive p;
   p.name = "allreduce_sum_of_replicated";
   p.cost = CostClass::collective;  // its derivatives are collectives: every rank must run them alike
+  p.collective = {.sends = false, .output_alike = true};
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
     check_reduce_op("allreduce_sum_of_replicated", in[0], ReduceOp::sum);
@@ -88,8 +81,22 @@ const Primitive& allreduce_sum_of_replicated_p = [] () -> const Primitive& {
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec&) {
     return in[0] * static_cast<double>(comm_of(a).size());
   };
-  p.jvp = allreduce_sum_p.jvp;
-  p.vjp = allreduce_sum_p.vjp;
+  p.jvp = summed_over_ranks;
+  p.vjp = summed_over_ranks;
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& allreduce_sum_p = [] () -> const Primitive& {
+  Primitive p = collective("allreduce_sum",
+      [](Inputs in, const Attrs& a) {
+        check_reduce_op("allreduce_sum", in[0], ReduceOp::sum);
+        return same_spec(in, a);
+      },
+      [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allreduce(x, out, ReduceOp::sum); });
+  p.collective = {.output_alike = true, .given_alike_operand = &allreduce_sum_of_replicated_p};
+  p.linear = true;
+  p.jvp = summed_over_ranks;
+  p.vjp = summed_over_ranks;
   return register_primitive(std::move(p));
 }();
 
@@ -106,6 +113,7 @@ const Primitive& allreduce_max_p = [] () -> const Primitive& {
   p.vjp = [](Inputs in, const Attrs& a, int, const Tensor& g) {
     return all_reduce(g, ReduceOp::sum, comm_of(a)) * max_weight(in[0], comm_of(a));
   };
+  p.collective = {.output_alike = true};
   return register_primitive(std::move(p));
 }();
 
@@ -119,6 +127,7 @@ const Primitive& allgather_p = [] () -> const Primitive& {
   p.linear = true;
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_gather(t, comm_of(a)); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce_scatter(g, comm_of(a)); };
+  p.collective = {.output_alike = true};
   return register_primitive(std::move(p));
 }();
 
@@ -169,6 +178,7 @@ const Primitive& broadcast_p = [] () -> const Primitive& {
   p.linear = true;
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return broadcast(t, root_of(a), comm_of(a)); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce(g, root_of(a), comm_of(a)); };
+  p.collective = {.output_alike = true};
   return register_primitive(std::move(p));
 }();
 
@@ -199,7 +209,8 @@ const Primitive& sum_gradient_over_ranks_p = [] () -> const Primitive& {
     return make_view(in[0], in[0].shape(), in[0].strides(), in[0].offset());
   };
   p.jvp = [](Inputs, const Attrs&, int, const Tensor& t) { return t; };
-  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_reduce(g, ReduceOp::sum, comm_of(a)); };
+  p.vjp = summed_over_ranks;
+  p.collective = {.sends = false, .forwards_input = true};
   return register_primitive(std::move(p));
 }();
 

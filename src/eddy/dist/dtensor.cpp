@@ -133,7 +133,7 @@ Tensor distributed(const Shape& global_shape, Tensor local, const std::shared_pt
   Shape coordinates;
   for (int64_t axis = 0; axis < mesh->ndim(); ++axis) coordinates.push_back(mesh->coordinate(axis));
   return make_distributed(global_shape, Distribution{std::move(local), mesh, mesh->shape(), std::move(coordinates),
-                                                     std::move(placements)});
+                                                     std::move(placements), {}});
 }
 
 // Rank `index` of `parts` equal blocks along `axis`.

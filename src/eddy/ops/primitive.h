@@ -113,6 +113,19 @@ struct ShardingDecision {
   std::function<Tensor(std::span<const Tensor> locals, const Attrs&, int64_t coordinate)> run_locally{};
 };
 
+struct Primitive;
+
+// What a collective (CostClass::collective) lets a rank conclude about the other ranks' values,
+// for the compiler's pass over collectives of values every rank holds alike (compiler/passes.h).
+struct CollectiveTraits {
+  bool sends = true;            // communicates when it runs (false: only its derivatives do)
+  bool output_alike = false;    // every rank of the communicator gets the same output
+  bool forwards_input = false;  // the output is the input: alike wherever the input is
+  // The primitive that gives the same output without communicating when every rank holds the
+  // same operand (an all-reduce's sum: the operand times the ranks); null where there is none.
+  const Primitive* given_alike_operand = nullptr;
+};
+
 struct OutputSpec {
   Shape shape;
   DType dtype;
@@ -160,6 +173,7 @@ struct Primitive {
   // one mesh axis of `ranks` ranks (ops/sharding.h). Null: every input is gathered whole and the
   // output replicated, which is right for any op and cheap for none.
   std::function<ShardingDecision(Inputs, const Attrs&, std::span<const Placement>, int64_t ranks)> sharding;
+  CollectiveTraits collective;  // collectives only
 
   bool differentiable_input(int i) const;
 };
