@@ -4,7 +4,8 @@
 // A value is replicated over a communicator when every rank of it holds the same elements:
 //  - the distributed interpreter said so (a part placed Replicate on that mesh axis, or an
 //    ordinary tensor meeting distributed ones, which counts as replicated: Graph::replicated);
-//  - an all_reduce, all_gather or broadcast over it made the value;
+//  - a collective over it whose output every rank gets alike made the value (an all_reduce,
+//    all_gather or broadcast: Primitive::collective declares it);
 //  - a constant the function created holds the same bytes on every rank, or a node without
 //    payload computed it with the same Attrs from replicated inputs.
 // The last needs the other ranks' graphs: a rank's constants and Attrs may depend on its rank (a
