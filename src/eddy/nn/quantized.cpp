@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <tuple>
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -45,6 +46,39 @@ __m256 load_int8_as_floats(const int8_t* bytes) {
 }
 #endif
 
+#if defined(__AVX512F__)
+// With AVX-512 an int4 value becomes a float by a lookup: the 16 floats (n - 8) * scale of one
+// group of one row fill a register, and a permute indexed by the nibble picks its value. That
+// spends one instruction per 16 values where converting (subtract 8, widen, convert, scale per
+// group) spent several: one core's int4 matrix-vector products went from about 14 to 21-23 G
+// weights/s (int8's speed) on a 768 x 3072 matrix, and decoding a 6 x 320 GPT-2 from 630 to 1,050
+// tokens/s.
+__m512 int4_table(float scale) {
+  const __m512 values = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm512_mul_ps(values, _mm512_set1_ps(scale));
+}
+
+// A run of 32 int4 values (16 bytes) as floats: values 0..15 from the low nibbles, 16..31 from
+// the high ones. The permute reads the low 4 bits of each 32-bit lane, so the byte needs no mask.
+// (The zero-masked forms with every lane selected are the plain instructions; GCC 12's plain
+// intrinsics start from an undefined register that -Wuninitialized reports, its bug 105593.)
+struct RunFloats {
+  __m512 first, second;
+};
+constexpr __mmask16 kAllLanes = 0xFFFF;
+RunFloats unpack_int4_run(const uint8_t* run, __m512 table) {
+  const __m512i bytes = _mm512_maskz_cvtepu8_epi32(kAllLanes, _mm_loadu_si128(reinterpret_cast<const __m128i*>(run)));
+  return {_mm512_maskz_permutexvar_ps(kAllLanes, bytes, table),
+          _mm512_maskz_permutexvar_ps(kAllLanes, _mm512_maskz_srli_epi32(kAllLanes, bytes, 4), table)};
+}
+
+float horizontal_sum(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  return std::accumulate(lanes, lanes + 16, 0.0f);
+}
+#endif
+
 // Decoding multiplies one row of activations by each weight row. Rows go kRowsAtOnce at a time:
 // each load of x then serves every row, and their independent FMA chains hide the FMA latency
 // that a single row's two accumulators left exposed (int8 and int4 decoding ran at about 4 GB/s of
@@ -77,8 +111,40 @@ void dot_int8(const int8_t* weights, int64_t stride, const float* x, int64_t col
   }
 }
 
+// The values of row `row` of int4 weights in columns [from, end) . x[from, end), unscaled.
+float int4_dot_tail(const uint8_t* row, const float* x, int64_t from, int64_t end) {
+  float sum = 0;
+  for (int64_t c = from; c < end; ++c) sum += static_cast<float>(int4_value(row, c)) * x[c];
+  return sum;
+}
+
 // out[r] = row r of int4 weights . x, each group times its scale, for `Rows` rows `stride` bytes
 // and `groups` scales apart.
+#if defined(__AVX512F__)
+template <int Rows>
+void dot_int4(const uint8_t* weights, int64_t stride, const float* x, int64_t columns, int64_t group,
+              const float* scales, int64_t groups, float* out) {
+  float sums[Rows] = {};
+  __m512 acc0[Rows], acc1[Rows];
+  for (int r = 0; r < Rows; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t start = 0, g = 0; start < columns; start += group, ++g) {
+    const int64_t end = std::min(columns, start + group);
+    __m512 table[Rows];
+    for (int r = 0; r < Rows; ++r) table[r] = int4_table(scales[r * groups + g]);
+    int64_t i = start;
+    for (; i + kInt4Run <= end; i += kInt4Run) {
+      const __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+      for (int r = 0; r < Rows; ++r) {
+        const RunFloats w = unpack_int4_run(weights + r * stride + i / 2, table[r]);
+        acc0[r] = _mm512_fmadd_ps(w.first, x0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(w.second, x1, acc1[r]);
+      }
+    }
+    for (int r = 0; r < Rows; ++r) sums[r] += int4_dot_tail(weights + r * stride, x, i, end) * scales[r * groups + g];
+  }
+  for (int r = 0; r < Rows; ++r) out[r] = sums[r] + horizontal_sum(_mm512_add_ps(acc0[r], acc1[r]));
+}
+#else
 template <int Rows>
 void dot_int4(const uint8_t* weights, int64_t stride, const float* x, int64_t columns, int64_t group,
               const float* scales, int64_t groups, float* out) {
@@ -112,11 +178,7 @@ void dot_int4(const uint8_t* weights, int64_t stride, const float* x, int64_t co
       total[r] = _mm256_fmadd_ps(_mm256_add_ps(acc0[r], acc1[r]), _mm256_set1_ps(scales[r * groups + g]), total[r]);
     }
 #endif
-    for (int r = 0; r < Rows; ++r) {
-      float tail = 0;
-      for (int64_t c = i; c < end; ++c) tail += static_cast<float>(int4_value(weights + r * stride, c)) * x[c];
-      sums[r] += tail * scales[r * groups + g];
-    }
+    for (int r = 0; r < Rows; ++r) sums[r] += int4_dot_tail(weights + r * stride, x, i, end) * scales[r * groups + g];
   }
   for (int r = 0; r < Rows; ++r) {
 #if defined(__AVX2__) && defined(__FMA__)
@@ -125,6 +187,7 @@ void dot_int4(const uint8_t* weights, int64_t stride, const float* x, int64_t co
     out[r] = sums[r];
   }
 }
+#endif
 
 // y = W x for one row x: `Rows` output rows from `first`.
 template <int Rows>
@@ -146,9 +209,24 @@ void dequantize_rows(const QuantizedMatrix& m, int64_t first, int64_t end, float
   for (int64_t r = first; r < end; ++r) {
     const uint8_t* row = bytes + r * stride;
     float* out = into + (r - first) * m.columns;
-    for (int64_t c = 0; c < m.columns; ++c) {
-      const int q = m.bits == 8 ? static_cast<int8_t>(row[c]) : int4_value(row, c);
-      out[c] = static_cast<float>(q) * scales[r * groups + c / m.group];
+    if (m.bits == 8) {
+      const auto* values = reinterpret_cast<const int8_t*>(row);
+      for (int64_t c = 0; c < m.columns; ++c) out[c] = static_cast<float>(values[c]) * scales[r];
+      continue;
+    }
+    for (int64_t start = 0, g = 0; start < m.columns; start += m.group, ++g) {
+      const int64_t group_end = std::min(m.columns, start + m.group);
+      const float scale = scales[r * groups + g];
+      int64_t c = start;
+#if defined(__AVX512F__)
+      const __m512 table = int4_table(scale);
+      for (; c + kInt4Run <= group_end; c += kInt4Run) {
+        const RunFloats w = unpack_int4_run(row + c / 2, table);
+        _mm512_storeu_ps(out + c, w.first);
+        _mm512_storeu_ps(out + c + 16, w.second);
+      }
+#endif
+      for (; c < group_end; ++c) out[c] = static_cast<float>(int4_value(row, c)) * scale;
     }
   }
 }
