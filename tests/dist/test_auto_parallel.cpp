@@ -256,7 +256,8 @@ TEST(DistributedTensor, CompiledStepsMatchEagerOnes) {
 // A partial sum read by several ops is summed once, by the first that needs it whole, and its
 // cotangents from all the readers once in the backward pass: a norm and two projections of one
 // residual branch cost one all-reduce each way, as in Megatron-LM. A sum made without autodiff
-// is not reused where autodiff records.
+// is not reused where autodiff records. (Seeded with an ordinary tensor, which the backward pass
+// cannot vouch for: seeded with ones, the cotangents are every rank's and their sum sends nothing.)
 TEST(DistributedTensor, APartialValueIsReducedOnceForAllItsReaders) {
   const auto& mesh = meshes()[0];
   const Tensor a_whole = common({8, 4}, 30), b_whole = common({4, 6}, 31);
@@ -278,11 +279,14 @@ TEST(DistributedTensor, APartialValueIsReducedOnceForAllItsReaders) {
   const CollectiveTraffic before = collective_traffic();
   const Tensor y = readers(h);
   const CollectiveTraffic after_forward = collective_traffic();
-  const std::vector<Tensor> grads = grad({y}, {a, b});
+  const std::vector<Tensor> grads = grad({y}, {a, b}, {ones({}, DType::f64)});
   const CollectiveTraffic after_backward = collective_traffic();
   const int64_t expected_calls = mesh->size(0) > 1 ? 1 : 0;
   EXPECT_EQ(after_forward.calls - before.calls, expected_calls);
   EXPECT_EQ(after_backward.calls - after_forward.calls, expected_calls);
+  const std::vector<Tensor> grads_seeded_with_ones = grad({y}, {a, b});
+  EXPECT_EQ(collective_traffic().calls, after_backward.calls);
+  EXPECT_LT(relative_difference(full_tensor(grads_seeded_with_ones[0]), full_tensor(grads[0])), 1e-12);
 
   const Tensor a_one = a_whole.detach().requires_grad_(), b_one = b_whole.detach().requires_grad_();
   const Tensor y_one = readers(matmul(a_one, b_one));
@@ -367,6 +371,62 @@ TEST(DistributedTensor, CompiledTensorParallelStepSendsOnlyTheForwardSum) {
     };
     EXPECT_EQ(count("allreduce_sum("), several_ranks ? 1 : 0) << graph;
     EXPECT_EQ(count("allreduce_sum_of_replicated("), several_ranks ? 2 : 0) << graph;
+  }
+}
+
+// Megatron's MLP, eagerly: the backward pass knows the loss's cotangent is every rank's (its seed
+// and each value it passes through are replicated), so the transpose of the forward all_reduce
+// and the replicated bias's gradient sum send nothing, as in the compiled step above. An ordinary
+// bias is the caller's, which the interpreter cannot vouch for: its gradient sum still sends. A
+// loss each rank makes its own way from a replicated value (to_local) gets the full sum.
+TEST(DistributedTensor, EagerTensorParallelStepSendsOnlyTheForwardSum) {
+  const auto& mesh = meshes()[0];
+  const int64_t batch = 8, width = 4, hidden = 8;
+  const bool several_ranks = mesh->size(0) > 1;
+  const Tensor x = common({batch, width}, 20), target = common({batch, width}, 21);
+  const std::vector<Tensor> whole{common({width, hidden}, 22), common({hidden}, 23), common({hidden, width}, 24),
+                                  common({width}, 25)};
+  auto mlp = [&](const std::vector<Tensor>& in) { return matmul(tanh(matmul(x, in[0]) + in[1]), in[2]) + in[3]; };
+  std::vector<Tensor> one_process;
+  for (const Tensor& w : whole) one_process.push_back(w.detach().requires_grad_());
+  const Tensor loss_one = mean(square(mlp(one_process) - target));
+  const std::vector<Tensor> grads_one = grad({loss_one}, one_process);
+
+  for (const bool ordinary_bias : {false, true}) {
+    SCOPED_TRACE(ordinary_bias ? "ordinary bias" : "replicated bias");
+    const Tensor bias = whole[3].detach().requires_grad_();
+    const std::vector<Tensor> params{shard_tensor(whole[0].detach().requires_grad_(), mesh, {S(1)}),
+                                     shard_tensor(whole[1].detach().requires_grad_(), mesh, {S(0)}),
+                                     shard_tensor(whole[2].detach().requires_grad_(), mesh, {S(0)}),
+                                     ordinary_bias ? bias : shard_tensor(bias, mesh, {R})};
+    const CollectiveTraffic before = collective_traffic();
+    const Tensor loss = mean(square(mlp(params) - target));
+    const CollectiveTraffic after_forward = collective_traffic();
+    const std::vector<Tensor> grads = grad({loss}, params);
+    const CollectiveTraffic after_backward = collective_traffic();
+    EXPECT_EQ(after_forward.bytes - before.bytes, several_ranks ? batch * width * 8 : 0);
+    EXPECT_EQ(after_backward.bytes - after_forward.bytes, several_ranks && ordinary_bias ? width * 8 : 0);
+    EXPECT_LT(relative_difference(full_tensor(loss), loss_one), 1e-12);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Tensor got = is_distributed(grads[i]) ? full_tensor(grads[i]) : grads[i];
+      EXPECT_LT(relative_difference(got, grads_one[i]), 1e-12) << "gradient " << i;
+    }
+  }
+
+  // Rank r's loss is (r + 1) times the sum of the output: the differentiated quantity (the sum over
+  // ranks) is size (size + 1) / 2 times it, which only summing the cotangents gives.
+  const std::vector<Tensor> params{shard_tensor(whole[0].detach().requires_grad_(), mesh, {S(1)}),
+                                   shard_tensor(whole[1].detach().requires_grad_(), mesh, {S(0)}),
+                                   shard_tensor(whole[2].detach().requires_grad_(), mesh, {S(0)}),
+                                   shard_tensor(whole[3].detach().requires_grad_(), mesh, {R})};
+  const double size = world().size();
+  const Tensor own_loss = sum(to_local(mlp(params))) * static_cast<double>(world().rank() + 1);
+  const CollectiveTraffic before = collective_traffic();
+  const std::vector<Tensor> grads = grad({own_loss}, params);
+  EXPECT_EQ(collective_traffic().bytes > before.bytes, several_ranks);
+  const std::vector<Tensor> sum_grads_one = grad({sum(mlp(one_process)) * (size * (size + 1) / 2)}, one_process);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    EXPECT_LT(relative_difference(full_tensor(grads[i]), sum_grads_one[i]), 1e-12) << "gradient " << i;
   }
 }
 

@@ -1,6 +1,7 @@
 // The reverse-mode engine: a topological walk from the outputs that calls each node's VJP rule,
 // un-broadcasts and accumulates cotangents, and skips everything no target depends on.
 
+#include <algorithm>
 #include <new>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,6 +27,53 @@ Node* node_of(const Tensor& t) {
   return meta ? meta->grad_fn.get() : nullptr;
 }
 
+// Communicators, as TensorImpl::alike_across holds them.
+using Communicators = std::vector<const void*>;
+
+Communicators common(const Communicators& a, const Communicators& b) {
+  Communicators both;
+  for (const void* comm : a) {
+    if (std::find(b.begin(), b.end(), comm) != b.end()) both.push_back(comm);
+  }
+  return both;
+}
+
+// The communicators across which every input of `node` was alike: a derivative rule is a function
+// of its node's inputs, attributes and cotangent, so given an alike cotangent there it gives alike
+// cotangents (the SPMD program runs the same rule with the same attributes on every rank).
+Communicators alike_inputs(const Node& node, Communicators alike) {
+  for (const Tensor& input : node.inputs) {
+    if (alike.empty()) break;
+    alike = input.defined() ? common(alike, input.impl()->alike_across) : Communicators{};
+  }
+  return alike;
+}
+
+// Marks `cotangent` alike across `alike` while a derivative rule runs, for the sums over ranks in
+// it (dist::all_reduce); the mark is the backward pass's knowledge and goes with the rule's end.
+class AlikeWhileRuleRuns {
+ public:
+  AlikeWhileRuleRuns(const Tensor& cotangent, Communicators alike) : impl_(cotangent.impl()) {
+    std::swap(impl_->alike_across, alike);
+    before_ = std::move(alike);
+  }
+  ~AlikeWhileRuleRuns() { impl_->alike_across = std::move(before_); }
+  AlikeWhileRuleRuns(const AlikeWhileRuleRuns&) = delete;
+  AlikeWhileRuleRuns& operator=(const AlikeWhileRuleRuns&) = delete;
+
+ private:
+  TensorImpl* impl_;
+  Communicators before_;
+};
+
+// Seeds, and for each the communicators across which it is alike: a distributed output's local
+// part as its layout says, when seeded with ones (each rank's 1 / copies) or with a distributed
+// seed alike there too.
+struct Seeds {
+  std::vector<Tensor> cotangents;
+  std::vector<Communicators> alike;
+};
+
 class BackwardPass {
  public:
   // `targets` are the keys whose cotangents are wanted; with `all_leaves` every leaf is one.
@@ -35,11 +83,10 @@ class BackwardPass {
     order_nodes(outputs);
   }
 
-  std::unordered_map<const void*, Tensor> run(const std::vector<Tensor>& outputs,
-                                              const std::vector<Tensor>& grad_outputs) {
+  std::unordered_map<const void*, Tensor> run(const std::vector<Tensor>& outputs, const Seeds& seeds) {
     std::unordered_map<const void*, Tensor> cotangents;
     for (size_t i = 0; i < outputs.size(); ++i) {
-      if (const void* key = key_of(outputs[i])) accumulate(cotangents, key, grad_outputs[i]);
+      if (const void* key = key_of(outputs[i])) accumulate(cotangents, key, seeds.cotangents[i], seeds.alike[i]);
     }
     // Consumers before producers: reverse post-order.
     for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
@@ -48,8 +95,15 @@ class BackwardPass {
       auto found = cotangents.find(node);
       if (found == cotangents.end()) continue;
       Tensor cotangent = found->second;
-      if (!is_target(node)) cotangents.erase(found);
+      const auto alike_found = alike_.find(node);
+      const Communicators cotangent_alike = alike_found == alike_.end() ? Communicators{} : alike_found->second;
+      const Communicators inputs_alike = alike_inputs(*node, cotangent_alike);
+      if (!is_target(node)) {
+        cotangents.erase(found);
+        if (alike_found != alike_.end()) alike_.erase(alike_found);
+      }
       const Primitive& primitive = *node->primitive;
+      AlikeWhileRuleRuns marked(cotangent, cotangent_alike);
       for (size_t i = 0; i < node->inputs.size(); ++i) {
         const Tensor& input = node->inputs[i];
         const void* key = key_of(input);
@@ -63,7 +117,7 @@ class BackwardPass {
         if (g.shape() != input.shape()) g = sum_to_shape(g, input.shape());
         EDDY_CHECK(g.dtype() == input.dtype(), "internal: vjp rule of ", primitive.name,
                    " returned ", g.dtype(), " for a ", input.dtype(), " input");
-        accumulate(cotangents, key, g);
+        accumulate(cotangents, key, g, inputs_alike);
         if (!producer) leaves_.emplace(key, input);
       }
     }
@@ -78,10 +132,18 @@ class BackwardPass {
     return targets_.count(key) || (all_leaves_ && leaf_keys_.count(key));
   }
 
-  static void accumulate(std::unordered_map<const void*, Tensor>& cotangents, const void* key,
-                         const Tensor& g) {
+  void accumulate(std::unordered_map<const void*, Tensor>& cotangents, const void* key, const Tensor& g,
+                  const Communicators& alike) {
     auto [it, inserted] = cotangents.try_emplace(key, g);
-    if (!inserted) it->second = add(it->second, g);
+    if (inserted) {
+      if (!alike.empty()) alike_[key] = alike;
+      return;
+    }
+    it->second = add(it->second, g);
+    const auto known = alike_.find(key);
+    if (known == alike_.end()) return;
+    known->second = common(known->second, alike);
+    if (known->second.empty()) alike_.erase(known);
   }
 
   // Iterative DFS post-order over nodes; marks the nodes from which a target is reachable.
@@ -128,6 +190,9 @@ class BackwardPass {
   std::vector<Node*> order_;
   std::unordered_set<Node*> needed_;
   std::unordered_map<const void*, Tensor> leaves_;
+  // The communicators across which a cotangent is alike (alike_inputs), for those alike somewhere:
+  // a single-process backward pass never touches it.
+  std::unordered_map<const void*, Communicators> alike_;
 };
 
 // A distributed output (core/distribution.h) is seeded through its local part: the backward pass
@@ -158,23 +223,35 @@ Tensor local_seed(const Tensor& output, const Tensor& seed, size_t i) {
   return copies == 1 ? local : local / static_cast<double>(copies);
 }
 
-std::vector<Tensor> seed_cotangents(const std::vector<Tensor>& outputs,
-                                    const std::vector<Tensor>& grad_outputs) {
+// Across which communicators the seed of a distributed `output` is alike: its local part's, when
+// the seed is ones (`given` undefined) or a distributed tensor alike there too.
+Communicators alike_seed(const Tensor& output, const Tensor& given) {
+  const Distribution* layout = distribution_of(output);
+  if (!layout) return {};
+  const Communicators& alike = layout->local.impl()->alike_across;
+  if (!given.defined()) return alike;
+  const Distribution* given_layout = distribution_of(given);
+  return given_layout ? common(alike, given_layout->local.impl()->alike_across) : Communicators{};
+}
+
+Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs) {
   EDDY_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: got ",
              grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
-  std::vector<Tensor> seeds;
+  Seeds seeds;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     EDDY_CHECK(out.defined(), "grad: output ", i, " is undefined");
-    if (!grad_outputs.empty() && grad_outputs[i].defined()) {
-      EDDY_CHECK(grad_outputs[i].shape() == out.shape(), "grad: grad_outputs[", i, "] has shape ",
-                 grad_outputs[i].shape(), " but output ", i, " has shape ", out.shape());
-      seeds.push_back(local_seed(out, cast(grad_outputs[i], out.dtype()), i));
+    const Tensor given = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (given.defined()) {
+      EDDY_CHECK(given.shape() == out.shape(), "grad: grad_outputs[", i, "] has shape ", given.shape(),
+                 " but output ", i, " has shape ", out.shape());
+      seeds.cotangents.push_back(local_seed(out, cast(given, out.dtype()), i));
     } else {
       EDDY_CHECK(out.numel() == 1, "grad: output ", i, " has shape ", out.shape(),
                  "; pass grad_outputs for outputs with more than one element");
-      seeds.push_back(local_seed(out, ones_like(out), i));
+      seeds.cotangents.push_back(local_seed(out, ones_like(out), i));
     }
+    seeds.alike.push_back(alike_seed(out, given));
   }
   return seeds;
 }
@@ -244,7 +321,7 @@ RecordedGraphSize recorded_graph_size(const Tensor& output) {
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool create_graph) {
-  std::vector<Tensor> seeds = seed_cotangents(outputs, grad_outputs);
+  const Seeds seeds = seed_cotangents(outputs, grad_outputs);
   std::unordered_set<const void*> targets;
   for (size_t i = 0; i < inputs.size(); ++i) {
     EDDY_CHECK(inputs[i].defined(), "grad: input ", i, " is undefined");
@@ -271,7 +348,7 @@ void backward(const Tensor& output, const Tensor& grad_output, bool create_graph
   EDDY_CHECK(output.requires_grad(), "backward: tensor does not require gradients (no input of it was "
              "marked requires_grad_)");
   std::vector<Tensor> outputs{output};
-  std::vector<Tensor> seeds = seed_cotangents(outputs, {grad_output});
+  const Seeds seeds = seed_cotangents(outputs, {grad_output});
   GradModeGuard mode(create_graph);
   BackwardPass pass(outputs, {}, true);
   auto cotangents = pass.run(outputs, seeds);

@@ -208,18 +208,27 @@ int64_t bytes_of(const Graph& graph, ValueId id) {
 }
 
 // What the step sends per call, for EDDY_COMPILER_VERBOSE: every communicating collective with
-// the bytes of its operand.
-void print_collectives(const Graph& graph, int64_t dropped, int64_t dropped_bytes) {
-  std::string line = cat("eddy compile: ", dropped, " all_reduces of replicated values (", dropped_bytes,
-                         " bytes) need no communication; the step's collectives:");
-  int64_t total = 0;
+// the bytes of its operand, after the all-reduces that send nothing (this pass's, and those the
+// eager backward pass already knew to be of alike cotangents).
+void print_collectives(const Graph& graph) {
+  int64_t silent = 0, silent_bytes = 0, total = 0;
+  std::string sent;
   for (const GraphNode& node : graph.nodes) {
-    if (!is_collective(node) || !node.primitive->collective.sends) continue;
+    if (!is_collective(node)) continue;
     const int64_t bytes = bytes_of(graph, node.inputs[0]);
+    if (!node.primitive->collective.sends) {
+      if (node.primitive->collective.output_alike) {
+        ++silent;
+        silent_bytes += bytes;
+      }
+      continue;
+    }
     total += bytes;
-    line += cat(" ", node.primitive->name, " of ", bytes, " bytes over ", communicator_of(node).size(), " ranks,");
+    sent += cat(" ", node.primitive->name, " of ", bytes, " bytes over ", communicator_of(node).size(), " ranks,");
   }
-  line += cat(" ", total, " bytes in all\n");
+  const std::string line = cat("eddy compile: ", silent, " all_reduces of replicated values (", silent_bytes,
+                               " bytes) need no communication; the step's collectives:", sent, " ", total,
+                               " bytes in all\n");
   std::fputs(line.c_str(), stderr);
 }
 
@@ -231,7 +240,7 @@ bool drop_collectives_of_replicated_values(Graph& graph) {
   // The digests below run kernels that belong to no traced function.
   TraceRecorderScope not_traced(nullptr);
   const std::vector<Mask> replicated = analysis.run();
-  int64_t dropped = 0, dropped_bytes = 0;
+  bool dropped = false;
   for (GraphNode& node : graph.nodes) {
     const Primitive* without_communication = node.primitive->collective.given_alike_operand;
     if (!without_communication ||
@@ -239,11 +248,10 @@ bool drop_collectives_of_replicated_values(Graph& graph) {
       continue;
     }
     node.primitive = without_communication;
-    ++dropped;
-    dropped_bytes += bytes_of(graph, node.inputs[0]);
+    dropped = true;
   }
-  if (compiler_verbose() && dist::default_communicator().rank() == 0) print_collectives(graph, dropped, dropped_bytes);
-  return dropped > 0;
+  if (compiler_verbose() && dist::default_communicator().rank() == 0) print_collectives(graph);
+  return dropped;
 }
 
 }  // namespace eddy::compiler

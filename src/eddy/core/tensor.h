@@ -101,6 +101,11 @@ struct TensorImpl {
   std::shared_ptr<const ValueIdentity> identity;
   // Set on a distributed tensor only (core/distribution.h): its storage is then abstract.
   std::shared_ptr<const Distribution> distribution;
+  // The communicators (dist::Communicator, opaque here) over whose ranks every rank holds this
+  // value alike: the distributed interpreter's replicated local parts, and a cotangent while the
+  // backward pass that proved it alike runs its derivative rule. A sum over such a communicator
+  // then sends nothing (dist/collectives.h).
+  std::vector<const void*> alike_across;
 };
 
 // A new TensorImpl over the same storage with the given layout; no autodiff state.

@@ -4,6 +4,7 @@
 
 #include "eddy/dist/collectives.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "eddy/ops/op_helpers.h"
@@ -214,6 +215,14 @@ const Primitive& sum_gradient_over_ranks_p = [] () -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
+// A value every rank holds alike sums to itself times the rank count (core/tensor.h says who
+// knows that): so Megatron's backward pass never sums the loss's cotangent, which is every rank's.
+bool held_alike(const Tensor& x, const Communicator& comm) {
+  if (!x.defined()) return false;
+  const std::vector<const void*>& alike = x.impl()->alike_across;
+  return std::find(alike.begin(), alike.end(), &comm) != alike.end();
+}
+
 }  // namespace
 
 Tensor sum_gradient_over_ranks(const Tensor& x, Communicator& comm) {
@@ -221,11 +230,12 @@ Tensor sum_gradient_over_ranks(const Tensor& x, Communicator& comm) {
 }
 
 Tensor all_reduce(const Tensor& x, ReduceOp op, Communicator& comm) {
+  const Primitive& sum = held_alike(x, comm) ? allreduce_sum_of_replicated_p : allreduce_sum_p;
   switch (op) {
-    case ReduceOp::sum: return dispatch(allreduce_sum_p, {x}, attrs_for(comm));
+    case ReduceOp::sum: return dispatch(sum, {x}, attrs_for(comm));
     case ReduceOp::mean:
       check_reduce_op("all_reduce", x, ReduceOp::mean);
-      return dispatch(allreduce_sum_p, {x}, attrs_for(comm)) / static_cast<double>(comm.size());
+      return dispatch(sum, {x}, attrs_for(comm)) / static_cast<double>(comm.size());
     case ReduceOp::max: return dispatch(allreduce_max_p, {x}, attrs_for(comm));
   }
   throw Error("all_reduce: unknown ReduceOp");

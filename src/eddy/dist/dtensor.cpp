@@ -302,14 +302,18 @@ bool fits(const ShardingDecision& decision, int64_t mesh_axis, const std::vector
   return fits_one(decision.output, output, output_shape);
 }
 
-// Tells a capture on which mesh axes every rank holds `local` alike, which the compiler needs to
-// drop collectives over such values and a rank's graph cannot show.
-void report_replicated(TraceRecorder& recorder, const Tensor& local, const std::vector<Placement>& placements,
-                       const ProcessMesh& mesh) {
+// Notes on which mesh axes every rank holds `local` alike: for a capture, whose compiler needs it
+// to drop collectives over such values and a rank's graph cannot show; and on the value itself
+// (TensorImpl::alike_across), which the backward pass reads to tell which cotangents are alike,
+// so that eagerly too a sum of one over the ranks sends nothing (dist/collectives.h).
+void note_replicated(const Tensor& local, const std::vector<Placement>& placements, const ProcessMesh& mesh) {
+  TraceRecorder* recorder = active_trace_recorder();
   for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
-    if (placements[static_cast<size_t>(axis)].kind == Kind::replicate && mesh.size(axis) > 1) {
-      recorder.replicated_over(local, mesh.communicator(axis));
-    }
+    if (placements[static_cast<size_t>(axis)].kind != Kind::replicate || mesh.size(axis) == 1) continue;
+    Communicator& comm = mesh.communicator(axis);
+    if (recorder) recorder->replicated_over(local, comm);
+    std::vector<const void*>& alike = local.impl()->alike_across;
+    if (std::find(alike.begin(), alike.end(), &comm) == alike.end()) alike.push_back(&comm);
   }
 }
 
@@ -365,16 +369,19 @@ class DistributedInterpreter final : public Interpreter {
 
     if (verbose()) log_call(primitive.name, current, wanted, output, call.inputs, *mesh);
     std::vector<Tensor> locals;
-    for (size_t i = 0; i < count; ++i) locals.push_back(local_for(call.inputs[i], current[i], wanted[i], *mesh));
+    for (size_t i = 0; i < count; ++i) {
+      locals.push_back(local_for(call.inputs[i], current[i], wanted[i], *mesh));
+      // An ordinary input counts as replicated; what note_replicated marks is an alias of it, so
+      // that the caller's own tensor, which other code may use as each rank's, stays unmarked.
+      if (locals[i].same(call.inputs[i])) locals[i] = shallow_alias(locals[i]);
+    }
     const Shape expected = local_shape(primitive.name, call.spec.shape, *mesh, output);
     Tensor local = run_locally ? run_locally(locals, attrs, mesh->coordinate(run_locally_axis))
                                : dispatch(primitive, locals, attrs);
     EDDY_CHECK(local.shape() == expected, "internal: ", primitive.name, " placed ", to_string(output), " gave a local ",
                "part of shape ", local.shape(), ", not ", expected);
-    if (TraceRecorder* recorder = active_trace_recorder()) {
-      for (size_t i = 0; i < count; ++i) report_replicated(*recorder, locals[i], wanted[i], *mesh);
-      report_replicated(*recorder, local, output, *mesh);
-    }
+    for (size_t i = 0; i < count; ++i) note_replicated(locals[i], wanted[i], *mesh);
+    note_replicated(local, output, *mesh);
     return distributed(call.spec.shape, std::move(local), mesh, std::move(output));
   }
 };
