@@ -16,7 +16,8 @@ The model is the example's (examples/lm/fortunes_gpt.yaml): GPT-2 layout, 6 laye
 * Decode tokens/s with the KV cache, greedy, a 16-token prompt from the validation text and 112
   new tokens (the context is 128): eddy's model.generate (what `eddy lm generate` runs) against
   transformers' model.generate and against a plain loop of the model's forward with its
-  cache (no generate() machinery), on the same weights. Median of --decode-runs runs.
+  cache (no generate() machinery), on the same weights. Median of --decode-runs runs (default
+  9), each side after one warm-up run.
 * Quantised decode: the same model's weights in int8 and int4 (groups of 64), as `eddy lm
   quantize` writes them, against eddy's float32 decode; and the validation perplexity of each.
 
@@ -58,7 +59,7 @@ def parse_arguments():
     parser.add_argument("--train-steps", type=int, default=6, help="steps per training measurement")
     parser.add_argument("--torch-warmup", type=int, default=2, help="torch steps left out of each measurement")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved repetitions of the training sides")
-    parser.add_argument("--decode-runs", type=int, default=5)
+    parser.add_argument("--decode-runs", type=int, default=9)
     parser.add_argument("--work", help="work folder (default: a temporary one, removed at the end)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--perplexity", action="store_true", help=argparse.SUPPRESS)
@@ -160,6 +161,7 @@ class TorchTraining:
 
 def decode_eddy(model, prompt):
     times, tokens = [], None
+    model.generate(prompt, max_new_tokens=NEW_TOKENS, temperature=0)  # allocator and first-call warmup, as torch's
     for _ in range(ARGS.decode_runs):
         started = time.perf_counter()
         tokens = model.generate(prompt, max_new_tokens=NEW_TOKENS, temperature=0)
