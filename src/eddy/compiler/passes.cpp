@@ -33,11 +33,10 @@ constexpr int kMaxRounds = 8;
 // same order, whatever its graph does with the results. Rank-dependent code traces fine (only
 // rank 0 returning a reduced loss), so one rank's graph may use a collective's result while
 // another's does not: no pass may drop, merge or evaluate one at compile time.
-bool is_collective(const Primitive& primitive) { return primitive.cost == CostClass::collective; }
-
+//
 // A node whose value is a function of its primitive, Attrs and input values alone. A payload
 // (a checkpoint's closure, a communicator) is state no comparison can see into.
-bool is_pure(const GraphNode& node) { return node.attrs.payload == nullptr && !is_collective(*node.primitive); }
+bool is_pure(const GraphNode& node) { return node.attrs.payload == nullptr && !node.primitive->is_collective(); }
 
 std::string pass_list() {
   std::string list;
@@ -136,7 +135,7 @@ bool eliminate_dead_code(Graph& graph) {
   std::vector<bool> keep(graph.nodes.size(), false);
   for (size_t i = graph.nodes.size(); i-- > 0;) {
     const GraphNode& node = graph.nodes[i];
-    keep[i] = needed[static_cast<size_t>(node.output)] || is_collective(*node.primitive);
+    keep[i] = needed[static_cast<size_t>(node.output)] || node.primitive->is_collective();
     if (!keep[i]) continue;
     for (ValueId input : node.inputs) needed[static_cast<size_t>(input)] = true;
   }

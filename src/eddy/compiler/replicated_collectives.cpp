@@ -37,8 +37,6 @@ namespace {
 using Mask = uint64_t;
 constexpr size_t kMaxCommunicators = 64;
 
-bool is_collective(const GraphNode& node) { return node.primitive->cost == CostClass::collective; }
-
 // Every collective-class primitive's Attrs carry its communicator (dist/collectives.cpp,
 // dist/distributed_fft.cpp).
 dist::Communicator& communicator_of(const GraphNode& node) {
@@ -59,7 +57,7 @@ class ReplicationAnalysis {
  public:
   explicit ReplicationAnalysis(const Graph& graph) : graph_(graph) {
     for (const GraphNode& node : graph.nodes) {
-      if (is_collective(node)) index_of(communicator_of(node));
+      if (node.primitive->is_collective()) index_of(communicator_of(node));
     }
     for (const ReplicatedValue& fact : graph.replicated) {
       if (fact.communicator->size() == job_size_ && whole_job_ >= 0) index_.emplace(fact.communicator, whole_job_);
@@ -104,7 +102,7 @@ class ReplicationAnalysis {
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       const GraphNode& node = graph_.nodes[n];
       Mask mask = 0;
-      if (is_collective(node)) {
+      if (node.primitive->is_collective()) {
         const CollectiveTraits& traits = node.primitive->collective;
         if (traits.forwards_input) mask = replicated[static_cast<size_t>(node.inputs[0])];
         if (traits.output_alike) mask = bit_of(communicator_of(node));
@@ -160,7 +158,7 @@ class ReplicationAnalysis {
     for (const GraphNode& node : graph_.nodes) {
       text += cat(node.primitive->name, "(");
       for (ValueId input : node.inputs) text += cat(input, ",");
-      text += cat(")", node.output, is_collective(node) ? cat("@", index_.at(&communicator_of(node))) : "", ";");
+      text += cat(")", node.output, node.primitive->is_collective() ? cat("@", index_.at(&communicator_of(node))) : "", ";");
     }
     for (const ReplicatedValue& fact : graph_.replicated) {
       auto found = index_.find(fact.communicator);
@@ -214,7 +212,7 @@ void print_collectives(const Graph& graph) {
   int64_t silent = 0, silent_bytes = 0, total = 0;
   std::string sent;
   for (const GraphNode& node : graph.nodes) {
-    if (!is_collective(node)) continue;
+    if (!node.primitive->is_collective()) continue;
     const int64_t bytes = bytes_of(graph, node.inputs[0]);
     if (!node.primitive->collective.sends) {
       if (node.primitive->collective.output_alike) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -72,8 +73,13 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
                 "normal(key, ...)");
   }
 
+  // The interpreter tells of a local part as the output of the op that made it and again as the
+  // input of each op that reads it: one fact each is kept.
   void replicated_over(const Tensor& local, dist::Communicator& communicator) override {
-    graph.replicated.push_back(ReplicatedValue{value_of(local), &communicator});
+    const ValueId id = value_of(local);
+    if (replicated_told_.insert({id, &communicator}).second) {
+      graph.replicated.push_back(ReplicatedValue{id, &communicator});
+    }
   }
 
   // Captured tensors that only the graph holds were created by the function itself: constants.
@@ -111,6 +117,7 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   }
 
   std::unordered_map<const ValueIdentity*, Known> known_;
+  std::set<std::pair<ValueId, const dist::Communicator*>> replicated_told_;
 };
 
 bool same_value(const Tensor& a, const Tensor& b) {

@@ -176,6 +176,7 @@ struct Primitive {
   CollectiveTraits collective;  // collectives only
 
   bool differentiable_input(int i) const;
+  bool is_collective() const { return cost == CostClass::collective; }
 };
 
 // Registers a primitive and returns the stable reference ops keep.
