@@ -1,5 +1,6 @@
 // Greedy decode speed of GPT-2 models in float32 against the same weights quantised to int8 and
-// int4 (nn/quantized.h): tokens per second through generate() with the KV cache, best of 3.
+// int4 (nn/quantized.h): tokens per second through generate() with the KV cache, best of kRuns
+// (a decode of a third of a second moves by a fifth or more between runs on a shared machine).
 // `lm_quantized_decode [THREADS]`; a 16-token prompt, then as many tokens as fill the context.
 // The weights are freshly initialised, whose nearly equal logits make greedy tokens a poor
 // measure of agreement: the perplexity of a trained run (eddy lm quantize) is the one to read.
@@ -17,6 +18,8 @@
 namespace {
 using namespace eddy;
 
+constexpr int kRuns = 7;
+
 double tokens_per_second(nn::CausalLanguageModel& model) {
   model.eval();
   std::vector<int32_t> prompt;
@@ -25,7 +28,7 @@ double tokens_per_second(nn::CausalLanguageModel& model) {
   options.temperature = 0;
   options.max_new_tokens = model.context_length() - 16;
   double best = 0;
-  for (int run = 0; run < 3; ++run) {
+  for (int run = 0; run < kRuns; ++run) {
     const auto start = std::chrono::steady_clock::now();
     const size_t tokens = nn::generate(model, prompt, options).size();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -63,7 +66,7 @@ nn::Gpt2Options gpt2(int64_t layers, int64_t hidden, int64_t heads, int64_t voca
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   set_num_threads(threads);
-  std::printf("greedy decoding after a 16-token prompt to the context, %d thread(s), best of 3\n\n", threads);
+  std::printf("greedy decoding after a 16-token prompt to the context, %d thread(s), best of %d\n\n", threads, kRuns);
   std::printf("| model | weights | tokens/s | vs float32 |\n");
   std::printf("|---|---|---|---|\n");
   measure("GPT-2 6x320, 5 heads, vocabulary 4096, context 128", gpt2(6, 320, 5, 4096, 128));
