@@ -428,6 +428,19 @@ TEST(DistributedTensor, EagerTensorParallelStepSendsOnlyTheForwardSum) {
   for (size_t i = 0; i < grads.size(); ++i) {
     EXPECT_LT(relative_difference(full_tensor(grads[i]), sum_grads_one[i]), 1e-12) << "gradient " << i;
   }
+
+  // Second order through the sums that send nothing: the gradient of the squared gradient norm.
+  auto gradient_norm_gradient = [&](const std::vector<Tensor>& ps) {
+    const std::vector<Tensor> first = grad({mean(square(mlp(ps) - target))}, ps, {}, true);
+    Tensor norm = sum(square(first[0]));
+    for (size_t i = 1; i < first.size(); ++i) norm = norm + sum(square(first[i]));
+    return grad({norm}, ps);
+  };
+  const std::vector<Tensor> second = gradient_norm_gradient(params);
+  const std::vector<Tensor> second_one = gradient_norm_gradient(one_process);
+  for (size_t i = 0; i < second.size(); ++i) {
+    EXPECT_LT(relative_difference(full_tensor(second[i]), second_one[i]), 1e-12) << "second order, parameter " << i;
+  }
 }
 
 // Each rank's graph alone cannot tell that a constant it made is every rank's: a sum over the ranks
