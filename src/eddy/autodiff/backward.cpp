@@ -43,8 +43,7 @@ Communicators common(const Communicators& a, const Communicators& b) {
 // cotangents (the SPMD program runs the same rule with the same attributes on every rank).
 Communicators alike_inputs(const Node& node, Communicators alike) {
   for (const Tensor& input : node.inputs) {
-    if (alike.empty()) break;
-    alike = input.defined() ? common(alike, input.impl()->alike_across) : Communicators{};
+    std::erase_if(alike, [&input](const void* communicator) { return !held_alike_across(input, communicator); });
   }
   return alike;
 }

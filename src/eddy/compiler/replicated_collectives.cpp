@@ -27,7 +27,7 @@
 #include "eddy/compiler/passes.h"
 #include "eddy/compiler/serialize.h"
 #include "eddy/core/tracing.h"
-#include "eddy/dist/communicator.h"
+#include "eddy/dist/collectives.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::compiler {
@@ -37,11 +37,7 @@ namespace {
 using Mask = uint64_t;
 constexpr size_t kMaxCommunicators = 64;
 
-// Every collective-class primitive's Attrs carry its communicator (dist/collectives.cpp,
-// dist/distributed_fft.cpp).
-dist::Communicator& communicator_of(const GraphNode& node) {
-  return *static_cast<dist::Communicator*>(node.attrs.payload.get());
-}
+dist::Communicator& communicator_of(const GraphNode& node) { return dist::communicator_of(node.attrs); }
 
 int64_t digest(std::string_view bytes) { return static_cast<int64_t>(std::hash<std::string_view>{}(bytes)); }
 

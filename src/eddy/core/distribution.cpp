@@ -47,6 +47,16 @@ bool whole_on_every_rank(const Distribution& layout) {
                      [](const Placement& p) { return p.kind == Placement::Kind::replicate; });
 }
 
+bool held_alike_across(const Tensor& tensor, const void* communicator) {
+  if (!tensor.defined()) return false;
+  const std::vector<const void*>& alike = tensor.impl()->alike_across;
+  return std::find(alike.begin(), alike.end(), communicator) != alike.end();
+}
+
+void mark_alike_across(const Tensor& tensor, const void* communicator) {
+  if (!held_alike_across(tensor, communicator)) tensor.impl()->alike_across.push_back(communicator);
+}
+
 int64_t replication_factor(const Distribution& layout) {
   int64_t factor = 1;
   for (size_t axis = 0; axis < layout.placements.size(); ++axis) {

@@ -86,6 +86,11 @@ Tensor make_distributed(const Shape& global_shape, Distribution layout);
 // gradient, optimiser state).
 Tensor with_local(const Tensor& distributed, Tensor local);
 
+// Whether every rank of `communicator` (a dist::Communicator, opaque here) holds `tensor` alike,
+// as TensorImpl::alike_across records it; and recording that it does.
+bool held_alike_across(const Tensor& tensor, const void* communicator);
+void mark_alike_across(const Tensor& tensor, const void* communicator);
+
 // Whether every rank holds the whole value (replicated on every mesh axis): then its local part
 // is the value, and reading it needs no communication.
 bool whole_on_every_rank(const Distribution& layout);

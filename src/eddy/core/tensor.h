@@ -104,7 +104,7 @@ struct TensorImpl {
   // The communicators (dist::Communicator, opaque here) over whose ranks every rank holds this
   // value alike: the distributed interpreter's replicated local parts, and a cotangent while the
   // backward pass that proved it alike runs its derivative rule. A sum over such a communicator
-  // then sends nothing (dist/collectives.h).
+  // then sends nothing (dist/collectives.h). Helpers in core/distribution.h.
   std::vector<const void*> alike_across;
 };
 

@@ -4,17 +4,15 @@
 
 #include "eddy/dist/collectives.h"
 
-#include <algorithm>
 #include <atomic>
 
+#include "eddy/core/distribution.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::dist {
 namespace {
 using detail::dense;
-
-Communicator& comm_of(const Attrs& attrs) { return *static_cast<Communicator*>(attrs.payload.get()); }
 
 Attrs attrs_for(Communicator& comm, int root = 0) {
   Attrs attrs;
@@ -26,7 +24,7 @@ Attrs attrs_for(Communicator& comm, int root = 0) {
 int root_of(const Attrs& attrs) { return static_cast<int>(attrs.axis); }
 
 void check_root(std::string_view op, const Attrs& attrs) {
-  const int size = comm_of(attrs).size();
+  const int size = communicator_of(attrs).size();
   EDDY_CHECK(attrs.axis >= 0 && attrs.axis < size, op, ": root ", attrs.axis, " is not a rank of this ", size,
              "-process job");
 }
@@ -54,7 +52,7 @@ Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, con
   p.infer = std::move(infer);
   p.eval = [call = std::move(call)](Inputs in, const Attrs& attrs, const OutputSpec& spec) {
     Tensor out = detail::new_output(spec, in[0]);
-    call(comm_of(attrs), dense(in[0]), out, attrs);
+    call(communicator_of(attrs), dense(in[0]), out, attrs);
     traffic_calls.fetch_add(1, std::memory_order_relaxed);
     traffic_bytes.fetch_add(in[0].numel() * static_cast<int64_t>(dtype_size(in[0].dtype())), std::memory_order_relaxed);
     return out;
@@ -66,7 +64,7 @@ OutputSpec same_spec(Inputs in, const Attrs&) { return OutputSpec{in[0].shape(),
 
 // The rule both sums over the ranks share: a sum's tangent and cotangent are sums too.
 Tensor summed_over_ranks(Inputs, const Attrs& a, int, const Tensor& t) {
-  return all_reduce(t, ReduceOp::sum, comm_of(a));
+  return all_reduce(t, ReduceOp::sum, communicator_of(a));
 }
 
 const Primitive& allreduce_sum_of_replicated_p = [] () -> const Primitive& {
@@ -80,7 +78,7 @@ const Primitive& allreduce_sum_of_replicated_p = [] () -> const Primitive& {
     return same_spec(in, a);
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec&) {
-    return in[0] * static_cast<double>(comm_of(a).size());
+    return in[0] * static_cast<double>(communicator_of(a).size());
   };
   p.jvp = summed_over_ranks;
   p.vjp = summed_over_ranks;
@@ -109,10 +107,10 @@ const Primitive& allreduce_max_p = [] () -> const Primitive& {
       },
       [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allreduce(x, out, ReduceOp::max); });
   p.jvp = [](Inputs in, const Attrs& a, int, const Tensor& t) {
-    return all_reduce(t * max_weight(in[0], comm_of(a)), ReduceOp::sum, comm_of(a));
+    return all_reduce(t * max_weight(in[0], communicator_of(a)), ReduceOp::sum, communicator_of(a));
   };
   p.vjp = [](Inputs in, const Attrs& a, int, const Tensor& g) {
-    return all_reduce(g, ReduceOp::sum, comm_of(a)) * max_weight(in[0], comm_of(a));
+    return all_reduce(g, ReduceOp::sum, communicator_of(a)) * max_weight(in[0], communicator_of(a));
   };
   p.collective = {.output_alike = true};
   return register_primitive(std::move(p));
@@ -122,12 +120,12 @@ const Primitive& allgather_p = [] () -> const Primitive& {
   Primitive p = collective("allgather",
       [](Inputs in, const Attrs& a) {
         EDDY_CHECK(in[0].dim() >= 1, "all_gather: needs at least one axis to gather along, got a scalar");
-        return OutputSpec{with_rows(in[0].shape(), in[0].shape()[0] * comm_of(a).size()), in[0].dtype()};
+        return OutputSpec{with_rows(in[0].shape(), in[0].shape()[0] * communicator_of(a).size()), in[0].dtype()};
       },
       [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allgather(x, out); });
   p.linear = true;
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_gather(t, comm_of(a)); };
-  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce_scatter(g, comm_of(a)); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_gather(t, communicator_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce_scatter(g, communicator_of(a)); };
   p.collective = {.output_alike = true};
   return register_primitive(std::move(p));
 }();
@@ -135,7 +133,7 @@ const Primitive& allgather_p = [] () -> const Primitive& {
 const Primitive& reduce_scatter_p = [] () -> const Primitive& {
   Primitive p = collective("reduce_scatter",
       [](Inputs in, const Attrs& a) {
-        const int size = comm_of(a).size();
+        const int size = communicator_of(a).size();
         check_reduce_op("reduce_scatter", in[0], ReduceOp::sum);
         EDDY_CHECK(in[0].dim() >= 1 && in[0].shape()[0] % size == 0, "reduce_scatter: axis 0 of ", in[0].shape(),
                    " does not split evenly over ", size, " ranks");
@@ -143,8 +141,8 @@ const Primitive& reduce_scatter_p = [] () -> const Primitive& {
       },
       [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.reduce_scatter(x, out); });
   p.linear = true;
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce_scatter(t, comm_of(a)); };
-  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_gather(g, comm_of(a)); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce_scatter(t, communicator_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_gather(g, communicator_of(a)); };
   return register_primitive(std::move(p));
 }();
 
@@ -153,15 +151,15 @@ const Primitive& reduce_scatter_p = [] () -> const Primitive& {
 const Primitive& all_to_all_p = [] () -> const Primitive& {
   Primitive p = collective("all_to_all",
       [](Inputs in, const Attrs& a) {
-        const int size = comm_of(a).size();
+        const int size = communicator_of(a).size();
         EDDY_CHECK(in[0].dim() >= 1 && in[0].shape()[0] % size == 0, "all_to_all: axis 0 of ", in[0].shape(),
                    " does not split evenly over ", size, " ranks");
         return same_spec(in, a);
       },
       [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.alltoall(x, out); });
   p.linear = true;
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_to_all(t, comm_of(a)); };
-  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_to_all(g, comm_of(a)); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_to_all(t, communicator_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_to_all(g, communicator_of(a)); };
   return register_primitive(std::move(p));
 }();
 
@@ -177,8 +175,8 @@ const Primitive& broadcast_p = [] () -> const Primitive& {
         c.broadcast(buffer, root_of(a));
       });
   p.linear = true;
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return broadcast(t, root_of(a), comm_of(a)); };
-  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce(g, root_of(a), comm_of(a)); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return broadcast(t, root_of(a), communicator_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce(g, root_of(a), communicator_of(a)); };
   p.collective = {.output_alike = true};
   return register_primitive(std::move(p));
 }();
@@ -196,8 +194,8 @@ const Primitive& reduce_p = [] () -> const Primitive& {
         c.reduce(x, result, root_of(a));
       });
   p.linear = true;
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce(t, root_of(a), comm_of(a)); };
-  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return broadcast(g, root_of(a), comm_of(a)); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce(t, root_of(a), communicator_of(a)); };
+  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return broadcast(g, root_of(a), communicator_of(a)); };
   return register_primitive(std::move(p));
 }();
 
@@ -215,22 +213,19 @@ const Primitive& sum_gradient_over_ranks_p = [] () -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
-// A value every rank holds alike sums to itself times the rank count (core/tensor.h says who
-// knows that): so Megatron's backward pass never sums the loss's cotangent, which is every rank's.
-bool held_alike(const Tensor& x, const Communicator& comm) {
-  if (!x.defined()) return false;
-  const std::vector<const void*>& alike = x.impl()->alike_across;
-  return std::find(alike.begin(), alike.end(), &comm) != alike.end();
-}
-
 }  // namespace
+
+Communicator& communicator_of(const Attrs& attrs) { return *static_cast<Communicator*>(attrs.payload.get()); }
 
 Tensor sum_gradient_over_ranks(const Tensor& x, Communicator& comm) {
   return dispatch(sum_gradient_over_ranks_p, {x}, attrs_for(comm));
 }
 
 Tensor all_reduce(const Tensor& x, ReduceOp op, Communicator& comm) {
-  const Primitive& sum = held_alike(x, comm) ? allreduce_sum_of_replicated_p : allreduce_sum_p;
+  // A value every rank holds alike (core/distribution.h says who knows that) sums to itself times
+  // the rank count: so Megatron's backward pass never sums the loss's cotangent, every rank's.
+  const Primitive& sum =
+      held_alike_across(x, &comm) ? *allreduce_sum_p.collective.given_alike_operand : allreduce_sum_p;
   switch (op) {
     case ReduceOp::sum: return dispatch(sum, {x}, attrs_for(comm));
     case ReduceOp::mean:

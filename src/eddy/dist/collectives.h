@@ -15,7 +15,16 @@
 
 #include "eddy/dist/communicator.h"
 
+namespace eddy {
+struct Attrs;
+}
+
 namespace eddy::dist {
+
+// The communicator a collective primitive's Attrs carry, not owned, in Attrs::payload: every
+// collective-class primitive keeps it there (these, the distributed FFT's), and the compiler reads
+// it back to tell which ranks a collective spans.
+Communicator& communicator_of(const Attrs& attrs);
 
 // op over ranks of x, elementwise, on every rank. max splits the derivative evenly among the
 // ranks (and elements) that hold the maximum, like eddy::max.

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <utility>
 
+#include "eddy/dist/collectives.h"
 #include "eddy/dist/distributed_fft_checks.h"
 #include "eddy/fft/fft_backend.h"
 #include "eddy/ops/ops.h"
@@ -166,8 +167,6 @@ void slab_c2r(const Tensor& in, const Tensor& out, int64_t n0, int64_t n1, doubl
   }
 }
 
-Communicator& comm_of(const Attrs& attrs) { return *static_cast<Communicator*>(attrs.payload.get()); }
-
 Attrs attrs_for(Communicator& comm, int64_t n0, int64_t n1, double scale) {
   Attrs attrs;
   attrs.payload = std::shared_ptr<void>(std::shared_ptr<void>(), &comm);  // aliasing: not owned
@@ -200,7 +199,7 @@ const Primitive& r2c_p = []() -> const Primitive& {
   p.cost = CostClass::collective;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
-    Communicator& comm = comm_of(a);
+    Communicator& comm = communicator_of(a);
     const int64_t n0 = a.shape[0], n1 = a.shape[1];
     detail::check_slab("dist::rfft2", in[0], n0, n1, false, slab_rows(n0, n1, comm), comm);
     Shape shape = in[0].shape();
@@ -209,7 +208,7 @@ const Primitive& r2c_p = []() -> const Primitive& {
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
     Tensor out = eddy::detail::new_output(spec, in[0]);
-    Communicator& comm = comm_of(a);
+    Communicator& comm = communicator_of(a);
     if (comm.size() == 1) {
       if (out.numel() > 0) fft::fft_backend_for(out.device()).r2c(dense(in[0]), out, grid_axes(out));
       return out;
@@ -222,9 +221,9 @@ const Primitive& r2c_p = []() -> const Primitive& {
     }
     return out;
   };
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return r2c(t, comm_of(a), a.shape[0], a.shape[1]); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return r2c(t, communicator_of(a), a.shape[0], a.shape[1]); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) {
-    return c2r(g * hermitian_weights(g, a.shape[1], 0.5, 1), comm_of(a), a.shape[0], a.shape[1], 1);
+    return c2r(g * hermitian_weights(g, a.shape[1], 0.5, 1), communicator_of(a), a.shape[0], a.shape[1], 1);
   };
   return register_primitive(std::move(p));
 }();
@@ -235,7 +234,7 @@ const Primitive& c2r_p = []() -> const Primitive& {
   p.cost = CostClass::collective;
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
-    Communicator& comm = comm_of(a);
+    Communicator& comm = communicator_of(a);
     const int64_t n0 = a.shape[0], n1 = a.shape[1];
     detail::check_slab("dist::irfft2", in[0], n0, n1, true, slab_rows(n0, n1, comm), comm);
     Shape shape = in[0].shape();
@@ -244,7 +243,7 @@ const Primitive& c2r_p = []() -> const Primitive& {
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec& spec) {
     Tensor out = eddy::detail::new_output(spec, in[0]);
-    Communicator& comm = comm_of(a);
+    Communicator& comm = communicator_of(a);
     if (comm.size() == 1) {
       if (out.numel() > 0) fft::fft_backend_for(out.device()).c2r(dense(in[0]), out, grid_axes(out), a.scale);
       return out;
@@ -258,10 +257,10 @@ const Primitive& c2r_p = []() -> const Primitive& {
     return out;
   };
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) {
-    return c2r(t, comm_of(a), a.shape[0], a.shape[1], a.scale);
+    return c2r(t, communicator_of(a), a.shape[0], a.shape[1], a.scale);
   };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) {
-    const Tensor spectrum = r2c(g, comm_of(a), a.shape[0], a.shape[1]);
+    const Tensor spectrum = r2c(g, communicator_of(a), a.shape[0], a.shape[1]);
     return spectrum * hermitian_weights(spectrum, a.shape[1], 2.0, a.scale);
   };
   return register_primitive(std::move(p));

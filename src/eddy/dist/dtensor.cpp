@@ -308,18 +308,14 @@ bool fits(const ShardingDecision& decision, int64_t mesh_axis, const std::vector
 // so that eagerly too a sum of one over the ranks sends nothing (dist/collectives.h).
 void note_replicated(const Tensor& local, const std::vector<Placement>& placements, const ProcessMesh& mesh) {
   TraceRecorder* recorder = active_trace_recorder();
-  std::vector<const void*>& alike = local.impl()->alike_across;
-  auto mark = [&alike](const Communicator& comm) {
-    if (std::find(alike.begin(), alike.end(), &comm) == alike.end()) alike.push_back(&comm);
-  };
   for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
     if (placements[static_cast<size_t>(axis)].kind != Kind::replicate || mesh.size(axis) == 1) continue;
     Communicator& comm = mesh.communicator(axis);
     if (recorder) recorder->replicated_over(local, comm);
-    mark(comm);
+    mark_alike_across(local, &comm);
     // An axis over every rank of the job: alike across the job's communicator too, over which an
     // ordinary tensor's gradient is summed (as_used).
-    if (mesh.size(axis) == mesh.world().size()) mark(mesh.world());
+    if (mesh.size(axis) == mesh.world().size()) mark_alike_across(local, &mesh.world());
   }
 }
 
