@@ -16,7 +16,8 @@ constexpr int64_t kWarmupSteps = 10;
 constexpr size_t kProbeSteps = 7;
 // Steps between probes: a probe at a slower count then costs a few percent at most.
 constexpr int64_t kProbeEvery = 200;
-// A count replaces the current one only when this much faster, so noise does not flip it.
+// A larger count is kept only when its steps take at most this fraction of a smaller one's, so
+// noise does not buy a thread.
 constexpr double kGain = 0.97;
 
 bool adapting_allowed() {
@@ -35,9 +36,10 @@ ThreadTuner::~ThreadTuner() {
   if (enabled_) set_num_threads(max_threads_);
 }
 
-std::vector<int> ThreadTuner::neighbours() const {
+std::vector<int> ThreadTuner::probe_counts() const {
   std::vector<int> counts;
   if (threads_ > 1) counts.push_back(threads_ / 2);
+  counts.push_back(threads_);
   if (threads_ < max_threads_) counts.push_back(std::min(max_threads_, threads_ * 2));
   return counts;
 }
@@ -66,41 +68,38 @@ std::string ThreadTuner::end_step() {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
   if (++steps_ <= kWarmupSteps) return "";
-  if (trials_.empty()) {
-    settled_.push_back(seconds);
-    if (settled_.size() > kProbeSteps) settled_.erase(settled_.begin());
-    const bool probe_due = steps_ == kWarmupSteps + static_cast<int64_t>(kProbeSteps) ||
-                           (steps_ - kWarmupSteps) % kProbeEvery == 0;
-    if (probe_due && settled_.size() == kProbeSteps) {
-      trials_ = neighbours();
-      best_seconds_ = median(settled_);
-      best_threads_ = threads_;
-      use(trials_.front());
-    }
+  if (probed_.empty()) {
+    if ((steps_ - kWarmupSteps - 1) % kProbeEvery != 0) return "";
+    probed_ = probe_counts();
+    timings_.assign(probed_.size(), {});
+    probe_step_ = 0;
+    use(probed_.front());
     return "";
   }
-  trial_times_.push_back(seconds);
-  if (trial_times_.size() < kProbeSteps) return "";
-  const double trial = median(trial_times_);
-  if (trial < kGain * best_seconds_) {
-    best_seconds_ = trial;
-    best_threads_ = trials_.front();
-  }
-  trial_times_.clear();
-  trials_.erase(trials_.begin());
-  if (!trials_.empty()) {
-    use(trials_.front());
+  timings_[probe_step_ % probed_.size()].push_back(seconds);
+  if (++probe_step_ < kProbeSteps * probed_.size()) {
+    use(probed_[probe_step_ % probed_.size()]);
     return "";
+  }
+  return settle();
+}
+
+std::string ThreadTuner::settle() {
+  std::vector<double> medians;
+  for (const std::vector<double>& times : timings_) medians.push_back(median(times));
+  size_t best = 0;  // probed_ ascends: a larger count must clearly beat the best smaller one
+  for (size_t i = 1; i < probed_.size(); ++i) {
+    if (medians[i] < kGain * medians[best]) best = i;
   }
   const int before = threads_;
-  const double before_seconds = median(settled_);
-  threads_ = best_threads_;
+  const double before_seconds = medians[std::find(probed_.begin(), probed_.end(), before) - probed_.begin()];
+  threads_ = probed_[best];
   use(threads_);
-  settled_.clear();
+  probed_.clear();
   if (threads_ == before) return "";
   char note[160];
   std::snprintf(note, sizeof(note), "threads: %d -> %d (a step took %.3g ms on %d, %.3g ms on %d)", before, threads_,
-                before_seconds * 1e3, before, best_seconds_ * 1e3, threads_);
+                before_seconds * 1e3, before, medians[best] * 1e3, threads_);
   return note;
 }
 

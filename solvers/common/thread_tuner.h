@@ -4,15 +4,19 @@
 // On a machine where another program holds a core, the thread that shares that core gets a part
 // of its time slices, and at every parallel region the other threads wait for it: a Burgers step
 // on two threads could then be slower than on one (docs/benchmarks.md, "A busy machine"). The
-// tuner times a few steps at the neighbouring counts (half and double, within 1 to the threads
-// eddy was given) from time to time and keeps the fastest. The count changes only the speed:
-// eddy's own kernels give the same results at every thread count (backends/cpu/loops.h). A step
-// that runs one whose results depend on it (a large GEMM on OpenBLAS's threads, a multi-threaded
-// FFTW plan: thread_dependent_kernel_runs()) turns the tuner off for the rest of the run, back at
-// the count it was given; a training step's kernels show in its first steps, which always run at
-// that count. One that first runs later, in a validation every few hundred steps, has run once
-// at the tuned count by then: that validation's figures can differ in their last bits from a run
-// at a fixed count, while training goes on as it would.
+// tuner times steps at the current count and its neighbours (half and double, within 1 to the
+// threads eddy was given) from time to time, and keeps the fewest threads that no larger count
+// clearly beats. The counts take turns step by step within a probe, so a slow stretch of a shared
+// machine lands on all of them alike instead of deciding for one. Ties go to fewer threads: a
+// thread that does not pay for itself only adds risk on a busy machine.
+//
+// The count changes only the speed: eddy's own kernels give the same results at every thread
+// count (backends/cpu/loops.h). A step that runs one whose results depend on it (a large GEMM on
+// OpenBLAS's threads, a multi-threaded FFTW plan: thread_dependent_kernel_runs()) turns the tuner
+// off for the rest of the run, back at the count it was given; a training step's kernels show in
+// its first steps, which always run at that count. One that first runs later, in a validation
+// every few hundred steps, has run once at the tuned count by then: that validation's figures can
+// differ in their last bits from a run at a fixed count, while training goes on as it would.
 //
 // EDDY_ADAPT_THREADS=0 keeps the given count throughout (for measuring scaling).
 
@@ -38,8 +42,10 @@ class ThreadTuner {
   int threads() const { return threads_; }
 
  private:
-  // The counts to try from `threads_`: half and double, within [1, max].
-  std::vector<int> neighbours() const;
+  // The counts a probe from `threads_` compares, ascending: it, half and double, within [1, max].
+  std::vector<int> probe_counts() const;
+  // The probe's verdict once every count has its steps; a note when the count changed.
+  std::string settle();
   void use(int threads);
   static double median(std::vector<double> seconds);
 
@@ -48,12 +54,10 @@ class ThreadTuner {
   bool enabled_;
   int64_t thread_dependent_runs_;  // thread_dependent_kernel_runs() when the tuner started
   std::chrono::steady_clock::time_point step_start_;
-  int64_t steps_ = 0;               // steps timed so far
-  std::vector<double> settled_;     // the last step times at threads_
-  std::vector<int> trials_;         // counts still to try in this probe
-  std::vector<double> trial_times_; // step times at trials_.front()
-  double best_seconds_ = 0;         // the best median of this probe so far
-  int best_threads_ = 0;
+  int64_t steps_ = 0;                        // steps timed so far
+  std::vector<int> probed_;                  // the counts of the probe under way; empty between probes
+  std::vector<std::vector<double>> timings_; // step times of each of probed_
+  size_t probe_step_ = 0;                    // steps of the probe so far; the next runs at probed_[it % size]
 };
 
 }  // namespace eddy::solvers

@@ -59,6 +59,30 @@ TEST_F(ThreadTunerTest, KeepsTwoThreadsWhenTheyAreFaster) {
   EXPECT_EQ(num_threads(), 2);
 }
 
+TEST_F(ThreadTunerTest, MovesToOneThreadWhenTwoAreNotClearlyFaster) {
+  // Equal steps: the second thread does not pay for itself, so it goes (20 ms, so that the
+  // 3% a larger count must gain is well above the sleeps' jitter).
+  ThreadTuner tuner;
+  const std::string notes = run_steps(tuner, 30, 20, 20);
+  EXPECT_EQ(tuner.threads(), 1);
+  EXPECT_NE(notes.find("threads: 2 -> 1"), std::string::npos) << notes;
+}
+
+TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
+  // So that a slow stretch of a shared machine lands on every count alike.
+  ThreadTuner tuner;
+  std::string counts;
+  for (int s = 0; s < 30; ++s) {
+    tuner.begin_step();
+    counts += std::to_string(num_threads());
+    std::this_thread::sleep_for(std::chrono::milliseconds(num_threads() == 2 ? 1 : 3));
+    tuner.end_step();
+  }
+  // Ten warm-up steps and the one before the probe at the given count, then 1, 2, 1, 2, ...
+  // seven of each, then the winner.
+  EXPECT_EQ(counts, "22222222222" "12121212121212" "22222");
+}
+
 TEST_F(ThreadTunerTest, GivesBackTheThreadCountItStartedWith) {
   {
     ThreadTuner tuner;
