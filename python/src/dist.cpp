@@ -2,7 +2,10 @@
 
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include "bindings.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/dist/sharded_optimizer.h"
 
@@ -34,6 +37,31 @@ class PythonMadeOptimizer final : public optim::Optimizer {
   py::object made_;
   optim::Optimizer* held_;
 };
+
+// `with eddy.dist.defer_gradient_sums(mesh, "dp"):` around a step's backward passes.
+class DeferredSumsScope {
+ public:
+  DeferredSumsScope(std::shared_ptr<dist::ProcessMesh> mesh, const std::string& axis)
+      : mesh_(std::move(mesh)), comm_(mesh_->communicator(mesh_->axis(axis))) {}
+  void enter() {
+    EDDY_CHECK(!scope_, "dist.defer_gradient_sums: this scope is entered already");
+    scope_.emplace(comm_);
+  }
+  void exit() { scope_.reset(); }
+
+ private:
+  std::shared_ptr<dist::ProcessMesh> mesh_;  // keeps comm_ alive
+  dist::Communicator& comm_;
+  std::optional<dist::DeferGradientSums> scope_;
+};
+
+dist::RankGradients rank_gradients(const std::string& name) {
+  EDDY_CHECK(name == "to_average" || name == "to_sum" || name == "identical", "dist.ShardedOptimizer: gradients "
+             "must be 'to_average' (each rank's own, averaged by the step), 'to_sum' (each rank's part, from "
+             "defer_gradient_sums) or 'identical' (summed over ranks already), got '", name, "'");
+  if (name == "to_sum") return dist::RankGradients::to_sum;
+  return name == "identical" ? dist::RankGradients::identical : dist::RankGradients::to_average;
+}
 
 }  // namespace
 
@@ -89,17 +117,18 @@ void bind_dist(py::module_& m) {
       "ZeRO stage 1: each rank keeps the optimiser state of its share of the parameters only. make(slices) "
       "builds the optimiser of this rank's slices, e.g. lambda s: eddy.optim.AdamW(s, lr=1e-3); step() "
       "reduce-scatters the gradients, updates the slices and all-gathers the parameters (docs/distributed.md).")
-      .def(py::init([](const py::iterable& params, const py::function& make, const std::string& gradients) {
-             EDDY_CHECK(gradients == "to_average" || gradients == "identical", "dist.ShardedOptimizer: gradients "
-                        "must be 'to_average' (each rank's own, averaged by the step) or 'identical' (summed over "
-                        "ranks already), got '", gradients, "'");
+      .def(py::init([](const py::iterable& params, const py::function& make, const std::string& gradients,
+                       const std::shared_ptr<dist::ProcessMesh>& mesh, const std::string& axis) {
+             const dist::RankGradients kind = rank_gradients(gradients);
              std::vector<Tensor> parameters;
              for (const py::handle& p : params) parameters.push_back(p.cast<Tensor>());
-             return new dist::ShardedOptimizer(
-                 parameters, [make](std::vector<Tensor> slices) { return PythonMadeOptimizer::from(make(slices)); },
-                 gradients == "identical" ? dist::RankGradients::identical : dist::RankGradients::to_average);
+             dist::Communicator& comm =
+                 mesh ? mesh->communicator(mesh->axis(axis)) : dist::default_communicator();
+             auto made = [make](std::vector<Tensor> slices) { return PythonMadeOptimizer::from(make(slices)); };
+             return new dist::ShardedOptimizer(parameters, made, kind, comm);
            }),
-           py::arg("params"), py::arg("make"), py::arg("gradients") = "to_average")
+           py::arg("params"), py::arg("make"), py::arg("gradients") = "to_average", py::arg("mesh") = nullptr,
+           py::arg("axis") = "dp", py::keep_alive<1, 5>())
       .def_property_readonly("owned", &dist::ShardedOptimizer::owned,
                              "The elements [first, last) of the flattened parameters whose state this rank holds.")
       .def("local_state_dict", [](const dist::ShardedOptimizer& self) {
@@ -107,6 +136,18 @@ void bind_dist(py::module_& m) {
              for (const auto& [key, value] : self.local().state_dict()) state[py::str(key)] = value;
              return state;
            }, "The state this rank holds: its slices' (state_dict() gathers the whole, collectively).");
+  py::class_<DeferredSumsScope>(dist, "defer_gradient_sums",
+      "with eddy.dist.defer_gradient_sums(mesh, 'dp'): backward passes leave each parameter's gradient as this "
+      "rank's part of the sum over the mesh axis (the one that splits the batch); sum them once per step with "
+      "sum_gradients, or ShardedOptimizer(..., gradients='to_sum', mesh=mesh) (docs/distributed.md).")
+      .def(py::init<std::shared_ptr<dist::ProcessMesh>, const std::string&>(), py::arg("mesh"), py::arg("axis"))
+      .def("__enter__", [](DeferredSumsScope& self) { self.enter(); return &self; }, py::return_value_policy::reference)
+      .def("__exit__", [](DeferredSumsScope& self, const py::args&) { self.exit(); });
+  dist.def("sum_gradients", [](const std::vector<Tensor>& params, const std::shared_ptr<dist::ProcessMesh>& mesh,
+                               const std::string& axis) {
+        dist::sum_gradients(params, mesh->communicator(mesh->axis(axis)));
+      }, py::arg("params"), py::arg("mesh"), py::arg("axis"),
+      "Each parameter's .grad() summed over the ranks of the mesh axis, in one message (after defer_gradient_sums).");
   dist.def("placements", &dist::placements_of, py::arg("tensor"), "The placement on each mesh axis.");
   dist.def("is_distributed", &is_distributed, py::arg("tensor"));
 }

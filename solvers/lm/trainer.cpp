@@ -2,11 +2,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/memory.h"
 #include "eddy/dist/communicator.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
+#include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
@@ -136,18 +139,23 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     adam.beta1 = t.beta1;
     adam.beta2 = t.beta2;
     adam.weight_decay = weight_decay;
-    // The backward pass of distributed tensors has summed every gradient over the ranks already.
     // ZeRO shards the state over the ranks that hold the same parameters, the dp axis's: a mesh
-    // without one leaves nothing to shard over.
+    // without one leaves nothing to shard over. The gradients reach it as the dp ranks' parts
+    // (below).
     const bool sharable = !parallel.mesh || parallel.data_parallel;
     return solvers::make_optimizer(
         sharable ? t.zero_stage : 0, std::move(group),
         [adam](std::vector<Tensor> slices) { return std::make_unique<optim::AdamW>(std::move(slices), adam); },
-        dist::RankGradients::identical, parallel.data_parallel ? *parallel.data_parallel : world);
+        dist::RankGradients::to_sum, parallel.data_parallel ? *parallel.data_parallel : world);
   };
   const std::unique_ptr<optim::Optimizer> decayed_optimizer = adamw(matrices, t.weight_decay);
   const std::unique_ptr<optim::Optimizer> undecayed_optimizer = adamw(vectors, 0);
   optim::Optimizer &decayed = *decayed_optimizer, &undecayed = *undecayed_optimizer;
+  // Under ZeRO stage 1 (and on more than one dp rank), the optimisers that reduce-scatter.
+  std::vector<dist::ShardedOptimizer*> sharded;
+  for (optim::Optimizer* optimizer : {&decayed, &undecayed}) {
+    if (auto* zero = dynamic_cast<dist::ShardedOptimizer*>(optimizer)) sharded.push_back(zero);
+  }
   const auto schedule = optim::make_schedule(t.schedule, t.learning_rate, t.steps);
 
   History history;
@@ -205,6 +213,11 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
       // the steps an uninterrupted one would.
       const auto stream = static_cast<uint64_t>(step * t.accumulation + micro);
       const Batch b = draw_batch(train_tokens, batch, context, t.seed, stream);
+      // The gradients come out as each dp rank's part, summed over the dp ranks once per step in
+      // apply: summing them in the backward pass would send every parameter's gradient apart,
+      // once per micro-batch.
+      std::optional<dist::DeferGradientSums> per_rank_parts;
+      if (parallel.data_parallel) per_rank_parts.emplace(*parallel.data_parallel);
       const std::vector<Tensor> outputs =
           training_step({parallel.place_batch(b.tokens), parallel.place_batch(b.targets), random_key(t.seed, stream << 32),
                          scale});
@@ -219,7 +232,15 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     return step_loss;
   };
   steps.apply = [&] {
-    if (t.clip > 0) optim::clip_grad_norm(parameters, t.clip);
+    // One message for the step's gradients: ZeRO-1's reduce-scatter (each rank receives its
+    // slices' sums, and clipping reads those), or one all-reduce.
+    if (!sharded.empty()) {
+      for (dist::ShardedOptimizer* zero : sharded) zero->reduce_gradients();
+      if (t.clip > 0) dist::clip_reduced_grad_norm(sharded, t.clip);
+    } else {
+      if (parallel.data_parallel) dist::sum_gradients(parameters, *parallel.data_parallel);
+      if (t.clip > 0) optim::clip_grad_norm(parameters, t.clip);
+    }
     decayed.step();
     undecayed.step();
     result.step_seconds.push_back(

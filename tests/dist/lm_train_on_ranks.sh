@@ -2,9 +2,10 @@
 # lm_train_on_ranks.sh EDDY PYTHON DIR MPIEXEC FLAGS...: `eddy lm train` of a small Llama on the
 # fortunes (float64) as one process, then on 2 ranks tensor parallel (parallel.mesh [2], names
 # [mp]), data parallel (no parallel section) and data parallel with ZeRO stage 1
-# (training.zero_stage=1): every step's training loss and the validation loss in history.h5 must
-# agree to 1e-9. Then a ZeRO-1 checkpoint written on 2 ranks after 2 steps resumes on one process
-# to the losses of 3 uninterrupted steps. PYTHON has h5py.
+# (training.zero_stage=1), both also with two micro-batches a step and clipping: every step's
+# training loss and the validation loss in history.h5 must agree to 1e-9. Then a ZeRO-1
+# checkpoint written on 2 ranks after 2 steps resumes on one process to the losses of 3
+# uninterrupted steps. PYTHON has h5py.
 set -eu
 eddy=$1 python=$2 dir=$3 mpiexec=$4
 shift 4
@@ -34,6 +35,20 @@ for run in "tensor_parallel:parallel.mesh=[2] parallel.names=[mp]" "data_paralle
   "$mpiexec" -n 2 "$@" "$eddy" lm train examples/lm/fortunes_gpt.yaml "${small[@]}" "${extra[@]}" \
     output.dir="$dir/$name" --quiet > /dev/null
   compare "$dir/one" "$dir/$name" "$name on 2 ranks"
+done
+# Two micro-batches a step and clipping at work (the gradient norm is above 0.05 throughout):
+# the dp ranks' gradient parts are summed once per step, in one all-reduce or ZeRO-1's
+# reduce-scatter, and clipped on the reduced slices there.
+accumulated=(training.accumulation=2 training.clip=0.05)
+"$eddy" lm train examples/lm/fortunes_gpt.yaml "${small[@]}" "${accumulated[@]}" output.dir="$dir/one_accumulated" \
+  --quiet > /dev/null
+for run in "data_parallel_accumulated:" "zero1_accumulated:training.zero_stage=1"; do
+  name=${run%%:*}
+  # shellcheck disable=SC2206
+  extra=(${run#*:})
+  "$mpiexec" -n 2 "$@" "$eddy" lm train examples/lm/fortunes_gpt.yaml "${small[@]}" "${accumulated[@]}" "${extra[@]}" \
+    output.dir="$dir/$name" --quiet > /dev/null
+  compare "$dir/one_accumulated" "$dir/$name" "$name on 2 ranks"
 done
 # A constant schedule, so that a run of 2 steps takes the first 2 steps of a run of 3, and an
 # evaluation after every step, so that both runs evaluate at the same steps.

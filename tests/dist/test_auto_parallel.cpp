@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "eddy/compiler/compile.h"
 #include "eddy/dist/collectives.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/dist/sharded_optimizer.h"
 #include "eddy/eddy.h"
@@ -19,6 +21,7 @@
 #include "eddy/nn/neural_operators.h"
 #include "eddy/nn/transformer.h"
 #include "eddy/optim/adam.h"
+#include "eddy/optim/clip.h"
 #include "support/job_directory.h"
 #include "tiny_llama.h"
 
@@ -766,6 +769,80 @@ TEST(Training, ZeroStage1ShardsTensorParallelStateOverDp) {
   reloaded.load_state_dict(want);
   for (const auto& [key, value] : full_state(reloaded.state_dict())) {
     EXPECT_EQ(relative_difference(value, want.at(key)), 0.0) << key;
+  }
+}
+
+// DeferGradientSums: the backward pass leaves each parameter's gradient as this dp rank's part,
+// summed once per step, after two micro-batches, by sum_gradients or by ZeRO-1's
+// reduce-scatter (RankGradients::to_sum, clipped on the reduced slices). The steps are those of
+// summing in every backward pass, with clipping active.
+TEST(Training, DeferredGradientSumsGiveTheSameSteps) {
+  for (const auto& mesh : meshes()) {
+    SCOPED_TRACE(mesh->describe());
+    Communicator& dp = mesh->communicator(0);
+    const bool grid = mesh->ndim() == 2, several_ranks = dp.size() > 1;
+    const std::vector<Placement> rows = grid ? std::vector<Placement>{S(0), R} : std::vector<Placement>{S(0)};
+    const Tensor x = shard_tensor(common({16, 4}, 90), mesh, rows);
+    const Tensor target = shard_tensor(common({16, 2}, 91), mesh, rows);
+    auto make = [&] {
+      std::vector<Tensor> p{common({4, 8}, 92).requires_grad_(), common({8}, 93).requires_grad_(),
+                            common({8, 2}, 94).requires_grad_()};
+      if (grid) {  // the first layer split over mp, as tensor parallelism does
+        p[0] = shard_tensor(p[0], mesh, {R, S(1)});
+        p[1] = shard_tensor(p[1], mesh, {R, S(0)});
+      }
+      return p;
+    };
+    optim::AdamOptions options;
+    options.learning_rate = 1e-2;
+    auto adamw = [&](std::vector<Tensor> parameters) {
+      return std::make_unique<optim::AdamW>(std::move(parameters), options);
+    };
+    constexpr double kClip = 0.05;
+    // Two micro-batches' gradients accumulated; the backward passes' bytes.
+    auto accumulate = [&](const std::vector<Tensor>& p, bool deferred) {
+      std::optional<DeferGradientSums> parts;
+      if (deferred) parts.emplace(dp);
+      int64_t bytes = 0;
+      for (double k : {1.0, 2.0}) {
+        const Tensor loss = 0.5 * mean(square(matmul(tanh(matmul(x, p[0]) + p[1]), p[2]) - k * target));
+        const int64_t before = collective_traffic().bytes;
+        backward(loss);
+        bytes += collective_traffic().bytes - before;
+      }
+      return bytes;
+    };
+    std::vector<Tensor> plain = make(), summed = make(), zero_parameters = make();
+    const std::unique_ptr<optim::Optimizer> plain_adamw = adamw(plain), summed_adamw = adamw(summed);
+    ShardedOptimizer zero(zero_parameters, adamw, RankGradients::to_sum, dp);
+    for (int step = 0; step < 3; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      for (optim::Optimizer* o : {plain_adamw.get(), summed_adamw.get(), static_cast<optim::Optimizer*>(&zero)}) {
+        o->zero_grad();
+      }
+      const int64_t plain_bytes = accumulate(plain, false);
+      const double plain_norm = optim::clip_grad_norm(plain, kClip);
+      EXPECT_GT(plain_norm, kClip);  // clipping is at work
+      plain_adamw->step();
+
+      const int64_t deferred_bytes = accumulate(summed, true);
+      sum_gradients(summed, dp);
+      optim::clip_grad_norm(summed, kClip);
+      summed_adamw->step();
+      // Only tensor parallelism's sums are left in the backward pass; without it, none.
+      if (several_ranks) EXPECT_LT(deferred_bytes, plain_bytes);
+      if (!grid) EXPECT_EQ(deferred_bytes, 0);
+
+      accumulate(zero_parameters, true);
+      zero.reduce_gradients();
+      EXPECT_NEAR(clip_reduced_grad_norm({&zero}, kClip), plain_norm, 1e-12 * plain_norm);
+      zero.step();
+      for (size_t i = 0; i < plain.size(); ++i) {
+        EXPECT_LT(relative_difference(full_tensor(summed[i]), full_tensor(plain[i])), 1e-12) << "parameter " << i;
+        EXPECT_LT(relative_difference(full_tensor(zero_parameters[i]), full_tensor(plain[i])), 1e-12)
+            << "parameter " << i << " (ZeRO-1)";
+      }
+    }
   }
 }
 

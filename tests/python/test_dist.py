@@ -91,3 +91,23 @@ def test_sharded_optimizer_refuses_what_it_cannot_shard():
         dist.ShardedOptimizer([w], lambda slices: eddy.optim.LBFGS(slices))
     with pytest.raises(eddy.Error, match="gradients must be 'to_average'"):
         dist.ShardedOptimizer([w], lambda slices: eddy.optim.SGD(slices), gradients="summed")
+
+
+def test_deferred_gradient_sums_from_python():
+    # One process: the parts are the whole gradients, and the calls are what a multi-rank script
+    # makes (tests/dist's DeferredGradientSumsGiveTheSameSteps checks the sums on 2 and 4 ranks).
+    mesh = dist.ProcessMesh([1], ["dp"])
+    x = dist.shard_tensor(eddy.tensor(RNG.standard_normal((8, 5))), mesh, [dist.Shard(0)])
+    w0 = RNG.standard_normal((5, 3))
+    plain_w, deferred_w = (eddy.tensor(w0, requires_grad=True) for _ in range(2))
+    eddy.sum(eddy.square(x @ plain_w)).backward()
+    with dist.defer_gradient_sums(mesh, "dp"):
+        eddy.sum(eddy.square(x @ deferred_w)).backward()
+    dist.sum_gradients([deferred_w], mesh, "dp")
+    np.testing.assert_allclose(np.asarray(deferred_w.grad), np.asarray(plain_w.grad), rtol=1e-12)
+    zero = dist.ShardedOptimizer([deferred_w], lambda slices: eddy.optim.SGD(slices, lr=0.1), gradients="to_sum",
+                                 mesh=mesh, axis="dp")
+    zero.step()
+    np.testing.assert_allclose(deferred_w.numpy(), w0 - 0.1 * np.asarray(plain_w.grad), rtol=1e-12)
+    with pytest.raises(eddy.Error, match=r"no axis .mp. in mesh \[1\] \(dp\)"):
+        dist.defer_gradient_sums(mesh, "mp")

@@ -46,6 +46,51 @@ Tensor unpack(const Tensor& buffer, int64_t offset, const Shape& shape) {
   return out;
 }
 
+// average_gradients and sum_gradients: the ranks' gradients (each parameter's local part, the
+// same part on every rank of `comm`) summed, and divided by the ranks when `mean`.
+void reduce_gradients(const std::vector<Tensor>& parameters, Communicator& comm, std::span<double> sums, bool mean) {
+  if (comm.size() == 1) return;
+  NoGradGuard no_grad;
+  std::vector<Tensor> locals;
+  for (const Tensor& parameter : parameters) locals.push_back(local_part(parameter));
+  std::vector<Bucket> buckets = buckets_of(locals);
+  if (buckets.empty()) buckets.push_back(Bucket{DType::f64, {}, {}, 0});
+  // Each bucket ends with one flag per member (1 where the gradient is defined on this rank);
+  // the first also carries `sums`.
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const Bucket& bucket = buckets[b];
+    const int64_t flags = bucket.elements, extras = flags + static_cast<int64_t>(bucket.members.size());
+    std::vector<double> tail(bucket.members.size(), 0.0);
+    if (b == 0) tail.insert(tail.end(), sums.begin(), sums.end());
+    Tensor buffer = Tensor::empty({extras + static_cast<int64_t>(b == 0 ? sums.size() : 0)}, bucket.dtype);
+    for (size_t k = 0; k < bucket.members.size(); ++k) {
+      const Tensor g = parameters[bucket.members[k]].grad();
+      if (g.defined()) {
+        pack(buffer, bucket.offsets[k], local_part(g));
+        tail[k] = 1;
+      } else {
+        std::memset(element(buffer, bucket.offsets[k]), 0, locals[bucket.members[k]].numel() * dtype_size(bucket.dtype));
+      }
+    }
+    pack(buffer, flags, cast(tensor(tail), bucket.dtype));
+    comm.allreduce(buffer, buffer, ReduceOp::sum);
+
+    const std::vector<c128> summed_tail = slice(buffer, 0, flags, buffer.numel()).to_vector<c128>();
+    if (b == 0) {
+      for (size_t i = 0; i < sums.size(); ++i) sums[i] = summed_tail[bucket.members.size() + i].real();
+    }
+    if (mean) buffer.copy_(buffer / static_cast<double>(comm.size()));
+    for (size_t k = 0; k < bucket.members.size(); ++k) {
+      if (summed_tail[k].real() == 0) continue;  // undefined on every rank
+      const Tensor& parameter = parameters[bucket.members[k]];
+      EDDY_CHECK(parameter.impl()->autograd, mean ? "average_gradients" : "sum_gradients", ": parameter ", bucket.members[k],
+                 " does not require gradients");
+      // A distributed parameter's .grad() is kept as its local part (Tensor::grad() places it).
+      parameter.impl()->autograd->grad = unpack(buffer, bucket.offsets[k], locals[bucket.members[k]].shape());
+    }
+  }
+}
+
 }  // namespace
 
 void broadcast_tensors(const std::vector<Tensor>& all, Communicator& comm, int root) {
@@ -68,44 +113,11 @@ void broadcast_tensors(const std::vector<Tensor>& all, Communicator& comm, int r
 }
 
 void average_gradients(const std::vector<Tensor>& parameters, Communicator& comm, std::span<double> sums) {
-  if (comm.size() == 1) return;
-  NoGradGuard no_grad;
-  std::vector<Bucket> buckets = buckets_of(parameters);
-  if (buckets.empty()) buckets.push_back(Bucket{DType::f64, {}, {}, 0});
-  // Each bucket ends with one flag per member (1 where the gradient is defined on this rank);
-  // the first also carries `sums`.
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    const Bucket& bucket = buckets[b];
-    const int64_t flags = bucket.elements, extras = flags + static_cast<int64_t>(bucket.members.size());
-    std::vector<double> tail(bucket.members.size(), 0.0);
-    if (b == 0) tail.insert(tail.end(), sums.begin(), sums.end());
-    Tensor buffer = Tensor::empty({extras + static_cast<int64_t>(b == 0 ? sums.size() : 0)}, bucket.dtype);
-    for (size_t k = 0; k < bucket.members.size(); ++k) {
-      const Tensor g = parameters[bucket.members[k]].grad();
-      if (g.defined()) {
-        pack(buffer, bucket.offsets[k], g);
-        tail[k] = 1;
-      } else {
-        std::memset(element(buffer, bucket.offsets[k]), 0,
-                    parameters[bucket.members[k]].numel() * dtype_size(bucket.dtype));
-      }
-    }
-    pack(buffer, flags, cast(tensor(tail), bucket.dtype));
-    comm.allreduce(buffer, buffer, ReduceOp::sum);
+  reduce_gradients(parameters, comm, sums, /*mean=*/true);
+}
 
-    const std::vector<c128> summed_tail = slice(buffer, 0, flags, buffer.numel()).to_vector<c128>();
-    if (b == 0) {
-      for (size_t i = 0; i < sums.size(); ++i) sums[i] = summed_tail[bucket.members.size() + i].real();
-    }
-    buffer.copy_(buffer / static_cast<double>(comm.size()));
-    for (size_t k = 0; k < bucket.members.size(); ++k) {
-      if (summed_tail[k].real() == 0) continue;  // undefined on every rank
-      const Tensor& parameter = parameters[bucket.members[k]];
-      EDDY_CHECK(parameter.impl()->autograd, "average_gradients: parameter ", bucket.members[k],
-                 " does not require gradients");
-      parameter.impl()->autograd->grad = unpack(buffer, bucket.offsets[k], parameter.shape());
-    }
-  }
+void sum_gradients(const std::vector<Tensor>& parameters, Communicator& comm, std::span<double> sums) {
+  reduce_gradients(parameters, comm, sums, /*mean=*/false);
 }
 
 bool same_on_every_rank(const std::vector<Tensor>& tensors, Communicator& comm) {

@@ -24,6 +24,12 @@ void broadcast_tensors(const std::vector<Tensor>& tensors, Communicator& comm = 
 void average_gradients(const std::vector<Tensor>& parameters, Communicator& comm = default_communicator(),
                        std::span<double> sums = {});
 
+// The same with the sum over ranks instead of the mean: for gradients that are each rank's part of
+// the whole (DeferGradientSums, dtensor.h). A distributed parameter's local part is summed, the
+// same part on every rank of `comm` (the data-parallel mesh axis's).
+void sum_gradients(const std::vector<Tensor>& parameters, Communicator& comm = default_communicator(),
+                   std::span<double> sums = {});
+
 // Whether every rank holds the same `tensors`, bit for bit (collective; true on one rank): a check
 // that data-parallel steps stayed in step.
 bool same_on_every_rank(const std::vector<Tensor>& tensors, Communicator& comm = default_communicator());

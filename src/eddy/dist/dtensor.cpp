@@ -233,19 +233,37 @@ Tensor reshard_local(Tensor local, std::vector<Placement> from, const std::vecto
   return local;
 }
 
+// The communicator of the innermost DeferGradientSums alive on this thread, or null.
+thread_local Communicator* deferred_gradient_sums = nullptr;
+
 // Where a use must sum its input's gradient over ranks (dtensor.h): an ordinary tensor that
-// requires gradients, over the whole mesh; a distributed leaf that does, over its replicated axes.
+// requires gradients, over the whole mesh; a distributed leaf that does, over its replicated axes;
+// either, not over the ranks whose sum a DeferGradientSums leaves to the caller.
 Tensor as_used(const Tensor& input, const Tensor& local, const std::vector<Placement>& placements,
                const ProcessMesh& mesh) {
   if (!GradMode::enabled() || !input.requires_grad()) return local;
-  if (!is_distributed(input)) return mesh.world().size() == 1 ? local : sum_gradient_over_ranks(local, mesh.world());
-  if (!input.is_leaf()) return local;
+  const Communicator* deferred = deferred_gradient_sums;
+  const bool ordinary = !is_distributed(input);
+  if (ordinary && mesh.world().size() == 1) return local;
+  if (ordinary && !deferred) return sum_gradient_over_ranks(local, mesh.world());
+  if (!ordinary && !input.is_leaf()) return local;
+  if (deferred == &mesh.world()) return local;
+  // An ordinary tensor is replicated on every mesh axis: summed over each but the deferred one,
+  // which together make the job's ranks.
+  bool deferred_axis_seen = !deferred;
   Tensor used = local;
   for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
-    if (placements[static_cast<size_t>(axis)].kind == Kind::replicate && mesh.size(axis) > 1) {
-      used = sum_gradient_over_ranks(used, mesh.communicator(axis));
+    Communicator& comm = mesh.communicator(axis);
+    if (&comm == deferred) {
+      deferred_axis_seen = true;
+      continue;
+    }
+    if ((ordinary || placements[static_cast<size_t>(axis)].kind == Kind::replicate) && mesh.size(axis) > 1) {
+      used = sum_gradient_over_ranks(used, comm);
     }
   }
+  EDDY_CHECK(deferred_axis_seen, "DeferGradientSums: its communicator is none of the axes of the ", mesh.describe(),
+             " that an op here uses (pass the communicator of the mesh axis that splits the batch)");
   return used;
 }
 
@@ -527,5 +545,11 @@ const ProcessMesh& mesh_of(const Tensor& tensor) { return *mesh_pointer(layout_o
 const std::vector<Placement>& placements_of(const Tensor& tensor) {
   return layout_of(tensor, "placements_of").placements;
 }
+
+DeferGradientSums::DeferGradientSums(Communicator& comm) : previous_(deferred_gradient_sums) {
+  deferred_gradient_sums = &comm;
+}
+
+DeferGradientSums::~DeferGradientSums() { deferred_gradient_sums = previous_; }
 
 }  // namespace eddy::dist

@@ -65,6 +65,27 @@ void shard_in_place(const Tensor& tensor, std::shared_ptr<const ProcessMesh> mes
 using ShardingPlan = std::vector<std::pair<std::string, std::vector<Placement>>>;
 int64_t shard_module(nn::Module& module, std::shared_ptr<const ProcessMesh> mesh, const ShardingPlan& plan);
 
+// While one is alive on this thread, the gradient sums over `comm`'s ranks that the uses above
+// make are left to the caller: a parameter used with tensors split over those ranks (a
+// data-parallel batch) gets, on each rank, that rank's part of its gradient, and the caller sums
+// the parts once per optimiser step (data_parallel.h's sum_gradients, or a ShardedOptimizer with
+// RankGradients::to_sum, whose reduce-scatter is half the bytes of an all-reduce). A step that
+// accumulates k micro-batches then sends one bucketed message instead of one per parameter per
+// micro-batch. `comm`: the communicator of the mesh axis that splits the batch, or the job's
+// (every axis deferred). The parts are gradients of each rank's share of the loss: their
+// derivatives (create_graph) are parts too. Sums over the other mesh axes (tensor parallelism's)
+// are made as before.
+class DeferGradientSums {
+ public:
+  explicit DeferGradientSums(Communicator& comm);
+  ~DeferGradientSums();
+  DeferGradientSums(const DeferGradientSums&) = delete;
+  DeferGradientSums& operator=(const DeferGradientSums&) = delete;
+
+ private:
+  Communicator* previous_;
+};
+
 // Every tensor of `state` whole, as an ordinary tensor: collective when some are distributed.
 // What a checkpoint of one process holds, so that it loads on any number of ranks.
 nn::StateDict full_state(const nn::StateDict& state);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <string>
@@ -11,6 +12,7 @@
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/ops/ops.h"
+#include "eddy/optim/clip.h"
 
 namespace eddy::dist {
 namespace {
@@ -183,15 +185,64 @@ void ShardedOptimizer::reduce_gradients(std::span<double> sums) {
 
     const std::vector<c128> summed_tail = slice(mine, 0, flags, width).to_vector<c128>();
     for (size_t k = 0; k < sums.size(); ++k) sums[k] = summed_tail[params.size() + k].real();
-    const Tensor mean = slice(mine, 0, 0, flags) / static_cast<double>(comm_.size());
+    Tensor reduced = slice(mine, 0, 0, flags);
+    if (gradients_ == RankGradients::to_average) reduced = reduced / static_cast<double>(comm_.size());
     for (size_t j = 0; j < grads.size(); ++j) {
       const Piece& piece = layout_.pieces[j];
       if (summed_tail[piece.parameter].real() == 0) continue;  // undefined on every rank: the step skips it
-      grads[j] = slice(mean, 0, piece.position, piece.position + piece.end - piece.begin);
+      grads[j] = slice(reduced, 0, piece.position, piece.position + piece.end - piece.begin);
     }
   }
   optim::set_grads(layout_.slices, grads);
   reduced_ = true;
+}
+
+double ShardedOptimizer::reduced_gradient_square_share() const {
+  EDDY_CHECK(reduced_, kWho, ": reduced_gradient_square_share() before reduce_gradients()");
+  NoGradGuard no_grad;
+  const int64_t job = default_communicator().size();
+  double share = 0;
+  for (size_t j = 0; j < layout_.pieces.size(); ++j) {
+    const Tensor g = layout_.slices[j].grad();
+    if (!g.defined()) continue;
+    // Outside comm_, the job's ranks form job / comm_.size() groups like it; a parameter's part is
+    // held alike by those of them that differ only where the parameter is replicated.
+    const Tensor& parameter = parameters()[layout_.pieces[j].parameter];
+    int64_t distinct_parts = 1;
+    if (is_distributed(parameter)) {
+      const ProcessMesh& mesh = mesh_of(parameter);
+      for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
+        if (placements_of(parameter)[static_cast<size_t>(axis)].is_shard()) distinct_parts *= mesh.size(axis);
+      }
+    }
+    const double copies = static_cast<double>(job / comm_.size()) / static_cast<double>(distinct_parts);
+    share += sum(square(cast(abs(g), DType::f64))).item<double>() / copies;
+  }
+  return share;
+}
+
+void ShardedOptimizer::scale_reduced_gradients(double factor) {
+  EDDY_CHECK(reduced_, kWho, ": scale_reduced_gradients() before reduce_gradients()");
+  NoGradGuard no_grad;
+  std::vector<Tensor> scaled(layout_.slices.size());
+  for (size_t j = 0; j < scaled.size(); ++j) {
+    if (layout_.slices[j].grad().defined()) scaled[j] = layout_.slices[j].grad() * factor;
+  }
+  optim::set_grads(layout_.slices, scaled);
+}
+
+double clip_reduced_grad_norm(const std::vector<ShardedOptimizer*>& optimizers, double max_norm) {
+  NoGradGuard no_grad;
+  double share = 0;
+  for (const ShardedOptimizer* optimizer : optimizers) share += optimizer->reduced_gradient_square_share();
+  const Tensor total = tensor(std::vector<double>{share});
+  default_communicator().allreduce(total, total, ReduceOp::sum);
+  const double norm = std::sqrt(total.to_vector<double>()[0]);
+  const double factor = optim::clip_factor(norm, max_norm);
+  if (factor != 1) {
+    for (ShardedOptimizer* optimizer : optimizers) optimizer->scale_reduced_gradients(factor);
+  }
+  return norm;
 }
 
 void ShardedOptimizer::step() {

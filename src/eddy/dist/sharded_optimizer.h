@@ -34,6 +34,9 @@ enum class RankGradients {
   // Each rank's own (its share of the batch), averaged over the ranks by the step's
   // reduce-scatter, as average_gradients() would average them.
   to_average,
+  // Each rank's part of the whole gradient (DeferGradientSums, dtensor.h), summed over the ranks
+  // by the step's reduce-scatter, as sum_gradients() would sum them.
+  to_sum,
   // Already the whole gradient on every rank (summed over ranks in the backward pass, as for
   // ordinary parameters used with distributed tensors): each rank takes its slice, sending nothing.
   identical,
@@ -62,6 +65,13 @@ class ShardedOptimizer final : public optim::Optimizer {
   void reduce_gradients(std::span<double> sums = {});
   // Steps 1 (unless reduce_gradients() ran since the last step), 2 and 3. Collective.
   void step() override;
+
+  // After reduce_gradients(): this rank's share of the squared 2-norm of the whole reduced
+  // gradient, such that the shares of every rank of the job add up to it (where ranks outside the
+  // optimiser's communicator hold the same part of a parameter, each counts a fraction of it).
+  double reduced_gradient_square_share() const;
+  // After reduce_gradients(): the reduced gradients times `factor`, before step().
+  void scale_reduced_gradients(double factor);
 
   // The whole state, as the unsharded optimiser's state_dict() has it. Collective.
   nn::StateDict state_dict() const override;
@@ -109,5 +119,10 @@ class ShardedOptimizer final : public optim::Optimizer {
   Communicator& comm_;
   bool reduced_ = false;
 };
+
+// Gradient clipping by global norm (optim::clip_grad_norm) of the gradients that `optimizers`
+// reduced (reduce_gradients() ran), where the whole gradients exist only as the ranks' slices.
+// Collective over the job. Returns the norm before clipping.
+double clip_reduced_grad_norm(const std::vector<ShardedOptimizer*>& optimizers, double max_norm);
 
 }  // namespace eddy::dist

@@ -8,9 +8,21 @@
 
 namespace eddy::optim {
 
-double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
+namespace {
+void check_max_norm(double max_norm) {
   EDDY_CHECK(std::isfinite(max_norm) && max_norm > 0,
              "clip_grad_norm: max_norm must be finite and > 0, got ", max_norm);
+}
+}  // namespace
+
+double clip_factor(double total_norm, double max_norm) {
+  check_max_norm(max_norm);
+  if (!std::isfinite(total_norm) || total_norm <= max_norm) return 1;
+  return max_norm / (total_norm + 1e-6);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
+  check_max_norm(max_norm);
   NoGradGuard no_grad;
   // Summed as tensors: the sum of a distributed gradient is a partial sum, which the square root
   // (an op) makes whole on every rank before it is read.
@@ -19,8 +31,8 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
     if (p.defined() && p.grad().defined()) sum_of_squares = sum_of_squares + sum(square(cast(abs(p.grad()), DType::f64)));
   }
   const double total = sqrt(sum_of_squares).item<double>();
-  if (!std::isfinite(total) || total <= max_norm) return total;
-  const double factor = max_norm / (total + 1e-6);
+  const double factor = clip_factor(total, max_norm);
+  if (factor == 1) return total;
   std::vector<Tensor> clipped(parameters.size());
   for (size_t i = 0; i < parameters.size(); ++i) {
     if (parameters[i].defined() && parameters[i].grad().defined()) {

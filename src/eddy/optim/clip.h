@@ -23,4 +23,9 @@ namespace eddy::optim {
 /// @return N, the total norm before clipping (inf or NaN if some gradient entry is).
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm);
 
+/// What clip_grad_norm multiplies the gradients by when their total norm is `total_norm`: 1 when
+/// it is at most `max_norm` or not finite. For gradients held elsewhere than in `.grad()`
+/// (dist::clip_reduced_grad_norm). `max_norm` as above.
+double clip_factor(double total_norm, double max_norm);
+
 }  // namespace eddy::optim
