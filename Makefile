@@ -53,7 +53,7 @@ bench-accuracy: build
 # test`, which replays the seeds through the same harnesses (ctest tests fuzz_*).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= npy safetensors export pinn_config expression csv hdf5 operator_dataset operator_config lm_config
+FUZZ_TARGETS ?= npy safetensors export pinn_config expression csv hdf5 operator_dataset operator_config lm_config tokenizer checkpoint
 fuzz: deps
 	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DEDDY_FUZZ=ON \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \

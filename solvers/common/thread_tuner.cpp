@@ -14,8 +14,14 @@ constexpr int64_t kWarmupSteps = 10;
 // Steps timed per count in a probe; their median is compared, so a validation step or another
 // slow one does not decide.
 constexpr size_t kProbeSteps = 7;
-// Steps between probes: a probe at a slower count then costs a few percent at most.
+// A probe ends after this many steps per count when one count is faster than every other by
+// kClearly: the steps at a count that loses that much are the probe's cost.
+constexpr size_t kFewestProbeSteps = 3;
+constexpr double kClearly = 1.25;
+// Steps between probes: a probe at a slower count then costs a few percent at most. Each probe
+// that keeps the count doubles the wait, up to kLongestProbeInterval; a change restores it.
 constexpr int64_t kProbeEvery = 200;
+constexpr int64_t kLongestProbeInterval = 1600;
 // A larger count is kept only when its steps take at most this fraction of a smaller one's, so
 // noise does not buy a thread.
 constexpr double kGain = 0.97;
@@ -30,7 +36,9 @@ ThreadTuner::ThreadTuner()
     : max_threads_(num_threads()),
       threads_(max_threads_),
       enabled_(max_threads_ > 1 && adapting_allowed()),
-      thread_dependent_runs_(thread_dependent_kernel_runs()) {}
+      thread_dependent_runs_(thread_dependent_kernel_runs()),
+      next_probe_(kWarmupSteps + 1),
+      probe_interval_(kProbeEvery) {}
 
 ThreadTuner::~ThreadTuner() {
   if (enabled_) set_num_threads(max_threads_);
@@ -69,7 +77,7 @@ std::string ThreadTuner::end_step() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
   if (++steps_ <= kWarmupSteps) return "";
   if (probed_.empty()) {
-    if ((steps_ - kWarmupSteps - 1) % kProbeEvery != 0) return "";
+    if (steps_ < next_probe_) return "";
     probed_ = probe_counts();
     timings_.assign(probed_.size(), {});
     probe_step_ = 0;
@@ -77,16 +85,29 @@ std::string ThreadTuner::end_step() {
     return "";
   }
   timings_[probe_step_ % probed_.size()].push_back(seconds);
-  if (++probe_step_ < kProbeSteps * probed_.size()) {
-    use(probed_[probe_step_ % probed_.size()]);
-    return "";
+  ++probe_step_;
+  const size_t rounds = probe_step_ / probed_.size();
+  if (probe_step_ % probed_.size() == 0 && (rounds == kProbeSteps || (rounds >= kFewestProbeSteps && one_clearly_fastest()))) {
+    return settle();
   }
-  return settle();
+  use(probed_[probe_step_ % probed_.size()]);
+  return "";
+}
+
+std::vector<double> ThreadTuner::probe_medians() const {
+  std::vector<double> medians;
+  for (const std::vector<double>& times : timings_) medians.push_back(median(times));
+  return medians;
+}
+
+bool ThreadTuner::one_clearly_fastest() const {
+  const std::vector<double> medians = probe_medians();
+  const double fastest = *std::min_element(medians.begin(), medians.end());
+  return std::count_if(medians.begin(), medians.end(), [&](double m) { return m < kClearly * fastest; }) == 1;
 }
 
 std::string ThreadTuner::settle() {
-  std::vector<double> medians;
-  for (const std::vector<double>& times : timings_) medians.push_back(median(times));
+  const std::vector<double> medians = probe_medians();
   size_t best = 0;  // probed_ ascends: a larger count must clearly beat the best smaller one
   for (size_t i = 1; i < probed_.size(); ++i) {
     if (medians[i] < kGain * medians[best]) best = i;
@@ -96,6 +117,8 @@ std::string ThreadTuner::settle() {
   threads_ = probed_[best];
   use(threads_);
   probed_.clear();
+  probe_interval_ = threads_ == before ? std::min(2 * probe_interval_, kLongestProbeInterval) : kProbeEvery;
+  next_probe_ = steps_ + probe_interval_;
   if (threads_ == before) return "";
   char note[160];
   std::snprintf(note, sizeof(note), "threads: %d -> %d (a step took %.3g ms on %d, %.3g ms on %d)", before, threads_,

@@ -8,7 +8,9 @@
 // threads eddy was given) from time to time, and keeps the fewest threads that no larger count
 // clearly beats. The counts take turns step by step within a probe, so a slow stretch of a shared
 // machine lands on all of them alike instead of deciding for one. Ties go to fewer threads: a
-// thread that does not pay for itself only adds risk on a busy machine.
+// thread that does not pay for itself only adds risk on a busy machine. A probe's steps at a
+// losing count are its cost, so a probe ends early when one count clearly wins, and probes come
+// less often while they keep confirming the count.
 //
 // The count changes only the speed: eddy's own kernels give the same results at every thread
 // count (backends/cpu/loops.h). A step that runs one whose results depend on it (a large GEMM on
@@ -44,7 +46,10 @@ class ThreadTuner {
  private:
   // The counts a probe from `threads_` compares, ascending: it, half and double, within [1, max].
   std::vector<int> probe_counts() const;
-  // The probe's verdict once every count has its steps; a note when the count changed.
+  std::vector<double> probe_medians() const;
+  // Whether one count's median beats every other's by a wide margin (the probe can end early).
+  bool one_clearly_fastest() const;
+  // The probe's verdict; a note when the count changed.
   std::string settle();
   void use(int threads);
   static double median(std::vector<double> seconds);
@@ -55,6 +60,8 @@ class ThreadTuner {
   int64_t thread_dependent_runs_;  // thread_dependent_kernel_runs() when the tuner started
   std::chrono::steady_clock::time_point step_start_;
   int64_t steps_ = 0;                        // steps timed so far
+  int64_t next_probe_;                       // the step after which the next probe starts
+  int64_t probe_interval_;                   // steps from the end of one probe to the next
   std::vector<int> probed_;                  // the counts of the probe under way; empty between probes
   std::vector<std::vector<double>> timings_; // step times of each of probed_
   size_t probe_step_ = 0;                    // steps of the probe so far; the next runs at probed_[it % size]

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "eddy/backends/backend.h"
 #include "solvers/common/thread_tuner.h"
@@ -68,19 +69,40 @@ TEST_F(ThreadTunerTest, MovesToOneThreadWhenTwoAreNotClearlyFaster) {
   EXPECT_NE(notes.find("threads: 2 -> 1"), std::string::npos) << notes;
 }
 
-TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
-  // So that a slow stretch of a shared machine lands on every count alike.
-  ThreadTuner tuner;
+// The thread count each of `steps` steps ran at, one digit per step, when a step sleeps
+// `two_threads_ms` on two threads and `one_thread_ms` on one.
+std::string counts_of_steps(ThreadTuner& tuner, int steps, int two_threads_ms, int one_thread_ms) {
   std::string counts;
-  for (int s = 0; s < 30; ++s) {
+  for (int s = 0; s < steps; ++s) {
     tuner.begin_step();
     counts += std::to_string(num_threads());
-    std::this_thread::sleep_for(std::chrono::milliseconds(num_threads() == 2 ? 1 : 3));
+    std::this_thread::sleep_for(std::chrono::milliseconds(num_threads() == 2 ? two_threads_ms : one_thread_ms));
     tuner.end_step();
   }
+  return counts;
+}
+
+TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
+  // So that a slow stretch of a shared machine lands on every count alike. Close times (20 and
+  // 23 ms, millisecond margins for the sleeps' jitter): the probe takes its seven steps at each
+  // count, and two threads stay.
+  ThreadTuner tuner;
   // Ten warm-up steps and the one before the probe at the given count, then 1, 2, 1, 2, ...
   // seven of each, then the winner.
-  EXPECT_EQ(counts, "22222222222" "12121212121212" "22222");
+  EXPECT_EQ(counts_of_steps(tuner, 30, 20, 23), "22222222222" "12121212121212" "22222");
+}
+
+TEST_F(ThreadTunerTest, AProbeEndsEarlyAndProbesThinOutWhileTheCountHolds) {
+  // One thread far faster: each probe stops after three steps at each count, and the wait
+  // between probes doubles while they keep one thread (200, then 400, then 800 steps).
+  ThreadTuner tuner;
+  const std::string counts = counts_of_steps(tuner, 1440, 3, 1);
+  EXPECT_EQ(counts.substr(0, 17), "22222222222" "121212");
+  std::vector<size_t> two_thread_steps;
+  for (size_t s = 17; s < counts.size(); ++s) {
+    if (counts[s] == '2') two_thread_steps.push_back(s);
+  }
+  EXPECT_EQ(two_thread_steps, (std::vector<size_t>{218, 220, 222, 624, 626, 628, 1430, 1432, 1434}));
 }
 
 TEST_F(ThreadTunerTest, GivesBackTheThreadCountItStartedWith) {
