@@ -19,9 +19,12 @@ constexpr size_t kProbeSteps = 7;
 constexpr size_t kFewestProbeSteps = 3;
 constexpr double kClearly = 1.25;
 // Steps between probes: a probe at a slower count then costs a few percent at most. Each probe
-// that keeps the count doubles the wait, up to kLongestProbeInterval; a change restores it.
+// that keeps the count doubles the wait, up to kLongestProbeInterval. A change is checked again
+// after kConfirmAfter steps: a probe can be misled by a passing slow stretch (the scheduler
+// putting both threads on one core for a while), which should not cost hundreds of steps.
 constexpr int64_t kProbeEvery = 200;
 constexpr int64_t kLongestProbeInterval = 1600;
+constexpr int64_t kConfirmAfter = 25;
 // A larger count is kept only when its steps take at most this fraction of a smaller one's, so
 // noise does not buy a thread.
 constexpr double kGain = 0.97;
@@ -38,7 +41,7 @@ ThreadTuner::ThreadTuner()
       enabled_(max_threads_ > 1 && adapting_allowed()),
       thread_dependent_runs_(thread_dependent_kernel_runs()),
       next_probe_(kWarmupSteps + 1),
-      probe_interval_(kProbeEvery) {}
+      probe_interval_(kProbeEvery / 2) {}  // doubled by a first probe that keeps the count
 
 ThreadTuner::~ThreadTuner() {
   if (enabled_) set_num_threads(max_threads_);
@@ -117,7 +120,8 @@ std::string ThreadTuner::settle() {
   threads_ = probed_[best];
   use(threads_);
   probed_.clear();
-  probe_interval_ = threads_ == before ? std::min(2 * probe_interval_, kLongestProbeInterval) : kProbeEvery;
+  probe_interval_ =
+      threads_ == before ? std::clamp(2 * probe_interval_, kProbeEvery, kLongestProbeInterval) : kConfirmAfter;
   next_probe_ = steps_ + probe_interval_;
   if (threads_ == before) return "";
   char note[160];
