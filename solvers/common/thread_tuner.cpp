@@ -19,9 +19,10 @@ constexpr size_t kProbeSteps = 7;
 constexpr size_t kFewestProbeSteps = 3;
 constexpr double kClearly = 1.25;
 // Steps between probes: a probe at a slower count then costs a few percent at most. Each probe
-// that keeps the count doubles the wait, up to kLongestProbeInterval. A change is checked again
-// after kConfirmAfter steps: a probe can be misled by a passing slow stretch (the scheduler
-// putting both threads on one core for a while), which should not cost hundreds of steps.
+// that keeps the count doubles the wait, up to kLongestProbeInterval. A change that the full
+// probe decided (no count clearly fastest) is checked again after kConfirmAfter steps: such a
+// probe can be misled by a passing slow stretch (the scheduler putting both threads on one core
+// for a while), which should not cost hundreds of steps.
 constexpr int64_t kProbeEvery = 200;
 constexpr int64_t kLongestProbeInterval = 1600;
 constexpr int64_t kConfirmAfter = 25;
@@ -90,9 +91,9 @@ std::string ThreadTuner::end_step() {
   timings_[probe_step_ % probed_.size()].push_back(seconds);
   ++probe_step_;
   const size_t rounds = probe_step_ / probed_.size();
-  if (probe_step_ % probed_.size() == 0 && (rounds == kProbeSteps || (rounds >= kFewestProbeSteps && one_clearly_fastest()))) {
-    return settle();
-  }
+  const bool round_done = probe_step_ % probed_.size() == 0;
+  if (round_done && rounds >= kFewestProbeSteps && one_clearly_fastest()) return settle(/*clear=*/true);
+  if (round_done && rounds == kProbeSteps) return settle(/*clear=*/false);
   use(probed_[probe_step_ % probed_.size()]);
   return "";
 }
@@ -109,7 +110,7 @@ bool ThreadTuner::one_clearly_fastest() const {
   return std::count_if(medians.begin(), medians.end(), [&](double m) { return m < kClearly * fastest; }) == 1;
 }
 
-std::string ThreadTuner::settle() {
+std::string ThreadTuner::settle(bool clear) {
   const std::vector<double> medians = probe_medians();
   size_t best = 0;  // probed_ ascends: a larger count must clearly beat the best smaller one
   for (size_t i = 1; i < probed_.size(); ++i) {
@@ -120,8 +121,11 @@ std::string ThreadTuner::settle() {
   threads_ = probed_[best];
   use(threads_);
   probed_.clear();
-  probe_interval_ =
-      threads_ == before ? std::clamp(2 * probe_interval_, kProbeEvery, kLongestProbeInterval) : kConfirmAfter;
+  if (threads_ == before) {
+    probe_interval_ = std::clamp(2 * probe_interval_, kProbeEvery, kLongestProbeInterval);
+  } else {
+    probe_interval_ = clear ? kProbeEvery : kConfirmAfter;
+  }
   next_probe_ = steps_ + probe_interval_;
   if (threads_ == before) return "";
   char note[160];

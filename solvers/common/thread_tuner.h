@@ -49,8 +49,8 @@ class ThreadTuner {
   std::vector<double> probe_medians() const;
   // Whether one count's median beats every other's by a wide margin (the probe can end early).
   bool one_clearly_fastest() const;
-  // The probe's verdict; a note when the count changed.
-  std::string settle();
+  // The probe's verdict, `clear` when it ended early; a note when the count changed.
+  std::string settle(bool clear);
   void use(int threads);
   static double median(std::vector<double> seconds);
 

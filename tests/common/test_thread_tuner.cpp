@@ -93,18 +93,26 @@ TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
 }
 
 TEST_F(ThreadTunerTest, AProbeEndsEarlyAndProbesThinOutWhileTheCountHolds) {
-  // One thread far faster: each probe stops after three steps at each count. The move to one
-  // thread is checked 25 steps later; then the wait between probes that keep one thread doubles
-  // from 200 steps (200, 400, 800).
+  // One thread far faster: each probe stops after three steps at each count, and the wait
+  // between probes doubles while they keep one thread (200, then 400, then 800 steps).
   ThreadTuner tuner;
-  const std::string counts = counts_of_steps(tuner, 1470, 3, 1);
+  const std::string counts = counts_of_steps(tuner, 1440, 3, 1);
   EXPECT_EQ(counts.substr(0, 17), "22222222222" "121212");
   std::vector<size_t> two_thread_steps;
   for (size_t s = 17; s < counts.size(); ++s) {
     if (counts[s] == '2') two_thread_steps.push_back(s);
   }
-  EXPECT_EQ(two_thread_steps,
-            (std::vector<size_t>{43, 45, 47, 249, 251, 253, 655, 657, 659, 1461, 1463, 1465}));
+  EXPECT_EQ(two_thread_steps, (std::vector<size_t>{218, 220, 222, 624, 626, 628, 1430, 1432, 1434}));
+}
+
+TEST_F(ThreadTunerTest, ANarrowlyDecidedChangeIsCheckedSoon) {
+  // One thread the narrow winner (20 ms against 23 on two): the full probe, seven steps at each
+  // count, moves to one thread, and the next probe comes 25 steps later, not 200.
+  ThreadTuner tuner;
+  const std::string counts = counts_of_steps(tuner, 75, 23, 20);
+  EXPECT_EQ(counts.substr(0, 25), "22222222222" "12121212121212");
+  EXPECT_EQ(counts.substr(25, 25), std::string(25, '1'));
+  EXPECT_EQ(counts.substr(50), "12121212121212" "11111111111");
 }
 
 TEST_F(ThreadTunerTest, GivesBackTheThreadCountItStartedWith) {

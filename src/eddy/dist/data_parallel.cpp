@@ -69,7 +69,8 @@ void reduce_gradients(const std::vector<Tensor>& parameters, Communicator& comm,
         pack(buffer, bucket.offsets[k], local_part(g));
         tail[k] = 1;
       } else {
-        std::memset(element(buffer, bucket.offsets[k]), 0, locals[bucket.members[k]].numel() * dtype_size(bucket.dtype));
+        const int64_t elements = locals[bucket.members[k]].numel();
+        std::memset(element(buffer, bucket.offsets[k]), 0, elements * dtype_size(bucket.dtype));
       }
     }
     pack(buffer, flags, cast(tensor(tail), bucket.dtype));
@@ -83,8 +84,8 @@ void reduce_gradients(const std::vector<Tensor>& parameters, Communicator& comm,
     for (size_t k = 0; k < bucket.members.size(); ++k) {
       if (summed_tail[k].real() == 0) continue;  // undefined on every rank
       const Tensor& parameter = parameters[bucket.members[k]];
-      EDDY_CHECK(parameter.impl()->autograd, mean ? "average_gradients" : "sum_gradients", ": parameter ", bucket.members[k],
-                 " does not require gradients");
+      EDDY_CHECK(parameter.impl()->autograd, mean ? "average_gradients" : "sum_gradients", ": parameter ",
+                 bucket.members[k], " does not require gradients");
       // A distributed parameter's .grad() is kept as its local part (Tensor::grad() places it).
       parameter.impl()->autograd->grad = unpack(buffer, bucket.offsets[k], locals[bucket.members[k]].shape());
     }
