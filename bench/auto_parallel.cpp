@@ -2,6 +2,8 @@
 // or under `mpirun -np N` (bench/auto_parallel.sh runs 1 and 2 ranks and prints the ratios):
 //  - data parallel PINN: Poisson's residual (second derivatives in the points) of a 2 -> 64 ->
 //    64 -> 1 tanh network at 8,192 points sharded over the ranks, parameters ordinary tensors;
+//    also in 4 micro-batches of 2,048 points, with the gradients summed over the ranks in each
+//    backward pass, and with those sums deferred to one message per step (DeferGradientSums);
 //  - tensor parallel MLP: 512 -> 2,048 -> 512, batch 64, the first layer split by columns and
 //    the second by rows (Megatron's layout), eagerly and with the loss and gradients compiled.
 // Both float32 with Adam. Rank 0 prints per program the median time of a step, the bytes this
@@ -12,10 +14,12 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "eddy/compiler/compile.h"
 #include "eddy/dist/collectives.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/eddy.h"
 #include "eddy/optim/adam.h"
@@ -64,32 +68,50 @@ void report(const char* name, const Measured& measured, double minimum_bytes) {
               minimum_bytes);
 }
 
-void data_parallel_pinn(const std::shared_ptr<const dist::ProcessMesh>& mesh) {
+// `micro_batches` backward passes per step over the points' consecutive parts, each part sharded
+// over the ranks; with `deferred`, under dist::DeferGradientSums and one dist::sum_gradients
+// after them.
+void data_parallel_pinn(const std::shared_ptr<const dist::ProcessMesh>& mesh, int64_t micro_batches, bool deferred,
+                        const char* name) {
   const int64_t points = 8192, width = 64;
   std::vector<Tensor> params{common({2, width}, 1, 0.7).requires_grad_(), common({width}, 2, 0.1).requires_grad_(),
                              common({width, width}, 3, 0.18).requires_grad_(),
                              common({width}, 4, 0.1).requires_grad_(), common({width, 1}, 5, 0.18).requires_grad_()};
   optim::AdamOptions options;
   optim::Adam adam(params, options);
-  const Tensor xy = dist::shard_tensor(common({points, 2}, 6, 1.0).requires_grad_(), mesh, {Placement::shard(0)});
+  const Tensor all_points = common({points, 2}, 6, 1.0);
+  std::vector<Tensor> parts;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    Tensor part = slice(all_points, 0, m * points / micro_batches, (m + 1) * points / micro_batches).detach();
+    parts.push_back(dist::shard_tensor(part.requires_grad_(), mesh, {Placement::shard(0)}));
+  }
+  dist::Communicator& batch_axis = mesh->communicator(0);
   auto step = [&] {
     adam.zero_grad();
-    const Tensor h = tanh(matmul(tanh(matmul(xy, params[0]) + params[1]), params[2]) + params[3]);
-    const Tensor u = matmul(h, params[4]);
-    const Tensor du = grad({u}, {xy}, {ones_like(u)}, true)[0];
-    Tensor laplacian;
-    for (int64_t axis = 0; axis < 2; ++axis) {
-      const Tensor d = slice(du, 1, axis, axis + 1);
-      const Tensor dd = slice(grad({d}, {xy}, {ones_like(d)}, true)[0], 1, axis, axis + 1);
-      laplacian = laplacian.defined() ? laplacian + dd : dd;
+    {
+      std::optional<dist::DeferGradientSums> per_rank_parts;
+      if (deferred) per_rank_parts.emplace(batch_axis);
+      for (const Tensor& xy : parts) {
+        const Tensor h = tanh(matmul(tanh(matmul(xy, params[0]) + params[1]), params[2]) + params[3]);
+        const Tensor u = matmul(h, params[4]);
+        const Tensor du = grad({u}, {xy}, {ones_like(u)}, true)[0];
+        Tensor laplacian;
+        for (int64_t axis = 0; axis < 2; ++axis) {
+          const Tensor d = slice(du, 1, axis, axis + 1);
+          const Tensor dd = slice(grad({d}, {xy}, {ones_like(d)}, true)[0], 1, axis, axis + 1);
+          laplacian = laplacian.defined() ? laplacian + dd : dd;
+        }
+        backward(mean(square(laplacian + 1.0)) / static_cast<double>(micro_batches));
+      }
     }
-    backward(mean(square(laplacian + 1.0)));
+    if (deferred) dist::sum_gradients(params, batch_axis);
     adam.step();
   };
-  // Data parallelism must sum every gradient over the ranks once: the parameters' bytes.
+  // Data parallelism must sum every gradient over the ranks once: the parameters' bytes (one
+  // flag per parameter rides along in sum_gradients' message).
   int64_t parameter_bytes = 0;
   for (const Tensor& p : params) parameter_bytes += p.numel() * 4;
-  report("data-parallel PINN", measure(step, 20), static_cast<double>(parameter_bytes));
+  report(name, measure(step, 20), static_cast<double>(parameter_bytes));
 }
 
 void tensor_parallel_mlp(const std::shared_ptr<const dist::ProcessMesh>& mesh) {
@@ -134,6 +156,8 @@ void tensor_parallel_mlp(const std::shared_ptr<const dist::ProcessMesh>& mesh) {
 
 int main() {
   const auto mesh = eddy::dist::ProcessMesh::create({eddy::dist::default_communicator().size()}, {"x"});
-  data_parallel_pinn(mesh);
+  data_parallel_pinn(mesh, 1, false, "data-parallel PINN");
+  data_parallel_pinn(mesh, 4, false, "DP PINN, 4 micro-batches");
+  data_parallel_pinn(mesh, 4, true, "DP PINN, 4 micro, deferred");
   tensor_parallel_mlp(mesh);
 }

@@ -773,7 +773,7 @@ TEST(Training, ZeroStage1ShardsTensorParallelStateOverDp) {
 }
 
 // DeferGradientSums: the backward pass leaves each parameter's gradient as this dp rank's part,
-// summed once per step, after two micro-batches, by sum_gradients or by ZeRO-1's
+// summed once per step, after two micro-batches, by sum_gradients (one message) or by ZeRO-1's
 // reduce-scatter (RankGradients::to_sum, clipped on the reduced slices). The steps are those of
 // summing in every backward pass, with clipping active.
 TEST(Training, DeferredGradientSumsGiveTheSameSteps) {
@@ -826,7 +826,9 @@ TEST(Training, DeferredGradientSumsGiveTheSameSteps) {
       plain_adamw->step();
 
       const int64_t deferred_bytes = accumulate(summed, true);
+      const CollectiveTraffic before_sum = collective_traffic();
       sum_gradients(summed, dp);
+      EXPECT_EQ(collective_traffic().calls - before_sum.calls, several_ranks ? 1 : 0);  // one message
       optim::clip_grad_norm(summed, kClip);
       summed_adamw->step();
       // Only tensor parallelism's sums are left in the backward pass; without it, none.

@@ -41,8 +41,6 @@ Tensor max_weight(const Tensor& x, Communicator& comm) {
   return hits / all_reduce(hits, ReduceOp::sum, comm);
 }
 
-std::atomic<int64_t> traffic_calls{0}, traffic_bytes{0};
-
 // A primitive whose eval is one call of the communicator from a dense input to a fresh output.
 Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, const Attrs&)> infer,
                      std::function<void(Communicator&, const Tensor&, const Tensor&, const Attrs&)> call) {
@@ -53,8 +51,6 @@ Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, con
   p.eval = [call = std::move(call)](Inputs in, const Attrs& attrs, const OutputSpec& spec) {
     Tensor out = detail::new_output(spec, in[0]);
     call(communicator_of(attrs), dense(in[0]), out, attrs);
-    traffic_calls.fetch_add(1, std::memory_order_relaxed);
-    traffic_bytes.fetch_add(in[0].numel() * static_cast<int64_t>(dtype_size(in[0].dtype())), std::memory_order_relaxed);
     return out;
   };
   return p;
@@ -253,10 +249,6 @@ Tensor broadcast(const Tensor& x, int root, Communicator& comm) {
 }
 
 Tensor reduce(const Tensor& x, int root, Communicator& comm) { return dispatch(reduce_p, {x}, attrs_for(comm, root)); }
-
-CollectiveTraffic collective_traffic() {
-  return CollectiveTraffic{traffic_calls.load(std::memory_order_relaxed), traffic_bytes.load(std::memory_order_relaxed)};
-}
 
 void send(const Tensor& x, int dest, int tag, Communicator& comm) { comm.send(dense(x.detach()), dest, tag); }
 

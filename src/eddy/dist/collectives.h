@@ -52,14 +52,6 @@ Tensor reduce(const Tensor& x, int root = 0, Communicator& comm = default_commun
 // it for replicated leaves (dtensor.h).
 Tensor sum_gradient_over_ranks(const Tensor& x, Communicator& comm = default_communicator());
 
-// What the collective primitives above have sent from this process since it started: how many
-// ran and the bytes of their inputs (forward and backward passes alike), for logs and benchmarks.
-struct CollectiveTraffic {
-  int64_t calls = 0;
-  int64_t bytes = 0;
-};
-CollectiveTraffic collective_traffic();
-
 // Point to point, outside autodiff (the values only): a blocking send of x, and a receive of a
 // tensor of the given shape and dtype.
 void send(const Tensor& x, int dest, int tag = 0, Communicator& comm = default_communicator());

@@ -3,6 +3,7 @@
 #include "eddy/dist/communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -64,6 +65,8 @@ bool started_by_launcher() {
   return false;
 }
 
+std::atomic<int64_t> traffic_calls{0}, traffic_bytes{0};
+
 }  // namespace
 
 int launcher_world_size() {
@@ -113,6 +116,15 @@ void abort_job(const std::string& message, int code) {
   std::fflush(stdout);
   world->abort(code);
   std::_Exit(code);  // not reached: abort() never returns, but GCC does not see [[noreturn]] through a virtual call
+}
+
+CollectiveTraffic collective_traffic() {
+  return CollectiveTraffic{traffic_calls.load(std::memory_order_relaxed), traffic_bytes.load(std::memory_order_relaxed)};
+}
+
+void count_collective(const Tensor& input) {
+  traffic_calls.fetch_add(1, std::memory_order_relaxed);
+  traffic_bytes.fetch_add(input.numel() * static_cast<int64_t>(dtype_size(input.dtype())), std::memory_order_relaxed);
 }
 
 }  // namespace eddy::dist

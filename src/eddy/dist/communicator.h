@@ -58,6 +58,19 @@ class Communicator {
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
+// What this process has handed to communicators since it started: how many calls that send
+// (allreduce, reduce, allgather, reduce_scatter, alltoall, broadcast, send) and the bytes of their
+// inputs, whoever made them (the differentiable collectives of collectives.h, the data-parallel
+// helpers, ShardedOptimizer). For logs and benchmarks. A communicator of one process sends
+// nothing and counts nothing.
+struct CollectiveTraffic {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+};
+CollectiveTraffic collective_traffic();
+// Counts one call that sends `input` (for Communicator implementations).
+void count_collective(const Tensor& input);
+
 // The process-wide communicator, created on first use: MPI's world when built with MPI and
 // started by a launcher (MPI is initialised then with MPI_Init_thread, FUNNELED, and finalised
 // at exit), the single-process one otherwise. A plain `./program` therefore never starts MPI.

@@ -66,6 +66,7 @@ class MpiCommunicator final : public Communicator {
     const int n = same_layout("allreduce", in, out);
     check_reduce_op("allreduce", in, op);
     const void* send = in.raw_data() == out.raw_data() ? MPI_IN_PLACE : in.raw_data();
+    count_collective(in);
     MPI_Allreduce(send, out.raw_data(), n, mpi_type(in.dtype()), op == ReduceOp::max ? MPI_MAX : MPI_SUM,
                   comm_);
     if (op == ReduceOp::mean) {
@@ -79,6 +80,7 @@ class MpiCommunicator final : public Communicator {
     check_rank("reduce", root);
     check_reduce_op("reduce", in, ReduceOp::sum);
     const void* send = rank_ == root && in.raw_data() == out.raw_data() ? MPI_IN_PLACE : in.raw_data();
+    count_collective(in);
     MPI_Reduce(send, out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, root, comm_);
   }
 
@@ -87,6 +89,7 @@ class MpiCommunicator final : public Communicator {
     EDDY_CHECK(count_of("allgather", out) == static_cast<int64_t>(n) * size_ && in.dtype() == out.dtype(),
                "allgather: output ", out.shape(), " ", out.dtype(), " cannot hold ", size_, " inputs ", in.shape(),
                " ", in.dtype());
+    count_collective(in);
     MPI_Allgather(in.raw_data(), n, mpi_type(in.dtype()), out.raw_data(), n, mpi_type(in.dtype()), comm_);
   }
 
@@ -96,6 +99,7 @@ class MpiCommunicator final : public Communicator {
                "reduce_scatter: output ", out.shape(), " ", out.dtype(), " is not 1/", size_, " of the input ",
                in.shape(), " ", in.dtype());
     check_reduce_op("reduce_scatter", in, ReduceOp::sum);
+    count_collective(in);
     MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, comm_);
   }
 
@@ -103,6 +107,7 @@ class MpiCommunicator final : public Communicator {
     const int n = same_layout("alltoall", in, out);
     EDDY_CHECK(in.dim() >= 1 && in.shape()[0] % size_ == 0, "alltoall: axis 0 of ", in.shape(),
                " does not split evenly over ", size_, " ranks");
+    count_collective(in);
     MPI_Alltoall(in.raw_data(), n / size_, mpi_type(in.dtype()), out.raw_data(), n / size_, mpi_type(in.dtype()),
                  comm_);
   }
@@ -110,12 +115,14 @@ class MpiCommunicator final : public Communicator {
   void broadcast(const Tensor& buffer, int root) override {
     const int n = count_of("broadcast", buffer);
     check_rank("broadcast", root);
+    count_collective(buffer);
     MPI_Bcast(buffer.raw_data(), n, mpi_type(buffer.dtype()), root, comm_);
   }
 
   void send(const Tensor& in, int dest, int tag) override {
     const int n = count_of("send", in);
     check_rank("send", dest);
+    count_collective(in);
     MPI_Send(in.raw_data(), n, mpi_type(in.dtype()), dest, tag, comm_);
   }
 
