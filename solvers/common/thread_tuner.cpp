@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "eddy/backends/backend.h"
+#include "solvers/common/cpu_load.h"
 
 namespace eddy::solvers {
 namespace {
@@ -36,24 +39,56 @@ bool adapting_allowed() {
 }
 }  // namespace
 
-ThreadTuner::ThreadTuner()
-    : max_threads_(num_threads()),
+ThreadTuner::ThreadTuner(FreeCores free_cores)
+    : free_cores_(std::move(free_cores)),
+      max_threads_(num_threads()),
       threads_(max_threads_),
       enabled_(max_threads_ > 1 && adapting_allowed()),
       thread_dependent_runs_(thread_dependent_kernel_runs()),
       next_probe_(kWarmupSteps + 1),
-      probe_interval_(kProbeEvery / 2) {}  // doubled by a first probe that keeps the count
+      probe_interval_(kProbeEvery / 2) {  // doubled by a first probe that keeps the count
+  if (enabled_ && !free_cores_) {
+    free_cores_ = [load = std::make_shared<OtherProgramsLoad>()] { return load->free_cores(); };
+  }
+}
 
 ThreadTuner::~ThreadTuner() {
   if (enabled_) set_num_threads(max_threads_);
 }
 
-std::vector<int> ThreadTuner::probe_counts() const {
+std::vector<int> ThreadTuner::probe_counts(int room) const {
   std::vector<int> counts;
   if (threads_ > 1) counts.push_back(threads_ / 2);
   counts.push_back(threads_);
-  if (threads_ < max_threads_) counts.push_back(std::min(max_threads_, threads_ * 2));
+  if (threads_ < room) counts.push_back(std::min(room, threads_ * 2));
   return counts;
+}
+
+std::string ThreadTuner::start_probe() {
+  const std::optional<int> free = free_cores_();
+  const int room = std::clamp(free.value_or(max_threads_), 1, max_threads_);
+  if (threads_ > room) {
+    const int before = threads_;
+    threads_ = room;
+    use(threads_);
+    probe_interval_ = kProbeEvery;
+    next_probe_ = steps_ + probe_interval_;
+    char note[120];
+    std::snprintf(note, sizeof(note), "threads: %d -> %d (other programs leave %d core%s free)", before, threads_,
+                  *free, *free == 1 ? "" : "s");
+    return note;
+  }
+  probed_ = probe_counts(room);
+  if (probed_.size() == 1) {  // nothing else fits: no probe
+    probed_.clear();
+    probe_interval_ = std::clamp(2 * probe_interval_, kProbeEvery, kLongestProbeInterval);
+    next_probe_ = steps_ + probe_interval_;
+    return "";
+  }
+  timings_.assign(probed_.size(), {});
+  probe_step_ = 0;
+  use(probed_.front());
+  return "";
 }
 
 void ThreadTuner::use(int threads) {
@@ -80,14 +115,7 @@ std::string ThreadTuner::end_step() {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
   if (++steps_ <= kWarmupSteps) return "";
-  if (probed_.empty()) {
-    if (steps_ < next_probe_) return "";
-    probed_ = probe_counts();
-    timings_.assign(probed_.size(), {});
-    probe_step_ = 0;
-    use(probed_.front());
-    return "";
-  }
+  if (probed_.empty()) return steps_ < next_probe_ ? "" : start_probe();
   timings_[probe_step_ % probed_.size()].push_back(seconds);
   ++probe_step_;
   const size_t rounds = probe_step_ / probed_.size();

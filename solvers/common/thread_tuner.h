@@ -20,10 +20,17 @@
 // every few hundred steps, has run once at the tuned count by then: that validation's figures can
 // differ in their last bits from a run at a fixed count, while training goes on as it would.
 //
+// Timing is not the only guide: before each probe the tuner asks how many cores other programs
+// leave free (cpu_load.h), runs on no more threads than that without timing anything, and probes
+// only counts that fit. A core another program holds then costs no probe steps at the slower
+// count, and the tuner comes back to more threads at the first probe after the core is freed.
+//
 // EDDY_ADAPT_THREADS=0 keeps the given count throughout (for measuring scaling).
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +38,12 @@ namespace eddy::solvers {
 
 class ThreadTuner {
  public:
+  // The cores other programs leave free, before each probe; nullopt: unknown, no limit.
+  using FreeCores = std::function<std::optional<int>()>;
+
   // Tunes between 1 and the threads eddy has now (num_threads()), which it restores at the end.
-  ThreadTuner();
+  // `free_cores`: by default this machine's (OtherProgramsLoad).
+  explicit ThreadTuner(FreeCores free_cores = {});
   ~ThreadTuner();
   ThreadTuner(const ThreadTuner&) = delete;
   ThreadTuner& operator=(const ThreadTuner&) = delete;
@@ -44,8 +55,10 @@ class ThreadTuner {
   int threads() const { return threads_; }
 
  private:
-  // The counts a probe from `threads_` compares, ascending: it, half and double, within [1, max].
-  std::vector<int> probe_counts() const;
+  // The counts a probe from `threads_` compares, ascending: it, half and double, within [1, room].
+  std::vector<int> probe_counts(int room) const;
+  // At a probe's time: fewer threads at once when other programs took cores, else the probe.
+  std::string start_probe();
   std::vector<double> probe_medians() const;
   // Whether one count's median beats every other's by a wide margin (the probe can end early).
   bool one_clearly_fastest() const;
@@ -54,6 +67,7 @@ class ThreadTuner {
   void use(int threads);
   static double median(std::vector<double> seconds);
 
+  FreeCores free_cores_;
   int max_threads_;
   int threads_;
   bool enabled_;

@@ -5,15 +5,20 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "eddy/backends/backend.h"
+#include "solvers/common/cpu_load.h"
 #include "solvers/common/thread_tuner.h"
 
 namespace eddy::solvers {
 namespace {
+
+// The tests time sleeps, not this machine's load, which other tests running beside them change.
+std::optional<int> unknown_free_cores() { return std::nullopt; }
 
 class ThreadTunerTest : public testing::Test {
  protected:
@@ -42,7 +47,7 @@ class ThreadTunerTest : public testing::Test {
 };
 
 TEST_F(ThreadTunerTest, MovesToOneThreadWhenItsStepsAreFaster) {
-  ThreadTuner tuner;
+  ThreadTuner tuner(unknown_free_cores);
   const std::string notes = run_steps(tuner, 30, 12, 2);
   EXPECT_EQ(tuner.threads(), 1);
   EXPECT_EQ(num_threads(), 1);
@@ -51,7 +56,7 @@ TEST_F(ThreadTunerTest, MovesToOneThreadWhenItsStepsAreFaster) {
 
 TEST_F(ThreadTunerTest, KeepsTwoThreadsWhenTheyAreFaster) {
   {
-    ThreadTuner tuner;
+    ThreadTuner tuner(unknown_free_cores);
     const std::string notes = run_steps(tuner, 30, 2, 12);
     EXPECT_EQ(tuner.threads(), 2);
     EXPECT_EQ(num_threads(), 2);
@@ -63,7 +68,7 @@ TEST_F(ThreadTunerTest, KeepsTwoThreadsWhenTheyAreFaster) {
 TEST_F(ThreadTunerTest, MovesToOneThreadWhenTwoAreNotClearlyFaster) {
   // Equal steps: the second thread does not pay for itself, so it goes (20 ms, so that the
   // 3% a larger count must gain is well above the sleeps' jitter).
-  ThreadTuner tuner;
+  ThreadTuner tuner(unknown_free_cores);
   const std::string notes = run_steps(tuner, 30, 20, 20);
   EXPECT_EQ(tuner.threads(), 1);
   EXPECT_NE(notes.find("threads: 2 -> 1"), std::string::npos) << notes;
@@ -86,7 +91,7 @@ TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
   // So that a slow stretch of a shared machine lands on every count alike. Close times (20 and
   // 23 ms, millisecond margins for the sleeps' jitter): the probe takes its seven steps at each
   // count, and two threads stay.
-  ThreadTuner tuner;
+  ThreadTuner tuner(unknown_free_cores);
   // Ten warm-up steps and the one before the probe at the given count, then 1, 2, 1, 2, ...
   // seven of each, then the winner.
   EXPECT_EQ(counts_of_steps(tuner, 30, 20, 23), "22222222222" "12121212121212" "22222");
@@ -95,7 +100,7 @@ TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
 TEST_F(ThreadTunerTest, AProbeEndsEarlyAndProbesThinOutWhileTheCountHolds) {
   // One thread far faster: each probe stops after three steps at each count, and the wait
   // between probes doubles while they keep one thread (200, then 400, then 800 steps).
-  ThreadTuner tuner;
+  ThreadTuner tuner(unknown_free_cores);
   const std::string counts = counts_of_steps(tuner, 1440, 3, 1);
   EXPECT_EQ(counts.substr(0, 17), "22222222222" "121212");
   std::vector<size_t> two_thread_steps;
@@ -108,16 +113,49 @@ TEST_F(ThreadTunerTest, AProbeEndsEarlyAndProbesThinOutWhileTheCountHolds) {
 TEST_F(ThreadTunerTest, ANarrowlyDecidedChangeIsCheckedSoon) {
   // One thread the narrow winner (20 ms against 23 on two): the full probe, seven steps at each
   // count, moves to one thread, and the next probe comes 25 steps later, not 200.
-  ThreadTuner tuner;
+  ThreadTuner tuner(unknown_free_cores);
   const std::string counts = counts_of_steps(tuner, 75, 23, 20);
   EXPECT_EQ(counts.substr(0, 25), "22222222222" "12121212121212");
   EXPECT_EQ(counts.substr(25, 25), std::string(25, '1'));
   EXPECT_EQ(counts.substr(50), "12121212121212" "11111111111");
 }
 
+TEST_F(ThreadTunerTest, LeavesRoomForOtherProgramsWithoutTimingAndComesBack) {
+  // Two threads are faster here (1 ms against 3), but another program holds a core: one thread
+  // from the first probe's time on, with no step at two threads, until the core is free again.
+  int free = 1;
+  ThreadTuner tuner([&] { return std::optional<int>(free); });
+  std::string counts, notes;
+  for (int s = 0; s < 230; ++s) {
+    if (s == 100) free = 2;
+    tuner.begin_step();
+    counts += std::to_string(num_threads());
+    std::this_thread::sleep_for(std::chrono::milliseconds(num_threads() == 2 ? 1 : 3));
+    notes += tuner.end_step();
+  }
+  EXPECT_EQ(counts.substr(0, 11), std::string(11, '2'));
+  EXPECT_EQ(counts.substr(11, 200), std::string(200, '1'));  // the next probe is due after 200 steps
+  EXPECT_EQ(counts.substr(211), "121212" + std::string(13, '2'));
+  EXPECT_NE(notes.find("threads: 2 -> 1 (other programs leave 1 core free)"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("threads: 1 -> 2"), std::string::npos) << notes;
+}
+
+TEST(OtherProgramsLoad, GivesTheFreeCoresOfThisMachine) {
+  OtherProgramsLoad load;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::optional<int> free = load.free_cores();
+#ifdef __linux__
+  ASSERT_TRUE(free.has_value());
+  EXPECT_GE(*free, 0);
+  EXPECT_LE(*free, static_cast<int>(std::thread::hardware_concurrency()));
+#else
+  EXPECT_FALSE(free.has_value());
+#endif
+}
+
 TEST_F(ThreadTunerTest, GivesBackTheThreadCountItStartedWith) {
   {
-    ThreadTuner tuner;
+    ThreadTuner tuner(unknown_free_cores);
     run_steps(tuner, 30, 12, 2);
     ASSERT_EQ(num_threads(), 1);
   }
@@ -125,7 +163,7 @@ TEST_F(ThreadTunerTest, GivesBackTheThreadCountItStartedWith) {
 }
 
 TEST_F(ThreadTunerTest, NeverChangesTheCountOfStepsWhoseResultsDependOnIt) {
-  ThreadTuner tuner;
+  ThreadTuner tuner(unknown_free_cores);
   for (int s = 0; s < 30; ++s) {
     tuner.begin_step();
     note_thread_dependent_kernel();  // as a large GEMM on OpenBLAS's threads does
@@ -137,7 +175,7 @@ TEST_F(ThreadTunerTest, NeverChangesTheCountOfStepsWhoseResultsDependOnIt) {
 
 TEST_F(ThreadTunerTest, LeftAloneWhenAdaptingIsTurnedOff) {
   setenv("EDDY_ADAPT_THREADS", "0", 1);
-  ThreadTuner tuner;
+  ThreadTuner tuner(unknown_free_cores);
   EXPECT_EQ(run_steps(tuner, 30, 12, 2), "");
   EXPECT_EQ(num_threads(), 2);
 }
