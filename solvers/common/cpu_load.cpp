@@ -23,7 +23,8 @@ OtherProgramsLoad::Reading OtherProgramsLoad::read() {
   reading.busy = user + nice + system + irq + softirq + steal;
   reading.total = reading.busy + idle + iowait;
   // /proc/self/stat: "pid (name) state ..."; the name may hold spaces, so fields count from the
-  // last ')'. utime and stime are the 14th and 15th fields, the 12th and 13th after it.
+  // last ')'. Fields 14 to 17 are this process's user and system time and those of its children
+  // that ended (the system compiler building kernels is this run's work, not another program's).
   std::ifstream self("/proc/self/stat");
   const std::string line((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
   const size_t name_end = line.rfind(')');
@@ -31,9 +32,9 @@ OtherProgramsLoad::Reading OtherProgramsLoad::read() {
   std::istringstream fields(line.substr(name_end + 1));
   std::string skipped;
   for (int field = 3; field <= 13; ++field) fields >> skipped;
-  int64_t utime = 0, stime = 0;
-  if (!(fields >> utime >> stime)) return reading;
-  reading.own = utime + stime;
+  int64_t utime = 0, stime = 0, children_utime = 0, children_stime = 0;
+  if (!(fields >> utime >> stime >> children_utime >> children_stime)) return reading;
+  reading.own = utime + stime + children_utime + children_stime;
   reading.valid = true;
   return reading;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // How many cores other programs keep busy, so that a training run can leave them room
 // (thread_tuner.h). Read from Linux's /proc: the machine's busy time (/proc/stat, steal time
-// included: a hypervisor's other guests take cores too) less this process's own (/proc/self/stat).
+// included: a hypervisor's other guests take cores too) less this process's own and its ended
+// children's (/proc/self/stat). A child still running counts as another program.
 // Elsewhere, or when /proc cannot be read, nothing is known.
 
 #include <cstdint>
