@@ -24,8 +24,8 @@ constexpr double kClearly = 1.25;
 // Steps between probes: a probe at a slower count then costs a few percent at most. Each probe
 // that keeps the count doubles the wait, up to kLongestProbeInterval. A change that the full
 // probe decided (no count clearly fastest) is checked again after kConfirmAfter steps: such a
-// probe can be misled by a passing slow stretch (the scheduler putting both threads on one core
-// for a while), which should not cost hundreds of steps.
+// probe can be misled by a passing slow stretch of a shared machine (seen on a VM: both counts
+// timed alike for a few dozen steps), which should not cost hundreds of steps.
 constexpr int64_t kProbeEvery = 200;
 constexpr int64_t kLongestProbeInterval = 1600;
 constexpr int64_t kConfirmAfter = 25;
