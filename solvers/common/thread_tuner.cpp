@@ -21,12 +21,12 @@ constexpr size_t kProbeSteps = 7;
 // kClearly: the steps at a count that loses that much are the probe's cost.
 constexpr size_t kFewestProbeSteps = 3;
 constexpr double kClearly = 1.25;
-// Steps between probes: a probe at a slower count then costs a few percent at most. Each probe
-// that keeps the count doubles the wait, up to kLongestProbeInterval. A change that the full
-// probe decided (no count clearly fastest) is checked again after kConfirmAfter steps: such a
-// probe can be misled by a passing slow stretch of a shared machine (seen on a VM: both counts
-// timed alike for a few dozen steps), which should not cost hundreds of steps.
-constexpr int64_t kProbeEvery = 200;
+// Steps between probes. A change of count is checked again after kConfirmAfter steps, and each
+// probe that keeps the count doubles the wait, up to kLongestProbeInterval: a probe at a slower
+// count then costs a few percent at most, while a change made during a passing slow stretch of
+// a shared machine (seen on a VM: both counts timed alike for a few dozen steps) is undone soon.
+// While other programs hold the cores a larger count needs, a probe only reads the load.
+constexpr int64_t kFirstProbeInterval = 200;
 constexpr int64_t kLongestProbeInterval = 1600;
 constexpr int64_t kConfirmAfter = 25;
 // A larger count is kept only when its steps take at most this fraction of a smaller one's, so
@@ -46,7 +46,7 @@ ThreadTuner::ThreadTuner(FreeCores free_cores)
       enabled_(max_threads_ > 1 && adapting_allowed()),
       thread_dependent_runs_(thread_dependent_kernel_runs()),
       next_probe_(kWarmupSteps + 1),
-      probe_interval_(kProbeEvery / 2) {  // doubled by a first probe that keeps the count
+      probe_interval_(kFirstProbeInterval / 2) {  // doubled by a first probe that keeps the count
   if (enabled_ && !free_cores_) {
     free_cores_ = [load = std::make_shared<OtherProgramsLoad>()] { return load->free_cores(); };
   }
@@ -71,7 +71,7 @@ std::string ThreadTuner::start_probe() {
     const int before = threads_;
     threads_ = room;
     use(threads_);
-    probe_interval_ = kProbeEvery;
+    probe_interval_ = kConfirmAfter;
     next_probe_ = steps_ + probe_interval_;
     char note[120];
     std::snprintf(note, sizeof(note), "threads: %d -> %d (other programs leave %d core%s free)", before, threads_,
@@ -81,7 +81,7 @@ std::string ThreadTuner::start_probe() {
   probed_ = probe_counts(room);
   if (probed_.size() == 1) {  // nothing else fits: no probe
     probed_.clear();
-    probe_interval_ = std::clamp(2 * probe_interval_, kProbeEvery, kLongestProbeInterval);
+    probe_interval_ = std::min(2 * probe_interval_, kLongestProbeInterval);
     next_probe_ = steps_ + probe_interval_;
     return "";
   }
@@ -120,8 +120,9 @@ std::string ThreadTuner::end_step() {
   ++probe_step_;
   const size_t rounds = probe_step_ / probed_.size();
   const bool round_done = probe_step_ % probed_.size() == 0;
-  if (round_done && rounds >= kFewestProbeSteps && one_clearly_fastest()) return settle(/*clear=*/true);
-  if (round_done && rounds == kProbeSteps) return settle(/*clear=*/false);
+  if (round_done && (rounds == kProbeSteps || (rounds >= kFewestProbeSteps && one_clearly_fastest()))) {
+    return settle();
+  }
   use(probed_[probe_step_ % probed_.size()]);
   return "";
 }
@@ -138,7 +139,7 @@ bool ThreadTuner::one_clearly_fastest() const {
   return std::count_if(medians.begin(), medians.end(), [&](double m) { return m < kClearly * fastest; }) == 1;
 }
 
-std::string ThreadTuner::settle(bool clear) {
+std::string ThreadTuner::settle() {
   const std::vector<double> medians = probe_medians();
   size_t best = 0;  // probed_ ascends: a larger count must clearly beat the best smaller one
   for (size_t i = 1; i < probed_.size(); ++i) {
@@ -149,11 +150,7 @@ std::string ThreadTuner::settle(bool clear) {
   threads_ = probed_[best];
   use(threads_);
   probed_.clear();
-  if (threads_ == before) {
-    probe_interval_ = std::clamp(2 * probe_interval_, kProbeEvery, kLongestProbeInterval);
-  } else {
-    probe_interval_ = clear ? kProbeEvery : kConfirmAfter;
-  }
+  probe_interval_ = threads_ == before ? std::min(2 * probe_interval_, kLongestProbeInterval) : kConfirmAfter;
   next_probe_ = steps_ + probe_interval_;
   if (threads_ == before) return "";
   char note[160];

@@ -10,7 +10,7 @@
 // machine lands on all of them alike instead of deciding for one. Ties go to fewer threads: a
 // thread that does not pay for itself only adds risk on a busy machine. A probe's steps at a
 // losing count are its cost, so a probe ends early when one count clearly wins, and probes come
-// less often while they keep confirming the count.
+// less often while they keep confirming the count (a change is checked again soon).
 //
 // The count changes only the speed: eddy's own kernels give the same results at every thread
 // count (backends/cpu/loops.h). A step that runs one whose results depend on it (a large GEMM on
@@ -62,8 +62,8 @@ class ThreadTuner {
   std::vector<double> probe_medians() const;
   // Whether one count's median beats every other's by a wide margin (the probe can end early).
   bool one_clearly_fastest() const;
-  // The probe's verdict, `clear` when it ended early; a note when the count changed.
-  std::string settle(bool clear);
+  // The probe's verdict; a note when the count changed.
+  std::string settle();
   void use(int threads);
   static double median(std::vector<double> seconds);
 

@@ -98,21 +98,23 @@ TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
 }
 
 TEST_F(ThreadTunerTest, AProbeEndsEarlyAndProbesThinOutWhileTheCountHolds) {
-  // One thread far faster: each probe stops after three steps at each count, and the wait
-  // between probes doubles while they keep one thread (200, then 400, then 800 steps).
+  // One thread far faster: each probe stops after three steps at each count. The move to one
+  // thread is checked 25 steps later, and the wait doubles while probes keep one thread (25, 50,
+  // 100, 200, 400 steps from the end of one probe to the next).
   ThreadTuner tuner(unknown_free_cores);
-  const std::string counts = counts_of_steps(tuner, 1440, 3, 1);
+  const std::string counts = counts_of_steps(tuner, 900, 3, 1);
   EXPECT_EQ(counts.substr(0, 17), "22222222222" "121212");
   std::vector<size_t> two_thread_steps;
   for (size_t s = 17; s < counts.size(); ++s) {
     if (counts[s] == '2') two_thread_steps.push_back(s);
   }
-  EXPECT_EQ(two_thread_steps, (std::vector<size_t>{218, 220, 222, 624, 626, 628, 1430, 1432, 1434}));
+  EXPECT_EQ(two_thread_steps, (std::vector<size_t>{43, 45, 47, 99, 101, 103, 205, 207, 209, 411, 413, 415, 817, 819,
+                                                   821}));
 }
 
 TEST_F(ThreadTunerTest, ANarrowlyDecidedChangeIsCheckedSoon) {
   // One thread the narrow winner (20 ms against 23 on two): the full probe, seven steps at each
-  // count, moves to one thread, and the next probe comes 25 steps later, not 200.
+  // count, moves to one thread, and the next probe comes 25 steps later.
   ThreadTuner tuner(unknown_free_cores);
   const std::string counts = counts_of_steps(tuner, 75, 23, 20);
   EXPECT_EQ(counts.substr(0, 25), "22222222222" "12121212121212");
@@ -133,9 +135,11 @@ TEST_F(ThreadTunerTest, LeavesRoomForOtherProgramsWithoutTimingAndComesBack) {
     std::this_thread::sleep_for(std::chrono::milliseconds(num_threads() == 2 ? 1 : 3));
     notes += tuner.end_step();
   }
+  // Load checks at steps 11, 36 and 86 keep one thread; the one at 186 finds the core free, and
+  // the move back to two threads is checked 25 steps later.
   EXPECT_EQ(counts.substr(0, 11), std::string(11, '2'));
-  EXPECT_EQ(counts.substr(11, 200), std::string(200, '1'));  // the next probe is due after 200 steps
-  EXPECT_EQ(counts.substr(211), "121212" + std::string(13, '2'));
+  EXPECT_EQ(counts.substr(11, 175), std::string(175, '1'));
+  EXPECT_EQ(counts.substr(186), "121212" + std::string(25, '2') + "121212" + std::string(7, '2'));
   EXPECT_NE(notes.find("threads: 2 -> 1 (other programs leave 1 core free)"), std::string::npos) << notes;
   EXPECT_NE(notes.find("threads: 1 -> 2"), std::string::npos) << notes;
 }
