@@ -848,6 +848,22 @@ TEST(Training, DeferredGradientSumsGiveTheSameSteps) {
   }
 }
 
+TEST(Training, DeferringTheSumsOfAnotherMeshsAxisIsRefused) {
+  const auto &line = meshes()[0], &grid = meshes()[1];
+  const Tensor x = shard_tensor(common({4, 3}, 96), line, {S(0)});
+  const Tensor w = shard_tensor(common({3, 2}, 97).requires_grad_(), line, {R});
+  DeferGradientSums parts(grid->communicator(1));
+  try {
+    matmul(x, w);
+    FAIL() << "an op on the line mesh accepted the grid's communicator";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DeferGradientSums: its communicator is none of the axes of the mesh [" +
+                                         std::to_string(line->size(0)) + "] (x)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // An FNO of `modes` trained on `fields` placed as `placements` on the 1-D mesh: the gradients of
 // an MSE loss are the one-process ones, and the prediction is placed as the fields are.
 void expect_fno_matches_one_process(std::vector<int64_t> modes, const Tensor& fields, const Placement& placement) {
