@@ -4,7 +4,6 @@
 
 #include "eddy/dist/collectives.h"
 
-#include <atomic>
 
 #include "eddy/core/distribution.h"
 #include "eddy/ops/op_helpers.h"

@@ -205,17 +205,11 @@ double ShardedOptimizer::reduced_gradient_square_share() const {
   for (size_t j = 0; j < layout_.pieces.size(); ++j) {
     const Tensor g = layout_.slices[j].grad();
     if (!g.defined()) continue;
-    // Outside comm_, the job's ranks form job / comm_.size() groups like it; a parameter's part is
-    // held alike by those of them that differ only where the parameter is replicated.
-    const Tensor& parameter = parameters()[layout_.pieces[j].parameter];
-    int64_t distinct_parts = 1;
-    if (is_distributed(parameter)) {
-      const ProcessMesh& mesh = mesh_of(parameter);
-      for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
-        if (placements_of(parameter)[static_cast<size_t>(axis)].is_shard()) distinct_parts *= mesh.size(axis);
-      }
-    }
-    const double copies = static_cast<double>(job / comm_.size()) / static_cast<double>(distinct_parts);
+    // The ranks holding a copy of the parameter's part (every rank of the job for an ordinary
+    // tensor), of which comm_'s hold one copy between them, each its slice.
+    const Distribution* layout = distribution_of(parameters()[layout_.pieces[j].parameter]);
+    const int64_t holders = layout ? replication_factor(*layout) : job;
+    const double copies = static_cast<double>(holders / comm_.size());
     share += sum(square(cast(abs(g), DType::f64))).item<double>() / copies;
   }
   return share;
