@@ -57,7 +57,7 @@ FUZZ_TARGETS ?= npy safetensors export pinn_config expression csv hdf5 operator_
 fuzz: deps
 	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DEDDY_FUZZ=ON \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DEDDY_CHECK_LAYERS=OFF -DEDDY_WITH_MPI=OFF -DEDDY_WITH_NVRTC=OFF \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DEDDY_CHECK_LAYERS=OFF -DEDDY_WITH_MPI=OFF -DEDDY_WITH_CUDA=OFF \
 	  -DEDDY_BUILD_BENCH=OFF -DEDDY_BUILD_EXAMPLES=OFF -DEDDY_BUILD_PYTHON=OFF > /dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
 	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)

@@ -160,8 +160,8 @@ TEST(CudaRunner, SaysWhyNoKernelCanRunAndRefusesToTry) {
   const TensorList inputs = sum_over_rows.inputs(DType::f32);
   const Trace traced = trace(sum_over_rows.function, inputs);
   const auto [plan, operands] = only_kernel(traced, inputs);
-  expect_error([&] { run_cuda_kernel(plan, "", operands); }, {"CUDA: ", cuda_unavailable_reason()});
-  expect_error([] { cuda_device_architecture(); }, {"CUDA: "});
+  expect_error([&] { run_cuda_kernel(plan, "", operands); }, {"cuda:0: ", cuda_unavailable_reason()});
+  expect_error([] { cuda_device_architecture(); }, {"cuda:0: ", cuda_unavailable_reason()});
 }
 
 TEST(CudaRunner, ChecksTheInputCountBeforeTouchingTheGpu) {

@@ -7,9 +7,11 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "eddy/eddy.h"
+#include "support/expect_error.h"
 
 namespace eddy {
 namespace {
@@ -194,5 +196,54 @@ TEST(CachingAllocator, EmptyTensorsAllocateNothing) {
   EXPECT_EQ(after.cache_hits, before.cache_hits);
 }
 
+
+// The caching logic over a memory source of a fixed size, as a GPU's is: a request that does
+// not fit empties the cache and tries again before the source's own error.
+class LimitedMemory final : public MemorySource {
+ public:
+  explicit LimitedMemory(size_t limit) : limit_(limit) {}
+  void* get(size_t bytes) override {
+    if (used_ + bytes > limit_) return nullptr;
+    used_ += bytes;
+    blocks_.push_back(std::vector<char>(bytes));
+    sizes_.push_back(bytes);
+    return blocks_.back().data();
+  }
+  void put(void* ptr) noexcept override {
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      if (blocks_[i].data() == ptr) {
+        used_ -= sizes_[i];
+        blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
+        sizes_.erase(sizes_.begin() + static_cast<std::ptrdiff_t>(i));
+        return;
+      }
+    }
+  }
+  [[noreturn]] void exhausted(size_t bytes, const AllocatorStats& stats) override {
+    throw Error(cat("exhausted asking for ", bytes, " with ", stats.bytes_in_use, " in use"));
+  }
+
+ private:
+  size_t limit_, used_ = 0;
+  std::vector<std::vector<char>> blocks_;
+  std::vector<size_t> sizes_;
+};
+
+TEST(CachingAllocator, AFullSourceGetsItsCacheBackBeforeGivingUp) {
+  std::unique_ptr<Allocator> allocator = make_caching_allocator(std::make_unique<LimitedMemory>(4096));
+  void* small = allocator->allocate(1000);  // a 1 KiB block
+  allocator->deallocate(small, 1000);
+  EXPECT_EQ(allocator->stats().bytes_cached, 1024);
+  void* large = allocator->allocate(4000);  // 4 KiB fits only once the cached block is returned
+  const AllocatorStats stats = allocator->stats();
+  EXPECT_EQ(stats.bytes_cached, 0);
+  EXPECT_EQ(stats.bytes_in_use, 4096);
+  EXPECT_EQ(stats.system_allocations, 2);
+  expect_error([&] { allocator->allocate(300); }, {"exhausted asking for 512 with 4096 in use"});
+  allocator->deallocate(large, 4000);
+  EXPECT_EQ(caching_block_size(1), 256u);
+  EXPECT_EQ(caching_block_size(3u << 20), 3u << 20);
+  EXPECT_EQ(caching_block_size((3u << 20) + 1), 4u << 20);
+}
 }  // namespace
 }  // namespace eddy

@@ -144,6 +144,10 @@ std::vector<OpCase> build_table() {
   const std::vector<DType> kComplex = {DType::c64, DType::c128};
   t.push_back(linear(unary("real", {"real"}, kComplex, [](const Tensor& x) { return real(x); },
                            [](c x) { return c(x.real()); })));
+  // A round trip through the host: nothing moves for host inputs, and for GPU ones
+  // (tests/backends/test_cuda_backend.cpp) both directions and their derivatives run.
+  t.push_back(linear(unary("to_device", {"to_device"}, kInexact,
+                           [](const Tensor& x) { return to(to(x, cpu()), x.device()); }, [](c x) { return x; })));
   t.push_back(linear(unary("imag", {"imag"}, kComplex, [](const Tensor& x) { return imag(x); },
                            [](c x) { return c(x.imag()); })));
   t.push_back(linear(unary("conj", {"conj"}, kComplex, [](const Tensor& x) { return conj(x); },
@@ -373,16 +377,18 @@ std::vector<OpCase> build_table() {
   t.push_back(row("creation", {"full", "arange", "eye"}, kReal, normal_inputs({{3, 3}}),
                   [](const std::vector<Tensor>& x) {
                     const DType d = x[0].dtype();
-                    return x[0] * full({3, 3}, 2.5, d) + x[0] * reshape(arange(-4, 5, 1, d), {3, 3}) +
-                           matmul(eye(3, d), x[0]) + x[0] * linspace(0, 1, 3, d);
+                    const Device at = x[0].device();
+                    return x[0] * full({3, 3}, 2.5, d, at) + x[0] * reshape(arange(-4, 5, 1, d, at), {3, 3}) +
+                           matmul(eye(3, d, at), x[0]) + x[0] * linspace(0, 1, 3, d, at);
                   },
                   true));
   t.push_back(row("keyed_random", {"uniform", "normal"}, kReal, normal_inputs({{3, 4}}),
                   [](const std::vector<Tensor>& x) {
                     // Drawn in float64 for every dtype: the rows' float32 values are checked against float64.
                     const DType d = x[0].dtype();
-                    return x[0] * cast(eddy::uniform(random_key(5), {3, 4}, DType::f64), d) +
-                           x[0] * cast(normal(random_key(5, 12), {4}, DType::f64), d);
+                    const Device at = x[0].device();
+                    return x[0] * cast(eddy::uniform(to(random_key(5), at), {3, 4}, DType::f64), d) +
+                           x[0] * cast(normal(to(random_key(5, 12), at), {4}, DType::f64), d);
                   },
                   true));
 

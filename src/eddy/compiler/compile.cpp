@@ -119,6 +119,10 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return is_distributed(t); })) {
     return call_distributed(inputs);
   }
+  for (const Tensor& t : inputs) {
+    EDDY_CHECK(t.device().type == DeviceType::cpu, "compile: an input is on ", t.device(), ", and compiled programs "
+               "run on CPU tensors only so far (docs/gpu.md); call the function uncompiled to run it there");
+  }
   const std::string key = signature(inputs);
   if (auto found = programs_.find(key); found != programs_.end()) return run(found->second, inputs);
 

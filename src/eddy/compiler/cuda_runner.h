@@ -1,11 +1,7 @@
 #pragma once
-// Runs generated CUDA kernels on an NVIDIA GPU, to check them against the CPU kernels. eddy has
-// no CUDA tensor backend yet, so this does not run a compiled program on a GPU: it copies host
-// tensors to the device, launches one fused kernel (render_cuda_source, then
-// compile_cuda_to_ptx) with the geometry its epilogue needs, and copies the outputs back.
-//
-// The driver (libcuda.so.1) is opened when first needed, not linked, so eddy starts on machines
-// without one, as CI's are.
+// Runs one generated CUDA kernel (render_cuda_source, then compile_cuda_to_ptx) on GPU 0 over
+// host tensors, to check it against the CPU kernels: the operands go to the GPU through the CUDA
+// backend, the kernel runs with the geometry its epilogue needs, and the outputs come back.
 
 #include <string>
 #include <vector>

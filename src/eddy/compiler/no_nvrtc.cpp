@@ -7,7 +7,7 @@
 namespace eddy::compiler {
 namespace {
 
-const std::string kNoToolkit = "this eddy was built without the CUDA toolkit (CMake option EDDY_WITH_NVRTC)";
+const std::string kNoToolkit = "this eddy was built without the CUDA toolkit (CMake option EDDY_WITH_CUDA)";
 
 }  // namespace
 
@@ -17,10 +17,10 @@ std::string compile_cuda_to_ptx(const std::string&, const std::string&) { throw 
 
 std::string cuda_unavailable_reason() { return kNoToolkit; }
 
-std::string cuda_device_architecture() { throw Error("CUDA: " + kNoToolkit); }
+std::string cuda_device_architecture() { throw Error("cuda:0: " + kNoToolkit); }
 
 std::vector<Tensor> run_cuda_kernel(const KernelPlan&, const std::string&, const std::vector<Tensor>&) {
-  throw Error("CUDA: " + kNoToolkit);
+  throw Error("cuda:0: " + kNoToolkit);
 }
 
 }  // namespace eddy::compiler

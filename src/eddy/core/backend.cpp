@@ -24,4 +24,30 @@ void register_backend(DeviceType type, Backend* backend) {
   backends()[static_cast<int>(type)] = backend;
 }
 
+void Backend::upload(const Tensor& host, const Tensor&) {
+  throw Error(cat("upload: the ", host.device(), " backend keeps its tensors in host memory"));
+}
+
+void Backend::download(const Tensor& device_in, const Tensor&) {
+  throw Error(cat("download: the ", device_in.device(), " backend keeps its tensors in host memory"));
+}
+
+Tensor host_copy(const Tensor& tensor) {
+  if (tensor.device().type == DeviceType::cpu) {
+    if (tensor.is_contiguous()) return tensor.detach();
+    Tensor dense = Tensor::empty(tensor.shape(), tensor.dtype());
+    backend_for(cpu()).copy(tensor, dense);
+    return dense;
+  }
+  Backend& device = backend_for(tensor.device());
+  Tensor source = tensor;
+  if (!tensor.is_contiguous()) {
+    source = Tensor::empty(tensor.shape(), tensor.dtype(), tensor.device());
+    device.copy(tensor, source);
+  }
+  Tensor host = Tensor::empty(tensor.shape(), tensor.dtype());
+  device.download(source, host);
+  return host;
+}
+
 }  // namespace eddy

@@ -60,7 +60,20 @@ class Backend {
   // Counter-based draws: element i uses Philox counter `offset + i` under key `seed`.
   virtual void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
   virtual void random_normal(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
+
+  // For devices with memory of their own (the CPU needs neither): dense copies between a host
+  // tensor and one of this device, of one shape and dtype. download returns once the values are
+  // on the host.
+  virtual void upload(const Tensor& host, const Tensor& device_out);
+  virtual void download(const Tensor& device_in, const Tensor& host_out);
+  // Returns once the device has finished the work queued so far (for timing; reading values
+  // waits by itself).
+  virtual void synchronize(Device) {}
 };
+
+// A dense host copy of `tensor` (itself when it is a dense host tensor already), without autodiff
+// state: how core and the ops read values from any device.
+Tensor host_copy(const Tensor& tensor);
 
 // The kernels registered for the device's type; throws when none are.
 Backend& backend_for(Device device);

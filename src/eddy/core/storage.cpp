@@ -1,14 +1,17 @@
 #include "eddy/core/storage.h"
 
 #include <array>
+#include <charconv>
 #include <ostream>
 
 #include "eddy/core/error.h"
 
 namespace eddy {
 namespace {
-std::array<Allocator*, kNumDeviceTypes>& allocators() {
-  static std::array<Allocator*, kNumDeviceTypes> table{&cpu_allocator(), nullptr};
+Allocator& the_cpu_allocator(int) { return cpu_allocator(); }
+
+std::array<AllocatorLookup, kNumDeviceTypes>& allocators() {
+  static std::array<AllocatorLookup, kNumDeviceTypes> table{&the_cpu_allocator, nullptr};
   return table;
 }
 }  // namespace
@@ -17,15 +20,28 @@ std::ostream& operator<<(std::ostream& out, Device device) {
   return out << (device.type == DeviceType::cpu ? "cpu" : "cuda") << ":" << device.index;
 }
 
-Allocator& allocator_for(Device device) {
-  Allocator* allocator = allocators()[static_cast<int>(device.type)];
-  EDDY_CHECK(allocator, "no backend is available for device ", device,
-             " (this build has no kernels for it)");
-  return *allocator;
+Device parse_device(std::string_view text) {
+  if (text == "cpu") return cpu();
+  if (text == "cuda") return Device::cuda(0);
+  int index = -1;
+  if (text.starts_with("cuda:")) {
+    const std::string_view digits = text.substr(5);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (error != std::errc() || end != digits.data() + digits.size()) index = -1;
+  }
+  EDDY_CHECK(index >= 0, "unknown device '", text, "': expected cpu, cuda or cuda:N");
+  return Device::cuda(index);
 }
 
-void register_allocator(DeviceType type, Allocator* allocator) {
-  allocators()[static_cast<int>(type)] = allocator;
+Allocator& allocator_for(Device device) {
+  const AllocatorLookup lookup = allocators()[static_cast<int>(device.type)];
+  EDDY_CHECK(lookup, "no backend is available for device ", device,
+             " (this build has no kernels for it: build eddy with the CUDA toolkit for cuda devices)");
+  return lookup(device.index);
+}
+
+void register_allocator(DeviceType type, AllocatorLookup lookup) {
+  allocators()[static_cast<int>(type)] = lookup;
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {

@@ -45,8 +45,10 @@ class Storage {
   bool abstract_;
 };
 
-// Allocators by device type; the CPU one is built in, other backends register theirs.
+// Allocators by device: the CPU's is built in, other backends register a lookup for their type
+// that gives each device index its own allocator.
 Allocator& allocator_for(Device device);
-void register_allocator(DeviceType type, Allocator* allocator);
+using AllocatorLookup = Allocator& (*)(int device_index);
+void register_allocator(DeviceType type, AllocatorLookup lookup);
 
 }  // namespace eddy

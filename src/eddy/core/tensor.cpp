@@ -209,7 +209,7 @@ std::vector<T> Tensor::to_vector() const {
              "abstract tracing) and has no values to read; an abstractly traced function cannot depend on "
              "them");
   Tensor dense = Tensor::empty(shape(), dtype_of<T>());
-  backend_for(device()).copy(*this, dense);
+  backend_for(cpu()).copy(device().type == DeviceType::cpu ? *this : host_copy(*this), dense);
   const T* data = dense.data<T>();
   return std::vector<T>(data, data + numel());
 }
@@ -235,6 +235,7 @@ EDDY_INSTANTIATE(bool)
 std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   if (!t.defined()) return out << "Tensor(undefined)";
   out << "Tensor(shape=" << t.shape() << ", dtype=" << t.dtype();
+  if (t.device() != cpu()) out << ", device=" << t.device();
   if (t.requires_grad()) out << ", requires_grad";
   if (t.is_abstract()) return out << ", abstract)";
   out << ", values=[";

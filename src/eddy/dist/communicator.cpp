@@ -49,7 +49,8 @@ class SingleProcessCommunicator final : public Communicator {
   static void copy(std::string_view op, const Tensor& in, const Tensor& out) {
     check_same_layout(op, in, out);
     Tensor target = out;
-    if (in.raw_data() != out.raw_data()) target.copy_(in);
+    // Compared by storage and offset rather than host address: the tensors may be on a GPU.
+    if (in.storage() != out.storage() || in.offset() != out.offset()) target.copy_(in);
   }
   static void check_root(std::string_view op, int root) {
     EDDY_CHECK(root == 0, op, ": root ", root, " is not a rank of this 1-process job");

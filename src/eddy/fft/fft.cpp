@@ -44,7 +44,7 @@ Tensor hermitian_weights(const Tensor& like, int64_t axis, int64_t n, double mid
   if (n % 2 == 0 && m == n / 2 + 1) w[m - 1] = scale;
   Shape shape(like.dim(), 1);
   shape[axis] = m;
-  return cast(tensor(w, shape), real_dtype(like.dtype()));
+  return to(cast(tensor(w, shape), real_dtype(like.dtype())), like.device());
 }
 
 const Primitive& c2c_p = []() -> const Primitive& {

@@ -67,7 +67,7 @@ Primitive random_primitive(std::string_view name, bool normal) {
   p.eval = [normal](Inputs in, const Attrs&, const OutputSpec& spec) {
     // The key's elements, read inside the kernel: reading them through to_vector would report a
     // host read to a trace that captured the key as an input.
-    const Tensor key = dense(in[0]);
+    const Tensor key = host_copy(in[0]);
     const int64_t* words = key.data<int64_t>();
     Tensor out = Tensor::empty(spec.shape, spec.dtype, in[0].device());
     const auto seed = static_cast<uint64_t>(words[0]), offset = static_cast<uint64_t>(words[1]);

@@ -61,7 +61,10 @@ const Primitive& register_primitive(Primitive primitive) {
 
 const std::deque<Primitive>& all_primitives() { return primitive_registry(); }
 
-Device OpCall::device() const { return inputs.empty() ? attrs.device : inputs[0].device(); }
+Device OpCall::device() const {
+  if (spec.device) return *spec.device;
+  return inputs.empty() ? attrs.device : inputs[0].device();
+}
 
 void set_top_interpreter(Interpreter* interpreter) { top_interpreter = interpreter; }
 void set_distributed_interpreter(Interpreter* interpreter) { distributed_interpreter = interpreter; }

@@ -377,6 +377,28 @@ const Primitive& cast_p = []() -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
+// The one primitive that moves values between devices. Linear, and its own transpose: the
+// cotangent goes back to the input's device.
+const Primitive& to_device_p = []() -> const Primitive& {
+  Primitive p;
+  p.name = "to_device";
+  p.linear = true;
+  p.sharding = sharding::elementwise(sharding::PartialInputs::all);
+  p.cost = CostClass::cheap;
+  p.infer = [](Inputs in, const Attrs& attrs) { return OutputSpec{in[0].shape(), in[0].dtype(), attrs.device}; };
+  p.eval = [](Inputs in, const Attrs& attrs, const OutputSpec& spec) {
+    // Through the host: x is on another device, so host_copy makes a fresh tensor (or, for a
+    // dense host x, hands back x itself to upload from).
+    if (attrs.device.type == DeviceType::cpu) return host_copy(in[0]);
+    Tensor out = Tensor::empty(spec.shape, spec.dtype, attrs.device);
+    backend_of(out).upload(host_copy(in[0]), out);
+    return out;
+  };
+  p.jvp = [](Inputs, const Attrs& attrs, int, const Tensor& t) { return to(t, attrs.device); };
+  p.vjp = [](Inputs in, const Attrs&, int, const Tensor& g) { return to(g, in[0].device()); };
+  return register_primitive(std::move(p));
+}();
+
 Tensor same_dtype_scalar(double value, const Tensor& like) {
   return scalar(value, is_inexact(like.dtype()) ? like.dtype() : DType::f32, like.device());
 }
@@ -439,6 +461,13 @@ Tensor pow(const Tensor& a, double exponent) { return pow(a, same_dtype_scalar(e
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   auto [x, y] = promote_pair(a, b);
   return dispatch(where_p, {condition, x, y});
+}
+
+Tensor to(const Tensor& x, Device device) {
+  if (x.device() == device) return x;
+  Attrs attrs;
+  attrs.device = device;
+  return dispatch(to_device_p, {x}, attrs);
 }
 
 Tensor cast(const Tensor& x, DType dtype) {

@@ -102,6 +102,9 @@ Tensor ge(const Tensor& a, const Tensor& b);
 // condition ? a : b, elementwise with broadcasting; condition is bool.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor cast(const Tensor& x, DType dtype);
+// x's values on `device` (x itself when it is there already); differentiable, the cotangent
+// returning to x's device.
+Tensor to(const Tensor& x, Device device);
 
 // ---- complex ----
 Tensor real(const Tensor& z);

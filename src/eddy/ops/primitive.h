@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -129,6 +130,8 @@ struct CollectiveTraits {
 struct OutputSpec {
   Shape shape;
   DType dtype;
+  // Set by the one primitive whose output is not on its inputs' device (to_device).
+  std::optional<Device> device = std::nullopt;
 };
 
 using Inputs = std::span<const Tensor>;

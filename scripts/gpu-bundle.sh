@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Gathers the GPU checks' programs (scripts/gpu-check.sh) and the shared libraries they need that
+# a bare CUDA machine lacks, into one folder and an archive of it (OUT_DIR.tar.xz) to copy there:
+#
+#   scripts/gpu-bundle.sh [OUT_DIR]     (default .gpu-bundle, which git ignores)
+#
+# There: tar xJf .gpu-bundle.tar.xz -C DIR && scripts/gpu-check.sh DIR/.gpu-bundle
+#
+# Left out: the C library and compiler runtime (every machine has them) and the CUDA libraries
+# (cuBLAS, cuFFT, NVRTC), which must come from the GPU machine's own toolkit, matching its driver.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$here/.gpu-bundle}
+rm -rf "$out"
+mkdir -p "$out/lib"
+programs="$here/build/tests/cuda_tests $here/build/tests/compiler_tests $here/build/bench/gpu_eager_ops"
+for program in $programs; do
+  cp "$program" "$out/"
+  strip --strip-debug "$out/$(basename "$program")"
+done
+ldd $programs | awk '/=> \// { print $1, $3 }' | sort -u |
+  grep -v -E '^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^ ]*)\.so|^lib(cublas|cublasLt|cufft|nvrtc|cuda)\.so' |
+  while read -r name path; do cp -L "$path" "$out/lib/$name"; done
+tar cf - -C "$(dirname "$out")" "$(basename "$out")" | xz -T0 -6 > "$out.tar.xz"
+du -sh "$out" "$out.tar.xz"

@@ -1,0 +1,232 @@
+// The CUDA backend. Everywhere the toolkit is: every kernel instantiation compiles with NVRTC, and
+// a cuda device that cannot be used is refused with the reason. On a GPU (label `gpu`; skipped,
+// saying why, where there is none): every row of the op table against the CPU, values and
+// reverse-mode derivatives to order 3; random draws; products in every layout cuBLAS takes; bad
+// indices; the allocator's cache.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "eddy/backends/cuda/cuda_backend.h"
+#include "eddy/backends/cuda/driver.h"
+#include "eddy/backends/cuda/kernel_source.h"
+#include "eddy/backends/cuda/nvrtc.h"
+#include "eddy/eddy.h"
+#include "ops/op_table.h"
+#include "support/expect_error.h"
+
+namespace eddy {
+namespace {
+
+using TensorList = std::vector<Tensor>;
+using testing::OpCase;
+
+#define EDDY_SKIP_WITHOUT_GPU()                                                                   \
+  if (const std::string why = cuda::unavailable_reason(0); !why.empty()) GTEST_SKIP() << "no GPU: " << why
+
+TensorList on(const TensorList& tensors, Device device) {
+  TensorList moved;
+  for (const Tensor& t : tensors) moved.push_back(to(t, device));
+  return moved;
+}
+
+// The largest difference between `gpu` (brought back) and `cpu`, relative to cpu's largest entry.
+double relative_difference(const Tensor& on_gpu, const Tensor& on_cpu) {
+  EXPECT_EQ(on_gpu.device(), Device::cuda(0));
+  EXPECT_EQ(on_gpu.shape(), on_cpu.shape());
+  EXPECT_EQ(on_gpu.dtype(), on_cpu.dtype());
+  if (on_cpu.numel() == 0) return 0;
+  const Tensor back = cast(to(on_gpu, cpu()), is_complex(on_cpu.dtype()) ? DType::c128 : DType::f64);
+  const Tensor expected = cast(on_cpu, back.dtype());
+  const double scale = 1 + max(abs(expected)).item<double>();
+  return max(abs(back - expected)).item<double>() / scale;
+}
+
+double tolerance(DType dtype) { return dtype == DType::f32 || dtype == DType::c64 ? 2e-5 : 1e-11; }
+
+TEST(CudaKernels, EveryInstantiationCompilesWithNvrtc) {
+  const std::vector<std::string> names = cuda::all_kernel_names();
+  EXPECT_GT(names.size(), 200u);
+  const cuda::CompiledSource compiled = cuda::compile_to_ptx(cuda::kKernelSource, "compute_90", names);
+  ASSERT_EQ(compiled.lowered_names.size(), names.size());
+  for (const std::string& lowered : compiled.lowered_names) {
+    EXPECT_NE(compiled.ptx.find(".entry " + lowered), std::string::npos) << lowered;
+  }
+}
+
+TEST(CudaDevice, NamesParseAndBadOnesAreRefused) {
+  EXPECT_EQ(parse_device("cpu"), cpu());
+  EXPECT_EQ(parse_device("cuda"), Device::cuda(0));
+  EXPECT_EQ(parse_device("cuda:3"), Device::cuda(3));
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x"}) {
+    expect_error([&] { parse_device(bad); }, {"unknown device '", bad, "'", "cpu, cuda or cuda:N"});
+  }
+}
+
+TEST(CudaDevice, AnUnusableDeviceIsRefusedWithTheReason) {
+  const int missing = cuda::driver().devices;  // one past the last device there is
+  expect_error([&] { zeros({2}, DType::f32, Device::cuda(missing)); }, {"cuda:" + std::to_string(missing)});
+  if (!cuda::unavailable_reason(0).empty()) {
+    expect_error([] { to(ones({2}), Device::cuda(0)); }, {"cuda:0: ", cuda::unavailable_reason(0)});
+  }
+}
+
+// ---- on a GPU ----
+
+class CudaOpTable : public ::testing::TestWithParam<OpCase> {};
+
+Tensor real_dot(const Tensor& a, const Tensor& b) { return sum(real(conj(a) * b)); }
+
+// What the GPU does not run yet: compiled programs over device tensors, and the distributed
+// FFT's slab transforms (FFTW plans on host memory). Their rows must fail with an error.
+bool gpu_lacks(const OpCase& op) {
+  for (const std::string& primitive : op.primitives) {
+    if (primitive == "compiled_call" || primitive.starts_with("dist_")) return true;
+  }
+  return false;
+}
+
+TEST_P(CudaOpTable, ValuesAndDerivativesToOrder3MatchTheCpu) {
+  EDDY_SKIP_WITHOUT_GPU();
+  const OpCase& op = GetParam();
+  for (DType dtype : op.dtypes) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    Generator gen(31);
+    const TensorList inputs = op.make_inputs(dtype, gen);
+    if (gpu_lacks(op)) {
+      EXPECT_THROW(op.fn(on(inputs, Device::cuda(0))), Error);
+      continue;
+    }
+    const Tensor cpu_out = op.fn(inputs);
+    const Tensor gpu_out = op.fn(on(inputs, Device::cuda(0)));
+    if (is_inexact(cpu_out.dtype())) {
+      EXPECT_LE(relative_difference(gpu_out, cpu_out), tolerance(cpu_out.dtype()));
+    } else {
+      EXPECT_EQ(to(gpu_out, cpu()).to_vector<double>(), cpu_out.to_vector<double>());
+    }
+    if (op.max_order == 0 || !is_inexact(cpu_out.dtype()) || (dtype != DType::f64 && dtype != DType::c128)) continue;
+    // G_0 = Re<w, f(x)>, G_k = sum_i Re<p_k,i, dG_{k-1}/dx_i>: the same probes on both devices.
+    const std::vector<size_t> diff = testing::differentiable_inputs(inputs);
+    const Tensor w = testing::random_like(cpu_out, gen);
+    std::vector<TensorList> probes(op.max_order + 1);
+    for (int k = 1; k <= op.max_order; ++k) {
+      for (size_t i : diff) probes[k].push_back(testing::random_like(inputs[i], gen));
+    }
+    auto probe_values = [&](Device device) {
+      TensorList x = on(inputs, device);
+      for (size_t i : diff) x[i] = x[i].detach().requires_grad_();
+      TensorList targets;
+      for (size_t i : diff) targets.push_back(x[i]);
+      Tensor level = real_dot(to(w, device), op.fn(x));
+      std::vector<double> values;
+      for (int k = 1; k <= op.max_order; ++k) {
+        const TensorList grads = grad({level}, targets, {}, k < op.max_order);
+        Tensor total = zeros({}, DType::f64, device);
+        for (size_t j = 0; j < diff.size(); ++j) total = total + real_dot(to(probes[k][j], device), grads[j]);
+        values.push_back(total.item<double>());
+        level = total;
+      }
+      return values;
+    };
+    const std::vector<double> on_cpu = probe_values(cpu()), on_gpu = probe_values(Device::cuda(0));
+    for (size_t k = 0; k < on_cpu.size(); ++k) {
+      EXPECT_NEAR(on_gpu[k], on_cpu[k], 1e-9 * (1 + std::abs(on_cpu[k]))) << "order " << k + 1;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaOpTable, ::testing::ValuesIn(testing::op_table()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) {
+                           std::string name = info.param.name;
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(CudaRandom, DrawsAreTheCpusNumbers) {
+  EDDY_SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tensor cpu_key = random_key(7, 1000), gpu_key = to(cpu_key, Device::cuda(0));
+    // The same Philox words: uniform draws agree to the bit.
+    EXPECT_EQ(uniform(gpu_key, {513, 3}, dtype).to_vector<double>(), uniform(cpu_key, {513, 3}, dtype).to_vector<double>());
+    EXPECT_LE(relative_difference(normal(gpu_key, {1025}, dtype), normal(cpu_key, {1025}, dtype)), 1e-5);
+  }
+}
+
+TEST(CudaMatmul, EveryLayoutMatchesTheCpu) {
+  EDDY_SKIP_WITHOUT_GPU();
+  Generator gen(5);
+  for (DType dtype : {DType::f32, DType::f64, DType::c64, DType::c128}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    auto draw = [&](Shape shape) { return testing::random_like(zeros(shape, dtype), gen); };
+    const std::vector<std::pair<Tensor, Tensor>> cases = {
+        {draw({7, 5}), draw({5, 3})},                              // plain
+        {transpose(draw({5, 7})), draw({5, 3})},                   // a transposed
+        {draw({7, 5}), transpose(draw({3, 5}))},                   // b transposed
+        {draw({4, 7, 5}), draw({5, 3})},                           // b broadcast over a batch
+        {draw({2, 1, 7, 5}), draw({3, 5, 6})},                     // batches broadcast both ways
+        {slice(draw({7, 10}), 1, 0, 10, 2), draw({5, 3})},        // a strided, copied dense
+        {draw({1, 5}), draw({5, 1})},                              // vectors
+        {draw({3, 0}), draw({0, 4})},                              // k = 0: zeros
+    };
+    for (const auto& [a, b] : cases) {
+      SCOPED_TRACE(::testing::Message() << to_string(a.shape()) << " @ " << to_string(b.shape()));
+      EXPECT_LE(relative_difference(matmul(to(a, Device::cuda(0)), to(b, Device::cuda(0))), matmul(a, b)),
+                tolerance(dtype));
+    }
+  }
+}
+
+TEST(CudaIndexing, AnIndexOutOfRangeIsAnError) {
+  EDDY_SKIP_WITHOUT_GPU();
+  const Tensor x = to(reshape(arange(0, 12, 1, DType::f32), {3, 4}), Device::cuda(0));
+  const Tensor good = to(tensor<int64_t>({2, -1, 0}), Device::cuda(0));
+  EXPECT_EQ(index_select(x, 0, good).to_vector<float>(),
+            (std::vector<float>{8, 9, 10, 11, 8, 9, 10, 11, 0, 1, 2, 3}));
+  const Tensor bad = to(tensor<int64_t>({1, 3}), Device::cuda(0));
+  expect_error([&] { index_select(x, 0, bad); }, {"index_select: index 3 is out of range for a dimension of size 3"});
+  const Tensor bad_rows = to(tensor<int64_t>({0, 1, 2, 4, 0, 0}, {3, 2}), Device::cuda(0));
+  expect_error([&] { gather(x, 1, bad_rows); }, {"gather: index 4 is out of range for a dimension of size 4"});
+}
+
+TEST(CudaDevices, MixingDevicesNamesBoth) {
+  EDDY_SKIP_WITHOUT_GPU();
+  expect_error([] { ones({2}) + to(ones({2}), Device::cuda(0)); }, {"is on cuda:0 but input 0 is on cpu:0"});
+}
+
+TEST(CudaDevices, GradientsFlowBackThroughTo) {
+  EDDY_SKIP_WITHOUT_GPU();
+  Tensor x = tensor<double>({0.5, -1.0, 2.0}).requires_grad_();
+  const Tensor loss = sum(square(sin(to(x, Device::cuda(0)))));
+  const TensorList g = grad({loss}, {x});
+  EXPECT_EQ(g[0].device(), cpu());
+  const std::vector<double> values = g[0].to_vector<double>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double xi = x.to_vector<double>()[i];
+    EXPECT_NEAR(values[i], 2 * std::sin(xi) * std::cos(xi), 1e-14);
+  }
+}
+
+TEST(CudaAllocator, BlocksAreCachedAndCounted) {
+  EDDY_SKIP_WITHOUT_GPU();
+  Allocator& allocator = cuda::device_allocator(0);
+  allocator.empty_cache();
+  const AllocatorStats before = allocator.stats();
+  { Tensor a = zeros({1000}, DType::f32, Device::cuda(0)); }  // 4000 bytes: a 4 KiB block, then cached
+  const AllocatorStats freed = allocator.stats();
+  EXPECT_EQ(freed.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(freed.bytes_cached, before.bytes_cached + 4096);
+  EXPECT_EQ(freed.system_allocations, before.system_allocations + 1);
+  Tensor b = zeros({1024}, DType::f32, Device::cuda(0));  // the same block again
+  const AllocatorStats reused = allocator.stats();
+  EXPECT_EQ(reused.cache_hits, freed.cache_hits + 1);
+  EXPECT_EQ(reused.system_allocations, freed.system_allocations);
+  EXPECT_EQ(reused.bytes_in_use, before.bytes_in_use + 4096);
+}
+
+}  // namespace
+}  // namespace eddy
