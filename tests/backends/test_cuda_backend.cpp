@@ -14,6 +14,9 @@
 #include "eddy/backends/cuda/driver.h"
 #include "eddy/backends/cuda/kernel_source.h"
 #include "eddy/backends/cuda/nvrtc.h"
+#include "eddy/compiler/compile.h"
+#include "eddy/compiler/program.h"
+#include "eddy/compiler/trace.h"
 #include "eddy/eddy.h"
 #include "ops/op_table.h"
 #include "support/expect_error.h"
@@ -74,17 +77,33 @@ TEST(CudaDevice, AnUnusableDeviceIsRefusedWithTheReason) {
   }
 }
 
+TensorList fused_step(const TensorList& x) {
+  const Tensor hidden = tanh(x[0] * x[1]);
+  return {sum(hidden * exp(-x[0])), hidden + x[0], sum(square(hidden), {0})};
+}
+
+TEST(CudaPrograms, AProgramForAGpuBuildsItsKernelsWithoutOne) {
+  Generator gen(3);
+  const TensorList inputs{randn({64, 8}, DType::f32, &gen), randn({8}, DType::f32, &gen)};
+  const compiler::Trace traced = compiler::trace(fused_step, inputs);
+  const compiler::Program program(traced.graph, Device::cuda(0));
+  EXPECT_GT(program.stats().fused_kernels, 0u);
+  EXPECT_NE(program.cuda_source().find("__global__"), std::string::npos);
+  EXPECT_TRUE(program.cpu_source().empty());
+  expect_error([&] { program.run(inputs); }, {"input 0 is on cpu:0 but the program was built for cuda:0"});
+}
+
 // ---- on a GPU ----
 
 class CudaOpTable : public ::testing::TestWithParam<OpCase> {};
 
 Tensor real_dot(const Tensor& a, const Tensor& b) { return sum(real(conj(a) * b)); }
 
-// What the GPU does not run yet: compiled programs over device tensors, and the distributed
-// FFT's slab transforms (FFTW plans on host memory). Their rows must fail with an error.
+// What the GPU does not run yet: the distributed FFT's slab transforms (FFTW plans on host
+// memory). Their rows must fail with an error.
 bool gpu_lacks(const OpCase& op) {
   for (const std::string& primitive : op.primitives) {
-    if (primitive == "compiled_call" || primitive.starts_with("dist_")) return true;
+    if (primitive.starts_with("dist_")) return true;
   }
   return false;
 }
@@ -226,6 +245,26 @@ TEST(CudaAllocator, BlocksAreCachedAndCounted) {
   EXPECT_EQ(reused.cache_hits, freed.cache_hits + 1);
   EXPECT_EQ(reused.system_allocations, freed.system_allocations);
   EXPECT_EQ(reused.bytes_in_use, before.bytes_in_use + 4096);
+}
+
+TEST(CudaPrograms, ACompiledFunctionRunsOnTheGpuAsOnTheCpu) {
+  EDDY_SKIP_WITHOUT_GPU();
+  Generator gen(4);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const TensorList inputs{randn({300, 20}, dtype, &gen), randn({20}, dtype, &gen)};
+    CompiledFunction compiled(fused_step);
+    const TensorList on_gpu = on(inputs, Device::cuda(0));
+    compiled(on_gpu);  // the first call traces (and runs eagerly)
+    const TensorList results = compiled(on_gpu);  // this one runs the program's kernels
+    EXPECT_EQ(compiled.stats().traces, 1);
+    EXPECT_GT(compiled.stats().last.fused_kernels, 0u);
+    const TensorList expected = fused_step(inputs);
+    ASSERT_EQ(results.size(), expected.size());
+    for (size_t k = 0; k < results.size(); ++k) {
+      EXPECT_LE(relative_difference(results[k], expected[k]), 10 * tolerance(dtype)) << "output " << k;
+    }
+  }
 }
 
 }  // namespace

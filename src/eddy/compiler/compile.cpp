@@ -58,6 +58,7 @@ void dump(const compiler::Program& program, const std::filesystem::path& directo
   std::ofstream(directory / (stem + ".graph.txt")) << program.graph().to_string();
   std::ofstream(directory / (stem + ".steps.txt")) << program.listing();
   if (!program.cpu_source().empty()) std::ofstream(directory / (stem + ".cpp")) << program.cpu_source();
+  if (!program.cuda_source().empty()) std::ofstream(directory / (stem + ".cu")) << program.cuda_source();
 }
 
 }  // namespace
@@ -119,10 +120,6 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return is_distributed(t); })) {
     return call_distributed(inputs);
   }
-  for (const Tensor& t : inputs) {
-    EDDY_CHECK(t.device().type == DeviceType::cpu, "compile: an input is on ", t.device(), ", and compiled programs "
-               "run on CPU tensors only so far (docs/gpu.md); call the function uncompiled to run it there");
-  }
   const std::string key = signature(inputs);
   if (auto found = programs_.find(key); found != programs_.end()) return run(found->second, inputs);
 
@@ -132,7 +129,9 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   EDDY_CHECK(options_.max_graph_nodes == 0 || traced_nodes <= options_.max_graph_nodes, "compile: the traced graph has ",
              traced_nodes, " nodes, more than the ", options_.max_graph_nodes,
              " this function compiles in reasonable time (building native code for it would take minutes)");
-  auto program = std::make_shared<compiler::Program>(std::move(traced.graph));
+  // The program runs where its inputs are (they are on one device: the signature names it).
+  const Device device = inputs.empty() ? cpu() : inputs[0].device();
+  auto program = std::make_shared<compiler::Program>(std::move(traced.graph), device);
   stats_.trace_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.last = program->stats();
   ++stats_.traces;

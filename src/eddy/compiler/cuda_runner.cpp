@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include "eddy/backends/cuda/cuda_backend.h"
 #include "eddy/backends/cuda/driver.h"
+#include "eddy/compiler/nvrtc.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::compiler {
@@ -25,11 +26,60 @@ int64_t threads_for(const KernelPlan& plan) {
   return 0;
 }
 
+// Launches `function`, a kernel of `plan`, on device `index`'s stream.
+void launch_plan(CUfunction function, const KernelPlan& plan, const std::vector<void*>& pointers, int index) {
+  long long outer = plan.outer, inner = plan.inner;
+  std::vector<void*> values = pointers;
+  std::vector<void*> arguments;
+  for (void*& pointer : values) arguments.push_back(&pointer);
+  arguments.push_back(&outer);
+  arguments.push_back(&inner);
+  constexpr int64_t kBlock = 256;
+  const int64_t threads = threads_for(plan);
+  if (threads <= 0) return;
+  const cuda::Driver& d = cuda::use_device(index);
+  const auto blocks = static_cast<unsigned>((threads + kBlock - 1) / kBlock);
+  d.check(d.launch(function, blocks, 1, 1, kBlock, 1, 1, 0, cuda::stream(index), arguments.data(), nullptr),
+          "cuLaunchKernel");
+}
+
 }  // namespace
 
 std::string cuda_unavailable_reason() { return cuda::unavailable_reason(0); }
 
 std::string cuda_device_architecture() { return cuda::architecture(0); }
+
+struct CudaKernelSet::Loaded {
+  std::once_flag once;
+  std::vector<CUfunction> functions;
+};
+
+CudaKernelSet::CudaKernelSet(const std::vector<KernelPlan>& plans, Device device)
+    : plans_(plans), device_(device), source_(render_cuda_source(plans)), loaded_(std::make_unique<Loaded>()) {
+  const std::string architecture = cuda::unavailable_reason(device.index).empty() ? cuda::architecture(device.index)
+                                                                                   : "compute_90";
+  ptx_ = compile_cuda_to_ptx(source_, architecture);
+}
+
+// The module stays loaded for the process: a program's kernels may still be queued on the
+// stream when the program goes.
+CudaKernelSet::~CudaKernelSet() = default;
+
+void CudaKernelSet::launch(size_t k, const std::vector<void*>& pointers) const {
+  // A failed load throws out of call_once, which then runs again at the next launch.
+  std::call_once(loaded_->once, [&] {
+    const cuda::Driver& d = cuda::use_device(device_.index);
+    CUmodule module = nullptr;
+    d.check(d.load_module(&module, ptx_.c_str()), "cuModuleLoadData");
+    std::vector<CUfunction> functions;
+    for (const KernelPlan& plan : plans_) {
+      functions.push_back(nullptr);
+      d.check(d.get_function(&functions.back(), module, plan.name.c_str()), "cuModuleGetFunction");
+    }
+    loaded_->functions = std::move(functions);
+  });
+  launch_plan(loaded_->functions[k], plans_[k], pointers, device_.index);
+}
 
 std::vector<Tensor> run_cuda_kernel(const KernelPlan& plan, const std::string& ptx, const std::vector<Tensor>& inputs) {
   EDDY_CHECK(inputs.size() == plan.inputs.size(), "run_cuda_kernel: ", plan.name, " takes ", plan.inputs.size(),
@@ -47,24 +97,12 @@ std::vector<Tensor> run_cuda_kernel(const KernelPlan& plan, const std::string& p
   // A sum to one element adds into its output, and a sum of an empty domain is its zeros.
   std::vector<Tensor> outputs{zeros(plan.output_shape, plan.output_dtype, gpu)};
   for (const KernelSideOutput& side : plan.side_outputs) outputs.push_back(zeros(plan.domain, side.dtype, gpu));
-
   std::vector<void*> pointers;
-  for (const Tensor& operand : operands) pointers.push_back(cuda::device_pointer(operand));
-  for (const Tensor& output : outputs) pointers.push_back(cuda::device_pointer(output));
-  long long outer = plan.outer, inner = plan.inner;
-  std::vector<void*> arguments;
-  for (void*& pointer : pointers) arguments.push_back(&pointer);
-  arguments.push_back(&outer);
-  arguments.push_back(&inner);
-  constexpr int64_t kBlock = 256;
-  if (const int64_t threads = threads_for(plan); threads > 0) {
-    const auto blocks = static_cast<unsigned>((threads + kBlock - 1) / kBlock);
-    d.check(d.launch(function, blocks, 1, 1, kBlock, 1, 1, 0, cuda::stream(0), arguments.data(), nullptr),
-            "cuLaunchKernel");
-    cuda::synchronize(0);
-  }
+  for (const Tensor& operand : operands) pointers.push_back(element_address(operand));
+  for (const Tensor& output : outputs) pointers.push_back(element_address(output));
+  launch_plan(function, plan, pointers, 0);
   std::vector<Tensor> host_outputs;
-  for (const Tensor& output : outputs) host_outputs.push_back(to(output, cpu()));
+  for (const Tensor& output : outputs) host_outputs.push_back(to(output, cpu()));  // waits for the kernel
   return host_outputs;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// Runs one generated CUDA kernel (render_cuda_source, then compile_cuda_to_ptx) on GPU 0 over
-// host tensors, to check it against the CPU kernels: the operands go to the GPU through the CUDA
-// backend, the kernel runs with the geometry its epilogue needs, and the outputs come back.
+// Runs generated CUDA kernels (render_cuda_source, compiled by NVRTC) on a GPU: a program's fused
+// kernels over its device tensors (CudaKernelSet, which Program uses on cuda devices), and one
+// kernel over host tensors, to check it against the CPU kernels (run_cuda_kernel).
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,29 @@ std::string cuda_unavailable_reason();
 // GPU 0's virtual architecture for compile_cuda_to_ptx, e.g. "compute_90" on an H100 or H200.
 // Throws eddy::Error with cuda_unavailable_reason() when there is no GPU to ask.
 std::string cuda_device_architecture();
+
+// The fused kernels of one program for one GPU: compiled to PTX when made (which needs NVRTC,
+// not a GPU), loaded onto the device at the first launch.
+class CudaKernelSet {
+ public:
+  // `plans` must hold no complex values (render_cuda_source has no complex type); the PTX is for
+  // `device`'s architecture when that device can be asked, and for compute_90 otherwise.
+  CudaKernelSet(const std::vector<KernelPlan>& plans, Device device);
+  ~CudaKernelSet();
+
+  // Runs plans[k] over device pointers: its inputs in plan order, then the root's output and the
+  // side outputs, which must hold zeros when the plan ends in a sum (it adds into them).
+  void launch(size_t k, const std::vector<void*>& pointers) const;
+
+  const std::string& source() const { return source_; }
+
+ private:
+  struct Loaded;
+  std::vector<KernelPlan> plans_;
+  Device device_;
+  std::string source_, ptx_;
+  std::unique_ptr<Loaded> loaded_;
+};
 
 // Runs the kernel `plan.name` of `ptx` on GPU 0 over host tensors `inputs`, one per plan.inputs in
 // that order, and returns host tensors: the root's output, then each side output. Throws

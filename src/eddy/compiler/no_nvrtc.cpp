@@ -19,6 +19,16 @@ std::string cuda_unavailable_reason() { return kNoToolkit; }
 
 std::string cuda_device_architecture() { throw Error("cuda:0: " + kNoToolkit); }
 
+struct CudaKernelSet::Loaded {};
+
+CudaKernelSet::CudaKernelSet(const std::vector<KernelPlan>&, Device device) : device_(device) {
+  throw Error("compiler: no kernels for " + cat(device) + ": " + kNoToolkit);
+}
+
+CudaKernelSet::~CudaKernelSet() = default;
+
+void CudaKernelSet::launch(size_t, const std::vector<void*>&) const { throw Error("cuda:0: " + kNoToolkit); }
+
 std::vector<Tensor> run_cuda_kernel(const KernelPlan&, const std::string&, const std::vector<Tensor>&) {
   throw Error("cuda:0: " + kNoToolkit);
 }

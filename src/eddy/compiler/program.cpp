@@ -23,7 +23,7 @@ bool exclusively_held(const Tensor& tensor) {
 
 }  // namespace
 
-Program::Program(Graph graph) : graph_(std::move(graph)) {
+Program::Program(Graph graph, Device device) : graph_(std::move(graph)), device_(device) {
   if (pass_enabled("replicated_collectives")) drop_collectives_of_replicated_values(graph_);
   optimize(graph_);
   const std::vector<FusionGroup> groups =
@@ -31,19 +31,22 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
                                                     .multi_output = pass_enabled("multi_output"),
                                                     .rematerialize = pass_enabled("rematerialize")})
                              : std::vector<FusionGroup>{};
+  const bool on_gpu = device_.type == DeviceType::cuda;
 
   std::vector<int> kernel_at_root(graph_.nodes.size(), -1);
   std::vector<bool> inside_kernel(graph_.nodes.size(), false);
   std::vector<KernelPlan> plans;
   std::vector<std::vector<std::string_view>> fused_primitives;
   for (const FusionGroup& group : groups) {
+    KernelPlan plan = plan_kernel(graph_, group, "eddy_fused_" + std::to_string(plans.size()));
+    if (on_gpu && plan.complex_values) continue;
     kernel_at_root[group.nodes.back()] = static_cast<int>(plans.size());
     fused_primitives.emplace_back();
     for (size_t n : group.nodes) {
       inside_kernel[n] = true;
       fused_primitives.back().push_back(graph_.nodes[n].primitive->name);
     }
-    plans.push_back(plan_kernel(graph_, group, "eddy_fused_" + std::to_string(plans.size())));
+    plans.push_back(std::move(plan));
     stats_.fused_nodes += group.nodes.size();
     if (group.epilogue != Epilogue::none) ++stats_.reduction_epilogues;
   }
@@ -54,7 +57,10 @@ Program::Program(Graph graph) : graph_(std::move(graph)) {
       steps_.push_back(Step{&graph_.nodes[i], -1, {}, {}});
     }
   }
-  if (!plans.empty()) {
+  if (on_gpu && !plans.empty()) {
+    cuda_kernels_ = std::make_unique<CudaKernelSet>(plans, device_);
+    for (KernelPlan& plan : plans) kernels_.push_back(FusedKernel{std::move(plan), nullptr});
+  } else if (!plans.empty()) {
     // Generated loops go parallel where the CPU backend's own kernels do.
     cpu_source_ = render_cpu_source(plans, cpu_kernels::kParallelGrain);
     LoadedKernels loaded = load_cpu_kernels(cpu_source_);
@@ -134,10 +140,16 @@ void Program::order_steps() {
   steps_ = std::move(ordered);
 }
 
-void Program::run_kernel(const KernelPlan& plan, Function function, std::vector<Tensor>& values,
-                         const Step& step) const {
+const std::string& Program::cuda_source() const {
+  static const std::string none;
+  return cuda_kernels_ ? cuda_kernels_->source() : none;
+}
+
+void Program::run_kernel(size_t k, std::vector<Tensor>& values, const Step& step) const {
+  const KernelPlan& plan = kernels_[k].plan;
+  const bool on_gpu = cuda_kernels_ != nullptr;
   std::vector<Tensor> operands;
-  std::vector<const void*> pointers;
+  std::vector<void*> pointers;
   operands.reserve(plan.inputs.size());
   Tensor output;
   for (const KernelInput& input : plan.inputs) {
@@ -148,23 +160,30 @@ void Program::run_kernel(const KernelPlan& plan, Function function, std::vector<
     if (reuse_buffers_ && plan.epilogue == Epilogue::none && !output.defined() && dies_here &&
         input.access == Access::dense && value.dtype() == plan.output_dtype && exclusively_held(value)) {
       output = value;
-      pointers.push_back(output.raw_data());
+      pointers.push_back(element_address(output));
       continue;
     }
     Tensor operand = kernel_operand(plan, input, value);
-    pointers.push_back(operand.raw_data());
+    pointers.push_back(element_address(operand));
     operands.push_back(std::move(operand));
   }
-  const Device device = operands.empty() ? cpu() : operands[0].device();
-  if (!output.defined()) output = Tensor::empty(plan.output_shape, plan.output_dtype, device);
+  if (!output.defined()) output = Tensor::empty(plan.output_shape, plan.output_dtype, device_);
   std::vector<Tensor> outputs{output};
   for (const KernelSideOutput& side : plan.side_outputs) {
-    outputs.push_back(Tensor::empty(plan.domain, side.dtype, device));
+    outputs.push_back(Tensor::empty(plan.domain, side.dtype, device_));
   }
-  std::vector<void*> output_pointers;
-  for (const Tensor& tensor : outputs) output_pointers.push_back(tensor.raw_data());
-  // A sum of an empty domain still writes its zeros.
-  if (output.numel() > 0) function(pointers.data(), output_pointers.data(), plan.outer, plan.inner);
+  if (on_gpu) {
+    // A GPU's sums add into their outputs (codegen.cpp, cuda_loops), which start at zero.
+    if (plan.epilogue != Epilogue::none) {
+      for (Tensor& tensor : outputs) tensor.fill_(0.0);
+    }
+    for (const Tensor& tensor : outputs) pointers.push_back(element_address(tensor));
+    cuda_kernels_->launch(k, pointers);
+  } else if (output.numel() > 0) {  // a sum of an empty domain still writes its zeros
+    std::vector<void*> output_pointers;
+    for (const Tensor& tensor : outputs) output_pointers.push_back(tensor.raw_data());
+    kernels_[k].function(pointers.data(), output_pointers.data(), plan.outer, plan.inner);
+  }
   values[static_cast<size_t>(plan.output)] = std::move(outputs[0]);
   for (size_t k = 0; k < plan.side_outputs.size(); ++k) {
     values[static_cast<size_t>(plan.side_outputs[k].value)] = std::move(outputs[k + 1]);
@@ -202,14 +221,17 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
   EDDY_CHECK(inputs.size() == graph_.inputs.size(), "compiled function: expected ", graph_.inputs.size(),
              " inputs, got ", inputs.size());
   std::vector<Tensor> values(graph_.values.size());
-  for (size_t i = 0; i < inputs.size(); ++i) values[static_cast<size_t>(graph_.inputs[i])] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EDDY_CHECK(inputs[i].device() == device_, "compiled function: input ", i, " is on ", inputs[i].device(),
+               " but the program was built for ", device_);
+    values[static_cast<size_t>(graph_.inputs[i])] = inputs[i];
+  }
   for (const CapturedTensor& entry : graph_.captured) values[static_cast<size_t>(entry.id)] = entry.tensor;
 
   std::vector<Tensor> operands;
   for (const Step& step : steps_) {
     if (step.kernel >= 0) {
-      const FusedKernel& kernel = kernels_[static_cast<size_t>(step.kernel)];
-      run_kernel(kernel.plan, kernel.function, values, step);
+      run_kernel(static_cast<size_t>(step.kernel), values, step);
     } else {
       const GraphNode& node = *step.node;
       operands.clear();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "eddy/compiler/codegen.h"
+#include "eddy/compiler/cuda_runner.h"
 #include "eddy/compiler/graph.h"
 #include "eddy/compiler/kernel_cache.h"
 
@@ -24,17 +25,23 @@ struct ProgramStats {
 
 class Program {
  public:
-  // Optimises `graph` (passes.h) and lowers it: fuses, generates and loads kernels, plans buffer
-  // lifetimes.
-  explicit Program(Graph graph);
+  // Optimises `graph` (passes.h) and lowers it for `device`: fuses, generates and loads kernels
+  // (C++ built by the system compiler for the CPU, CUDA built by NVRTC for a GPU), plans buffer
+  // lifetimes. On a GPU, groups holding complex values are not fused (the CUDA kernels have no
+  // complex type yet): their primitives run one by one.
+  explicit Program(Graph graph, Device device = cpu());
 
-  // Runs on `inputs`, which must match the graph's inputs in shape and dtype.
+  // Runs on `inputs`, which must match the graph's inputs in shape and dtype, on the device the
+  // program was built for.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
 
   const Graph& graph() const { return graph_; }
   const ProgramStats& stats() const { return stats_; }
-  // The generated C++ source (empty when nothing was fused).
+  Device device() const { return device_; }
+  // The generated C++ source for the CPU (empty when nothing was fused, or on a GPU).
   const std::string& cpu_source() const { return cpu_source_; }
+  // The generated CUDA source for a GPU (empty when nothing was fused, or on the CPU).
+  const std::string& cuda_source() const;
   // One line per step, in execution order: primitive calls as in Graph::to_string, fused kernels
   // with the primitives they run. Written by EDDY_COMPILER_DUMP (docs/compiler.md).
   std::string listing() const;
@@ -52,8 +59,9 @@ class Program {
     std::vector<ValueId> release;     // values whose last use is this step
   };
 
-  // Runs a fused kernel and stores its outputs (the root's value, then the side outputs) in `values`.
-  void run_kernel(const KernelPlan& plan, Function function, std::vector<Tensor>& values, const Step& step) const;
+  // Runs fused kernel `k` and stores its outputs (the root's value, then the side outputs) in
+  // `values`.
+  void run_kernel(size_t k, std::vector<Tensor>& values, const Step& step) const;
   // Puts steps_ in an order where every value is computed before it is read: merged groups
   // (FusionOptions::multi_output) do not run where their roots are.
   void order_steps();
@@ -61,7 +69,9 @@ class Program {
   std::vector<ValueId> step_outputs(const Step& step) const;
 
   Graph graph_;
+  Device device_;
   std::vector<FusedKernel> kernels_;
+  std::unique_ptr<CudaKernelSet> cuda_kernels_;  // on a GPU: the kernels, in kernels_' order
   std::vector<Step> steps_;
   std::shared_ptr<SharedLibrary> library_;
   std::string cpu_source_;

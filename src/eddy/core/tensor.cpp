@@ -81,6 +81,12 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(impl_->dtype);
 }
 
+void* element_address(const Tensor& tensor) {
+  EDDY_CHECK(!tensor.is_abstract(), "the tensor of shape ", tensor.shape(), " is abstract (made by abstract tracing) "
+             "and has no values");
+  return static_cast<char*>(tensor.storage()->data()) + tensor.offset() * dtype_size(tensor.dtype());
+}
+
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();

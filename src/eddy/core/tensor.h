@@ -108,6 +108,10 @@ struct TensorImpl {
   std::vector<const void*> alike_across;
 };
 
+// The address of a tensor's first element in its device's own memory (a GPU address for a cuda
+// tensor): what a device's kernels are handed. Host code reads through data<T>() instead.
+void* element_address(const Tensor& tensor);
+
 // A new TensorImpl over the same storage with the given layout; no autodiff state.
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 // A new TensorImpl sharing storage, layout, autodiff state and identity (used to strip tangents).

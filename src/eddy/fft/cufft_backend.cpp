@@ -11,8 +11,8 @@
 #include <tuple>
 #include <vector>
 
-#include "eddy/backends/cuda/cuda_backend.h"
 #include "eddy/backends/cuda/driver.h"
+#include "eddy/core/backend.h"
 #include "eddy/fft/fft_backend.h"
 
 namespace eddy::fft {
@@ -111,8 +111,8 @@ void along_axis(cufftType type, const Shape& shape, int64_t axis, const Tensor& 
   const PlanKey key{device, type, {static_cast<int>(n)}, inner, batch_slices ? in_length : 1,
                     batch_slices ? out_length : 1, batch_slices ? outer : inner};
   const cufftHandle plan = plan_for(key);
-  char* in_bytes = static_cast<char*>(cuda::device_pointer(in));
-  char* out_bytes = static_cast<char*>(cuda::device_pointer(out));
+  char* in_bytes = static_cast<char*>(element_address(in));
+  char* out_bytes = static_cast<char*>(element_address(out));
   const size_t in_slice = static_cast<size_t>(in_length * inner) * dtype_size(in.dtype());
   const size_t out_slice = static_cast<size_t>(out_length * inner) * dtype_size(out.dtype());
   cuda::use_device(device);
@@ -142,7 +142,7 @@ void over_trailing_axes(cufftType type, const Shape& shape, const std::vector<in
   const PlanKey key{out.device().index, type, lengths, 1, from_half ? half : full, to_half ? half : full, batch};
   const cufftHandle plan = plan_for(key);
   cuda::use_device(out.device().index);
-  execute(plan, type, cuda::device_pointer(in), cuda::device_pointer(out), forward);
+  execute(plan, type, element_address(in), element_address(out), forward);
 }
 
 Tensor dense_copy(const Tensor& t) {

@@ -1,7 +1,5 @@
 #include "eddy/backends/cuda/cuda_backend.h"
 
-#include <cublas_v2.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -9,18 +7,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 
 #include "eddy/backends/cpu/kernel_util.h"
 #include "eddy/backends/cuda/driver.h"
 #include "eddy/backends/cuda/kernel_source.h"
+#include "eddy/backends/cuda/launch.h"
 #include "eddy/backends/cuda/nvrtc.h"
 #include "eddy/core/memory.h"
 
 namespace eddy::cuda {
 namespace {
 
-constexpr int kMaxRank = 8;  // axes of a kernel's index space after merging (kernel_source.cpp)
 constexpr unsigned kBlock = 256;
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // grid-stride loops cover the rest
 
@@ -81,6 +78,8 @@ KernelCache& kernels() {
   return *cache;
 }
 
+}  // namespace
+
 void launch(int device, const std::string& name, int64_t blocks, unsigned block, size_t shared_bytes,
             std::vector<void*> arguments) {
   if (blocks <= 0) return;
@@ -92,10 +91,12 @@ void launch(int device, const std::string& name, int64_t blocks, unsigned block,
           "cuLaunchKernel");
 }
 
-// A launch over `n` elements, one thread each.
 void launch_elementwise(int device, const std::string& name, int64_t n, std::vector<void*> arguments) {
   launch(device, name, (n + kBlock - 1) / kBlock, kBlock, 0, std::move(arguments));
 }
+
+namespace {
+
 
 // ---- names ----
 
@@ -229,53 +230,6 @@ std::string index_type(const Tensor& index, std::string_view op) {
   return type_name(index.dtype());
 }
 
-// ---- layouts ----
-
-// Element offsets of N operands over one index space, merged to as few axes as they allow;
-// matches kernel_source.cpp's Layout<N>.
-template <int N>
-struct Layout {
-  int64_t shape[kMaxRank];
-  int64_t strides[N][kMaxRank];
-  int rank;
-};
-
-template <int N>
-Layout<N> layout_of(const Shape& shape, const std::array<const Tensor*, N>& operands) {
-  // Axes of extent 1 dropped, then neighbours merged where every operand steps through them as
-  // one axis.
-  std::vector<int64_t> extents;
-  std::array<std::vector<int64_t>, N> strides;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool mergeable = !extents.empty();
-    for (int k = 0; k < N && mergeable; ++k) {
-      mergeable = strides[k].back() == operands[k]->strides()[d] * shape[d];
-    }
-    if (mergeable) {
-      extents.back() *= shape[d];
-      for (int k = 0; k < N; ++k) strides[k].back() = operands[k]->strides()[d];
-    } else {
-      extents.push_back(shape[d]);
-      for (int k = 0; k < N; ++k) strides[k].push_back(operands[k]->strides()[d]);
-    }
-  }
-  EDDY_CHECK(extents.size() <= kMaxRank, "cuda: a strided operand of shape ", shape, " has ", extents.size(),
-             " axes that cannot be merged; the kernels take at most ", kMaxRank);
-  Layout<N> layout{};
-  layout.rank = static_cast<int>(extents.size());
-  for (int d = 0; d < layout.rank; ++d) {
-    layout.shape[d] = extents[d];
-    for (int k = 0; k < N; ++k) layout.strides[k][d] = strides[k][d];
-  }
-  return layout;
-}
-
-int device_of(const Tensor& t) {
-  EDDY_CHECK(t.device().type == DeviceType::cuda, "cuda backend: a tensor on ", t.device(), " reached a cuda kernel");
-  return t.device().index;
-}
-
 // Host bytes of `value` as dtype `dtype`, for a kernel argument.
 struct ScalarBytes {
   alignas(16) unsigned char bytes[16] = {};
@@ -289,50 +243,6 @@ ScalarBytes scalar_bytes(std::complex<double> value, DType dtype) {
   return out;
 }
 
-// ---- cuBLAS ----
-
-void check_blas(cublasStatus_t status, const char* call) {
-  EDDY_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuBLAS: ", call, " failed: ", cublasGetStatusString(status));
-}
-
-cublasHandle_t blas_handle(int device) {
-  static std::mutex mutex;
-  static std::map<int, cublasHandle_t> handles;  // kept for the process, as the contexts are
-  std::lock_guard lock(mutex);
-  cublasHandle_t& handle = handles[device];
-  if (!handle) {
-    use_device(device);
-    check_blas(cublasCreate(&handle), "cublasCreate");
-    check_blas(cublasSetStream(handle, reinterpret_cast<cudaStream_t>(stream(device))), "cublasSetStream");
-  }
-  return handle;
-}
-
-// One operand of a batched product as cuBLAS reads it: a column-major matrix, transposed or not.
-struct BlasMatrix {
-  const void* data;
-  cublasOperation_t operation;
-  int64_t leading;  // leading dimension
-  int64_t batch_stride;
-};
-
-// A row-major rows x cols matrix with strides (row_stride, col_stride) read by cuBLAS as the
-// column-major cols x rows matrix it is in memory, or as the transpose of a column-major one;
-// nullopt when neither fits (the caller then copies it dense).
-std::optional<BlasMatrix> blas_view(const void* data, int64_t rows, int64_t cols, int64_t row_stride,
-                                    int64_t col_stride, int64_t batch_stride) {
-  if (cols == 1) col_stride = 1;
-  if (rows == 1) row_stride = std::max<int64_t>(cols, 1);
-  if (col_stride == 1 && row_stride >= std::max<int64_t>(cols, 1)) {
-    return BlasMatrix{data, CUBLAS_OP_N, row_stride, batch_stride};
-  }
-  if (cols == 1) row_stride = 1;
-  if (row_stride == 1 && col_stride >= std::max<int64_t>(rows, 1)) {
-    return BlasMatrix{data, CUBLAS_OP_T, col_stride, batch_stride};
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 Allocator& device_allocator(int index) {
@@ -342,11 +252,6 @@ Allocator& device_allocator(int index) {
   Allocator*& allocator = allocators[index];
   if (!allocator) allocator = make_caching_allocator(std::make_unique<DeviceMemory>(index)).release();
   return *allocator;
-}
-
-void* device_pointer(const Tensor& tensor) {
-  EDDY_CHECK(!tensor.is_abstract(), "cuda: the tensor of shape ", tensor.shape(), " is abstract and has no values");
-  return static_cast<char*>(tensor.storage()->data()) + tensor.offset() * dtype_size(tensor.dtype());
 }
 
 std::vector<std::string> all_kernel_names() {
@@ -381,8 +286,8 @@ std::vector<std::string> all_kernel_names() {
 void CudaBackend::copy(const Tensor& src, const Tensor& out) {
   const int device = device_of(out);
   auto layout = layout_of<2>(out.shape(), {&out, &src});
-  void* in_ptr = device_pointer(src);
-  void* out_ptr = device_pointer(out);
+  void* in_ptr = element_address(src);
+  void* out_ptr = element_address(out);
   int64_t n = out.numel();
   launch_elementwise(device, copy_name(src.dtype(), out.dtype()), n, {&in_ptr, &out_ptr, &layout, &n});
 }
@@ -390,7 +295,7 @@ void CudaBackend::copy(const Tensor& src, const Tensor& out) {
 void CudaBackend::fill(const Tensor& out, std::complex<double> value) {
   const int device = device_of(out);
   auto layout = layout_of<1>(out.shape(), {&out});
-  void* out_ptr = device_pointer(out);
+  void* out_ptr = element_address(out);
   ScalarBytes bytes = scalar_bytes(value, out.dtype());
   int64_t n = out.numel();
   launch_elementwise(device, instance("fill", {type_name(out.dtype())}), n, {&out_ptr, bytes.bytes, &layout, &n});
@@ -400,8 +305,8 @@ void CudaBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
   const int device = device_of(out);
   const std::string name = unary_name(kind, in.dtype());
   auto layout = layout_of<2>(out.shape(), {&out, &in});
-  void* in_ptr = device_pointer(in);
-  void* out_ptr = device_pointer(out);
+  void* in_ptr = element_address(in);
+  void* out_ptr = element_address(out);
   int64_t n = out.numel();
   launch_elementwise(device, name, n, {&in_ptr, &out_ptr, &layout, &n});
 }
@@ -421,9 +326,9 @@ void CudaBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, co
   const int device = device_of(out);
   const std::string name = binary_name(kind, a.dtype());
   auto layout = layout_of<3>(out.shape(), {&out, &a, &b});
-  void* a_ptr = device_pointer(a);
-  void* b_ptr = device_pointer(b);
-  void* out_ptr = device_pointer(out);
+  void* a_ptr = element_address(a);
+  void* b_ptr = element_address(b);
+  void* out_ptr = element_address(out);
   int64_t n = out.numel();
   launch_elementwise(device, name, n, {&a_ptr, &b_ptr, &out_ptr, &layout, &n});
 }
@@ -431,10 +336,10 @@ void CudaBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, co
 void CudaBackend::where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
   const int device = device_of(out);
   auto layout = layout_of<4>(out.shape(), {&out, &condition, &a, &b});
-  void* c_ptr = device_pointer(condition);
-  void* a_ptr = device_pointer(a);
-  void* b_ptr = device_pointer(b);
-  void* out_ptr = device_pointer(out);
+  void* c_ptr = element_address(condition);
+  void* a_ptr = element_address(a);
+  void* b_ptr = element_address(b);
+  void* out_ptr = element_address(out);
   int64_t n = out.numel();
   launch_elementwise(device, instance("select", {type_name(out.dtype())}), n, {&c_ptr, &a_ptr, &b_ptr, &out_ptr, &layout, &n});
 }
@@ -485,85 +390,14 @@ void CudaBackend::reduce(ReduceKernel kind, const Tensor& in, const std::vector<
                                       1, kBlocksToFill);
   layout.chunk_length = (layout.count + layout.chunks - 1) / layout.chunks;
   Tensor partials = layout.chunks > 1 ? Tensor::empty({layout.outputs, layout.chunks}, in.dtype(), in.device()) : out;
-  void* in_ptr = device_pointer(in);
-  void* out_ptr = device_pointer(partials);
+  void* in_ptr = element_address(in);
+  void* out_ptr = element_address(partials);
   // A power of two from 32 to 256 threads, so that small reductions leave few threads idle.
   const int64_t per_block = std::max<int64_t>(layout.chunk_length, 1);
   const unsigned block = std::clamp<unsigned>(std::bit_ceil(static_cast<uint64_t>(per_block)), 32, kBlock);
   launch(device, name, layout.outputs * layout.chunks, block, block * dtype_size(in.dtype()),
          {&in_ptr, &out_ptr, &layout});
   if (layout.chunks > 1) reduce(kind, partials, {1}, make_view(out, {layout.outputs, 1}, {1, 1}, out.offset()));
-}
-
-void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int device = device_of(out);
-  const DType dtype = out.dtype();
-  EDDY_CHECK(is_inexact(dtype), "matmul on ", out.device(), ": cuBLAS multiplies float and complex matrices, not ",
-             dtype, "; cast the operands to float32 or float64");
-  const int64_t rank = out.dim();
-  const int64_t n = out.shape()[rank - 2], m = out.shape()[rank - 1], k = a.shape()[a.dim() - 1];
-  if (out.numel() == 0) return;
-  if (k == 0) {
-    fill(out, 0.0);
-    return;
-  }
-  // The batch axes of a, b and out merged into one where they allow; otherwise a and b are
-  // copied dense in out's batch shape.
-  Shape batch(out.shape().begin(), out.shape().end() - 2);
-  auto with_batch = [&](const Tensor& t, int64_t rows, int64_t cols) {
-    Shape shape = batch;
-    shape.push_back(rows);
-    shape.push_back(cols);
-    return detail::broadcast_view(t, shape);
-  };
-  Tensor a_full = with_batch(a, n, k), b_full = with_batch(b, k, m);
-  auto batch_layout = [&]() {
-    Tensor a_batch = make_view(a_full, batch, Shape(a_full.strides().begin(), a_full.strides().end() - 2), a_full.offset());
-    Tensor b_batch = make_view(b_full, batch, Shape(b_full.strides().begin(), b_full.strides().end() - 2), b_full.offset());
-    Tensor o_batch = make_view(out, batch, Shape(out.strides().begin(), out.strides().end() - 2), out.offset());
-    return layout_of<3>(batch, {&o_batch, &a_batch, &b_batch});
-  };
-  auto dense = [&](const Tensor& t) {
-    Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
-    this->copy(t, copy);
-    return copy;
-  };
-  Layout<3> batches = batch_layout();
-  if (batches.rank > 1) {
-    a_full = dense(a_full);
-    b_full = dense(b_full);
-    batches = batch_layout();
-  }
-  const int64_t count = batches.rank == 0 ? 1 : batches.shape[0];
-  auto batch_stride = [&](int operand) { return batches.rank == 0 ? int64_t{0} : batches.strides[operand][0]; };
-  auto view = [&](Tensor& t, int64_t rows, int64_t cols, int operand) {
-    std::optional<BlasMatrix> matrix = blas_view(device_pointer(t), rows, cols, t.strides()[rank - 2],
-                                                 t.strides()[rank - 1], batch_stride(operand));
-    if (!matrix) {
-      t = dense(t);
-      matrix = blas_view(device_pointer(t), rows, cols, cols, 1, rows * cols * (batch_stride(operand) != 0));
-    }
-    return *matrix;
-  };
-  // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS computes it with B first.
-  const BlasMatrix a_matrix = view(a_full, n, k, 1), b_matrix = view(b_full, k, m, 2);
-  const cudaDataType_t type = dtype == DType::f32 ? CUDA_R_32F : dtype == DType::f64 ? CUDA_R_64F
-                            : dtype == DType::c64 ? CUDA_C_32F : CUDA_C_64F;
-  const bool single = dtype == DType::f32 || dtype == DType::c64;
-  const cublasComputeType_t compute = single ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
-  const std::complex<double> one_double = 1.0, zero_double = 0.0;
-  const std::complex<float> one_float = 1.0f, zero_float = 0.0f;
-  const void* alpha = single ? static_cast<const void*>(&one_float) : static_cast<const void*>(&one_double);
-  const void* beta = single ? static_cast<const void*>(&zero_float) : static_cast<const void*>(&zero_double);
-  cublasHandle_t handle = blas_handle(device);
-  use_device(device);
-  check_blas(cublasGemmStridedBatchedEx(handle, b_matrix.operation, a_matrix.operation, static_cast<int>(m),
-                                        static_cast<int>(n), static_cast<int>(k), alpha, b_matrix.data, type,
-                                        static_cast<int>(b_matrix.leading), b_matrix.batch_stride, a_matrix.data, type,
-                                        static_cast<int>(a_matrix.leading), a_matrix.batch_stride, beta,
-                                        device_pointer(out), type, static_cast<int>(out.strides()[rank - 2]),
-                                        batch_stride(0), static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT),
-             "cublasGemmStridedBatchedEx");
 }
 
 namespace {
@@ -623,9 +457,9 @@ void CudaBackend::gather(const Tensor& in, int64_t axis, const Tensor& index, co
   const std::string name = instance("gather", {type_name(in.dtype()), index_type(index, "gather")});
   IndexLayout layout = index_layout(index.shape(), in.shape(), axis, "gather");
   BadIndexReport bad(device);
-  void* in_ptr = device_pointer(in);
-  void* index_ptr = device_pointer(index);
-  void* out_ptr = device_pointer(out);
+  void* in_ptr = element_address(in);
+  void* index_ptr = element_address(index);
+  void* out_ptr = element_address(out);
   void* bad_ptr = bad.pointer();
   launch_elementwise(device, name, layout.n, {&in_ptr, &index_ptr, &out_ptr, &layout, &bad_ptr});
   bad.check("gather", layout.bound);
@@ -640,9 +474,9 @@ void CudaBackend::index_select(const Tensor& in, int64_t axis, const Tensor& ind
     if (d > axis) inner *= in.shape()[d];
   }
   BadIndexReport bad(device);
-  void* in_ptr = device_pointer(in);
-  void* index_ptr = device_pointer(index);
-  void* out_ptr = device_pointer(out);
+  void* in_ptr = element_address(in);
+  void* index_ptr = element_address(index);
+  void* out_ptr = element_address(out);
   void* bad_ptr = bad.pointer();
   launch_elementwise(device, name, outer * count * inner,
                      {&in_ptr, &index_ptr, &out_ptr, &outer, &size, &count, &inner, &bad_ptr});
@@ -657,9 +491,9 @@ void CudaBackend::scatter_add(const Tensor& out, int64_t axis, const Tensor& ind
   const std::string name = instance("scatter_add", {type_name(out.dtype()), index_type(index, "scatter_add")});
   IndexLayout layout = index_layout(index.shape(), out.shape(), axis, "scatter_add");
   BadIndexReport bad(device);
-  void* out_ptr = device_pointer(out);
-  void* index_ptr = device_pointer(index);
-  void* src_ptr = device_pointer(src);
+  void* out_ptr = element_address(out);
+  void* index_ptr = element_address(index);
+  void* src_ptr = element_address(src);
   void* bad_ptr = bad.pointer();
   launch_elementwise(device, name, layout.n, {&out_ptr, &index_ptr, &src_ptr, &layout, &bad_ptr});
   bad.check("scatter_add", layout.bound);
@@ -667,14 +501,14 @@ void CudaBackend::scatter_add(const Tensor& out, int64_t axis, const Tensor& ind
 
 void CudaBackend::arange(const Tensor& out, double start, double step) {
   EDDY_CHECK(real_numeric(out.dtype()), "cuda kernel arange does not support dtype ", out.dtype());
-  void* out_ptr = device_pointer(out);
+  void* out_ptr = element_address(out);
   int64_t n = out.numel();
   launch_elementwise(device_of(out), instance("arange", {type_name(out.dtype())}), n, {&out_ptr, &start, &step, &n});
 }
 
 void CudaBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
   EDDY_CHECK(is_floating(out.dtype()), "cuda kernel random_uniform does not support dtype ", out.dtype());
-  void* out_ptr = device_pointer(out);
+  void* out_ptr = element_address(out);
   int64_t n = out.numel();
   launch_elementwise(device_of(out), instance("random_uniform", {type_name(out.dtype())}), n,
                      {&out_ptr, &seed, &offset, &n});
@@ -682,7 +516,7 @@ void CudaBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offs
 
 void CudaBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset) {
   EDDY_CHECK(is_floating(out.dtype()), "cuda kernel random_normal does not support dtype ", out.dtype());
-  void* out_ptr = device_pointer(out);
+  void* out_ptr = element_address(out);
   int64_t n = out.numel();
   launch_elementwise(device_of(out), instance("random_normal", {type_name(out.dtype())}), n,
                      {&out_ptr, &seed, &offset, &n});
@@ -694,7 +528,7 @@ void CudaBackend::upload(const Tensor& host, const Tensor& device_out) {
   if (bytes == 0) return;
   const Driver& d = use_device(device);
   // From pageable memory the driver stages the bytes before it returns, so `host` may go at once.
-  d.check(d.to_device_async(reinterpret_cast<CUdeviceptr>(device_pointer(device_out)), host.raw_data(), bytes,
+  d.check(d.to_device_async(reinterpret_cast<CUdeviceptr>(element_address(device_out)), host.raw_data(), bytes,
                             stream(device)),
           "cuMemcpyHtoDAsync");
 }
@@ -704,7 +538,7 @@ void CudaBackend::download(const Tensor& device_in, const Tensor& host_out) {
   const size_t bytes = static_cast<size_t>(host_out.numel()) * dtype_size(host_out.dtype());
   if (bytes == 0) return;
   const Driver& d = use_device(device);
-  d.check(d.to_host_async(host_out.raw_data(), reinterpret_cast<CUdeviceptr>(device_pointer(device_in)), bytes,
+  d.check(d.to_host_async(host_out.raw_data(), reinterpret_cast<CUdeviceptr>(element_address(device_in)), bytes,
                           stream(device)),
           "cuMemcpyDtoHAsync");
   cuda::synchronize(device);

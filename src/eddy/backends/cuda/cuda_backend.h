@@ -40,7 +40,4 @@ Allocator& device_allocator(int index);
 // has NVRTC compile them all on machines without a GPU.
 std::vector<std::string> all_kernel_names();
 
-// The base pointer of a tensor's elements in device memory.
-void* device_pointer(const Tensor& tensor);
-
 }  // namespace eddy::cuda
