@@ -8,6 +8,7 @@
 #include <map>
 
 #include "bindings.h"
+#include "eddy/core/backend.h"
 #include "eddy/core/distribution.h"
 #include "eddy/ops/ops.h"
 
@@ -142,12 +143,20 @@ DType from_dlpack_type(DLDataType type) {
 
 }  // namespace
 
+std::pair<int, int> dlpack_device(const Tensor& t) {
+  return t.device().type == DeviceType::cuda ? std::pair{static_cast<int>(kDLCUDA), t.device().index}
+                                             : std::pair{static_cast<int>(kDLCPU), 0};
+}
+
 py::capsule to_dlpack(const Tensor& t) {
-  EDDY_CHECK(t.device().type == DeviceType::cpu, "__dlpack__: only CPU tensors are exported");
+  EDDY_CHECK(!t.is_abstract(), "__dlpack__: the tensor of shape ", t.shape(), " is abstract and has no values");
+  // The consumer's stream may differ from eddy's: the GPU finishes eddy's work on the tensor first.
+  if (t.device().type != DeviceType::cpu) backend_for(t.device()).synchronize(t.device());
   auto* exported = new DlpackExport{t, t.shape(), t.strides(), {}};
   DLTensor& dl = exported->managed.dl_tensor;
-  dl.data = t.raw_data();
-  dl.device = {kDLCPU, 0};
+  dl.data = t.device().type == DeviceType::cpu ? t.raw_data() : element_address(t);
+  const auto [device_type, device_index] = dlpack_device(t);
+  dl.device = {static_cast<DLDeviceType>(device_type), device_index};
   dl.ndim = static_cast<int>(t.dim());
   dl.dtype = dlpack_type(t.dtype());
   dl.shape = exported->shape.data();
@@ -165,15 +174,31 @@ py::capsule to_dlpack(const Tensor& t) {
 }
 
 Tensor from_dlpack(const py::object& source) {
-  py::object capsule_object = py::hasattr(source, "__dlpack__") ? source.attr("__dlpack__")() : source;
+  // A GPU producer is told eddy's stream, so that its pending work on the memory is ordered
+  // before eddy's (the array API's __dlpack__(stream=...) protocol).
+  py::object capsule_object = source;
+  if (py::hasattr(source, "__dlpack__")) {
+    const auto device = source.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+    if (device.first == kDLCUDA) {
+      capsule_object = source.attr("__dlpack__")(py::arg("stream") = backend_for(Device::cuda(device.second))
+                                                                          .stream_handle(device.second));
+    } else {
+      capsule_object = source.attr("__dlpack__")();
+    }
+  }
   PyObject* capsule = capsule_object.ptr();
   if (!PyCapsule_IsValid(capsule, "dltensor")) {
     throw py::type_error("from_dlpack: expected an object with __dlpack__ or an unused 'dltensor' capsule");
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
   const DLTensor& dl = managed->dl_tensor;
-  EDDY_CHECK(dl.device.device_type == kDLCPU, "from_dlpack: only CPU memory is supported (device type ",
-             int(dl.device.device_type), ")");
+  EDDY_CHECK(dl.device.device_type == kDLCPU || dl.device.device_type == kDLCUDA, "from_dlpack: only CPU and "
+             "CUDA memory are supported (DLPack device type ", int(dl.device.device_type), ")");
+  const Device device = dl.device.device_type == kDLCUDA ? Device::cuda(dl.device.device_id) : cpu();
+  if (device != cpu()) {
+    const std::string unavailable = device_unavailable_reason(device);
+    EDDY_CHECK(unavailable.empty(), "from_dlpack: the memory is on ", device, ": ", unavailable);
+  }
   const DType dtype = from_dlpack_type(dl.dtype);
   Shape shape(dl.shape, dl.shape + dl.ndim);
   Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : Shape{};
@@ -186,7 +211,7 @@ Tensor from_dlpack(const py::object& source) {
   char* data = static_cast<char*>(dl.data) + dl.byte_offset;
   return from_blob(data, shape, dtype, [managed](void*) {
     if (managed->deleter) managed->deleter(managed);
-  }, strides);
+  }, strides, device);
 }
 
 DType parse_dtype(const py::handle& dtype) {

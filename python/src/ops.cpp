@@ -270,6 +270,10 @@ void bind_ops(py::module_& m) {
   m.def("no_grad", [] { return GradModeContext(false); }, "with eddy.no_grad(): ops record nothing for reverse mode.");
   m.def("enable_grad", [] { return GradModeContext(true); });
   m.def("set_num_threads", &set_num_threads, py::arg("threads"));
+  m.def("cuda_unavailable_reason", [](int index) { return device_unavailable_reason(Device::cuda(index)); },
+        py::arg("index") = 0, "Empty when GPU `index` can be used; otherwise why not.");
+  m.def("cuda_available", [](int index) { return device_unavailable_reason(Device::cuda(index)).empty(); },
+        py::arg("index") = 0);
   m.def("num_threads", &num_threads);
 
   bind_fft(m);

@@ -130,7 +130,17 @@ void bind_tensor(py::module_& m) {
            },
            py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack__", [](const Tensor& t, const py::kwargs&) { return to_dlpack(t); })
-      .def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); })
+      .def("__dlpack_device__", [](const Tensor& t) {
+        const auto [type, index] = dlpack_device(t);
+        return py::make_tuple(type, index);
+      })
+      .def_property_readonly("device", [](const Tensor& t) {
+        return t.device() == cpu() ? std::string("cpu") : cat(t.device());
+      }, "Where the tensor lives: 'cpu' or 'cuda:N', as .to() takes it.")
+      .def("to", [](const Tensor& t, const std::string& device) { return to(t, parse_device(device)); },
+           py::arg("device"), "This tensor on `device` ('cpu', 'cuda', 'cuda:N'); differentiable.")
+      .def("cpu", [](const Tensor& t) { return to(t, cpu()); })
+      .def("cuda", [](const Tensor& t, int index) { return to(t, Device::cuda(index)); }, py::arg("index") = 0)
       .def("item", &item)
       .def("tolist", [](const py::object& self) { return to_numpy(self).attr("tolist")(); })
       .def("__len__", [](const Tensor& t) {

@@ -24,6 +24,12 @@ void register_backend(DeviceType type, Backend* backend) {
   backends()[static_cast<int>(type)] = backend;
 }
 
+std::string device_unavailable_reason(Device device) {
+  Backend* backend = backends()[static_cast<int>(device.type)];
+  if (!backend) return cat("this eddy was built without a backend for ", device, " (see docs/gpu.md, \"Building\")");
+  return backend->unavailable_reason(device.index);
+}
+
 void Backend::upload(const Tensor& host, const Tensor&) {
   throw Error(cat("upload: the ", host.device(), " backend keeps its tensors in host memory"));
 }

@@ -8,6 +8,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "eddy/core/tensor.h"
@@ -69,7 +70,15 @@ class Backend {
   // Returns once the device has finished the work queued so far (for timing; reading values
   // waits by itself).
   virtual void synchronize(Device) {}
+  // Empty when device `index` of this type can be used; otherwise why not.
+  virtual std::string unavailable_reason(int index) const { return {}; }
+  // The stream the device's work is queued on, as DLPack exchanges name it (0: none).
+  virtual intptr_t stream_handle(int index) const { return 0; }
 };
+
+// Empty when tensors can live on `device`; otherwise why not: a build without its backend, no
+// driver, no such device.
+std::string device_unavailable_reason(Device device);
 
 // A dense host copy of `tensor` (itself when it is a dense host tensor already), without autodiff
 // state: how core and the ops read values from any device.

@@ -191,7 +191,7 @@ Tensor from_buffer(const void* data, const Shape& shape, DType dtype) {
 }
 
 Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> release,
-                 const Shape& strides) {
+                 const Shape& strides, Device device) {
   Shape layout = strides.empty() ? contiguous_strides(shape) : strides;
   EDDY_CHECK(layout.size() == shape.size(), "from_blob: ", layout.size(), " strides for shape ", shape);
   int64_t extent = 1;
@@ -200,7 +200,7 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void
     if (shape[d] > 0) extent += (shape[d] - 1) * layout[d];
   }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::wrap(data, extent * dtype_size(dtype), cpu(), std::move(release));
+  impl->storage = Storage::wrap(data, extent * dtype_size(dtype), device, std::move(release));
   impl->shape = shape;
   impl->strides = layout;
   impl->dtype = dtype;

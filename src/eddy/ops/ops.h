@@ -48,9 +48,10 @@ Tensor normal(const Tensor& key, const Shape& shape, DType dtype = DType::f32);
 Tensor eye(int64_t n, DType dtype = DType::f32, Device device = cpu());
 // Copies `shape`'s worth of elements of `dtype` from `data`.
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype);
-// Wraps external memory without copying; `release` runs when the last view is gone.
+// Wraps external memory without copying (on `device`: a GPU address for a cuda one); `release`
+// runs when the last view is gone.
 Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> release,
-                 const Shape& strides = {});
+                 const Shape& strides = {}, Device device = cpu());
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
   EDDY_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "tensor: ", values.size(),

@@ -546,6 +546,13 @@ void CudaBackend::download(const Tensor& device_in, const Tensor& host_out) {
 
 void CudaBackend::synchronize(Device device) { cuda::synchronize(device.index); }
 
+std::string CudaBackend::unavailable_reason(int index) const { return cuda::unavailable_reason(index); }
+
+intptr_t CudaBackend::stream_handle(int index) const {
+  use_device(index);
+  return reinterpret_cast<intptr_t>(stream(index));
+}
+
 namespace {
 // Registered while the program starts, as the CPU backend is; nothing here touches the driver
 // until a cuda tensor is made.

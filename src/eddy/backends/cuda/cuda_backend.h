@@ -31,6 +31,8 @@ class CudaBackend final : public Backend {
   void upload(const Tensor& host, const Tensor& device_out) override;
   void download(const Tensor& device_in, const Tensor& host_out) override;
   void synchronize(Device device) override;
+  std::string unavailable_reason(int index) const override;
+  intptr_t stream_handle(int index) const override;
 };
 
 // Device `index`'s caching allocator (its statistics, empty_cache).
