@@ -12,11 +12,13 @@ set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$here/.gpu-bundle}
 rm -rf "$out"
-mkdir -p "$out/lib"
-programs="$here/build/tests/cuda_tests $here/build/tests/compiler_tests $here/build/bench/gpu_eager_ops"
-for program in $programs; do
-  cp "$program" "$out/"
-  strip --strip-debug "$out/$(basename "$program")"
+mkdir -p "$out/lib" "$out/tests" "$out/bench"
+# Laid out like the build tree, which scripts/gpu-check.sh and bench/peers/run.py expect.
+programs=""
+for program in tests/cuda_tests tests/compiler_tests bench/gpu_eager_ops bench/eddy_peers; do
+  cp "$here/build/$program" "$out/$program"
+  strip --strip-debug "$out/$program"
+  programs="$programs $here/build/$program"
 done
 ldd $programs | awk '/=> \// { print $1, $3 }' | sort -u |
   grep -v -E '^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^ ]*)\.so|^lib(cublas|cublasLt|cufft|nvrtc|cuda)\.so' |

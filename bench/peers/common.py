@@ -144,8 +144,10 @@ def mlp_params(inputs, prefix):
     return [(inputs[f"{prefix}.w{l}"], inputs[f"{prefix}.b{l}"]) for l in range(layers)]
 
 
-def arguments(extra=None):
+def arguments(extra=None, devices=("cpu",)):
+    """The implementations' shared arguments; `devices` are those the implementation runs on."""
     parser = argparse.ArgumentParser()
+    parser.add_argument("--device", choices=devices, default="cpu")
     parser.add_argument("--data", required=True)
     parser.add_argument("--workload", required=True, choices=WORKLOADS)
     parser.add_argument("--threads", type=int, default=1)

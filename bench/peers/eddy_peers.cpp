@@ -2,8 +2,11 @@
 // weights and points from the one safetensors file, the same losses, Adam, and the same JSON
 // line as the Python implementations print, so run.py compares and tabulates them together.
 //
-//   eddy_peers --data FILE --workload NAME [--threads N] [--min-time SECONDS]
+//   eddy_peers --data FILE --workload NAME [--threads N] [--min-time SECONDS] [--device cpu|cuda]
 //              [--expect CHECK0 CHECK1 [--rtol R]] [--check-only] [--compiled]
+//
+// With --device cuda, the weights and points go to GPU 0 before anything runs, and each timed step
+// waits for the GPU.
 //
 // With --compiled, the step (loss and its weight gradient) runs through eddy::compile: traced
 // once, fused, and replayed; the Adam update stays eager. The PINN workloads then take their
@@ -126,6 +129,7 @@ struct Args {
   double rtol = 1e-4;
   bool check_only = false;
   bool compiled = false;
+  eddy::Device device = eddy::cpu();
 };
 
 Args parse(int argc, char** argv) {
@@ -147,14 +151,20 @@ Args parse(int argc, char** argv) {
     else if (key == "--workload") a.workload = value;
     else if (key == "--threads") a.threads = std::stoi(value);
     else if (key == "--min-time") a.min_time = std::stod(value);
+    else if (key == "--device") a.device = eddy::parse_device(value);
     else throw eddy::Error("eddy_peers: unknown argument " + key);
   }
   if (a.data.empty() || a.workload.empty()) throw eddy::Error("eddy_peers: --data and --workload are required");
   return a;
 }
 
-// Median seconds per step: 2 warm-up steps, then at least 5 steps and min_time seconds.
-std::pair<double, int> time_steps(const std::function<void()>& step, double min_time) {
+// Median seconds per step: 2 warm-up steps, then at least 5 steps and min_time seconds. Each
+// step ends when `device` has finished its work.
+std::pair<double, int> time_steps(const std::function<void()>& user_step, double min_time, eddy::Device device) {
+  auto step = [&] {
+    user_step();
+    eddy::backend_for(device).synchronize(device);
+  };
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   step();
@@ -179,7 +189,7 @@ int run(const Args& args) {
   const std::string prefix = wl == "burgers" || wl == "kovasznay" || wl == "fno" ? wl : "laplacian";
   Data data;
   for (const auto& [name, t] : inputs) {
-    if (name.rfind(prefix + ".", 0) == 0) data[name.substr(prefix.size() + 1)] = t;
+    if (name.rfind(prefix + ".", 0) == 0) data[name.substr(prefix.size() + 1)] = eddy::to(t, args.device);
   }
   eddy::optim::AdamOptions adam;  // lr 1e-3, betas (0.9, 0.999), eps 1e-8: as common.ADAM
 
@@ -196,6 +206,7 @@ int run(const Args& args) {
       if (name != "a" && name != "y") state[name] = t;
     }
     fno = std::make_shared<eddy::nn::Fno>(o);
+    fno->to(args.device);
     fno->load_state_dict(state);
     params = fno->parameters();
   } else {
@@ -297,7 +308,8 @@ int run(const Args& args) {
       return 1;
     }
   }
-  const auto [median, steps] = args.check_only ? std::pair<double, int>{0.0, 0} : time_steps(timed, args.min_time);
+  const auto [median, steps] =
+      args.check_only ? std::pair<double, int>{0.0, 0} : time_steps(timed, args.min_time, args.device);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   std::printf("{\"impl\": \"%s\", \"workload\": \"%s\", \"threads\": %d, \"checks\": [%.17g, %.17g], "

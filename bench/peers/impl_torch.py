@@ -157,10 +157,15 @@ def fno(params, a):
 
 
 def main():
-    args = common.arguments(lambda p: p.add_argument("--mode", choices=("eager", "compile"), default="eager"))
+    args = common.arguments(lambda p: p.add_argument("--mode", choices=("eager", "compile"), default="eager"),
+                            devices=("cpu", "cuda"))
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
-    inputs = {k: torch.from_numpy(v) for k, v in common.load_inputs(args.data).items()}
+    # float32 products in float32, as eddy's cuBLAS calls make them (no TF32).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    device = torch.device(args.device)
+    inputs = {k: torch.from_numpy(v).to(device) for k, v in common.load_inputs(args.data).items()}
     wl = args.workload
     prefix = {"burgers": "burgers", "kovasznay": "kovasznay", "fno": "fno"}.get(wl, "laplacian")
     data = {k[len(prefix) + 1:]: v for k, v in inputs.items() if k.startswith(prefix + ".")}
@@ -242,7 +247,12 @@ def main():
         checks = [float(loss), float(sum((g.double() ** 2).sum() for g in grads))]
 
     common.verify(impl, args, checks)
-    median, steps = common.time_steps(step, args.min_time)
+    timed = step
+    if device.type == "cuda":
+        def timed():  # a step's time includes the GPU's work, not only its launch
+            step()
+            torch.cuda.synchronize()
+    median, steps = common.time_steps(timed, args.min_time)
     common.report(impl, args, checks, median, steps, note)
 
 

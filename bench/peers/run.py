@@ -75,8 +75,9 @@ def pinned(cmd, threads):
 
 
 def launch(impl, workload, threads, args, extra):
+    device = ["--device", args.device] if args.device != "cpu" else []
     cmd = pinned(command(impl, args.build) + ["--data", args.data, "--workload", workload, "--threads", str(threads)]
-                 + extra, threads)
+                 + device + extra, threads)
     try:
         done = subprocess.run(cmd, env=environment(threads, args.build), capture_output=True, text=True,
                               timeout=args.timeout)
@@ -200,6 +201,8 @@ def main():
     parser.add_argument("--workloads", nargs="+", default=list(common.WORKLOADS), choices=common.WORKLOADS)
     parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where the workloads run (cuda: eddy C++/compiled and PyTorch only)")
     parser.add_argument("--min-time", type=float, default=3.0)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per process")
@@ -216,7 +219,7 @@ def main():
         print(f"{missing}: not installed in {sys.executable}; run scripts/install-bench-deps.sh", file=sys.stderr)
     reference_impl = "torch eager" if "torch eager" in impls else impls[0]
     peaks = {}
-    if any(w in common.STEP_FLOPS for w in args.workloads):
+    if args.device == "cpu" and any(w in common.STEP_FLOPS for w in args.workloads):
         peaks = {threads: sgemm_peak(threads, args.build) for threads in args.threads}
     results, failures = {}, {}
     mismatch = False

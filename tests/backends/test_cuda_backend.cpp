@@ -18,6 +18,7 @@
 #include "eddy/compiler/program.h"
 #include "eddy/compiler/trace.h"
 #include "eddy/eddy.h"
+#include "eddy/nn/layers.h"
 #include "ops/op_table.h"
 #include "support/expect_error.h"
 
@@ -265,6 +266,26 @@ TEST(CudaPrograms, ACompiledFunctionRunsOnTheGpuAsOnTheCpu) {
       EXPECT_LE(relative_difference(results[k], expected[k]), 10 * tolerance(dtype)) << "output " << k;
     }
   }
+}
+
+TEST(CudaModules, AModuleMovedToTheGpuComputesAsOnTheCpuAndStillTrains) {
+  EDDY_SKIP_WITHOUT_GPU();
+  Generator g(6);
+  nn::Sequential net(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(2, 16, g, DType::f64), std::make_shared<nn::Activation>(nn::ActivationKind::tanh),
+      std::make_shared<nn::Linear>(16, 1, g, DType::f64)});
+  const Tensor x = randn({50, 2}, DType::f64, &g);
+  const Tensor on_cpu = net(x);
+  const std::vector<Tensor> cpu_grads = grad({sum(square(on_cpu))}, net.parameters());
+  net.to(Device::cuda(0));
+  for (const Tensor& p : net.parameters()) {
+    EXPECT_EQ(p.device(), Device::cuda(0));
+    EXPECT_TRUE(p.requires_grad() && p.is_leaf());
+  }
+  const Tensor on_gpu = net(to(x, Device::cuda(0)));
+  EXPECT_LE(relative_difference(on_gpu, on_cpu), 1e-12);
+  const std::vector<Tensor> gpu_grads = grad({sum(square(on_gpu))}, net.parameters());
+  for (size_t i = 0; i < gpu_grads.size(); ++i) EXPECT_LE(relative_difference(gpu_grads[i], cpu_grads[i]), 1e-12);
 }
 
 }  // namespace

@@ -57,6 +57,18 @@ TEST(Layers, SequentialNamesNestAndStateDictRoundTrips) {
   EXPECT_EQ(max(abs((*net)(x) - (*copy)(x))).item<double>(), 0.0);
 }
 
+// Moving a module to where it already is leaves its parameters the very tensors an optimiser
+// holds (tests/backends/test_cuda_backend.cpp moves one to a GPU).
+TEST(Layers, MovingAModuleToItsOwnDeviceKeepsItsParameters) {
+  Generator g(2);
+  Linear layer(3, 2, g, DType::f64);
+  const std::vector<Tensor> before = layer.parameters();
+  layer.to(cpu());
+  const std::vector<Tensor> after = layer.parameters();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(after[i].same(before[i]));
+}
+
 TEST(Layers, LoadStateDictRejectsMismatches) {
   Generator g(2);
   Linear layer(2, 3, g, DType::f64);

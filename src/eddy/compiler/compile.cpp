@@ -48,6 +48,14 @@ std::string layout_signature(const std::vector<Tensor>& inputs) {
   return key.str();
 }
 
+// Where a traced function's program runs: where its inputs are (the signature names their
+// device), or for a function of captured tensors alone (a training step over a model's
+// weights), where those are.
+Device program_device(const std::vector<Tensor>& inputs, const compiler::Graph& graph) {
+  if (!inputs.empty()) return inputs[0].device();
+  return graph.captured.empty() ? cpu() : graph.captured[0].tensor.device();
+}
+
 // The optimised graph, the execution order and the generated source of one program, for
 // EDDY_COMPILER_DUMP=DIR: what a user reads to see what was fused, or to report a bad kernel.
 void dump(const compiler::Program& program, const std::filesystem::path& directory, int trace_number) {
@@ -129,9 +137,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   EDDY_CHECK(options_.max_graph_nodes == 0 || traced_nodes <= options_.max_graph_nodes, "compile: the traced graph has ",
              traced_nodes, " nodes, more than the ", options_.max_graph_nodes,
              " this function compiles in reasonable time (building native code for it would take minutes)");
-  // The program runs where its inputs are (they are on one device: the signature names it).
-  const Device device = inputs.empty() ? cpu() : inputs[0].device();
-  auto program = std::make_shared<compiler::Program>(std::move(traced.graph), device);
+  auto program = std::make_shared<compiler::Program>(std::move(traced.graph), program_device(inputs, traced.graph));
   stats_.trace_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.last = program->stats();
   ++stats_.traces;

@@ -24,6 +24,12 @@ bool exclusively_held(const Tensor& tensor) {
 }  // namespace
 
 Program::Program(Graph graph, Device device) : graph_(std::move(graph)), device_(device) {
+  // Fused kernels read captured tensors in place: they must live where the kernels run.
+  for (const CapturedTensor& entry : graph_.captured) {
+    EDDY_CHECK(entry.tensor.device() == device_, "compiled function: a tensor it captured (%", entry.id, ", shape ",
+               entry.tensor.shape(), ") is on ", entry.tensor.device(), " but the program runs on ", device_,
+               "; move it there first");
+  }
   if (pass_enabled("replicated_collectives")) drop_collectives_of_replicated_values(graph_);
   optimize(graph_);
   const std::vector<FusionGroup> groups =

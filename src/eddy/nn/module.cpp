@@ -1,6 +1,7 @@
 #include "eddy/nn/module.h"
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
 
 namespace eddy::nn {
 
@@ -62,6 +63,16 @@ void Module::load_state_dict(const StateDict& state) {
   }
   NoGradGuard no_grad;
   for (auto& [name, target] : own) target.copy_(state.at(name));
+}
+
+void Module::to(Device device) {
+  for (auto& [name, member] : parameters_) {
+    if (member->device() != device) *member = eddy::to(*member, device).detach().requires_grad_();
+  }
+  for (auto& [name, member] : buffers_) {
+    if (member->device() != device) *member = eddy::to(*member, device).detach();
+  }
+  for (auto& [name, child] : children_) child->to(device);
 }
 
 void Module::train(bool enabled) {

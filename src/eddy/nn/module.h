@@ -36,6 +36,10 @@ class Module {
   // the key, the expected and the found shape or dtype.
   void load_state_dict(const StateDict& state);
 
+  // Moves every parameter and buffer, the children's too, to `device` (each stays what it was:
+  // a parameter a trainable leaf). Optimisers made before hold the old tensors: make them after.
+  void to(Device device);
+
   // Training mode matters to Dropout; it propagates to children.
   void train(bool enabled = true);
   void eval() { train(false); }
