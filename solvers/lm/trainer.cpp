@@ -193,6 +193,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
 
   const Tensor scale = scalar(1.0 / static_cast<double>(t.accumulation), t.dtype);
   auto started = std::chrono::steady_clock::now();
+  dist::CollectiveTraffic traffic_at_start;
   auto step_started = started;
   int64_t first_step = 0;
   double step_loss = 0;
@@ -266,8 +267,12 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
           }
           const double rate =
               static_cast<double>((done - first_step) * result.tokens_per_step) / std::max(seconds, 1e-9);
-          return cat(details, "  lr ", solvers::ProgressLine::format(decayed.learning_rate()), "  ",
-                     static_cast<int64_t>(rate), " tok/s");
+          details = cat(details, "  lr ", solvers::ProgressLine::format(decayed.learning_rate()), "  ",
+                        static_cast<int64_t>(rate), " tok/s");
+          if (world.size() == 1 || done == first_step) return details;
+          // What this rank handed to collectives per step (their inputs' bytes, evaluations included).
+          const double sent = static_cast<double>(dist::collective_traffic().bytes - traffic_at_start.bytes);
+          return cat(details, "  sent ", memory_text(sent / static_cast<double>(done - first_step)), "/step");
         },
         evaluate);
   };
@@ -312,6 +317,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
          << "\n";
   }
   started = std::chrono::steady_clock::now();
+  traffic_at_start = dist::collective_traffic();
   if (auto stopped = loop.run(step, t.steps, p.output.checkpoint_every)) {
     result.steps = stopped->step;
     result.message = stopped->message;

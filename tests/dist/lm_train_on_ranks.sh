@@ -3,7 +3,8 @@
 # fortunes (float64) as one process, then on 2 ranks tensor parallel (parallel.mesh [2], names
 # [mp]), data parallel (no parallel section) and data parallel with ZeRO stage 1
 # (training.zero_stage=1), both also with two micro-batches a step and clipping: every step's
-# training loss and the validation loss in history.h5 must agree to 1e-9. Then a ZeRO-1
+# training loss and the validation loss in history.h5 must agree to 1e-9, and the progress line
+# says how many bytes a rank sent per step. Then a ZeRO-1
 # checkpoint written on 2 ranks after 2 steps resumes on one process to the losses of 3
 # uninterrupted steps. PYTHON has h5py.
 set -eu
@@ -33,8 +34,10 @@ for run in "tensor_parallel:parallel.mesh=[2] parallel.names=[mp]" "data_paralle
   # shellcheck disable=SC2206
   extra=(${run#*:})
   "$mpiexec" -n 2 "$@" "$eddy" lm train examples/lm/fortunes_gpt.yaml "${small[@]}" "${extra[@]}" \
-    output.dir="$dir/$name" --quiet > /dev/null
+    output.dir="$dir/$name" > "$dir/$name.log" 2>&1
   compare "$dir/one" "$dir/$name" "$name on 2 ranks"
+  # The progress line says what the rank sent per step.
+  grep -q "sent [0-9.]* KiB/step" "$dir/$name.log" || { echo "$name: no 'sent .../step' in its log"; exit 1; }
 done
 # Two micro-batches a step and clipping at work (the gradient norm is above 0.05 throughout):
 # the dp ranks' gradient parts are summed once per step, in one all-reduce or ZeRO-1's
