@@ -33,6 +33,8 @@ complex128 = _eddy.dtype.complex128
 int32 = _eddy.dtype.int32
 int64 = _eddy.dtype.int64
 bool_ = _eddy.dtype.bool
+bfloat16 = _eddy.dtype.bfloat16
+float16 = _eddy.dtype.float16
 
 __version__ = "0.1.0"
 

@@ -35,12 +35,12 @@ std::pair<DType, bool> dtype_of_numpy(const std::string& name) {
   static const std::map<std::string, std::pair<DType, bool>> table{
       {"float32", {DType::f32, true}},     {"float64", {DType::f64, true}},   {"complex64", {DType::c64, true}},
       {"complex128", {DType::c128, true}}, {"int32", {DType::i32, true}},     {"int64", {DType::i64, true}},
-      {"bool", {DType::b8, true}},         {"float16", {DType::f32, false}},  {"int8", {DType::i32, false}},
+      {"bool", {DType::b8, true}},         {"float16", {DType::f16, true}},  {"int8", {DType::i32, false}},
       {"int16", {DType::i32, false}},      {"uint8", {DType::i32, false}},    {"uint16", {DType::i32, false}},
       {"uint32", {DType::i64, false}},     {"uint64", {DType::i64, false}}};
   auto found = table.find(name);
   if (found == table.end()) {
-    throw py::type_error("eddy: NumPy dtype '" + name + "' has no eddy equivalent (float32/64, complex64/128, "
+    throw py::type_error("eddy: NumPy dtype '" + name + "' has no eddy equivalent (float16/32/64, complex64/128, "
                          "int32/64 and bool are supported)");
   }
   return found->second;
@@ -98,6 +98,8 @@ py::array to_numpy(const py::object& self) {
   }
   EDDY_CHECK(t.device().type == DeviceType::cpu, "Tensor.numpy(): the tensor is on ", t.device(),
              "; only CPU tensors share memory with NumPy");
+  EDDY_CHECK(t.dtype() != DType::bf16, "Tensor.numpy(): a bfloat16 tensor has no NumPy form (NumPy has no "
+             "bfloat16); cast it to float32 first");
   py::module_ np = py::module_::import("numpy");
   const py::dtype dtype = np.attr("dtype")(numpy_name(t.dtype()));
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
@@ -124,6 +126,8 @@ DLDataType dlpack_type(DType dtype) {
     case DType::i32: return {kDLInt, 32, 1};
     case DType::i64: return {kDLInt, 64, 1};
     case DType::b8: return {kDLBoolCode, 8, 1};
+    case DType::bf16: return {kDLBfloat, 16, 1};
+    case DType::f16: return {kDLFloat, 16, 1};
   }
   return {kDLFloat, 32, 1};
 }
@@ -137,6 +141,8 @@ DType from_dlpack_type(DLDataType type) {
   if (type.code == kDLInt && type.bits == 32) return DType::i32;
   if (type.code == kDLInt && type.bits == 64) return DType::i64;
   if (type.code == kDLBoolCode && type.bits == 8) return DType::b8;
+  if (type.code == kDLBfloat && type.bits == 16) return DType::bf16;
+  if (type.code == kDLFloat && type.bits == 16) return DType::f16;
   throw Error(cat("from_dlpack: DLPack type code ", int(type.code), " with ", int(type.bits),
                   " bits has no eddy dtype"));
 }
@@ -226,11 +232,13 @@ DType parse_dtype(const py::handle& dtype) {
       {"float32", DType::f32}, {"f32", DType::f32},   {"float", DType::f32},       {"float64", DType::f64},
       {"f64", DType::f64},     {"double", DType::f64}, {"complex64", DType::c64},  {"c64", DType::c64},
       {"complex128", DType::c128}, {"c128", DType::c128}, {"int32", DType::i32}, {"i32", DType::i32},
-      {"int64", DType::i64},   {"i64", DType::i64},   {"bool", DType::b8},         {"b8", DType::b8}};
+      {"int64", DType::i64},   {"i64", DType::i64},   {"bool", DType::b8},         {"b8", DType::b8},
+      {"bfloat16", DType::bf16}, {"bf16", DType::bf16}, {"float16", DType::f16},   {"f16", DType::f16},
+      {"half", DType::f16}};
   auto found = aliases.find(name);
   if (found == aliases.end()) {
-    throw py::type_error("unknown dtype '" + name + "' (valid: float32, float64, complex64, complex128, int32, "
-                         "int64, bool)");
+    throw py::type_error("unknown dtype '" + name + "' (valid: float32, float64, bfloat16, float16, complex64, "
+                         "complex128, int32, int64, bool)");
   }
   return found->second;
 }

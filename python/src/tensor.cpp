@@ -34,7 +34,9 @@ py::object item(const Tensor& t) {
   EDDY_CHECK(t.numel() == 1, "item(): the tensor has ", t.numel(), " elements (shape ", t.shape(), "), not one");
   switch (t.dtype()) {
     case DType::f32:
-    case DType::f64: return py::float_(t.item<double>());
+    case DType::f64:
+    case DType::bf16:
+    case DType::f16: return py::float_(t.item<double>());
     case DType::c64:
     case DType::c128: return py::cast(t.item<c128>());
     case DType::i32:
@@ -73,6 +75,8 @@ void bind_tensor(py::module_& m) {
       .value("int32", DType::i32)
       .value("int64", DType::i64)
       .value("bool", DType::b8)
+      .value("bfloat16", DType::bf16)
+      .value("float16", DType::f16)
       .def("__str__", [](DType d) { return numpy_name(d); });
 
   py::class_<Tensor>(m, "Tensor", py::buffer_protocol(), py::dynamic_attr(),
@@ -91,8 +95,10 @@ void bind_tensor(py::module_& m) {
            }),
            py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad") = false)
       .def_buffer([](const Tensor& t) {
-        std::string format;
-        EDDY_DISPATCH_ALL(t.dtype(), T, format = py::format_descriptor<T>::format());
+        std::string format = "e";  // IEEE half, NumPy's float16
+        EDDY_CHECK(t.dtype() != DType::bf16, "buffer: a bfloat16 tensor has no NumPy form (NumPy has no "
+                   "bfloat16); cast it to float32 first");
+        if (t.dtype() != DType::f16) EDDY_DISPATCH_ALL(t.dtype(), T, format = py::format_descriptor<T>::format());
         std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
         return py::buffer_info(t.raw_data(), static_cast<py::ssize_t>(dtype_size(t.dtype())), format, t.dim(), shape,
                                byte_strides(t));

@@ -832,8 +832,12 @@ TEST(Training, DeferredGradientSumsGiveTheSameSteps) {
       optim::clip_grad_norm(summed, kClip);
       summed_adamw->step();
       // Only tensor parallelism's sums are left in the backward pass; without it, none.
-      if (several_ranks) EXPECT_LT(deferred_bytes, plain_bytes);
-      if (!grid) EXPECT_EQ(deferred_bytes, 0);
+      if (several_ranks) {
+        EXPECT_LT(deferred_bytes, plain_bytes);
+      }
+      if (!grid) {
+        EXPECT_EQ(deferred_bytes, 0);
+      }
 
       accumulate(zero_parameters, true);
       zero.reduce_gradients();

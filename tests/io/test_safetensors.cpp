@@ -40,7 +40,9 @@ nn::StateDict sample_tensors() {
           {"steps", tensor<int64_t>({7})},
           {"mask", tensor<bool>({true, false, true})},
           {"spectrum", complex(tensor<double>({1.0, 2.0}), tensor<double>({-0.5, 4.0}))},
-          {"scalar", scalar(2.5, DType::f64)}};
+          {"scalar", scalar(2.5, DType::f64)},
+          {"bf16", cast(tensor<float>({1.0f, -0.375f, 3.0e38f}), DType::bf16)},
+          {"f16", cast(tensor<float>({0.5f, 65504.0f}), DType::f16)}};
 }
 
 // A file of this header and `data_bytes` zero bytes of data.
@@ -96,8 +98,8 @@ TEST(Safetensors, RejectsTruncatedAndCorruptFiles) {
   std::string trailing = good + "xyz";
   EXPECT_NE(error_of([&] { decode_safetensors(trailing, "f"); }).find("trailing"), std::string::npos);
 
-  EXPECT_NE(error_of([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})", 2), "f"); })
-                .find("unsupported dtype \"F16\""),
+  EXPECT_NE(error_of([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", 1), "f"); })
+                .find("unsupported dtype \"F8_E4M3\""),
             std::string::npos);
   EXPECT_NE(error_of([&] { decode_safetensors(with_header(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "f"); })
                 .find("needs 12"),

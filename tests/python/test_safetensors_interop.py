@@ -45,6 +45,7 @@ def test_file_written_by_safetensors_loads_in_eddy(tmp_path, safetensors_tool):
         "small": np.array([[7, 8]], dtype=np.int32),
         "flags": np.array([False, True, True]),
         "scalar": np.array(2.5),
+        "half": np.array([1.0, -2.5, 65504.0], dtype=np.float16),
     }
     path = tmp_path / "from_python.safetensors"
     save_file(written, str(path), metadata={"origin": "python"})
@@ -52,7 +53,7 @@ def test_file_written_by_safetensors_loads_in_eddy(tmp_path, safetensors_tool):
 
     assert dumped["metadata"] == {"origin": "python"}
     expected_dtypes = {"a.float32": "float32", "a.float64": "float64", "counts": "int64",
-                       "small": "int32", "flags": "bool", "scalar": "float64"}
+                       "small": "int32", "flags": "bool", "scalar": "float64", "half": "float16"}
     for name, array in written.items():
         entry = dumped["tensors"][name]
         assert entry["dtype"] == expected_dtypes[name]
@@ -71,10 +72,9 @@ def test_eddy_rejects_a_truncated_file_with_a_clear_error(tmp_path, safetensors_
     assert str(path) in result.stderr and "truncated" in result.stderr
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.uint16])
-def test_eddy_names_unsupported_dtypes(tmp_path, safetensors_tool, dtype):
+def test_eddy_names_unsupported_dtypes(tmp_path, safetensors_tool):
     path = tmp_path / "other.safetensors"
-    save_file({"x": np.zeros(3, dtype=dtype)}, str(path))
+    save_file({"x": np.zeros(3, dtype=np.uint16)}, str(path))
     result = subprocess.run([str(safetensors_tool), "dump", str(path)], capture_output=True, text=True)
     assert result.returncode == 1
     assert "unsupported dtype" in result.stderr

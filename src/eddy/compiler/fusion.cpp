@@ -7,9 +7,11 @@
 
 namespace eddy::compiler {
 
-bool fusable(const Graph& graph, const GraphNode& node) {
+bool fusable(const Graph& graph, const GraphNode& node, bool complex_values) {
   if (!node.primitive->elementwise || node.inputs.empty()) return false;
-  auto renderable = [](DType dtype) { return is_inexact(dtype) || dtype == DType::b8; };
+  auto renderable = [complex_values](DType dtype) {
+    return is_inexact(dtype) ? !is_half(dtype) && (complex_values || !is_complex(dtype)) : dtype == DType::b8;
+  };
   if (!renderable(graph.value(node.output).dtype)) return false;
   if (!std::all_of(node.inputs.begin(), node.inputs.end(),
                    [&](ValueId input) { return renderable(graph.value(input).dtype); })) {
@@ -228,8 +230,9 @@ class Rematerializer {
  public:
   // `groups_of` names each node's groups by their final (merged) ids.
   Rematerializer(const Graph& graph, const std::vector<int>& producer, std::vector<std::vector<int>>& groups_of,
-                 std::vector<std::vector<size_t>>& members)
-      : graph_(graph), producer_(producer), groups_of_(groups_of), members_(members), recomputed_(members.size()) {}
+                 std::vector<std::vector<size_t>>& members, bool complex_values)
+      : graph_(graph), producer_(producer), groups_of_(groups_of), members_(members), recomputed_(members.size()),
+        complex_values_(complex_values) {}
 
   void run() {
     for (size_t g = 0; g < members_.size(); ++g) {
@@ -285,7 +288,8 @@ class Rematerializer {
                std::vector<size_t>& chain) const {
     if (std::find(chain.begin(), chain.end(), node) != chain.end()) return true;
     const GraphNode& n = graph_.nodes[node];
-    if (!fusable(graph_, n) || !cheap(n) || chain.size() == kMaxRecomputedNodes || graph_.value(n.output).shape != shape) {
+    if (!fusable(graph_, n, complex_values_) || !cheap(n) || chain.size() == kMaxRecomputedNodes ||
+        graph_.value(n.output).shape != shape) {
       return false;
     }
     const bool computed_by_another_loop = std::any_of(groups_of_[node].begin(), groups_of_[node].end(), [&](int g) {
@@ -306,6 +310,7 @@ class Rematerializer {
   std::vector<std::vector<int>>& groups_of_;
   std::vector<std::vector<size_t>>& members_;
   std::vector<std::vector<size_t>> recomputed_;  // per group, the nodes it holds as copies
+  bool complex_values_;
 };
 
 }  // namespace
@@ -336,7 +341,8 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
   auto reads_stored_values = [&](const GraphNode& node) {
     return std::all_of(node.inputs.begin(), node.inputs.end(), [&](ValueId input) {
       const int p = producer[static_cast<size_t>(input)];
-      return p < 0 || !fusable(graph, graph.nodes[static_cast<size_t>(p)]) || !cheap(graph.nodes[static_cast<size_t>(p)]);
+      return p < 0 || !fusable(graph, graph.nodes[static_cast<size_t>(p)], options.complex_values) ||
+             !cheap(graph.nodes[static_cast<size_t>(p)]);
     });
   };
 
@@ -360,7 +366,7 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
       members.back().push_back(i);
       continue;
     }
-    if (!fusable(graph, node)) continue;
+    if (!fusable(graph, node, options.complex_values)) continue;
     const std::vector<size_t>& users = consumers[static_cast<size_t>(node.output)];
     std::vector<int> joined;
     bool all_uses_fused = !is_output[static_cast<size_t>(node.output)] && !users.empty();
@@ -384,7 +390,7 @@ std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) 
   for (std::vector<int>& groups : groups_of) {
     for (int& group : groups) group = merger.find(group);
   }
-  Rematerializer rematerializer(graph, producer, groups_of, members);
+  Rematerializer rematerializer(graph, producer, groups_of, members, options.complex_values);
   if (options.rematerialize) rematerializer.run();
 
   std::vector<FusionGroup> groups;

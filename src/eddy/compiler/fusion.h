@@ -30,11 +30,15 @@ struct FusionOptions {
   bool reduction_epilogues = true;  // off with EDDY_COMPILER_DISABLE=reduction_epilogue
   bool multi_output = true;         // off with EDDY_COMPILER_DISABLE=multi_output
   bool rematerialize = true;        // off with EDDY_COMPILER_DISABLE=rematerialize
+  // Off for a GPU: the generated CUDA has no complex type yet, so complex values are not fused.
+  bool complex_values = true;
 };
 
 // Whether code generation can render `node` inside a fused loop: an elementwise primitive with a
-// spelling for its operands' kind, real or complex (Lowering::form_for).
-bool fusable(const Graph& graph, const GraphNode& node);
+// spelling for its operands' kind, real or complex (Lowering::form_for), of float32, float64,
+// complex (where `complex_values`) or bool values. 16-bit floats are never fused: their kernels
+// compute in float32 (core/dtype.h).
+bool fusable(const Graph& graph, const GraphNode& node, bool complex_values = true);
 
 // The epilogue `node` can end a fused loop as, or Epilogue::none: only float32 and float64 sums
 // of the shapes Epilogue lists, over axis 0 of rows of at least 8 elements and over axis 1 of rows

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "eddy/core/backend.h"
 #include "eddy/core/suggest.h"
 #include "eddy/core/tracing.h"
 
@@ -81,11 +82,7 @@ std::vector<ValueId> identity_table(const Graph& graph) {
 // Shape, dtype, device and bytes of a small constant: equal keys, interchangeable tensors. Bytes,
 // not values, so -0 and +0, or two NaNs with different payloads, stay apart.
 std::string constant_key(const Tensor& tensor) {
-  std::string key = cat(dtype_name(tensor.dtype()), tensor.shape(), tensor.device(), ":");
-  EDDY_DISPATCH_ALL(tensor.dtype(), T, {
-    for (T element : tensor.to_vector<T>()) key.append(reinterpret_cast<const char*>(&element), sizeof(T));
-  });
-  return key;
+  return cat(dtype_name(tensor.dtype()), tensor.shape(), tensor.device(), ":") + element_bytes(tensor);
 }
 
 // Merges constants with equal keys into the first; returns whether any merged.

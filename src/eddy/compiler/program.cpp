@@ -32,12 +32,13 @@ Program::Program(Graph graph, Device device) : graph_(std::move(graph)), device_
   }
   if (pass_enabled("replicated_collectives")) drop_collectives_of_replicated_values(graph_);
   optimize(graph_);
+  const bool on_gpu = device_.type == DeviceType::cuda;
   const std::vector<FusionGroup> groups =
       pass_enabled("fusion") ? plan_fusion(graph_, {.reduction_epilogues = pass_enabled("reduction_epilogue"),
                                                     .multi_output = pass_enabled("multi_output"),
-                                                    .rematerialize = pass_enabled("rematerialize")})
+                                                    .rematerialize = pass_enabled("rematerialize"),
+                                                    .complex_values = !on_gpu})
                              : std::vector<FusionGroup>{};
-  const bool on_gpu = device_.type == DeviceType::cuda;
 
   std::vector<int> kernel_at_root(graph_.nodes.size(), -1);
   std::vector<bool> inside_kernel(graph_.nodes.size(), false);
@@ -45,7 +46,6 @@ Program::Program(Graph graph, Device device) : graph_(std::move(graph)), device_
   std::vector<std::vector<std::string_view>> fused_primitives;
   for (const FusionGroup& group : groups) {
     KernelPlan plan = plan_kernel(graph_, group, "eddy_fused_" + std::to_string(plans.size()));
-    if (on_gpu && plan.complex_values) continue;
     kernel_at_root[group.nodes.back()] = static_cast<int>(plans.size());
     fused_primitives.emplace_back();
     for (size_t n : group.nodes) {
@@ -163,7 +163,8 @@ void Program::run_kernel(size_t k, std::vector<Tensor>& values, const Step& step
     // An input read at the index it is written, whose value dies here, can hold the output. A sum's
     // output is smaller than its inputs: it gets a buffer of its own size.
     const bool dies_here = std::find(step.release.begin(), step.release.end(), input.value) != step.release.end();
-    if (reuse_buffers_ && plan.epilogue == Epilogue::none && !output.defined() && dies_here &&
+    // Not on a GPU, whose generated kernels declare their output __restrict__ (codegen.cpp).
+    if (reuse_buffers_ && !on_gpu && plan.epilogue == Epilogue::none && !output.defined() && dies_here &&
         input.access == Access::dense && value.dtype() == plan.output_dtype && exclusively_held(value)) {
       output = value;
       pointers.push_back(element_address(output));

@@ -27,8 +27,8 @@ class Program {
  public:
   // Optimises `graph` (passes.h) and lowers it for `device`: fuses, generates and loads kernels
   // (C++ built by the system compiler for the CPU, CUDA built by NVRTC for a GPU), plans buffer
-  // lifetimes. On a GPU, groups holding complex values are not fused (the CUDA kernels have no
-  // complex type yet): their primitives run one by one.
+  // lifetimes. On a GPU, complex values are not fused (the CUDA kernels have no complex type
+  // yet): their primitives run one by one.
   explicit Program(Graph graph, Device device = cpu());
 
   // Runs on `inputs`, which must match the graph's inputs in shape and dtype, on the device the

@@ -26,6 +26,7 @@
 
 #include "eddy/compiler/passes.h"
 #include "eddy/compiler/serialize.h"
+#include "eddy/core/backend.h"
 #include "eddy/core/tracing.h"
 #include "eddy/dist/collectives.h"
 #include "eddy/ops/ops.h"
@@ -42,11 +43,7 @@ dist::Communicator& communicator_of(const GraphNode& node) { return dist::commun
 int64_t digest(std::string_view bytes) { return static_cast<int64_t>(std::hash<std::string_view>{}(bytes)); }
 
 int64_t tensor_digest(const Tensor& tensor) {
-  std::string bytes = cat(dtype_name(tensor.dtype()), tensor.shape(), ":");
-  EDDY_DISPATCH_ALL(tensor.dtype(), T, {
-    for (T element : tensor.to_vector<T>()) bytes.append(reinterpret_cast<const char*>(&element), sizeof(T));
-  });
-  return digest(bytes);
+  return digest(cat(dtype_name(tensor.dtype()), tensor.shape(), ":") + element_bytes(tensor));
 }
 
 class ReplicationAnalysis {

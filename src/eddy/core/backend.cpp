@@ -38,6 +38,11 @@ void Backend::download(const Tensor& device_in, const Tensor&) {
   throw Error(cat("download: the ", device_in.device(), " backend keeps its tensors in host memory"));
 }
 
+std::string element_bytes(const Tensor& tensor) {
+  const Tensor host = host_copy(tensor);
+  return std::string(static_cast<const char*>(host.raw_data()), static_cast<size_t>(host.numel()) * dtype_size(host.dtype()));
+}
+
 Tensor host_copy(const Tensor& tensor) {
   if (tensor.device().type == DeviceType::cpu) {
     if (tensor.is_contiguous()) return tensor.detach();

@@ -83,6 +83,9 @@ std::string device_unavailable_reason(Device device);
 // A dense host copy of `tensor` (itself when it is a dense host tensor already), without autodiff
 // state: how core and the ops read values from any device.
 Tensor host_copy(const Tensor& tensor);
+// The bytes of `tensor`'s elements in row-major order (read through host_copy): a key for
+// values that compare equal bit for bit.
+std::string element_bytes(const Tensor& tensor);
 
 // The kernels registered for the device's type; throws when none are.
 Backend& backend_for(Device device);

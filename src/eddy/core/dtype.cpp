@@ -2,6 +2,8 @@
 
 #include <ostream>
 
+#include "eddy/core/error.h"
+
 namespace eddy {
 
 size_t dtype_size(DType dtype) {
@@ -13,6 +15,8 @@ size_t dtype_size(DType dtype) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::b8: return 1;
+    case DType::bf16: return 2;
+    case DType::f16: return 2;
   }
   return 0;
 }
@@ -26,11 +30,18 @@ std::string_view dtype_name(DType dtype) {
     case DType::i32: return "int32";
     case DType::i64: return "int64";
     case DType::b8: return "bool";
+    case DType::bf16: return "bfloat16";
+    case DType::f16: return "float16";
   }
   return "?";
 }
 
 std::ostream& operator<<(std::ostream& out, DType dtype) { return out << dtype_name(dtype); }
+
+void no_half_form(DType dtype) {
+  throw Error(cat("internal: a kernel without a ", dtype, " form was reached (16-bit floats are computed in "
+                  "float32); please report"));
+}
 
 DType real_dtype(DType dtype) {
   if (dtype == DType::c64) return DType::f32;
@@ -61,6 +72,8 @@ DType promote(DType a, DType b) {
     return wide ? DType::c128 : DType::c64;
   }
   if (ka != kb) return ka > kb ? a : b;
+  // bfloat16 and float16 hold different ranges and precisions: float32 holds both (as in PyTorch).
+  if (is_half(a) && is_half(b)) return DType::f32;
   // Same kind, different types: the wider one.
   return dtype_size(a) >= dtype_size(b) ? a : b;
 }

@@ -1,5 +1,7 @@
 #pragma once
 // Element types. Complex types are std::complex<float/double>; bool is stored as one byte.
+// bfloat16 and float16 are storage types: a tensor keeps their 16 bits, and the backends compute
+// in float32, rounding the result back (docs/optim.md, "Half precision").
 
 #include <complex>
 #include <cstdint>
@@ -8,17 +10,25 @@
 
 namespace eddy {
 
-enum class DType : uint8_t { f32, f64, c64, c128, i32, i64, b8 };
+enum class DType : uint8_t { f32, f64, c64, c128, i32, i64, b8, bf16, f16 };
 
 using c64 = std::complex<float>;
 using c128 = std::complex<double>;
+// The bits of a bfloat16 (float32's exponent, 8 bits of mantissa) and of an IEEE half.
+struct bfloat16 {
+  uint16_t bits = 0;
+};
+struct float16 {
+  uint16_t bits = 0;
+};
 
 size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);
 std::ostream& operator<<(std::ostream& out, DType dtype);
 
 inline bool is_complex(DType d) { return d == DType::c64 || d == DType::c128; }
-inline bool is_floating(DType d) { return d == DType::f32 || d == DType::f64; }
+inline bool is_half(DType d) { return d == DType::bf16 || d == DType::f16; }
+inline bool is_floating(DType d) { return d == DType::f32 || d == DType::f64 || is_half(d); }
 // Floating or complex: the types that carry derivatives.
 inline bool is_inexact(DType d) { return is_floating(d) || is_complex(d); }
 inline bool is_integral(DType d) { return d == DType::i32 || d == DType::i64 || d == DType::b8; }
@@ -27,6 +37,9 @@ inline bool is_integral(DType d) { return d == DType::i32 || d == DType::i64 || 
 DType real_dtype(DType dtype);
 // The complex type with the same precision (f32 -> c64); identity on complex types.
 DType complex_dtype(DType dtype);
+// Throws for a 16-bit float reaching code that has no form for it (EDDY_DISPATCH_ALL).
+[[noreturn]] void no_half_form(DType dtype);
+
 // The smallest type both operands convert to without loss of kind: bool < ints < floats < complex,
 // and complex precision is the wider of the two operands' precisions.
 DType promote(DType a, DType b);
@@ -39,10 +52,13 @@ template <> constexpr DType dtype_of<c128>() { return DType::c128; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<bool>() { return DType::b8; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::bf16; }
+template <> constexpr DType dtype_of<float16>() { return DType::f16; }
 
 }  // namespace eddy
 
-// Runs the body with `T` bound to the C++ type of `dtype`, for every dtype.
+// Runs the body with `T` bound to the C++ type of `dtype`, for every dtype but the 16-bit floats,
+// which kernels convert to float32 first (their C++ types hold bits, not numbers).
 #define EDDY_DISPATCH_ALL(dtype, T, ...)                       \
   switch (dtype) {                                             \
     case ::eddy::DType::f32: { using T = float; __VA_ARGS__; break; }        \
@@ -52,4 +68,6 @@ template <> constexpr DType dtype_of<bool>() { return DType::b8; }
     case ::eddy::DType::i32: { using T = int32_t; __VA_ARGS__; break; }      \
     case ::eddy::DType::i64: { using T = int64_t; __VA_ARGS__; break; }      \
     case ::eddy::DType::b8: { using T = bool; __VA_ARGS__; break; }          \
+    case ::eddy::DType::bf16:                                                \
+    case ::eddy::DType::f16: ::eddy::no_half_form(dtype);                    \
   }

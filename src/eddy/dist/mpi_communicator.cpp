@@ -21,8 +21,10 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::i32: return MPI_INT32_T;
     case DType::i64: return MPI_INT64_T;
     case DType::b8: return MPI_C_BOOL;
+    case DType::bf16:
+    case DType::f16: break;  // MPI has no 16-bit float to add
   }
-  throw Error(cat("mpi: unsupported dtype ", dtype));
+  throw Error(cat("mpi: no MPI type for ", dtype, "; cast the tensor to float32 first"));
 }
 
 // Element count of a dense host tensor, as the int MPI counts in.

@@ -1,7 +1,7 @@
 // The FFT kernels on NVIDIA GPUs: cuFFT, with plans cached by layout. A transform over the
 // trailing axes of a dense tensor is one batched plan; any other set of axes is done one axis at
 // a time (each a strided batched plan, run once per slice of the axes before it), which the
-// separability of the DFT makes exact.
+// separability of the DFT makes exact. c2r always goes one axis at a time (see there).
 
 #include <cufft.h>
 
@@ -14,6 +14,7 @@
 #include "eddy/backends/cuda/driver.h"
 #include "eddy/core/backend.h"
 #include "eddy/fft/fft_backend.h"
+#include "eddy/ops/ops.h"
 
 namespace eddy::fft {
 namespace {
@@ -130,7 +131,7 @@ bool trailing(const std::vector<int64_t>& axes, int64_t rank) {
   return true;
 }
 
-// The transforms over trailing `axes` as one plan (shape: the real side's for R2C/C2R).
+// The C2C or R2C transforms over trailing `axes` as one plan (shape: the input's).
 void over_trailing_axes(cufftType type, const Shape& shape, const std::vector<int64_t>& axes, const Tensor& in,
                         const Tensor& out, bool forward) {
   std::vector<int> lengths;
@@ -138,8 +139,8 @@ void over_trailing_axes(cufftType type, const Shape& shape, const std::vector<in
   const int64_t batch = product(shape, 0, static_cast<size_t>(axes.front()));
   const int64_t full = product(shape, static_cast<size_t>(axes.front()), shape.size());
   const int64_t half = full / shape.back() * (shape.back() / 2 + 1);
-  const bool to_half = type == CUFFT_R2C || type == CUFFT_D2Z, from_half = type == CUFFT_C2R || type == CUFFT_Z2D;
-  const PlanKey key{out.device().index, type, lengths, 1, from_half ? half : full, to_half ? half : full, batch};
+  const bool to_half = type == CUFFT_R2C || type == CUFFT_D2Z;
+  const PlanKey key{out.device().index, type, lengths, 1, full, to_half ? half : full, batch};
   const cufftHandle plan = plan_for(key);
   cuda::use_device(out.device().index);
   execute(plan, type, element_address(in), element_address(out), forward);
@@ -171,17 +172,22 @@ class CufftBackend final : public FftBackend {
     if (!others.empty()) c2c(out, out, others, true);
   }
 
-  // cuFFT's C2R overwrites its input, and eddy's c2r leaves it alone: the transforms run on a copy.
+  // cuFFT's C2R overwrites its input, and eddy's c2r leaves it alone: the transforms run on a
+  // copy. eddy's c2r ignores the imaginary parts of the DC and Nyquist entries (fft.cpp), which
+  // cuFFT may read in some cases: the copy has them zeroed, after the full transforms along the
+  // other axes and before the one-axis C2R.
   void c2r(const Tensor& in, const Tensor& out, const std::vector<int64_t>& axes, double scale) override {
     const Tensor spectrum = dense_copy(in);
-    const cufftType type = in.dtype() == DType::c64 ? CUFFT_C2R : CUFFT_Z2D;
-    if (trailing(axes, out.dim())) {
-      over_trailing_axes(type, out.shape(), axes, spectrum, out, false);
-    } else {
-      const std::vector<int64_t> others(axes.begin(), axes.end() - 1);
-      if (!others.empty()) c2c(spectrum, spectrum, others, false);
-      along_axis(type, out.shape(), axes.back(), spectrum, out, false);
+    const int64_t axis = axes.back(), n = out.shape()[axis], half = spectrum.shape()[axis];
+    const std::vector<int64_t> others(axes.begin(), axes.end() - 1);
+    if (!others.empty()) c2c(spectrum, spectrum, others, false);
+    for (const int64_t entry : {int64_t{0}, n % 2 == 0 ? half - 1 : int64_t{-1}}) {
+      if (entry < 0) continue;
+      Tensor plane = slice(spectrum, axis, entry, entry + 1);
+      plane.copy_(real(plane));
     }
+    const cufftType type = in.dtype() == DType::c64 ? CUFFT_C2R : CUFFT_Z2D;
+    along_axis(type, out.shape(), axis, spectrum, out, false);
     if (scale != 1) {
       Tensor factor = Tensor::empty({}, out.dtype(), out.device());
       backend_for(out.device()).fill(factor, scale);

@@ -25,13 +25,16 @@ std::string_view format_name(DType dtype) {
     case DType::i32: return "I32";
     case DType::i64: return "I64";
     case DType::b8: return "BOOL";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
     default: return "";
   }
 }
 
 bool parse_format(const std::string& name, DType& dtype) {
   static const std::map<std::string, DType> formats{
-      {"F32", DType::f32}, {"F64", DType::f64}, {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::b8}};
+      {"F32", DType::f32}, {"F64", DType::f64}, {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::b8},
+      {"BF16", DType::bf16}, {"F16", DType::f16}};
   auto found = formats.find(name);
   if (found == formats.end()) return false;
   dtype = found->second;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "eddy/backends/cpu/cpu_backend.h"
+#include "eddy/backends/cpu/half.h"
 #include "eddy/backends/cpu/kernel_util.h"
 #include "eddy/backends/cpu/loops.h"
 #include "eddy/core/rng.h"
@@ -182,6 +183,12 @@ void transcendental(const Tensor& in, const Tensor& out, Scalar scalar, Vectoris
 }  // namespace
 
 void CpuBackend::copy(const Tensor& src, const Tensor& out) {
+  if (is_half(src.dtype()) || is_half(out.dtype())) {  // through float32, which holds either exactly
+    const Tensor wide = Tensor::empty(src.shape(), DType::f32);
+    if (is_half(src.dtype())) widen_to_float32(src, wide); else copy(src, wide);
+    if (is_half(out.dtype())) round_from_float32(wide, out); else copy(wide, out);
+    return;
+  }
   EDDY_DISPATCH_ALL(out.dtype(), To, {
     EDDY_DISPATCH_ALL(src.dtype(), From, {
       map_unary<From, To>(src, out, [](From v) { return convert<To>(v); });
@@ -190,6 +197,7 @@ void CpuBackend::copy(const Tensor& src, const Tensor& out) {
 }
 
 void CpuBackend::fill(const Tensor& out, std::complex<double> value) {
+  if (computed_in_float32({}, out, [&](const auto&, const Tensor& wide) { fill(wide, value); })) return;
   EDDY_DISPATCH_ALL(out.dtype(), T, {
     const T v = convert<T>(value);
     if (out.is_contiguous()) {  // a vectorised store loop; the strided walk below is not
@@ -204,6 +212,7 @@ void CpuBackend::fill(const Tensor& out, std::complex<double> value) {
 }
 
 void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
+  if (computed_in_float32({in}, out, [&](const auto& x, const Tensor& o) { unary(kind, x[0], o); })) return;
   const DType dtype = in.dtype();
   switch (kind) {
     case UnaryKernel::neg:
@@ -277,6 +286,7 @@ void apply_in_blocks(void (*function)(const T*, T*, int64_t), const Tensor& in, 
 }  // namespace
 
 void CpuBackend::apply(const ArrayFunction& function, const Tensor& in, const Tensor& out) {
+  if (computed_in_float32({in}, out, [&](const auto& x, const Tensor& o) { apply(function, x[0], o); })) return;
   switch (out.dtype()) {
     case DType::f32: return apply_in_blocks(function.f32, in, out);
     case DType::f64: return apply_in_blocks(function.f64, in, out);
@@ -287,6 +297,7 @@ void CpuBackend::apply(const ArrayFunction& function, const Tensor& in, const Te
 }
 
 void CpuBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (computed_in_float32({a, b}, out, [&](const auto& x, const Tensor& o) { binary(kind, x[0], x[1], o); })) return;
   const DType dtype = a.dtype();
   switch (kind) {
     case BinaryKernel::add:
@@ -348,6 +359,9 @@ void CpuBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, con
 }
 
 void CpuBackend::where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (computed_in_float32({a, b}, out, [&](const auto& x, const Tensor& o) { where(condition, x[0], x[1], o); })) {
+    return;
+  }
   EDDY_DISPATCH_ALL(out.dtype(), T, {
     strided_loop<4>(out.shape(), {byte_ptr(out), byte_ptr(condition), byte_ptr(a), byte_ptr(b)},
                     {out.strides(), condition.strides(), a.strides(), b.strides()},
@@ -362,6 +376,7 @@ void CpuBackend::where(const Tensor& condition, const Tensor& a, const Tensor& b
 }
 
 void CpuBackend::arange(const Tensor& out, double start, double step) {
+  if (computed_in_float32({}, out, [&](const auto&, const Tensor& o) { arange(o, start, step); })) return;
   EDDY_DISPATCH_REAL(out.dtype(), T, "arange", {
     T* o = out.data<T>();
     const int64_t n = out.numel();
@@ -395,6 +410,7 @@ void fill_random(const Tensor& out, Draw draw) {
 }  // namespace
 
 void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
+  if (computed_in_float32({}, out, [&](const auto&, const Tensor& o) { random_uniform(o, seed, offset); })) return;
   switch (out.dtype()) {
     case DType::f32:
       fill_random<float>(out, [&](int64_t i) { return uniform_from<float>(philox4x32(offset + i, seed), 0); });
@@ -407,6 +423,7 @@ void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offse
 }
 
 void CpuBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset) {
+  if (computed_in_float32({}, out, [&](const auto&, const Tensor& o) { random_normal(o, seed, offset); })) return;
   // Box-Muller on two uniforms from the same counter; 1 - u keeps the log argument in (0, 1].
   auto normal = [&](auto zero, int64_t i) {
     using T = decltype(zero);

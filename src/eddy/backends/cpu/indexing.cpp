@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "eddy/backends/cpu/cpu_backend.h"
+#include "eddy/backends/cpu/half.h"
 #include "eddy/backends/cpu/kernel_util.h"
 
 namespace eddy::cpu_kernels {
@@ -67,6 +68,7 @@ void for_each_indexed(const Shape& index_shape, const std::vector<int64_t>& indi
 }  // namespace
 
 void CpuBackend::gather(const Tensor& in, int64_t axis, const Tensor& index, const Tensor& out) {
+  if (computed_in_float32({in}, out, [&](const auto& x, const Tensor& o) { gather(x[0], axis, index, o); })) return;
   auto indices = read_indices(index, in.shape()[axis], "gather");
   EDDY_DISPATCH_ALL(in.dtype(), T, {
     const T* src = in.data<T>();
@@ -93,6 +95,13 @@ void CpuBackend::index_select(const Tensor& in, int64_t axis, const Tensor& inde
 
 void CpuBackend::scatter_add(const Tensor& out, int64_t axis, const Tensor& index,
                              const Tensor& src) {
+  if (is_half(out.dtype()) || is_half(src.dtype())) {  // adds into out: its values go to float32 and back
+    const Tensor wide_out = Tensor::empty(out.shape(), DType::f32);
+    copy(out, wide_out);
+    scatter_add(wide_out, axis, index, float32_copy_if_half(src));
+    copy(wide_out, out);
+    return;
+  }
   auto indices = read_indices(index, out.shape()[axis], "scatter_add");
   EDDY_DISPATCH_NUMERIC(out.dtype(), T, "scatter_add", {
     const T* from = src.data<T>();

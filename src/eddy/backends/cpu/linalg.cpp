@@ -10,6 +10,7 @@
 
 #include "eddy/backends/backend.h"
 #include "eddy/backends/cpu/cpu_backend.h"
+#include "eddy/backends/cpu/half.h"
 #include "eddy/backends/cpu/kernel_util.h"
 #include "eddy/backends/cpu/loops.h"
 
@@ -227,6 +228,8 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  // 16-bit operands: a float32 product (float32 accumulation), rounded once at the end.
+  if (computed_in_float32({a_in, b_in}, out, [&](const auto& x, const Tensor& o) { matmul(x[0], x[1], o); })) return;
   const int64_t rank = out.dim();
   const int64_t n = out.shape()[rank - 2], m = out.shape()[rank - 1];
   const int64_t k = a_in.shape()[rank - 1];

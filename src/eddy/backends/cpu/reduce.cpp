@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "eddy/backends/cpu/cpu_backend.h"
+#include "eddy/backends/cpu/half.h"
 #include "eddy/backends/cpu/kernel_util.h"
 #include "eddy/backends/cpu/loops.h"
 
@@ -98,6 +99,7 @@ void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t wid
 
 void CpuBackend::reduce(ReduceKernel kind, const Tensor& in, const std::vector<int64_t>& axes,
                         const Tensor& out) {
+  if (computed_in_float32({in}, out, [&](const auto& x, const Tensor& o) { reduce(kind, x[0], axes, o); })) return;
   const int64_t rank = in.dim();
   std::vector<bool> reduced(rank, false);
   for (int64_t axis : axes) reduced[axis] = true;

@@ -35,8 +35,12 @@ class DeviceMemory final : public MemorySource {
     return reinterpret_cast<void*>(pointer);
   }
   void put(void* ptr) noexcept override {
-    const Driver& d = driver();
-    d.release(reinterpret_cast<CUdeviceptr>(ptr));
+    try {
+      const Driver& d = use_device(index_);  // cuMemFree needs the block's context current
+      d.release(reinterpret_cast<CUdeviceptr>(ptr));
+    } catch (...) {
+      // Only when the device can no longer be used, and then its memory is gone with it.
+    }
   }
   [[noreturn]] void exhausted(size_t bytes, const AllocatorStats& stats) override {
     throw Error(cat("cuda:", index_, ": out of memory allocating ", memory_text(static_cast<double>(bytes)), " (",
@@ -109,8 +113,10 @@ std::string type_name(DType dtype) {
     case DType::i32: return "int";
     case DType::i64: return "eddy::i64";
     case DType::b8: return "bool";
+    case DType::bf16:
+    case DType::f16: break;
   }
-  return "";
+  throw Error(cat("cuda: kernels for ", dtype, " are not built yet; cast the tensor to float32 on the GPU"));
 }
 
 std::string instance(std::string_view kernel, std::initializer_list<std::string> arguments) {
@@ -270,6 +276,7 @@ std::vector<std::string> all_kernel_names() {
     names.push_back(instance("fill", {type_name(in)}));
     names.push_back(instance("select", {type_name(in)}));
     for (const char* index : {"int", "eddy::i64"}) {
+      if (in == DType::f32) names.push_back(instance("check_indices", {index}));
       names.push_back(instance("gather", {type_name(in), index}));
       names.push_back(instance("index_select", {type_name(in), index}));
       if (numeric(in)) names.push_back(instance("scatter_add", {type_name(in), index}));
@@ -495,8 +502,11 @@ void CudaBackend::scatter_add(const Tensor& out, int64_t axis, const Tensor& ind
   void* index_ptr = element_address(index);
   void* src_ptr = element_address(src);
   void* bad_ptr = bad.pointer();
-  launch_elementwise(device, name, layout.n, {&out_ptr, &index_ptr, &src_ptr, &layout, &bad_ptr});
+  // The indices first, so that a bad one throws before anything is added (as on the CPU).
+  launch_elementwise(device, instance("check_indices", {type_name(index.dtype())}), layout.n,
+                     {&index_ptr, &layout.n, &layout.bound, &bad_ptr});
   bad.check("scatter_add", layout.bound);
+  launch_elementwise(device, name, layout.n, {&out_ptr, &index_ptr, &src_ptr, &layout, &bad_ptr});
 }
 
 void CudaBackend::arange(const Tensor& out, double start, double step) {

@@ -333,6 +333,15 @@ template <typename T> __device__ void add_atomically(Complex<T>* to, Complex<T> 
   add_atomically(&to->im, v.im);
 }
 
+// Indices checked before anything is written: a bad one leaves scatter_add's target untouched.
+template <typename I>
+__global__ void check_indices(const I* index, i64 n, i64 bound, i64* bad) {
+  EDDY_FOR_EACH_ELEMENT(i, n) {
+    i64 value;
+    checked_index(index, i, bound, bad, value);
+  }
+}
+
 template <typename T, typename I>
 __global__ void scatter_add(T* out, const I* index, const T* src, IndexLayout layout, i64* bad) {
   EDDY_FOR_EACH_ELEMENT(i, layout.n) {

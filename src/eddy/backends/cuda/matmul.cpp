@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 
 #include <complex>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -47,6 +48,8 @@ std::optional<BlasMatrix> blas_view(const void* data, int64_t rows, int64_t cols
                                     int64_t col_stride, int64_t batch_stride) {
   if (cols == 1) col_stride = 1;
   if (rows == 1) row_stride = std::max<int64_t>(cols, 1);
+  constexpr int64_t kMaxLeading = std::numeric_limits<int>::max();  // cuBLAS takes an int
+  if (row_stride > kMaxLeading || col_stride > kMaxLeading) return std::nullopt;
   if (col_stride == 1 && row_stride >= std::max<int64_t>(cols, 1)) {
     return BlasMatrix{data, CUBLAS_OP_N, row_stride, batch_stride};
   }
@@ -98,6 +101,8 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
     b_full = dense(b_full);
     batches = batch_layout();
   }
+  EDDY_CHECK(batches.rank <= 1, "matmul on ", out.device(), ": the output's batch axes of ", out.shape(),
+             " are not one run of memory");
   const int64_t count = batches.rank == 0 ? 1 : batches.shape[0];
   auto batch_stride = [&](int operand) { return batches.rank == 0 ? int64_t{0} : batches.strides[operand][0]; };
   auto view = [&](Tensor& t, int64_t rows, int64_t cols, int operand) {

@@ -1,0 +1,37 @@
+#pragma once
+// The 16-bit floats on the CPU: conversions to and from float32 (Eigen's bfloat16 and half, which
+// round to nearest even), and the way every kernel takes them, by computing in float32.
+
+#include <vector>
+
+#include "eddy/core/tensor.h"
+
+namespace eddy::cpu_kernels {
+
+// out = src rounded or widened, between float32 and a 16-bit float; any strides, one shape.
+void widen_to_float32(const Tensor& half_src, const Tensor& float32_out);
+void round_from_float32(const Tensor& float32_src, const Tensor& half_out);
+
+// When an input or `out` holds 16-bit floats: runs kernel(wide_inputs, wide_out) on float32
+// copies of the 16-bit inputs (the others as they are) and rounds its float32 result into `out`,
+// then returns true. Returns false, running nothing, when no operand is a 16-bit float.
+template <typename Kernel>
+bool computed_in_float32(const std::vector<Tensor>& inputs, const Tensor& out, Kernel&& kernel);
+
+// A float32 copy of a 16-bit tensor (dense), or the tensor itself.
+Tensor float32_copy_if_half(const Tensor& t);
+
+template <typename Kernel>
+bool computed_in_float32(const std::vector<Tensor>& inputs, const Tensor& out, Kernel&& kernel) {
+  bool any = is_half(out.dtype());
+  for (const Tensor& t : inputs) any = any || is_half(t.dtype());
+  if (!any) return false;
+  std::vector<Tensor> wide;
+  for (const Tensor& t : inputs) wide.push_back(float32_copy_if_half(t));
+  const Tensor wide_out = is_half(out.dtype()) ? Tensor::empty(out.shape(), DType::f32) : out;
+  kernel(wide, wide_out);
+  if (is_half(out.dtype())) round_from_float32(wide_out, out);
+  return true;
+}
+
+}  // namespace eddy::cpu_kernels

@@ -1,0 +1,91 @@
+// bfloat16 and float16: storage types whose values the kernels compute in float32, rounding the
+// result once (to nearest, ties to even). Every figure below is worked out by hand from the two
+// formats: bfloat16 keeps 8 significant bits, float16 11, with float16's largest finite value
+// 65504.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "eddy/compiler/compile.h"
+#include "eddy/eddy.h"
+#include "support/expect_error.h"
+
+namespace eddy {
+namespace {
+
+std::vector<double> values_of(const Tensor& t) { return t.to_vector<double>(); }
+
+TEST(HalfPrecision, CastsRoundToNearestEven) {
+  // 1 + 2^-8 lies halfway between bfloat16's 1 and 1 + 2^-7: the even one, 1, wins; 1 + 3 * 2^-8
+  // lies halfway between 1 + 2^-7 and 1 + 2^-6, and 1 + 2^-6 has the even mantissa.
+  const Tensor x = tensor<double>({1.0, -2.5, 1.0 + std::ldexp(1.0, -8), 1.0 + 3 * std::ldexp(1.0, -8), 1e-3});
+  EXPECT_EQ(values_of(cast(x, DType::bf16)),
+            (std::vector<double>{1.0, -2.5, 1.0, 1.0 + std::ldexp(1.0, -6), 0.00099945068359375}));
+  // float16: 1 + 2^-11 ties to 1; 70000 is past the largest finite value; 2^-24 is the smallest
+  // subnormal.
+  const Tensor y = tensor<double>({1.0 + std::ldexp(1.0, -11), 65504.0, 70000.0, std::ldexp(1.0, -24)});
+  const std::vector<double> h = values_of(cast(y, DType::f16));
+  EXPECT_EQ(h[0], 1.0);
+  EXPECT_EQ(h[1], 65504.0);
+  EXPECT_TRUE(std::isinf(h[2]));
+  EXPECT_EQ(h[3], std::ldexp(1.0, -24));
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
+  EXPECT_EQ(cast(x, DType::bf16).dtype(), DType::bf16);
+}
+
+TEST(HalfPrecision, OpsComputeInFloat32AndRoundOnce) {
+  const Tensor a = cast(tensor<float>({1.0f, 3.0f, 0.1f}), DType::bf16);
+  const Tensor b = cast(tensor<float>({std::ldexp(1.0f, -8), 5.0f, 0.2f}), DType::bf16);
+  const Tensor sum = a + b;
+  EXPECT_EQ(sum.dtype(), DType::bf16);
+  // Each sum is the float32 sum of the two bfloat16 operands, rounded: 1 + 2^-8 ties down to 1.
+  const Tensor expected = cast(cast(a, DType::f32) + cast(b, DType::f32), DType::bf16);
+  EXPECT_EQ(values_of(sum), values_of(expected));
+  EXPECT_EQ(values_of(sum)[0], 1.0);
+  EXPECT_EQ(values_of(tanh(a)), values_of(cast(tanh(cast(a, DType::f32)), DType::bf16)));
+}
+
+TEST(HalfPrecision, ProductsAndSumsAccumulateInFloat32) {
+  // 4096 ones: summed in bfloat16 the total would stop at 256 (256 + 1 rounds back to 256).
+  const Tensor row = ones({1, 4096}, DType::bf16), column = ones({4096, 1}, DType::bf16);
+  EXPECT_EQ(matmul(row, column).item<double>(), 4096.0);
+  EXPECT_EQ(matmul(row, column).dtype(), DType::bf16);
+  EXPECT_EQ(sum(row).item<double>(), 4096.0);
+  EXPECT_EQ(sum(ones({3000}, DType::f16)).item<double>(), 3000.0);
+}
+
+TEST(HalfPrecision, PromotionFollowsPyTorch) {
+  EXPECT_EQ(promote(DType::bf16, DType::f16), DType::f32);
+  EXPECT_EQ(promote(DType::bf16, DType::f32), DType::f32);
+  EXPECT_EQ(promote(DType::f16, DType::f64), DType::f64);
+  EXPECT_EQ(promote(DType::bf16, DType::i64), DType::bf16);
+  EXPECT_EQ(promote(DType::f16, DType::c64), DType::c64);
+  EXPECT_EQ((ones({2}, DType::bf16) + ones({2}, DType::f16)).dtype(), DType::f32);
+}
+
+TEST(HalfPrecision, GradientsKeepTheParametersDType) {
+  const Tensor w = cast(tensor<float>({0.5f, -1.25f, 2.0f}), DType::bf16).detach().requires_grad_();
+  const std::vector<Tensor> g = grad({sum(square(w))}, {w});
+  EXPECT_EQ(g[0].dtype(), DType::bf16);
+  EXPECT_EQ(values_of(g[0]), (std::vector<double>{1.0, -2.5, 4.0}));
+}
+
+TEST(HalfPrecision, CompiledFunctionsRunThemUnfused) {
+  CompiledFunction step([](const std::vector<Tensor>& x) { return std::vector<Tensor>{tanh(x[0] * x[1]) + 1.0}; });
+  Generator gen(8);
+  const std::vector<Tensor> inputs{cast(randn({64}, DType::f32, &gen), DType::bf16),
+                                   cast(randn({64}, DType::f32, &gen), DType::bf16)};
+  step(inputs);
+  const Tensor compiled = step(inputs)[0];
+  EXPECT_EQ(step.stats().last.fused_kernels, 0u);
+  EXPECT_EQ(values_of(compiled), values_of(tanh(inputs[0] * inputs[1]) + 1.0));
+}
+
+TEST(HalfPrecision, WhatHasNoHalfFormSaysSo) {
+  expect_error([] { Tensor::empty({2}, DType::bf16).data<float>(); }, {"bfloat16"});
+}
+
+}  // namespace
+}  // namespace eddy
