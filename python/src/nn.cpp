@@ -10,6 +10,7 @@
 #include "eddy/nn/neural_operators.h"
 #include "eddy/nn/pinn_models.h"
 #include "eddy/optim/adam.h"
+#include "eddy/optim/grad_scaler.h"
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/line_search.h"
 #include "eddy/optim/sgd.h"
@@ -206,6 +207,17 @@ void bind_optimisers(py::module_& m) {
            }),
            py::arg("params"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0, py::arg("nesterov") = false,
            py::arg("weight_decay") = 0.0);
+  py::class_<optim::GradScaler>(m, "GradScaler", "Loss scaling for float16 training (docs/optim.md).")
+      .def(py::init([](double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval) {
+             return new optim::GradScaler({init_scale, growth_factor, backoff_factor, growth_interval});
+           }),
+           py::arg("init_scale") = 65536.0, py::arg("growth_factor") = 2.0, py::arg("backoff_factor") = 0.5,
+           py::arg("growth_interval") = 2000)
+      .def("scale", &optim::GradScaler::scale, py::arg("loss"))
+      .def("step", &optim::GradScaler::step, py::arg("optimizer"),
+           "Unscales the gradients and steps `optimizer` when they are finite; returns whether it stepped.")
+      .def_property_readonly("current_scale", &optim::GradScaler::current_scale)
+      .def_property_readonly("skipped_steps", &optim::GradScaler::skipped_steps);
   py::class_<optim::Lbfgs>(m, "LBFGS", "L-BFGS with a strong-Wolfe line search; step(closure) runs up to "
                                        "max_iterations iterations and returns a report.")
       .def(py::init([](const py::iterable& params, double lr, int64_t max_iterations, int64_t max_evaluations,

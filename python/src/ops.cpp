@@ -1,6 +1,8 @@
 // The op API (eddy/ops/ops.h) and eddy.fft, with NumPy-style argument names: shapes as ints or
 // sequences, `axis` as None, an int or a tuple, dtypes as strings, NumPy dtypes or eddy.dtype.
 
+#include <memory>
+
 #include <pybind11/complex.h>
 #include <pybind11/stl.h>
 
@@ -9,6 +11,7 @@
 #include "eddy/backends/backend.h"
 #include "eddy/fft/fft.h"
 #include "eddy/fft/spectral.h"
+#include "eddy/ops/autocast.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
 
@@ -69,6 +72,18 @@ class GradModeContext {
  private:
   bool enabled_;
   bool previous_ = true;
+};
+
+// `with eddy.autocast("bfloat16"):` — an AutocastScope (ops/autocast.h) for the block.
+class AutocastContext {
+ public:
+  explicit AutocastContext(DType dtype) : dtype_(dtype) {}
+  void enter() { scope_ = std::make_unique<AutocastScope>(dtype_); }
+  void exit(const py::args&) { scope_.reset(); }
+
+ private:
+  DType dtype_;
+  std::unique_ptr<AutocastScope> scope_;
 };
 
 void bind_fft(py::module_& parent) {
@@ -269,6 +284,13 @@ void bind_ops(py::module_& m) {
       .def("__exit__", &GradModeContext::exit);
   m.def("no_grad", [] { return GradModeContext(false); }, "with eddy.no_grad(): ops record nothing for reverse mode.");
   m.def("enable_grad", [] { return GradModeContext(true); });
+  py::class_<AutocastContext>(m, "_AutocastContext")
+      .def("__enter__", &AutocastContext::enter)
+      .def("__exit__", &AutocastContext::exit);
+  m.def("autocast", [](const py::object& dtype) { return AutocastContext(parse_dtype(dtype)); },
+        py::arg("dtype") = "bfloat16",
+        "with eddy.autocast('bfloat16'): float32 matrix products in the block run in the 16-bit dtype "
+        "(docs/optim.md, \"Half precision\").");
   m.def("set_num_threads", &set_num_threads, py::arg("threads"));
   m.def("cuda_unavailable_reason", [](int index) { return device_unavailable_reason(Device::cuda(index)); },
         py::arg("index") = 0, "Empty when GPU `index` can be used; otherwise why not.");

@@ -308,3 +308,21 @@ def test_loading_a_missing_or_bad_file_raises(tmp_path):
     bad.write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{oops")
     with pytest.raises(eddy.Error):
         eddy.load_safetensors(str(bad))
+
+
+def test_autocast_runs_products_in_bfloat16_and_the_scaler_steps_float32_parameters():
+    x = eddy.tensor(np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3))
+    w = eddy.tensor(np.full((3, 2), 0.5, dtype=np.float32)).requires_grad_()
+    sgd = eddy.optim.SGD([w], lr=0.1)
+    scaler = eddy.optim.GradScaler(init_scale=256.0)
+    with eddy.autocast("bfloat16"):
+        y = eddy.matmul(x, w)
+    assert str(y.dtype) == "bfloat16"
+    scaler.scale(eddy.sum(eddy.square(eddy.cast(y, "float32")))).backward()
+    assert str(w.grad.dtype) == "float32"
+    assert scaler.step(sgd)
+    assert scaler.current_scale == 256.0 and scaler.skipped_steps == 0
+    assert not np.allclose(w.numpy(), 0.5)
+    with pytest.raises(eddy.Error, match="bfloat16 or float16"):
+        with eddy.autocast("float64"):
+            pass

@@ -1,5 +1,6 @@
 // Matrix multiplication: batched, broadcasting over batch axes, for real and complex types.
 
+#include "eddy/ops/autocast.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/sharding.h"
@@ -58,6 +59,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   EDDY_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: scalars are not matrices (shapes ", a.shape(),
              " and ", b.shape(), "); use mul");
   auto [x, y] = promote_pair(a, b);
+  if (const std::optional<DType> low = autocast_dtype(); low && x.dtype() == DType::f32) {
+    x = cast(x, *low);
+    y = cast(y, *low);
+  }
   const bool vector_left = x.dim() == 1, vector_right = y.dim() == 1;
   if (vector_left) x = unsqueeze(x, 0);
   if (vector_right) y = unsqueeze(y, 1);

@@ -1,0 +1,48 @@
+#include "eddy/optim/grad_scaler.h"
+
+#include <cmath>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::optim {
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.initial_scale) {
+  EDDY_CHECK(std::isfinite(options.initial_scale) && options.initial_scale > 0,
+             "GradScaler: initial_scale must be finite and positive, got ", options.initial_scale);
+  EDDY_CHECK(options.growth_factor >= 1, "GradScaler: growth_factor must be at least 1, got ", options.growth_factor);
+  EDDY_CHECK(options.backoff_factor > 0 && options.backoff_factor < 1,
+             "GradScaler: backoff_factor must lie in (0, 1), got ", options.backoff_factor);
+  EDDY_CHECK(options.growth_interval >= 1, "GradScaler: growth_interval must be at least 1, got ",
+             options.growth_interval);
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const { return loss * scale_; }
+
+bool GradScaler::step(Optimizer& optimizer) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> unscaled;
+  bool finite = true;
+  for (const Tensor& parameter : optimizer.parameters()) {
+    Tensor g = parameter.grad();
+    // A sum in float64 is finite exactly when every element is.
+    if (g.defined()) finite = finite && std::isfinite(sum(cast(g, DType::f64)).item<double>());
+    unscaled.push_back(g.defined() ? g / scale_ : g);
+  }
+  if (!finite) {
+    optimizer.zero_grad();
+    scale_ *= options_.backoff_factor;
+    good_in_a_row_ = 0;
+    ++skipped_;
+    return false;
+  }
+  set_grads(optimizer.parameters(), unscaled);
+  optimizer.step();
+  if (++good_in_a_row_ == options_.growth_interval) {
+    scale_ *= options_.growth_factor;
+    good_in_a_row_ = 0;
+  }
+  return true;
+}
+
+}  // namespace eddy::optim

@@ -1,0 +1,46 @@
+#pragma once
+/// @file
+/// Loss scaling for float16 training (the recipe of Micikevicius et al., "Mixed Precision
+/// Training", ICLR 2018, and PyTorch's GradScaler): the loss is multiplied by a large power of two
+/// before backward, so that small gradients of float16 intermediates (under AutocastScope,
+/// ops/autocast.h) do not round to zero; the float32 parameters' gradients are divided back
+/// before the step. A step whose gradients overflowed is skipped and the scale halved; after
+/// `growth_interval` good steps in a row it doubles. Powers of two make the scaling exact.
+
+#include <cstdint>
+
+#include "eddy/optim/optimizer.h"
+
+namespace eddy::optim {
+
+struct GradScalerOptions {
+  double initial_scale = 65536.0;  // 2^16, as PyTorch
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+class GradScaler {
+ public:
+  /// Throws eddy::Error naming the option when a factor or the interval is out of range.
+  explicit GradScaler(GradScalerOptions options = {});
+
+  /// The loss times the current scale, to call backward() on.
+  Tensor scale(const Tensor& loss) const;
+
+  /// Divides the gradients of `optimizer`'s parameters by the scale; when every one is finite,
+  /// steps the optimizer and returns true. Otherwise clears the gradients, leaves the parameters
+  /// as they were, lowers the scale and returns false. Either way the scale is updated.
+  bool step(Optimizer& optimizer);
+
+  double current_scale() const { return scale_; }
+  int64_t skipped_steps() const { return skipped_; }
+
+ private:
+  GradScalerOptions options_;
+  double scale_;
+  int64_t good_in_a_row_ = 0;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace eddy::optim

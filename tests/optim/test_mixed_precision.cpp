@@ -1,0 +1,89 @@
+// Autocast (ops/autocast.h) and loss scaling (optim/grad_scaler.h): the pieces of mixed-precision
+// training on float32 parameters.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "eddy/eddy.h"
+#include "eddy/ops/autocast.h"
+#include "eddy/optim/grad_scaler.h"
+#include "eddy/optim/sgd.h"
+#include "support/expect_error.h"
+
+namespace eddy::optim {
+namespace {
+
+TEST(Autocast, ProductsRunInTheLowDTypeAndGradientsReachFloat32Parameters) {
+  Generator gen(4);
+  const Tensor x = randn({8, 5}, DType::f32, &gen);
+  const Tensor w = randn({5, 3}, DType::f32, &gen).requires_grad_();
+  Tensor y, loss;
+  {
+    AutocastScope autocast(DType::bf16);
+    y = matmul(x, w);
+    loss = sum(square(y));
+  }
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_EQ(y.to_vector<double>(), matmul(cast(x, DType::bf16), cast(w, DType::bf16)).to_vector<double>());
+  const std::vector<Tensor> g = grad({loss}, {w});
+  EXPECT_EQ(g[0].dtype(), DType::f32);
+  // The same gradient as the casts written out by hand.
+  const Tensor by_hand = sum(square(matmul(cast(x, DType::bf16), cast(w, DType::bf16))));
+  EXPECT_EQ(g[0].to_vector<double>(), grad({by_hand}, {w})[0].to_vector<double>());
+  // Outside the scope, and for float64, products run as written.
+  EXPECT_EQ(matmul(x, w).dtype(), DType::f32);
+  AutocastScope autocast(DType::f16);
+  EXPECT_EQ(matmul(cast(x, DType::f64), cast(w, DType::f64)).dtype(), DType::f64);
+  EXPECT_EQ(matmul(x, w).dtype(), DType::f16);
+}
+
+TEST(Autocast, ScopesNestAndOnlySixteenBitDTypesAreTaken) {
+  {
+    AutocastScope outer(DType::bf16);
+    {
+      AutocastScope inner(DType::f16);
+      EXPECT_EQ(autocast_dtype(), DType::f16);
+    }
+    EXPECT_EQ(autocast_dtype(), DType::bf16);
+  }
+  EXPECT_FALSE(autocast_dtype().has_value());
+  expect_error([] { AutocastScope scope(DType::f64); }, {"autocast", "bfloat16 or float16", "float64"});
+}
+
+// The loss times a power of two, its gradients divided back: the same step as without scaling,
+// bit for bit.
+TEST(GradScaler, AScaledStepIsThePlainStep) {
+  const std::vector<float> start = {0.75f, -1.5f, 2.25f};
+  Tensor plain = tensor<float>(start).requires_grad_(), scaled = tensor<float>(start).requires_grad_();
+  Sgd plain_sgd({plain}, {.learning_rate = 0.1}), scaled_sgd({scaled}, {.learning_rate = 0.1});
+  GradScaler scaler({.initial_scale = 1024.0, .growth_interval = 2});
+  for (int step = 0; step < 3; ++step) {
+    plain_sgd.zero_grad();
+    backward(sum(square(plain) * 0.5));
+    plain_sgd.step();
+    scaled_sgd.zero_grad();
+    backward(scaler.scale(sum(square(scaled) * 0.5)));
+    EXPECT_TRUE(scaler.step(scaled_sgd));
+  }
+  EXPECT_EQ(scaled.to_vector<float>(), plain.to_vector<float>());
+  EXPECT_NE(plain.to_vector<float>(), start);  // the steps moved them
+  EXPECT_EQ(scaler.current_scale(), 2048.0);  // grown once, after 2 good steps in a row
+}
+
+TEST(GradScaler, AnOverflowSkipsTheStepAndBacksOff) {
+  Tensor p = tensor<float>({1.0f, 2.0f}).requires_grad_();
+  Sgd sgd({p}, {.learning_rate = 0.1});
+  GradScaler scaler({.initial_scale = 1e38});
+  backward(scaler.scale(sum(square(p) * 10.0)));  // gradients of 2e39 and 4e39: float32 infinities
+  EXPECT_FALSE(scaler.step(sgd));
+  EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_FALSE(p.grad().defined());
+  EXPECT_EQ(scaler.current_scale(), 5e37);
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  expect_error([] { GradScaler bad({.backoff_factor = 1.5}); }, {"backoff_factor", "(0, 1)", "1.5"});
+}
+
+}  // namespace
+}  // namespace eddy::optim
