@@ -135,14 +135,15 @@ constexpr std::array kAllDTypes = {DType::f32, DType::f64, DType::c64, DType::c1
 bool numeric(DType d) { return d != DType::b8; }
 bool real_numeric(DType d) { return numeric(d) && !is_complex(d); }
 
-struct UnarySpec {
+// A kernel family's functor (kernel_source.cpp), the dtypes it takes and its output's dtype.
+struct KernelSpec {
   const char* functor;
   bool (*accepts)(DType);
   DType (*output)(DType);
 };
 DType same(DType d) { return d; }
 
-UnarySpec unary_spec(UnaryKernel kind) {
+KernelSpec unary_spec(UnaryKernel kind) {
   switch (kind) {
     case UnaryKernel::neg: return {"Neg", numeric, same};
     case UnaryKernel::exp: return {"Exp", is_inexact, same};
@@ -165,15 +166,10 @@ constexpr std::array kAllUnary = {UnaryKernel::neg,  UnaryKernel::exp,  UnaryKer
                                   UnaryKernel::sign, UnaryKernel::real, UnaryKernel::imag, UnaryKernel::conj,
                                   UnaryKernel::angle};
 
-struct BinarySpec {
-  const char* functor;
-  bool (*accepts)(DType);
-  DType (*output)(DType);
-};
 DType boolean(DType) { return DType::b8; }
 bool any(DType) { return true; }
 
-BinarySpec binary_spec(BinaryKernel kind, DType dtype) {
+KernelSpec binary_spec(BinaryKernel kind, DType dtype) {
   switch (kind) {
     case BinaryKernel::add: return {"Add", numeric, same};
     case BinaryKernel::sub: return {"Sub", numeric, same};
@@ -216,12 +212,12 @@ constexpr std::array kAllReduce = {ReduceKernel::sum, ReduceKernel::prod, Reduce
 }
 
 std::string unary_name(UnaryKernel kind, DType in) {
-  const UnarySpec spec = unary_spec(kind);
+  const KernelSpec spec = unary_spec(kind);
   if (!spec.accepts(in)) unsupported(spec.functor, in);
   return instance("unary", {type_name(in), type_name(spec.output(in)), std::string("eddy::") + spec.functor});
 }
 std::string binary_name(BinaryKernel kind, DType in) {
-  const BinarySpec spec = binary_spec(kind, in);
+  const KernelSpec spec = binary_spec(kind, in);
   if (!spec.accepts(in)) unsupported(spec.functor, in);
   return instance("binary", {type_name(in), type_name(spec.output(in)), std::string("eddy::") + spec.functor});
 }

@@ -47,11 +47,8 @@ Driver open_driver() {
   bind(d.get_function, EDDY_CUDA_SYMBOL(cuModuleGetFunction));
   bind(d.allocate, EDDY_CUDA_SYMBOL(cuMemAlloc));
   bind(d.release, EDDY_CUDA_SYMBOL(cuMemFree));
-  bind(d.allocate_pinned, EDDY_CUDA_SYMBOL(cuMemAllocHost));
-  bind(d.release_pinned, EDDY_CUDA_SYMBOL(cuMemFreeHost));
   bind(d.to_device_async, EDDY_CUDA_SYMBOL(cuMemcpyHtoDAsync));
   bind(d.to_host_async, EDDY_CUDA_SYMBOL(cuMemcpyDtoHAsync));
-  bind(d.device_to_device_async, EDDY_CUDA_SYMBOL(cuMemcpyDtoDAsync));
   bind(d.fill_bytes_async, EDDY_CUDA_SYMBOL(cuMemsetD8Async));
   bind(d.launch, EDDY_CUDA_SYMBOL(cuLaunchKernel));
   if (!bound) return d;

@@ -27,11 +27,8 @@ struct Driver {
   decltype(&cuModuleGetFunction) get_function = nullptr;
   decltype(&cuMemAlloc) allocate = nullptr;
   decltype(&cuMemFree) release = nullptr;
-  decltype(&cuMemAllocHost) allocate_pinned = nullptr;
-  decltype(&cuMemFreeHost) release_pinned = nullptr;
   decltype(&cuMemcpyHtoDAsync) to_device_async = nullptr;
   decltype(&cuMemcpyDtoHAsync) to_host_async = nullptr;
-  decltype(&cuMemcpyDtoDAsync) device_to_device_async = nullptr;
   decltype(&cuMemsetD8Async) fill_bytes_async = nullptr;
   decltype(&cuLaunchKernel) launch = nullptr;
 
