@@ -16,11 +16,13 @@
 #include "eddy/backends/cuda/nvrtc.h"
 #include "eddy/compiler/compile.h"
 #include "eddy/compiler/program.h"
+#include "eddy/compiler/taylor.h"
 #include "eddy/compiler/trace.h"
 #include "eddy/eddy.h"
 #include "eddy/nn/layers.h"
 #include "ops/op_table.h"
 #include "support/expect_error.h"
+#include "support/scoped_env.h"
 
 namespace eddy {
 namespace {
@@ -92,6 +94,44 @@ TEST(CudaPrograms, AProgramForAGpuBuildsItsKernelsWithoutOne) {
   EXPECT_NE(program.cuda_source().find("__global__"), std::string::npos);
   EXPECT_TRUE(program.cpu_source().empty());
   expect_error([&] { program.run(inputs); }, {"input 0 is on cpu:0 but the program was built for cuda:0"});
+}
+
+// A Burgers PINN step as eddy_peers' compiled one (bench/peers): value, u_x, u_t and u_xx of a
+// tanh MLP by Taylor mode, the residual's mean square and the weights' gradient, traced
+// abstractly on cuda:0 tensors (nothing runs) and lowered for the GPU: every fused kernel of a
+// real training step has a CUDA spelling and compiles. Constant folding evaluates creation ops on
+// the device, which is not there, so it is off: the constants stay graph nodes.
+TEST(CudaPrograms, APinnTrainingStepBuildsItsGpuKernelsWithoutAGpu) {
+  const ScopedEnv no_folding("EDDY_COMPILER_DISABLE", "fold");
+  const Device gpu = Device::cuda(0);
+  const std::vector<int64_t> widths = {2, 20, 20, 20, 1};
+  TensorList inputs;
+  for (size_t l = 0; l + 1 < widths.size(); ++l) {
+    inputs.push_back(Tensor::abstract({widths[l], widths[l + 1]}, DType::f32, gpu).requires_grad_());
+    inputs.push_back(Tensor::abstract({widths[l + 1]}, DType::f32, gpu).requires_grad_());
+  }
+  inputs.push_back(Tensor::abstract({512, 2}, DType::f32, gpu));
+  auto step = [](const TensorList& x) {
+    const TensorList weights(x.begin(), x.end() - 1);
+    auto mlp = [&](const Tensor& points) {
+      Tensor z = points;
+      for (size_t l = 0; l < weights.size(); l += 2) {
+        z = matmul(z, weights[l]) + weights[l + 1];
+        if (l + 2 < weights.size()) z = tanh(z);
+      }
+      return z;
+    };
+    const TaylorJets jets = taylor_jets(mlp, x.back(), TaylorOptions{{0}, false, {}});
+    const Tensor residual = jets.first[1] + jets.value * jets.first[0] - 0.01 * jets.second[0];
+    const Tensor loss = mean(square(residual));
+    TensorList outputs = grad({loss}, weights);
+    outputs.insert(outputs.begin(), loss);
+    return outputs;
+  };
+  const compiler::Trace traced = compiler::trace(step, inputs, compiler::Evaluation::abstract);
+  const compiler::Program program(traced.graph, gpu);
+  EXPECT_GE(program.stats().fused_kernels, 5u);
+  EXPECT_NE(program.cuda_source().find("__global__"), std::string::npos);
 }
 
 // ---- on a GPU ----
