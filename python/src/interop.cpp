@@ -179,6 +179,15 @@ py::capsule to_dlpack(const Tensor& t) {
   });
 }
 
+namespace {
+
+void check_usable(Device device) {
+  const std::string unavailable = device_unavailable_reason(device);
+  EDDY_CHECK(unavailable.empty(), "from_dlpack: the memory is on ", device, ": ", unavailable);
+}
+
+}  // namespace
+
 Tensor from_dlpack(const py::object& source) {
   // A GPU producer is told eddy's stream, so that its pending work on the memory is ordered
   // before eddy's (the array API's __dlpack__(stream=...) protocol).
@@ -186,8 +195,9 @@ Tensor from_dlpack(const py::object& source) {
   if (py::hasattr(source, "__dlpack__")) {
     const auto device = source.attr("__dlpack_device__")().cast<std::pair<int, int>>();
     if (device.first == kDLCUDA) {
-      capsule_object = source.attr("__dlpack__")(py::arg("stream") = backend_for(Device::cuda(device.second))
-                                                                          .stream_handle(device.second));
+      const Device gpu = Device::cuda(device.second);
+      check_usable(gpu);
+      capsule_object = source.attr("__dlpack__")(py::arg("stream") = backend_for(gpu).stream_handle(device.second));
     } else {
       capsule_object = source.attr("__dlpack__")();
     }
@@ -200,11 +210,9 @@ Tensor from_dlpack(const py::object& source) {
   const DLTensor& dl = managed->dl_tensor;
   EDDY_CHECK(dl.device.device_type == kDLCPU || dl.device.device_type == kDLCUDA, "from_dlpack: only CPU and "
              "CUDA memory are supported (DLPack device type ", int(dl.device.device_type), ")");
+  // A bare capsule of GPU memory has not been checked above.
   const Device device = dl.device.device_type == kDLCUDA ? Device::cuda(dl.device.device_id) : cpu();
-  if (device != cpu()) {
-    const std::string unavailable = device_unavailable_reason(device);
-    EDDY_CHECK(unavailable.empty(), "from_dlpack: the memory is on ", device, ": ", unavailable);
-  }
+  if (device != cpu()) check_usable(device);
   const DType dtype = from_dlpack_type(dl.dtype);
   Shape shape(dl.shape, dl.shape + dl.ndim);
   Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : Shape{};

@@ -126,7 +126,7 @@ TEST(CudaRunner, EveryCaseIsOneKernelThatNvrtcCompiles) {
 }
 
 TEST(CudaRunner, GeneratedKernelsMatchEagerResultsOnTheGpu) {
-  if (const std::string why = cuda_unavailable_reason(); !why.empty()) GTEST_SKIP() << "no GPU to run on: " << why;
+  if (const std::string why = device_unavailable_reason(Device::cuda(0)); !why.empty()) GTEST_SKIP() << "no GPU to run on: " << why;
   const std::string architecture = cuda_device_architecture();
   for (const Case& c : cases()) {
     for (DType dtype : {DType::f32, DType::f64}) {
@@ -155,13 +155,13 @@ TEST(CudaRunner, GeneratedKernelsMatchEagerResultsOnTheGpu) {
 }
 
 TEST(CudaRunner, SaysWhyNoKernelCanRunAndRefusesToTry) {
-  if (cuda_unavailable_reason().empty()) GTEST_SKIP() << "a GPU is present: the refusal cannot be seen here";
+  if (device_unavailable_reason(Device::cuda(0)).empty()) GTEST_SKIP() << "a GPU is present: the refusal cannot be seen here";
   const Case sum_over_rows = case_named("a sum over rows");
   const TensorList inputs = sum_over_rows.inputs(DType::f32);
   const Trace traced = trace(sum_over_rows.function, inputs);
   const auto [plan, operands] = only_kernel(traced, inputs);
-  expect_error([&] { run_cuda_kernel(plan, "", operands); }, {"cuda:0: ", cuda_unavailable_reason()});
-  expect_error([] { cuda_device_architecture(); }, {"cuda:0: ", cuda_unavailable_reason()});
+  expect_error([&] { run_cuda_kernel(plan, "", operands); }, {"cuda:0: ", device_unavailable_reason(Device::cuda(0))});
+  expect_error([] { cuda_device_architecture(); }, {"cuda:0: ", device_unavailable_reason(Device::cuda(0))});
 }
 
 TEST(CudaRunner, ChecksTheInputCountBeforeTouchingTheGpu) {

@@ -45,8 +45,6 @@ void launch_plan(CUfunction function, const KernelPlan& plan, const std::vector<
 
 }  // namespace
 
-std::string cuda_unavailable_reason() { return cuda::unavailable_reason(0); }
-
 std::string cuda_device_architecture() { return cuda::architecture(0); }
 
 struct CudaKernelSet::Loaded {
@@ -55,7 +53,8 @@ struct CudaKernelSet::Loaded {
 };
 
 CudaKernelSet::CudaKernelSet(const std::vector<KernelPlan>& plans, Device device)
-    : plans_(plans), device_(device), source_(render_cuda_source(plans)), loaded_(std::make_unique<Loaded>()) {
+    : device_(device), source_(render_cuda_source(plans)), loaded_(std::make_unique<Loaded>()) {
+  for (const KernelPlan& plan : plans) names_.push_back(plan.name);
   const std::string architecture = cuda::unavailable_reason(device.index).empty() ? cuda::architecture(device.index)
                                                                                    : "compute_90";
   ptx_ = compile_cuda_to_ptx(source_, architecture);
@@ -65,20 +64,20 @@ CudaKernelSet::CudaKernelSet(const std::vector<KernelPlan>& plans, Device device
 // stream when the program goes.
 CudaKernelSet::~CudaKernelSet() = default;
 
-void CudaKernelSet::launch(size_t k, const std::vector<void*>& pointers) const {
+void CudaKernelSet::launch(size_t k, const KernelPlan& plan, const std::vector<void*>& pointers) const {
   // A failed load throws out of call_once, which then runs again at the next launch.
   std::call_once(loaded_->once, [&] {
     const cuda::Driver& d = cuda::use_device(device_.index);
     CUmodule module = nullptr;
     d.check(d.load_module(&module, ptx_.c_str()), "cuModuleLoadData");
     std::vector<CUfunction> functions;
-    for (const KernelPlan& plan : plans_) {
+    for (const std::string& name : names_) {
       functions.push_back(nullptr);
-      d.check(d.get_function(&functions.back(), module, plan.name.c_str()), "cuModuleGetFunction");
+      d.check(d.get_function(&functions.back(), module, name.c_str()), "cuModuleGetFunction");
     }
     loaded_->functions = std::move(functions);
   });
-  launch_plan(loaded_->functions[k], plans_[k], pointers, device_.index);
+  launch_plan(loaded_->functions[k], plan, pointers, device_.index);
 }
 
 std::vector<Tensor> run_cuda_kernel(const KernelPlan& plan, const std::string& ptx, const std::vector<Tensor>& inputs) {

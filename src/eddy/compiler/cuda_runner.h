@@ -12,12 +12,11 @@
 
 namespace eddy::compiler {
 
-// Empty when a kernel can run on GPU 0 here; otherwise why not: a build without the CUDA toolkit,
-// no driver, no device, or the driver's own error.
-std::string cuda_unavailable_reason();
+// Whether GPU 0 can run kernels, and if not why, is core's device_unavailable_reason
+// (core/backend.h).
 
 // GPU 0's virtual architecture for compile_cuda_to_ptx, e.g. "compute_90" on an H100 or H200.
-// Throws eddy::Error with cuda_unavailable_reason() when there is no GPU to ask.
+// Throws eddy::Error with device_unavailable_reason(Device::cuda(0)) when there is no GPU to ask.
 std::string cuda_device_architecture();
 
 // The fused kernels of one program for one GPU: compiled to PTX when made (which needs NVRTC,
@@ -29,15 +28,16 @@ class CudaKernelSet {
   CudaKernelSet(const std::vector<KernelPlan>& plans, Device device);
   ~CudaKernelSet();
 
-  // Runs plans[k] over device pointers: its inputs in plan order, then the root's output and the
-  // side outputs, which must hold zeros when the plan ends in a sum (it adds into them).
-  void launch(size_t k, const std::vector<void*>& pointers) const;
+  // Runs the kernel of `plan` (the k-th of those the set was made from) over device pointers:
+  // its inputs in plan order, then the root's output and the side outputs, which must hold zeros
+  // when the plan ends in a sum (it adds into them).
+  void launch(size_t k, const KernelPlan& plan, const std::vector<void*>& pointers) const;
 
   const std::string& source() const { return source_; }
 
  private:
   struct Loaded;
-  std::vector<KernelPlan> plans_;
+  std::vector<std::string> names_;
   Device device_;
   std::string source_, ptx_;
   std::unique_ptr<Loaded> loaded_;

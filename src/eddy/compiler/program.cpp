@@ -45,14 +45,13 @@ Program::Program(Graph graph, Device device) : graph_(std::move(graph)), device_
   std::vector<KernelPlan> plans;
   std::vector<std::vector<std::string_view>> fused_primitives;
   for (const FusionGroup& group : groups) {
-    KernelPlan plan = plan_kernel(graph_, group, "eddy_fused_" + std::to_string(plans.size()));
     kernel_at_root[group.nodes.back()] = static_cast<int>(plans.size());
     fused_primitives.emplace_back();
     for (size_t n : group.nodes) {
       inside_kernel[n] = true;
       fused_primitives.back().push_back(graph_.nodes[n].primitive->name);
     }
-    plans.push_back(std::move(plan));
+    plans.push_back(plan_kernel(graph_, group, "eddy_fused_" + std::to_string(plans.size())));
     stats_.fused_nodes += group.nodes.size();
     if (group.epilogue != Epilogue::none) ++stats_.reduction_epilogues;
   }
@@ -153,7 +152,7 @@ const std::string& Program::cuda_source() const {
 
 void Program::run_kernel(size_t k, std::vector<Tensor>& values, const Step& step) const {
   const KernelPlan& plan = kernels_[k].plan;
-  const bool on_gpu = cuda_kernels_ != nullptr;
+  const bool on_gpu = device_.type == DeviceType::cuda;
   std::vector<Tensor> operands;
   std::vector<void*> pointers;
   operands.reserve(plan.inputs.size());
@@ -185,7 +184,7 @@ void Program::run_kernel(size_t k, std::vector<Tensor>& values, const Step& step
       for (Tensor& tensor : outputs) tensor.fill_(0.0);
     }
     for (const Tensor& tensor : outputs) pointers.push_back(element_address(tensor));
-    cuda_kernels_->launch(k, pointers);
+    cuda_kernels_->launch(k, plan, pointers);
   } else if (output.numel() > 0) {  // a sum of an empty domain still writes its zeros
     std::vector<void*> output_pointers;
     for (const Tensor& tensor : outputs) output_pointers.push_back(tensor.raw_data());

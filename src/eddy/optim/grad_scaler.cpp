@@ -1,5 +1,6 @@
 #include "eddy/optim/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "eddy/autodiff/tape.h"
@@ -21,14 +22,11 @@ Tensor GradScaler::scale(const Tensor& loss) const { return loss * scale_; }
 
 bool GradScaler::step(Optimizer& optimizer) {
   NoGradGuard no_grad;
-  std::vector<Tensor> unscaled;
-  bool finite = true;
-  for (const Tensor& parameter : optimizer.parameters()) {
-    Tensor g = parameter.grad();
-    // A sum in float64 is finite exactly when every element is.
-    if (g.defined()) finite = finite && std::isfinite(sum(cast(g, DType::f64)).item<double>());
-    unscaled.push_back(g.defined() ? g / scale_ : g);
-  }
+  // A sum in float64 is finite exactly when every element is.
+  const std::vector<Tensor>& parameters = optimizer.parameters();
+  const bool finite = std::all_of(parameters.begin(), parameters.end(), [](const Tensor& p) {
+    return !p.grad().defined() || std::isfinite(sum(cast(p.grad(), DType::f64)).item<double>());
+  });
   if (!finite) {
     optimizer.zero_grad();
     scale_ *= options_.backoff_factor;
@@ -36,7 +34,9 @@ bool GradScaler::step(Optimizer& optimizer) {
     ++skipped_;
     return false;
   }
-  set_grads(optimizer.parameters(), unscaled);
+  std::vector<Tensor> unscaled;
+  for (const Tensor& p : parameters) unscaled.push_back(p.grad().defined() ? p.grad() / scale_ : Tensor());
+  set_grads(parameters, unscaled);
   optimizer.step();
   if (++good_in_a_row_ == options_.growth_interval) {
     scale_ *= options_.growth_factor;

@@ -12,15 +12,12 @@ namespace eddy::cpu_kernels {
 void widen_to_float32(const Tensor& half_src, const Tensor& float32_out);
 void round_from_float32(const Tensor& float32_src, const Tensor& half_out);
 
-// When an input or `out` holds 16-bit floats: runs kernel(wide_inputs, wide_out) on float32
-// copies of the 16-bit inputs (the others as they are) and rounds its float32 result into `out`,
-// then returns true. Returns false, running nothing, when no operand is a 16-bit float.
-template <typename Kernel>
-bool computed_in_float32(const std::vector<Tensor>& inputs, const Tensor& out, Kernel&& kernel);
-
 // A float32 copy of a 16-bit tensor (dense), or the tensor itself.
 Tensor float32_copy_if_half(const Tensor& t);
 
+// When an input or `out` holds 16-bit floats: runs kernel(wide_inputs, wide_out) on float32
+// copies of the 16-bit inputs (the others as they are) and rounds its float32 result into `out`,
+// then returns true. Returns false, running nothing, when no operand is a 16-bit float.
 template <typename Kernel>
 bool computed_in_float32(const std::vector<Tensor>& inputs, const Tensor& out, Kernel&& kernel) {
   bool any = is_half(out.dtype());

@@ -257,7 +257,7 @@ Allocator& device_allocator(int index) {
 }
 
 std::vector<std::string> all_kernel_names() {
-  std::vector<std::string> names;
+  std::vector<std::string> names{instance("check_indices", {"int"}), instance("check_indices", {"eddy::i64"})};
   for (DType in : kAllDTypes) {
     for (UnaryKernel kind : kAllUnary) {
       if (unary_spec(kind).accepts(in)) names.push_back(unary_name(kind, in));
@@ -272,7 +272,6 @@ std::vector<std::string> all_kernel_names() {
     names.push_back(instance("fill", {type_name(in)}));
     names.push_back(instance("select", {type_name(in)}));
     for (const char* index : {"int", "eddy::i64"}) {
-      if (in == DType::f32) names.push_back(instance("check_indices", {index}));
       names.push_back(instance("gather", {type_name(in), index}));
       names.push_back(instance("index_select", {type_name(in), index}));
       if (numeric(in)) names.push_back(instance("scatter_add", {type_name(in), index}));
