@@ -12,10 +12,10 @@ set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$here/.gpu-bundle}
 rm -rf "$out"
-mkdir -p "$out/lib" "$out/tests" "$out/bench"
+mkdir -p "$out/lib" "$out/tests" "$out/bench" "$out/bin"
 # Laid out like the build tree, which scripts/gpu-check.sh and bench/peers/run.py expect.
 programs=""
-for program in tests/cuda_tests tests/compiler_tests bench/gpu_eager_ops bench/eddy_peers; do
+for program in tests/cuda_tests tests/compiler_tests bench/gpu_eager_ops bench/eddy_peers bin/eddy; do
   cp "$here/build/$program" "$out/$program"
   strip --strip-debug "$out/$program"
   programs="$programs $here/build/$program"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU suite and the GPU benchmarks in one go (docs/gpu.md): every test labelled `gpu`, the
-# compiler's generated kernels on the GPU, eddy's eager CUDA ops beside PyTorch's, and the PINN
-# and FNO training steps of bench/peers beside PyTorch eager and torch.compile, all on the same
-# GPU. Sized to finish in under 8 minutes on one GPU.
+# compiler's generated kernels on the GPU, `eddy solve` with `device: cuda`, eddy's eager CUDA ops
+# beside PyTorch's, and the PINN and FNO training steps of bench/peers beside PyTorch eager and
+# torch.compile, all on the same GPU. Sized to finish in under 8 minutes on one GPU.
 #
 #   scripts/gpu-check.sh [BUILD_DIR]
 #
@@ -39,6 +39,19 @@ timeout 120 python3 "$here/bench/gpu/torch_ops.py" > "$torch_times" || status=1
 join <(sort "$eddy_times") <(sort "$torch_times") |
   awk '{ printf "%-26s eddy %.3e s  torch %.3e s  torch/eddy %.2f\n", $1, $2, $3, $3 / $2 }'
 rm -f "$eddy_times" "$torch_times"
+
+echo "== eddy solve with device: cuda beside device: cpu (examples/pinn/burgers.yaml, 500 Adam steps)"
+# The same file on both devices: each must finish, and their errors after the same steps agree
+# as two float64 trajectories do (the GPU sums in another order).
+runs=$(mktemp -d)
+for device in cpu cuda; do
+  start=$(date +%s.%N)
+  timeout 150 "$build/bin/eddy" solve "$here/examples/pinn/burgers.yaml" --device "$device" --quiet \
+    training.adam.steps=500 training.lbfgs.iterations=0 validation.every=0 output.dir="$runs/$device" \
+    output.vtk=false > "$runs/$device.log" 2>&1 || status=1
+  echo "$device: $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f s", e - s }'); $(tr '\n' ' ' < "$runs/$device.log")"
+done
+rm -rf "$runs"
 
 echo "== training steps: eddy beside PyTorch on the GPU (bench/peers)"
 timeout 420 python3 "$here/bench/peers/run.py" --build "$build" --device cuda --threads 1 --min-time 2 \

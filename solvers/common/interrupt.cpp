@@ -63,7 +63,7 @@ void install_interrupt_handlers() {
 
 int interrupt_signal(dist::Communicator& comm) {
   if (comm.size() == 1) return requested.load();
-  const Tensor signal = tensor(std::vector<int64_t>{requested.load()});
+  const Tensor signal = tensor(std::vector<int64_t>{requested.load()}, {1}, cpu());
   comm.allreduce(signal, signal, dist::ReduceOp::max);
   return static_cast<int>(signal.item<int64_t>());
 }

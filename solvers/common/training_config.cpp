@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "eddy/core/backend.h"
 #include "eddy/dist/data_parallel.h"
 
 namespace eddy::solvers {
@@ -41,6 +42,28 @@ int64_t read_zero_stage(const io::ConfigNode& training) {
 int64_t ParallelSpec::ranks(std::string_view name) const {
   const auto named = std::find(names.begin(), names.end(), name);
   return named == names.end() ? 1 : mesh[static_cast<size_t>(named - names.begin())];
+}
+
+DeviceSpec read_device(const io::ConfigNode& root) {
+  DeviceSpec spec;
+  if (auto key = root.find("device")) {
+    spec.where = key->where();
+    const std::string text = key->as_string();
+    try {
+      spec.device = parse_device(text);
+    } catch (const Error&) {
+      key->fail(cat("unknown device '", text, "': expected cpu, cuda or cuda:N"));
+    }
+  }
+  return spec;
+}
+
+void check_device(const DeviceSpec& spec, const dist::Communicator& world) {
+  const std::string reason = device_unavailable_reason(spec.device);
+  EDDY_CHECK(reason.empty(), spec.where, spec.device, " cannot be used: ", reason);
+  EDDY_CHECK(spec.device.type == DeviceType::cpu || world.size() == 1, spec.where, "a job of ", world.size(),
+             " ranks on ", spec.device, " needs a GPU communicator (NCCL), which eddy does not have yet; run one "
+             "process per GPU job, or device: cpu under mpirun (docs/gpu.md)");
 }
 
 ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<std::string_view> axis_names) {

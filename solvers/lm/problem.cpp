@@ -177,6 +177,7 @@ LmProblem read_lm_problem(io::Config& config, bool for_training) {
   p.source = config.source();
   const ConfigNode root = config.root();
   p.description = root.string("description", "");
+  p.device = solvers::read_device(root);
   p.corpus = read_corpus(root.at("data"));
   p.tokenizer = read_tokenizer(root.section("tokenizer"));
   p.model = read_model(root.at("model"));

@@ -85,6 +85,8 @@ struct LmProblem {
   // Without it, a job of several ranks is data parallel; one process ignores it, so a file runs
   // there unchanged.
   solvers::ParallelSpec parallel;
+  // device: where the model, the batches and the training step live.
+  solvers::DeviceSpec device;
   std::string resolved_config;
   std::string config_hash;
 };

@@ -32,7 +32,7 @@ namespace {
 const solvers::ResumableKeys kResumable = {
     "description",        "training.steps",          "training.learning_rate",     "training.weight_decay",
     "training.clip",      "training.evaluate_every", "training.evaluation_batches", "training.schedule",
-    "output",             "parallel",                "training.zero_stage"};
+    "output",             "parallel",                "training.zero_stage",        "device"};
 
 struct History {
   std::vector<double> steps, train_loss;
@@ -112,6 +112,8 @@ Parallelism place_model(const LmProblem& p, nn::Module& model) {
 
 TrainResult train(const LmProblem& p, const TrainOptions& options) {
   dist::Communicator& world = dist::default_communicator();
+  solvers::check_device(p.device, world);
+  DefaultDeviceScope on_device(p.device.device);
   const bool root = world.rank() == 0;  // rank 0 reports and writes the results
   std::ostream* log = root ? options.log : nullptr;
   const TrainingSpec& t = p.training;

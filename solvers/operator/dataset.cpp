@@ -141,7 +141,7 @@ std::pair<Tensor, Tensor> batch_share(const Split& train, std::span<const int64_
     rows[0] = ranks * widest;
     const Tensor sending = held.shape()[0] > 0 ? contiguous(index_select(held, 0, tensor(sent)))
                                                : zeros(rows, held.dtype());
-    const Tensor arrived = Tensor::empty(rows, held.dtype());
+    const Tensor arrived = Tensor::empty(rows, held.dtype(), held.device());
     comm.alltoall(sending, arrived);
     return index_select(arrived, 0, tensor(received));
   };

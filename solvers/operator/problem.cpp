@@ -63,6 +63,7 @@ OperatorProblem read_operator_problem(io::Config& config) {
   p.source = config.source();
   ConfigNode root = config.root();
   p.description = root.string("description", "");
+  p.device = solvers::read_device(root);
 
   ConfigNode data = root.at("data");
   const std::string file = data.input_path("file", "");

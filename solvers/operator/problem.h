@@ -77,6 +77,8 @@ struct OperatorProblem {
   OutputSpec output;
   // Axes dp (the samples of each batch) and grid (the first spatial axis of an FNO's fields).
   solvers::ParallelSpec parallel;
+  // device: where the model, the batches and the training step live.
+  solvers::DeviceSpec device;
   std::string resolved_config;
   std::string config_hash;
 };

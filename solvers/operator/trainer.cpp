@@ -32,7 +32,7 @@ constexpr int64_t kEvaluationBatch = 64;
 const solvers::ResumableKeys kResumable = {"description",      "training.epochs",          "training.learning_rate",
                                            "training.weight_decay", "training.evaluate_every", "training.schedule",
                                            "training.zero_stage",   "output",
-                                           "parallel"};
+                                           "parallel",              "device"};
 
 struct History {
   std::vector<double> epochs, train_loss;
@@ -231,6 +231,8 @@ Tensor OperatorModel::predict(const Tensor& input, const Tensor& points) {
 
 TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
+  solvers::check_device(p.device, comm);
+  DefaultDeviceScope on_device(p.device.device);
   const bool root = comm.rank() == 0;
   const Placing placing = placing_for(p, comm);
   // The ranks that split the training samples, each reading its consecutive share (the normalisers

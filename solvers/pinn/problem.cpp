@@ -584,6 +584,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.description = root.string("description", "");
   p.dtype = root.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   p.seed = static_cast<uint64_t>(root.integer("seed", 0));
+  p.device = solvers::read_device(root);
 
   // Geometry and coordinates.
   ConfigNode geometry = root.at("geometry");

@@ -170,6 +170,9 @@ struct Problem {
   std::string description;
   DType dtype = DType::f32;
   uint64_t seed = 0;
+  // device: where the network, the points and the training step live (evaluate_run and export
+  // read a run on the CPU, wherever it trained).
+  solvers::DeviceSpec device;
   GeometryPtr space;
   std::optional<std::pair<double, double>> time;
   std::vector<std::string> coordinates;  // spatial names, then "t" when there is time

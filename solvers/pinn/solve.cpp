@@ -81,7 +81,7 @@ std::string describe_stop(const Problem& p, const std::string& phase, int64_t st
 const solvers::ResumableKeys kResumable = {
     "description",         "training.adam.steps", "training.adam.learning_rate", "training.adam.schedule",
     "training.soap.steps", "training.soap.learning_rate", "training.soap.schedule", "training.lbfgs",
-    "training.log_every",  "training.zero_stage", "validation.every", "output", "parallel"};
+    "training.log_every",  "training.zero_stage", "validation.every", "output", "parallel", "device"};
 
 // Under training in stages the step counts place the stage boundaries (stages.h), so a resumed
 // run keeps them.
@@ -195,6 +195,8 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
 SolveResult solve(const Problem& p, const SolveOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
   if (comm.size() > 1) solvers::check_job_size(p.parallel, comm);
+  solvers::check_device(p.device, comm);
+  DefaultDeviceScope on_device(p.device.device);
   std::ostream* log = comm.rank() == 0 ? options.log : nullptr;
 
   PinnState state(p, comm);

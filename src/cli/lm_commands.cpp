@@ -8,6 +8,7 @@
 
 #include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
+#include "device_option.h"
 #include "interrupted.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/lm/hf.h"
@@ -108,6 +109,7 @@ LmCommands::LmCommands(CLI::App& app) {
   train_->add_option("overrides", overrides_, "key.path=value overrides, e.g. training.steps=100");
   train_->add_flag("--resume", resume_, "continue from the run folder's last checkpoint");
   train_->add_flag("--eager", eager_, "run the training step and evaluation as written instead of compiled");
+  train_->add_option("--device", device_, kDeviceHelp);
   train_->add_flag("--quiet", quiet_, "no progress output");
   check_ = lm_->add_subcommand("check", "Validate a language-model config and print it resolved, without training");
   check_->add_option("file", file_, "language-model YAML")->required()->check(CLI::ExistingFile);
@@ -143,7 +145,11 @@ LmCommands::LmCommands(CLI::App& app) {
 }
 
 int LmCommands::run(const std::string& resume_command) const {
-  if (train_->parsed()) return run_train(file_, overrides_, resume_, eager_, quiet_, resume_command);
+  if (train_->parsed()) {
+    std::vector<std::string> overrides = overrides_;
+    add_device_override(device_, overrides);
+    return run_train(file_, overrides, resume_, eager_, quiet_, resume_command);
+  }
   if (generate_->parsed()) return run_generate(run_dir_, prompt_, quantized_, generation_);
   if (quantize_->parsed()) return run_quantize(run_dir_, bits_, group_, output_);
   if (export_->parsed()) return run_export(run_dir_, format_, output_);

@@ -1,7 +1,8 @@
 #pragma once
 // `eddy lm ...`: language models (docs/lm.md).
 //
-//   eddy lm train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a language model from its YAML
+//   eddy lm train FILE [key=value ...] [--resume] [--eager] [--quiet] [--device D]
+//                                                                        train a language model from its YAML
 //   eddy lm check FILE [key=value ...]                                   validate and print the resolved config
 //   eddy lm generate RUN_DIR [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
 //                    [--quantized int8|int4]                             continue a prompt, streaming the text
@@ -43,7 +44,7 @@ class LmCommands {
   std::string file_;
   std::vector<std::string> overrides_;
   bool resume_ = false, eager_ = false, quiet_ = false;
-  std::string run_dir_, prompt_, format_, output_, quantized_;
+  std::string run_dir_, prompt_, format_, output_, quantized_, device_;
   int bits_ = 4;
   int64_t group_ = 64;
   nn::GenerationOptions generation_;

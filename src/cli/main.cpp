@@ -1,9 +1,9 @@
 // The `eddy` command.
 //
-//   eddy solve FILE [key=value ...] [--resume] [--eager] [--quiet]   train a PINN problem from its YAML
+//   eddy solve FILE [key=value ...] [--resume] [--eager] [--quiet] [--device D]   train a PINN problem from its YAML
 //   eddy check FILE [key=value ...]                                   validate any of these files, print it resolved
 //   eddy eval RUN_DIR                                                 re-evaluate a finished run
-//   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet]   train a neural operator from its YAML
+//   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet] [--device D]   train a neural operator from its YAML
 //   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
 //   eddy export RUN_DIR [--output DIR] [--batch B] [--grid N[,M]]     a trained model as an inference artifact
 //   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5] [--input NAME=DATASET ...]   evaluate an exported model
@@ -40,6 +40,7 @@
 #include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
 #include "eddy/io/hdf5.h"
+#include "device_option.h"
 #include "lm_commands.h"
 #include "eddy/ops/ops.h"
 #include "interrupted.h"
@@ -390,7 +391,7 @@ int main(int argc, char** argv) {
   eddy::cli::use_short_thread_waits(argv);
   CLI::App app{"eddy: differentiable physics and scientific machine learning"};
   app.require_subcommand(1);
-  std::string file, run_dir, artifact, inputs_file, output;
+  std::string file, run_dir, artifact, inputs_file, output, device;
   std::vector<std::string> overrides, input_mappings;
   bool resume = false, eager = false, quiet = false;
   int64_t batch = 1024;
@@ -401,6 +402,7 @@ int main(int argc, char** argv) {
   solve->add_option("overrides", overrides, "key.path=value overrides, e.g. training.adam.steps=20000");
   solve->add_flag("--resume", resume, "continue from the run folder's last checkpoint");
   solve->add_flag("--eager", eager, "run the training step as written instead of compiled");
+  solve->add_option("--device", device, cli::kDeviceHelp);
   solve->add_flag("--quiet", quiet, "no progress output");
 
   CLI::App* check = app.add_subcommand("check", "Validate a PINN problem, operator training, dataset or "
@@ -417,6 +419,7 @@ int main(int argc, char** argv) {
   train->add_option("overrides", overrides, "key.path=value overrides, e.g. training.epochs=50");
   train->add_flag("--resume", resume, "continue from the run folder's last checkpoint");
   train->add_flag("--eager", eager, "run the batch step and evaluation as written instead of compiled");
+  train->add_option("--device", device, cli::kDeviceHelp);
   train->add_flag("--quiet", quiet, "no progress output");
   CLI::App* generate = app.add_subcommand("generate", "Write an operator-learning dataset with a classical solver");
   generate->add_option("file", file, "dataset YAML")->required()->check(CLI::ExistingFile);
@@ -470,6 +473,7 @@ int main(int argc, char** argv) {
                "`eddy train`, `eddy generate` and `eddy lm train` are distributed ",
                "(docs/distributed.md). Run it without mpirun");
     const std::string resume_command = cli::resume_command(argc, argv);
+    cli::add_device_override(device, overrides);
     if (*solve) return run_solve(file, overrides, resume, eager, quiet, resume_command);
     if (*check) return run_check(file, overrides);
     if (*train) return run_train(file, overrides, resume, eager, quiet, resume_command);

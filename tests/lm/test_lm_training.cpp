@@ -19,6 +19,7 @@
 #include "solvers/lm/quantize.h"
 #include "solvers/lm/trainer.h"
 #include "support/expect_error.h"
+#include "support/small_corpus.h"
 
 namespace eddy::lm {
 namespace {
@@ -31,23 +32,10 @@ class LmTraining : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("eddy_lm_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_ / "corpus");
-    write_corpus(dir_ / "corpus" / "a.txt", 0);
-    write_corpus(dir_ / "corpus" / "b.txt", 1);
+    write_small_corpus(dir_ / "corpus" / "a.txt", 0);
+    write_small_corpus(dir_ / "corpus" / "b.txt", 1);
   }
   void TearDown() override { fs::remove_all(dir_); }
-
-  // Short, regular sentences, one document per "%"-separated block: a model learns them fast.
-  static void write_corpus(const fs::path& path, int part) {
-    const char* animals[] = {"cat", "dog", "bird", "fox"};
-    const char* verbs[] = {"sees", "likes", "chases"};
-    const char* things[] = {"the ball", "a red box", "the old tree", "some water"};
-    std::ofstream out(path);
-    for (int i = 0; i < 120; ++i) {
-      const int k = i + 120 * part;
-      out << "The " << animals[k % 4] << " " << verbs[k % 3] << " " << things[(k / 3) % 4] << ".\n";
-      out << "Then the " << animals[(k + 1) % 4] << " sleeps.\n%\n";
-    }
-  }
 
   std::string config(const std::string& model = "type: gpt2",
                      const std::string& schedule = "{type: cosine, warmup: 5}") const {

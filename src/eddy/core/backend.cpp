@@ -61,4 +61,13 @@ Tensor host_copy(const Tensor& tensor) {
   return host;
 }
 
+Tensor device_copy(const Tensor& tensor, Device device) {
+  // For a host target host_copy is the whole copy, and it hands back a dense host tensor itself.
+  const Tensor host = host_copy(tensor);
+  if (device.type == DeviceType::cpu) return host;
+  Tensor out = Tensor::empty(tensor.shape(), tensor.dtype(), device);
+  backend_for(device).upload(host, out);
+  return out;
+}
+
 }  // namespace eddy

@@ -83,6 +83,9 @@ std::string device_unavailable_reason(Device device);
 // A dense host copy of `tensor` (itself when it is a dense host tensor already), without autodiff
 // state: how core and the ops read values from any device.
 Tensor host_copy(const Tensor& tensor);
+// A dense copy of `tensor` on `device`, through the host, without autodiff state: how values made
+// on the host (a vector, a file's bytes) reach a device, and the to_device primitive's kernel.
+Tensor device_copy(const Tensor& tensor, Device device);
 // The bytes of `tensor`'s elements in row-major order (read through host_copy): a key for
 // values that compare equal bit for bit.
 std::string element_bytes(const Tensor& tensor);

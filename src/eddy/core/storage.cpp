@@ -10,6 +10,8 @@ namespace eddy {
 namespace {
 Allocator& the_cpu_allocator(int) { return cpu_allocator(); }
 
+thread_local Device current_default_device = cpu();
+
 std::array<AllocatorLookup, kNumDeviceTypes>& allocators() {
   static std::array<AllocatorLookup, kNumDeviceTypes> table{&the_cpu_allocator, nullptr};
   return table;
@@ -19,6 +21,14 @@ std::array<AllocatorLookup, kNumDeviceTypes>& allocators() {
 std::ostream& operator<<(std::ostream& out, Device device) {
   return out << (device.type == DeviceType::cpu ? "cpu" : "cuda") << ":" << device.index;
 }
+
+Device default_device() { return current_default_device; }
+
+DefaultDeviceScope::DefaultDeviceScope(Device device) : previous_(current_default_device) {
+  current_default_device = device;
+}
+
+DefaultDeviceScope::~DefaultDeviceScope() { current_default_device = previous_; }
 
 Device parse_device(std::string_view text) {
   if (text == "cpu") return cpu();

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "eddy/core/backend.h"
 #include "eddy/core/checked_size.h"
 #include "eddy/core/error.h"
 #include "eddy/dist/communicator.h"
@@ -137,7 +138,7 @@ int64_t Hdf5Writer::create(const std::string& dataset, int64_t type, const std::
 }
 
 void Hdf5Writer::write(const std::string& dataset, const Tensor& values) {
-  Tensor dense = contiguous(values.detach());
+  Tensor dense = host_copy(values);
   Handle type(stored_type(dense, path_, dataset), H5Tclose);
   Handle set(create(dataset, type.get(), std::vector<uint64_t>(dense.shape().begin(), dense.shape().end())),
              H5Dclose);
@@ -148,7 +149,7 @@ void Hdf5Writer::write(const std::string& dataset, const Tensor& values) {
 }
 
 void Hdf5Writer::write_rows(const std::string& dataset, const Tensor& block, int64_t first_row, int64_t total_rows) {
-  Tensor dense = contiguous(block.detach());
+  Tensor dense = host_copy(block);
   const int64_t rows = dense.dim() >= 1 ? dense.shape()[0] : 0;
   EDDY_CHECK(dense.dim() >= 1 && first_row >= 0 && first_row + rows <= total_rows, path_, ": rows [", first_row,
              ", ", first_row + rows, ") of dataset ", dataset, " (block shape ", dense.shape(), ") are not within its ",
@@ -351,7 +352,7 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
   EDDY_CHECK(checked_byte_size(shape, dtype), path, ": dataset '", dataset, "' has shape ", shape,
              ", too large to address (2^63 bytes or more); the file is corrupt");
   Tensor out = Tensor::empty(shape, dtype);
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0) return device_copy(out, default_device());
   Handle file_space(H5Dget_space(opened.set.get()), H5Sclose);
   std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
   if (!all_rows) {
@@ -365,7 +366,7 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
                      file_space.get(), H5P_DEFAULT, out.raw_data()) >= 0,
              path, ": cannot read dataset '", dataset, "'");
   if (dtype == DType::b8) check_bools(out, path, dataset, first, signed_byte);
-  return out;
+  return device_copy(out, default_device());
 }
 
 }  // namespace eddy::io

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "eddy/core/backend.h"
 #include "eddy/core/checked_size.h"
 #include "eddy/core/json_integers.h"
 #include "eddy/io/atomic_file.h"
@@ -43,7 +44,7 @@ bool parse_format(const std::string& name, DType& dtype) {
 
 // A complex tensor as its real view: [..., 2].
 Tensor as_real_pairs(const Tensor& z) {
-  Tensor dense = contiguous(z.detach());
+  Tensor dense = host_copy(z);
   Shape shape = dense.shape();
   shape.push_back(2);
   Shape strides = contiguous_strides(shape);
@@ -80,7 +81,7 @@ std::string encode_safetensors(const nn::StateDict& tensors, const std::map<std:
       complex_names += (complex_names.empty() ? "" : ",") + name;
       entries.emplace_back(name, as_real_pairs(tensor));
     } else {
-      entries.emplace_back(name, contiguous(tensor.detach()));
+      entries.emplace_back(name, host_copy(tensor));
     }
   }
   if (!complex_names.empty()) meta[kComplexKey] = complex_names;

@@ -56,7 +56,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& generator, 
   // Glorot's bound is symmetric in the fans, so both layouts draw the same distribution.
   weight = Tensor::empty(layout == WeightLayout::in_out ? Shape{in_features, out_features}
                                                         : Shape{out_features, in_features},
-                         dtype);
+                         dtype, default_device());
   init::xavier_uniform(weight, generator);
   register_parameter("weight", weight);
   if (with_bias) {

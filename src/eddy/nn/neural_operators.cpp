@@ -38,7 +38,7 @@ Tensor mode_product(const Tensor& t, const Tensor& factor, int64_t axis) {
 PointwiseLinear::PointwiseLinear(int64_t in_channels, int64_t out_channels, Generator& generator, DType dtype) {
   EDDY_CHECK(in_channels > 0 && out_channels > 0, "PointwiseLinear: channels must be positive, got ", in_channels,
              " -> ", out_channels);
-  weight = Tensor::empty({out_channels, in_channels}, dtype);
+  weight = Tensor::empty({out_channels, in_channels}, dtype, default_device());
   init::xavier_uniform(weight, generator);
   bias = zeros({out_channels, 1}, dtype);
   register_parameter("weight", weight);

@@ -318,7 +318,7 @@ void set_output_layer_column(Module& model, int64_t column, const Tensor& weight
 
 FactorizedLinear::FactorizedLinear(int64_t in, int64_t out, Generator& g, DType dtype, double mean, double stddev) {
   EDDY_CHECK(in > 0 && out > 0, "FactorizedLinear: features must be positive, got ", in, " -> ", out);
-  Tensor w = Tensor::empty({in, out}, dtype);
+  Tensor w = Tensor::empty({in, out}, dtype, default_device());
   init::xavier_uniform(w, g);
   {
     NoGradGuard no_grad;

@@ -348,7 +348,7 @@ Gpt2Model::Gpt2Model(const Gpt2Options& options) : options_(options) {
   }
   ln_f = register_module("transformer.ln_f", std::make_shared<LayerNorm>(o.hidden_size, o.norm_eps, o.dtype));
   if (!o.tie_embeddings) {
-    lm_head_weight = Tensor::empty({o.vocab_size, o.hidden_size}, o.dtype);
+    lm_head_weight = Tensor::empty({o.vocab_size, o.hidden_size}, o.dtype, default_device());
     register_parameter("lm_head.weight", lm_head_weight);
   }
   // As GPT-2: every residual branch ends in a c_proj, and scaling those by 1 / sqrt(2 * layers)
@@ -436,7 +436,7 @@ LlamaModel::LlamaModel(const LlamaOptions& options) : options_(options) {
   }
   norm = register_module("model.norm", std::make_shared<RmsNorm>(o.hidden_size, o.norm_eps, o.dtype));
   if (!o.tie_embeddings) {
-    lm_head_weight = Tensor::empty({o.vocab_size, o.hidden_size}, o.dtype);
+    lm_head_weight = Tensor::empty({o.vocab_size, o.hidden_size}, o.dtype, default_device());
     register_parameter("lm_head.weight", lm_head_weight);
   }
   for (auto& [name, parameter] : named_parameters()) {

@@ -84,7 +84,7 @@ Primitive random_primitive(std::string_view name, bool normal) {
 const Primitive& uniform_p = register_primitive(random_primitive("uniform", false));
 const Primitive& normal_p = register_primitive(random_primitive("normal", true));
 
-Attrs output_attrs(const Shape& shape, DType dtype, Device device = cpu()) {
+Attrs output_attrs(const Shape& shape, DType dtype, Device device) {
   Attrs attrs;
   attrs.shape = shape;
   attrs.dtype = dtype;
@@ -147,11 +147,11 @@ Tensor random_key(uint64_t seed, uint64_t offset) {
 }
 
 Tensor uniform(const Tensor& key, const Shape& shape, DType dtype) {
-  return dispatch(uniform_p, {key}, output_attrs(shape, dtype));
+  return dispatch(uniform_p, {key}, output_attrs(shape, dtype, key.device()));
 }
 
 Tensor normal(const Tensor& key, const Shape& shape, DType dtype) {
-  return dispatch(normal_p, {key}, output_attrs(shape, dtype));
+  return dispatch(normal_p, {key}, output_attrs(shape, dtype, key.device()));
 }
 
 namespace {
@@ -177,7 +177,7 @@ Tensor eye(int64_t n, DType dtype, Device device) {
   return dispatch(eye_p, Inputs{}, output_attrs({n, n}, dtype, device));
 }
 
-Tensor from_buffer(const void* data, const Shape& shape, DType dtype) {
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device device) {
   Tensor out = Tensor::empty(shape, dtype);
   if (out.numel() > 0) std::memcpy(out.raw_data(), data, out.numel() * dtype_size(dtype));
   if (dtype == DType::b8) {
@@ -187,7 +187,7 @@ Tensor from_buffer(const void* data, const Shape& shape, DType dtype) {
     uint8_t* bytes = static_cast<uint8_t*>(out.raw_data());
     for (int64_t i = 0; i < out.numel(); ++i) bytes[i] = bytes[i] != 0;
   }
-  return out;
+  return device_copy(out, device);
 }
 
 Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> release,

@@ -386,14 +386,7 @@ const Primitive& to_device_p = []() -> const Primitive& {
   p.sharding = sharding::elementwise(sharding::PartialInputs::all);
   p.cost = CostClass::cheap;
   p.infer = [](Inputs in, const Attrs& attrs) { return OutputSpec{in[0].shape(), in[0].dtype(), attrs.device}; };
-  p.eval = [](Inputs in, const Attrs& attrs, const OutputSpec& spec) {
-    // Through the host: x is on another device, so host_copy makes a fresh tensor (or, for a
-    // dense host x, hands back x itself to upload from).
-    if (attrs.device.type == DeviceType::cpu) return host_copy(in[0]);
-    Tensor out = Tensor::empty(spec.shape, spec.dtype, attrs.device);
-    backend_of(out).upload(host_copy(in[0]), out);
-    return out;
-  };
+  p.eval = [](Inputs in, const Attrs& attrs, const OutputSpec&) { return device_copy(in[0], attrs.device); };
   p.jvp = [](Inputs, const Attrs& attrs, int, const Tensor& t) { return to(t, attrs.device); };
   p.vjp = [](Inputs in, const Attrs&, int, const Tensor& g) { return to(g, in[0].device()); };
   return register_primitive(std::move(p));

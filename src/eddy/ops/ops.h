@@ -18,21 +18,21 @@
 namespace eddy {
 
 // ---- creation ----
-Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = cpu());
-Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = cpu());
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
+Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = default_device());
 Tensor full(const Shape& shape, std::complex<double> value, DType dtype = DType::f32,
-            Device device = cpu());
+            Device device = default_device());
 Tensor zeros_like(const Tensor& like);
 Tensor ones_like(const Tensor& like);
 Tensor full_like(const Tensor& like, std::complex<double> value);
 // A 0-d tensor.
-Tensor scalar(std::complex<double> value, DType dtype = DType::f32, Device device = cpu());
+Tensor scalar(std::complex<double> value, DType dtype = DType::f32, Device device = default_device());
 // [start, stop) in steps of `step`.
 Tensor arange(double start, double stop, double step = 1, DType dtype = DType::f32,
-              Device device = cpu());
+              Device device = default_device());
 // `count` evenly spaced values from start to stop inclusive.
 Tensor linspace(double start, double stop, int64_t count, DType dtype = DType::f32,
-                Device device = cpu());
+                Device device = default_device());
 // Uniform on [0, 1) and standard normal; element i depends only on (seed, offset + i). These
 // advance the generator, a side effect a captured graph cannot replay, so a traced function
 // draws with a key instead (below).
@@ -45,23 +45,23 @@ Tensor randn(const Shape& shape, DType dtype = DType::f32, Generator* generator 
 Tensor random_key(uint64_t seed, uint64_t offset = 0);
 Tensor uniform(const Tensor& key, const Shape& shape, DType dtype = DType::f32);
 Tensor normal(const Tensor& key, const Shape& shape, DType dtype = DType::f32);
-Tensor eye(int64_t n, DType dtype = DType::f32, Device device = cpu());
-// Copies `shape`'s worth of elements of `dtype` from `data`.
-Tensor from_buffer(const void* data, const Shape& shape, DType dtype);
+Tensor eye(int64_t n, DType dtype = DType::f32, Device device = default_device());
+// Copies `shape`'s worth of elements of `dtype` from host memory at `data` to `device`.
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device device = default_device());
 // Wraps external memory without copying (on `device`: a GPU address for a cuda one); `release`
 // runs when the last view is gone.
 Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> release,
                  const Shape& strides = {}, Device device = cpu());
 template <typename T>
-Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+Tensor tensor(const std::vector<T>& values, const Shape& shape, Device device = default_device()) {
   EDDY_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "tensor: ", values.size(),
              " values do not fill shape ", shape);
   if constexpr (std::is_same_v<T, bool>) {
     // std::vector<bool> is bit-packed and has no data(); eddy stores one byte per bool.
     const std::vector<uint8_t> bytes(values.begin(), values.end());
-    return from_buffer(bytes.data(), shape, DType::b8);
+    return from_buffer(bytes.data(), shape, DType::b8, device);
   } else {
-    return from_buffer(values.data(), shape, dtype_of<T>());
+    return from_buffer(values.data(), shape, dtype_of<T>(), device);
   }
 }
 template <typename T>

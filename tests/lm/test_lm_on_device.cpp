@@ -1,0 +1,61 @@
+// `device:` in a language-model file, on the stand-in GPU (support/host_memory_device.h): a GPT
+// trained there, dropout and gradient accumulation included, equals the CPU run bit for bit, so
+// no tensor of the run stayed on the CPU.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "eddy/eddy.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/io/safetensors.h"
+#include "solvers/lm/trainer.h"
+#include "support/host_memory_device.h"
+#include "support/small_corpus.h"
+
+namespace eddy::lm {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(LmOnDevice, EqualsTheCpuRunBitForBit) {
+  testing::install_host_memory_device();
+  const fs::path dir = fs::temp_directory_path() / ("eddy_lm_on_device_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "corpus");
+  write_small_corpus(dir / "corpus" / "a.txt", 0);
+  auto train_on = [&](const std::string& device) {
+    const std::string text =
+        cat("device: ", device, "\ndata:\n  files: ", (dir / "corpus" / "*.txt").string(),
+            "\n  separator: '%'\n  validation_fraction: 0.1\n"
+            "tokenizer: {vocab_size: 300}\n"
+            "model: {type: gpt2, context: 16, hidden_size: 32, layers: 2, heads: 4, dropout: 0.1}\n"
+            "training: {steps: 4, batch_size: 4, accumulation: 2, evaluate_every: 2, evaluation_batches: 1}\n"
+            "output: {dir: ", (dir / device).string(), ", checkpoint_every: 2}\n");
+    auto config = io::Config::parse(text, "lm.yaml", {});
+    TrainOptions options;
+    options.eager = true;  // a compiled program for a cuda device runs CUDA kernels: a real GPU's
+    const TrainResult result = train(read_lm_problem(*config), options);
+    EXPECT_TRUE(result.finished) << result.message;
+    return result;
+  };
+  const TrainResult on_cpu = train_on("cpu");
+  const int64_t kernels_before = testing::host_memory_device_kernel_calls();
+  const TrainResult on_device = train_on("cuda");
+  EXPECT_GT(testing::host_memory_device_kernel_calls() - kernels_before, 1000);
+  EXPECT_EQ(on_device.train_loss, on_cpu.train_loss);
+  EXPECT_EQ(on_device.validation_loss, on_cpu.validation_loss);
+  EXPECT_EQ(element_bytes(io::read_hdf5((dir / "cuda/history.h5").string(), "train_loss")),
+            element_bytes(io::read_hdf5((dir / "cpu/history.h5").string(), "train_loss")));
+  const auto cpu_weights = io::load_safetensors((dir / "cpu/checkpoint.safetensors").string()).tensors;
+  const auto device_weights = io::load_safetensors((dir / "cuda/checkpoint.safetensors").string()).tensors;
+  ASSERT_EQ(device_weights.size(), cpu_weights.size());
+  for (const auto& [name, value] : cpu_weights) {
+    EXPECT_EQ(element_bytes(device_weights.at(name)), element_bytes(value)) << name;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace eddy::lm

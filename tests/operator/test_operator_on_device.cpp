@@ -1,0 +1,62 @@
+// `device:` in an operator training file, on the stand-in GPU (support/host_memory_device.h): an
+// FNO trained there equals the CPU run bit for bit, so no tensor of the run stayed on the CPU.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "eddy/eddy.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/io/safetensors.h"
+#include "solvers/operator/trainer.h"
+#include "support/host_memory_device.h"
+#include "support/smoothing_data.h"
+
+namespace eddy::operator_learning {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(OperatorOnDevice, EqualsTheCpuRunBitForBit) {
+  testing::install_host_memory_device();
+  const fs::path dir = fs::temp_directory_path() / ("eddy_operator_on_device_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_smoothing_data((dir / "smooth.h5").string(), {{"train", 32, 32}, {"test", 8, 64}}, 4, 3);
+  auto train_on = [&](const std::string& device) {
+    const std::string text = cat("device: ", device, "\ndata:\n  file: ", (dir / "smooth.h5").string(),
+                                 "\n  train: {input: train/u, output: train/smooth}\n"
+                                 "  test:\n    - {name: fine, input: test/u, output: test/smooth}\n"
+                                 "model: {type: fno, modes: [6], width: 8, layers: 2, projection_width: 16}\n"
+                                 "training: {epochs: 3, batch_size: 8, learning_rate: 1.0e-2, dtype: float64}\n"
+                                 "output: {dir: ", (dir / device).string(), ", checkpoint_every: 2}\n");
+    auto config = io::Config::parse(text, "smooth.yaml", {});
+    TrainOptions options;
+    options.eager = true;  // a compiled program for a cuda device runs CUDA kernels: a real GPU's
+    const TrainResult result = train(read_operator_problem(*config), options);
+    EXPECT_TRUE(result.finished) << result.message;
+    return result;
+  };
+  const TrainResult on_cpu = train_on("cpu");
+  const int64_t kernels_before = testing::host_memory_device_kernel_calls();
+  const TrainResult on_device = train_on("cuda");
+  EXPECT_GT(testing::host_memory_device_kernel_calls() - kernels_before, 1000);
+  EXPECT_EQ(on_device.train_loss, on_cpu.train_loss);
+  EXPECT_EQ(on_device.test_relative_l2.at("fine"), on_cpu.test_relative_l2.at("fine"));
+  for (const char* dataset : {"history/train_loss", "test/fine/prediction"}) {
+    EXPECT_EQ(element_bytes(io::read_hdf5((dir / "cuda/predictions.h5").string(), dataset)),
+              element_bytes(io::read_hdf5((dir / "cpu/predictions.h5").string(), dataset)))
+        << dataset;
+  }
+  const auto cpu_weights = io::load_safetensors((dir / "cpu/checkpoint.safetensors").string()).tensors;
+  const auto device_weights = io::load_safetensors((dir / "cuda/checkpoint.safetensors").string()).tensors;
+  ASSERT_EQ(device_weights.size(), cpu_weights.size());
+  for (const auto& [name, value] : cpu_weights) {
+    EXPECT_EQ(element_bytes(device_weights.at(name)), element_bytes(value)) << name;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace eddy::operator_learning

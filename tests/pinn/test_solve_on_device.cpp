@@ -1,0 +1,133 @@
+// `device:` in a problem file, on a machine without a GPU: the solve runs on a stand-in GPU
+// (support/host_memory_device.h) that keeps cuda tensors in host memory. A tensor the solver left
+// on the CPU would meet a cuda one in some op and be refused, naming both devices; with none left
+// behind, the run equals the CPU run bit for bit, since the same kernels ran. On a real GPU,
+// scripts/gpu-check.sh runs `eddy solve` with `device: cuda` (docs/gpu.md).
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "eddy/eddy.h"
+#include "eddy/io/hdf5.h"
+#include "eddy/io/safetensors.h"
+#include "solvers/pinn/problem.h"
+#include "solvers/pinn/solver.h"
+#include "support/expect_error.h"
+#include "support/host_memory_device.h"
+
+namespace eddy::pinn {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Heat with a learned diffusivity, in time, over the paths a solve takes between steps: resampling,
+// NTK loss weights, causal weights, RAD, validation against an expression, L-BFGS, the VTK and
+// HDF5 results and the checkpoint.
+const std::string kHeat = R"(dtype: float64
+geometry:
+  space: {type: interval, min: 0, max: 1}
+  time: {min: 0, max: 0.5}
+fields: [u]
+parameters: {kappa: {learnable: true, initial: 0.2}}
+conditions:
+  pde: {type: interior, equation: u_t - kappa*u_xx, points: 64}
+  start: {type: initial, field: u, value: sin(pi*x), points: 16}
+  ends: {type: dirichlet, faces: [left, right], field: u, points: 16}
+sampling: {method: uniform, resample_every: 7, rad: {every: 5, candidates: 256}}
+model: {width: 8, depth: 2}
+training:
+  adam: {steps: 12, learning_rate: 0.01}
+  lbfgs: {iterations: 4}
+  loss_weighting: {scheme: ntk, every: 4, ntk_points: 8}
+  causal: {chunks: 4}
+  log_every: 1
+validation:
+  every: 6
+  reference: {expressions: {u: exp(-0.1*pi^2*t)*sin(pi*x)}}
+output: {grid: [9, 3], checkpoint_every: 5}
+)";
+
+class SolveOnDevice : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { testing::install_host_memory_device(); }
+  fs::path dir = fs::temp_directory_path() / ("eddy_solve_on_device_" + std::to_string(::getpid()));
+  void TearDown() override { fs::remove_all(dir); }
+
+  SolveResult solve_in(const std::string& run, const std::vector<std::string>& overrides) {
+    std::vector<std::string> all = overrides;
+    all.push_back("output.dir=" + (dir / run).string());
+    auto config = io::Config::parse(kHeat, "heat.yaml", all);
+    SolveOptions options;
+    options.eager = true;  // a compiled program for a cuda device runs CUDA kernels: a real GPU's
+    SolveResult result = solve(read_problem(*config), options);
+    EXPECT_TRUE(result.finished) << result.message;
+    return result;
+  }
+  std::string results(const std::string& run, const std::string& dataset) {
+    return element_bytes(io::read_hdf5((dir / run / "solution.h5").string(), dataset));
+  }
+
+  // One run on each device, with `override`; the device's must have run there and equal the
+  // CPU's in every result.
+  void expect_equal_runs(const std::string& override) {
+    const SolveResult on_cpu = solve_in("cpu", {override});
+    const int64_t kernels_before = testing::host_memory_device_kernel_calls();
+    const SolveResult on_device = solve_in("cuda", {override, "device=cuda"});
+    EXPECT_GT(testing::host_memory_device_kernel_calls() - kernels_before, 10000);
+    EXPECT_EQ(on_device.loss, on_cpu.loss);
+    EXPECT_EQ(on_device.steps, on_cpu.steps);
+    EXPECT_EQ(on_device.learned.at("kappa"), on_cpu.learned.at("kappa"));
+    ASSERT_TRUE(on_device.metrics && on_cpu.metrics);
+    EXPECT_EQ(on_device.metrics->relative_l2.at("u"), on_cpu.metrics->relative_l2.at("u"));
+    for (const char* dataset : {"history/loss", "history/weight_pde", "history/min_causal_weight", "history/kappa",
+                                "metrics/u_relative_l2", "fields/u", "points/pde/coordinates"}) {
+      EXPECT_EQ(results("cuda", dataset), results("cpu", dataset)) << dataset;
+    }
+    const io::SafetensorsContents cpu_checkpoint = io::load_safetensors((dir / "cpu/checkpoint.safetensors").string());
+    const io::SafetensorsContents device_checkpoint =
+        io::load_safetensors((dir / "cuda/checkpoint.safetensors").string());
+    ASSERT_EQ(device_checkpoint.tensors.size(), cpu_checkpoint.tensors.size());
+    for (const auto& [name, value] : cpu_checkpoint.tensors) {
+      EXPECT_EQ(element_bytes(device_checkpoint.tensors.at(name)), element_bytes(value)) << name;
+    }
+    EXPECT_TRUE(fs::exists(dir / "cuda/solution.vti"));
+  }
+};
+
+TEST_F(SolveOnDevice, EqualsTheCpuRunBitForBit) {
+  for (const std::string derivatives : {"taylor", "reverse"}) {
+    SCOPED_TRACE(derivatives);
+    expect_equal_runs("training.derivatives=" + derivatives);
+    fs::remove_all(dir);
+  }
+}
+
+TEST_F(SolveOnDevice, ResumesOnAnotherDevice) {
+  // A checkpoint holds host bytes, so a run stopped on one device resumes on another.
+  const SolveResult uninterrupted = solve_in("whole", {});
+  solve_in("parts", {"device=cuda", "training.adam.steps=5", "training.lbfgs.iterations=0"});
+  std::vector<std::string> rest = {"output.dir=" + (dir / "parts").string()};
+  auto config = io::Config::parse(kHeat, "heat.yaml", rest);
+  SolveOptions options;
+  options.eager = true;
+  options.resume = true;
+  const SolveResult resumed = solve(read_problem(*config), options);
+  EXPECT_EQ(resumed.loss, uninterrupted.loss);
+}
+
+TEST_F(SolveOnDevice, RefusesADeviceItCannotUseNamingTheKey) {
+  auto config = io::Config::parse(kHeat, "heat.yaml", {"device=cuda:3", "output.dir=" + (dir / "x").string()});
+  const Problem problem = read_problem(*config);
+  expect_error([&] { solve(problem, {}); },
+               {"command-line override 'device=cuda:3': device: cuda:3 cannot be used: the tests' stand-in GPU"});
+  auto misspelt = io::Config::parse("device: gpu\n" + kHeat, "heat.yaml", {});
+  expect_error([&] { read_problem(*misspelt); },
+               {"heat.yaml:1:9: device: unknown device 'gpu': expected cpu, cuda or cuda:N"});
+}
+
+}  // namespace
+}  // namespace eddy::pinn
