@@ -103,16 +103,22 @@ class BackwardPass {
       }
       const Primitive& primitive = *node->primitive;
       AlikeWhileRuleRuns marked(cotangent, cotangent_alike);
+      std::vector<bool> wanted(node->inputs.size(), false);
+      for (size_t i = 0; i < node->inputs.size(); ++i) {
+        const void* key = key_of(node->inputs[i]);
+        if (!key || !primitive.differentiable_input(static_cast<int>(i))) continue;
+        Node* producer = node_of(node->inputs[i]);
+        wanted[i] = producer ? needed_.count(producer) > 0 : is_target(key);
+      }
+      std::shared_ptr<TensorImpl> output = primitive.vjp_from_output ? node->output.lock() : nullptr;
+      std::vector<Tensor> input_cotangents =
+          primitive.input_cotangents(node->inputs, node->attrs, output ? Tensor(output) : Tensor(), cotangent, wanted);
       for (size_t i = 0; i < node->inputs.size(); ++i) {
         const Tensor& input = node->inputs[i];
+        Tensor& g = input_cotangents[i];
+        if (!wanted[i] || !g.defined()) continue;
         const void* key = key_of(input);
-        if (!key || !primitive.differentiable_input(static_cast<int>(i))) continue;
         Node* producer = node_of(input);
-        if (producer ? !needed_.count(producer) : !is_target(key)) continue;
-        std::shared_ptr<TensorImpl> output = primitive.vjp_from_output ? node->output.lock() : nullptr;
-        Tensor g = output ? primitive.vjp_from_output(node->inputs, node->attrs, Tensor(output), cotangent)
-                          : primitive.vjp(node->inputs, node->attrs, static_cast<int>(i), cotangent);
-        if (!g.defined()) continue;
         if (g.shape() != input.shape()) g = sum_to_shape(g, input.shape());
         EDDY_CHECK(g.dtype() == input.dtype(), "internal: vjp rule of ", primitive.name,
                    " returned ", g.dtype(), " for a ", input.dtype(), " input");

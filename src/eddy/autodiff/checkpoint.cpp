@@ -21,11 +21,6 @@ struct Segment {
   DType dtype = DType::f32;  // of every output
   // The packed outputs, computed before dispatch (infer needs their shape) and handed to eval.
   Tensor forward_value;
-  // The engine asks for one input's cotangent at a time, all with the same output cotangent; one
-  // recomputation serves them all. The weak reference cannot match a later, different cotangent
-  // that happens to reuse the address.
-  std::weak_ptr<TensorImpl> cached_for;
-  std::vector<Tensor> cached;
 };
 
 Segment& segment_of(const Attrs& attrs) { return *static_cast<Segment*>(attrs.payload.get()); }
@@ -100,15 +95,9 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
   };
   // Forward mode never reaches this primitive (checkpoint() runs the segment directly), so it has
   // no JVP rule.
-  p.vjp = [](Inputs inputs, const Attrs& attrs, int input, const Tensor& cotangent) {
-    Segment& segment = segment_of(attrs);
-    // Each cotangent is handed out once, to free it early; a second backward pass with the same
-    // seed (an entry already taken) recomputes.
-    if (segment.cached_for.lock() != cotangent.impl_ptr() || !segment.cached[input].defined()) {
-      segment.cached = input_cotangents(inputs, segment, cotangent);
-      segment.cached_for = cotangent.impl_ptr();
-    }
-    return std::exchange(segment.cached[input], Tensor());
+  // One recomputation gives every input's cotangent.
+  p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor& cotangent, const std::vector<bool>&) {
+    return input_cotangents(inputs, segment_of(attrs), cotangent);
   };
   return register_primitive(std::move(p));
 }();

@@ -23,7 +23,7 @@ bool level_open(int64_t level) {
 // inputs, with every tangent, so a backward pass run inside a jvp sees them (forward-over-reverse).
 void record(const Primitive& primitive, Inputs original, const Attrs& attrs, const OutputSpec& spec,
             const Tensor& out) {
-  if (!GradMode::enabled() || !is_inexact(spec.dtype) || !primitive.vjp) return;
+  if (!GradMode::enabled() || !is_inexact(spec.dtype) || !primitive.has_vjp()) return;
   bool needs_node = false;
   for (size_t i = 0; i < original.size() && !needs_node; ++i) {
     needs_node = primitive.differentiable_input(static_cast<int>(i)) && original[i].requires_grad();

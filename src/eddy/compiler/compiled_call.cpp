@@ -89,17 +89,18 @@ std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, con
     const Primitive& primitive = *node->primitive;
     std::vector<Tensor> inputs;
     for (ValueId input : node->inputs) inputs.push_back(values[static_cast<size_t>(input)]);
+    if (!primitive.has_vjp()) continue;
+    std::vector<bool> wanted(inputs.size(), false);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      wanted[k] = varies[static_cast<size_t>(node->inputs[k])] && is_inexact(inputs[k].dtype()) &&
+                  primitive.differentiable_input(static_cast<int>(k));
+    }
+    std::vector<Tensor> contributions =
+        primitive.input_cotangents(inputs, node->attrs, values[static_cast<size_t>(node->output)], seed, wanted);
     for (size_t k = 0; k < inputs.size(); ++k) {
       const auto input = static_cast<size_t>(node->inputs[k]);
-      if (!varies[input] || !is_inexact(inputs[k].dtype()) || !primitive.differentiable_input(static_cast<int>(k)) ||
-          !(primitive.vjp || primitive.vjp_from_output)) {
-        continue;
-      }
-      Tensor contribution =
-          primitive.vjp_from_output
-              ? primitive.vjp_from_output(inputs, node->attrs, values[static_cast<size_t>(node->output)], seed)
-              : primitive.vjp(inputs, node->attrs, static_cast<int>(k), seed);
-      if (!contribution.defined()) continue;
+      Tensor& contribution = contributions[k];
+      if (!wanted[k] || !contribution.defined()) continue;
       if (contribution.shape() != inputs[k].shape()) contribution = sum_to_shape(contribution, inputs[k].shape());
       cotangents[input] = cotangents[input].defined() ? add(cotangents[input], contribution) : contribution;
     }

@@ -54,6 +54,18 @@ bool Primitive::differentiable_input(int i) const {
   return std::find(constant_inputs.begin(), constant_inputs.end(), i) == constant_inputs.end();
 }
 
+std::vector<Tensor> Primitive::input_cotangents(Inputs inputs, const Attrs& attrs, const Tensor& output,
+                                                const Tensor& cotangent, const std::vector<bool>& wanted) const {
+  if (vjp_all) return vjp_all(inputs, attrs, cotangent, wanted);
+  std::vector<Tensor> cotangents(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!wanted[i]) continue;
+    cotangents[i] = vjp_from_output && output.defined() ? vjp_from_output(inputs, attrs, output, cotangent)
+                                                        : vjp(inputs, attrs, static_cast<int>(i), cotangent);
+  }
+  return cotangents;
+}
+
 const Primitive& register_primitive(Primitive primitive) {
   primitive_registry().push_back(std::move(primitive));
   return primitive_registry().back();

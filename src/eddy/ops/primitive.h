@@ -158,6 +158,11 @@ struct Primitive {
   // networks; without it, Taylor mode differentiates the tangent rule once more, which costs
   // several times as many ops.
   std::function<std::pair<Tensor, Tensor>(const Tensor& input, const Tensor& output)> derivatives;
+  // Optional, instead of vjp, where the inputs' cotangents share their work (a fused backward
+  // pass that gives them all, a recomputed segment): every input's cotangent from one call, the
+  // entries of inputs not `wanted` left undefined.
+  std::function<std::vector<Tensor>(Inputs, const Attrs&, const Tensor& cotangent, const std::vector<bool>& wanted)>
+      vjp_all;
   // Inputs that carry no derivative (indices, conditions).
   std::vector<int> constant_inputs;
   // Linear in its differentiable inputs: the op tests check <A x, y> = <x, A^T y>.
@@ -179,6 +184,12 @@ struct Primitive {
   CollectiveTraits collective;  // collectives only
 
   bool differentiable_input(int i) const;
+  bool has_vjp() const { return vjp || vjp_from_output || vjp_all; }
+  // The cotangents of the `wanted` inputs (undefined for the others) through whichever reverse
+  // rule the primitive declares; `output` may be undefined where it is no longer alive, and then
+  // vjp_from_output is not used.
+  std::vector<Tensor> input_cotangents(Inputs inputs, const Attrs& attrs, const Tensor& output,
+                                       const Tensor& cotangent, const std::vector<bool>& wanted) const;
   bool is_collective() const { return cost == CostClass::collective; }
 };
 
