@@ -29,7 +29,15 @@ void bind_transformers(py::module_& nn) {
          },
          py::arg("queries"), py::arg("keys"), py::arg("values"),
          "softmax(q k^T / sqrt(d)) v over the visible keys: q [B, H, T, d], k and v [B, kv_heads, S, d] "
-         "(grouped-query when kv_heads < H) -> [B, H, T, d].");
+         "(grouped-query when kv_heads < H) -> [B, H, T, d]. On the CPU one fused primitive (blocked, no "
+         "T x S matrix stored); elsewhere composed_causal_attention.");
+  nn.def("composed_causal_attention",
+         [](const py::object& q, const py::object& k, const py::object& v) {
+           return nn::composed_causal_attention(as_tensor(q), as_tensor(k), as_tensor(v));
+         },
+         py::arg("queries"), py::arg("keys"), py::arg("values"),
+         "causal_attention composed of primitives: two products and a masked softmax, the T x S weights "
+         "stored for the backward pass.");
   nn.def("rotary_embedding",
          [](const py::object& x, double theta, int64_t first_position) {
            return nn::rotary_embedding(as_tensor(x), theta, first_position);

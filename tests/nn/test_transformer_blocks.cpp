@@ -175,6 +175,35 @@ TEST(CausalAttention, QueriesAfterCachedKeysSeeThePast) {
   expect_close(causal_attention(q, k, v), attention_reference(q, k, v));
 }
 
+// The fused kernel works in tiles of 64 queries and 64 keys: over several tiles, with a partial
+// last one, grouped heads and queries after cached keys, its output and gradients are the
+// composed form's.
+TEST(CausalAttention, FusedEqualsComposedAcrossTiles) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double tolerance = dtype == DType::f32 ? 2e-5 : 1e-12;
+    Generator generator(40);
+    const std::vector<Tensor> inputs = {randn({2, 4, 150, 16}, dtype, &generator),
+                                        randn({2, 2, 200, 16}, dtype, &generator),
+                                        randn({2, 2, 200, 16}, dtype, &generator)};
+    const Tensor seed = randn({2, 4, 150, 16}, dtype, &generator);
+    auto output_and_gradients = [&](auto attention) {
+      std::vector<Tensor> x;
+      for (const Tensor& input : inputs) x.push_back(input.detach().requires_grad_());
+      const Tensor out = attention(x[0], x[1], x[2]);
+      std::vector<Tensor> results = grad({sum(out * seed)}, x);
+      results.insert(results.begin(), out.detach());
+      return results;
+    };
+    const std::vector<Tensor> fused = output_and_gradients(causal_attention);
+    const std::vector<Tensor> composed = output_and_gradients(composed_causal_attention);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      const double scale = max(abs(composed[i])).item<double>();
+      EXPECT_LE(max(abs(fused[i] - composed[i])).item<double>(), tolerance * scale) << "result " << i;
+    }
+  }
+}
+
 TEST(CausalAttention, WeightsAreRowsOfProbabilitiesWithExactZerosAboveTheDiagonal) {
   for (DType dtype : {DType::f32, DType::f64}) {
     Tensor q = cast(random_f64({1, 2, 4, 3}, 16) * 30.0, dtype), k = cast(random_f64({1, 2, 4, 3}, 17) * 30.0, dtype);

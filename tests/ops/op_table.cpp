@@ -6,6 +6,7 @@
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/distributed_fft.h"
 #include "eddy/fft/fft.h"
+#include "eddy/nn/attention.h"
 
 namespace eddy::testing {
 namespace {
@@ -391,6 +392,14 @@ std::vector<OpCase> build_table() {
                            x[0] * cast(normal(to(random_key(5, 12), at), {4}, DType::f64), d);
                   },
                   true));
+
+  // ---- fused causal attention (nn/attention.h): grouped heads, and queries after cached keys ----
+  const auto attention = [](const std::vector<Tensor>& x) { return nn::causal_attention(x[0], x[1], x[2]); };
+  const std::vector<std::string> attention_primitives = {"causal_attention", "causal_attention_backward"};
+  t.push_back(row("causal_attention", attention_primitives, kReal,
+                  normal_inputs({{2, 4, 3, 2}, {2, 2, 3, 2}, {2, 2, 3, 2}}), attention));
+  t.push_back(row("causal_attention_after_cache", attention_primitives, kReal,
+                  normal_inputs({{1, 2, 2, 3}, {1, 2, 5, 3}, {1, 2, 5, 3}}), attention));
 
   // ---- a compiled function, called as one primitive with rules ----
   {

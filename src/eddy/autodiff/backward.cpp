@@ -110,7 +110,8 @@ class BackwardPass {
         Node* producer = node_of(node->inputs[i]);
         wanted[i] = producer ? needed_.count(producer) > 0 : is_target(key);
       }
-      std::shared_ptr<TensorImpl> output = primitive.vjp_from_output ? node->output.lock() : nullptr;
+      std::shared_ptr<TensorImpl> output =
+          primitive.vjp_from_output || primitive.vjp_all ? node->output.lock() : nullptr;
       std::vector<Tensor> input_cotangents =
           primitive.input_cotangents(node->inputs, node->attrs, output ? Tensor(output) : Tensor(), cotangent, wanted);
       for (size_t i = 0; i < node->inputs.size(); ++i) {

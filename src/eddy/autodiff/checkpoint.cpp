@@ -96,7 +96,7 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
   // Forward mode never reaches this primitive (checkpoint() runs the segment directly), so it has
   // no JVP rule.
   // One recomputation gives every input's cotangent.
-  p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor& cotangent, const std::vector<bool>&) {
+  p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor&, const Tensor& cotangent, const std::vector<bool>&) {
     return input_cotangents(inputs, segment_of(attrs), cotangent);
   };
   return register_primitive(std::move(p));

@@ -30,6 +30,15 @@ std::string device_unavailable_reason(Device device) {
   return backend->unavailable_reason(device.index);
 }
 
+void Backend::causal_attention(const Tensor& q, const Tensor&, const Tensor&, double, const Tensor&) {
+  throw Error(cat("causal_attention: no fused attention kernel on ", q.device(), " yet"));
+}
+
+void Backend::causal_attention_backward(const Tensor& q, const Tensor&, const Tensor&, double, const Tensor&,
+                                        const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  throw Error(cat("causal_attention: no fused attention kernel on ", q.device(), " yet"));
+}
+
 void Backend::upload(const Tensor& host, const Tensor&) {
   throw Error(cat("upload: the ", host.device(), " backend keeps its tensors in host memory"));
 }

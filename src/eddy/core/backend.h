@@ -62,6 +62,21 @@ class Backend {
   virtual void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
   virtual void random_normal(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
 
+  // Causal attention in blocks, with the softmax taken online (FlashAttention, Dao et al. 2022),
+  // so that no [T, S] matrix is stored. q [B, H, T, D], k and v [B, Hkv, S, D] with S >= T:
+  // query t sees keys up to S - T + t, and head h reads key/value head h / (H / Hkv). The scores
+  // are q k^T * scale. `packed` [B, H, T, D + 1] receives the output in its first D columns and
+  // each row's log-sum-exp of the visible scores in the last. All operands dense. A device
+  // without these kernels keeps the defaults, which refuse naming the device.
+  virtual void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                const Tensor& packed);
+  // The gradients of that attention for the cotangent `d_packed` of `packed` (both [B, H, T,
+  // D + 1]; the log-sum-exp column's cotangent included): dq, dk and dv, dense, of q's, k's
+  // and v's shapes.
+  virtual void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                         const Tensor& packed, const Tensor& d_packed, const Tensor& dq,
+                                         const Tensor& dk, const Tensor& dv);
+
   // For devices with memory of their own (the CPU needs neither): dense copies between a host
   // tensor and one of this device, of one shape and dtype. download returns once the values are
   // on the host.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "eddy/core/autograd.h"
+#include "eddy/nn/attention.h"
 #include "eddy/nn/init.h"
 #include "eddy/ops/ops.h"
 
@@ -103,72 +104,6 @@ Tensor rotary_embedding(const Tensor& x, double theta, int64_t first_position) {
   angles = concat({angles, angles}, 1);  // [time, dim]: both halves of a pair turn alike
   Tensor rotated_half = concat({-slice(x, -1, half, dim), slice(x, -1, 0, half)}, -1);
   return x * cos(angles) + rotated_half * sin(angles);
-}
-
-namespace {
-// The query heads that share one key/value head, and the shapes both functions check.
-struct HeadGroups {
-  int64_t batch, heads, kv_heads, time, keys;
-};
-
-HeadGroups check_attention(std::string_view where, const Tensor& per_query, const Tensor& per_key,
-                           std::string_view query_name, std::string_view key_name) {
-  EDDY_CHECK(per_query.dim() == 4 && per_key.dim() == 4, where, ": ", query_name, " and ", key_name,
-             " must be rank 4, got shapes ", per_query.shape(), " and ", per_key.shape());
-  check_floating(where, per_query.dtype());
-  EDDY_CHECK(per_query.dtype() == per_key.dtype(), where, ": ", query_name, " and ", key_name,
-             " have dtypes ", per_query.dtype(), " and ", per_key.dtype());
-  const Shape &q = per_query.shape(), &k = per_key.shape();
-  EDDY_CHECK(q[0] == k[0], where, ": ", query_name, " ", q, " and ", key_name, " ", k, " differ in batch");
-  EDDY_CHECK(k[1] > 0 && q[1] % k[1] == 0, where, ": ", key_name, " ", k, " has ", k[1],
-             " heads, which does not divide the ", q[1], " heads of ", query_name, " ", q);
-  return {q[0], q[1], k[1], q[2], k[2]};
-}
-}  // namespace
-
-Tensor causal_attention_weights(const Tensor& queries, const Tensor& keys) {
-  const HeadGroups g = check_attention("causal_attention_weights", queries, keys, "queries", "keys");
-  const int64_t head_dim = queries.shape()[3];
-  EDDY_CHECK(keys.shape()[3] == head_dim, "causal_attention_weights: queries ", queries.shape(), " and keys ",
-             keys.shape(), " differ in head_dim");
-  EDDY_CHECK(g.keys >= g.time, "causal_attention_weights: ", g.time, " queries need at least as many keys, got ",
-             g.keys);
-  // The heads of a group stacked along time meet their shared keys in one product, not a copy
-  // of the keys per head.
-  const int64_t group = g.heads / g.kv_heads;
-  Tensor grouped = reshape(queries, {g.batch, g.kv_heads, group * g.time, head_dim});
-  Tensor scores = matmul(grouped, transpose(keys)) * (1.0 / std::sqrt(double(head_dim)));
-  scores = reshape(scores, {g.batch, g.heads, g.time, g.keys});
-  const DType dtype = queries.dtype();
-  Tensor query_positions = reshape(arange(double(g.keys - g.time), double(g.keys), 1, dtype), {g.time, 1});
-  Tensor visible = le(arange(0, double(g.keys), 1, dtype), query_positions);
-  // The softmax over the visible scores. Masked scores are zeroed after the exp rather than set to
-  // the lowest float before it: glibc's vectorised exp hands every lane far below its range to the
-  // scalar exp, whose underflow path (errno) then ran for half of all the scores (in perf of a
-  // language model's training step, exp took 7.4% of the samples). Here every exp sees a score
-  // minus its row's visible maximum (the shift, detached: it cancels, as in softmax), times the
-  // mask as numbers (0 where masked), and its result is multiplied by the mask again. Selects
-  // (where) around the exp kept GCC from vectorising the fused loop: it read the boolean mask, and
-  // called exp one element at a time.
-  const double lowest = dtype == DType::f32 ? double(std::numeric_limits<float>::lowest())
-                                            : std::numeric_limits<double>::lowest();
-  const Tensor shift = max(where(visible, scores, scalar(lowest, dtype)), {-1}, true).detach();
-  const Tensor mask = cast(visible, dtype);
-  const Tensor exponentials = exp((scores - shift) * mask) * mask;
-  return exponentials / sum(exponentials, {-1}, true);
-}
-
-Tensor attend(const Tensor& weights, const Tensor& values) {
-  const HeadGroups g = check_attention("attend", weights, values, "weights", "values");
-  EDDY_CHECK(weights.shape()[3] == g.keys, "attend: weights ", weights.shape(), " cover ", weights.shape()[3],
-             " positions but values ", values.shape(), " have ", g.keys);
-  const int64_t group = g.heads / g.kv_heads, head_dim = values.shape()[3];
-  Tensor grouped = reshape(weights, {g.batch, g.kv_heads, group * g.time, g.keys});
-  return reshape(matmul(grouped, values), {g.batch, g.heads, g.time, head_dim});
-}
-
-Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values) {
-  return attend(causal_attention_weights(queries, keys), values);
 }
 
 KvCache::KvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim,

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "eddy/nn/attention.h"
 #include "eddy/nn/layers.h"
 
 namespace eddy::nn {
@@ -43,18 +44,6 @@ class RmsNorm : public Module {
 // and the pair at position p = first_position + t turns by p * theta^(-2i / head_dim). The
 // angles are computed in x's dtype, as transformers computes them in float32.
 Tensor rotary_embedding(const Tensor& x, double theta, int64_t first_position = 0);
-
-// Causal scaled dot-product attention (Vaswani et al. 2017) with grouped-query heads (Ainslie et
-// al. 2023). queries [batch, heads, T, head_dim] are the last T of the S positions that keys
-// [batch, kv_heads, S, head_dim] cover (S = T without a cache); query t sees the keys up to its
-// own position. Query head h reads key/value head h / (heads / kv_heads), so kv_heads must divide
-// heads; kv_heads = heads is multi-head attention. Returns softmax(q k^T / sqrt(head_dim)) over
-// the visible keys: [batch, heads, T, S].
-Tensor causal_attention_weights(const Tensor& queries, const Tensor& keys);
-// weights [batch, heads, T, S] applied to values [batch, kv_heads, S, head_dim], grouped as in
-// causal_attention_weights: [batch, heads, T, head_dim].
-Tensor attend(const Tensor& weights, const Tensor& values);
-Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values);
 
 // The keys and values of the positions a model has seen, for each of its attention layers, so
 // that the next tokens need only their own projections. Each layer's buffers are preallocated to

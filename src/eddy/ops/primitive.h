@@ -160,8 +160,10 @@ struct Primitive {
   std::function<std::pair<Tensor, Tensor>(const Tensor& input, const Tensor& output)> derivatives;
   // Optional, instead of vjp, where the inputs' cotangents share their work (a fused backward
   // pass that gives them all, a recomputed segment): every input's cotangent from one call, the
-  // entries of inputs not `wanted` left undefined.
-  std::function<std::vector<Tensor>(Inputs, const Attrs&, const Tensor& cotangent, const std::vector<bool>& wanted)>
+  // entries of inputs not `wanted` left undefined. `output` is the node's value, or undefined
+  // where it is no longer alive.
+  std::function<std::vector<Tensor>(Inputs, const Attrs&, const Tensor& output, const Tensor& cotangent,
+                                    const std::vector<bool>& wanted)>
       vjp_all;
   // Inputs that carry no derivative (indices, conditions).
   std::vector<int> constant_inputs;
@@ -187,7 +189,7 @@ struct Primitive {
   bool has_vjp() const { return vjp || vjp_from_output || vjp_all; }
   // The cotangents of the `wanted` inputs (undefined for the others) through whichever reverse
   // rule the primitive declares; `output` may be undefined where it is no longer alive, and then
-  // vjp_from_output is not used.
+  // vjp_from_output is not used (vjp_all is told).
   std::vector<Tensor> input_cotangents(Inputs inputs, const Attrs& attrs, const Tensor& output,
                                        const Tensor& cotangent, const std::vector<bool>& wanted) const;
   bool is_collective() const { return cost == CostClass::collective; }

@@ -22,6 +22,11 @@ class CpuBackend final : public Backend {
   void arange(const Tensor& out, double start, double step) override;
   void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
   void random_normal(const Tensor& out, uint64_t seed, uint64_t offset) override;
+  void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                        const Tensor& packed) override;
+  void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                 const Tensor& packed, const Tensor& d_packed, const Tensor& dq, const Tensor& dk,
+                                 const Tensor& dv) override;
 };
 
 }  // namespace eddy::cpu_kernels

@@ -1,0 +1,196 @@
+// Causal attention in blocks (Dao et al. 2022, "FlashAttention"; the backward pass in the form of
+// Dao 2023, "FlashAttention-2"): the scores of a block of queries against a block of keys live in
+// a 64 x 64 tile, the softmax is taken online (a running maximum and denominator per row), and
+// the backward pass recomputes each tile from the saved log-sum-exp. Tiles wholly above the
+// diagonal are skipped, which halves the products of a causal mask.
+//
+// Work is split over (batch entry, key/value head): the query heads of a group share their keys'
+// and values' gradient sums, which each unit adds up in a fixed order, so results do not depend on
+// the thread count. Each thread calls one-thread OpenBLAS on the tiles (linalg.cpp says why).
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "eddy/backends/cpu/cpu_backend.h"
+#include "eddy/backends/cpu/loops.h"
+
+namespace eddy::cpu_kernels {
+namespace {
+
+constexpr int64_t kTile = 64;  // queries and keys per tile (measured against 128 and 256: docs/lm.md)
+
+// c = alpha op(a) op(b) + beta c, row-major, op(a) [m, k] and op(b) [k, n].
+template <typename T>
+void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const CBLAS_TRANSPOSE ta = transpose_a ? CblasTrans : CblasNoTrans, tb = transpose_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+struct Dims {
+  int64_t batch, heads, kv_heads, time, keys, dim;
+  int64_t group() const { return heads / kv_heads; }
+  // Query row t sees keys [0, visible_keys(t)).
+  int64_t visible_keys(int64_t t) const { return keys - time + t + 1; }
+};
+
+Dims dims_of(const Tensor& q, const Tensor& k) {
+  return {q.shape()[0], q.shape()[1], k.shape()[1], q.shape()[2], k.shape()[2], q.shape()[3]};
+}
+
+// One head: q [T, D], k and v [S, D]; packed [T, D + 1] (output, then the log-sum-exp).
+template <typename T>
+void forward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, T* packed, std::vector<T>& tile,
+                  std::vector<T>& output, std::vector<T>& row_max, std::vector<T>& row_sum) {
+  const int64_t D = d.dim;
+  for (int64_t first = 0; first < d.time; first += kTile) {
+    const int64_t rows = std::min(kTile, d.time - first), key_end = d.visible_keys(first + rows - 1);
+    std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<T>::infinity());
+    std::fill(row_sum.begin(), row_sum.end(), T(0));
+    std::fill(output.begin(), output.begin() + rows * D, T(0));
+    for (int64_t key = 0; key < key_end; key += kTile) {
+      const int64_t cols = std::min(kTile, key_end - key);
+      gemm<T>(false, true, rows, cols, D, scale, q + first * D, D, k + key * D, D, T(0), tile.data(), kTile);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* scores = tile.data() + r * kTile;
+        const int64_t visible = std::clamp<int64_t>(d.visible_keys(first + r) - key, 0, cols);
+        T largest = row_max[r];
+        for (int64_t c = 0; c < visible; ++c) largest = std::max(largest, scores[c]);
+        // A row with no visible key in this tile keeps its state: exp(-inf - -inf) would be NaN.
+        const T rescale = visible > 0 ? std::exp(row_max[r] - largest) : T(1);
+        T added = 0;
+        for (int64_t c = 0; c < visible; ++c) {
+          scores[c] = std::exp(scores[c] - largest);
+          added += scores[c];
+        }
+        std::fill(scores + visible, scores + cols, T(0));
+        row_sum[r] = row_sum[r] * rescale + added;
+        row_max[r] = largest;
+        T* row = output.data() + r * D;
+        for (int64_t c = 0; c < D; ++c) row[c] *= rescale;
+      }
+      gemm<T>(false, false, rows, D, cols, T(1), tile.data(), kTile, v + key * D, D, T(1), output.data(), D);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      T* out = packed + (first + r) * (D + 1);
+      const T inverse = T(1) / row_sum[r];
+      for (int64_t c = 0; c < D; ++c) out[c] = output[r * D + c] * inverse;
+      out[D] = row_max[r] + std::log(row_sum[r]);
+    }
+  }
+}
+
+template <typename T>
+void forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& packed) {
+  const Dims d = dims_of(q, k);
+  const T *qs = q.data<T>(), *ks = k.data<T>(), *vs = v.data<T>();
+  T* out = packed.data<T>();
+  const int64_t units = d.batch * d.heads;
+  for_each_block(units, block_count(units, 1), [&](int64_t, int64_t first, int64_t end) {
+    std::vector<T> tile(kTile * kTile), output(kTile * d.dim), row_max(kTile), row_sum(kTile);
+    for (int64_t unit = first; unit < end; ++unit) {
+      const int64_t b = unit / d.heads, h = unit % d.heads, kv = b * d.kv_heads + h / d.group();
+      forward_head<T>(d, qs + unit * d.time * d.dim, ks + kv * d.keys * d.dim, vs + kv * d.keys * d.dim,
+                      static_cast<T>(scale), out + unit * d.time * (d.dim + 1), tile, output, row_max, row_sum);
+    }
+  });
+}
+
+// One query head's share of the gradients: dq [T, D] written, dk and dv [S, D] added to.
+template <typename T>
+void backward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, const T* packed, const T* d_packed,
+                   T* dq, T* dk, T* dv, std::vector<T>& weights, std::vector<T>& d_scores, std::vector<T>& row_dot) {
+  const int64_t D = d.dim;
+  // dS = P (dP - rowsum(dO * O)) + P d(lse): the log-sum-exp's cotangent enters as a shift.
+  for (int64_t t = 0; t < d.time; ++t) {
+    const T* out = packed + t * (D + 1);
+    const T* d_out = d_packed + t * (D + 1);
+    T dot = 0;
+    for (int64_t c = 0; c < D; ++c) dot += d_out[c] * out[c];
+    row_dot[t] = dot - d_out[D];
+  }
+  std::fill(dq, dq + d.time * D, T(0));
+  for (int64_t key = 0; key < d.keys; key += kTile) {
+    const int64_t cols = std::min(kTile, d.keys - key);
+    // The first query that sees this tile's first key, rounded down to its tile.
+    const int64_t first_query = std::max<int64_t>(0, key - (d.keys - d.time)) / kTile * kTile;
+    for (int64_t first = first_query; first < d.time; first += kTile) {
+      const int64_t rows = std::min(kTile, d.time - first);
+      gemm<T>(false, true, rows, cols, D, scale, q + first * D, D, k + key * D, D, T(0), weights.data(), kTile);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* row = weights.data() + r * kTile;
+        const int64_t visible = std::clamp<int64_t>(d.visible_keys(first + r) - key, 0, cols);
+        const T log_sum = packed[(first + r) * (D + 1) + D];
+        for (int64_t c = 0; c < visible; ++c) row[c] = std::exp(row[c] - log_sum);
+        std::fill(row + visible, row + cols, T(0));
+      }
+      const T* d_out = d_packed + first * (D + 1);
+      gemm<T>(true, false, cols, D, rows, T(1), weights.data(), kTile, d_out, D + 1, T(1), dv + key * D, D);
+      gemm<T>(false, true, rows, cols, D, T(1), d_out, D + 1, v + key * D, D, T(0), d_scores.data(), kTile);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* p = weights.data() + r * kTile;
+        T* ds = d_scores.data() + r * kTile;
+        const T shift = row_dot[first + r];
+        for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - shift) * scale;
+      }
+      gemm<T>(false, false, rows, D, cols, T(1), d_scores.data(), kTile, k + key * D, D, T(1), dq + first * D, D);
+      gemm<T>(true, false, cols, D, rows, T(1), d_scores.data(), kTile, q + first * D, D, T(1), dk + key * D, D);
+    }
+  }
+}
+
+template <typename T>
+void backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& packed,
+              const Tensor& d_packed, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const Dims d = dims_of(q, k);
+  const T *qs = q.data<T>(), *ks = k.data<T>(), *vs = v.data<T>();
+  const T *ps = packed.data<T>(), *dps = d_packed.data<T>();
+  T *dqs = dq.data<T>(), *dks = dk.data<T>(), *dvs = dv.data<T>();
+  const int64_t units = d.batch * d.kv_heads, query_size = d.time * d.dim, key_size = d.keys * d.dim;
+  const int64_t packed_size = d.time * (d.dim + 1);
+  for_each_block(units, block_count(units, 1), [&](int64_t, int64_t first, int64_t end) {
+    std::vector<T> weights(kTile * kTile), d_scores(kTile * kTile), row_dot(d.time);
+    for (int64_t unit = first; unit < end; ++unit) {
+      std::fill(dks + unit * key_size, dks + (unit + 1) * key_size, T(0));
+      std::fill(dvs + unit * key_size, dvs + (unit + 1) * key_size, T(0));
+      const int64_t b = unit / d.kv_heads, g = unit % d.kv_heads;
+      for (int64_t j = 0; j < d.group(); ++j) {
+        const int64_t head = b * d.heads + g * d.group() + j;
+        backward_head<T>(d, qs + head * query_size, ks + unit * key_size, vs + unit * key_size, static_cast<T>(scale),
+                         ps + head * packed_size, dps + head * packed_size, dqs + head * query_size,
+                         dks + unit * key_size, dvs + unit * key_size, weights, d_scores, row_dot);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                  const Tensor& packed) {
+  if (q.dtype() == DType::f32) {
+    forward<float>(q, k, v, scale, packed);
+  } else {
+    forward<double>(q, k, v, scale, packed);
+  }
+}
+
+void CpuBackend::causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                           const Tensor& packed, const Tensor& d_packed, const Tensor& dq,
+                                           const Tensor& dk, const Tensor& dv) {
+  if (q.dtype() == DType::f32) {
+    backward<float>(q, k, v, scale, packed, d_packed, dq, dk, dv);
+  } else {
+    backward<double>(q, k, v, scale, packed, d_packed, dq, dk, dv);
+  }
+}
+
+}  // namespace eddy::cpu_kernels

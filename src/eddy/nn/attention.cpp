@@ -1,0 +1,243 @@
+// Causal attention, composed and fused. The fused primitive `causal_attention` gives its output
+// and each row's log-sum-exp packed as [B, H, T, D + 1] (the backward kernel needs both, and a
+// primitive has one output); causal_attention() returns the first D columns. Its reverse rule is
+// the primitive `causal_attention_backward`, one kernel for all three inputs' cotangents. That
+// primitive's own reverse rule is the composed form's second derivative, written in ops as every
+// rule is, so reverse derivatives of any order exist; only the first, the one training takes,
+// runs fused. Eager forward mode, as for checkpoint(), goes through the composed form.
+
+#include "eddy/nn/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <string_view>
+
+#include "eddy/autodiff/forward.h"
+#include "eddy/autodiff/tape.h"
+#include "eddy/core/autograd.h"
+#include "eddy/ops/op_helpers.h"
+#include "eddy/ops/ops.h"
+#include "eddy/ops/primitive.h"
+
+namespace eddy::nn {
+namespace {
+
+// The query heads that share one key/value head, and the shapes the functions check.
+struct HeadGroups {
+  int64_t batch, heads, kv_heads, time, keys;
+};
+
+HeadGroups check_attention(std::string_view where, const Tensor& per_query, const Tensor& per_key,
+                           std::string_view query_name, std::string_view key_name) {
+  EDDY_CHECK(per_query.dim() == 4 && per_key.dim() == 4, where, ": ", query_name, " and ", key_name,
+             " must be rank 4, got shapes ", per_query.shape(), " and ", per_key.shape());
+  EDDY_CHECK(is_floating(per_query.dtype()), where, ": dtype must be float32 or float64, got ", per_query.dtype());
+  EDDY_CHECK(per_query.dtype() == per_key.dtype(), where, ": ", query_name, " and ", key_name,
+             " have dtypes ", per_query.dtype(), " and ", per_key.dtype());
+  const Shape &q = per_query.shape(), &k = per_key.shape();
+  EDDY_CHECK(q[0] == k[0], where, ": ", query_name, " ", q, " and ", key_name, " ", k, " differ in batch");
+  EDDY_CHECK(k[1] > 0 && q[1] % k[1] == 0, where, ": ", key_name, " ", k, " has ", k[1],
+             " heads, which does not divide the ", q[1], " heads of ", query_name, " ", q);
+  return {q[0], q[1], k[1], q[2], k[2]};
+}
+
+HeadGroups check_scores(std::string_view where, const Tensor& queries, const Tensor& keys) {
+  const HeadGroups g = check_attention(where, queries, keys, "queries", "keys");
+  EDDY_CHECK(keys.shape()[3] == queries.shape()[3], where, ": queries ", queries.shape(), " and keys ",
+             keys.shape(), " differ in head_dim");
+  EDDY_CHECK(g.keys >= g.time, where, ": ", g.time, " queries need at least as many keys, got ", g.keys);
+  return g;
+}
+
+void check_values(std::string_view where, const Tensor& keys, const Tensor& values) {
+  EDDY_CHECK(values.shape() == keys.shape() && values.dtype() == keys.dtype(), where, ": values ", values.dtype(),
+             values.shape(), " must have the keys' dtype and shape, ", keys.dtype(), keys.shape());
+}
+
+double scale_of(const Tensor& queries) { return 1.0 / std::sqrt(double(queries.shape()[3])); }
+
+// a [B, H, T, D] against b [B, Hkv, S, D], grouped as attention groups heads, times the scale:
+// [B, H, T, S]. The heads of a group stacked along time meet their shared keys in one product,
+// not a copy of the keys per head.
+Tensor grouped_scores(const HeadGroups& g, const Tensor& a, const Tensor& b) {
+  const int64_t group = g.heads / g.kv_heads, head_dim = a.shape()[3];
+  Tensor grouped = reshape(a, {g.batch, g.kv_heads, group * g.time, head_dim});
+  return reshape(matmul(grouped, transpose(b)) * scale_of(a), {g.batch, g.heads, g.time, g.keys});
+}
+
+// The exponentials of the visible scores less their row's visible maximum (zero where masked),
+// and that maximum. Masked scores are zeroed after the exp rather than set to the lowest float
+// before it: glibc's vectorised exp hands every lane far below its range to the scalar exp, whose
+// underflow path (errno) then ran for half of all the scores (in perf of a language model's
+// training step, exp took 7.4% of the samples). Here every exp sees a score minus its row's
+// visible maximum (the shift, detached: it cancels, as in softmax), times the mask as numbers (0
+// where masked), and its result is multiplied by the mask again. Selects (where) around the exp
+// kept GCC from vectorising the fused loop: it read the boolean mask, and called exp one element
+// at a time.
+struct ShiftedExponentials {
+  Tensor exponentials, shift;
+};
+
+ShiftedExponentials shifted_exponentials(const HeadGroups& g, const Tensor& scores) {
+  const DType dtype = scores.dtype();
+  Tensor query_positions = reshape(arange(double(g.keys - g.time), double(g.keys), 1, dtype), {g.time, 1});
+  Tensor visible = le(arange(0, double(g.keys), 1, dtype), query_positions);
+  const double lowest = dtype == DType::f32 ? double(std::numeric_limits<float>::lowest())
+                                            : std::numeric_limits<double>::lowest();
+  const Tensor shift = max(where(visible, scores, scalar(lowest, dtype)), {-1}, true).detach();
+  const Tensor mask = cast(visible, dtype);
+  return {exp((scores - shift) * mask) * mask, shift};
+}
+
+// The fused primitive's value in composed form: the output and the log-sum-exp, packed.
+Tensor composed_packed(const Tensor& queries, const Tensor& keys, const Tensor& values) {
+  const HeadGroups g = check_scores("causal_attention", queries, keys);
+  const auto [exponentials, shift] = shifted_exponentials(g, grouped_scores(g, queries, keys));
+  const Tensor denominators = sum(exponentials, {-1}, true);
+  const Tensor output = attend(exponentials / denominators, values);
+  return concat({output, log(denominators) + shift}, -1);
+}
+
+// The gradients of composed_packed at (q, k, v) for the cotangent `d_packed`, packed flat as
+// causal_attention_backward gives them, and differentiable again.
+std::vector<Tensor> composed_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_packed) {
+  GradModeGuard recording(true);
+  return grad({composed_packed(q, k, v)}, {q, k, v}, {d_packed}, true);
+}
+
+Tensor flatten_all(const std::vector<Tensor>& parts) {
+  std::vector<Tensor> flat;
+  for (const Tensor& part : parts) flat.push_back(reshape(part, {-1}));
+  return concat(flat, 0);
+}
+
+std::vector<Tensor> unflatten(const Tensor& flat, Inputs like) {
+  std::vector<Tensor> parts;
+  int64_t start = 0;
+  for (const Tensor& shape_of : like) {
+    parts.push_back(reshape(slice(flat, 0, start, start + shape_of.numel()), shape_of.shape()));
+    start += shape_of.numel();
+  }
+  return parts;
+}
+
+// Inputs: q, k, v, the forward's packed value and its cotangent. Output: dq, dk and dv, flat
+// and concatenated. The packed value is the forward's, kept to save recomputing it: as a
+// function it adds nothing (it is a function of q, k and v), so it is a constant input.
+const Primitive& attention_backward_p = []() -> const Primitive& {
+  Primitive p;
+  p.name = "causal_attention_backward";
+  p.arity = 5;
+  p.cost = CostClass::gemm;
+  p.constant_inputs = {3};
+  p.infer = [](Inputs in, const Attrs&) {
+    return OutputSpec{{in[0].numel() + in[1].numel() + in[2].numel()}, in[0].dtype()};
+  };
+  p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
+    Tensor flat = Tensor::empty(spec.shape, spec.dtype, in[0].device());
+    const int64_t q_size = in[0].numel(), k_size = in[1].numel();
+    auto part = [&](int64_t start, const Tensor& like) {
+      return make_view(flat, like.shape(), contiguous_strides(like.shape()), start);
+    };
+    backend_for(flat.device())
+        .causal_attention_backward(detail::dense(in[0]), detail::dense(in[1]), detail::dense(in[2]),
+                                   scale_of(in[0]), detail::dense(in[3]), detail::dense(in[4]), part(0, in[0]),
+                                   part(q_size, in[1]), part(q_size + k_size, in[2]));
+    return flat;
+  };
+  // The composed form's second derivatives: the gradient of <cotangent, its gradients>. With
+  // recording on (a higher derivative to come) the result must stay differentiable in the inputs,
+  // so it is taken through them; otherwise through detached copies, which stop the inner
+  // backward pass here instead of walking the graph upstream.
+  p.vjp_all = [](Inputs in, const Attrs&, const Tensor&, const Tensor& cotangent, const std::vector<bool>& wanted) {
+    const bool create_graph = GradMode::enabled();
+    std::vector<Tensor> arguments;
+    for (int i : {0, 1, 2, 4}) {
+      arguments.push_back(create_graph && in[i].requires_grad() ? in[i] : in[i].detach().requires_grad_());
+    }
+    std::vector<Tensor> gradients = composed_gradients(arguments[0], arguments[1], arguments[2], arguments[3]);
+    const std::vector<Tensor> seeds = unflatten(cotangent, in.first(3));
+    std::vector<Tensor> second = grad(gradients, arguments, seeds, create_graph);
+    std::vector<Tensor> result(in.size());
+    for (int i : {0, 1, 2, 4}) {
+      if (wanted[static_cast<size_t>(i)]) result[static_cast<size_t>(i)] = second[i == 4 ? 3 : static_cast<size_t>(i)];
+    }
+    return result;
+  };
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& attention_p = []() -> const Primitive& {
+  Primitive p;
+  p.name = "causal_attention";
+  p.arity = 3;
+  p.cost = CostClass::gemm;
+  p.infer = [](Inputs in, const Attrs&) {
+    check_scores("causal_attention", in[0], in[1]);
+    check_values("causal_attention", in[1], in[2]);
+    Shape shape = in[0].shape();
+    shape[3] += 1;
+    return OutputSpec{shape, in[0].dtype()};
+  };
+  p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
+    Tensor packed = Tensor::empty(spec.shape, spec.dtype, in[0].device());
+    backend_for(packed.device())
+        .causal_attention(detail::dense(in[0]), detail::dense(in[1]), detail::dense(in[2]), scale_of(in[0]), packed);
+    return packed;
+  };
+  // Forward mode on a compiled function replays this rule (eager forward mode takes the composed
+  // form, causal_attention()). With P the weights and S the scores: dS = (dq k^T + q dk^T) scale,
+  // d(output) = P (dS - rowsum(P dS)) v + P dv and d(log-sum-exp) = rowsum(P dS).
+  p.jvp = [](Inputs in, const Attrs&, int input, const Tensor& tangent) {
+    const Tensor &q = in[0], &k = in[1], &v = in[2];
+    const HeadGroups g = check_scores("causal_attention", q, k);
+    const Tensor weights = causal_attention_weights(q, k);
+    if (input == 2) return concat({attend(weights, tangent), zeros_like(slice(q, -1, 0, 1))}, -1);
+    const Tensor d_scores = input == 0 ? grouped_scores(g, tangent, k) : grouped_scores(g, q, tangent);
+    const Tensor d_log_sum = sum(weights * d_scores, {-1}, true);
+    return concat({attend(weights * (d_scores - d_log_sum), v), d_log_sum}, -1);
+  };
+  p.vjp_all = [](Inputs in, const Attrs&, const Tensor& packed, const Tensor& cotangent, const std::vector<bool>&) {
+    // The packed value is alive whenever the output is (causal_attention's slice holds it); a
+    // compiled call's replay hands it over too.
+    const Tensor value = packed.defined() ? packed : dispatch(attention_p, {in[0], in[1], in[2]});
+    std::vector<Tensor> gradients = unflatten(dispatch(attention_backward_p, {in[0], in[1], in[2], value, cotangent}), in);
+    return gradients;
+  };
+  return register_primitive(std::move(p));
+}();
+
+}  // namespace
+
+Tensor causal_attention_weights(const Tensor& queries, const Tensor& keys) {
+  const HeadGroups g = check_scores("causal_attention_weights", queries, keys);
+  const ShiftedExponentials shifted = shifted_exponentials(g, grouped_scores(g, queries, keys));
+  return shifted.exponentials / sum(shifted.exponentials, {-1}, true);
+}
+
+Tensor attend(const Tensor& weights, const Tensor& values) {
+  const HeadGroups g = check_attention("attend", weights, values, "weights", "values");
+  EDDY_CHECK(weights.shape()[3] == g.keys, "attend: weights ", weights.shape(), " cover ", weights.shape()[3],
+             " positions but values ", values.shape(), " have ", g.keys);
+  const int64_t group = g.heads / g.kv_heads, head_dim = values.shape()[3];
+  Tensor grouped = reshape(weights, {g.batch, g.kv_heads, group * g.time, g.keys});
+  return reshape(matmul(grouped, values), {g.batch, g.heads, g.time, head_dim});
+}
+
+Tensor composed_causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values) {
+  return attend(causal_attention_weights(queries, keys), values);
+}
+
+Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values) {
+  // Forward mode takes the composed form too, as checkpoint() does: the fused primitives have
+  // reverse rules only.
+  const bool forward_mode = innermost_level(queries) >= 0 || innermost_level(keys) >= 0 ||
+                            innermost_level(values) >= 0;
+  if (queries.device().type != DeviceType::cpu || forward_mode) {
+    return composed_causal_attention(queries, keys, values);
+  }
+  const Tensor packed = dispatch(attention_p, {queries, keys, values});
+  return slice(packed, -1, 0, queries.shape()[3]);
+}
+
+}  // namespace eddy::nn
