@@ -68,6 +68,14 @@ void check_cached_call(std::string_view where, const Module& model, const Tensor
              " tokens after the ", cache.length(), " cached exceed the context length ", context_length);
 }
 
+// Attention with `dropout` on its weights: the fused form where nothing is dropped (eval mode,
+// rate 0), since only the composed one has the weights to drop from.
+Tensor attention_with_dropout(const Tensor& queries, const Tensor& keys, const Tensor& values, Dropout& dropout,
+                              Tensor* dropout_key) {
+  if (!dropout.is_training() || dropout.p() == 0) return causal_attention(queries, keys, values);
+  return attend(dropout.forward(causal_attention_weights(queries, keys), dropout_key), values);
+}
+
 // logits = h @ head^T, with the head stored [vocab, hidden] like the token embedding it may be.
 Tensor project_to_vocabulary(const Tensor& hidden, const Tensor& head) {
   const Shape& s = hidden.shape();
@@ -174,8 +182,8 @@ CausalSelfAttention::Heads CausalSelfAttention::project(const Tensor& x, int64_t
 
 Tensor CausalSelfAttention::forward(const Tensor& x, Tensor* dropout_key) {
   const Heads heads = project(x, 0);
-  Tensor weights = weights_dropout_->forward(causal_attention_weights(heads.queries, heads.keys), dropout_key);
-  return (*o_proj)(merge_heads(attend(weights, heads.values)));
+  return (*o_proj)(
+      merge_heads(attention_with_dropout(heads.queries, heads.keys, heads.values, *weights_dropout_, dropout_key)));
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x, KvCache& cache, int64_t layer) {
@@ -205,8 +213,9 @@ Gpt2Attention::Heads Gpt2Attention::project(const Tensor& x) {
 
 Tensor Gpt2Attention::forward(const Tensor& x, Tensor* dropout_key) {
   const Heads heads = project(x);
-  Tensor weights = weights_dropout_->forward(causal_attention_weights(heads.queries, heads.keys), dropout_key);
-  return output_dropout_->forward((*c_proj)(merge_heads(attend(weights, heads.values))), dropout_key);
+  const Tensor mixed =
+      attention_with_dropout(heads.queries, heads.keys, heads.values, *weights_dropout_, dropout_key);
+  return output_dropout_->forward((*c_proj)(merge_heads(mixed)), dropout_key);
 }
 
 Tensor Gpt2Attention::forward(const Tensor& x, KvCache& cache, int64_t layer) {
