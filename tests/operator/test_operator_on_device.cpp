@@ -9,8 +9,8 @@
 
 #include "eddy/eddy.h"
 #include "eddy/io/hdf5.h"
-#include "eddy/io/safetensors.h"
 #include "solvers/operator/trainer.h"
+#include "support/equal_checkpoints.h"
 #include "support/host_memory_device.h"
 #include "support/smoothing_data.h"
 
@@ -49,12 +49,7 @@ TEST(OperatorOnDevice, EqualsTheCpuRunBitForBit) {
               element_bytes(io::read_hdf5((dir / "cpu/predictions.h5").string(), dataset)))
         << dataset;
   }
-  const auto cpu_weights = io::load_safetensors((dir / "cpu/checkpoint.safetensors").string()).tensors;
-  const auto device_weights = io::load_safetensors((dir / "cuda/checkpoint.safetensors").string()).tensors;
-  ASSERT_EQ(device_weights.size(), cpu_weights.size());
-  for (const auto& [name, value] : cpu_weights) {
-    EXPECT_EQ(element_bytes(device_weights.at(name)), element_bytes(value)) << name;
-  }
+  expect_equal_checkpoints((dir / "cuda/checkpoint.safetensors").string(), (dir / "cpu/checkpoint.safetensors").string());
   fs::remove_all(dir);
 }
 

@@ -13,9 +13,9 @@
 
 #include "eddy/eddy.h"
 #include "eddy/io/hdf5.h"
-#include "eddy/io/safetensors.h"
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
+#include "support/equal_checkpoints.h"
 #include "support/expect_error.h"
 #include "support/host_memory_device.h"
 
@@ -87,13 +87,8 @@ class SolveOnDevice : public ::testing::Test {
                                 "metrics/u_relative_l2", "fields/u", "points/pde/coordinates"}) {
       EXPECT_EQ(results("cuda", dataset), results("cpu", dataset)) << dataset;
     }
-    const io::SafetensorsContents cpu_checkpoint = io::load_safetensors((dir / "cpu/checkpoint.safetensors").string());
-    const io::SafetensorsContents device_checkpoint =
-        io::load_safetensors((dir / "cuda/checkpoint.safetensors").string());
-    ASSERT_EQ(device_checkpoint.tensors.size(), cpu_checkpoint.tensors.size());
-    for (const auto& [name, value] : cpu_checkpoint.tensors) {
-      EXPECT_EQ(element_bytes(device_checkpoint.tensors.at(name)), element_bytes(value)) << name;
-    }
+    expect_equal_checkpoints((dir / "cuda/checkpoint.safetensors").string(),
+                             (dir / "cpu/checkpoint.safetensors").string());
     EXPECT_TRUE(fs::exists(dir / "cuda/solution.vti"));
   }
 };

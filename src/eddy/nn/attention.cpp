@@ -15,6 +15,7 @@
 #include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/autograd.h"
+#include "eddy/core/distribution.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
@@ -229,13 +230,13 @@ Tensor composed_causal_attention(const Tensor& queries, const Tensor& keys, cons
 }
 
 Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values) {
-  // Forward mode takes the composed form too, as checkpoint() does: the fused primitives have
-  // reverse rules only.
-  const bool forward_mode = innermost_level(queries) >= 0 || innermost_level(keys) >= 0 ||
-                            innermost_level(values) >= 0;
-  if (queries.device().type != DeviceType::cpu || forward_mode) {
-    return composed_causal_attention(queries, keys, values);
-  }
+  // The composed form where the fused one cannot serve: eager forward mode, as in checkpoint()
+  // (the fused primitives' tangent rule serves compiled functions only); distributed tensors,
+  // whose heads the composed form's products keep split (the fused primitives have no sharding
+  // rules); and devices without the kernels.
+  bool composed = queries.device().type != DeviceType::cpu;
+  for (const Tensor& x : {queries, keys, values}) composed = composed || innermost_level(x) >= 0 || is_distributed(x);
+  if (composed) return composed_causal_attention(queries, keys, values);
   const Tensor packed = dispatch(attention_p, {queries, keys, values});
   return slice(packed, -1, 0, queries.shape()[3]);
 }

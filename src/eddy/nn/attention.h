@@ -20,10 +20,11 @@ Tensor attend(const Tensor& weights, const Tensor& values);
 // attend(causal_attention_weights(q, k), v): [batch, heads, T, head_dim]. On the CPU this is the
 // fused primitive `causal_attention` (backends/cpu/attention.cpp: blocked, with the softmax taken
 // online, no [T, S] matrix stored, forward and backward), which bench/lm/attention.py measured
-// 1.0x to 1.8x faster than the composed form for T from 128 to 1024 (docs/benchmarks.md); on
-// other devices, which have no fused kernel yet, the composed form. Both differentiate to any
-// order: the fused primitive's first derivative is its own backward kernel, and the higher ones
-// come from the composed form.
+// 0.95x to 1.8x the speed of the composed form for T from 128 to 2048 (docs/benchmarks.md). The
+// composed form serves devices without a fused kernel (all but the CPU yet), distributed tensors
+// (whose sharding rules it has) and eager forward mode. Both differentiate to any order: the
+// fused primitive's first reverse derivative is its own backward kernel, and the higher ones come
+// from the composed form.
 Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values);
 // The composed form alone: two products and a masked softmax.
 Tensor composed_causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values);
