@@ -94,9 +94,10 @@ class SolveOnDevice : public ::testing::Test {
 };
 
 TEST_F(SolveOnDevice, EqualsTheCpuRunBitForBit) {
-  for (const std::string derivatives : {"taylor", "reverse"}) {
-    SCOPED_TRACE(derivatives);
-    expect_equal_runs("training.derivatives=" + derivatives);
+  for (const std::string variant :
+       {"training.derivatives=taylor", "training.derivatives=reverse", "model.fit_initial_condition=true"}) {
+    SCOPED_TRACE(variant);
+    expect_equal_runs(variant);
     fs::remove_all(dir);
   }
 }

@@ -115,7 +115,7 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
   // Directions are rows of an identity, built with ops (not written in place), so a jacobian
   // inside a captured function is captured too.
   if (mode == JacobianMode::forward) {
-    const Tensor basis = eye(n, x.dtype());
+    const Tensor basis = eye(n, x.dtype(), x.device());
     for (int64_t i = 0; i < n; ++i) {
       auto [out, tangent] = jvp(f, x, reshape(slice(basis, 0, i, i + 1), x.shape()));
       out_shape = out.shape();
@@ -124,19 +124,19 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
     // columns[i] holds d out / d x_i: stack on the last axis, then shape out + x.
     Shape shape = out_shape;
     shape.insert(shape.end(), x.shape().begin(), x.shape().end());
-    if (n == 0) return zeros(shape, x.dtype());
+    if (n == 0) return zeros(shape, x.dtype(), x.device());
     return reshape(stack(columns, 1), shape);
   }
   Tensor out = f(x.detach());
   const int64_t m = out.numel();
-  const Tensor basis = eye(m, out.dtype());
+  const Tensor basis = eye(m, out.dtype(), out.device());
   for (int64_t j = 0; j < m; ++j) {
     auto [value, row] = vjp(f, x, reshape(slice(basis, 0, j, j + 1), out.shape()));
     columns.push_back(flatten(row));
   }
   Shape shape = out.shape();
   shape.insert(shape.end(), x.shape().begin(), x.shape().end());
-  if (m == 0) return zeros(shape, x.dtype());
+  if (m == 0) return zeros(shape, x.dtype(), x.device());
   return reshape(stack(columns, 0), shape);
 }
 

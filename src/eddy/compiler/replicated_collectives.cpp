@@ -166,7 +166,7 @@ class ReplicationAnalysis {
                                                   const std::vector<int64_t>& items) {
     const int ranks = communicator.size();
     if (ranks == 1) return std::vector<bool>(items.size(), true);
-    const Tensor shape_here = tensor<int64_t>({structure, static_cast<int64_t>(items.size())});
+    const Tensor shape_here = tensor<int64_t>({structure, static_cast<int64_t>(items.size())}, {2}, cpu());
     const Tensor shapes = Tensor::empty({2 * ranks}, DType::i64);
     communicator.allgather(shape_here, shapes);
     const std::vector<int64_t> all_shapes = shapes.to_vector<int64_t>();
@@ -177,7 +177,7 @@ class ReplicationAnalysis {
     }
     if (items.empty()) return std::vector<bool>{};
     const Tensor all_items = Tensor::empty({ranks * static_cast<int64_t>(items.size())}, DType::i64);
-    communicator.allgather(tensor<int64_t>(items), all_items);
+    communicator.allgather(tensor<int64_t>(items, {static_cast<int64_t>(items.size())}, cpu()), all_items);
     const std::vector<int64_t> gathered = all_items.to_vector<int64_t>();
     std::vector<bool> alike(items.size(), true);
     for (int r = 0; r < ranks; ++r) {

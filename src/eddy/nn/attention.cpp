@@ -81,11 +81,12 @@ struct ShiftedExponentials {
 
 ShiftedExponentials shifted_exponentials(const HeadGroups& g, const Tensor& scores) {
   const DType dtype = scores.dtype();
-  Tensor query_positions = reshape(arange(double(g.keys - g.time), double(g.keys), 1, dtype), {g.time, 1});
-  Tensor visible = le(arange(0, double(g.keys), 1, dtype), query_positions);
+  const Device device = scores.device();
+  Tensor query_positions = reshape(arange(double(g.keys - g.time), double(g.keys), 1, dtype, device), {g.time, 1});
+  Tensor visible = le(arange(0, double(g.keys), 1, dtype, device), query_positions);
   const double lowest = dtype == DType::f32 ? double(std::numeric_limits<float>::lowest())
                                             : std::numeric_limits<double>::lowest();
-  const Tensor shift = max(where(visible, scores, scalar(lowest, dtype)), {-1}, true).detach();
+  const Tensor shift = max(where(visible, scores, scalar(lowest, dtype, device)), {-1}, true).detach();
   const Tensor mask = cast(visible, dtype);
   return {exp((scores - shift) * mask) * mask, shift};
 }

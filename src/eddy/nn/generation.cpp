@@ -110,6 +110,8 @@ std::vector<int32_t> generate(CausalLanguageModel& model, const std::vector<int3
 
   NoGradGuard no_graph;
   EvalModeGuard eval_mode(model);
+  // The cache, the tokens and the draws where the model's weights are.
+  DefaultDeviceScope on_model_device(model.parameters().front().device());
   KvCache cache = model.make_kv_cache(1);
   Tensor logits = last_position(model.forward(tensor(prompt, {1, prompt_length}), cache));
   const int64_t new_tokens = std::min(options.max_new_tokens, context - prompt_length);

@@ -154,7 +154,7 @@ Dropout::Dropout(double p, uint64_t seed) : p_(p), generator_(seed) {
 namespace {
 // Keeps x where the uniform draw is at least p: probability 1 - p.
 Tensor drop(const Tensor& x, const Tensor& uniform_draw, double p) {
-  Tensor keep = ge(uniform_draw, scalar(p, uniform_draw.dtype()));
+  Tensor keep = ge(uniform_draw, scalar(p, uniform_draw.dtype(), uniform_draw.device()));
   return x * cast(keep, x.dtype()) / (1 - p);
 }
 }  // namespace
@@ -164,7 +164,7 @@ Tensor Dropout::forward(const Tensor& x, Tensor* key) {
   const DType dtype = real_dtype(x.dtype());
   if (!key) return drop(x, rand(x.shape(), dtype, &generator_), p_);
   Tensor draw = uniform(*key, x.shape(), dtype);
-  *key = *key + tensor<int64_t>({0, x.numel()});
+  *key = *key + tensor<int64_t>({0, x.numel()}, {2}, key->device());
   return drop(x, draw, p_);
 }
 

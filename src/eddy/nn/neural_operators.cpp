@@ -103,7 +103,7 @@ Tensor SpectralConv::complex_weights() const {
 
 Tensor SpectralConv::forward(const Tensor& x) { return fft::spectral_conv(x, complex_weights(), modes_); }
 
-Tensor grid_coordinates(const Shape& spatial, DType dtype) {
+Tensor grid_coordinates(const Shape& spatial, DType dtype, Device device) {
   const int64_t d = static_cast<int64_t>(spatial.size());
   Shape full{1, 1};
   full.insert(full.end(), spatial.begin(), spatial.end());
@@ -111,7 +111,7 @@ Tensor grid_coordinates(const Shape& spatial, DType dtype) {
   for (int64_t axis = 0; axis < d; ++axis) {
     Shape along(d + 2, 1);
     along[2 + axis] = spatial[axis];
-    Tensor values = arange(0, static_cast<double>(spatial[axis]), 1, dtype) / static_cast<double>(spatial[axis]);
+    Tensor values = arange(0, static_cast<double>(spatial[axis]), 1, dtype, device) / static_cast<double>(spatial[axis]);
     channels.push_back(expand(reshape(values, along), full));
   }
   return concat(channels, 1);
@@ -149,7 +149,7 @@ Tensor Fno::forward(const Tensor& x) {
   if (options_.grid_coordinates) {
     Shape grid_shape = x.shape();
     grid_shape[1] = d;
-    h = concat({h, expand(grid_coordinates(spatial, x.dtype()), grid_shape)}, 1);
+    h = concat({h, expand(grid_coordinates(spatial, x.dtype(), x.device()), grid_shape)}, 1);
   }
   h = lift_->forward(h);
   const std::vector<int64_t> none(d + 2, 0);

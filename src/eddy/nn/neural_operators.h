@@ -85,7 +85,7 @@ class Fno : public Module {
 };
 
 // The coordinates i_k / n_k of every point of a grid, channels-first: [1, d, n_1, ..., n_d].
-Tensor grid_coordinates(const Shape& spatial, DType dtype);
+Tensor grid_coordinates(const Shape& spatial, DType dtype, Device device);
 
 struct DeepOnetOptions {
   int64_t sensors = 100;      // branch input: the input function at fixed sensor points

@@ -181,13 +181,13 @@ class PinnModel : public Module {
     const Tensor as_column = reshape(weights, {-1, 1});
     if (auto* linear = dynamic_cast<Linear*>(output_.get())) {
       set(linear->weight, as_column);
-      set(linear->bias, full({1}, bias, linear->bias.dtype()));
+      set(linear->bias, full({1}, bias, linear->bias.dtype(), linear->bias.device()));
       return;
     }
     // W = V diag(exp(s)): the direction's column is the weights over the column's scale.
     auto& factorized = dynamic_cast<FactorizedLinear&>(*output_);
     set(factorized.direction, as_column / exp(cast(slice(factorized.log_scale, 0, column, column + 1), DType::f64)));
-    set(factorized.bias, full({1}, bias, factorized.bias.dtype()));
+    set(factorized.bias, full({1}, bias, factorized.bias.dtype(), factorized.bias.device()));
   }
 
   const PinnModelOptions& options() const { return options_; }

@@ -106,8 +106,10 @@ Tensor rotary_embedding(const Tensor& x, double theta, int64_t first_position) {
   EDDY_CHECK(first_position >= 0, "rotary_embedding: first_position must be non-negative, got ", first_position);
   const int64_t time = x.shape()[x.dim() - 2], dim = x.shape().back(), half = dim / 2;
   const DType dtype = x.dtype();
-  Tensor inverse_frequencies = 1.0 / pow(full({half}, theta, dtype), arange(0, dim, 2, dtype) / double(dim));
-  Tensor positions = arange(double(first_position), double(first_position + time), 1, dtype);
+  const Device device = x.device();
+  Tensor inverse_frequencies =
+      1.0 / pow(full({half}, theta, dtype, device), arange(0, dim, 2, dtype, device) / double(dim));
+  Tensor positions = arange(double(first_position), double(first_position + time), 1, dtype, device);
   Tensor angles = matmul(reshape(positions, {time, 1}), reshape(inverse_frequencies, {1, half}));
   angles = concat({angles, angles}, 1);  // [time, dim]: both halves of a pair turn alike
   Tensor rotated_half = concat({-slice(x, -1, half, dim), slice(x, -1, 0, half)}, -1);

@@ -103,7 +103,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 
   Tensor rows = reshape(logits, {-1, classes});
   Tensor picked = reshape(targets, {-1, 1});
-  Tensor counted = ne(picked, scalar(static_cast<double>(ignore_index), picked.dtype()));
+  Tensor counted = ne(picked, scalar(static_cast<double>(ignore_index), picked.dtype(), picked.device()));
   // An ignored row still gathers something (its loss is masked out below); a negative target
   // that is not ignored is sent past the last class so that gather refuses it instead of
   // counting it from the end.

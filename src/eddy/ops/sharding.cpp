@@ -250,7 +250,7 @@ Tensor lookup_in_block(const Tensor& block, int64_t axis, const Tensor& index, i
                        const std::function<Shape(const Tensor& mask)>& mask_shape,
                        const std::function<Tensor(const Tensor& block, const Tensor& local_index)>& look_up) {
   const int64_t rows = block.shape()[static_cast<size_t>(axis)];
-  const Tensor local_index = index - scalar(static_cast<double>(coordinate * rows), index.dtype());
+  const Tensor local_index = index - scalar(static_cast<double>(coordinate * rows), index.dtype(), index.device());
   const Tensor at_or_after_first = ge(local_index, zeros_like(local_index));
   // Both comparisons hold: the second where the first does (a logical and of bool tensors).
   const Tensor held =

@@ -26,11 +26,13 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
   NoGradGuard no_grad;
   // Summed as tensors: the sum of a distributed gradient is a partial sum, which the square root
   // (an op) makes whole on every rank before it is read.
-  Tensor sum_of_squares = zeros({}, DType::f64);
+  Tensor sum_of_squares;
   for (const Tensor& p : parameters) {
-    if (p.defined() && p.grad().defined()) sum_of_squares = sum_of_squares + sum(square(cast(abs(p.grad()), DType::f64)));
+    if (!p.defined() || !p.grad().defined()) continue;
+    const Tensor squares = sum(square(cast(abs(p.grad()), DType::f64)));
+    sum_of_squares = sum_of_squares.defined() ? sum_of_squares + squares : squares;
   }
-  const double total = sqrt(sum_of_squares).item<double>();
+  const double total = sum_of_squares.defined() ? sqrt(sum_of_squares).item<double>() : 0.0;
   const double factor = clip_factor(total, max_norm);
   if (factor == 1) return total;
   std::vector<Tensor> clipped(parameters.size());

@@ -20,7 +20,7 @@ Tensor least_squares(const Tensor& a, const Tensor& b) {
   const int64_t leading = std::max<int64_t>({m, n, 1});
   EDDY_CHECK(leading * std::max<int64_t>({n, k, 1}) <= INT_MAX, "least_squares: a ", m, " x ", n,
              " system is too large for LAPACK's 32-bit sizes");
-  if (m == 0 || n == 0 || k == 0) return zeros({n, k}, a.dtype());
+  if (m == 0 || n == 0 || k == 0) return zeros({n, k}, a.dtype(), a.device());
   // LAPACK is column-major: the transposes of the row-major buffers, made contiguous, are A and B
   // column by column. B's buffer has max(m, n) rows, the solution's first n of them.
   std::vector<double> matrix = contiguous(transpose(cast(a, DType::f64))).to_vector<double>();
@@ -50,7 +50,7 @@ Tensor least_squares(const Tensor& a, const Tensor& b) {
   EDDY_CHECK(info == 0, "least_squares: LAPACK dgelsd did not converge on a ", m, " x ", n, " system (info ", info,
              ")");
   // Column j of the solution is solution[j * leading, j * leading + n).
-  return cast(transpose(slice(tensor(solution, {k, leading}), 1, 0, n)), a.dtype());
+  return cast(transpose(slice(tensor(solution, {k, leading}, a.device()), 1, 0, n)), a.dtype());
 }
 
 }  // namespace eddy::optim
