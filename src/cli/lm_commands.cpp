@@ -11,6 +11,7 @@
 #include "device_option.h"
 #include "interrupted.h"
 #include "solvers/common/interrupt.h"
+#include "solvers/common/training_config.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/quantize.h"
 #include "solvers/lm/run.h"
@@ -58,11 +59,22 @@ int check_lm_config(io::Config& config) {
 namespace {
 
 int run_generate(const std::string& run_dir, const std::string& prompt, const std::string& quantized,
-                 const nn::GenerationOptions& options) {
+                 const std::string& device_name, const nn::GenerationOptions& options) {
+  const std::string flag = cat("--device ", device_name, ": ");
+  Device device = cpu();
+  try {
+    if (!device_name.empty()) device = parse_device(device_name);
+  } catch (const Error& unknown) {
+    throw Error(flag + unknown.what());
+  }
+  solvers::check_device({device, flag}, dist::default_communicator());
+  EDDY_CHECK(quantized.empty() || device == cpu(), "--quantized ", quantized, " runs on the CPU (the int8 and "
+             "int4 kernels are the CPU's); leave out --device ", device_name);
   lm::TrainedModel trained = lm::load_trained_model(run_dir);
   if (!quantized.empty()) {
     lm::load_quantized_model(trained, lm::quantized_model_path(run_dir, quantized == "int8" ? 8 : 4));
   }
+  trained.model->to(device);
   std::printf("%s", prompt.c_str());
   lm::generate_text(trained, prompt, options, [](const std::string& piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -127,6 +139,7 @@ LmCommands::LmCommands(CLI::App& app) {
   generate_->add_option("--seed", generation_.seed, "the same seed gives the same text (default 0)");
   generate_->add_option("--quantized", quantized_, "generate with RUN_DIR/quantized-int8.safetensors or "
                         "quantized-int4.safetensors (eddy lm quantize)")->check(CLI::IsMember({"int8", "int4"}));
+  generate_->add_option("--device", device_, "cpu, cuda or cuda:N: where the model runs (docs/gpu.md)");
   export_ = lm_->add_subcommand("export", "Write a trained model in another framework's layout");
   export_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir)")->required()
       ->check(CLI::ExistingDirectory);
@@ -150,7 +163,7 @@ int LmCommands::run(const std::string& resume_command) const {
     add_device_override(device_, overrides);
     return run_train(file_, overrides, resume_, eager_, quiet_, resume_command);
   }
-  if (generate_->parsed()) return run_generate(run_dir_, prompt_, quantized_, generation_);
+  if (generate_->parsed()) return run_generate(run_dir_, prompt_, quantized_, device_, generation_);
   if (quantize_->parsed()) return run_quantize(run_dir_, bits_, group_, output_);
   if (export_->parsed()) return run_export(run_dir_, format_, output_);
   return check_lm_config(*io::Config::load(file_, overrides_));

@@ -5,7 +5,7 @@
 //                                                                        train a language model from its YAML
 //   eddy lm check FILE [key=value ...]                                   validate and print the resolved config
 //   eddy lm generate RUN_DIR [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
-//                    [--quantized int8|int4]                             continue a prompt, streaming the text
+//                    [--quantized int8|int4] [--device D]                continue a prompt, streaming the text
 //                                                                        (RUN_DIR may be a Hugging Face folder)
 //   eddy lm quantize RUN_DIR [--bits 4|8] [--group G] [--output FILE]    write an int8/int4 model for inference
 //                                                                        and print the validation perplexities
