@@ -280,6 +280,8 @@ Tensor as_tensor(const py::handle& value, const py::object& dtype) {
     t = scalar(value.cast<c128>(), DType::c128);
   } else {
     t = wrap_array(py::module_::import("numpy").attr("asarray")(value));
+    // NumPy memory is the host's: under eddy.default_device of another device, the values go there.
+    if (default_device() != cpu()) t = device_copy(t, default_device());
   }
   if (auto wanted = optional_dtype(dtype); wanted && *wanted != t.dtype()) t = cast(t, *wanted);
   return t;

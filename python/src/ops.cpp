@@ -75,6 +75,17 @@ class GradModeContext {
 };
 
 // `with eddy.autocast("bfloat16"):` — an AutocastScope (ops/autocast.h) for the block.
+class DefaultDeviceContext {
+ public:
+  explicit DefaultDeviceContext(Device device) : device_(device) {}
+  void enter() { scope_ = std::make_unique<DefaultDeviceScope>(device_); }
+  void exit(const py::args&) { scope_.reset(); }
+
+ private:
+  Device device_;
+  std::unique_ptr<DefaultDeviceScope> scope_;
+};
+
 class AutocastContext {
  public:
   explicit AutocastContext(DType dtype) : dtype_(dtype) {}
@@ -291,6 +302,17 @@ void bind_ops(py::module_& m) {
         py::arg("dtype") = "bfloat16",
         "with eddy.autocast('bfloat16'): float32 matrix products in the block run in the 16-bit dtype "
         "(docs/optim.md, \"Half precision\").");
+  py::class_<DefaultDeviceContext>(m, "_DefaultDeviceContext")
+      .def("__enter__", &DefaultDeviceContext::enter)
+      .def("__exit__", &DefaultDeviceContext::exit);
+  m.def("default_device", [](const std::string& device) { return DefaultDeviceContext(parse_device(device)); },
+        py::arg("device"),
+        "with eddy.default_device('cuda'): tensors made in the block without a device (zeros, rand, "
+        "eddy.tensor of Python values, file reads, models' parameters) are made there (docs/gpu.md).");
+  m.def("get_default_device", [] {
+    const Device device = default_device();
+    return device == cpu() ? std::string("cpu") : cat(device);
+  }, "Where tensors made without a device go now: 'cpu' outside eddy.default_device blocks.");
   m.def("set_num_threads", &set_num_threads, py::arg("threads"));
   m.def("cuda_unavailable_reason", [](int index) { return device_unavailable_reason(Device::cuda(index)); },
         py::arg("index") = 0, "Empty when GPU `index` can be used; otherwise why not.");

@@ -57,3 +57,25 @@ def test_gpu_memory_crosses_to_pytorch_and_back_without_copies():
     result = torch.from_dlpack(eddy.tanh(shared))
     assert result.device.type == "cuda"
     torch.testing.assert_close(result, torch.tanh(source))
+
+
+def test_default_device_blocks_nest_and_end_with_their_block():
+    assert eddy.get_default_device() == "cpu"
+    with eddy.default_device("cpu"):
+        assert eddy.get_default_device() == "cpu"
+        assert eddy.zeros([2]).device == "cpu"
+        assert eddy.tensor([1.0, 2.0]).device == "cpu"
+    assert eddy.get_default_device() == "cpu"
+    with pytest.raises(eddy.Error, match="unknown device 'gpu'"):
+        eddy.default_device("gpu")
+
+
+def test_without_a_gpu_a_default_device_block_refuses_to_make_tensors_there():
+    if eddy.cuda_available():
+        pytest.skip("a GPU is present: the refusal cannot be seen here")
+    with pytest.raises(eddy.Error, match="cuda:0"):
+        with eddy.default_device("cuda"):
+            assert eddy.get_default_device() == "cuda:0"
+            eddy.zeros([2])
+    assert eddy.get_default_device() == "cpu"  # the block ended with the error
+    assert eddy.zeros([2]).device == "cpu"
