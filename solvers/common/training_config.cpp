@@ -54,16 +54,21 @@ DeviceSpec read_device(const io::ConfigNode& root) {
     } catch (const Error&) {
       key->fail(cat("unknown device '", text, "': expected cpu, cuda or cuda:N"));
     }
+    spec.numbered = text.find(':') != std::string::npos;
   }
   return spec;
 }
 
-void check_device(const DeviceSpec& spec, const dist::Communicator& world) {
-  const std::string reason = device_unavailable_reason(spec.device);
-  EDDY_CHECK(reason.empty(), spec.where, spec.device, " cannot be used: ", reason);
-  EDDY_CHECK(spec.device.type == DeviceType::cpu || world.size() == 1, spec.where, "a job of ", world.size(),
-             " ranks on ", spec.device, " needs a GPU communicator (NCCL), which eddy does not have yet; run one "
-             "process per GPU job, or device: cpu under mpirun (docs/gpu.md)");
+Device place_on_device(const DeviceSpec& spec, const dist::Communicator& world) {
+  Device device = spec.device;
+  if (device.type == DeviceType::cuda && !spec.numbered) device.index = world.node_rank();
+  const std::string reason = device_unavailable_reason(device);
+  EDDY_CHECK(reason.empty(), spec.where, device, " cannot be used",
+             spec.numbered ? "" : cat(" (rank ", world.rank(), " is rank ", world.node_rank(), " of those on its machine, ",
+                                      "each taking the GPU of its number: start at most as many ranks per machine as ",
+                                      "it has GPUs)"),
+             ": ", reason);
+  return device;
 }
 
 ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<std::string_view> axis_names) {

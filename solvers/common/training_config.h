@@ -38,16 +38,17 @@ struct ParallelSpec {
 // under a DefaultDeviceScope of it (core/device.h), so the solvers name no device themselves.
 struct DeviceSpec {
   Device device = cpu();
-  std::string where;  // the key's file:line:column; empty when the file has none
+  bool numbered = false;  // cuda:N rather than cuda
+  std::string where;      // the key's file:line:column; empty when the file has none
 };
 
 // Reads the `device` key of a file's top level; cpu() without one.
 DeviceSpec read_device(const io::ConfigNode& root);
 
-// Refuses, naming the key, a device this process cannot use (a build without its backend, no
-// driver, no such GPU), or a GPU in a job of several ranks: the collectives run on MPI, which
-// takes host tensors, and the NCCL communicator is not built yet.
-void check_device(const DeviceSpec& spec, const dist::Communicator& world);
+// The device this rank runs on: `cuda` is GPU k for the k-th rank of `world` on its machine
+// (one GPU per rank, as mpirun places them), cuda:N is GPU N on every rank. Refuses, naming the
+// key, a device this process cannot use (a build without its backend, no driver, no such GPU).
+Device place_on_device(const DeviceSpec& spec, const dist::Communicator& world);
 
 // Reads a `parallel:` section whose axis names are among `axis_names`, each used once.
 ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<std::string_view> axis_names);

@@ -231,8 +231,7 @@ Tensor OperatorModel::predict(const Tensor& input, const Tensor& points) {
 
 TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
-  solvers::check_device(p.device, comm);
-  DefaultDeviceScope on_device(p.device.device);
+  DefaultDeviceScope on_device(solvers::place_on_device(p.device, comm));
   const bool root = comm.rank() == 0;
   const Placing placing = placing_for(p, comm);
   // The ranks that split the training samples, each reading its consecutive share (the normalisers

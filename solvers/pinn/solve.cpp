@@ -195,8 +195,7 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
 SolveResult solve(const Problem& p, const SolveOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
   if (comm.size() > 1) solvers::check_job_size(p.parallel, comm);
-  solvers::check_device(p.device, comm);
-  DefaultDeviceScope on_device(p.device.device);
+  DefaultDeviceScope on_device(solvers::place_on_device(p.device, comm));
   std::ostream* log = comm.rank() == 0 ? options.log : nullptr;
 
   PinnState state(p, comm);

@@ -67,7 +67,7 @@ int run_generate(const std::string& run_dir, const std::string& prompt, const st
   } catch (const Error& unknown) {
     throw Error(flag + unknown.what());
   }
-  solvers::check_device({device, flag}, dist::default_communicator());
+  solvers::place_on_device({device, true, flag}, dist::default_communicator());
   EDDY_CHECK(quantized.empty() || device == cpu(), "--quantized ", quantized, " runs on the CPU (the int8 and "
              "int4 kernels are the CPU's); leave out --device ", device_name);
   lm::TrainedModel trained = lm::load_trained_model(run_dir);

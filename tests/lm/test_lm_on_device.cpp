@@ -1,6 +1,8 @@
 // `device:` in a language-model file, on the stand-in GPU (support/host_memory_device.h): a GPT
-// trained there, dropout and gradient accumulation included, equals the CPU run bit for bit, so
-// no tensor of the run stayed on the CPU.
+// trained there, dropout, gradient accumulation and ZeRO-1 included, equals the CPU run bit for
+// bit, so no tensor of the run stayed on the CPU. Also run under `mpirun -np 2`
+// (stand_in_device_tests_np2), each rank on its own stand-in GPU, where ZeRO-1 shards AdamW's
+// state and the gradients cross the ranks through MPI from device memory.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include "solvers/lm/trainer.h"
 #include "support/equal_checkpoints.h"
 #include "support/host_memory_device.h"
+#include "support/job_directory.h"
 #include "support/small_corpus.h"
 
 namespace eddy::lm {
@@ -22,16 +25,21 @@ namespace fs = std::filesystem;
 
 TEST(LmOnDevice, EqualsTheCpuRunBitForBit) {
   testing::install_host_memory_device();
-  const fs::path dir = fs::temp_directory_path() / ("eddy_lm_on_device_" + std::to_string(::getpid()));
-  fs::create_directories(dir / "corpus");
-  write_small_corpus(dir / "corpus" / "a.txt", 0);
+  const JobDirectory job("eddy_lm_on_device_");
+  const fs::path& dir = job.path();
+  if (world().rank() == 0) {
+    fs::create_directories(dir / "corpus");
+    write_small_corpus(dir / "corpus" / "a.txt", 0);
+  }
+  world().barrier();
   auto train_on = [&](const std::string& device) {
     const std::string text =
         cat("device: ", device, "\ndata:\n  files: ", (dir / "corpus" / "*.txt").string(),
             "\n  separator: '%'\n  validation_fraction: 0.1\n"
             "tokenizer: {vocab_size: 300}\n"
             "model: {type: gpt2, context: 16, hidden_size: 32, layers: 2, heads: 4, dropout: 0.1}\n"
-            "training: {steps: 4, batch_size: 4, accumulation: 2, evaluate_every: 2, evaluation_batches: 1}\n"
+            "training: {steps: 4, batch_size: 4, accumulation: 2, evaluate_every: 2, evaluation_batches: 1, "
+            "zero_stage: 1}\n"
             "output: {dir: ", (dir / device).string(), ", checkpoint_every: 2}\n");
     auto config = io::Config::parse(text, "lm.yaml", {});
     TrainOptions options;
@@ -46,10 +54,11 @@ TEST(LmOnDevice, EqualsTheCpuRunBitForBit) {
   EXPECT_GT(testing::host_memory_device_kernel_calls() - kernels_before, 1000);
   EXPECT_EQ(on_device.train_loss, on_cpu.train_loss);
   EXPECT_EQ(on_device.validation_loss, on_cpu.validation_loss);
+  world().barrier();  // rank 0 writes the results
+  if (world().rank() != 0) return;
   EXPECT_EQ(element_bytes(io::read_hdf5((dir / "cuda/history.h5").string(), "train_loss")),
             element_bytes(io::read_hdf5((dir / "cpu/history.h5").string(), "train_loss")));
   expect_equal_checkpoints((dir / "cuda/checkpoint.safetensors").string(), (dir / "cpu/checkpoint.safetensors").string());
-  fs::remove_all(dir);
 }
 
 }  // namespace

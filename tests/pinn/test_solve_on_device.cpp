@@ -1,13 +1,16 @@
 // `device:` in a problem file, on a machine without a GPU: the solve runs on a stand-in GPU
 // (support/host_memory_device.h) that keeps cuda tensors in host memory. A tensor the solver left
 // on the CPU would meet a cuda one in some op and be refused, naming both devices; with none left
-// behind, the run equals the CPU run bit for bit, since the same kernels ran. On a real GPU,
-// scripts/gpu-check.sh runs `eddy solve` with `device: cuda` (docs/gpu.md).
+// behind, the run equals the CPU run bit for bit, since the same kernels ran. Also run under
+// `mpirun -np 2` (stand_in_device_tests_np2): each rank then takes its own stand-in GPU, and the
+// gradients cross the ranks through MPI from device memory, staged through the host. On a real
+// GPU, scripts/gpu-check.sh runs `eddy solve` with `device: cuda` (docs/gpu.md).
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "support/equal_checkpoints.h"
 #include "support/expect_error.h"
 #include "support/host_memory_device.h"
+#include "support/job_directory.h"
 
 namespace eddy::pinn {
 namespace {
@@ -54,8 +58,8 @@ output: {grid: [9, 3], checkpoint_every: 5}
 class SolveOnDevice : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { testing::install_host_memory_device(); }
-  fs::path dir = fs::temp_directory_path() / ("eddy_solve_on_device_" + std::to_string(::getpid()));
-  void TearDown() override { fs::remove_all(dir); }
+  JobDirectory job{"eddy_solve_on_device_"};
+  const fs::path& dir = job.path();
 
   SolveResult solve_in(const std::string& run, const std::vector<std::string>& overrides) {
     std::vector<std::string> all = overrides;
@@ -71,35 +75,43 @@ class SolveOnDevice : public ::testing::Test {
     return element_bytes(io::read_hdf5((dir / run / "solution.h5").string(), dataset));
   }
 
-  // One run on each device, with `override`; the device's must have run there and equal the
-  // CPU's in every result.
-  void expect_equal_runs(const std::string& override) {
-    const SolveResult on_cpu = solve_in("cpu", {override});
+  // One run on each device with `override`, in the folders `name`/cpu and `name`/cuda; the
+  // device's must have run there and equal the CPU's in every result.
+  void expect_equal_runs(const std::string& name, const std::string& override) {
+    const SolveResult on_cpu = solve_in(name + "/cpu", {override});
     const int64_t kernels_before = testing::host_memory_device_kernel_calls();
-    const SolveResult on_device = solve_in("cuda", {override, "device=cuda"});
+    const SolveResult on_device = solve_in(name + "/cuda", {override, "device=cuda"});
     EXPECT_GT(testing::host_memory_device_kernel_calls() - kernels_before, 10000);
     EXPECT_EQ(on_device.loss, on_cpu.loss);
     EXPECT_EQ(on_device.steps, on_cpu.steps);
     EXPECT_EQ(on_device.learned.at("kappa"), on_cpu.learned.at("kappa"));
     ASSERT_TRUE(on_device.metrics && on_cpu.metrics);
     EXPECT_EQ(on_device.metrics->relative_l2.at("u"), on_cpu.metrics->relative_l2.at("u"));
+    // Rank 0 writes the results; the others wait for them before anyone moves on.
+    world().barrier();
+    if (world().rank() != 0) return;
     for (const char* dataset : {"history/loss", "history/weight_pde", "history/min_causal_weight", "history/kappa",
                                 "metrics/u_relative_l2", "fields/u", "points/pde/coordinates"}) {
-      EXPECT_EQ(results("cuda", dataset), results("cpu", dataset)) << dataset;
+      EXPECT_EQ(results(name + "/cuda", dataset), results(name + "/cpu", dataset)) << dataset;
     }
-    expect_equal_checkpoints((dir / "cuda/checkpoint.safetensors").string(),
-                             (dir / "cpu/checkpoint.safetensors").string());
-    EXPECT_TRUE(fs::exists(dir / "cuda/solution.vti"));
+    expect_equal_checkpoints((dir / name / "cuda/checkpoint.safetensors").string(),
+                             (dir / name / "cpu/checkpoint.safetensors").string());
+    // The same files, the VTK output among them (one image, or a piece per rank under mpirun).
+    EXPECT_EQ(files_in(dir / name / "cuda"), files_in(dir / name / "cpu"));
+    EXPECT_TRUE(files_in(dir / name / "cuda").count("solution.vti") || files_in(dir / name / "cuda").count("solution.pvti"));
+  }
+
+  static std::set<std::string> files_in(const fs::path& folder) {
+    std::set<std::string> names;
+    for (const auto& entry : fs::directory_iterator(folder)) names.insert(entry.path().filename().string());
+    return names;
   }
 };
 
 TEST_F(SolveOnDevice, EqualsTheCpuRunBitForBit) {
-  for (const std::string variant :
-       {"training.derivatives=taylor", "training.derivatives=reverse", "model.fit_initial_condition=true"}) {
-    SCOPED_TRACE(variant);
-    expect_equal_runs(variant);
-    fs::remove_all(dir);
-  }
+  expect_equal_runs("taylor", "training.derivatives=taylor");
+  expect_equal_runs("reverse", "training.derivatives=reverse");
+  expect_equal_runs("fit", "model.fit_initial_condition=true");
 }
 
 TEST_F(SolveOnDevice, ResumesOnAnotherDevice) {
@@ -119,7 +131,7 @@ TEST_F(SolveOnDevice, RefusesADeviceItCannotUseNamingTheKey) {
   auto config = io::Config::parse(kHeat, "heat.yaml", {"device=cuda:3", "output.dir=" + (dir / "x").string()});
   const Problem problem = read_problem(*config);
   expect_error([&] { solve(problem, {}); },
-               {"command-line override 'device=cuda:3': device: cuda:3 cannot be used: the tests' stand-in GPU"});
+               {"command-line override 'device=cuda:3': device: cuda:3 cannot be used: the tests' stand-in GPUs"});
   auto misspelt = io::Config::parse("device: gpu\n" + kHeat, "heat.yaml", {});
   expect_error([&] { read_problem(*misspelt); },
                {"heat.yaml:1:9: device: unknown device 'gpu': expected cpu, cuda or cuda:N"});

@@ -1,7 +1,7 @@
 #pragma once
 // A stand-in GPU for tests on machines without one. install_host_memory_device() registers, for
-// DeviceType::cuda, a backend that keeps cuda tensors in host memory and runs the CPU kernels on
-// them. To the engine such a tensor is a cuda:0 tensor in every way it can see: its device, the
+// DeviceType::cuda, a backend of two devices (cuda:0 and cuda:1, so that two ranks of an MPI test
+// each have one) that keeps cuda tensors in host memory and runs the CPU kernels on them. To the engine such a tensor is a cuda:0 tensor in every way it can see: its device, the
 // checks that refuse inputs on two devices, host_copy, upload and download. So a solver that
 // leaves one tensor on the CPU fails here as it would on a GPU, and where it leaves none its
 // results equal the CPU run's bit for bit (the same kernels ran).

@@ -22,6 +22,7 @@ class SingleProcessCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  int node_rank() const override { return 0; }
   std::string_view kind() const override { return "single-process"; }
   void barrier() override {}
   void allreduce(const Tensor& in, const Tensor& out, ReduceOp op) override {

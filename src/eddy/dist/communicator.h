@@ -28,6 +28,9 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This rank's place among the ranks of this communicator on its own machine (0 on a machine
+  // with one), which picks its GPU when a run asks for `cuda` without a number.
+  virtual int node_rank() const = 0;
   // "mpi" or "single-process", for logs.
   virtual std::string_view kind() const = 0;
 

@@ -1,6 +1,5 @@
 #include "eddy/dist/data_parallel.h"
 
-#include <cstring>
 #include <map>
 
 #include "eddy/autodiff/tape.h"
@@ -31,20 +30,26 @@ std::vector<Bucket> buckets_of(const std::vector<Tensor>& tensors) {
   return buckets;
 }
 
-char* element(const Tensor& buffer, int64_t offset) {
-  return static_cast<char*>(buffer.raw_data()) + offset * static_cast<int64_t>(dtype_size(buffer.dtype()));
+// The buffers live where the tensors do, and are written and read through the device's copies
+// (the communicator takes them from there; MPI stages device memory through the host).
+
+// `count` elements of the dense 1-D `buffer` from `offset`, as a view.
+Tensor elements(const Tensor& buffer, int64_t offset, int64_t count) {
+  return make_view(buffer, {count}, {1}, buffer.offset() + offset);
 }
 
 void pack(const Tensor& buffer, int64_t offset, const Tensor& value) {
-  const Tensor dense = contiguous(value);
-  std::memcpy(element(buffer, offset), dense.raw_data(), dense.numel() * dtype_size(dense.dtype()));
+  elements(buffer, offset, value.numel()).copy_(reshape(contiguous(value), {-1}));
 }
 
 Tensor unpack(const Tensor& buffer, int64_t offset, const Shape& shape) {
-  Tensor out = Tensor::empty(shape, buffer.dtype());
-  std::memcpy(out.raw_data(), element(buffer, offset), out.numel() * dtype_size(out.dtype()));
+  Tensor out = Tensor::empty(shape, buffer.dtype(), buffer.device());
+  out.copy_(reshape(elements(buffer, offset, numel(shape)), shape));
   return out;
 }
+
+// Where the tensors are (all on one device); the host when there are none.
+Device device_of(const std::vector<Tensor>& tensors) { return tensors.empty() ? cpu() : tensors.front().device(); }
 
 // average_gradients and sum_gradients: the ranks' gradients (each parameter's local part, the
 // same part on every rank of `comm`) summed, and divided by the ranks when `mean`.
@@ -62,18 +67,18 @@ void reduce_gradients(const std::vector<Tensor>& parameters, Communicator& comm,
     const int64_t flags = bucket.elements, extras = flags + static_cast<int64_t>(bucket.members.size());
     std::vector<double> tail(bucket.members.size(), 0.0);
     if (b == 0) tail.insert(tail.end(), sums.begin(), sums.end());
-    Tensor buffer = Tensor::empty({extras + static_cast<int64_t>(b == 0 ? sums.size() : 0)}, bucket.dtype);
+    Tensor buffer = Tensor::empty({extras + static_cast<int64_t>(b == 0 ? sums.size() : 0)}, bucket.dtype,
+                                  device_of(locals));
     for (size_t k = 0; k < bucket.members.size(); ++k) {
       const Tensor g = parameters[bucket.members[k]].grad();
       if (g.defined()) {
         pack(buffer, bucket.offsets[k], local_part(g));
         tail[k] = 1;
       } else {
-        const int64_t elements = locals[bucket.members[k]].numel();
-        std::memset(element(buffer, bucket.offsets[k]), 0, elements * dtype_size(bucket.dtype));
+        elements(buffer, bucket.offsets[k], locals[bucket.members[k]].numel()).fill_(0.0);
       }
     }
-    pack(buffer, flags, cast(tensor(tail), bucket.dtype));
+    pack(buffer, flags, cast(tensor(tail, {static_cast<int64_t>(tail.size())}, buffer.device()), bucket.dtype));
     comm.allreduce(buffer, buffer, ReduceOp::sum);
 
     const std::vector<c128> summed_tail = slice(buffer, 0, flags, buffer.numel()).to_vector<c128>();
@@ -103,7 +108,7 @@ void broadcast_tensors(const std::vector<Tensor>& all, Communicator& comm, int r
   }
   NoGradGuard no_grad;
   for (const Bucket& bucket : buckets_of(tensors)) {
-    Tensor buffer = Tensor::empty({bucket.elements}, bucket.dtype);
+    Tensor buffer = Tensor::empty({bucket.elements}, bucket.dtype, device_of(tensors));
     for (size_t k = 0; k < bucket.members.size(); ++k) pack(buffer, bucket.offsets[k], tensors[bucket.members[k]]);
     comm.broadcast(buffer, root);
     for (size_t k = 0; k < bucket.members.size(); ++k) {
@@ -128,7 +133,7 @@ bool same_on_every_rank(const std::vector<Tensor>& tensors, Communicator& comm) 
   for (const Tensor& t : tensors) flat.push_back(flatten(cast(t, DType::f64)));
   const Tensor mine = concat(flat, 0);
   // The spread max - min over ranks, elementwise, from two max-reductions: zero where all agree.
-  Tensor largest = Tensor::empty(mine.shape(), DType::f64);
+  Tensor largest = Tensor::empty(mine.shape(), DType::f64, mine.device());
   largest.copy_(mine);
   const Tensor negated_smallest = -mine;
   comm.allreduce(largest, largest, ReduceOp::max);

@@ -2,6 +2,7 @@
 
 #include "eddy/dist/mpi_communicator.h"
 
+#include "eddy/core/backend.h"
 #include "eddy/ops/ops.h"
 
 #include <mpi.h>
@@ -50,6 +51,10 @@ class MpiCommunicator final : public Communicator {
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &node_rank_);
+    MPI_Comm_free(&node);
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -61,10 +66,27 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int node_rank() const override { return node_rank_; }
   std::string_view kind() const override { return "mpi"; }
   void barrier() override { MPI_Barrier(comm_); }
 
-  void allreduce(const Tensor& in, const Tensor& out, ReduceOp op) override {
+ private:
+  // Runs `collective` on host tensors: `in` and `out` themselves when both are (or are undefined),
+  // else host copies, `out`'s copy written back to its device after. An in-place call (one tensor
+  // as both) stays in place on the host. `out`'s copy starts from its values, which a reduce
+  // leaves untouched on the ranks other than its root.
+  template <typename Collective>
+  static void through_host(const Tensor& in, const Tensor& out, Collective&& collective) {
+    const auto off_host = [](const Tensor& t) { return t.defined() && t.device() != cpu(); };
+    if (!off_host(in) && !off_host(out)) return collective(in, out);
+    const bool in_place = in.defined() && out.defined() && element_address(in) == element_address(out);
+    const Tensor host_in = in.defined() ? host_copy(in) : Tensor();
+    const Tensor host_out = in_place ? host_in : out.defined() ? device_copy(out, cpu()) : Tensor();
+    collective(host_in, host_out);
+    if (out.defined()) Tensor(out).copy_(device_copy(host_out, out.device()));
+  }
+
+  void allreduce_on_host(const Tensor& in, const Tensor& out, ReduceOp op) {
     const int n = same_layout("allreduce", in, out);
     check_reduce_op("allreduce", in, op);
     const void* send = in.raw_data() == out.raw_data() ? MPI_IN_PLACE : in.raw_data();
@@ -77,7 +99,7 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  void reduce(const Tensor& in, const Tensor& out, int root) override {
+  void reduce_on_host(const Tensor& in, const Tensor& out, int root) {
     const int n = same_layout("reduce", in, out);
     check_rank("reduce", root);
     check_reduce_op("reduce", in, ReduceOp::sum);
@@ -86,7 +108,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Reduce(send, out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, root, comm_);
   }
 
-  void allgather(const Tensor& in, const Tensor& out) override {
+  void allgather_on_host(const Tensor& in, const Tensor& out) {
     const int n = count_of("allgather", in);
     EDDY_CHECK(count_of("allgather", out) == static_cast<int64_t>(n) * size_ && in.dtype() == out.dtype(),
                "allgather: output ", out.shape(), " ", out.dtype(), " cannot hold ", size_, " inputs ", in.shape(),
@@ -95,7 +117,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Allgather(in.raw_data(), n, mpi_type(in.dtype()), out.raw_data(), n, mpi_type(in.dtype()), comm_);
   }
 
-  void reduce_scatter(const Tensor& in, const Tensor& out) override {
+  void reduce_scatter_on_host(const Tensor& in, const Tensor& out) {
     const int n = count_of("reduce_scatter", out);
     EDDY_CHECK(count_of("reduce_scatter", in) == static_cast<int64_t>(n) * size_ && in.dtype() == out.dtype(),
                "reduce_scatter: output ", out.shape(), " ", out.dtype(), " is not 1/", size_, " of the input ",
@@ -105,7 +127,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, comm_);
   }
 
-  void alltoall(const Tensor& in, const Tensor& out) override {
+  void alltoall_on_host(const Tensor& in, const Tensor& out) {
     const int n = same_layout("alltoall", in, out);
     EDDY_CHECK(in.dim() >= 1 && in.shape()[0] % size_ == 0, "alltoall: axis 0 of ", in.shape(),
                " does not split evenly over ", size_, " ranks");
@@ -114,24 +136,52 @@ class MpiCommunicator final : public Communicator {
                  comm_);
   }
 
-  void broadcast(const Tensor& buffer, int root) override {
+  void broadcast_on_host(const Tensor& buffer, int root) {
     const int n = count_of("broadcast", buffer);
     check_rank("broadcast", root);
     count_collective(buffer);
     MPI_Bcast(buffer.raw_data(), n, mpi_type(buffer.dtype()), root, comm_);
   }
 
-  void send(const Tensor& in, int dest, int tag) override {
+  void send_on_host(const Tensor& in, int dest, int tag) {
     const int n = count_of("send", in);
     check_rank("send", dest);
     count_collective(in);
     MPI_Send(in.raw_data(), n, mpi_type(in.dtype()), dest, tag, comm_);
   }
 
-  void recv(const Tensor& out, int source, int tag) override {
+  void recv_on_host(const Tensor& out, int source, int tag) {
     const int n = count_of("recv", out);
     check_rank("recv", source);
     MPI_Recv(out.raw_data(), n, mpi_type(out.dtype()), source, tag, comm_, MPI_STATUS_IGNORE);
+  }
+
+ public:
+  // MPI reads and writes host memory: tensors on a device go through host copies (through_host).
+  // A communicator that reads GPU memory itself (NCCL) is not built yet.
+  void allreduce(const Tensor& in, const Tensor& out, ReduceOp op) override {
+    through_host(in, out, [&](const Tensor& i, const Tensor& o) { allreduce_on_host(i, o, op); });
+  }
+  void reduce(const Tensor& in, const Tensor& out, int root) override {
+    through_host(in, out, [&](const Tensor& i, const Tensor& o) { reduce_on_host(i, o, root); });
+  }
+  void allgather(const Tensor& in, const Tensor& out) override {
+    through_host(in, out, [&](const Tensor& i, const Tensor& o) { allgather_on_host(i, o); });
+  }
+  void reduce_scatter(const Tensor& in, const Tensor& out) override {
+    through_host(in, out, [&](const Tensor& i, const Tensor& o) { reduce_scatter_on_host(i, o); });
+  }
+  void alltoall(const Tensor& in, const Tensor& out) override {
+    through_host(in, out, [&](const Tensor& i, const Tensor& o) { alltoall_on_host(i, o); });
+  }
+  void broadcast(const Tensor& buffer, int root) override {
+    through_host(buffer, buffer, [&](const Tensor&, const Tensor& o) { broadcast_on_host(o, root); });
+  }
+  void send(const Tensor& in, int dest, int tag) override {
+    through_host(in, Tensor(), [&](const Tensor& i, const Tensor&) { send_on_host(i, dest, tag); });
+  }
+  void recv(const Tensor& out, int source, int tag) override {
+    through_host(Tensor(), out, [&](const Tensor&, const Tensor& o) { recv_on_host(o, source, tag); });
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -159,7 +209,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   MPI_Comm comm_;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, node_rank_ = 0;
 };
 
 }  // namespace

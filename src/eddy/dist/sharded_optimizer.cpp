@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstring>
 #include <set>
 #include <string>
 
@@ -19,12 +18,18 @@ namespace {
 
 constexpr const char* kWho = "ShardedOptimizer (ZeRO stage 1)";
 
-char* element(const Tensor& t, int64_t offset) {
-  return static_cast<char*>(t.raw_data()) + offset * static_cast<int64_t>(dtype_size(t.dtype()));
+// The buffers live where the parameters do, written through the device's copies (the
+// communicator takes them from there; MPI stages device memory through the host).
+Tensor elements(const Tensor& t, int64_t offset, int64_t count) {
+  return make_view(t, {count}, {1}, t.offset() + offset);
 }
 
 void copy_elements(const Tensor& to, int64_t to_offset, const Tensor& from, int64_t from_offset, int64_t count) {
-  std::memcpy(element(to, to_offset), element(from, from_offset), count * dtype_size(to.dtype()));
+  elements(to, to_offset, count).copy_(elements(from, from_offset, count));
+}
+
+Device device_of(const std::vector<Tensor>& parameters) {
+  return parameters.empty() ? cpu() : local_part(parameters.front()).device();
 }
 
 Tensor dense_flat(const Tensor& t) { return contiguous(flatten(t)); }
@@ -87,7 +92,8 @@ ShardedOptimizer::Layout ShardedOptimizer::plan(const std::vector<Tensor>& param
     const int64_t stop = std::min(last, layout.offsets[i] + local_part(parameters[i]).numel());
     if (start >= stop) continue;
     const Piece piece{i, start - layout.offsets[i], stop - layout.offsets[i], start - first};
-    Tensor slice_of_parameter = Tensor::empty({piece.end - piece.begin}, layout.dtype);
+    Tensor slice_of_parameter =
+        Tensor::empty({piece.end - piece.begin}, layout.dtype, local_part(parameters[i]).device());
     slice_of_parameter.copy_(slice(flatten(local_part(parameters[i])), 0, piece.begin, piece.end));
     slice_of_parameter.requires_grad_();
     layout.pieces.push_back(piece);
@@ -134,7 +140,7 @@ void ShardedOptimizer::scatter_into_blocks(const std::vector<Tensor>& whole, con
 
 Tensor ShardedOptimizer::parameter_from_blocks(size_t parameter, const Tensor& blocks, DType dtype) const {
   const Tensor p = local_part(parameters()[parameter]);
-  Tensor flat = Tensor::empty({p.numel()}, dtype);
+  Tensor flat = Tensor::empty({p.numel()}, dtype, p.device());
   for_each_owner(parameter, [&](int64_t rank, int64_t at, int64_t position, int64_t count) {
     copy_elements(flat, at, blocks, rank * layout_.block + position, count);
   });
@@ -142,12 +148,12 @@ Tensor ShardedOptimizer::parameter_from_blocks(size_t parameter, const Tensor& b
 }
 
 Tensor ShardedOptimizer::gather_blocks(const std::vector<Tensor>& slices, DType dtype) const {
-  Tensor mine = zeros({layout_.block}, dtype);
+  Tensor mine = zeros({layout_.block}, dtype, device_of(parameters()));
   for (size_t j = 0; j < layout_.pieces.size(); ++j) {
     const Tensor dense = contiguous(slices[j]);
     copy_elements(mine, layout_.pieces[j].position, dense, 0, dense.numel());
   }
-  const Tensor everyone = Tensor::empty({layout_.block * comm_.size()}, dtype);
+  const Tensor everyone = Tensor::empty({layout_.block * comm_.size()}, dtype, mine.device());
   comm_.allgather(mine, everyone);
   return everyone;
 }
@@ -176,11 +182,12 @@ void ShardedOptimizer::reduce_gradients(std::span<double> sums) {
       tail[i] = whole.back().defined() ? 1 : 0;
     }
     tail.insert(tail.end(), sums.begin(), sums.end());
-    const Tensor packed_tail = cast(tensor(tail), layout_.dtype);
-    const Tensor blocks = zeros({width * comm_.size()}, layout_.dtype);
+    const Device device = device_of(params);
+    const Tensor packed_tail = cast(tensor(tail, {static_cast<int64_t>(tail.size())}, device), layout_.dtype);
+    const Tensor blocks = zeros({width * comm_.size()}, layout_.dtype, device);
     scatter_into_blocks(whole, blocks, width);
     for (int r = 0; r < comm_.size(); ++r) copy_elements(blocks, r * width + flags, packed_tail, 0, packed_tail.numel());
-    const Tensor mine = Tensor::empty({width}, layout_.dtype);
+    const Tensor mine = Tensor::empty({width}, layout_.dtype, device);
     comm_.reduce_scatter(blocks, mine);
 
     const std::vector<c128> summed_tail = slice(mine, 0, flags, width).to_vector<c128>();
