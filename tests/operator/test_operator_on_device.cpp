@@ -38,10 +38,7 @@ TEST(OperatorOnDevice, EqualsTheCpuRunBitForBit) {
     EXPECT_TRUE(result.finished) << result.message;
     return result;
   };
-  const TrainResult on_cpu = train_on("cpu");
-  const int64_t kernels_before = testing::host_memory_device_kernel_calls();
-  const TrainResult on_device = train_on("cuda");
-  EXPECT_GT(testing::host_memory_device_kernel_calls() - kernels_before, 1000);
+  const auto [on_cpu, on_device] = testing::on_cpu_and_stand_in(train_on, 1000);
   EXPECT_EQ(on_device.train_loss, on_cpu.train_loss);
   EXPECT_EQ(on_device.test_relative_l2.at("fine"), on_cpu.test_relative_l2.at("fine"));
   for (const char* dataset : {"history/train_loss", "test/fine/prediction"}) {

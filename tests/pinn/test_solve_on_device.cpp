@@ -78,10 +78,9 @@ class SolveOnDevice : public ::testing::Test {
   // One run on each device with `override`, in the folders `name`/cpu and `name`/cuda; the
   // device's must have run there and equal the CPU's in every result.
   void expect_equal_runs(const std::string& name, const std::string& override) {
-    const SolveResult on_cpu = solve_in(name + "/cpu", {override});
-    const int64_t kernels_before = testing::host_memory_device_kernel_calls();
-    const SolveResult on_device = solve_in(name + "/cuda", {override, "device=cuda"});
-    EXPECT_GT(testing::host_memory_device_kernel_calls() - kernels_before, 10000);
+    const auto [on_cpu, on_device] = testing::on_cpu_and_stand_in(
+        [&](const std::string& device) { return solve_in(name + "/" + device, {override, "device=" + device}); },
+        10000);
     EXPECT_EQ(on_device.loss, on_cpu.loss);
     EXPECT_EQ(on_device.steps, on_cpu.steps);
     EXPECT_EQ(on_device.learned.at("kappa"), on_cpu.learned.at("kappa"));

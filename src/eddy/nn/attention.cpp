@@ -100,19 +100,14 @@ Tensor composed_packed(const Tensor& queries, const Tensor& keys, const Tensor& 
   return concat({output, log(denominators) + shift}, -1);
 }
 
-// The gradients of composed_packed at (q, k, v) for the cotangent `d_packed`, packed flat as
-// causal_attention_backward gives them, and differentiable again.
+// The gradients of composed_packed with respect to q, k and v for the cotangent `d_packed`: what
+// causal_attention_backward computes, in composed form and differentiable again.
 std::vector<Tensor> composed_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_packed) {
   GradModeGuard recording(true);
   return grad({composed_packed(q, k, v)}, {q, k, v}, {d_packed}, true);
 }
 
-Tensor flatten_all(const std::vector<Tensor>& parts) {
-  std::vector<Tensor> flat;
-  for (const Tensor& part : parts) flat.push_back(reshape(part, {-1}));
-  return concat(flat, 0);
-}
-
+// The flat concatenation of tensors shaped as `like`, split back into them.
 std::vector<Tensor> unflatten(const Tensor& flat, Inputs like) {
   std::vector<Tensor> parts;
   int64_t start = 0;

@@ -21,7 +21,7 @@
 namespace eddy::cpu_kernels {
 namespace {
 
-constexpr int64_t kTile = 64;  // queries and keys per tile (measured against 128 and 256: docs/lm.md)
+constexpr int64_t kTile = 64;  // queries and keys per tile (faster than 128 and 256: docs/benchmarks.md)
 
 // c = alpha op(a) op(b) + beta c, row-major, op(a) [m, k] and op(b) [k, n].
 template <typename T>
