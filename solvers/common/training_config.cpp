@@ -64,7 +64,7 @@ Device place_on_device(const DeviceSpec& spec, const dist::Communicator& world) 
   if (device.type == DeviceType::cuda && !spec.numbered) device.index = world.node_rank();
   const std::string reason = device_unavailable_reason(device);
   EDDY_CHECK(reason.empty(), spec.where, device, " cannot be used",
-             spec.numbered ? "" : cat(" (rank ", world.rank(), " is rank ", world.node_rank(), " of those on its machine, ",
+             spec.numbered || world.size() == 1 ? "" : cat(" (rank ", world.rank(), " is rank ", world.node_rank(), " of those on its machine, ",
                                       "each taking the GPU of its number: start at most as many ranks per machine as ",
                                       "it has GPUs)"),
              ": ", reason);
