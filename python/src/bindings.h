@@ -34,6 +34,8 @@ py::array to_numpy(const py::object& tensor);
 std::vector<py::ssize_t> byte_strides(const Tensor& t);
 // DLPack export (a "dltensor" capsule owning a reference to the tensor) and import.
 py::capsule to_dlpack(const Tensor& t);
+// A device as Python shows it: "cpu", "cuda:0".
+std::string device_name(Device device);
 // (DLPack device type, index) of where `t` lives, for __dlpack_device__.
 std::pair<int, int> dlpack_device(const Tensor& t);
 Tensor from_dlpack(const py::object& source);

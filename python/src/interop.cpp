@@ -149,6 +149,8 @@ DType from_dlpack_type(DLDataType type) {
 
 }  // namespace
 
+std::string device_name(Device device) { return device == cpu() ? std::string("cpu") : cat(device); }
+
 std::pair<int, int> dlpack_device(const Tensor& t) {
   return t.device().type == DeviceType::cuda ? std::pair{static_cast<int>(kDLCUDA), t.device().index}
                                              : std::pair{static_cast<int>(kDLCPU), 0};

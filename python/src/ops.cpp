@@ -309,10 +309,8 @@ void bind_ops(py::module_& m) {
         py::arg("device"),
         "with eddy.default_device('cuda'): tensors made in the block without a device (zeros, rand, "
         "eddy.tensor of Python values, file reads, models' parameters) are made there (docs/gpu.md).");
-  m.def("get_default_device", [] {
-    const Device device = default_device();
-    return device == cpu() ? std::string("cpu") : cat(device);
-  }, "Where tensors made without a device go now: 'cpu' outside eddy.default_device blocks.");
+  m.def("get_default_device", [] { return device_name(default_device()); },
+        "Where tensors made without a device go now: 'cpu' outside eddy.default_device blocks.");
   m.def("set_num_threads", &set_num_threads, py::arg("threads"));
   m.def("cuda_unavailable_reason", [](int index) { return device_unavailable_reason(Device::cuda(index)); },
         py::arg("index") = 0, "Empty when GPU `index` can be used; otherwise why not.");

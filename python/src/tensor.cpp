@@ -141,7 +141,7 @@ void bind_tensor(py::module_& m) {
         return py::make_tuple(type, index);
       })
       .def_property_readonly("device", [](const Tensor& t) {
-        return t.device() == cpu() ? std::string("cpu") : cat(t.device());
+        return device_name(t.device());
       }, "Where the tensor lives: 'cpu' or 'cuda:N', as .to() takes it.")
       .def("to", [](const Tensor& t, const std::string& device) { return to(t, parse_device(device)); },
            py::arg("device"), "This tensor on `device` ('cpu', 'cuda', 'cuda:N'); differentiable.")

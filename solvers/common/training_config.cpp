@@ -51,8 +51,8 @@ DeviceSpec read_device(const io::ConfigNode& root) {
     const std::string text = key->as_string();
     try {
       spec.device = parse_device(text);
-    } catch (const Error&) {
-      key->fail(cat("unknown device '", text, "': expected cpu, cuda or cuda:N"));
+    } catch (const Error& unknown) {
+      key->fail(unknown.what());
     }
     spec.numbered = text.find(':') != std::string::npos;
   }

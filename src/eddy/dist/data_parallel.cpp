@@ -33,18 +33,13 @@ std::vector<Bucket> buckets_of(const std::vector<Tensor>& tensors) {
 // The buffers live where the tensors do, and are written and read through the device's copies
 // (the communicator takes them from there; MPI stages device memory through the host).
 
-// `count` elements of the dense 1-D `buffer` from `offset`, as a view.
-Tensor elements(const Tensor& buffer, int64_t offset, int64_t count) {
-  return make_view(buffer, {count}, {1}, buffer.offset() + offset);
-}
-
 void pack(const Tensor& buffer, int64_t offset, const Tensor& value) {
-  elements(buffer, offset, value.numel()).copy_(reshape(contiguous(value), {-1}));
+  slice(buffer, 0, offset, offset + value.numel()).copy_(reshape(contiguous(value), {-1}));
 }
 
 Tensor unpack(const Tensor& buffer, int64_t offset, const Shape& shape) {
   Tensor out = Tensor::empty(shape, buffer.dtype(), buffer.device());
-  out.copy_(reshape(elements(buffer, offset, numel(shape)), shape));
+  out.copy_(reshape(slice(buffer, 0, offset, offset + numel(shape)), shape));
   return out;
 }
 
@@ -75,7 +70,8 @@ void reduce_gradients(const std::vector<Tensor>& parameters, Communicator& comm,
         pack(buffer, bucket.offsets[k], local_part(g));
         tail[k] = 1;
       } else {
-        elements(buffer, bucket.offsets[k], locals[bucket.members[k]].numel()).fill_(0.0);
+        const int64_t first = bucket.offsets[k];
+        slice(buffer, 0, first, first + locals[bucket.members[k]].numel()).fill_(0.0);
       }
     }
     pack(buffer, flags, cast(tensor(tail, {static_cast<int64_t>(tail.size())}, buffer.device()), bucket.dtype));

@@ -20,12 +20,8 @@ constexpr const char* kWho = "ShardedOptimizer (ZeRO stage 1)";
 
 // The buffers live where the parameters do, written through the device's copies (the
 // communicator takes them from there; MPI stages device memory through the host).
-Tensor elements(const Tensor& t, int64_t offset, int64_t count) {
-  return make_view(t, {count}, {1}, t.offset() + offset);
-}
-
 void copy_elements(const Tensor& to, int64_t to_offset, const Tensor& from, int64_t from_offset, int64_t count) {
-  elements(to, to_offset, count).copy_(elements(from, from_offset, count));
+  slice(to, 0, to_offset, to_offset + count).copy_(slice(from, 0, from_offset, from_offset + count));
 }
 
 Device device_of(const std::vector<Tensor>& parameters) {
