@@ -11,6 +11,7 @@
 #include <string>
 
 #include "eddy/compiler/compile.h"
+#include "eddy/compiler/placement_search.h"
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
@@ -972,6 +973,135 @@ TEST(Training, SecondDerivativesOfShardedPointsMatchOneProcess) {
   backward(loss);
   EXPECT_LT(relative_difference(w.grad(), want_w), 1e-12);
   EXPECT_LT(relative_difference(v.grad(), want_v), 1e-12);
+}
+
+// Rows of x beside columns of w: the rule's own choice (gather the smaller w, keep the rows) and
+// the other (gather x, keep the columns) are both open under a PlacementChoices, and either
+// gives the product; the points are noted in order with their alternatives.
+TEST(PlacementChoices, TakeTheAlternativeTheyNameAndNoteEachOpenPoint) {
+  const auto& mesh = meshes()[0];
+  const Tensor x = common({8, 4}, 100), w = common({4, 4}, 101);
+  const Tensor rows = shard_tensor(x, mesh, {S(0)}), columns = shard_tensor(w, mesh, {S(1)});
+  for (const size_t pick : {size_t{0}, size_t{1}}) {
+    PlacementChoices choices({pick});
+    const Tensor product = matmul(rows, columns);
+    EXPECT_EQ(placements_of(product), std::vector<Placement>{pick == 0 ? S(0) : S(1)});
+    EXPECT_LT(relative_difference(full_tensor(product), matmul(x, w)), 1e-12);
+    ASSERT_EQ(choices.points().size(), 1u);
+    const PlacementChoices::Point& point = choices.points()[0];
+    EXPECT_EQ(point.op, "matmul on x");
+    EXPECT_EQ(point.picked, pick);
+    ASSERT_EQ(point.alternatives.size(), 2u);
+    EXPECT_EQ(point.alternatives[0], "[Shard(0), Replicate()] -> Shard(0)");
+    EXPECT_EQ(point.alternatives[1], "[Replicate(), Shard(1)] -> Shard(1)");
+    EXPECT_EQ(&mesh->world(), choices.world());
+  }
+  // Inputs split alike leave nothing open; without a PlacementChoices nothing is noted or offered.
+  PlacementChoices choices({1});
+  EXPECT_EQ(placements_of(rows + rows), std::vector<Placement>{S(0)});
+  EXPECT_TRUE(choices.points().empty());
+}
+
+// A batch split by rows meets a column-split weight whose product then meets a row-split one.
+// The matmul rule gathers the first weight, smaller than the batch, and keeps the rows; over the
+// whole step that costs the weights' gathers and their gradients' reduce-scatters. Gathering the
+// batch instead keeps the columns, makes the second product a partial sum of 64 x 2 numbers and
+// leaves both weight gradients where they lie: (1,024 + 2 x 128) x (n - 1) / n numbers a rank
+// sends against 2 x (768 + 96) x (n - 1) / n. The compiled step's placement search finds it, and
+// its values and gradients are the eager step's.
+TEST(PlacementSearch, CompiledStepGathersTheBatchWhenTheWeightsCostMoreOverTheStep) {
+  const auto& mesh = meshes()[0];
+  const int64_t ranks = mesh->size(0);
+  const Tensor x = shard_tensor(common({64, 16}, 110), mesh, {S(0)});
+  const std::vector<Tensor> weights{shard_tensor(common({16, 48}, 111).requires_grad_(), mesh, {S(1)}),
+                                    shard_tensor(common({48, 2}, 112).requires_grad_(), mesh, {S(0)})};
+  const compiler::TensorFunction step = [&](const std::vector<Tensor>& in) {
+    const Tensor loss = mean(square(matmul(tanh(matmul(x, in[0])), in[1])));
+    std::vector<Tensor> out{loss};
+    for (const Tensor& g : grad({loss}, in)) out.push_back(g);
+    return out;
+  };
+  const std::vector<Tensor> want = step(weights);
+  auto compiled_graph = [&](const char* disabled) {
+    if (disabled) setenv("EDDY_COMPILER_DISABLE", disabled, 1);
+    setenv("EDDY_COMPILER_VERBOSE", "1", 1);
+    CompiledFunction compiled = compile(step);
+    ::testing::internal::CaptureStderr();
+    const std::vector<Tensor> got = compiled(weights);
+    const std::string printed = ::testing::internal::GetCapturedStderr();
+    unsetenv("EDDY_COMPILER_VERBOSE");
+    unsetenv("EDDY_COMPILER_DISABLE");
+    for (int call = 0; call < 2; ++call) {  // the trace's values, then the compiled program's
+      const std::vector<Tensor> values = call == 0 ? got : compiled(weights);
+      for (size_t i = 1; i < values.size(); ++i) {
+        EXPECT_EQ(placements_of(values[i]), placements_of(want[i])) << "gradient " << i;
+      }
+      for (size_t i = 0; i < values.size(); ++i) {
+        EXPECT_LT(relative_difference(full_tensor(values[i]), full_tensor(want[i])), 1e-12) << "output " << i;
+      }
+    }
+    return std::make_pair(compiled.program_for(weights)->graph(), printed);
+  };
+  const auto [searched, printed] = compiled_graph(nullptr);
+  const auto [rules_own, unsearched_print] = compiled_graph("placement_search");
+  if (ranks == 1) {
+    EXPECT_EQ(printed.find("placement search"), std::string::npos) << printed;
+    return;
+  }
+  const double share = static_cast<double>(ranks - 1) / static_cast<double>(ranks);
+  EXPECT_DOUBLE_EQ(compiler::bytes_sent_per_rank(searched), 8 * (1024 + 2 * 128) * share);
+  EXPECT_DOUBLE_EQ(compiler::bytes_sent_per_rank(rules_own), 8 * 2 * (768 + 96) * share);
+  EXPECT_EQ(searched.to_string().find("reduce_scatter"), std::string::npos) << searched.to_string();
+  EXPECT_NE(rules_own.to_string().find("reduce_scatter"), std::string::npos) << rules_own.to_string();
+  EXPECT_EQ(unsearched_print.find("placement search"), std::string::npos) << unsearched_print;
+  if (world().rank() == 0) {
+    EXPECT_NE(printed.find("matmul on x: [Replicate(), Shard(1)] -> Shard(1) instead of the rule's "
+                           "[Shard(0), Replicate()] -> Shard(0)"),
+              std::string::npos)
+        << printed;
+    EXPECT_NE(printed.find(cat("the step sends ", std::llround(8 * (1024 + 2 * 128) * share), " bytes per rank per "
+                               "call, against ", std::llround(8 * 2 * (768 + 96) * share))),
+              std::string::npos)
+        << printed;
+  }
+}
+
+// A budget of no trial traces keeps every rule's choice and says so; a budget that is not a
+// count is refused naming the variable. One process has nothing to search and reads neither.
+TEST(PlacementSearch, TheTrialBudgetBoundsTheSearch) {
+  const auto& mesh = meshes()[0];
+  const bool several_ranks = mesh->size(0) > 1;
+  const Tensor x = shard_tensor(common({64, 16}, 120), mesh, {S(0)});
+  const Tensor w = shard_tensor(common({16, 48}, 121).requires_grad_(), mesh, {S(1)});
+  const compiler::TensorFunction step = [&](const std::vector<Tensor>& in) {
+    const Tensor loss = mean(square(matmul(x, in[0])));
+    return std::vector<Tensor>{loss, grad({loss}, {in[0]})[0]};
+  };
+  setenv("EDDY_PLACEMENT_SEARCH_TRACES", "0", 1);
+  setenv("EDDY_COMPILER_VERBOSE", "1", 1);
+  ::testing::internal::CaptureStderr();
+  CompiledFunction within_budget = compile(step);
+  within_budget({w});
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  unsetenv("EDDY_COMPILER_VERBOSE");
+  if (world().rank() == 0) {
+    EXPECT_EQ(printed.find("0 trial traces (the budget of EDDY_PLACEMENT_SEARCH_TRACES; choices from 0 on are the "
+                           "rules' own)") != std::string::npos,
+              several_ranks)
+        << printed;
+  }
+  setenv("EDDY_PLACEMENT_SEARCH_TRACES", "many", 1);
+  CompiledFunction refused = compile(step);
+  try {
+    refused({w});
+    EXPECT_FALSE(several_ranks) << "a budget of 'many' traces was accepted";
+  } catch (const Error& error) {
+    EXPECT_TRUE(several_ranks) << error.what();
+    EXPECT_NE(std::string(error.what()).find("EDDY_PLACEMENT_SEARCH_TRACES='many': expected a whole number"),
+              std::string::npos)
+        << error.what();
+  }
+  unsetenv("EDDY_PLACEMENT_SEARCH_TRACES");
 }
 
 }  // namespace

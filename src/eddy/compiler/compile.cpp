@@ -13,6 +13,7 @@
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/compiled_call.h"
 #include "eddy/compiler/passes.h"
+#include "eddy/compiler/placement_search.h"
 #include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 #include "eddy/dist/communicator.h"
@@ -132,7 +133,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   if (auto found = programs_.find(key); found != programs_.end()) return run(found->second, inputs);
 
   const auto start = std::chrono::steady_clock::now();
-  compiler::Trace traced = compiler::trace(function_, inputs);
+  compiler::Trace traced = compiler::trace_choosing_placements(function_, inputs);
   const size_t traced_nodes = traced.graph.nodes.size();
   EDDY_CHECK(options_.max_graph_nodes == 0 || traced_nodes <= options_.max_graph_nodes, "compile: the traced graph has ",
              traced_nodes, " nodes, more than the ", options_.max_graph_nodes,

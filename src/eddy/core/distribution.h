@@ -43,7 +43,7 @@ struct ReducedPart {
   Tensor local;
   std::vector<Placement> placements;
   bool grad_mode;
-  const void* capture;  // the trace recorder active then, or null
+  uint64_t capture;  // active_capture_id() then
 };
 
 struct Distribution {

@@ -5,6 +5,7 @@
 // drawing random numbers from a generator) report themselves here, so capture can refuse them
 // with a clear message instead of silently baking them into the graph.
 
+#include <cstdint>
 #include <string_view>
 
 namespace eddy {
@@ -16,7 +17,11 @@ class Communicator;
 
 class TraceRecorder {
  public:
+  TraceRecorder();
   virtual ~TraceRecorder() = default;
+  // Unique over the process's life. What outlives a capture names it by this rather than by its
+  // address, which the next capture's recorder (made in the same stack frame) usually reuses.
+  uint64_t capture_id() const { return capture_id_; }
   // The program reads `tensor`'s elements on the host (item, to_vector).
   virtual void host_read(const Tensor& tensor, std::string_view operation) = 0;
   // The program overwrites `tensor`'s elements in place (copy_, fill_).
@@ -26,10 +31,15 @@ class TraceRecorder {
   // local part it uses or makes placed Replicate on that mesh axis. A rank's graph alone cannot
   // tell, and the compiler drops collectives over such values (compiler/passes.h).
   virtual void replicated_over(const Tensor& local, dist::Communicator& communicator) = 0;
+
+ private:
+  uint64_t capture_id_;
 };
 
 // The calling thread's recorder, or null when nothing is being captured.
 TraceRecorder* active_trace_recorder();
+// The active recorder's capture_id, 0 when nothing is being captured.
+uint64_t active_capture_id();
 
 // Installs a recorder (or, with null, pauses recording) for a scope, restoring the previous one
 // on exit. The kernel evaluator pauses recording while a primitive evaluates, so that ops a

@@ -57,6 +57,15 @@ Primitive collective(std::string_view name, std::function<OutputSpec(Inputs, con
 
 OutputSpec same_spec(Inputs in, const Attrs&) { return OutputSpec{in[0].shape(), in[0].dtype()}; }
 
+// Bytes one rank sends per byte of operand (CollectiveTraits::sent_per_operand_byte), by the ring
+// algorithms: an all-reduce is a reduce-scatter and an all-gather of the whole; an all-gather
+// passes on every other rank's part (the operand being one part); a reduce-scatter or an
+// all-to-all sends all but its own share of the operand once; a broadcast or reduce about once.
+double twice_all_but_own_share(int64_t ranks) { return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks); }
+double all_but_own_share(int64_t ranks) { return static_cast<double>(ranks - 1) / static_cast<double>(ranks); }
+double every_other_part(int64_t ranks) { return static_cast<double>(ranks - 1); }
+double once(int64_t ranks) { return ranks > 1 ? 1.0 : 0.0; }
+
 // The rule both sums over the ranks share: a sum's tangent and cotangent are sums too.
 Tensor summed_over_ranks(Inputs, const Attrs& a, int, const Tensor& t) {
   return all_reduce(t, ReduceOp::sum, communicator_of(a));
@@ -87,7 +96,8 @@ const Primitive& allreduce_sum_p = [] () -> const Primitive& {
         return same_spec(in, a);
       },
       [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allreduce(x, out, ReduceOp::sum); });
-  p.collective = {.output_alike = true, .given_alike_operand = &allreduce_sum_of_replicated_p};
+  p.collective = {.output_alike = true, .given_alike_operand = &allreduce_sum_of_replicated_p,
+                   .sent_per_operand_byte = twice_all_but_own_share};
   p.linear = true;
   p.jvp = summed_over_ranks;
   p.vjp = summed_over_ranks;
@@ -107,7 +117,7 @@ const Primitive& allreduce_max_p = [] () -> const Primitive& {
   p.vjp = [](Inputs in, const Attrs& a, int, const Tensor& g) {
     return all_reduce(g, ReduceOp::sum, communicator_of(a)) * max_weight(in[0], communicator_of(a));
   };
-  p.collective = {.output_alike = true};
+  p.collective = {.output_alike = true, .sent_per_operand_byte = twice_all_but_own_share};
   return register_primitive(std::move(p));
 }();
 
@@ -121,7 +131,7 @@ const Primitive& allgather_p = [] () -> const Primitive& {
   p.linear = true;
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_gather(t, communicator_of(a)); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce_scatter(g, communicator_of(a)); };
-  p.collective = {.output_alike = true};
+  p.collective = {.output_alike = true, .sent_per_operand_byte = every_other_part};
   return register_primitive(std::move(p));
 }();
 
@@ -138,6 +148,7 @@ const Primitive& reduce_scatter_p = [] () -> const Primitive& {
   p.linear = true;
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce_scatter(t, communicator_of(a)); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_gather(g, communicator_of(a)); };
+  p.collective.sent_per_operand_byte = all_but_own_share;
   return register_primitive(std::move(p));
 }();
 
@@ -155,6 +166,7 @@ const Primitive& all_to_all_p = [] () -> const Primitive& {
   p.linear = true;
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_to_all(t, communicator_of(a)); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_to_all(g, communicator_of(a)); };
+  p.collective.sent_per_operand_byte = all_but_own_share;
   return register_primitive(std::move(p));
 }();
 
@@ -172,7 +184,7 @@ const Primitive& broadcast_p = [] () -> const Primitive& {
   p.linear = true;
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return broadcast(t, root_of(a), communicator_of(a)); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce(g, root_of(a), communicator_of(a)); };
-  p.collective = {.output_alike = true};
+  p.collective = {.output_alike = true, .sent_per_operand_byte = once};
   return register_primitive(std::move(p));
 }();
 
@@ -191,6 +203,7 @@ const Primitive& reduce_p = [] () -> const Primitive& {
   p.linear = true;
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce(t, root_of(a), communicator_of(a)); };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return broadcast(g, root_of(a), communicator_of(a)); };
+  p.collective.sent_per_operand_byte = once;
   return register_primitive(std::move(p));
 }();
 

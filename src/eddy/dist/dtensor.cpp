@@ -72,8 +72,11 @@ bool flag_set(const char* variable) {
 // EDDY_DIST_VERBOSE=1: rank 0 prints each op on distributed tensors, its placements and the
 // collectives its inputs went through; EDDY_COMPILER_VERBOSE=1 does while a function is traced
 // for compiling, which is when the compiled program's placements are chosen.
+thread_local PlacementChoices* placement_choices = nullptr;
+
 bool verbose() {
   static const bool eager = flag_set("EDDY_DIST_VERBOSE"), compiled = flag_set("EDDY_COMPILER_VERBOSE");
+  if (placement_choices && placement_choices->quiet()) return false;
   return eager || (compiled && active_trace_recorder());
 }
 
@@ -273,7 +276,7 @@ const ReducedPart* earlier_reduction(const Tensor& input) {
   const Distribution* layout = distribution_of(input);
   if (!layout || !layout->reduced) return nullptr;
   const ReducedPart& reduced = *layout->reduced;
-  return reduced.grad_mode == GradMode::enabled() && reduced.capture == active_trace_recorder() ? &reduced : nullptr;
+  return reduced.grad_mode == GradMode::enabled() && reduced.capture == active_capture_id() ? &reduced : nullptr;
 }
 
 std::vector<Placement> with_partials_reduced(std::vector<Placement> placements) {
@@ -297,7 +300,7 @@ Tensor local_for(const Tensor& input, const std::vector<Placement>& current, con
   const Distribution* layout = distribution_of(input);
   if (layout && used.same(layout->local) && current != wanted && wanted == with_partials_reduced(current)) {
     layout->reduced =
-        std::make_shared<const ReducedPart>(ReducedPart{local, wanted, GradMode::enabled(), active_trace_recorder()});
+        std::make_shared<const ReducedPart>(ReducedPart{local, wanted, GradMode::enabled(), active_capture_id()});
   }
   return local;
 }
@@ -337,6 +340,47 @@ void note_replicated(const Tensor& local, const std::vector<Placement>& placemen
   }
 }
 
+ShardingDecision rule_decision(const Primitive& primitive, const OpCall& call, std::span<const Placement> from,
+                               int64_t ranks) {
+  ShardingDecision decision = primitive.sharding ? primitive.sharding(call.inputs, call.attrs, from, ranks)
+                                                 : sharding::replicate_all(call.inputs);
+  EDDY_CHECK(decision.inputs.size() == call.inputs.size(), "internal: the sharding rule of ", primitive.name,
+             " placed ", decision.inputs.size(), " of ", call.inputs.size(), " inputs");
+  return decision;
+}
+
+std::string describe(const ShardingDecision& decision) {
+  return cat(to_string(decision.inputs), " -> ", to_string(decision.output));
+}
+
+// The decisions open on one mesh axis (PlacementChoices): the rule's own first, then, while a
+// PlacementChoices lives and two or more inputs are split, the rule's with each split input in
+// turn taken as whole (so gathered), each once. A decision that does not `fit` (splits a tensor
+// axis twice or unevenly) becomes every input whole.
+std::vector<ShardingDecision> open_decisions(const Primitive& primitive, const OpCall& call,
+                                             const std::vector<Placement>& from, int64_t ranks,
+                                             const std::function<bool(const ShardingDecision&)>& fit) {
+  std::vector<ShardingDecision> open;
+  auto add = [&](ShardingDecision decision) {
+    if (!fit(decision)) decision = sharding::replicate_all(call.inputs);
+    for (const ShardingDecision& known : open) {
+      if (known.inputs == decision.inputs && known.output == decision.output) return;
+    }
+    open.push_back(std::move(decision));
+  };
+  add(rule_decision(primitive, call, from, ranks));
+  if (!placement_choices || std::count_if(from.begin(), from.end(), [](const Placement& p) { return p.is_shard(); }) < 2) {
+    return open;
+  }
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (!from[i].is_shard()) continue;
+    std::vector<Placement> gathered = from;
+    gathered[i] = Placement::replicate();
+    add(rule_decision(primitive, call, gathered, ranks));
+  }
+  return open;
+}
+
 class DistributedInterpreter final : public Interpreter {
  public:
   DistributedInterpreter() { set_distributed_interpreter(this); }
@@ -368,14 +412,18 @@ class DistributedInterpreter final : public Interpreter {
     for (size_t axis = 0; axis < axes; ++axis) {
       std::vector<Placement> from;
       for (size_t i = 0; i < count; ++i) from.push_back(current[i][axis]);
-      ShardingDecision decision = primitive.sharding
-          ? primitive.sharding(call.inputs, call.attrs, from, mesh->size(static_cast<int64_t>(axis)))
-          : sharding::replicate_all(call.inputs);
-      EDDY_CHECK(decision.inputs.size() == count, "internal: the sharding rule of ", primitive.name, " placed ",
-                 decision.inputs.size(), " of ", count, " inputs");
-      if (!fits(decision, static_cast<int64_t>(axis), wanted, output, call.inputs, call.spec.shape, *mesh)) {
-        decision = sharding::replicate_all(call.inputs);
+      std::vector<ShardingDecision> open =
+          open_decisions(primitive, call, from, mesh->size(static_cast<int64_t>(axis)), [&](const ShardingDecision& d) {
+            return fits(d, static_cast<int64_t>(axis), wanted, output, call.inputs, call.spec.shape, *mesh);
+          });
+      size_t chosen = 0;
+      if (open.size() > 1) {
+        std::vector<std::string> alternatives;
+        for (const ShardingDecision& d : open) alternatives.push_back(describe(d));
+        chosen = placement_choices->pick(cat(primitive.name, " on ", mesh->names()[axis]), std::move(alternatives),
+                                         mesh->world());
       }
+      ShardingDecision decision = std::move(open[chosen]);
       for (size_t i = 0; i < count; ++i) wanted[i][axis] = decision.inputs[i];
       output[axis] = decision.output;
       if (decision.localize) decision.localize(attrs, mesh->size(static_cast<int64_t>(axis)));
@@ -544,6 +592,21 @@ const ProcessMesh& mesh_of(const Tensor& tensor) { return *mesh_pointer(layout_o
 
 const std::vector<Placement>& placements_of(const Tensor& tensor) {
   return layout_of(tensor, "placements_of").placements;
+}
+
+PlacementChoices::PlacementChoices(std::vector<size_t> picks, bool quiet)
+    : picks_(std::move(picks)), quiet_(quiet), previous_(placement_choices) {
+  placement_choices = this;
+}
+
+PlacementChoices::~PlacementChoices() { placement_choices = previous_; }
+
+size_t PlacementChoices::pick(std::string op, std::vector<std::string> alternatives, Communicator& world) {
+  if (!world_) world_ = &world;
+  const size_t index = points_.size();
+  const size_t picked = index < picks_.size() && picks_[index] < alternatives.size() ? picks_[index] : 0;
+  points_.push_back(Point{std::move(op), std::move(alternatives), picked});
+  return picked;
 }
 
 DeferGradientSums::DeferGradientSums(Communicator& comm) : previous_(deferred_gradient_sums) {

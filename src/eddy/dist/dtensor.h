@@ -86,6 +86,44 @@ class DeferGradientSums {
   Communicator* previous_;
 };
 
+// Where a sharding rule leaves a choice on a mesh axis (two or more inputs split, along axes
+// that need not agree: rows of x beside columns of w), the open decisions are the rule's own and
+// the ones it takes with each split input in turn gathered instead. Eagerly the rule's own is
+// always taken. While a PlacementChoices lives on this thread, the distributed interpreter notes
+// each open point in the order ops reach it and takes the alternative `picks` names there (the
+// rule's own past the end of `picks`, or where the index is out of range): the compiler's placement
+// search (compiler/placement_search.h) traces a step under several and keeps the picks whose
+// collectives send the fewest bytes over the whole step.
+class PlacementChoices {
+ public:
+  struct Point {
+    std::string op;                         // the primitive and the mesh axis, "matmul on mp"
+    std::vector<std::string> alternatives;  // each as its placements, "[Shard(0), Replicate()] -> Shard(0)"
+    size_t picked = 0;
+  };
+
+  // `quiet`: EDDY_COMPILER_VERBOSE says nothing of the ops placed meanwhile (a search's trial traces).
+  explicit PlacementChoices(std::vector<size_t> picks, bool quiet = false);
+  ~PlacementChoices();
+  PlacementChoices(const PlacementChoices&) = delete;
+  PlacementChoices& operator=(const PlacementChoices&) = delete;
+
+  const std::vector<Point>& points() const { return points_; }
+  // The job's communicator of the mesh the first point lies on; null before it.
+  Communicator* world() const { return world_; }
+  bool quiet() const { return quiet_; }
+
+  // The distributed interpreter's call at an open point: which alternative to take.
+  size_t pick(std::string op, std::vector<std::string> alternatives, Communicator& world);
+
+ private:
+  std::vector<size_t> picks_;
+  bool quiet_;
+  std::vector<Point> points_;
+  Communicator* world_ = nullptr;
+  PlacementChoices* previous_;
+};
+
 // Every tensor of `state` whole, as an ordinary tensor: collective when some are distributed.
 // What a checkpoint of one process holds, so that it loads on any number of ranks.
 nn::StateDict full_state(const nn::StateDict& state);

@@ -125,6 +125,9 @@ struct CollectiveTraits {
   // The primitive that gives the same output without communicating when every rank holds the
   // same operand (an all-reduce's sum: the operand times the ranks); null where there is none.
   const Primitive* given_alike_operand = nullptr;
+  // Of each byte of the operand, how many one rank sends on `ranks` ranks by the ring algorithms
+  // MPI and NCCL use: what the compiler's placement search weighs (compiler/placement_search.h).
+  double (*sent_per_operand_byte)(int64_t ranks) = nullptr;
 };
 
 struct OutputSpec {
