@@ -19,6 +19,7 @@
 #include "eddy/eddy.h"
 #include "eddy/fft/fft.h"
 #include "eddy/io/distributed_checkpoint.h"
+#include "eddy/nn/attention.h"
 #include "eddy/nn/neural_operators.h"
 #include "eddy/nn/transformer.h"
 #include "eddy/optim/adam.h"
@@ -973,6 +974,58 @@ TEST(Training, SecondDerivativesOfShardedPointsMatchOneProcess) {
   backward(loss);
   EXPECT_LT(relative_difference(w.grad(), want_w), 1e-12);
   EXPECT_LT(relative_difference(v.grad(), want_v), 1e-12);
+}
+
+// The fused attention primitive on q, k and v split alike by batch or by heads (grouped-query: 8
+// query heads over 4 key/value heads) runs on each rank's parts with nothing gathered, compiled
+// and eagerly; one input split so alone has the others sliced to match (no communication), and
+// a split along time or a partial sum is gathered first. Values and gradients are one process's
+// in every case.
+TEST(ShardingRules, FusedAttentionKeepsBatchAndHeadSplits) {
+  const auto& mesh = meshes()[0];
+  const std::vector<Tensor> wholes{common({4, 8, 8, 4}, 130), common({4, 4, 8, 4}, 131), common({4, 4, 8, 4}, 132)};
+  const Tensor weight = common({4, 8, 8, 4}, 133);
+  auto loss_of = [&](const std::vector<Tensor>& qkv) {
+    return sum(nn::causal_attention(qkv[0], qkv[1], qkv[2]) * weight);
+  };
+  std::vector<Tensor> leaves;
+  for (const Tensor& whole : wholes) leaves.push_back(whole.detach().requires_grad_());
+  const Tensor want = loss_of(leaves);
+  const std::vector<Tensor> want_grads = grad({want}, leaves);
+  const std::vector<std::vector<Placement>> cases{{S(0), S(0), S(0)}, {S(1), S(1), S(1)}, {S(2), S(2), S(2)},
+                                                  {S(1), R, R},       {R, S(1), R},       {P, R, R}};
+  for (const auto& placements : cases) {
+    SCOPED_TRACE(to_string(placements));
+    std::vector<Tensor> replicated, inputs;
+    for (size_t i = 0; i < 3; ++i) {
+      replicated.push_back(shard_tensor(wholes[i].detach().requires_grad_(), mesh, {R}));
+      inputs.push_back(reshard(replicated.back(), {placements[i]}));
+    }
+    const Tensor output = nn::causal_attention(inputs[0], inputs[1], inputs[2]);
+    const auto split = std::find_if(placements.begin(), placements.end(), [](const Placement& p) { return p.is_shard(); });
+    EXPECT_EQ(placements_of(output), std::vector<Placement>{split != placements.end() && split->axis < 2 ? *split : R});
+    const Tensor loss = loss_of(inputs);
+    EXPECT_LT(relative_difference(full_tensor(loss), want), 1e-12);
+    const std::vector<Tensor> grads = grad({loss}, replicated);
+    for (size_t i = 0; i < 3; ++i) EXPECT_LT(relative_difference(full_tensor(grads[i]), want_grads[i]), 1e-12) << i;
+  }
+  // Compiled on head-split inputs: the fused primitive on the parts, and no collective but the
+  // loss's sum.
+  std::vector<Tensor> split;
+  for (const Tensor& whole : wholes) split.push_back(shard_tensor(whole.detach().requires_grad_(), mesh, {S(1)}));
+  CompiledFunction compiled = compile([&](const std::vector<Tensor>& in) {
+    const Tensor loss = loss_of(in);
+    std::vector<Tensor> out{loss};
+    for (const Tensor& g : grad({loss}, in)) out.push_back(g);
+    return out;
+  });
+  const std::vector<Tensor> got = compiled(split);
+  EXPECT_LT(relative_difference(full_tensor(got[0]), want), 1e-12);
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(relative_difference(full_tensor(got[i + 1]), want_grads[i]), 1e-12) << i;
+  const std::string graph = compiled.program_for(split)->graph().to_string();
+  EXPECT_NE(graph.find("causal_attention("), std::string::npos) << graph;
+  EXPECT_NE(graph.find("causal_attention_backward("), std::string::npos) << graph;
+  EXPECT_EQ(graph.find("allgather"), std::string::npos) << graph;
 }
 
 // Rows of x beside columns of w: the rule's own choice (gather the smaller w, keep the rows) and

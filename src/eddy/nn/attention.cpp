@@ -15,9 +15,9 @@
 #include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/autograd.h"
-#include "eddy/core/distribution.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
+#include "eddy/ops/sharding.h"
 #include "eddy/ops/primitive.h"
 
 namespace eddy::nn {
@@ -182,6 +182,9 @@ const Primitive& attention_p = []() -> const Primitive& {
         .causal_attention(detail::dense(in[0]), detail::dense(in[1]), detail::dense(in[2]), scale_of(in[0]), packed);
     return packed;
   };
+  // Batches and heads are independent problems; the backward primitive needs no rule, since the
+  // distributed interpreter runs this one on each rank's parts and autodiff records that.
+  p.sharding = sharding::alike_along({0, 1});
   // Forward mode on a compiled function replays this rule (eager forward mode takes the composed
   // form, causal_attention()). With P the weights and S the scores: dS = (dq k^T + q dk^T) scale,
   // d(output) = P (dS - rowsum(P dS)) v + P dv and d(log-sum-exp) = rowsum(P dS).
@@ -227,11 +230,10 @@ Tensor composed_causal_attention(const Tensor& queries, const Tensor& keys, cons
 
 Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values) {
   // The composed form where the fused one cannot serve: eager forward mode, as in checkpoint()
-  // (the fused primitives' tangent rule serves compiled functions only); distributed tensors,
-  // whose heads the composed form's products keep split (the fused primitives have no sharding
-  // rules); and devices without the kernels.
+  // (the fused primitives' tangent rule serves compiled functions only), and devices without the
+  // kernels.
   bool composed = queries.device().type != DeviceType::cpu;
-  for (const Tensor& x : {queries, keys, values}) composed = composed || innermost_level(x) >= 0 || is_distributed(x);
+  for (const Tensor& x : {queries, keys, values}) composed = composed || innermost_level(x) >= 0;
   if (composed) return composed_causal_attention(queries, keys, values);
   const Tensor packed = dispatch(attention_p, {queries, keys, values});
   return slice(packed, -1, 0, queries.shape()[3]);

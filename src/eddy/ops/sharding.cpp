@@ -343,4 +343,14 @@ Rule transform() {
   };
 }
 
+Rule alike_along(std::vector<int64_t> axes) {
+  return [axes = std::move(axes)](Inputs in, const Attrs&, std::span<const Placement> from, int64_t) {
+    const auto first_split = std::find_if(from.begin(), from.end(), [](const Placement& p) { return p.is_shard(); });
+    if (first_split == from.end() || std::find(axes.begin(), axes.end(), first_split->axis) == axes.end()) {
+      return replicate_all(in);
+    }
+    return ShardingDecision{std::vector<Placement>(in.size(), *first_split), *first_split};
+  };
+}
+
 }  // namespace eddy::sharding

@@ -62,5 +62,11 @@ Rule gather();
 // slab-decomposed FFT transposes: transforming a field split along axis -2 along axis -2 leaves
 // it split along axis -1.
 Rule transform();
+// Ops that treat some axes as independent problems (attention's batch and heads): inputs split
+// alike along one of `axes`, which every input and the output share, give the output split the
+// same; the first split input's axis decides, the others are split to match (or gathered where
+// it is not one of `axes`). Attention's key and value heads split with their query heads as long
+// as each rank gets whole groups, which the even split of both head counts ensures.
+Rule alike_along(std::vector<int64_t> axes);
 
 }  // namespace eddy::sharding
