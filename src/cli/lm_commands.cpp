@@ -12,6 +12,7 @@
 #include "interrupted.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/training_config.h"
+#include "file_kind.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/quantize.h"
 #include "solvers/lm/run.h"
@@ -24,6 +25,7 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
               bool quiet, const std::string& resume_command) {
   solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
+  require_kind(*config, FileKind::language_model, "lm train");
   const lm::LmProblem problem = lm::read_lm_problem(*config);
   lm::TrainOptions options;
   options.resume = resume;

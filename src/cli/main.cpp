@@ -41,6 +41,7 @@
 #include "eddy/io/config.h"
 #include "eddy/io/hdf5.h"
 #include "device_option.h"
+#include "file_kind.h"
 #include "lm_commands.h"
 #include "eddy/ops/ops.h"
 #include "interrupted.h"
@@ -68,6 +69,7 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
               bool quiet, const std::string& resume_command) {
   solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
+  cli::require_kind(*config, cli::FileKind::pinn, "solve");
   pinn::Problem problem = pinn::read_problem(*config);
   pinn::SolveOptions options;
   options.resume = resume;
@@ -98,6 +100,7 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
               bool quiet, const std::string& resume_command) {
   solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
+  cli::require_kind(*config, cli::FileKind::operator_training, "train");
   const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
   operator_learning::TrainOptions options;
   options.resume = resume;
@@ -122,23 +125,6 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
                   : "",
               problem.output.dir.c_str());
   return result.interrupted ? cli::report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
-}
-
-// The kinds of YAML file eddy reads, told apart by their top-level keys: a PINN problem has
-// `geometry`, a dataset for `eddy generate` names its `solver`, a language model reads a text
-// corpus (`data.files`), and an operator run reads HDF5 splits (`data` otherwise). A file with
-// none of these is taken for a PINN problem, whose reader then names the missing `geometry`.
-enum class FileKind { pinn, operator_training, dataset, language_model };
-
-FileKind file_kind(const io::Config& config) {
-  // A copy to look at: asking the config read for real would mark these keys as valid there.
-  io::Config look = config;
-  const io::ConfigNode root = look.root();
-  if (root.has("geometry")) return FileKind::pinn;
-  if (root.has("solver")) return FileKind::dataset;
-  if (!root.has("data")) return FileKind::pinn;
-  const io::ConfigNode data = root.at("data");
-  return data.is_map() && data.has("files") ? FileKind::language_model : FileKind::operator_training;
 }
 
 int check_pinn(io::Config& config) {
@@ -187,17 +173,19 @@ int check_dataset(io::Config& config) {
 
 int run_check(const std::string& file, const std::vector<std::string>& overrides) {
   auto config = io::Config::load(file, overrides);
-  switch (file_kind(*config)) {
-    case FileKind::pinn: return check_pinn(*config);
-    case FileKind::operator_training: return check_operator(*config);
-    case FileKind::dataset: return check_dataset(*config);
-    case FileKind::language_model: return cli::check_lm_config(*config);
+  switch (cli::file_kind(*config)) {
+    case cli::FileKind::pinn:
+    case cli::FileKind::unrecognised: return check_pinn(*config);
+    case cli::FileKind::operator_training: return check_operator(*config);
+    case cli::FileKind::dataset: return check_dataset(*config);
+    case cli::FileKind::language_model: return cli::check_lm_config(*config);
   }
   return 1;  // not reached: every kind is handled above
 }
 
 int run_generate(const std::string& file, const std::vector<std::string>& overrides, bool quiet) {
   auto config = io::Config::load(file, overrides);
+  cli::require_kind(*config, cli::FileKind::dataset, "generate");
   classical::DatasetSpec spec = classical::read_dataset_spec(*config);
   // Rank 0 reports; on several ranks it also writes the file (generate_dataset).
   const bool root = dist::default_communicator().rank() == 0;
@@ -223,10 +211,10 @@ bool is_operator_run(const std::string& run_dir) {
   const std::string config_file = run_dir + "/config.yaml";
   EDDY_CHECK(std::filesystem::is_regular_file(config_file), "export: ", run_dir,
              " has no config.yaml; give a run folder written by `eddy solve` or `eddy train` (its output.dir)");
-  const FileKind kind = file_kind(*io::Config::load(config_file));
-  EDDY_CHECK(kind != FileKind::language_model, "export: ", run_dir, " is a language-model run (`eddy lm train`); "
+  const cli::FileKind kind = cli::file_kind(*io::Config::load(config_file));
+  EDDY_CHECK(kind != cli::FileKind::language_model, "export: ", run_dir, " is a language-model run (`eddy lm train`); "
              "export it with `eddy lm export ", run_dir, " --format hf`");
-  return kind == FileKind::operator_training;
+  return kind == cli::FileKind::operator_training;
 }
 
 int run_export(const std::string& run_dir, const std::string& output, int64_t batch,

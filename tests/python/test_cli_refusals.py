@@ -1,10 +1,13 @@
 """Inputs that used to crash `eddy` or fail far from their cause (issue #25) are refused with exit
 status 1 and a message naming the key, the file, line and column, and what is wrong."""
 
+import pathlib
 import resource
 import subprocess
 
 import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 ONE_D = """
 dtype: float64
@@ -129,3 +132,24 @@ output: {{dir: {tmp_path / 'run'}}}
     assert result.returncode == 1, result.stderr
     assert ("fno.yaml:3:42: model.width: a width of 100000000 gives at least 1e+16 weights, which with their "
             "gradient and Adam's two moments need at least 142 PiB; this") in result.stderr
+
+
+@pytest.mark.parametrize("command, example, message", [
+    (["train"], "pinn/burgers.yaml",
+     "train: {file} is a PINN problem (it has `geometry`), not a neural-operator run; run it with `eddy solve {file}`"),
+    (["lm", "train"], "operator/darcy16.yaml",
+     "lm train: {file} is a neural-operator run (its `data` names HDF5 splits), not a language-model run; "
+     "run it with `eddy train {file}`"),
+    (["solve"], "lm/fortunes_gpt.yaml",
+     "solve: {file} is a language-model run (its `data` names text `files`), not a PINN problem; "
+     "run it with `eddy lm train {file}`"),
+    (["train"], "operator/darcy_data.yaml",
+     "train: {file} is a dataset to generate (it names a `solver`), not a neural-operator run; "
+     "run it with `eddy generate {file}`"),
+])
+def test_a_file_of_another_kind_names_the_command_that_reads_it(eddy_cli, command, example, message):
+    # Each reader used to report the first key of its own kind that the file lacks (`geometry`).
+    file = ROOT / "examples" / example
+    result = run(eddy_cli, *command, file, "--quiet")
+    assert result.returncode == 1, result.stderr
+    assert message.format(file=file) in result.stderr, result.stderr

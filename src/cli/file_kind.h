@@ -1,0 +1,22 @@
+#pragma once
+// The kinds of YAML file eddy reads, told apart by their top-level keys: a PINN problem has
+// `geometry`, a dataset for `eddy generate` names its `solver`, a language model reads a text
+// corpus (`data.files`), and an operator run reads HDF5 splits (`data` otherwise). A file with
+// none of these is unrecognised; `eddy check` takes it for a PINN problem, whose reader then
+// names the missing `geometry`.
+
+#include <string_view>
+
+#include "eddy/io/config.h"
+
+namespace eddy::cli {
+
+enum class FileKind { pinn, operator_training, dataset, language_model, unrecognised };
+
+FileKind file_kind(const io::Config& config);
+
+// Refuses a file of a recognised kind other than `wanted`, naming the command that reads it:
+// `eddy solve` on an operator file would otherwise report that `geometry` is missing.
+void require_kind(const io::Config& config, FileKind wanted, std::string_view command);
+
+}  // namespace eddy::cli
