@@ -102,6 +102,22 @@ def test_generate_darcy_data_and_read_it_back(tmp_path):
         np.testing.assert_array_equal(f["u"][:], u)
 
 
+def test_h5py_bools_read_as_bool_and_other_enumerations_are_refused(tmp_path):
+    # h5py stores NumPy bools as a 1-byte enum (FALSE = 0, TRUE = 1), which eddy used to refuse as
+    # "not numeric".
+    path = tmp_path / "masks.h5"
+    mask = np.array([[True, False, True], [False, False, True]])
+    with h5py.File(path, "w") as f:
+        f["mask"] = mask
+        f.create_dataset("colour", data=np.array([0, 2, 1], dtype=np.int8),
+                         dtype=h5py.enum_dtype({"RED": 0, "GREEN": 1, "BLUE": 2}, basetype="i1"))
+    read = eddy.read_hdf5(str(path), "mask")
+    assert read.dtype == eddy.bool_
+    np.testing.assert_array_equal(np.asarray(read), mask)
+    with pytest.raises(eddy.Error, match=r"dataset 'colour' is an enumeration other than h5py's bool"):
+        eddy.read_hdf5(str(path), "colour")
+
+
 # ---- configuration errors carry eddy's message ----
 
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+#include <utility>
 
 #include "eddy/core/backend.h"
 #include "eddy/core/checked_size.h"
@@ -286,6 +288,16 @@ void check_bools(const Tensor& values, const std::string& path, const std::strin
   }
 }
 
+// h5py stores NumPy bools as a 1-byte enum with the members FALSE = 0 and TRUE = 1.
+bool is_h5py_bool(hid_t type) {
+  if (H5Tget_size(type) != 1 || H5Tget_nmembers(type) != 2) return false;
+  for (const auto& [value, name] : {std::pair<int8_t, std::string_view>{0, "FALSE"}, {1, "TRUE"}}) {
+    char member[8] = {};
+    if (H5Tenum_nameof(type, &value, member, sizeof member) < 0 || name != member) return false;
+  }
+  return true;
+}
+
 hid_t open_file(const std::string& path) {
   silence_hdf5();
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -338,6 +350,10 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
     dtype = size == 4 ? DType::f32 : DType::f64;
   } else if (kind == H5T_INTEGER) {
     dtype = size == 1 ? DType::b8 : size <= 4 ? DType::i32 : DType::i64;
+  } else if (kind == H5T_ENUM) {
+    EDDY_CHECK(is_h5py_bool(stored.get()), path, ": dataset '", dataset, "' is an enumeration other than h5py's "
+               "bool (FALSE = 0, TRUE = 1); store its values as integers");
+    dtype = DType::b8;
   } else {
     throw Error(cat(path, ": dataset '", dataset, "' is not numeric"));
   }
@@ -360,10 +376,12 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
     H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
   }
   Handle memory(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
-  // A 1-byte integer is read in its own signedness, so that a negative int8 is not clipped to 0.
-  const bool signed_byte = dtype == DType::b8 && H5Tget_sign(stored.get()) == H5T_SGN_2;
-  EDDY_CHECK(H5Dread(opened.set.get(), signed_byte ? H5T_NATIVE_INT8 : memory_type(dtype), memory.get(),
-                     file_space.get(), H5P_DEFAULT, out.raw_data()) >= 0,
+  // A 1-byte integer is read in its own signedness, so that a negative int8 is not clipped to 0;
+  // an enum as itself (HDF5 converts enums only to enums), its bytes being the member values.
+  const bool enumerated = kind == H5T_ENUM;
+  const bool signed_byte = dtype == DType::b8 && !enumerated && H5Tget_sign(stored.get()) == H5T_SGN_2;
+  EDDY_CHECK(H5Dread(opened.set.get(), enumerated ? stored.get() : signed_byte ? H5T_NATIVE_INT8 : memory_type(dtype),
+                     memory.get(), file_space.get(), H5P_DEFAULT, out.raw_data()) >= 0,
              path, ": cannot read dataset '", dataset, "'");
   if (dtype == DType::b8) check_bools(out, path, dataset, first, signed_byte);
   return device_copy(out, default_device());
