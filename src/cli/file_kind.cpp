@@ -39,8 +39,8 @@ void require_kind(const io::Config& config, FileKind wanted, std::string_view co
   const FileKind kind = file_kind(config);
   if (kind == wanted || kind == FileKind::unrecognised) return;
   const KindInfo found = info(kind);
-  throw Error(cat(command, ": ", config.source(), " is ", found.noun, " (", found.evidence, "), not ", info(wanted).noun,
-                  "; run it with `", found.command, " ", config.source(), "`"));
+  throw Error(cat(command, ": ", config.source(), " is ", found.noun, " (", found.evidence, "), not ",
+                  info(wanted).noun, "; run it with `", found.command, " ", config.source(), "`"));
 }
 
 }  // namespace eddy::cli

@@ -1002,7 +1002,8 @@ TEST(ShardingRules, FusedAttentionKeepsBatchAndHeadSplits) {
       inputs.push_back(reshard(replicated.back(), {placements[i]}));
     }
     const Tensor output = nn::causal_attention(inputs[0], inputs[1], inputs[2]);
-    const auto split = std::find_if(placements.begin(), placements.end(), [](const Placement& p) { return p.is_shard(); });
+    const auto split =
+        std::find_if(placements.begin(), placements.end(), [](const Placement& p) { return p.is_shard(); });
     EXPECT_EQ(placements_of(output), std::vector<Placement>{split != placements.end() && split->axis < 2 ? *split : R});
     const Tensor loss = loss_of(inputs);
     EXPECT_LT(relative_difference(full_tensor(loss), want), 1e-12);

@@ -81,8 +81,8 @@ double bytes_sent_per_rank(const Graph& graph) {
     const CollectiveTraits& traits = node.primitive->collective;
     if (!node.primitive->is_collective() || !traits.sends || !traits.sent_per_operand_byte) continue;
     const ValueInfo& operand = graph.value(node.inputs[0]);
-    const double operand_bytes = static_cast<double>(numel(operand.shape) * static_cast<int64_t>(dtype_size(operand.dtype)));
-    bytes += operand_bytes * traits.sent_per_operand_byte(dist::communicator_of(node.attrs).size());
+    const int64_t operand_bytes = numel(operand.shape) * static_cast<int64_t>(dtype_size(operand.dtype));
+    bytes += static_cast<double>(operand_bytes) * traits.sent_per_operand_byte(dist::communicator_of(node.attrs).size());
   }
   return bytes;
 }
@@ -134,6 +134,7 @@ Trace trace_choosing_placements(const TensorFunction& function, const std::vecto
   if (trials == 0) return first;
   // Traced again even where the rules' own choices won: what the function keeps of its latest
   // call (a distributed step's output layouts) must be of the trace that is compiled.
+  first = Trace{};
   dist::PlacementChoices chosen(picks);
   return trace(function, inputs);
 }

@@ -61,8 +61,8 @@ OutputSpec same_spec(Inputs in, const Attrs&) { return OutputSpec{in[0].shape(),
 // algorithms: an all-reduce is a reduce-scatter and an all-gather of the whole; an all-gather
 // passes on every other rank's part (the operand being one part); a reduce-scatter or an
 // all-to-all sends all but its own share of the operand once; a broadcast or reduce about once.
-double twice_all_but_own_share(int64_t ranks) { return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks); }
 double all_but_own_share(int64_t ranks) { return static_cast<double>(ranks - 1) / static_cast<double>(ranks); }
+double twice_all_but_own_share(int64_t ranks) { return 2 * all_but_own_share(ranks); }
 double every_other_part(int64_t ranks) { return static_cast<double>(ranks - 1); }
 double once(int64_t ranks) { return ranks > 1 ? 1.0 : 0.0; }
 

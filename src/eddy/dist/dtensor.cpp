@@ -69,11 +69,12 @@ bool flag_set(const char* variable) {
   return value && *value && std::string_view(value) != "0";
 }
 
+// The innermost PlacementChoices alive on this thread, or null.
+thread_local PlacementChoices* placement_choices = nullptr;
+
 // EDDY_DIST_VERBOSE=1: rank 0 prints each op on distributed tensors, its placements and the
 // collectives its inputs went through; EDDY_COMPILER_VERBOSE=1 does while a function is traced
 // for compiling, which is when the compiled program's placements are chosen.
-thread_local PlacementChoices* placement_choices = nullptr;
-
 bool verbose() {
   static const bool eager = flag_set("EDDY_DIST_VERBOSE"), compiled = flag_set("EDDY_COMPILER_VERBOSE");
   if (placement_choices && placement_choices->quiet()) return false;
@@ -369,9 +370,8 @@ std::vector<ShardingDecision> open_decisions(const Primitive& primitive, const O
     open.push_back(std::move(decision));
   };
   add(rule_decision(primitive, call, from, ranks));
-  if (!placement_choices || std::count_if(from.begin(), from.end(), [](const Placement& p) { return p.is_shard(); }) < 2) {
-    return open;
-  }
+  const auto split = std::count_if(from.begin(), from.end(), [](const Placement& p) { return p.is_shard(); });
+  if (!placement_choices || split < 2) return open;
   for (size_t i = 0; i < from.size(); ++i) {
     if (!from[i].is_shard()) continue;
     std::vector<Placement> gathered = from;
