@@ -118,6 +118,22 @@ def test_h5py_bools_read_as_bool_and_other_enumerations_are_refused(tmp_path):
         eddy.read_hdf5(str(path), "colour")
 
 
+def test_a_file_whose_object_header_is_damaged_is_refused_rather_than_listed_in_part(tmp_path):
+    # libhdf5's visit stops at the damaged header; eddy used to return the datasets before it.
+    path = tmp_path / "damaged.h5"
+    with h5py.File(path, "w") as f:
+        f["a"] = np.arange(4.0)
+        f["g/b"] = np.arange(3.0)
+        f["g/c"] = np.arange(2.0)
+    with h5py.File(path, "r") as f:
+        header = h5py.h5o.get_info(f["g/c"].id).addr
+    data = bytearray(path.read_bytes())
+    data[header:header + 8] = b"\xff" * 8
+    path.write_bytes(bytes(data))
+    with pytest.raises(eddy.Error, match=r"damaged.h5: cannot list its datasets, the file is damaged \(after 'g/b'\)"):
+        eddy.list_hdf5(str(path))
+
+
 # ---- configuration errors carry eddy's message ----
 
 

@@ -263,9 +263,12 @@ std::vector<std::string> list_hdf5_datasets(const std::string& path) {
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   EDDY_CHECK(file.valid(), "cannot open HDF5 file ", path);
   DatasetVisit visit;
-  H5Ovisit2(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &visit, H5O_INFO_BASIC);
+  const herr_t visited = H5Ovisit2(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &visit, H5O_INFO_BASIC);
   EDDY_CHECK(visit.too_deep.empty(), path, ": groups nested ", kMaxGroupDepth, " deep (at '",
              visit.too_deep.substr(0, 120), "...'); the file is damaged or its links form a loop");
+  // A partial list would pass for the file's contents (and name too few datasets in errors).
+  EDDY_CHECK(visited >= 0, path, ": cannot list its datasets, the file is damaged",
+             visit.names.empty() ? std::string() : cat(" (after '", visit.names.back().substr(0, 120), "')"));
   return visit.names;
 }
 
