@@ -1031,17 +1031,20 @@ TEST(ShardingRules, FusedAttentionKeepsBatchAndHeadSplits) {
 
 // Rows of x beside columns of w: the rule's own choice (gather the smaller w, keep the rows) and
 // the other (gather x, keep the columns) are both open under a PlacementChoices, and either
-// gives the product; the points are noted in order with their alternatives.
+// gives the product; the points are noted in order with their alternatives. On one rank, where
+// nothing moves either way, nothing is open.
 TEST(PlacementChoices, TakeTheAlternativeTheyNameAndNoteEachOpenPoint) {
   const auto& mesh = meshes()[0];
+  const bool several_ranks = mesh->size(0) > 1;
   const Tensor x = common({8, 4}, 100), w = common({4, 4}, 101);
   const Tensor rows = shard_tensor(x, mesh, {S(0)}), columns = shard_tensor(w, mesh, {S(1)});
   for (const size_t pick : {size_t{0}, size_t{1}}) {
     PlacementChoices choices({pick});
     const Tensor product = matmul(rows, columns);
-    EXPECT_EQ(placements_of(product), std::vector<Placement>{pick == 0 ? S(0) : S(1)});
+    EXPECT_EQ(placements_of(product), std::vector<Placement>{pick == 1 && several_ranks ? S(1) : S(0)});
     EXPECT_LT(relative_difference(full_tensor(product), matmul(x, w)), 1e-12);
-    ASSERT_EQ(choices.points().size(), 1u);
+    ASSERT_EQ(choices.points().size(), several_ranks ? 1u : 0u);
+    if (!several_ranks) continue;
     const PlacementChoices::Point& point = choices.points()[0];
     EXPECT_EQ(point.op, "matmul on x");
     EXPECT_EQ(point.picked, pick);
@@ -1062,61 +1065,75 @@ TEST(PlacementChoices, TakeTheAlternativeTheyNameAndNoteEachOpenPoint) {
 // batch instead keeps the columns, makes the second product a partial sum of 64 x 2 numbers and
 // leaves both weight gradients where they lie: (1,024 + 2 x 128) x (n - 1) / n numbers a rank
 // sends against 2 x (768 + 96) x (n - 1) / n. The compiled step's placement search finds it, and
-// its values and gradients are the eager step's.
+// its values and gradients are the eager step's. On the two-axis mesh the split is over its
+// last axis (mp), everything whole over dp; a mesh axis of one rank leaves nothing to search.
 TEST(PlacementSearch, CompiledStepGathersTheBatchWhenTheWeightsCostMoreOverTheStep) {
-  const auto& mesh = meshes()[0];
-  const int64_t ranks = mesh->size(0);
-  const Tensor x = shard_tensor(common({64, 16}, 110), mesh, {S(0)});
-  const std::vector<Tensor> weights{shard_tensor(common({16, 48}, 111).requires_grad_(), mesh, {S(1)}),
-                                    shard_tensor(common({48, 2}, 112).requires_grad_(), mesh, {S(0)})};
-  const compiler::TensorFunction step = [&](const std::vector<Tensor>& in) {
-    const Tensor loss = mean(square(matmul(tanh(matmul(x, in[0])), in[1])));
-    std::vector<Tensor> out{loss};
-    for (const Tensor& g : grad({loss}, in)) out.push_back(g);
-    return out;
-  };
-  const std::vector<Tensor> want = step(weights);
-  auto compiled_graph = [&](const char* disabled) {
-    if (disabled) setenv("EDDY_COMPILER_DISABLE", disabled, 1);
-    setenv("EDDY_COMPILER_VERBOSE", "1", 1);
-    CompiledFunction compiled = compile(step);
-    ::testing::internal::CaptureStderr();
-    const std::vector<Tensor> got = compiled(weights);
-    const std::string printed = ::testing::internal::GetCapturedStderr();
-    unsetenv("EDDY_COMPILER_VERBOSE");
-    unsetenv("EDDY_COMPILER_DISABLE");
-    for (int call = 0; call < 2; ++call) {  // the trace's values, then the compiled program's
-      const std::vector<Tensor> values = call == 0 ? got : compiled(weights);
-      for (size_t i = 1; i < values.size(); ++i) {
-        EXPECT_EQ(placements_of(values[i]), placements_of(want[i])) << "gradient " << i;
+  for (const auto& mesh : meshes()) {
+    SCOPED_TRACE(mesh->describe());
+    const int64_t last = mesh->ndim() - 1, ranks = mesh->size(last);
+    auto on_last_axis = [&](const Placement& placement) {
+      std::vector<Placement> placements(static_cast<size_t>(mesh->ndim()), R);
+      placements.back() = placement;
+      return placements;
+    };
+    const Tensor x = shard_tensor(common({64, 16}, 110), mesh, on_last_axis(S(0)));
+    const std::vector<Tensor> weights{
+        shard_tensor(common({16, 48}, 111).requires_grad_(), mesh, on_last_axis(S(1))),
+        shard_tensor(common({48, 2}, 112).requires_grad_(), mesh, on_last_axis(S(0)))};
+    const compiler::TensorFunction step = [&](const std::vector<Tensor>& in) {
+      const Tensor loss = mean(square(matmul(tanh(matmul(x, in[0])), in[1])));
+      std::vector<Tensor> out{loss};
+      for (const Tensor& g : grad({loss}, in)) out.push_back(g);
+      return out;
+    };
+    const std::vector<Tensor> want = step(weights);
+    auto compiled_graph = [&](const char* disabled) {
+      if (disabled) setenv("EDDY_COMPILER_DISABLE", disabled, 1);
+      setenv("EDDY_COMPILER_VERBOSE", "1", 1);
+      CompiledFunction compiled = compile(step);
+      ::testing::internal::CaptureStderr();
+      const std::vector<Tensor> got = compiled(weights);
+      const std::string printed = ::testing::internal::GetCapturedStderr();
+      unsetenv("EDDY_COMPILER_VERBOSE");
+      unsetenv("EDDY_COMPILER_DISABLE");
+      for (int call = 0; call < 2; ++call) {  // the trace's values, then the compiled program's
+        const std::vector<Tensor> values = call == 0 ? got : compiled(weights);
+        for (size_t i = 1; i < values.size(); ++i) {
+          EXPECT_EQ(placements_of(values[i]), placements_of(want[i])) << "gradient " << i;
+        }
+        for (size_t i = 0; i < values.size(); ++i) {
+          EXPECT_LT(relative_difference(full_tensor(values[i]), full_tensor(want[i])), 1e-12) << "output " << i;
+        }
       }
-      for (size_t i = 0; i < values.size(); ++i) {
-        EXPECT_LT(relative_difference(full_tensor(values[i]), full_tensor(want[i])), 1e-12) << "output " << i;
-      }
+      return std::make_pair(compiled.program_for(weights)->graph(), printed);
+    };
+    const auto [searched, printed] = compiled_graph(nullptr);
+    const auto [rules_own, unsearched_print] = compiled_graph("placement_search");
+    EXPECT_EQ(unsearched_print.find("placement search"), std::string::npos) << unsearched_print;
+    if (ranks == 1) {
+      EXPECT_EQ(printed.find("placement search"), std::string::npos) << printed;
+      continue;
     }
-    return std::make_pair(compiled.program_for(weights)->graph(), printed);
-  };
-  const auto [searched, printed] = compiled_graph(nullptr);
-  const auto [rules_own, unsearched_print] = compiled_graph("placement_search");
-  if (ranks == 1) {
-    EXPECT_EQ(printed.find("placement search"), std::string::npos) << printed;
-    return;
-  }
-  const double share = static_cast<double>(ranks - 1) / static_cast<double>(ranks);
-  EXPECT_DOUBLE_EQ(compiler::bytes_sent_per_rank(searched), 8 * (1024 + 2 * 128) * share);
-  EXPECT_DOUBLE_EQ(compiler::bytes_sent_per_rank(rules_own), 8 * 2 * (768 + 96) * share);
-  EXPECT_EQ(searched.to_string().find("reduce_scatter"), std::string::npos) << searched.to_string();
-  EXPECT_NE(rules_own.to_string().find("reduce_scatter"), std::string::npos) << rules_own.to_string();
-  EXPECT_EQ(unsearched_print.find("placement search"), std::string::npos) << unsearched_print;
-  if (world().rank() == 0) {
-    EXPECT_NE(printed.find("matmul on x: [Replicate(), Shard(1)] -> Shard(1) instead of the rule's "
-                           "[Shard(0), Replicate()] -> Shard(0)"),
-              std::string::npos)
-        << printed;
-    EXPECT_NE(printed.find(cat("the step sends ", std::llround(8 * (1024 + 2 * 128) * share), " bytes per rank per "
-                               "call, against ", std::llround(8 * 2 * (768 + 96) * share))),
-              std::string::npos)
-        << printed;
+    EXPECT_LT(compiler::bytes_sent_per_rank(searched), compiler::bytes_sent_per_rank(rules_own));
+    EXPECT_EQ(searched.to_string().find("reduce_scatter"), std::string::npos) << searched.to_string();
+    EXPECT_NE(rules_own.to_string().find("reduce_scatter"), std::string::npos) << rules_own.to_string();
+    const std::string axis = mesh->names().back();
+    if (world().rank() == 0) {
+      EXPECT_NE(printed.find(cat("matmul on ", axis, ": [Replicate(), Shard(1)] -> Shard(1) instead of the rule's "
+                                 "[Shard(0), Replicate()] -> Shard(0)")),
+                std::string::npos)
+          << printed;
+    }
+    if (mesh->ndim() > 1) continue;
+    const double share = static_cast<double>(ranks - 1) / static_cast<double>(ranks);
+    EXPECT_DOUBLE_EQ(compiler::bytes_sent_per_rank(searched), 8 * (1024 + 2 * 128) * share);
+    EXPECT_DOUBLE_EQ(compiler::bytes_sent_per_rank(rules_own), 8 * 2 * (768 + 96) * share);
+    if (world().rank() == 0) {
+      EXPECT_NE(printed.find(cat("the step sends ", std::llround(8 * (1024 + 2 * 128) * share), " bytes per rank per "
+                                 "call, against ", std::llround(8 * 2 * (768 + 96) * share))),
+                std::string::npos)
+          << printed;
+    }
   }
 }
 

@@ -355,9 +355,10 @@ std::string describe(const ShardingDecision& decision) {
 }
 
 // The decisions open on one mesh axis (PlacementChoices): the rule's own first, then, while a
-// PlacementChoices lives and two or more inputs are split, the rule's with each split input in
-// turn taken as whole (so gathered), each once. A decision that does not `fit` (splits a tensor
-// axis twice or unevenly) becomes every input whole.
+// PlacementChoices lives and two or more inputs are split over several ranks, the rule's with
+// each split input in turn taken as whole (so gathered), each once. (On an axis of one rank every
+// decision moves nothing.) A decision that does not `fit` (splits a tensor axis twice or
+// unevenly) becomes every input whole.
 std::vector<ShardingDecision> open_decisions(const Primitive& primitive, const OpCall& call,
                                              const std::vector<Placement>& from, int64_t ranks,
                                              const std::function<bool(const ShardingDecision&)>& fit) {
@@ -371,7 +372,7 @@ std::vector<ShardingDecision> open_decisions(const Primitive& primitive, const O
   };
   add(rule_decision(primitive, call, from, ranks));
   const auto split = std::count_if(from.begin(), from.end(), [](const Placement& p) { return p.is_shard(); });
-  if (!placement_choices || split < 2) return open;
+  if (!placement_choices || split < 2 || ranks == 1) return open;
   for (size_t i = 0; i < from.size(); ++i) {
     if (!from[i].is_shard()) continue;
     std::vector<Placement> gathered = from;
