@@ -18,8 +18,57 @@
 namespace eddy::python {
 namespace {
 
-// eddy.jit(f). The compiled program replays tensors only, so whether f returned one tensor, a
-// tuple or a list is remembered per program, to answer later calls in the same form.
+// The nesting of f's result: tensors (or anything as_tensor takes) at the leaves, tuples, lists
+// and dicts with str keys around them, as JAX's pytrees. The compiled program replays the leaves
+// only; the tree answers later calls in the same form. (Keys are kept as C++ strings, so that
+// the tree needs no GIL to be destroyed.)
+struct OutputTree {
+  enum class Kind { leaf, tuple, list, dict } kind = Kind::leaf;
+  std::vector<OutputTree> children;
+  std::vector<std::string> keys;  // a dict's, in its order
+};
+
+OutputTree flatten(const py::handle& value, std::vector<Tensor>& leaves) {
+  OutputTree tree;
+  if (py::isinstance<py::dict>(value)) {
+    tree.kind = OutputTree::Kind::dict;
+    for (const auto& [key, item] : value.cast<py::dict>()) {
+      EDDY_CHECK(py::isinstance<py::str>(key), "eddy.jit: the function returned a dict with the key ",
+                 py::repr(key).cast<std::string>(), "; the keys of a returned dict must be str");
+      tree.keys.push_back(key.cast<std::string>());
+      tree.children.push_back(flatten(item, leaves));
+    }
+  } else if (py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value)) {
+    tree.kind = py::isinstance<py::tuple>(value) ? OutputTree::Kind::tuple : OutputTree::Kind::list;
+    for (const py::handle& item : value) tree.children.push_back(flatten(item, leaves));
+  } else {
+    leaves.push_back(as_tensor(value));
+  }
+  return tree;
+}
+
+py::object rebuild(const OutputTree& tree, const std::vector<Tensor>& leaves, size_t& next) {
+  switch (tree.kind) {
+    case OutputTree::Kind::leaf: return py::cast(leaves.at(next++));
+    case OutputTree::Kind::dict: {
+      py::dict items;
+      for (size_t i = 0; i < tree.children.size(); ++i) {
+        items[py::str(tree.keys[i])] = rebuild(tree.children[i], leaves, next);
+      }
+      return items;
+    }
+    case OutputTree::Kind::tuple:
+    case OutputTree::Kind::list: {
+      py::list items;
+      for (const OutputTree& child : tree.children) items.append(rebuild(child, leaves, next));
+      return tree.kind == OutputTree::Kind::tuple ? py::object(py::tuple(items)) : py::object(items);
+    }
+  }
+  throw Error("eddy.jit: unknown output form");
+}
+
+// eddy.jit(f): compile() over f, its result answered in the form f gave it (OutputTree), per
+// program.
 class JitFunction {
  public:
   explicit JitFunction(py::function function)
@@ -29,7 +78,7 @@ class JitFunction {
     std::vector<Tensor> inputs;
     for (const py::handle& arg : args) inputs.push_back(as_tensor(arg));
     std::vector<Tensor> outputs;
-    Form form = Form::single;
+    OutputTree tree;
     {
       // Released before locking: a thread waiting for the lock must not hold the GIL that the
       // thread inside needs to run f.
@@ -39,15 +88,14 @@ class JitFunction {
       outputs = compiled_(inputs);
       const compiler::Program* program = compiled_.program_for(inputs);
       if (body_->ran) {
-        form = body_->form;
-        if (program) forms_[program] = form;
+        tree = body_->tree;
+        if (program) trees_[program] = tree;  // none inside another trace, which ran f eagerly
       } else {
-        form = forms_.at(program);
+        tree = trees_.at(program);
       }
     }
-    if (form == Form::single) return py::cast(outputs.at(0));
-    py::list values = py::cast(outputs);
-    return form == Form::tuple ? py::object(py::tuple(values)) : py::object(values);
+    size_t next = 0;
+    return rebuild(tree, outputs, next);
   }
 
   CompileStats stats() const {
@@ -58,10 +106,9 @@ class JitFunction {
   const py::function& function() const { return function_; }
 
  private:
-  enum class Form { single, tuple, list };
   struct Body {
     bool ran = false;  // f ran during the current call (traced, or eagerly inside another trace)
-    Form form = Form::single;
+    OutputTree tree;   // of f's latest result
   };
 
   // f as the TensorFunction compile() traces; it runs with the GIL released around it, so it
@@ -73,18 +120,17 @@ class JitFunction {
       py::tuple args(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
       const py::object out = function(*args);
+      std::vector<Tensor> leaves;
+      body->tree = flatten(out, leaves);
       body->ran = true;
-      body->form = py::isinstance<py::tuple>(out)  ? Form::tuple
-                   : py::isinstance<py::list>(out) ? Form::list
-                                                   : Form::single;
-      return tensors_of(out);
+      return leaves;
     };
   }
 
   py::function function_;
   std::shared_ptr<Body> body_;
   CompiledFunction compiled_;
-  std::map<const compiler::Program*, Form> forms_;
+  std::map<const compiler::Program*, OutputTree> trees_;
   mutable std::recursive_mutex mutex_;  // recursive: f may call its own jitted self while traced
 };
 

@@ -30,6 +30,34 @@ def test_values_and_output_form_match_eager():
     assert isinstance(single(x), eddy.Tensor)
 
 
+def test_nested_tuples_lists_and_dicts_come_back_as_the_function_gave_them():
+    # value_and_grad over two arguments gives (value, (g0, g1)); the inner tuple used to be stacked
+    # into one tensor. Shapes differ here, which stacking could not have hidden.
+    def loss(a, b):
+        return eddy.sum(a * a) + eddy.sum(b) * eddy.sum(a)
+
+    def structured(a, b):
+        value, (ga, gb) = eddy.value_and_grad(loss, argnums=(0, 1))(a, b)
+        return {"value": value, "gradients": [ga, (gb,)]}
+
+    jitted_pair = eddy.jit(eddy.value_and_grad(loss, argnums=(0, 1)))
+    jitted = eddy.jit(structured)
+    for seed in (6, 7):  # the traced call, then the compiled program
+        a, b = rng_tensor(seed, (3, 2)), rng_tensor(seed + 10, (4,))
+        value, (ga, gb) = jitted_pair(a, b)
+        want_value, (want_a, want_b) = eddy.value_and_grad(loss, argnums=(0, 1))(a, b)
+        for got, want in ((value, want_value), (ga, want_a), (gb, want_b)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+        out = jitted(a, b)
+        assert list(out) == ["value", "gradients"] and isinstance(out["gradients"], list)
+        assert isinstance(out["gradients"][1], tuple) and out["gradients"][1][0].shape == (4,)
+        np.testing.assert_allclose(out["gradients"][0].numpy(), want_a.numpy(), rtol=1e-12, atol=1e-12)
+    assert jitted.stats.traces == 1 and jitted.stats.calls == 2
+    with pytest.raises(eddy.Error, match=r"the keys of a returned dict must be str"):
+        eddy.jit(lambda x: {1: x})(a)
+
+
 def test_grad_inside_the_function_matches_eager():
     def loss(w, x):
         return eddy.sum(eddy.sin(x * w) * w)
