@@ -45,8 +45,10 @@ def test_every_example_is_covered():
 def test_pinn_example_checks_and_trains(eddy_cli, tmp_path, example):
     checked = eddy(eddy_cli, "check", example)
     assert checked.stdout.startswith(f"{example}: valid.")
-    eddy(eddy_cli, "solve", example, "--eager", "--quiet", "training.adam.steps=2", "training.lbfgs.iterations=1",
-         "validation.every=0", "output.checkpoint_every=0", f"output.dir={tmp_path}")
+    # The first-order optimiser's section is the one the file trains with (adam, or soap).
+    optimizer = "soap" if "\n  optimizer: soap\n" in checked.stdout else "adam"
+    eddy(eddy_cli, "solve", example, "--eager", "--quiet", f"training.{optimizer}.steps=2",
+         "training.lbfgs.iterations=1", "validation.every=0", "output.checkpoint_every=0", f"output.dir={tmp_path}")
     with h5py.File(tmp_path / "solution.h5") as results:
         assert results["history/step"][-1] == 3  # two Adam steps and one L-BFGS iteration
         assert "inside" in results["fields"] and len(results["fields"]) >= 2  # the mask and a field
