@@ -17,8 +17,8 @@
 #include "eddy/core/autograd.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
-#include "eddy/ops/sharding.h"
 #include "eddy/ops/primitive.h"
+#include "eddy/ops/sharding.h"
 
 namespace eddy::nn {
 namespace {
