@@ -978,7 +978,7 @@ TEST(Training, SecondDerivativesOfShardedPointsMatchOneProcess) {
 
 // The fused attention primitive on q, k and v split alike by batch or by heads (grouped-query: 8
 // query heads over 4 key/value heads) runs on each rank's parts with nothing gathered, compiled
-// and eagerly; one input split so alone has the others sliced to match (no communication), and
+// and eagerly; one input split alone has the others sliced to match (no communication), and
 // a split along time or a partial sum is gathered first. Values and gradients are one process's
 // in every case.
 TEST(ShardingRules, FusedAttentionKeepsBatchAndHeadSplits) {
