@@ -2,7 +2,6 @@
 // FNO trained there equals the CPU run bit for bit, so no tensor of the run stayed on the CPU.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -12,6 +11,7 @@
 #include "solvers/operator/trainer.h"
 #include "support/equal_checkpoints.h"
 #include "support/host_memory_device.h"
+#include "support/job_directory.h"
 #include "support/smoothing_data.h"
 
 namespace eddy::operator_learning {
@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 TEST(OperatorOnDevice, EqualsTheCpuRunBitForBit) {
   testing::install_host_memory_device();
-  const fs::path dir = fs::temp_directory_path() / ("eddy_operator_on_device_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const JobDirectory job("eddy_operator_on_device_");
+  const fs::path& dir = job.path();
   write_smoothing_data((dir / "smooth.h5").string(), {{"train", 32, 32}, {"test", 8, 64}}, 4, 3);
   auto train_on = [&](const std::string& device) {
     const std::string text = cat("device: ", device, "\ndata:\n  file: ", (dir / "smooth.h5").string(),
@@ -47,7 +47,6 @@ TEST(OperatorOnDevice, EqualsTheCpuRunBitForBit) {
         << dataset;
   }
   expect_equal_checkpoints((dir / "cuda/checkpoint.safetensors").string(), (dir / "cpu/checkpoint.safetensors").string());
-  fs::remove_all(dir);
 }
 
 }  // namespace
