@@ -98,7 +98,10 @@ void bind_dist(py::module_& m) {
   dist.def("shard_tensor", &dist::shard_tensor, py::arg("tensor"), py::arg("mesh"), py::arg("placements"),
            "`tensor` (the same on every rank) placed over `mesh`: each rank keeps its part. A new leaf.");
   dist.def("from_local", &dist::from_local, py::arg("local"), py::arg("mesh"), py::arg("placements"),
-           "The distributed tensor whose part on this rank is `local`.");
+           py::arg("shape") = Shape{},
+           "The distributed tensor whose part on this rank is `local`; `shape`: its global shape, where the "
+           "ranks' parts differ by a row (each split axis as shard_range splits it), else each split axis of "
+           "`local` times its mesh axis's ranks.");
   dist.def("to_local", &dist::to_local, py::arg("tensor"), "This rank's part of a distributed tensor.");
   dist.def("reshard", &dist::reshard, py::arg("tensor"), py::arg("placements"),
            "The tensor placed as `placements` says, through the collectives that takes (differentiable).");

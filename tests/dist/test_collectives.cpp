@@ -70,6 +70,16 @@ TEST(Collectives, Values) {
   EXPECT_TRUE(scattered.to_vector<double>() ==
               (reshape(arange(6.0 * rank, 6.0 * rank + 6, 1, DType::f64), {2, 3}) * rank_sum).to_vector<double>());
 
+  // Parts a row apart (shard_range): 2 size + 1 rows, the later ranks holding one more.
+  const int64_t rows = 2 * size + 1;
+  const ShardRange share = shard_range(rows, size, rank);
+  const Tensor counted = reshape(arange(0, 3.0 * rows, 1, DType::f64), {rows, 3});
+  const Tensor uneven = all_gather(slice(counted, 0, share.first, share.last), world(), rows);
+  EXPECT_TRUE(uneven.to_vector<double>() == counted.to_vector<double>());
+  const Tensor summed_share = reduce_scatter(counted * double(rank + 1));
+  EXPECT_TRUE(summed_share.to_vector<double>() ==
+              (slice(counted, 0, share.first, share.last) * rank_sum).to_vector<double>());
+
   // Block j of rank r's input [size, 3] holds 10 r + j; block j of its output is rank j's block r.
   const Tensor ranks = reshape(arange(0, size, 1, DType::f64), {size, 1}), wide = zeros({size, 3}, DType::f64);
   const Tensor labelled = ranks + 10.0 * rank + wide;
@@ -110,10 +120,10 @@ TEST(Collectives, BadArgumentsThrowBeforeAnyMessage) {
   EXPECT_THROW(all_reduce(ones({2}, DType::i64), ReduceOp::mean), Error);
   EXPECT_THROW(broadcast(ones({2}), world().size()), Error);
   EXPECT_THROW(all_gather(scalar(1.0)), Error);
-  if (world().size() > 1) {
-    EXPECT_THROW(reduce_scatter(ones({2 * world().size() + 1})), Error);
-    EXPECT_THROW(all_to_all(ones({2 * world().size() + 1})), Error);
-  }
+  EXPECT_THROW(reduce_scatter(scalar(1.0)), Error);
+  // Two rows on each rank are no rank's share of one row.
+  EXPECT_THROW(all_gather(ones({2}), world(), 1), Error);
+  if (world().size() > 1) EXPECT_THROW(all_to_all(ones({2 * world().size() + 1})), Error);
 }
 
 // A collective between nonlinear maps, so derivatives of order 2 are not trivially zero.
@@ -202,6 +212,10 @@ TEST(CollectiveTranspose, LinearCollectivesAreAdjointToTheirVjp) {
       {{2, 3}, [](const Tensor& x) { return all_reduce(x); }},
       {{2, 3}, [](const Tensor& x) { return all_gather(x); }},
       {{2 * size, 3}, [](const Tensor& x) { return reduce_scatter(x); }},
+      // Parts a row apart.
+      {{shard_range(2 * size + 1, size, world().rank()).size(), 3},
+       [size](const Tensor& x) { return all_gather(x, world(), 2 * size + 1); }},
+      {{2 * size + 1, 3}, [](const Tensor& x) { return reduce_scatter(x); }},
       {{2, 3}, [size](const Tensor& x) { return broadcast(x, size - 1); }},
       {{2, 3}, [](const Tensor& x) { return reduce(x, 0); }},
       {{2 * size, 3}, [](const Tensor& x) { return all_to_all(x); }},

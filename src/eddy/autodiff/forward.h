@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "eddy/core/tensor.h"
+#include "eddy/ops/primitive.h"
 
 namespace eddy {
 
@@ -30,5 +31,14 @@ Tensor tangent_at(const Tensor& tensor, int64_t level);
 Tensor with_tangent(const Tensor& tensor, int64_t level, const Tensor& tangent);
 // An alias without a tangent at `level`; the tensor itself when it has none.
 Tensor without_tangent(const Tensor& tensor, int64_t level);
+
+// The innermost open level among the tangents of any of `inputs`, or -1.
+int64_t innermost_level(Inputs inputs);
+// `out` = primitive(`primals`), the inputs stripped of their tangents at `level`, with the tangent
+// at `level` that the primitive's JVP rules give from the tangents of `inputs` there (none when no
+// input moves). What the autodiff interpreter does to every call; an interpreter that computes
+// values its own way (the distributed one, whose local parts carry no tangents) calls it too.
+Tensor with_output_tangent(const Primitive& primitive, Inputs inputs, Inputs primals, const Attrs& attrs,
+                           const OutputSpec& spec, Tensor out, int64_t level);
 
 }  // namespace eddy

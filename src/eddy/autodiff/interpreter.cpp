@@ -39,8 +39,7 @@ void record(const Primitive& primitive, Inputs original, const Attrs& attrs, con
 // (jvp_from_output) stay differentiable in reverse mode (reverse-over-forward).
 Tensor evaluate(const Interpreter& self, const Primitive& primitive, Inputs original, Inputs inputs,
                 const Attrs& attrs, const OutputSpec& spec) {
-  int64_t level = -1;
-  for (const Tensor& input : inputs) level = std::max(level, innermost_level(input));
+  const int64_t level = innermost_level(inputs);
   if (level < 0) {
     // A graph recorder below sees the call here, on tangent-free values and before any tangent
     // rule runs, so the graph has each value once and the rules' ops (which may use `out`) find
@@ -53,26 +52,8 @@ Tensor evaluate(const Interpreter& self, const Primitive& primitive, Inputs orig
   std::vector<Tensor> primals;
   primals.reserve(inputs.size());
   for (const Tensor& input : inputs) primals.push_back(without_tangent(input, level));
-  Tensor out = evaluate(self, primitive, original, primals, attrs, spec);
-  if (!is_inexact(spec.dtype) || !primitive.jvp) return out;
-
-  // Output rules see an alias of the value: the tangent is attached to `out` and must not hold
-  // `out` itself through its graph, or the two would keep each other alive forever.
-  const Tensor value = primitive.jvp_from_output ? shallow_alias(out) : out;
-  Tensor total;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Tensor tangent = tangent_at(inputs[i], level);
-    if (!tangent.defined() || !primitive.differentiable_input(static_cast<int>(i))) continue;
-    Tensor contribution = primitive.jvp_from_output ? primitive.jvp_from_output(primals, attrs, value, tangent)
-                                                    : primitive.jvp(primals, attrs, static_cast<int>(i), tangent);
-    total = total.defined() ? add(total, contribution) : contribution;
-  }
-  if (!total.defined()) return out;
-  if (total.shape() != spec.shape) total = expand(total, spec.shape);
-  EDDY_CHECK(total.dtype() == spec.dtype, "internal: jvp rule of ", primitive.name, " returned ",
-             total.dtype(), " for a ", spec.dtype, " output");
-  out.impl()->tangents.emplace_back(level, total);
-  return out;
+  return with_output_tangent(primitive, inputs, primals, attrs, spec,
+                             evaluate(self, primitive, original, primals, attrs, spec), level);
 }
 
 class AutodiffInterpreter final : public Interpreter {
@@ -100,6 +81,34 @@ int64_t innermost_level(const Tensor& tensor) {
     if (id > level && level_open(id)) level = id;
   }
   return level;
+}
+
+int64_t innermost_level(Inputs inputs) {
+  int64_t level = -1;
+  for (const Tensor& input : inputs) level = std::max(level, innermost_level(input));
+  return level;
+}
+
+Tensor with_output_tangent(const Primitive& primitive, Inputs inputs, Inputs primals, const Attrs& attrs,
+                           const OutputSpec& spec, Tensor out, int64_t level) {
+  if (!is_inexact(spec.dtype) || !primitive.jvp) return out;
+  // Output rules see an alias of the value: the tangent is attached to `out` and must not hold
+  // `out` itself through its graph, or the two would keep each other alive forever.
+  const Tensor value = primitive.jvp_from_output ? shallow_alias(out) : out;
+  Tensor total;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor tangent = tangent_at(inputs[i], level);
+    if (!tangent.defined() || !primitive.differentiable_input(static_cast<int>(i))) continue;
+    Tensor contribution = primitive.jvp_from_output ? primitive.jvp_from_output(primals, attrs, value, tangent)
+                                                    : primitive.jvp(primals, attrs, static_cast<int>(i), tangent);
+    total = total.defined() ? add(total, contribution) : contribution;
+  }
+  if (!total.defined()) return out;
+  if (total.shape() != spec.shape) total = expand(total, spec.shape);
+  EDDY_CHECK(total.dtype() == spec.dtype, "internal: jvp rule of ", primitive.name, " returned ",
+             total.dtype(), " for a ", spec.dtype, " output");
+  out.impl()->tangents.emplace_back(level, total);
+  return out;
 }
 
 Tensor tangent_at(const Tensor& tensor, int64_t level) {

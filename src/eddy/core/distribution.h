@@ -15,8 +15,8 @@
 
 namespace eddy {
 
-// How one mesh axis places a tensor: whole on every rank, split evenly along `axis` in mesh
-// order, or partial values whose sum (or max) over the mesh axis is the whole.
+// How one mesh axis places a tensor: whole on every rank, split along `axis` in mesh order (as
+// shard_range says), or partial values whose sum (or max) over the mesh axis is the whole.
 struct Placement {
   enum class Kind { replicate, shard, partial_sum, partial_max };
   Kind kind = Kind::replicate;
@@ -30,6 +30,18 @@ struct Placement {
   bool is_partial() const { return kind == Kind::partial_sum || kind == Kind::partial_max; }
   bool operator==(const Placement&) const = default;
 };
+
+// The indices [first, last) of an axis of `length` that part `index` of `parts` holds under
+// Shard: consecutive, in order, with sizes that differ by at most one (the later parts the
+// larger), so that an axis `parts` divides splits evenly and any other still splits, as a batch
+// of any size must (PyTorch's DTensor splits unevenly too, larger parts first).
+struct ShardRange {
+  int64_t first = 0, last = 0;
+  int64_t size() const { return last - first; }
+};
+inline ShardRange shard_range(int64_t length, int64_t parts, int64_t index) {
+  return {length * index / parts, length * (index + 1) / parts};
+}
 
 // "Replicate()", "Shard(1)", "Partial(sum)", "Partial(max)".
 std::string to_string(const Placement& placement);

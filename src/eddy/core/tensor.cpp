@@ -156,7 +156,9 @@ void copy_to_distributed(const Tensor& target, const Tensor& source) {
     const Placement& placement = layout.placements[axis];
     if (!placement.is_shard()) continue;
     const auto tensor_axis = static_cast<size_t>(placement.axis);
-    offset += layout.coordinates[axis] * local.shape()[tensor_axis] * whole.strides()[tensor_axis];
+    const int64_t first =
+        shard_range(whole.shape()[tensor_axis], layout.mesh_shape[axis], layout.coordinates[axis]).first;
+    offset += first * whole.strides()[tensor_axis];
   }
   local.copy_(make_view(whole, local.shape(), whole.strides(), offset));
 }

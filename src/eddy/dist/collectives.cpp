@@ -121,15 +121,25 @@ const Primitive& allreduce_max_p = [] () -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
+// Attrs.shape holds the gathered row count: the ranks' parts may differ by a row (shard_range).
+int64_t gathered_rows(const Attrs& attrs) { return attrs.shape.at(0); }
+
 const Primitive& allgather_p = [] () -> const Primitive& {
   Primitive p = collective("allgather",
       [](Inputs in, const Attrs& a) {
         EDDY_CHECK(in[0].dim() >= 1, "all_gather: needs at least one axis to gather along, got a scalar");
-        return OutputSpec{with_rows(in[0].shape(), in[0].shape()[0] * communicator_of(a).size()), in[0].dtype()};
+        const Communicator& comm = communicator_of(a);
+        const int64_t rows = gathered_rows(a);
+        EDDY_CHECK(shard_range(rows, comm.size(), comm.rank()).size() == in[0].shape()[0], "all_gather: rank ",
+                   comm.rank(), "'s part ", in[0].shape(), " is not its share of ", rows, " rows over ", comm.size(),
+                   " ranks");
+        return OutputSpec{with_rows(in[0].shape(), rows), in[0].dtype()};
       },
       [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.allgather(x, out); });
   p.linear = true;
-  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return all_gather(t, communicator_of(a)); };
+  p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) {
+    return all_gather(t, communicator_of(a), gathered_rows(a));
+  };
   p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return reduce_scatter(g, communicator_of(a)); };
   p.collective = {.output_alike = true, .sent_per_operand_byte = every_other_part};
   return register_primitive(std::move(p));
@@ -138,16 +148,18 @@ const Primitive& allgather_p = [] () -> const Primitive& {
 const Primitive& reduce_scatter_p = [] () -> const Primitive& {
   Primitive p = collective("reduce_scatter",
       [](Inputs in, const Attrs& a) {
-        const int size = communicator_of(a).size();
+        const Communicator& comm = communicator_of(a);
         check_reduce_op("reduce_scatter", in[0], ReduceOp::sum);
-        EDDY_CHECK(in[0].dim() >= 1 && in[0].shape()[0] % size == 0, "reduce_scatter: axis 0 of ", in[0].shape(),
-                   " does not split evenly over ", size, " ranks");
-        return OutputSpec{with_rows(in[0].shape(), in[0].shape()[0] / size), in[0].dtype()};
+        EDDY_CHECK(in[0].dim() >= 1, "reduce_scatter: needs at least one axis to scatter along, got a scalar");
+        const int64_t rows = shard_range(in[0].shape()[0], comm.size(), comm.rank()).size();
+        return OutputSpec{with_rows(in[0].shape(), rows), in[0].dtype()};
       },
       [](Communicator& c, const Tensor& x, const Tensor& out, const Attrs&) { c.reduce_scatter(x, out); });
   p.linear = true;
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reduce_scatter(t, communicator_of(a)); };
-  p.vjp = [](Inputs, const Attrs& a, int, const Tensor& g) { return all_gather(g, communicator_of(a)); };
+  p.vjp = [](Inputs in, const Attrs& a, int, const Tensor& g) {
+    return all_gather(g, communicator_of(a), in[0].shape()[0]);
+  };
   p.collective.sent_per_operand_byte = all_but_own_share;
   return register_primitive(std::move(p));
 }();
@@ -248,7 +260,11 @@ Tensor all_reduce_of_replicated(const Tensor& x, Communicator& comm) {
   return dispatch(allreduce_sum_of_replicated_p, {x}, attrs_for(comm));
 }
 
-Tensor all_gather(const Tensor& x, Communicator& comm) { return dispatch(allgather_p, {x}, attrs_for(comm)); }
+Tensor all_gather(const Tensor& x, Communicator& comm, int64_t rows) {
+  Attrs attrs = attrs_for(comm);
+  attrs.shape = {rows >= 0 ? rows : (x.dim() ? x.shape()[0] : 0) * comm.size()};
+  return dispatch(allgather_p, {x}, attrs);
+}
 
 Tensor reduce_scatter(const Tensor& x, Communicator& comm) {
   return dispatch(reduce_scatter_p, {x}, attrs_for(comm));

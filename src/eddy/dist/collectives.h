@@ -34,9 +34,12 @@ Tensor all_reduce(const Tensor& x, ReduceOp op = ReduceOp::sum, Communicator& co
 // replicated (compiler/passes.h). Only the values are alike: a perturbation of one rank's x is
 // that rank's own, so the derivatives are all_reduce's, collectives included.
 Tensor all_reduce_of_replicated(const Tensor& x, Communicator& comm = default_communicator());
-// Every rank's x [n, ...] concatenated in rank order: [size * n, ...] on every rank.
-Tensor all_gather(const Tensor& x, Communicator& comm = default_communicator());
-// Rows [r n, (r + 1) n) of the sum over ranks of x [size * n, ...], on rank r.
+// Every rank's x concatenated in rank order along axis 0: `rows` rows on every rank, of which
+// rank r holds shard_range(rows, size, r) (core/distribution.h); -1: size * x's rows (every part
+// alike, which shard_range gives where size divides rows).
+Tensor all_gather(const Tensor& x, Communicator& comm = default_communicator(), int64_t rows = -1);
+// Rank r's rows shard_range(rows, size, r) of the sum over ranks of x [rows, ...]: [rows / size,
+// ...] each where size divides rows, and parts a row apart otherwise.
 Tensor reduce_scatter(const Tensor& x, Communicator& comm = default_communicator());
 // x [size * n, ...] in blocks of n rows: block j goes to rank j, and the result's block j is
 // the block rank j sent here. How a tensor split along one axis comes to be split along another.

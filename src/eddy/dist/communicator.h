@@ -40,9 +40,10 @@ class Communicator {
   virtual void allreduce(const Tensor& in, const Tensor& out, ReduceOp op) = 0;
   // Rank `root`'s `out` = sum over ranks of `in`; other ranks' `out` is left untouched.
   virtual void reduce(const Tensor& in, const Tensor& out, int root) = 0;
-  // `out` [size * n, ...] = every rank's `in` [n, ...], in rank order along axis 0.
+  // `out` [rows, ...] = every rank's `in`, in rank order along axis 0, rank r's being its rows
+  // shard_range(rows, size, r) (core/distribution.h: [rows / size, ...] each where size divides).
   virtual void allgather(const Tensor& in, const Tensor& out) = 0;
-  // Rank r's `out` [n, ...] = rows [r n, (r + 1) n) of the sum over ranks of `in` [size * n, ...].
+  // Rank r's `out` = its rows shard_range(rows, size, r) of the sum over ranks of `in` [rows, ...].
   virtual void reduce_scatter(const Tensor& in, const Tensor& out) = 0;
   // `in` and `out` [size * n, ...], in blocks of n rows: block j of rank r's `out` is block r of
   // rank j's `in` (MPI_Alltoall).

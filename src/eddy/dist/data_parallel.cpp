@@ -3,6 +3,7 @@
 #include <map>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/distribution.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::dist {
@@ -138,8 +139,8 @@ bool same_on_every_rank(const std::vector<Tensor>& tensors, Communicator& comm) 
 }
 
 std::pair<int64_t, int64_t> shard(int64_t start, int64_t stop, int rank, int size) {
-  const int64_t count = stop - start;
-  return {start + count * rank / size, start + count * (rank + 1) / size};
+  const ShardRange range = shard_range(stop - start, size, rank);
+  return {start + range.first, start + range.last};
 }
 
 }  // namespace eddy::dist

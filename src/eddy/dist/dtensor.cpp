@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "eddy/autodiff/forward.h"
 #include "eddy/core/autograd.h"
 #include "eddy/core/tracing.h"
 #include "eddy/dist/collectives.h"
@@ -48,10 +49,8 @@ Shape local_shape(std::string_view op, const Shape& global_shape, const ProcessM
     EDDY_CHECK(!split[static_cast<size_t>(tensor_axis)], op, ": tensor axis ", tensor_axis, " is sharded on two mesh "
                "axes (", to_string(placements), "); shard it on one");
     split[static_cast<size_t>(tensor_axis)] = true;
-    EDDY_CHECK(shape[static_cast<size_t>(tensor_axis)] % mesh.size(axis) == 0, op, ": axis ", tensor_axis,
-               " of shape ", global_shape, " does not split evenly over the ", mesh.size(axis), " ranks of mesh axis ",
-               mesh.names()[static_cast<size_t>(axis)]);
-    shape[static_cast<size_t>(tensor_axis)] /= mesh.size(axis);
+    int64_t& extent = shape[static_cast<size_t>(tensor_axis)];
+    extent = shard_range(extent, mesh.size(axis), mesh.coordinate(axis)).size();
   }
   return shape;
 }
@@ -83,10 +82,16 @@ bool verbose() {
 
 // Whether mesh axis `mesh_axis` can move its shard from one tensor axis to another in place
 // (exchange_shards): only while no other mesh axis splits either tensor axis, before or after,
-// since the exchange takes each rank's part along those axes for the whole.
-bool exchanges_alone(int64_t mesh_axis, const std::vector<Placement>& from, const std::vector<Placement>& to) {
+// since the exchange takes each rank's part along those axes for the whole, and where both axes
+// of `global_shape` split evenly, the all-to-all's blocks being alike.
+bool exchanges_alone(int64_t mesh_axis, const std::vector<Placement>& from, const std::vector<Placement>& to,
+                     const Shape& global_shape, const ProcessMesh& mesh) {
   const Placement &current = from[static_cast<size_t>(mesh_axis)], &wanted = to[static_cast<size_t>(mesh_axis)];
   if (!current.is_shard() || !wanted.is_shard()) return false;
+  const int64_t parts = mesh.size(mesh_axis);
+  for (const int64_t axis : {current.axis, wanted.axis}) {
+    if (global_shape[static_cast<size_t>(axis)] % parts != 0) return false;
+  }
   for (size_t other = 0; other < from.size(); ++other) {
     if (static_cast<int64_t>(other) == mesh_axis) continue;
     for (const Placement& placement : {from[other], to[other]}) {
@@ -98,13 +103,16 @@ bool exchanges_alone(int64_t mesh_axis, const std::vector<Placement>& from, cons
 
 // What reshard_local does to one input on mesh axis `axis`, for the log.
 std::string_view collective_for(int64_t axis, const std::vector<Placement>& from_all,
-                                const std::vector<Placement>& to_all) {
+                                const std::vector<Placement>& to_all, const Shape& global_shape,
+                                const ProcessMesh& mesh) {
   const Placement &from = from_all[static_cast<size_t>(axis)], &to = to_all[static_cast<size_t>(axis)];
   if (from == to) return "";
   if (to.is_shard()) {
     if (from.kind == Kind::replicate) return "slice";
     if (from.kind == Kind::partial_sum) return "reduce_scatter";
-    if (from.is_shard()) return exchanges_alone(axis, from_all, to_all) ? "all_to_all" : "all_gather + slice";
+    if (from.is_shard()) {
+      return exchanges_alone(axis, from_all, to_all, global_shape, mesh) ? "all_to_all" : "all_gather + slice";
+    }
     return "all_reduce(max) + slice";
   }
   if (from.is_shard()) return "all_gather";
@@ -121,7 +129,8 @@ void log_call(std::string_view op, const std::vector<std::vector<Placement>>& fr
   line += ") -> " + to_string(output) + "\n";
   for (size_t i = 0; i < from.size(); ++i) {
     for (size_t axis = 0; axis < from[i].size(); ++axis) {
-      const std::string_view collective = collective_for(static_cast<int64_t>(axis), from[i], to[i]);
+      const std::string_view collective =
+          collective_for(static_cast<int64_t>(axis), from[i], to[i], inputs[i].shape(), mesh);
       if (collective.empty()) continue;
       const Tensor& local = local_part(inputs[i]);
       line += cat("  input ", i, " on ", mesh.names()[axis], ": ", to_string(from[i][axis]), " -> ",
@@ -140,10 +149,10 @@ Tensor distributed(const Shape& global_shape, Tensor local, const std::shared_pt
                                                      std::move(placements), {}});
 }
 
-// Rank `index` of `parts` equal blocks along `axis`.
+// Part `index` of `parts` of `x` along `axis` (shard_range).
 Tensor block(const Tensor& x, int64_t axis, int64_t index, int64_t parts) {
-  const int64_t length = x.shape()[static_cast<size_t>(axis)] / parts;
-  return slice(x, axis, index * length, (index + 1) * length);
+  const ShardRange range = shard_range(x.shape()[static_cast<size_t>(axis)], parts, index);
+  return slice(x, axis, range.first, range.last);
 }
 
 // The collectives work along axis 0: other axes are moved there and back.
@@ -189,9 +198,10 @@ Tensor exchange_shards(const Tensor& local, int64_t from_axis, int64_t to_axis, 
   return permute(reshape(permute(reshape(received, blocks), rank_beside_from), merged), inverse(order));
 }
 
-// The local part under `to` on one mesh axis, from the local part under `from`.
-Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement& to, const ProcessMesh& mesh,
-                    int64_t mesh_axis) {
+// The local part under `to` on one mesh axis, from the local part under `from`, of a tensor of
+// `global_shape`.
+Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement& to, const Shape& global_shape,
+                    const ProcessMesh& mesh, int64_t mesh_axis) {
   // On one rank every placement's local part is the whole value.
   if (from == to || mesh.size(mesh_axis) == 1) return local;
   Communicator& comm = mesh.communicator(mesh_axis);
@@ -199,7 +209,10 @@ Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement&
   auto whole = [&]() -> Tensor {
     switch (from.kind) {
       case Kind::replicate: return local;
-      case Kind::shard: return along(local, from.axis, [&](const Tensor& x) { return all_gather(x, comm); });
+      case Kind::shard: {
+        const int64_t rows = global_shape[static_cast<size_t>(from.axis)];
+        return along(local, from.axis, [&](const Tensor& x) { return all_gather(x, comm, rows); });
+      }
       case Kind::partial_sum: return all_reduce(local, ReduceOp::sum, comm);
       case Kind::partial_max: return all_reduce(local, ReduceOp::max, comm);
     }
@@ -222,17 +235,21 @@ Tensor reshard_axis(const Tensor& local, const Placement& from, const Placement&
 // Gathers and reductions first, then the splits and exchanges: a split on one mesh axis keeps the
 // other axes' parts whole, as a gather along another axis needs.
 Tensor reshard_local(Tensor local, std::vector<Placement> from, const std::vector<Placement>& to,
-                     const ProcessMesh& mesh) {
+                     const Shape& global_shape, const ProcessMesh& mesh) {
   for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
     Placement& current = from[static_cast<size_t>(axis)];
     const Placement& wanted = to[static_cast<size_t>(axis)];
-    if (current == wanted || (wanted.is_shard() && !current.is_shard()) || exchanges_alone(axis, from, to)) continue;
+    if (current == wanted || (wanted.is_shard() && !current.is_shard()) ||
+        exchanges_alone(axis, from, to, global_shape, mesh)) {
+      continue;
+    }
     const Placement step = wanted.is_shard() ? Placement::replicate() : wanted;
-    local = reshard_axis(local, current, step, mesh, axis);
+    local = reshard_axis(local, current, step, global_shape, mesh, axis);
     current = step;
   }
   for (int64_t axis = 0; axis < mesh.ndim(); ++axis) {
-    local = reshard_axis(local, from[static_cast<size_t>(axis)], to[static_cast<size_t>(axis)], mesh, axis);
+    local = reshard_axis(local, from[static_cast<size_t>(axis)], to[static_cast<size_t>(axis)], global_shape, mesh,
+                         axis);
   }
   return local;
 }
@@ -294,10 +311,10 @@ std::vector<Placement> with_partials_reduced(std::vector<Placement> placements) 
 Tensor local_for(const Tensor& input, const std::vector<Placement>& current, const std::vector<Placement>& wanted,
                  const ProcessMesh& mesh) {
   if (const ReducedPart* reduced = earlier_reduction(input)) {
-    return reshard_local(reduced->local, reduced->placements, wanted, mesh);
+    return reshard_local(reduced->local, reduced->placements, wanted, input.shape(), mesh);
   }
   const Tensor used = as_used(input, local_part(input), current, mesh);
-  Tensor local = reshard_local(used, current, wanted, mesh);
+  Tensor local = reshard_local(used, current, wanted, input.shape(), mesh);
   const Distribution* layout = distribution_of(input);
   if (layout && used.same(layout->local) && current != wanted && wanted == with_partials_reduced(current)) {
     layout->reduced =
@@ -306,22 +323,20 @@ Tensor local_for(const Tensor& input, const std::vector<Placement>& current, con
   return local;
 }
 
-// Whether `decision`, on top of the mesh axes decided before, shards some tensor axis twice or
-// unevenly.
+// Whether `decision`, on top of the mesh axes decided before, shards no tensor axis twice.
 bool fits(const ShardingDecision& decision, int64_t mesh_axis, const std::vector<std::vector<Placement>>& inputs,
-          const std::vector<Placement>& output, Inputs tensors, const Shape& output_shape, const ProcessMesh& mesh) {
-  auto fits_one = [&](const Placement& placement, const std::vector<Placement>& earlier, const Shape& shape) {
+          const std::vector<Placement>& output) {
+  auto fits_one = [&](const Placement& placement, const std::vector<Placement>& earlier) {
     if (!placement.is_shard()) return true;
-    if (shape[static_cast<size_t>(placement.axis)] % mesh.size(mesh_axis) != 0) return false;
     for (int64_t axis = 0; axis < mesh_axis; ++axis) {
       if (earlier[static_cast<size_t>(axis)] == placement) return false;
     }
     return true;
   };
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!fits_one(decision.inputs[i], inputs[i], tensors[i].shape())) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!fits_one(decision.inputs[i], inputs[i])) return false;
   }
-  return fits_one(decision.output, output, output_shape);
+  return fits_one(decision.output, output);
 }
 
 // Notes on which mesh axes every rank holds `local` alike: for a capture, whose compiler needs it
@@ -357,8 +372,8 @@ std::string describe(const ShardingDecision& decision) {
 // The decisions open on one mesh axis (PlacementChoices): the rule's own first, then, while a
 // PlacementChoices lives and two or more inputs are split over several ranks, the rule's with
 // each split input in turn taken as whole (so gathered), each once. (On an axis of one rank every
-// decision moves nothing.) A decision that does not `fit` (splits a tensor axis twice or
-// unevenly) becomes every input whole.
+// decision moves nothing.) A decision that does not `fit` (splits a tensor axis twice)
+// becomes every input whole.
 std::vector<ShardingDecision> open_decisions(const Primitive& primitive, const OpCall& call,
                                              const std::vector<Placement>& from, int64_t ranks,
                                              const std::function<bool(const ShardingDecision&)>& fit) {
@@ -387,6 +402,15 @@ class DistributedInterpreter final : public Interpreter {
   DistributedInterpreter() { set_distributed_interpreter(this); }
 
   Tensor interpret(const OpCall& call) override {
+    // Tangents ride on the distributed tensors, not on their local parts: forward mode applies
+    // the primitive's tangent rule here, to the distributed primals and tangents (whose ops are
+    // placed by the same rules), around the value of the primals.
+    if (const int64_t level = innermost_level(call.inputs); level >= 0) {
+      std::vector<Tensor> primals;
+      for (const Tensor& input : call.inputs) primals.push_back(without_tangent(input, level));
+      return with_output_tangent(call.primitive, call.inputs, primals, call.attrs, call.spec,
+                                 dispatch(call.primitive, primals, call.attrs), level);
+    }
     const Primitive& primitive = call.primitive;
     std::shared_ptr<const ProcessMesh> mesh;
     for (const Tensor& input : call.inputs) {
@@ -415,7 +439,7 @@ class DistributedInterpreter final : public Interpreter {
       for (size_t i = 0; i < count; ++i) from.push_back(current[i][axis]);
       std::vector<ShardingDecision> open =
           open_decisions(primitive, call, from, mesh->size(static_cast<int64_t>(axis)), [&](const ShardingDecision& d) {
-            return fits(d, static_cast<int64_t>(axis), wanted, output, call.inputs, call.spec.shape, *mesh);
+            return fits(d, static_cast<int64_t>(axis), wanted, output);
           });
       size_t chosen = 0;
       if (open.size() > 1) {
@@ -427,7 +451,9 @@ class DistributedInterpreter final : public Interpreter {
       ShardingDecision decision = std::move(open[chosen]);
       for (size_t i = 0; i < count; ++i) wanted[i][axis] = decision.inputs[i];
       output[axis] = decision.output;
-      if (decision.localize) decision.localize(attrs, mesh->size(static_cast<int64_t>(axis)));
+      if (decision.localize) {
+        decision.localize(attrs, mesh->size(static_cast<int64_t>(axis)), mesh->coordinate(static_cast<int64_t>(axis)));
+      }
       if (decision.run_locally) {
         EDDY_CHECK(!run_locally, "internal: the sharding rules of ", primitive.name, " on two mesh axes each compute "
                    "the local part their own way");
@@ -535,22 +561,31 @@ int64_t shard_module(nn::Module& module, std::shared_ptr<const ProcessMesh> mesh
   return placed;
 }
 
-Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements) {
+Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements,
+                  Shape global_shape) {
   EDDY_CHECK(mesh, "from_local: no process mesh");
   EDDY_CHECK(!is_distributed(local), "from_local: the tensor is already distributed");
   placements = normalized(std::move(placements), local.dim());
   EDDY_CHECK(static_cast<int64_t>(placements.size()) == mesh->ndim(), "from_local: ", placements.size(),
              " placements for the ", mesh->ndim(), " axes of the ", mesh->describe());
-  Shape global = local.shape();
-  for (int64_t axis = 0; axis < mesh->ndim(); ++axis) {
-    const Placement& placement = placements[static_cast<size_t>(axis)];
-    if (!placement.is_shard()) continue;
-    EDDY_CHECK(placement.axis >= 0 && placement.axis < local.dim(), "from_local: ", to_string(placement),
-               " names no axis of a local part of shape ", local.shape());
-    global[static_cast<size_t>(placement.axis)] *= mesh->size(axis);
+  for (const Placement& placement : placements) {
+    EDDY_CHECK(!placement.is_shard() || (placement.axis >= 0 && placement.axis < local.dim()), "from_local: ",
+               to_string(placement), " names no axis of a local part of shape ", local.shape());
   }
-  local_shape("from_local", global, *mesh, placements);
-  return distributed(global, local, mesh, std::move(placements));
+  if (global_shape.empty()) {
+    global_shape = local.shape();
+    for (int64_t axis = 0; axis < mesh->ndim(); ++axis) {
+      const Placement& placement = placements[static_cast<size_t>(axis)];
+      if (placement.is_shard()) global_shape[static_cast<size_t>(placement.axis)] *= mesh->size(axis);
+    }
+  }
+  EDDY_CHECK(global_shape.size() == local.shape().size(), "from_local: a global shape ", global_shape, " for a local "
+             "part of shape ", local.shape());
+  const Shape expected = local_shape("from_local", global_shape, *mesh, placements);
+  EDDY_CHECK(local.shape() == expected, "from_local: rank ", mesh->world().rank(), "'s part has shape ", local.shape(),
+             ", but its part of a tensor of shape ", global_shape, " placed ", to_string(placements), " has shape ",
+             expected);
+  return distributed(global_shape, local, mesh, std::move(placements));
 }
 
 Tensor shard_like(const Tensor& whole, const Tensor& like) {
@@ -573,7 +608,7 @@ Tensor reshard(const Tensor& tensor, std::vector<Placement> placements) {
   local_shape("reshard", tensor.shape(), *mesh, placements);
   if (placements == layout.placements) return tensor;
   const Tensor used = as_used(tensor, layout.local, layout.placements, *mesh);
-  Tensor local = reshard_local(used, layout.placements, placements, *mesh);
+  Tensor local = reshard_local(used, layout.placements, placements, tensor.shape(), *mesh);
   return distributed(tensor.shape(), std::move(local), mesh, std::move(placements));
 }
 

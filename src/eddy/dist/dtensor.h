@@ -2,7 +2,8 @@
 // Distributed tensors (auto-parallel). A distributed tensor is an ordinary eddy::Tensor with the
 // global shape whose values lie on the ranks of a process mesh, one placement per mesh axis:
 //   Placement::replicate()   every rank of the axis holds the whole;
-//   Placement::shard(a)      axis a of the tensor is split evenly over the mesh axis, in order;
+//   Placement::shard(a)      axis a of the tensor is split over the mesh axis, in order, in parts
+//                            that differ by at most one (shard_range, core/distribution.h);
 //   Placement::partial_sum() each rank holds a part, and the value is their sum (partial_max: max).
 // A few of them, made with shard_tensor, are all a single-process program needs: every op on a
 // distributed input runs through its primitive's sharding rule (ops/sharding.h), which picks
@@ -31,12 +32,15 @@ namespace eddy::dist {
 
 // `whole` (the same values on every rank) placed over `mesh`: each rank keeps its part, with no
 // communication. The result is a new leaf, requiring gradients when `whole` does; its gradients
-// go to it, not to `whole`. Sharded axes must split evenly.
+// go to it, not to `whole`.
 Tensor shard_tensor(const Tensor& whole, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements);
 
-// The distributed tensor whose local part on this rank is `local` (its global shape follows from
-// the sharded axes). Differentiable: `local`'s graph continues through it.
-Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements);
+// The distributed tensor whose local part on this rank is `local`. Its global shape is
+// `global_shape`, each rank's part being its shard_range of each split axis (core/distribution.h),
+// or, when empty, `local`'s with each split axis times its mesh axis's ranks (every part alike).
+// Differentiable: `local`'s graph continues through it.
+Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements,
+                  Shape global_shape = {});
 
 // `whole` (the same values on every rank) laid out as `like` is: its mesh and placements (a
 // partial placement keeps the whole value on the axis's first rank and zeros elsewhere).

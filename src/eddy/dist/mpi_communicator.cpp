@@ -3,12 +3,15 @@
 #include "eddy/dist/mpi_communicator.h"
 
 #include "eddy/core/backend.h"
+#include "eddy/core/distribution.h"
 #include "eddy/ops/ops.h"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <vector>
 
 namespace eddy::dist {
 namespace {
@@ -108,23 +111,51 @@ class MpiCommunicator final : public Communicator {
     MPI_Reduce(send, out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, root, comm_);
   }
 
+  // Each rank's element count and offset in a tensor of `rows` rows of `row_elements` split over
+  // the ranks as shard_range splits it, for the v-collectives.
+  struct RankBlocks {
+    std::vector<int> counts, offsets;
+  };
+  RankBlocks rank_blocks(std::string_view op, int64_t rows, int64_t row_elements) const {
+    EDDY_CHECK(rows * row_elements <= INT_MAX, op, ": ", rows * row_elements, " elements is more than one MPI "
+               "message holds (", INT_MAX, "); split the tensor");
+    RankBlocks blocks;
+    for (int r = 0; r < size_; ++r) {
+      const ShardRange range = shard_range(rows, size_, r);
+      blocks.counts.push_back(static_cast<int>(range.size() * row_elements));
+      blocks.offsets.push_back(static_cast<int>(range.first * row_elements));
+    }
+    return blocks;
+  }
+
+  // `whole` [rows, ...] and this rank's `part` of its rows: their row count, after checking that
+  // the part is this rank's shard_range of them with the same trailing axes and dtype.
+  int64_t check_part(std::string_view op, const Tensor& part, const Tensor& whole) const {
+    count_of(op, part);
+    count_of(op, whole);
+    const bool rows_split = part.dim() == whole.dim() && whole.dim() >= 1 &&
+                            part.shape()[0] == shard_range(whole.shape()[0], size_, rank_).size() &&
+                            std::equal(part.shape().begin() + 1, part.shape().end(), whole.shape().begin() + 1);
+    EDDY_CHECK(rows_split && part.dtype() == whole.dtype(), op, ": rank ", rank_, "'s part ", part.shape(), " ",
+               part.dtype(), " is not its share of the rows of ", whole.shape(), " ", whole.dtype(), " over ",
+               size_, " ranks");
+    return whole.shape()[0];
+  }
+
   void allgather_on_host(const Tensor& in, const Tensor& out) {
-    const int n = count_of("allgather", in);
-    EDDY_CHECK(count_of("allgather", out) == static_cast<int64_t>(n) * size_ && in.dtype() == out.dtype(),
-               "allgather: output ", out.shape(), " ", out.dtype(), " cannot hold ", size_, " inputs ", in.shape(),
-               " ", in.dtype());
+    const int64_t rows = check_part("allgather", in, out);
+    const RankBlocks blocks = rank_blocks("allgather", rows, rows ? out.numel() / rows : 0);
     count_collective(in);
-    MPI_Allgather(in.raw_data(), n, mpi_type(in.dtype()), out.raw_data(), n, mpi_type(in.dtype()), comm_);
+    MPI_Allgatherv(in.raw_data(), static_cast<int>(in.numel()), mpi_type(in.dtype()), out.raw_data(),
+                   blocks.counts.data(), blocks.offsets.data(), mpi_type(in.dtype()), comm_);
   }
 
   void reduce_scatter_on_host(const Tensor& in, const Tensor& out) {
-    const int n = count_of("reduce_scatter", out);
-    EDDY_CHECK(count_of("reduce_scatter", in) == static_cast<int64_t>(n) * size_ && in.dtype() == out.dtype(),
-               "reduce_scatter: output ", out.shape(), " ", out.dtype(), " is not 1/", size_, " of the input ",
-               in.shape(), " ", in.dtype());
+    const int64_t rows = check_part("reduce_scatter", out, in);
     check_reduce_op("reduce_scatter", in, ReduceOp::sum);
+    const RankBlocks blocks = rank_blocks("reduce_scatter", rows, rows ? in.numel() / rows : 0);
     count_collective(in);
-    MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), n, mpi_type(in.dtype()), MPI_SUM, comm_);
+    MPI_Reduce_scatter(in.raw_data(), out.raw_data(), blocks.counts.data(), mpi_type(in.dtype()), MPI_SUM, comm_);
   }
 
   void alltoall_on_host(const Tensor& in, const Tensor& out) {

@@ -97,7 +97,7 @@ std::optional<std::pair<Shape, Shape>> region(const SavedLayout& layout, const S
     if (p.kind == Placement::Kind::replicate && layout.coordinates[m] != 0) return std::nullopt;
     if (!p.is_shard()) continue;
     const auto axis = static_cast<size_t>(p.axis);
-    start[axis] = layout.coordinates[m] * part_shape[axis];
+    start[axis] = shard_range(layout.global[axis], layout.mesh[m], layout.coordinates[m]).first;
     stop[axis] = start[axis] + part_shape[axis];
   }
   return std::pair{start, stop};

@@ -105,8 +105,9 @@ struct ShardingDecision {
   std::vector<Placement> inputs;
   Placement output;
   // Where the op's Attrs name sizes along a sharded axis (a reshape's target shape, a slice's
-  // stop), how they read on each rank's parts: applied to the Attrs once per mesh axis.
-  std::function<void(Attrs&, int64_t ranks)> localize{};
+  // stop), how they read on the part of the rank at `coordinate` (shard_range, core/distribution.h):
+  // applied to the Attrs once per mesh axis.
+  std::function<void(Attrs&, int64_t ranks, int64_t coordinate)> localize{};
   // Where a rank's part of the output is not the primitive applied to its inputs' parts, what the
   // rank computes instead, in eddy ops (so it is differentiable), from those parts, the localized
   // Attrs and its coordinate along the mesh axis: a lookup in a table split along the looked-up

@@ -25,9 +25,16 @@ bool run_multiplies_to(const Shape& axes, size_t first, int64_t size) {
   return running == size;
 }
 
+// A size along a split axis as the rank at `coordinate` holds it.
+void localize_extent(int64_t& extent, int64_t ranks, int64_t coordinate) {
+  extent = shard_range(extent, ranks, coordinate).size();
+}
+
 // A target shape (Attrs::shape) split along `axis`.
-std::function<void(Attrs&, int64_t)> divide_shape(int64_t axis) {
-  return [axis](Attrs& local, int64_t ranks) { local.shape[static_cast<size_t>(axis)] /= ranks; };
+std::function<void(Attrs&, int64_t, int64_t)> divide_shape(int64_t axis) {
+  return [axis](Attrs& local, int64_t ranks, int64_t coordinate) {
+    localize_extent(local.shape[static_cast<size_t>(axis)], ranks, coordinate);
+  };
 }
 
 // The bytes each rank receives to reshard `x` (global shape) from one placement to another on a
@@ -171,6 +178,10 @@ Rule expand() {
     const Placement& placement = from[0];
     if (!placement.is_shard()) return placement.is_partial() ? ShardingDecision{{placement}, placement} : replicate_all(in);
     const int64_t out_axis = placement.axis + static_cast<int64_t>(attrs.shape.size()) - in[0].dim();
+    // An axis of one split over several ranks (some holding none of it) is not broadcast in parts.
+    if (in[0].shape()[static_cast<size_t>(placement.axis)] != attrs.shape[static_cast<size_t>(out_axis)]) {
+      return replicate_all(in);
+    }
     return ShardingDecision{{placement}, Placement::shard(out_axis), divide_shape(out_axis)};
   };
 }
@@ -190,8 +201,11 @@ Rule reshape() {
     if (into == target.size() || product(target, 0, into) != before) return replicate_all(in);
     const int64_t size = shape[axis], target_size = target[into];
     // Kept, or the leading axis of a merged group, or split with its leading part still whole on
-    // each rank: in each case every rank's rows stay one contiguous block of the target axis.
-    const bool kept_or_merged = target_size % size == 0 && run_multiplies_to(shape, axis, target_size);
+    // each rank: in each case every rank's rows stay one contiguous block of the target axis. A
+    // merged group keeps the split of its leading axis only where that is even (an uneven part
+    // times the rest of the group is not the target axis's own uneven part).
+    const bool kept_or_merged = target_size % size == 0 && run_multiplies_to(shape, axis, target_size) &&
+                                (target_size == size || size % ranks == 0);
     const bool split = size % target_size == 0 && target_size % ranks == 0 && run_multiplies_to(target, into, size);
     if (!kept_or_merged && !split) return replicate_all(in);
     return ShardingDecision{{placement}, Placement::shard(static_cast<int64_t>(into)),
@@ -205,7 +219,9 @@ Rule slice() {
     if (!placement.is_shard()) return placement.is_partial() ? ShardingDecision{{placement}, placement} : replicate_all(in);
     const auto axis = static_cast<size_t>(placement.axis);
     if (attrs.lo[axis] != 0 || attrs.hi[axis] != in[0].shape()[axis] || attrs.step[axis] != 1) return replicate_all(in);
-    return ShardingDecision{{placement}, placement, [axis](Attrs& local, int64_t ranks) { local.hi[axis] /= ranks; }};
+    return ShardingDecision{{placement}, placement, [axis](Attrs& local, int64_t ranks, int64_t coordinate) {
+                              localize_extent(local.hi[axis], ranks, coordinate);
+                            }};
   };
 }
 
@@ -242,8 +258,12 @@ Rule concat() {
 
 namespace {
 
+bool splits_evenly(const Tensor& x, int64_t axis, int64_t ranks) {
+  return x.shape()[static_cast<size_t>(axis)] % ranks == 0;
+}
+
 // The lookup `look_up(block, local indices)` of the indices that fall in this rank's block of
-// `axis` (rank `coordinate`'s rows of the whole), with zeros where an index lies in another
+// `axis` (rank `coordinate`'s rows of the whole, the blocks being alike), with zeros where an index lies in another
 // rank's block: summed over the ranks, the lookup in the whole table. `mask_shape` lays the
 // index mask along the output's axes.
 Tensor lookup_in_block(const Tensor& block, int64_t axis, const Tensor& index, int64_t coordinate,
@@ -262,7 +282,7 @@ Tensor lookup_in_block(const Tensor& block, int64_t axis, const Tensor& index, i
 }  // namespace
 
 Rule index_select() {
-  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t ranks) {
     const Placement &table = from[0], &index = from[1];
     const bool table_split_elsewhere = table.is_shard() && table.axis != attrs.axis;
     if (index.kind == Kind::replicate && (table.kind == Kind::partial_sum || table_split_elsewhere)) {
@@ -273,7 +293,7 @@ Rule index_select() {
     }
     // A table split along the looked-up axis (a vocabulary-parallel embedding): each rank looks
     // up the indices in its rows, and the output is their partial sum.
-    if (sharded_along(table, attrs.axis) && index.kind == Kind::replicate) {
+    if (sharded_along(table, attrs.axis) && index.kind == Kind::replicate && splits_evenly(in[0], attrs.axis, ranks)) {
       const int64_t axis = attrs.axis, rank = in[0].dim();
       return ShardingDecision{{table, index}, Placement::partial_sum(), nullptr,
                               [axis, rank](Inputs locals, const Attrs&, int64_t coordinate) {
@@ -294,12 +314,12 @@ Rule index_select() {
 }
 
 Rule gather() {
-  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t ranks) {
     const Placement &x = from[0], &index = from[1];
     // x split along the gathered axis and the indices whole (Megatron's vocabulary-parallel
     // cross-entropy picks each row's target logit so): each rank gathers the indices in its
     // block, and the output is their partial sum.
-    if (sharded_along(x, attrs.axis) && index.kind == Kind::replicate) {
+    if (sharded_along(x, attrs.axis) && index.kind == Kind::replicate && splits_evenly(in[0], attrs.axis, ranks)) {
       const int64_t axis = attrs.axis;
       return ShardingDecision{{x, index}, Placement::partial_sum(), nullptr,
                               [axis](Inputs locals, const Attrs&, int64_t coordinate) {
@@ -344,11 +364,19 @@ Rule transform() {
 }
 
 Rule alike_along(std::vector<int64_t> axes) {
-  return [axes = std::move(axes)](Inputs in, const Attrs&, std::span<const Placement> from, int64_t) {
+  return [axes = std::move(axes)](Inputs in, const Attrs&, std::span<const Placement> from, int64_t ranks) {
     const auto first_split = std::find_if(from.begin(), from.end(), [](const Placement& p) { return p.is_shard(); });
     if (first_split == from.end() || std::find(axes.begin(), axes.end(), first_split->axis) == axes.end()) {
       return replicate_all(in);
     }
+    // Inputs of different extents along the axis (query and key/value heads) split into
+    // matching groups only where every extent splits evenly.
+    const int64_t axis = first_split->axis;
+    const int64_t extent = in[0].shape()[static_cast<size_t>(axis)];
+    const bool alike =
+        std::all_of(in.begin(), in.end(), [&](const Tensor& x) { return x.shape()[static_cast<size_t>(axis)] == extent; });
+    const bool even = std::all_of(in.begin(), in.end(), [&](const Tensor& x) { return splits_evenly(x, axis, ranks); });
+    if (!alike && !even) return replicate_all(in);
     return ShardingDecision{std::vector<Placement>(in.size(), *first_split), *first_split};
   };
 }

@@ -4,7 +4,9 @@
 // declares its rule with its other rules (Primitive::sharding); the distributed interpreter
 // (dist/dtensor.cpp) applies it on every mesh axis. A rule only ever chooses placements under
 // which running the primitive on each rank's local parts gives that rank's part of the output,
-// so its derivatives, written in the same ops, are sharded by the same rules.
+// so its derivatives, written in the same ops, are sharded by the same rules. Splits may be uneven
+// (shard_range, core/distribution.h: parts a row apart): a rule keeps such a split only where each
+// rank's parts of its inputs and output still line up, and gathers it otherwise.
 
 #include <optional>
 
@@ -39,9 +41,10 @@ Rule matmul();
 // `partial_kind`; without one (prod, min), such an input is gathered first. Partial inputs of the
 // same kind pass through.
 Rule reduction(std::optional<Placement::Kind> partial_kind);
-// Movement: the shard follows its axis through the permutation, the broadcast or the reshape
-// (where the reshape keeps the sharded axis as the leading axis of a group it merges or splits
-// into); partial inputs pass through, these being linear.
+// Movement: the shard follows its axis through the permutation, the broadcast (of an axis it
+// does not broadcast) or the reshape (where the reshape keeps the sharded axis as the leading axis
+// of a group it merges, an uneven split only with unit axes, or splits into, evenly); partial
+// inputs pass through, these being linear.
 Rule permute();
 Rule expand();
 Rule reshape();
@@ -53,7 +56,8 @@ Rule pad();
 Rule concat();
 // index_select(x, axis, index): x split along another axis, or the (1-D) index split, which
 // splits the output along `axis` (an embedding lookup of sharded tokens). gather(x, axis,
-// index): x and index split alike along another axis.
+// index): x and index split alike along another axis. Either from a table split evenly along the
+// looked-up axis: each rank's lookups in its rows, a partial sum.
 Rule index_select();
 Rule gather();
 // FFTs over Attrs::axes: a shard along another axis (the batch, the channels) is kept and partial
@@ -66,7 +70,8 @@ Rule transform();
 // alike along one of `axes`, which every input and the output share, give the output split the
 // same; the first split input's axis decides, the others are split to match (or gathered where
 // it is not one of `axes`). Attention's key and value heads split with their query heads as long
-// as each rank gets whole groups, which the even split of both head counts ensures.
+// as each rank gets whole groups, which an even split of both head counts ensures (inputs of
+// different extents along the axis are gathered where it is uneven).
 Rule alike_along(std::vector<int64_t> axes);
 
 }  // namespace eddy::sharding
