@@ -110,12 +110,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector
   return std::make_unique<dist::ShardedOptimizer>(std::move(parameters), make, gradients, comm);
 }
 
-void average_gradients(optim::Optimizer& optimizer, const std::vector<Tensor>& parameters,
-                       dist::Communicator& comm, std::span<double> sums) {
+void sum_gradients(optim::Optimizer& optimizer, const std::vector<Tensor>& parameters, dist::Communicator& comm) {
   if (auto* sharded = dynamic_cast<dist::ShardedOptimizer*>(&optimizer)) {
-    sharded->reduce_gradients(sums);
+    sharded->reduce_gradients();
   } else {
-    dist::average_gradients(parameters, comm, sums);
+    dist::sum_gradients(parameters, comm);
   }
 }
 

@@ -69,11 +69,10 @@ std::unique_ptr<optim::Optimizer> make_optimizer(int64_t zero_stage, std::vector
                                                  const dist::ShardedOptimizer::Factory& make,
                                                  dist::RankGradients gradients, dist::Communicator& comm);
 
-// Averages the gradients of `parameters` over the ranks before `optimizer` steps, `sums` riding
-// along and coming back summed: by the reduce-scatter of a ZeRO-sharded optimiser (which its step
-// then uses), by an all-reduce otherwise.
-void average_gradients(optim::Optimizer& optimizer, const std::vector<Tensor>& parameters,
-                       dist::Communicator& comm, std::span<double> sums = {});
+// Sums each rank's part of the gradients of `parameters` (dist::DeferGradientSums) over the
+// ranks before `optimizer` steps: by the reduce-scatter of a ZeRO-sharded optimiser made with
+// RankGradients::to_sum (which its step then uses), by an all-reduce otherwise.
+void sum_gradients(optim::Optimizer& optimizer, const std::vector<Tensor>& parameters, dist::Communicator& comm);
 
 // The bytes of optimiser state this rank holds: all of it, or with ZeRO stage 1 its share.
 int64_t optimizer_state_bytes(const optim::Optimizer& optimizer);

@@ -139,10 +139,7 @@ OperatorProblem read_operator_problem(io::Config& config) {
   if (root.has("parallel")) {
     const ConfigNode parallel = root.at("parallel");
     p.parallel = solvers::read_parallel(parallel, {"dp", "grid"});
-    const int64_t dp = p.parallel.ranks("dp"), grid = p.parallel.ranks("grid");
-    if (t.batch_size % dp != 0) {
-      parallel.at("mesh").fail(cat("dp = ", dp, " does not divide training.batch_size = ", t.batch_size));
-    }
+    const int64_t grid = p.parallel.ranks("grid");
     if (grid > 1 && !fno) {
       parallel.at("names").fail("grid splits the fields of an FNO over the ranks; a DeepONet has no grid (use dp)");
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
 
@@ -56,49 +57,52 @@ Tensor points_at(const std::vector<Tensor>& inputs, size_t position) {
   return inputs.size() > position ? inputs[position] : Tensor();
 }
 
-// Where batches lie on the job's process mesh (the `parallel` section): each batch's samples split
-// over dp, an FNO's fields also along their first spatial axis over grid. Without a mesh (one
-// process, or no section) batches are ordinary tensors, each rank's share of the samples.
+// Where batches lie on the job's process mesh: the `parallel` section's, or without one a single
+// axis dp over every rank. Each batch's samples split over dp (Shard(0), in shares a sample apart
+// where dp does not divide the batch), an FNO's fields also along their first spatial axis over
+// grid; the backward pass sums the gradients over the ranks. On one process batches are ordinary
+// tensors.
 struct Placing {
   std::shared_ptr<const dist::ProcessMesh> mesh;
-  std::vector<Placement> training, evaluation;  // evaluation batches of any size: not over dp
+  std::vector<Placement> training, evaluation;  // evaluation: test batches, which every rank holds
   std::vector<Placement> shares;                // a dp rank's share of a batch, whole on grid
   dist::Communicator* data_parallel = nullptr;  // the dp axis's ranks; null: no dp axis
 
-  // A batch of a test set, which every rank holds whole.
+  // A batch of a test set, which every rank holds whole: each keeps its part.
   Tensor place_for_evaluation(const Tensor& batch) const {
     return mesh ? dist::shard_tensor(batch, mesh, evaluation) : batch;
   }
-  // This dp rank's share of a training batch, as the distributed batch (each grid rank keeps its
-  // rows, without communication).
-  Tensor place_share(const Tensor& share) const {
-    return mesh ? dist::reshard(dist::from_local(share, mesh, shares), training) : share;
+  // This dp rank's share of a training batch of `rows` samples, as the distributed batch (each
+  // grid rank keeps its rows, without communication).
+  Tensor place_share(const Tensor& share, int64_t rows) const {
+    if (!mesh) return share;
+    Shape whole = share.shape();
+    whole[0] = rows;
+    return dist::reshard(dist::from_local(share, mesh, shares, whole), training);
   }
 };
 
 Placing placing_for(const OperatorProblem& p, dist::Communicator& world) {
   Placing placing;
-  if (p.parallel.mesh.empty() || world.size() == 1) return placing;
+  if (world.size() == 1) return placing;
   placing.mesh = solvers::make_mesh(p.parallel, "dp", world);
-  placing.training.assign(p.parallel.mesh.size(), Placement::replicate());
+  const std::vector<std::string>& names = placing.mesh->names();
+  placing.training.assign(names.size(), Placement::replicate());
   placing.evaluation = placing.shares = placing.training;
-  for (size_t axis = 0; axis < p.parallel.names.size(); ++axis) {
-    if (p.parallel.names[axis] == "dp") {
-      placing.training[axis] = placing.shares[axis] = Placement::shard(0);
+  for (size_t axis = 0; axis < names.size(); ++axis) {
+    if (names[axis] == "dp") {
+      placing.training[axis] = placing.evaluation[axis] = placing.shares[axis] = Placement::shard(0);
       placing.data_parallel = &placing.mesh->communicator(static_cast<int64_t>(axis));
     }
-    if (p.parallel.names[axis] == "grid") placing.training[axis] = placing.evaluation[axis] = Placement::shard(2);
+    if (names[axis] == "grid") placing.training[axis] = placing.evaluation[axis] = Placement::shard(2);
   }
   return placing;
 }
 
-// Refuses training data that the mesh cannot split evenly, naming the section.
-void check_divisible(const OperatorProblem& p, const Dataset& data) {
-  const int64_t dp = p.parallel.ranks("dp"), grid = p.parallel.ranks("grid");
-  const int64_t last_batch = data.train.size % p.training.batch_size;
-  EDDY_CHECK(last_batch % dp == 0, p.parallel.where, "dp = ", dp, " does not divide the last batch of each epoch (",
-             data.train.size, " training samples in batches of ", p.training.batch_size, " leave ", last_batch,
-             "); choose a batch size or sample count that leaves a multiple of ", dp);
+// Refuses fields whose grid the mesh cannot split evenly (the distributed FFT's slabs), naming
+// the section.
+void check_grid_divisible(const OperatorProblem& p, const Dataset& data) {
+  const int64_t grid = p.parallel.ranks("grid");
   if (grid == 1) return;  // (a DeepONet's inputs have no grid axis)
   auto check_grid = [&](const Split& split) {
     const int64_t rows = split.input.shape()[2];
@@ -235,17 +239,14 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   const bool root = comm.rank() == 0;
   const Placing placing = placing_for(p, comm);
   // The ranks that split the training samples, each reading its consecutive share (the normalisers
-  // sum over them): the job's, or with a mesh its dp axis's; the ranks along a grid axis hold the
-  // same samples.
+  // sum over them): the mesh's dp axis's; the ranks along a grid axis hold the same samples.
   const std::unique_ptr<dist::Communicator> alone = dist::make_single_process_communicator();
-  dist::Communicator& data_comm = !placing.mesh ? comm : placing.data_parallel ? *placing.data_parallel : *alone;
-  // The forward pass on distributed batches is collective: every rank evaluates the test sets.
-  const bool evaluates = root || placing.mesh;
+  dist::Communicator& data_comm = placing.data_parallel ? *placing.data_parallel : *alone;
 
   // Everything that can fail on bad input (data files, the checkpoint to resume from) happens on
   // every rank alike before the first collective, so a bad run fails the same way everywhere.
   const Dataset data = load_data(p, data_comm);
-  if (placing.mesh) check_divisible(p, data);
+  if (placing.mesh) check_grid_divisible(p, data);
   OperatorModel model(p, data.train, data_comm);
   optim::AdamOptions adam;
   adam.learning_rate = p.training.learning_rate;
@@ -253,7 +254,8 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   const std::unique_ptr<optim::Optimizer> made = solvers::make_optimizer(
       p.training.zero_stage, model.parameters(),
       [adam](std::vector<Tensor> slices) { return std::make_unique<optim::AdamW>(std::move(slices), adam); },
-      placing.mesh ? dist::RankGradients::identical : dist::RankGradients::to_average, comm);
+      placing.data_parallel ? dist::RankGradients::to_sum : dist::RankGradients::identical,
+      placing.data_parallel ? *placing.data_parallel : comm);
   optim::Optimizer& optimizer = *made;
   const auto schedule = optim::make_schedule(p.training.schedule, p.training.learning_rate, p.training.epochs);
   const std::vector<Tensor> parameters = model.parameters();
@@ -263,13 +265,13 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   std::vector<Tensor> final_predictions;
   solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1);
   auto note = [&](const std::string& line) { progress.note(line); };
-  // A batch's loss and the gradient of `scale` times it, from the batch's input, target, scale
-  // and points. Batches of another size (the last one) compile again, once.
+  // A batch's loss and its gradient, from the batch's input, target and points. Batches of
+  // another size (the last one) compile again, once.
   solvers::StepFunction batch_step(
       "training step",
       [&](const std::vector<Tensor>& inputs) {
-        const Tensor loss = loss_of(p.training.loss, model.predict(inputs[0], points_at(inputs, 3)), inputs[1]);
-        std::vector<Tensor> outputs = grad({loss * inputs[2]}, parameters);
+        const Tensor loss = loss_of(p.training.loss, model.predict(inputs[0], points_at(inputs, 2)), inputs[1]);
+        std::vector<Tensor> outputs = grad({loss}, parameters);
         outputs.insert(outputs.begin(), loss);
         return outputs;
       },
@@ -298,34 +300,31 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   epochs.evaluate = [&](int64_t, int64_t b) {
     const int64_t start = b * p.training.batch_size, stop = std::min(n, start + p.training.batch_size);
     const std::span<const int64_t> batch(order.data() + start, static_cast<size_t>(stop - start));
-    // Each rank's balanced share of the batch, fetched from the ranks that hold the samples; with
-    // a mesh, the distributed batch those shares make.
+    // Each rank's share of the batch, fetched from the ranks that hold the samples, and the
+    // distributed batch those shares make; a rank whose share is empty still takes part.
     auto [share_input, share_output] = batch_share(data.train, batch, data_comm);
-    const Tensor input = placing.place_share(share_input), output = placing.place_share(share_output);
+    const int64_t rows = stop - start;
+    const Tensor input = placing.place_share(share_input, rows), output = placing.place_share(share_output, rows);
     optimizer.zero_grad();
-    double batch_loss_sum = 0;
-    const int64_t share = input.shape()[0];
-    if (share > 0) {
-      // A distributed batch's backward pass sums the gradients over the ranks itself. Otherwise
-      // this rank's share of the batch loss is sum_i loss_i / batch, and the average over ranks
-      // of the gradients of (that * ranks) is the gradient of the batch's mean loss.
-      const double scale =
-          placing.mesh ? 1.0 : static_cast<double>(share * comm.size()) / static_cast<double>(stop - start);
-      const std::vector<Tensor> outputs =
-          batch_step(with_points({input, output, scalar(scale, p.training.dtype)}, data.train.points));
-      batch_loss_sum = dist::full_tensor(outputs[0]).item<double>() * static_cast<double>(share);
-      optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
-    }
-    if (!placing.mesh) solvers::average_gradients(optimizer, parameters, comm, {&batch_loss_sum, 1});
-    loss_sum += batch_loss_sum;
-    return batch_loss_sum / static_cast<double>(stop - start);
+    // The gradients come out as each dp rank's part, summed over dp once in apply: in the backward
+    // pass each parameter's would be sent apart.
+    std::optional<dist::DeferGradientSums> per_rank_parts;
+    if (placing.data_parallel) per_rank_parts.emplace(*placing.data_parallel);
+    const std::vector<Tensor> outputs = batch_step(with_points({input, output}, data.train.points));
+    const double batch_loss = dist::full_tensor(outputs[0]).item<double>();
+    optim::set_grads(parameters, std::vector<Tensor>(outputs.begin() + 1, outputs.end()));
+    loss_sum += batch_loss * static_cast<double>(rows);
+    return batch_loss;
   };
-  epochs.apply = [&] { optimizer.step(); };
+  epochs.apply = [&] {
+    if (placing.data_parallel) solvers::sum_gradients(optimizer, parameters, *placing.data_parallel);
+    optimizer.step();
+  };
   epochs.end_step = [&](int64_t done) {
     history.epochs.push_back(static_cast<double>(done));
     history.train_loss.push_back(loss_sum / static_cast<double>(n));
     std::string details = cat("loss ", solvers::ProgressLine::format(history.train_loss.back()));
-    if (evaluates && (done % p.training.evaluate_every == 0 || done == p.training.epochs)) {
+    if (done % p.training.evaluate_every == 0 || done == p.training.epochs) {
       history.test_epochs.push_back(static_cast<double>(done));
       for (const Split& split : data.tests) {
         const Tensor prediction = predict_split(forward, split, placing);
@@ -364,7 +363,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   // Rank 0 writes the results and decides whether the run finished; the others wait for its word.
   Tensor finished = tensor(std::vector<int64_t>{0});
   std::vector<Tensor> predictions = std::move(final_predictions);
-  if (evaluates && predictions.empty()) {  // a run resumed at its last epoch evaluates here
+  if (predictions.empty()) {  // a run resumed at its last epoch evaluates here
     for (const Split& split : data.tests) predictions.push_back(predict_split(forward, split, placing));
   }
   if (root) {

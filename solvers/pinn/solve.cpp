@@ -149,11 +149,11 @@ std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& t
   return solvers::make_optimizer(
       training.zero_stage, trainable,
       [options](std::vector<Tensor> slices) { return std::make_unique<optim::Adam>(std::move(slices), options); },
-      dist::RankGradients::to_average, comm);
+      dist::RankGradients::to_sum, comm);
 }
 
 // L-BFGS after Adam or SOAP, for `iterations`: every closure call is one evaluation of the training step,
-// its gradients averaged over the ranks; `terms` follows the last evaluation. A signal
+// its gradients summed over the ranks; `terms` follows the last evaluation. A signal
 // (solvers/common/interrupt.h) ends it at the current iteration, on every rank, and is set in
 // `interrupted`.
 optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, const std::vector<Tensor>& trainable,
@@ -175,7 +175,7 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
     const StepEvaluation evaluation = training_step.evaluate();
     terms = evaluation.terms;
     optim::set_grads(trainable, evaluation.gradients);
-    dist::average_gradients(trainable, state.communicator());
+    dist::sum_gradients(trainable, state.communicator());
     ++evaluations;
     const double loss = evaluation.loss.item<double>();
     progress.report(phase, evaluations, training.lbfgs_evaluations,
@@ -261,7 +261,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   first_order.apply = [&] {
     optim::set_grads(trainable, evaluation.gradients);
-    solvers::average_gradients(*optimizer, trainable, comm);
+    solvers::sum_gradients(*optimizer, trainable, comm);
     optimizer->step();
   };
   // Cadences count the stage's steps; records and the streams of weighting and refinement take

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "eddy/dist/communicator.h"
+#include "eddy/dist/process_mesh.h"
 #include "eddy/nn/module.h"
 #include "solvers/pinn/problem.h"
 
@@ -46,11 +47,13 @@ struct LossParts {
 // The model, the learnable equation parameters, the points currently trained on, and the
 // training's loss weights.
 //
-// Data parallel over the ranks of `comm`: every rank draws every condition's points alike and
-// trains on its consecutive share of them, and each condition's loss sums the ranks' shares with
-// a differentiable all_reduce. Every rank therefore holds the loss of all the points, and the
-// mean over ranks of the gradients of it is the single-process gradient (the backward pass of the
-// all_reduce counts each rank's share once per rank).
+// Data parallel over the ranks of `comm`, as distributed tensors (eddy/dist/dtensor.h): every
+// rank draws every condition's points alike, and the training step takes them split by rows over
+// a mesh of those ranks (Shard(0); ranks' shares a row apart where the count does not divide), so
+// the sharding rules run each rank's rows and sum each condition's loss over the ranks. Every rank
+// holds the loss of all the points; the gradients of the model's (ordinary, replicated)
+// parameters are summed over the ranks by the backward pass, or, under dist::DeferGradientSums
+// (the training step's), left as each rank's part for one bucketed sum per step.
 class PinnState {
  public:
   explicit PinnState(const Problem& problem, dist::Communicator& comm = dist::default_communicator());
@@ -68,11 +71,15 @@ class PinnState {
   // redistributed keeps RAD's points. With causal weighting, interior points are kept sorted by
   // time.
   void sample(int64_t round);
-  // This rank's share of every condition's points, which it trains on.
+  // Every condition's points as the training step takes them: on several ranks, distributed
+  // tensors split by rows over the ranks (each holding its share).
   const std::vector<SampledCondition>& samples() const { return samples_; }
   // Every condition's points, on every rank.
   const std::vector<SampledCondition>& all_samples() const { return all_samples_; }
   dist::Communicator& communicator() const { return comm_; }
+  // The one-axis mesh ("dp") of the communicator's ranks that the samples are split over; null on
+  // one rank.
+  const std::shared_ptr<const dist::ProcessMesh>& mesh() const { return mesh_; }
   // `count` interior points of space x time, drawn with the problem's sampler; t in the stage's
   // time-marching window, or with `whole_time` in all of geometry.time.
   Tensor interior_points(int64_t count, Generator& generator, bool whole_time = false) const;
@@ -150,7 +157,7 @@ class PinnState {
   std::pair<Tensor, Tensor> condition_loss_at(size_t condition, const SampledCondition& sample);
   Tensor residual_at(size_t condition, const SampledCondition& sample);
   // all_samples_[condition]: the drawn points, then the added ones (sorted by time when causal);
-  // samples_[condition]: this rank's rows of them, with their row weights.
+  // samples_[condition]: the same split over the ranks, with their row weights.
   void assemble(size_t condition);
   // `planned_rows`: as EvaluationInputs::planned_rows. `network`: the fields from it instead of
   // the model (in reverse mode).
@@ -161,18 +168,17 @@ class PinnState {
   // Time marching: an initial condition's residual under the last trained window's network, which
   // the model's residual at the window's start is to match (its `targets`).
   Tensor initial_targets(size_t condition, const Tensor& points);
-  // The sum over ranks of each rank's `share` (no collective on one rank).
-  Tensor sum_over_ranks(const Tensor& share) const;
 
   const Problem& problem_;
   dist::Communicator& comm_;
+  std::shared_ptr<const dist::ProcessMesh> mesh_;
   std::shared_ptr<nn::Module> model_;
   std::map<std::string, Tensor> learnable_;
   std::vector<SampledCondition> drawn_;    // this round's draw, per condition
   std::vector<Tensor> added_;              // per condition, by refinement
   std::vector<Tensor> rad_points_;         // per condition, by RAD
   std::vector<SampledCondition> all_samples_;  // the drawn points, then the added ones
-  std::vector<SampledCondition> samples_;      // this rank's share of them: what it trains on
+  std::vector<SampledCondition> samples_;      // the same split over the ranks: what the step trains on
   std::vector<double> adaptive_weights_;
   std::vector<std::vector<double>> causal_weights_;
   std::shared_ptr<TaylorOperator> field_jets_;  // training.derivatives: taylor

@@ -9,6 +9,7 @@
 #include "eddy/compiler/taylor.h"
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/data_parallel.h"
+#include "eddy/dist/dtensor.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/sampler.h"
 #include "solvers/pinn/solver.h"
@@ -49,12 +50,10 @@ Tensor sorted_by_time(const Tensor& points) {
   return rows_of(points, order);
 }
 
-// Row weights of the rows [first, last) of a condition's `total` rows (see SampledCondition).
-// Causal chunks are the consecutive blocks [k total / chunks, (k + 1) total / chunks) of all the
-// rows, whichever ranks hold them.
-Tensor row_weights(int64_t first, int64_t last, int64_t total, std::optional<int64_t> causal_chunks, DType dtype) {
-  if (!causal_chunks) return scalar(1.0 / static_cast<double>(std::max<int64_t>(total, 1)), dtype);
-  const int64_t chunks = *causal_chunks;
+// A causal condition's row weights (see SampledCondition) of the rows [first, last) of its `total`
+// rows. Causal chunks are the consecutive blocks [k total / chunks, (k + 1) total / chunks) of all
+// the rows, whichever ranks hold them.
+Tensor causal_row_weights(int64_t first, int64_t last, int64_t total, int64_t chunks, DType dtype) {
   std::vector<double> values(static_cast<size_t>((last - first) * chunks), 0.0);
   for (int64_t k = 0; k < chunks; ++k) {
     const int64_t begin = k * total / chunks, end = (k + 1) * total / chunks;
@@ -65,10 +64,20 @@ Tensor row_weights(int64_t first, int64_t last, int64_t total, std::optional<int
   return rows_to_tensor(values, chunks, dtype);
 }
 
+// A sum over a condition's rows, whole on every rank: split rows sum to a partial value, which
+// is summed over the ranks here (one all-reduce) rather than by each op that reads it.
+Tensor replicated(const Tensor& row_sum) {
+  return is_distributed(row_sum) ? dist::reshard(row_sum, {Placement::replicate()}) : row_sum;
+}
+
 }  // namespace
 
 PinnState::PinnState(const Problem& problem, dist::Communicator& comm)
-    : problem_(problem), comm_(comm), time_(problem.time), constants_(problem.constants) {
+    : problem_(problem),
+      comm_(comm),
+      mesh_(comm.size() > 1 ? dist::ProcessMesh::create({comm.size()}, {"dp"}, comm) : nullptr),
+      time_(problem.time),
+      constants_(problem.constants) {
   model_ = nn::make_pinn_model(problem.model);
   for (const LearnableParameter& p : problem.learnable) {
     learnable_[p.name] = full({1}, p.initial, problem.dtype).requires_grad_();
@@ -269,19 +278,25 @@ void PinnState::assemble(size_t condition) {
   if (causal(condition)) all.points = sorted_by_time(all.points);
   const int64_t total = all.points.shape()[0];
   const auto [first, last] = dist::shard(0, total, comm_.rank(), comm_.size());
-  SampledCondition share;
+  // This rank's rows of a tensor of all of them, as the distributed tensor they make.
+  auto split_by_rows = [&](const Tensor& rows) {
+    if (!mesh_) return rows;
+    Shape whole = rows.shape();
+    whole[0] = total;
+    return dist::from_local(rows, mesh_, {Placement::shard(0)}, whole);
+  };
+  SampledCondition split;
   for (Tensor SampledCondition::*member : kSampleTensors) {  // row_weights, not drawn, stays undefined
-    if ((all.*member).defined()) share.*member = slice(all.*member, 0, first, last);
+    if ((all.*member).defined()) split.*member = split_by_rows(slice(all.*member, 0, first, last));
   }
-  const std::optional<int64_t> chunks =
-      causal(condition) ? std::optional<int64_t>(problem_.training.causal->chunks) : std::nullopt;
-  share.row_weights = row_weights(first, last, total, chunks, problem_.dtype);
+  if (causal(condition)) {
+    split.row_weights =
+        split_by_rows(causal_row_weights(first, last, total, problem_.training.causal->chunks, problem_.dtype));
+  } else {
+    split.row_weights = scalar(1.0 / static_cast<double>(std::max<int64_t>(total, 1)), problem_.dtype);
+  }
   all_samples_[condition] = std::move(all);
-  samples_[condition] = std::move(share);
-}
-
-Tensor PinnState::sum_over_ranks(const Tensor& share) const {
-  return comm_.size() > 1 ? dist::all_reduce(share, dist::ReduceOp::sum, comm_) : share;
+  samples_[condition] = std::move(split);
 }
 
 Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, const Tensor& normals,
@@ -312,13 +327,14 @@ void PinnState::check_derivative_memory() {
   if (samples_.empty()) sample(0);
   for (size_t i = 0; i < problem_.conditions.size(); ++i) {
     const Condition& c = problem_.conditions[i];
-    const SampledCondition& s = samples_[i];
     if (!c.residual || c.function) continue;  // data and periodic conditions have no residual to differentiate
-    const int64_t rows = s.points.size(0);
+    // This rank's rows, which are what its memory holds.
+    const Tensor points = local_part(samples_[i].points), normals = local_part(samples_[i].normals);
+    const int64_t rows = points.size(0);
     const int64_t sampled = std::min(rows, kSampleRows);
     if (sampled == 0) continue;
-    const Tensor normals = s.normals.defined() ? slice(s.normals, 0, 0, sampled) : Tensor();
-    expression_residual(c, slice(s.points, 0, 0, sampled), normals, rows);
+    expression_residual(c, slice(points, 0, 0, sampled), normals.defined() ? slice(normals, 0, 0, sampled) : Tensor(),
+                        rows);
   }
 }
 
@@ -364,9 +380,9 @@ std::pair<Tensor, Tensor> PinnState::condition_loss_at(size_t condition, const S
   const int64_t columns = residual.dim() == 2 ? residual.shape()[1] : 1;
   const Tensor squared = reshape(square(residual), {sample.points.shape()[0], columns});
   const double column_count = static_cast<double>(columns);
-  if (!causal(condition)) return {sum_over_ranks(sum(squared) * sample.row_weights) / column_count, Tensor()};
+  if (!causal(condition)) return {replicated(sum(squared) * sample.row_weights) / column_count, Tensor()};
   const Tensor row_sums = transpose(sum(squared, {1}, true));  // [1, rows]
-  const Tensor chunk_means = sum_over_ranks(reshape(matmul(row_sums, sample.row_weights), {-1})) / column_count;
+  const Tensor chunk_means = replicated(reshape(matmul(row_sums, sample.row_weights), {-1})) / column_count;
   CausalLoss causal = causal_loss(chunk_means, *problem_.training.causal);
   return {causal.loss, causal.weights};
 }

@@ -1,6 +1,9 @@
 #include "solvers/pinn/training_step.h"
 
+#include <optional>
+
 #include "eddy/autodiff/tape.h"
+#include "eddy/dist/dtensor.h"
 
 namespace eddy::pinn {
 namespace {
@@ -64,6 +67,10 @@ compiler::Trace TrainingStep::trace(const std::vector<Tensor>& inputs, compiler:
 }
 
 StepEvaluation TrainingStep::evaluate() {
+  // The gradients come out as each rank's part: summed in the backward pass, each parameter's
+  // would be sent apart, once per use.
+  std::optional<dist::DeferGradientSums> per_rank_parts;
+  if (state_.mesh()) per_rank_parts.emplace(state_.communicator());
   const std::vector<Tensor> outputs = function_(inputs());
 
   StepEvaluation evaluation;

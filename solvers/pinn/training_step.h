@@ -20,7 +20,9 @@ namespace eddy::pinn {
 struct StepEvaluation {
   Tensor loss;                    // one element
   std::vector<double> terms;      // each condition's unweighted loss
-  std::vector<Tensor> gradients;  // of the loss, in PinnState::trainable() order
+  // Of the loss, in PinnState::trainable() order: on several ranks each rank's part, which the
+  // caller sums over the ranks once (dist::sum_gradients, or a ZeRO optimiser's reduce-scatter).
+  std::vector<Tensor> gradients;
 };
 
 class TrainingStep {

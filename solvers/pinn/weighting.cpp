@@ -18,13 +18,10 @@ std::vector<double> gradient_norms(PinnState& state) {
   const std::vector<Tensor> network = state.model().parameters();
   std::vector<double> norms;
   for (size_t i = 0; i < state.problem().conditions.size(); ++i) {
+    // Whole on every rank: the backward pass sums the ranks' parts (see PinnState).
     std::vector<Tensor> flat_gradients;
     for (const Tensor& g : grad({state.condition_loss(i)}, network)) flat_gradients.push_back(flatten(g));
-    // Each rank holds its share's gradient times the number of ranks (see PinnState), so the
-    // mean over ranks is the gradient of the loss of all the points.
-    const Tensor flat = concat(flat_gradients, 0);
-    state.communicator().allreduce(flat, flat, dist::ReduceOp::mean);
-    norms.push_back(std::sqrt(sum(square(flat)).item<double>()));
+    norms.push_back(std::sqrt(sum(square(concat(flat_gradients, 0))).item<double>()));
   }
   return norms;
 }

@@ -240,6 +240,19 @@ TEST_F(DataParallelSolve, EagerStepsMatchOneProcess) {
   EXPECT_NEAR(parallel.loss, serial.final_loss, 1e-9 * serial.final_loss);
 }
 
+// Taylor mode takes the second derivatives of activations built of primitives without a
+// second-order rule (softplus: log, abs, maximum; gelu; silu) from nested forward levels, whose
+// tangents on the distributed points must reach every rank's rows.
+TEST_F(DataParallelSolve, TaylorModeThroughEachActivationMatchesOneProcess) {
+  for (const std::string activation : {"softplus", "gelu", "silu"}) {
+    SCOPED_TRACE(cat(activation, ", rank ", world().rank(), " of ", world().size()));
+    const std::vector<std::string> short_run{"training.adam.steps=6", "training.lbfgs.iterations=0",
+                                             "training.derivatives=taylor", "model.activation=" + activation};
+    const Trajectory serial = serial_run("serial_" + activation, short_run);
+    expect_same(run(problem("parallel_" + activation, short_run), nullptr), serial, 1e-9);
+  }
+}
+
 TEST_F(DataParallelSolve, GradNormCausalWeightsAndRefinementMatchOneProcess) {
   SCOPED_TRACE(cat("rank ", world().rank(), " of ", world().size()));
   // Weights change at 3, 6, 9, ...; points are added at 4, 8, 12 (3 each: fewer than a share per
