@@ -62,6 +62,17 @@ def test_partial_and_sharded_values_are_not_read_as_a_whole():
     np.testing.assert_array_equal(np.asarray(replicated), [0.0, 1.0, 2.0])
 
 
+def test_from_local_takes_the_global_shape_and_refuses_a_part_that_is_not_this_ranks():
+    mesh = dist.ProcessMesh([1], ["x"])
+    part = eddy.tensor(np.arange(6.0).reshape(3, 2))
+    placed = dist.from_local(part, mesh, [dist.Shard(0)], shape=[3, 2])
+    assert list(placed.shape) == [3, 2]
+    np.testing.assert_array_equal(np.asarray(dist.full_tensor(placed)), np.arange(6.0).reshape(3, 2))
+    # On one rank the part of a [4, 2] tensor is all 4 rows.
+    with pytest.raises(eddy.Error, match=r"part has shape \[3, 2\], but its part of a tensor of shape \[4, 2\]"):
+        dist.from_local(part, mesh, [dist.Shard(0)], shape=[4, 2])
+
+
 def test_sharded_optimizer_on_one_process_is_the_optimiser_it_wraps():
     w0 = RNG.standard_normal((5, 3))
     x, y = RNG.standard_normal((8, 5)), RNG.standard_normal((8, 3))
