@@ -76,7 +76,8 @@ void bind_dist(py::module_& m) {
       .def_property_readonly("axis", [](const Placement& p) { return p.is_shard() ? py::cast(p.axis) : py::none(); })
       .def("__eq__", [](const Placement& a, const Placement& b) { return a == b; })
       .def("__repr__", [](const Placement& p) { return to_string(p); });
-  dist.def("Shard", &Placement::shard, py::arg("axis"), "Split tensor axis `axis` evenly over the mesh axis.");
+  dist.def("Shard", &Placement::shard, py::arg("axis"),
+           "Split tensor axis `axis` over the mesh axis, in parts that differ by at most one element.");
   dist.def("Replicate", &Placement::replicate, "The whole tensor on every rank of the mesh axis.");
   dist.def("Partial", [](const std::string& op) {
         EDDY_CHECK(op == "sum" || op == "max", "Partial: op must be 'sum' or 'max', got '", op, "'");

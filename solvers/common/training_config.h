@@ -3,7 +3,6 @@
 
 #include <initializer_list>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -5,10 +5,11 @@
 // SIGTERM (solvers/common/interrupt.h), and the results (predictions.h5, ParaView files) in the
 // run folder.
 //
-// Under mpirun the training is data parallel: rank 0's initial parameters are broadcast, each
-// global batch (training.batch_size samples of the same shuffle on every rank) is split among the
-// ranks, and the gradients are averaged before every step, so N ranks take the steps one process
-// would. Rank 0 alone evaluates the test sets and writes the run folder (docs/distributed.md).
+// Under mpirun the training is data parallel on distributed tensors: rank 0's initial parameters
+// are broadcast, each global batch (training.batch_size samples of the same shuffle on every rank)
+// is split over the ranks as Shard(0), and the ranks' parts of the gradients are summed before
+// every step, so N ranks take the steps one process would. Each rank evaluates its part of the
+// test batches; rank 0 writes the run folder (docs/distributed.md).
 
 #include <map>
 #include <memory>

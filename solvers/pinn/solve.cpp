@@ -4,7 +4,7 @@
 // and refinement (RAR, RAD) between their steps; progress, validation and the results.
 //
 // Data parallel over the communicator's ranks (PinnState says how the loss is shared): the ranks
-// start from rank 0's parameters, average their gradients before every optimiser step, and so
+// start from rank 0's parameters, sum their parts of the gradients before every optimiser step, and so
 // hold the same loss, gradient and parameters throughout, which keeps L-BFGS's line search taking
 // the same branches everywhere. Validation and the results are shared out too (each rank takes
 // its share of the reference points and of the output grid); rank 0 alone logs and writes the

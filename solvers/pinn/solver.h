@@ -18,7 +18,7 @@
 
 namespace eddy::pinn {
 
-// Collocation points of one condition: all of them, or one rank's share.
+// Collocation points of one condition: all of them, or (PinnState::samples) split over the ranks.
 struct SampledCondition {
   Tensor points;   // [N, coordinates]
   Tensor normals;  // boundary conditions: [N, spatial dim]

@@ -7,7 +7,6 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/taylor.h"
-#include "eddy/dist/collectives.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/ops/ops.h"

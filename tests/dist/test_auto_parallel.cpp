@@ -611,6 +611,10 @@ std::vector<OpCase> uneven_op_cases() {
       {"batched matmul", {{3, 5, 7}, {7, 3}}, [](const auto& x) { return matmul(x[0], x[1]); }},
       {"sum over axis 1", {{5, 7}}, [](const auto& x) { return sum(x[0], {1}); }},
       {"max over axis 0", {{5, 7}}, [](const auto& x) { return max(x[0], {0}); }},
+      // On 4 ranks one holds none of the 3 rows: a maximum over them is gathered first.
+      {"max over a short axis", {{3, 7}}, [](const auto& x) { return max(x[0], {0}); }},
+      {"softmax over a short axis", {{3, 7}}, [](const auto& x) { return softmax(x[0], 0); }},
+      {"sum over a short axis", {{3, 7}}, [](const auto& x) { return sum(x[0], {0}); }},
       {"mean", {{5, 7}}, [](const auto& x) { return mean(x[0]); }},
       {"transpose", {{5, 7}}, [](const auto& x) { return transpose(x[0]); }},
       {"reshape (unit axis added)", {{5, 3}}, [](const auto& x) { return reshape(x[0], {5, 1, 3}); }},
@@ -645,7 +649,8 @@ TEST(DistributedTensor, UnevenPartsAreEachRanksShardRange) {
     const Tensor want = slice(whole, 0, mine.first, mine.last);
     const Tensor sharded = shard_tensor(whole, mesh, {S(0)});
     EXPECT_EQ(to_local(sharded).shape(), (Shape{mine.size(), 2}));
-    if (mine.size() > 0) EXPECT_LT(relative_difference(to_local(sharded), want), 1e-15);  // 3 rows, 4 ranks: one holds none
+    // (3 rows on 4 ranks: one holds none.)
+    if (mine.size() > 0) EXPECT_LT(relative_difference(to_local(sharded), want), 1e-15);
     // From the columns, through an exchange that cannot be one all-to-all.
     const Tensor by_columns = shard_tensor(common({rows, 4}, 61), mesh, {S(1)});
     EXPECT_LT(relative_difference(full_tensor(reshard(by_columns, {S(0)})), common({rows, 4}, 61)), 1e-15);

@@ -38,17 +38,20 @@ class DataParallelTraining : public ::testing::Test {
     write_smoothing_data(path, {{"train", 37, 16}, {"test", 8, 16}}, 3, 5);
   }
 
+  static constexpr const char* kFno =
+      "{type: fno, modes: [4], width: 6, layers: 2, projection_width: 8, grid_coordinates: false}";
+
   OperatorProblem problem(const std::string& run, int64_t batch_size, const std::string& loss = "relative_l2",
-                          const std::string& file = "smooth.h5") const {
-    return problem_in((dir_ / run).string(), batch_size, loss, file);
+                          const std::string& file = "smooth.h5", const std::string& model = kFno) const {
+    return problem_in((dir_ / run).string(), batch_size, loss, file, model);
   }
   OperatorProblem problem_in(const std::string& run_dir, int64_t batch_size, const std::string& loss = "relative_l2",
-                             const std::string& file = "smooth.h5") const {
+                             const std::string& file = "smooth.h5", const std::string& model = kFno) const {
     const std::string text =
         cat("data:\n  file: ", (dir_ / file).string(),
             "\n  train: {input: train/u, output: train/smooth}\n"
             "  test:\n    - {name: fine, input: test/u, output: test/smooth}\n"
-            "model: {type: fno, modes: [4], width: 6, layers: 2, projection_width: 8, grid_coordinates: false}\n"
+            "model: ", model, "\n"
             "training: {epochs: 4, batch_size: ", batch_size, ", learning_rate: 1.0e-2, dtype: float64, loss: ", loss,
             "}\noutput: {dir: ", run_dir, ", checkpoint_every: 2}\n");
     auto config = io::Config::parse(text, "test.yaml", {});
@@ -109,6 +112,24 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
       EXPECT_TRUE(parallel.test_relative_l2.empty());
     }
   }
+}
+
+// A DeepONet's batches (sensor values, and the query points every rank holds) split over the ranks
+// as an FNO's do: 37 samples in batches of 13, shares a sample apart.
+TEST_F(DataParallelTraining, ADeepOnetMatchesOneProcess) {
+  SCOPED_TRACE(cat("rank ", world().rank()));
+  const std::string deeponet = "{type: deeponet, latent: 8, width: 16, depth: 2, activation: tanh}";
+  const auto single = dist::make_single_process_communicator();
+  TrainOptions on_one_process;
+  on_one_process.communicator = single.get();
+  const OperatorProblem serial_problem =
+      problem(cat("deeponet_serial_rank", world().rank()), 13, "mse", "smooth.h5", deeponet);
+  ASSERT_TRUE(train(serial_problem, on_one_process).finished);
+  const OperatorProblem parallel_problem = problem("deeponet_parallel", 13, "mse", "smooth.h5", deeponet);
+  const TrainResult parallel = train(parallel_problem, {});
+  ASSERT_TRUE(parallel.finished) << parallel.message;
+  const std::vector<double> losses = expect_same_losses(parallel_problem, serial_problem);
+  EXPECT_LT(losses.back(), losses.front());
 }
 
 // A `parallel` section trains on distributed batches (docs/distributed.md): each batch split over

@@ -45,9 +45,12 @@ std::string layout_signature(const std::vector<Tensor>& inputs) {
     const Distribution* layout = distribution_of(t);
     // The global shape too: where parts differ by a row, one local shape comes of several (3 rows
     // are rank 0's of 13 over 4 ranks, and rank 1's of 11), and the program bakes the whole in.
-    key << ";" << (layout ? to_string(layout->placements) + "@" + std::to_string(reinterpret_cast<uintptr_t>(layout->mesh.get())) +
-                                " of " + cat(t.shape())
-                          : "ordinary");
+    if (!layout) {
+      key << ";ordinary";
+      continue;
+    }
+    key << ";" << to_string(layout->placements) << "@" << reinterpret_cast<uintptr_t>(layout->mesh.get()) << " of "
+        << cat(t.shape());
   }
   return key.str();
 }

@@ -146,7 +146,7 @@ Rule matmul() {
 }
 
 Rule reduction(std::optional<Placement::Kind> partial_kind) {
-  return [partial_kind](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t) {
+  return [partial_kind](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t ranks) {
     const Placement& placement = from[0];
     if (placement.is_partial()) {
       return partial_kind == placement.kind ? ShardingDecision{{placement}, placement} : replicate_all(in);
@@ -154,7 +154,11 @@ Rule reduction(std::optional<Placement::Kind> partial_kind) {
     if (!placement.is_shard()) return replicate_all(in);
     const std::vector<int64_t>& axes = attrs.axes;
     if (std::find(axes.begin(), axes.end(), placement.axis) != axes.end()) {
-      return partial_kind ? ShardingDecision{{placement}, Placement{*partial_kind, -1}} : replicate_all(in);
+      // A maximum of no elements has no value: an axis shorter than the ranks, which leaves some
+      // with none, is gathered first (an empty sum is zero).
+      const bool empty_part = in[0].shape()[static_cast<size_t>(placement.axis)] < ranks;
+      if (!partial_kind || (*partial_kind == Kind::partial_max && empty_part)) return replicate_all(in);
+      return ShardingDecision{{placement}, Placement{*partial_kind, -1}};
     }
     int64_t out_axis = placement.axis;
     if (!attrs.keepdims) {
@@ -263,9 +267,9 @@ bool splits_evenly(const Tensor& x, int64_t axis, int64_t ranks) {
 }
 
 // The lookup `look_up(block, local indices)` of the indices that fall in this rank's block of
-// `axis` (rank `coordinate`'s rows of the whole, the blocks being alike), with zeros where an index lies in another
-// rank's block: summed over the ranks, the lookup in the whole table. `mask_shape` lays the
-// index mask along the output's axes.
+// `axis` (rank `coordinate`'s rows of the whole, the blocks being alike), with zeros where an
+// index lies in another rank's block: summed over the ranks, the lookup in the whole table.
+// `mask_shape` lays the index mask along the output's axes.
 Tensor lookup_in_block(const Tensor& block, int64_t axis, const Tensor& index, int64_t coordinate,
                        const std::function<Shape(const Tensor& mask)>& mask_shape,
                        const std::function<Tensor(const Tensor& block, const Tensor& local_index)>& look_up) {
@@ -373,8 +377,8 @@ Rule alike_along(std::vector<int64_t> axes) {
     // matching groups only where every extent splits evenly.
     const int64_t axis = first_split->axis;
     const int64_t extent = in[0].shape()[static_cast<size_t>(axis)];
-    const bool alike =
-        std::all_of(in.begin(), in.end(), [&](const Tensor& x) { return x.shape()[static_cast<size_t>(axis)] == extent; });
+    const bool alike = std::all_of(in.begin(), in.end(),
+                                   [&](const Tensor& x) { return x.shape()[static_cast<size_t>(axis)] == extent; });
     const bool even = std::all_of(in.begin(), in.end(), [&](const Tensor& x) { return splits_evenly(x, axis, ranks); });
     if (!alike && !even) return replicate_all(in);
     return ShardingDecision{std::vector<Placement>(in.size(), *first_split), *first_split};
