@@ -5,6 +5,7 @@
 // with reverse mode both compose.
 
 #include <cstdint>
+#include <functional>
 
 #include "eddy/core/tensor.h"
 #include "eddy/ops/primitive.h"
@@ -34,11 +35,12 @@ Tensor without_tangent(const Tensor& tensor, int64_t level);
 
 // The innermost open level among the tangents of any of `inputs`, or -1.
 int64_t innermost_level(Inputs inputs);
-// `out` = primitive(`primals`), the inputs stripped of their tangents at `level`, with the tangent
-// at `level` that the primitive's JVP rules give from the tangents of `inputs` there (none when no
-// input moves). What the autodiff interpreter does to every call; an interpreter that computes
-// values its own way (the distributed one, whose local parts carry no tangents) calls it too.
-Tensor with_output_tangent(const Primitive& primitive, Inputs inputs, Inputs primals, const Attrs& attrs,
-                           const OutputSpec& spec, Tensor out, int64_t level);
+// primitive(`inputs`) at `level`: `value` of the inputs stripped of their tangents there (the
+// primals), with the tangent that the primitive's JVP rules give from the inputs' tangents at
+// `level` (none when no input moves). What the autodiff interpreter does to every call; an
+// interpreter that computes values its own way (the distributed one, whose local parts carry no
+// tangents) calls it too.
+Tensor with_output_tangent(const Primitive& primitive, Inputs inputs, const Attrs& attrs, const OutputSpec& spec,
+                           int64_t level, const std::function<Tensor(Inputs primals)>& value);
 
 }  // namespace eddy

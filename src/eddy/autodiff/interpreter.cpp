@@ -49,11 +49,9 @@ Tensor evaluate(const Interpreter& self, const Primitive& primitive, Inputs orig
     return out;
   }
 
-  std::vector<Tensor> primals;
-  primals.reserve(inputs.size());
-  for (const Tensor& input : inputs) primals.push_back(without_tangent(input, level));
-  return with_output_tangent(primitive, inputs, primals, attrs, spec,
-                             evaluate(self, primitive, original, primals, attrs, spec), level);
+  return with_output_tangent(primitive, inputs, attrs, spec, level, [&](Inputs primals) {
+    return evaluate(self, primitive, original, primals, attrs, spec);
+  });
 }
 
 class AutodiffInterpreter final : public Interpreter {
@@ -89,8 +87,12 @@ int64_t innermost_level(Inputs inputs) {
   return level;
 }
 
-Tensor with_output_tangent(const Primitive& primitive, Inputs inputs, Inputs primals, const Attrs& attrs,
-                           const OutputSpec& spec, Tensor out, int64_t level) {
+Tensor with_output_tangent(const Primitive& primitive, Inputs inputs, const Attrs& attrs, const OutputSpec& spec,
+                           int64_t level, const std::function<Tensor(Inputs primals)>& value_of) {
+  std::vector<Tensor> primals;
+  primals.reserve(inputs.size());
+  for (const Tensor& input : inputs) primals.push_back(without_tangent(input, level));
+  Tensor out = value_of(primals);
   if (!is_inexact(spec.dtype) || !primitive.jvp) return out;
   // Output rules see an alias of the value: the tangent is attached to `out` and must not hold
   // `out` itself through its graph, or the two would keep each other alive forever.

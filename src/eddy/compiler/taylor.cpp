@@ -53,11 +53,11 @@ Tensor fit(const Primitive& p, size_t position, const Tensor& coefficient, const
       coefficient.shape()[coefficient.dim() - 2] == input.shape()[input.dim() - 2]) {
     return coefficient;
   }
-  // A permutation moves a broadcast axis with the others: the seed row of the points [N, d] turns
-  // into a column of the feature-major layers [d, N], and the first layer's coefficients stay
-  // [width, 1] instead of [width, N] (on distributed points, where N is the global count, that
-  // expansion was every rank computing them for all the points).
-  if (p.name == "permute" && coefficient.dim() == input.dim()) return coefficient;
+  // An op that only moves axes moves a broadcast axis with the others: the seed row of the points
+  // [N, d] turns into a column of the feature-major layers [d, N], and the first layer's
+  // coefficients stay [width, 1] instead of [width, N] (on distributed points, where N is the
+  // global count, that expansion was every rank computing them for all the points).
+  if (p.moves_axes && coefficient.dim() == input.dim()) return coefficient;
   return expand(coefficient, input.shape());
 }
 

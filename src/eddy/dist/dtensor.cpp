@@ -406,10 +406,8 @@ class DistributedInterpreter final : public Interpreter {
     // the primitive's tangent rule here, to the distributed primals and tangents (whose ops are
     // placed by the same rules), around the value of the primals.
     if (const int64_t level = innermost_level(call.inputs); level >= 0) {
-      std::vector<Tensor> primals;
-      for (const Tensor& input : call.inputs) primals.push_back(without_tangent(input, level));
-      return with_output_tangent(call.primitive, call.inputs, primals, call.attrs, call.spec,
-                                 dispatch(call.primitive, primals, call.attrs), level);
+      return with_output_tangent(call.primitive, call.inputs, call.attrs, call.spec, level,
+                                 [&](Inputs primals) { return dispatch(call.primitive, primals, call.attrs); });
     }
     const Primitive& primitive = call.primitive;
     std::shared_ptr<const ProcessMesh> mesh;

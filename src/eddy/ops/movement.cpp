@@ -37,6 +37,7 @@ const Primitive& permute_p = [] () -> const Primitive& {
   p.cost = CostClass::movement;
   p.sharding = sharding::permute();
   p.linear = true;
+  p.moves_axes = true;
   p.infer = [](Inputs in, const Attrs& a) {
     const int64_t rank = in[0].dim();
     EDDY_CHECK(static_cast<int64_t>(a.axes.size()) == rank, "permute: permutation has ",

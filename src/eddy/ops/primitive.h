@@ -178,6 +178,9 @@ struct Primitive {
   bool elementwise = false;
   // Linear in each input on its own (mul, matmul): Taylor mode's product rule applies.
   bool bilinear = false;
+  // Only moves axes (permute): applied to an input that broadcasts along some axes, it gives the
+  // output broadcasting along the same axes, moved. Taylor mode keeps such coefficients broadcast.
+  bool moves_axes = false;
   // A reduction that adds its elements up from 0 (sum): the compiler may fold it into the end of
   // a fused loop, accumulating as the loop goes.
   bool additive_reduction = false;
