@@ -153,9 +153,6 @@ solvers::ParallelSpec read_parallel(const ConfigNode& node, const ModelSpec& mod
   const ConfigNode mesh = node.at("mesh");
   for (size_t axis = 0; axis < parallel.mesh.size(); ++axis) {
     const int64_t ranks = parallel.mesh[axis];
-    if (parallel.names[axis] == "dp" && training.batch_size % ranks != 0) {
-      mesh.fail(cat("dp = ", ranks, " does not divide training.batch_size = ", training.batch_size));
-    }
     if (parallel.names[axis] == "mp") {
       // GPT-2's heads stay whole (model.cpp, tensor_parallel_placement): only its MLP is split.
       const int64_t units = mlp_units(model), kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads;

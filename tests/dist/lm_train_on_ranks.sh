@@ -2,7 +2,8 @@
 # lm_train_on_ranks.sh EDDY PYTHON DIR MPIEXEC FLAGS...: `eddy lm train` of a small Llama on the
 # fortunes (float64) as one process, then on 2 ranks tensor parallel (parallel.mesh [2], names
 # [mp]), data parallel (no parallel section) and data parallel with ZeRO stage 1
-# (training.zero_stage=1), both also with two micro-batches a step and clipping: every step's
+# (training.zero_stage=1), both also with two micro-batches a step and clipping, and with a batch
+# of 5 windows that 2 ranks split unevenly: every step's
 # training loss and the validation loss in history.h5 must agree to 1e-9, and the progress line
 # says how many bytes a rank sent per step. Then a ZeRO-1
 # checkpoint written on 2 ranks after 2 steps resumes on one process to the losses of 3
@@ -52,6 +53,17 @@ for run in "data_parallel_accumulated:" "zero1_accumulated:training.zero_stage=1
   "$mpiexec" -n 2 "$@" "$eddy" lm train examples/lm/fortunes_gpt.yaml "${small[@]}" "${accumulated[@]}" "${extra[@]}" \
     output.dir="$dir/$name" --quiet > /dev/null
   compare "$dir/one_accumulated" "$dir/$name" "$name on 2 ranks"
+done
+# A batch the ranks do not divide: 5 windows a step, 2 on one rank and 3 on the other.
+"$eddy" lm train examples/lm/fortunes_gpt.yaml "${small[@]}" training.batch_size=5 output.dir="$dir/one_uneven" \
+  --quiet > /dev/null
+for run in "data_parallel_uneven:" "zero1_uneven:training.zero_stage=1"; do
+  name=${run%%:*}
+  # shellcheck disable=SC2206
+  extra=(${run#*:})
+  "$mpiexec" -n 2 "$@" "$eddy" lm train examples/lm/fortunes_gpt.yaml "${small[@]}" training.batch_size=5 "${extra[@]}" \
+    output.dir="$dir/$name" --quiet > /dev/null
+  compare "$dir/one_uneven" "$dir/$name" "$name on 2 ranks"
 done
 # A constant schedule, so that a run of 2 steps takes the first 2 steps of a run of 3, and an
 # evaluation after every step, so that both runs evaluate at the same steps.
