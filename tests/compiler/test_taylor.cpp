@@ -285,6 +285,18 @@ TEST(Taylor, RefusesPrimitivesWithoutARule) {
   expect_error([&] { taylor_jets(row_max, points(4, 3)); }, {"no Taylor rule for max", "nested reverse mode"});
 }
 
+// A primitive whose output moves with x but that has only reverse rules (checkpoint's segment,
+// fused attention's backward pass) must be refused, not taken for a constant: its jet would be
+// silently zero.
+TEST(Taylor, RefusesPrimitivesWithOnlyReverseRules) {
+  const Tensor weight = randn({3, 4}, DType::f64).requires_grad_();
+  const Function checkpointed = [&](const Tensor& x) {
+    return checkpoint([](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(matmul(in[0], in[1]))}; },
+                      {x, weight})[0];
+  };
+  expect_error([&] { taylor_jets(checkpointed, points(4, 3)); }, {"no Taylor rule for checkpoint", "nested reverse mode"});
+}
+
 TEST(Taylor, RefusesInputsThatAreNotPoints) {
   const Function f = [](const Tensor& x) { return tanh(x); };
   expect_error([&] { taylor_jets(f, randn({5}, DType::f64)); }, {"taylor_jets", "[N, d]", "[5]"});

@@ -112,7 +112,13 @@ class Rules {
   Jet apply(const GraphNode& node, Inputs values, const std::vector<const Jet*>& jets, const Tensor& output) const {
     const Primitive& p = *node.primitive;
     const bool moves = std::any_of(jets.begin(), jets.end(), [](const Jet* jet) { return jet != nullptr; });
-    if (!moves || !p.jvp || !is_inexact(output.dtype())) return {};
+    if (!moves || !is_inexact(output.dtype())) return {};
+    // No tangent rule means a zero derivative (comparisons, sign), unless reverse rules say
+    // otherwise: then the jet is not zero but unknown.
+    if (!p.jvp) {
+      if (p.has_vjp()) throw Error(cat("taylor_jets: no Taylor rule for ", p.name, "; use nested reverse mode"));
+      return {};
+    }
     Jet jet;
     if (p.linear) {
       jet = linear(p, values, node.attrs, jets);
