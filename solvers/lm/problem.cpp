@@ -148,7 +148,7 @@ void require_training_memory(const ConfigNode& root, const TokenizerSpec& tokeni
                         tokens * per_token * bytes);
 }
 
-solvers::ParallelSpec read_parallel(const ConfigNode& node, const ModelSpec& model, const TrainingSpec& training) {
+solvers::ParallelSpec read_parallel(const ConfigNode& node, const ModelSpec& model) {
   const solvers::ParallelSpec parallel = solvers::read_parallel(node, {"dp", "mp"});
   const ConfigNode mesh = node.at("mesh");
   for (size_t axis = 0; axis < parallel.mesh.size(); ++axis) {
@@ -181,7 +181,7 @@ LmProblem read_lm_problem(io::Config& config, bool for_training) {
   p.training = read_training(root.section("training"));
   if (for_training) require_training_memory(root, p.tokenizer, p.model, p.training);
 
-  if (root.has("parallel")) p.parallel = read_parallel(root.at("parallel"), p.model, p.training);
+  if (root.has("parallel")) p.parallel = read_parallel(root.at("parallel"), p.model);
 
   const ConfigNode output = root.section("output");
   p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());
