@@ -650,7 +650,9 @@ TEST(DistributedTensor, UnevenPartsAreEachRanksShardRange) {
     const Tensor sharded = shard_tensor(whole, mesh, {S(0)});
     EXPECT_EQ(to_local(sharded).shape(), (Shape{mine.size(), 2}));
     // (3 rows on 4 ranks: one holds none.)
-    if (mine.size() > 0) EXPECT_LT(relative_difference(to_local(sharded), want), 1e-15);
+    if (mine.size() > 0) {
+      EXPECT_LT(relative_difference(to_local(sharded), want), 1e-15);
+    }
     // From the columns, through an exchange that cannot be one all-to-all.
     const Tensor by_columns = shard_tensor(common({rows, 4}, 61), mesh, {S(1)});
     EXPECT_LT(relative_difference(full_tensor(reshard(by_columns, {S(0)})), common({rows, 4}, 61)), 1e-15);

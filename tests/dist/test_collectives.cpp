@@ -123,7 +123,9 @@ TEST(Collectives, BadArgumentsThrowBeforeAnyMessage) {
   EXPECT_THROW(reduce_scatter(scalar(1.0)), Error);
   // Two rows on each rank are no rank's share of one row.
   EXPECT_THROW(all_gather(ones({2}), world(), 1), Error);
-  if (world().size() > 1) EXPECT_THROW(all_to_all(ones({2 * world().size() + 1})), Error);
+  if (world().size() > 1) {
+    EXPECT_THROW(all_to_all(ones({2 * world().size() + 1})), Error);
+  }
 }
 
 // A collective between nonlinear maps, so derivatives of order 2 are not trivially zero.
