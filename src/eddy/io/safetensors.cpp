@@ -100,6 +100,7 @@ std::string encode_safetensors(const nn::StateDict& tensors, const std::map<std:
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   std::string out(8, '\0');
+  out.reserve(8 + text.size() + offset);  // checkpoints run to hundreds of MB: one allocation, no regrowth
   const uint64_t length = text.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((length >> (8 * i)) & 0xff);
   out += text;
