@@ -118,7 +118,7 @@ struct Saved {
 };
 
 struct Weights {
-  // Transposed to [out][in], and again to [in][out] for the backward products.
+  // w[l] is [out][in] for the forward products; wt[l] is eddy's own [in][out], the backward's.
   std::vector<float> w[kHidden + 1], wt[kHidden + 1], b[kHidden + 1];
 };
 
@@ -128,8 +128,8 @@ struct Gradients {
   double loss = 0;
 };
 
-// tanh and the Taylor rule of one hidden layer, from its pre-activation streams z (in `out`'s
-// value) and zt, zx, zxx.
+// tanh and the Taylor rule of one hidden layer, from its pre-activation streams: z (held in
+// s.output.value until it is replaced by tanh(z)) and zt, zx, zxx.
 void activate(Saved& s) {
 #pragma omp simd
   for (int i = 0; i < kWidth * kBlock; ++i) {
