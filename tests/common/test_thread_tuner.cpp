@@ -88,13 +88,14 @@ std::string counts_of_steps(ThreadTuner& tuner, int steps, int two_threads_ms, i
 }
 
 TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
-  // So that a slow stretch of a shared machine lands on every count alike. Close times (20 and
-  // 23 ms, millisecond margins for the sleeps' jitter): the probe takes its seven steps at each
-  // count, and two threads stay.
+  // So that a slow stretch of a shared machine lands on every count alike. Close times (40 and
+  // 46 ms: a probe ends early when one count's median is 25% faster, so the jitter of the sleeps
+  // must stay under 4 ms; at 20 and 23 ms a sanitizer build beside other tests once ended it
+  // early): the probe takes its seven steps at each count, and two threads stay.
   ThreadTuner tuner(unknown_free_cores);
   // Ten warm-up steps and the one before the probe at the given count, then 1, 2, 1, 2, ...
   // seven of each, then the winner.
-  EXPECT_EQ(counts_of_steps(tuner, 30, 20, 23), "22222222222" "12121212121212" "22222");
+  EXPECT_EQ(counts_of_steps(tuner, 30, 40, 46), "22222222222" "12121212121212" "22222");
 }
 
 TEST_F(ThreadTunerTest, AProbeEndsEarlyAndProbesThinOutWhileTheCountHolds) {
@@ -113,10 +114,11 @@ TEST_F(ThreadTunerTest, AProbeEndsEarlyAndProbesThinOutWhileTheCountHolds) {
 }
 
 TEST_F(ThreadTunerTest, ANarrowlyDecidedChangeIsCheckedSoon) {
-  // One thread the narrow winner (20 ms against 23 on two): the full probe, seven steps at each
-  // count, moves to one thread, and the next probe comes 25 steps later.
+  // One thread the narrow winner (40 ms against 46 on two, wide enough in milliseconds for the
+  // sleeps' jitter, as above): the full probe, seven steps at each count, moves to one thread, and
+  // the next probe comes 25 steps later.
   ThreadTuner tuner(unknown_free_cores);
-  const std::string counts = counts_of_steps(tuner, 75, 23, 20);
+  const std::string counts = counts_of_steps(tuner, 75, 46, 40);
   EXPECT_EQ(counts.substr(0, 25), "22222222222" "12121212121212");
   EXPECT_EQ(counts.substr(25, 25), std::string(25, '1'));
   EXPECT_EQ(counts.substr(50), "12121212121212" "11111111111");
