@@ -46,10 +46,22 @@ Dims dims_of(const Tensor& q, const Tensor& k) {
   return {q.shape()[0], q.shape()[1], k.shape()[1], q.shape()[2], k.shape()[2], q.shape()[3]};
 }
 
+// q, k or v read in place: head (b, h)'s rows start at head(b, h) and lie `stride` apart, so heads
+// split from a [B, T, H, D] projection need no copy (the GEMMs take the row stride).
+template <typename T>
+struct Rows {
+  const T* first;
+  int64_t batch_stride, head_stride, stride;
+  explicit Rows(const Tensor& t)
+      : first(t.data<T>()), batch_stride(t.strides()[0]), head_stride(t.strides()[1]), stride(t.strides()[2]) {}
+  const T* head(int64_t b, int64_t h) const { return first + b * batch_stride + h * head_stride; }
+};
+
 // One head: q [T, D], k and v [S, D]; packed [T, D + 1] (output, then the log-sum-exp).
 template <typename T>
-void forward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, T* packed, std::vector<T>& tile,
-                  std::vector<T>& output, std::vector<T>& row_max, std::vector<T>& row_sum) {
+void forward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, T scale,
+                  T* packed, std::vector<T>& tile, std::vector<T>& output, std::vector<T>& row_max,
+                  std::vector<T>& row_sum) {
   const int64_t D = d.dim;
   for (int64_t first = 0; first < d.time; first += kTile) {
     const int64_t rows = std::min(kTile, d.time - first), key_end = d.visible_keys(first + rows - 1);
@@ -58,7 +70,7 @@ void forward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, T*
     std::fill(output.begin(), output.begin() + rows * D, T(0));
     for (int64_t key = 0; key < key_end; key += kTile) {
       const int64_t cols = std::min(kTile, key_end - key);
-      gemm<T>(false, true, rows, cols, D, scale, q + first * D, D, k + key * D, D, T(0), tile.data(), kTile);
+      gemm<T>(false, true, rows, cols, D, scale, q + first * ldq, ldq, k + key * ldk, ldk, T(0), tile.data(), kTile);
       for (int64_t r = 0; r < rows; ++r) {
         T* scores = tile.data() + r * kTile;
         const int64_t visible = std::clamp<int64_t>(d.visible_keys(first + r) - key, 0, cols);
@@ -77,7 +89,7 @@ void forward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, T*
         T* row = output.data() + r * D;
         for (int64_t c = 0; c < D; ++c) row[c] *= rescale;
       }
-      gemm<T>(false, false, rows, D, cols, T(1), tile.data(), kTile, v + key * D, D, T(1), output.data(), D);
+      gemm<T>(false, false, rows, D, cols, T(1), tile.data(), kTile, v + key * ldv, ldv, T(1), output.data(), D);
     }
     for (int64_t r = 0; r < rows; ++r) {
       T* out = packed + (first + r) * (D + 1);
@@ -91,14 +103,14 @@ void forward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, T*
 template <typename T>
 void forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& packed) {
   const Dims d = dims_of(q, k);
-  const T *qs = q.data<T>(), *ks = k.data<T>(), *vs = v.data<T>();
+  const Rows<T> qs(q), ks(k), vs(v);
   T* out = packed.data<T>();
   const int64_t units = d.batch * d.heads;
   for_each_block(units, block_count(units, 1), [&](int64_t, int64_t first, int64_t end) {
     std::vector<T> tile(kTile * kTile), output(kTile * d.dim), row_max(kTile), row_sum(kTile);
     for (int64_t unit = first; unit < end; ++unit) {
-      const int64_t b = unit / d.heads, h = unit % d.heads, kv = b * d.kv_heads + h / d.group();
-      forward_head<T>(d, qs + unit * d.time * d.dim, ks + kv * d.keys * d.dim, vs + kv * d.keys * d.dim,
+      const int64_t b = unit / d.heads, h = unit % d.heads, kv = h / d.group();
+      forward_head<T>(d, qs.head(b, h), qs.stride, ks.head(b, kv), ks.stride, vs.head(b, kv), vs.stride,
                       static_cast<T>(scale), out + unit * d.time * (d.dim + 1), tile, output, row_max, row_sum);
     }
   });
@@ -106,8 +118,9 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, co
 
 // One query head's share of the gradients: dq [T, D] written, dk and dv [S, D] added to.
 template <typename T>
-void backward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, const T* packed, const T* d_packed,
-                   T* dq, T* dk, T* dv, std::vector<T>& weights, std::vector<T>& d_scores, std::vector<T>& row_dot) {
+void backward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, T scale,
+                   const T* packed, const T* d_packed, T* dq, T* dk, T* dv, std::vector<T>& weights,
+                   std::vector<T>& d_scores, std::vector<T>& row_dot) {
   const int64_t D = d.dim;
   // dS = P (dP - rowsum(dO * O)) + P d(lse): the log-sum-exp's cotangent enters as a shift.
   for (int64_t t = 0; t < d.time; ++t) {
@@ -124,7 +137,7 @@ void backward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, c
     const int64_t first_query = std::max<int64_t>(0, key - (d.keys - d.time)) / kTile * kTile;
     for (int64_t first = first_query; first < d.time; first += kTile) {
       const int64_t rows = std::min(kTile, d.time - first);
-      gemm<T>(false, true, rows, cols, D, scale, q + first * D, D, k + key * D, D, T(0), weights.data(), kTile);
+      gemm<T>(false, true, rows, cols, D, scale, q + first * ldq, ldq, k + key * ldk, ldk, T(0), weights.data(), kTile);
       for (int64_t r = 0; r < rows; ++r) {
         T* row = weights.data() + r * kTile;
         const int64_t visible = std::clamp<int64_t>(d.visible_keys(first + r) - key, 0, cols);
@@ -134,15 +147,15 @@ void backward_head(const Dims& d, const T* q, const T* k, const T* v, T scale, c
       }
       const T* d_out = d_packed + first * (D + 1);
       gemm<T>(true, false, cols, D, rows, T(1), weights.data(), kTile, d_out, D + 1, T(1), dv + key * D, D);
-      gemm<T>(false, true, rows, cols, D, T(1), d_out, D + 1, v + key * D, D, T(0), d_scores.data(), kTile);
+      gemm<T>(false, true, rows, cols, D, T(1), d_out, D + 1, v + key * ldv, ldv, T(0), d_scores.data(), kTile);
       for (int64_t r = 0; r < rows; ++r) {
         const T* p = weights.data() + r * kTile;
         T* ds = d_scores.data() + r * kTile;
         const T shift = row_dot[first + r];
         for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - shift) * scale;
       }
-      gemm<T>(false, false, rows, D, cols, T(1), d_scores.data(), kTile, k + key * D, D, T(1), dq + first * D, D);
-      gemm<T>(true, false, cols, D, rows, T(1), d_scores.data(), kTile, q + first * D, D, T(1), dk + key * D, D);
+      gemm<T>(false, false, rows, D, cols, T(1), d_scores.data(), kTile, k + key * ldk, ldk, T(1), dq + first * D, D);
+      gemm<T>(true, false, cols, D, rows, T(1), d_scores.data(), kTile, q + first * ldq, ldq, T(1), dk + key * D, D);
     }
   }
 }
@@ -151,7 +164,7 @@ template <typename T>
 void backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& packed,
               const Tensor& d_packed, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   const Dims d = dims_of(q, k);
-  const T *qs = q.data<T>(), *ks = k.data<T>(), *vs = v.data<T>();
+  const Rows<T> qs(q), ks(k), vs(v);
   const T *ps = packed.data<T>(), *dps = d_packed.data<T>();
   T *dqs = dq.data<T>(), *dks = dk.data<T>(), *dvs = dv.data<T>();
   const int64_t units = d.batch * d.kv_heads, query_size = d.time * d.dim, key_size = d.keys * d.dim;
@@ -163,10 +176,11 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, c
       std::fill(dvs + unit * key_size, dvs + (unit + 1) * key_size, T(0));
       const int64_t b = unit / d.kv_heads, g = unit % d.kv_heads;
       for (int64_t j = 0; j < d.group(); ++j) {
-        const int64_t head = b * d.heads + g * d.group() + j;
-        backward_head<T>(d, qs + head * query_size, ks + unit * key_size, vs + unit * key_size, static_cast<T>(scale),
-                         ps + head * packed_size, dps + head * packed_size, dqs + head * query_size,
-                         dks + unit * key_size, dvs + unit * key_size, weights, d_scores, row_dot);
+        const int64_t h = g * d.group() + j, head = b * d.heads + h;
+        backward_head<T>(d, qs.head(b, h), qs.stride, ks.head(b, g), ks.stride, vs.head(b, g), vs.stride,
+                         static_cast<T>(scale), ps + head * packed_size, dps + head * packed_size,
+                         dqs + head * query_size, dks + unit * key_size, dvs + unit * key_size, weights, d_scores,
+                         row_dot);
       }
     }
   });
