@@ -176,25 +176,33 @@ TEST(CausalAttention, QueriesAfterCachedKeysSeeThePast) {
   expect_close(causal_attention(q, k, v), attention_reference(q, k, v));
 }
 
-// The fused kernel's output and the gradients of sum(output * seed) with respect to `leaves`,
-// against the composed form's, where q, k and v are `arrange`d from the leaves.
-void expect_fused_equals_composed(const std::vector<Tensor>& leaves, const Tensor& seed,
-                                  const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& arrange,
-                                  double tolerance) {
-  auto output_and_gradients = [&](auto attention) {
-    std::vector<Tensor> x;
-    for (const Tensor& leaf : leaves) x.push_back(leaf.detach().requires_grad_());
-    const std::vector<Tensor> qkv = arrange(x);
-    const Tensor out = attention(qkv[0], qkv[1], qkv[2]);
-    std::vector<Tensor> results = grad({sum(out * seed)}, x);
-    results.insert(results.begin(), out.detach());
-    return results;
-  };
-  const std::vector<Tensor> fused = output_and_gradients(causal_attention);
-  const std::vector<Tensor> composed = output_and_gradients(composed_causal_attention);
-  for (size_t i = 0; i < fused.size(); ++i) {
-    const double scale = max(abs(composed[i])).item<double>();
-    EXPECT_LE(max(abs(fused[i] - composed[i])).item<double>(), tolerance * scale) << "result " << i;
+// In float32 and float64: the fused kernel's output and the gradients of sum(output * seed) with
+// respect to random leaves of `leaf_shapes`, against the composed form's, where q, k and v are
+// `arrange`d from the leaves.
+void expect_fused_equals_composed(const std::vector<Shape>& leaf_shapes, const Shape& seed_shape, uint64_t random_seed,
+                                  const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& arrange) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Generator generator(random_seed);
+    std::vector<Tensor> leaves;
+    for (const Shape& shape : leaf_shapes) leaves.push_back(randn(shape, dtype, &generator));
+    const Tensor seed = randn(seed_shape, dtype, &generator);
+    auto output_and_gradients = [&](auto attention) {
+      std::vector<Tensor> x;
+      for (const Tensor& leaf : leaves) x.push_back(leaf.detach().requires_grad_());
+      const std::vector<Tensor> qkv = arrange(x);
+      const Tensor out = attention(qkv[0], qkv[1], qkv[2]);
+      std::vector<Tensor> results = grad({sum(out * seed)}, x);
+      results.insert(results.begin(), out.detach());
+      return results;
+    };
+    const std::vector<Tensor> fused = output_and_gradients(causal_attention);
+    const std::vector<Tensor> composed = output_and_gradients(composed_causal_attention);
+    const double tolerance = dtype == DType::f32 ? 2e-5 : 1e-12;
+    for (size_t i = 0; i < fused.size(); ++i) {
+      const double scale = max(abs(composed[i])).item<double>();
+      EXPECT_LE(max(abs(fused[i] - composed[i])).item<double>(), tolerance * scale) << "result " << i;
+    }
   }
 }
 
@@ -202,36 +210,20 @@ void expect_fused_equals_composed(const std::vector<Tensor>& leaves, const Tenso
 // last one, grouped heads and queries after cached keys, its output and gradients are the
 // composed form's.
 TEST(CausalAttention, FusedEqualsComposedAcrossTiles) {
-  for (DType dtype : {DType::f32, DType::f64}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    Generator generator(40);
-    const std::vector<Tensor> inputs = {randn({2, 4, 150, 16}, dtype, &generator),
-                                        randn({2, 2, 200, 16}, dtype, &generator),
-                                        randn({2, 2, 200, 16}, dtype, &generator)};
-    const Tensor seed = randn({2, 4, 150, 16}, dtype, &generator);
-    expect_fused_equals_composed(inputs, seed, [](const std::vector<Tensor>& x) { return x; },
-                                 dtype == DType::f32 ? 2e-5 : 1e-12);
-  }
+  expect_fused_equals_composed({{2, 4, 150, 16}, {2, 2, 200, 16}, {2, 2, 200, 16}}, {2, 4, 150, 16}, 40,
+                               [](const std::vector<Tensor>& x) { return x; });
 }
 
 // Heads split from [B, T, H, D] projections are permuted views, [B, H, T, D] with rows H * D
-// apart: the kernels read them in place (core/backend.h), with the same results.
+// apart: the CPU kernels read them in place (core/backend.h), with the same results.
 TEST(CausalAttention, HeadsSplitFromAProjectionAreReadInPlace) {
-  for (DType dtype : {DType::f32, DType::f64}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    Generator generator(41);
-    const std::vector<Tensor> projections = {randn({2, 150, 4, 16}, dtype, &generator),
-                                             randn({2, 200, 2, 16}, dtype, &generator),
-                                             randn({2, 200, 2, 16}, dtype, &generator)};
-    const Tensor seed = randn({2, 4, 150, 16}, dtype, &generator);
-    const auto split_heads = [](const std::vector<Tensor>& x) {
-      std::vector<Tensor> heads;
-      for (const Tensor& projection : x) heads.push_back(permute(projection, {0, 2, 1, 3}));
-      EXPECT_FALSE(heads[0].is_contiguous());
-      return heads;
-    };
-    expect_fused_equals_composed(projections, seed, split_heads, dtype == DType::f32 ? 2e-5 : 1e-12);
-  }
+  expect_fused_equals_composed({{2, 150, 4, 16}, {2, 200, 2, 16}, {2, 200, 2, 16}}, {2, 4, 150, 16}, 41,
+                               [](const std::vector<Tensor>& x) {
+                                 std::vector<Tensor> heads;
+                                 for (const Tensor& projection : x) heads.push_back(permute(projection, {0, 2, 1, 3}));
+                                 EXPECT_FALSE(heads[0].is_contiguous());
+                                 return heads;
+                               });
 }
 
 TEST(CausalAttention, WeightsAreRowsOfProbabilitiesWithExactZerosAboveTheDiagonal) {

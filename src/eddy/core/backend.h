@@ -66,10 +66,10 @@ class Backend {
   // so that no [T, S] matrix is stored. q [B, H, T, D], k and v [B, Hkv, S, D] with S >= T:
   // query t sees keys up to S - T + t, and head h reads key/value head h / (H / Hkv). The scores
   // are q k^T * scale. `packed` [B, H, T, D + 1] receives the output in its first D columns and
-  // each row's log-sum-exp of the visible scores in the last. q, k and v may be views whose last
-  // axis has stride 1 (heads split from a [B, T, H, D] projection, read in place); the other
-  // operands are dense. A device without these kernels keeps the defaults, which refuse naming
-  // the device.
+  // each row's log-sum-exp of the visible scores in the last. q, k and v may be any views, as
+  // matmul's operands (heads split from a [B, T, H, D] projection are, and the CPU reads them in
+  // place); the other operands are dense. A device without these kernels keeps the defaults,
+  // which refuse naming the device.
   virtual void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                                 const Tensor& packed);
   // The gradients of that attention for the cotangent `d_packed` of `packed` (both [B, H, T,

@@ -57,14 +57,6 @@ void check_values(std::string_view where, const Tensor& keys, const Tensor& valu
 
 double scale_of(const Tensor& queries) { return 1.0 / std::sqrt(double(queries.shape()[3])); }
 
-// q, k or v as the attention kernels take them: in place where each row of D values is contiguous
-// and rows do not overlap (heads split from a [B, T, H, D] projection: a GEMM reads them with that
-// row stride), else a dense copy.
-Tensor rows_in_place(const Tensor& t) {
-  const Shape& strides = t.strides();
-  return strides[3] == 1 && strides[2] >= t.shape()[3] ? t : detail::dense(t);
-}
-
 // a [B, H, T, D] against b [B, Hkv, S, D], grouped as attention groups heads, times the scale:
 // [B, H, T, S]. The heads of a group stacked along time meet their shared keys in one product,
 // not a copy of the keys per head.
@@ -145,7 +137,7 @@ const Primitive& attention_backward_p = []() -> const Primitive& {
       return make_view(flat, like.shape(), contiguous_strides(like.shape()), start);
     };
     backend_for(flat.device())
-        .causal_attention_backward(rows_in_place(in[0]), rows_in_place(in[1]), rows_in_place(in[2]),
+        .causal_attention_backward(in[0], in[1], in[2],
                                    scale_of(in[0]), detail::dense(in[3]), detail::dense(in[4]), part(0, in[0]),
                                    part(q_size, in[1]), part(q_size + k_size, in[2]));
     return flat;
@@ -187,7 +179,7 @@ const Primitive& attention_p = []() -> const Primitive& {
   p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
     Tensor packed = Tensor::empty(spec.shape, spec.dtype, in[0].device());
     backend_for(packed.device())
-        .causal_attention(rows_in_place(in[0]), rows_in_place(in[1]), rows_in_place(in[2]), scale_of(in[0]), packed);
+        .causal_attention(in[0], in[1], in[2], scale_of(in[0]), packed);
     return packed;
   };
   // Batches and heads are independent problems; the backward primitive needs no rule, since the

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "eddy/backends/cpu/blas_layout.h"
 #include "eddy/backends/cpu/cpu_backend.h"
 #include "eddy/backends/cpu/loops.h"
 
@@ -46,14 +47,29 @@ Dims dims_of(const Tensor& q, const Tensor& k) {
   return {q.shape()[0], q.shape()[1], k.shape()[1], q.shape()[2], k.shape()[2], q.shape()[3]};
 }
 
-// q, k or v read in place: head (b, h)'s rows start at head(b, h) and lie `stride` apart, so heads
-// split from a [B, T, H, D] projection need no copy (the GEMMs take the row stride).
+// How BLAS reads head (b, h)'s [T, D] rows of a [B, H, T, D] view.
+MatrixLayout rows_layout(const Tensor& t) {
+  return layout_of(t.shape()[2], t.shape()[3], t.strides()[2], t.strides()[3]);
+}
+
+// q, k or v as the tiles' GEMMs read it: head (b, h)'s rows start at head(b, h) and lie `stride`
+// apart. Read in place where BLAS takes the rows untransposed (matmul's rule: heads split from a
+// [B, T, H, D] projection are), else from a dense copy.
 template <typename T>
 struct Rows {
+  Tensor values;  // the view itself, or its dense copy
   const T* first;
   int64_t batch_stride, head_stride, stride;
-  explicit Rows(const Tensor& t)
-      : first(t.data<T>()), batch_stride(t.strides()[0]), head_stride(t.strides()[1]), stride(t.strides()[2]) {}
+  Rows(CpuBackend& backend, const Tensor& t) : values(t) {
+    if (const MatrixLayout layout = rows_layout(t); !layout.usable || layout.transpose != CblasNoTrans) {
+      values = Tensor::empty(t.shape(), t.dtype(), t.device());
+      backend.copy(t, values);
+    }
+    first = values.data<T>();
+    batch_stride = values.strides()[0];
+    head_stride = values.strides()[1];
+    stride = rows_layout(values).leading;
+  }
   const T* head(int64_t b, int64_t h) const { return first + b * batch_stride + h * head_stride; }
 };
 
@@ -101,9 +117,10 @@ void forward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t ld
 }
 
 template <typename T>
-void forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& packed) {
+void forward(CpuBackend& backend, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+             const Tensor& packed) {
   const Dims d = dims_of(q, k);
-  const Rows<T> qs(q), ks(k), vs(v);
+  const Rows<T> qs(backend, q), ks(backend, k), vs(backend, v);
   T* out = packed.data<T>();
   const int64_t units = d.batch * d.heads;
   for_each_block(units, block_count(units, 1), [&](int64_t, int64_t first, int64_t end) {
@@ -161,10 +178,10 @@ void backward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t l
 }
 
 template <typename T>
-void backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& packed,
-              const Tensor& d_packed, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+void backward(CpuBackend& backend, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+              const Tensor& packed, const Tensor& d_packed, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   const Dims d = dims_of(q, k);
-  const Rows<T> qs(q), ks(k), vs(v);
+  const Rows<T> qs(backend, q), ks(backend, k), vs(backend, v);
   const T *ps = packed.data<T>(), *dps = d_packed.data<T>();
   T *dqs = dq.data<T>(), *dks = dk.data<T>(), *dvs = dv.data<T>();
   const int64_t units = d.batch * d.kv_heads, query_size = d.time * d.dim, key_size = d.keys * d.dim;
@@ -191,9 +208,9 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, c
 void CpuBackend::causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                                   const Tensor& packed) {
   if (q.dtype() == DType::f32) {
-    forward<float>(q, k, v, scale, packed);
+    forward<float>(*this, q, k, v, scale, packed);
   } else {
-    forward<double>(q, k, v, scale, packed);
+    forward<double>(*this, q, k, v, scale, packed);
   }
 }
 
@@ -201,9 +218,9 @@ void CpuBackend::causal_attention_backward(const Tensor& q, const Tensor& k, con
                                            const Tensor& packed, const Tensor& d_packed, const Tensor& dq,
                                            const Tensor& dk, const Tensor& dv) {
   if (q.dtype() == DType::f32) {
-    backward<float>(q, k, v, scale, packed, d_packed, dq, dk, dv);
+    backward<float>(*this, q, k, v, scale, packed, d_packed, dq, dk, dv);
   } else {
-    backward<double>(q, k, v, scale, packed, d_packed, dq, dk, dv);
+    backward<double>(*this, q, k, v, scale, packed, d_packed, dq, dk, dv);
   }
 }
 

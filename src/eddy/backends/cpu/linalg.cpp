@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "eddy/backends/backend.h"
+#include "eddy/backends/cpu/blas_layout.h"
 #include "eddy/backends/cpu/cpu_backend.h"
 #include "eddy/backends/cpu/half.h"
 #include "eddy/backends/cpu/kernel_util.h"
@@ -16,23 +17,6 @@
 
 namespace eddy::cpu_kernels {
 namespace {
-
-struct MatrixLayout {
-  bool usable = false;
-  CBLAS_TRANSPOSE transpose = CblasNoTrans;
-  int64_t leading = 1;
-};
-
-// How BLAS can read a rows x cols matrix with these strides, if it can at all.
-MatrixLayout layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if ((col_stride == 1 || cols == 1) && (row_stride >= std::max<int64_t>(cols, 1) || rows == 1)) {
-    return {true, CblasNoTrans, std::max<int64_t>({row_stride, cols, 1})};
-  }
-  if ((row_stride == 1 || rows == 1) && (col_stride >= std::max<int64_t>(rows, 1) || cols == 1)) {
-    return {true, CblasTrans, std::max<int64_t>({col_stride, rows, 1})};
-  }
-  return {};
-}
 
 // OpenBLAS packs both operands before it multiplies. When the inner or the output's column
 // dimension is a few elements that overhead dominates; Eigen's product made (10000x2)@(2x20) 1.55x
