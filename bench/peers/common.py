@@ -70,45 +70,46 @@ def kovasznay_lambda():
     return 1.0 / (2.0 * nu) - math.sqrt(1.0 / (4.0 * nu * nu) + 4.0 * math.pi ** 2)
 
 
-def make_inputs():
-    """Every weight and point of every workload, float32, from one seeded generator."""
+def make_inputs(dtype="float32"):
+    """Every weight and point of every workload, in `dtype` (float32 or float64), from one seeded
+    generator. The implementations compute in the dtype of the file they are given."""
     rng = np.random.default_rng(20261129)
-    f32 = np.float32
+    real = np.dtype(dtype).type
     out = {}
 
     def mlp(prefix, widths):
         for l, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-            out[f"{prefix}.w{l}"] = (rng.standard_normal((a, b)) * math.sqrt(2.0 / (a + b))).astype(f32)
-            out[f"{prefix}.b{l}"] = (0.1 * rng.standard_normal(b)).astype(f32)
+            out[f"{prefix}.w{l}"] = (rng.standard_normal((a, b)) * math.sqrt(2.0 / (a + b))).astype(real)
+            out[f"{prefix}.b{l}"] = (0.1 * rng.standard_normal(b)).astype(real)
 
     for name, widths in MLPS.items():
         mlp(name, widths)
 
     # Burgers on x in [-1, 1], t in [0, 1]: u(x, 0) = -sin(pi x), u(+-1, t) = 0.
     n = 10000
-    out["burgers.x"] = rng.uniform(-1, 1, (n, 1)).astype(f32)
-    out["burgers.t"] = rng.uniform(0, 1, (n, 1)).astype(f32)
+    out["burgers.x"] = rng.uniform(-1, 1, (n, 1)).astype(real)
+    out["burgers.t"] = rng.uniform(0, 1, (n, 1)).astype(real)
     x0 = rng.uniform(-1, 1, (100, 1))
     xb = np.where(rng.uniform(size=(100, 1)) < 0.5, -1.0, 1.0)
-    out["burgers.bx"] = np.concatenate([x0, xb]).astype(f32)
-    out["burgers.bt"] = np.concatenate([np.zeros((100, 1)), rng.uniform(0, 1, (100, 1))]).astype(f32)
-    out["burgers.bu"] = np.concatenate([-np.sin(np.pi * x0), np.zeros((100, 1))]).astype(f32)
+    out["burgers.bx"] = np.concatenate([x0, xb]).astype(real)
+    out["burgers.bt"] = np.concatenate([np.zeros((100, 1)), rng.uniform(0, 1, (100, 1))]).astype(real)
+    out["burgers.bu"] = np.concatenate([-np.sin(np.pi * x0), np.zeros((100, 1))]).astype(real)
 
-    out["laplacian.x"] = rng.uniform(-1, 1, (n, 1)).astype(f32)
-    out["laplacian.y"] = rng.uniform(-1, 1, (n, 1)).astype(f32)
-    out["laplacian.z"] = rng.uniform(-1, 1, (n, 1)).astype(f32)
+    out["laplacian.x"] = rng.uniform(-1, 1, (n, 1)).astype(real)
+    out["laplacian.y"] = rng.uniform(-1, 1, (n, 1)).astype(real)
+    out["laplacian.z"] = rng.uniform(-1, 1, (n, 1)).astype(real)
 
     # Kovasznay flow on [-0.5, 1] x [-0.5, 1.5]; the exact (u, v) on the boundary.
-    out["kovasznay.x"] = rng.uniform(-0.5, 1.0, (n, 1)).astype(f32)
-    out["kovasznay.y"] = rng.uniform(-0.5, 1.5, (n, 1)).astype(f32)
+    out["kovasznay.x"] = rng.uniform(-0.5, 1.0, (n, 1)).astype(real)
+    out["kovasznay.y"] = rng.uniform(-0.5, 1.5, (n, 1)).astype(real)
     s = rng.uniform(size=(100, 1))
     bx = np.concatenate([np.full_like(s, -0.5), np.full_like(s, 1.0), -0.5 + 1.5 * s, -0.5 + 1.5 * s])
     by = np.concatenate([-0.5 + 2.0 * s, -0.5 + 2.0 * s, np.full_like(s, -0.5), np.full_like(s, 1.5)])
     lam = kovasznay_lambda()
-    out["kovasznay.bx"] = bx.astype(f32)
-    out["kovasznay.by"] = by.astype(f32)
-    out["kovasznay.bu"] = (1 - np.exp(lam * bx) * np.cos(2 * np.pi * by)).astype(f32)
-    out["kovasznay.bv"] = (lam / (2 * np.pi) * np.exp(lam * bx) * np.sin(2 * np.pi * by)).astype(f32)
+    out["kovasznay.bx"] = bx.astype(real)
+    out["kovasznay.by"] = by.astype(real)
+    out["kovasznay.bu"] = (1 - np.exp(lam * bx) * np.cos(2 * np.pi * by)).astype(real)
+    out["kovasznay.bv"] = (lam / (2 * np.pi) * np.exp(lam * bx) * np.sin(2 * np.pi * by)).astype(real)
 
     # FNO-2D with eddy's nn::Fno layout (grid coordinates appended, so 3 lifted channels); the
     # spectral weights are [in, out, 2 modes (positive, then negative frequencies), modes, 2].
@@ -116,26 +117,31 @@ def make_inputs():
     w, m, g, p = c["width"], c["modes"], c["grid"], c["projection"]
 
     def pointwise(name, i, o):
-        out[f"fno.{name}.weight"] = rng.uniform(-1, 1, (o, i)).astype(f32) * f32(math.sqrt(6.0 / (i + o)))
-        out[f"fno.{name}.bias"] = (0.1 * rng.standard_normal((o, 1))).astype(f32)
+        out[f"fno.{name}.weight"] = rng.uniform(-1, 1, (o, i)).astype(real) * real(math.sqrt(6.0 / (i + o)))
+        out[f"fno.{name}.bias"] = (0.1 * rng.standard_normal((o, 1))).astype(real)
 
     pointwise("lift", 3, w)
     for l in range(c["layers"]):
-        out[f"fno.spectral{l}.weight"] = (rng.standard_normal((w, w, 2 * m, m, 2)) * math.sqrt(1.0 / (2 * w))).astype(f32)
+        out[f"fno.spectral{l}.weight"] = (rng.standard_normal((w, w, 2 * m, m, 2)) * math.sqrt(1.0 / (2 * w))).astype(real)
         pointwise(f"skip{l}", w, w)
     pointwise("project_hidden", w, p)
     pointwise("project_out", p, 1)
     grid = np.linspace(0, 2 * np.pi, g, endpoint=False)
     phase = rng.uniform(0, 2 * np.pi, (c["batch"], 1, 1, 1))
     a = np.sin(grid[None, None, :, None] + phase) * np.cos(2 * grid[None, None, None, :])
-    out["fno.a"] = (a + 0.1 * rng.standard_normal(a.shape)).astype(f32)
-    out["fno.y"] = (np.cos(a) * 0.5).astype(f32)
+    out["fno.a"] = (a + 0.1 * rng.standard_normal(a.shape)).astype(real)
+    out["fno.y"] = (np.cos(a) * 0.5).astype(real)
     return out
 
 
 def load_inputs(path):
     from safetensors.numpy import load_file
     return load_file(path)
+
+
+def dtype_of(inputs):
+    """The floating-point dtype of a workload file's arrays ("float32" or "float64")."""
+    return str(next(iter(inputs.values())).dtype)
 
 
 def mlp_params(inputs, prefix):

@@ -71,7 +71,8 @@ def main():
     if prefix == "fno":
         c = common.FNO
         model = eddy.nn.FNO(1, 1, [c["modes"], c["modes"]], width=c["width"], layers=c["layers"],
-                            projection_width=c["projection"], activation="gelu", dtype="float32")
+                            projection_width=c["projection"], activation="gelu",
+                            dtype=common.dtype_of(inputs))
         model.load_state_dict({k: v for k, v in data.items() if k not in ("a", "y")})
         plist = model.parameters()
 

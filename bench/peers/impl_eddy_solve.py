@@ -1,10 +1,11 @@
 """The Burgers workload as a user runs it: `eddy solve` on a problem file, end to end.
 
-The problem has the workload's sizes (2 -> 8 x 20 -> 1 tanh, float32, 10,000 interior points and
+The problem has the workload's sizes (2 -> 8 x 20 -> 1 tanh, 10,000 interior points and
 100 initial plus 100 boundary points, Adam at the same learning rate) and the solver's defaults
 for everything else: its own sampled points and initial weights, input normalisation, logging
-every 100 steps and a checkpoint every 1,000. The loss values therefore differ from the other
-implementations' and are not compared (the row's note says so); the work per step is the same.
+every 100 steps and a checkpoint every 1,000; its dtype is the workload file's. The loss values
+therefore differ from the other implementations' and are not compared (the row's note says so);
+the work per step is the same.
 
 A step's time is what a longer run costs over a shorter one, divided by the extra steps: the
 process's start, the training step's compilation and the final output cancel, and whatever the
@@ -25,8 +26,10 @@ import common  # noqa: E402
 
 SHORT_RUN = 10  # Adam steps of the run whose cost is subtracted
 
-PROBLEM = f"""\
-dtype: float32
+
+def problem_text(dtype):
+    return f"""\
+dtype: {dtype}
 seed: 0
 geometry:
   space: {{type: interval, min: -1, max: 1}}
@@ -71,7 +74,7 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         problem = os.path.join(folder, "burgers.yaml")
         with open(problem, "w") as f:
-            f.write(PROBLEM)
+            f.write(problem_text(common.dtype_of(common.load_inputs(args.data))))
         # Warms the kernel cache, then estimates a step to size the longer runs.
         seconds_for(cli, problem, SHORT_RUN)
         short = seconds_for(cli, problem, SHORT_RUN)

@@ -91,8 +91,8 @@ def launch(impl, workload, threads, args, extra):
 
 
 PEAK_PROBE = """
-import time, numpy as np
-a = np.ones((512, 512), np.float32); b = np.ones((512, 512), np.float32)
+import sys, time, numpy as np
+a = np.ones((512, 512), sys.argv[1]); b = np.ones((512, 512), sys.argv[1])
 a @ b
 best, start = 1e9, time.perf_counter()
 while time.perf_counter() - start < 2.0:
@@ -101,9 +101,9 @@ print(2 * 512 ** 3 / best)
 """
 
 
-def sgemm_peak(threads, build):
-    """FLOP/s of a 512^3 float32 matrix product (NumPy's OpenBLAS), best of 2 s, at `threads`."""
-    cmd = pinned([sys.executable, "-c", PEAK_PROBE], threads)
+def gemm_peak(threads, build, dtype):
+    """FLOP/s of a 512^3 matrix product in `dtype` (NumPy's OpenBLAS), best of 2 s, at `threads`."""
+    cmd = pinned([sys.executable, "-c", PEAK_PROBE, dtype], threads)
     done = subprocess.run(cmd, env=environment(threads, build), capture_output=True, text=True, check=True)
     return float(done.stdout.split()[-1])
 
@@ -111,7 +111,8 @@ def sgemm_peak(threads, build):
 def flop_limit_table(results, peaks, args, impls):
     """Each eddy row's time over the FLOP limit: the step's GEMM FLOPs at the measured peak."""
     eddy_impls = [i for i in impls if i.startswith("eddy")]
-    lines = ["| workload | threads | GEMM GFLOP per step | sgemm 512^3 GFLOP/s | FLOP limit ms | "
+    gemm = {"float32": "sgemm", "float64": "dgemm"}[args.dtype]
+    lines = ["| workload | threads | GEMM GFLOP per step | " + gemm + " 512^3 GFLOP/s | FLOP limit ms | "
              + " | ".join(f"{i} / limit" for i in eddy_impls) + " |",
              "|---|---|---|---|---" + "|---" * len(eddy_impls) + "|"]
     for workload in args.workloads:
@@ -151,7 +152,7 @@ def versions():
 
 
 def markdown(results, failures, args, impls, peaks):
-    lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}; {versions()}.",
+    lines = [f"Measured {datetime.date.today().isoformat()} on {machine()}; {versions()}; {args.dtype}.",
              f"Median of at least 5 steps and {args.min_time:g} s after 2 warm-up steps (the first"
              " call, which compiles, is not timed).", ""]
     # Ratios are against eddy's fastest mode that ran: compiled when present, else eager C++.
@@ -184,7 +185,7 @@ def markdown(results, failures, args, impls, peaks):
                        + " | ".join(f"{row[i]['peak_rss_mib']:.0f}" if row[i] else "-" for i in impls) + " |")
     lines += ["", "Peak RSS of each process (includes the interpreter and the imported libraries):"] + rss
     if peaks:
-        lines += ["", "The FLOP limit: the least GEMM work of a step (common.STEP_FLOPS) at the sgemm peak measured"
+        lines += ["", "The FLOP limit: the least GEMM work of a step (common.STEP_FLOPS) at the GEMM peak measured"
                   " in this run; 1.00 would be a step at that limit:", ""] + flop_limit_table(results, peaks, args, impls)
     notes = sorted({f"{impl}, {workload}: {r['note']}" for (impl, workload, _), r in results.items() if r.get("note")})
     if notes:
@@ -204,6 +205,8 @@ def main():
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the workloads run (cuda: eddy C++/compiled and PyTorch only)")
     parser.add_argument("--min-time", type=float, default=3.0)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"),
+                        help="of every weight and point, so of every implementation's arithmetic")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--timeout", type=int, default=900, help="seconds per process")
     parser.add_argument("--update-docs", metavar="FILE", help="replace the generated section of FILE")
@@ -212,7 +215,7 @@ def main():
 
     from safetensors.numpy import save_file
     os.makedirs(os.path.dirname(args.data), exist_ok=True)
-    save_file(common.make_inputs(), args.data)
+    save_file(common.make_inputs(args.dtype), args.data)
 
     impls = [i for i in args.impls if available(i)]
     for missing in sorted(set(args.impls) - set(impls)):
@@ -220,7 +223,7 @@ def main():
     reference_impl = "torch eager" if "torch eager" in impls else impls[0]
     peaks = {}
     if args.device == "cpu" and any(w in common.STEP_FLOPS for w in args.workloads):
-        peaks = {threads: sgemm_peak(threads, args.build) for threads in args.threads}
+        peaks = {threads: gemm_peak(threads, args.build, args.dtype) for threads in args.threads}
     results, failures = {}, {}
     mismatch = False
     for workload in args.workloads:
@@ -253,7 +256,7 @@ def main():
 
     if peaks:
         # The machine's speed drifts over minutes: the limit is the faster of the two probes.
-        peaks = {threads: max(peak, sgemm_peak(threads, args.build)) for threads, peak in peaks.items()}
+        peaks = {threads: max(peak, gemm_peak(threads, args.build, args.dtype)) for threads, peak in peaks.items()}
     table = markdown(results, failures, args, impls, peaks)
     print("\n" + table)
     out = os.path.join(os.path.dirname(args.data), "results.md")
