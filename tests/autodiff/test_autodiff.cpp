@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "eddy/eddy.h"
+#include "eddy/ops/primitive.h"
 
 namespace eddy {
 namespace {
@@ -173,6 +176,30 @@ TEST(Autodiff, ForwardOverReverseOnComplexInputs) {
   const double h = 1e-6;
   Tensor fd = (grad(f)(z + h * v) - grad(f)(z - h * v)) / (2 * h);
   EXPECT_NEAR(std::abs(hv.item<c128>() - fd.item<c128>()), 0, 1e-7);
+}
+
+// A primitive with reverse rules and no tangent rule has an unknown tangent, not a zero one:
+// forward mode refuses it by name (both of eddy's own such primitives have tangent rules now).
+TEST(Autodiff, ForwardModeRefusesAPrimitiveWithOnlyReverseRules) {
+  static const Primitive& reverse_only = [] () -> const Primitive& {
+    const auto& all = all_primitives();
+    Primitive copy = *std::find_if(all.begin(), all.end(), [](const Primitive& p) { return p.name == "sin"; });
+    copy.name = "sin_with_reverse_rules_only";
+    copy.jvp = nullptr;
+    copy.jvp_from_output = nullptr;
+    return register_primitive(std::move(copy));
+  }();
+  const Tensor x = tensor<double>({0.4, 1.1});
+  std::string message;
+  try {
+    jvp([](const Tensor& in) { return dispatch(reverse_only, {in}); }, x, ones_like(x));
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  EXPECT_NE(message.find("sin_with_reverse_rules_only has reverse rules but no tangent rule"), std::string::npos)
+      << message;
+  // Without a tangent coming in, it runs as before.
+  EXPECT_NEAR(dispatch(reverse_only, {x}).to_vector<double>()[1], std::sin(1.1), 1e-15);
 }
 
 TEST(Autodiff, LongChainsDoNotOverflowTheStack) {

@@ -46,17 +46,18 @@ std::vector<Tensor> unpack(const Tensor& packed, const std::vector<Shape>& shape
 std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, const Tensor& cotangent) {
   // With create_graph (recording is on here) the result must stay differentiable with respect to
   // the inputs, so the segment reruns on them. Otherwise it reruns on detached copies, so that the
-  // inner backward pass stops at this segment instead of walking the graph upstream of it.
+  // inner backward pass stops at this segment instead of walking the graph upstream of it; they
+  // keep their forward-mode tangents (forward mode over a compiled reverse pass).
   const bool create_graph = GradMode::enabled();
   std::vector<Tensor> arguments;
   std::vector<size_t> tracked;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].requires_grad()) {
-      arguments.push_back(inputs[i].detach());
+      arguments.push_back(detach_keeping_tangents(inputs[i]));
       continue;
     }
     tracked.push_back(i);
-    arguments.push_back(create_graph ? inputs[i] : inputs[i].detach().requires_grad_());
+    arguments.push_back(create_graph ? inputs[i] : detach_keeping_tangents(inputs[i]).requires_grad_());
   }
   std::vector<Tensor> outputs;
   {
@@ -93,8 +94,16 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
     NoGradGuard no_grad;
     return pack(segment.fn(std::vector<Tensor>(inputs.begin(), inputs.end()))).detach();
   };
-  // Forward mode never reaches this primitive (checkpoint() runs the segment directly), so it has
-  // no JVP rule.
+  // Eager forward mode never reaches this primitive (checkpoint() runs the segment directly); forward
+  // mode over a compiled function replays it: the segment runs again, in forward mode.
+  p.jvp = [](Inputs inputs, const Attrs& attrs, int input, const Tensor& tangent) {
+    const ForwardLevel level;
+    std::vector<Tensor> arguments(inputs.begin(), inputs.end());
+    arguments[static_cast<size_t>(input)] = with_tangent(arguments[static_cast<size_t>(input)], level.id(), tangent);
+    const Tensor packed = pack(segment_of(attrs).fn(arguments));
+    const Tensor result = tangent_at(packed, level.id());
+    return result.defined() ? result : zeros_like(packed);
+  };
   // One recomputation gives every input's cotangent.
   p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor&, const Tensor& cotangent, const std::vector<bool>&) {
     return input_cotangents(inputs, segment_of(attrs), cotangent);

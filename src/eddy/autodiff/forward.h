@@ -33,6 +33,11 @@ Tensor with_tangent(const Tensor& tensor, int64_t level, const Tensor& tangent);
 // An alias without a tangent at `level`; the tensor itself when it has none.
 Tensor without_tangent(const Tensor& tensor, int64_t level);
 
+// A leaf cut from the reverse-mode history of `tensor` (as detach()), keeping its tangents: what
+// a rule that reruns a computation to differentiate it (checkpointing, composed second
+// derivatives) starts from, so that forward mode over the rule still sees its inputs move.
+Tensor detach_keeping_tangents(const Tensor& tensor);
+
 // The innermost open level among the tangents of any of `inputs`, or -1.
 int64_t innermost_level(Inputs inputs);
 // primitive(`inputs`) at `level`: `value` of the inputs stripped of their tangents there (the

@@ -93,7 +93,17 @@ Tensor with_output_tangent(const Primitive& primitive, Inputs inputs, const Attr
   primals.reserve(inputs.size());
   for (const Tensor& input : inputs) primals.push_back(without_tangent(input, level));
   Tensor out = value_of(primals);
-  if (!is_inexact(spec.dtype) || !primitive.jvp) return out;
+  if (!is_inexact(spec.dtype)) return out;
+  if (!primitive.jvp) {
+    // No tangent rule means a zero derivative (comparisons, sign), unless reverse rules say
+    // otherwise: then the tangent is not zero but unknown.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      EDDY_CHECK(!primitive.has_vjp() || !primitive.differentiable_input(static_cast<int>(i)) ||
+                     !tangent_at(inputs[i], level).defined(),
+                 "forward mode: ", primitive.name, " has reverse rules but no tangent rule; use reverse mode");
+    }
+    return out;
+  }
   // Output rules see an alias of the value: the tangent is attached to `out` and must not hold
   // `out` itself through its graph, or the two would keep each other alive forever.
   const Tensor value = primitive.jvp_from_output ? shallow_alias(out) : out;
@@ -125,6 +135,12 @@ Tensor with_tangent(const Tensor& tensor, int64_t level, const Tensor& tangent) 
   if (alias.same(tensor)) alias = shallow_alias(tensor);
   alias.impl()->tangents.emplace_back(level, tangent);
   return alias;
+}
+
+Tensor detach_keeping_tangents(const Tensor& tensor) {
+  Tensor leaf = tensor.detach();
+  leaf.impl()->tangents = tensor.impl()->tangents;
+  return leaf;
 }
 
 Tensor without_tangent(const Tensor& tensor, int64_t level) {

@@ -4,7 +4,8 @@
 // the primitive `causal_attention_backward`, one kernel for all three inputs' cotangents. That
 // primitive's own reverse rule is the composed form's second derivative, written in ops as every
 // rule is, so reverse derivatives of any order exist; only the first, the one training takes,
-// runs fused. Eager forward mode, as for checkpoint(), goes through the composed form.
+// runs fused. Eager forward mode, as for checkpoint(), goes through the composed form; forward
+// mode over a compiled reverse pass replays the backward primitive's tangent rule.
 
 #include "eddy/nn/attention.h"
 
@@ -118,6 +119,26 @@ std::vector<Tensor> unflatten(const Tensor& flat, Inputs like) {
   return parts;
 }
 
+// The composed form's second derivatives: the gradient of <seed, composed_gradients> for the
+// backward primitive's inputs `in` (seed: flat, as its output). With recording on (a higher
+// derivative to come) the result must stay differentiable in the inputs, so it is taken through
+// them; otherwise through detached copies, which stop the inner backward pass here instead of
+// walking the graph upstream, and keep the inputs' forward-mode tangents.
+std::vector<Tensor> second_derivatives(Inputs in, const Tensor& seed, const std::vector<bool>& wanted) {
+  const bool create_graph = GradMode::enabled();
+  std::vector<Tensor> arguments;
+  for (int i : {0, 1, 2, 4}) {
+    arguments.push_back(create_graph && in[i].requires_grad() ? in[i] : detach_keeping_tangents(in[i]).requires_grad_());
+  }
+  std::vector<Tensor> gradients = composed_gradients(arguments[0], arguments[1], arguments[2], arguments[3]);
+  std::vector<Tensor> second = grad(gradients, arguments, unflatten(seed, in.first(3)), create_graph);
+  std::vector<Tensor> result(in.size());
+  for (int i : {0, 1, 2, 4}) {
+    if (wanted[static_cast<size_t>(i)]) result[static_cast<size_t>(i)] = second[i == 4 ? 3 : static_cast<size_t>(i)];
+  }
+  return result;
+}
+
 // Inputs: q, k, v, the forward's packed value and its cotangent. Output: dq, dk and dv, flat
 // and concatenated. The packed value is the forward's, kept to save recomputing it: as a
 // function it adds nothing (it is a function of q, k and v), so it is a constant input.
@@ -142,24 +163,21 @@ const Primitive& attention_backward_p = []() -> const Primitive& {
                                    part(q_size, in[1]), part(q_size + k_size, in[2]));
     return flat;
   };
-  // The composed form's second derivatives: the gradient of <cotangent, its gradients>. With
-  // recording on (a higher derivative to come) the result must stay differentiable in the inputs,
-  // so it is taken through them; otherwise through detached copies, which stop the inner
-  // backward pass here instead of walking the graph upstream.
   p.vjp_all = [](Inputs in, const Attrs&, const Tensor&, const Tensor& cotangent, const std::vector<bool>& wanted) {
-    const bool create_graph = GradMode::enabled();
-    std::vector<Tensor> arguments;
-    for (int i : {0, 1, 2, 4}) {
-      arguments.push_back(create_graph && in[i].requires_grad() ? in[i] : in[i].detach().requires_grad_());
+    return second_derivatives(in, cotangent, wanted);
+  };
+  // Forward mode over a compiled function's reverse pass replays this rule. The output is the
+  // gradient of <packed(q, k, v), d> in q, k and v: linear in d, so its tangent along d is this
+  // primitive again; along q, k or v it is that scalar's Hessian times the tangent, and a Hessian
+  // is symmetric, so the reverse rule gives it with the tangent as the seed.
+  p.jvp = [](Inputs in, const Attrs&, int input, const Tensor& tangent) {
+    if (input == 4) return dispatch(attention_backward_p, {in[0], in[1], in[2], in[3], tangent});
+    std::vector<Tensor> seed;
+    for (int i : {0, 1, 2}) {
+      seed.push_back(i == input ? reshape(tangent, {-1}) : zeros({in[i].numel()}, tangent.dtype(), tangent.device()));
     }
-    std::vector<Tensor> gradients = composed_gradients(arguments[0], arguments[1], arguments[2], arguments[3]);
-    const std::vector<Tensor> seeds = unflatten(cotangent, in.first(3));
-    std::vector<Tensor> second = grad(gradients, arguments, seeds, create_graph);
-    std::vector<Tensor> result(in.size());
-    for (int i : {0, 1, 2, 4}) {
-      if (wanted[static_cast<size_t>(i)]) result[static_cast<size_t>(i)] = second[i == 4 ? 3 : static_cast<size_t>(i)];
-    }
-    return result;
+    const std::vector<Tensor> second = second_derivatives(in, concat(seed, 0), {true, true, true, false, false});
+    return concat({reshape(second[0], {-1}), reshape(second[1], {-1}), reshape(second[2], {-1})}, 0);
   };
   return register_primitive(std::move(p));
 }();
