@@ -117,6 +117,22 @@ TEST(Compile, RetracesOnANewSignatureOnly) {
   EXPECT_EQ(compiled.stats().calls, 5);
 }
 
+// The first call records the function on abstract tensors (no kernel runs, no autodiff history
+// is kept beside the capture) and gives the program's results, with their derivatives.
+TEST(Compile, TheFirstCallTracesAbstractlyAndRunsTheProgram) {
+  bool saw_values = false;
+  CompiledFunction compiled = compile([&](const TensorList& in) {
+    saw_values = saw_values || !in[0].is_abstract();
+    return TensorList{sin(in[0]) * in[0]};
+  });
+  const Tensor x = randn({3, 4}, DType::f64).requires_grad_();
+  const TensorList first = compiled({x});
+  EXPECT_FALSE(saw_values);
+  expect_same(first, {sin(x) * x}, "first call");
+  const Tensor slope = grad({sum(first[0])}, {x})[0];
+  expect_same({slope}, {cos(x) * x + sin(x)}, "its gradient");
+}
+
 // A graph above the node bound is refused before it is optimised or compiled, so that a caller
 // can run the function eagerly instead (a high-order PINN step took minutes to compile).
 TEST(Compile, AGraphAboveTheNodeBoundIsRefusedWithItsSize) {

@@ -133,7 +133,9 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
       state->output_shapes.push_back(outputs[i].shape());
     }
     state->dtype = outputs[0].dtype();
-    state->forward_value = pack(outputs);
+    // Under abstract evaluation (a capture) no eval runs to take it, and it has no values to give.
+    Tensor packed = pack(outputs);
+    if (!packed.is_abstract()) state->forward_value = std::move(packed);
   }
   Attrs attrs;
   attrs.payload = state;

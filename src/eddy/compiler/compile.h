@@ -1,8 +1,9 @@
 #pragma once
-// eddy::compile: the same code, run eagerly the first time, then as a compiled graph. The first
-// call with a new signature (input shapes, dtypes, devices, requires_grad, grad mode) traces the
-// function, optimises and fuses the graph and compiles its kernels; later calls with that
-// signature run the compiled program. A new signature retraces.
+// eddy::compile: the same code, run as a compiled graph. The first call with a new signature
+// (input shapes, dtypes, devices, requires_grad, grad mode) traces the function on abstract
+// tensors (shapes and dtypes only: no kernel runs and no autodiff history is kept), optimises and
+// fuses the graph, compiles its kernels and runs the program; later calls with that signature
+// run the program without calling the function. A new signature retraces.
 //
 // Captured tensors (model parameters used inside the function) are read by reference on every
 // call, so an optimiser that updates them in place between calls is seen. Results carry

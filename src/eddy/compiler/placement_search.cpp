@@ -87,13 +87,14 @@ double bytes_sent_per_rank(const Graph& graph) {
   return bytes;
 }
 
-Trace trace_choosing_placements(const TensorFunction& function, const std::vector<Tensor>& inputs) {
-  if (!pass_enabled("placement_search")) return trace(function, inputs);
+Trace trace_choosing_placements(const TensorFunction& function, const std::vector<Tensor>& inputs,
+                                Evaluation evaluation) {
+  if (!pass_enabled("placement_search")) return trace(function, inputs, evaluation);
   std::vector<dist::PlacementChoices::Point> rules_own;
   dist::Communicator* world = nullptr;
   Trace first = [&] {
     dist::PlacementChoices notes({});
-    Trace traced = trace(function, inputs);
+    Trace traced = trace(function, inputs, evaluation);
     rules_own = notes.points();
     world = notes.world();
     return traced;
@@ -136,7 +137,7 @@ Trace trace_choosing_placements(const TensorFunction& function, const std::vecto
   // call (a distributed step's output layouts) must be of the trace that is compiled.
   first = Trace{};
   dist::PlacementChoices chosen(picks);
-  return trace(function, inputs);
+  return trace(function, inputs, evaluation);
 }
 
 }  // namespace eddy::compiler

@@ -29,8 +29,10 @@ namespace eddy::compiler {
 // Bytes one rank sends per call of the step `graph` holds, by its collectives.
 double bytes_sent_per_rank(const Graph& graph);
 
-// trace(function, inputs), with the placements of its distributed values chosen by the search
-// above. A collective call when the step has open points: every rank must compile together.
-Trace trace_choosing_placements(const TensorFunction& function, const std::vector<Tensor>& inputs);
+// trace(function, inputs, evaluation), with the placements of its distributed values chosen by
+// the search above. A collective call when the step has open points: every rank must compile
+// together.
+Trace trace_choosing_placements(const TensorFunction& function, const std::vector<Tensor>& inputs,
+                                Evaluation evaluation = Evaluation::concrete);
 
 }  // namespace eddy::compiler
