@@ -112,6 +112,15 @@ std::vector<T> dense_copy_of_transposed(const T* x, int64_t rows, int64_t cols, 
   return dense;
 }
 
+// Asks for `columns` elements of each of `rows` rows, `ld` apart, to be brought into L2.
+template <typename T>
+void prefetch_rows(const T* first, int64_t rows, int64_t columns, int64_t ld) {
+  constexpr int64_t kPerLine = 64 / sizeof(T);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < columns; j += kPerLine) __builtin_prefetch(first + r * ld + j, 0, 2);
+  }
+}
+
 // A thin GEMM: its output's columns and its inner dimension both at most this.
 constexpr int64_t kThinSplitWidth = 128;
 // The fewest rows (or, summed over, inner elements) worth a block of their own (loops.h).
@@ -182,8 +191,14 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
   }
   if (wide) {
     // Blocks of columns (points) on eddy's threads, each in calls sized for the small-matrix
-    // kernel, as for thin GEMMs above.
-    const int64_t per_call = std::max<int64_t>(kSmallProduct / std::max<int64_t>(n * k, 1), 16);
+    // kernel, as for thin GEMMs above. A call reads its columns of B and writes those of C as n
+    // and k short runs, one per row, too many separate streams for the hardware prefetcher; in
+    // float64 the small-matrix kernel then ran a [20 x 20] @ [20 x 10240] product from memory at
+    // 19 GFLOP/s against 41 with the operands in cache. Calls of 512 columns with the next call's
+    // columns of B and C prefetched before each ran it at 23 to 28 (float32 neither gained nor
+    // lost; docs/benchmarks.md, "float64").
+    const int64_t per_call =
+        std::min<int64_t>(std::max<int64_t>(kSmallProduct / std::max<int64_t>(n * k, 1), 16), 512);
     // The small-matrix kernel took a transposed A (W^T, from an [in, out] weight) at 41 GFLOP/s
     // and a dense one at 64 (one core, 20 x 20 @ 20 x 1111): a dense copy of A, at most 128 x 128.
     std::vector<T> dense_a;
@@ -197,6 +212,12 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     const int64_t b_column_step = tb == CblasNoTrans ? 1 : ldb;
     for_each_block(m, block_count(m, kRowsPerBlock), [&](int64_t, int64_t first, int64_t end) {
       for (int64_t begin = first; begin < end; begin += per_call) {
+        // Past the block's end too: the next block is usually this thread's own.
+        const int64_t next = begin + per_call, next_columns = std::min(per_call, m - next);
+        if (next_columns > 0) {
+          if (tb == CblasNoTrans) prefetch_rows(b + next, k, next_columns, ldb);
+          prefetch_rows(c + next, n, next_columns, ldc);
+        }
         blas_gemm<T>(ta, tb, n, std::min(per_call, end - begin), k, a, lda, b + begin * b_column_step, ldb, c + begin,
                      ldc, true, true);
       }
