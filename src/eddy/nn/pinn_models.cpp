@@ -91,8 +91,10 @@ std::shared_ptr<Module> dense(int64_t in, int64_t out, const PinnModelOptions& o
   return std::make_shared<Linear>(in, out, g, o.dtype);
 }
 
-// A dense layer applied to feature-major activations h [in, points]: W^T h + b, [out, points].
-Tensor dense_feature_major(Module& layer, const Tensor& h) {
+// A dense layer applied to activations h: [points, in] row-major, [in, points] feature-major
+// (W^T h + b).
+Tensor apply_dense(Module& layer, const Tensor& h, bool feature_major) {
+  if (!feature_major) return layer.forward(h);
   if (auto* linear = dynamic_cast<Linear*>(&layer)) {
     return matmul(transpose(linear->weight), h) + unsqueeze(linear->bias, 1);
   }
@@ -162,15 +164,13 @@ class PinnModel : public Module {
     output_ = register_module("output", dense(output_width_, o.outputs, o, g));
   }
 
-  // Between the input map and the output, activations are feature-major, [features, points]:
-  // each layer is then a [width x width] @ [width x points] product, vectorised along the points,
-  // and its weight gradient a tile of dot products along them, both faster on the CPU than the
-  // [points x width] @ [width x width] products of the usual layout, whose rows are too short for
-  // the vector registers (docs/benchmarks.md, "Feature-major PINN layers").
-  Tensor forward(const Tensor& x) override { return transpose(dense_feature_major(*output_, hidden(x))); }
+  Tensor forward(const Tensor& x) override {
+    const Tensor out = apply_dense(*output_, hidden(x), feature_major_);
+    return feature_major_ ? transpose(out) : out;
+  }
 
   // The output layer's input at x, row by row: the output is an affine function of it.
-  Tensor output_layer_inputs(const Tensor& x) { return transpose(hidden(x)); }
+  Tensor output_layer_inputs(const Tensor& x) { return feature_major_ ? transpose(hidden(x)) : hidden(x); }
 
   // Output `column` becomes features . weights + bias, with weights [features] as given.
   void set_output_column(int64_t column, const Tensor& weights, double bias) {
@@ -194,10 +194,12 @@ class PinnModel : public Module {
   int64_t output_layer_width() const { return output_width_; }
 
  private:
-  // The representation the output layer reads, feature-major: [features, points].
+  // The representation the output layer reads, in the model's layout.
   Tensor hidden(const Tensor& x) {
-    Tensor h = transpose(input_->forward(x));
-    auto dense = [&](const std::shared_ptr<Module>& layer, const Tensor& in) { return dense_feature_major(*layer, in); };
+    Tensor h = feature_major_ ? transpose(input_->forward(x)) : input_->forward(x);
+    auto dense = [&](const std::shared_ptr<Module>& layer, const Tensor& in) {
+      return apply_dense(*layer, in, feature_major_);
+    };
     switch (options_.architecture) {
       case PinnArchitecture::mlp:
         for (size_t l = 0; l < hidden_.size(); ++l) h = activations_[l]->forward(dense(hidden_[l], h));
@@ -241,6 +243,15 @@ class PinnModel : public Module {
   }
 
   PinnModelOptions options_;
+  // Between the input map and the output, float32 activations are feature-major, [features,
+  // points]: each layer is a [width x width] @ [width x points] product, vectorised along the
+  // points, where a row of the usual [points x width] @ [width x width] products is too short for
+  // the vector registers. float64 keeps [points, features]: OpenBLAS's dgemm reads a block of
+  // points of a feature-major operand as one short run per feature and ran those products at
+  // half its rate from memory. Measured on eddy solve's Burgers step (8 x 20) on 2026-12-05:
+  // feature-major 1.08x faster in float32, row-major 1.10x to 1.23x faster in float64
+  // (docs/benchmarks.md, "PINN layer layouts by dtype").
+  bool feature_major_ = options_.dtype == DType::f32;
   int64_t output_width_ = 0;  // the output layer's input features
   std::shared_ptr<InputMap> input_;
   std::shared_ptr<Module> encoder_u_, encoder_v_, lift_, output_;
