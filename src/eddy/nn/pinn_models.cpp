@@ -250,7 +250,7 @@ class PinnModel : public Module {
   // points of a feature-major operand as one short run per feature and ran those products at
   // half its rate from memory. Measured on eddy solve's Burgers step (8 x 20) on 2026-12-05:
   // feature-major 1.08x faster in float32, row-major 1.10x to 1.23x faster in float64
-  // (docs/benchmarks.md, "PINN layer layouts by dtype").
+  // (docs/benchmarks.md, "PINN layer layouts by dtype, and float64 against the peers").
   bool feature_major_ = options_.dtype == DType::f32;
   int64_t output_width_ = 0;  // the output layer's input features
   std::shared_ptr<InputMap> input_;
