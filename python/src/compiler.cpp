@@ -159,7 +159,8 @@ void bind_jit(py::module_& m) {
   m.def("jit", [](const py::function& f) { return std::make_unique<JitFunction>(f); }, py::arg("f"),
         "Compiles f (eddy tensors in, a tensor or a tuple/list of tensors out) like the C++ eddy::compile: "
         "the first call with new input shapes, dtypes, requires_grad or grad mode runs f once on abstract "
-        "tensors (shapes and dtypes, no values) while tracing it, then runs the compiled graph; later calls with that signature run the compiled graph without calling f. f may use eddy.grad "
+        "tensors (shapes and dtypes, no values) while tracing it, then runs the compiled graph; later calls "
+        "with that signature run the compiled graph without calling f. f may use eddy.grad "
         "and the other transformations; it may not branch on tensor values, write in place or draw random "
         "numbers. Usable as a decorator.");
 }

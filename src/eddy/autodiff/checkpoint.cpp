@@ -94,8 +94,8 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
     NoGradGuard no_grad;
     return pack(segment.fn(std::vector<Tensor>(inputs.begin(), inputs.end()))).detach();
   };
-  // Eager forward mode never reaches this primitive (checkpoint() runs the segment directly); forward
-  // mode over a compiled function replays it: the segment runs again, in forward mode.
+  // Eager forward mode never reaches this primitive (checkpoint() runs the segment directly);
+  // forward mode over a compiled function replays it: the segment runs again, in forward mode.
   p.jvp = [](Inputs inputs, const Attrs& attrs, int input, const Tensor& tangent) {
     const ForwardLevel level;
     std::vector<Tensor> arguments(inputs.begin(), inputs.end());

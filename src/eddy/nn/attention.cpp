@@ -128,7 +128,8 @@ std::vector<Tensor> second_derivatives(Inputs in, const Tensor& seed, const std:
   const bool create_graph = GradMode::enabled();
   std::vector<Tensor> arguments;
   for (int i : {0, 1, 2, 4}) {
-    arguments.push_back(create_graph && in[i].requires_grad() ? in[i] : detach_keeping_tangents(in[i]).requires_grad_());
+    const bool through_input = create_graph && in[i].requires_grad();
+    arguments.push_back(through_input ? in[i] : detach_keeping_tangents(in[i]).requires_grad_());
   }
   std::vector<Tensor> gradients = composed_gradients(arguments[0], arguments[1], arguments[2], arguments[3]);
   std::vector<Tensor> second = grad(gradients, arguments, unflatten(seed, in.first(3)), create_graph);
@@ -174,7 +175,8 @@ const Primitive& attention_backward_p = []() -> const Primitive& {
     if (input == 4) return dispatch(attention_backward_p, {in[0], in[1], in[2], in[3], tangent});
     std::vector<Tensor> seed;
     for (int i : {0, 1, 2}) {
-      seed.push_back(i == input ? reshape(tangent, {-1}) : zeros({in[i].numel()}, tangent.dtype(), tangent.device()));
+      seed.push_back(i == input ? reshape(tangent, {-1})
+                                : zeros({in[i].numel()}, tangent.dtype(), tangent.device()));
     }
     const std::vector<Tensor> second = second_derivatives(in, concat(seed, 0), {true, true, true, false, false});
     return concat({reshape(second[0], {-1}), reshape(second[1], {-1}), reshape(second[2], {-1})}, 0);

@@ -191,12 +191,12 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
   }
   if (wide) {
     // Blocks of columns (points) on eddy's threads, each in calls sized for the small-matrix
-    // kernel, as for thin GEMMs above. A call reads its columns of B and writes those of C as n
-    // and k short runs, one per row, too many separate streams for the hardware prefetcher; in
+    // kernel, as for thin GEMMs above. A call reads its columns of B and writes those of C as k
+    // and n short runs, one per row, too many separate streams for the hardware prefetcher; in
     // float64 the small-matrix kernel then ran a [20 x 20] @ [20 x 10240] product from memory at
     // 19 GFLOP/s against 41 with the operands in cache. Calls of 512 columns with the next call's
     // columns of B and C prefetched before each ran it at 23 to 28 (float32 neither gained nor
-    // lost; docs/benchmarks.md, "float64").
+    // lost; docs/benchmarks.md, "PINN layer layouts by dtype, and float64 against the peers").
     const int64_t per_call =
         std::min<int64_t>(std::max<int64_t>(kSmallProduct / std::max<int64_t>(n * k, 1), 16), 512);
     // The small-matrix kernel took a transposed A (W^T, from an [in, out] weight) at 41 GFLOP/s
