@@ -243,15 +243,16 @@ class PinnModel : public Module {
   }
 
   PinnModelOptions options_;
-  // Between the input map and the output, float32 activations are feature-major, [features,
-  // points]: each layer is a [width x width] @ [width x points] product, vectorised along the
-  // points, where a row of the usual [points x width] @ [width x width] products is too short for
-  // the vector registers. float64 keeps [points, features]: OpenBLAS's dgemm reads a block of
-  // points of a feature-major operand as one short run per feature and ran those products at
-  // half its rate from memory. Measured on eddy solve's Burgers step (8 x 20) on 2026-12-05:
-  // feature-major 1.08x faster in float32, row-major 1.10x to 1.23x faster in float64
-  // (docs/benchmarks.md, "PINN layer layouts by dtype, and float64 against the peers").
-  bool feature_major_ = options_.dtype == DType::f32;
+  // Activations are [points, features], except in float32 models narrower than 32, whose rows
+  // are shorter than two AVX-512 registers (20 floats fill one and a quarter of the next): those
+  // are feature-major between the input map and the output, [features, points], each layer a
+  // [width x width] @ [width x points] product vectorised along the points. Measured with
+  // eddy solve on 2026-12-05, one thread: feature-major 1.08x faster on a float32 Burgers step
+  // (8 x 20); row-major 1.18x to 1.35x faster on the float32 examples of width 32 and 64 (cavity,
+  // heat2d, kdv) and 1.10x to 1.23x on float64 Burgers, whose feature-major products OpenBLAS's
+  // dgemm ran at half its rate from memory (docs/benchmarks.md, "PINN layer layouts by dtype,
+  // and float64 against the peers").
+  bool feature_major_ = options_.dtype == DType::f32 && options_.width < 32;
   int64_t output_width_ = 0;  // the output layer's input features
   std::shared_ptr<InputMap> input_;
   std::shared_ptr<Module> encoder_u_, encoder_v_, lift_, output_;
