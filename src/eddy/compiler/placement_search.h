@@ -33,6 +33,6 @@ double bytes_sent_per_rank(const Graph& graph);
 // the search above. A collective call when the step has open points: every rank must compile
 // together.
 Trace trace_choosing_placements(const TensorFunction& function, const std::vector<Tensor>& inputs,
-                                Evaluation evaluation = Evaluation::concrete);
+                                Evaluation evaluation);
 
 }  // namespace eddy::compiler
