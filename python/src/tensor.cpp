@@ -22,6 +22,11 @@ std::string repr(const py::object& self) {
     return cat("DistributedTensor(shape=", t.shape(), ", placements=", to_string(layout->placements), ", local=",
                repr(py::cast(layout->local)), ")");
   }
+  // What a jitted function's first call sees while it is traced (eddy.jit): no values to show.
+  if (t.is_abstract()) {
+    return cat("tensor(abstract, shape=", t.shape(), ", dtype=", numpy_name(t.dtype()),
+               t.requires_grad() ? ", requires_grad=True" : "", ")");
+  }
   py::module_ np = py::module_::import("numpy");
   std::string body = py::str(np.attr("array2string")(to_numpy(self), py::arg("separator") = ", ",
                                                       py::arg("prefix") = "tensor("));

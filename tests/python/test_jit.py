@@ -115,6 +115,15 @@ def test_python_exception_inside_the_function_propagates():
     assert jitted.stats.traces == 1
 
 
+def test_printing_inside_the_function_shows_the_traced_tensor():
+    # The traced call sees abstract tensors, as JAX's tracers: shape and dtype, no values.
+    shown = []
+    jitted = eddy.jit(lambda x: (shown.append(repr(x)), x * 2.0)[1])
+    x = rng_tensor(1, (3,))
+    np.testing.assert_allclose(jitted(x).numpy(), x.numpy() * 2.0)
+    assert shown == ["tensor(abstract, shape=[3], dtype=float64)"]
+
+
 def test_value_dependent_branch_is_an_eddy_error():
     def f(x):
         return x if eddy.sum(x).item() > 0 else -x
