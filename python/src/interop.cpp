@@ -96,6 +96,9 @@ py::array to_numpy(const py::object& self) {
   if (const Distribution* layout = distribution_of(t); layout && whole_on_every_rank(*layout)) {
     return to_numpy(py::cast(layout->local));
   }
+  EDDY_CHECK(!t.is_abstract(), "Tensor.numpy(): the tensor of shape ", t.shape(), " is abstract: eddy.jit traces "
+             "its function on tensors with a shape and a dtype but no values; do the NumPy work outside the "
+             "jitted function");
   EDDY_CHECK(t.device().type == DeviceType::cpu, "Tensor.numpy(): the tensor is on ", t.device(),
              "; only CPU tensors share memory with NumPy");
   EDDY_CHECK(t.dtype() != DType::bf16, "Tensor.numpy(): a bfloat16 tensor has no NumPy form (NumPy has no "

@@ -122,6 +122,8 @@ def test_printing_inside_the_function_shows_the_traced_tensor():
     x = rng_tensor(1, (3,))
     np.testing.assert_allclose(jitted(x).numpy(), x.numpy() * 2.0)
     assert shown == ["tensor(abstract, shape=[3], dtype=float64)"]
+    with pytest.raises(eddy.Error, match=r"Tensor.numpy\(\): the tensor of shape \[3\] is abstract"):
+        eddy.jit(lambda x: eddy.tensor(x.numpy() * 2.0))(x)
 
 
 def test_value_dependent_branch_is_an_eddy_error():
