@@ -115,8 +115,8 @@ def test_python_exception_inside_the_function_propagates():
     assert jitted.stats.traces == 1
 
 
-def test_printing_inside_the_function_shows_the_traced_tensor():
-    # The traced call sees abstract tensors, as JAX's tracers: shape and dtype, no values.
+def test_the_traced_call_sees_abstract_tensors():
+    # As JAX's tracers: a shape and a dtype, no values; print shows them, NumPy refuses them.
     shown = []
     jitted = eddy.jit(lambda x: (shown.append(repr(x)), x * 2.0)[1])
     x = rng_tensor(1, (3,))
