@@ -92,13 +92,13 @@ std::vector<py::ssize_t> byte_strides(const Tensor& t) {
 
 py::array to_numpy(const py::object& self) {
   const Tensor& t = self.cast<const Tensor&>();
-  // A distributed tensor whole on every rank reads as its local part; a split one refuses (raw_data).
-  if (const Distribution* layout = distribution_of(t); layout && whole_on_every_rank(*layout)) {
-    return to_numpy(py::cast(layout->local));
-  }
-  EDDY_CHECK(!t.is_abstract(), "Tensor.numpy(): the tensor of shape ", t.shape(), " is abstract: eddy.jit traces "
-             "its function on tensors with a shape and a dtype but no values; do the NumPy work outside the "
-             "jitted function");
+  // A distributed tensor whole on every rank reads as its local part; a split one, which has no
+  // storage of its own either, refuses below (raw_data).
+  const Distribution* layout = distribution_of(t);
+  if (layout && whole_on_every_rank(*layout)) return to_numpy(py::cast(layout->local));
+  EDDY_CHECK(layout || !t.is_abstract(), "Tensor.numpy(): the tensor of shape ", t.shape(), " is abstract: "
+             "eddy.jit traces its function on tensors with a shape and a dtype but no values; do the NumPy work "
+             "outside the jitted function");
   EDDY_CHECK(t.device().type == DeviceType::cpu, "Tensor.numpy(): the tensor is on ", t.device(),
              "; only CPU tensors share memory with NumPy");
   EDDY_CHECK(t.dtype() != DType::bf16, "Tensor.numpy(): a bfloat16 tensor has no NumPy form (NumPy has no "
