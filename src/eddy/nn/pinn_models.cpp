@@ -91,6 +91,14 @@ std::shared_ptr<Module> dense(int64_t in, int64_t out, const PinnModelOptions& o
   return std::make_shared<Linear>(in, out, g, o.dtype);
 }
 
+// The share of vector lanes a row of `width` values leaves empty in the AVX-512 registers that hold
+// it.
+double empty_lane_fraction(int64_t width, DType dtype) {
+  const int64_t lanes = 64 / static_cast<int64_t>(dtype_size(dtype));
+  const int64_t held = (width + lanes - 1) / lanes * lanes;
+  return static_cast<double>(held - width) / static_cast<double>(held);
+}
+
 // A dense layer applied to activations h: [points, in] row-major, [in, points] feature-major
 // (W^T h + b).
 Tensor apply_dense(Module& layer, const Tensor& h, bool feature_major) {
@@ -243,16 +251,17 @@ class PinnModel : public Module {
   }
 
   PinnModelOptions options_;
-  // Activations are [points, features], except in float32 models narrower than 32, whose rows
-  // are shorter than two AVX-512 registers (20 floats fill one and a quarter of the next): those
-  // are feature-major between the input map and the output, [features, points], each layer a
-  // [width x width] @ [width x points] product vectorised along the points. Measured with
-  // eddy solve on 2026-12-05, one thread: feature-major 1.08x faster on a float32 Burgers step
-  // (8 x 20); row-major 1.18x to 1.35x faster on the float32 examples of width 32 and 64 (cavity,
-  // heat2d, kdv) and 1.10x to 1.23x on float64 Burgers, whose feature-major products OpenBLAS's
+  // Activations are [points, features], except where a row of the hidden width leaves more than
+  // a quarter of its AVX-512 registers' lanes empty (20 floats fill one register and a quarter
+  // of the next: 37.5% empty): then they are feature-major between the input map and the output,
+  // [features, points], each layer a [width x width] @ [width x points] product vectorised along
+  // the points. Measured with eddy solve on 2026-12-05, one thread, 8-layer Burgers in float32:
+  // feature-major 1.08x faster at width 20, level at 24 (25% empty), row-major 1.06x faster at 28
+  // and 1.16x at 16; row-major 1.18x to 1.35x faster on the float32 examples of width 32 and 64,
+  // and 1.10x on float64 Burgers at width 20 (17% empty), whose feature-major products OpenBLAS's
   // dgemm ran at half its rate from memory (docs/benchmarks.md, "PINN layer layouts by dtype,
   // and float64 against the peers").
-  bool feature_major_ = options_.dtype == DType::f32 && options_.width < 32;
+  bool feature_major_ = empty_lane_fraction(options_.width, options_.dtype) > 0.25;
   int64_t output_width_ = 0;  // the output layer's input features
   std::shared_ptr<InputMap> input_;
   std::shared_ptr<Module> encoder_u_, encoder_v_, lift_, output_;
