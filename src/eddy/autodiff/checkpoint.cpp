@@ -97,12 +97,13 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
   // Eager forward mode never reaches this primitive (checkpoint() runs the segment directly);
   // forward mode over a compiled function replays it: the segment runs again, in forward mode.
   p.jvp = [](Inputs inputs, const Attrs& attrs, int input, const Tensor& tangent) {
-    const ForwardLevel level;
-    std::vector<Tensor> arguments(inputs.begin(), inputs.end());
-    arguments[static_cast<size_t>(input)] = with_tangent(arguments[static_cast<size_t>(input)], level.id(), tangent);
-    const Tensor packed = pack(segment_of(attrs).fn(arguments));
-    const Tensor result = tangent_at(packed, level.id());
-    return result.defined() ? result : zeros_like(packed);
+    const auto moving = static_cast<size_t>(input);
+    const auto packed_segment = [&](const std::vector<Tensor>& x) {
+      std::vector<Tensor> arguments(inputs.begin(), inputs.end());
+      arguments[moving] = x[0];
+      return std::vector<Tensor>{pack(segment_of(attrs).fn(arguments))};
+    };
+    return jvp(packed_segment, {inputs[moving]}, {tangent}).second[0];
   };
   // One recomputation gives every input's cotangent.
   p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor&, const Tensor& cotangent, const std::vector<bool>&) {

@@ -97,9 +97,9 @@ Tensor with_output_tangent(const Primitive& primitive, Inputs inputs, const Attr
   if (!primitive.jvp) {
     // No tangent rule means a zero derivative (comparisons, sign), unless reverse rules say
     // otherwise: then the tangent is not zero but unknown.
+    if (!primitive.has_vjp()) return out;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      EDDY_CHECK(!primitive.has_vjp() || !primitive.differentiable_input(static_cast<int>(i)) ||
-                     !tangent_at(inputs[i], level).defined(),
+      EDDY_CHECK(!primitive.differentiable_input(static_cast<int>(i)) || !tangent_at(inputs[i], level).defined(),
                  "forward mode: ", primitive.name, " has reverse rules but no tangent rule; use reverse mode");
     }
     return out;
