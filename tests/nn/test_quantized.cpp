@@ -208,7 +208,46 @@ TEST(Quantized, StateDictRoundTripGivesTheSameLogits) {
     load_quantized_state_dict(loaded, state, {bits, 32});
     EXPECT_EQ(relative_logit_difference(model, loaded), 0) << "int" << bits;
     EXPECT_NE(loaded.h[1]->mlp->c_fc->quantized_weight(), nullptr);
+    EXPECT_EQ(state.count("transformer.wte.weight"), 0u);  // the tied head, packed
+    EXPECT_EQ(state.at("transformer.wte.weight.packed").dtype(), DType::i32);
+    EXPECT_NE(loaded.quantized_head(), nullptr);
   }
+}
+
+TEST(Quantized, TheHeadIsQuantisedAndItsFloatWeightHoldsTheDequantisedValues) {
+  Gpt2Model tied(gpt2_options());
+  quantize_model(tied, {4, 32});
+  ASSERT_NE(tied.quantized_head(), nullptr);
+  EXPECT_EQ(tied.output_head_name(), "transformer.wte.weight");
+  EXPECT_EQ(tied.wte->weight.to_vector<float>(), dequantize(*tied.quantized_head()).to_vector<float>());
+
+  LlamaModel untied(llama_options());
+  const std::vector<float> embedding = untied.embed_tokens->weight.to_vector<float>();
+  quantize_model(untied, {8, 64});
+  ASSERT_NE(untied.quantized_head(), nullptr);
+  EXPECT_EQ(untied.output_head_name(), "lm_head.weight");
+  EXPECT_EQ(untied.lm_head_weight.to_vector<float>(), dequantize(*untied.quantized_head()).to_vector<float>());
+  EXPECT_EQ(untied.embed_tokens->weight.to_vector<float>(), embedding);  // not the head: left alone
+}
+
+TEST(Quantized, AFileWithAFloatHeadLoadsWithAFloatHead) {
+  Gpt2Model model(gpt2_options());
+  model.eval();
+  quantize_model(model, {4, 64});
+  StateDict state = quantized_state_dict(model);
+  // As `eddy lm quantize` wrote files before heads were quantised.
+  state.erase("transformer.wte.weight.packed");
+  state.erase("transformer.wte.weight.scales");
+  state.emplace("transformer.wte.weight", model.wte->weight);
+  Gpt2Options other_seed = gpt2_options();
+  other_seed.seed = 9;
+  Gpt2Model loaded(other_seed);
+  loaded.eval();
+  load_quantized_state_dict(loaded, state, {4, 64});
+  EXPECT_EQ(loaded.quantized_head(), nullptr);
+  EXPECT_NE(loaded.h[0]->attn->c_attn->quantized_weight(), nullptr);
+  // The same head values, multiplied by GEMM instead of the packed kernel.
+  EXPECT_LT(relative_logit_difference(model, loaded), 1e-5);
 }
 
 TEST(Quantized, Errors) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <tuple>
 
 #if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
@@ -371,36 +373,78 @@ std::vector<std::pair<std::string, std::shared_ptr<Linear>>> block_projections(C
 }
 
 namespace {
-// Attaches `matrix` to `layer` and writes its dequantised values into the float weight.
-void attach(Linear& layer, QuantizedMatrix matrix) {
-  EDDY_CHECK(layer.weight.dtype() == DType::f32, "quantize: the model must be float32, got ", layer.weight.dtype());
+// Sets a float weight to the values `matrix` stands for, in the weight's own layout.
+void write_dequantized(Tensor& weight, const QuantizedMatrix& matrix, WeightLayout layout) {
+  EDDY_CHECK(weight.dtype() == DType::f32, "quantize: the model must be float32, got ", weight.dtype());
   const Tensor values = dequantize(matrix);
   NoGradGuard no_grad;
-  layer.weight.copy_(layer.layout() == WeightLayout::in_out ? transpose(values) : values);
-  layer.use_quantized_weight(std::make_shared<const QuantizedMatrix>(std::move(matrix)));
+  weight.copy_(layout == WeightLayout::in_out ? transpose(values) : values);
 }
 
 Tensor out_in_weight(const Linear& layer) {
   return layer.layout() == WeightLayout::in_out ? contiguous(transpose(layer.weight)) : layer.weight;
+}
+
+// The [vocab, hidden] parameter the logits multiply.
+Tensor output_head(const CausalLanguageModel& model) {
+  const std::string name = model.output_head_name();
+  for (const auto& [key, parameter] : model.named_parameters()) {
+    if (key == name) return parameter;
+  }
+  throw Error(cat("quantize: the model has no parameter \"", name, "\" for its output head"));
+}
+
+// Takes "<weight_name>.packed" and "<weight_name>.scales" for a [rows, columns] matrix out of
+// `state` and puts the float values they stand for under `weight_name`, in `layout`.
+QuantizedMatrix take_quantized(StateDict& state, const std::string& weight_name, int64_t rows, int64_t columns,
+                               WeightLayout layout, const QuantizationOptions& options) {
+  QuantizedMatrix m;
+  m.bits = options.bits;
+  m.rows = rows;
+  m.columns = columns;
+  m.group = options.bits == 8 ? m.columns : options.group;
+  const Shape packed_shape{m.rows, row_bytes(m.bits, m.columns, m.group) / 4};
+  const Shape scales_shape{m.rows, ceil_div(m.columns, m.group)};
+  for (const auto& [suffix, shape, dtype] : {std::tuple{".packed", packed_shape, DType::i32},
+                                             std::tuple{".scales", scales_shape, DType::f32}}) {
+    const std::string key = weight_name + suffix;
+    const auto found = state.find(key);
+    EDDY_CHECK(found != state.end(), "load_quantized_state_dict: missing key \"", key, "\"");
+    EDDY_CHECK(found->second.shape() == shape && found->second.dtype() == dtype, "load_quantized_state_dict: \"",
+               key, "\" is ", found->second.dtype(), " ", found->second.shape(), " but int", options.bits,
+               " weights of this model need ", dtype, " ", shape);
+    (std::string(suffix) == ".packed" ? m.packed : m.scales) = contiguous(found->second);
+    state.erase(found);
+  }
+  const Tensor values = dequantize(m);
+  state.emplace(weight_name, layout == WeightLayout::in_out ? transpose(values) : values);
+  return m;
 }
 }  // namespace
 
 void quantize_model(CausalLanguageModel& model, const QuantizationOptions& options) {
   check_options(options.bits, options.group);
   for (auto& [name, layer] : block_projections(model)) {
-    attach(*layer, quantize_matrix(out_in_weight(*layer).detach(), options.bits, options.group));
+    QuantizedMatrix matrix = quantize_matrix(out_in_weight(*layer).detach(), options.bits, options.group);
+    write_dequantized(layer->weight, matrix, layer->layout());
+    layer->use_quantized_weight(std::make_shared<const QuantizedMatrix>(std::move(matrix)));
   }
+  Tensor head = output_head(model);
+  QuantizedMatrix matrix = quantize_matrix(head.detach(), options.bits, options.group);
+  write_dequantized(head, matrix, WeightLayout::out_in);
+  model.use_quantized_head(std::make_shared<const QuantizedMatrix>(std::move(matrix)));
 }
 
 StateDict quantized_state_dict(CausalLanguageModel& model) {
   StateDict state = model.state_dict();
-  for (auto& [name, layer] : block_projections(model)) {
-    const QuantizedMatrix* matrix = layer->quantized_weight();
-    EDDY_CHECK(matrix != nullptr, "quantized_state_dict: \"", name, "\" is not quantised (call quantize_model)");
-    state.erase(name + ".weight");
-    state.emplace(name + ".weight.packed", matrix->packed);
-    state.emplace(name + ".weight.scales", matrix->scales);
-  }
+  const auto replace = [&](const std::string& weight_name, const QuantizedMatrix* matrix) {
+    EDDY_CHECK(matrix != nullptr, "quantized_state_dict: \"", weight_name, "\" is not quantised (call quantize_model)");
+    state.erase(weight_name);
+    state.emplace(weight_name + ".packed", matrix->packed);
+    state.emplace(weight_name + ".scales", matrix->scales);
+  };
+  for (auto& [name, layer] : block_projections(model)) replace(name + ".weight", layer->quantized_weight());
+  replace(model.output_head_name(), model.quantized_head());
   return state;
 }
 
@@ -409,30 +453,20 @@ void load_quantized_state_dict(CausalLanguageModel& model, const StateDict& stat
   StateDict floats = state;
   std::vector<std::pair<Linear*, QuantizedMatrix>> matrices;
   for (auto& [name, layer] : block_projections(model)) {
-    QuantizedMatrix m;
-    m.bits = options.bits;
-    m.rows = layer->weight.shape()[layer->layout() == WeightLayout::in_out ? 1 : 0];
-    m.columns = layer->in_features();
-    m.group = options.bits == 8 ? m.columns : options.group;
-    const Shape packed_shape{m.rows, row_bytes(m.bits, m.columns, m.group) / 4};
-    const Shape scales_shape{m.rows, ceil_div(m.columns, m.group)};
-    for (const auto& [suffix, shape, dtype] : {std::tuple{".weight.packed", packed_shape, DType::i32},
-                                               std::tuple{".weight.scales", scales_shape, DType::f32}}) {
-      const std::string key = name + suffix;
-      const auto found = floats.find(key);
-      EDDY_CHECK(found != floats.end(), "load_quantized_state_dict: missing key \"", key, "\"");
-      EDDY_CHECK(found->second.shape() == shape && found->second.dtype() == dtype, "load_quantized_state_dict: \"",
-                 key, "\" is ", found->second.dtype(), " ", found->second.shape(), " but int", options.bits,
-                 " weights of this model need ", dtype, " ", shape);
-      (std::string(suffix) == ".weight.packed" ? m.packed : m.scales) = contiguous(found->second);
-      floats.erase(found);
-    }
-    const Tensor values = dequantize(m);
-    floats.emplace(name + ".weight", layer->layout() == WeightLayout::in_out ? transpose(values) : values);
-    matrices.emplace_back(layer.get(), std::move(m));
+    const int64_t rows = layer->weight.shape()[layer->layout() == WeightLayout::in_out ? 1 : 0];
+    matrices.emplace_back(layer.get(), take_quantized(floats, name + ".weight", rows, layer->in_features(),
+                                                      layer->layout(), options));
+  }
+  // Files written before the head was quantised hold it in float32, and it stays so.
+  const std::string head_name = model.output_head_name();
+  std::optional<QuantizedMatrix> head;
+  if (floats.contains(head_name + ".packed")) {
+    head = take_quantized(floats, head_name, model.vocab_size(), output_head(model).shape()[1], WeightLayout::out_in,
+                          options);
   }
   model.load_state_dict(floats);
   for (auto& [layer, m] : matrices) layer->use_quantized_weight(std::make_shared<const QuantizedMatrix>(std::move(m)));
+  if (head) model.use_quantized_head(std::make_shared<const QuantizedMatrix>(std::move(*head)));
 }
 
 }  // namespace eddy::nn

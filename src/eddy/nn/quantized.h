@@ -1,10 +1,11 @@
 #pragma once
 // Weight-only quantisation of a trained language model for inference: the matrices of the
-// attention and MLP projections become int8 (one scale per output row) or int4 (one scale per
-// group of columns of a row), symmetric around zero, while activations, embeddings, norms, biases
-// and the output head stay float32. Decoding one token is a matrix-vector product per layer,
-// bound by the bytes of weights read, so reading 1 or 1/2 byte per weight instead of 4 is the
-// speed-up. The kernels read the packed bytes directly and never build a float copy of a whole
+// attention and MLP projections and the output head become int8 (one scale per output row) or
+// int4 (one scale per group of columns of a row), symmetric around zero, while activations,
+// norms, biases and position embeddings stay float32 (a token embedding tied to the head holds
+// the head's dequantised values). Decoding one token is a matrix-vector product per layer and
+// one for the head, bound by the bytes of weights read, so reading 1 or 1/2 byte per weight
+// instead of 4 is the speed-up. The kernels read the packed bytes directly and never build a float copy of a whole
 // matrix.
 //
 // Packed layout (one row of `columns` values per output feature, stored in int32 words because
@@ -56,16 +57,19 @@ struct QuantizationOptions {
 // LlamaModel. Another model is an error.
 std::vector<std::pair<std::string, std::shared_ptr<Linear>>> block_projections(CausalLanguageModel& model);
 
-// Quantises each of block_projections in place (Linear::use_quantized_weight) and sets its float
-// weight to the dequantised values. The model must be float32.
+// Quantises each of block_projections in place (Linear::use_quantized_weight) and the output head
+// (CausalLanguageModel::use_quantized_head), and sets their float weights to the dequantised
+// values. The model must be float32.
 void quantize_model(CausalLanguageModel& model, const QuantizationOptions& options);
 
-// A quantised model as tensors: the float state dict without the projections' weights, and for
-// each projection "<prefix>.weight.packed" (int32) and "<prefix>.weight.scales" (float32).
+// A quantised model as tensors: the float state dict without the quantised weights, and for each
+// of them "<name>.packed" (int32) and "<name>.scales" (float32): "<prefix>.weight.packed" for a
+// projection, "transformer.wte.weight.packed" (or the untied "lm_head.weight.packed") for the head.
 StateDict quantized_state_dict(CausalLanguageModel& model);
 // The inverse, into a float32 model of the same shape: loads the float tensors and attaches the
 // packed matrices with `options` (the file's bits and group). Every key must be present and
-// known, with the shapes the model and options imply.
+// known, with the shapes the model and options imply; a file whose head is float32 (written before
+// heads were quantised) keeps a float head.
 void load_quantized_state_dict(CausalLanguageModel& model, const StateDict& state, const QuantizationOptions& options);
 
 }  // namespace eddy::nn

@@ -7,6 +7,7 @@
 #include "eddy/core/autograd.h"
 #include "eddy/nn/attention.h"
 #include "eddy/nn/init.h"
+#include "eddy/nn/quantized.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::nn {
@@ -76,14 +77,22 @@ Tensor attention_with_dropout(const Tensor& queries, const Tensor& keys, const T
   return attend(dropout.forward(causal_attention_weights(queries, keys), dropout_key), values);
 }
 
-// logits = h @ head^T, with the head stored [vocab, hidden] like the token embedding it may be.
-Tensor project_to_vocabulary(const Tensor& hidden, const Tensor& head) {
-  const Shape& s = hidden.shape();
-  Tensor logits = matmul(reshape(hidden, {-1, s[2]}), transpose(head));
-  return reshape(logits, {s[0], s[1], head.shape()[0]});
+}  // namespace
+
+void CausalLanguageModel::use_quantized_head(std::shared_ptr<const QuantizedMatrix> packed) {
+  EDDY_CHECK(packed != nullptr, "use_quantized_head: null matrix");
+  EDDY_CHECK(packed->rows == vocab_size(), "use_quantized_head: a matrix of ", packed->rows,
+             " rows cannot be the head of a vocabulary of ", vocab_size());
+  quantized_head_ = std::move(packed);
 }
 
-}  // namespace
+// The head is stored [vocab, hidden], like the token embedding it may be.
+Tensor CausalLanguageModel::project_to_vocabulary(const Tensor& hidden, const Tensor& head) const {
+  const Shape& s = hidden.shape();
+  const Tensor rows = reshape(hidden, {-1, s[2]});
+  const Tensor logits = quantized_head_ ? quantized_matmul(rows, *quantized_head_) : matmul(rows, transpose(head));
+  return reshape(logits, {s[0], s[1], logits.shape()[1]});
+}
 
 RmsNorm::RmsNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
   EDDY_CHECK(dim > 0, "RmsNorm: dim must be positive, got ", dim);

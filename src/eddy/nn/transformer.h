@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -176,6 +177,22 @@ class CausalLanguageModel : public Module {
   // vocab_size]; the cache then holds T more positions. Positions beyond context_length() are
   // refused. Equal to the last T positions of the full forward over all the tokens.
   virtual Tensor forward(const Tensor& tokens, KvCache& cache) = 0;
+
+  // The state-dict name of the [vocab, hidden] matrix the logits multiply: the token embedding's
+  // where the two are tied.
+  virtual std::string output_head_name() const = 0;
+  // From now on the logits multiply `packed` (int8 or int4, quantized.h) instead of the float
+  // head: for inference only, as Linear::use_quantized_weight.
+  void use_quantized_head(std::shared_ptr<const QuantizedMatrix> packed);
+  const QuantizedMatrix* quantized_head() const { return quantized_head_.get(); }
+
+ protected:
+  // hidden [batch, T, hidden] -> logits [batch, T, vocab] = hidden head^T, through the packed
+  // head once there is one.
+  Tensor project_to_vocabulary(const Tensor& hidden, const Tensor& head) const;
+
+ private:
+  std::shared_ptr<const QuantizedMatrix> quantized_head_;
 };
 
 // Defaults are those of transformers' GPT2Config (GPT-2 small); the Hugging Face key follows.
@@ -228,6 +245,9 @@ class Gpt2Model : public CausalLanguageModel {
   // The final hidden states, after ln_f: [batch, T, hidden_size].
   Tensor hidden_states(const Tensor& tokens, Tensor* dropout_key = nullptr);
   const Gpt2Options& options() const { return options_; }
+  std::string output_head_name() const override {
+    return options_.tie_embeddings ? "transformer.wte.weight" : "lm_head.weight";
+  }
 
   std::shared_ptr<Embedding> wte, wpe;
   std::vector<std::shared_ptr<Gpt2Block>> h;
@@ -290,6 +310,9 @@ class LlamaModel : public CausalLanguageModel {
   // The final hidden states, after the last norm: [batch, T, hidden_size].
   Tensor hidden_states(const Tensor& tokens, Tensor* dropout_key = nullptr);
   const LlamaOptions& options() const { return options_; }
+  std::string output_head_name() const override {
+    return options_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  }
 
   std::shared_ptr<Embedding> embed_tokens;
   std::vector<std::shared_ptr<LlamaBlock>> layers;
