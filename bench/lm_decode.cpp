@@ -12,6 +12,7 @@
 
 #include "eddy/eddy.h"
 #include "eddy/nn/generation.h"
+#include "thread_waits.h"
 
 namespace {
 using namespace eddy;
@@ -60,6 +61,7 @@ void measure(const char* name, nn::CausalLanguageModel& model, int64_t new_token
 }  // namespace
 
 int main(int argc, char** argv) {
+  eddy::cli::use_short_thread_waits(argv);
   const int64_t new_tokens = argc > 1 ? std::atoll(argv[1]) : 240;
   set_num_threads(argc > 2 ? std::atoi(argv[2]) : 1);
 

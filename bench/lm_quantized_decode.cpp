@@ -2,6 +2,7 @@
 // int4 (nn/quantized.h): tokens per second through generate() with the KV cache, best of kRuns
 // (a decode of a third of a second moves by a fifth or more between runs on a shared machine).
 // `lm_quantized_decode [THREADS]`; a 16-token prompt, then as many tokens as fill the context.
+// OpenMP threads wait as `eddy lm generate`'s do (GOMP_SPINCOUNT=1000, src/cli/thread_waits.h).
 // The weights are freshly initialised, whose nearly equal logits make greedy tokens a poor
 // measure of agreement: the perplexity of a trained run (eddy lm quantize) is the one to read.
 
@@ -14,6 +15,7 @@
 #include "eddy/eddy.h"
 #include "eddy/nn/generation.h"
 #include "eddy/nn/quantized.h"
+#include "thread_waits.h"
 
 namespace {
 using namespace eddy;
@@ -64,6 +66,7 @@ nn::Gpt2Options gpt2(int64_t layers, int64_t hidden, int64_t heads, int64_t voca
 }  // namespace
 
 int main(int argc, char** argv) {
+  eddy::cli::use_short_thread_waits(argv);
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   set_num_threads(threads);
   std::printf("greedy decoding after a 16-token prompt to the context, %d thread(s), best of %d\n\n", threads, kRuns);
