@@ -15,6 +15,10 @@
 //
 // With --expect, a check value further than rtol (relative) from the reference's stops the run
 // before anything is timed; --check-only prints the check values and stops.
+//
+// OpenMP threads wait between parallel regions as the `eddy` command's and the Python module's do
+// (GOMP_SPINCOUNT=1000, src/cli/thread_waits.h), so that "eddy compiled" and "eddy solve" differ
+// only in what runs outside the step.
 
 #include <sys/resource.h>
 
@@ -34,6 +38,7 @@
 #include "eddy/io/safetensors.h"
 #include "eddy/nn/neural_operators.h"
 #include "eddy/optim/adam.h"
+#include "thread_waits.h"
 
 namespace {
 
@@ -322,6 +327,7 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  eddy::cli::use_short_thread_waits(argv);
   try {
     return run(parse(argc, argv));
   } catch (const std::exception& e) {

@@ -9,6 +9,8 @@ threads) runs in its own process, so peak RSS is that process's alone.
 Threads: OMP_NUM_THREADS, MKL_NUM_THREADS and OPENBLAS_NUM_THREADS = n, torch.set_num_threads(n)
 with one inter-op thread, eddy.set_num_threads(n), XLA_FLAGS with intra_op_parallelism_threads=n
 (and --xla_cpu_multi_thread_eigen=false for n = 1), and the process pinned to n CPUs by taskset.
+eddy's OpenMP threads wait between parallel regions as the `eddy` command's do in every eddy row
+(GOMP_SPINCOUNT=1000: the CLI, the Python module and eddy_peers each set it; src/cli/thread_waits.h).
 """
 
 import argparse
