@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "eddy/eddy.h"
+#include "eddy/nn/normalize.h"
 #include "eddy/nn/transformer.h"
 #include "support/derivative_check.h"
 #include "support/expect_error.h"
@@ -75,6 +76,29 @@ TEST(TransformerNorms, RmsNormMatchesLoops) {
     for (int64_t c = 0; c < dim; ++c) expected.push_back(in[r * dim + c] / std::sqrt(mean_square + 1e-6) * weight[c]);
   }
   expect_close(norm(x), expected);
+}
+
+// The primitives' kernel against the composed form it stands for: float32 and float64, a row, a
+// transposed view, and enough rows to be split over threads.
+TEST(TransformerNorms, NormalizePrimitivesMatchTheComposedForm) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const Tensor& x : {cast(random_f64({7}, 6), dtype), transpose(cast(random_f64({9, 4}, 7), dtype)),
+                            cast(random_f64({2, 150, 320}, 8) * 2.0 + 0.5, dtype)}) {
+      SCOPED_TRACE(testing::Message() << dtype << " " << to_string(x.shape()));
+      const double tolerance = dtype == DType::f32 ? 2e-6 : 1e-13;
+      for (double eps : {1e-5, 0.5}) {
+        const std::vector<double> layer = layer_normalize(x, eps).to_vector<double>(),
+                                  layer_composed = composed_layer_normalize(x, eps).to_vector<double>(),
+                                  rms = rms_normalize(x, eps).to_vector<double>(),
+                                  rms_composed = composed_rms_normalize(x, eps).to_vector<double>();
+        ASSERT_EQ(layer.size(), layer_composed.size());
+        for (size_t i = 0; i < layer.size(); ++i) {
+          EXPECT_NEAR(layer[i], layer_composed[i], tolerance) << i;
+          EXPECT_NEAR(rms[i], rms_composed[i], tolerance) << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(TransformerActivations, BothGeluFormsMatchTheirFormulas) {

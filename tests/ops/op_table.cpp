@@ -7,6 +7,7 @@
 #include "eddy/dist/distributed_fft.h"
 #include "eddy/fft/fft.h"
 #include "eddy/nn/attention.h"
+#include "eddy/nn/normalize.h"
 
 namespace eddy::testing {
 namespace {
@@ -400,6 +401,12 @@ std::vector<OpCase> build_table() {
                   normal_inputs({{2, 4, 3, 2}, {2, 2, 3, 2}, {2, 2, 3, 2}}), attention));
   t.push_back(row("causal_attention_after_cache", attention_primitives, kReal,
                   normal_inputs({{1, 2, 2, 3}, {1, 2, 5, 3}, {1, 2, 5, 3}}), attention));
+
+  // ---- LayerNorm's and RMSNorm's normalisation over the last axis (nn/normalize.h) ----
+  t.push_back(row("layer_normalize", {"layer_normalize"}, kReal, normal_inputs({{3, 5}}),
+                  [](const std::vector<Tensor>& x) { return nn::layer_normalize(x[0], 1e-3); }));
+  t.push_back(row("rms_normalize", {"rms_normalize"}, kReal, normal_inputs({{2, 2, 4}}),
+                  [](const std::vector<Tensor>& x) { return nn::rms_normalize(x[0], 1e-3); }));
 
   // ---- a compiled function, called as one primitive with rules ----
   {

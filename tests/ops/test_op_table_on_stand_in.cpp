@@ -58,11 +58,13 @@ class OpTableOnStandIn : public ::testing::TestWithParam<OpCase> {
 };
 
 // Left out: the distributed FFT (FFTW-MPI plans on host memory; the GPU refuses it, cuda_tests),
-// compiled calls (a program for a cuda device runs CUDA kernels, which need a real GPU) and fused
-// attention (a CPU kernel: other devices compose attention, so the bits differ).
+// compiled calls (a program for a cuda device runs CUDA kernels, which need a real GPU), and fused
+// attention and the norms' normalisation (CPU kernels: other devices compose them, so the bits
+// differ).
 bool runs_on_stand_in(const OpCase& op) {
   for (const std::string& primitive : op.primitives) {
-    if (primitive.starts_with("dist_") || primitive == "compiled_call" || primitive == "causal_attention") {
+    if (primitive.starts_with("dist_") || primitive == "compiled_call" || primitive == "causal_attention" ||
+        primitive == "layer_normalize" || primitive == "rms_normalize") {
       return false;
     }
   }

@@ -39,6 +39,10 @@ void Backend::causal_attention_backward(const Tensor& q, const Tensor&, const Te
   throw Error(cat("causal_attention: no fused attention kernel on ", q.device(), " yet"));
 }
 
+void Backend::normalize_last_axis(const Tensor& x, double, bool, const Tensor&) {
+  throw Error(cat("normalize_last_axis: no normalisation kernel on ", x.device(), " yet"));
+}
+
 void Backend::upload(const Tensor& host, const Tensor&) {
   throw Error(cat("upload: the ", host.device(), " backend keeps its tensors in host memory"));
 }

@@ -79,6 +79,12 @@ class Backend {
                                          const Tensor& packed, const Tensor& d_packed, const Tensor& dq,
                                          const Tensor& dk, const Tensor& dv);
 
+  // Each row along the last axis of x normalised: (x - mean) / sqrt(mean((x - mean)^2) + eps)
+  // when `centred` (LayerNorm's), x / sqrt(mean(x^2) + eps) otherwise (RMSNorm's). x is float32
+  // or float64, any view; out is dense, of x's shape. A device without the kernel keeps the
+  // default, which refuses naming the device.
+  virtual void normalize_last_axis(const Tensor& x, double eps, bool centred, const Tensor& out);
+
   // For devices with memory of their own (the CPU needs neither): dense copies between a host
   // tensor and one of this device, of one shape and dtype. download returns once the values are
   // on the host.

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "eddy/nn/init.h"
+#include "eddy/nn/normalize.h"
 #include "eddy/nn/quantized.h"
 #include "eddy/ops/ops.h"
 
@@ -141,9 +142,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype, bool with_bias) : eps
 Tensor LayerNorm::forward(const Tensor& x) {
   EDDY_CHECK(x.dim() >= 1 && x.shape().back() == weight.shape()[0], "LayerNorm: input has shape ", x.shape(),
              " but the layer normalises ", weight.shape()[0], " features");
-  Tensor centred = x - mean(x, {-1}, true);
-  Tensor variance = mean(square(centred), {-1}, true);
-  Tensor scaled = centred / sqrt(variance + eps_) * weight;
+  const Tensor scaled = layer_normalize(x, eps_) * weight;
   return bias.defined() ? scaled + bias : scaled;
 }
 

@@ -7,6 +7,7 @@
 #include "eddy/core/autograd.h"
 #include "eddy/nn/attention.h"
 #include "eddy/nn/init.h"
+#include "eddy/nn/normalize.h"
 #include "eddy/nn/quantized.h"
 #include "eddy/ops/ops.h"
 
@@ -104,7 +105,7 @@ RmsNorm::RmsNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
 Tensor RmsNorm::forward(const Tensor& x) {
   EDDY_CHECK(x.dim() >= 1 && x.shape().back() == weight.shape()[0], "RmsNorm: input has shape ", x.shape(),
              " but the layer normalises ", weight.shape()[0], " features");
-  return x / sqrt(mean(square(x), {-1}, true) + eps_) * weight;
+  return rms_normalize(x, eps_) * weight;
 }
 
 Tensor rotary_embedding(const Tensor& x, double theta, int64_t first_position) {

@@ -51,7 +51,7 @@ struct Attrs {
   bool keepdims = false;       // reductions
   bool inverse = false;        // fft_c2c: the +i (inverse) direction
   double scale = 1.0;          // fft_c2r: factor on the output (the norm's), applied in the kernel;
-                               // arange: the spacing
+                               // arange: the spacing; layer_normalize, rms_normalize: eps
   DType dtype = DType::f32;    // cast; creation and random draws: the output's
   Device device;               // creation: where the output lives (the other ops: their inputs')
   ExactComplex value;          // full: the fill value; arange: the first element

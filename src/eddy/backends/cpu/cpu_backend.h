@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                                  const Tensor& packed, const Tensor& d_packed, const Tensor& dq, const Tensor& dk,
                                  const Tensor& dv) override;
+  void normalize_last_axis(const Tensor& x, double eps, bool centred, const Tensor& out) override;
 };
 
 }  // namespace eddy::cpu_kernels

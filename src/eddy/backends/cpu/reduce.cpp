@@ -3,6 +3,7 @@
 
 #include "eddy/backends/cpu/eigen_core.h"
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "eddy/backends/cpu/cpu_backend.h"
@@ -95,7 +96,35 @@ void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t wid
   }
 }
 
+// Rows of `length`: out = (row - mean) / sqrt(mean((row - mean)^2) + eps), or row / sqrt(mean(
+// row^2) + eps) without centring, in the composed form's order of operations and precision.
+template <typename T>
+void normalize_rows(const T* data, int64_t rows, int64_t length, T eps, bool centred, T* out) {
+  parallel_rows(rows, length, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      ConstRow<T> row(data + i * length, length);
+      Row<T> normalised(out + i * length, length);
+      const T mean = centred ? row.sum() / T(length) : T(0);
+      normalised = row - mean;
+      const T mean_square = normalised.square().sum() / T(length);
+      normalised /= std::sqrt(mean_square + eps);
+    }
+  });
+}
+
 }  // namespace
+
+void CpuBackend::normalize_last_axis(const Tensor& x, double eps, bool centred, const Tensor& out) {
+  const Tensor rows = x.is_contiguous() ? x : Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (!x.is_contiguous()) copy(x, rows);
+  const int64_t length = x.dim() == 0 ? 1 : x.shape().back();
+  const int64_t count = length == 0 ? 0 : x.numel() / length;
+  if (x.dtype() == DType::f32) {
+    normalize_rows(rows.data<float>(), count, length, float(eps), centred, out.data<float>());
+  } else {
+    normalize_rows(rows.data<double>(), count, length, eps, centred, out.data<double>());
+  }
+}
 
 void CpuBackend::reduce(ReduceKernel kind, const Tensor& in, const std::vector<int64_t>& axes,
                         const Tensor& out) {
