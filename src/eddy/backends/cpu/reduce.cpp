@@ -117,7 +117,7 @@ void normalize_rows(const T* data, int64_t rows, int64_t length, T eps, bool cen
 void CpuBackend::normalize_last_axis(const Tensor& x, double eps, bool centred, const Tensor& out) {
   const Tensor rows = x.is_contiguous() ? x : Tensor::empty(x.shape(), x.dtype(), x.device());
   if (!x.is_contiguous()) copy(x, rows);
-  const int64_t length = x.dim() == 0 ? 1 : x.shape().back();
+  const int64_t length = x.shape().back();  // the primitive refuses rank 0
   const int64_t count = length == 0 ? 0 : x.numel() / length;
   if (x.dtype() == DType::f32) {
     normalize_rows(rows.data<float>(), count, length, float(eps), centred, out.data<float>());
