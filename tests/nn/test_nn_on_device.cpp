@@ -37,7 +37,8 @@ void expect_same(const Tensor& on_gpu, const Tensor& on_cpu) {
 
 TEST_F(OnStandIn, AttentionRotaryEmbeddingAndCrossEntropy) {
   const Tensor q = draw({1, 4, 5, 8}), k = draw({1, 2, 5, 8}), v = draw({1, 2, 5, 8});
-  expect_same(causal_attention(to(q, kGpu), to(k, kGpu), to(v, kGpu)), composed_causal_attention(q, k, v));
+  expect_same(causal_attention(to(q, kGpu), to(k, kGpu), to(v, kGpu)), causal_attention(q, k, v));
+  expect_same(composed_causal_attention(to(q, kGpu), to(k, kGpu), to(v, kGpu)), composed_causal_attention(q, k, v));
   expect_same(rotary_embedding(to(q, kGpu), 10000.0, 3), rotary_embedding(q, 10000.0, 3));
   const Tensor logits = draw({6, 7});
   const Tensor targets = tensor<int64_t>({0, 3, -100, 6, 2, -100}, {6});

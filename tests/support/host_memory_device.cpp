@@ -67,6 +67,20 @@ class HostMemoryBackend final : public Backend {
     cpu_kernels().scatter_add(host_view(out), axis, host_view(index), host_view(src));
   }
   void arange(const Tensor& out, double start, double step) override { cpu_kernels().arange(host_view(out), start, step); }
+  bool has(OptionalKernel) const override { return true; }
+  void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                        const Tensor& packed) override {
+    cpu_kernels().causal_attention(host_view(q), host_view(k), host_view(v), scale, host_view(packed));
+  }
+  void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                 const Tensor& packed, const Tensor& d_packed, const Tensor& dq, const Tensor& dk,
+                                 const Tensor& dv) override {
+    cpu_kernels().causal_attention_backward(host_view(q), host_view(k), host_view(v), scale, host_view(packed),
+                                            host_view(d_packed), host_view(dq), host_view(dk), host_view(dv));
+  }
+  void normalize_last_axis(const Tensor& x, double eps, bool centred, const Tensor& out) override {
+    cpu_kernels().normalize_last_axis(host_view(x), eps, centred, host_view(out));
+  }
   void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override {
     cpu_kernels().random_uniform(host_view(out), seed, offset);
   }

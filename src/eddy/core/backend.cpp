@@ -20,6 +20,11 @@ Backend& backend_for(Device device) {
   return *backend;
 }
 
+bool device_has(Device device, Backend::OptionalKernel kernel) {
+  const Backend* backend = backends()[static_cast<int>(device.type)];
+  return backend != nullptr && backend->has(kernel);
+}
+
 void register_backend(DeviceType type, Backend* backend) {
   backends()[static_cast<int>(type)] = backend;
 }

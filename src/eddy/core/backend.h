@@ -62,14 +62,18 @@ class Backend {
   virtual void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
   virtual void random_normal(const Tensor& out, uint64_t seed, uint64_t offset) = 0;
 
+  // Kernels a device may lack, whose callers then compose the same function of ops: a backend
+  // says which it has, and keeps the refusing defaults of the others.
+  enum class OptionalKernel { causal_attention, normalize_last_axis };
+  virtual bool has(OptionalKernel) const { return false; }
+
   // Causal attention in blocks, with the softmax taken online (FlashAttention, Dao et al. 2022),
   // so that no [T, S] matrix is stored. q [B, H, T, D], k and v [B, Hkv, S, D] with S >= T:
   // query t sees keys up to S - T + t, and head h reads key/value head h / (H / Hkv). The scores
   // are q k^T * scale. `packed` [B, H, T, D + 1] receives the output in its first D columns and
   // each row's log-sum-exp of the visible scores in the last. q, k and v may be any views, as
   // matmul's operands (heads split from a [B, T, H, D] projection are, and the CPU reads them in
-  // place); the other operands are dense. A device without these kernels keeps the defaults,
-  // which refuse naming the device.
+  // place); the other operands are dense.
   virtual void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                                 const Tensor& packed);
   // The gradients of that attention for the cotangent `d_packed` of `packed` (both [B, H, T,
@@ -81,8 +85,7 @@ class Backend {
 
   // Each row along the last axis of x normalised: (x - mean) / sqrt(mean((x - mean)^2) + eps)
   // when `centred` (LayerNorm's), x / sqrt(mean(x^2) + eps) otherwise (RMSNorm's). x is float32
-  // or float64, any view; out is dense, of x's shape. A device without the kernel keeps the
-  // default, which refuses naming the device.
+  // or float64, any view; out is dense, of x's shape.
   virtual void normalize_last_axis(const Tensor& x, double eps, bool centred, const Tensor& out);
 
   // For devices with memory of their own (the CPU needs neither): dense copies between a host
@@ -115,6 +118,9 @@ std::string element_bytes(const Tensor& tensor);
 
 // The kernels registered for the device's type; throws when none are.
 Backend& backend_for(Device device);
+// Whether `device` has `kernel` (false for a device without a backend, whose tensors can still be
+// abstract ones a trace records).
+bool device_has(Device device, Backend::OptionalKernel kernel);
 void register_backend(DeviceType type, Backend* backend);
 
 }  // namespace eddy

@@ -16,6 +16,7 @@
 #include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/autograd.h"
+#include "eddy/core/backend.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
@@ -252,7 +253,7 @@ Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor&
   // The composed form where the fused one cannot serve: eager forward mode, as in checkpoint()
   // (the fused primitives' tangent rule serves compiled functions only), and devices without the
   // kernels.
-  bool composed = queries.device().type != DeviceType::cpu;
+  bool composed = !device_has(queries.device(), Backend::OptionalKernel::causal_attention);
   for (const Tensor& x : {queries, keys, values}) composed = composed || innermost_level(x) >= 0;
   if (composed) return composed_causal_attention(queries, keys, values);
   const Tensor packed = dispatch(attention_p, {queries, keys, values});

@@ -69,7 +69,8 @@ const Primitive& layer_normalize_p = normalize_primitive("layer_normalize", true
 const Primitive& rms_normalize_p = normalize_primitive("rms_normalize", false);
 
 Tensor normalized(const Tensor& x, double eps, bool centred) {
-  const bool has_kernel = x.device().type == DeviceType::cpu && (x.dtype() == DType::f32 || x.dtype() == DType::f64);
+  const bool has_kernel = (x.dtype() == DType::f32 || x.dtype() == DType::f64) &&
+                          device_has(x.device(), Backend::OptionalKernel::normalize_last_axis);
   if (!has_kernel) return composed(x, eps, centred);
   Attrs attrs;
   attrs.scale = eps;

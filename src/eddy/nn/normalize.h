@@ -4,8 +4,8 @@
 // eps, the root, the division, the scale, the shift), each a dispatch, an output and a pass over
 // the rows; one token of the language-model example's decoding ran thirteen of them, about a
 // tenth of an int4 token (docs/lm.md, "Quantised inference"). The rules are written in ops, so
-// derivatives of any order exist; devices without the kernel (all but the CPU yet) and dtypes
-// other than float32 and float64 take the composed form, which the rules and the tests share.
+// derivatives of any order exist; devices without the kernel (Backend::has: all but the CPU yet)
+// and dtypes other than float32 and float64 take the composed form.
 
 #include "eddy/core/tensor.h"
 

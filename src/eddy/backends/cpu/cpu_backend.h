@@ -22,6 +22,7 @@ class CpuBackend final : public Backend {
   void arange(const Tensor& out, double start, double step) override;
   void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) override;
   void random_normal(const Tensor& out, uint64_t seed, uint64_t offset) override;
+  bool has(OptionalKernel) const override { return true; }
   void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                         const Tensor& packed) override;
   void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
