@@ -19,7 +19,9 @@ The model is the example's (examples/lm/fortunes_gpt.yaml): GPT-2 layout, 6 laye
   cache (no generate() machinery), on the same weights. Median of --decode-runs runs (default
   9), each side after one warm-up run.
 * Quantised decode: the same model's weights in int8 and int4 (groups of 64), as `eddy lm
-  quantize` writes them, against eddy's float32 decode; and the validation perplexity of each.
+  quantize` writes them, against eddy's float32 decode, the three decoding in turn run by run
+  (a shared machine's slow stretch then moves their ratios less); and the validation perplexity
+  of each.
 
 The weights for decoding and perplexity are a trained run's: --run (default runs/fortunes_gpt,
 what `eddy lm train examples/lm/fortunes_gpt.yaml` writes). Without one the bench first trains
@@ -159,15 +161,22 @@ class TorchTraining:
         return times[warmup:]
 
 
-def decode_eddy(model, prompt):
-    times, tokens = [], None
-    model.generate(prompt, max_new_tokens=NEW_TOKENS, temperature=0)  # allocator and first-call warmup, as torch's
+def decode_eddy(models, prompt):
+    """Tokens/s and tokens of each of `models` (name -> model): a warm-up run each (the allocator
+    and the first call, as torch's), then --decode-runs rounds in each of which every model decodes
+    once, so that a slow stretch of a shared machine falls on all of them alike; medians."""
+    times = {name: [] for name in models}
+    tokens = {}
+    for model in models.values():
+        model.generate(prompt, max_new_tokens=NEW_TOKENS, temperature=0)
     for _ in range(ARGS.decode_runs):
-        started = time.perf_counter()
-        tokens = model.generate(prompt, max_new_tokens=NEW_TOKENS, temperature=0)
-        times.append(time.perf_counter() - started)
-    assert len(tokens) == NEW_TOKENS, len(tokens)
-    return NEW_TOKENS / statistics.median(times), list(tokens)
+        for name, model in models.items():
+            started = time.perf_counter()
+            tokens[name] = list(model.generate(prompt, max_new_tokens=NEW_TOKENS, temperature=0))
+            times[name].append(time.perf_counter() - started)
+    for name, generated in tokens.items():
+        assert len(generated) == NEW_TOKENS, (name, len(generated))
+    return {name: NEW_TOKENS / statistics.median(seconds) for name, seconds in times.items()}, tokens
 
 
 def decode_torch(torch, model, prompt, use_generate):
@@ -233,19 +242,21 @@ def child(work):
     prompt = [int(t) for t in np.asarray(eddy.lm.draw_batch(
         os.path.join(prepared["run"], "data", "validation.tokens"), 1, PROMPT_TOKENS, 0, 0)[0])[0]]
     trained = eddy.lm.load(prepared["trained"])
-    out["decode"]["eddy float32"], eddy_tokens = decode_eddy(trained.model, prompt)
+    quantized = {}
+    for bits in (8, 4):
+        quantized[bits] = eddy.lm.load(prepared["trained"])
+        quantized[bits].quantize(bits, os.path.join(work, f"int{bits}-{threads}.safetensors"))
+    rates, eddy_tokens = decode_eddy({"eddy float32": trained.model, "eddy int8": quantized[8].model,
+                                      "eddy int4": quantized[4].model}, prompt)
+    out["decode"].update(rates)
     hf_model = AutoModelForCausalLM.from_pretrained(os.path.join(work, "trained_hf"), dtype=torch.float32)
     hf_model.eval()
     for name, use_generate in (("torch model.generate", True), ("torch forward loop", False)):
         out["decode"][name], torch_tokens = decode_torch(torch, hf_model, prompt, use_generate)
-        out.setdefault("same_tokens", {})[name] = torch_tokens == eddy_tokens
-    for bits in (8, 4):
-        quantized = eddy.lm.load(prepared["trained"])
-        quantized.quantize(bits, os.path.join(work, f"int{bits}-{threads}.safetensors"))
-        out["decode"][f"eddy int{bits}"], _ = decode_eddy(quantized.model, prompt)
-        if ARGS.perplexity:
-            out["perplexity"][f"int{bits}"] = quantized.validation_perplexity(prepared["trained"])
+        out.setdefault("same_tokens", {})[name] = torch_tokens == eddy_tokens["eddy float32"]
     if ARGS.perplexity:
+        for bits, run in quantized.items():
+            out["perplexity"][f"int{bits}"] = run.validation_perplexity(prepared["trained"])
         out["perplexity"]["float32"] = trained.validation_perplexity(prepared["trained"])
     with open(os.path.join(work, f"result-{threads}.json"), "w") as f:
         json.dump(out, f)
