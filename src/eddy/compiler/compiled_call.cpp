@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "eddy/autodiff/forward.h"
+#include "eddy/autodiff/functional.h"
 #include "eddy/core/autograd.h"
 #include "eddy/ops/ops.h"
 
@@ -136,13 +137,14 @@ const Primitive& compiled_call_p = [] () -> const Primitive& {
   };
   p.jvp = [](Inputs in, const Attrs& a, int input, const Tensor& tangent) {
     const CallSite& site = site_of(a);
-    const ForwardLevel level;
-    std::vector<Tensor> arguments(in.begin(), in.end());
-    arguments[static_cast<size_t>(input)] = with_tangent(arguments[static_cast<size_t>(input)], level.id(), tangent);
     const ValueId output = output_value(site, a);
-    const Tensor value = replay(site, arguments, output)[static_cast<size_t>(output)];
-    const Tensor result = tangent_at(value, level.id());
-    return result.defined() ? result : zeros_like(value);
+    const auto moving = static_cast<size_t>(input);
+    std::vector<Tensor> arguments(in.begin(), in.end());
+    const auto replayed = [&](const Tensor& x) {
+      arguments[moving] = x;
+      return replay(site, arguments, output)[static_cast<size_t>(output)];
+    };
+    return jvp(replayed, in[moving], tangent).second;
   };
   p.vjp = [](Inputs in, const Attrs& a, int input, const Tensor& cotangent) {
     const auto k = static_cast<size_t>(input);
