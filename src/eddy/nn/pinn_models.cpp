@@ -173,12 +173,11 @@ class PinnModel : public Module {
   }
 
   Tensor forward(const Tensor& x) override {
-    const Tensor out = apply_dense(*output_, hidden(x), feature_major_);
-    return feature_major_ ? transpose(out) : out;
+    return transposed_if_feature_major(apply_dense(*output_, hidden(x), feature_major_));
   }
 
   // The output layer's input at x, row by row: the output is an affine function of it.
-  Tensor output_layer_inputs(const Tensor& x) { return feature_major_ ? transpose(hidden(x)) : hidden(x); }
+  Tensor output_layer_inputs(const Tensor& x) { return transposed_if_feature_major(hidden(x)); }
 
   // Output `column` becomes features . weights + bias, with weights [features] as given.
   void set_output_column(int64_t column, const Tensor& weights, double bias) {
@@ -202,9 +201,12 @@ class PinnModel : public Module {
   int64_t output_layer_width() const { return output_width_; }
 
  private:
+  // From rows of points to the model's layout and back: a transpose, its own inverse.
+  Tensor transposed_if_feature_major(const Tensor& t) const { return feature_major_ ? transpose(t) : t; }
+
   // The representation the output layer reads, in the model's layout.
   Tensor hidden(const Tensor& x) {
-    Tensor h = feature_major_ ? transpose(input_->forward(x)) : input_->forward(x);
+    Tensor h = transposed_if_feature_major(input_->forward(x));
     auto dense = [&](const std::shared_ptr<Module>& layer, const Tensor& in) {
       return apply_dense(*layer, in, feature_major_);
     };
