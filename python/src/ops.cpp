@@ -219,7 +219,6 @@ void bind_ops(py::module_& m) {
   unary(m, "sigmoid", [](const Tensor& x) { return sigmoid(x); });
   unary(m, "softplus", [](const Tensor& x) { return softplus(x); });
   unary(m, "relu", [](const Tensor& x) { return relu(x); });
-  unary(m, "gelu", [](const Tensor& x) { return gelu(x); });
   unary(m, "silu", [](const Tensor& x) { return silu(x); });
   unary(m, "contiguous", [](const Tensor& x) { return contiguous(x); });
   unary(m, "flatten", [](const Tensor& x) { return flatten(x); });

@@ -133,6 +133,11 @@ std::vector<OpCase> build_table() {
                     [](c x) { return std::cos(x); }));
   t.push_back(unary("tanh", {"tanh"}, kInexact, [](const Tensor& x) { return tanh(x); },
                     [](c x) { return std::tanh(x); }));
+  t.push_back(unary("gelu", {"gelu"}, kReal, [](const Tensor& x) { return gelu(x); },
+                    [](c x) {
+                      double v = x.real();
+                      return c(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+                    }));
   t.push_back(unary("erf", {"erf"}, kReal, [](const Tensor& x) { return erf(x); },
                     [](c x) { return c(std::erf(x.real())); }));
   t.push_back(unary("sqrt", {"sqrt"}, kInexact, [](const Tensor& x) { return sqrt(x); },
@@ -356,11 +361,6 @@ std::vector<OpCase> build_table() {
   t.push_back(unary("relu", {"where", "gt"}, kReal, [](const Tensor& x) { return relu(x); },
                     [](c x) { return c(std::max(x.real(), 0.0)); },
                     [](DType d, Generator& g) { return std::vector<Tensor>{away_from_zero({3, 4}, d, g)}; }));
-  t.push_back(unary("gelu", {"tanh"}, kReal, [](const Tensor& x) { return gelu(x); },
-                    [](c x) {
-                      double v = x.real();
-                      return c(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
-                    }));
   t.push_back(unary("silu", {"tanh"}, kReal, [](const Tensor& x) { return silu(x); },
                     [](c x) { return c(x.real() / (1 + std::exp(-x.real()))); }));
   t.push_back(row("logsumexp", {"max", "exp", "log", "sum"}, kReal, normal_inputs({{3, 4}}, -3, 3),

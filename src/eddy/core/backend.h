@@ -15,7 +15,7 @@
 
 namespace eddy {
 
-enum class UnaryKernel { neg, exp, log, sin, cos, tanh, sqrt, abs, sign, real, imag, conj, angle };
+enum class UnaryKernel { neg, exp, log, sin, cos, tanh, gelu, sqrt, abs, sign, real, imag, conj, angle };
 enum class BinaryKernel { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge, complex };
 enum class ReduceKernel { sum, prod, max, min };
 

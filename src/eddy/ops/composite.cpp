@@ -22,11 +22,6 @@ Tensor softplus(const Tensor& x) {
 
 Tensor relu(const Tensor& x) { return where(gt(x, zeros_like(x)), x, zeros_like(x)); }
 
-Tensor gelu(const Tensor& x) {
-  const double c = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
-}
-
 Tensor gelu_exact(const Tensor& x) { return 0.5 * x * (1.0 + erf(x * (std::numbers::sqrt2 / 2))); }
 
 Tensor silu(const Tensor& x) { return x * sigmoid(x); }

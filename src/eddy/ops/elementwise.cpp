@@ -173,6 +173,44 @@ Primitive absolute_value(const UnaryBasics& basics) {
       /*real_output=*/true);
 }
 
+void check_floating(std::string_view op, const Tensor& t) {
+  check_dtype(op, t, is_floating(t.dtype()), "a floating-point (not complex) tensor");
+}
+
+// A real function of floating-point tensors from its first and second derivatives, written in
+// ops so that derivatives of any order exist: the rules multiply by f'(x), and Taylor mode takes
+// f''(x) as it is instead of differentiating the tangent rule once more.
+Primitive smooth_real(const UnaryBasics& basics, Tensor (*derivative)(const Tensor&),
+                      Tensor (*second_derivative)(const Tensor&)) {
+  Primitive p = unary_declaration(
+      basics, check_floating, [derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
+      [derivative](Inputs in, const Attrs&, int, const Tensor& g) { return g * derivative(in[0]); });
+  p.derivatives = [derivative, second_derivative](const Tensor& x, const Tensor&) {
+    return std::pair{derivative(x), second_derivative(x)};
+  };
+  return p;
+}
+
+// GELU's tanh approximation f(x) = x (1 + tanh u) / 2 with u = c (x + a x^3): its derivatives
+// through t = tanh u and u' = c (1 + 3 a x^2), u'' = 6 a c x.
+constexpr double kGeluScale = 0.7978845608028654;  // c = sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;            // a
+
+Tensor gelu_tanh(const Tensor& x) { return tanh(kGeluScale * (x + kGeluCubic * (x * x * x))); }
+Tensor gelu_tanh_slope(const Tensor& x) { return kGeluScale * (1.0 + 3 * kGeluCubic * square(x)); }
+
+// f' = (1 + t) / 2 + x (1 - t^2) u' / 2
+Tensor gelu_derivative(const Tensor& x) {
+  const Tensor t = gelu_tanh(x);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - square(t)) * gelu_tanh_slope(x);
+}
+
+// f'' = (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2)
+Tensor gelu_second_derivative(const Tensor& x) {
+  const Tensor t = gelu_tanh(x), slope = gelu_tanh_slope(x);
+  return (1.0 - square(t)) * (slope + x * (3 * kGeluCubic * kGeluScale * x - t * square(slope)));
+}
+
 enum class BinaryDTypes { numeric, inexact, real, any, floating };
 
 Primitive binary_declaration(const BinaryBasics& basics, BinaryDTypes accepted, JvpRule jvp, VjpRule vjp,

@@ -75,7 +75,7 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-// exp, log, sin, cos, tanh, sqrt, abs, sign, pow, maximum, minimum, ...: the math functions.
+// exp, log, sin, cos, tanh, gelu, sqrt, abs, sign, pow, maximum, minimum, ...: the math functions.
 #define EDDY_UNARY_FUNCTION(name, declaration) Tensor name(const Tensor& x);
 #define EDDY_BINARY_FUNCTION(name, declaration) Tensor name(const Tensor& a, const Tensor& b);
 #include "eddy/ops/math_functions.def"
@@ -161,8 +161,7 @@ Tensor square(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor softplus(const Tensor& x);
 Tensor relu(const Tensor& x);
-// The tanh approximation of GELU (Hendrycks & Gimpel, 2016), as used by GPT-2.
-Tensor gelu(const Tensor& x);
+// (gelu, GELU's tanh approximation as GPT-2 uses it, is a math function above.)
 // GELU itself, x * Phi(x) = x (1 + erf(x / sqrt 2)) / 2: PyTorch's gelu(approximate="none").
 Tensor gelu_exact(const Tensor& x);
 Tensor silu(const Tensor& x);

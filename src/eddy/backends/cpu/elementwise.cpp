@@ -170,6 +170,24 @@ void tanh_vectorised(Out& o, const In& i) {
   }
 }
 
+// GELU's tanh approximation, 0.5 x (1 + tanh(c (x + 0.044715 x^3))) with c = sqrt(2 / pi), in the
+// order of operations of PyTorch's gelu(approximate="tanh"). The tanh's argument goes through `o`
+// first, so the run needs no buffer of its own.
+constexpr double kGeluScale = 0.7978845608028654, kGeluCubic = 0.044715;
+
+template <typename T>
+T gelu_scalar(T x) {
+  return T(0.5) * x * (T(1) + std::tanh(T(kGeluScale) * (x + T(kGeluCubic) * (x * x * x))));
+}
+
+template <typename Out, typename In>
+void gelu_vectorised(Out& o, const In& i) {
+  using T = typename In::Scalar;
+  o = T(kGeluScale) * (i + T(kGeluCubic) * (i * i * i));
+  tanh_vectorised(o, o);
+  o = T(0.5) * i * (T(1) + o);
+}
+
 // Transcendental functions: Eigen's vectorised versions on real contiguous runs.
 template <typename T, typename Scalar, typename Vectorised>
 void transcendental(const Tensor& in, const Tensor& out, Scalar scalar, Vectorised vectorised) {
@@ -238,6 +256,12 @@ void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
       EDDY_DISPATCH_INEXACT(dtype, T, "tanh", transcendental<T>(in, out, [](T x) { return std::tanh(x); },
                                                            [](auto& o, const auto& i) { tanh_vectorised(o, i); }));
       return;
+    case UnaryKernel::gelu: {
+      const auto vectorised = [](auto& o, const auto& i) { gelu_vectorised(o, i); };
+      if (dtype == DType::f32) return map_unary<float, float>(in, out, gelu_scalar<float>, vectorised);
+      if (dtype == DType::f64) return map_unary<double, double>(in, out, gelu_scalar<double>, vectorised);
+      unsupported("gelu", dtype);
+    }
     case UnaryKernel::sqrt:
       EDDY_DISPATCH_INEXACT(dtype, T, "sqrt", transcendental<T>(in, out, [](T x) { return std::sqrt(x); },
                                                            [](auto& o, const auto& i) { o = i.sqrt(); }));

@@ -151,6 +151,7 @@ KernelSpec unary_spec(UnaryKernel kind) {
     case UnaryKernel::sin: return {"Sin", is_inexact, same};
     case UnaryKernel::cos: return {"Cos", is_inexact, same};
     case UnaryKernel::tanh: return {"Tanh", is_inexact, same};
+    case UnaryKernel::gelu: return {"Gelu", is_floating, same};
     case UnaryKernel::sqrt: return {"Sqrt", is_inexact, same};
     case UnaryKernel::abs: return {"Abs", numeric, real_dtype};
     case UnaryKernel::sign: return {"Sign", real_numeric, same};
@@ -162,9 +163,9 @@ KernelSpec unary_spec(UnaryKernel kind) {
   return {};
 }
 constexpr std::array kAllUnary = {UnaryKernel::neg,  UnaryKernel::exp,  UnaryKernel::log,  UnaryKernel::sin,
-                                  UnaryKernel::cos,  UnaryKernel::tanh, UnaryKernel::sqrt, UnaryKernel::abs,
-                                  UnaryKernel::sign, UnaryKernel::real, UnaryKernel::imag, UnaryKernel::conj,
-                                  UnaryKernel::angle};
+                                  UnaryKernel::cos,  UnaryKernel::tanh, UnaryKernel::gelu, UnaryKernel::sqrt,
+                                  UnaryKernel::abs,  UnaryKernel::sign, UnaryKernel::real, UnaryKernel::imag,
+                                  UnaryKernel::conj, UnaryKernel::angle};
 
 DType boolean(DType) { return DType::b8; }
 bool any(DType) { return true; }
