@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <omp.h>
 #include <utility>
 #include <vector>
@@ -81,29 +83,51 @@ struct StridedRun {
   int64_t length;
 };
 
+// Room for `size` integers on the stack when they fit in kInline, else on the heap: the loop
+// below runs once per eager elementwise op, where a heap allocation costs as much as a short run.
+template <size_t kInline>
+class IndexScratch {
+ public:
+  explicit IndexScratch(size_t size)
+      : data_(size <= kInline ? inline_.data() : (heap_ = std::make_unique<int64_t[]>(size)).get()) {}
+  int64_t* data() { return data_; }
+
+ private:
+  std::array<int64_t, kInline> inline_;
+  std::unique_ptr<int64_t[]> heap_;
+  int64_t* data_;
+};
+
 // Operands all have `shape`; strides are in elements; element sizes in bytes.
 template <size_t N, typename Body>
-void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shape, N> strides,
-                  std::array<int64_t, N> element_size, Body&& body) {
-  // Merge dimensions innermost-first; drop size-1 dimensions.
-  Shape dims;
-  std::array<Shape, N> byte_strides;
-  for (size_t i = shape.size(); i-- > 0;) {
+void strided_loop(const Shape& shape, std::array<char*, N> base,
+                  std::array<std::reference_wrapper<const Shape>, N> strides, std::array<int64_t, N> element_size,
+                  Body&& body) {
+  constexpr size_t kInlineRank = 8;
+  // Merge dimensions innermost-first; drop size-1 dimensions. dims[d] is a merged extent and
+  // byte_strides[k * rank + d] operand k's byte stride along it.
+  const size_t rank = shape.size();
+  IndexScratch<kInlineRank * (N + 1)> scratch(rank * (N + 1));
+  int64_t* dims = scratch.data();
+  int64_t* byte_strides = dims + rank;
+  size_t merged = 0;
+  for (size_t i = rank; i-- > 0;) {
     if (shape[i] == 1) continue;
-    bool mergeable = !dims.empty();
+    bool mergeable = merged > 0;
     for (size_t k = 0; k < N && mergeable; ++k) {
-      mergeable = strides[k][i] * element_size[k] == byte_strides[k].back() * dims.back();
+      mergeable = strides[k].get()[i] * element_size[k] == byte_strides[k * rank + merged - 1] * dims[merged - 1];
     }
     if (mergeable) {
-      dims.back() *= shape[i];
+      dims[merged - 1] *= shape[i];
     } else {
-      dims.push_back(shape[i]);
-      for (size_t k = 0; k < N; ++k) byte_strides[k].push_back(strides[k][i] * element_size[k]);
+      dims[merged] = shape[i];
+      for (size_t k = 0; k < N; ++k) byte_strides[k * rank + merged] = strides[k].get()[i] * element_size[k];
+      ++merged;
     }
   }
   int64_t total = numel(shape);
   if (total == 0) return;
-  if (dims.empty()) {  // a single element
+  if (merged == 0) {  // a single element
     StridedRun<N> run{base, {}, 1};
     for (size_t k = 0; k < N; ++k) run.stride[k] = element_size[k];
     body(run);
@@ -116,21 +140,22 @@ void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shap
     // Each outer index maps to a multi-index over dims[1..]; walk it with a counter.
     StridedRun<N> run;
     run.length = inner;
-    for (size_t k = 0; k < N; ++k) run.stride[k] = byte_strides[k][0];
-    Shape counter(dims.size(), 0);
+    for (size_t k = 0; k < N; ++k) run.stride[k] = byte_strides[k * rank];
+    IndexScratch<kInlineRank> counter_scratch(merged);
+    int64_t* counter = counter_scratch.data();
     int64_t rest = begin;
-    for (size_t d = 1; d < dims.size(); ++d) {
+    for (size_t d = 1; d < merged; ++d) {
       counter[d] = rest % dims[d];
       rest /= dims[d];
     }
     for (int64_t o = begin; o < end; ++o) {
       for (size_t k = 0; k < N; ++k) {
         char* p = base[k];
-        for (size_t d = 1; d < dims.size(); ++d) p += counter[d] * byte_strides[k][d];
+        for (size_t d = 1; d < merged; ++d) p += counter[d] * byte_strides[k * rank + d];
         run.ptr[k] = p;
       }
       body(run);
-      for (size_t d = 1; d < dims.size(); ++d) {
+      for (size_t d = 1; d < merged; ++d) {
         if (++counter[d] < dims[d]) break;
         counter[d] = 0;
       }
@@ -146,8 +171,8 @@ void strided_loop(const Shape& shape, std::array<char*, N> base, std::array<Shap
       StridedRun<N> run;
       run.length = end - begin;
       for (size_t k = 0; k < N; ++k) {
-        run.stride[k] = byte_strides[k][0];
-        run.ptr[k] = base[k] + begin * byte_strides[k][0];
+        run.stride[k] = byte_strides[k * rank];
+        run.ptr[k] = base[k] + begin * byte_strides[k * rank];
       }
       body(run);
     });
