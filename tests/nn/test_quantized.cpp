@@ -43,6 +43,11 @@ void expect_product_matches(int bits, int64_t rows, int64_t columns, int64_t gro
   const std::vector<float> got = quantized_matmul(x, m).to_vector<float>();
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5 * std::sqrt(double(columns)) * 4);
+  // With a bias, each output row gains it exactly (it is added to the finished product).
+  const Tensor bias = reshape(random_matrix(1, rows, 3), {rows});
+  const std::vector<float> b = bias.to_vector<float>(), biased = quantized_matmul(x, m, bias).to_vector<float>();
+  ASSERT_EQ(biased.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(biased[i], got[i] + b[i % size_t(rows)]) << i;
 }
 
 TEST(Quantized, Int8RowsRoundToTheNearestStepOfTheirScale) {
@@ -258,6 +263,8 @@ TEST(Quantized, Errors) {
   const QuantizedMatrix m = quantize_matrix(w, 8);
   expect_error([&] { quantized_matmul(zeros({2, 63}, DType::f32), m); }, {"quantized_matmul", "64"});
   expect_error([&] { quantized_matmul(zeros({2, 64}, DType::f64), m); }, {"float32"});
+  expect_error([&] { quantized_matmul(zeros({2, 64}, DType::f32), m, zeros({5}, DType::f32)); },
+               {"bias must be float32 [4]", "[5]"});
   Tensor trainable = zeros({1, 64}, DType::f32);
   trainable.requires_grad_();
   expect_error([&] { quantized_matmul(trainable, m); }, {"no derivative", "NoGradGuard"});

@@ -37,6 +37,8 @@ class EvalModeGuard {
   bool was_training_;
 };
 
+bool is_greedy(const GenerationOptions& options) { return options.temperature == 0 || options.top_k == 1; }
+
 // The logits of the last position of a batch of one: [1, T, vocab] -> [vocab].
 Tensor last_position(const Tensor& logits) {
   const int64_t time = logits.shape()[1];
@@ -55,23 +57,23 @@ int32_t sample_token(const Tensor& logits, const GenerationOptions& options, dou
   for (size_t i = 0; i < values.size(); ++i) {
     EDDY_CHECK(!std::isnan(values[i]) && values[i] != infinity, "sample_token: logit ", i, " is ", values[i]);
   }
-  // Most likely first, and the lower id first among equals, so that greedy picks are well defined.
+  // The greedy pick is the first of the largest logits, so the lower id wins among equals.
+  const auto largest = std::max_element(values.begin(), values.end());
+  EDDY_CHECK(*largest > -infinity, "sample_token: every logit is -inf");
+  if (is_greedy(options)) return static_cast<int32_t>(largest - values.begin());
+
+  // Most likely first, and the lower id first among equals, as for the greedy pick.
   const auto more_likely = [&](int32_t a, int32_t b) {
     return values[a] > values[b] || (values[a] == values[b] && a < b);
   };
   std::vector<int32_t> candidates(values.size());
   std::iota(candidates.begin(), candidates.end(), 0);
-  const bool greedy = options.temperature == 0 || options.top_k == 1;
-  const bool truncated = options.top_k > 0 || options.top_p < 1;
-  if (greedy || truncated) {
-    const size_t top_k = options.top_k > 0 ? size_t(options.top_k) : values.size();
-    const size_t kept = greedy ? 1 : std::min(values.size(), top_k);
+  if (options.top_k > 0 || options.top_p < 1) {
+    const size_t kept = options.top_k > 0 ? std::min(values.size(), size_t(options.top_k)) : values.size();
     std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), more_likely);
     candidates.resize(kept);
   }
-  const double most_likely = values[*std::min_element(candidates.begin(), candidates.end(), more_likely)];
-  EDDY_CHECK(most_likely > -infinity, "sample_token: every logit is -inf");
-  if (greedy) return candidates.front();
+  const double most_likely = *largest;
 
   // Weights relative to the most likely token, exp((logit - max) / temperature) <= 1: none
   // overflows however small the temperature, and the most likely always weighs 1.
@@ -117,7 +119,9 @@ std::vector<int32_t> generate(CausalLanguageModel& model, const std::vector<int3
   const int64_t new_tokens = std::min(options.max_new_tokens, context - prompt_length);
   std::vector<int32_t> generated;
   for (int64_t i = 0; i < new_tokens; ++i) {
-    const double draw = uniform(random_key(options.seed, uint64_t(i)), {1}, DType::f64).item<double>();
+    // Greedy picks ignore the draw, so none is made for them.
+    const double draw =
+        is_greedy(options) ? 0.0 : uniform(random_key(options.seed, uint64_t(i)), {1}, DType::f64).item<double>();
     const int32_t token = sample_token(logits, options, draw);
     generated.push_back(token);
     if (on_token) on_token(token);

@@ -74,9 +74,13 @@ Tensor Linear::forward(const Tensor& x) {
              " but the layer expects ", in, " features in the last axis");
   // Leading axes folded into rows make one GEMM; a broadcast batch would make one per row block.
   Tensor rows = x.dim() > 2 ? reshape(x, {-1, in}) : x;
-  Tensor y = quantized_ ? quantized_matmul(rows, *quantized_)
-                        : matmul(rows, layout_ == WeightLayout::in_out ? weight : transpose(weight));
-  if (bias.defined()) y = y + bias;
+  Tensor y;
+  if (quantized_) {
+    y = quantized_matmul(rows, *quantized_, bias);
+  } else {
+    y = matmul(rows, layout_ == WeightLayout::in_out ? weight : transpose(weight));
+    if (bias.defined()) y = y + bias;
+  }
   if (x.dim() <= 2) return y;
   Shape shape = x.shape();
   shape.back() = y.shape().back();

@@ -302,9 +302,11 @@ Tensor dequantize(const QuantizedMatrix& matrix) {
   return out;
 }
 
-Tensor quantized_matmul(const Tensor& x, const QuantizedMatrix& m) {
+Tensor quantized_matmul(const Tensor& x, const QuantizedMatrix& m, const Tensor& bias) {
   EDDY_CHECK(x.dtype() == DType::f32 && x.dim() >= 1 && x.shape().back() == m.columns,
              "quantized_matmul: expected float32 [..., ", m.columns, "], got ", x.dtype(), " ", x.shape());
+  EDDY_CHECK(!bias.defined() || (bias.dtype() == DType::f32 && bias.shape() == Shape{m.rows}),
+             "quantized_matmul: the bias must be float32 [", m.rows, "], got ", bias.dtype(), " ", bias.shape());
   EDDY_CHECK(active_trace_recorder() == nullptr && !x.is_abstract(),
              "quantized_matmul: a quantised layer cannot be captured (it is for eager inference)");
   EDDY_CHECK(!(GradMode::enabled() && x.requires_grad()),
@@ -329,16 +331,24 @@ Tensor quantized_matmul(const Tensor& x, const QuantizedMatrix& m) {
     for (int64_t r = full_blocks * kRowsAtOnce; r < m.rows; ++r) {
       quantized_rows<1>(m, bytes, stride, scales, groups, r, in, out);
     }
-    return y;
+  } else {
+    const int64_t blocks = ceil_div(m.rows, kBlockRows);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t first = b * kBlockRows, end = std::min(m.rows, first + kBlockRows);
+      Tensor block = Tensor::empty({end - first, m.columns}, DType::f32);
+      dequantize_rows(m, first, end, block.data<float>());
+      const Tensor part = contiguous(matmul(reshape(input, {n, m.columns}), transpose(block)));
+      const float* from = part.data<float>();
+      for (int64_t i = 0; i < n; ++i) std::copy_n(from + i * (end - first), end - first, out + i * m.rows + first);
+    }
   }
-  const int64_t blocks = ceil_div(m.rows, kBlockRows);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t first = b * kBlockRows, end = std::min(m.rows, first + kBlockRows);
-    Tensor block = Tensor::empty({end - first, m.columns}, DType::f32);
-    dequantize_rows(m, first, end, block.data<float>());
-    const Tensor part = contiguous(matmul(reshape(input, {n, m.columns}), transpose(block)));
-    const float* from = part.data<float>();
-    for (int64_t i = 0; i < n; ++i) std::copy_n(from + i * (end - first), end - first, out + i * m.rows + first);
+  // Added here rather than as an op after: in decoding, an eager add costs more than this loop.
+  if (bias.defined()) {
+    const Tensor dense_bias = contiguous(bias);
+    const float* b = dense_bias.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t r = 0; r < m.rows; ++r) out[i * m.rows + r] += b[r];
+    }
   }
   return y;
 }

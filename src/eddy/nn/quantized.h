@@ -41,11 +41,11 @@ QuantizedMatrix quantize_matrix(const Tensor& weight_out_in, int bits, int64_t g
 // The float32 [rows, columns] matrix the packed one stands for: the reference the kernels are
 // tested against, and what quantize_model writes back into the float weights.
 Tensor dequantize(const QuantizedMatrix& matrix);
-// x [..., columns] float32 -> x W^T [..., rows], from the packed weights. One row of x (decoding)
-// is a vectorised matrix-vector product over output rows in parallel; more rows dequantise 64
-// output rows at a time into a small block and multiply it with GEMM. Refused while recording a
-// graph or a capture: it has no derivative.
-Tensor quantized_matmul(const Tensor& x, const QuantizedMatrix& matrix);
+// x [..., columns] float32 -> x W^T + bias [..., rows], from the packed weights; the bias (float32
+// [rows]) is optional. One row of x (decoding) is a vectorised matrix-vector product over output
+// rows in parallel; more rows dequantise 64 output rows at a time into a small block and multiply
+// it with GEMM. Refused while recording a graph or a capture: it has no derivative.
+Tensor quantized_matmul(const Tensor& x, const QuantizedMatrix& matrix, const Tensor& bias = {});
 
 struct QuantizationOptions {
   int bits = 4;
