@@ -2,6 +2,7 @@
 
 #include <variant>
 
+#include "eddy/core/gelu_constants.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/sharding.h"
@@ -183,7 +184,8 @@ void check_floating(std::string_view op, const Tensor& t) {
 Primitive smooth_real(const UnaryBasics& basics, Tensor (*derivative)(const Tensor&),
                       Tensor (*second_derivative)(const Tensor&)) {
   Primitive p = unary_declaration(
-      basics, check_floating, [derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
+      basics, check_floating,
+      [derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
       [derivative](Inputs in, const Attrs&, int, const Tensor& g) { return g * derivative(in[0]); });
   p.derivatives = [derivative, second_derivative](const Tensor& x, const Tensor&) {
     return std::pair{derivative(x), second_derivative(x)};
@@ -193,8 +195,6 @@ Primitive smooth_real(const UnaryBasics& basics, Tensor (*derivative)(const Tens
 
 // GELU's tanh approximation f(x) = x (1 + tanh u) / 2 with u = c (x + a x^3): its derivatives
 // through t = tanh u and u' = c (1 + 3 a x^2), u'' = 6 a c x.
-constexpr double kGeluScale = 0.7978845608028654;  // c = sqrt(2 / pi)
-constexpr double kGeluCubic = 0.044715;            // a
 
 Tensor gelu_tanh(const Tensor& x) { return tanh(kGeluScale * (x + kGeluCubic * (x * x * x))); }
 Tensor gelu_tanh_slope(const Tensor& x) { return kGeluScale * (1.0 + 3 * kGeluCubic * square(x)); }

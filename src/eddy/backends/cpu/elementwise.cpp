@@ -11,6 +11,7 @@
 #include "eddy/backends/cpu/half.h"
 #include "eddy/backends/cpu/kernel_util.h"
 #include "eddy/backends/cpu/loops.h"
+#include "eddy/core/gelu_constants.h"
 #include "eddy/core/rng.h"
 
 namespace eddy::cpu_kernels {
@@ -173,8 +174,6 @@ void tanh_vectorised(Out& o, const In& i) {
 // GELU's tanh approximation, 0.5 x (1 + tanh(c (x + 0.044715 x^3))) with c = sqrt(2 / pi), in the
 // order of operations of PyTorch's gelu(approximate="tanh"). The tanh's argument goes through `o`
 // first, so the run needs no buffer of its own.
-constexpr double kGeluScale = 0.7978845608028654, kGeluCubic = 0.044715;
-
 template <typename T>
 T gelu_scalar(T x) {
   return T(0.5) * x * (T(1) + std::tanh(T(kGeluScale) * (x + T(kGeluCubic) * (x * x * x))));

@@ -109,7 +109,7 @@ struct Log { template <typename T> __device__ T operator()(T x) const { return l
 struct Sin { template <typename T> __device__ T operator()(T x) const { return sin_of(x); } };
 struct Cos { template <typename T> __device__ T operator()(T x) const { return cos_of(x); } };
 struct Tanh { template <typename T> __device__ T operator()(T x) const { return tanh_of(x); } };
-// GELU's tanh approximation, in the CPU kernel's order of operations (backends/cpu/elementwise.cpp).
+// GELU's tanh approximation, in the CPU kernel's order of operations, with core/gelu_constants.h's c and a.
 struct Gelu {
   template <typename T> __device__ T operator()(T x) const {
     return T(0.5) * x * (T(1) + tanh_of(T(0.7978845608028654) * (x + T(0.044715) * (x * x * x))));
