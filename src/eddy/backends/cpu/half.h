@@ -2,6 +2,8 @@
 // The 16-bit floats on the CPU: conversions to and from float32 (Eigen's bfloat16 and half, which
 // round to nearest even), and the way every kernel takes them, by computing in float32.
 
+#include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "eddy/core/tensor.h"
@@ -17,9 +19,11 @@ Tensor float32_copy_if_half(const Tensor& t);
 
 // When an input or `out` holds 16-bit floats: runs kernel(wide_inputs, wide_out) on float32
 // copies of the 16-bit inputs (the others as they are) and rounds its float32 result into `out`,
-// then returns true. Returns false, running nothing, when no operand is a 16-bit float.
+// then returns true. Returns false, running nothing, when no operand is a 16-bit float. The
+// inputs are held by reference: every eager kernel asks, and most answer no.
 template <typename Kernel>
-bool computed_in_float32(const std::vector<Tensor>& inputs, const Tensor& out, Kernel&& kernel) {
+bool computed_in_float32(std::initializer_list<std::reference_wrapper<const Tensor>> inputs, const Tensor& out,
+                         Kernel&& kernel) {
   bool any = is_half(out.dtype());
   for (const Tensor& t : inputs) any = any || is_half(t.dtype());
   if (!any) return false;
