@@ -7,6 +7,7 @@
 #include "eddy/core/error.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/safetensors.h"
+#include "eddy/nn/init.h"
 #include "eddy/ops/ops.h"
 #include "solvers/lm/corpus.h"
 
@@ -315,6 +316,8 @@ std::shared_ptr<nn::CausalLanguageModel> load_hf_model(const std::string& dir) {
   bool tied = false;
   std::string embedding_name;
   try {
+    // read_weights below sets every parameter (it refuses a file that lacks one).
+    nn::init::SkipRandomInitialisation loaded_next;
     if (architecture == kGpt2Architecture) {
       const nn::Gpt2Options options = read_gpt2_options(config);
       model = std::make_shared<nn::Gpt2Model>(options);

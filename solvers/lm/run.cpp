@@ -4,6 +4,7 @@
 
 #include "eddy/core/error.h"
 #include "eddy/io/checkpoint.h"
+#include "eddy/nn/init.h"
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/model.h"
@@ -64,8 +65,12 @@ TrainedModel load_trained_model(const std::string& run_dir) {
   }
   auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
   TrainedModel trained{read_lm_problem(*config, /*for_training=*/false), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0};
-  trained.model = make_model(trained.problem.model, trained.tokenizer->vocab_size(), trained.problem.training.dtype,
-                             trained.problem.training.seed);
+  {
+    // load_checkpoint sets every parameter (it refuses a file that lacks one).
+    nn::init::SkipRandomInitialisation loaded_next;
+    trained.model = make_model(trained.problem.model, trained.tokenizer->vocab_size(),
+                               trained.problem.training.dtype, trained.problem.training.seed);
+  }
   trained.step = io::load_checkpoint(run_dir + "/checkpoint.safetensors", *trained.model).step;
   return trained;
 }

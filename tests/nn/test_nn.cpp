@@ -156,6 +156,26 @@ TEST(Init, SeededReproducibleAndScaled) {
   EXPECT_EQ(min(k).item<double>(), 0.25);
 }
 
+TEST(Init, SkippingRandomInitialisationFillsZerosDrawsNothingAndNests) {
+  Generator seeded(7);
+  const Embedding drawn(5, 3, seeded);
+  Generator generator(7);
+  {
+    init::SkipRandomInitialisation outer;
+    {
+      init::SkipRandomInitialisation inner;
+      const Linear layer(4, 3, generator);
+      EXPECT_EQ(max(abs(layer.weight)).item<double>(), 0.0);
+    }
+    const Embedding skipped(5, 3, generator);  // still skipping: the outer scope is open
+    EXPECT_EQ(max(abs(skipped.weight)).item<double>(), 0.0);
+  }
+  // Nothing was drawn inside, so the generator gives what a fresh one gives.
+  const Embedding after(5, 3, generator);
+  EXPECT_EQ(max(abs(after.weight - drawn.weight)).item<double>(), 0.0);
+  EXPECT_GT(max(abs(after.weight)).item<double>(), 0.0);
+}
+
 struct ModelCase {
   std::string name;
   PinnModelOptions options;

@@ -21,13 +21,23 @@ Fans fans_of(const Tensor& w, std::string_view op) {
   return {double(w.numel()) / out, out};
 }
 
+thread_local bool skipping_random_initialisation = false;
+
 void fill_uniform(Tensor& w, Generator& g, double bound) {
   NoGradGuard no_grad;
+  if (skipping_random_initialisation) {
+    w.fill_(0.0);
+    return;
+  }
   w.copy_((2.0 * rand(w.shape(), w.dtype(), &g) - 1.0) * bound);
 }
 
 void fill_normal(Tensor& w, Generator& g, double stddev) {
   NoGradGuard no_grad;
+  if (skipping_random_initialisation) {
+    w.fill_(0.0);
+    return;
+  }
   w.copy_(randn(w.shape(), w.dtype(), &g) * stddev);
 }
 
@@ -64,5 +74,11 @@ void constant(Tensor& t, double value) {
   NoGradGuard no_grad;
   t.fill_(value);
 }
+
+SkipRandomInitialisation::SkipRandomInitialisation() : was_skipping_(skipping_random_initialisation) {
+  skipping_random_initialisation = true;
+}
+
+SkipRandomInitialisation::~SkipRandomInitialisation() { skipping_random_initialisation = was_skipping_; }
 
 }  // namespace eddy::nn::init
