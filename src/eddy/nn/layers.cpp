@@ -122,7 +122,7 @@ Tensor AdaptiveActivation::forward(const Tensor& x) { return activate(kind_, (sc
 
 Embedding::Embedding(int64_t count, int64_t dim, Generator& generator, DType dtype) {
   EDDY_CHECK(count > 0 && dim > 0, "Embedding: count and dim must be positive, got ", count, " and ", dim);
-  weight = Tensor::empty({count, dim}, dtype);
+  weight = Tensor::empty({count, dim}, dtype, default_device());
   init::normal(weight, generator, 1.0);
   register_parameter("weight", weight);
 }
