@@ -116,6 +116,22 @@ TEST(Safetensors, RejectsTruncatedAndCorruptFiles) {
             std::string::npos);
 }
 
+TEST(Safetensors, AFilterReadsSomeTensorsAndStillValidatesAll) {
+  const std::string good = encode_safetensors(sample_tensors(), {});
+  const SafetensorsContents some =
+      decode_safetensors(good, "memory", [](const std::string& name) { return name == "steps" || name == "spectrum"; });
+  ASSERT_EQ(some.tensors.size(), 2u);
+  EXPECT_EQ(some.tensors.at("steps").item<int64_t>(), 7);
+  EXPECT_EQ(some.tensors.at("spectrum").dtype(), DType::c128);  // the complex listing applies to what is read
+  // An entry left unread is checked all the same.
+  expect_error([&] {
+    decode_safetensors(with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                   R"("b":{"dtype":"F32","shape":[3],"data_offsets":[4,8]}})",
+                                   8),
+                       "f", [](const std::string& name) { return name == "a"; });
+  }, {"tensor \"b\"", "needs 12"});
+}
+
 // A BOOL tensor's bytes may hold any nonzero value for true (as NumPy and PyTorch read them); eddy
 // stores 1, since its kernels load bool bytes as C++ bool.
 TEST(Safetensors, BoolBytesOtherThanZeroAndOneReadAsTrue) {
@@ -181,8 +197,12 @@ TEST(Checkpoint, NonFiniteValuesAreRefusedOnLoad) {
   optimizer.at("adam.m.0").fill_(std::numeric_limits<double>::infinity());
   const std::string path = dir.file("damaged.safetensors");
   save_checkpoint(path, *model, optimizer, {7, "abc123", ""});
-  expect_error([&] { load_checkpoint(path, *model); },
+  nn::StateDict optimizer_back;
+  expect_error([&] { load_checkpoint(path, *model, &optimizer_back); },
                {path, "tensor \"optimizer.adam.m.0\" holds NaN or infinite values; the checkpoint is damaged"});
+  // Loading the model alone (for inference) does not read the optimizer's state, so its damage
+  // does not stand in the way.
+  EXPECT_EQ(load_checkpoint(path, *model).step, 7);
 
   // A run's records may hold them: the relative error against a reference that is zero is NaN.
   nn::StateDict records{{std::string(kRecordPrefix) + "relative_l2.u", ones({3})}};
@@ -191,6 +211,14 @@ TEST(Checkpoint, NonFiniteValuesAreRefusedOnLoad) {
   nn::StateDict loaded;
   EXPECT_EQ(load_checkpoint(path, *model, &loaded).step, 7);
   EXPECT_TRUE(std::isnan(loaded.at(std::string(kRecordPrefix) + "relative_l2.u").to_vector<double>()[0]));
+
+  // The model's own tensors are checked however it is loaded.
+  {
+    NoGradGuard no_grad;
+    model->parameters().front().fill_(std::numeric_limits<double>::infinity());
+  }
+  save_checkpoint(path, *model, {}, {7, "abc123", ""});
+  expect_error([&] { load_checkpoint(path, *model); }, {path, "holds NaN or infinite values"});
 }
 
 TEST(AtomicFile, ReplacesWholeFilesAndLeavesNoTemporaries) {
@@ -199,6 +227,11 @@ TEST(AtomicFile, ReplacesWholeFilesAndLeavesNoTemporaries) {
   write_file_atomically(path, "first version");
   write_file_atomically(path, "second");
   EXPECT_EQ(read_file(path), "second");
+  // Longer than read_file's chunk, with every byte value.
+  std::string long_contents(200000, '\0');
+  for (size_t i = 0; i < long_contents.size(); ++i) long_contents[i] = static_cast<char>(i * 7919 % 256);
+  write_file_atomically(path, long_contents);
+  EXPECT_EQ(read_file(path), long_contents);
   int entries = 0;
   for (const auto& entry : fs::directory_iterator(fs::path(path).parent_path())) entries += entry.is_regular_file();
   EXPECT_EQ(entries, 1);

@@ -31,7 +31,8 @@ void save_checkpoint(const std::string& path, const nn::StateDict& model_state, 
                      const CheckpointInfo& info);
 
 // Loads into `model`, checking every tensor's name, shape and dtype against it (see
-// Module::load_state_dict); the optimiser state goes to `optimizer_state` when given.
+// Module::load_state_dict); the optimiser state goes to `optimizer_state` when given, and is not
+// read from the file when not.
 CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model,
                                nn::StateDict* optimizer_state = nullptr);
 

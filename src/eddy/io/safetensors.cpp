@@ -110,7 +110,8 @@ std::string encode_safetensors(const nn::StateDict& tensors, const std::map<std:
   return out;
 }
 
-SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source) {
+SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source,
+                                       const TensorFilter& wanted) {
   EDDY_CHECK(bytes.size() >= 8, source, ": not a safetensors file (", bytes.size(), " bytes, shorter than the 8-byte header length)");
   uint64_t length = 0;
   for (int i = 0; i < 8; ++i) length |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
@@ -164,7 +165,7 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
     EDDY_CHECK(end - begin == static_cast<uint64_t>(*needed), source, ": tensor \"", name, "\" has ", end - begin,
                " bytes but shape ", shape, " of ", format, " needs ", *needed);
     ranges.emplace_back(begin, end);
-    contents.tensors.emplace(name, from_buffer(data + begin, shape, dtype));
+    if (!wanted || wanted(name)) contents.tensors.emplace(name, from_buffer(data + begin, shape, dtype));
   }
   std::sort(ranges.begin(), ranges.end());
   uint64_t covered = 0;
@@ -177,6 +178,7 @@ SafetensorsContents decode_safetensors(const std::string& bytes, const std::stri
   auto complex_list = contents.metadata.find(kComplexKey);
   if (complex_list != contents.metadata.end()) {
     for (const std::string& name : split_names(complex_list->second)) {
+      if (wanted && !wanted(name)) continue;
       auto found = contents.tensors.find(name);
       EDDY_CHECK(found != contents.tensors.end() && found->second.dim() >= 1 && found->second.shape().back() == 2 &&
                      is_floating(found->second.dtype()),
@@ -194,6 +196,8 @@ void save_safetensors(const std::string& path, const nn::StateDict& tensors,
   write_file_atomically(path, encode_safetensors(tensors, metadata));
 }
 
-SafetensorsContents load_safetensors(const std::string& path) { return decode_safetensors(read_file(path), path); }
+SafetensorsContents load_safetensors(const std::string& path, const TensorFilter& wanted) {
+  return decode_safetensors(read_file(path), path, wanted);
+}
 
 }  // namespace eddy::io

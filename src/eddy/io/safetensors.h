@@ -6,6 +6,7 @@
 // safetensors has no complex dtype, so a complex tensor is stored as a real one with a trailing
 // axis of 2 (real, imaginary), and its name is listed in the metadata key "eddy.complex".
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -20,14 +21,18 @@ struct SafetensorsContents {
 
 // Serialises tensors (any layout; written dense) and metadata into the file's bytes.
 std::string encode_safetensors(const nn::StateDict& tensors, const std::map<std::string, std::string>& metadata);
+// Which tensors of a file to read: all of them when empty.
+using TensorFilter = std::function<bool(const std::string& name)>;
+
 // Parses and validates a file's bytes: header length and JSON, known dtypes, shapes matching the
 // byte ranges, ranges in bounds and covering the data without overlap. `source` names the file
-// in errors.
-SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source);
+// in errors. Every entry is validated; only the tensors `wanted` accepts are copied out.
+SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source,
+                                       const TensorFilter& wanted = {});
 
 // Atomic write (temporary file, then rename).
 void save_safetensors(const std::string& path, const nn::StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
-SafetensorsContents load_safetensors(const std::string& path);
+SafetensorsContents load_safetensors(const std::string& path, const TensorFilter& wanted = {});
 
 }  // namespace eddy::io
