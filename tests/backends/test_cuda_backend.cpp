@@ -12,6 +12,7 @@
 
 #include "eddy/backends/cuda/cuda_backend.h"
 #include "eddy/backends/cuda/driver.h"
+#include "eddy/backends/cuda/dynamic_library.h"
 #include "eddy/backends/cuda/kernel_source.h"
 #include "eddy/backends/cuda/nvrtc.h"
 #include "eddy/compiler/compile.h"
@@ -61,6 +62,24 @@ TEST(CudaKernels, EveryInstantiationCompilesWithNvrtc) {
   for (const std::string& lowered : compiled.lowered_names) {
     EXPECT_NE(compiled.ptx.find(".entry " + lowered), std::string::npos) << lowered;
   }
+}
+
+// cuBLAS, cuFFT and NVRTC are opened when first used; a missing library or function says which,
+// and only when the feature that needs it runs.
+TEST(CudaLibraries, AMissingLibraryOrFunctionIsNamedWhenNeeded) {
+  const cuda::DynamicLibrary missing("libeddy_absent.so.1", "/nonexistent");
+  expect_error([&] { missing.require("a product"); },
+               {"a product needs the CUDA toolkit's libeddy_absent.so.1", "cannot be opened"});
+  cuda::DynamicLibrary math("libm.so.6");
+  double (*cosine)(double) = nullptr;
+  math.bind(cosine, "cos");
+  ASSERT_NE(cosine, nullptr);
+  EXPECT_EQ(cosine(0.0), 1.0);
+  math.require("a cosine");  // all there
+  void (*absent)() = nullptr;
+  math.bind(absent, "eddy_absent_function");
+  EXPECT_EQ(absent, nullptr);
+  expect_error([&] { math.require("a product"); }, {"libm.so.6 has no eddy_absent_function"});
 }
 
 TEST(CudaDevice, NamesParseAndBadOnesAreRefused) {

@@ -12,12 +12,46 @@
 #include <vector>
 
 #include "eddy/backends/cuda/driver.h"
+#include "eddy/backends/cuda/cuda_libraries.h"
+#include "eddy/backends/cuda/dynamic_library.h"
 #include "eddy/core/backend.h"
 #include "eddy/fft/fft_backend.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::fft {
 namespace {
+
+// The cuFFT calls eddy uses, bound on first use (backends/cuda/dynamic_library.h).
+struct Cufft {
+  cuda::DynamicLibrary library{EDDY_CUFFT_SONAME, EDDY_CUDA_LIBRARY_DIR};
+  decltype(&cufftCreate) create = nullptr;
+  decltype(&cufftMakePlanMany64) make_plan_many = nullptr;
+  decltype(&cufftSetStream) set_stream = nullptr;
+  decltype(&cufftExecC2C) c2c = nullptr;
+  decltype(&cufftExecZ2Z) z2z = nullptr;
+  decltype(&cufftExecR2C) r2c = nullptr;
+  decltype(&cufftExecD2Z) d2z = nullptr;
+  decltype(&cufftExecC2R) c2r = nullptr;
+  decltype(&cufftExecZ2D) z2d = nullptr;
+
+  Cufft() {
+    library.bind(create, "cufftCreate");
+    library.bind(make_plan_many, "cufftMakePlanMany64");
+    library.bind(set_stream, "cufftSetStream");
+    library.bind(c2c, "cufftExecC2C");
+    library.bind(z2z, "cufftExecZ2Z");
+    library.bind(r2c, "cufftExecR2C");
+    library.bind(d2z, "cufftExecD2Z");
+    library.bind(c2r, "cufftExecC2R");
+    library.bind(z2d, "cufftExecZ2D");
+  }
+};
+
+const Cufft& cufft() {
+  static const Cufft opened;
+  opened.library.require("an FFT on the GPU");
+  return opened;
+}
 
 void check(cufftResult result, const char* call) {
   EDDY_CHECK(result == CUFFT_SUCCESS, "cuFFT: ", call, " failed with cufftResult ", static_cast<int>(result));
@@ -53,12 +87,12 @@ cufftHandle plan_for(const PlanKey& key) {
   std::vector<long long>& out_embed = to_half ? half_embed : real_embed;
   size_t workspace = 0;
   try {
-    check(cufftCreate(&entry->second), "cufftCreate");
-    check(cufftMakePlanMany64(entry->second, static_cast<int>(n.size()), n.data(), in_embed.data(), key.stride,
-                              key.input_distance, out_embed.data(), key.stride, key.output_distance, key.type,
-                              key.batch, &workspace),
+    check(cufft().create(&entry->second), "cufftCreate");
+    check(cufft().make_plan_many(entry->second, static_cast<int>(n.size()), n.data(), in_embed.data(), key.stride,
+                                 key.input_distance, out_embed.data(), key.stride, key.output_distance, key.type,
+                                 key.batch, &workspace),
           "cufftMakePlanMany64");
-    check(cufftSetStream(entry->second, reinterpret_cast<cudaStream_t>(cuda::stream(key.device))), "cufftSetStream");
+    check(cufft().set_stream(entry->second, reinterpret_cast<cudaStream_t>(cuda::stream(key.device))), "cufftSetStream");
   } catch (...) {
     plans.erase(entry);
     throw;
@@ -70,23 +104,23 @@ void execute(cufftHandle plan, cufftType type, void* in, void* out, bool forward
   const int direction = forward ? CUFFT_FORWARD : CUFFT_INVERSE;
   switch (type) {
     case CUFFT_C2C:
-      check(cufftExecC2C(plan, static_cast<cufftComplex*>(in), static_cast<cufftComplex*>(out), direction), "cufftExecC2C");
+      check(cufft().c2c(plan, static_cast<cufftComplex*>(in), static_cast<cufftComplex*>(out), direction), "cufftExecC2C");
       return;
     case CUFFT_Z2Z:
-      check(cufftExecZ2Z(plan, static_cast<cufftDoubleComplex*>(in), static_cast<cufftDoubleComplex*>(out), direction),
+      check(cufft().z2z(plan, static_cast<cufftDoubleComplex*>(in), static_cast<cufftDoubleComplex*>(out), direction),
             "cufftExecZ2Z");
       return;
     case CUFFT_R2C:
-      check(cufftExecR2C(plan, static_cast<cufftReal*>(in), static_cast<cufftComplex*>(out)), "cufftExecR2C");
+      check(cufft().r2c(plan, static_cast<cufftReal*>(in), static_cast<cufftComplex*>(out)), "cufftExecR2C");
       return;
     case CUFFT_D2Z:
-      check(cufftExecD2Z(plan, static_cast<cufftDoubleReal*>(in), static_cast<cufftDoubleComplex*>(out)), "cufftExecD2Z");
+      check(cufft().d2z(plan, static_cast<cufftDoubleReal*>(in), static_cast<cufftDoubleComplex*>(out)), "cufftExecD2Z");
       return;
     case CUFFT_C2R:
-      check(cufftExecC2R(plan, static_cast<cufftComplex*>(in), static_cast<cufftReal*>(out)), "cufftExecC2R");
+      check(cufft().c2r(plan, static_cast<cufftComplex*>(in), static_cast<cufftReal*>(out)), "cufftExecC2R");
       return;
     case CUFFT_Z2D:
-      check(cufftExecZ2D(plan, static_cast<cufftDoubleComplex*>(in), static_cast<cufftDoubleReal*>(out)), "cufftExecZ2D");
+      check(cufft().z2d(plan, static_cast<cufftDoubleComplex*>(in), static_cast<cufftDoubleReal*>(out)), "cufftExecZ2D");
       return;
   }
 }

@@ -1,57 +1,40 @@
 #include "eddy/backends/cuda/driver.h"
 
-#include <dlfcn.h>
 
 #include <array>
 #include <mutex>
-#include <type_traits>
 
+#include "eddy/backends/cuda/dynamic_library.h"
 #include "eddy/core/error.h"
 
 namespace eddy::cuda {
 namespace {
 
-// The exported name of a driver call: cuda.h maps most names to versioned ones (cuMemAlloc to
-// cuMemAlloc_v2), and dlsym needs the one the library exports.
-#define EDDY_CUDA_STRING(name) #name
-#define EDDY_CUDA_SYMBOL(name) EDDY_CUDA_STRING(name)
-
 Driver open_driver() {
   Driver d;
-  // Never closed: the functions are used for as long as the process runs.
-  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char* why = dlerror();
-    d.unavailable = std::string("no NVIDIA driver: libcuda.so.1 cannot be opened (") + (why ? why : "") + ")";
+  DynamicLibrary library("libcuda.so.1");
+  library.bind(d.init, EDDY_CUDA_SYMBOL(cuInit));
+  library.bind(d.error_string, EDDY_CUDA_SYMBOL(cuGetErrorString));
+  library.bind(d.device_count, EDDY_CUDA_SYMBOL(cuDeviceGetCount));
+  library.bind(d.device_get, EDDY_CUDA_SYMBOL(cuDeviceGet));
+  library.bind(d.attribute, EDDY_CUDA_SYMBOL(cuDeviceGetAttribute));
+  library.bind(d.retain_context, EDDY_CUDA_SYMBOL(cuDevicePrimaryCtxRetain));
+  library.bind(d.set_context, EDDY_CUDA_SYMBOL(cuCtxSetCurrent));
+  library.bind(d.create_stream, EDDY_CUDA_SYMBOL(cuStreamCreate));
+  library.bind(d.synchronize_stream, EDDY_CUDA_SYMBOL(cuStreamSynchronize));
+  library.bind(d.load_module, EDDY_CUDA_SYMBOL(cuModuleLoadData));
+  library.bind(d.unload_module, EDDY_CUDA_SYMBOL(cuModuleUnload));
+  library.bind(d.get_function, EDDY_CUDA_SYMBOL(cuModuleGetFunction));
+  library.bind(d.allocate, EDDY_CUDA_SYMBOL(cuMemAlloc));
+  library.bind(d.release, EDDY_CUDA_SYMBOL(cuMemFree));
+  library.bind(d.to_device_async, EDDY_CUDA_SYMBOL(cuMemcpyHtoDAsync));
+  library.bind(d.to_host_async, EDDY_CUDA_SYMBOL(cuMemcpyDtoHAsync));
+  library.bind(d.fill_bytes_async, EDDY_CUDA_SYMBOL(cuMemsetD8Async));
+  library.bind(d.launch, EDDY_CUDA_SYMBOL(cuLaunchKernel));
+  if (!library.unavailable().empty()) {
+    d.unavailable = "no NVIDIA driver: " + library.unavailable();
     return d;
   }
-  bool bound = true;
-  auto bind = [&](auto& function, const char* name) {
-    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(dlsym(library, name));
-    if (!function && bound) {
-      bound = false;
-      d.unavailable = std::string("the NVIDIA driver's libcuda.so.1 has no ") + name;
-    }
-  };
-  bind(d.init, EDDY_CUDA_SYMBOL(cuInit));
-  bind(d.error_string, EDDY_CUDA_SYMBOL(cuGetErrorString));
-  bind(d.device_count, EDDY_CUDA_SYMBOL(cuDeviceGetCount));
-  bind(d.device_get, EDDY_CUDA_SYMBOL(cuDeviceGet));
-  bind(d.attribute, EDDY_CUDA_SYMBOL(cuDeviceGetAttribute));
-  bind(d.retain_context, EDDY_CUDA_SYMBOL(cuDevicePrimaryCtxRetain));
-  bind(d.set_context, EDDY_CUDA_SYMBOL(cuCtxSetCurrent));
-  bind(d.create_stream, EDDY_CUDA_SYMBOL(cuStreamCreate));
-  bind(d.synchronize_stream, EDDY_CUDA_SYMBOL(cuStreamSynchronize));
-  bind(d.load_module, EDDY_CUDA_SYMBOL(cuModuleLoadData));
-  bind(d.unload_module, EDDY_CUDA_SYMBOL(cuModuleUnload));
-  bind(d.get_function, EDDY_CUDA_SYMBOL(cuModuleGetFunction));
-  bind(d.allocate, EDDY_CUDA_SYMBOL(cuMemAlloc));
-  bind(d.release, EDDY_CUDA_SYMBOL(cuMemFree));
-  bind(d.to_device_async, EDDY_CUDA_SYMBOL(cuMemcpyHtoDAsync));
-  bind(d.to_host_async, EDDY_CUDA_SYMBOL(cuMemcpyDtoHAsync));
-  bind(d.fill_bytes_async, EDDY_CUDA_SYMBOL(cuMemsetD8Async));
-  bind(d.launch, EDDY_CUDA_SYMBOL(cuLaunchKernel));
-  if (!bound) return d;
   if (const CUresult result = d.init(0); result != CUDA_SUCCESS) {
     d.unavailable = "cuInit failed: " + d.describe(result);
     return d;

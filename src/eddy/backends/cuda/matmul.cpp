@@ -11,13 +11,42 @@
 
 #include "eddy/backends/cuda/cuda_backend.h"
 #include "eddy/backends/cuda/driver.h"
+#include "eddy/backends/cuda/cuda_libraries.h"
+#include "eddy/backends/cuda/dynamic_library.h"
 #include "eddy/backends/cuda/launch.h"
 
 namespace eddy::cuda {
 namespace {
 
+// The cuBLAS calls eddy uses, bound on first use (dynamic_library.h).
+struct Cublas {
+  DynamicLibrary library{EDDY_CUBLAS_SONAME, EDDY_CUDA_LIBRARY_DIR};
+  decltype(&cublasGetStatusString) status_string = nullptr;
+  decltype(&cublasCreate) create = nullptr;
+  decltype(&cublasSetStream) set_stream = nullptr;
+  // The C function, not the header's inline overload that takes the compute type as a cudaDataType.
+  using GemmStridedBatchedEx =
+      cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+                     cudaDataType, int, long long, const void*, cudaDataType, int, long long, const void*, void*,
+                     cudaDataType, int, long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+  decltype(static_cast<GemmStridedBatchedEx*>(&cublasGemmStridedBatchedEx)) gemm_strided_batched = nullptr;
+
+  Cublas() {
+    library.bind(status_string, EDDY_CUDA_SYMBOL(cublasGetStatusString));
+    library.bind(create, EDDY_CUDA_SYMBOL(cublasCreate));
+    library.bind(set_stream, EDDY_CUDA_SYMBOL(cublasSetStream));
+    library.bind(gemm_strided_batched, EDDY_CUDA_SYMBOL(cublasGemmStridedBatchedEx));
+  }
+};
+
+const Cublas& cublas() {
+  static const Cublas opened;
+  opened.library.require("a matrix product on the GPU");
+  return opened;
+}
+
 void check_blas(cublasStatus_t status, const char* call) {
-  EDDY_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuBLAS: ", call, " failed: ", cublasGetStatusString(status));
+  EDDY_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuBLAS: ", call, " failed: ", cublas().status_string(status));
 }
 
 cublasHandle_t blas_handle(int device) {
@@ -27,8 +56,8 @@ cublasHandle_t blas_handle(int device) {
   cublasHandle_t& handle = handles[device];
   if (!handle) {
     use_device(device);
-    check_blas(cublasCreate(&handle), "cublasCreate");
-    check_blas(cublasSetStream(handle, reinterpret_cast<cudaStream_t>(stream(device))), "cublasSetStream");
+    check_blas(cublas().create(&handle), "cublasCreate");
+    check_blas(cublas().set_stream(handle, reinterpret_cast<cudaStream_t>(stream(device))), "cublasSetStream");
   }
   return handle;
 }
@@ -126,7 +155,7 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const void* beta = single ? static_cast<const void*>(&zero_float) : static_cast<const void*>(&zero_double);
   cublasHandle_t handle = blas_handle(device);
   use_device(device);
-  check_blas(cublasGemmStridedBatchedEx(handle, b_matrix.operation, a_matrix.operation, static_cast<int>(m),
+  check_blas(cublas().gemm_strided_batched(handle, b_matrix.operation, a_matrix.operation, static_cast<int>(m),
                                         static_cast<int>(n), static_cast<int>(k), alpha, b_matrix.data, type,
                                         static_cast<int>(b_matrix.leading), b_matrix.batch_stride, a_matrix.data, type,
                                         static_cast<int>(a_matrix.leading), a_matrix.batch_stride, beta,
