@@ -1,7 +1,8 @@
 #pragma once
-// The CUDA toolkit's libraries (cuBLAS, cuFFT, NVRTC), opened with dlopen when first used instead
-// of linked. Linked, their start-up, cuBLAS's static initialisers above all, cost every eddy
-// process about 0.1 s and 250 MB before main, GPU or not: every command, every `import eddy`,
+// The CUDA driver and the toolkit's libraries (cuBLAS, cuFFT, NVRTC), opened with dlopen when
+// first used instead of linked. The driver is not on machines without a GPU; the libraries'
+// start-up, cuBLAS's static initialisers above all, cost every eddy process about 0.15 s and
+// 255 MB before main when they were linked, GPU or not: every command, every `import eddy`,
 // every test binary once per test.
 
 #include <string>
