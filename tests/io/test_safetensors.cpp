@@ -232,6 +232,11 @@ TEST(AtomicFile, ReplacesWholeFilesAndLeavesNoTemporaries) {
   for (size_t i = 0; i < long_contents.size(); ++i) long_contents[i] = static_cast<char>(i * 7919 % 256);
   write_file_atomically(path, long_contents);
   EXPECT_EQ(read_file(path), long_contents);
+  EXPECT_EQ(MappedFile(path).bytes(), long_contents);
+  write_file_atomically(path, "");
+  EXPECT_TRUE(MappedFile(path).bytes().empty());
+  expect_error([&] { MappedFile absent(dir.file("absent")); }, {"cannot open", "absent"});
+  expect_error([&] { MappedFile folder(dir.file("")); }, {"is a directory, not a file"});
   int entries = 0;
   for (const auto& entry : fs::directory_iterator(fs::path(path).parent_path())) entries += entry.is_regular_file();
   EXPECT_EQ(entries, 1);

@@ -1,6 +1,8 @@
 #include "eddy/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -55,6 +57,27 @@ std::string read_file(const std::string& path) {
   char chunk[1 << 16];
   while (in.read(chunk, sizeof chunk) || in.gcount() > 0) contents.append(chunk, static_cast<size_t>(in.gcount()));
   return contents;
+}
+
+MappedFile::MappedFile(const std::string& path) {
+  std::error_code ignored;
+  EDDY_CHECK(!std::filesystem::is_directory(path, ignored), path, " is a directory, not a file");
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  EDDY_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
+  struct stat info {};
+  const bool sized = ::fstat(fd, &info) == 0;
+  const int stat_error = errno;
+  size_ = sized ? static_cast<size_t>(info.st_size) : 0;
+  if (sized && size_ > 0) data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_error = errno;
+  ::close(fd);
+  EDDY_CHECK(sized, "cannot read the size of ", path, ": ", std::strerror(stat_error));
+  EDDY_CHECK(data_ != MAP_FAILED, "cannot map ", path, ": ", std::strerror(map_error));
+  if (size_ == 0) data_ = nullptr;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(data_, size_);
 }
 
 }  // namespace eddy::io

@@ -14,4 +14,21 @@ void write_file_atomically(const std::string& path, std::string_view bytes);
 // The whole file; throws eddy::Error naming the path when it cannot be read or is a directory.
 std::string read_file(const std::string& path);
 
+// A file mapped read-only into memory, for readers that use parts of a large file (a checkpoint
+// whose optimizer state an inference load skips): pages are read when touched, and none is
+// copied. Throws as read_file does.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 }  // namespace eddy::io

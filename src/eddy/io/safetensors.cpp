@@ -110,7 +110,7 @@ std::string encode_safetensors(const nn::StateDict& tensors, const std::map<std:
   return out;
 }
 
-SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source,
+SafetensorsContents decode_safetensors(std::string_view bytes, const std::string& source,
                                        const TensorFilter& wanted) {
   EDDY_CHECK(bytes.size() >= 8, source, ": not a safetensors file (", bytes.size(), " bytes, shorter than the 8-byte header length)");
   uint64_t length = 0;
@@ -197,7 +197,8 @@ void save_safetensors(const std::string& path, const nn::StateDict& tensors,
 }
 
 SafetensorsContents load_safetensors(const std::string& path, const TensorFilter& wanted) {
-  return decode_safetensors(read_file(path), path, wanted);
+  const MappedFile file(path);
+  return decode_safetensors(file.bytes(), path, wanted);
 }
 
 }  // namespace eddy::io

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "eddy/nn/state_dict.h"
 
@@ -27,12 +28,13 @@ using TensorFilter = std::function<bool(const std::string& name)>;
 // Parses and validates a file's bytes: header length and JSON, known dtypes, shapes matching the
 // byte ranges, ranges in bounds and covering the data without overlap. `source` names the file
 // in errors. Every entry is validated; only the tensors `wanted` accepts are copied out.
-SafetensorsContents decode_safetensors(const std::string& bytes, const std::string& source,
+SafetensorsContents decode_safetensors(std::string_view bytes, const std::string& source,
                                        const TensorFilter& wanted = {});
 
 // Atomic write (temporary file, then rename).
 void save_safetensors(const std::string& path, const nn::StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+// Maps the file rather than reading it, so tensors `wanted` leaves out are never read from disk.
 SafetensorsContents load_safetensors(const std::string& path, const TensorFilter& wanted = {});
 
 }  // namespace eddy::io
