@@ -156,11 +156,11 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   cublasHandle_t handle = blas_handle(device);
   use_device(device);
   check_blas(cublas().gemm_strided_batched(handle, b_matrix.operation, a_matrix.operation, static_cast<int>(m),
-                                        static_cast<int>(n), static_cast<int>(k), alpha, b_matrix.data, type,
-                                        static_cast<int>(b_matrix.leading), b_matrix.batch_stride, a_matrix.data, type,
-                                        static_cast<int>(a_matrix.leading), a_matrix.batch_stride, beta,
-                                        element_address(out), type, static_cast<int>(out.strides()[rank - 2]),
-                                        batch_stride(0), static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT),
+                                           static_cast<int>(n), static_cast<int>(k), alpha, b_matrix.data, type,
+                                           static_cast<int>(b_matrix.leading), b_matrix.batch_stride, a_matrix.data,
+                                           type, static_cast<int>(a_matrix.leading), a_matrix.batch_stride, beta,
+                                           element_address(out), type, static_cast<int>(out.strides()[rank - 2]),
+                                           batch_stride(0), static_cast<int>(count), compute, CUBLAS_GEMM_DEFAULT),
              "cublasGemmStridedBatchedEx");
 }
 
