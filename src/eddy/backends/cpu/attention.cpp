@@ -8,6 +8,7 @@
 // and values' gradient sums, which each unit adds up in a fixed order, so results do not depend on
 // the thread count. Each thread calls one-thread OpenBLAS on the tiles (linalg.cpp says why).
 
+#include "eddy/backends/cpu/eigen_core.h"
 #include <cblas.h>
 
 #include <algorithm>
@@ -73,6 +74,13 @@ struct Rows {
   const T* head(int64_t b, int64_t h) const { return first + b * batch_stride + h * head_stride; }
 };
 
+// A run of a tile's row, for Eigen's vectorised exp. Its exp stops at the smallest normal number
+// (about 1e-38 in float32) instead of going to 0 (ops' exp fixes that up, exp_with_underflow in
+// elementwise.cpp); here the argument is at most 0, so such an entry weighs under 1e-37 of the
+// row's largest, which rounds away in every sum it enters.
+template <typename T>
+using ArrayView = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+
 // One head: q [T, D], k and v [S, D]; packed [T, D + 1] (output, then the log-sum-exp).
 template <typename T>
 void forward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, T scale,
@@ -94,11 +102,9 @@ void forward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t ld
         for (int64_t c = 0; c < visible; ++c) largest = std::max(largest, scores[c]);
         // A row with no visible key in this tile keeps its state: exp(-inf - -inf) would be NaN.
         const T rescale = visible > 0 ? std::exp(row_max[r] - largest) : T(1);
-        T added = 0;
-        for (int64_t c = 0; c < visible; ++c) {
-          scores[c] = std::exp(scores[c] - largest);
-          added += scores[c];
-        }
+        ArrayView<T> weights(scores, visible);
+        weights = (weights - largest).exp();
+        const T added = weights.sum();
         std::fill(scores + visible, scores + cols, T(0));
         row_sum[r] = row_sum[r] * rescale + added;
         row_max[r] = largest;
@@ -159,7 +165,8 @@ void backward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t l
         T* row = weights.data() + r * kTile;
         const int64_t visible = std::clamp<int64_t>(d.visible_keys(first + r) - key, 0, cols);
         const T log_sum = packed[(first + r) * (D + 1) + D];
-        for (int64_t c = 0; c < visible; ++c) row[c] = std::exp(row[c] - log_sum);
+        ArrayView<T> probabilities(row, visible);
+        probabilities = (probabilities - log_sum).exp();
         std::fill(row + visible, row + cols, T(0));
       }
       const T* d_out = d_packed + first * (D + 1);
