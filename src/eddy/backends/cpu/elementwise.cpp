@@ -172,19 +172,32 @@ void tanh_vectorised(Out& o, const In& i) {
 }
 
 // GELU's tanh approximation, 0.5 x (1 + tanh(c (x + 0.044715 x^3))) with c = sqrt(2 / pi), in the
-// order of operations of PyTorch's gelu(approximate="tanh"). The tanh's argument goes through `o`
-// first, so the run needs no buffer of its own.
+// order of operations of PyTorch's gelu(approximate="tanh").
 template <typename T>
 T gelu_scalar(T x) {
   return T(0.5) * x * (T(1) + std::tanh(T(kGeluScale) * (x + T(kGeluCubic) * (x * x * x))));
 }
 
+// One pass over the run: float's tanh is an Eigen packet op, so the whole formula is one
+// expression; double's goes through tanh_vectorised a block at a time, the tanh's argument held in
+// `o` while the block is in L1. (Three passes over a whole run made the compiled FNO step, whose
+// largest GELU runs as this kernel, slower than the fused loop it replaced.)
 template <typename Out, typename In>
 void gelu_vectorised(Out& o, const In& i) {
   using T = typename In::Scalar;
-  o = T(kGeluScale) * (i + T(kGeluCubic) * (i * i * i));
-  tanh_vectorised(o, o);
-  o = T(0.5) * i * (T(1) + o);
+  if constexpr (std::is_same_v<T, float>) {
+    o = T(0.5) * i * (T(1) + (T(kGeluScale) * (i + T(kGeluCubic) * (i * i * i))).tanh());
+  } else {
+    constexpr Eigen::Index kBlock = 256;
+    for (Eigen::Index start = 0; start < i.size(); start += kBlock) {
+      const Eigen::Index n = std::min(kBlock, i.size() - start);
+      const auto x = i.segment(start, n);
+      auto y = o.segment(start, n);
+      y = T(kGeluScale) * (x + T(kGeluCubic) * (x * x * x));
+      tanh_vectorised(y, y);
+      y = T(0.5) * x * (T(1) + y);
+    }
+  }
 }
 
 // Transcendental functions: Eigen's vectorised versions on real contiguous runs.
