@@ -47,11 +47,7 @@ struct Cufft {
   }
 };
 
-const Cufft& cufft() {
-  static const Cufft opened;
-  opened.library.require("an FFT on the GPU");
-  return opened;
-}
+const Cufft& cufft() { return cuda::opened<Cufft>("an FFT on the GPU"); }
 
 void check(cufftResult result, const char* call) {
   EDDY_CHECK(result == CUFFT_SUCCESS, "cuFFT: ", call, " failed with cufftResult ", static_cast<int>(result));

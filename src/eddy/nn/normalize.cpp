@@ -12,9 +12,15 @@
 namespace eddy::nn {
 namespace {
 
+// The rows less their means (LayerNorm's centring), or as they are (RMSNorm's).
+Tensor centred_if(bool centred, const Tensor& x) { return centred ? x - mean(x, {-1}, true) : x; }
+
+// sqrt(mean of the squares + eps) of each row, kept as a column.
+Tensor root_mean_square(const Tensor& shifted, double eps) { return sqrt(mean(square(shifted), {-1}, true) + eps); }
+
 Tensor composed(const Tensor& x, double eps, bool centred) {
-  const Tensor shifted = centred ? x - mean(x, {-1}, true) : x;
-  return shifted / sqrt(mean(square(shifted), {-1}, true) + eps);
+  const Tensor shifted = centred_if(centred, x);
+  return shifted / root_mean_square(shifted, eps);
 }
 
 Tensor normalized(const Tensor& x, double eps, bool centred);
@@ -23,10 +29,8 @@ Tensor normalized(const Tensor& x, double eps, bool centred);
 // eps), J = r (I - y y^T / n) without centring and r (I - 1 1^T / n - y y^T / n) with it (y sums
 // to zero there): symmetric, so one formula gives tangents and cotangents.
 Tensor apply_jacobian(const Tensor& x, const Tensor& y, const Tensor& v, double eps, bool centred) {
-  const Tensor shifted = centred ? x - mean(x, {-1}, true) : x;
-  const Tensor r = 1.0 / sqrt(mean(square(shifted), {-1}, true) + eps);
-  const Tensor v_shifted = centred ? v - mean(v, {-1}, true) : v;
-  return r * (v_shifted - y * mean(y * v, {-1}, true));
+  const Tensor r = 1.0 / root_mean_square(centred_if(centred, x), eps);
+  return r * (centred_if(centred, v) - y * mean(y * v, {-1}, true));
 }
 
 // eps travels in Attrs::scale.

@@ -383,17 +383,20 @@ std::vector<std::pair<std::string, std::shared_ptr<Linear>>> block_projections(C
 }
 
 namespace {
+// A weight between [out, in] and `layout`, either way: a transpose is its own inverse.
+Tensor between_out_in_and(WeightLayout layout, const Tensor& weight) {
+  return layout == WeightLayout::in_out ? transpose(weight) : weight;
+}
+
 // Sets a float weight to the values `matrix` stands for, in the weight's own layout.
 void write_dequantized(Tensor& weight, const QuantizedMatrix& matrix, WeightLayout layout) {
   EDDY_CHECK(weight.dtype() == DType::f32, "quantize: the model must be float32, got ", weight.dtype());
   const Tensor values = dequantize(matrix);
   NoGradGuard no_grad;
-  weight.copy_(layout == WeightLayout::in_out ? transpose(values) : values);
+  weight.copy_(between_out_in_and(layout, values));
 }
 
-Tensor out_in_weight(const Linear& layer) {
-  return layer.layout() == WeightLayout::in_out ? contiguous(transpose(layer.weight)) : layer.weight;
-}
+Tensor out_in_weight(const Linear& layer) { return contiguous(between_out_in_and(layer.layout(), layer.weight)); }
 
 // The [vocab, hidden] parameter the logits multiply.
 Tensor output_head(const CausalLanguageModel& model) {
@@ -426,8 +429,7 @@ QuantizedMatrix take_quantized(StateDict& state, const std::string& weight_name,
     (std::string(suffix) == ".packed" ? m.packed : m.scales) = contiguous(found->second);
     state.erase(found);
   }
-  const Tensor values = dequantize(m);
-  state.emplace(weight_name, layout == WeightLayout::in_out ? transpose(values) : values);
+  state.emplace(weight_name, between_out_in_and(layout, dequantize(m)));
   return m;
 }
 }  // namespace

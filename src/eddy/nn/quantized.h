@@ -5,8 +5,8 @@
 // norms, biases and position embeddings stay float32 (a token embedding tied to the head holds
 // the head's dequantised values). Decoding one token is a matrix-vector product per layer and
 // one for the head, bound by the bytes of weights read, so reading 1 or 1/2 byte per weight
-// instead of 4 is the speed-up. The kernels read the packed bytes directly and never build a float copy of a whole
-// matrix.
+// instead of 4 is the speed-up. The kernels read the packed bytes directly and never build a
+// float copy of a whole matrix.
 //
 // Packed layout (one row of `columns` values per output feature, stored in int32 words because
 // eddy has no 8-bit dtype; AutoGPTQ stores its int4 weights in int32 words too):

@@ -174,17 +174,13 @@ Primitive absolute_value(const UnaryBasics& basics) {
       /*real_output=*/true);
 }
 
-void check_floating(std::string_view op, const Tensor& t) {
-  check_dtype(op, t, is_floating(t.dtype()), "a floating-point (not complex) tensor");
-}
-
 // A real function of floating-point tensors from its first and second derivatives, written in
 // ops so that derivatives of any order exist: the rules multiply by f'(x), and Taylor mode takes
 // f''(x) as it is instead of differentiating the tangent rule once more.
 Primitive smooth_real(const UnaryBasics& basics, Tensor (*derivative)(const Tensor&),
                       Tensor (*second_derivative)(const Tensor&)) {
   Primitive p = unary_declaration(
-      basics, check_floating,
+      basics, require_floating,
       [derivative](Inputs in, const Attrs&, int, const Tensor& t) { return t * derivative(in[0]); },
       [derivative](Inputs in, const Attrs&, int, const Tensor& g) { return g * derivative(in[0]); });
   p.derivatives = [derivative, second_derivative](const Tensor& x, const Tensor&) {

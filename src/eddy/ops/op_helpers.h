@@ -25,6 +25,9 @@ void check_dtype(std::string_view op, const Tensor& t, bool accepted, std::strin
 inline void require_inexact(std::string_view op, const Tensor& t) {
   check_dtype(op, t, is_inexact(t.dtype()), "a floating or complex tensor");
 }
+inline void require_floating(std::string_view op, const Tensor& t) {
+  check_dtype(op, t, is_floating(t.dtype()), "a floating-point (not complex) tensor");
+}
 inline void require_real(std::string_view op, const Tensor& t) {
   check_dtype(op, t, !is_complex(t.dtype()), "a real (non-complex) tensor");
 }

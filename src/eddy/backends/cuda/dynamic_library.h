@@ -43,4 +43,14 @@ class DynamicLibrary {
   std::string unavailable_;  // empty while the library and every function bound so far are there
 };
 
+// The process's `Functions` (a struct holding a DynamicLibrary `library` and binding its function
+// pointers when constructed), opened on first use; throws saying that `needed_for` needs the
+// library when it or a function is missing.
+template <typename Functions>
+const Functions& opened(std::string_view needed_for) {
+  static const Functions functions;
+  functions.library.require(needed_for);
+  return functions;
+}
+
 }  // namespace eddy::cuda

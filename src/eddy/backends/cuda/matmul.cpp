@@ -39,11 +39,7 @@ struct Cublas {
   }
 };
 
-const Cublas& cublas() {
-  static const Cublas opened;
-  opened.library.require("a matrix product on the GPU");
-  return opened;
-}
+const Cublas& cublas() { return opened<Cublas>("a matrix product on the GPU"); }
 
 void check_blas(cublasStatus_t status, const char* call) {
   EDDY_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuBLAS: ", call, " failed: ", cublas().status_string(status));

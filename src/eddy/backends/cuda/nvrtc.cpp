@@ -39,11 +39,7 @@ struct Nvrtc {
   }
 };
 
-const Nvrtc& nvrtc() {
-  static const Nvrtc opened;
-  opened.library.require("compiling CUDA kernels");
-  return opened;
-}
+const Nvrtc& nvrtc() { return opened<Nvrtc>("compiling CUDA kernels"); }
 
 void check(nvrtcResult result, const char* call) {
   EDDY_CHECK(result == NVRTC_SUCCESS, "nvrtc: ", call, " failed: ", nvrtc().error_string(result));
