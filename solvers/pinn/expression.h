@@ -77,6 +77,23 @@ void check(const Expression& expression, const Symbols& symbols, ExpressionKind 
 // The network outputs at the points: [N, number of coordinates] -> [N, number of fields].
 using FieldFunction = std::function<Tensor(const Tensor& points)>;
 
+// The coordinates, fields and field derivatives at the points as given [N, 1] columns, instead
+// of a field function: how the PINN solver's fused pass (taylor_mlp_pass.h) hands its streams to
+// the residual. An expression that needs a derivative not given (mixed, third order, of a
+// helper) is an error rather than a derivative taken through the network.
+struct FieldColumns {
+  std::vector<Tensor> coordinates;              // per coordinate
+  std::vector<Tensor> values;                   // per field
+  std::vector<std::vector<Tensor>> first;       // [coordinate][field]
+  std::vector<int> second_coordinates;          // the coordinates of the pure second derivatives
+  std::vector<std::vector<Tensor>> second;      // [k][field]: d2/dc2 for c = second_coordinates[k]
+};
+
+// The pure second derivatives of the fields that `expression` uses, as coordinate indices: what
+// a Taylor pass must carry besides the values and every first derivative (laplacian(u) uses every
+// spatial one).
+std::vector<int> pure_second_coordinates(const Expression& expression, const Symbols& symbols);
+
 struct EvaluationInputs {
   Tensor points{};                             // [N, number of coordinates], float32 or float64
   FieldFunction fields{};                      // called at most once per context
@@ -88,6 +105,8 @@ struct EvaluationInputs {
   // of one reverse pass each. Mixed and higher derivatives are reverse mode from those. The
   // operator keeps its trace per shape, so share one across contexts (training steps).
   std::shared_ptr<TaylorOperator> field_jets{};
+  // Instead of `fields` and `field_jets`; the coordinates then come from here, not `points`.
+  std::shared_ptr<const FieldColumns> field_columns{};
   // Absolute tolerance of the comparisons: a == b is |a - b| <= tolerance, a < b is
   // a < b - tolerance, and so on, so points on a face are selected despite rounding. Scale it
   // with the size of the domain.

@@ -49,7 +49,7 @@ void check_inputs(const Symbols& symbols, const EvaluationInputs& inputs) {
              "points must be float32 or float64, got ", points.dtype());
   const int64_t rows = points.size(0);
   const Shape column{rows, 1};
-  EDDY_CHECK(symbols.fields.empty() || inputs.fields, prefix, "no field function was given");
+  EDDY_CHECK(symbols.fields.empty() || inputs.fields || inputs.field_columns, prefix, "no field function was given");
   for (const std::string& name : symbols.parameters) {
     auto found = inputs.parameters.find(name);
     EDDY_CHECK(found != inputs.parameters.end(), prefix, "no value for parameter '", name, "'");
@@ -137,6 +137,7 @@ class Evaluator {
   // the derivatives it will ask for, into the cache. Before any other use of the fields, so that
   // the network runs once.
   void prepare_field_jets(const ExpressionSource& source) {
+    if (state_.inputs.field_columns) return take_field_columns();
     if (!state_.inputs.field_jets || state_.field_values.defined()) return;
     JetPlan plan;
     this->plan(source, *source.root, plan);
@@ -164,8 +165,43 @@ class Evaluator {
     }
   }
 
+  // The pure second derivatives that evaluating `source` asks for, as coordinate indices.
+  std::vector<int> planned_second_coordinates(const ExpressionSource& source) {
+    JetPlan plan;
+    this->plan(source, *source.root, plan);
+    if (plan.laplacian) {
+      for (int coordinate : spatial_coordinates(state_.symbols)) plan.second_coordinates.insert(coordinate);
+    }
+    return {plan.second_coordinates.begin(), plan.second_coordinates.end()};
+  }
+
  private:
   Tensor scalar_of(const ExpressionSource& source, const Node& node) { return value_of(source, node).scalar; }
+
+  // The given columns into the cache, under the keys derivative() looks up: the fields, their
+  // first and pure second derivatives, and the Laplacian where every spatial second is given.
+  void take_field_columns() {
+    const FieldColumns& columns = *state_.inputs.field_columns;
+    const std::vector<int> spatial = spatial_coordinates(state_.symbols);
+    for (size_t f = 0; f < state_.symbols.fields.size(); ++f) {
+      const std::string& name = state_.symbols.fields[f];
+      state_.cache.emplace(name, columns.values.at(f));
+      for (size_t i = 0; i < columns.first.size(); ++i) {
+        state_.cache.emplace(key_of(name, {static_cast<int>(i)}), columns.first[i].at(f));
+      }
+      Tensor laplacian;
+      size_t spatial_seconds = 0;
+      for (size_t k = 0; k < columns.second.size(); ++k) {
+        const int coordinate = columns.second_coordinates.at(k);
+        state_.cache.emplace(key_of(name, {coordinate, coordinate}), columns.second[k].at(f));
+        if (std::count(spatial.begin(), spatial.end(), coordinate)) {
+          laplacian = laplacian.defined() ? laplacian + columns.second[k][f] : columns.second[k][f];
+          ++spatial_seconds;
+        }
+      }
+      if (spatial_seconds == spatial.size()) state_.cache.emplace(laplacian_key(name), laplacian);
+    }
+  }
 
   Tensor constant(double value) const { return scalar(value, state_.inputs.points.dtype()); }
 
@@ -359,6 +395,10 @@ class Evaluator {
     std::vector<int> lower = with_respect_to;
     lower.erase(lower.begin() + static_cast<std::ptrdiff_t>(peel));
     const Tensor below = derivative_sorted(quantity, lower, source, asking);
+    if (state_.inputs.field_columns) {
+      fail_at_whole(source, asking, "needs a derivative other than the fields' values, first derivatives and pure "
+                                    "second derivatives, which are all the given field columns hold");
+    }
     refuse_if_too_large(below, with_respect_to.size(), source, asking);
     const Tensor& coordinate = state_.coordinates[with_respect_to[peel]];
     // Each point's value depends only on its own coordinates, so the gradient of the sum is the
@@ -498,7 +538,8 @@ EvaluationContext::EvaluationContext(Symbols symbols, EvaluationInputs inputs)
     : state_(std::make_unique<EvaluationState>()) {
   check_inputs(symbols, inputs);
   state_->rows = inputs.points.size(0);
-  for (int64_t i = 0; i < inputs.points.size(1); ++i) {
+  if (inputs.field_columns) state_->coordinates = inputs.field_columns->coordinates;
+  for (int64_t i = 0; !inputs.field_columns && i < inputs.points.size(1); ++i) {
     // One tensor per coordinate, so that a derivative with respect to one coordinate is one grad
     // call: a leaf of its own, unless the points are themselves differentiated by an enclosing
     // evaluation (output transforms), which must then see through this one.
@@ -510,6 +551,12 @@ EvaluationContext::EvaluationContext(Symbols symbols, EvaluationInputs inputs)
 }
 
 EvaluationContext::~EvaluationContext() = default;
+
+std::vector<int> pure_second_coordinates(const Expression& expression, const Symbols& symbols) {
+  EvaluationState state;
+  state.symbols = symbols;
+  return Evaluator(state).planned_second_coordinates(expression.source());
+}
 
 const Symbols& EvaluationContext::symbols() const { return state_->symbols; }
 int64_t EvaluationContext::gradient_calls() const { return state_->gradient_calls; }

@@ -116,8 +116,10 @@ class PinnState {
   Tensor loss(std::vector<double>* terms = nullptr);
   // The same loss as a pure function of tensors, which a compiled training step can capture:
   // `weights` (weight_tensors()) times each condition's loss at `samples`, with no host reads
-  // and no change to the state.
-  LossParts loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights);
+  // and no change to the state. Conditions marked in `left_out` (their terms computed elsewhere:
+  // fused_interior.h) add nothing to the total, and their terms are undefined.
+  LossParts loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights,
+                       const std::vector<bool>& left_out = {});
   // An interior condition's residual at any points [N, coordinates].
   Tensor interior_residual(size_t condition, const Tensor& points);
   // A condition's residual [rows, columns] at some of its points: rows of all_samples()[condition].

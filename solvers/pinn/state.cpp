@@ -392,9 +392,15 @@ Tensor PinnState::condition_loss(size_t condition) {
   return loss;
 }
 
-LossParts PinnState::loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights) {
+LossParts PinnState::loss_parts(const std::vector<SampledCondition>& samples, const std::vector<Tensor>& weights,
+                                const std::vector<bool>& left_out) {
   LossParts parts;
   for (size_t i = 0; i < problem_.conditions.size(); ++i) {
+    if (i < left_out.size() && left_out[i]) {
+      parts.terms.emplace_back();
+      parts.causal_weights.emplace_back();
+      continue;
+    }
     auto [term, causal_weights] = condition_loss_at(i, samples[i]);
     Tensor weighted = weights[i] * term;
     parts.total = parts.total.defined() ? parts.total + weighted : weighted;

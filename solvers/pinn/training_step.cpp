@@ -4,6 +4,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/dtensor.h"
+#include "eddy/ops/ops.h"
 
 namespace eddy::pinn {
 namespace {
@@ -37,21 +38,40 @@ TrainingStep::TrainingStep(PinnState& state, bool compiled, std::function<void(c
     : state_(state),
       trainable_(state.trainable()),
       function_("training step", [this](const std::vector<Tensor>& inputs) { return objective(inputs); }, compiled,
-                std::move(note)) {}
+                note) {
+  const std::vector<Condition>& conditions = state.problem().conditions;
+  for (size_t c = 0; c < conditions.size(); ++c) {
+    std::unique_ptr<FusedInterior> fused;
+    if (compiled && conditions[c].kind == ConditionKind::interior) {
+      std::string why_not;
+      fused = FusedInterior::make(state, c, why_not);
+      if (note) {
+        note(fused ? cat("conditions.", conditions[c].name, ": one pass per chunk of points (fused_interior)")
+                   : cat("conditions.", conditions[c].name, ": not fused (", why_not, ")"));
+      }
+    }
+    is_fused_.push_back(fused != nullptr);
+    fused_.push_back(std::move(fused));
+  }
+}
 
-// Inputs: the sample tensors, then one weight per condition. Outputs: the loss, the terms, the
-// causal weights of the causal conditions, the gradients.
+// Inputs: the sample tensors, then one weight per condition. Outputs: the loss, the terms of the
+// conditions that are not fused, the causal weights of the causal conditions, the gradients.
 std::vector<Tensor> TrainingStep::objective(const std::vector<Tensor>& inputs) const {
   size_t next = 0;
   const std::vector<SampledCondition> samples = samples_from(state_.samples(), inputs, next);
   const std::vector<Tensor> weights(inputs.begin() + static_cast<std::ptrdiff_t>(next), inputs.end());
-  const LossParts parts = state_.loss_parts(samples, weights);
-  std::vector<Tensor> outputs{parts.total};
-  outputs.insert(outputs.end(), parts.terms.begin(), parts.terms.end());
+  const LossParts parts = state_.loss_parts(samples, weights, is_fused_);
+  // Every condition fused: the compiled step contributes nothing.
+  const Tensor total = parts.total.defined() ? parts.total : zeros({}, state_.problem().dtype);
+  std::vector<Tensor> outputs{total};
+  for (const Tensor& term : parts.terms) {
+    if (term.defined()) outputs.push_back(term);
+  }
   for (const Tensor& causal_weights : parts.causal_weights) {
     if (causal_weights.defined()) outputs.push_back(causal_weights);
   }
-  const std::vector<Tensor> gradients = grad({parts.total}, trainable_);
+  const std::vector<Tensor> gradients = grad({total}, trainable_);
   outputs.insert(outputs.end(), gradients.begin(), gradients.end());
   return outputs;
 }
@@ -77,11 +97,26 @@ StepEvaluation TrainingStep::evaluate() {
   size_t next = 0;
   evaluation.loss = outputs.at(next++);
   const size_t conditions = state_.problem().conditions.size();
-  for (size_t c = 0; c < conditions; ++c) evaluation.terms.push_back(outputs.at(next++).item<double>());
+  std::vector<FusedInterior::Term> fused_terms(conditions);
+  for (size_t c = 0; c < conditions; ++c) {
+    if (fused_[c]) {
+      fused_terms[c] = fused_[c]->evaluate(state_.effective_weight(c));
+      evaluation.terms.push_back(fused_terms[c].value.item<double>());
+    } else {
+      evaluation.terms.push_back(outputs.at(next++).item<double>());
+    }
+  }
   for (size_t c = 0; c < conditions; ++c) {
     if (state_.causal(c)) state_.record_causal_weights(c, outputs.at(next++));
   }
   evaluation.gradients.assign(outputs.begin() + static_cast<std::ptrdiff_t>(next), outputs.end());
+  for (size_t c = 0; c < conditions; ++c) {
+    if (!fused_[c]) continue;
+    evaluation.loss = evaluation.loss + state_.effective_weight(c) * fused_terms[c].value;
+    for (size_t i = 0; i < evaluation.gradients.size(); ++i) {
+      evaluation.gradients[i] = evaluation.gradients[i] + fused_terms[c].gradients[i];
+    }
+  }
   return evaluation;
 }
 

@@ -6,13 +6,15 @@
 // since they change between steps (resampling, refinement, grad_norm weighting), and the
 // trainable tensors are captured by reference, since the optimisers update them in place.
 // Sampling, the adaptive decisions that read values on the host, logging and the NaN check stay
-// with the caller.
+// with the caller. Interior conditions that fused_interior.h applies to run as its one pass per
+// chunk of points instead, beside the compiled step, and their terms and gradients are added.
 
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "solvers/common/step_function.h"
+#include "solvers/pinn/fused_interior.h"
 #include "solvers/pinn/solver.h"
 
 namespace eddy::pinn {
@@ -27,7 +29,8 @@ struct StepEvaluation {
 
 class TrainingStep {
  public:
-  // `note` receives the one-line compile report, or why the step runs eagerly.
+  // `note` receives the one-line compile report, or why the step runs eagerly, and which interior
+  // conditions run fused (or why not).
   TrainingStep(PinnState& state, bool compiled, std::function<void(const std::string&)> note);
   TrainingStep(const TrainingStep&) = delete;
   TrainingStep& operator=(const TrainingStep&) = delete;
@@ -46,6 +49,8 @@ class TrainingStep {
 
   PinnState& state_;
   std::vector<Tensor> trainable_;
+  std::vector<std::unique_ptr<FusedInterior>> fused_;  // per condition; null where it runs compiled
+  std::vector<bool> is_fused_;
   solvers::StepFunction function_;
 };
 

@@ -17,9 +17,9 @@ namespace eddy::compiler {
 namespace {
 
 constexpr std::string_view kDisableVariable = "EDDY_COMPILER_DISABLE";
-constexpr std::array<std::string_view, 11> kPassNames = {
+constexpr std::array<std::string_view, 12> kPassNames = {
     "dce",           "cse",          "fold",        "simplify", "fusion", "reduction_epilogue", "multi_output",
-    "rematerialize", "buffer_reuse", "replicated_collectives", "placement_search"};
+    "rematerialize", "buffer_reuse", "replicated_collectives", "placement_search", "fused_interior"};
 
 // A fold runs a kernel at compile time and keeps its result for every run: these bound the
 // work and the memory that can cost, per node.

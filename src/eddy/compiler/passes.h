@@ -40,7 +40,8 @@ bool drop_collectives_of_replicated_values(Graph& graph);
 // variable EDDY_COMPILER_DISABLE names it. Read on every call, so tests and users can change it
 // between compilations. Throws eddy::Error when `name` or a name in the variable is not one of
 // dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize,
-// buffer_reuse, replicated_collectives, placement_search.
+// buffer_reuse, replicated_collectives, placement_search, fused_interior (the PINN solver's
+// fused pass, solvers/pinn/fused_interior.h).
 bool pass_enabled(std::string_view name);
 
 // Whether EDDY_COMPILER_VERBOSE (set and not "0") asks the compiler to report what it did.

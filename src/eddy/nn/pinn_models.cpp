@@ -200,6 +200,33 @@ class PinnModel : public Module {
   const PinnModelOptions& options() const { return options_; }
   int64_t output_layer_width() const { return output_width_; }
 
+  std::optional<PlainMlp> plain_parts(std::string& why_not) const {
+    const PinnModelOptions& o = options_;
+    if (o.architecture != PinnArchitecture::mlp) why_not = cat("the ", architecture_name(o.architecture), " architecture");
+    else if (o.adaptive_activation) why_not = "adaptive activations";
+    else if (!o.periodic_axes.empty()) why_not = "a periodic input embedding";
+    else if (o.fourier_features > 0) why_not = "Fourier features";
+    else if (o.weight_factorization) why_not = "weight factorisation";
+    if (!why_not.empty()) return std::nullopt;
+    PlainMlp mlp;
+    auto add = [&](const std::shared_ptr<Module>& layer) {
+      const auto& linear = dynamic_cast<const Linear&>(*layer);
+      mlp.weights.push_back(linear.weight);
+      mlp.biases.push_back(linear.bias);
+    };
+    for (const std::shared_ptr<Module>& layer : hidden_) add(layer);
+    add(output_);
+    mlp.activation = o.activation;
+    for (int64_t i = 0; i < o.inputs; ++i) {
+      // InputMap: (x - lower) * 2 / (upper - lower) - 1.
+      const bool normalised = !o.input_lower.empty();
+      const double scale = normalised ? 2.0 / (o.input_upper[i] - o.input_lower[i]) : 1.0;
+      mlp.input_scale.push_back(scale);
+      mlp.input_shift.push_back(normalised ? -o.input_lower[i] * scale - 1.0 : 0.0);
+    }
+    return mlp;
+  }
+
  private:
   // From rows of points to the model's layout and back: a transpose, its own inverse.
   Tensor transposed_if_feature_major(const Tensor& t) const { return feature_major_ ? transpose(t) : t; }
@@ -328,6 +355,16 @@ std::shared_ptr<Module> make_pinn_model(const PinnModelOptions& options) {
 }
 
 Tensor output_layer_inputs(Module& model, const Tensor& x) { return pinn_model(model).output_layer_inputs(x); }
+
+std::optional<PlainMlp> plain_mlp(Module& model, std::string& why_not) {
+  why_not.clear();
+  auto* pinn = dynamic_cast<PinnModel*>(&model);
+  if (!pinn) {
+    why_not = "a model make_pinn_model did not build";
+    return std::nullopt;
+  }
+  return pinn->plain_parts(why_not);
+}
 
 void set_output_layer_column(Module& model, int64_t column, const Tensor& weights, double bias) {
   PinnModel& pinn = pinn_model(model);

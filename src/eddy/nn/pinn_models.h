@@ -8,6 +8,8 @@
 //                 fixed or layer-wise adaptive activations (Jagtap et al., 2020).
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "eddy/nn/layers.h"
@@ -55,6 +57,20 @@ Tensor output_layer_inputs(Module& model, const Tensor& x);
 // leaving the other outputs as they are: how a least-squares fit of the output layer (the
 // PirateNets paper's physics-informed initialisation) is installed.
 void set_output_layer_column(Module& model, int64_t column, const Tensor& weights, double bias);
+
+// A plain `mlp` (make_pinn_model's mlp architecture, Linear layers, a fixed activation, at most
+// the input normalisation as input map), as code that runs its layers itself reads it (the PINN
+// solver's fused training pass): x' = input_scale * x + input_shift per input, then h =
+// activation(h W + b) per hidden layer, then the output h W + b. The tensors are the model's
+// parameters themselves, so gradients for them are gradients for the model.
+struct PlainMlp {
+  std::vector<Tensor> weights;  // per layer, the output layer last: [in, out]
+  std::vector<Tensor> biases;   // [out]
+  ActivationKind activation = ActivationKind::tanh;
+  std::vector<double> input_scale, input_shift;  // one per input: 1 and 0 without normalisation
+};
+// The model as a PlainMlp, or nullopt with `why_not` naming what it has besides.
+std::optional<PlainMlp> plain_mlp(Module& model, std::string& why_not);
 
 // A dense layer with W = V diag(exp(s)): same function class as Linear, better conditioned
 // training (Wang et al., 2022, "Random weight factorization improves the training of continuous

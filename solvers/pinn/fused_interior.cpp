@@ -1,0 +1,172 @@
+#include "solvers/pinn/fused_interior.h"
+
+#include <cstring>
+
+#include "eddy/autodiff/tape.h"
+#include "eddy/compiler/passes.h"
+#include "eddy/ops/ops.h"
+#include "solvers/pinn/expression.h"
+#include "solvers/pinn/taylor_mlp_pass.h"
+
+namespace eddy::pinn {
+namespace {
+
+// A [count, 1] tensor holding `count` values of `dtype` from `values`.
+Tensor column_of(const void* values, int64_t count, DType dtype) {
+  Tensor column = Tensor::empty({count, 1}, dtype);
+  std::memcpy(column.raw_data(), values, static_cast<size_t>(count) * dtype_size(dtype));
+  return column;
+}
+
+// The sum of the first `count` of `values`, and `into` = scale * values there, 0 past it.
+template <typename T>
+double sum_and_scale(const Tensor& values, int64_t count, double scale, const Tensor& derivative, T* into) {
+  const T* v = values.data<T>();
+  const T* d = derivative.data<T>();
+  double sum = 0;
+  for (int64_t j = 0; j < values.size(0); ++j) {
+    if (j < count) sum += static_cast<double>(v[j]);
+    into[j] = j < count ? static_cast<T>(scale) * d[j] : T(0);
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::unique_ptr<FusedInterior> FusedInterior::make(PinnState& state, size_t condition, std::string& why_not) {
+  const Problem& problem = state.problem();
+  const Condition& c = problem.conditions.at(condition);
+  EDDY_CHECK(c.kind == ConditionKind::interior, "FusedInterior: conditions.", c.name, " is not an interior condition");
+  why_not.clear();
+  std::string model_has;
+  std::optional<nn::PlainMlp> mlp = nn::plain_mlp(state.model(), model_has);
+  if (!compiler::pass_enabled("fused_interior")) {
+    why_not = "EDDY_COMPILER_DISABLE names fused_interior";
+  } else if (!c.residual) {
+    why_not = "its equation is supplied as a function";
+  } else if (state.mesh() || state.communicator().size() > 1) {
+    why_not = "the run is distributed";
+  } else if (problem.dtype != DType::f32 && problem.dtype != DType::f64) {
+    why_not = cat("the ", problem.dtype, " dtype");
+  } else if (state.trainable().at(0).device() != cpu()) {
+    why_not = "the model is not on the CPU";
+  } else if (state.causal(condition)) {
+    why_not = "causal weighting";
+  } else if (!problem.learnable.empty()) {
+    why_not = "learnable parameters";
+  } else if (!problem.output_transforms.empty()) {
+    why_not = "output transforms";
+  } else if (!mlp) {
+    why_not = cat("the model has ", model_has);
+  } else if (!taylor_mlp_supports(mlp->activation)) {
+    why_not = cat("the ", nn::activation_name(mlp->activation), " activation");
+  }
+  if (!why_not.empty()) return nullptr;
+  const std::vector<int> second = pure_second_coordinates(*c.residual, problem.symbols(false));
+  std::unique_ptr<FusedInterior> fused(new FusedInterior(state, condition, *mlp, second));
+  // Traced and compiled now, at the chunks' shape: an equation that needs more than the streams
+  // hold (a mixed derivative, say) is turned away here, with the evaluator's message.
+  const int64_t chunk = taylor_mlp_chunk(*mlp, second);
+  const size_t columns = static_cast<size_t>(problem.coordinates.size()) +
+                         static_cast<size_t>(taylor_mlp_streams(*mlp, second) * mlp->biases.back().numel());
+  std::vector<Tensor> probe;
+  for (size_t k = 0; k < columns; ++k) probe.push_back(zeros({chunk, 1}, problem.dtype));
+  try {
+    fused->head_(probe);
+  } catch (const Error& error) {
+    // The first line: the rest is the expression's excerpt with a caret.
+    const std::string message = error.what();
+    why_not = message.substr(0, message.find('\n'));
+    return nullptr;
+  }
+  return fused;
+}
+
+FusedInterior::FusedInterior(PinnState& state, size_t condition, nn::PlainMlp mlp, std::vector<int> second)
+    : state_(state),
+      condition_(condition),
+      mlp_(std::move(mlp)),
+      second_(std::move(second)),
+      head_([this](const std::vector<Tensor>& columns) { return residual_head(columns); }) {
+  const std::vector<Tensor> trainable = state.trainable();
+  auto index_of = [&](const Tensor& parameter) {
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      if (trainable[i].impl() == parameter.impl()) return i;
+    }
+    throw Error("FusedInterior: a layer's parameter is not among the trainable tensors");
+  };
+  for (const Tensor& weight : mlp_.weights) trainable_index_.push_back(index_of(weight));
+  for (const Tensor& bias : mlp_.biases) trainable_index_.push_back(index_of(bias));
+}
+
+std::vector<Tensor> FusedInterior::residual_head(const std::vector<Tensor>& columns) const {
+  const Problem& problem = state_.problem();
+  const size_t inputs = problem.coordinates.size(), fields = static_cast<size_t>(mlp_.biases.back().numel());
+  auto given = std::make_shared<FieldColumns>();
+  given->coordinates.assign(columns.begin(), columns.begin() + static_cast<std::ptrdiff_t>(inputs));
+  std::vector<Tensor> streams;
+  for (size_t k = inputs; k < columns.size(); ++k) streams.push_back(columns[k].detach().requires_grad_());
+  auto stream = [&](size_t s) {
+    return std::vector<Tensor>(streams.begin() + static_cast<std::ptrdiff_t>(s * fields),
+                               streams.begin() + static_cast<std::ptrdiff_t>((s + 1) * fields));
+  };
+  given->values = stream(0);
+  for (size_t i = 0; i < inputs; ++i) given->first.push_back(stream(1 + i));
+  given->second_coordinates = second_;
+  for (size_t k = 0; k < second_.size(); ++k) given->second.push_back(stream(1 + inputs + k));
+
+  EvaluationInputs evaluation;
+  evaluation.points = concat(given->coordinates, 1);
+  evaluation.parameters = state_.parameter_values();
+  evaluation.tolerance = problem.tolerance();
+  evaluation.field_columns = given;
+  EvaluationContext context(problem.symbols(false), evaluation);
+  const Tensor squares = square(pinn::evaluate(*problem.conditions[condition_].residual, context));
+  std::vector<Tensor> outputs{squares};
+  const std::vector<Tensor> derivatives = grad({sum(squares)}, streams);
+  outputs.insert(outputs.end(), derivatives.begin(), derivatives.end());
+  return outputs;
+}
+
+FusedInterior::Term FusedInterior::evaluate(double weight) {
+  const SampledCondition& sample = state_.samples().at(condition_);
+  const DType dtype = sample.points.dtype();
+  // The condition's term is the squares' sum times the row weight (1 / rows): the cotangents of
+  // weight * term carry both factors.
+  const double row_weight = sample.row_weights.item<double>();
+  const double scale = weight * row_weight;
+  const ChunkHead head = [&](const HeadChunk& chunk) {
+    std::vector<Tensor> columns;
+    for (const void* coordinate : chunk.coordinates) columns.push_back(column_of(coordinate, chunk.capacity, dtype));
+    for (const void* stream : chunk.streams) columns.push_back(column_of(stream, chunk.capacity, dtype));
+    std::vector<Tensor> outputs;
+    {
+      std::lock_guard<std::mutex> one_at_a_time(head_mutex_);
+      outputs = head_(columns);
+    }
+    const Tensor squares = contiguous(outputs[0]);
+    double loss = 0;
+    for (size_t k = 0; k < chunk.cotangents.size(); ++k) {
+      const Tensor derivative = contiguous(outputs[1 + k]);
+      const double sum =
+          dtype == DType::f32
+              ? sum_and_scale(squares, chunk.count, scale, derivative, static_cast<float*>(chunk.cotangents[k]))
+              : sum_and_scale(squares, chunk.count, scale, derivative, static_cast<double*>(chunk.cotangents[k]));
+      if (k == 0) loss = sum;
+    }
+    return loss;
+  };
+  const TaylorMlpResult result = taylor_mlp_pass(mlp_, sample.points, second_, head);
+
+  Term term;
+  term.value = scalar(result.loss * row_weight, dtype);
+  for (const Tensor& trainable : state_.trainable()) term.gradients.push_back(zeros_like(trainable));
+  const size_t layers = mlp_.weights.size();
+  for (size_t l = 0; l < layers; ++l) {
+    term.gradients[trainable_index_[l]] = result.weights[l];
+    term.gradients[trainable_index_[layers + l]] = result.biases[l];
+  }
+  return term;
+}
+
+}  // namespace eddy::pinn

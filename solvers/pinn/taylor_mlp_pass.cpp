@@ -1,0 +1,611 @@
+#include "solvers/pinn/taylor_mlp_pass.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <Eigen/Core>
+#include <immintrin.h>
+
+#include "eddy/core/error.h"
+#include "eddy/ops/ops.h"
+
+namespace eddy::pinn {
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64;
+#else
+constexpr int kVectorBytes = 32;
+#endif
+
+// Register tiles in GCC's vector extensions: a strip of the chunk's points is four vectors.
+template <typename T>
+struct Simd {
+  typedef T Vector __attribute__((vector_size(kVectorBytes)));
+  static constexpr int64_t lanes = kVectorBytes / static_cast<int64_t>(sizeof(T));
+  static constexpr int kStripVectors = 4;
+  static constexpr int64_t strip = kStripVectors * lanes;
+};
+
+template <typename V, typename T>
+V load(const T* from) {
+  V v;
+  std::memcpy(&v, from, sizeof v);
+  return v;
+}
+
+template <typename T, typename V>
+void store(T* to, const V& v) {
+  std::memcpy(to, &v, sizeof v);
+}
+
+// The sum of a vector's lanes, by halving (AVX-512's reduction sequences) where there is one.
+inline double lane_sum(const Simd<float>::Vector& v) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(v);
+#else
+  float sum = 0;
+  for (int64_t i = 0; i < Simd<float>::lanes; ++i) sum += v[i];
+  return sum;
+#endif
+}
+inline double lane_sum(const Simd<double>::Vector& v) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_pd(v);
+#else
+  double sum = 0;
+  for (int64_t i = 0; i < Simd<double>::lanes; ++i) sum += v[i];
+  return sum;
+#endif
+}
+
+// out[r][j] = bias[r] + sum_k a[r * lda + k] x[k][j] for R rows and every point j of the chunk.
+template <typename T, int R>
+void product_rows(const T* a, int64_t lda, int64_t K, const T* x, int64_t P, const T* bias, T* out) {
+  using S = Simd<T>;
+  using V = typename S::Vector;
+  for (int64_t j = 0; j < P; j += S::strip) {
+    V acc[R][S::kStripVectors];
+    for (int r = 0; r < R; ++r) {
+      for (int v = 0; v < S::kStripVectors; ++v) acc[r][v] = V{} + (bias ? bias[r] : T(0));
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      V row[S::kStripVectors];
+      for (int v = 0; v < S::kStripVectors; ++v) row[v] = load<V>(x + k * P + j + v * S::lanes);
+      for (int r = 0; r < R; ++r) {
+        const T weight = a[r * lda + k];
+        for (int v = 0; v < S::kStripVectors; ++v) acc[r][v] += weight * row[v];
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int v = 0; v < S::kStripVectors; ++v) store(out + r * P + j + v * S::lanes, acc[r][v]);
+    }
+  }
+}
+
+template <typename T, int R>
+void product_tiles(const T* a, int64_t lda, int64_t M, int64_t K, const T* x, int64_t P, const T* bias, T* out) {
+  int64_t m = 0;
+  for (; m + R <= M; m += R) product_rows<T, R>(a + m * lda, lda, K, x, P, bias ? bias + m : nullptr, out + m * P);
+  const T* rest_bias = bias ? bias + m : nullptr;
+  switch (M - m) {
+    case 5: product_rows<T, 5>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
+    case 4: product_rows<T, 4>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
+    case 3: product_rows<T, 3>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
+    case 2: product_rows<T, 2>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
+    case 1: product_rows<T, 1>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
+    default: break;
+  }
+}
+
+// out [M][P] = a [M][K] (rows lda apart) @ x [K][P], plus bias[m] on row m when given: tiles of
+// 6 rows (24 accumulators, 4 operand vectors and a broadcast: 29 of 32 registers), or of 5 or 4
+// where those divide M and 6 does not (a width of 20: four tiles of 5 rather than 6, 6, 6, 2).
+template <typename T>
+void product(const T* a, int64_t lda, int64_t M, int64_t K, const T* x, int64_t P, const T* bias, T* out) {
+  if (M % 6 != 0 && M % 5 == 0) return product_tiles<T, 5>(a, lda, M, K, x, P, bias, out);
+  if (M % 6 != 0 && M % 4 == 0) return product_tiles<T, 4>(a, lda, M, K, x, P, bias, out);
+  product_tiles<T, 6>(a, lda, M, K, x, P, bias, out);
+}
+
+// dw[k][m] += sum over streams s and points j of x_s[k][j] g_s[m][j], for KR rows from k0 and MR
+// columns from m0 (rows ldw apart): each entry summed in vector lanes over the whole chunk, the
+// lanes added once.
+template <typename T, int KR, int MR>
+void gradient_tile(const std::vector<const T*>& x, const std::vector<const T*>& g, int64_t P, int64_t k0, int64_t m0,
+                   double* dw, int64_t ldw) {
+  using S = Simd<T>;
+  using V = typename S::Vector;
+  V acc[KR][MR] = {};
+  for (size_t s = 0; s < x.size(); ++s) {
+    for (int64_t j = 0; j < P; j += S::lanes) {
+      V xv[KR], gv[MR];
+      for (int r = 0; r < KR; ++r) xv[r] = load<V>(x[s] + (k0 + r) * P + j);
+      for (int c = 0; c < MR; ++c) gv[c] = load<V>(g[s] + (m0 + c) * P + j);
+      for (int r = 0; r < KR; ++r) {
+        for (int c = 0; c < MR; ++c) acc[r][c] += xv[r] * gv[c];
+      }
+    }
+  }
+  for (int r = 0; r < KR; ++r) {
+    for (int c = 0; c < MR; ++c) dw[(k0 + r) * ldw + m0 + c] += lane_sum(acc[r][c]);
+  }
+}
+
+// Tiles of KR x 5 accumulators: 20 and 9 operand vectors at KR = 4.
+template <typename T, int KR>
+void gradient_rows(const std::vector<const T*>& x, const std::vector<const T*>& g, int64_t M, int64_t P, int64_t k0,
+                   double* dw) {
+  int64_t m = 0;
+  for (; m + 5 <= M; m += 5) gradient_tile<T, KR, 5>(x, g, P, k0, m, dw, M);
+  switch (M - m) {
+    case 4: gradient_tile<T, KR, 4>(x, g, P, k0, m, dw, M); break;
+    case 3: gradient_tile<T, KR, 3>(x, g, P, k0, m, dw, M); break;
+    case 2: gradient_tile<T, KR, 2>(x, g, P, k0, m, dw, M); break;
+    case 1: gradient_tile<T, KR, 1>(x, g, P, k0, m, dw, M); break;
+    default: break;
+  }
+}
+
+// dw [K][M] += sum_s x_s [K][P] @ g_s [M][P]^T: a layer's weight gradient from its input streams
+// and its pre-activation streams' cotangents.
+template <typename T>
+void weight_gradient(const std::vector<const T*>& x, const std::vector<const T*>& g, int64_t K, int64_t M, int64_t P,
+                     double* dw) {
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) gradient_rows<T, 4>(x, g, M, P, k, dw);
+  switch (K - k) {
+    case 3: gradient_rows<T, 3>(x, g, M, P, k, dw); break;
+    case 2: gradient_rows<T, 2>(x, g, M, P, k, dw); break;
+    case 1: gradient_rows<T, 1>(x, g, M, P, k, dw); break;
+    default: break;
+  }
+}
+
+// db[m] += sum_j g[m][j].
+template <typename T>
+void bias_gradient(const T* g, int64_t M, int64_t P, double* db) {
+  using V = typename Simd<T>::Vector;
+  for (int64_t m = 0; m < M; ++m) {
+    V acc = {};
+    for (int64_t j = 0; j < P; j += Simd<T>::lanes) acc += load<V>(g + m * P + j);
+    db[m] += lane_sum(acc);
+  }
+}
+
+// The activations' second and third derivatives, lane by lane, from the value h and the first
+// derivative s1.
+struct TanhRules {
+  template <typename T, typename V>
+  static V second(const V& h, const V& s1) { return T(-2) * h * s1; }
+  template <typename T, typename V>
+  static V third(const V& h, const V& s1) { return T(-2) * s1 * s1 + T(4) * h * h * s1; }
+};
+struct SineRules {  // h = sin z, s1 = cos z
+  template <typename T, typename V>
+  static V second(const V& h, const V&) { return -h; }
+  template <typename T, typename V>
+  static V third(const V&, const V& s1) { return -s1; }
+};
+
+// A hidden layer's arrays that Taylor mode's rules through its activation read: the output value
+// h, the activation's derivative s1, and the pre-activation tangents z (firsts, then seconds).
+template <typename T>
+struct ActivationArrays {
+  const T* h;
+  const T* s1;
+  std::vector<const T*> tangents;
+};
+
+// Forward: h_i = s1 z_i and h_ii = s1 z_ii + s2 z_i^2, into the output streams from stream 1 on.
+// One pass over the layer, a vector of elements at a time (n a multiple of the lanes).
+template <typename Rules, typename T>
+void rules_forward(int64_t n, const ActivationArrays<T>& a, const std::vector<int>& second,
+                   const std::vector<T*>& out) {
+  using V = typename Simd<T>::Vector;
+  const size_t inputs = a.tangents.size() - second.size();
+  for (int64_t e = 0; e < n; e += Simd<T>::lanes) {
+    const V h = load<V>(a.h + e), s1 = load<V>(a.s1 + e);
+    const V s2 = Rules::template second<T>(h, s1);
+    for (size_t i = 0; i < inputs; ++i) store(out[1 + i] + e, s1 * load<V>(a.tangents[i] + e));
+    for (size_t k = 0; k < second.size(); ++k) {
+      const V zi = load<V>(a.tangents[static_cast<size_t>(second[k])] + e);
+      store(out[1 + inputs + k] + e, s1 * load<V>(a.tangents[inputs + k] + e) + s2 * zi * zi);
+    }
+  }
+}
+
+// Back: from the cotangents g of the output streams to gz of the pre-activation streams, the
+// transposes of the forward rules, in one pass.
+template <typename Rules, typename T>
+void rules_backward(int64_t n, const ActivationArrays<T>& a, const std::vector<int>& second,
+                    const std::vector<const T*>& g, const std::vector<T*>& gz) {
+  using V = typename Simd<T>::Vector;
+  const size_t inputs = a.tangents.size() - second.size();
+  for (int64_t e = 0; e < n; e += Simd<T>::lanes) {
+    const V h = load<V>(a.h + e), s1 = load<V>(a.s1 + e);
+    const V s2 = Rules::template second<T>(h, s1);
+    V value = load<V>(g[0] + e) * s1;
+    for (size_t i = 0; i < inputs; ++i) {
+      const V gi = load<V>(g[1 + i] + e);
+      value += gi * s2 * load<V>(a.tangents[i] + e);
+      store(gz[1 + i] + e, gi * s1);
+    }
+    if (!second.empty()) {
+      const V s3 = Rules::template third<T>(h, s1);
+      for (size_t k = 0; k < second.size(); ++k) {
+        const size_t i = static_cast<size_t>(second[k]);
+        const V gii = load<V>(g[1 + inputs + k] + e);
+        const V zi = load<V>(a.tangents[i] + e);
+        value += gii * (s2 * load<V>(a.tangents[inputs + k] + e) + s3 * zi * zi);
+        store(gz[1 + i] + e, load<V>(gz[1 + i] + e) + T(2) * gii * s2 * zi);
+        store(gz[1 + inputs + k] + e, gii * s1);
+      }
+    }
+    store(gz[0] + e, value);
+  }
+}
+
+template <typename T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// The network's shape and the pass's sizes.
+struct Layout {
+  int64_t inputs = 0, outputs = 0, layers = 0;  // layers: hidden ones plus the output layer
+  std::vector<int64_t> widths;                   // inputs, each hidden width, outputs
+  std::vector<int> second;
+  int64_t streams() const { return 1 + inputs + static_cast<int64_t>(second.size()); }
+  int64_t chunk = 0;  // points per chunk, a multiple of the strip
+};
+
+// One thread's buffers for a chunk, in one block that the thread keeps from call to call: the
+// points' coordinates; the network's input streams; per hidden layer its output streams, its
+// pre-activation tangents and the activation's derivative; the network's output streams and
+// their cotangents; and two sets of cotangent streams that layers alternate between going back.
+// Every value is written before it is read, so the block is never cleared.
+template <typename T>
+class Workspace {
+ public:
+  explicit Workspace(const Layout& layout) : layout_(layout) {
+    int64_t at = 0;
+    auto region = [&](int64_t arrays, int64_t width) {
+      const int64_t offset = at;
+      at += arrays * width;
+      return offset;
+    };
+    const int64_t streams = layout.streams();
+    coordinates_ = region(1, layout.inputs);
+    inputs_ = region(streams, layout.inputs);
+    for (int64_t l = 0; l + 1 < layout.layers; ++l) layers_.push_back(region(2 * streams, hidden_width(l)));
+    outputs_ = region(2 * streams, layout.outputs);
+    for (int64_t width : layout.widths) widest_ = std::max(widest_, width);
+    cotangents_ = region(2 * streams, widest_);
+    static thread_local std::vector<T> block;
+    if (block.size() < static_cast<size_t>(at * layout.chunk)) block.resize(static_cast<size_t>(at * layout.chunk));
+    data_ = block.data();
+  }
+
+  // Elements per point of the chunk, over all the buffers.
+  static int64_t per_point(const Layout& layout) {
+    int64_t widest = 0, hidden = 0;
+    for (int64_t width : layout.widths) widest = std::max(widest, width);
+    for (int64_t l = 0; l + 1 < layout.layers; ++l) hidden += layout.widths[static_cast<size_t>(l + 1)];
+    return layout.inputs + layout.streams() * (layout.inputs + 2 * hidden + 2 * layout.outputs + 2 * widest);
+  }
+
+  T* coordinates() { return at(coordinates_); }
+  T* input(int64_t stream) { return at(inputs_ + stream * layout_.inputs); }
+  // Hidden layer l's output stream, pre-activation tangent (firsts, then seconds) and the
+  // activation's first derivative at its pre-activation.
+  T* output(int64_t l, int64_t stream) { return at(layers_[static_cast<size_t>(l)] + stream * hidden_width(l)); }
+  T* pre_tangent(int64_t l, int64_t tangent) { return output(l, layout_.streams() + tangent); }
+  T* derivative(int64_t l) { return output(l, 2 * layout_.streams() - 1); }
+  T* network_output(int64_t stream) { return at(outputs_ + stream * layout_.outputs); }
+  T* network_cotangent(int64_t stream) { return network_output(layout_.streams() + stream); }
+  T* cotangent(int set, int64_t stream) { return at(cotangents_ + (set * layout_.streams() + stream) * widest_); }
+
+ private:
+  // Offsets count rows of a chunk's points.
+  T* at(int64_t rows) { return data_ + rows * layout_.chunk; }
+  int64_t hidden_width(int64_t l) const { return layout_.widths[static_cast<size_t>(l + 1)]; }
+
+  const Layout& layout_;
+  T* data_ = nullptr;
+  int64_t coordinates_ = 0, inputs_ = 0, outputs_ = 0, cotangents_ = 0, widest_ = 0;
+  std::vector<int64_t> layers_;
+};
+
+// A group's sums: the loss and the gradients, in double.
+struct Sums {
+  double loss = 0;
+  std::vector<std::vector<double>> weights, biases;
+};
+
+template <typename T>
+class Pass {
+ public:
+  Pass(const nn::PlainMlp& mlp, const Layout& layout) : mlp_(mlp), layout_(layout) {
+    for (int64_t l = 0; l < layout.layers; ++l) {
+      const int64_t in = layout.widths[static_cast<size_t>(l)], out = layout.widths[static_cast<size_t>(l) + 1];
+      const std::vector<T> w = mlp.weights[static_cast<size_t>(l)].template to_vector<T>();  // [in][out]
+      std::vector<T> transposed(w.size());
+      for (int64_t k = 0; k < in; ++k) {
+        for (int64_t m = 0; m < out; ++m) transposed[static_cast<size_t>(m * in + k)] = w[static_cast<size_t>(k * out + m)];
+      }
+      weights_.push_back(w);
+      transposed_.push_back(std::move(transposed));
+      biases_.push_back(mlp.biases[static_cast<size_t>(l)].template to_vector<T>());
+    }
+    for (int64_t i = 0; i < layout.inputs; ++i) {
+      scale_.push_back(static_cast<T>(mlp.input_scale[static_cast<size_t>(i)]));
+      shift_.push_back(static_cast<T>(mlp.input_shift[static_cast<size_t>(i)]));
+    }
+  }
+
+  Sums empty_sums() const {
+    Sums sums;
+    for (int64_t l = 0; l < layout_.layers; ++l) {
+      sums.weights.emplace_back(weights_[static_cast<size_t>(l)].size(), 0.0);
+      sums.biases.emplace_back(biases_[static_cast<size_t>(l)].size(), 0.0);
+    }
+    return sums;
+  }
+
+  // Points [first, first + count) of `points` [N, inputs], forward and back, into `sums`.
+  void chunk(const T* points, int64_t first, int64_t count, const ChunkHead& head, Workspace<T>& work,
+             Sums& sums) const {
+    const int64_t P = layout_.chunk, D = layout_.inputs;
+    HeadChunk view;
+    view.count = count;
+    view.capacity = P;
+    // The input streams: normalised coordinates, the unit tangents scaled by the normalisation,
+    // and zero second derivatives. Padding repeats the first point, so every value stays finite.
+    for (int64_t i = 0; i < D; ++i) {
+      const T scale = scale_[static_cast<size_t>(i)], shift = shift_[static_cast<size_t>(i)];
+      T* raw = work.coordinates() + i * P;
+      T* normalised = work.input(0) + i * P;
+      for (int64_t j = 0; j < P; ++j) {
+        raw[j] = points[(first + (j < count ? j : 0)) * D + i];
+        normalised[j] = scale * raw[j] + shift;
+      }
+      for (int64_t d = 0; d < D; ++d) std::fill_n(work.input(1 + d) + i * P, P, i == d ? scale : T(0));
+      view.coordinates.push_back(raw);
+    }
+    std::fill_n(work.input(1 + D), seconds() * D * P, T(0));
+    forward(work);
+    for (int64_t s = 0; s < layout_.streams(); ++s) {
+      for (int64_t c = 0; c < layout_.outputs; ++c) {
+        view.streams.push_back(work.network_output(s) + c * P);
+        view.cotangents.push_back(work.network_cotangent(s) + c * P);
+      }
+    }
+    sums.loss += head(view);
+    backward(work, sums);
+  }
+
+ private:
+  int64_t width(int64_t l) const { return layout_.widths[static_cast<size_t>(l)]; }
+  int64_t seconds() const { return static_cast<int64_t>(layout_.second.size()); }
+
+  // Layer l's input stream s: the network's input streams, or hidden layer l - 1's outputs.
+  const T* layer_input(Workspace<T>& work, int64_t l, int64_t s) const {
+    return l == 0 ? work.input(s) : work.output(l - 1, s);
+  }
+
+  void forward(Workspace<T>& work) const {
+    const int64_t P = layout_.chunk, D = layout_.inputs;
+    for (int64_t l = 0; l + 1 < layout_.layers; ++l) {
+      const int64_t in = width(l), out = width(l + 1), n = out * P;
+      const T* a = transposed_[static_cast<size_t>(l)].data();
+      product(a, in, out, in, layer_input(work, l, 0), P, biases_[static_cast<size_t>(l)].data(), work.output(l, 0));
+      for (int64_t t = 0; t < D + seconds(); ++t) {
+        product(a, in, out, in, layer_input(work, l, 1 + t), P, static_cast<const T*>(nullptr), work.pre_tangent(l, t));
+      }
+      T* h = work.output(l, 0);
+      T* s1 = work.derivative(l);
+      ArrayMap<T> value(h, n), slope(s1, n);
+      if (mlp_.activation == nn::ActivationKind::tanh) {
+        value = value.tanh();
+        slope = T(1) - value * value;
+      } else {
+        slope = value.cos();
+        value = value.sin();
+      }
+      const ActivationArrays<T> arrays = activation_arrays(work, l);
+      std::vector<T*> streams;
+      for (int64_t s = 0; s < layout_.streams(); ++s) streams.push_back(work.output(l, s));
+      if (mlp_.activation == nn::ActivationKind::tanh) {
+        rules_forward<TanhRules>(n, arrays, layout_.second, streams);
+      } else {
+        rules_forward<SineRules>(n, arrays, layout_.second, streams);
+      }
+    }
+    const int64_t last = layout_.layers - 1;
+    const T* a = transposed_[static_cast<size_t>(last)].data();
+    for (int64_t s = 0; s < layout_.streams(); ++s) {
+      product(a, width(last), layout_.outputs, width(last), layer_input(work, last, s), P,
+              s == 0 ? biases_[static_cast<size_t>(last)].data() : nullptr, work.network_output(s));
+    }
+  }
+
+  ActivationArrays<T> activation_arrays(Workspace<T>& work, int64_t l) const {
+    ActivationArrays<T> arrays{work.output(l, 0), work.derivative(l), {}};
+    for (int64_t t = 0; t < layout_.inputs + seconds(); ++t) arrays.tangents.push_back(work.pre_tangent(l, t));
+    return arrays;
+  }
+
+  // Layer l's weight and bias gradients from its input streams and the cotangents `g` of its
+  // pre-activation streams (for the output layer, of its outputs).
+  void add_gradients(Workspace<T>& work, int64_t l, const std::vector<const T*>& g, Sums& sums) const {
+    std::vector<const T*> x;
+    for (int64_t s = 0; s < layout_.streams(); ++s) x.push_back(layer_input(work, l, s));
+    weight_gradient(x, g, width(l), width(l + 1), layout_.chunk, sums.weights[static_cast<size_t>(l)].data());
+    bias_gradient(g[0], width(l + 1), layout_.chunk, sums.biases[static_cast<size_t>(l)].data());
+  }
+
+  // Cotangents of layer l's input streams: W [in][out] @ g_s [out][P].
+  void cotangents_of_input(int64_t l, const std::vector<const T*>& g, Workspace<T>& work, int into) const {
+    const int64_t in = width(l), out = width(l + 1);
+    for (int64_t s = 0; s < layout_.streams(); ++s) {
+      product(weights_[static_cast<size_t>(l)].data(), out, in, out, g[static_cast<size_t>(s)], layout_.chunk,
+              static_cast<const T*>(nullptr), work.cotangent(into, s));
+    }
+  }
+
+  void backward(Workspace<T>& work, Sums& sums) const {
+    if (mlp_.activation == nn::ActivationKind::tanh) return backward_with<TanhRules>(work, sums);
+    backward_with<SineRules>(work, sums);
+  }
+
+  template <typename Rules>
+  void backward_with(Workspace<T>& work, Sums& sums) const {
+    const int64_t P = layout_.chunk, D = layout_.inputs;
+    const int64_t last = layout_.layers - 1;
+    std::vector<const T*> g;
+    for (int64_t s = 0; s < layout_.streams(); ++s) g.push_back(work.network_cotangent(s));
+    add_gradients(work, last, g, sums);
+    int into = 0;
+    if (last > 0) cotangents_of_input(last, g, work, into);
+    for (int64_t l = last - 1; l >= 0; --l) {
+      // From the cotangents of hidden layer l's output streams (set `from`) to those of its
+      // pre-activation streams (set `into`).
+      const int from = into;
+      into = 1 - into;
+      std::vector<const T*> g_out;
+      std::vector<T*> gz;
+      for (int64_t s = 0; s < layout_.streams(); ++s) {
+        g_out.push_back(work.cotangent(from, s));
+        gz.push_back(work.cotangent(into, s));
+      }
+      rules_backward<Rules>(width(l + 1) * layout_.chunk, activation_arrays(work, l), layout_.second, g_out, gz);
+      std::vector<const T*> gzs;
+      for (int64_t s = 0; s < layout_.streams(); ++s) gzs.push_back(work.cotangent(into, s));
+      add_gradients(work, l, gzs, sums);
+      if (l > 0) {
+        // Written into the set `from` held, which nothing reads any more.
+        cotangents_of_input(l, gzs, work, from);
+        into = from;
+      }
+    }
+  }
+
+  const nn::PlainMlp& mlp_;
+  const Layout& layout_;
+  std::vector<std::vector<T>> weights_, transposed_, biases_;  // weights [in][out], transposed [out][in]
+  std::vector<T> scale_, shift_;
+};
+
+// Points per chunk: as many as keep one chunk's buffers within about 1 MB (half the L2 cache of
+// a core here), in whole strips, from one strip to 256 points.
+int64_t chunk_points(const Layout& layout, int64_t strip, int64_t bytes_per_point) {
+  const int64_t points = (int64_t{1} << 20) / bytes_per_point / strip * strip;
+  return std::clamp(points, strip, std::max(strip, 256 / strip * strip));
+}
+
+// Groups of chunks summed apart and then in order: their number depends on the point count
+// only, so the sums do not depend on the thread count.
+constexpr int64_t kGroups = 16;
+
+template <typename T>
+TaylorMlpResult run(const nn::PlainMlp& mlp, const Tensor& points, const Layout& layout, const ChunkHead& head) {
+  const Pass<T> pass(mlp, layout);
+  const Tensor dense = contiguous(points);
+  const T* data = dense.data<T>();
+  const int64_t N = points.size(0);
+  const int64_t chunks = (N + layout.chunk - 1) / layout.chunk;
+  const int64_t groups = std::min(kGroups, std::max<int64_t>(chunks, 1));
+  std::vector<Sums> sums(static_cast<size_t>(groups), pass.empty_sums());
+#pragma omp parallel if (groups > 1 && omp_get_max_threads() > 1)
+  {
+    Workspace<T> work(layout);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t group = 0; group < groups; ++group) {
+      for (int64_t c = chunks * group / groups; c < chunks * (group + 1) / groups; ++c) {
+        const int64_t first = c * layout.chunk;
+        pass.chunk(data, first, std::min(layout.chunk, N - first), head, work, sums[static_cast<size_t>(group)]);
+      }
+    }
+  }
+  // The groups in order.
+  auto total = [&](std::vector<std::vector<double>> Sums::*member, size_t l) {
+    std::vector<double> entries((sums[0].*member)[l].size(), 0.0);
+    for (const Sums& part : sums) {
+      for (size_t e = 0; e < entries.size(); ++e) entries[e] += (part.*member)[l][e];
+    }
+    return entries;
+  };
+  TaylorMlpResult result;
+  for (const Sums& part : sums) result.loss += part.loss;
+  for (size_t l = 0; l < mlp.weights.size(); ++l) {
+    result.weights.push_back(cast(tensor(total(&Sums::weights, l), mlp.weights[l].shape()), points.dtype()));
+    result.biases.push_back(cast(tensor(total(&Sums::biases, l), mlp.biases[l].shape()), points.dtype()));
+  }
+  return result;
+}
+
+// The network's sizes from its weights, checked, and the chunk the pass takes for them.
+Layout layout_of(const nn::PlainMlp& mlp, const std::vector<int>& second) {
+  EDDY_CHECK(taylor_mlp_supports(mlp.activation), "taylor_mlp_pass: no Taylor rules for the ",
+             nn::activation_name(mlp.activation), " activation (tanh and sin have them)");
+  EDDY_CHECK(!mlp.weights.empty() && mlp.weights.size() == mlp.biases.size(), "taylor_mlp_pass: ", mlp.weights.size(),
+             " weights and ", mlp.biases.size(), " biases");
+  const DType dtype = mlp.weights[0].dtype();
+  EDDY_CHECK(dtype == DType::f32 || dtype == DType::f64, "taylor_mlp_pass: the weights are ", dtype,
+             ", not float32 or float64");
+  Layout layout;
+  layout.inputs = mlp.weights[0].dim() == 2 ? mlp.weights[0].size(0) : 0;
+  layout.layers = static_cast<int64_t>(mlp.weights.size());
+  layout.widths.push_back(layout.inputs);
+  for (size_t l = 0; l < mlp.weights.size(); ++l) {
+    const Tensor& w = mlp.weights[l];
+    const Tensor& b = mlp.biases[l];
+    EDDY_CHECK(w.dim() == 2 && w.size(0) == layout.widths.back() && w.dtype() == dtype && b.defined() &&
+                   b.shape() == Shape{w.size(1)} && b.dtype() == dtype,
+               "taylor_mlp_pass: layer ", l, " has a weight of shape ", w.shape(), " and a bias of shape ",
+               b.defined() ? cat(b.shape()) : std::string("none"), " after ", layout.widths.back(), " features");
+    layout.widths.push_back(w.size(1));
+  }
+  layout.outputs = layout.widths.back();
+  EDDY_CHECK(static_cast<int64_t>(mlp.input_scale.size()) == layout.inputs &&
+                 mlp.input_shift.size() == mlp.input_scale.size(),
+             "taylor_mlp_pass: input normalisation for ", mlp.input_scale.size(), " inputs, the network has ",
+             layout.inputs);
+  for (int i : second) {
+    EDDY_CHECK(i >= 0 && i < layout.inputs, "taylor_mlp_pass: second derivative in input ", i, " of ",
+               layout.inputs);
+  }
+  layout.second = second;
+  layout.chunk = dtype == DType::f32 ? chunk_points(layout, Simd<float>::strip,
+                                                    Workspace<float>::per_point(layout) * int64_t{sizeof(float)})
+                                     : chunk_points(layout, Simd<double>::strip,
+                                                    Workspace<double>::per_point(layout) * int64_t{sizeof(double)});
+  return layout;
+}
+
+}  // namespace
+
+bool taylor_mlp_supports(nn::ActivationKind activation) {
+  return activation == nn::ActivationKind::tanh || activation == nn::ActivationKind::sin;
+}
+
+int64_t taylor_mlp_streams(const nn::PlainMlp& mlp, const std::vector<int>& second) {
+  return layout_of(mlp, second).streams();
+}
+
+int64_t taylor_mlp_chunk(const nn::PlainMlp& mlp, const std::vector<int>& second) {
+  return layout_of(mlp, second).chunk;
+}
+
+TaylorMlpResult taylor_mlp_pass(const nn::PlainMlp& mlp, const Tensor& points, const std::vector<int>& second,
+                                const ChunkHead& head) {
+  const Layout layout = layout_of(mlp, second);
+  EDDY_CHECK(points.dim() == 2 && points.size(1) == layout.inputs && points.dtype() == mlp.weights[0].dtype() &&
+                 points.device() == cpu(),
+             "taylor_mlp_pass: points must be [N, ", layout.inputs, "] ", mlp.weights[0].dtype(),
+             " on the CPU, got ", points.shape(), " ", points.dtype(), " on ", points.device());
+  return points.dtype() == DType::f32 ? run<float>(mlp, points, layout, head) : run<double>(mlp, points, layout, head);
+}
+
+}  // namespace eddy::pinn
