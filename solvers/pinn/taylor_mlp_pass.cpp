@@ -1,15 +1,42 @@
 #include "solvers/pinn/taylor_mlp_pass.h"
 
+// GCC 12's AVX-512 reductions pass an undefined merge operand and warn that it is uninitialised
+// (GCC bug 105593, as backends/cpu/eigen_core.h explains): silenced for this header only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
-
-#include <Eigen/Core>
-#include <immintrin.h>
+#include <type_traits>
 
 #include "eddy/core/error.h"
 #include "eddy/ops/ops.h"
+
+// glibc's vector variants (libmvec) for the activations' `omp simd` loops, declared here as the
+// compiler's generated kernels declare them (compiler/codegen.cpp): <cmath>'s declarations carry
+// no `declare simd` without -ffast-math.
+extern "C" {
+#pragma omp declare simd notinbranch
+float tanhf(float) noexcept;
+#pragma omp declare simd notinbranch
+double tanh(double) noexcept;
+#pragma omp declare simd notinbranch
+float sinf(float) noexcept;
+#pragma omp declare simd notinbranch
+double sin(double) noexcept;
+#pragma omp declare simd notinbranch
+float cosf(float) noexcept;
+#pragma omp declare simd notinbranch
+double cos(double) noexcept;
+}
 
 namespace eddy::pinn {
 namespace {
@@ -100,13 +127,16 @@ void product_tiles(const T* a, int64_t lda, int64_t M, int64_t K, const T* x, in
   }
 }
 
-// out [M][P] = a [M][K] (rows lda apart) @ x [K][P], plus bias[m] on row m when given: tiles of
-// 6 rows (24 accumulators, 4 operand vectors and a broadcast: 29 of 32 registers), or of 5 or 4
-// where those divide M and 6 does not (a width of 20: four tiles of 5 rather than 6, 6, 6, 2).
+// out [M][P] = a [M][K] (rows lda apart) @ x [K][P], plus bias[m] on row m when given, in tiles of
+// 6 or 5 rows (6: 24 accumulators, 4 operand vectors and a broadcast, 29 of 32 registers): the
+// fewest tiles, and of those a size that divides M (a width of 20: four tiles of 5 rather than 6,
+// 6, 6 and 2; of 64: ten of 6 and one of 4).
 template <typename T>
 void product(const T* a, int64_t lda, int64_t M, int64_t K, const T* x, int64_t P, const T* bias, T* out) {
-  if (M % 6 != 0 && M % 5 == 0) return product_tiles<T, 5>(a, lda, M, K, x, P, bias, out);
-  if (M % 6 != 0 && M % 4 == 0) return product_tiles<T, 4>(a, lda, M, K, x, P, bias, out);
+  auto tiles = [M](int64_t rows) { return (M + rows - 1) / rows; };
+  if (tiles(5) < tiles(6) || (tiles(5) == tiles(6) && M % 6 != 0 && M % 5 == 0)) {
+    return product_tiles<T, 5>(a, lda, M, K, x, P, bias, out);
+  }
   product_tiles<T, 6>(a, lda, M, K, x, P, bias, out);
 }
 
@@ -248,8 +278,26 @@ void rules_backward(int64_t n, const ActivationArrays<T>& a, const std::vector<i
   }
 }
 
+// h = activation(z) in place, and s1 = its derivative, over n elements.
 template <typename T>
-using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+void activate(nn::ActivationKind activation, int64_t n, T* __restrict h, T* __restrict s1) {
+  constexpr bool single = std::is_same_v<T, float>;
+  if (activation == nn::ActivationKind::tanh) {
+#pragma omp simd
+    for (int64_t e = 0; e < n; ++e) {
+      const T y = single ? ::tanhf(static_cast<float>(h[e])) : ::tanh(static_cast<double>(h[e]));
+      h[e] = y;
+      s1[e] = T(1) - y * y;
+    }
+  } else {
+#pragma omp simd
+    for (int64_t e = 0; e < n; ++e) {
+      const T z = h[e];
+      s1[e] = single ? ::cosf(static_cast<float>(z)) : ::cos(static_cast<double>(z));
+      h[e] = single ? ::sinf(static_cast<float>(z)) : ::sin(static_cast<double>(z));
+    }
+  }
+}
 
 // The network's shape and the pass's sizes.
 struct Layout {
@@ -403,16 +451,7 @@ class Pass {
       for (int64_t t = 0; t < D + seconds(); ++t) {
         product(a, in, out, in, layer_input(work, l, 1 + t), P, static_cast<const T*>(nullptr), work.pre_tangent(l, t));
       }
-      T* h = work.output(l, 0);
-      T* s1 = work.derivative(l);
-      ArrayMap<T> value(h, n), slope(s1, n);
-      if (mlp_.activation == nn::ActivationKind::tanh) {
-        value = value.tanh();
-        slope = T(1) - value * value;
-      } else {
-        slope = value.cos();
-        value = value.sin();
-      }
+      activate(mlp_.activation, n, work.output(l, 0), work.derivative(l));
       const ActivationArrays<T> arrays = activation_arrays(work, l);
       std::vector<T*> streams;
       for (int64_t s = 0; s < layout_.streams(); ++s) streams.push_back(work.output(l, s));
@@ -461,7 +500,6 @@ class Pass {
 
   template <typename Rules>
   void backward_with(Workspace<T>& work, Sums& sums) const {
-    const int64_t P = layout_.chunk, D = layout_.inputs;
     const int64_t last = layout_.layers - 1;
     std::vector<const T*> g;
     for (int64_t s = 0; s < layout_.streams(); ++s) g.push_back(work.network_cotangent(s));

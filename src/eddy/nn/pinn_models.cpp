@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <tuple>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/nn/init.h"
@@ -50,6 +51,18 @@ class InputMap : public Module {
   }
 
   int64_t output_width() const { return width_; }
+
+  // The normalisation as scale * x + shift per input: 1 and 0 without it.
+  std::pair<std::vector<double>, std::vector<double>> normalisation() const {
+    std::vector<double> scale(static_cast<size_t>(inputs_), 1.0), shift(static_cast<size_t>(inputs_), 0.0);
+    if (!offset_.defined()) return {scale, shift};
+    const std::vector<double> offset = offset_.to_vector<double>(), factor = scale_.to_vector<double>();
+    for (size_t i = 0; i < scale.size(); ++i) {
+      scale[i] = factor[i];
+      shift[i] = -offset[i] * factor[i] - 1.0;
+    }
+    return {scale, shift};
+  }
 
   Tensor forward(const Tensor& x) override {
     EDDY_CHECK(x.dim() == 2 && x.shape()[1] == inputs_, "PINN model: input has shape ", x.shape(),
@@ -200,14 +213,18 @@ class PinnModel : public Module {
   const PinnModelOptions& options() const { return options_; }
   int64_t output_layer_width() const { return output_width_; }
 
-  std::optional<PlainMlp> plain_parts(std::string& why_not) const {
+  // What the model has besides a plain MLP's layers and the input normalisation; empty if nothing.
+  std::string beyond_plain_mlp() const {
     const PinnModelOptions& o = options_;
-    if (o.architecture != PinnArchitecture::mlp) why_not = cat("the ", architecture_name(o.architecture), " architecture");
-    else if (o.adaptive_activation) why_not = "adaptive activations";
-    else if (!o.periodic_axes.empty()) why_not = "a periodic input embedding";
-    else if (o.fourier_features > 0) why_not = "Fourier features";
-    else if (o.weight_factorization) why_not = "weight factorisation";
-    if (!why_not.empty()) return std::nullopt;
+    if (o.architecture != PinnArchitecture::mlp) return cat("the ", architecture_name(o.architecture), " architecture");
+    if (o.adaptive_activation) return "adaptive activations";
+    if (!o.periodic_axes.empty()) return "a periodic input embedding";
+    if (o.fourier_features > 0) return "Fourier features";
+    if (o.weight_factorization) return "weight factorisation";
+    return "";
+  }
+
+  PlainMlp plain_parts() const {
     PlainMlp mlp;
     auto add = [&](const std::shared_ptr<Module>& layer) {
       const auto& linear = dynamic_cast<const Linear&>(*layer);
@@ -216,14 +233,8 @@ class PinnModel : public Module {
     };
     for (const std::shared_ptr<Module>& layer : hidden_) add(layer);
     add(output_);
-    mlp.activation = o.activation;
-    for (int64_t i = 0; i < o.inputs; ++i) {
-      // InputMap: (x - lower) * 2 / (upper - lower) - 1.
-      const bool normalised = !o.input_lower.empty();
-      const double scale = normalised ? 2.0 / (o.input_upper[i] - o.input_lower[i]) : 1.0;
-      mlp.input_scale.push_back(scale);
-      mlp.input_shift.push_back(normalised ? -o.input_lower[i] * scale - 1.0 : 0.0);
-    }
+    mlp.activation = options_.activation;
+    std::tie(mlp.input_scale, mlp.input_shift) = input_->normalisation();
     return mlp;
   }
 
@@ -357,13 +368,10 @@ std::shared_ptr<Module> make_pinn_model(const PinnModelOptions& options) {
 Tensor output_layer_inputs(Module& model, const Tensor& x) { return pinn_model(model).output_layer_inputs(x); }
 
 std::optional<PlainMlp> plain_mlp(Module& model, std::string& why_not) {
-  why_not.clear();
   auto* pinn = dynamic_cast<PinnModel*>(&model);
-  if (!pinn) {
-    why_not = "a model make_pinn_model did not build";
-    return std::nullopt;
-  }
-  return pinn->plain_parts(why_not);
+  why_not = pinn ? pinn->beyond_plain_mlp() : "a model make_pinn_model did not build";
+  if (!why_not.empty()) return std::nullopt;
+  return pinn->plain_parts();
 }
 
 void set_output_layer_column(Module& model, int64_t column, const Tensor& weights, double bias) {
