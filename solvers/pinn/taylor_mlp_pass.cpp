@@ -69,21 +69,17 @@ void store(T* to, const V& v) {
 }
 
 // The sum of a vector's lanes, by halving (AVX-512's reduction sequences) where there is one.
-inline double lane_sum(const Simd<float>::Vector& v) {
+template <typename T>
+double lane_sum(const typename Simd<T>::Vector& v) {
 #if defined(__AVX512F__)
-  return _mm512_reduce_add_ps(v);
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_reduce_add_ps(v);
+  } else {
+    return _mm512_reduce_add_pd(v);
+  }
 #else
-  float sum = 0;
-  for (int64_t i = 0; i < Simd<float>::lanes; ++i) sum += v[i];
-  return sum;
-#endif
-}
-inline double lane_sum(const Simd<double>::Vector& v) {
-#if defined(__AVX512F__)
-  return _mm512_reduce_add_pd(v);
-#else
-  double sum = 0;
-  for (int64_t i = 0; i < Simd<double>::lanes; ++i) sum += v[i];
+  T sum = 0;
+  for (int64_t i = 0; i < Simd<T>::lanes; ++i) sum += v[i];
   return sum;
 #endif
 }
@@ -160,7 +156,7 @@ void gradient_tile(const std::vector<const T*>& x, const std::vector<const T*>& 
     }
   }
   for (int r = 0; r < KR; ++r) {
-    for (int c = 0; c < MR; ++c) dw[(k0 + r) * ldw + m0 + c] += lane_sum(acc[r][c]);
+    for (int c = 0; c < MR; ++c) dw[(k0 + r) * ldw + m0 + c] += lane_sum<T>(acc[r][c]);
   }
 }
 
@@ -201,7 +197,7 @@ void bias_gradient(const T* g, int64_t M, int64_t P, double* db) {
   for (int64_t m = 0; m < M; ++m) {
     V acc = {};
     for (int64_t j = 0; j < P; j += Simd<T>::lanes) acc += load<V>(g + m * P + j);
-    db[m] += lane_sum(acc);
+    db[m] += lane_sum<T>(acc);
   }
 }
 
