@@ -26,17 +26,20 @@ Tensor column_of(const void* values, int64_t count, DType dtype) {
   return column;
 }
 
-// The sum of the first `count` of `values`, and `into` = scale * values there, 0 past it.
+// The sum of a chunk's values over its `count` points (the rest are padding).
 template <typename T>
-double sum_and_scale(const Tensor& values, int64_t count, double scale, const Tensor& derivative, T* into) {
+double sum_of_points(const Tensor& values, int64_t count) {
   const T* v = values.data<T>();
-  const T* d = derivative.data<T>();
   double sum = 0;
-  for (int64_t j = 0; j < values.size(0); ++j) {
-    if (j < count) sum += static_cast<double>(v[j]);
-    into[j] = j < count ? static_cast<T>(scale) * d[j] : T(0);
-  }
+  for (int64_t j = 0; j < count; ++j) sum += static_cast<double>(v[j]);
   return sum;
+}
+
+// into = scale * derivative over a chunk's `count` points, 0 over its padding.
+template <typename T>
+void scaled_cotangent(const Tensor& derivative, int64_t count, double scale, T* into) {
+  const T* d = derivative.data<T>();
+  for (int64_t j = 0; j < derivative.size(0); ++j) into[j] = j < count ? static_cast<T>(scale) * d[j] : T(0);
 }
 
 int64_t widest_hidden_layer(const nn::PlainMlp& mlp) {
@@ -160,17 +163,17 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
       std::lock_guard<std::mutex> one_at_a_time(head_mutex_);
       outputs = head_(columns);
     }
-    const Tensor squares = contiguous(outputs[0]);
-    double loss = 0;
+    const bool single = dtype == DType::f32;
     for (size_t k = 0; k < chunk.cotangents.size(); ++k) {
       const Tensor derivative = contiguous(outputs[1 + k]);
-      const double sum =
-          dtype == DType::f32
-              ? sum_and_scale(squares, chunk.count, scale, derivative, static_cast<float*>(chunk.cotangents[k]))
-              : sum_and_scale(squares, chunk.count, scale, derivative, static_cast<double*>(chunk.cotangents[k]));
-      if (k == 0) loss = sum;
+      if (single) {
+        scaled_cotangent(derivative, chunk.count, scale, static_cast<float*>(chunk.cotangents[k]));
+      } else {
+        scaled_cotangent(derivative, chunk.count, scale, static_cast<double*>(chunk.cotangents[k]));
+      }
     }
-    return loss;
+    const Tensor squares = contiguous(outputs[0]);
+    return single ? sum_of_points<float>(squares, chunk.count) : sum_of_points<double>(squares, chunk.count);
   };
   const TaylorMlpResult result = taylor_mlp_pass(mlp_, sample.points, second_, head);
 
