@@ -40,8 +40,9 @@ class TrainingStep {
 
   // The step's inputs at the state's current samples and loss weights.
   std::vector<Tensor> inputs() const;
-  // The step's graph on `inputs`, as compile captures it; abstractly, no kernel runs, which is
-  // how a step is captured for a machine that is not this one.
+  // The step's graph on `inputs`, as compile captures it (without the fused conditions, which
+  // run beside it); abstractly, no kernel runs, which is how a step is captured for a machine
+  // that is not this one.
   compiler::Trace trace(const std::vector<Tensor>& inputs, compiler::Evaluation evaluation) const;
 
  private:
