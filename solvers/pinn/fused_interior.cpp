@@ -69,8 +69,6 @@ std::unique_ptr<FusedInterior> FusedInterior::make(PinnState& state, size_t cond
     why_not = "the model is not on the CPU";
   } else if (state.causal(condition)) {
     why_not = "causal weighting";
-  } else if (!problem.learnable.empty()) {
-    why_not = "learnable parameters";
   } else if (!problem.output_transforms.empty()) {
     why_not = "output transforms";
   } else if (!mlp) {
@@ -87,7 +85,7 @@ std::unique_ptr<FusedInterior> FusedInterior::make(PinnState& state, size_t cond
   // hold (a mixed derivative, say) is turned away here, with the evaluator's message.
   const int64_t chunk = taylor_mlp_chunk(*mlp, second);
   const size_t columns = static_cast<size_t>(problem.coordinates.size()) +
-                         static_cast<size_t>(taylor_mlp_streams(*mlp, second) * mlp->biases.back().numel());
+                         static_cast<size_t>(taylor_mlp_streams(*mlp, second) * mlp->biases.back().numel()) + 1;
   std::vector<Tensor> probe;
   for (size_t k = 0; k < columns; ++k) probe.push_back(zeros({chunk, 1}, problem.dtype));
   try {
@@ -116,6 +114,10 @@ FusedInterior::FusedInterior(PinnState& state, size_t condition, nn::PlainMlp ml
   };
   for (const Tensor& weight : mlp_.weights) trainable_index_.push_back(index_of(weight));
   for (const Tensor& bias : mlp_.biases) trainable_index_.push_back(index_of(bias));
+  for (const auto& [name, value] : state.learnable()) {
+    learnable_.push_back(value);
+    trainable_index_.push_back(index_of(value));
+  }
 }
 
 std::vector<Tensor> FusedInterior::residual_head(const std::vector<Tensor>& columns) const {
@@ -124,7 +126,8 @@ std::vector<Tensor> FusedInterior::residual_head(const std::vector<Tensor>& colu
   auto given = std::make_shared<FieldColumns>();
   given->coordinates.assign(columns.begin(), columns.begin() + static_cast<std::ptrdiff_t>(inputs));
   std::vector<Tensor> streams;
-  for (size_t k = inputs; k < columns.size(); ++k) streams.push_back(columns[k].detach().requires_grad_());
+  for (size_t k = inputs; k + 1 < columns.size(); ++k) streams.push_back(columns[k].detach().requires_grad_());
+  const Tensor& mask = columns.back();
   auto stream = [&](size_t s) {
     return std::vector<Tensor>(streams.begin() + static_cast<std::ptrdiff_t>(s * fields),
                                streams.begin() + static_cast<std::ptrdiff_t>((s + 1) * fields));
@@ -140,9 +143,12 @@ std::vector<Tensor> FusedInterior::residual_head(const std::vector<Tensor>& colu
   evaluation.tolerance = problem.tolerance();
   evaluation.field_columns = given;
   EvaluationContext context(problem.symbols(false), evaluation);
-  const Tensor squares = square(pinn::evaluate(*problem.conditions[condition_].residual, context));
+  // Learnable parameters are captured by reference, so each run reads their current values.
+  const Tensor squares = square(pinn::evaluate(*problem.conditions[condition_].residual, context)) * mask;
+  std::vector<Tensor> with_respect_to = streams;
+  with_respect_to.insert(with_respect_to.end(), learnable_.begin(), learnable_.end());
   std::vector<Tensor> outputs{squares};
-  const std::vector<Tensor> derivatives = grad({sum(squares)}, streams);
+  const std::vector<Tensor> derivatives = grad({sum(squares)}, with_respect_to);
   outputs.insert(outputs.end(), derivatives.begin(), derivatives.end());
   return outputs;
 }
@@ -154,10 +160,18 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
   // weight * term carry both factors.
   const double row_weight = sample.row_weights.item<double>();
   const double scale = weight * row_weight;
+  // Each chunk's derivatives with respect to the learnable parameters, added up in chunk order
+  // after the pass, so that the sums do not depend on which thread ran which chunk.
+  const int64_t chunk_points = taylor_mlp_chunk(mlp_, second_);
+  std::vector<std::vector<double>> parameter_parts(
+      static_cast<size_t>((sample.points.size(0) + chunk_points - 1) / chunk_points));
   const ChunkHead head = [&](const HeadChunk& chunk) {
     std::vector<Tensor> columns;
     for (const void* coordinate : chunk.coordinates) columns.push_back(column_of(coordinate, chunk.capacity, dtype));
     for (const void* stream : chunk.streams) columns.push_back(column_of(stream, chunk.capacity, dtype));
+    Tensor mask = zeros({chunk.capacity, 1}, dtype);
+    slice(mask, 0, 0, chunk.count).fill_(1.0);
+    columns.push_back(mask);
     std::vector<Tensor> outputs;
     {
       std::lock_guard<std::mutex> one_at_a_time(head_mutex_);
@@ -172,6 +186,10 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
         scaled_cotangent(derivative, chunk.count, scale, static_cast<double*>(chunk.cotangents[k]));
       }
     }
+    std::vector<double>& parameters = parameter_parts[static_cast<size_t>(chunk.first / chunk.capacity)];
+    for (size_t p = 0; p < learnable_.size(); ++p) {
+      parameters.push_back(outputs[1 + chunk.cotangents.size() + p].item<double>());
+    }
     const Tensor squares = contiguous(outputs[0]);
     return single ? sum_of_points<float>(squares, chunk.count) : sum_of_points<double>(squares, chunk.count);
   };
@@ -184,6 +202,11 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
   for (size_t l = 0; l < layers; ++l) {
     term.gradients[trainable_index_[l]] = result.weights[l];
     term.gradients[trainable_index_[layers + l]] = result.biases[l];
+  }
+  for (size_t p = 0; p < learnable_.size(); ++p) {
+    double derivative = 0;
+    for (const std::vector<double>& part : parameter_parts) derivative += part.empty() ? 0.0 : part[p];
+    term.gradients[trainable_index_[2 * layers + p]] = full({1}, scale * derivative, dtype);
   }
   return term;
 }

@@ -6,8 +6,8 @@
 //
 // The training step (training_step.h) uses it for every interior condition it applies to: a
 // plain mlp with a tanh or sin activation, on one process and the CPU; a residual of the fields'
-// values, first and pure second derivatives, without learnable parameters, output transforms or
-// causal weighting. Anything else runs in the compiled step as before, and make() says why.
+// values, first and pure second derivatives and the problem's parameters, learnable ones
+// included, without output transforms or causal weighting. Anything else runs in the compiled step as before, and make() says why.
 // EDDY_COMPILER_DISABLE=fused_interior turns it off.
 
 #include <memory>
@@ -36,16 +36,19 @@ class FusedInterior {
 
  private:
   FusedInterior(PinnState& state, size_t condition, nn::PlainMlp mlp, std::vector<int> second);
-  // The residual's squares at a chunk and their derivatives with respect to the streams: inputs
-  // the coordinates then the streams, [chunk, 1] each; outputs the squares, then one derivative
-  // per stream.
+  // The residual's squares at a chunk and their derivatives: inputs the coordinates, the streams
+  // and a mask (1 for the chunk's points, 0 for its padding), [chunk, 1] each; outputs the masked
+  // squares, their derivative with respect to each stream, then their sum's derivative with
+  // respect to each learnable parameter.
   std::vector<Tensor> residual_head(const std::vector<Tensor>& columns) const;
 
   PinnState& state_;
   size_t condition_;
   nn::PlainMlp mlp_;
   std::vector<int> second_;
-  std::vector<size_t> trainable_index_;  // of each weight, then each bias, in state.trainable()
+  // In state.trainable(): each weight, then each bias, then each learnable parameter.
+  std::vector<size_t> trainable_index_;
+  std::vector<Tensor> learnable_;  // PinnState::learnable()'s values, in its order
   CompiledFunction head_;
   std::mutex head_mutex_;  // a compiled function counts its calls: one chunk's head at a time
 };

@@ -402,6 +402,7 @@ class Pass {
              Sums& sums) const {
     const int64_t P = layout_.chunk, D = layout_.inputs;
     HeadChunk view;
+    view.first = first;
     view.count = count;
     view.capacity = P;
     // The input streams: normalised coordinates, the unit tangents scaled by the normalisation,

@@ -25,6 +25,7 @@ namespace eddy::pinn {
 // What the loss's per-point part sees of one chunk, and writes. Arrays hold `capacity` values of
 // the network's dtype; points from `count` on are padding (copies of the chunk's first point).
 struct HeadChunk {
+  int64_t first = 0;     // the chunk's first point: chunks start at multiples of `capacity`
   int64_t count = 0;
   int64_t capacity = 0;
   std::vector<const void*> coordinates;  // per input: the points' raw coordinates

@@ -254,6 +254,13 @@ TEST_F(FusedStepTest, TwoFieldsWithLaplaciansRunFusedAndEqualTheEagerStep) {
   EXPECT_EQ(notes[1], "conditions.pde_v: one pass per chunk of points (fused_interior)");
 }
 
+// An inverse problem: the equation's viscosity is learned, and its gradient comes from the pass.
+TEST_F(FusedStepTest, ALearnableParameterGetsItsGradientFromThePass) {
+  const std::vector<std::string> notes =
+      expect_fused_step_matches_eager(problem(kBurgers, {"parameters.nu={learnable: true, initial: 0.02}"}), 1e-10);
+  EXPECT_EQ(notes[0], "conditions.pde: one pass per chunk of points (fused_interior)");
+}
+
 TEST_F(FusedStepTest, Float32StepAgreesToFloatRounding) {
   const std::vector<std::string> notes = expect_fused_step_matches_eager(problem(kBurgers, {"dtype=float32"}), 2e-4);
   EXPECT_EQ(notes[0], "conditions.pde: one pass per chunk of points (fused_interior)");
@@ -270,7 +277,6 @@ TEST_F(FusedStepTest, TurnsAwayWhatItCannotCarryAndSaysWhy) {
       {{"model.architecture=modified_mlp"}, "not fused (the model has the modified_mlp architecture)"},
       {{"model.activation=gelu"}, "not fused (the gelu activation)"},
       {{"model.width=32"}, "not fused (hidden layers of width 32: the pass is faster up to 28)"},
-      {{"parameters.nu={learnable: true, initial: 0.02}"}, "not fused (learnable parameters)"},
       {{"training.causal={chunks: 4, epsilon: 1}"}, "not fused (causal weighting)"},
   };
   for (const Refusal& refusal : refusals) {
