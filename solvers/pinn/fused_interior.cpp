@@ -1,7 +1,6 @@
 #include "solvers/pinn/fused_interior.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/passes.h"
@@ -19,27 +18,20 @@ namespace {
 // row-major products run OpenBLAS at K >= 32 near its peak.
 constexpr int64_t kWidestHiddenLayer = 28;
 
-// A [count, 1] tensor holding `count` values of `dtype` from `values`.
-Tensor column_of(const void* values, int64_t count, DType dtype) {
-  Tensor column = Tensor::empty({count, 1}, dtype);
-  std::memcpy(column.raw_data(), values, static_cast<size_t>(count) * dtype_size(dtype));
-  return column;
-}
-
-// The sum of a chunk's values over its `count` points (the rest are padding).
+// The sum of a chunk's values (the padding's are 0: the head masks them).
 template <typename T>
-double sum_of_points(const Tensor& values, int64_t count) {
+double sum_of(const Tensor& values) {
   const T* v = values.data<T>();
   double sum = 0;
-  for (int64_t j = 0; j < count; ++j) sum += static_cast<double>(v[j]);
+  for (int64_t j = 0; j < values.numel(); ++j) sum += static_cast<double>(v[j]);
   return sum;
 }
 
-// into = scale * derivative over a chunk's `count` points, 0 over its padding.
+// into = scale * derivative, over a whole chunk.
 template <typename T>
-void scaled_cotangent(const Tensor& derivative, int64_t count, double scale, T* into) {
+void scaled_cotangent(const Tensor& derivative, double scale, T* into) {
   const T* d = derivative.data<T>();
-  for (int64_t j = 0; j < derivative.size(0); ++j) into[j] = j < count ? static_cast<T>(scale) * d[j] : T(0);
+  for (int64_t j = 0; j < derivative.numel(); ++j) into[j] = static_cast<T>(scale) * d[j];
 }
 
 int64_t widest_hidden_layer(const nn::PlainMlp& mlp) {
@@ -83,7 +75,7 @@ std::unique_ptr<FusedInterior> FusedInterior::make(PinnState& state, size_t cond
   std::unique_ptr<FusedInterior> fused(new FusedInterior(state, condition, *mlp, second));
   // Traced and compiled now, at the chunks' shape: an equation that needs more than the streams
   // hold (a mixed derivative, say) is turned away here, with the evaluator's message.
-  const int64_t chunk = taylor_mlp_chunk(*mlp, second);
+  const int64_t chunk = fused->chunk_points_;
   const size_t columns = static_cast<size_t>(problem.coordinates.size()) +
                          static_cast<size_t>(taylor_mlp_streams(*mlp, second) * mlp->biases.back().numel()) + 1;
   std::vector<Tensor> probe;
@@ -104,6 +96,7 @@ FusedInterior::FusedInterior(PinnState& state, size_t condition, nn::PlainMlp ml
       condition_(condition),
       mlp_(std::move(mlp)),
       second_(std::move(second)),
+      chunk_points_(taylor_mlp_chunk(mlp_, second_)),
       head_([this](const std::vector<Tensor>& columns) { return residual_head(columns); }) {
   const std::vector<Tensor> trainable = state.trainable();
   auto index_of = [&](const Tensor& parameter) {
@@ -162,13 +155,14 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
   const double scale = weight * row_weight;
   // Each chunk's derivatives with respect to the learnable parameters, added up in chunk order
   // after the pass, so that the sums do not depend on which thread ran which chunk.
-  const int64_t chunk_points = taylor_mlp_chunk(mlp_, second_);
   std::vector<std::vector<double>> parameter_parts(
-      static_cast<size_t>((sample.points.size(0) + chunk_points - 1) / chunk_points));
+      static_cast<size_t>((sample.points.size(0) + chunk_points_ - 1) / chunk_points_));
   const ChunkHead head = [&](const HeadChunk& chunk) {
     std::vector<Tensor> columns;
-    for (const void* coordinate : chunk.coordinates) columns.push_back(column_of(coordinate, chunk.capacity, dtype));
-    for (const void* stream : chunk.streams) columns.push_back(column_of(stream, chunk.capacity, dtype));
+    for (const void* coordinate : chunk.coordinates) {
+      columns.push_back(from_buffer(coordinate, {chunk.capacity, 1}, dtype, cpu()));
+    }
+    for (const void* stream : chunk.streams) columns.push_back(from_buffer(stream, {chunk.capacity, 1}, dtype, cpu()));
     Tensor mask = zeros({chunk.capacity, 1}, dtype);
     slice(mask, 0, 0, chunk.count).fill_(1.0);
     columns.push_back(mask);
@@ -181,9 +175,9 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
     for (size_t k = 0; k < chunk.cotangents.size(); ++k) {
       const Tensor derivative = contiguous(outputs[1 + k]);
       if (single) {
-        scaled_cotangent(derivative, chunk.count, scale, static_cast<float*>(chunk.cotangents[k]));
+        scaled_cotangent(derivative, scale, static_cast<float*>(chunk.cotangents[k]));
       } else {
-        scaled_cotangent(derivative, chunk.count, scale, static_cast<double*>(chunk.cotangents[k]));
+        scaled_cotangent(derivative, scale, static_cast<double*>(chunk.cotangents[k]));
       }
     }
     std::vector<double>& parameters = parameter_parts[static_cast<size_t>(chunk.first / chunk.capacity)];
@@ -191,7 +185,7 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
       parameters.push_back(outputs[1 + chunk.cotangents.size() + p].item<double>());
     }
     const Tensor squares = contiguous(outputs[0]);
-    return single ? sum_of_points<float>(squares, chunk.count) : sum_of_points<double>(squares, chunk.count);
+    return single ? sum_of<float>(squares) : sum_of<double>(squares);
   };
   const TaylorMlpResult result = taylor_mlp_pass(mlp_, sample.points, second_, head);
 
@@ -205,7 +199,7 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
   }
   for (size_t p = 0; p < learnable_.size(); ++p) {
     double derivative = 0;
-    for (const std::vector<double>& part : parameter_parts) derivative += part.empty() ? 0.0 : part[p];
+    for (const std::vector<double>& part : parameter_parts) derivative += part[p];
     term.gradients[trainable_index_[2 * layers + p]] = full({1}, scale * derivative, dtype);
   }
   return term;

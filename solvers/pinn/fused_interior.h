@@ -46,6 +46,7 @@ class FusedInterior {
   size_t condition_;
   nn::PlainMlp mlp_;
   std::vector<int> second_;
+  int64_t chunk_points_;  // the pass's chunk: the head's columns have this many rows
   // In state.trainable(): each weight, then each bias, then each learnable parameter.
   std::vector<size_t> trainable_index_;
   std::vector<Tensor> learnable_;  // PinnState::learnable()'s values, in its order

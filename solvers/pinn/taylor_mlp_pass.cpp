@@ -312,53 +312,62 @@ struct Layout {
 template <typename T>
 class Workspace {
  public:
-  explicit Workspace(const Layout& layout) : layout_(layout) {
-    int64_t at = 0;
-    auto region = [&](int64_t arrays, int64_t width) {
-      const int64_t offset = at;
-      at += arrays * width;
-      return offset;
-    };
-    const int64_t streams = layout.streams();
-    coordinates_ = region(1, layout.inputs);
-    inputs_ = region(streams, layout.inputs);
-    for (int64_t l = 0; l + 1 < layout.layers; ++l) layers_.push_back(region(2 * streams, hidden_width(l)));
-    outputs_ = region(2 * streams, layout.outputs);
-    for (int64_t width : layout.widths) widest_ = std::max(widest_, width);
-    cotangents_ = region(2 * streams, widest_);
+  explicit Workspace(const Layout& layout) : layout_(layout), offsets_(offsets_of(layout)) {
     static thread_local std::vector<T> block;
-    if (block.size() < static_cast<size_t>(at * layout.chunk)) block.resize(static_cast<size_t>(at * layout.chunk));
+    const size_t size = static_cast<size_t>(offsets_.rows * layout.chunk);
+    if (block.size() < size) block.resize(size);
     data_ = block.data();
   }
 
   // Elements per point of the chunk, over all the buffers.
-  static int64_t per_point(const Layout& layout) {
-    int64_t widest = 0, hidden = 0;
-    for (int64_t width : layout.widths) widest = std::max(widest, width);
-    for (int64_t l = 0; l + 1 < layout.layers; ++l) hidden += layout.widths[static_cast<size_t>(l + 1)];
-    return layout.inputs + layout.streams() * (layout.inputs + 2 * hidden + 2 * layout.outputs + 2 * widest);
-  }
+  static int64_t per_point(const Layout& layout) { return offsets_of(layout).rows; }
 
-  T* coordinates() { return at(coordinates_); }
-  T* input(int64_t stream) { return at(inputs_ + stream * layout_.inputs); }
+  T* coordinates() { return at(offsets_.coordinates); }
+  T* input(int64_t stream) { return at(offsets_.inputs + stream * layout_.inputs); }
   // Hidden layer l's output stream, pre-activation tangent (firsts, then seconds) and the
   // activation's first derivative at its pre-activation.
-  T* output(int64_t l, int64_t stream) { return at(layers_[static_cast<size_t>(l)] + stream * hidden_width(l)); }
+  T* output(int64_t l, int64_t stream) {
+    return at(offsets_.layers[static_cast<size_t>(l)] + stream * layout_.widths[static_cast<size_t>(l + 1)]);
+  }
   T* pre_tangent(int64_t l, int64_t tangent) { return output(l, layout_.streams() + tangent); }
   T* derivative(int64_t l) { return output(l, 2 * layout_.streams() - 1); }
-  T* network_output(int64_t stream) { return at(outputs_ + stream * layout_.outputs); }
+  T* network_output(int64_t stream) { return at(offsets_.outputs + stream * layout_.outputs); }
   T* network_cotangent(int64_t stream) { return network_output(layout_.streams() + stream); }
-  T* cotangent(int set, int64_t stream) { return at(cotangents_ + (set * layout_.streams() + stream) * widest_); }
+  T* cotangent(int set, int64_t stream) {
+    return at(offsets_.cotangents + (set * layout_.streams() + stream) * offsets_.widest);
+  }
 
  private:
-  // Offsets count rows of a chunk's points.
+  // Where each buffer starts, and their total, in rows of a chunk's points.
+  struct Offsets {
+    int64_t coordinates = 0, inputs = 0, outputs = 0, cotangents = 0, widest = 0, rows = 0;
+    std::vector<int64_t> layers;
+  };
+
+  static Offsets offsets_of(const Layout& layout) {
+    Offsets o;
+    auto region = [&](int64_t arrays, int64_t width) {
+      const int64_t offset = o.rows;
+      o.rows += arrays * width;
+      return offset;
+    };
+    const int64_t streams = layout.streams();
+    o.coordinates = region(1, layout.inputs);
+    o.inputs = region(streams, layout.inputs);
+    for (int64_t l = 0; l + 1 < layout.layers; ++l) {
+      o.layers.push_back(region(2 * streams, layout.widths[static_cast<size_t>(l + 1)]));
+    }
+    o.outputs = region(2 * streams, layout.outputs);
+    for (int64_t width : layout.widths) o.widest = std::max(o.widest, width);
+    o.cotangents = region(2 * streams, o.widest);
+    return o;
+  }
+
   T* at(int64_t rows) { return data_ + rows * layout_.chunk; }
-  int64_t hidden_width(int64_t l) const { return layout_.widths[static_cast<size_t>(l + 1)]; }
 
   const Layout& layout_;
+  const Offsets offsets_;
   T* data_ = nullptr;
-  int64_t coordinates_ = 0, inputs_ = 0, outputs_ = 0, cotangents_ = 0, widest_ = 0;
-  std::vector<int64_t> layers_;
 };
 
 // A group's sums: the loss and the gradients, in double.

@@ -50,7 +50,6 @@ TrainingStep::TrainingStep(PinnState& state, bool compiled, std::function<void(c
                    : cat("conditions.", conditions[c].name, ": not fused (", why_not, ")"));
       }
     }
-    is_fused_.push_back(fused != nullptr);
     fused_.push_back(std::move(fused));
   }
 }
@@ -61,7 +60,9 @@ std::vector<Tensor> TrainingStep::objective(const std::vector<Tensor>& inputs) c
   size_t next = 0;
   const std::vector<SampledCondition> samples = samples_from(state_.samples(), inputs, next);
   const std::vector<Tensor> weights(inputs.begin() + static_cast<std::ptrdiff_t>(next), inputs.end());
-  const LossParts parts = state_.loss_parts(samples, weights, is_fused_);
+  std::vector<bool> fused;
+  for (const std::unique_ptr<FusedInterior>& condition : fused_) fused.push_back(condition != nullptr);
+  const LossParts parts = state_.loss_parts(samples, weights, fused);
   // Every condition fused: the compiled step contributes nothing.
   const Tensor total = parts.total.defined() ? parts.total : zeros({}, state_.problem().dtype);
   std::vector<Tensor> outputs{total};

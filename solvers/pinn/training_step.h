@@ -51,7 +51,6 @@ class TrainingStep {
   PinnState& state_;
   std::vector<Tensor> trainable_;
   std::vector<std::unique_ptr<FusedInterior>> fused_;  // per condition; null where it runs compiled
-  std::vector<bool> is_fused_;
   solvers::StepFunction function_;
 };
 
