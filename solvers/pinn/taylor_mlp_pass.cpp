@@ -14,7 +14,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 
 #include "eddy/core/error.h"
@@ -51,6 +50,10 @@ constexpr int kVectorBytes = 32;
 template <typename T>
 struct Simd {
   typedef T Vector __attribute__((vector_size(kVectorBytes)));
+  // A vector at any element's address, aliasing like the element type (as immintrin.h declares
+  // __m512_u). Stores through it keep register tiles in registers; memcpy made GCC build each tile
+  // on the stack and copy it out in halves.
+  typedef T Unaligned __attribute__((vector_size(kVectorBytes), aligned(alignof(T)), may_alias));
   static constexpr int64_t lanes = kVectorBytes / static_cast<int64_t>(sizeof(T));
   static constexpr int kStripVectors = 4;
   static constexpr int64_t strip = kStripVectors * lanes;
@@ -58,14 +61,12 @@ struct Simd {
 
 template <typename V, typename T>
 V load(const T* from) {
-  V v;
-  std::memcpy(&v, from, sizeof v);
-  return v;
+  return *reinterpret_cast<const typename Simd<T>::Unaligned*>(from);
 }
 
 template <typename T, typename V>
 void store(T* to, const V& v) {
-  std::memcpy(to, &v, sizeof v);
+  *reinterpret_cast<typename Simd<T>::Unaligned*>(to) = v;
 }
 
 // The sum of a vector's lanes, by halving (AVX-512's reduction sequences) where there is one.
