@@ -1,6 +1,7 @@
 #include "eddy/compiler/compile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -65,7 +66,11 @@ Device program_device(const std::vector<Tensor>& inputs, const compiler::Graph& 
 
 // The optimised graph, the execution order and the generated source of one program, for
 // EDDY_COMPILER_DUMP=DIR: what a user reads to see what was fused, or to report a bad kernel.
-void dump(const compiler::Program& program, const std::filesystem::path& directory, int trace_number) {
+// Programs are numbered in the order the process traces them: every compiled function's first
+// trace would otherwise write the same files.
+void dump(const compiler::Program& program, const std::filesystem::path& directory) {
+  static std::atomic<int> traced{0};
+  const int trace_number = ++traced;
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   EDDY_CHECK(!error, "EDDY_COMPILER_DUMP: cannot create ", directory, ": ", error.message());
@@ -153,7 +158,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   ++stats_.traces;
   programs_.emplace(key, program);
   if (const char* directory = std::getenv("EDDY_COMPILER_DUMP"); directory && *directory) {
-    dump(*program, directory, stats_.traces);
+    dump(*program, directory);
   }
   if (compiler::compiler_verbose()) {
     // One write per line, naming the rank in a job of several: ranks print at once.
