@@ -4,10 +4,11 @@
 // written in the problem file, runs between the chunk's forward and backward pass as a small
 // compiled function of the chunk's Taylor streams (EvaluationInputs::field_columns).
 //
-// The training step (training_step.h) uses it for every interior condition it applies to: a
-// plain mlp with a tanh or sin activation, on one process and the CPU; a residual of the fields'
-// values, first and pure second derivatives and the problem's parameters, learnable ones
-// included, without output transforms or causal weighting. Anything else runs in the compiled step as before, and make() says why.
+// The training step (training_step.h) uses it for every interior condition it applies to: a plain
+// mlp with a tanh, sin, gelu or silu activation, on one process and the CPU; a residual of the
+// fields' values, first and pure second derivatives and the problem's parameters, learnable ones
+// included, without output transforms or causal weighting. Anything else runs in the compiled step
+// as before, and make() says why.
 // EDDY_COMPILER_DISABLE=fused_interior turns it off.
 
 #include <memory>

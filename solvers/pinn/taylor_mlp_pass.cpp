@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "eddy/core/error.h"
+#include "eddy/core/gelu_constants.h"
 #include "eddy/ops/ops.h"
 
 // glibc's vector variants (libmvec) for the activations' `omp simd` loops, declared here as the
@@ -35,6 +36,10 @@ double sin(double) noexcept;
 float cosf(float) noexcept;
 #pragma omp declare simd notinbranch
 double cos(double) noexcept;
+#pragma omp declare simd notinbranch
+float expf(float) noexcept;
+#pragma omp declare simd notinbranch
+double exp(double) noexcept;
 }
 
 namespace eddy::pinn {
@@ -204,29 +209,47 @@ void bias_gradient(const T* g, int64_t M, int64_t P, double* db) {
   }
 }
 
-// The activations' second and third derivatives, lane by lane, from the value h and the first
-// derivative s1.
-struct TanhRules {
-  template <typename T, typename V>
-  static V second(const V& h, const V& s1) { return T(-2) * h * s1; }
-  template <typename T, typename V>
-  static V third(const V& h, const V& s1) { return T(-2) * s1 * s1 + T(4) * h * h * s1; }
-};
-struct SineRules {  // h = sin z, s1 = cos z
-  template <typename T, typename V>
-  static V second(const V& h, const V&) { return -h; }
-  template <typename T, typename V>
-  static V third(const V&, const V& s1) { return -s1; }
-};
-
 // A hidden layer's arrays that Taylor mode's rules through its activation read: the output value
-// h, the activation's derivative s1, and the pre-activation tangents z (firsts, then seconds).
+// h, the activation's derivative s1, the pre-activation tangents z (firsts, then seconds), and
+// for activations whose higher derivatives need the pre-activation itself (which h overwrites)
+// the second and third derivatives s2 and s3, stored when the layer is activated.
 template <typename T>
 struct ActivationArrays {
   const T* h;
   const T* s1;
   std::vector<const T*> tangents;
+  const T* s2 = nullptr;
+  const T* s3 = nullptr;
 };
+
+// The activations' second and third derivatives at a vector of elements e, whose h and s1 are
+// given: tanh's and sin's from h and s1 alone, lane by lane.
+struct TanhRules {
+  template <typename T, typename V>
+  static V second(const ActivationArrays<T>&, int64_t, const V& h, const V& s1) { return T(-2) * h * s1; }
+  template <typename T, typename V>
+  static V third(const ActivationArrays<T>&, int64_t, const V& h, const V& s1) {
+    return T(-2) * s1 * s1 + T(4) * h * h * s1;
+  }
+};
+struct SineRules {  // h = sin z, s1 = cos z
+  template <typename T, typename V>
+  static V second(const ActivationArrays<T>&, int64_t, const V& h, const V&) { return -h; }
+  template <typename T, typename V>
+  static V third(const ActivationArrays<T>&, int64_t, const V&, const V& s1) { return -s1; }
+};
+// GELU's and SiLU's, as activate() stored them.
+struct StoredRules {
+  template <typename T, typename V>
+  static V second(const ActivationArrays<T>& a, int64_t e, const V&, const V&) { return load<V>(a.s2 + e); }
+  template <typename T, typename V>
+  static V third(const ActivationArrays<T>& a, int64_t e, const V&, const V&) { return load<V>(a.s3 + e); }
+};
+
+// Whether activate() stores the second and third derivatives for the rules.
+bool stores_higher_derivatives(nn::ActivationKind activation) {
+  return activation == nn::ActivationKind::gelu || activation == nn::ActivationKind::silu;
+}
 
 // Forward: h_i = s1 z_i and h_ii = s1 z_ii + s2 z_i^2, into the output streams from stream 1 on.
 // One pass over the layer, a vector of elements at a time (n a multiple of the lanes).
@@ -237,7 +260,7 @@ void rules_forward(int64_t n, const ActivationArrays<T>& a, const std::vector<in
   const size_t inputs = a.tangents.size() - second.size();
   for (int64_t e = 0; e < n; e += Simd<T>::lanes) {
     const V h = load<V>(a.h + e), s1 = load<V>(a.s1 + e);
-    const V s2 = Rules::template second<T>(h, s1);
+    const V s2 = Rules::template second<T>(a, e, h, s1);
     for (size_t i = 0; i < inputs; ++i) store(out[1 + i] + e, s1 * load<V>(a.tangents[i] + e));
     for (size_t k = 0; k < second.size(); ++k) {
       const V zi = load<V>(a.tangents[static_cast<size_t>(second[k])] + e);
@@ -255,7 +278,7 @@ void rules_backward(int64_t n, const ActivationArrays<T>& a, const std::vector<i
   const size_t inputs = a.tangents.size() - second.size();
   for (int64_t e = 0; e < n; e += Simd<T>::lanes) {
     const V h = load<V>(a.h + e), s1 = load<V>(a.s1 + e);
-    const V s2 = Rules::template second<T>(h, s1);
+    const V s2 = Rules::template second<T>(a, e, h, s1);
     V value = load<V>(g[0] + e) * s1;
     for (size_t i = 0; i < inputs; ++i) {
       const V gi = load<V>(g[1 + i] + e);
@@ -263,7 +286,7 @@ void rules_backward(int64_t n, const ActivationArrays<T>& a, const std::vector<i
       store(gz[1 + i] + e, gi * s1);
     }
     if (!second.empty()) {
-      const V s3 = Rules::template third<T>(h, s1);
+      const V s3 = Rules::template third<T>(a, e, h, s1);
       for (size_t k = 0; k < second.size(); ++k) {
         const size_t i = static_cast<size_t>(second[k]);
         const V gii = load<V>(g[1 + inputs + k] + e);
@@ -277,24 +300,67 @@ void rules_backward(int64_t n, const ActivationArrays<T>& a, const std::vector<i
   }
 }
 
-// h = activation(z) in place, and s1 = its derivative, over n elements.
+// h = activation(z) in place, and s1 = its derivative, over n elements; for GELU and SiLU also s2
+// and s3, the second and third derivatives.
 template <typename T>
-void activate(nn::ActivationKind activation, int64_t n, T* __restrict h, T* __restrict s1) {
+void activate(nn::ActivationKind activation, int64_t n, T* __restrict h, T* __restrict s1, T* __restrict s2,
+              T* __restrict s3) {
   constexpr bool single = std::is_same_v<T, float>;
-  if (activation == nn::ActivationKind::tanh) {
+  switch (activation) {
+    case nn::ActivationKind::tanh:
 #pragma omp simd
-    for (int64_t e = 0; e < n; ++e) {
-      const T y = single ? ::tanhf(static_cast<float>(h[e])) : ::tanh(static_cast<double>(h[e]));
-      h[e] = y;
-      s1[e] = T(1) - y * y;
-    }
-  } else {
+      for (int64_t e = 0; e < n; ++e) {
+        const T y = single ? ::tanhf(static_cast<float>(h[e])) : ::tanh(static_cast<double>(h[e]));
+        h[e] = y;
+        s1[e] = T(1) - y * y;
+      }
+      break;
+    case nn::ActivationKind::sin:
 #pragma omp simd
-    for (int64_t e = 0; e < n; ++e) {
-      const T z = h[e];
-      s1[e] = single ? ::cosf(static_cast<float>(z)) : ::cos(static_cast<double>(z));
-      h[e] = single ? ::sinf(static_cast<float>(z)) : ::sin(static_cast<double>(z));
+      for (int64_t e = 0; e < n; ++e) {
+        const T z = h[e];
+        s1[e] = single ? ::cosf(static_cast<float>(z)) : ::cos(static_cast<double>(z));
+        h[e] = single ? ::sinf(static_cast<float>(z)) : ::sin(static_cast<double>(z));
+      }
+      break;
+    case nn::ActivationKind::gelu: {
+      // The tanh form of the gelu primitive (ops/math_functions.def): h = z (1 + t) / 2 with
+      // t = tanh(u), u = c (z + a z^3); its derivatives in u' = c (1 + 3 a z^2), u'' = 6 a c z and
+      // u''' = 6 a c, with t' = q u' and q = 1 - t^2: h'' = q w, w = u' + z (u'' - 2 t u'^2) / 2.
+      const T c = T(kGeluScale), a = T(kGeluCubic);
+#pragma omp simd
+      for (int64_t e = 0; e < n; ++e) {
+        const T z = h[e];
+        const T t = single ? ::tanhf(static_cast<float>(c * (z + a * z * z * z)))
+                           : ::tanh(static_cast<double>(c * (z + a * z * z * z)));
+        const T q = T(1) - t * t;
+        const T du = c * (T(1) + T(3) * a * z * z), d2u = T(6) * a * c * z, d3u = T(6) * a * c;
+        const T curvature = d2u - T(2) * t * du * du;
+        const T w = du + T(0.5) * z * curvature;
+        const T dw = d2u + T(0.5) * curvature + T(0.5) * z * (d3u - T(2) * q * du * du * du - T(4) * t * du * d2u);
+        h[e] = T(0.5) * z * (T(1) + t);
+        s1[e] = T(0.5) * (T(1) + t) + T(0.5) * z * q * du;
+        s2[e] = q * w;
+        s3[e] = q * (dw - T(2) * t * du * w);
+      }
+      break;
     }
+    case nn::ActivationKind::silu:
+      // h = z sigma(z): with p = sigma (1 - sigma), h' = sigma + z p, h'' = p (2 + z (1 - 2 sigma)),
+      // h''' = p (3 (1 - 2 sigma) + z (1 - 6 sigma + 6 sigma^2)).
+#pragma omp simd
+      for (int64_t e = 0; e < n; ++e) {
+        const T z = h[e];
+        const T sigma = T(1) / (T(1) + (single ? ::expf(static_cast<float>(-z)) : ::exp(static_cast<double>(-z))));
+        const T p = sigma * (T(1) - sigma), odd = T(1) - T(2) * sigma;
+        h[e] = z * sigma;
+        s1[e] = sigma + z * p;
+        s2[e] = p * (T(2) + z * odd);
+        s3[e] = p * (T(3) * odd + z * (T(1) - T(6) * sigma + T(6) * sigma * sigma));
+      }
+      break;
+    default:
+      throw Error(cat("taylor_mlp_pass: no Taylor rules for the ", nn::activation_name(activation), " activation"));
   }
 }
 
@@ -303,13 +369,15 @@ struct Layout {
   int64_t inputs = 0, outputs = 0, layers = 0;  // layers: hidden ones plus the output layer
   std::vector<int64_t> widths;                   // inputs, each hidden width, outputs
   std::vector<int> second;
+  bool stores_higher = false;  // hidden layers keep the activation's second and third derivatives
   int64_t streams() const { return 1 + inputs + static_cast<int64_t>(second.size()); }
   int64_t chunk = 0;  // points per chunk, a multiple of the strip
 };
 
 // One thread's buffers for a chunk, in one block that the thread keeps from call to call: the
 // points' coordinates; the network's input streams; per hidden layer its output streams, its
-// pre-activation tangents and the activation's derivative; the network's output streams and
+// pre-activation tangents and the activation's derivative (and for GELU and SiLU its second and
+// third); the network's output streams and
 // their cotangents; and two sets of cotangent streams that layers alternate between going back.
 // Every value is written before it is read, so the block is never cleared.
 template <typename T>
@@ -334,6 +402,9 @@ class Workspace {
   }
   T* pre_tangent(int64_t l, int64_t tangent) { return output(l, layout_.streams() + tangent); }
   T* derivative(int64_t l) { return output(l, 2 * layout_.streams() - 1); }
+  // The activation's second and third derivatives, where the layout keeps them.
+  T* second_derivative(int64_t l) { return layout_.stores_higher ? output(l, 2 * layout_.streams()) : nullptr; }
+  T* third_derivative(int64_t l) { return layout_.stores_higher ? output(l, 2 * layout_.streams() + 1) : nullptr; }
   T* network_output(int64_t stream) { return at(offsets_.outputs + stream * layout_.outputs); }
   T* network_cotangent(int64_t stream) { return network_output(layout_.streams() + stream); }
   T* cotangent(int set, int64_t stream) {
@@ -358,7 +429,7 @@ class Workspace {
     o.coordinates = region(1, layout.inputs);
     o.inputs = region(streams, layout.inputs);
     for (int64_t l = 0; l + 1 < layout.layers; ++l) {
-      o.layers.push_back(region(2 * streams, layout.widths[static_cast<size_t>(l + 1)]));
+      o.layers.push_back(region(2 * streams + (layout.stores_higher ? 2 : 0), layout.widths[static_cast<size_t>(l + 1)]));
     }
     o.outputs = region(2 * streams, layout.outputs);
     for (int64_t width : layout.widths) o.widest = std::max(o.widest, width);
@@ -460,15 +531,12 @@ class Pass {
       for (int64_t t = 0; t < D + seconds(); ++t) {
         product(a, in, out, in, layer_input(work, l, 1 + t), P, static_cast<const T*>(nullptr), work.pre_tangent(l, t));
       }
-      activate(mlp_.activation, n, work.output(l, 0), work.derivative(l));
+      activate(mlp_.activation, n, work.output(l, 0), work.derivative(l), work.second_derivative(l),
+               work.third_derivative(l));
       const ActivationArrays<T> arrays = activation_arrays(work, l);
       std::vector<T*> streams;
       for (int64_t s = 0; s < layout_.streams(); ++s) streams.push_back(work.output(l, s));
-      if (mlp_.activation == nn::ActivationKind::tanh) {
-        rules_forward<TanhRules>(n, arrays, layout_.second, streams);
-      } else {
-        rules_forward<SineRules>(n, arrays, layout_.second, streams);
-      }
+      with_rules([&]<typename Rules>() { rules_forward<Rules>(n, arrays, layout_.second, streams); });
     }
     const int64_t last = layout_.layers - 1;
     const T* a = transposed_[static_cast<size_t>(last)].data();
@@ -479,7 +547,8 @@ class Pass {
   }
 
   ActivationArrays<T> activation_arrays(Workspace<T>& work, int64_t l) const {
-    ActivationArrays<T> arrays{work.output(l, 0), work.derivative(l), {}};
+    ActivationArrays<T> arrays{work.output(l, 0), work.derivative(l), {}, work.second_derivative(l),
+                               work.third_derivative(l)};
     for (int64_t t = 0; t < layout_.inputs + seconds(); ++t) arrays.tangents.push_back(work.pre_tangent(l, t));
     return arrays;
   }
@@ -503,8 +572,17 @@ class Pass {
   }
 
   void backward(Workspace<T>& work, Sums& sums) const {
-    if (mlp_.activation == nn::ActivationKind::tanh) return backward_with<TanhRules>(work, sums);
-    backward_with<SineRules>(work, sums);
+    with_rules([&]<typename Rules>() { backward_with<Rules>(work, sums); });
+  }
+
+  // f.template operator()<Rules>() with the rules of the network's activation.
+  template <typename F>
+  void with_rules(F&& f) const {
+    switch (mlp_.activation) {
+      case nn::ActivationKind::tanh: return f.template operator()<TanhRules>();
+      case nn::ActivationKind::sin: return f.template operator()<SineRules>();
+      default: return f.template operator()<StoredRules>();
+    }
   }
 
   template <typename Rules>
@@ -595,7 +673,7 @@ TaylorMlpResult run(const nn::PlainMlp& mlp, const Tensor& points, const Layout&
 // The network's sizes from its weights, checked, and the chunk the pass takes for them.
 Layout layout_of(const nn::PlainMlp& mlp, const std::vector<int>& second) {
   EDDY_CHECK(taylor_mlp_supports(mlp.activation), "taylor_mlp_pass: no Taylor rules for the ",
-             nn::activation_name(mlp.activation), " activation (tanh and sin have them)");
+             nn::activation_name(mlp.activation), " activation (tanh, sin, gelu and silu have them)");
   EDDY_CHECK(!mlp.weights.empty() && mlp.weights.size() == mlp.biases.size(), "taylor_mlp_pass: ", mlp.weights.size(),
              " weights and ", mlp.biases.size(), " biases");
   const DType dtype = mlp.weights[0].dtype();
@@ -624,6 +702,7 @@ Layout layout_of(const nn::PlainMlp& mlp, const std::vector<int>& second) {
                layout.inputs);
   }
   layout.second = second;
+  layout.stores_higher = stores_higher_derivatives(mlp.activation);
   layout.chunk = dtype == DType::f32 ? chunk_points(layout, Simd<float>::strip,
                                                     Workspace<float>::per_point(layout) * int64_t{sizeof(float)})
                                      : chunk_points(layout, Simd<double>::strip,
@@ -634,7 +713,8 @@ Layout layout_of(const nn::PlainMlp& mlp, const std::vector<int>& second) {
 }  // namespace
 
 bool taylor_mlp_supports(nn::ActivationKind activation) {
-  return activation == nn::ActivationKind::tanh || activation == nn::ActivationKind::sin;
+  return activation == nn::ActivationKind::tanh || activation == nn::ActivationKind::sin ||
+         stores_higher_derivatives(activation);
 }
 
 int64_t taylor_mlp_streams(const nn::PlainMlp& mlp, const std::vector<int>& second) {

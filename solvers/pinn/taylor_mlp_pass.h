@@ -49,7 +49,7 @@ struct TaylorMlpResult {
 TaylorMlpResult taylor_mlp_pass(const nn::PlainMlp& mlp, const Tensor& points, const std::vector<int>& second,
                                 const ChunkHead& head);
 
-// The activations the pass has Taylor rules for: tanh and sin.
+// The activations the pass has Taylor rules for: tanh, sin, gelu (its tanh form) and silu.
 bool taylor_mlp_supports(nn::ActivationKind activation);
 
 // How many streams the pass carries for `mlp` with these second derivatives (1 + inputs +

@@ -136,7 +136,12 @@ INSTANTIATE_TEST_SUITE_P(
         PassCase{"NoSecondsTanhFloat64", nn::ActivationKind::tanh, DType::f64, {2, 13, 3}, {}, 70, false},
         PassCase{"OneLayerSineFloat64", nn::ActivationKind::sin, DType::f64, {1, 6, 1}, {0}, 5, false},
         PassCase{"KovasznayShapeTanhFloat32", nn::ActivationKind::tanh, DType::f32, {2, 24, 24, 3}, {0, 1}, 2049,
-                 true}),
+                 true},
+        // GELU's and SiLU's second and third derivatives are stored per layer, not derived.
+        PassCase{"BurgersShapeGeluFloat64", nn::ActivationKind::gelu, DType::f64, {2, 20, 20, 20, 1}, {0}, 1000, true},
+        PassCase{"OddWidthsSiluFloat64", nn::ActivationKind::silu, DType::f64, {3, 7, 13, 2}, {0, 2}, 333, true},
+        PassCase{"NoSecondsGeluFloat64", nn::ActivationKind::gelu, DType::f64, {2, 13, 3}, {}, 70, false},
+        PassCase{"TwoSecondsSiluFloat32", nn::ActivationKind::silu, DType::f32, {2, 24, 24, 3}, {0, 1}, 2049, true}),
     case_name);
 
 TEST(TaylorMlpPass, GivesTheSameBitsAtOneAndTwoThreads) {
@@ -162,10 +167,10 @@ TEST(TaylorMlpPass, GivesTheSameBitsAtOneAndTwoThreads) {
 
 TEST(TaylorMlpPass, RefusesWhatItHasNoRulesOrShapesFor) {
   Generator generator(1);
-  PassCase c{"", nn::ActivationKind::gelu, DType::f64, {2, 4, 1}, {0}, 10, false};
+  PassCase c{"", nn::ActivationKind::relu, DType::f64, {2, 4, 1}, {0}, 10, false};
   nn::PlainMlp mlp = random_mlp(c, generator);
   const auto head = [](const HeadChunk&) { return 0.0; };
-  expect_error([&] { taylor_mlp_pass(mlp, zeros({10, 2}, DType::f64), {0}, head); }, {"no Taylor rules", "gelu"});
+  expect_error([&] { taylor_mlp_pass(mlp, zeros({10, 2}, DType::f64), {0}, head); }, {"no Taylor rules", "relu"});
   mlp.activation = nn::ActivationKind::tanh;
   expect_error([&] { taylor_mlp_pass(mlp, zeros({10, 3}, DType::f64), {0}, head); }, {"[N, 2]", "[10, 3]"});
   expect_error([&] { taylor_mlp_pass(mlp, zeros({10, 2}, DType::f64), {2}, head); }, {"second derivative in input 2"});
@@ -261,6 +266,15 @@ TEST_F(FusedStepTest, ALearnableParameterGetsItsGradientFromThePass) {
   EXPECT_EQ(notes[0], "conditions.pde: one pass per chunk of points (fused_interior)");
 }
 
+TEST_F(FusedStepTest, GeluAndSiluNetworksRunFusedAndEqualTheEagerStep) {
+  for (const char* activation : {"gelu", "silu"}) {
+    SCOPED_TRACE(activation);
+    const std::vector<std::string> notes =
+        expect_fused_step_matches_eager(problem(kBurgers, {std::string("model.activation=") + activation}), 1e-10);
+    EXPECT_EQ(notes[0], "conditions.pde: one pass per chunk of points (fused_interior)");
+  }
+}
+
 TEST_F(FusedStepTest, Float32StepAgreesToFloatRounding) {
   const std::vector<std::string> notes = expect_fused_step_matches_eager(problem(kBurgers, {"dtype=float32"}), 2e-4);
   EXPECT_EQ(notes[0], "conditions.pde: one pass per chunk of points (fused_interior)");
@@ -275,7 +289,7 @@ TEST_F(FusedStepTest, TurnsAwayWhatItCannotCarryAndSaysWhy) {
   const std::vector<Refusal> refusals{
       {{"equations.burgers=u_t + u*u_x - nu*u_xt"}, "needs a derivative other than the fields' values"},
       {{"model.architecture=modified_mlp"}, "not fused (the model has the modified_mlp architecture)"},
-      {{"model.activation=gelu"}, "not fused (the gelu activation)"},
+      {{"model.activation=softplus"}, "not fused (the softplus activation)"},
       {{"model.width=32"}, "not fused (hidden layers of width 32: the pass is faster up to 28)"},
       {{"training.causal={chunks: 4, epsilon: 1}"}, "not fused (causal weighting)"},
   };
