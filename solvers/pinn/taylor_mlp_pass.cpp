@@ -114,32 +114,43 @@ void product_rows(const T* a, int64_t lda, int64_t K, const T* x, int64_t P, con
   }
 }
 
-template <typename T, int R>
-void product_tiles(const T* a, int64_t lda, int64_t M, int64_t K, const T* x, int64_t P, const T* bias, T* out) {
-  int64_t m = 0;
-  for (; m + R <= M; m += R) product_rows<T, R>(a + m * lda, lda, K, x, P, bias ? bias + m : nullptr, out + m * P);
-  const T* rest_bias = bias ? bias + m : nullptr;
-  switch (M - m) {
-    case 5: product_rows<T, 5>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
-    case 4: product_rows<T, 4>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
-    case 3: product_rows<T, 3>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
-    case 2: product_rows<T, 2>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
-    case 1: product_rows<T, 1>(a + m * lda, lda, K, x, P, rest_bias, out + m * P); break;
-    default: break;
+// tile(first, size) for tiles that cover [0, n) in as few tiles of at most `widest` as can, and
+// as even as can be (32 in tiles of at most 6: 6, 6, 5, 5, 5, 5), so no tile is much narrower than
+// the others: a narrow tile's accumulators leave the core's multipliers idle.
+template <typename F>
+void even_tiles(int64_t n, int64_t widest, F&& tile) {
+  const int64_t count = (n + widest - 1) / widest;
+  int64_t first = 0;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t size = n / count + (t < n % count ? 1 : 0);
+    tile(first, size);
+    first += size;
+  }
+}
+
+// f.template operator()<N>() for the tile size N = size, 1 to 6.
+template <typename F>
+void with_size(int64_t size, F&& f) {
+  switch (size) {
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    case 6: return f.template operator()<6>();
+    default: throw Error(cat("taylor_mlp_pass: no register tile of ", size, " rows"));
   }
 }
 
 // out [M][P] = a [M][K] (rows lda apart) @ x [K][P], plus bias[m] on row m when given, in tiles of
-// 6 or 5 rows (6: 24 accumulators, 4 operand vectors and a broadcast, 29 of 32 registers): the
-// fewest tiles, and of those a size that divides M (a width of 20: four tiles of 5 rather than 6,
-// 6, 6 and 2; of 64: ten of 6 and one of 4).
+// at most 6 rows (6: 24 accumulators, 4 operand vectors and a broadcast, 29 of 32 registers).
 template <typename T>
 void product(const T* a, int64_t lda, int64_t M, int64_t K, const T* x, int64_t P, const T* bias, T* out) {
-  auto tiles = [M](int64_t rows) { return (M + rows - 1) / rows; };
-  if (tiles(5) < tiles(6) || (tiles(5) == tiles(6) && M % 6 != 0 && M % 5 == 0)) {
-    return product_tiles<T, 5>(a, lda, M, K, x, P, bias, out);
-  }
-  product_tiles<T, 6>(a, lda, M, K, x, P, bias, out);
+  even_tiles(M, 6, [&](int64_t m, int64_t rows) {
+    with_size(rows, [&]<int R>() {
+      if constexpr (R <= 6) product_rows<T, R>(a + m * lda, lda, K, x, P, bias ? bias + m : nullptr, out + m * P);
+    });
+  });
 }
 
 // dw[k][m] += sum over streams s and points j of x_s[k][j] g_s[m][j], for KR rows from k0 and MR
@@ -166,36 +177,22 @@ void gradient_tile(const std::vector<const T*>& x, const std::vector<const T*>& 
   }
 }
 
-// Tiles of KR x 5 accumulators: at KR = 5, 25 of them, the 5 vectors of x and one of g at a time
-// (31 of AVX-512's 32 registers), 10 loads for 25 multiply-adds where 4 x 5 tiles took 9 for 20.
-template <typename T, int KR>
-void gradient_rows(const std::vector<const T*>& x, const std::vector<const T*>& g, int64_t M, int64_t P, int64_t k0,
-                   double* dw) {
-  int64_t m = 0;
-  for (; m + 5 <= M; m += 5) gradient_tile<T, KR, 5>(x, g, P, k0, m, dw, M);
-  switch (M - m) {
-    case 4: gradient_tile<T, KR, 4>(x, g, P, k0, m, dw, M); break;
-    case 3: gradient_tile<T, KR, 3>(x, g, P, k0, m, dw, M); break;
-    case 2: gradient_tile<T, KR, 2>(x, g, P, k0, m, dw, M); break;
-    case 1: gradient_tile<T, KR, 1>(x, g, P, k0, m, dw, M); break;
-    default: break;
-  }
-}
-
 // dw [K][M] += sum_s x_s [K][P] @ g_s [M][P]^T: a layer's weight gradient from its input streams
-// and its pre-activation streams' cotangents.
+// and its pre-activation streams' cotangents, in tiles of at most 5 x 5 accumulators: the 5
+// vectors of x held and one of g loaded at a time (31 of AVX-512's 32 registers), 10 loads for 25
+// multiply-adds.
 template <typename T>
 void weight_gradient(const std::vector<const T*>& x, const std::vector<const T*>& g, int64_t K, int64_t M, int64_t P,
                      double* dw) {
-  int64_t k = 0;
-  for (; k + 5 <= K; k += 5) gradient_rows<T, 5>(x, g, M, P, k, dw);
-  switch (K - k) {
-    case 4: gradient_rows<T, 4>(x, g, M, P, k, dw); break;
-    case 3: gradient_rows<T, 3>(x, g, M, P, k, dw); break;
-    case 2: gradient_rows<T, 2>(x, g, M, P, k, dw); break;
-    case 1: gradient_rows<T, 1>(x, g, M, P, k, dw); break;
-    default: break;
-  }
+  even_tiles(K, 5, [&](int64_t k, int64_t rows) {
+    even_tiles(M, 5, [&](int64_t m, int64_t columns) {
+      with_size(rows, [&]<int KR>() {
+        with_size(columns, [&]<int MR>() {
+          if constexpr (KR <= 5 && MR <= 5) gradient_tile<T, KR, MR>(x, g, P, k, m, dw, M);
+        });
+      });
+    });
+  });
 }
 
 // db[m] += sum_j g[m][j].
