@@ -22,13 +22,19 @@
 namespace eddy {
 namespace {
 
+// Appended, not streamed: the PINN solver's fused interior calls a compiled function per chunk of
+// points, tens of times a step, and a stream's formatting was a third of such a call.
 std::string signature(const std::vector<Tensor>& inputs) {
-  std::ostringstream key;
-  key << (GradMode::enabled() ? "grad" : "nograd");
+  std::string key = GradMode::enabled() ? "grad" : "nograd";
   for (const Tensor& t : inputs) {
-    key << ";" << t.shape() << dtype_name(t.dtype()) << t.device() << (t.requires_grad() ? "r" : "");
+    key += ';';
+    key += to_string(t.shape());
+    key += dtype_name(t.dtype());
+    key += t.device().type == DeviceType::cpu ? "cpu:" : "cuda:";
+    key += std::to_string(t.device().index);
+    if (t.requires_grad()) key += 'r';
   }
-  return key.str();
+  return key;
 }
 
 // Each rank's parts of distributed tensors; ordinary ones as they are.
