@@ -128,17 +128,14 @@ void even_tiles(int64_t n, int64_t widest, F&& tile) {
   }
 }
 
-// f.template operator()<N>() for the tile size N = size, 1 to 6.
-template <typename F>
+// f.template operator()<N>() for the tile size N = size, from 1 to Widest.
+template <int Widest, int N = 1, typename F>
 void with_size(int64_t size, F&& f) {
-  switch (size) {
-    case 1: return f.template operator()<1>();
-    case 2: return f.template operator()<2>();
-    case 3: return f.template operator()<3>();
-    case 4: return f.template operator()<4>();
-    case 5: return f.template operator()<5>();
-    case 6: return f.template operator()<6>();
-    default: throw Error(cat("taylor_mlp_pass: no register tile of ", size, " rows"));
+  if (size == N) return f.template operator()<N>();
+  if constexpr (N < Widest) {
+    with_size<Widest, N + 1>(size, f);
+  } else {
+    throw Error(cat("taylor_mlp_pass: no register tile of ", size, " rows"));
   }
 }
 
@@ -147,8 +144,8 @@ void with_size(int64_t size, F&& f) {
 template <typename T>
 void product(const T* a, int64_t lda, int64_t M, int64_t K, const T* x, int64_t P, const T* bias, T* out) {
   even_tiles(M, 6, [&](int64_t m, int64_t rows) {
-    with_size(rows, [&]<int R>() {
-      if constexpr (R <= 6) product_rows<T, R>(a + m * lda, lda, K, x, P, bias ? bias + m : nullptr, out + m * P);
+    with_size<6>(rows, [&]<int R>() {
+      product_rows<T, R>(a + m * lda, lda, K, x, P, bias ? bias + m : nullptr, out + m * P);
     });
   });
 }
@@ -186,10 +183,8 @@ void weight_gradient(const std::vector<const T*>& x, const std::vector<const T*>
                      double* dw) {
   even_tiles(K, 5, [&](int64_t k, int64_t rows) {
     even_tiles(M, 5, [&](int64_t m, int64_t columns) {
-      with_size(rows, [&]<int KR>() {
-        with_size(columns, [&]<int MR>() {
-          if constexpr (KR <= 5 && MR <= 5) gradient_tile<T, KR, MR>(x, g, P, k, m, dw, M);
-        });
+      with_size<5>(rows, [&]<int KR>() {
+        with_size<5>(columns, [&]<int MR>() { gradient_tile<T, KR, MR>(x, g, P, k, m, dw, M); });
       });
     });
   });
@@ -373,9 +368,9 @@ struct Layout {
 
 // One thread's buffers for a chunk, in one block that the thread keeps from call to call: the
 // points' coordinates; the network's input streams; per hidden layer its output streams, its
-// pre-activation tangents and the activation's derivative (and for GELU and SiLU its second and
-// third); the network's output streams and
-// their cotangents; and two sets of cotangent streams that layers alternate between going back.
+// pre-activation tangents and the activation's derivative (for GELU and SiLU also its second and
+// third); the network's output streams and their cotangents; and two sets of cotangent streams
+// that layers alternate between going back.
 // Every value is written before it is read, so the block is never cleared.
 template <typename T>
 class Workspace {
@@ -426,7 +421,8 @@ class Workspace {
     o.coordinates = region(1, layout.inputs);
     o.inputs = region(streams, layout.inputs);
     for (int64_t l = 0; l + 1 < layout.layers; ++l) {
-      o.layers.push_back(region(2 * streams + (layout.stores_higher ? 2 : 0), layout.widths[static_cast<size_t>(l + 1)]));
+      const int64_t arrays = 2 * streams + (layout.stores_higher ? 2 : 0);
+      o.layers.push_back(region(arrays, layout.widths[static_cast<size_t>(l + 1)]));
     }
     o.outputs = region(2 * streams, layout.outputs);
     for (int64_t width : layout.widths) o.widest = std::max(o.widest, width);
