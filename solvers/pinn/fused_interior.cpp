@@ -167,10 +167,12 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
   const Tensor last_mask = concat({ones({in_last, 1}, dtype), zeros({chunk_points_ - in_last, 1}, dtype)}, 0);
   const ChunkHead head = [&](const HeadChunk& chunk) {
     std::vector<Tensor> columns;
-    for (const void* coordinate : chunk.coordinates) {
-      columns.push_back(from_buffer(coordinate, {chunk.capacity, 1}, dtype, cpu()));
-    }
-    for (const void* stream : chunk.streams) columns.push_back(from_buffer(stream, {chunk.capacity, 1}, dtype, cpu()));
+    // The pass's own arrays, read in place: the program only reads its inputs.
+    auto column = [&](const void* data) {
+      return from_blob(const_cast<void*>(data), {chunk.capacity, 1}, dtype, [](void*) {});
+    };
+    for (const void* coordinate : chunk.coordinates) columns.push_back(column(coordinate));
+    for (const void* stream : chunk.streams) columns.push_back(column(stream));
     columns.push_back(chunk.count == chunk.capacity ? full_mask : last_mask);
     std::vector<Tensor> outputs;
     {
