@@ -4,10 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
 
 #include "../ops/op_table.h"
 #include "eddy/compiler/compile.h"
 #include "support/expect_error.h"
+#include "support/scoped_env.h"
 
 namespace eddy {
 namespace {
@@ -115,6 +120,34 @@ TEST(Compile, RetracesOnANewSignatureOnly) {
   compiled({randn({3, 4}, DType::f64).requires_grad_()});
   EXPECT_EQ(compiled.stats().traces, 4);
   EXPECT_EQ(compiled.stats().calls, 5);
+}
+
+// EDDY_COMPILER_DUMP writes each traced program's graph and steps once, numbered in the order the
+// process traced them: two compiled functions' first programs once shared a number, and the second
+// overwrote the first (eddy lm train's evaluation program hid its training step).
+TEST(Compile, DumpsEveryProgramOfTheProcessUnderItsOwnName) {
+  const std::filesystem::path directory =
+      std::filesystem::temp_directory_path() / ("eddy-compiler-dump-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  {
+    const ScopedEnv dump("EDDY_COMPILER_DUMP", directory.c_str());
+    CompiledFunction sines = compile([](const TensorList& in) { return TensorList{sin(in[0])}; });
+    CompiledFunction cosines = compile([](const TensorList& in) { return TensorList{cos(in[0])}; });
+    sines({randn({4}, DType::f64)});
+    cosines({randn({4}, DType::f64)});
+  }
+  std::vector<std::string> listings;
+  for (const auto& entry : std::filesystem::directory_iterator(directory)) {
+    if (entry.path().string().ends_with(".steps.txt")) {
+      std::ifstream file(entry.path());
+      listings.emplace_back(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    }
+  }
+  std::filesystem::remove_all(directory);
+  ASSERT_EQ(listings.size(), 2u);
+  const bool sine_first = listings[0].find("sin") != std::string::npos;
+  EXPECT_NE(listings[sine_first ? 0 : 1].find("sin"), std::string::npos);
+  EXPECT_NE(listings[sine_first ? 1 : 0].find("cos"), std::string::npos);
 }
 
 // The first call records the function on abstract tensors (no kernel runs, no autodiff history
