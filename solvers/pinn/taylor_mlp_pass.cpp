@@ -1,20 +1,10 @@
 #include "solvers/pinn/taylor_mlp_pass.h"
 
-// GCC 12's AVX-512 reductions pass an undefined merge operand and warn that it is uninitialised
-// (GCC bug 105593, as backends/cpu/eigen_core.h explains): silenced for this header only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #include <omp.h>
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "eddy/core/error.h"
 #include "eddy/core/gelu_constants.h"
@@ -74,20 +64,22 @@ void store(T* to, const V& v) {
   *reinterpret_cast<typename Simd<T>::Unaligned*>(to) = v;
 }
 
-// The sum of a vector's lanes, by halving (AVX-512's reduction sequences) where there is one.
+// The sum of a vector's lanes by halving: the low half plus the high half until one lane is
+// left, the sequence of AVX-512's reductions, at any vector width.
+template <typename T, size_t N>
+T halving_sum(T __attribute__((vector_size(N * sizeof(T)))) v) {
+  if constexpr (N == 1) {
+    return v[0];
+  } else {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return halving_sum<T, N / 2>(__builtin_shufflevector(v, v, I...) + __builtin_shufflevector(v, v, (I + N / 2)...));
+    }(std::make_index_sequence<N / 2>{});
+  }
+}
+
 template <typename T>
 double lane_sum(const typename Simd<T>::Vector& v) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) {
-    return _mm512_reduce_add_ps(v);
-  } else {
-    return _mm512_reduce_add_pd(v);
-  }
-#else
-  T sum = 0;
-  for (int64_t i = 0; i < Simd<T>::lanes; ++i) sum += v[i];
-  return sum;
-#endif
+  return halving_sum<T, static_cast<size_t>(Simd<T>::lanes)>(v);
 }
 
 // out[r][j] = bias[r] + sum_k a[r * lda + k] x[k][j] for R rows and every point j of the chunk.
@@ -246,9 +238,14 @@ struct StoredRules {
   static V third(const ActivationArrays<T>& a, int64_t e, const V&, const V&) { return load<V>(a.s3 + e); }
 };
 
-// Whether activate() stores the second and third derivatives for the rules.
-bool stores_higher_derivatives(nn::ActivationKind activation) {
-  return activation == nn::ActivationKind::gelu || activation == nn::ActivationKind::silu;
+// How many of the activation's derivatives activate() stores per hidden layer for the rules: none
+// for tanh (they follow from its value), the first for sin, the first three for GELU and SiLU.
+int stored_derivatives(nn::ActivationKind activation) {
+  switch (activation) {
+    case nn::ActivationKind::tanh: return 0;
+    case nn::ActivationKind::sin: return 1;
+    default: return 3;
+  }
 }
 
 // Forward: h_i = s1 z_i and h_ii = s1 z_ii + s2 z_i^2, into the output streams from stream 1 on.
@@ -367,8 +364,7 @@ struct Layout {
   int64_t inputs = 0, outputs = 0, layers = 0;  // layers: hidden ones plus the output layer
   std::vector<int64_t> widths;                   // inputs, each hidden width, outputs
   std::vector<int> second;
-  bool stores_first = false;   // hidden layers keep the activation's derivative (tanh's comes of h)
-  bool stores_higher = false;  // and its second and third derivatives
+  int stored_derivatives = 0;  // of the activation, per hidden layer: 0, 1 or 3
   int64_t streams() const { return 1 + inputs + static_cast<int64_t>(second.size()); }
   int64_t chunk = 0;  // points per chunk, a multiple of the strip
 };
@@ -395,15 +391,15 @@ class Workspace {
   T* coordinates() { return at(offsets_.coordinates); }
   T* input(int64_t stream) { return at(offsets_.inputs + stream * layout_.inputs); }
   // Hidden layer l's output stream, pre-activation tangent (firsts, then seconds) and the
-  // activation's first derivative at its pre-activation.
+  // activation's first, second and third derivatives at its pre-activation (null where the layout
+  // does not keep them).
   T* output(int64_t l, int64_t stream) {
     return at(offsets_.layers[static_cast<size_t>(l)] + stream * layout_.widths[static_cast<size_t>(l + 1)]);
   }
   T* pre_tangent(int64_t l, int64_t tangent) { return output(l, layout_.streams() + tangent); }
-  T* derivative(int64_t l) { return layout_.stores_first ? output(l, 2 * layout_.streams() - 1) : nullptr; }
-  // The activation's second and third derivatives, where the layout keeps them.
-  T* second_derivative(int64_t l) { return layout_.stores_higher ? output(l, 2 * layout_.streams()) : nullptr; }
-  T* third_derivative(int64_t l) { return layout_.stores_higher ? output(l, 2 * layout_.streams() + 1) : nullptr; }
+  T* derivative(int64_t l) { return stored(l, 1); }
+  T* second_derivative(int64_t l) { return stored(l, 2); }
+  T* third_derivative(int64_t l) { return stored(l, 3); }
   T* network_output(int64_t stream) { return at(offsets_.outputs + stream * layout_.outputs); }
   T* network_cotangent(int64_t stream) { return network_output(layout_.streams() + stream); }
   T* cotangent(int set, int64_t stream) {
@@ -428,7 +424,7 @@ class Workspace {
     o.coordinates = region(1, layout.inputs);
     o.inputs = region(streams, layout.inputs);
     for (int64_t l = 0; l + 1 < layout.layers; ++l) {
-      const int64_t arrays = 2 * streams - 1 + (layout.stores_first ? 1 : 0) + (layout.stores_higher ? 2 : 0);
+      const int64_t arrays = 2 * streams - 1 + layout.stored_derivatives;
       o.layers.push_back(region(arrays, layout.widths[static_cast<size_t>(l + 1)]));
     }
     o.outputs = region(2 * streams, layout.outputs);
@@ -438,6 +434,11 @@ class Workspace {
   }
 
   T* at(int64_t rows) { return data_ + rows * layout_.chunk; }
+  // Hidden layer l's stored derivative of order k, after its streams and tangents; null where the
+  // layout does not keep it.
+  T* stored(int64_t l, int k) {
+    return k <= layout_.stored_derivatives ? output(l, 2 * layout_.streams() - 2 + k) : nullptr;
+  }
 
   const Layout& layout_;
   const Offsets offsets_;
@@ -702,8 +703,7 @@ Layout layout_of(const nn::PlainMlp& mlp, const std::vector<int>& second) {
                layout.inputs);
   }
   layout.second = second;
-  layout.stores_first = mlp.activation != nn::ActivationKind::tanh;
-  layout.stores_higher = stores_higher_derivatives(mlp.activation);
+  layout.stored_derivatives = stored_derivatives(mlp.activation);
   layout.chunk = dtype == DType::f32 ? chunk_points(layout, Simd<float>::strip,
                                                     Workspace<float>::per_point(layout) * int64_t{sizeof(float)})
                                      : chunk_points(layout, Simd<double>::strip,
@@ -715,7 +715,7 @@ Layout layout_of(const nn::PlainMlp& mlp, const std::vector<int>& second) {
 
 bool taylor_mlp_supports(nn::ActivationKind activation) {
   return activation == nn::ActivationKind::tanh || activation == nn::ActivationKind::sin ||
-         stores_higher_derivatives(activation);
+         activation == nn::ActivationKind::gelu || activation == nn::ActivationKind::silu;
 }
 
 int64_t taylor_mlp_streams(const nn::PlainMlp& mlp, const std::vector<int>& second) {
