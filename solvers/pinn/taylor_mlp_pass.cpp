@@ -67,7 +67,7 @@ void store(T* to, const V& v) {
 // The sum of a vector's lanes by halving: the low half plus the high half until one lane is
 // left, the sequence of AVX-512's reductions, at any vector width.
 template <typename T, size_t N>
-T halving_sum(T __attribute__((vector_size(N * sizeof(T)))) v) {
+T halving_sum(const T __attribute__((vector_size(N * sizeof(T)))) & v) {
   if constexpr (N == 1) {
     return v[0];
   } else {
