@@ -228,6 +228,10 @@ void bind_ops(py::module_& m) {
   binary(m, "div", [](const Tensor& a, const Tensor& b) { return div(a, b); });
   binary(m, "complex", [](const Tensor& a, const Tensor& b) { return complex(a, b); });
   binary(m, "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
+  m.def("matmul_add", [](const py::object& a, const py::object& b, const py::object& c) {
+        return matmul_add(as_tensor(a), as_tensor(b), as_tensor(c));
+      },
+      py::arg("a"), py::arg("b"), py::arg("c"));
   binary(m, "mse_loss", [](const Tensor& a, const Tensor& b) { return mse_loss(a, b); });
   m.def("where", [](const py::object& c, const py::object& a, const py::object& b) {
         return where(as_tensor(c), as_tensor(a), as_tensor(b));

@@ -112,12 +112,7 @@ Graph after(const Graph& original, Pass pass, double tolerance = 0) {
   return optimized;
 }
 
-const Primitive& primitive_named(std::string_view name) {
-  for (const Primitive& primitive : all_primitives()) {
-    if (primitive.name == name) return primitive;
-  }
-  throw Error(cat("no primitive ", name));
-}
+const Primitive& primitive_named(std::string_view name) { return registered_primitive(name); }
 
 TEST(DeadCode, DropsUnusedBranchesAndTheConstantsOnlyTheyUsed) {
   const Graph original = capture([](const Tensors& in) {
@@ -384,6 +379,59 @@ TEST(Optimize, DisabledPassesChangeNothing) {
   EXPECT_EQ(primitive_names(graph), (Names{"sin", "add", "add"})) << graph.to_string();
 }
 
+// A linear layer's product and bias before a reshape (the attention's projections): one GEMM
+// that sums onto the bias as it writes.
+TEST(GemmAddends, FuseAProductIntoTheSumNothingElementwiseReads) {
+  const Graph original = capture([](const Tensors& in) {
+    Tensor layer = matmul(in[0], in[1]) + in[2];
+    return Tensors{reshape(layer, {2, 3, 4})};
+  }, {{6, 5}, {5, 4}, {4}});
+  Graph fused = after(original, fuse_gemm_addends, 1e-12);
+  EXPECT_EQ(primitive_names(fused), (Names{"matmul_add", "reshape"})) << fused.to_string();
+  EXPECT_EQ(fused.nodes[0].inputs, (std::vector<ValueId>{original.inputs[0], original.inputs[1], original.inputs[2]}));
+
+  // Either side of the sum, and in float32 too.
+  const Graph addend_first = capture([](const Tensors& in) { return Tensors{in[2] + matmul(in[0], in[1])}; },
+                                     {{6, 5}, {5, 4}, {6, 4}}, DType::f32);
+  EXPECT_EQ(primitive_names(after(addend_first, fuse_gemm_addends, 1e-5)), (Names{"matmul_add"}));
+}
+
+// A sum of two products (a gradient reaching a value along two paths): one product becomes the
+// other's addend.
+TEST(GemmAddends, MakeOneOfTwoProductsTheOthersAddend) {
+  const Graph original = capture([](const Tensors& in) {
+    return Tensors{matmul(matmul(in[0], in[1]) + matmul(in[2], in[3]), in[1])};
+  }, {{3, 4}, {4, 4}, {3, 2}, {2, 4}});
+  EXPECT_EQ(primitive_names(after(original, fuse_gemm_addends, 1e-12)), (Names{"matmul", "matmul_add", "matmul"}));
+}
+
+TEST(GemmAddends, LeaveSumsFusionTakesAndProductsUsedElsewhere) {
+  // A bias before an activation: fusion's loop reads the product and writes the activation.
+  const Graph activated = capture([](const Tensors& in) { return Tensors{tanh(matmul(in[0], in[1]) + in[2])}; },
+                                  {{6, 5}, {5, 4}, {4}});
+  // The product is an output too, so it is written anyway.
+  const Graph kept = capture([](const Tensors& in) {
+    Tensor product = matmul(in[0], in[1]);
+    return Tensors{product + in[2], product};
+  }, {{6, 5}, {5, 4}, {4}});
+  // The sum broadcasts the product: a GEMM cannot write the larger output.
+  const Graph broadcast = capture([](const Tensors& in) { return Tensors{matmul(in[0], in[1]) + in[2]}; },
+                                  {{1, 5}, {5, 4}, {6, 4}});
+  for (const Graph* graph : {&activated, &kept, &broadcast}) {
+    Graph unchanged = *graph;
+    EXPECT_FALSE(fuse_gemm_addends(unchanged));
+    EXPECT_EQ(unchanged.to_string(), graph->to_string());
+  }
+}
+
+TEST(GemmAddends, RunInOptimizeUnlessDisabled) {
+  const Graph original = capture([](const Tensors& in) { return Tensors{reshape(matmul(in[0], in[1]) + in[2], {24})}; },
+                                 {{6, 5}, {5, 4}, {4}});
+  EXPECT_EQ(count_of(after(original, optimize, 1e-12), "matmul_add"), 1);
+  DisabledPasses off("gemm_addend");
+  EXPECT_EQ(count_of(after(original, optimize), "matmul_add"), 0);
+}
+
 TEST(Optimize, PassEnabledReadsTheVariableOnEveryCall) {
   EXPECT_TRUE(pass_enabled("fusion"));
   {
@@ -400,12 +448,12 @@ TEST(Optimize, UnknownPassNamesAreErrors) {
     Graph graph = capture([](const Tensors& in) { return Tensors{sin(in[0])}; }, {{3}});
     expect_error([&] { optimize(graph); },
                  {"EDDY_COMPILER_DISABLE", "'fusoin'", "did you mean 'fusion'",
-                  "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
+                  "dce, cse, fold, simplify, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
                   "replicated_collectives"});
   }
   expect_error([] { pass_enabled("inline"); },
                {"'inline'",
-                "dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
+                "dce, cse, fold, simplify, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
                 "replicated_collectives"});
 }
 

@@ -522,6 +522,8 @@ std::vector<OpCase> op_cases() {
       {"tanh * x", {{4, 8}, {4, 8}}, [](const auto& x) { return tanh(x[0]) * x[1]; }},
       {"matmul", {{4, 8}, {8, 4}}, [](const auto& x) { return matmul(x[0], x[1]); }},
       {"batched matmul", {{2, 4, 8}, {8, 4}}, [](const auto& x) { return matmul(x[0], x[1]); }},
+      {"matmul_add (bias)", {{4, 8}, {8, 4}, {4}}, [](const auto& x) { return matmul_add(x[0], x[1], x[2]); }},
+      {"matmul_add", {{4, 8}, {8, 4}, {4, 4}}, [](const auto& x) { return matmul_add(x[0], x[1], x[2]); }},
       {"sum over axis 1", {{4, 8}}, [](const auto& x) { return sum(x[0], {1}); }},
       {"max over axis 0", {{4, 8}}, [](const auto& x) { return max(x[0], {0}); }},
       {"mean", {{4, 8}}, [](const auto& x) { return mean(x[0]); }},
@@ -609,6 +611,7 @@ std::vector<OpCase> uneven_op_cases() {
       {"tanh * x", {{5, 7}, {5, 7}}, [](const auto& x) { return tanh(x[0]) * x[1]; }},
       {"matmul", {{5, 7}, {7, 3}}, [](const auto& x) { return matmul(x[0], x[1]); }},
       {"batched matmul", {{3, 5, 7}, {7, 3}}, [](const auto& x) { return matmul(x[0], x[1]); }},
+      {"matmul_add", {{5, 7}, {7, 3}, {5, 3}}, [](const auto& x) { return matmul_add(x[0], x[1], x[2]); }},
       {"sum over axis 1", {{5, 7}}, [](const auto& x) { return sum(x[0], {1}); }},
       {"max over axis 0", {{5, 7}}, [](const auto& x) { return max(x[0], {0}); }},
       // On 4 ranks one holds none of the 3 rows: a maximum over them is gathered first.

@@ -274,6 +274,10 @@ std::vector<OpCase> build_table() {
                   [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); }));
   t.push_back(row("matmul_transposed_vector", {"matmul", "permute"}, kInexact, normal_inputs({{4, 3}, {4}}),
                   [](const std::vector<Tensor>& x) { return matmul(transpose(x[0]), x[1]); }));
+  t.push_back(row("matmul_add_bias", {"matmul_add"}, kInexact, normal_inputs({{3, 4}, {4, 2}, {2}}),
+                  [](const std::vector<Tensor>& x) { return matmul_add(x[0], x[1], x[2]); }));
+  t.push_back(row("matmul_add_batched", {"matmul_add"}, kInexact, normal_inputs({{2, 3, 4}, {4, 2}, {2, 3, 2}}),
+                  [](const std::vector<Tensor>& x) { return matmul_add(x[0], x[1], x[2]); }));
 
   // ---- FFTs (linear; irfft/hfft ignore the imaginary parts of DC and Nyquist, whose
   // derivative is then zero in both the finite differences and the rules) ----

@@ -136,6 +136,8 @@ TEST(Errors, ScatterAddIndexAndSourceShapesDiffer) {
 
 TEST(Errors, MatmulInnerDimensionMismatch) {
   expect_error([] { matmul(ones({2, 3}), ones({4, 5})); }, {"matmul", "[2, 3]", "[4, 5]"});
+  expect_error([] { matmul_add(ones({2, 3}), ones({3, 5}), ones({3})); }, {"matmul_add", "addend", "[3]", "[2, 5]"});
+  expect_error([] { matmul_add(ones({2, 3}), ones({3, 5}), ones({2, 5}, DType::f64)); }, {"matmul_add", "float32", "float64"});
 }
 
 TEST(Errors, MatmulOfIntTensors) {

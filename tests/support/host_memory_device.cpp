@@ -54,8 +54,8 @@ class HostMemoryBackend final : public Backend {
   void reduce(ReduceKernel kind, const Tensor& in, const std::vector<int64_t>& axes, const Tensor& out) override {
     cpu_kernels().reduce(kind, host_view(in), axes, host_view(out));
   }
-  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override {
-    cpu_kernels().matmul(host_view(a), host_view(b), host_view(out));
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override {
+    cpu_kernels().matmul(host_view(a), host_view(b), host_view(out), accumulate);
   }
   void gather(const Tensor& in, int64_t axis, const Tensor& index, const Tensor& out) override {
     cpu_kernels().gather(host_view(in), axis, host_view(index), host_view(out));

@@ -17,9 +17,11 @@ namespace eddy::compiler {
 namespace {
 
 constexpr std::string_view kDisableVariable = "EDDY_COMPILER_DISABLE";
-constexpr std::array<std::string_view, 12> kPassNames = {
-    "dce",           "cse",          "fold",        "simplify", "fusion", "reduction_epilogue", "multi_output",
-    "rematerialize", "buffer_reuse", "replicated_collectives", "placement_search", "fused_interior"};
+constexpr std::array<std::string_view, 13> kPassNames = {
+    "dce",           "cse",           "fold",         "simplify",
+    "gemm_addend",   "fusion",        "reduction_epilogue", "multi_output",
+    "rematerialize", "buffer_reuse",  "replicated_collectives", "placement_search",
+    "fused_interior"};
 
 // A fold runs a kernel at compile time and keeps its result for every run: these bound the
 // work and the memory that can cost, per node.
@@ -197,6 +199,47 @@ bool fold_constants(Graph& graph) {
   return keep_where(graph.nodes, [&](size_t i) { return !folded[i]; });
 }
 
+// Where fusion would take the add into an elementwise loop (a bias followed by an activation),
+// that loop already reads the product once and writes the sum once; the GEMM summing onto a copied
+// addend would add a pass, not remove one, so such adds stay.
+bool fuse_gemm_addends(Graph& graph) {
+  static const Primitive& matmul = registered_primitive("matmul");
+  static const Primitive& add = registered_primitive("add");
+  static const Primitive& matmul_add = registered_primitive("matmul_add");
+
+  std::vector<int> producer(graph.values.size(), -1);
+  std::vector<bool> read_elementwise(graph.values.size(), false);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const GraphNode& node = graph.nodes[i];
+    producer[static_cast<size_t>(node.output)] = static_cast<int>(i);
+    if (!node.primitive->elementwise) continue;
+    for (ValueId input : node.inputs) read_elementwise[static_cast<size_t>(input)] = true;
+  }
+  const std::vector<int> uses = graph.use_counts();
+
+  std::vector<bool> absorbed(graph.nodes.size(), false);
+  bool changed = false;
+  for (GraphNode& node : graph.nodes) {
+    if (node.primitive != &add || read_elementwise[static_cast<size_t>(node.output)]) continue;
+    for (size_t side = 0; side < 2; ++side) {
+      const ValueId product = node.inputs[side];
+      const int at = producer[static_cast<size_t>(product)];
+      if (at < 0 || graph.nodes[static_cast<size_t>(at)].primitive != &matmul ||
+          uses[static_cast<size_t>(product)] != 1 || graph.value(product).shape != graph.value(node.output).shape) {
+        continue;
+      }
+      const GraphNode& gemm = graph.nodes[static_cast<size_t>(at)];
+      node.inputs = {gemm.inputs[0], gemm.inputs[1], node.inputs[1 - side]};
+      node.primitive = &matmul_add;
+      absorbed[static_cast<size_t>(at)] = true;
+      changed = true;
+      break;
+    }
+  }
+  keep_where(graph.nodes, [&](size_t i) { return !absorbed[i]; });
+  return changed;
+}
+
 bool pass_enabled(std::string_view name) {
   check_pass_name(name, "pass_enabled");
   const char* variable = std::getenv(std::string(kDisableVariable).c_str());
@@ -214,6 +257,11 @@ bool pass_enabled(std::string_view name) {
   return enabled;
 }
 
+const Primitive& registered_primitive(std::string_view name) {
+  if (const Primitive* primitive = find_primitive(name)) return *primitive;
+  throw Error(cat("compiler: no primitive named '", name, "' is registered"));
+}
+
 bool compiler_verbose() {
   const char* value = std::getenv("EDDY_COMPILER_VERBOSE");
   return value && *value && std::string_view(value) != "0";
@@ -228,6 +276,7 @@ void optimize(Graph& graph) {
     if (cse) changed = eliminate_common_subexpressions(graph) || changed;
     if (!changed) break;
   }
+  if (pass_enabled("gemm_addend")) fuse_gemm_addends(graph);
   if (pass_enabled("dce")) eliminate_dead_code(graph);
   verify(graph);
 }

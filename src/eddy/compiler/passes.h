@@ -39,17 +39,28 @@ bool drop_collectives_of_replicated_values(Graph& graph);
 // Whether the pass `name` should run: false when the comma-separated list in the environment
 // variable EDDY_COMPILER_DISABLE names it. Read on every call, so tests and users can change it
 // between compilations. Throws eddy::Error when `name` or a name in the variable is not one of
-// dce, cse, fold, simplify, fusion, reduction_epilogue, multi_output, rematerialize,
+// dce, cse, fold, simplify, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize,
 // buffer_reuse, replicated_collectives, placement_search, fused_interior (the PINN solver's
 // fused pass, solvers/pinn/fused_interior.h).
 bool pass_enabled(std::string_view name);
+
+// Rewrites each add of a matmul's product, where the product has no other use and nothing
+// elementwise reads the sum (fusion would take the add into its loop), into one matmul_add: the
+// GEMM sums onto the addend as it writes its output, instead of a pass that reads the product
+// back. A linear layer's bias before a reshape, a gradient summed from two products. Not bit for
+// bit: the GEMM adds the addend to its running sums, not to the finished product.
+bool fuse_gemm_addends(Graph& graph);
+
+// The registered primitive named `name`, for passes that write nodes of it; an eddy::Error when
+// there is none.
+const Primitive& registered_primitive(std::string_view name);
 
 // Whether EDDY_COMPILER_VERBOSE (set and not "0") asks the compiler to report what it did.
 bool compiler_verbose();
 
 // simplify, fold and cse, repeated while one of them still finds something (a fold can expose a
-// constant a rule matches, a rule can make two nodes equal), then dce; each skipped when
-// disabled. Verifies the graph at the end.
+// constant a rule matches, a rule can make two nodes equal), then gemm_addend and dce; each
+// skipped when disabled. Verifies the graph at the end.
 void optimize(Graph& graph);
 
 }  // namespace eddy::compiler

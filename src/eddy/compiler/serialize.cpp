@@ -92,11 +92,9 @@ Attrs attrs_from(const json& node, const std::string& where) {
 }
 
 const Primitive& primitive_named(const std::string& name, const std::string& where) {
+  if (const Primitive* primitive = find_primitive(name)) return *primitive;
   std::vector<std::string> known;
-  for (const Primitive& primitive : all_primitives()) {
-    if (primitive.name == name) return primitive;
-    known.emplace_back(primitive.name);
-  }
+  for (const Primitive& primitive : all_primitives()) known.emplace_back(primitive.name);
   throw Error(cat(where, ": unknown primitive '", name, "'", did_you_mean(name, known),
                   "; the graph was exported by an eddy with primitives this one lacks"));
 }

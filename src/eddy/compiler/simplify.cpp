@@ -19,13 +19,6 @@
 namespace eddy::compiler {
 namespace {
 
-const Primitive& primitive_named(std::string_view name) {
-  for (const Primitive& primitive : all_primitives()) {
-    if (primitive.name == name) return primitive;
-  }
-  throw Error(cat("simplify_algebra: no primitive named '", name, "' is registered"));
-}
-
 class Simplifier {
  public:
   explicit Simplifier(Graph& graph)
@@ -101,8 +94,8 @@ class Simplifier {
   }
 
   bool rewrite_in_place(GraphNode& node) const {
-    static const Primitive& neg = primitive_named("neg");
-    static const Primitive& mul = primitive_named("mul");
+    static const Primitive& neg = registered_primitive("neg");
+    static const Primitive& mul = registered_primitive("mul");
     const std::string_view name = node.primitive->name;
     const DType dtype = info(node.output).dtype;
     if (name == "mul" && !is_complex(dtype)) {

@@ -47,7 +47,9 @@ class Backend {
   virtual void reduce(ReduceKernel kind, const Tensor& in, const std::vector<int64_t>& axes,
                       const Tensor& out) = 0;
   // out[..., n, m] = a[..., n, k] @ b[..., k, m]; a and b are broadcast to out's batch shape.
-  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // With `accumulate`, out += a @ b: out holds an addend, which the product is summed onto in the
+  // GEMM's own write of out (BLAS's beta = 1) instead of in a pass of its own.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;
   // torch.gather semantics: out[i][j] = in[i][index[i][j]] along `axis` (index has out's shape).
   virtual void gather(const Tensor& in, int64_t axis, const Tensor& index, const Tensor& out) = 0;
   // out[.., k, ..] = in[.., index[k], ..] along `axis`; index is 1-D.

@@ -73,6 +73,13 @@ const Primitive& register_primitive(Primitive primitive) {
 
 const std::deque<Primitive>& all_primitives() { return primitive_registry(); }
 
+const Primitive* find_primitive(std::string_view name) {
+  for (const Primitive& primitive : primitive_registry()) {
+    if (primitive.name == name) return &primitive;
+  }
+  return nullptr;
+}
+
 Device OpCall::device() const {
   if (spec.device) return *spec.device;
   return inputs.empty() ? attrs.device : inputs[0].device();

@@ -155,6 +155,10 @@ Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const 
 // ---- linear algebra ----
 // Batched, broadcasting matmul; 1-D operands are treated as vectors, as in NumPy.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// a @ b + c in one GEMM, c broadcast to the product's shape; a and b of rank >= 2 and the same
+// dtype as c. What the compiler makes of a product whose only use is a sum that nothing else
+// would fuse with (a linear layer's bias); it has no Taylor-mode rule (compiler/taylor.h).
+Tensor matmul_add(const Tensor& a, const Tensor& b, const Tensor& c);
 
 // ---- composites (built from the primitives above) ----
 Tensor square(const Tensor& x);

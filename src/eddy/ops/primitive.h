@@ -206,6 +206,8 @@ struct Primitive {
 const Primitive& register_primitive(Primitive primitive);
 // Every registered primitive, for the op-table test and the compiler.
 const std::deque<Primitive>& all_primitives();
+// The registered primitive of that name, or null.
+const Primitive* find_primitive(std::string_view name);
 
 // The one dispatch point: every op, in every mode, goes through here. It checks the inputs,
 // infers the output and hands the call to the top of the calling thread's interpreter stack.

@@ -145,6 +145,23 @@ Rule matmul() {
   };
 }
 
+Rule matmul_add() {
+  return [](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t ranks) {
+    const Tensor& addend = in[2];
+    ShardingDecision decision = matmul()(in.first(2), attrs, from.first(2), ranks);
+    const Placement& output = decision.output;
+    if (output.kind == Kind::partial_sum && from[2].kind != Kind::partial_sum) return replicate_all(in);
+    Placement for_addend = output.kind == Kind::partial_sum ? from[2] : Placement::replicate();
+    if (output.is_shard()) {
+      const int64_t rank = std::max(in[0].dim(), in[1].dim());
+      const int64_t axis = output.axis - (rank - addend.dim());
+      if (axis >= 0 && addend.shape()[axis] != 1) for_addend = Placement::shard(axis);
+    }
+    decision.inputs.push_back(for_addend);
+    return decision;
+  };
+}
+
 Rule reduction(std::optional<Placement::Kind> partial_kind) {
   return [partial_kind](Inputs in, const Attrs& attrs, std::span<const Placement> from, int64_t ranks) {
     const Placement& placement = from[0];

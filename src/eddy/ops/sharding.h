@@ -37,6 +37,9 @@ Rule elementwise(PartialInputs partial_inputs = PartialInputs::none);
 // on both (the output a partial sum, Megatron's row-parallel layer). With a split by rows and b
 // by columns, the smaller operand is gathered.
 Rule matmul();
+// a @ b + c: the product as matmul decides, c split alike where it spans the output's split axis
+// and whole where it broadcasts along it; a partial product takes c partial, or else is gathered.
+Rule matmul_add();
 // Reductions over Attrs::axes: an input sharded along a reduced axis gives a partial output of
 // `partial_kind`; without one (prod, min), such an input is gathered first. Partial inputs of the
 // same kind pass through.

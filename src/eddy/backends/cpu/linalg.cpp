@@ -85,19 +85,19 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int
   }
 }
 
-// c[1 x m] = a[1 x k] B: B [k x m] (tb untransposed) or B^T with B [m x k] stored. a's elements
-// are lda apart when it is a transposed column.
+// c[1 x m] = a[1 x k] B, or c += a B when accumulating: B [k x m] (tb untransposed) or B^T with
+// B [m x k] stored. a's elements are lda apart when it is a transposed column.
 template <typename T>
 void gemv_row(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t k, const T* a, int64_t lda, const T* b,
-              int64_t ldb, T* c) {
+              int64_t ldb, T* c, bool accumulate) {
   const int64_t a_step = ta == CblasNoTrans ? 1 : lda;
   // Row-major B [k x m] times a is B^T a; a stored B [m x k] times a is B a.
   const CBLAS_TRANSPOSE op = tb == CblasNoTrans ? CblasTrans : CblasNoTrans;
   const int64_t rows = tb == CblasNoTrans ? k : m, cols = tb == CblasNoTrans ? m : k;
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemv(CblasRowMajor, op, rows, cols, 1.0f, b, ldb, a, a_step, 0.0f, c, 1);
+    cblas_sgemv(CblasRowMajor, op, rows, cols, 1.0f, b, ldb, a, a_step, accumulate ? 1.0f : 0.0f, c, 1);
   } else {
-    cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, b, ldb, a, a_step, 0.0, c, 1);
+    cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, b, ldb, a, a_step, accumulate ? 1.0 : 0.0, c, 1);
   }
 }
 
@@ -134,10 +134,10 @@ constexpr int64_t kRowsPerBlock = 1024;
 // one-thread OpenBLAS (it runs on one thread inside a parallel region) on blocks of rows
 // (for_each_block), in calls sized for the small-matrix kernel where they can be; a GEMM summing
 // over a long inner dimension cuts it into blocks and adds their partial products in block
-// order, so a result is the same at every thread count.
+// order, so a result is the same at every thread count. With `accumulate`, C += A B.
 template <typename T>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T* c, int64_t ldc) {
+          const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
   const bool thin = m <= kThinSplitWidth && std::min(n, k) <= kThinSplitWidth;
   // A feature-major layer, [width x width] @ [width x points] (m the points).
   const bool wide = !thin && n <= kThinSplitWidth && k <= kThinSplitWidth;
@@ -147,7 +147,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     // feature-major layout (its product is wide, its weight gradient thin): OpenBLAS threads a
     // GEMV along its inner dimension, so the sums would depend on the thread count.
     if (n == 1 && !wide && !thin) {
-      gemv_row(ta, tb, m, k, a, lda, b, ldb, c);
+      gemv_row(ta, tb, m, k, a, lda, b, ldb, c, accumulate);
       return;
     }
   }
@@ -168,7 +168,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     for_each_block(n, block_count(n, kRowsPerBlock), [&](int64_t, int64_t first, int64_t end) {
       for (int64_t begin = first; begin < end; begin += per_call) {
         blas_gemm<T>(ta, tb, std::min(per_call, end - begin), m, k, a + begin * a_row_step, lda, b, ldb,
-                     c + begin * ldc, ldc, true, true);
+                     c + begin * ldc, ldc, true, !accumulate);
       }
     });
     return;
@@ -186,7 +186,15 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
                          b + begin * b_inner_step, ldb, into, m, small_kernel, false);
           }
         });
-    for (int64_t r = 0; r < n; ++r) std::copy(sum.begin() + r * m, sum.begin() + (r + 1) * m, c + r * ldc);
+    for (int64_t r = 0; r < n; ++r) {
+      const T* row = sum.data() + r * m;
+      T* into = c + r * ldc;
+      if (accumulate) {
+        for (int64_t j = 0; j < m; ++j) into[j] += row[j];
+      } else {
+        std::copy(row, row + m, into);
+      }
+    }
     return;
   }
   if (wide) {
@@ -219,12 +227,14 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
           prefetch_rows(c + next, n, next_columns, ldc);
         }
         blas_gemm<T>(ta, tb, n, std::min(per_call, end - begin), k, a, lda, b + begin * b_column_step, ldb, c + begin,
-                     ldc, true, true);
+                     ldc, true, !accumulate);
       }
     });
     return;
   }
-  for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
+  if (!accumulate) {
+    for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
+  }
   // Counted also at one thread: a later count would change these bits (solvers' ThreadTuner).
   if (!omp_in_parallel()) note_thread_dependent_kernel();
   blas_gemm<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, false, false);
@@ -232,9 +242,14 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
 
 }  // namespace
 
-void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
-  // 16-bit operands: a float32 product (float32 accumulation), rounded once at the end.
-  if (computed_in_float32({a_in, b_in}, out, [&](const auto& x, const Tensor& o) { matmul(x[0], x[1], o); })) return;
+void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool accumulate) {
+  // 16-bit operands: a float32 product (float32 accumulation, onto the addend when accumulating),
+  // rounded once at the end.
+  const bool half = accumulate ? computed_in_float32({a_in, b_in, out}, out, [&](const auto& x, const Tensor& o) {
+    copy(x[2], o);
+    matmul(x[0], x[1], o, true);
+  }) : computed_in_float32({a_in, b_in}, out, [&](const auto& x, const Tensor& o) { matmul(x[0], x[1], o, false); });
+  if (half) return;
   const int64_t rank = out.dim();
   const int64_t n = out.shape()[rank - 2], m = out.shape()[rank - 1];
   const int64_t k = a_in.shape()[rank - 1];
@@ -253,7 +268,7 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
   if (!la.usable) densify(a, la, n, k);
   if (!lb.usable) densify(b, lb, k, m);
   if (k == 0) {
-    fill(out, 0.0);
+    if (!accumulate) fill(out, 0.0);
     return;
   }
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
@@ -271,7 +286,7 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
         off_c += index[d] * out.strides()[d];
       }
       gemm<T>(la.transpose, lb.transpose, n, m, k, pa + off_a, la.leading, pb + off_b, lb.leading, pc + off_c,
-              std::max<int64_t>(m, 1));
+              std::max<int64_t>(m, 1), accumulate);
       for (size_t d = batch.size(); d-- > 0;) {
         if (++index[d] < batch[d]) break;
         index[d] = 0;

@@ -21,7 +21,7 @@ class CudaBackend final : public Backend {
   void binary(BinaryKernel kind, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void reduce(ReduceKernel kind, const Tensor& in, const std::vector<int64_t>& axes, const Tensor& out) override;
-  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
   void gather(const Tensor& in, int64_t axis, const Tensor& index, const Tensor& out) override;
   void index_select(const Tensor& in, int64_t axis, const Tensor& index, const Tensor& out) override;
   void scatter_add(const Tensor& out, int64_t axis, const Tensor& index, const Tensor& src) override;

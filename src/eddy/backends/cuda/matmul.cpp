@@ -87,7 +87,7 @@ std::optional<BlasMatrix> blas_view(const void* data, int64_t rows, int64_t cols
 
 }  // namespace
 
-void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const int device = device_of(out);
   const DType dtype = out.dtype();
   EDDY_CHECK(is_inexact(dtype), "matmul on ", out.device(), ": cuBLAS multiplies float and complex matrices, not ",
@@ -96,7 +96,7 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t n = out.shape()[rank - 2], m = out.shape()[rank - 1], k = a.shape()[a.dim() - 1];
   if (out.numel() == 0) return;
   if (k == 0) {
-    fill(out, 0.0);
+    if (!accumulate) fill(out, 0.0);
     return;
   }
   // The batch axes of a, b and out merged into one where they allow; otherwise a and b are
@@ -148,7 +148,9 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const std::complex<double> one_double = 1.0, zero_double = 0.0;
   const std::complex<float> one_float = 1.0f, zero_float = 0.0f;
   const void* alpha = single ? static_cast<const void*>(&one_float) : static_cast<const void*>(&one_double);
-  const void* beta = single ? static_cast<const void*>(&zero_float) : static_cast<const void*>(&zero_double);
+  const std::complex<double>& beta_double = accumulate ? one_double : zero_double;
+  const std::complex<float>& beta_float = accumulate ? one_float : zero_float;
+  const void* beta = single ? static_cast<const void*>(&beta_float) : static_cast<const void*>(&beta_double);
   cublasHandle_t handle = blas_handle(device);
   use_device(device);
   check_blas(cublas().gemm_strided_batched(handle, b_matrix.operation, a_matrix.operation, static_cast<int>(m),
