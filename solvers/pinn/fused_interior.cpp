@@ -27,10 +27,6 @@ double sum_of(const Tensor& values) {
   return sum;
 }
 
-// The tensor itself where it is dense: contiguous() dispatches an op even then, about a
-// microsecond, which per chunk was a tenth of the head's time.
-Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : contiguous(t); }
-
 // into = scale * derivative, over a whole chunk.
 template <typename T>
 void scaled_cotangent(const Tensor& derivative, double scale, T* into) {
@@ -181,7 +177,7 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
     }
     const bool single = dtype == DType::f32;
     for (size_t k = 0; k < chunk.cotangents.size(); ++k) {
-      const Tensor derivative = dense(outputs[1 + k]);
+      const Tensor derivative = contiguous(outputs[1 + k]);
       if (single) {
         scaled_cotangent(derivative, scale, static_cast<float*>(chunk.cotangents[k]));
       } else {
@@ -192,7 +188,7 @@ FusedInterior::Term FusedInterior::evaluate(double weight) {
     for (size_t p = 0; p < learnable_.size(); ++p) {
       parameters.push_back(outputs[1 + chunk.cotangents.size() + p].item<double>());
     }
-    const Tensor squares = dense(outputs[0]);
+    const Tensor squares = contiguous(outputs[0]);
     return single ? sum_of<float>(squares) : sum_of<double>(squares);
   };
   const TaylorMlpResult result = taylor_mlp_pass(mlp_, sample.points, second_, head);

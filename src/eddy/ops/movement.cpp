@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "eddy/core/tracing.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/sharding.h"
@@ -387,6 +388,11 @@ Tensor roll(const Tensor& x, int64_t shift, int64_t axis) {
 // Always a call, even on dense data (where reshape's eval makes a view, not a copy): a graph must
 // not depend on a layout, which an abstract trace does not know.
 Tensor contiguous(const Tensor& x) {
+  // Without a dispatch where there is nothing to copy: about a microsecond per call, which hot
+  // loops over small tensors (the PINN solver's fused pass, per chunk of points) felt. A trace
+  // records the node whatever the layout: an abstract trace sees no strides, and the graph must
+  // not depend on them.
+  if (x.is_contiguous() && !active_trace_recorder()) return x;
   Attrs attrs;
   attrs.shape = x.shape();
   return dispatch(reshape_p, {x}, attrs);  // reshape of strided data makes a dense copy
