@@ -379,6 +379,48 @@ TEST(Optimize, DisabledPassesChangeNothing) {
   EXPECT_EQ(primitive_names(graph), (Names{"sin", "add", "add"})) << graph.to_string();
 }
 
+// The pass, then dce for the pads and sums it leaves unused.
+void concatenate_and_clean(Graph& graph) {
+  concatenate_padded_sums(graph);
+  eliminate_dead_code(graph);
+}
+
+// The cotangent of a [3, 6] value split into three [3, 2] slices (an attention's q, k and v):
+// reverse mode pads each slice's cotangent back to [3, 6] and sums them, in any order.
+TEST(PaddedSums, ThatTileAnAxisBecomeOneConcat) {
+  const Graph original = capture([](const Tensors& in) {
+    Tensor first_two = pad(in[0], {0, 0}, {0, 4}) + pad(in[1], {0, 2}, {0, 2});
+    return Tensors{first_two + pad(in[2], {0, 4}, {0, 0})};
+  }, {{3, 2}, {3, 2}, {3, 2}});
+  // Tolerance only for the sign of zero: -0 + 0 was +0, the concatenation keeps -0.
+  const Graph fused = after(original, concatenate_and_clean, 1e-300);
+  ASSERT_EQ(primitive_names(fused), (Names{"concat"})) << fused.to_string();
+  EXPECT_EQ(fused.nodes[0].attrs.axis, 1);
+  EXPECT_EQ(fused.nodes[0].inputs, original.inputs);
+
+  const Graph last_first = capture([](const Tensors& in) {
+    Tensor outer = pad(in[2], {4, 0}, {0, 0}) + pad(in[0], {0, 0}, {4, 0});
+    return Tensors{outer + pad(in[1], {2, 0}, {2, 0})};
+  }, {{2, 5}, {2, 5}, {2, 5}});
+  const Graph reordered = after(last_first, concatenate_and_clean, 1e-300);
+  ASSERT_EQ(primitive_names(reordered), (Names{"concat"})) << reordered.to_string();
+  EXPECT_EQ(reordered.nodes[0].inputs, last_first.inputs);
+}
+
+TEST(PaddedSums, WithGapsOverlapsOrSeveralPaddedAxesStaySums) {
+  const Graph gap = capture([](const Tensors& in) { return Tensors{pad(in[0], {0, 0}, {0, 4}) + pad(in[1], {0, 4}, {0, 0})}; },
+                            {{3, 2}, {3, 2}});
+  const Graph overlap = capture([](const Tensors& in) { return Tensors{pad(in[0], {0, 0}, {0, 2}) + pad(in[1], {0, 1}, {0, 1})}; },
+                                {{3, 3}, {3, 3}});
+  const Graph two_axes = capture([](const Tensors& in) { return Tensors{pad(in[0], {0, 0}, {1, 2}) + pad(in[1], {1, 2}, {0, 0})}; },
+                                 {{3, 2}, {3, 2}});
+  for (const Graph* graph : {&gap, &overlap, &two_axes}) {
+    Graph unchanged = *graph;
+    EXPECT_FALSE(concatenate_padded_sums(unchanged));
+    EXPECT_EQ(unchanged.to_string(), graph->to_string());
+  }
+}
+
 // A linear layer's product and bias before a reshape (the attention's projections): one GEMM
 // that sums onto the bias as it writes.
 TEST(GemmAddends, FuseAProductIntoTheSumNothingElementwiseReads) {
@@ -448,12 +490,12 @@ TEST(Optimize, UnknownPassNamesAreErrors) {
     Graph graph = capture([](const Tensors& in) { return Tensors{sin(in[0])}; }, {{3}});
     expect_error([&] { optimize(graph); },
                  {"EDDY_COMPILER_DISABLE", "'fusoin'", "did you mean 'fusion'",
-                  "dce, cse, fold, simplify, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
+                  "dce, cse, fold, simplify, pad_sum, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
                   "replicated_collectives"});
   }
   expect_error([] { pass_enabled("inline"); },
                {"'inline'",
-                "dce, cse, fold, simplify, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
+                "dce, cse, fold, simplify, pad_sum, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
                 "replicated_collectives"});
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -17,11 +18,11 @@ namespace eddy::compiler {
 namespace {
 
 constexpr std::string_view kDisableVariable = "EDDY_COMPILER_DISABLE";
-constexpr std::array<std::string_view, 13> kPassNames = {
+constexpr std::array<std::string_view, 14> kPassNames = {
     "dce",           "cse",           "fold",         "simplify",
-    "gemm_addend",   "fusion",        "reduction_epilogue", "multi_output",
-    "rematerialize", "buffer_reuse",  "replicated_collectives", "placement_search",
-    "fused_interior"};
+    "pad_sum",       "gemm_addend",   "fusion",       "reduction_epilogue",
+    "multi_output",  "rematerialize", "buffer_reuse", "replicated_collectives",
+    "placement_search", "fused_interior"};
 
 // A fold runs a kernel at compile time and keeps its result for every run: these bound the
 // work and the memory that can cost, per node.
@@ -199,6 +200,66 @@ bool fold_constants(Graph& graph) {
   return keep_where(graph.nodes, [&](size_t i) { return !folded[i]; });
 }
 
+// Where a value is its parts at offsets along one axis and zeros elsewhere: a pad along one axis,
+// or a sum of such values whose parts do not overlap.
+struct ZeroPaddedParts {
+  int64_t axis = -1;
+  std::vector<std::pair<int64_t, ValueId>> parts;  // (offset, value), by offset
+};
+
+bool concatenate_padded_sums(Graph& graph) {
+  static const Primitive& pad = registered_primitive("pad");
+  static const Primitive& add = registered_primitive("add");
+  static const Primitive& concat = registered_primitive("concat");
+
+  std::vector<std::optional<ZeroPaddedParts>> padded(graph.values.size());
+  bool changed = false;
+  for (GraphNode& node : graph.nodes) {
+    const Shape& shape = graph.value(node.output).shape;
+    if (node.primitive == &pad) {
+      std::vector<size_t> padded_axes;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (node.attrs.lo[d] != 0 || node.attrs.hi[d] != 0) padded_axes.push_back(d);
+      }
+      if (padded_axes.size() != 1) continue;
+      const size_t axis = padded_axes[0];
+      padded[static_cast<size_t>(node.output)] =
+          ZeroPaddedParts{static_cast<int64_t>(axis), {{node.attrs.lo[axis], node.inputs[0]}}};
+      continue;
+    }
+    if (node.primitive != &add) continue;
+    const std::optional<ZeroPaddedParts>& left = padded[static_cast<size_t>(node.inputs[0])];
+    const std::optional<ZeroPaddedParts>& right = padded[static_cast<size_t>(node.inputs[1])];
+    if (!left || !right || left->axis != right->axis || graph.value(node.inputs[0]).shape != shape ||
+        graph.value(node.inputs[1]).shape != shape) {
+      continue;
+    }
+    const auto axis = static_cast<size_t>(left->axis);
+    ZeroPaddedParts sum{left->axis, left->parts};
+    sum.parts.insert(sum.parts.end(), right->parts.begin(), right->parts.end());
+    std::sort(sum.parts.begin(), sum.parts.end());
+    bool disjoint = true, tiles = true;
+    int64_t end = 0;
+    for (const auto& [offset, value] : sum.parts) {
+      disjoint = disjoint && offset >= end;
+      tiles = tiles && offset == end;
+      end = offset + graph.value(value).shape[axis];
+    }
+    if (!disjoint) continue;  // overlapping parts are summed, not placed
+    if (tiles && end == shape[axis]) {
+      node.primitive = &concat;
+      node.attrs = Attrs{};
+      node.attrs.axis = left->axis;
+      node.inputs.clear();
+      for (const auto& [offset, value] : sum.parts) node.inputs.push_back(value);
+      changed = true;
+    } else {
+      padded[static_cast<size_t>(node.output)] = std::move(sum);
+    }
+  }
+  return changed;
+}
+
 // Where fusion would take the add into an elementwise loop (a bias followed by an activation),
 // that loop already reads the product once and writes the sum once; the GEMM summing onto a copied
 // addend would add a pass, not remove one, so such adds stay.
@@ -276,6 +337,7 @@ void optimize(Graph& graph) {
     if (cse) changed = eliminate_common_subexpressions(graph) || changed;
     if (!changed) break;
   }
+  if (pass_enabled("pad_sum")) concatenate_padded_sums(graph);
   if (pass_enabled("gemm_addend")) fuse_gemm_addends(graph);
   if (pass_enabled("dce")) eliminate_dead_code(graph);
   verify(graph);
