@@ -54,6 +54,12 @@ TEST(HalfPrecision, ProductsAndSumsAccumulateInFloat32) {
   EXPECT_EQ(matmul(row, column).dtype(), DType::bf16);
   EXPECT_EQ(sum(row).item<double>(), 4096.0);
   EXPECT_EQ(sum(ones({3000}, DType::f16)).item<double>(), 3000.0);
+  // A product onto an addend: the float32 product summed onto the addend, rounded once.
+  const Tensor a = cast(randn({3, 5}), DType::bf16), b = cast(randn({5, 2}), DType::bf16);
+  const Tensor addend = cast(randn({2}), DType::bf16);
+  const Tensor wide = matmul_add(cast(a, DType::f32), cast(b, DType::f32), cast(addend, DType::f32));
+  EXPECT_EQ(matmul_add(a, b, addend).dtype(), DType::bf16);
+  EXPECT_EQ(values_of(matmul_add(a, b, addend)), values_of(cast(wide, DType::bf16)));
 }
 
 TEST(HalfPrecision, PromotionFollowsPyTorch) {
