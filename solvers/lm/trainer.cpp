@@ -146,7 +146,18 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     const bool sharable = !parallel.mesh || parallel.data_parallel;
     return solvers::make_optimizer(
         sharable ? t.zero_stage : 0, std::move(group),
-        [adam](std::vector<Tensor> slices) { return std::make_unique<optim::AdamW>(std::move(slices), adam); },
+        [adam, compiled = !options.eager](std::vector<Tensor> slices) {
+          auto optimizer = std::make_unique<optim::AdamW>(std::move(slices), adam);
+          // One fused loop per parameter shape: the eager update's ops took about 6% of the
+          // example's step, more than PyTorch's AdamW.
+          if (compiled) {
+            optimizer->run_updates_through([](optim::Adam::Update update) {
+              auto step = std::make_shared<solvers::StepFunction>("AdamW update", std::move(update), true, nullptr);
+              return [step](const std::vector<Tensor>& inputs) { return (*step)(inputs); };
+            });
+          }
+          return optimizer;
+        },
         dist::RankGradients::to_sum, parallel.data_parallel ? *parallel.data_parallel : world);
   };
   const std::unique_ptr<optim::Optimizer> decayed_optimizer = adamw(matrices, t.weight_decay);

@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "eddy/compiler/compile.h"
 #include "eddy/eddy.h"
 #include "eddy/optim/adam.h"
 #include "eddy/optim/clip.h"
@@ -144,6 +146,32 @@ TEST(AdamW, MatchesPyTorchTrajectory) {
   expect_rows_near(trajectory(on_quadratic, quadratic, 5), kAdamWQuadratic, 1e-13);
   AdamW on_banana({parameter({-1.2, 1.0})}, kAdamW);
   expect_rows_near(trajectory(on_banana, banana, 5), kAdamWBanana, 1e-13);
+}
+
+// Through the compiler, as `eddy lm train` runs them: the same PyTorch trajectories, each
+// parameter's update one fused loop.
+TEST(Adam, CompiledUpdatesMatchPyTorchTrajectory) {
+  std::vector<std::shared_ptr<CompiledFunction>> compiled;
+  int calls = 0;
+  auto compile_update = [&](Adam::Update update) {
+    compiled.push_back(std::make_shared<CompiledFunction>(std::move(update)));
+    return Adam::Update([program = compiled.back(), &calls](const std::vector<Tensor>& in) {
+      ++calls;
+      return (*program)(in);
+    });
+  };
+  AdamW on_quadratic({parameter({1.0, -2.0, 0.5})}, kAdamW);
+  on_quadratic.run_updates_through(compile_update);
+  expect_rows_near(trajectory(on_quadratic, quadratic, 5), kAdamWQuadratic, 1e-13);
+  Adam on_banana({parameter({-1.2, 1.0})}, kAdam);
+  on_banana.run_updates_through(compile_update);
+  expect_rows_near(trajectory(on_banana, banana, 5), kAdamBanana, 1e-13);
+  EXPECT_EQ(calls, 10);
+  ASSERT_EQ(compiled.size(), 2u);
+  for (const auto& program : compiled) {
+    EXPECT_EQ(program->stats().traces, 1);
+    EXPECT_EQ(program->stats().last.fused_kernels, 1u);
+  }
 }
 
 TEST(AdamW, DiffersFromAdamWithTheSameWeightDecay) {

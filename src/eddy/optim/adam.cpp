@@ -24,29 +24,44 @@ Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options, bool deco
     m_.push_back(zeros_like(p));
     v_.push_back(zeros_like(p));
   }
+  update_ = update_rule();
 }
+
+Adam::Update Adam::update_rule() const {
+  return [options = options_, decoupled = decoupled_weight_decay_](const std::vector<Tensor>& in) {
+    const Tensor &decay = in[4], &step_size = in[5], &correction2 = in[6];
+    Tensor p = in[0], g = in[1];
+    if (options.weight_decay != 0) {
+      if (decoupled) {
+        p = p * decay;
+      } else {
+        g = g + options.weight_decay * p;
+      }
+    }
+    Tensor m = options.beta1 * in[2] + (1 - options.beta1) * g;
+    Tensor v = options.beta2 * in[3] + (1 - options.beta2) * square(g);
+    return std::vector<Tensor>{p - step_size * m / (sqrt(v / correction2) + options.eps), m, v};
+  };
+}
+
+void Adam::run_updates_through(const std::function<Update(Update)>& wrap) { update_ = wrap(update_rule()); }
 
 void Adam::step() {
   NoGradGuard no_grad;
   count_step();
   const double t = static_cast<double>(steps());
-  const double correction1 = 1 - std::pow(options_.beta1, t);
-  const double correction2 = 1 - std::pow(options_.beta2, t);
   const double lr = learning_rate();
   for (size_t i = 0; i < parameters().size(); ++i) {
     Tensor p = parameters()[i];
-    Tensor g = p.grad();
+    const Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (options_.weight_decay != 0) {
-      if (decoupled_weight_decay_) {
-        p.copy_(p * (1 - lr * options_.weight_decay));
-      } else {
-        g = g + options_.weight_decay * p;
-      }
-    }
-    m_[i].copy_(options_.beta1 * m_[i] + (1 - options_.beta1) * g);
-    v_[i].copy_(options_.beta2 * v_[i] + (1 - options_.beta2) * square(g));
-    p.copy_(p - (lr / correction1) * m_[i] / (sqrt(v_[i] / correction2) + options_.eps));
+    auto number = [&](double value) { return scalar(value, p.dtype(), p.device()); };
+    const std::vector<Tensor> next =
+        update_({p.detach(), g, m_[i], v_[i], number(1 - lr * options_.weight_decay),
+                 number(lr / (1 - std::pow(options_.beta1, t))), number(1 - std::pow(options_.beta2, t))});
+    p.copy_(next[0]);
+    m_[i] = next[1];
+    v_[i] = next[2];
   }
 }
 

@@ -4,6 +4,8 @@
 /// torch.optim.Adam and torch.optim.AdamW (amsgrad off). Tested against trajectories recorded
 /// from PyTorch (scripts/reference/adam_reference.py).
 
+#include <functional>
+
 #include "eddy/optim/optimizer.h"
 
 namespace eddy::optim {
@@ -36,13 +38,27 @@ class Adam : public Optimizer {
   void load_state_dict(const nn::StateDict& state) override;
   bool updates_elementwise() const override { return true; }
 
+  /// One parameter's update, written in ops: (p, g, m, v, decay, step_size, correction2) ->
+  /// (p', m', v'), where decay = 1 - learning_rate * weight_decay (AdamW), step_size =
+  /// learning_rate / (1 - beta1^t) and correction2 = 1 - beta2^t are 0-d tensors of p's dtype,
+  /// so that one captured graph serves every step.
+  using Update = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  /// Runs every update through wrap(update) instead of op by op: a solver passes the compiler
+  /// (solvers/common/step_function.h), which fuses it into one loop per parameter shape that
+  /// reads p, g, m and v once, where the ops pass over them about fifteen times (optim sits
+  /// below the compiler, so it cannot compile the update itself).
+  void run_updates_through(const std::function<Update(Update)>& wrap);
+
  protected:
   Adam(std::vector<Tensor> parameters, const AdamOptions& options, bool decoupled_weight_decay);
 
  private:
+  Update update_rule() const;
+
   AdamOptions options_;
   bool decoupled_weight_decay_;
   std::vector<Tensor> m_, v_;
+  Update update_;
 };
 
 /// AdamW: Adam whose weight decay acts on the weights, not through the moments. Each step first
