@@ -421,6 +421,44 @@ TEST(PaddedSums, WithGapsOverlapsOrSeveralPaddedAxesStaySums) {
   }
 }
 
+// The cotangent of a gather (a cross-entropy's picked logits) summed with the rest of its
+// value's cotangent: scattered onto that term, without the zero-filled array.
+TEST(ScatterSums, AddTheScatterOntoTheOtherTerm) {
+  const Tensor index = tensor(std::vector<int64_t>{1, 4, 0, 0, 3, 2, 4, 1}, {4, 2});
+  const Graph original = capture([&](const Tensors& in) {
+    Tensor scattered = scatter_add(zeros({4, 5}, DType::f64), 1, index, in[1]);
+    Tensor term = in[0] * in[0];
+    return Tensors{term + scattered};
+  }, {{4, 5}, {4, 2}});
+  auto scatter_and_clean = [](Graph& graph) {
+    scatter_into_sums(graph);
+    eliminate_dead_code(graph);
+  };
+  const Graph fused = after(original, scatter_and_clean, 1e-300);  // the sign of zero only
+  EXPECT_EQ(primitive_names(fused), (Names{"mul", "scatter_add"})) << fused.to_string();
+  EXPECT_EQ(fused.nodes[1].inputs[0], fused.nodes[0].output);
+}
+
+TEST(ScatterSums, LeaveScattersOntoOtherBasesOrUsedElsewhere) {
+  const Tensor index = tensor(std::vector<int64_t>{1, 4, 0, 0, 3, 2, 4, 1}, {4, 2});
+  const Graph onto_ones = capture([&](const Tensors& in) {
+    return Tensors{in[0] + scatter_add(ones({4, 5}, DType::f64), 1, index, in[1])};
+  }, {{4, 5}, {4, 2}});
+  const Graph used_twice = capture([&](const Tensors& in) {
+    Tensor scattered = scatter_add(zeros({4, 5}, DType::f64), 1, index, in[1]);
+    return Tensors{in[0] + scattered, scattered};
+  }, {{4, 5}, {4, 2}});
+  // The other term broadcasts: the scatter's base would need the sum's shape.
+  const Graph broadcast = capture([&](const Tensors& in) {
+    return Tensors{in[0] + scatter_add(zeros({4, 5}, DType::f64), 1, index, in[1])};
+  }, {{5}, {4, 2}});
+  for (const Graph* graph : {&onto_ones, &used_twice, &broadcast}) {
+    Graph unchanged = *graph;
+    EXPECT_FALSE(scatter_into_sums(unchanged));
+    EXPECT_EQ(unchanged.to_string(), graph->to_string());
+  }
+}
+
 // A linear layer's product and bias before a reshape (the attention's projections): one GEMM
 // that sums onto the bias as it writes.
 TEST(GemmAddends, FuseAProductIntoTheSumNothingElementwiseReads) {
@@ -490,12 +528,12 @@ TEST(Optimize, UnknownPassNamesAreErrors) {
     Graph graph = capture([](const Tensors& in) { return Tensors{sin(in[0])}; }, {{3}});
     expect_error([&] { optimize(graph); },
                  {"EDDY_COMPILER_DISABLE", "'fusoin'", "did you mean 'fusion'",
-                  "dce, cse, fold, simplify, pad_sum, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
+                  "dce, cse, fold, simplify, pad_sum, scatter_sum, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
                   "replicated_collectives"});
   }
   expect_error([] { pass_enabled("inline"); },
                {"'inline'",
-                "dce, cse, fold, simplify, pad_sum, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
+                "dce, cse, fold, simplify, pad_sum, scatter_sum, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize, buffer_reuse, "
                 "replicated_collectives"});
 }
 

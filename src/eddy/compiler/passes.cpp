@@ -18,11 +18,11 @@ namespace eddy::compiler {
 namespace {
 
 constexpr std::string_view kDisableVariable = "EDDY_COMPILER_DISABLE";
-constexpr std::array<std::string_view, 14> kPassNames = {
-    "dce",           "cse",           "fold",         "simplify",
-    "pad_sum",       "gemm_addend",   "fusion",       "reduction_epilogue",
-    "multi_output",  "rematerialize", "buffer_reuse", "replicated_collectives",
-    "placement_search", "fused_interior"};
+constexpr std::array<std::string_view, 15> kPassNames = {
+    "dce",           "cse",           "fold",          "simplify",
+    "pad_sum",       "scatter_sum",   "gemm_addend",   "fusion",
+    "reduction_epilogue", "multi_output", "rematerialize", "buffer_reuse",
+    "replicated_collectives", "placement_search", "fused_interior"};
 
 // A fold runs a kernel at compile time and keeps its result for every run: these bound the
 // work and the memory that can cost, per node.
@@ -260,6 +260,45 @@ bool concatenate_padded_sums(Graph& graph) {
   return changed;
 }
 
+bool scatter_into_sums(Graph& graph) {
+  static const Primitive& full = registered_primitive("full");
+  static const Primitive& scatter_add = registered_primitive("scatter_add");
+  static const Primitive& add = registered_primitive("add");
+
+  std::vector<int> producer(graph.values.size(), -1);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) producer[static_cast<size_t>(graph.nodes[i].output)] = static_cast<int>(i);
+  auto made_by = [&](ValueId value, const Primitive& primitive) -> const GraphNode* {
+    const int at = producer[static_cast<size_t>(value)];
+    return at >= 0 && graph.nodes[static_cast<size_t>(at)].primitive == &primitive ? &graph.nodes[static_cast<size_t>(at)]
+                                                                                    : nullptr;
+  };
+  const std::vector<int> uses = graph.use_counts();
+
+  std::vector<bool> absorbed(graph.nodes.size(), false);
+  bool changed = false;
+  for (GraphNode& node : graph.nodes) {
+    if (node.primitive != &add) continue;
+    for (size_t side = 0; side < 2; ++side) {
+      const ValueId scattered = node.inputs[side], other = node.inputs[1 - side];
+      const GraphNode* scatter = made_by(scattered, scatter_add);
+      if (!scatter || uses[static_cast<size_t>(scattered)] != 1) continue;
+      const GraphNode* base = made_by(scatter->inputs[0], full);
+      if (!base || std::complex<double>(base->attrs.value) != 0.0 ||
+          graph.value(other).shape != graph.value(node.output).shape) {
+        continue;
+      }
+      absorbed[static_cast<size_t>(producer[static_cast<size_t>(scattered)])] = true;
+      node.inputs = {other, scatter->inputs[1], scatter->inputs[2]};
+      node.attrs = scatter->attrs;
+      node.primitive = &scatter_add;
+      changed = true;
+      break;
+    }
+  }
+  keep_where(graph.nodes, [&](size_t i) { return !absorbed[i]; });
+  return changed;
+}
+
 // Where fusion would take the add into an elementwise loop (a bias followed by an activation),
 // that loop already reads the product once and writes the sum once; the GEMM summing onto a copied
 // addend would add a pass, not remove one, so such adds stay.
@@ -338,6 +377,7 @@ void optimize(Graph& graph) {
     if (!changed) break;
   }
   if (pass_enabled("pad_sum")) concatenate_padded_sums(graph);
+  if (pass_enabled("scatter_sum")) scatter_into_sums(graph);
   if (pass_enabled("gemm_addend")) fuse_gemm_addends(graph);
   if (pass_enabled("dce")) eliminate_dead_code(graph);
   verify(graph);

@@ -39,9 +39,9 @@ bool drop_collectives_of_replicated_values(Graph& graph);
 // Whether the pass `name` should run: false when the comma-separated list in the environment
 // variable EDDY_COMPILER_DISABLE names it. Read on every call, so tests and users can change it
 // between compilations. Throws eddy::Error when `name` or a name in the variable is not one of
-// dce, cse, fold, simplify, pad_sum, gemm_addend, fusion, reduction_epilogue, multi_output, rematerialize,
-// buffer_reuse, replicated_collectives, placement_search, fused_interior (the PINN solver's
-// fused pass, solvers/pinn/fused_interior.h).
+// dce, cse, fold, simplify, pad_sum, scatter_sum, gemm_addend, fusion, reduction_epilogue,
+// multi_output, rematerialize, buffer_reuse, replicated_collectives, placement_search,
+// fused_interior (the PINN solver's fused pass, solvers/pinn/fused_interior.h).
 bool pass_enabled(std::string_view name);
 
 // Rewrites each sum of zero-padded values whose parts tile one axis into the concatenation of
@@ -50,6 +50,12 @@ bool pass_enabled(std::string_view name);
 // parts that leave gaps combine into the next sum; parts that overlap stay sums. Exact but for
 // the sign of zero: a part's -0 is kept, where -0 + 0 gave +0.
 bool concatenate_padded_sums(Graph& graph);
+
+// Rewrites x + scatter_add(zeros, axis, index, src), where the scatter has no other use and x
+// has the sum's shape, into scatter_add(x, axis, index, src): the cotangent of a gather (a
+// cross-entropy's picked logits, an embedding lookup) summed with another term, without the
+// zero-filled array and the copy of it. Exact but for the sign of zero, as above.
+bool scatter_into_sums(Graph& graph);
 
 // Rewrites each add of a matmul's product, where the product has no other use and nothing
 // elementwise reads the sum (fusion would take the add into its loop), into one matmul_add: the
@@ -66,8 +72,8 @@ const Primitive& registered_primitive(std::string_view name);
 bool compiler_verbose();
 
 // simplify, fold and cse, repeated while one of them still finds something (a fold can expose a
-// constant a rule matches, a rule can make two nodes equal), then pad_sum, gemm_addend and dce; each
-// skipped when disabled. Verifies the graph at the end.
+// constant a rule matches, a rule can make two nodes equal), then pad_sum, scatter_sum,
+// gemm_addend and dce; each skipped when disabled. Verifies the graph at the end.
 void optimize(Graph& graph);
 
 }  // namespace eddy::compiler

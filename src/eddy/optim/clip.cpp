@@ -29,7 +29,9 @@ double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
   Tensor sum_of_squares;
   for (const Tensor& p : parameters) {
     if (!p.defined() || !p.grad().defined()) continue;
-    const Tensor squares = sum(square(cast(abs(p.grad()), DType::f64)));
+    // |g| only where g is complex: for real gradients it would be a pass that changes nothing.
+    const Tensor& g = p.grad();
+    const Tensor squares = sum(square(cast(is_complex(g.dtype()) ? abs(g) : g, DType::f64)));
     sum_of_squares = sum_of_squares.defined() ? sum_of_squares + squares : squares;
   }
   const double total = sum_of_squares.defined() ? sqrt(sum_of_squares).item<double>() : 0.0;
