@@ -148,6 +148,8 @@ TEST(ReductionEpilogue, TermsUsedElsewhereAreStoredAndTheSumStaysAPrimitive) {
 }
 
 TEST(ReductionEpilogue, OtherReductionsStaySeparate) {
+  // Over a middle axis, over the last two, over the rows of a cube whose rows are short (6 < 8),
+  // a max and a product.
   const Planned planned = plan(
       [](const TensorList& in) {
         const Tensor &cube = in[0], &matrix = in[1];  // [4, 5, 6] and [4, 5]
@@ -158,6 +160,27 @@ TEST(ReductionEpilogue, OtherReductionsStaySeparate) {
   EXPECT_FALSE(runs_a_reduction(planned)) << planned.graph.to_string();
   EXPECT_EQ(epilogues(planned.groups).count(Epilogue::none), planned.groups.size());
   EXPECT_EQ(planned.groups.size(), 5u);
+}
+
+// A [B, T, C] value's sums along its rows and over them (a layer norm's row statistics and its
+// weight's gradient in a language model) end their loops as a [B * T, C] value's do.
+TEST(ReductionEpilogue, TheRowsAreEveryAxisButTheLast) {
+  auto sums = [](const TensorList& in) {
+    return TensorList{sum(exp(in[0]) * 2.0, {2}, true), sum(sin(in[0]) * in[1], {0, 1}, true)};
+  };
+  Generator gen(3);
+  const TensorList inputs = {randn({3, 5, 70}, DType::f64, &gen), randn({3, 5, 70}, DType::f64, &gen)};
+  const Planned planned = plan(sums, inputs, {.multi_output = false});
+  EXPECT_EQ(epilogues(planned.groups), (std::multiset<Epilogue>{Epilogue::sum_trailing, Epilogue::sum_leading}))
+      << planned.graph.to_string();
+  CompiledFunction compiled = compile(sums);
+  const TensorList got = compiled(inputs), want = sums(inputs);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].shape(), want[i].shape());
+    EXPECT_LE(max(abs(got[i] - want[i])).item<double>(), 1e-12 * (1.0 + max(abs(want[i])).item<double>()));
+  }
+  EXPECT_EQ(compiled.stats().last.reduction_epilogues, 2u);
 }
 
 TEST(ReductionEpilogue, CompiledSumsMatchEager) {

@@ -355,9 +355,10 @@ KernelPlan plan_kernel(const Graph& graph, const FusionGroup& group, std::string
   plan.element = variable(element);
   plan.domain = graph.value(element).shape;
   std::ostringstream body;
-  // A sum over one axis of [N, C] needs the rows apart from the columns.
+  // A sum over the rows or along the rows of [..., C] needs the rows (every axis but the last)
+  // apart from the columns.
   bool split_chosen = group.epilogue == Epilogue::sum_leading || group.epilogue == Epilogue::sum_trailing;
-  size_t split = split_chosen ? 1 : 0;
+  size_t split = split_chosen ? plan.domain.size() - 1 : 0;
   for (ValueId input : group.inputs) {
     const CapturedTensor* captured = graph.find_captured(input);
     if (finite_scalar_constant(captured)) {

@@ -1,6 +1,7 @@
 #include "eddy/compiler/fusion.h"
 
 #include <algorithm>
+#include <numeric>
 #include <unordered_set>
 
 #include "eddy/compiler/codegen.h"
@@ -321,10 +322,19 @@ Epilogue reduction_epilogue(const Graph& graph, const GraphNode& node) {
   if (input.dtype != DType::f32 && input.dtype != DType::f64) return Epilogue::none;
   // One output element sums every input element, whichever axes were named.
   if (numel(graph.value(node.output).shape) == 1) return Epilogue::sum_all;
-  if (input.shape.size() != 2 || node.attrs.axes.size() != 1) return Epilogue::none;
-  const int64_t columns = input.shape[1];
-  if (node.attrs.axes[0] == 0) return columns >= kMinColumnsSummedOverRows ? Epilogue::sum_leading : Epilogue::none;
-  return columns >= kMinColumnsSummedAlongRows ? Epilogue::sum_trailing : Epilogue::none;
+  // Of a [..., C] domain, the rows being every axis but the last: a sum over the last axis, or
+  // over all the others (a layer norm's row statistics and its weight's gradient on [B, T, C]).
+  const auto rank = static_cast<int64_t>(input.shape.size());
+  if (rank < 2) return Epilogue::none;
+  const std::vector<int64_t>& axes = node.attrs.axes;
+  const int64_t columns = input.shape.back();
+  if (axes == std::vector<int64_t>{rank - 1}) {
+    return columns >= kMinColumnsSummedAlongRows ? Epilogue::sum_trailing : Epilogue::none;
+  }
+  std::vector<int64_t> leading(static_cast<size_t>(rank - 1));
+  std::iota(leading.begin(), leading.end(), int64_t{0});
+  if (axes == leading) return columns >= kMinColumnsSummedOverRows ? Epilogue::sum_leading : Epilogue::none;
+  return Epilogue::none;
 }
 
 std::vector<FusionGroup> plan_fusion(const Graph& graph, FusionOptions options) {

@@ -14,8 +14,9 @@ namespace eddy::compiler {
 enum class Epilogue {
   none,          // the root is elementwise: every element of the domain is stored
   sum_all,       // a sum to one element (over every axis, or over the one axis longer than 1)
-  sum_leading,   // a [N, C] domain summed over axis 0 to C elements: the bias-gradient pattern
-  sum_trailing,  // a [N, C] domain summed over axis 1 to N elements
+  sum_leading,   // a [..., C] domain summed over every axis but the last to C elements: the
+                 // bias-gradient pattern
+  sum_trailing,  // a [..., C] domain summed over its last axis, one sum per row
 };
 
 struct FusionGroup {
