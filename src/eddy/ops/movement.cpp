@@ -385,13 +385,11 @@ Tensor roll(const Tensor& x, int64_t shift, int64_t axis) {
   return concat({slice(x, axis, split, n), slice(x, axis, 0, split)}, axis);
 }
 
-// Always a call, even on dense data (where reshape's eval makes a view, not a copy): a graph must
-// not depend on a layout, which an abstract trace does not know.
+// Under a trace always a call, even on dense data (where reshape's eval makes a view, not a
+// copy): a graph must not depend on a layout, which an abstract trace does not know. Elsewhere
+// dense data is returned as it is, without the dispatch's microsecond, which hot loops over small
+// tensors felt (the PINN solver's fused pass, per chunk of points).
 Tensor contiguous(const Tensor& x) {
-  // Without a dispatch where there is nothing to copy: about a microsecond per call, which hot
-  // loops over small tensors (the PINN solver's fused pass, per chunk of points) felt. A trace
-  // records the node whatever the layout: an abstract trace sees no strides, and the graph must
-  // not depend on them.
   if (x.is_contiguous() && !active_trace_recorder()) return x;
   Attrs attrs;
   attrs.shape = x.shape();
