@@ -260,37 +260,28 @@ bool concatenate_padded_sums(Graph& graph) {
   return changed;
 }
 
-bool scatter_into_sums(Graph& graph) {
-  static const Primitive& full = registered_primitive("full");
-  static const Primitive& scatter_add = registered_primitive("scatter_add");
+// Lets each add absorb the node that produces one of its operands, where that value has no other
+// use: absorb(add, side, producer) rewrites the add in place and returns true, and the producer
+// goes. `producer_of` finds a value's producing node, or null.
+template <typename Absorb>
+bool absorb_into_adds(Graph& graph, Absorb absorb) {
   static const Primitive& add = registered_primitive("add");
-
   std::vector<int> producer(graph.values.size(), -1);
   for (size_t i = 0; i < graph.nodes.size(); ++i) producer[static_cast<size_t>(graph.nodes[i].output)] = static_cast<int>(i);
-  auto made_by = [&](ValueId value, const Primitive& primitive) -> const GraphNode* {
+  const auto producer_of = [&](ValueId value) -> const GraphNode* {
     const int at = producer[static_cast<size_t>(value)];
-    return at >= 0 && graph.nodes[static_cast<size_t>(at)].primitive == &primitive ? &graph.nodes[static_cast<size_t>(at)]
-                                                                                    : nullptr;
+    return at < 0 ? nullptr : &graph.nodes[static_cast<size_t>(at)];
   };
   const std::vector<int> uses = graph.use_counts();
-
   std::vector<bool> absorbed(graph.nodes.size(), false);
   bool changed = false;
   for (GraphNode& node : graph.nodes) {
     if (node.primitive != &add) continue;
     for (size_t side = 0; side < 2; ++side) {
-      const ValueId scattered = node.inputs[side], other = node.inputs[1 - side];
-      const GraphNode* scatter = made_by(scattered, scatter_add);
-      if (!scatter || uses[static_cast<size_t>(scattered)] != 1) continue;
-      const GraphNode* base = made_by(scatter->inputs[0], full);
-      if (!base || std::complex<double>(base->attrs.value) != 0.0 ||
-          graph.value(other).shape != graph.value(node.output).shape) {
-        continue;
-      }
-      absorbed[static_cast<size_t>(producer[static_cast<size_t>(scattered)])] = true;
-      node.inputs = {other, scatter->inputs[1], scatter->inputs[2]};
-      node.attrs = scatter->attrs;
-      node.primitive = &scatter_add;
+      const ValueId operand = node.inputs[side];
+      const GraphNode* made = producer_of(operand);
+      if (!made || uses[static_cast<size_t>(operand)] != 1 || !absorb(node, side, *made, producer_of)) continue;
+      absorbed[static_cast<size_t>(producer[static_cast<size_t>(operand)])] = true;
       changed = true;
       break;
     }
@@ -299,45 +290,43 @@ bool scatter_into_sums(Graph& graph) {
   return changed;
 }
 
+bool scatter_into_sums(Graph& graph) {
+  static const Primitive& full = registered_primitive("full");
+  static const Primitive& scatter_add = registered_primitive("scatter_add");
+  return absorb_into_adds(graph, [&](GraphNode& sum, size_t side, const GraphNode& scatter, const auto& producer_of) {
+    const ValueId other = sum.inputs[1 - side];
+    const GraphNode* base = producer_of(scatter.inputs[0]);
+    if (scatter.primitive != &scatter_add || !base || base->primitive != &full ||
+        std::complex<double>(base->attrs.value) != 0.0 || graph.value(other).shape != graph.value(sum.output).shape) {
+      return false;
+    }
+    sum.inputs = {other, scatter.inputs[1], scatter.inputs[2]};
+    sum.attrs = scatter.attrs;
+    sum.primitive = &scatter_add;
+    return true;
+  });
+}
+
 // Where fusion would take the add into an elementwise loop (a bias followed by an activation),
 // that loop already reads the product once and writes the sum once; the GEMM summing onto a copied
 // addend would add a pass, not remove one, so such adds stay.
 bool fuse_gemm_addends(Graph& graph) {
   static const Primitive& matmul = registered_primitive("matmul");
-  static const Primitive& add = registered_primitive("add");
   static const Primitive& matmul_add = registered_primitive("matmul_add");
-
-  std::vector<int> producer(graph.values.size(), -1);
   std::vector<bool> read_elementwise(graph.values.size(), false);
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const GraphNode& node = graph.nodes[i];
-    producer[static_cast<size_t>(node.output)] = static_cast<int>(i);
+  for (const GraphNode& node : graph.nodes) {
     if (!node.primitive->elementwise) continue;
     for (ValueId input : node.inputs) read_elementwise[static_cast<size_t>(input)] = true;
   }
-  const std::vector<int> uses = graph.use_counts();
-
-  std::vector<bool> absorbed(graph.nodes.size(), false);
-  bool changed = false;
-  for (GraphNode& node : graph.nodes) {
-    if (node.primitive != &add || read_elementwise[static_cast<size_t>(node.output)]) continue;
-    for (size_t side = 0; side < 2; ++side) {
-      const ValueId product = node.inputs[side];
-      const int at = producer[static_cast<size_t>(product)];
-      if (at < 0 || graph.nodes[static_cast<size_t>(at)].primitive != &matmul ||
-          uses[static_cast<size_t>(product)] != 1 || graph.value(product).shape != graph.value(node.output).shape) {
-        continue;
-      }
-      const GraphNode& gemm = graph.nodes[static_cast<size_t>(at)];
-      node.inputs = {gemm.inputs[0], gemm.inputs[1], node.inputs[1 - side]};
-      node.primitive = &matmul_add;
-      absorbed[static_cast<size_t>(at)] = true;
-      changed = true;
-      break;
+  return absorb_into_adds(graph, [&](GraphNode& sum, size_t side, const GraphNode& gemm, const auto&) {
+    if (gemm.primitive != &matmul || read_elementwise[static_cast<size_t>(sum.output)] ||
+        graph.value(gemm.output).shape != graph.value(sum.output).shape) {
+      return false;
     }
-  }
-  keep_where(graph.nodes, [&](size_t i) { return !absorbed[i]; });
-  return changed;
+    sum.inputs = {gemm.inputs[0], gemm.inputs[1], sum.inputs[1 - side]};
+    sum.primitive = &matmul_add;
+    return true;
+  });
 }
 
 bool pass_enabled(std::string_view name) {
