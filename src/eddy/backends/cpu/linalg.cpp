@@ -233,7 +233,11 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     return;
   }
   if (!accumulate) {
-    for (int64_t r = 0; r < n; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
+    // On eddy's threads: OpenBLAS uses them all for the product, so a serial fill of a large
+    // output (the LM head's logits, 33 MB) left the others idle.
+    for_each_block(n, block_count(n * m, kBlockGrain), [&](int64_t, int64_t first, int64_t end) {
+      for (int64_t r = first; r < end; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
+    });
   }
   // Counted also at one thread: a later count would change these bits (solvers' ThreadTuner).
   if (!omp_in_parallel()) note_thread_dependent_kernel();
