@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 
 namespace eddy::solvers {
 namespace {
@@ -61,6 +62,15 @@ std::vector<Tensor> StepFunction::operator()(const std::vector<Tensor>& inputs) 
   if (!reported_) tell(compile_report(what_, compiled_->stats()));
   reported_ = true;
   return (*compiled_)(inputs);
+}
+
+void compile_updates(optim::Adam& adam, const StepFunction& step) {
+  adam.run_updates_through([&step](optim::Adam::Update update) {
+    auto compiled = std::make_shared<StepFunction>("Adam update", update, true, nullptr);
+    return optim::Adam::Update([&step, update = std::move(update), compiled](const std::vector<Tensor>& inputs) {
+      return step.runs_compiled() ? (*compiled)(inputs) : update(inputs);
+    });
+  });
 }
 
 }  // namespace eddy::solvers

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "eddy/compiler/compile.h"
+#include "eddy/optim/adam.h"
 
 namespace eddy::solvers {
 
@@ -25,6 +26,8 @@ class StepFunction {
                std::function<void(const std::string&)> note);
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  // False when eager execution was asked for or the capture was refused.
+  bool runs_compiled() const { return compiled_.has_value(); }
 
  private:
   void tell(const std::string& line) const;
@@ -35,5 +38,11 @@ class StepFunction {
   std::function<void(const std::string&)> note_;
   bool reported_ = false;
 };
+
+// Runs `adam`'s per-parameter update through the compiler (optim::Adam::run_updates_through):
+// one fused loop per parameter shape, where the ops pass over each parameter about fifteen
+// times. While `step` (the training step it follows) runs eagerly, so does the update: a run
+// whose step the compiler refused then gives the eager run's numbers, bit for bit.
+void compile_updates(optim::Adam& adam, const StepFunction& step);
 
 }  // namespace eddy::solvers

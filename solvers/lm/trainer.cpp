@@ -130,45 +130,6 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
       make_model(p.model, corpus.tokenizer->vocab_size(), t.dtype, t.seed);
   const Parallelism parallel = place_model(p, *model);
   const std::vector<Tensor> parameters = model->parameters();
-  // Weight decay on matrices (projections, embeddings) only, not on norms and biases, as GPT-2
-  // and Llama were trained.
-  std::vector<Tensor> matrices, vectors;
-  for (const Tensor& parameter : parameters) (parameter.dim() >= 2 ? matrices : vectors).push_back(parameter);
-  auto adamw = [&](std::vector<Tensor> group, double weight_decay) {
-    optim::AdamOptions adam;
-    adam.learning_rate = t.learning_rate;
-    adam.beta1 = t.beta1;
-    adam.beta2 = t.beta2;
-    adam.weight_decay = weight_decay;
-    // ZeRO shards the state over the ranks that hold the same parameters, the dp axis's: a mesh
-    // without one leaves nothing to shard over. The gradients reach it as the dp ranks' parts
-    // (below).
-    const bool sharable = !parallel.mesh || parallel.data_parallel;
-    return solvers::make_optimizer(
-        sharable ? t.zero_stage : 0, std::move(group),
-        [adam, compiled = !options.eager](std::vector<Tensor> slices) {
-          auto optimizer = std::make_unique<optim::AdamW>(std::move(slices), adam);
-          // One fused loop per parameter shape: the eager update's ops took about 6% of the
-          // example's step, more than PyTorch's AdamW.
-          if (compiled) {
-            optimizer->run_updates_through([](optim::Adam::Update update) {
-              auto step = std::make_shared<solvers::StepFunction>("AdamW update", std::move(update), true, nullptr);
-              return [step](const std::vector<Tensor>& inputs) { return (*step)(inputs); };
-            });
-          }
-          return optimizer;
-        },
-        dist::RankGradients::to_sum, parallel.data_parallel ? *parallel.data_parallel : world);
-  };
-  const std::unique_ptr<optim::Optimizer> decayed_optimizer = adamw(matrices, t.weight_decay);
-  const std::unique_ptr<optim::Optimizer> undecayed_optimizer = adamw(vectors, 0);
-  optim::Optimizer &decayed = *decayed_optimizer, &undecayed = *undecayed_optimizer;
-  // Under ZeRO stage 1 (and on more than one dp rank), the optimisers that reduce-scatter.
-  std::vector<dist::ShardedOptimizer*> sharded;
-  for (optim::Optimizer* optimizer : {&decayed, &undecayed}) {
-    if (auto* zero = dynamic_cast<dist::ShardedOptimizer*>(optimizer)) sharded.push_back(zero);
-  }
-  const auto schedule = optim::make_schedule(t.schedule, t.learning_rate, t.steps);
 
   History history;
   solvers::ProgressLine progress(log, root && options.terminal, t.evaluate_every);
@@ -185,6 +146,40 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
         return outputs;
       },
       !options.eager, note);
+  // Weight decay on matrices (projections, embeddings) only, not on norms and biases, as GPT-2
+  // and Llama were trained.
+  std::vector<Tensor> matrices, vectors;
+  for (const Tensor& parameter : parameters) (parameter.dim() >= 2 ? matrices : vectors).push_back(parameter);
+  auto adamw = [&](std::vector<Tensor> group, double weight_decay) {
+    optim::AdamOptions adam;
+    adam.learning_rate = t.learning_rate;
+    adam.beta1 = t.beta1;
+    adam.beta2 = t.beta2;
+    adam.weight_decay = weight_decay;
+    // ZeRO shards the state over the ranks that hold the same parameters, the dp axis's: a mesh
+    // without one leaves nothing to shard over. The gradients reach it as the dp ranks' parts
+    // (below).
+    const bool sharable = !parallel.mesh || parallel.data_parallel;
+    return solvers::make_optimizer(
+        sharable ? t.zero_stage : 0, std::move(group),
+        [adam, &training_step](std::vector<Tensor> slices) {
+          auto optimizer = std::make_unique<optim::AdamW>(std::move(slices), adam);
+          // The eager update's ops took about 5% of the example's step.
+          solvers::compile_updates(*optimizer, training_step);
+          return optimizer;
+        },
+        dist::RankGradients::to_sum, parallel.data_parallel ? *parallel.data_parallel : world);
+  };
+  const std::unique_ptr<optim::Optimizer> decayed_optimizer = adamw(matrices, t.weight_decay);
+  const std::unique_ptr<optim::Optimizer> undecayed_optimizer = adamw(vectors, 0);
+  optim::Optimizer &decayed = *decayed_optimizer, &undecayed = *undecayed_optimizer;
+  // Under ZeRO stage 1 (and on more than one dp rank), the optimisers that reduce-scatter.
+  std::vector<dist::ShardedOptimizer*> sharded;
+  for (optim::Optimizer* optimizer : {&decayed, &undecayed}) {
+    if (auto* zero = dynamic_cast<dist::ShardedOptimizer*>(optimizer)) sharded.push_back(zero);
+  }
+  const auto schedule = optim::make_schedule(t.schedule, t.learning_rate, t.steps);
+
   solvers::StepFunction evaluation_step(
       "evaluation",
       [&](const std::vector<Tensor>& inputs) {

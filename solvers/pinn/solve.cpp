@@ -26,6 +26,7 @@
 #include "eddy/optim/soap.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
+#include "solvers/common/step_function.h"
 #include "solvers/common/thread_tuner.h"
 #include "solvers/common/training_config.h"
 #include "solvers/common/training_loop.h"
@@ -136,9 +137,11 @@ void restore_training_state(const nn::StateDict& saved, optim::Optimizer& optimi
 }
 
 // The first-order phase's optimiser, training.optimizer, sharded over the ranks with
-// training.zero_stage 1 (which the config allows with adam only).
+// training.zero_stage 1 (which the config allows with adam only); Adam's update compiled while
+// `step` runs compiled.
 std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& training,
-                                                        const std::vector<Tensor>& trainable, dist::Communicator& comm) {
+                                                        const std::vector<Tensor>& trainable, dist::Communicator& comm,
+                                                        const solvers::StepFunction& step) {
   if (training.optimizer == FirstOrderOptimizer::soap) {
     optim::SoapOptions options = training.soap;
     options.learning_rate = training.learning_rate;
@@ -148,7 +151,11 @@ std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& t
   options.learning_rate = training.learning_rate;
   return solvers::make_optimizer(
       training.zero_stage, trainable,
-      [options](std::vector<Tensor> slices) { return std::make_unique<optim::Adam>(std::move(slices), options); },
+      [options, &step](std::vector<Tensor> slices) {
+        auto adam = std::make_unique<optim::Adam>(std::move(slices), options);
+        solvers::compile_updates(*adam, step);
+        return adam;
+      },
       dist::RankGradients::to_sum, comm);
 }
 
@@ -221,9 +228,9 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   auto begin_stage = [&](int64_t stage) {
     state.enter_stage(stage);
-    optimizer = first_order_optimizer(p.training, trainable, comm);
     training_step = std::make_unique<TrainingStep>(state, !options.eager,
                                                    [&](const std::string& line) { progress.note(line); });
+    optimizer = first_order_optimizer(p.training, trainable, comm, training_step->function());
     if (stages > 1) progress.note(cat(describe_stage(p, stage), stage ? ": from the weights of the stage before" : ""));
   };
   begin_stage(0);

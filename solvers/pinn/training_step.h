@@ -37,6 +37,8 @@ class TrainingStep {
 
   // Also records the causal weights in the state, as PinnState::loss does.
   StepEvaluation evaluate();
+  // The compiled step function, or the eager one (solvers/common/step_function.h).
+  const solvers::StepFunction& function() const { return function_; }
 
   // The step's inputs at the state's current samples and loss weights.
   std::vector<Tensor> inputs() const;
