@@ -30,8 +30,7 @@ std::string signature(const std::vector<Tensor>& inputs) {
     key += ';';
     key += to_string(t.shape());
     key += dtype_name(t.dtype());
-    key += t.device().type == DeviceType::cpu ? "cpu:" : "cuda:";
-    key += std::to_string(t.device().index);
+    key += to_string(t.device());
     if (t.requires_grad()) key += 'r';
   }
   return key;

@@ -292,17 +292,17 @@ bool absorb_into_adds(Graph& graph, Absorb absorb) {
 
 bool scatter_into_sums(Graph& graph) {
   static const Primitive& full = registered_primitive("full");
-  static const Primitive& scatter_add = registered_primitive("scatter_add");
   return absorb_into_adds(graph, [&](GraphNode& sum, size_t side, const GraphNode& scatter, const auto& producer_of) {
     const ValueId other = sum.inputs[1 - side];
     const GraphNode* base = producer_of(scatter.inputs[0]);
-    if (scatter.primitive != &scatter_add || !base || base->primitive != &full ||
+    if (!scatter.primitive->adds_onto_first_input || !base || base->primitive != &full ||
         std::complex<double>(base->attrs.value) != 0.0 || graph.value(other).shape != graph.value(sum.output).shape) {
       return false;
     }
-    sum.inputs = {other, scatter.inputs[1], scatter.inputs[2]};
+    sum.inputs = scatter.inputs;
+    sum.inputs[0] = other;
     sum.attrs = scatter.attrs;
-    sum.primitive = &scatter_add;
+    sum.primitive = scatter.primitive;
     return true;
   });
 }
@@ -311,20 +311,21 @@ bool scatter_into_sums(Graph& graph) {
 // that loop already reads the product once and writes the sum once; the GEMM summing onto a copied
 // addend would add a pass, not remove one, so such adds stay.
 bool fuse_gemm_addends(Graph& graph) {
-  static const Primitive& matmul = registered_primitive("matmul");
-  static const Primitive& matmul_add = registered_primitive("matmul_add");
   std::vector<bool> read_elementwise(graph.values.size(), false);
   for (const GraphNode& node : graph.nodes) {
     if (!node.primitive->elementwise) continue;
     for (ValueId input : node.inputs) read_elementwise[static_cast<size_t>(input)] = true;
   }
-  return absorb_into_adds(graph, [&](GraphNode& sum, size_t side, const GraphNode& gemm, const auto&) {
-    if (gemm.primitive != &matmul || read_elementwise[static_cast<size_t>(sum.output)] ||
-        graph.value(gemm.output).shape != graph.value(sum.output).shape) {
+  return absorb_into_adds(graph, [&](GraphNode& sum, size_t side, const GraphNode& product, const auto&) {
+    if (!product.primitive->plus_addend || read_elementwise[static_cast<size_t>(sum.output)] ||
+        graph.value(product.output).shape != graph.value(sum.output).shape) {
       return false;
     }
-    sum.inputs = {gemm.inputs[0], gemm.inputs[1], sum.inputs[1 - side]};
-    sum.primitive = &matmul_add;
+    const ValueId addend = sum.inputs[1 - side];
+    sum.inputs = product.inputs;
+    sum.inputs.push_back(addend);
+    sum.attrs = product.attrs;
+    sum.primitive = product.primitive->plus_addend;
     return true;
   });
 }

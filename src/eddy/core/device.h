@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <string>
 #include <string_view>
 
 namespace eddy {
@@ -20,6 +21,8 @@ struct Device {
 };
 
 inline Device cpu() { return Device{DeviceType::cpu, 0}; }
+// "cpu:0", "cuda:1".
+std::string to_string(Device device);
 std::ostream& operator<<(std::ostream& out, Device device);
 // "cpu", "cuda" (GPU 0) or "cuda:N"; throws eddy::Error quoting `text` otherwise.
 Device parse_device(std::string_view text);

@@ -18,9 +18,11 @@ std::array<AllocatorLookup, kNumDeviceTypes>& allocators() {
 }
 }  // namespace
 
-std::ostream& operator<<(std::ostream& out, Device device) {
-  return out << (device.type == DeviceType::cpu ? "cpu" : "cuda") << ":" << device.index;
+std::string to_string(Device device) {
+  return (device.type == DeviceType::cpu ? "cpu:" : "cuda:") + std::to_string(device.index);
 }
+
+std::ostream& operator<<(std::ostream& out, Device device) { return out << to_string(device); }
 
 Device default_device() { return current_default_device; }
 

@@ -84,6 +84,7 @@ const Primitive& scatter_add_p = []() -> const Primitive& {
   Primitive p;
   p.name = "scatter_add";
   p.cost = CostClass::movement;
+  p.adds_onto_first_input = true;
   p.arity = 3;
   p.constant_inputs = {1};
   p.linear = true;

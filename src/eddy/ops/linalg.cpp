@@ -42,27 +42,10 @@ Tensor product_cotangent(Inputs in, int i, const Tensor& g) {
   return i == 0 ? matmul(g, conj(transpose(in[1]))) : matmul(conj(transpose(in[0])), g);
 }
 
-const Primitive& matmul_p = []() -> const Primitive& {
-  Primitive p;
-  p.name = "matmul";
-  p.cost = CostClass::gemm;
-  p.bilinear = true;
-  p.arity = 2;
-  p.sharding = sharding::matmul();
-  p.infer = [](Inputs in, const Attrs&) { return product_spec("matmul", in[0], in[1]); };
-  p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
-    Tensor out = new_output(spec, in[0]);
-    multiply_into(in[0], in[1], out, false);
-    return out;
-  };
-  p.jvp = [](Inputs in, const Attrs&, int i, const Tensor& t) { return product_tangent(in, i, t); };
-  p.vjp = [](Inputs in, const Attrs&, int i, const Tensor& g) { return product_cotangent(in, i, g); };
-  return register_primitive(std::move(p));
-}();
-
 // a @ b + c, with c broadcast to the product's shape: the addend is copied into the output and
 // the GEMM sums onto it, where matmul then add write the product and read it back in a pass of
-// their own. The compiler rewrites such pairs into it (fuse_gemm_addends, compiler/passes.h).
+// their own. matmul names it as its plus_addend, and the compiler rewrites such pairs into it
+// (fuse_gemm_addends, compiler/passes.h).
 const Primitive& matmul_add_p = []() -> const Primitive& {
   Primitive p;
   p.name = "matmul_add";
@@ -84,6 +67,25 @@ const Primitive& matmul_add_p = []() -> const Primitive& {
   };
   p.jvp = [](Inputs in, const Attrs&, int i, const Tensor& t) { return i == 2 ? t : product_tangent(in, i, t); };
   p.vjp = [](Inputs in, const Attrs&, int i, const Tensor& g) { return i == 2 ? g : product_cotangent(in, i, g); };
+  return register_primitive(std::move(p));
+}();
+
+const Primitive& matmul_p = []() -> const Primitive& {
+  Primitive p;
+  p.name = "matmul";
+  p.cost = CostClass::gemm;
+  p.bilinear = true;
+  p.arity = 2;
+  p.sharding = sharding::matmul();
+  p.plus_addend = &matmul_add_p;
+  p.infer = [](Inputs in, const Attrs&) { return product_spec("matmul", in[0], in[1]); };
+  p.eval = [](Inputs in, const Attrs&, const OutputSpec& spec) {
+    Tensor out = new_output(spec, in[0]);
+    multiply_into(in[0], in[1], out, false);
+    return out;
+  };
+  p.jvp = [](Inputs in, const Attrs&, int i, const Tensor& t) { return product_tangent(in, i, t); };
+  p.vjp = [](Inputs in, const Attrs&, int i, const Tensor& g) { return product_cotangent(in, i, g); };
   return register_primitive(std::move(p));
 }();
 

@@ -184,6 +184,12 @@ struct Primitive {
   // A reduction that adds its elements up from 0 (sum): the compiler may fold it into the end of
   // a fused loop, accumulating as the loop goes.
   bool additive_reduction = false;
+  // The primitive that gives this one's output plus one more input, the addend, in the same
+  // kernel (matmul: matmul_add): the compiler's rewrite of a sum that nothing fuses with.
+  const Primitive* plus_addend = nullptr;
+  // The output is input 0 with terms from the other inputs added in (scatter_add): added to
+  // zeros and then to another value, the terms can go onto that value directly.
+  bool adds_onto_first_input = false;
   CostClass cost = CostClass::unset;
   Lowering lowering;  // elementwise primitives only
   // The placements of the output given the inputs' (and their global shapes, through Inputs), on
