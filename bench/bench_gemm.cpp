@@ -1,6 +1,7 @@
-// GEMM: eddy::matmul against raw OpenBLAS (what eddy calls underneath) and Eigen's own GEMM, on
-// the same buffers, at square sizes, at the PINN layer shapes (10000 x w) @ (w x w) and at their
-// weight gradients' (w x 10000) @ (10000 x w).
+// GEMM: eddy::matmul against raw OpenBLAS and oneDNN (what eddy calls underneath: oneDNN for the
+// large float32 products, OpenBLAS for the rest) and Eigen's own GEMM, on the same buffers, at
+// square sizes, at the PINN layer shapes (10000 x w) @ (w x w), at their weight gradients'
+// (w x 10000) @ (10000 x w), and at the language-model example's projections.
 
 #include <cstdio>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <dnnl.h>
 #include "eddy/backends/cpu/eigen_core.h"
 
 #include "bench_util.h"
@@ -40,14 +42,20 @@ std::vector<GemmShape> gemm_shapes() {
   // A PINN's input and output layers: an inner or output dimension of at most 4.
   shapes.push_back({kPinnPoints, 2, 20});
   shapes.push_back({kPinnPoints, 20, 1});
+  // examples/lm/fortunes_gpt.yaml's projections over its 2048 tokens a step: q, k and v, the MLP
+  // in and out, the output head.
+  for (const auto& [k, m] : {std::pair<int64_t, int64_t>{320, 960}, {320, 1280}, {1280, 320}, {320, 4096}}) {
+    shapes.push_back({2048, k, m});
+  }
   return shapes;
 }
 
-enum class GemmImpl { eddy, openblas, eigen };
+enum class GemmImpl { eddy, openblas, onednn, eigen };
 constexpr const char* impl_name(GemmImpl impl) {
   switch (impl) {
     case GemmImpl::eddy: return "eddy";
     case GemmImpl::openblas: return "openblas";
+    case GemmImpl::onednn: return "onednn";
     case GemmImpl::eigen: return "eigen";
   }
   return "";
@@ -76,6 +84,9 @@ struct GemmOperands {
       case GemmImpl::openblas:
         openblas_gemm();
         break;
+      case GemmImpl::onednn:
+        onednn_gemm();
+        break;
       case GemmImpl::eigen:
         eigen_gemm();
         break;
@@ -91,6 +102,16 @@ struct GemmOperands {
     } else {
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, k, 1.0, a.data<T>(), k,
                   b.data<T>(), m, 0.0, c.data<T>(), m);
+    }
+  }
+
+  // oneDNN has no float64 GEMM: its float64 rows time OpenBLAS's.
+  void onednn_gemm() const {
+    if constexpr (std::is_same_v<T, float>) {
+      const int64_t n = shape.n, k = shape.k, m = shape.m;
+      dnnl_sgemm('N', 'N', n, m, k, 1.0f, a.data<T>(), k, b.data<T>(), m, 0.0f, c.data<T>(), m);
+    } else {
+      openblas_gemm();
     }
   }
 
@@ -126,7 +147,7 @@ template <typename T>
 void register_gemm_cases() {
   for (const GemmShape& shape : gemm_shapes()) {
     for (int threads : kThreadCounts) {
-      for (GemmImpl impl : {GemmImpl::eddy, GemmImpl::openblas, GemmImpl::eigen}) {
+      for (GemmImpl impl : {GemmImpl::eddy, GemmImpl::openblas, GemmImpl::onednn, GemmImpl::eigen}) {
         register_gemm<T>(shape, threads, impl);
       }
     }
@@ -139,13 +160,15 @@ void print_gemm_rows() {
     for (int threads : kThreadCounts) {
       set_threads(threads);
       const GemmOperands<T> operands(shape);
-      const std::vector<double> seconds = interleaved_median_seconds(
-          {[&] { operands.run(GemmImpl::openblas); }, [&] { operands.run(GemmImpl::eddy); }});
-      const double openblas_seconds = seconds[0], eddy_seconds = seconds[1];
-      const double eddy_gflops = shape.flops() / eddy_seconds / 1e9;
-      const double openblas_gflops = shape.flops() / openblas_seconds / 1e9;
-      std::printf("| %s %s | %d | %.1f | %.1f | %.2f |\n", type_name<T>(), shape.label().c_str(),
-                  threads, eddy_gflops, openblas_gflops, eddy_gflops / openblas_gflops);
+      const std::vector<double> seconds = interleaved_median_seconds({[&] { operands.run(GemmImpl::openblas); },
+                                                                      [&] { operands.run(GemmImpl::onednn); },
+                                                                      [&] { operands.run(GemmImpl::eddy); }});
+      const double openblas_gflops = shape.flops() / seconds[0] / 1e9;
+      const double onednn_gflops = shape.flops() / seconds[1] / 1e9;
+      const double eddy_gflops = shape.flops() / seconds[2] / 1e9;
+      std::printf("| %s %s | %d | %.1f | %.1f | %.1f | %.2f |\n", type_name<T>(), shape.label().c_str(), threads,
+                  eddy_gflops, openblas_gflops, std::is_same_v<T, float> ? onednn_gflops : 0.0,
+                  eddy_gflops / openblas_gflops);
     }
   }
 }
@@ -158,8 +181,8 @@ void register_gemm_benchmarks() {
 }
 
 void print_gemm_table() {
-  std::printf("\n| case | threads | eddy GFLOP/s | OpenBLAS GFLOP/s | ratio |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf("\n| case | threads | eddy GFLOP/s | OpenBLAS GFLOP/s | oneDNN GFLOP/s (0: float64) | eddy / OpenBLAS |\n");
+  std::printf("|---|---|---|---|---|---|\n");
   print_gemm_rows<float>();
   print_gemm_rows<double>();
   std::fflush(stdout);

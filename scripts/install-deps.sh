@@ -10,6 +10,7 @@ packages=(
   ccache
   libeigen3-dev     # vectorised elementwise math
   libopenblas-openmp-dev  # GEMM, on OpenMP threads (see docs/dependencies.md)
+  libdnnl-dev       # oneDNN's float32 GEMM for large products (see docs/dependencies.md)
   libfftw3-dev      # FFTs on the CPU (float and double, OpenMP threads)
   pkg-config
   nlohmann-json3-dev  # safetensors headers

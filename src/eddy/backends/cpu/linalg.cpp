@@ -1,7 +1,8 @@
-// Batched GEMM through OpenBLAS. Transposed operands (as produced by the matmul VJP) are
-// passed as transpose flags rather than copied.
+// Batched GEMM through OpenBLAS, and oneDNN for large float32 products. Transposed operands (as
+// produced by the matmul VJP) are passed as transpose flags rather than copied.
 
 #include <cblas.h>
+#include <dnnl.h>
 #include <omp.h>
 
 #include "eddy/backends/cpu/eigen_core.h"
@@ -83,6 +84,19 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int
       cblas_zgemm(CblasRowMajor, ta, tb, n, m, k, &one, a, lda, b, ldb, &beta, c, ldc);
     }
   }
+}
+
+// C = A B (C += A B when accumulating) in oneDNN's float32 GEMM, for products past OpenBLAS's
+// small-matrix kernel: on the language model's products it ran 1.1x to 1.2x as fast as OpenBLAS
+// 0.3.21 at one and two threads here (bench_gemm, docs/benchmarks.md), on the same OpenMP threads,
+// and it writes C itself when beta = 0, where OpenBLAS needed a fill first.
+void onednn_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (n == 0 || m == 0) return;
+  const dnnl_status_t status = dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', n, m, k, 1.0f,
+                                          a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+  EDDY_CHECK(status == dnnl_success, "matmul: oneDNN's sgemm failed (status ", static_cast<int>(status), ") on [",
+             n, ", ", k, "] @ [", k, ", ", m, "]");
 }
 
 // c[1 x m] = a[1 x k] B, or c += a B when accumulating: B [k x m] (tb untransposed) or B^T with
@@ -232,15 +246,19 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
     });
     return;
   }
+  // Counted also at one thread: a later count would change these bits (solvers' ThreadTuner).
+  if (!omp_in_parallel()) note_thread_dependent_kernel();
+  if constexpr (std::is_same_v<T, float>) {
+    onednn_gemm(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, accumulate);
+    return;
+  }
   if (!accumulate) {
     // On eddy's threads: OpenBLAS uses them all for the product, so a serial fill of a large
-    // output (the LM head's logits, 33 MB) left the others idle.
+    // output left the others idle.
     for_each_block(n, block_count(n * m, kBlockGrain), [&](int64_t, int64_t first, int64_t end) {
       for (int64_t r = first; r < end; ++r) std::fill(c + r * ldc, c + r * ldc + m, T(0));
     });
   }
-  // Counted also at one thread: a later count would change these bits (solvers' ThreadTuner).
-  if (!omp_in_parallel()) note_thread_dependent_kernel();
   blas_gemm<T>(ta, tb, n, m, k, a, lda, b, ldb, c, ldc, false, false);
 }
 
