@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <numbers>
 #include <limits>
 
@@ -236,6 +237,22 @@ void expect_fused_equals_composed(const std::vector<Shape>& leaf_shapes, const S
 TEST(CausalAttention, FusedEqualsComposedAcrossTiles) {
   expect_fused_equals_composed({{2, 4, 150, 16}, {2, 2, 200, 16}, {2, 2, 200, 16}}, {2, 4, 150, 16}, 40,
                                [](const std::vector<Tensor>& x) { return x; });
+}
+
+// The kernel's scratch tiles come from the heap; where the heap puts them must not change a bit of
+// the result (Eigen's exp and sum over a row ran another order on a row that started off its
+// vector alignment). Blocks kept alive between the calls move where the next tiles land.
+TEST(CausalAttention, ResultsDoNotDependOnWhereTheHeapPutsTheScratch) {
+  NoGradGuard no_grad;
+  manual_seed(42);
+  const Tensor q = randn({2, 4, 16, 8}), k = randn({2, 4, 16, 8}), v = randn({2, 4, 16, 8});
+  const std::vector<float> first = nn::causal_attention(q, k, v).to_vector<float>();
+  std::vector<std::unique_ptr<char[]>> shifts;
+  for (int i = 0; i < 32; ++i) {
+    shifts.push_back(std::make_unique<char[]>(static_cast<size_t>(16 * i + 16)));
+    const std::vector<float> again = nn::causal_attention(q, k, v).to_vector<float>();
+    ASSERT_EQ(again, first) << "after " << i + 1 << " heap blocks";
+  }
 }
 
 // Heads split from [B, T, H, D] projections are permuted views, [B, H, T, D] with rows H * D

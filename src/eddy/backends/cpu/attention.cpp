@@ -81,10 +81,17 @@ struct Rows {
 template <typename T>
 using ArrayView = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+// Tiles of scores at Eigen's largest alignment, so every row of a tile (kTile elements) starts on
+// it. Eigen peels a Map's unaligned first elements off its vector loop (scalar exp, another order
+// of the sum), so on malloc's 16-byte alignment a row's result followed where the heap happened to
+// put the tile: the same attention, called twice, differed in the last bits.
+template <typename T>
+using Tile = std::vector<T, Eigen::aligned_allocator<T>>;
+
 // One head: q [T, D], k and v [S, D]; packed [T, D + 1] (output, then the log-sum-exp).
 template <typename T>
 void forward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, T scale,
-                  T* packed, std::vector<T>& tile, std::vector<T>& output, std::vector<T>& row_max,
+                  T* packed, Tile<T>& tile, std::vector<T>& output, std::vector<T>& row_max,
                   std::vector<T>& row_sum) {
   const int64_t D = d.dim;
   for (int64_t first = 0; first < d.time; first += kTile) {
@@ -130,7 +137,8 @@ void forward(CpuBackend& backend, const Tensor& q, const Tensor& k, const Tensor
   T* out = packed.data<T>();
   const int64_t units = d.batch * d.heads;
   for_each_block(units, block_count(units, 1), [&](int64_t, int64_t first, int64_t end) {
-    std::vector<T> tile(kTile * kTile), output(kTile * d.dim), row_max(kTile), row_sum(kTile);
+    Tile<T> tile(kTile * kTile);
+    std::vector<T> output(kTile * d.dim), row_max(kTile), row_sum(kTile);
     for (int64_t unit = first; unit < end; ++unit) {
       const int64_t b = unit / d.heads, h = unit % d.heads, kv = h / d.group();
       forward_head<T>(d, qs.head(b, h), qs.stride, ks.head(b, kv), ks.stride, vs.head(b, kv), vs.stride,
@@ -142,8 +150,8 @@ void forward(CpuBackend& backend, const Tensor& q, const Tensor& k, const Tensor
 // One query head's share of the gradients: dq [T, D] written, dk and dv [S, D] added to.
 template <typename T>
 void backward_head(const Dims& d, const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, T scale,
-                   const T* packed, const T* d_packed, T* dq, T* dk, T* dv, std::vector<T>& weights,
-                   std::vector<T>& d_scores, std::vector<T>& row_dot) {
+                   const T* packed, const T* d_packed, T* dq, T* dk, T* dv, Tile<T>& weights,
+                   Tile<T>& d_scores, std::vector<T>& row_dot) {
   const int64_t D = d.dim;
   // dS = P (dP - rowsum(dO * O)) + P d(lse): the log-sum-exp's cotangent enters as a shift.
   for (int64_t t = 0; t < d.time; ++t) {
@@ -194,7 +202,8 @@ void backward(CpuBackend& backend, const Tensor& q, const Tensor& k, const Tenso
   const int64_t units = d.batch * d.kv_heads, query_size = d.time * d.dim, key_size = d.keys * d.dim;
   const int64_t packed_size = d.time * (d.dim + 1);
   for_each_block(units, block_count(units, 1), [&](int64_t, int64_t first, int64_t end) {
-    std::vector<T> weights(kTile * kTile), d_scores(kTile * kTile), row_dot(d.time);
+    Tile<T> weights(kTile * kTile), d_scores(kTile * kTile);
+    std::vector<T> row_dot(d.time);
     for (int64_t unit = first; unit < end; ++unit) {
       std::fill(dks + unit * key_size, dks + (unit + 1) * key_size, T(0));
       std::fill(dvs + unit * key_size, dvs + (unit + 1) * key_size, T(0));
