@@ -218,9 +218,12 @@ Gpt2Attention::Heads Gpt2Attention::project(const Tensor& x) {
   const int64_t hidden = c_proj->in_features();
   EDDY_CHECK(x.dim() == 3 && x.shape()[2] == hidden, "Gpt2Attention: input must be [batch, time, ", hidden,
              "], got shape ", x.shape());
-  Tensor qkv = (*c_attn)(x);
-  return {split_heads(slice(qkv, -1, 0, hidden), heads_), split_heads(slice(qkv, -1, hidden, 2 * hidden), heads_),
-          split_heads(slice(qkv, -1, 2 * hidden, 3 * hidden), heads_)};
+  // The three projections' heads side by side, [batch, 3 * heads, T, head_dim], then sliced: views
+  // of the dense product that the attention kernels read in place. Slicing q, k and v first made
+  // each a strided [batch, T, hidden] whose reshape into heads copied it.
+  const Tensor all_heads = split_heads((*c_attn)(x), 3 * heads_);
+  return {slice(all_heads, 1, 0, heads_), slice(all_heads, 1, heads_, 2 * heads_),
+          slice(all_heads, 1, 2 * heads_, 3 * heads_)};
 }
 
 Tensor Gpt2Attention::forward(const Tensor& x, Tensor* dropout_key) {
