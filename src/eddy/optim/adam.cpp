@@ -51,14 +51,16 @@ void Adam::step() {
   count_step();
   const double t = static_cast<double>(steps());
   const double lr = learning_rate();
+  // The step's constants, the same for every parameter (Update says what each is).
+  const double decay = 1 - lr * options_.weight_decay, step_size = lr / (1 - std::pow(options_.beta1, t)),
+               correction2 = 1 - std::pow(options_.beta2, t);
   for (size_t i = 0; i < parameters().size(); ++i) {
     Tensor p = parameters()[i];
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     auto number = [&](double value) { return scalar(value, p.dtype(), p.device()); };
     const std::vector<Tensor> next =
-        update_({p.detach(), g, m_[i], v_[i], number(1 - lr * options_.weight_decay),
-                 number(lr / (1 - std::pow(options_.beta1, t))), number(1 - std::pow(options_.beta2, t))});
+        update_({p.detach(), g, m_[i], v_[i], number(decay), number(step_size), number(correction2)});
     p.copy_(next[0]);
     m_[i] = next[1];
     v_[i] = next[2];
