@@ -1,12 +1,17 @@
 #pragma once
-// Weight-only quantisation of a trained language model for inference: the matrices of the
+// Quantisation of a trained language model's weights for inference: the matrices of the
 // attention and MLP projections and the output head become int8 (one scale per output row) or
-// int4 (one scale per group of columns of a row), symmetric around zero, while activations,
-// norms, biases and position embeddings stay float32 (a token embedding tied to the head holds
-// the head's dequantised values). Decoding one token is a matrix-vector product per layer and
-// one for the head, bound by the bytes of weights read, so reading 1 or 1/2 byte per weight
-// instead of 4 is the speed-up. The kernels read the packed bytes directly and never build a
-// float copy of a whole matrix.
+// int4 (one scale per group of columns of a row), symmetric around zero, while norms, biases and
+// position embeddings stay float32 (a token embedding tied to the head holds the head's
+// dequantised values). Decoding one token is a matrix-vector product per layer and one for the
+// head, bound by the bytes of weights read, so reading 1 or 1/2 byte per weight instead of 4 is
+// the speed-up. The kernels read the packed bytes directly and never build a float copy of a
+// whole matrix.
+//
+// Activations stay float32 between layers. An int4 product multiplies them rounded to int8, each
+// run of 32 columns of a row of x to a multiple of its own max |x| / 127 (round to nearest, ties
+// to even), so that with AVX-512 VNNI it is an integer dot product; the rounding is the same on
+// every CPU and for one row of x as for many. int8 products multiply the float activations.
 //
 // Packed layout (one row of `columns` values per output feature, stored in int32 words because
 // eddy has no 8-bit dtype; AutoGPTQ stores its int4 weights in int32 words too):
@@ -41,10 +46,11 @@ QuantizedMatrix quantize_matrix(const Tensor& weight_out_in, int bits, int64_t g
 // The float32 [rows, columns] matrix the packed one stands for: the reference the kernels are
 // tested against, and what quantize_model writes back into the float weights.
 Tensor dequantize(const QuantizedMatrix& matrix);
-// x [..., columns] float32 -> x W^T + bias [..., rows], from the packed weights; the bias (float32
-// [rows]) is optional. One row of x (decoding) is a vectorised matrix-vector product over output
-// rows in parallel; more rows dequantise 64 output rows at a time into a small block and multiply
-// it with GEMM. Refused while recording a graph or a capture: it has no derivative.
+// x [..., columns] float32 -> x W^T + bias [..., rows], from the packed weights (x rounded as
+// above for int4); the bias (float32 [rows]) is optional. One row of x (decoding) is a vectorised
+// matrix-vector product over output rows in parallel; more rows dequantise 64 output rows at a
+// time into a small block and multiply it with GEMM. Refused while recording a graph or a
+// capture: it has no derivative.
 Tensor quantized_matmul(const Tensor& x, const QuantizedMatrix& matrix, const Tensor& bias = {});
 
 struct QuantizationOptions {
