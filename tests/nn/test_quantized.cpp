@@ -130,6 +130,8 @@ TEST(Quantized, MatrixVectorAndMatrixProductsMatchTheDequantisedWeights) {
     expect_product_matches(4, 65, 320, 64, n);
     expect_product_matches(4, 9, 300, 128, n);  // a short last group
     expect_product_matches(4, 5, 45, 32, n);    // a last group shorter than a run of 32
+    expect_product_matches(4, 11, 200, 96, n);  // groups that straddle 128-column chunks, a short last one
+    expect_product_matches(4, 6, 384, 96, n);
   }
 }
 
