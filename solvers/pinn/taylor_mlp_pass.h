@@ -14,6 +14,13 @@
 // input i (every input), stream 1 + D + k the second derivative in input `second[k]` (D inputs).
 // Deterministic: chunks are summed in groups fixed by the point count alone, and the groups in
 // order, so a result does not depend on the thread count.
+//
+// The one place outside ops/ that spells out derivatives: the activations' first to third
+// derivatives (tanh's from its value, sin's, GELU's and SiLU's) and the Taylor rules through them
+// are written here for the register tiles, where the rest of eddy takes them from the primitives'
+// declarations (DESIGN.md, "Every primitive is defined once"). tests/pinn/test_fused_interior.cpp
+// holds the pass, for every activation it takes, to the compiled step that the primitives' rules
+// build; an activation added to the pass needs its formulas here and a case there.
 
 #include <functional>
 #include <vector>
