@@ -1,5 +1,5 @@
 #pragma once
-// A trained run's model quantised for inference (weight-only int8 or int4, nn/quantized.h): the
+// A trained run's model quantised for inference (int8 or int4 weights, nn/quantized.h): the
 // file `eddy lm quantize` writes beside the checkpoint, loading it back, and the validation
 // perplexity that shows what quantising cost.
 

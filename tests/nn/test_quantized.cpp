@@ -1,6 +1,6 @@
-// Weight-only quantisation: packing against the rounding worked out here, the kernels against a
-// float product of the dequantised weights, odd sizes, quantised models against float ones, the
-// state dict round trip and the errors.
+// Quantisation: packing against the rounding worked out here, the kernels against a float
+// product of the dequantised weights and the rounded activations, odd sizes, quantised models
+// against float ones, the state dict round trip and the errors.
 
 #include <gtest/gtest.h>
 
@@ -33,7 +33,7 @@ std::vector<double> reference_product(const Tensor& x, const Tensor& weights) {
   return out;
 }
 
-// What int4 products multiply: each run of 32 columns of each row of x rounded to a multiple of
+// What quantised products multiply: each run of 32 columns of each row of x rounded to a multiple of
 // its largest magnitude / 127 (quantized.h).
 Tensor rounded_activations(const Tensor& x) {
   std::vector<float> values = x.to_vector<float>();
@@ -55,7 +55,7 @@ void expect_product_matches(int bits, int64_t rows, int64_t columns, int64_t gro
                                   << " rows of x " << n);
   const QuantizedMatrix m = quantize_matrix(random_matrix(rows, columns, 1), bits, group);
   const Tensor x = random_matrix(n, columns, 2);
-  const std::vector<double> expected = reference_product(bits == 4 ? rounded_activations(x) : x, dequantize(m));
+  const std::vector<double> expected = reference_product(rounded_activations(x), dequantize(m));
   NoGradGuard no_grad;
   const std::vector<float> got = quantized_matmul(x, m).to_vector<float>();
   ASSERT_EQ(got.size(), expected.size());

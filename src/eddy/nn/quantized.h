@@ -8,10 +8,10 @@
 // the speed-up. The kernels read the packed bytes directly and never build a float copy of a
 // whole matrix.
 //
-// Activations stay float32 between layers. An int4 product multiplies them rounded to int8, each
-// run of 32 columns of a row of x to a multiple of its own max |x| / 127 (round to nearest, ties
-// to even), so that with AVX-512 VNNI it is an integer dot product; the rounding is the same on
-// every CPU and for one row of x as for many. int8 products multiply the float activations.
+// Activations stay float32 between layers. A quantised product multiplies them rounded to int8,
+// each run of 32 columns of a row of x to a multiple of its own max |x| / 127 (round to nearest,
+// ties to even), so that with AVX-512 VNNI it is an integer dot product; the rounding is the same
+// on every CPU and for one row of x as for many.
 //
 // Packed layout (one row of `columns` values per output feature, stored in int32 words because
 // eddy has no 8-bit dtype; AutoGPTQ stores its int4 weights in int32 words too):
@@ -47,7 +47,7 @@ QuantizedMatrix quantize_matrix(const Tensor& weight_out_in, int bits, int64_t g
 // tested against, and what quantize_model writes back into the float weights.
 Tensor dequantize(const QuantizedMatrix& matrix);
 // x [..., columns] float32 -> x W^T + bias [..., rows], from the packed weights (x rounded as
-// above for int4); the bias (float32 [rows]) is optional. One row of x (decoding) is a vectorised
+// above); the bias (float32 [rows]) is optional. One row of x (decoding) is a vectorised
 // matrix-vector product over output rows in parallel; more rows dequantise 64 output rows at a
 // time into a small block and multiply it with GEMM. Refused while recording a graph or a
 // capture: it has no derivative.
