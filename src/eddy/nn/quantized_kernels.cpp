@@ -101,6 +101,12 @@ void for_each_run(const float* x, int64_t columns, Visit&& visit) {
 }
 
 #if EDDY_INTEGER_PRODUCTS
+// The bytes of a row of `row_stride` bytes that lie in the last of its `chunks` 64-byte chunks.
+__mmask64 bytes_in_last_chunk(int64_t row_stride, int64_t chunks) {
+  const int64_t bytes = row_stride - (chunks - 1) * 64;
+  return bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1;
+}
+
 // x rounded and laid out for the int4 rows' 64-byte chunks. A chunk is 4 runs (128 columns); the
 // low nibbles of its bytes hold the first 16 values of each run and the high nibbles the last 16,
 // so `low_partners` and `high_partners` hold the matching 64 values of x, and int32 lane j of a
@@ -147,8 +153,7 @@ Int4Input int4_input(const float* x, int64_t columns, int64_t group, int64_t row
       a.group_lanes[at] = static_cast<int32_t>((chunk * 4 + lane / 4) * kInt4Run / group - first);
     }
   }
-  const int64_t last_bytes = row_stride - (a.chunks - 1) * 64;
-  a.last_chunk_bytes = last_bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << last_bytes) - 1;
+  a.last_chunk_bytes = bytes_in_last_chunk(row_stride, a.chunks);
   return a;
 }
 
@@ -201,8 +206,7 @@ Int8Input int8_input(const float* x, int64_t columns, int64_t row_stride) {
     for (int64_t i = start; i < start + count; ++i) a.values[static_cast<size_t>(i)] = round_to_run(x[i], scale);
     std::fill_n(a.lane_scales.begin() + start / 4, 8, scale);
   });
-  const int64_t last_bytes = row_stride - (a.chunks - 1) * 64;
-  a.last_chunk_bytes = last_bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << last_bytes) - 1;
+  a.last_chunk_bytes = bytes_in_last_chunk(row_stride, a.chunks);
   return a;
 }
 
