@@ -22,8 +22,9 @@ constexpr int64_t kWidestHiddenLayer = 28;
 template <typename T>
 double sum_of(const Tensor& values) {
   const T* v = values.data<T>();
+  const int64_t n = values.numel();
   double sum = 0;
-  for (int64_t j = 0; j < values.numel(); ++j) sum += static_cast<double>(v[j]);
+  for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(v[j]);
   return sum;
 }
 
@@ -31,7 +32,8 @@ double sum_of(const Tensor& values) {
 template <typename T>
 void scaled_cotangent(const Tensor& derivative, double scale, T* into) {
   const T* d = derivative.data<T>();
-  for (int64_t j = 0; j < derivative.numel(); ++j) into[j] = static_cast<T>(scale) * d[j];
+  const int64_t n = derivative.numel();
+  for (int64_t j = 0; j < n; ++j) into[j] = static_cast<T>(scale) * d[j];
 }
 
 int64_t widest_hidden_layer(const nn::PlainMlp& mlp) {
