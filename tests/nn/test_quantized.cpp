@@ -126,10 +126,12 @@ TEST(Quantized, MatrixVectorAndMatrixProductsMatchTheDequantisedWeights) {
   for (int64_t n : {1, 3, 70}) {
     expect_product_matches(8, 130, 96, 0, n);
     expect_product_matches(8, 17, 37, 0, n);  // columns neither a multiple of 16 nor of 4
+    expect_product_matches(8, 5, 100, 0, n);  // a row of one and a half 64-byte chunks
     expect_product_matches(4, 130, 128, 32, n);
     expect_product_matches(4, 65, 320, 64, n);
     expect_product_matches(4, 9, 300, 128, n);  // a short last group
     expect_product_matches(4, 5, 45, 32, n);    // a last group shorter than a run of 32
+    expect_product_matches(4, 3, 16, 32, n);    // fewer columns than one run
     expect_product_matches(4, 11, 200, 96, n);  // groups that straddle 128-column chunks, a short last one
     expect_product_matches(4, 6, 384, 96, n);
   }
