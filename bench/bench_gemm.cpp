@@ -183,7 +183,8 @@ void register_gemm_benchmarks() {
 }
 
 void print_gemm_table() {
-  std::printf("\n| case | threads | eddy GFLOP/s | OpenBLAS GFLOP/s | oneDNN GFLOP/s (none for float64) | eddy / OpenBLAS |\n");
+  std::printf("\n| case | threads | eddy GFLOP/s | OpenBLAS GFLOP/s | oneDNN GFLOP/s (none for float64) | "
+              "eddy / OpenBLAS |\n");
   std::printf("|---|---|---|---|---|---|\n");
   print_gemm_rows<float>();
   print_gemm_rows<double>();

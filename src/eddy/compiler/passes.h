@@ -54,14 +54,16 @@ bool concatenate_padded_sums(Graph& graph);
 // Rewrites x + scatter_add(zeros, axis, index, src), where the scatter has no other use and x
 // has the sum's shape, into scatter_add(x, axis, index, src), for every primitive that declares
 // adds_onto_first_input (Primitive): the cotangent of a gather (a cross-entropy's picked logits,
-// an embedding lookup) summed with another term, without the zero-filled array and the copy of it. Exact but for the sign of zero, as above.
+// an embedding lookup) summed with another term, without the zero-filled array and the copy of
+// it. Exact but for the sign of zero, as above.
 bool scatter_into_sums(Graph& graph);
 
 // Rewrites each add of a product, where the product has no other use and nothing elementwise
 // reads the sum (fusion would take the add into its loop), into the primitive its producer names
 // as plus_addend (Primitive): matmul's is matmul_add, whose GEMM sums onto the addend as it
-// writes its output, instead of a pass that reads the product back. A linear layer's bias before a reshape, a gradient summed from two products. Not bit for
-// bit: the GEMM adds the addend to its running sums, not to the finished product.
+// writes its output, instead of a pass that reads the product back. A linear layer's bias before
+// a reshape, a gradient summed from two products. Not bit for bit: the GEMM adds the addend to
+// its running sums, not to the finished product.
 bool fuse_gemm_addends(Graph& graph);
 
 // The registered primitive named `name`, for passes that write nodes of it; an eddy::Error when

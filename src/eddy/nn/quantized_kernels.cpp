@@ -181,8 +181,8 @@ void dot_int4(const uint8_t* weights, int64_t stride, const Int4Input& x, const 
       const __m128 row_scales = _mm_maskz_loadu_ps(x.group_masks[chunk], chunk_scales + r * groups);
       const __m512 weight_scales =
           _mm512_maskz_permutexvar_ps(kAllLanes, group_lanes, _mm512_zextps128_ps512(row_scales));
-      sums[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAllLanes, products), _mm512_mul_ps(weight_scales, lane_scales),
-                                sums[r]);
+      const __m512 run_scales = _mm512_mul_ps(weight_scales, lane_scales);
+      sums[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAllLanes, products), run_scales, sums[r]);
     }
   }
   for (int r = 0; r < Rows; ++r) out[r] = horizontal_sum(sums[r]);
