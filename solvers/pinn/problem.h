@@ -143,13 +143,13 @@ struct RadOptions {
 struct Reference {
   // Either analytic expressions per field, or a file (HDF5, CSV or NPY: io::read_array) with the
   // solution on a grid (one 1-D dataset per coordinate, `layout` giving the field's axis order) or
-  // at scattered points. Dataset names are io::read_array keys (CSV column names, NPY columns).
+  // at scattered points. The file is read, and its shapes checked, when the problem is read.
   std::map<std::string, Expression> expressions;
   std::string file;
-  std::map<std::string, std::string> coordinate_datasets;  // coordinate -> dataset (grid form)
-  std::vector<std::string> layout;                         // grid form: coordinate names in axis order
-  std::string points_dataset;                              // scattered form: [N, coordinates]
-  std::map<std::string, std::string> field_datasets;       // field -> dataset
+  std::vector<std::string> layout;       // grid form: coordinate names in the values' axis order
+  std::vector<Tensor> axes;              // grid form: each layout coordinate's values, in layout order
+  Tensor points;                         // scattered form: [N, coordinates]
+  std::map<std::string, Tensor> values;  // field -> its values, flat (grid form: C order over the layout)
 };
 
 struct ValidationOptions {

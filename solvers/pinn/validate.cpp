@@ -5,7 +5,6 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
-#include "eddy/io/array_file.h"
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/solver.h"
 
@@ -36,32 +35,17 @@ Validator::Validator(PinnState& state) : state_(state) {
     }
     return;
   }
-  if (!ref.points_dataset.empty()) {
-    points = cast(io::read_array(ref.file, ref.points_dataset), p.dtype);
-    if (points.dim() == 1 && p.coordinates.size() == 1) points = reshape(points, {-1, 1});
-    EDDY_CHECK(points.dim() == 2 && points.shape()[1] == static_cast<int64_t>(p.coordinates.size()),
-               ref.file, ": reference points '", ref.points_dataset, "' have shape ", points.shape(), ", expected [N, ",
-               p.coordinates.size(), "]");
+  if (ref.points.defined()) {
+    points = ref.points;
   } else {
-    std::map<std::string, Tensor> axes;
-    for (const auto& [name, dataset] : ref.coordinate_datasets) {
-      axes[name] = flatten(cast(io::read_array(ref.file, dataset), p.dtype));
-    }
     // The grid in the file's axis order, its columns then put in coordinate order.
-    std::vector<Tensor> in_layout;
-    for (const std::string& name : ref.layout) in_layout.push_back(axes.at(name));
     std::vector<int64_t> column_of;
     for (const std::string& name : p.coordinates) {
       column_of.push_back(std::find(ref.layout.begin(), ref.layout.end(), name) - ref.layout.begin());
     }
-    points = index_select(meshgrid_points(in_layout), 1, tensor(column_of));
+    points = index_select(meshgrid_points(ref.axes), 1, tensor(column_of));
   }
-  for (const auto& [field, dataset] : ref.field_datasets) {
-    Tensor values = cast(io::read_array(ref.file, dataset), p.dtype);
-    EDDY_CHECK(values.numel() == points.shape()[0], ref.file, ": reference '", dataset, "' has ", values.numel(),
-               " values for ", points.shape()[0], " points");
-    values_[field] = reshape(values, {-1, 1});
-  }
+  for (const auto& [field, values] : ref.values) values_[field] = reshape(values, {-1, 1});
   // NaN marks reference points without a value (DeepXDE's L-shape grid covers the removed
   // quadrant with NaN); those points are left out of the comparison.
   std::vector<bool> valid(static_cast<size_t>(points.shape()[0]), true);

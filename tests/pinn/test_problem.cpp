@@ -322,6 +322,45 @@ TEST(Problem, DataFileWithNoRowsIsRefused) {
   std::filesystem::remove_all(dir);
 }
 
+// A grid reference is read when the problem is: a field stored [t, x] under `layout: [x, t]`
+// (which reshaped it transposed, and reported a validation error of 0.67 for a good solution), a
+// layout coordinate without its dataset and a missing file are refused at their keys.
+TEST(Problem, GridReferenceIsCheckedAgainstItsLayout) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_reference_", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string h5 = (dir / "reference.h5").string();
+  io::Hdf5Writer datasets(h5);
+  datasets.write("x", linspace(0, 1, 5, DType::f64));
+  datasets.write("t", linspace(0, 1, 3, DType::f64));
+  datasets.write("u", reshape(arange(0, 15, 1, DType::f64), {3, 5}));  // [t, x]
+  datasets.write("u_flat", arange(0, 15, 1, DType::f64));
+  datasets.commit();
+  const std::string line = "geometry: {space: {type: interval, min: 0, max: 1}, time: {min: 0, max: 1}}\n"
+                           "fields: [u]\nconditions:\n  pde: {type: interior, equation: u_t - u_xx, points: 10}\n"
+                           "validation:\n  reference: {file: " + h5;
+  auto reference = [&](const std::string& rest) { return read(line + rest + "}\n").validation.reference; };
+  const auto fits = reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: u}");
+  ASSERT_TRUE(fits.has_value());
+  EXPECT_EQ(fits->axes.size(), 2u);
+  EXPECT_EQ(fits->axes[0].numel(), 3);
+  EXPECT_EQ(fits->values.at("u").shape(), (Shape{15}));
+  EXPECT_EQ(reference(", coordinates: {x: x, t: t}, layout: [x, t], fields: {u: u_flat}")->values.at("u").numel(), 15);
+  expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [x, t], fields: {u: u}"); },
+               {"validation.reference.fields.u: " + h5 + ": values of shape [3, 5] for a grid of shape [5, 3]",
+                "x: 5, t: 3"});
+  expect_error([&] { reference(", coordinates: {x: t, t: x}, layout: [t, x], fields: {u: u}"); },
+               {"values of shape [3, 5] for a grid of shape [5, 3]"});
+  expect_error([&] { reference(", coordinates: {x: x}, layout: [t, x], fields: {u: u}"); },
+               {"validation.reference.coordinates: needs the dataset of coordinate 't'"});
+  expect_error([&] { reference(", coordinates: {x: x, t: t, y: x}, layout: [t, x], fields: {u: u}"); },
+               {"validation.reference.coordinates.y: 'y' is not a coordinate (x, t)"});
+  expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: w}"); },
+               {"validation.reference.fields.u: " + h5 + ": no dataset 'w'"});
+  std::filesystem::remove_all(dir);
+  expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: u}"); },
+               {"validation.reference.file: no such file: " + h5});
+}
+
 // A closed cavity: a pressure gauge pins p at one corner, where `on: x == 0 && y == 0` would select
 // no sampled boundary point; points conditions take their points as listed.
 const std::string kCavity = R"(geometry: {space: {type: rectangle, min: [0, 0], max: [1, 1]}}
