@@ -59,6 +59,11 @@ void bind_transformers(py::module_& nn);
 void bind_solvers(py::module_& m);
 void bind_compiler(py::module_& m);
 void bind_tokenizer(py::module_& m);
+
+// ---- tokenizer.cpp ----
+// Text that may end inside a UTF-8 character (decoded ids, generated tokens) as a str, broken
+// bytes as U+FFFD, as `tokenizers` decodes.
+py::str decoded_text(const std::string& utf8);
 void bind_dist(py::module_& m);
 
 }  // namespace eddy::python

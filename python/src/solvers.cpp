@@ -171,12 +171,13 @@ void bind_lm(py::module_& lm) {
               // Pieces may end inside a UTF-8 character, so they go to Python as bytes.
               stream = [&on_text](const std::string& piece) { on_text(py::bytes(piece)); };
             }
-            return lm::generate_text(trained, prompt, options, stream);
+            return decoded_text(lm::generate_text(trained, prompt, options, stream));
           },
           py::arg("prompt") = "", py::arg("max_tokens") = 64, py::arg("temperature") = 1.0, py::arg("top_k") = 0,
           py::arg("top_p") = 1.0, py::arg("seed") = 0, py::arg("on_text") = py::none(),
-          "Continues `prompt` (empty: a new document) and returns the new text, as `eddy lm generate`; "
-          "on_text(bytes) is called with each token's bytes as it is chosen. temperature 0 is greedy.");
+          "Continues `prompt` (empty: a new document) and returns the new text, as `eddy lm generate` (bytes "
+          "that end inside a character, as a token may, become U+FFFD); on_text(bytes) is called with each "
+          "token's bytes as it is chosen. temperature 0 is greedy.");
   lm.def("draw_batch",
          [](const std::string& token_file, int64_t batch, int64_t context, uint64_t seed, uint64_t stream) {
            const lm::Batch drawn = lm::draw_batch(lm::TokenFile(token_file), batch, context, seed, stream);

@@ -12,6 +12,11 @@
 
 namespace eddy::python {
 
+py::str decoded_text(const std::string& utf8) {
+  return py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeUTF8(utf8.data(), static_cast<py::ssize_t>(utf8.size()), "replace"));
+}
+
 void bind_tokenizer(py::module_& m) {
   using io::BpeTokenizer;
   py::class_<BpeTokenizer>(m, "BpeTokenizer",
@@ -37,11 +42,7 @@ void bind_tokenizer(py::module_& m) {
       .def("encode", &BpeTokenizer::encode, py::arg("text"), py::call_guard<py::gil_scoped_release>(),
            "The ids of the text (a list of int); special tokens in it are matched whole.")
       .def("decode",
-           [](const BpeTokenizer& self, const std::vector<int32_t>& ids) {
-             const std::string text = self.decode(ids);
-             // Ids may end inside a character; as `tokenizers` does, broken bytes become U+FFFD.
-             return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(text.data(), text.size(), "replace"));
-           },
+           [](const BpeTokenizer& self, const std::vector<int32_t>& ids) { return decoded_text(self.decode(ids)); },
            py::arg("ids"), "The text of the ids, special tokens included.")
       .def_property_readonly("vocab_size", &BpeTokenizer::vocab_size)
       .def("token_to_id", &BpeTokenizer::token_to_id, py::arg("token"), "The token's id, or None.")

@@ -61,6 +61,18 @@ def test_generation_is_seeded_streamed_and_as_the_command_prints(run):
     assert model.tokenizer.decode(model.tokenizer.encode("The cat")) == "The cat"
 
 
+def test_generated_text_that_breaks_a_character_comes_back_with_replacements(run):
+    # At a high temperature a small model picks byte tokens at random, so the text stops being
+    # UTF-8; the returned str has U+FFFD where `tokenizers` would put it (it raised before).
+    model = eddy.lm.load(run["output_dir"])
+    pieces = []
+    text = model.generate("", max_tokens=30, temperature=50.0, seed=0, on_text=pieces.append)
+    raw = b"".join(pieces)
+    with pytest.raises(UnicodeDecodeError):
+        raw.decode()
+    assert text == raw.decode(errors="replace") and "\ufffd" in text
+
+
 def test_bad_runs_and_prompts_name_the_problem(run, tmp_path):
     with pytest.raises(eddy.Error, match="has no config.yaml"):
         eddy.lm.load(str(tmp_path))
