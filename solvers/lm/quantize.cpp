@@ -5,6 +5,7 @@
 
 #include "eddy/core/autograd.h"
 #include "eddy/core/error.h"
+#include "eddy/core/fingerprint.h"
 #include "eddy/io/safetensors.h"
 #include "eddy/ops/ops.h"
 #include "solvers/lm/corpus.h"
@@ -15,6 +16,9 @@ namespace {
 constexpr const char* kBitsKey = "eddy.quantization.bits";
 constexpr const char* kGroupKey = "eddy.quantization.group";
 constexpr const char* kStepKey = "eddy.step";
+// Which float weights a file was quantised from, so that a file left from an earlier training of
+// the run folder is not taken for its present checkpoint.
+constexpr const char* kSourceKey = "eddy.quantization.source";
 
 int64_t metadata_integer(const io::SafetensorsContents& contents, const std::string& key, const std::string& path) {
   const auto found = contents.metadata.find(key);
@@ -27,6 +31,21 @@ int64_t metadata_integer(const io::SafetensorsContents& contents, const std::str
   }
 }
 
+// An FNV-1a fingerprint of trained.model's parameters, names and bytes in order, taken once while
+// they are the float weights it was loaded with.
+std::string float_weights_fingerprint(TrainedModel& trained) {
+  if (trained.float_fingerprint.empty()) {
+    uint64_t hash = kFnvOffsetBasis;
+    for (const auto& [name, parameter] : trained.model->named_parameters()) {
+      const Tensor values = contiguous(to(parameter.detach(), cpu()));
+      hash = fnv1a_words(values.raw_data(), static_cast<size_t>(values.numel()) * dtype_size(values.dtype()),
+                         fnv1a(name, hash));
+    }
+    trained.float_fingerprint = hex_digits(hash);
+  }
+  return trained.float_fingerprint;
+}
+
 }  // namespace
 
 std::string quantized_model_path(const std::string& run_dir, int bits) {
@@ -34,11 +53,13 @@ std::string quantized_model_path(const std::string& run_dir, int bits) {
 }
 
 void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& options, const std::string& path) {
+  const std::string source = float_weights_fingerprint(trained);
   nn::quantize_model(*trained.model, options);
   io::save_safetensors(path, nn::quantized_state_dict(*trained.model),
                        {{kBitsKey, std::to_string(options.bits)},
                         {kGroupKey, std::to_string(options.bits == 8 ? 0 : options.group)},
-                        {kStepKey, std::to_string(trained.step)}});
+                        {kStepKey, std::to_string(trained.step)},
+                        {kSourceKey, source}});
 }
 
 void load_quantized_model(TrainedModel& trained, const std::string& path) {
@@ -47,6 +68,13 @@ void load_quantized_model(TrainedModel& trained, const std::string& path) {
   nn::QuantizationOptions options;
   options.bits = static_cast<int>(metadata_integer(contents, kBitsKey, path));
   options.group = metadata_integer(contents, kGroupKey, path);
+  // Files written before the fingerprint was kept have none to check.
+  if (const auto source = contents.metadata.find(kSourceKey);
+      source != contents.metadata.end() && source->second != float_weights_fingerprint(trained)) {
+    throw Error(cat(path, " was quantised from other weights than the model's (its checkpoint was at step ",
+                    metadata_integer(contents, kStepKey, path), ", the model's is at step ", trained.step,
+                    "): quantise it again with `eddy lm quantize`"));
+  }
   try {
     nn::load_quantized_state_dict(*trained.model, contents.tensors, options);
   } catch (const Error& e) {

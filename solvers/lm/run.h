@@ -18,6 +18,8 @@ struct TrainedModel {
   std::optional<io::BpeTokenizer> tokenizer;  // always set
   std::shared_ptr<nn::CausalLanguageModel> model;
   int64_t step = 0;  // the step its checkpoint was written at
+  // Of the float weights it was loaded with, taken before any quantising (float_weights_fingerprint).
+  std::string float_fingerprint;
 };
 
 // Reads RUN_DIR/config.yaml, tokenizer.json and checkpoint.safetensors; errors name the missing

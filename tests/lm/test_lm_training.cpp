@@ -255,6 +255,16 @@ TEST_F(LmTraining, QuantisedRunsKeepTheirPerplexityAndGenerate) {
   }
   expect_error([&] { load_quantized_model(trained, run + "/checkpoint.safetensors"); },
                {"checkpoint.safetensors", "eddy.quantization.bits", "eddy lm quantize"});
+  // Trained again into the same folder, the quantised files are of the weights before; they were
+  // loaded as if they were the new ones.
+  ASSERT_TRUE(train(problem_of(config(), {"training.steps=6", "training.schedule.warmup=1", "training.seed=3",
+                                          "output.checkpoint_every=0"}),
+                    eager())
+                  .finished);
+  TrainedModel retrained = load_trained_model(run);
+  expect_error([&] { load_quantized_model(retrained, quantized_model_path(run, 8)); },
+               {"quantized-int8.safetensors was quantised from other weights than the model's",
+                "its checkpoint was at step 60, the model's is at step 6", "eddy lm quantize"});
   expect_error([&] { load_quantized_model(trained, run + "/missing.safetensors"); }, {"missing.safetensors"});
 }
 

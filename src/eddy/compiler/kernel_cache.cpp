@@ -8,7 +8,6 @@
 
 #include <array>
 #include <chrono>
-#include <cstdio>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +15,7 @@
 #include <sstream>
 
 #include "eddy/core/error.h"
+#include "eddy/core/fingerprint.h"
 
 namespace eddy::compiler {
 namespace {
@@ -39,21 +39,6 @@ std::string compiler_command() {
 std::string compiler_flags() {
   return "-std=c++17 -O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fopenmp -fno-math-errno "
          "-ffp-contract=off";
-}
-
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
 }
 
 // The compiler's process group, in the process watching it: kills the group (the shell, the
@@ -174,7 +159,7 @@ LoadedKernels load_cpu_kernels(const std::string& source) {
   const std::string compiler = compiler_command();
   const std::string flags = compiler_flags();
   const fs::path directory = kernel_cache_directory();
-  const std::string stem = "kernels-" + hex(fnv1a(compiler + "\n" + flags + "\n" + source));
+  const std::string stem = "kernels-" + hex_digits(fnv1a(compiler + "\n" + flags + "\n" + source));
   const fs::path library = directory / (stem + ".so");
   LoadedKernels loaded;
   if (fs::exists(library)) {

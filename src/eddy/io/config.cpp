@@ -1,12 +1,12 @@
 #include "eddy/io/config.h"
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <sstream>
 
 #include "eddy/core/error.h"
+#include "eddy/core/fingerprint.h"
 #include "eddy/core/memory.h"
 #include "eddy/core/suggest.h"
 #include "eddy/io/atomic_file.h"
@@ -334,15 +334,6 @@ std::string Config::resolved() const {
   return out.c_str();
 }
 
-std::string Config::hash() const {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : resolved()) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
-  return text;
-}
+std::string Config::hash() const { return hex_digits(fnv1a(resolved())); }
 
 }  // namespace eddy::io
