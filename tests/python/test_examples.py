@@ -6,6 +6,7 @@ operator examples with data in data/ train in test_solvers_api.py, the language 
 test_lm.py; examples/README-level accuracy is checked by the ctest `examples` label."""
 
 import pathlib
+import shutil
 import subprocess
 
 import h5py
@@ -101,8 +102,10 @@ def test_files_are_read_beside_the_yaml_and_written_in_the_working_directory(edd
         checked = run("check", ROOT / "examples" / example, cwd=tmp_path)
         assert checked.returncode == 0, checked.stderr
         assert f"file: {ROOT / 'data' / data_file}\n" in checked.stdout  # resolved, absolute
-    # A path on the command line is relative to where it was typed.
+    # A path on the command line is relative to where it was typed (and the file must be there).
     reference = "validation.reference.file=data/burgers1d.h5"
+    (tmp_path / "data").mkdir()
+    shutil.copy(ROOT / "data/burgers1d.h5", tmp_path / "data")
     for cwd in (ROOT, tmp_path):
         checked = run("check", ROOT / "examples/pinn/burgers.yaml", reference, cwd=cwd)
         assert checked.returncode == 0 and f"file: {cwd / 'data/burgers1d.h5'}\n" in checked.stdout
