@@ -42,6 +42,8 @@ std::vector<std::string> overrides_of(const py::object& overrides) {
     }
     return result;
   }
+  // One "key.path=value" string is one override (iterating it would give its characters).
+  if (py::isinstance<py::str>(overrides)) return {overrides.cast<std::string>()};
   for (const py::handle& item : overrides) result.push_back(item.cast<std::string>());
   return result;
 }

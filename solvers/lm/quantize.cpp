@@ -53,6 +53,9 @@ std::string quantized_model_path(const std::string& run_dir, int bits) {
 }
 
 void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& options, const std::string& path) {
+  if (const auto folder = std::filesystem::path(path).parent_path(); !folder.empty()) {
+    std::filesystem::create_directories(folder);
+  }
   const std::string source = float_weights_fingerprint(trained);
   nn::quantize_model(*trained.model, options);
   io::save_safetensors(path, nn::quantized_state_dict(*trained.model),

@@ -14,7 +14,8 @@ namespace eddy::lm {
 std::string quantized_model_path(const std::string& run_dir, int bits);
 
 // Quantises trained.model in place and writes its quantized_state_dict, with the bits, group and
-// checkpoint step in the metadata, to `path` atomically.
+// checkpoint step and a fingerprint of the float weights in the metadata, to `path` atomically
+// (creating its folder).
 void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& options, const std::string& path);
 
 // Replaces trained.model's weights by those of a file save_quantized_model wrote for a model of

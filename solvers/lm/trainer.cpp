@@ -340,7 +340,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     results.validation_loss.push_back(validation_loss());
   }
   result.steps = step;
-  result.train_loss = results.train_loss.empty() ? 0 : results.train_loss.back();
+  result.train_loss = results.train_loss.empty() ? std::nan("") : results.train_loss.back();
   result.validation_loss = results.validation_loss.back();
   if (!std::isfinite(result.validation_loss)) {
     result.message = cat("training ended with a non-finite validation loss; ",
@@ -352,7 +352,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   loop.save(step);
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;
-  result.message = cat(solvers::training_ended(result.interrupted), step, " steps; training loss ", result.train_loss,
+  result.message = cat(solvers::training_ended(result.interrupted), step, " steps; ",
+                       results.train_loss.empty() ? std::string("no training step taken")
+                                                  : cat("training loss ", result.train_loss),
                        ", validation loss ", result.validation_loss, " (perplexity ", std::exp(result.validation_loss),
                        ")");
   return result;

@@ -31,7 +31,7 @@ struct TrainResult {
   int interrupted = 0;
   std::string message;
   int64_t steps = 0;
-  double train_loss = 0;       // the last step's
+  double train_loss = 0;       // the last step's; NaN when no step was taken
   double validation_loss = 0;  // the last evaluation's
   int64_t parameters = 0;
   // Wall seconds of each step this call ran (its micro-batches, clipping and optimizer update;

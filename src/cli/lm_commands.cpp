@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -77,11 +79,19 @@ int run_generate(const std::string& run_dir, const std::string& prompt, const st
     lm::load_quantized_model(trained, lm::quantized_model_path(run_dir, quantized == "int8" ? 8 : 4));
   }
   trained.model->to(device);
-  std::printf("%s", prompt.c_str());
-  lm::generate_text(trained, prompt, options, [](const std::string& piece) {
+  // The prompt goes out with the first new token, once generate_text has accepted it (a prompt too
+  // long for the context, or not UTF-8, is refused with nothing on stdout).
+  bool prompt_printed = false;
+  auto print_prompt = [&] {
+    if (!prompt_printed) std::printf("%s", prompt.c_str());
+    prompt_printed = true;
+  };
+  lm::generate_text(trained, prompt, options, [&](const std::string& piece) {
+    print_prompt();
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
+  print_prompt();
   std::printf("\n");
   return 0;
 }
@@ -113,6 +123,35 @@ int run_quantize(const std::string& run_dir, int bits, int64_t group, const std:
   return 0;
 }
 
+// A validator for a number option: `accepts` says which numbers it takes, `rule` says so in the
+// error ("must be <rule>, got -1").
+CLI::Validator number_that(const std::string& rule, bool (*accepts)(double)) {
+  return CLI::Validator(
+      [rule, accepts](std::string& text) -> std::string {
+        double value = 0;
+        return CLI::detail::lexical_cast(text, value) && accepts(value) ? "" : "must be " + rule + ", got " + text;
+      },
+      "");
+}
+
+CLI::Validator non_negative() {
+  return number_that("a finite number >= 0", [](double v) { return std::isfinite(v) && v >= 0; });
+}
+
+// A whole number from 0 to 2^64 - 1: CLI11 reads "-1" into an unsigned option as 2^64 - 1, as
+// strtoull does, and saturates above it, so two seeds would give the same text.
+CLI::Validator unsigned_64_bit() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        return error == std::errc() && end == text.data() + text.size()
+                   ? ""
+                   : "must be a whole number from 0 to 18446744073709551615, got " + text;
+      },
+      "");
+}
+
 }  // namespace
 
 LmCommands::LmCommands(CLI::App& app) {
@@ -132,13 +171,17 @@ LmCommands::LmCommands(CLI::App& app) {
   generate_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir), or a Hugging Face "
                         "folder")->required()->check(CLI::ExistingDirectory);
   generate_->add_option("--prompt", prompt_, "text to continue (default: the start of a new document)");
-  generate_->add_option("--max-tokens", generation_.max_new_tokens, "new tokens at most (default 64)");
+  generate_->add_option("--max-tokens", generation_.max_new_tokens, "new tokens at most (default 64)")
+      ->check(non_negative());
   generate_->add_option("--temperature", generation_.temperature, "0: greedy; below 1 sharper, above 1 flatter "
-                        "(default 1)");
-  generate_->add_option("--top-k", generation_.top_k, "sample among the k most likely tokens (default 0: all)");
+                        "(default 1)")->check(non_negative());
+  generate_->add_option("--top-k", generation_.top_k, "sample among the k most likely tokens (default 0: all)")
+      ->check(non_negative());
   generate_->add_option("--top-p", generation_.top_p, "sample among the most likely tokens that reach this "
-                        "probability (default 1: all)");
-  generate_->add_option("--seed", generation_.seed, "the same seed gives the same text (default 0)");
+                        "probability (default 1: all)")
+      ->check(number_that("a number in (0, 1]", [](double p) { return p > 0 && p <= 1; }));
+  generate_->add_option("--seed", generation_.seed, "the same seed gives the same text (default 0)")
+      ->check(unsigned_64_bit());
   generate_->add_option("--quantized", quantized_, "generate with RUN_DIR/quantized-int8.safetensors or "
                         "quantized-int4.safetensors (eddy lm quantize)")->check(CLI::IsMember({"int8", "int4"}));
   generate_->add_option("--device", device_, "cpu, cuda or cuda:N: where the model runs (docs/gpu.md)");
@@ -166,7 +209,11 @@ int LmCommands::run(const std::string& resume_command) const {
     return run_train(file_, overrides, resume_, eager_, quiet_, resume_command);
   }
   if (generate_->parsed()) return run_generate(run_dir_, prompt_, quantized_, device_, generation_);
-  if (quantize_->parsed()) return run_quantize(run_dir_, bits_, group_, output_);
+  if (quantize_->parsed()) {
+    EDDY_CHECK(bits_ == 4 || quantize_->count("--group") == 0,
+               "--group is for --bits 4; int8 keeps one scale per output row");
+    return run_quantize(run_dir_, bits_, group_, output_);
+  }
   if (export_->parsed()) return run_export(run_dir_, format_, output_);
   return check_lm_config(*io::Config::load(file_, overrides_));
 }

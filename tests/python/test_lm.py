@@ -109,3 +109,40 @@ def test_step_times_model_quantize_and_export(run, tmp_path):
                                                    "tokenizer.json", "tokenizer_config.json"]
     from_hf = eddy.lm.load(str(tmp_path / "hf"))
     assert from_hf.model.generate(prompt, max_new_tokens=6, temperature=0) == greedy_ids
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--temperature", "-1"], "--temperature: must be a finite number >= 0, got -1"),
+    (["--top-p", "0"], "--top-p: must be a number in (0, 1], got 0"),
+    (["--max-tokens", "-3"], "--max-tokens: must be a finite number >= 0, got -3"),
+    # Read as unsigned by strtoull, these wrapped or saturated: -1 gave 2^64 - 1's text.
+    (["--seed", "-1"], "--seed: must be a whole number from 0 to 18446744073709551615, got -1"),
+    (["--seed", "18446744073709551616"], "--seed: must be a whole number from 0 to 18446744073709551615, got 1844"),
+    (["--prompt", "The cat sees the ball. " * 20], "more than the model's context of 32 tokens"),
+], ids=["temperature", "top-p", "max-tokens", "negative-seed", "seed-past-64-bits", "long-prompt"])
+def test_the_command_refuses_bad_generation_input_before_printing_anything(run, arguments, message):
+    printed = subprocess.run([os.environ["EDDY_CLI"], "lm", "generate", run["output_dir"], *arguments],
+                             capture_output=True, text=True)
+    assert printed.returncode != 0 and printed.stdout == "" and message in printed.stderr
+
+
+def test_quantize_refuses_a_group_for_int8_and_makes_the_output_folder(run, tmp_path):
+    command = [os.environ["EDDY_CLI"], "lm", "quantize", run["output_dir"], "--bits", "8"]
+    refused = subprocess.run(command + ["--group", "32"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "--group is for --bits 4" in refused.stderr
+    output = tmp_path / "new" / "folder" / "int8.safetensors"
+    subprocess.run(command + ["--output", str(output)], capture_output=True, text=True, check=True)
+    assert output.exists()
+
+
+def test_one_override_string_is_one_override(run, tmp_path):
+    # A str was iterated as a list of overrides, one character each.
+    config = run["output_dir"] + "/config.yaml"
+    with pytest.raises(eddy.Error, match=r"command-line override 'training.steps=x': training.steps: expected an integer"):
+        eddy.lm.train(config, "training.steps=x")
+
+
+def test_a_run_of_no_steps_reports_no_training_loss(run, tmp_path):
+    result = eddy.lm.train(run["output_dir"] + "/config.yaml", {"training.steps": 0, "output.dir": str(tmp_path)})
+    assert result["finished"] and math.isnan(result["train_loss"])
+    assert "0 steps; no training step taken, validation loss" in result["message"]
