@@ -86,6 +86,13 @@ TEST(Config, TypeErrorsNameFileLineColumnAndPath) {
       << message;
   auto list = Config::parse("points: {a: 1}\n", "p.yaml");
   EXPECT_NE(error_of([&] { list->root().at("points").as_numbers(); }).find("expected a list"), std::string::npos);
+  // YAML's infinities and NaN are numbers to YAML, not to any setting (a learning rate of .inf got
+  // past `eddy lm check` and failed in the optimiser without a key).
+  for (const char* value : {".inf", "-.Inf", ".nan"}) {
+    auto infinite = Config::parse(std::string("lr: ") + value + "\n", "p.yaml");
+    EXPECT_EQ(error_of([&] { infinite->root().number("lr"); }),
+              std::string("p.yaml:1:5: lr: expected a finite number, got '") + value + "'");
+  }
 }
 
 enum class Activation { tanh, sin, gelu };
@@ -136,6 +143,10 @@ TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
             std::string::npos);
   EXPECT_NE(error_of([&] { Config::parse(kProblem, "p", {"points.x=1"}); }).find("'points' is not a map"),
             std::string::npos);
+  // A value that is not YAML, such as a glob (* starts an alias), is taken as its text.
+  auto glob = Config::parse(kProblem, "p", {"data.files=*", "data.exclude=*.dat"});
+  EXPECT_EQ(glob->root().at("data").string("files"), "*");
+  EXPECT_EQ(glob->root().at("data").string("exclude"), "*.dat");
 }
 
 TEST(Config, YamlSyntaxErrorsCarryTheirPosition) {

@@ -142,6 +142,9 @@ double ConfigNode::as_number() const {
   if (!node_.IsScalar() || !YAML::convert<double>::decode(node_, value)) {
     fail("expected a number, got " + describe(node_));
   }
+  // YAML's .inf and .nan are numbers to it; no setting means them, and they got past checks that
+  // compare (NaN compares false).
+  if (!std::isfinite(value)) fail("expected a finite number, got " + describe(node_));
   return value;
 }
 
@@ -268,11 +271,14 @@ void Config::apply_override(const std::string& assignment) {
     throw Error(cat("command-line override '", assignment, "': expected key.path=value"));
   }
   const std::string path = assignment.substr(0, equals);
+  const std::string text = assignment.substr(equals + 1);
   YAML::Node value;
   try {
-    value = YAML::Load(assignment.substr(equals + 1));
-  } catch (const YAML::Exception& e) {
-    throw Error(cat("command-line override '", assignment, "': cannot parse the value: ", e.msg));
+    value = YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    // Not YAML, such as a glob (`data.files=*.txt`, where * starts an alias): the text itself, which
+    // the key then takes or refuses with its own message.
+    value = YAML::Node(text);
   }
   check_no_duplicate_keys(value, cat("command-line override '", assignment, "'"), false, path);
   std::vector<std::string> keys;
