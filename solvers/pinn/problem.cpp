@@ -1,6 +1,7 @@
 #include "solvers/pinn/problem.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include "eddy/core/error.h"
+#include "eddy/core/suggest.h"
 #include "eddy/io/array_file.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/training_config.h"
@@ -109,9 +111,18 @@ Expression expression_at(const ConfigNode& node, const Symbols& symbols, Express
   // key path, then show the text with a caret.
   std::string where = node.where();
   where.resize(where.size() - 2);  // without the trailing ": " the expression error adds itself
-  Expression expression = parse_expression(node.as_string(), where);
-  check(expression, symbols, kind);
-  return expression;
+  const std::string text = node.as_string();
+  try {
+    Expression expression = parse_expression(text, where);
+    check(expression, symbols, kind);
+    return expression;
+  } catch (const Error& e) {
+    // In a YAML flow map ({equation: pow(u, 2), ...}) a comma ends the value, which then stops
+    // inside a call; the parser can only say that the call is unfinished.
+    if (std::count(text.begin(), text.end(), '(') <= std::count(text.begin(), text.end(), ')')) throw;
+    throw Error(cat(e.what(), "\n(the expression has more ( than ): in a YAML map written {...}, a comma ends "
+                              "the value; quote the expression)"));
+  }
 }
 
 // A residual built from a condition's parts; each part was checked on its own first, so errors
@@ -314,7 +325,22 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
     }
     auto named = equations.find(text.as_string());
     if (named != equations.end()) return named->second;
-    return expression_at(text, symbols, ExpressionKind::scalar);
+    try {
+      return expression_at(text, symbols, ExpressionKind::scalar);
+    } catch (const Error&) {
+      // A lone name that is not a symbol is most likely a misspelt equation name.
+      const std::string name = text.as_string();
+      std::vector<std::string> names;
+      for (const auto& [known, expression] : equations) names.push_back(known);
+      for (const auto& [known, function] : functions) names.push_back(known);
+      const bool lone_name = !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char ch) {
+        return std::isalnum(ch) || ch == '_';
+      });
+      if (const std::string hint = did_you_mean(name, names); lone_name && !hint.empty()) {
+        text.fail(cat("'", name, "' is neither one of `equations` nor an expression", hint));
+      }
+      throw;
+    }
   };
   // field - value, for Dirichlet and initial conditions.
   auto field_minus_value = [&](const Symbols& symbols, const std::string& lhs) {
@@ -330,7 +356,12 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   }
   // Initial and points conditions: an equation, or a field's value (0 when omitted).
   auto equation_or_field_value = [&]() -> std::optional<Expression> {
-    if (node.has("equation")) return equation(interior);
+    if (node.has("equation")) {
+      for (const char* key : {"field", "value"}) {
+        if (node.has(key)) node.at(key).fail("give `equation`, or `field` and `value`, not both");
+      }
+      return equation(interior);
+    }
     c.field = field_index(problem, node.at("field"));
     const std::string field = problem.fields[static_cast<size_t>(c.field)];
     node.string("value", "0");
@@ -364,6 +395,7 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   }
   // Boundary conditions.
   c.kind = ConditionKind::boundary;
+  if (node.has("on") && node.has("faces")) node.at("faces").fail("give `on` or `faces`, not both");
   if (auto on = node.find("on")) c.selector = expression_at(*on, boundary, ExpressionKind::predicate);
   if (auto faces = node.find("faces")) {
     for (const ConfigNode& face : faces->elements()) {
