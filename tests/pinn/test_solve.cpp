@@ -280,6 +280,29 @@ output: {grid: [17, 3], vtk: false, checkpoint_every: 0}
   EXPECT_GT(solve_error(problem(text)), 0.5);
 }
 
+// An MLP's fitted output layer is ridge-regularised: its exact fit weighed nearly collinear hidden
+// features by about 6e4, and 300 Adam steps of the heat equation ended at 9.7 relative L2 (the
+// error grew from the first step) where they reach 5e-3 now.
+TEST_F(SolveTest, FitInitialConditionOfAnMlpTrainsWithoutBlowingUp) {
+  const std::string text = R"(seed: 1
+geometry:
+  space: {type: interval, min: 0, max: 1}
+  time: {min: 0, max: 0.5}
+fields: [u]
+parameters: {k: 0.1}
+conditions:
+  pde: {type: interior, equation: u_t - k*u_xx, points: 500}
+  ic: {type: initial, field: u, value: sin(pi*x), points: 100}
+  bc: {type: dirichlet, on: x == 0 || x == 1, field: u, points: 100}
+model: {width: 20, depth: 3, fit_initial_condition: true}
+training: {adam: {steps: 300, learning_rate: 5.0e-3}, log_every: 0}
+validation:
+  reference: {expressions: {u: exp(-pi^2*k*t)*sin(pi*x)}}
+output: {grid: [17, 5], vtk: false, checkpoint_every: 0}
+)";
+  EXPECT_LT(solve_error(problem(text)), 0.05);
+}
+
 const std::string kHeat = R"(dtype: float64
 geometry:
   space: {type: interval, min: 0, max: 1}
