@@ -43,6 +43,9 @@ int64_t TrainingLoop::start() {
     hooks_.restore(saved);
   }
   saved_ = run_.resume;
+  if (!run_.resume && comm_.rank() == 0 && std::filesystem::exists(checkpoint_)) {
+    progress_.note(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)"));
+  }
   if (comm_.rank() == 0) {
     std::filesystem::create_directories(run_.dir);
     io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);

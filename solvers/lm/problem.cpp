@@ -44,6 +44,9 @@ CorpusSpec read_corpus(const ConfigNode& data) {
 TokenizerSpec read_tokenizer(const ConfigNode& section) {
   TokenizerSpec tokenizer;
   tokenizer.file = section.input_path("file", "");
+  if (!tokenizer.file.empty() && !std::filesystem::is_regular_file(tokenizer.file)) {
+    section.at("file").fail(cat("no such file: ", tokenizer.file));
+  }
   tokenizer.vocab_size = static_cast<int32_t>(section.integer("vocab_size", 4096));
   tokenizer.min_frequency = section.integer("min_frequency", 2);
   // 256 byte tokens and the end-of-text token come first.
@@ -82,6 +85,11 @@ ModelSpec read_model(const ConfigNode& model) {
     }
     m.rope_theta = model.number("rope_theta", 10000.0);
     if (!(m.rope_theta > 0)) model.at("rope_theta").fail("must be positive");
+  } else {
+    // Read only to say so: as an unknown key it would be offered `heads` as the nearest one.
+    for (const char* llama_only : {"kv_heads", "rope_theta"}) {
+      if (model.has(llama_only)) model.at(llama_only).fail("is a key of type: llama models (this one is gpt2)");
+    }
   }
   return m;
 }

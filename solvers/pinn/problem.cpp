@@ -35,7 +35,21 @@ std::array<double, N> fixed(const ConfigNode& node) {
   return out;
 }
 
+GeometryPtr build_geometry(const ConfigNode& node);
+
+// The shape builders' errors start with the key ("geometry.space.min: ..."); the file position is
+// put before them. The config's own errors, and a nested shape's, have theirs already.
 GeometryPtr read_geometry(const ConfigNode& node) {
+  try {
+    return build_geometry(node);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    if (message.rfind(node.path(), 0) != 0) throw;
+    throw Error(cat(node.position(), ": ", message));
+  }
+}
+
+GeometryPtr build_geometry(const ConfigNode& node) {
   const std::string path = node.path();
   const std::string type = node.choice(
       "type", {"interval", "rectangle", "box", "hypercube", "disk", "sphere", "polygon", "union", "intersection",
@@ -853,8 +867,10 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.output.dir = output.string("dir", "runs/" + stem);
   std::vector<double> grid(p.coordinates.size(), p.coordinates.size() > 2 ? 32 : 128);
   if (auto sizes = output.find("grid")) {
-    grid = sizes->as_numbers();
-    if (grid.size() != p.coordinates.size()) sizes->fail(cat("needs one size per coordinate (", p.coordinates.size(), ")"));
+    grid = sizes->is_scalar() ? std::vector<double>(p.coordinates.size(), sizes->as_number()) : sizes->as_numbers();
+    if (grid.size() != p.coordinates.size()) {
+      sizes->fail(cat("needs one size per coordinate (", p.coordinates.size(), "), or one for all"));
+    }
     for (double n : grid) {
       if (!(n >= 1 && n == std::floor(n))) sizes->fail(cat("sizes must be whole numbers of at least 1, got ", n));
     }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "eddy/compiler/predictor.h"
@@ -147,6 +148,13 @@ TEST_F(ExportTest, PredictorChecksItsInputs) {
   expect_error([&] { predictor.predict({}); }, {"expected 1 inputs, got 0"});
   expect_error([&] { save_predictor(dir(), mlp_graph(), {{{"points", {"x"}}}, {"u", "total"}, ""}); },
                {"input 'points' names 1 columns (x) but has shape [8, 2]"});
+  // A run folder given in place of its export says to export it (it said only that meta.json could
+  // not be opened).
+  const std::filesystem::path run = std::filesystem::path(dir()) / "run";
+  std::filesystem::create_directories(run);
+  std::ofstream(run / "config.yaml") << "fields: [u]\n";
+  expect_error([&] { Predictor::load(run.string()); },
+               {"has no meta.json", "is a run folder, so `eddy export " + run.string() + "` first"});
 }
 
 TEST_F(ExportTest, UnknownPrimitiveNamesTheFileAndNode) {

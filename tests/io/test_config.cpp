@@ -143,6 +143,22 @@ TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
             std::string::npos);
   EXPECT_NE(error_of([&] { Config::parse(kProblem, "p", {"points.x=1"}); }).find("'points' is not a map"),
             std::string::npos);
+  // An unknown key inside an override's value, or on the path an override wrote, names the
+  // override (they were placed in the file: at "problem.yaml" alone, or at the override text's
+  // own line and column).
+  auto inside = Config::parse(kProblem, "problem.yaml", {"model={width: 8, widht: 9}"});
+  read_problem(*inside);
+  EXPECT_EQ(error_of([&] { inside->check_no_unknown_keys(); }).substr(0, 80),
+            "command-line override 'model={width: 8, widht: 9}': unknown key 'widht' in model");
+  auto path_typo = Config::parse(kProblem, "problem.yaml", {"trian.adam.steps=3"});
+  read_problem(*path_typo);
+  EXPECT_EQ(error_of([&] { path_typo->check_no_unknown_keys(); }).substr(0, 78),
+            "command-line override 'trian.adam.steps=3': unknown key 'trian' in (top level)");
+  // An error at a line of the file, about a map that overrides changed below it, names them too.
+  auto below = Config::parse(kProblem, "problem.yaml", {"model.width=4", "model.activation=sin"});
+  EXPECT_EQ(error_of([&] { below->root().at("model").fail("too small"); }),
+            "problem.yaml:6:3 (with command-line overrides 'model.activation=sin', 'model.width=4'): model: too "
+            "small");
   // A value that is not YAML, such as a glob (* starts an alias), is taken as its text.
   auto glob = Config::parse(kProblem, "p", {"data.files=*", "data.exclude=*.dat"});
   EXPECT_EQ(glob->root().at("data").string("files"), "*");

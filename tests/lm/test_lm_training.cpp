@@ -188,6 +188,12 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   expect_error([&] { problem_of(config(), {"model.heads=3"}); },
                {"model.heads", "3 heads do not divide hidden_size 32"});
   expect_error([&] { problem_of(config("type: llama, kv_heads: 3")); }, {"model.kv_heads", "must divide heads (4)"});
+  // It was an unknown key to a gpt2 model, with `heads` suggested.
+  expect_error([&] { problem_of(config("kv_heads: 2")); },
+               {"model.kv_heads: is a key of type: llama models (this one is gpt2)"});
+  // Found missing by `eddy lm check`, not only when training opened it.
+  expect_error([&] { problem_of(config(), {"tokenizer.file=" + (dir_ / "absent.json").string()}); },
+               {"tokenizer.file: no such file: " + (dir_ / "absent.json").string()});
   expect_error([&] { problem_of(config(), {"training.steps=4"}); },
                {"training.schedule.warmup", "less than training.steps (4)"});
   expect_error([&] { problem_of(config(), {"tokenizer.vocab_size=100"}); }, {"tokenizer.vocab_size"});

@@ -181,7 +181,9 @@ TEST_F(DataParallelSolve, AParallelSectionSplitsThePointsAsAJobWithoutOne) {
     run(problem("wrong_mesh", {"parallel.mesh=[" + more + "]", "parallel.names=[dp]"}), nullptr);
     FAIL() << "a mesh of " << more << " ranks ran on " << world().size();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(cat("heat.yaml: parallel: mesh [", more, "] has ", more,
+    // The section is the overrides' alone, so they are named instead of the file.
+    EXPECT_NE(std::string(e.what()).find(cat("command-line overrides 'parallel.mesh=[", more,
+                                             "]', 'parallel.names=[dp]': parallel: mesh [", more, "] has ", more,
                                              " ranks, but this job has ", world().size(), "; start it with mpirun -np ",
                                              more)),
               std::string::npos)

@@ -61,6 +61,8 @@ TEST(Problem, ReadsEverySection) {
   EXPECT_EQ(p.training.schedule.type, optim::ScheduleType::cosine);
   EXPECT_EQ(p.output.grid, (std::vector<int64_t>{8, 8, 4}));
   EXPECT_NE(p.resolved_config.find("weight: 1"), std::string::npos);  // defaults are recorded
+  // One grid size serves every coordinate (it did in 1-D only).
+  EXPECT_EQ(read(kValid, {"output.grid=6"}).output.grid, (std::vector<int64_t>{6, 6, 6}));
 }
 
 TEST(Problem, OverridesApplyBeforeValidation) {
@@ -103,7 +105,9 @@ std::vector<BadConfig> bad_configs() {
       {"unknown_nested_key", "width: 16", "widht: 16", "unknown key 'widht' in model (did you mean 'width'?)"},
       {"bad_dtype", "dtype: float64", "dtype: float16", "problem.yaml:2:8: dtype: 'float16' is not one of: float32, float64"},
       {"geometry_type", "type: rectangle", "type: rectangel", "'rectangel' is not one of"},
-      {"rectangle_bounds", "max: [1, 1]", "max: [1, 0]", "geometry.space"},
+      // The shape's own check, placed in the file (it named the key alone).
+      {"rectangle_bounds", "max: [1, 1]", "max: [1, 0]",
+       "problem.yaml:4:10: geometry.space.min: rectangle min [0, 0] is not below max [1, 0] on axis 1"},
       {"rectangle_arity", "min: [0, 0]", "min: [0, 0, 0]", "geometry.space.min: expected 2 numbers, got 3"},
       {"time_order", "time: {min: 0, max: 1}", "time: {min: 1, max: 0}", "geometry.time.max: must be above min = 1, got 0"},
       {"no_fields", "fields: [u]", "fields: []", "fields: needs at least one field"},

@@ -125,6 +125,11 @@ Predictor Predictor::load(const std::string& dir) {
   EDDY_CHECK(std::filesystem::is_directory(dir), "predictor: ", dir,
              " is not a folder; give the folder `eddy export` wrote (RUN_DIR/export by default)");
   const std::string file = meta_path(dir);
+  EDDY_CHECK(std::filesystem::exists(file), "predictor: ", dir, " has no meta.json; give the folder `eddy export` ",
+             "wrote (RUN_DIR/export by default)",
+             std::filesystem::exists(std::filesystem::path(dir) / "config.yaml")
+                 ? cat(": ", dir, " is a run folder, so `eddy export ", dir, "` first")
+                 : std::string());
   json meta;
   // json::exception, not only parse_error: a number beyond double's range (1e400) is out_of_range.
   try {

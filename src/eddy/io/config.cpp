@@ -59,22 +59,45 @@ void check_no_duplicate_keys(const YAML::Node& node, const std::string& source, 
 
 // ---- ConfigNode ----
 
-const std::string* ConfigNode::override_text() const {
-  for (const auto& [overridden_path, text] : config_->overridden_) {
-    if (path_ == overridden_path || path_.rfind(overridden_path + ".", 0) == 0 ||
-        path_.rfind(overridden_path + "[", 0) == 0) {
-      return &text;
-    }
+namespace {
+
+// Whether `path` is `ancestor` or lies within it (a key or an element below it).
+bool within(const std::string& path, const std::string& ancestor) {
+  return path == ancestor || path.rfind(ancestor + ".", 0) == 0 || path.rfind(ancestor + "[", 0) == 0;
+}
+
+}  // namespace
+
+const std::string* Config::override_covering(const std::string& path) const {
+  for (const auto& [overridden_path, text] : overridden_) {
+    if (within(path, overridden_path)) return &text;
   }
   return nullptr;
 }
 
-std::string ConfigNode::where() const {
-  if (const std::string* text = override_text()) {
-    return cat("command-line override '", *text, "': ", display(path_), ": ");
+std::vector<std::string> Config::overrides_below(const std::string& path) const {
+  std::vector<std::string> below;
+  for (const auto& [overridden_path, text] : overridden_) {
+    if (overridden_path != path && within(overridden_path, path)) below.push_back(text);
   }
-  return cat(location(config_->source_, node_.Mark()), ": ", display(path_), ": ");
+  return below;
 }
+
+const std::string* ConfigNode::override_text() const { return config_->override_covering(path_); }
+
+std::string ConfigNode::position() const {
+  if (const std::string* text = override_text()) return cat("command-line override '", *text, "'");
+  const std::vector<std::string> below = config_->overrides_below(path_);
+  if (below.empty()) return location(config_->source_, node_.Mark());
+  std::string listed;
+  for (const std::string& text : below) listed += (listed.empty() ? "'" : ", '") + text + "'";
+  const std::string overrides = cat("command-line override", below.size() > 1 ? "s " : " ", listed);
+  // A map the overrides made has no place in the file; one they changed has, and both count.
+  if (node_.Mark().is_null()) return overrides;
+  return cat(location(config_->source_, node_.Mark()), " (with ", overrides, ")");
+}
+
+std::string ConfigNode::where() const { return cat(position(), ": ", display(path_), ": "); }
 
 void ConfigNode::fail(const std::string& message) const { throw Error(where() + message); }
 
@@ -323,9 +346,12 @@ void Config::check_map(const YAML::Node& node, const std::string& path) const {
       if (known != known_keys_.end()) valid.assign(known->second.begin(), known->second.end());
       std::string listing;
       for (const std::string& name : valid) listing += (listing.empty() ? "" : ", ") + name;
-      const bool overridden = overridden_.count(child(key)) > 0;
-      throw Error(cat(overridden ? "command-line override '" + overridden_.at(child(key)) + "'"
-                                 : location(source_, entry.first.Mark()),
+      // An override names the key when it set the key's value, or wrote the key on its path.
+      const std::string* text = override_covering(child(key));
+      for (auto it = overridden_.begin(); !text && it != overridden_.end(); ++it) {
+        if (within(it->first, child(key))) text = &it->second;
+      }
+      throw Error(cat(text ? "command-line override '" + *text + "'" : location(source_, entry.first.Mark()),
                       ": unknown key '", key, "' in ", display(path), did_you_mean(key, valid),
                       listing.empty() ? "" : "; valid keys: " + listing));
     }

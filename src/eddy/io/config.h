@@ -39,6 +39,8 @@ class ConfigNode {
   const std::string& path() const { return path_; }
   // "file:line:col: path: " (or "override 'a=b': path: "), the prefix of every error about it.
   std::string where() const;
+  // where() without the path: for messages that name their own key below this node.
+  std::string position() const;
   [[noreturn]] void fail(const std::string& message) const;
   // Fails when `bytes` exceed the memory this process can use (core/memory.h), before a size read
   // here is allocated: "<what> need at least 8.00 TiB; this machine has 23.5 GiB".
@@ -141,6 +143,10 @@ class Config {
   Config(std::string source, YAML::Node tree) : source_(std::move(source)), tree_(std::move(tree)) {}
   void apply_override(const std::string& assignment);
   void check_map(const YAML::Node& node, const std::string& path) const;
+  // The override that set `path` or a value it lies in ("a.b={c: 1}" for a.b.c), or null.
+  const std::string* override_covering(const std::string& path) const;
+  // The overrides that set keys below `path` ("a.b.c=1" below a), quoted and separated by commas.
+  std::vector<std::string> overrides_below(const std::string& path) const;
 
   std::string source_;
   std::string folder_;  // what the file's relative input paths start from; empty: the working directory
