@@ -146,3 +146,13 @@ def test_a_run_of_no_steps_reports_no_training_loss(run, tmp_path):
     result = eddy.lm.train(run["output_dir"] + "/config.yaml", {"training.steps": 0, "output.dir": str(tmp_path)})
     assert result["finished"] and math.isnan(result["train_loss"])
     assert "0 steps; no training step taken, validation loss" in result["message"]
+
+
+def test_training_into_a_run_folder_says_it_starts_anew(run, tmp_path):
+    command = [os.environ["EDDY_CLI"], "lm", "train", run["output_dir"] + "/config.yaml", "training.steps=0",
+               f"output.dir={tmp_path}"]
+    first = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert "holds a run" not in first.stdout + first.stderr
+    again = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert f"{tmp_path} holds a run; this one starts anew and writes over it (--resume continues it)" in \
+        again.stdout + again.stderr
