@@ -19,7 +19,7 @@ ProgressLine::ProgressLine(std::ostream* log, bool terminal, int64_t log_every)
 
 bool ProgressLine::due(int64_t step, bool force) {
   if (!log_) return false;
-  if (force || (log_every_ > 0 && step % log_every_ == 0)) return true;
+  if (force || (log_every_ > 0 && (step - origin_) % log_every_ == 0)) return true;
   return terminal_ && std::chrono::duration<double>(Clock::now() - start_).count() - last_draw_ > 0.2;
 }
 

@@ -36,6 +36,9 @@ class ProgressLine {
   // Rates and ETAs count from here and from `first_step` (one phase: Adam, L-BFGS, an epoch loop;
   // a resumed one starts at its checkpoint's step).
   void begin_phase(int64_t first_step = 0);
+  // The log_every cadence counts steps from `origin` (a training stage's first step), so that the
+  // lines fall where the solver's records do.
+  void count_from(int64_t origin) { origin_ = origin; }
   // %.3e, the format of every loss and error on the line.
   static std::string format(double value);
 
@@ -48,6 +51,7 @@ class ProgressLine {
   int64_t log_every_;
   std::chrono::steady_clock::time_point start_;
   int64_t first_step_ = 0;
+  int64_t origin_ = 0;
   double last_draw_ = -1;
   bool redrawing_ = false;  // the cursor is at the end of a bar that will be redrawn in place
 };

@@ -176,6 +176,7 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
   optim::Lbfgs lbfgs(trainable, options);
   int64_t evaluations = 0;
   progress.begin_phase();
+  progress.count_from(0);
   solvers::ThreadTuner tuner;  // each evaluation timed as a step: they cost alike
   optim::LbfgsReport report = lbfgs.step([&] {
     tuner.begin_step();
@@ -228,6 +229,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   auto begin_stage = [&](int64_t stage) {
     state.enter_stage(stage);
+    progress.count_from(first_step());
     training_step = std::make_unique<TrainingStep>(state, !options.eager,
                                                    [&](const std::string& line) { progress.note(line); });
     optimizer = first_order_optimizer(p.training, trainable, comm, training_step->function());

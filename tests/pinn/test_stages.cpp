@@ -248,6 +248,24 @@ TEST_F(StagesTest, ContinuationStepsTheParameterThroughItsValues) {
   EXPECT_DOUBLE_EQ(evaluate_run(run.string()).relative_l2.at("u"), result.metrics->relative_l2.at("u"));
 }
 
+// The console's lines count a stage's steps from its first, as the records do: with L-BFGS after
+// Adam a stage's first step is not a multiple of log_every, and the lines fell elsewhere.
+TEST_F(StagesTest, LogLinesFallOnTheRecordedSteps) {
+  std::ostringstream log;
+  SolveOptions options;
+  options.log = &log;
+  const SolveResult result = solve(problem({"training.continuation={parameter: kappa, values: [0.2, 0.1]}",
+                                            "training.lbfgs.iterations=3", "training.log_every=5"}),
+                                   options);
+  ASSERT_TRUE(result.finished) << result.message;
+  for (const char* line : {"(kappa = 0.1) 18/23", "(kappa = 0.1) 23/23"}) {
+    EXPECT_NE(log.str().find(line), std::string::npos) << line << "\n" << log.str();
+  }
+  EXPECT_EQ(log.str().find("(kappa = 0.1) 15/23"), std::string::npos) << log.str();
+  const std::vector<double> steps = read("history/step");
+  for (double step : {18.0, 23.0}) EXPECT_NE(std::find(steps.begin(), steps.end(), step), steps.end()) << step;
+}
+
 TEST_F(StagesTest, ContinuationResumesInTheRightStage) {
   expect_resume_matches({"training.continuation={parameter: kappa, values: [0.4, 0.2, 0.1]}"}, " 17/20");
 }
