@@ -347,10 +347,9 @@ void Config::check_map(const YAML::Node& node, const std::string& path) const {
       std::string listing;
       for (const std::string& name : valid) listing += (listing.empty() ? "" : ", ") + name;
       // An override names the key when it set the key's value, or wrote the key on its path.
-      const std::string* text = override_covering(child(key));
-      for (auto it = overridden_.begin(); !text && it != overridden_.end(); ++it) {
-        if (within(it->first, child(key))) text = &it->second;
-      }
+      const std::string* covering = override_covering(child(key));
+      const std::vector<std::string> below = overrides_below(child(key));
+      const std::string* text = covering ? covering : below.empty() ? nullptr : &below.front();
       throw Error(cat(text ? "command-line override '" + *text + "'" : location(source_, entry.first.Mark()),
                       ": unknown key '", key, "' in ", display(path), did_you_mean(key, valid),
                       listing.empty() ? "" : "; valid keys: " + listing));
