@@ -440,6 +440,47 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   return c;
 }
 
+// A grid reference's axes (one 1-D dataset per coordinate) in `layout` order, and its values
+// checked against them.
+void read_reference_grid(const Problem& problem, const ConfigNode& node, const ConfigNode& fields,
+                         Reference& reference) {
+  ConfigNode coordinates = node.at("coordinates");
+  for (const std::string& c : coordinates.keys()) {
+    if (std::find(problem.coordinates.begin(), problem.coordinates.end(), c) == problem.coordinates.end()) {
+      coordinates.at(c).fail(cat("'", c, "' is not a coordinate (", comma_separated(problem.coordinates), ")"));
+    }
+  }
+  for (const ConfigNode& axis : node.at("layout").elements()) reference.layout.push_back(axis.as_string());
+  std::set<std::string> expected(problem.coordinates.begin(), problem.coordinates.end());
+  std::set<std::string> given(reference.layout.begin(), reference.layout.end());
+  if (given != expected || reference.layout.size() != expected.size()) {
+    node.at("layout").fail("must list each coordinate once");
+  }
+  std::vector<int64_t> grid;  // the axes' lengths in layout order
+  for (const std::string& c : reference.layout) {
+    if (!coordinates.has(c)) coordinates.fail(cat("needs the dataset of coordinate '", c, "', which `layout` lists"));
+    reference.axes.push_back(
+        flatten(read_file_array(problem, reference.file, coordinates.at(c).as_string(), coordinates.at(c))));
+    grid.push_back(reference.axes.back().numel());
+  }
+  // Values stored flat can only be counted; stored as an array, each axis must have its coordinate's
+  // length, or the grid would be read transposed (a layout of [x, t] for values stored [t, x]).
+  auto described = [&] {
+    std::vector<std::string> lengths;
+    for (size_t i = 0; i < grid.size(); ++i) lengths.push_back(cat(reference.layout[i], ": ", grid[i]));
+    return comma_separated(lengths);
+  };
+  const int64_t grid_points = std::accumulate(grid.begin(), grid.end(), int64_t{1}, std::multiplies<>());
+  for (auto& [field, values] : reference.values) {
+    const bool flat = values.dim() == 1 && grid.size() > 1;
+    if (flat ? values.numel() != grid_points : values.shape() != grid) {
+      fields.at(field).fail(cat(reference.file, ": values of shape ", values.shape(), " for a grid of shape ",
+                                grid, " (`layout` in the values' axis order, ", described(), ")"));
+    }
+    values = flatten(values);
+  }
+}
+
 Reference read_reference(const Problem& problem, const ConfigNode& node) {
   Reference reference;
   const Symbols symbols = problem.symbols(false);
@@ -470,49 +511,16 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
       node.at("points").fail(cat(reference.file, ": points have shape ", reference.points.shape(), ", expected [N, ",
                                  coordinates, "] (columns in coordinate order)"));
     }
-    for (const auto& [field, values] : reference.values) {
+    for (auto& [field, values] : reference.values) {
       if (values.numel() != reference.points.shape()[0]) {
         fields.at(field).fail(cat(reference.file, ": ", values.numel(), " values for ", reference.points.shape()[0],
                                   " points"));
       }
+      values = flatten(values);
     }
     return reference;
   }
-  ConfigNode coordinates = node.at("coordinates");
-  for (const std::string& c : coordinates.keys()) {
-    if (std::find(problem.coordinates.begin(), problem.coordinates.end(), c) == problem.coordinates.end()) {
-      coordinates.at(c).fail(cat("'", c, "' is not a coordinate (", comma_separated(problem.coordinates), ")"));
-    }
-  }
-  for (const ConfigNode& axis : node.at("layout").elements()) reference.layout.push_back(axis.as_string());
-  std::set<std::string> expected(problem.coordinates.begin(), problem.coordinates.end());
-  std::set<std::string> given(reference.layout.begin(), reference.layout.end());
-  if (given != expected || reference.layout.size() != expected.size()) {
-    node.at("layout").fail("must list each coordinate once");
-  }
-  std::vector<int64_t> grid;  // the axes' lengths in layout order
-  for (const std::string& c : reference.layout) {
-    if (!coordinates.has(c)) coordinates.fail(cat("needs the dataset of coordinate '", c, "', which `layout` lists"));
-    reference.axes.push_back(
-        flatten(read_file_array(problem, reference.file, coordinates.at(c).as_string(), coordinates.at(c))));
-    grid.push_back(reference.axes.back().numel());
-  }
-  // Values stored flat can only be counted; stored as an array, each axis must have its coordinate's
-  // length, or the grid would be read transposed (a layout of [x, t] for values stored [t, x]).
-  auto described = [&] {
-    std::vector<std::string> lengths;
-    for (size_t i = 0; i < grid.size(); ++i) lengths.push_back(cat(reference.layout[i], ": ", grid[i]));
-    return comma_separated(lengths);
-  };
-  const int64_t grid_points = std::accumulate(grid.begin(), grid.end(), int64_t{1}, std::multiplies<>());
-  for (auto& [field, values] : reference.values) {
-    const bool flat = values.dim() == 1 && grid.size() > 1;
-    if (flat ? values.numel() != grid_points : values.shape() != Shape(grid)) {
-      fields.at(field).fail(cat(reference.file, ": values of shape ", values.shape(), " for a grid of shape ",
-                                Shape(grid), " (`layout` in the values' axis order, ", described(), ")"));
-    }
-    values = flatten(values);
-  }
+  read_reference_grid(problem, node, fields, reference);
   return reference;
 }
 
