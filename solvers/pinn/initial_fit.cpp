@@ -3,7 +3,8 @@
 // 2024). A PirateNet starts, with every skip weight at 0, as an affine function of its Fourier
 // embedding, so fitting its output layer by least squares to the initial condition, repeated at
 // times across the domain, starts training from the best such function, u(x, t) ~ u0(x), rather
-// than from noise. For the other architectures the same fit is made on the last hidden layer.
+// than from noise. For the other architectures a ridge-regularised fit is made on the last hidden
+// layer (kRidge below).
 
 #include <cmath>
 
