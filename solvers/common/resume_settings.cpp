@@ -74,18 +74,24 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
   };
   Settings all = checkpoint_run;
   all.insert(this_run.begin(), this_run.end());
+  // Every difference is named: one key's default can follow another's (lbfgs.evaluations from
+  // lbfgs.iterations), and naming the first alone named a key the user had not touched.
+  std::string differences;
   for (const auto& entry : all) {
     const std::string& key = entry.first;
     // A checkpoint written while a key was still fixed records it; it may change now.
     if (is_resumable(key, resumable)) continue;
     const std::optional<std::string> before = value_in(checkpoint_run, key), now = value_in(this_run, key);
     if (before == now) continue;
-    std::string may_change;
-    for (const std::string& path : resumable) may_change += (may_change.empty() ? "" : ", ") + path;
-    throw Error(cat("--resume: ", key, " is ", shown(before), " in the run that wrote ", checkpoint, " but ",
-                    shown(now), " now; only training settings may change (", may_change,
-                    "). Start a new run (another output.dir) to change it"));
+    differences += differences.empty()
+                       ? cat(key, " is ", shown(before), " in the run that wrote ", checkpoint, " but ", shown(now), " now")
+                       : cat("; ", key, " is ", shown(before), " there but ", shown(now), " now");
   }
+  if (differences.empty()) return;
+  std::string may_change;
+  for (const std::string& path : resumable) may_change += (may_change.empty() ? "" : ", ") + path;
+  throw Error(cat("--resume: ", differences, "; only training settings may change (", may_change,
+                  "). Start a new run (another output.dir) to change them"));
 }
 
 }  // namespace eddy::solvers

@@ -7,7 +7,8 @@
 
 namespace eddy::solvers {
 
-optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every) {
+optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every, double peak,
+                                  const std::optional<ScheduleSteps>& steps) {
   optim::ScheduleSpec spec;
   spec.type = section.choice("type",
                              {{"constant", optim::ScheduleType::constant},
@@ -25,6 +26,13 @@ optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default
     spec.floor = section.number("floor", 0.0);
     if (spec.warmup < 0) section.at("warmup").fail("must be non-negative");
     if (spec.floor < 0) section.at("floor").fail("must be non-negative");
+    if (spec.floor > peak) {
+      section.at("floor").fail(cat("must not exceed the learning rate (", peak, "); got ", spec.floor));
+    }
+    // The schedule needs warmup < max(steps, 1), also for a run of 0 steps.
+    if (steps && spec.warmup >= std::max<int64_t>(steps->steps, 1)) {
+      section.at("warmup").fail(cat("must be less than ", steps->key, " (", steps->steps, "); got ", spec.warmup));
+    }
   }
   return spec;
 }

@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,9 +15,18 @@
 
 namespace eddy::solvers {
 
+// The length of a run's schedule where its config fixes it, and the key that does, for errors.
+struct ScheduleSteps {
+  int64_t steps = 0;
+  std::string key;
+};
+
 // A `schedule:` section: type (constant | exponential | step | cosine) and the keys that type
-// uses (gamma and every; warmup and floor), `every` counted in the caller's steps.
-optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every);
+// uses (gamma and every; warmup and floor), `every` counted in the caller's steps. A cosine's
+// floor may not exceed the peak learning rate, nor its warmup take the whole run where `steps`
+// gives the run's length (an operator's is known only with its data).
+optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every, double peak,
+                                  const std::optional<ScheduleSteps>& steps = std::nullopt);
 
 // `zero_stage` of a training section: 0 (every rank keeps the whole optimiser state) or 1 (ZeRO
 // stage 1: each data-parallel rank keeps the state of its share of the parameters).

@@ -117,12 +117,8 @@ TrainingSpec read_training(const ConfigNode& training) {
   }
   t.clip = training.number("clip", 1.0);
   if (!(t.clip >= 0)) training.at("clip").fail("must be non-negative (0: no clipping)");
-  const ConfigNode schedule = training.section("schedule");
-  t.schedule = solvers::read_schedule(schedule, 100);
-  // make_schedule needs warmup < max(steps, 1), also for a run of 0 steps.
-  if (t.schedule.type == optim::ScheduleType::cosine && t.schedule.warmup >= std::max<int64_t>(t.steps, 1)) {
-    schedule.at("warmup").fail(cat("must be less than training.steps (", t.steps, "); got ", t.schedule.warmup));
-  }
+  t.schedule = solvers::read_schedule(training.section("schedule"), 100, t.learning_rate,
+                                      solvers::ScheduleSteps{t.steps, "training.steps"});
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   const int64_t seed = training.integer("seed", 0);
   if (seed < 0) training.at("seed").fail("must be non-negative");

@@ -835,7 +835,9 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.training.learning_rate = phase.number("learning_rate", 1e-3);
   if (p.training.first_order_steps < 0) phase.at("steps").fail("must be non-negative");
   if (!(p.training.learning_rate > 0)) phase.at("learning_rate").fail("must be positive");
-  p.training.schedule = solvers::read_schedule(phase.section("schedule"), 1000);
+  p.training.schedule =
+      solvers::read_schedule(phase.section("schedule"), 1000, p.training.learning_rate,
+                             solvers::ScheduleSteps{p.training.first_order_steps, phase.path() + ".steps"});
   if (soap) p.training.soap = read_soap(phase);
   p.training.zero_stage = solvers::read_zero_stage(training);
   if (soap && p.training.zero_stage == 1) {

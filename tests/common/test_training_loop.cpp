@@ -238,13 +238,18 @@ TEST_F(ResumeSettingsTest, AnyOtherChangeIsRefusedNamingTheKeyAndLeavesTheConfig
   train_first(kFirstConfig);
   const std::string refused = cat("--resume: model.width is 64 in the run that wrote ", checkpoint,
                                   " but 128 now; only training settings may change (training.steps, "
-                                  "training.schedule). Start a new run (another output.dir) to change it");
+                                  "training.schedule). Start a new run (another output.dir) to change them");
   EXPECT_EQ(error_of([&] { resume_with("model: {width: 128}\ntraining: {steps: 8, seed: 1}\n"); }), refused);
   EXPECT_NE(error_of([&] { resume_with("model: {width: 64}\ntraining: {steps: 4, seed: 2}\n"); })
                 .find("training.seed is 1 in the run that wrote " + checkpoint + " but 2 now"),
             std::string::npos);
   EXPECT_NE(error_of([&] { resume_with("model: {width: 64, depth: 3}\ntraining: {steps: 4, seed: 1}\n"); })
                 .find("model.depth is not set in the run that wrote " + checkpoint + " but 3 now"),
+            std::string::npos);
+  // Every difference is named (a key whose default follows another's came first and alone).
+  EXPECT_NE(error_of([&] { resume_with("model: {width: 32, depth: 3}\ntraining: {steps: 4, seed: 1}\n"); })
+                .find("model.depth is not set in the run that wrote " + checkpoint +
+                      " but 3 now; model.width is 64 there but 32 now; only training settings may change"),
             std::string::npos);
   EXPECT_EQ(config_yaml(), kFirstConfig);
 }

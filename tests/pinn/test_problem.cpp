@@ -105,6 +105,11 @@ std::vector<BadConfig> bad_configs() {
       {"unknown_nested_key", "width: 16", "widht: 16", "unknown key 'widht' in model (did you mean 'width'?)"},
       {"bad_dtype", "dtype: float64", "dtype: float16", "problem.yaml:2:8: dtype: 'float16' is not one of: float32, float64"},
       {"geometry_type", "type: rectangle", "type: rectangel", "'rectangel' is not one of"},
+      // Checked by `eddy check` too: they were refused only when training built the schedule.
+      {"cosine_warmup_whole_run", "warmup: 2", "warmup: 10",
+       "training.adam.schedule.warmup: must be less than training.adam.steps (10); got 10"},
+      {"cosine_floor_above_peak", "warmup: 2}", "warmup: 2, floor: 0.5}",
+       "training.adam.schedule.floor: must not exceed the learning rate (0.001); got 0.5"},
       // The shape's own check, placed in the file (it named the key alone).
       {"rectangle_bounds", "max: [1, 1]", "max: [1, 0]",
        "problem.yaml:4:10: geometry.space.min: rectangle min [0, 0] is not below max [1, 0] on axis 1"},
