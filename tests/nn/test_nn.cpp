@@ -109,6 +109,13 @@ TEST(Layers, LayerNormEmbeddingDropout) {
   ASSERT_EQ(rows.shape(), (Shape{3, 2}));
   auto table = embedding.weight.to_vector<double>();
   expect_values(rows, {table[8], table[9], table[0], table[1], table[8], table[9]});
+  // -1 read the last row (index_select takes Python's negative indices), as -100 padding would.
+  try {
+    embedding(tensor<int32_t>({0, -1}, {2}));
+    ADD_FAILURE() << "id -1 was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "Embedding: ids must be in [0, 5), got -1");
+  }
 
   Dropout dropout(0.25, 7);
   Tensor ones_in = ones({1000}, DType::f64);

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "eddy/core/distribution.h"
+#include "eddy/core/tracing.h"
 #include "eddy/nn/init.h"
 #include "eddy/nn/normalize.h"
 #include "eddy/nn/quantized.h"
@@ -128,6 +130,14 @@ Embedding::Embedding(int64_t count, int64_t dim, Generator& generator, DType dty
 }
 
 Tensor Embedding::forward(const Tensor& indices) {
+  // index_select reads -1 as the last row, as Python indexes (and refuses ids past the end); an
+  // embedding refuses negative ids, as PyTorch's does, or a batch padded with -100
+  // (cross_entropy's ignore_index) reads row count - 100. Checked where the ids are known: not
+  // while a step is traced, nor on a distributed batch, of which no rank holds all.
+  if (!active_trace_recorder() && !is_distributed(indices) && indices.numel() > 0) {
+    const int64_t lowest = min(indices).item<int64_t>();
+    EDDY_CHECK(lowest >= 0, "Embedding: ids must be in [0, ", weight.shape()[0], "), got ", lowest);
+  }
   Shape shape = indices.shape();
   shape.push_back(weight.shape()[1]);
   return reshape(index_select(weight, 0, flatten(indices)), shape);
