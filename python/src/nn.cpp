@@ -4,6 +4,7 @@
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include "bindings.h"
 #include "eddy/io/safetensors.h"
@@ -290,13 +291,14 @@ void bind_nn(py::module_& m) {
   py::module_ optim = m.def_submodule("optim", "Optimisers over lists of tensors.");
   bind_optimisers(optim);
 
-  m.def("save_safetensors", [](const std::string& path, const py::dict& tensors, const std::map<std::string, std::string>& metadata) {
-        io::save_safetensors(path, state_of(tensors), metadata);
+  m.def("save_safetensors", [](const std::filesystem::path& path, const py::dict& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+        io::save_safetensors(path.string(), state_of(tensors), metadata);
       },
       py::arg("path"), py::arg("tensors"), py::arg("metadata") = std::map<std::string, std::string>{},
       "Writes {name: tensor} atomically in the safetensors format (readable by the safetensors package).");
-  m.def("load_safetensors", [](const std::string& path) {
-        io::SafetensorsContents contents = io::load_safetensors(path);
+  m.def("load_safetensors", [](const std::filesystem::path& path) {
+        io::SafetensorsContents contents = io::load_safetensors(path.string());
         return py::make_tuple(as_dict(contents.tensors), contents.metadata);
       },
       py::arg("path"), "({name: tensor}, metadata) of a safetensors file.");

@@ -3,6 +3,7 @@
 // with overrides; and HDF5 results read back as tensors.
 
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include <iostream>
 #include <memory>
@@ -140,20 +141,22 @@ void bind_lm(py::module_& lm) {
                              "the eddy.nn.GPT2 or eddy.nn.Llama itself (generate from token ids, forward)")
       .def(
           "quantize",
-          [](lm::TrainedModel& trained, int bits, const std::string& path, int64_t group) {
-            without_gil([&] { lm::save_quantized_model(trained, {bits, group}, path); });
+          [](lm::TrainedModel& trained, int bits, const std::filesystem::path& path, int64_t group) {
+            without_gil([&] { lm::save_quantized_model(trained, {bits, group}, path.string()); });
           },
           py::arg("bits"), py::arg("path"), py::arg("group") = 64,
           "Quantises the weights in place to int8 (bits=8) or int4 (bits=4, `group` columns per scale) and "
           "writes them to `path`, as `eddy lm quantize`.")
       .def(
           "load_quantized",
-          [](lm::TrainedModel& trained, const std::string& path) { lm::load_quantized_model(trained, path); },
+          [](lm::TrainedModel& trained, const std::filesystem::path& path) {
+            lm::load_quantized_model(trained, path.string());
+          },
           py::arg("path"), "Replaces the weights by a file that quantize or `eddy lm quantize` wrote.")
       .def(
           "validation_perplexity",
-          [](lm::TrainedModel& trained, const std::string& run_dir) {
-            return without_gil([&] { return lm::validation_perplexity(trained, run_dir); });
+          [](lm::TrainedModel& trained, const std::filesystem::path& run_dir) {
+            return without_gil([&] { return lm::validation_perplexity(trained, run_dir.string()); });
           },
           py::arg("run_dir"),
           "exp of the mean cross-entropy over run_dir's validation windows, with the weights the model has now "
@@ -181,22 +184,23 @@ void bind_lm(py::module_& lm) {
           "that end inside a character, as a token may, become U+FFFD); on_text(bytes) is called with each "
           "token's bytes as it is chosen. temperature 0 is greedy.");
   lm.def("draw_batch",
-         [](const std::string& token_file, int64_t batch, int64_t context, uint64_t seed, uint64_t stream) {
-           const lm::Batch drawn = lm::draw_batch(lm::TokenFile(token_file), batch, context, seed, stream);
+         [](const std::filesystem::path& token_file, int64_t batch, int64_t context, uint64_t seed, uint64_t stream) {
+           const lm::Batch drawn = lm::draw_batch(lm::TokenFile(token_file.string()), batch, context, seed, stream);
            return py::make_tuple(drawn.tokens, drawn.targets);
          },
          py::arg("token_file"), py::arg("batch"), py::arg("context"), py::arg("seed"), py::arg("stream"),
          "The windows `eddy lm train` trains on: (tokens, targets), int64 [batch, context], from a run's "
          "data/train.tokens; micro-batch m of step s is stream s * accumulation + m.");
   lm.def("export",
-         [](const std::string& run_dir, const std::string& output) {
-           const lm::TrainedModel trained = lm::load_trained_model(run_dir);
-           lm::save_hf_folder(*trained.model, *trained.tokenizer, output);
+         [](const std::filesystem::path& run_dir, const std::filesystem::path& output) {
+           const lm::TrainedModel trained = lm::load_trained_model(run_dir.string());
+           lm::save_hf_folder(*trained.model, *trained.tokenizer, output.string());
          },
          py::arg("run_dir"), py::arg("output"),
          "Writes a run as a Hugging Face folder (config.json, model.safetensors, tokenizer.json, ...), as "
          "`eddy lm export RUN_DIR --format hf --output OUTPUT`.");
-  lm.def("load", &lm::load_trained_model, py::arg("run_dir"),
+  lm.def("load", [](const std::filesystem::path& run_dir) { return lm::load_trained_model(run_dir.string()); },
+         py::arg("run_dir"),
          "Loads a run folder of `eddy lm train`: its config, tokenizer and checkpoint.");
 }
 
@@ -228,8 +232,11 @@ void bind_solvers(py::module_& m) {
       "when the step is traced, not at every step; eager=True runs it as written (`eddy solve --eager`). "
       "Returns a dict with finished, message, steps, loss, metrics (per field), learned parameters and "
       "output_dir.");
-  m.def("evaluate_run", [](const std::string& run_dir) { return metrics_dict(pinn::evaluate_run(run_dir)); },
-        py::arg("run_dir"));
+  m.def("evaluate_run",
+        [](const std::filesystem::path& run_dir) { return metrics_dict(pinn::evaluate_run(run_dir.string())); },
+        py::arg("run_dir"),
+        "The validation metrics of a finished `eddy solve` run folder, as `eddy eval`: {relative_l2: {field: "
+        "value}, max_error: {...}}.");
   m.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
                     bool eager) {
         auto config = load_config(problem_source, overrides);
@@ -260,8 +267,15 @@ void bind_solvers(py::module_& m) {
       "Writes a dataset from a classical solver, as `eddy generate`; returns the HDF5 path.");
   py::module_ lm = m.def_submodule("lm", "Language models: train from YAML, load a run, generate text");
   bind_lm(lm);
-  m.def("read_hdf5", &io::read_hdf5, py::arg("path"), py::arg("dataset"));
-  m.def("list_hdf5", &io::list_hdf5_datasets, py::arg("path"));
+  m.def("read_hdf5",
+        [](const std::filesystem::path& path, const std::string& dataset) {
+          return io::read_hdf5(path.string(), dataset);
+        },
+        py::arg("path"), py::arg("dataset"),
+        "A dataset of an HDF5 file (solution.h5, history.h5, a generated dataset) as a tensor, e.g. "
+        "read_hdf5(run + '/solution.h5', 'history/loss').");
+  m.def("list_hdf5", [](const std::filesystem::path& path) { return io::list_hdf5_datasets(path.string()); },
+        py::arg("path"), "The paths of every dataset in an HDF5 file.");
 }
 
 }  // namespace eddy::python

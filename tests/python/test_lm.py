@@ -3,6 +3,7 @@ generate text that is seeded, streamed and the same as `eddy lm generate` prints
 
 import math
 import os
+import pathlib
 import subprocess
 
 import pytest
@@ -156,3 +157,10 @@ def test_training_into_a_run_folder_says_it_starts_anew(run, tmp_path):
     again = subprocess.run(command, capture_output=True, text=True, check=True)
     assert f"{tmp_path} holds a run; this one starts anew and writes over it (--resume continues it)" in \
         again.stdout + again.stderr
+
+
+def test_paths_may_be_path_objects(run):
+    folder = pathlib.Path(run["output_dir"])
+    assert eddy.lm.load(folder).step == 60
+    assert len(eddy.read_hdf5(folder / "history.h5", "train_loss").numpy()) == 60
+    assert "train_loss" in eddy.list_hdf5(folder / "history.h5")
