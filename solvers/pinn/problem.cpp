@@ -335,6 +335,7 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
                   "points conditions only (write boundary equations as text)");
       }
       c.function = std::make_shared<const EquationFunction>(function->second);
+      c.function_name = function->first;
       return std::nullopt;
     }
     auto named = equations.find(text.as_string());
@@ -758,6 +759,14 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     p.conditions.push_back(read_condition(p, name, conditions.at(name), equations, functions));
   }
   if (p.conditions.empty()) conditions.fail("needs at least one condition");
+  // A supplied function that no condition takes would be left out of training without a word.
+  for (const auto& [name, function] : functions) {
+    if (std::none_of(p.conditions.begin(), p.conditions.end(),
+                     [&](const Condition& c) { return c.function_name == name; })) {
+      conditions.fail(cat("the equation '", name, "' is supplied as a function, but no condition's `equation` names ",
+                          "it (conditions: ", comma_separated(conditions.keys()), ")"));
+    }
+  }
 
   ConfigNode sampling = root.section("sampling");
   p.sampler = Sampler::from_name(sampling.string("method", "uniform"), sampling.path() + ".method");

@@ -36,6 +36,7 @@ struct Condition {
   ConditionKind kind = ConditionKind::interior;
   std::optional<Expression> residual;   // zero where the condition holds (all but periodic)
   std::shared_ptr<const EquationFunction> function;  // instead of `residual`: a supplied equation
+  std::string function_name;                         // its name in the supplied functions
   std::optional<Expression> selector;   // boundary: the predicate `on`
   std::vector<std::string> faces;       // boundary: named faces (empty: all)
   int64_t points = 1000;

@@ -67,6 +67,10 @@ def test_python_equation_errors_name_the_condition(tmp_path):
     # An equation name that is neither text nor a function is an expression error, as in YAML.
     with pytest.raises(eddy.Error, match="python-dict"):
         eddy.solve(burgers_problem(tmp_path / "missing"))
+    # A function no condition names was left out of training without a word.
+    with pytest.raises(eddy.Error, match="the equation 'nosuch' is supplied as a function, but no condition's "
+                                         "`equation` names it"):
+        eddy.solve(burgers_problem(tmp_path / "unused"), equations={"burgers": burgers, "nosuch": burgers})
 
 
 def test_the_compiled_step_calls_the_equation_when_tracing_and_matches_the_eager_step(tmp_path):
