@@ -53,7 +53,15 @@ std::vector<std::string> overrides_of(const py::object& overrides) {
 // that JSON text, named "python-dict").
 std::unique_ptr<io::Config> load_config(const py::object& problem, const py::object& overrides) {
   if (py::isinstance<py::dict>(problem)) {
-    const std::string text = py::module_::import("json").attr("dumps")(problem, py::arg("indent") = 2).cast<std::string>();
+    // NumPy scalars (np.int64(10)) as the Python numbers they hold: json refuses them.
+    const py::cpp_function as_number([](const py::object& value) -> py::object {
+      if (py::hasattr(value, "item")) return value.attr("item")();
+      throw py::type_error(cat("a config value must be a str, number, bool, None, list or dict, got ",
+                               py::str(py::type::of(value)).cast<std::string>()));
+    });
+    const std::string text = py::module_::import("json")
+                                 .attr("dumps")(problem, py::arg("indent") = 2, py::arg("default") = as_number)
+                                 .cast<std::string>();
     return io::Config::parse(text, "python-dict", overrides_of(overrides));
   }
   return io::Config::load(py::str(problem).cast<std::string>(), overrides_of(overrides));

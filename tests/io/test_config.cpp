@@ -159,6 +159,12 @@ TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
   EXPECT_EQ(error_of([&] { below->root().at("model").fail("too small"); }),
             "problem.yaml:6:3 (with command-line overrides 'model.activation=sin', 'model.width=4'): model: too "
             "small");
+  // PyYAML reads the key `on:` as true, so a dict built from it says "true".
+  auto boolean_on = Config::parse("walls: {true: x == 0}\n", "python-dict");
+  boolean_on->root().at("walls").has("on");
+  EXPECT_NE(error_of([&] { boolean_on->check_no_unknown_keys(); })
+                .find("unknown key 'true' in walls (did you mean 'on'? PyYAML reads the key `on:` as true)"),
+            std::string::npos);
   // A value that is not YAML, such as a glob (* starts an alias), is taken as its text.
   auto glob = Config::parse(kProblem, "p", {"data.files=*", "data.exclude=*.dat"});
   EXPECT_EQ(glob->root().at("data").string("files"), "*");

@@ -178,3 +178,16 @@ def test_an_output_folder_under_a_file_is_an_os_error(tmp_path):
         eddy.solve(str(EXAMPLES / "pinn" / "burgers.yaml"),
                    {"output.dir": str(tmp_path / "afile" / "run"), "training.adam.steps": 1,
                     "training.lbfgs.iterations": 0})
+
+
+def test_a_dict_config_takes_numpy_scalars_and_names_what_it_cannot_take(tmp_path):
+    import numpy as np
+    config = {"geometry": {"space": {"type": "interval", "min": 0, "max": 1}}, "fields": ["u"],
+              "conditions": {"pde": {"type": "interior", "equation": "u_xx + 1", "points": np.int64(16)}},
+              "training": {"adam": {"steps": np.int64(2), "learning_rate": np.float32(0.01)},
+                           "lbfgs": {"iterations": 0}},
+              "output": {"dir": str(tmp_path / "run"), "vtk": False}}
+    assert eddy.solve(config)["steps"] == 2
+    config["training"]["adam"]["steps"] = object()
+    with pytest.raises(TypeError, match="a config value must be a str, number, bool, None, list or dict"):
+        eddy.solve(config)

@@ -1,5 +1,6 @@
 #include "eddy/io/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -350,8 +351,13 @@ void Config::check_map(const YAML::Node& node, const std::string& path) const {
       const std::string* covering = override_covering(child(key));
       const std::vector<std::string> below = overrides_below(child(key));
       const std::string* text = covering ? covering : below.empty() ? nullptr : &below.front();
+      // YAML 1.1 readers (PyYAML) take the key `on:` for the boolean true; a config made from what
+      // they read says "true" where it meant "on".
+      const bool boolean_on = key == "true" && std::count(valid.begin(), valid.end(), "on") > 0;
+      const std::string hint =
+          boolean_on ? " (did you mean 'on'? PyYAML reads the key `on:` as true)" : did_you_mean(key, valid);
       throw Error(cat(text ? "command-line override '" + *text + "'" : location(source_, entry.first.Mark()),
-                      ": unknown key '", key, "' in ", display(path), did_you_mean(key, valid),
+                      ": unknown key '", key, "' in ", display(path), hint,
                       listing.empty() ? "" : "; valid keys: " + listing));
     }
     // A section nobody read (known but unread) is not inspected further.
