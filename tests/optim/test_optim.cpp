@@ -134,6 +134,18 @@ const Rows kSgdBanana = {
     {-0.47787469113041764, 0.24528219809886073},
 };
 
+// A compiled step's gradients carry its history, which holds its program, whose graph holds the
+// parameters: stored on them with it, that was a cycle, and every compiled solve in a process
+// leaked its programs. set_grads stores gradients detached.
+TEST(SetGrads, StoresGradientsWithoutTheirHistory) {
+  Tensor w = ones({3}).requires_grad_();
+  const Tensor with_history = w * 2.0;
+  ASSERT_TRUE(with_history.requires_grad());
+  set_grads({w}, {with_history});
+  EXPECT_FALSE(w.grad().requires_grad());
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 2, 2}));
+}
+
 TEST(Adam, MatchesPyTorchTrajectory) {
   Adam on_quadratic({parameter({1.0, -2.0, 0.5})}, kAdam);
   expect_rows_near(trajectory(on_quadratic, quadratic, 5), kAdamQuadratic, 1e-13);

@@ -80,9 +80,10 @@ Tensor copy_of(const Tensor& t) {
 
 void set_grads(const std::vector<Tensor>& parameters, const std::vector<Tensor>& new_grads) {
   for (size_t i = 0; i < parameters.size(); ++i) {
-    // A distributed parameter's gradient is kept as its local part (Tensor::grad() lays it out).
+    // A distributed parameter's gradient is kept as its local part (Tensor::grad() lays it out),
+    // without history (optimizer.h says why).
     const Tensor& g = new_grads[i];
-    if (g.defined()) parameters[i].impl()->autograd->grad = local_part(g);
+    if (g.defined()) parameters[i].impl()->autograd->grad = local_part(g).detach();
   }
 }
 
