@@ -11,6 +11,7 @@
 #include "bindings.h"
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/dataset.h"
+#include "solvers/common/file_kind.h"
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/quantize.h"
@@ -51,7 +52,7 @@ std::vector<std::string> overrides_of(const py::object& overrides) {
 
 // A config from a YAML file path, or from a dict (as JSON, which is YAML; errors then point into
 // that JSON text, named "python-dict").
-std::unique_ptr<io::Config> load_config(const py::object& problem, const py::object& overrides) {
+std::unique_ptr<io::Config> read_config(const py::object& problem, const py::object& overrides) {
   if (py::isinstance<py::dict>(problem)) {
     // NumPy scalars (np.int64(10)) as the Python numbers they hold: json refuses them.
     const py::cpp_function as_number([](const py::object& value) -> py::object {
@@ -65,6 +66,15 @@ std::unique_ptr<io::Config> load_config(const py::object& problem, const py::obj
     return io::Config::parse(text, "python-dict", overrides_of(overrides));
   }
   return io::Config::load(py::str(problem).cast<std::string>(), overrides_of(overrides));
+}
+
+// The config that `reader` (eddy.solve, ...) reads, refused when it is of another kind, naming the
+// function that reads it (an operator file given to eddy.solve said that `geometry` was missing).
+std::unique_ptr<io::Config> load_config(const py::object& problem, const py::object& overrides,
+                                        solvers::FileKind kind, std::string_view reader) {
+  std::unique_ptr<io::Config> config = read_config(problem, overrides);
+  solvers::require_kind(*config, kind, reader, solvers::Reader::python);
+  return config;
 }
 
 // Python callables as equations: called with the GIL held (solve() releases it around training).
@@ -114,7 +124,7 @@ py::dict metrics_dict(const pinn::Metrics& metrics) {
 void bind_lm(py::module_& lm) {
   lm.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
                      bool eager) {
-        auto config = load_config(problem_source, overrides);
+        auto config = load_config(problem_source, overrides, solvers::FileKind::language_model, "eddy.lm.train");
         const lm::LmProblem problem = lm::read_lm_problem(*config);
         const auto options = run_options<lm::TrainOptions>(resume, eager, progress);
         const lm::TrainResult result = without_gil([&] { return lm::train(problem, options); });
@@ -217,7 +227,7 @@ void bind_lm(py::module_& lm) {
 void bind_solvers(py::module_& m) {
   m.def("solve", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
                     const py::object& equations, bool eager) {
-        auto config = load_config(problem_source, overrides);
+        auto config = load_config(problem_source, overrides, solvers::FileKind::pinn, "eddy.solve");
         const pinn::Problem problem = pinn::read_problem(*config, equation_functions(equations));
         const auto options = run_options<pinn::SolveOptions>(resume, eager, progress);
         const pinn::SolveResult result = without_gil([&] { return pinn::solve(problem, options); });
@@ -247,7 +257,7 @@ void bind_solvers(py::module_& m) {
         "value}, max_error: {...}}.");
   m.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
                     bool eager) {
-        auto config = load_config(problem_source, overrides);
+        auto config = load_config(problem_source, overrides, solvers::FileKind::operator_training, "eddy.train");
         const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
         const auto options = run_options<operator_learning::TrainOptions>(resume, eager, progress);
         const operator_learning::TrainResult result =
@@ -266,7 +276,7 @@ void bind_solvers(py::module_& m) {
       "Trains a neural operator from its YAML path or a dict, as `eddy train`; eager=True runs the batch step "
       "and evaluation uncompiled (`eddy train --eager`).");
   m.def("generate", [](const py::object& problem_source, const py::object& overrides, bool progress) {
-        auto config = load_config(problem_source, overrides);
+        auto config = load_config(problem_source, overrides, solvers::FileKind::dataset, "eddy.generate");
         const classical::DatasetSpec spec = classical::read_dataset_spec(*config);
         without_gil([&] { classical::generate_dataset(spec, progress ? &std::cerr : nullptr); });
         return spec.output_path;

@@ -11,8 +11,8 @@
 #include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
 #include "device_option.h"
-#include "file_kind.h"
 #include "interrupted.h"
+#include "solvers/common/file_kind.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/training_config.h"
 #include "solvers/lm/hf.h"
@@ -27,7 +27,7 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
               bool quiet, const std::string& resume_command) {
   solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
-  require_kind(*config, FileKind::language_model, "lm train");
+  solvers::require_kind(*config, solvers::FileKind::language_model, "lm train");
   const lm::LmProblem problem = lm::read_lm_problem(*config);
   lm::TrainOptions options;
   options.resume = resume;

@@ -41,12 +41,12 @@
 #include "eddy/io/config.h"
 #include "eddy/io/hdf5.h"
 #include "device_option.h"
-#include "file_kind.h"
 #include "lm_commands.h"
 #include "eddy/ops/ops.h"
 #include "interrupted.h"
 #include "thread_waits.h"
 #include "solvers/classical/dataset.h"
+#include "solvers/common/file_kind.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/operator/dataset.h"
 #include "solvers/operator/trainer.h"
@@ -69,7 +69,7 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
               bool quiet, const std::string& resume_command) {
   solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
-  cli::require_kind(*config, cli::FileKind::pinn, "solve");
+  solvers::require_kind(*config, solvers::FileKind::pinn, "solve");
   pinn::Problem problem = pinn::read_problem(*config);
   pinn::SolveOptions options;
   options.resume = resume;
@@ -100,7 +100,7 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
               bool quiet, const std::string& resume_command) {
   solvers::install_interrupt_handlers();
   auto config = io::Config::load(file, overrides);
-  cli::require_kind(*config, cli::FileKind::operator_training, "train");
+  solvers::require_kind(*config, solvers::FileKind::operator_training, "train");
   const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
   operator_learning::TrainOptions options;
   options.resume = resume;
@@ -173,19 +173,19 @@ int check_dataset(io::Config& config) {
 
 int run_check(const std::string& file, const std::vector<std::string>& overrides) {
   auto config = io::Config::load(file, overrides);
-  switch (cli::file_kind(*config)) {
-    case cli::FileKind::pinn:
-    case cli::FileKind::unrecognised: return check_pinn(*config);
-    case cli::FileKind::operator_training: return check_operator(*config);
-    case cli::FileKind::dataset: return check_dataset(*config);
-    case cli::FileKind::language_model: return cli::check_lm_config(*config);
+  switch (solvers::file_kind(*config)) {
+    case solvers::FileKind::pinn:
+    case solvers::FileKind::unrecognised: return check_pinn(*config);
+    case solvers::FileKind::operator_training: return check_operator(*config);
+    case solvers::FileKind::dataset: return check_dataset(*config);
+    case solvers::FileKind::language_model: return cli::check_lm_config(*config);
   }
   return 1;  // not reached: every kind is handled above
 }
 
 int run_generate(const std::string& file, const std::vector<std::string>& overrides, bool quiet) {
   auto config = io::Config::load(file, overrides);
-  cli::require_kind(*config, cli::FileKind::dataset, "generate");
+  solvers::require_kind(*config, solvers::FileKind::dataset, "generate");
   classical::DatasetSpec spec = classical::read_dataset_spec(*config);
   // Rank 0 reports; on several ranks it also writes the file (generate_dataset).
   const bool root = dist::default_communicator().rank() == 0;
@@ -211,10 +211,10 @@ bool is_operator_run(const std::string& run_dir) {
   const std::string config_file = run_dir + "/config.yaml";
   EDDY_CHECK(std::filesystem::is_regular_file(config_file), "export: ", run_dir,
              " has no config.yaml; give a run folder written by `eddy solve` or `eddy train` (its output.dir)");
-  const cli::FileKind kind = cli::file_kind(*io::Config::load(config_file));
-  EDDY_CHECK(kind != cli::FileKind::language_model, "export: ", run_dir, " is a language-model run (`eddy lm train`); "
-             "export it with `eddy lm export ", run_dir, " --format hf`");
-  return kind == cli::FileKind::operator_training;
+  const solvers::FileKind kind = solvers::file_kind(*io::Config::load(config_file));
+  EDDY_CHECK(kind != solvers::FileKind::language_model, "export: ", run_dir,
+             " is a language-model run (`eddy lm train`); export it with `eddy lm export ", run_dir, " --format hf`");
+  return kind == solvers::FileKind::operator_training;
 }
 
 int run_export(const std::string& run_dir, const std::string& output, int64_t batch,

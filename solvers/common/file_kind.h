@@ -9,14 +9,19 @@
 
 #include "eddy/io/config.h"
 
-namespace eddy::cli {
+namespace eddy::solvers {
 
 enum class FileKind { pinn, operator_training, dataset, language_model, unrecognised };
 
 FileKind file_kind(const io::Config& config);
 
-// Refuses a file of a recognised kind other than `wanted`, naming the command that reads it:
-// `eddy solve` on an operator file would otherwise report that `geometry` is missing.
-void require_kind(const io::Config& config, FileKind wanted, std::string_view command);
+// Who reads the file: the `eddy` command or the Python module, whose refusals name their own
+// entry points.
+enum class Reader { command_line, python };
 
-}  // namespace eddy::cli
+// Refuses a file of a recognised kind other than `wanted`, naming what reads it (`eddy train`,
+// eddy.train): `eddy solve` on an operator file would otherwise report that `geometry` is missing.
+void require_kind(const io::Config& config, FileKind wanted, std::string_view reader_name,
+                  Reader reader = Reader::command_line);
+
+}  // namespace eddy::solvers

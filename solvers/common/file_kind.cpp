@@ -1,0 +1,51 @@
+#include "solvers/common/file_kind.h"
+
+#include "eddy/core/error.h"
+
+namespace eddy::solvers {
+namespace {
+
+struct KindInfo {
+  std::string_view noun;      // "a PINN problem"
+  std::string_view evidence;  // "it has `geometry`"
+  std::string_view command;   // the command that reads it
+  std::string_view function;  // the Python function that does
+};
+
+KindInfo info(FileKind kind) {
+  switch (kind) {
+    case FileKind::pinn: return {"a PINN problem", "it has `geometry`", "eddy solve", "eddy.solve"};
+    case FileKind::operator_training:
+      return {"a neural-operator run", "its `data` names HDF5 splits", "eddy train", "eddy.train"};
+    case FileKind::dataset: return {"a dataset to generate", "it names a `solver`", "eddy generate", "eddy.generate"};
+    case FileKind::language_model:
+      return {"a language-model run", "its `data` names text `files`", "eddy lm train", "eddy.lm.train"};
+    case FileKind::unrecognised: break;
+  }
+  return {"a file of no kind eddy reads", "", "", ""};
+}
+
+}  // namespace
+
+FileKind file_kind(const io::Config& config) {
+  // A copy to look at: asking the config read for real would mark these keys as valid there.
+  io::Config look = config;
+  const io::ConfigNode root = look.root();
+  if (root.has("geometry")) return FileKind::pinn;
+  if (root.has("solver")) return FileKind::dataset;
+  if (!root.has("data")) return FileKind::unrecognised;
+  const io::ConfigNode data = root.at("data");
+  return data.is_map() && data.has("files") ? FileKind::language_model : FileKind::operator_training;
+}
+
+void require_kind(const io::Config& config, FileKind wanted, std::string_view reader_name, Reader reader) {
+  const FileKind kind = file_kind(config);
+  if (kind == wanted || kind == FileKind::unrecognised) return;
+  const KindInfo found = info(kind);
+  const std::string instead = reader == Reader::python ? cat("`", found.function, "`")
+                                                       : cat("`", found.command, " ", config.source(), "`");
+  throw Error(cat(reader_name, ": ", config.source(), " is ", found.noun, " (", found.evidence, "), not ",
+                  info(wanted).noun, "; run it with ", instead));
+}
+
+}  // namespace eddy::solvers
