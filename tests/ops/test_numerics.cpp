@@ -116,6 +116,13 @@ TEST(Numerics, SoftmaxAlongEachAxis) {
   for (int j = 0; j < 3; ++j) {
     EXPECT_NEAR(columns[j], reference_logsumexp({values[j], values[3 + j]}), 1e-12) << j;
   }
+  // Its errors name softmax (they named log_softmax, which it is computed from).
+  try {
+    softmax(x, 3);
+    ADD_FAILURE() << "axis 3 of a rank-2 tensor was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("softmax: axis 3 is out of range", 0), 0u) << e.what();
+  }
 }
 
 TEST(Numerics, LogsumexpWithInfiniteEntries) {

@@ -45,7 +45,11 @@ Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
   return keepdims ? out : squeeze(out, axis);
 }
 
-Tensor softmax(const Tensor& x, int64_t axis) { return exp(log_softmax(x, axis)); }
+Tensor softmax(const Tensor& x, int64_t axis) {
+  // Checked under its own name: log_softmax's messages would name log_softmax.
+  detail::require_real("softmax", x);
+  return exp(log_softmax(x, normalize_axis(axis, x.dim(), "softmax")));
+}
 
 // Not x - logsumexp(x): adding the shift back first rounds away the low bits of the large
 // logsumexp (about 1e-5 in float32 for logits near 1000), whereas x - shift is exact.
