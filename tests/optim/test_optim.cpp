@@ -461,6 +461,18 @@ TEST(Lbfgs, SolvesTenDimensionalRosenbrockTo1e8) {
               max_error_from(x, 1.0));
 }
 
+// A closure that returns the loss without computing gradients was reported converged at once.
+TEST(Lbfgs, AClosureThatLeavesNoGradientIsRefused) {
+  Tensor x = parameter({-1.2, 1.0});
+  Lbfgs lbfgs({x}, {.max_iterations = 7});
+  try {
+    lbfgs.step([&] { return rosenbrock(x); });
+    ADD_FAILURE() << "no gradient was taken for convergence";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("after the closure no parameter has a gradient"), std::string::npos);
+  }
+}
+
 TEST(Lbfgs, LeavesTheFinalGradientInGrad) {
   Tensor x = parameter({-1.2, 1.0, -1.2, 1.0});
   Lbfgs lbfgs({x}, {.max_iterations = 7});

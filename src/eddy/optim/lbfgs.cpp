@@ -98,11 +98,17 @@ LinePoint evaluate(const std::vector<Tensor>& parameters, const Closure& closure
              "loss, got ", loss.defined() ? cat("shape ", loss.shape()) : "an undefined tensor");
   LinePoint point;
   point.value = loss.item<double>();
+  bool any_gradient = false;
   for (const Tensor& p : parameters) {
+    any_gradient = any_gradient || p.grad().defined();
     const Tensor g = p.grad().defined() ? p.grad() : zeros_like(p);
     const auto values = g.to_vector<double>();
     point.gradient.insert(point.gradient.end(), values.begin(), values.end());
   }
+  // No gradient at all is a closure that did not compute them, not a minimum: it reported
+  // convergence at once.
+  EDDY_CHECK(any_gradient, "Lbfgs: after the closure no parameter has a gradient; the closure must compute ",
+             "them (loss.backward()) before it returns the loss");
   point.finite = std::isfinite(point.value) && all_finite(point.gradient);
   return point;
 }
