@@ -83,9 +83,8 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
     if (is_resumable(key, resumable)) continue;
     const std::optional<std::string> before = value_in(checkpoint_run, key), now = value_in(this_run, key);
     if (before == now) continue;
-    differences += differences.empty()
-                       ? cat(key, " is ", shown(before), " in the run that wrote ", checkpoint, " but ", shown(now), " now")
-                       : cat("; ", key, " is ", shown(before), " there but ", shown(now), " now");
+    const std::string where = differences.empty() ? cat(" in the run that wrote ", checkpoint) : " there";
+    differences += cat(differences.empty() ? "" : "; ", key, " is ", shown(before), where, " but ", shown(now), " now");
   }
   if (differences.empty()) return;
   std::string may_change;

@@ -299,7 +299,8 @@ void save_hf_folder(const nn::CausalLanguageModel& model, const io::BpeTokenizer
   }
 
   const fs::path folder(dir);
-  EDDY_CHECK(!fs::exists(folder) || fs::is_directory(folder), folder.string(), " is a file; a Hugging Face model is a folder");
+  EDDY_CHECK(!fs::exists(folder) || fs::is_directory(folder), folder.string(),
+             " is a file; a Hugging Face model is a folder");
   fs::create_directories(folder);
   write_json(folder / "config.json", config);
   // transformers refuses a safetensors file whose metadata does not name its format.

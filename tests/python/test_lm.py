@@ -139,7 +139,8 @@ def test_quantize_refuses_a_group_for_int8_and_makes_the_output_folder(run, tmp_
 def test_one_override_string_is_one_override(run, tmp_path):
     # A str was iterated as a list of overrides, one character each.
     config = run["output_dir"] + "/config.yaml"
-    with pytest.raises(eddy.Error, match=r"command-line override 'training.steps=x': training.steps: expected an integer"):
+    with pytest.raises(eddy.Error,
+                       match=r"command-line override 'training.steps=x': training.steps: expected an integer"):
         eddy.lm.train(config, "training.steps=x")
 
 
