@@ -375,10 +375,17 @@ Meaning resolve_symbol(const ExpressionSource& source, const Node& node, const S
   }
   for (size_t k = 0; k < letters.size(); ++k) {
     if (!index_of(symbols.coordinates, std::string(1, letters[k]))) {
+      // Coordinates of more than one letter (x1, x2) have no subscript form; d() takes them.
+      std::vector<std::string> letter_names;
+      for (const std::string& c : symbols.coordinates) {
+        if (c.size() == 1) letter_names.push_back(c);
+      }
+      const std::string named = letter_names.empty() ? "none of this problem's has one letter"
+                                                     : "here: " + join(letter_names);
       fail_at(source, node.position + underscore + 1 + k, 1,
               "'" + name + "' is not a derivative of '" + base + "': '" + letters[k] +
-                  "' is not a coordinate (derivative notation takes single-letter coordinates: " +
-                  join(symbols.coordinates) + ")");
+                  "' is not a coordinate (the subscript form takes coordinates of one letter, " + named +
+                  "; d(" + base + ", x, k) takes any: d(" + base + ", " + symbols.coordinates.front() + ", 1))");
     }
   }
   if (letters.size() > static_cast<size_t>(kMaxDerivativeOrder)) {

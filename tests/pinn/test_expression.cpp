@@ -430,9 +430,14 @@ TEST(PinnExpressionErrors, UnknownSymbolsSuggestTheNearest) {
 }
 
 TEST(PinnExpressionErrors, DerivativeNotationNeedsCoordinates) {
+  // Coordinates of two letters have no subscript form (it listed x1, x2 as single letters).
+  EXPECT_EQ(check_error("u_x1", Symbols{.coordinates = {"x1", "x2"}, .fields = {"u"}}).substr(0, 205),
+            "equations.residual: 'u_x1' is not a derivative of 'u': 'x' is not a coordinate (the subscript form "
+            "takes coordinates of one letter, none of this problem's has one letter; d(u, x, k) takes any: "
+            "d(u, x1, 1))");
   EXPECT_EQ(check_error("u_t + u_q"),
             "equations.residual: 'u_q' is not a derivative of 'u': 'q' is not a coordinate "
-            "(derivative notation takes single-letter coordinates: x, t)\n"
+            "(the subscript form takes coordinates of one letter, here: x, t; d(u, x, k) takes any: d(u, x, 1))\n"
             "  u_t + u_q\n"
             "          ^");
   EXPECT_EQ(check_error("nu_x"),
@@ -568,7 +573,7 @@ TEST(PinnExpressionErrors, EvaluateChecksFirst) {
   EvaluationContext context = problem.context();
   EXPECT_EQ(error_of([&] { evaluate(parse_expression("u_q", "bc.left"), context); }),
             "bc.left: 'u_q' is not a derivative of 'u': 'q' is not a coordinate "
-            "(derivative notation takes single-letter coordinates: x, t)\n"
+            "(the subscript form takes coordinates of one letter, here: x, t; d(u, x, k) takes any: d(u, x, 1))\n"
             "  u_q\n"
             "    ^");
   EXPECT_EQ(error_of([&] { evaluate(parse_expression("grad(u)", "bc.left"), context); }),
