@@ -172,9 +172,20 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
   options.max_evaluations = training.lbfgs_evaluations;
   options.tolerance_grad = 0;
   options.tolerance_change = 0;
-  options.stop_requested = [&] { return (interrupted = solvers::interrupt_signal(state.communicator())) != 0; };
+  // The line counts iterations against `iterations` (counting evaluations against their budget,
+  // it stopped short of it whenever the iteration budget ended the run first): L-BFGS asks
+  // stop_requested before each iteration, so the k-th question follows k - 1 of them.
+  double loss = 0;
+  int64_t asked = 0;
+  auto report_iterations = [&](int64_t done) {
+    progress.report(phase, done, iterations, [&] { return progress_details(state, loss, terms, std::nullopt); },
+                    false);
+  };
+  options.stop_requested = [&] {
+    if (++asked > 1) report_iterations(asked - 1);
+    return (interrupted = solvers::interrupt_signal(state.communicator())) != 0;
+  };
   optim::Lbfgs lbfgs(trainable, options);
-  int64_t evaluations = 0;
   progress.begin_phase();
   progress.count_from(0);
   solvers::ThreadTuner tuner;  // each evaluation timed as a step: they cost alike
@@ -184,13 +195,12 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
     terms = evaluation.terms;
     optim::set_grads(trainable, evaluation.gradients);
     dist::sum_gradients(trainable, state.communicator());
-    ++evaluations;
-    const double loss = evaluation.loss.item<double>();
-    progress.report(phase, evaluations, training.lbfgs_evaluations,
-                    [&] { return progress_details(state, loss, terms, std::nullopt); }, false);
+    loss = evaluation.loss.item<double>();
     if (const std::string note = tuner.end_step(); !note.empty()) progress.note(note);
     return evaluation.loss;
   });
+  // The last iteration asks nothing after it.
+  if (report.iterations >= asked) report_iterations(report.iterations);
   progress.finish_line();
   if (log) *log << report.message << "\n";
   EDDY_CHECK(dist::same_on_every_rank(trainable, state.communicator()), "the ranks' parameters differ after L-BFGS; "

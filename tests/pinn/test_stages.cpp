@@ -266,6 +266,20 @@ TEST_F(StagesTest, LogLinesFallOnTheRecordedSteps) {
   for (double step : {18.0, 23.0}) EXPECT_NE(std::find(steps.begin(), steps.end(), step), steps.end()) << step;
 }
 
+// L-BFGS's lines count its iterations against lbfgs.iterations: they counted loss evaluations
+// against the evaluation budget (1.25 x iterations + 1), which the run stops short of.
+TEST_F(StagesTest, LbfgsLinesCountIterations) {
+  std::ostringstream log;
+  SolveOptions options;
+  options.log = &log;
+  const SolveResult result = solve(problem({"training.lbfgs.iterations=3", "training.log_every=1"}), options);
+  ASSERT_TRUE(result.finished) << result.message;
+  for (const char* line : {"lbfgs 1/3", "lbfgs 2/3", "lbfgs 3/3"}) {
+    EXPECT_NE(log.str().find(line), std::string::npos) << line << "\n" << log.str();
+  }
+  EXPECT_EQ(log.str().find("lbfgs 1/4"), std::string::npos) << log.str();
+}
+
 TEST_F(StagesTest, ContinuationResumesInTheRightStage) {
   expect_resume_matches({"training.continuation={parameter: kappa, values: [0.4, 0.2, 0.1]}"}, " 17/20");
 }
