@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "eddy/core/memory.h"
 #include "eddy/eddy.h"
 #include "support/expect_error.h"
 
@@ -78,6 +79,14 @@ TEST(TensorCreation, SizeThatOverflowsIsRefused) {
                {"empty: shape [4611686018427387904, 4] of float64 is too large to address (2^63 bytes or more)"});
   expect_error([] { Tensor::abstract({0, int64_t{1} << 62, 4}, DType::f64); }, {"abstract: shape"});
   EXPECT_EQ(Tensor::empty({0, int64_t{1} << 40}, DType::f64).numel(), 0);
+}
+
+// More than the machine has is refused with the shape and both sizes (it was a bare
+// std::bad_alloc). 4 TiB is beyond any machine this runs on and far from overflowing.
+TEST(TensorCreation, SizeBeyondTheMachinesMemoryIsRefused) {
+  if (usable_memory().bytes == 0) GTEST_SKIP() << "this system does not say how much memory it has";
+  expect_error([] { Tensor::empty({int64_t{1} << 20, int64_t{1} << 20}, DType::f32); },
+               {"a tensor of shape [1048576, 1048576] of float32 needs 4.00 TiB", usable_memory_note()});
 }
 
 TEST(TensorCreation, TensorFromVector) {

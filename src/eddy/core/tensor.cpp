@@ -8,6 +8,7 @@
 #include "eddy/core/backend.h"
 #include "eddy/core/checked_size.h"
 #include "eddy/core/distribution.h"
+#include "eddy/core/memory.h"
 #include "eddy/core/tracing.h"
 
 namespace eddy {
@@ -32,7 +33,15 @@ size_t bytes_for(const Shape& shape, DType dtype, std::string_view op) {
 }  // namespace
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  return dense_over(Storage::allocate(bytes_for(shape, dtype, "empty"), device), shape, dtype);
+  const size_t bytes = bytes_for(shape, dtype, "empty");
+  // More than the machine has is refused with the shape and both sizes, rather than a bare
+  // std::bad_alloc (eddy.ones([100000, 100000]) in Python raised MemoryError('std::bad_alloc')).
+  if (device == cpu()) {
+    static const UsableMemory memory = usable_memory();  // asked once: every op allocates here
+    EDDY_CHECK(memory.bytes == 0 || bytes <= static_cast<uint64_t>(memory.bytes), "a tensor of shape ", shape, " of ",
+               dtype_name(dtype), " needs ", memory_text(static_cast<double>(bytes)), usable_memory_note());
+  }
+  return dense_over(Storage::allocate(bytes, device), shape, dtype);
 }
 
 Tensor Tensor::abstract(const Shape& shape, DType dtype, Device device) {
