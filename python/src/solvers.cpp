@@ -253,8 +253,8 @@ void bind_solvers(py::module_& m) {
   m.def("evaluate_run",
         [](const std::filesystem::path& run_dir) { return metrics_dict(pinn::evaluate_run(run_dir.string())); },
         py::arg("run_dir"),
-        "The validation metrics of a finished `eddy solve` run folder, as `eddy eval`: {relative_l2: {field: "
-        "value}, max_error: {...}}.");
+        "The validation metrics of a finished `eddy solve` run folder, as `eddy eval`: {field: {relative_l2, "
+        "max_error}}.");
   m.def("train", [](const py::object& problem_source, const py::object& overrides, bool resume, bool progress,
                     bool eager) {
         auto config = load_config(problem_source, overrides, solvers::FileKind::operator_training, "eddy.train");
