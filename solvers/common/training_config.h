@@ -24,7 +24,7 @@ struct ScheduleSteps {
 // A `schedule:` section: type (constant | exponential | step | cosine) and the keys that type
 // uses (gamma and every; warmup and floor), `every` counted in the caller's steps. A cosine's
 // floor may not exceed the peak learning rate, nor its warmup take the whole run where `steps`
-// gives the run's length (an operator's is known only with its data).
+// gives the run's length.
 optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every, double peak,
                                   const std::optional<ScheduleSteps>& steps = std::nullopt);
 

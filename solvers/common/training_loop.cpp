@@ -40,6 +40,8 @@ int64_t TrainingLoop::start() {
                  "); start a new run or use the same overrides");
     };
     step = io::resume_from_checkpoint(checkpoint_, check, model_, saved).step;
+    EDDY_CHECK(run_.steps < 0 || step <= run_.steps, "--resume: ", checkpoint_, " is at step ", step, ", past this run's end (",
+               run_.steps, ": ", run_.steps_keys, "); raise it to train on from there");
     hooks_.restore(saved);
   }
   saved_ = run_.resume;

@@ -306,7 +306,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     history.validation_loss = solvers::restored_series(saved, "validation_loss", checkpoint);
   };
   solvers::TrainingLoop loop(
-      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {}}, *model, parameters,
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {},
+       p.training.steps, "training.steps"},
+      *model, parameters,
       dist::default_communicator(), progress, steps);
 
   result.parameters = model->parameter_count();

@@ -347,7 +347,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     restore_history(saved, history, checkpoint);
   };
   solvers::TrainingLoop loop(
-      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {}}, model, parameters,
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {},
+       p.training.epochs, "training.epochs"},
+      model, parameters,
       comm, progress, epochs);
 
   TrainResult result;

@@ -201,6 +201,30 @@ std::string error_of(Action&& action) {
   return "";
 }
 
+// A resume past the run's end was taken: it finished at once and wrote config.yaml with the
+// shorter length. It is refused (before config.yaml is written); at the end exactly, taken.
+TEST_F(TrainingLoopTest, AResumePastTheRunsEndIsRefused) {
+  FakeTrainer trainer;
+  int64_t step = 0;
+  ASSERT_FALSE(train(trainer, 6, 3, step));
+  ASSERT_EQ(saved().first, 3);
+  for (const int64_t steps : {int64_t{2}, int64_t{3}}) {
+    TrainingRun shorter = run(true);
+    shorter.steps = steps;
+    shorter.steps_keys = "training.steps";
+    FakeTrainer again;
+    TrainingLoop loop(shorter, again.model, again.model.parameters(), dist::default_communicator(), progress,
+                      again.hooks(1));
+    if (steps == 2) {
+      EXPECT_EQ(error_of([&] { loop.start(); }),
+                cat("--resume: ", checkpoint, " is at step 3, past this run's end (2: training.steps); raise it "
+                    "to train on from there"));
+    } else {
+      EXPECT_EQ(loop.start(), 3);
+    }
+  }
+}
+
 class ResumeSettingsTest : public TrainingLoopTest {
  protected:
   const ResumableKeys resumable = {"training.steps", "training.schedule"};
