@@ -784,6 +784,10 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.model.adaptive_activation = model.boolean("adaptive_activation", false);
   p.model.fourier_features = model.integer("fourier_features", 0);
   p.model.fourier_scale = model.number("fourier_scale", 1.0);
+  // A scale other than the default says Fourier features were meant; without them it did nothing.
+  if (p.model.fourier_features == 0 && p.model.fourier_scale != 1.0) {
+    model.at("fourier_scale").fail("scales Fourier features; set model.fourier_features too (0: none, so no scale)");
+  }
   p.model.weight_factorization = model.boolean("weight_factorization", false);
   if (auto periodic = model.find("periodic")) {
     for (const std::string& coordinate : periodic->keys()) {

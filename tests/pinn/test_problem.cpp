@@ -151,6 +151,9 @@ std::vector<BadConfig> bad_configs() {
       {"robin_missing_alpha", "alpha: 1, ", "", "conditions.bottom: missing required key 'alpha'"},
       {"time_derivative_without_time", "  time: {min: 0, max: 1}\n", "", "u_t"},
       {"model_width", "width: 16", "width: 0", "model.width must be positive, got 0"},
+      // It was accepted and did nothing.
+      {"fourier_scale_without_features", "width: 16", "width: 16, fourier_scale: 5",
+       "model.fourier_scale: scales Fourier features; set model.fourier_features too"},
       // Sizes beyond any machine's memory, refused before allocating (they ended in std::bad_alloc).
       {"width_beyond_memory", "width: 16", "width: 100000000",
        "model.width: a width of 100000000 gives 2e+16 weights, which with their gradient and Adam's two moments "
