@@ -8,7 +8,7 @@
 namespace eddy::solvers {
 
 optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every, double peak,
-                                  const std::optional<ScheduleSteps>& steps) {
+                                  const std::optional<RunLength>& steps) {
   optim::ScheduleSpec spec;
   spec.type = section.choice("type",
                              {{"constant", optim::ScheduleType::constant},
@@ -31,7 +31,7 @@ optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default
     }
     // The schedule needs warmup < max(steps, 1), also for a run of 0 steps.
     if (steps && spec.warmup >= std::max<int64_t>(steps->steps, 1)) {
-      section.at("warmup").fail(cat("must be less than ", steps->key, " (", steps->steps, "); got ", spec.warmup));
+      section.at("warmup").fail(cat("must be less than ", steps->keys, " (", steps->steps, "); got ", spec.warmup));
     }
   }
   return spec;

@@ -15,10 +15,10 @@
 
 namespace eddy::solvers {
 
-// The length of a run's schedule where its config fixes it, and the key that does, for errors.
-struct ScheduleSteps {
+// A run's length in its training loop's steps, and the keys that set it, for errors.
+struct RunLength {
   int64_t steps = 0;
-  std::string key;
+  std::string keys;
 };
 
 // A `schedule:` section: type (constant | exponential | step | cosine) and the keys that type
@@ -26,7 +26,7 @@ struct ScheduleSteps {
 // floor may not exceed the peak learning rate, nor its warmup take the whole run where `steps`
 // gives the run's length.
 optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every, double peak,
-                                  const std::optional<ScheduleSteps>& steps = std::nullopt);
+                                  const std::optional<RunLength>& steps = std::nullopt);
 
 // `zero_stage` of a training section: 0 (every rank keeps the whole optimiser state) or 1 (ZeRO
 // stage 1: each data-parallel rank keeps the state of its share of the parameters).

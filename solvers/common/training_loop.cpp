@@ -40,8 +40,9 @@ int64_t TrainingLoop::start() {
                  "); start a new run or use the same overrides");
     };
     step = io::resume_from_checkpoint(checkpoint_, check, model_, saved).step;
-    EDDY_CHECK(run_.steps < 0 || step <= run_.steps, "--resume: ", checkpoint_, " is at step ", step, ", past this run's end (",
-               run_.steps, ": ", run_.steps_keys, "); raise it to train on from there");
+    EDDY_CHECK(!run_.length || step <= run_.length->steps, "--resume: ", checkpoint_, " is at step ", step,
+               ", past this run's end (", run_.length->steps, ": ", run_.length->keys, "); raise it to train on from "
+               "there");
     hooks_.restore(saved);
   }
   saved_ = run_.resume;

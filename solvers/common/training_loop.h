@@ -27,6 +27,7 @@
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/resume_settings.h"
+#include "solvers/common/training_config.h"
 
 namespace eddy::solvers {
 
@@ -43,11 +44,9 @@ struct TrainingRun {
   // Keys that checkpoints of an earlier eddy do not record, each with the value that eddy behaved
   // as: such a checkpoint resumes when this run has that value, and is refused otherwise.
   Settings added_later{};
-  // The run's length in the loop's steps (-1: not given), and the keys that set it: a resume from
-  // a checkpoint past it is refused (it finished at once and wrote config.yaml with the shorter
-  // length).
-  int64_t steps = -1;
-  std::string steps_keys;
+  // The run's length in the loop's steps, where given: a resume from a checkpoint past it is
+  // refused (it finished at once and wrote config.yaml with the shorter length).
+  std::optional<RunLength> length{};
 };
 
 // What a trainer does in the loop; begin_step and end_step may be left empty, and restore is

@@ -118,7 +118,7 @@ TrainingSpec read_training(const ConfigNode& training) {
   t.clip = training.number("clip", 1.0);
   if (!(t.clip >= 0)) training.at("clip").fail("must be non-negative (0: no clipping)");
   t.schedule = solvers::read_schedule(training.section("schedule"), 100, t.learning_rate,
-                                      solvers::ScheduleSteps{t.steps, "training.steps"});
+                                      solvers::RunLength{t.steps, "training.steps"});
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   const int64_t seed = training.integer("seed", 0);
   if (seed < 0) training.at("seed").fail("must be non-negative");

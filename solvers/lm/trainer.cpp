@@ -307,7 +307,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   };
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {},
-       p.training.steps, "training.steps"},
+       solvers::RunLength{p.training.steps, "training.steps"}},
       *model, parameters,
       dist::default_communicator(), progress, steps);
 

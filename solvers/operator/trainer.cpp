@@ -348,7 +348,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   };
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {},
-       p.training.epochs, "training.epochs"},
+       solvers::RunLength{p.training.epochs, "training.epochs"}},
       model, parameters,
       comm, progress, epochs);
 

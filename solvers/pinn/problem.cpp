@@ -850,7 +850,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   if (!(p.training.learning_rate > 0)) phase.at("learning_rate").fail("must be positive");
   p.training.schedule =
       solvers::read_schedule(phase.section("schedule"), 1000, p.training.learning_rate,
-                             solvers::ScheduleSteps{p.training.first_order_steps, phase.path() + ".steps"});
+                             solvers::RunLength{p.training.first_order_steps, phase.path() + ".steps"});
   if (soap) p.training.soap = read_soap(phase);
   p.training.zero_stage = solvers::read_zero_stage(training);
   if (soap && p.training.zero_stage == 1) {

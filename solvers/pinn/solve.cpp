@@ -317,9 +317,10 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p),
-       {{"training.optimizer", "adam"}}, stages * per_stage,
-       cat(stages > 1 ? "stages x (" : "", soap ? "training.soap.steps" : "training.adam.steps",
-           " + training.lbfgs.iterations", stages > 1 ? ")" : "")},
+       {{"training.optimizer", "adam"}},
+       solvers::RunLength{stages * per_stage, cat(stages > 1 ? "stages x (" : "",
+                                                  soap ? "training.soap.steps" : "training.adam.steps",
+                                                  " + training.lbfgs.iterations", stages > 1 ? ")" : "")}},
       state.model(), trainable, comm, progress, first_order);
 
   SolveResult result;

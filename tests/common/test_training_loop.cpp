@@ -210,8 +210,7 @@ TEST_F(TrainingLoopTest, AResumePastTheRunsEndIsRefused) {
   ASSERT_EQ(saved().first, 3);
   for (const int64_t steps : {int64_t{2}, int64_t{3}}) {
     TrainingRun shorter = run(true);
-    shorter.steps = steps;
-    shorter.steps_keys = "training.steps";
+    shorter.length = RunLength{steps, "training.steps"};
     FakeTrainer again;
     TrainingLoop loop(shorter, again.model, again.model.parameters(), dist::default_communicator(), progress,
                       again.hooks(1));
