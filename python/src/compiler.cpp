@@ -42,6 +42,8 @@ OutputTree flatten(const py::handle& value, std::vector<Tensor>& leaves) {
     tree.kind = py::isinstance<py::tuple>(value) ? OutputTree::Kind::tuple : OutputTree::Kind::list;
     for (const py::handle& item : value) tree.children.push_back(flatten(item, leaves));
   } else {
+    EDDY_CHECK(!value.is_none(), "eddy.jit: the function returned None (or a None inside its result); return "
+               "the tensors it computes");
     leaves.push_back(as_tensor(value));
   }
   return tree;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "bindings.h"
+#include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::python {
@@ -110,16 +111,15 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
       if (indices.dtype() != DType::i32 && indices.dtype() != DType::i64) {
         throw py::index_error(cat("tensor indices must be integers or booleans, got ", indices.dtype()));
       }
-      Tensor flat = reshape(indices, {-1});
       const int64_t n = t.shape()[axis];
-      Tensor wrapped = where(lt(flat, scalar(0, flat.dtype())), flat + scalar(static_cast<double>(n), flat.dtype()), flat);
-      if (wrapped.numel() > 0) {
-        const auto low = min(wrapped).item<int64_t>(), high = max(wrapped).item<int64_t>();
-        if (low < 0 || high >= n) {
-          throw py::index_error(cat("index ", low < 0 ? low - n : high, " is out of bounds for axis ",
-                                    source_axis, " with size ", n));
-        }
+      // Checked here where the indices are known; inside eddy.jit an index computed from the
+      // inputs is not known until the graph runs, and index_select's kernel checks it then.
+      TraceRecorder* recorder = active_trace_recorder();
+      if (!indices.is_abstract() && (!recorder || recorder->readable_on_host(indices))) {
+        for (int64_t i : indices.to_vector<int64_t>()) normalise_index(i, n, source_axis);
       }
+      Tensor flat = reshape(indices, {-1});
+      Tensor wrapped = where(lt(flat, scalar(0, flat.dtype())), flat + scalar(static_cast<double>(n), flat.dtype()), flat);
       Shape shape(t.shape().begin(), t.shape().begin() + axis);
       shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
       shape.insert(shape.end(), t.shape().begin() + axis + 1, t.shape().end());

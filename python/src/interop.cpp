@@ -5,6 +5,7 @@
 #include <pybind11/complex.h>
 #include <pybind11/numpy.h>
 
+#include <limits>
 #include <map>
 
 #include "bindings.h"
@@ -68,6 +69,11 @@ Tensor wrap_array(py::array array) {
   if (!shareable || !native_order || !aligned || !layout_ok || !writeable) {
     // A copy in a layout and type eddy holds (C order, native byte order).
     py::module_ np = py::module_::import("numpy");
+    if (name == "uint64" && array.size() > 0 &&
+        np.attr("max")(array).cast<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      throw py::value_error(cat("eddy: a uint64 array holds ", np.attr("max")(array).cast<uint64_t>(),
+                                ", which int64 (eddy's widest integer) cannot hold"));
+    }
     // numpy.array with copy=True: ascontiguousarray would hand back an unaligned contiguous
     // array as it is, and wrapping that again would recurse without end.
     py::array copy = np.attr("array")(array, py::arg("dtype") = numpy_name(dtype), py::arg("order") = "C",

@@ -100,8 +100,11 @@ class AutocastContext {
 void bind_fft(py::module_& parent) {
   py::module_ m = parent.def_submodule("fft", "numpy.fft, differentiable to any order (FFTW on the CPU).");
   auto one_axis = [&](const char* name, Tensor (*op)(const Tensor&, int64_t, int64_t, std::string_view)) {
-    m.def(name, [op](const py::object& x, const py::object& n, int64_t axis, const std::string& norm) {
-          return op(as_tensor(x), n.is_none() ? -1 : n.cast<int64_t>(), axis, norm);
+    m.def(name, [op, name](const py::object& x, const py::object& n, int64_t axis, const std::string& norm) {
+          // The C++ functions take -1 for "the input's length"; here, as in NumPy, that is None.
+          const int64_t length = n.is_none() ? -1 : n.cast<int64_t>();
+          if (!n.is_none() && length < 1) throw Error(cat(name, ": n must be a positive length, got ", length));
+          return op(as_tensor(x), length, axis, norm);
         },
         py::arg("x"), py::arg("n") = py::none(), py::arg("axis") = -1, py::arg("norm") = "backward");
   };

@@ -8,6 +8,7 @@
 
 #include "bindings.h"
 #include "eddy/core/distribution.h"
+#include "eddy/core/tracing.h"
 #include "eddy/autodiff/tape.h"
 #include "eddy/ops/ops.h"
 
@@ -65,6 +66,10 @@ py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, Scal
   if ((py::isinstance<py::float_>(b) || py::isinstance<py::int_>(b)) && !py::isinstance<py::bool_>(b) &&
       is_inexact(a.dtype())) {
     return py::cast(scalar_op(a, b.cast<double>()));
+  }
+  // A Python complex takes the tensor's precision too: complex64 with float32 or complex64.
+  if (PyComplex_Check(b.ptr()) && is_inexact(a.dtype())) {
+    return py::cast(tensor_op(a, scalar(b.cast<std::complex<double>>(), complex_dtype(a.dtype()), a.device())));
   }
   return py::cast(tensor_op(a, as_tensor(b)));
 }
@@ -171,6 +176,15 @@ void bind_tensor(py::module_& m) {
         if (!target.is_view) {
           throw py::index_error("assignment through integer-array, mask or negative-step indices is not "
                                 "supported; index with integers and slices");
+        }
+        // Inside eddy.jit: the capture's refusal, on the tensor itself (the view is new to it).
+        if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(t, "t[...] = v");
+        // The write is not recorded, so into a tensor that requires grad it would change values
+        // that recorded operations read back (x.grad came out wrong); copy_ refuses the same.
+        if (GradMode::enabled() && t.requires_grad()) {
+          throw Error(cat("assignment into a tensor of shape ", t.shape(), " that requires grad: autodiff "
+                          "does not record it; assign under `with eddy.no_grad():` (as an optimiser "
+                          "step does), or build the new value with operations (eddy.where, eddy.concat)"));
         }
         NoGradGuard no_grad;
         target.view.copy_(as_tensor(value));

@@ -320,6 +320,19 @@ TEST(TensorViews, CopyBroadcastsAndCasts) {
   EXPECT_EQ(target.to_vector<double>(), (std::vector<double>{4, 5, 6, 4, 5, 6}));
 }
 
+// The copy read elements it had already written: x[1:4] = x[0:3] gave [0, 0, 0, 0, 4, 5].
+TEST(TensorViews, CopyBetweenOverlappingViewsReadsBeforeWriting) {
+  Tensor x = arange(0, 6, 1, DType::f64);
+  slice(x, 0, 1, 4).copy_(slice(x, 0, 0, 3));
+  EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{0, 0, 1, 2, 4, 5}));
+  Tensor y = arange(0, 6, 1, DType::f64);
+  slice(y, 0, 0, 3).copy_(slice(y, 0, 1, 4));
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1, 2, 3, 3, 4, 5}));
+  Tensor z = reshape(arange(0, 6, 1, DType::f64), {2, 3});
+  slice(z, 1, 1, 3).copy_(slice(z, 1, 0, 2));
+  EXPECT_EQ(z.to_vector<double>(), (std::vector<double>{0, 0, 1, 3, 3, 4}));
+}
+
 TEST(TensorViews, ContiguousCopiesOnlyWhenNeeded) {
   Tensor base = counting_block();
   Tensor same = contiguous(base);

@@ -362,7 +362,7 @@ std::vector<OpCase> build_table() {
                     [](const Tensor& x) { return softplus(x); },
                     [](c x) { return c(std::log1p(std::exp(x.real()))); },
                     [](DType d, Generator& g) { return std::vector<Tensor>{away_from_zero({3, 4}, d, g)}; }));
-  t.push_back(unary("relu", {"where", "gt"}, kReal, [](const Tensor& x) { return relu(x); },
+  t.push_back(unary("relu", {"where", "le"}, kReal, [](const Tensor& x) { return relu(x); },
                     [](c x) { return c(std::max(x.real(), 0.0)); },
                     [](DType d, Generator& g) { return std::vector<Tensor>{away_from_zero({3, 4}, d, g)}; }));
   t.push_back(unary("silu", {"tanh"}, kReal, [](const Tensor& x) { return silu(x); },

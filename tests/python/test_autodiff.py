@@ -275,3 +275,29 @@ def test_python_exceptions_in_f_propagate_and_leave_a_clean_state():
     _, tangent = eddy.jvp(lambda y: y * y, (x,), (t([1.0, 0.0]),))
     assert tangent.tolist() == [2.0, 0.0]
     assert eddy.grad(lambda y: eddy.sum(y * y))(x).tolist() == [2.0, 4.0]
+
+
+# ---- derivatives at zero, as PyTorch takes them (they were NaN) ----
+
+
+def test_norm_has_gradient_zero_at_zero():
+    np.testing.assert_array_equal(np.asarray(eddy.grad(eddy.norm)(eddy.zeros([3], dtype=eddy.float64))), [0, 0, 0])
+    x = np.array([3.0, -4.0])
+    np.testing.assert_allclose(np.asarray(eddy.grad(eddy.norm)(eddy.tensor(x))), x / 5.0)
+
+
+def test_complex_abs_has_gradient_zero_at_zero():
+    z = eddy.tensor(np.array([0j, 3 - 4j]))
+    g = np.asarray(eddy.grad(lambda z: eddy.sum(eddy.abs(z)))(z))
+    np.testing.assert_allclose(g, [0, (3 - 4j) / 5])
+    _, tangent = eddy.jvp(lambda z: eddy.abs(z), (z,), (eddy.tensor(np.array([1 + 1j, 1 + 1j])),))
+    np.testing.assert_allclose(np.asarray(tangent), [0, (3 * 1 - 4 * 1) / 5])  # (x dx + y dy) / |z|
+
+
+def test_power_in_the_exponent_at_a_zero_base():
+    a = eddy.tensor(np.array([0.0, 2.0]))
+    b = eddy.tensor(np.array([1.5, 1.5]))
+    f = lambda b: eddy.sum(a ** b)
+    np.testing.assert_allclose(np.asarray(eddy.grad(f)(b)), [0, np.log(2) * 2**1.5])
+    second = np.asarray(eddy.grad(lambda b: eddy.sum(eddy.grad(f)(b)))(b))
+    np.testing.assert_allclose(second, [0, np.log(2) ** 2 * 2**1.5])

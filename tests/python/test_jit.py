@@ -150,3 +150,41 @@ def test_calls_from_several_threads():
     for x, result in zip(inputs, results):
         np.testing.assert_allclose(result, np.tanh(x.numpy()) * 3.0, rtol=1e-12)
     assert jitted.stats.traces == 1 and jitted.stats.calls == len(inputs)
+
+
+@pytest.mark.parametrize("make_index", [lambda: np.array([0, 0, 3]), lambda: [0, -1],
+                                        lambda: eddy.tensor(np.array([4, 1]))])
+def test_integer_array_indices_compile(make_index):
+    x = eddy.tensor(np.arange(20.0).reshape(5, 4))
+    index = make_index()
+    compiled = eddy.jit(lambda a: a[index] * 2.0)
+    np.testing.assert_array_equal(np.asarray(compiled(x)), np.arange(20.0).reshape(5, 4)[np.asarray(index)] * 2)
+    columns = eddy.jit(lambda a: a[:, np.array([1, 2])])
+    np.testing.assert_array_equal(np.asarray(columns(x)), np.arange(20.0).reshape(5, 4)[:, [1, 2]])
+
+
+def test_an_index_passed_as_an_input_compiles_and_is_checked_when_run():
+    x = eddy.tensor(np.arange(20.0).reshape(5, 4))
+    take = eddy.jit(lambda a, i: a[i])
+    np.testing.assert_array_equal(np.asarray(take(x, eddy.tensor(np.array([0, 3])))), np.asarray(x)[[0, 3]])
+    with pytest.raises(eddy.Error, match="out of range"):
+        take(x, eddy.tensor(np.array([0, 9])))
+
+
+def test_out_of_bounds_constant_index_is_an_index_error():
+    x = eddy.tensor(np.arange(5.0))
+    with pytest.raises(IndexError, match="index 7 is out of bounds for axis 0 with size 5"):
+        eddy.jit(lambda a: a[np.array([7])])(x)
+
+
+def test_returning_none_is_named():
+    with pytest.raises(eddy.Error, match="returned None"):
+        eddy.jit(lambda a: None)(eddy.ones([2]))
+
+
+def test_an_inplace_write_inside_jit_says_what_to_do():
+    def step(a):
+        a[0] = 1.0
+        return a
+    with pytest.raises(eddy.Error, match="run in-place updates"):
+        eddy.jit(step)(eddy.ones([2]))

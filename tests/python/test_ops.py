@@ -333,3 +333,26 @@ def test_fft_errors():
         eddy.fft.fft(CSIGNAL, norm="sideways")
     with pytest.raises(eddy.Error):
         eddy.fft.fft(CSIGNAL, axis=5)
+
+
+@pytest.mark.parametrize("dtype, expected", [("float32", "complex64"), ("complex64", "complex64"),
+                                             ("float64", "complex128"), ("complex128", "complex128")])
+def test_a_python_complex_takes_the_tensors_precision(dtype, expected):
+    t = eddy.tensor(np.ones(3, dtype=dtype))
+    for result in (t * (1 + 2j), (1 + 2j) + t, t - 1j, 2j / t):
+        assert str(result.dtype) == expected
+    np.testing.assert_allclose(np.asarray(t * (1 + 2j)), np.full(3, 1 + 2j))
+
+
+@pytest.mark.parametrize("n", [0, -1, -3])
+def test_fft_lengths_must_be_positive(n):
+    with pytest.raises(eddy.Error, match=f"rfft: n must be a positive length, got {n}"):
+        eddy.fft.rfft(eddy.tensor(np.arange(4.0)), n=n)
+
+
+def test_relu_passes_nan_through_and_has_derivative_zero_at_zero():
+    # It turned NaN into 0, so a NaN input trained a ReLU network quietly.
+    out = np.asarray(eddy.relu(eddy.tensor(np.array([np.nan, -1.0, 0.0, 2.0]))))
+    assert np.isnan(out[0]) and list(out[1:]) == [0.0, 0.0, 2.0]
+    grad = np.asarray(eddy.grad(lambda x: eddy.sum(eddy.relu(x)))(eddy.tensor(np.array([-1.0, 0.0, 2.0]))))
+    assert list(grad) == [0.0, 0.0, 1.0]

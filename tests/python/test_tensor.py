@@ -629,3 +629,43 @@ def test_from_dlpack_rejects_negative_strides_before_consuming_the_capsule():
     with pytest.raises(eddy.Error, match="negative strides"):
         eddy.from_dlpack(reversed_view)
     assert eddy.from_dlpack(np.ascontiguousarray(reversed_view)).tolist() == [4.0, 3.0, 2.0, 1.0, 0.0]
+
+
+def test_assignment_into_a_tensor_that_requires_grad_is_refused_while_recording():
+    # Autodiff does not record the write: y[0] = 100 after z = sum(y * y) made x.grad [200, 4].
+    x = eddy.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1.0
+    z = eddy.sum(y * y)
+    with pytest.raises(eddy.Error, match=r"assignment into a tensor of shape \[2\] that requires grad"):
+        y[0] = 100.0
+    with pytest.raises(eddy.Error, match="requires grad"):
+        x[1] = 0.0
+    z.backward()
+    np.testing.assert_allclose(np.asarray(x.grad), [2.0, 4.0])
+    with eddy.no_grad():
+        x[1] = 5.0
+    np.testing.assert_allclose(np.asarray(x), [1.0, 5.0])
+
+
+@pytest.mark.parametrize("target, source", [(np.s_[1:4], np.s_[0:3]), (np.s_[0:3], np.s_[1:4]),
+                                            (np.s_[1:], np.s_[:-1]), (np.s_[2:], np.s_[:4])])
+def test_assignment_between_overlapping_views_matches_numpy(target, source):
+    expected = np.arange(6.0)
+    expected[target] = expected[source].copy()
+    x = eddy.tensor(np.arange(6.0))
+    x[target] = x[source]
+    np.testing.assert_array_equal(np.asarray(x), expected)
+
+
+def test_assignment_between_overlapping_columns_matches_numpy():
+    expected = np.arange(6.0).reshape(2, 3)
+    y = eddy.tensor(expected)
+    expected[:, 1:] = expected[:, :2].copy()
+    y[:, 1:] = y[:, :2]
+    np.testing.assert_array_equal(np.asarray(y), expected)
+
+
+def test_uint64_values_beyond_int64_are_refused():
+    with pytest.raises(ValueError, match="uint64 array holds 18446744073709551615"):
+        eddy.as_tensor(np.array([1, 2**64 - 1], dtype=np.uint64))
+    np.testing.assert_array_equal(np.asarray(eddy.as_tensor(np.array([7], dtype=np.uint64))), [7])

@@ -45,17 +45,22 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   }
 
   void host_read(const Tensor& tensor, std::string_view operation) override {
-    const std::optional<ValueId> known = find(tensor);
     if (tensor.requires_grad() && tensor.is_leaf()) {
       throw Error("compile: the traced function reads the elements of a parameter (" + std::string(operation) +
                   " on shape " + shape_text(tensor) + "); the graph would keep today's value after the "
                   "optimiser changes it. Use the tensor in ops instead of reading it on the host");
     }
-    if (!known || graph.value(*known).source == ValueSource::captured) return;
+    if (readable_on_host(tensor)) return;
     throw Error("compile: the traced function reads the elements of a tensor computed from its inputs (" +
                 std::string(operation) + " on shape " + shape_text(tensor) +
                 "); a captured graph cannot branch on tensor values. Move that decision out of "
                 "the compiled function, or express it with where()");
+  }
+
+  bool readable_on_host(const Tensor& tensor) override {
+    if (tensor.requires_grad() && tensor.is_leaf()) return false;
+    const std::optional<ValueId> known = find(tensor);
+    return !known || graph.value(*known).source == ValueSource::captured;
   }
 
   void inplace_write(const Tensor& tensor, std::string_view operation) override {

@@ -130,6 +130,28 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape) {
 
 // ---- in-place writes and host reads: straight to the device's kernels, outside dispatch ----
 namespace {
+// The first and last storage offsets a view reaches; {1, 0} (nothing) for an empty one.
+std::pair<int64_t, int64_t> reach(const Tensor& t) {
+  int64_t first = t.offset(), last = t.offset();
+  for (size_t i = 0; i < t.shape().size(); ++i) {
+    if (t.shape()[i] == 0) return {1, 0};
+    const int64_t span = (t.shape()[i] - 1) * t.strides()[i];
+    (span < 0 ? first : last) += span;
+  }
+  return {first, last};
+}
+
+// Whether a copy from `source` into `target`, element by element, could overwrite elements of
+// `source` before it reads them (x[1:4] = x[0:3]): two different views of one storage whose
+// ranges meet. Conservative: interleaved views that share no element also count.
+bool copy_may_read_its_writes(const Tensor& target, const Tensor& source) {
+  if (target.storage() != source.storage()) return false;
+  if (target.offset() == source.offset() && target.strides() == source.strides()) return false;
+  const auto [target_first, target_last] = reach(target);
+  const auto [source_first, source_last] = reach(source);
+  return target_first <= source_last && source_first <= target_last;
+}
+
 void check_writable(const Tensor& t, std::string_view op) {
   EDDY_CHECK(!(GradMode::enabled() && t.requires_grad()), op,
              ": in-place write to a tensor that requires grad; do it inside a NoGradGuard");
@@ -180,20 +202,28 @@ Tensor& Tensor::copy_(const Tensor& source) {
     copy_to_distributed(*this, source);
     return *this;
   }
+  // The capture's refusal first: inside a traced function it says what to do instead.
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
   check_writable(*this, "copy_");
   if (const Distribution* from = distribution_of(source)) {
     EDDY_CHECK(whole_on_every_rank(*from), "copy_: the source of shape ", source.shape(), " is distributed (",
                to_string(from->placements), ") and the target is an ordinary tensor; copy dist::full_tensor(source)");
     return copy_(from->local);
   }
-  if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "copy_");
   EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
              device());
   EDDY_CHECK(!source.is_abstract(), "copy_: the source of shape ", source.shape(), " is abstract (made by "
              "abstract tracing) and has no values");
   Shape target = shape();
   broadcast_shapes(source.shape(), target, "copy_");
-  backend_for(device()).copy(detail::broadcast_view(source, target), *this);
+  Backend& backend = backend_for(device());
+  Tensor from = detail::broadcast_view(source, target);
+  if (copy_may_read_its_writes(*this, from)) {
+    Tensor unaliased = Tensor::empty(source.shape(), source.dtype(), source.device());
+    backend.copy(source, unaliased);
+    from = detail::broadcast_view(unaliased, target);
+  }
+  backend.copy(from, *this);
   return *this;
 }
 
@@ -207,8 +237,8 @@ Tensor& Tensor::fill_(std::complex<double> value) {
     local.fill_(value);
     return *this;
   }
-  check_writable(*this, "fill_");
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "fill_");
+  check_writable(*this, "fill_");
   backend_for(device()).fill(*this, value);
   return *this;
 }

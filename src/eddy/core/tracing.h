@@ -24,6 +24,9 @@ class TraceRecorder {
   uint64_t capture_id() const { return capture_id_; }
   // The program reads `tensor`'s elements on the host (item, to_vector).
   virtual void host_read(const Tensor& tensor, std::string_view operation) = 0;
+  // Whether host_read would accept `tensor`: its values do not depend on the captured function's
+  // inputs or parameters (a constant), so code may check them on the host while capturing.
+  virtual bool readable_on_host(const Tensor& tensor) = 0;
   // The program overwrites `tensor`'s elements in place (copy_, fill_).
   virtual void inplace_write(const Tensor& tensor, std::string_view operation) = 0;
   virtual void random_draw(std::string_view operation) = 0;

@@ -20,7 +20,8 @@ Tensor softplus(const Tensor& x) {
   return maximum(x, zeros_like(x)) + log(1.0 + exp(-abs(x)));
 }
 
-Tensor relu(const Tensor& x) { return where(gt(x, zeros_like(x)), x, zeros_like(x)); }
+// 0 where x <= 0, so that a NaN passes through (as in PyTorch) instead of becoming 0.
+Tensor relu(const Tensor& x) { return where(le(x, zeros_like(x)), zeros_like(x), x); }
 
 Tensor gelu_exact(const Tensor& x) { return 0.5 * x * (1.0 + erf(x * (std::numbers::sqrt2 / 2))); }
 
@@ -62,8 +63,11 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
 
 Tensor norm(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   detail::require_inexact("norm", x);
-  Tensor squared = is_complex(x.dtype()) ? real(x * conj(x)) : x * x;
-  return sqrt(sum(squared, axes, keepdims));
+  Tensor squared = sum(is_complex(x.dtype()) ? real(x * conj(x)) : x * x, axes, keepdims);
+  // The root of 1 where the sum is 0, so that the gradient there is 0 (PyTorch's subgradient)
+  // rather than 0 times sqrt's infinite slope.
+  const Tensor at_zero = eq(squared, zeros_like(squared));
+  return where(at_zero, zeros_like(squared), sqrt(where(at_zero, ones_like(squared), squared)));
 }
 
 Tensor mse_loss(const Tensor& prediction, const Tensor& target) {

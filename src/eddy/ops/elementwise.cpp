@@ -157,18 +157,26 @@ Primitive real_unary(const UnaryBasics& basics, JvpRule jvp, VjpRule vjp) {
   return unary_declaration(basics, check_signed_real, std::move(jvp), std::move(vjp));
 }
 
+// x / |x| for complex x, and 0 where x is 0: abs's derivative there, as sign(0) = 0 is for real
+// x (PyTorch's sgn). The division never sees 0, so no derivative of any order divides by it.
+Tensor complex_sign(const Tensor& x) {
+  const Tensor magnitude = abs(x);
+  const Tensor at_zero = eq(magnitude, zeros_like(magnitude));
+  return where(at_zero, zeros_like(x), x / where(at_zero, ones_like(magnitude), magnitude));
+}
+
 // |x|, real-valued for complex x.
 Primitive absolute_value(const UnaryBasics& basics) {
   return unary_declaration(
       basics, check_numeric,
       [](Inputs in, const Attrs&, int, const Tensor& t) {
         const Tensor& x = in[0];
-        if (is_complex(x.dtype())) return real(conj(x) * t) / abs(x);
+        if (is_complex(x.dtype())) return real(conj(complex_sign(x)) * t);
         return t * sign(x);
       },
       [](Inputs in, const Attrs&, int, const Tensor& g) {
         const Tensor& x = in[0];
-        if (is_complex(x.dtype())) return g * x / abs(x);
+        if (is_complex(x.dtype())) return g * complex_sign(x);
         return g * sign(x);
       },
       /*real_output=*/true);
@@ -253,11 +261,13 @@ const Primitive& binary(const BinaryBasics& basics, BinaryDTypes accepted, JvpRu
   return register_primitive(binary_declaration(basics, accepted, std::move(jvp), std::move(vjp), linear));
 }
 
-// a^b, holomorphic in both.
+// a^b, holomorphic in both. In b the derivative log(a) a^b is taken as 0 where a = 0 (its limit
+// for b > 0, and PyTorch's value), through log(1) there: log(0) * 0 would be NaN.
 Primitive power(const BinaryBasics& basics) {
   auto derivative = [](Inputs in, int i) {
     const Tensor &a = in[0], &b = in[1];
-    return i == 0 ? b * pow(a, b - 1.0) : log(a) * pow(a, b);
+    if (i == 0) return b * pow(a, b - 1.0);
+    return log(where(eq(a, zeros_like(a)), ones_like(a), a)) * pow(a, b);
   };
   return binary_declaration(
       basics, BinaryDTypes::inexact,
