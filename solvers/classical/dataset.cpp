@@ -156,6 +156,10 @@ DatasetSpec read_dataset_spec(io::Config& config) {
 
   ConfigNode output = root.at("output");
   spec.output_path = output.string("path");
+  std::error_code ignored;
+  if (std::filesystem::is_directory(spec.output_path, ignored)) {
+    output.at("path").fail(cat(spec.output_path, " is a folder; give the HDF5 file to write"));
+  }
   spec.output_dtype = output.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   spec.vtk = output.boolean("vtk", false);
 

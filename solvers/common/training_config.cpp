@@ -1,6 +1,7 @@
 #include "solvers/common/training_config.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "eddy/core/backend.h"
 #include "eddy/dist/data_parallel.h"
@@ -35,6 +36,17 @@ optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default
     }
   }
   return spec;
+}
+
+std::string read_output_dir(const io::ConfigNode& output, const std::string& fallback) {
+  const std::string dir = output.string("dir", fallback);
+  std::error_code ignored;
+  if (std::filesystem::exists(dir, ignored) && !std::filesystem::is_directory(dir, ignored)) {
+    const std::string problem = cat(dir, " is a file, not a folder; a run writes a folder of files there");
+    if (output.has("dir")) output.at("dir").fail(problem);
+    throw Error(cat(output.position(), "output.dir: ", problem, " (the default for a file of this name)"));
+  }
+  return dir;
 }
 
 int64_t read_zero_stage(const io::ConfigNode& training) {

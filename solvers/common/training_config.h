@@ -28,6 +28,10 @@ struct RunLength {
 optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default_every, double peak,
                                   const std::optional<RunLength>& steps = std::nullopt);
 
+// `output.dir`, a run's folder (`fallback` when not given), refused when a file of that name is in
+// the way: found at the key rather than as a filesystem error after the run has trained.
+std::string read_output_dir(const io::ConfigNode& output, const std::string& fallback);
+
 // `zero_stage` of a training section: 0 (every rank keeps the whole optimiser state) or 1 (ZeRO
 // stage 1: each data-parallel rank keeps the state of its share of the parameters).
 int64_t read_zero_stage(const io::ConfigNode& training);

@@ -188,7 +188,7 @@ LmProblem read_lm_problem(io::Config& config, bool for_training) {
   if (root.has("parallel")) p.parallel = read_parallel(root.at("parallel"), p.model);
 
   const ConfigNode output = root.section("output");
-  p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());
+  p.output.dir = solvers::read_output_dir(output, "runs/" + std::filesystem::path(p.source).stem().string());
   p.output.checkpoint_every = output.integer("checkpoint_every", 100);
   if (p.output.checkpoint_every < 0) output.at("checkpoint_every").fail("must be non-negative (0: only at the end)");
 

@@ -1,6 +1,8 @@
 #include "solvers/operator/dataset.h"
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <utility>
 
 #include "eddy/autodiff/tape.h"
@@ -21,12 +23,35 @@ auto with_split_context(const SplitSpec& split, Read read) {
   }
 }
 
+// `values` read from `dataset` of the split's file, refused if it holds a NaN or an infinity:
+// training on one goes on quietly (a ReLU network turned a NaN input into a constant model).
+// `first_row` is the file row of values' row 0.
+Tensor finite(const SplitSpec& split, const std::string& dataset, Tensor values, int64_t first_row) {
+  const Tensor is_finite = lt(abs(values), scalar(std::numeric_limits<double>::infinity(), values.dtype()));
+  if (values.numel() == 0 || min(cast(is_finite, DType::i32)).item<int32_t>() == 1) return values;
+  const std::vector<bool> flags = is_finite.to_vector<bool>();
+  auto flat = static_cast<int64_t>(std::find(flags.begin(), flags.end(), false) - flags.begin());
+  std::vector<int64_t> index(values.shape().size());
+  for (size_t axis = index.size(); axis-- > 0;) {
+    index[axis] = flat % values.shape()[axis];
+    flat /= values.shape()[axis];
+  }
+  if (!index.empty()) index[0] += first_row;
+  std::string position;
+  for (int64_t i : index) position += (position.empty() ? "" : ", ") + std::to_string(i);
+  throw Error(cat(split.where, split.file, ": dataset '", dataset, "' holds a non-finite value (NaN or "
+                  "infinity) at [", position, "]; the data must be finite"));
+}
+
 Tensor read_array(const SplitSpec& split, const std::string& dataset, DType dtype) {
-  return with_split_context(split, [&] { return cast(io::read_hdf5(split.file, dataset), dtype); });
+  return finite(split, dataset,
+                with_split_context(split, [&] { return cast(io::read_hdf5(split.file, dataset), dtype); }), 0);
 }
 
 Tensor read_rows(const SplitSpec& split, const std::string& dataset, int64_t first, int64_t last, DType dtype) {
-  return with_split_context(split, [&] { return cast(io::read_hdf5_rows(split.file, dataset, first, last), dtype); });
+  return finite(split, dataset, with_split_context(split, [&] {
+                  return cast(io::read_hdf5_rows(split.file, dataset, first, last), dtype);
+                }), first);
 }
 
 Shape shape_of(const SplitSpec& split, const std::string& dataset) {
@@ -76,16 +101,27 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
   }
   split.input = to_grid_layout(split.input, problem.data.input_channels, spec.stride);
   split.output = to_grid_layout(split.output, problem.data.output_channels, spec.stride);
+  // Shapes as the whole split has them (`eddy check` reads none of its rows).
+  const auto shown = [&](Shape shape) {
+    shape[0] = split.size;
+    return shape;
+  };
   const int64_t d = static_cast<int64_t>(problem.model.fno.modes.size());
-  EDDY_CHECK(split.input.dim() == d + 2, what, "input '", spec.input, "' gives ", split.input.shape(),
+  EDDY_CHECK(split.input.dim() == d + 2, what, "input '", spec.input, "' gives ", shown(split.input.shape()),
              " as [N, channels, grid], but model.modes has ", d, " entries (one per spatial axis)",
              problem.data.input_channels ? "" : "; set data.input_channels: true if axis 1 holds channels");
   EDDY_CHECK(split.output.dim() == d + 2 &&
                  Shape(split.output.shape().begin() + 2, split.output.shape().end()) ==
                      Shape(split.input.shape().begin() + 2, split.input.shape().end()),
-             what, "output '", spec.output, "' gives ", split.output.shape(), " but input '", spec.input, "' gives ",
-             split.input.shape(), "; FNO needs both on the same grid",
+             what, "output '", spec.output, "' gives ", shown(split.output.shape()), " but input '", spec.input,
+             "' gives ", shown(split.input.shape()), "; FNO needs both on the same grid",
              problem.data.output_channels ? "" : " (set data.output_channels: true if axis 1 holds channels)");
+  // A spectral layer needs two points an axis; found here rather than after the first epoch.
+  for (int64_t axis = 2; axis < split.input.dim(); ++axis) {
+    EDDY_CHECK(split.input.shape()[axis] >= 2, what, "input '", spec.input, "' gives the grid ",
+               shown(split.input.shape()), " at stride ", spec.stride, "; an FNO needs at least 2 points on every "
+               "axis (a smaller stride keeps more)");
+  }
   return split;
 }
 
@@ -107,6 +143,9 @@ Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm) {
     } else {
       EDDY_CHECK(channels(test.input) == channels(data.train.input), spec.where, "test set '", spec.name, "' has ",
                  channels(test.input), " sensors but the training set ", channels(data.train.input));
+      EDDY_CHECK(channels(test.points) == channels(data.train.points), spec.where, "test set '", spec.name,
+                 "' has query points of ", channels(test.points), " coordinates (", test.points.shape(),
+                 ") but the training set's have ", channels(data.train.points));
     }
     data.tests.push_back(std::move(test));
   }

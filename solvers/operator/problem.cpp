@@ -14,6 +14,13 @@ SplitSpec read_split(const ConfigNode& node, const std::string& default_file, co
   SplitSpec split;
   split.where = node.where();
   split.name = node.string("name", default_name);
+  // The name becomes part of file names (sample0_NAME.vti) and of HDF5 group paths (test/NAME).
+  if (split.name.empty() || split.name == "." || split.name == ".." ||
+      split.name.find_first_of("/\\") != std::string::npos) {
+    (node.has("name") ? node.at("name") : node).fail(cat("a test set's name must be non-empty, not '.' or '..', and "
+                                                         "without '/' or '\\' (it names files and HDF5 groups); got '",
+                                                         split.name, "'"));
+  }
   split.file = node.input_path("file", default_file);
   if (split.file.empty()) node.fail("needs a file (here or as data.file)");
   split.input = node.string("input");
@@ -98,6 +105,9 @@ OperatorProblem read_operator_problem(io::Config& config) {
   } catch (const Error& e) {
     model.at("activation").fail(e.what());
   }
+  if (p.model.type == ModelType::fno && !p.data.points.empty()) {
+    data.at("points").fail("is the trunk's query points of a DeepONet; an FNO evaluates on its data's grid");
+  }
   if (p.model.type == ModelType::fno) {
     read_fno(model, p.model.fno);
   } else {
@@ -151,7 +161,7 @@ OperatorProblem read_operator_problem(io::Config& config) {
   }
 
   ConfigNode output = root.section("output");
-  p.output.dir = output.string("dir", "runs/" + std::filesystem::path(p.source).stem().string());
+  p.output.dir = solvers::read_output_dir(output, "runs/" + std::filesystem::path(p.source).stem().string());
   p.output.checkpoint_every = output.integer("checkpoint_every", 10);
   if (p.output.checkpoint_every < 0) output.at("checkpoint_every").fail("must be non-negative (0: only at the end)");
   p.output.vtk = output.boolean("vtk", true);

@@ -887,7 +887,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
 
   ConfigNode output = root.section("output");
   const std::string stem = std::filesystem::path(p.source).stem().string();
-  p.output.dir = output.string("dir", "runs/" + stem);
+  p.output.dir = solvers::read_output_dir(output, "runs/" + stem);
   std::vector<double> grid(p.coordinates.size(), p.coordinates.size() > 2 ? 32 : 128);
   if (auto sizes = output.find("grid")) {
     grid = sizes->is_scalar() ? std::vector<double>(p.coordinates.size(), sizes->as_number()) : sizes->as_numbers();

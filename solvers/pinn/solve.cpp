@@ -24,6 +24,7 @@
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/schedule.h"
 #include "eddy/optim/soap.h"
+#include "solvers/common/file_kind.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
@@ -395,6 +396,10 @@ Metrics evaluate_run(const std::string& run_dir) {
   EDDY_CHECK(std::filesystem::is_regular_file(run_dir + "/config.yaml"), "eval: ", run_dir,
              " has no config.yaml; give a run folder written by `eddy solve` (its output.dir)");
   auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
+  EDDY_CHECK(solvers::file_kind(*config) == solvers::FileKind::pinn, "eval: ", run_dir, " is not a run of `eddy "
+             "solve` (its config.yaml has no `geometry`); eval re-evaluates PINN runs. A run of `eddy train` "
+             "reports its test errors as it ends and keeps them in predictions.h5, one of `eddy lm train` its "
+             "validation loss in history.h5");
   Problem problem = read_problem(*config);
   PinnState state(problem);
   load_trained(state, run_dir);

@@ -198,6 +198,25 @@ TEST(Config, ADirectoryIsNotReadAsAnEmptyFile) {
   EXPECT_EQ(error_of([&] { Config::load(directory); }), directory + " is a directory, not a file");
 }
 
+TEST(Config, ABinaryFileIsNamedForWhatItIs) {
+  EXPECT_EQ(error_of([&] { Config::parse(std::string("\x89HDF\r\n\x1a\n\0\0", 10), "tr.h5"); }),
+            "tr.h5 is an HDF5 file, not a YAML config");
+  EXPECT_EQ(error_of([&] { Config::parse(std::string("\x10\0\0\0\0\0\0\0{\"a\": 1}", 16), "w.safetensors"); }),
+            "w.safetensors is a safetensors file, not a YAML config");
+  EXPECT_EQ(error_of([&] { Config::parse(std::string("a: 1\n\0", 6), "x.bin"); }), "x.bin is a binary file, not a YAML config");
+}
+
+// The entries of a list of sections are checked for unknown keys as a section is.
+TEST(Config, UnknownKeysInAListOfSectionsAreFound) {
+  auto config = Config::parse("sets:\n  - {name: a}\n  - {name: b, strid: 2}\n", "list.yaml");
+  for (const ConfigNode& entry : config->root().at("sets").elements()) {
+    entry.string("name");
+    entry.integer("stride", 1);
+  }
+  EXPECT_EQ(error_of([&] { config->check_no_unknown_keys(); }),
+            "list.yaml:3:15: unknown key 'strid' in sets[1] (did you mean 'stride'?); valid keys: name, stride");
+}
+
 // Files a config reads are found beside it; command-line paths from where they were typed; both
 // are written back absolute, so the resolved config names what was read.
 TEST(Config, InputPathsAreRelativeToTheConfigFileAndOverridesToTheWorkingDirectory) {

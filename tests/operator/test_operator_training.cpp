@@ -240,11 +240,13 @@ TEST_F(OperatorTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   io::Hdf5Writer out((dir_ / "nan.h5").string());
   Tensor u = ones({4, 8}, DType::f64);
   out.write("u", u);
-  out.write("v", u * std::nan(""));
+  // Finite data (NaN data is refused when it loads) whose squared error overflows float32.
+  out.write("v", u * 1e30);
   out.commit();
   const std::string text = cat("data:\n  file: ", (dir_ / "nan.h5").string(),
                                "\n  normalize: false\n  train: {input: u, output: v}\n  test: {input: u, output: v}\n"
                                "model: {type: fno, modes: [2], width: 4, layers: 1, projection_width: 4}\n"
+                               "training: {loss: mse}\n"
                                "output: {dir: ", (dir_ / "nan").string(), "}\n");
   const TrainResult result = train(problem_of(text), {});
   EXPECT_FALSE(result.finished);
@@ -276,6 +278,36 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
                {"model.padding", "must be 0 when parallel.mesh splits the grid over 2 ranks"});
   expect_error([&] { problem_of(config("parallel: {mesh: [2], names: [grid]}\n"), {"model.type=deeponet"}); },
                {"parallel.names", "a DeepONet has no grid"});
+}
+
+TEST_F(OperatorTraining, BadTestSetsAndDataAreRefusedBeforeTraining) {
+  // A misspelt key in an entry of a test-set list was ignored (`strid: 2` tested at full size).
+  expect_error([&] { problem_of(config(), {"data.test=[{name: a, input: test/u, output: test/smooth, strid: 2}]"}); },
+               {"unknown key 'strid' in data.test[0]", "did you mean 'stride'"});
+  // Names become file names and HDF5 groups: the run trained, then failed to write its results.
+  for (const std::string name : {"a/b", "", ".", ".."}) {
+    expect_error([&] { problem_of(config(), {cat("data.test=[{name: '", name, "', input: test/u, output: test/smooth}]")}); },
+                 {"data.test[0].name", "a test set's name"});
+  }
+  // Too coarse a stride for a spectral layer: found at load, not after the first epoch.
+  expect_error([&] { load_data(problem_of(config(), {"data.train.stride=32"})); },
+               {"data.train", "the grid [64, 1, 1] at stride 32", "at least 2 points"});
+  expect_error([&] { problem_of(config(), {"data.points=y"}); }, {"data.points", "DeepONet"});
+  // A NaN in the data trained on quietly; it is refused with its dataset and position.
+  const std::string nan_file = (dir_ / "nan.h5").string();
+  {
+    Tensor u = io::read_hdf5((dir_ / "smooth.h5").string(), "train/u");
+    Tensor poisoned = contiguous(u);
+    slice(slice(poisoned, 0, 5, 6), 1, 7, 8).fill_(std::nan(""));
+    io::Hdf5Writer out(nan_file);
+    out.write("train/u", poisoned);
+    out.write("train/smooth", io::read_hdf5((dir_ / "smooth.h5").string(), "train/smooth"));
+    out.commit();
+  }
+  expect_error([&] { load_data(problem_of(config(), {cat("data.train.file=", nan_file)})); },
+               {"data.train", "dataset 'train/u' holds a non-finite value (NaN or infinity) at [5, 7]"});
+  // A file where the run's folder should be.
+  expect_error([&] { problem_of(config(), {cat("output.dir=", nan_file)}); }, {"output.dir", "is a file, not a folder"});
 }
 
 }  // namespace

@@ -153,3 +153,32 @@ def test_a_file_of_another_kind_names_the_command_that_reads_it(eddy_cli, comman
     result = run(eddy_cli, *command, file, "--quiet")
     assert result.returncode == 1, result.stderr
     assert message.format(file=file) in result.stderr, result.stderr
+
+
+def test_eval_of_an_operator_run_says_it_takes_pinn_runs(tmp_path, eddy_cli):
+    # It reported that the config.yaml eddy had written lacked `geometry`.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text((ROOT / "examples" / "operator" / "darcy16.yaml").read_text())
+    result = run(eddy_cli, "eval", run_dir)
+    assert result.returncode == 1
+    assert f"eval: {run_dir} is not a run of `eddy solve` (its config.yaml has no `geometry`)" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["train"], ["generate"], ["check"], ["solve"]])
+def test_a_data_file_given_as_the_config_is_named_for_what_it_is(eddy_cli, command):
+    # YAML reported an escape character somewhere in the file's bytes.
+    data = ROOT / "data" / "darcy16.h5"
+    result = run(eddy_cli, *command, data)
+    assert result.returncode == 1
+    assert f"{data} is an HDF5 file, not a YAML config" in result.stderr, result.stderr
+
+
+def test_a_folder_given_as_a_dataset_to_write_is_refused_before_solving(tmp_path, eddy_cli):
+    # The whole dataset was solved first; the move onto the folder then failed, leaving a .tmp file.
+    (tmp_path / "out.h5").mkdir()
+    result = run(eddy_cli, "generate", ROOT / "examples" / "operator" / "darcy_data.yaml", "samples=2",
+                 "resolution=16", f"output.path={tmp_path / 'out.h5'}", "--quiet")
+    assert result.returncode == 1
+    assert "output.path: " in result.stderr and "out.h5 is a folder; give the HDF5 file to write" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.h5"]

@@ -34,10 +34,20 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   const bool synced = ::fsync(fd) == 0;
   const int error = errno;
   ::close(fd);
-  if (!synced || ::rename(temporary.c_str(), path.c_str()) != 0) {
+  if (!synced) {
     ::unlink(temporary.c_str());
-    throw Error(cat("cannot move ", temporary, " to ", path, ": ", std::strerror(synced ? errno : error)));
+    throw Error(cat("cannot write ", temporary, ": ", std::strerror(error)));
   }
+  move_into_place(temporary, path);
+}
+
+void move_into_place(const std::string& temporary, const std::string& path) {
+  if (::rename(temporary.c_str(), path.c_str()) == 0) return;
+  const int error = errno;
+  ::unlink(temporary.c_str());
+  std::error_code ignored;
+  throw Error(cat("cannot write ", path, std::filesystem::is_directory(path, ignored) ? " (it is a directory)" : "",
+                  ": moving ", temporary, " there failed: ", std::strerror(error)));
 }
 
 std::string read_file(const std::string& path) {

@@ -11,6 +11,10 @@ namespace eddy::io {
 // the path on failure; the previous file, if any, is then left untouched.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
+// Renames a finished temporary file onto `path`. On failure (`path` is a directory, say) removes
+// the temporary and throws eddy::Error naming both paths and the reason.
+void move_into_place(const std::string& temporary, const std::string& path);
+
 // The whole file; throws eddy::Error naming the path when it cannot be read or is a directory.
 std::string read_file(const std::string& path);
 

@@ -273,8 +273,27 @@ std::unique_ptr<Config> Config::load(const std::string& path, const std::vector<
   return config;
 }
 
+namespace {
+
+// What a binary file given where a config belongs is, by its first bytes; empty for text. YAML
+// would report a syntax error somewhere in the bytes (`eddy train data.h5`).
+std::string binary_kind(std::string_view bytes) {
+  if (bytes.starts_with("\x89HDF\r\n\x1a\n")) return "an HDF5 file";
+  // safetensors: an 8-byte little-endian header length, then the JSON header.
+  if (bytes.size() > 8 && bytes[8] == '{' && bytes.substr(0, 8).find('\0') != std::string_view::npos) {
+    return "a safetensors file";
+  }
+  if (bytes.substr(0, 4096).find('\0') != std::string_view::npos) return "a binary file";
+  return "";
+}
+
+}  // namespace
+
 std::unique_ptr<Config> Config::parse(const std::string& text, const std::string& source,
                                       const std::vector<std::string>& overrides) {
+  if (const std::string kind = binary_kind(text); !kind.empty()) {
+    throw Error(cat(source, " is ", kind, ", not a YAML config"));
+  }
   YAML::Node tree;
   try {
     tree = YAML::Load(text);
@@ -360,8 +379,11 @@ void Config::check_map(const YAML::Node& node, const std::string& path) const {
                       ": unknown key '", key, "' in ", display(path), hint,
                       listing.empty() ? "" : "; valid keys: " + listing));
     }
-    // A section nobody read (known but unread) is not inspected further.
-    if (free || known_keys_.count(child(key)) || free_maps_.count(child(key))) check_map(entry.second, child(key));
+    // A section nobody read (known but unread) is not inspected further. A list of sections is
+    // known by its entries' paths (data.test[0]).
+    const std::string below = child(key);
+    const bool read_entries = entry.second.IsSequence() && known_keys_.count(cat(below, "[0]")) > 0;
+    if (free || known_keys_.count(below) || free_maps_.count(below) || read_entries) check_map(entry.second, below);
   }
 }
 

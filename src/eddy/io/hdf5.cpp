@@ -13,6 +13,7 @@
 #include "eddy/core/checked_size.h"
 #include "eddy/core/error.h"
 #include "eddy/dist/communicator.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::io {
@@ -225,13 +226,20 @@ void Hdf5Writer::commit() {
   EDDY_CHECK(file_ >= 0, path_, ": committed twice");
   const bool closed = H5Fclose(file_) >= 0;
   file_ = -1;
-  bool moved = stores_values() && closed && std::rename(temporary_.c_str(), path_.c_str()) == 0;
-  if (comm_) {  // every rank learns whether rank 0 moved the file, and returns once it has
-    Tensor flag = tensor(std::vector<int64_t>{moved ? 1 : 0});
-    comm_->broadcast(flag, 0);
-    moved = flag.item<int64_t>() == 1;
+  std::string failure = closed ? "" : cat("cannot close ", temporary_);
+  if (stores_values() && closed) {
+    try {
+      move_into_place(temporary_, path_);
+    } catch (const Error& e) {
+      failure = e.what();
+    }
   }
-  EDDY_CHECK(moved, "cannot move ", temporary_, " to ", path_);
+  if (comm_) {  // every rank learns whether rank 0 moved the file, and returns once it has
+    Tensor flag = tensor(std::vector<int64_t>{failure.empty() ? 1 : 0});
+    comm_->broadcast(flag, 0);
+    if (flag.item<int64_t>() == 0 && failure.empty()) failure = cat("cannot write ", path_, " (on rank 0)");
+  }
+  EDDY_CHECK(failure.empty(), failure);
 }
 
 namespace {

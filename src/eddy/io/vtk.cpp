@@ -22,10 +22,6 @@ namespace {
 
 std::string temporary_name(const std::string& path) { return path + ".tmp-" + std::to_string(::getpid()); }
 
-void move_into_place(const std::string& temporary, const std::string& path) {
-  EDDY_CHECK(std::rename(temporary.c_str(), path.c_str()) == 0, "cannot move ", temporary, " to ", path);
-}
-
 // A field as a VTK array; VTK stores x fastest, so grid fields are transposed from C order.
 vtkNew<vtkDoubleArray> to_vtk_array(const std::string& name, const Tensor& values, int64_t count,
                                      const std::vector<int64_t>& grid_dims) {
