@@ -39,6 +39,27 @@ float16 = _eddy.dtype.float16
 __version__ = "0.1.0"
 
 
+def _end_the_job_on_an_uncaught_exception():
+    """Under mpirun, a rank that dies of an exception waits at exit (MPI_Finalize) for ranks that
+    wait in a collective for it: the job hangs. End every process instead, as `eddy` does."""
+    import sys
+
+    if dist._launcher_size() <= 1:
+        return
+    previous = sys.excepthook
+
+    def end_the_job(kind, value, traceback):
+        previous(kind, value, traceback)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        dist._abort_job(f"an uncaught {kind.__name__} (above) ended this rank, so the job ends")
+
+    sys.excepthook = end_the_job
+
+
+_end_the_job_on_an_uncaught_exception()
+
+
 def tensor(data, dtype=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (a NumPy array, nested lists or a scalar)."""
     return Tensor(data, dtype, requires_grad)

@@ -4,13 +4,32 @@
 #include <filesystem>
 
 #include "eddy/core/error.h"
+#include "eddy/core/fingerprint.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
+#include "eddy/ops/ops.h"
 #include "solvers/common/thread_tuner.h"
 
 namespace eddy::solvers {
+namespace {
+
+// Throws on every rank, naming `what`, unless `value` is rank 0's on every rank: ranks started
+// with different configs, or resuming from different steps, went on to exchange tensors of
+// different sizes (a corrupted heap) or to wait in collectives the others never reached.
+void require_same_on_every_rank(dist::Communicator& comm, int64_t value, const std::string& what) {
+  if (comm.size() == 1) return;
+  Tensor root_value = tensor(std::vector<int64_t>{value});
+  comm.broadcast(root_value, 0);
+  const bool differs = root_value.item<int64_t>() != value;
+  Tensor differing = tensor(std::vector<int64_t>{differs ? 1 : 0});
+  comm.allreduce(differing, differing, dist::ReduceOp::sum);
+  EDDY_CHECK(differing.item<int64_t>() == 0, what, " (", differing.item<int64_t>(), " of the ", comm.size(),
+             " ranks differ from rank 0", differs ? ", this one among them" : "", ")");
+}
+
+}  // namespace
 
 TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tensor> trainable, dist::Communicator& comm,
                            ProgressLine& progress, TrainingHooks hooks)
@@ -24,6 +43,9 @@ TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tenso
       hooks_(std::move(hooks)) {}
 
 int64_t TrainingLoop::start() {
+  require_same_on_every_rank(comm_, static_cast<int64_t>(fnv1a(run_.config_hash)),
+                             "the ranks were started with different configs: start every rank with the same file "
+                             "and overrides");
   int64_t step = 0;
   if (run_.resume) {
     nn::StateDict saved;
@@ -45,6 +67,8 @@ int64_t TrainingLoop::start() {
                "there");
     hooks_.restore(saved);
   }
+  require_same_on_every_rank(comm_, step, cat("--resume: the ranks resume from different steps (this one from ",
+                                              step, " in ", checkpoint_, "); give every rank the same checkpoint"));
   saved_ = run_.resume;
   if (!run_.resume && comm_.rank() == 0 && std::filesystem::exists(checkpoint_)) {
     progress_.note(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)"));

@@ -139,11 +139,30 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
   out.commit();
 }
 
+// Rank 0 removes what an earlier run on another number of ranks left of image `stem` in `dir`:
+// its .vti where this run writes a .pvti and pieces, or the reverse, and pieces of ranks this run
+// does not have. ParaView would otherwise open a stale image beside the new one.
+void remove_other_runs_images(const dist::Communicator& comm, const std::string& dir, const std::string& stem) {
+  namespace fs = std::filesystem;
+  if (comm.rank() != 0) return;
+  std::error_code ignored;
+  fs::remove(fs::path(dir) / (stem + (comm.size() == 1 ? ".pvti" : ".vti")), ignored);
+  const std::string piece_prefix = stem + "_piece";
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(piece_prefix) || !name.ends_with(".vti")) continue;
+    const std::string digits = name.substr(piece_prefix.size(), name.size() - piece_prefix.size() - 4);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (comm.size() == 1 || std::stoll(digits) >= comm.size()) fs::remove(entry.path(), ignored);
+  }
+}
+
 // A .vti of this rank's block or, on several ranks, its piece and (rank 0) the .pvti joining
 // them; returns the file's name, relative to `dir`.
 std::string write_image(const dist::Communicator& comm, const std::string& dir, const std::string& stem,
                         const std::vector<double>& origin, const std::vector<double>& spacing, const Shape& whole,
                         const GridBlock& block, const Shape& block_shape, const io::PointFields& fields) {
+  remove_other_runs_images(comm, dir, stem);
   if (comm.size() == 1) {
     io::write_vti(dir + "/" + stem + ".vti", origin, spacing, whole, fields);
     return stem + ".vti";

@@ -90,7 +90,10 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
   std::printf("results: %s/solution.h5 (HDF5)%s, checkpoint %s/checkpoint.safetensors\n", problem.output.dir.c_str(),
               problem.output.vtk ? cat(", ", problem.output.dir, problem.time && problem.spatial_dim() > 1
                                                                    ? "/solution.pvd"
-                                                                   : "/solution.vti", " and points.vtp (ParaView)").c_str()
+                                                                   : dist::default_communicator().size() > 1
+                                                                         ? "/solution.pvti"
+                                                                         : "/solution.vti",
+                                                               " and points.vtp (ParaView)").c_str()
                                  : "",
               problem.output.dir.c_str());
   return result.interrupted ? cli::report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
@@ -456,8 +459,12 @@ int main(int argc, char** argv) {
     // Starts MPI on every rank of an mpirun job, before anything can fail on one rank only.
     const dist::Communicator& world = dist::default_communicator();
     const bool launched_as_ranks = world.size() > 1;
-    EDDY_CHECK(!launched_as_ranks || *train || *solve || *generate || lm.distributed(), "eddy ",
-               app.get_subcommands().front()->get_name(), " runs on one process; of the commands, `eddy solve`, ",
+    const CLI::App* command = app.get_subcommands().front();
+    const std::string command_name = command->get_subcommands().empty()
+                                         ? command->get_name()
+                                         : cat(command->get_name(), " ", command->get_subcommands().front()->get_name());
+    EDDY_CHECK(!launched_as_ranks || *train || *solve || *generate || lm.distributed(), "eddy ", command_name,
+               " runs on one process; of the commands, `eddy solve`, ",
                "`eddy train`, `eddy generate` and `eddy lm train` are distributed ",
                "(docs/distributed.md). Run it without mpirun");
     const std::string resume_command = cli::resume_command(argc, argv);

@@ -1,0 +1,13 @@
+"""Rank 1 raises before a collective that rank 0 enters: the job must end (eddy's excepthook calls
+MPI_Abort) instead of rank 0 waiting for rank 1 forever."""
+
+import numpy as np
+
+import eddy
+from eddy import dist
+
+mesh = dist.ProcessMesh([dist.size()], ["mp"])
+if dist.rank() == 1:
+    raise ValueError("deliberate failure on rank 1")
+weights = dist.shard_tensor(eddy.tensor(np.ones((4, 4))), mesh, [dist.Shard(0)])
+print("rank", dist.rank(), "sum", dist.full_tensor(eddy.sum(weights)).item())
