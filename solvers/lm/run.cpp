@@ -43,7 +43,7 @@ ModelSpec model_spec_of(const nn::CausalLanguageModel& model) {
 TrainedModel load_hf_folder(const std::string& dir) {
   EDDY_CHECK(std::filesystem::exists(dir + "/tokenizer.json"), dir, " has a config.json but no tokenizer.json; ",
              "eddy reads a Hugging Face folder's tokenizer from its tokenizer.json");
-  TrainedModel trained{LmProblem{}, io::BpeTokenizer::load(dir + "/tokenizer.json"), load_hf_model(dir), 0};
+  TrainedModel trained{LmProblem{}, io::BpeTokenizer::load(dir + "/tokenizer.json"), load_hf_model(dir), 0, {}};
   trained.problem.source = dir + "/config.json";
   trained.problem.model = model_spec_of(*trained.model);
   EDDY_CHECK(trained.tokenizer->vocab_size() <= trained.model->vocab_size(), dir, "/tokenizer.json has ",
@@ -64,7 +64,7 @@ TrainedModel load_trained_model(const std::string& run_dir) {
                "or a Hugging Face folder (config.json, model.safetensors, tokenizer.json)");
   }
   auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
-  TrainedModel trained{read_lm_problem(*config, /*for_training=*/false), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0};
+  TrainedModel trained{read_lm_problem(*config, /*for_training=*/false), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0, {}};
   {
     // load_checkpoint sets every parameter (it refuses a file that lacks one).
     nn::init::SkipRandomInitialisation loaded_next;
