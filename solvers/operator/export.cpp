@@ -46,8 +46,15 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   EDDY_CHECK(batch_size >= 1, "export: the batch size must be at least 1, got ", batch_size);
   auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
   OperatorProblem problem = read_operator_problem(*config);
-  const TracedRows rows = traced_rows(problem, run_dir, grid, batch_size);
-  const Split layout = training_layout(problem);
+  // The model's input shape (and a DeepONet's query points) come from the training data.
+  const auto [rows, layout] = [&] {
+    try {
+      return std::pair{traced_rows(problem, run_dir, grid, batch_size), training_layout(problem)};
+    } catch (const Error& e) {
+      throw Error(cat("export: ", e.what(), " (export reads the shapes of ", run_dir, "/config.yaml's data.train "
+                      "from ", problem.data.train.file, "; put the file back there)"));
+    }
+  }();
   // The checkpoint holds the normalisers' statistics; the identity stands in until it is loaded.
   problem.data.normalize = false;
   const auto this_process = dist::make_single_process_communicator();
