@@ -17,7 +17,7 @@ namespace eddy::classical {
 
 class Burgers {
  public:
-  // nu: a positive 0-d float32 or float64 tensor (it may require gradients); its dtype is the
+  // nu: a finite, non-negative 0-d float32 or float64 tensor (it may require gradients); its dtype is the
   // solver's. resolution: n points x_i = i * length / n.
   Burgers(int64_t resolution, double length, double dt, const Tensor& nu);
 

@@ -30,7 +30,7 @@ namespace eddy::classical {
 
 class NavierStokes2d {
  public:
-  // nu: a positive one-element float32 or float64 tensor, whose dtype is the solver's; forcing:
+  // nu: a finite, non-negative one-element float32 or float64 tensor, whose dtype is the solver's; forcing:
   // [n, n] in that dtype, or this rank's rows of it with a communicator (it may require
   // gradients, as may nu). With a communicator (which must outlive the solver) the solver works
   // on slabs, collectively: every rank constructs it and calls it in the same order.

@@ -1,8 +1,10 @@
 #include "solvers/classical/rollout.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "eddy/autodiff/checkpoint.h"
+#include "eddy/core/tracing.h"
 
 namespace eddy::classical {
 namespace {
@@ -13,6 +15,14 @@ Tensor advance(const Stepper& step, Tensor state, const std::vector<Tensor>& par
 }
 
 }  // namespace
+
+void check_viscosity(std::string_view solver, const Tensor& nu) {
+  if (nu.is_abstract()) return;
+  if (TraceRecorder* recorder = active_trace_recorder(); recorder && !recorder->readable_on_host(nu)) return;
+  const double value = nu.item<double>();
+  EDDY_CHECK(std::isfinite(value) && value >= 0, solver, ": nu must be a finite, non-negative viscosity, got ",
+             value);
+}
 
 std::vector<Tensor> rollout(const Stepper& step, const Tensor& state, const std::vector<Tensor>& params,
                             const std::vector<int64_t>& record_steps, int64_t checkpoint_every) {

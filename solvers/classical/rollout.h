@@ -3,11 +3,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "eddy/core/tensor.h"
 
 namespace eddy::classical {
+
+// Refuses a viscosity `nu` (a one-element tensor) that is negative or not finite, naming `solver`:
+// negative viscosity is anti-diffusion, and the solvers ran it to a blow-up or NaN without a word.
+// Skipped where the value is unknown: inside a compiled function traced with nu as an input.
+void check_viscosity(std::string_view solver, const Tensor& nu);
 
 // One time step as a pure function of the state and the parameter tensors. Whatever a gradient
 // should reach (coefficients that depend on the viscosity, the forcing) must come in through

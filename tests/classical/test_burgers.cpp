@@ -93,6 +93,9 @@ TEST(Burgers, RejectsBadInput) {
   expect_error([] { Burgers(32, 1.0, 0.0, scalar(0.1, DType::f64)); }, {"Burgers", "dt", "positive"});
   Burgers solver(32, 1.0, 0.1, scalar(0.1, DType::f64));
   expect_error([&] { solver.solve(zeros({16}, DType::f64), {1}); }, {"Burgers", "[..., 32]", "[16]"});
+  // Anti-diffusion ran to a blow-up, and NaN to NaN, without a word.
+  expect_error([] { Burgers(32, 1.0, 0.1, scalar(-0.01, DType::f64)); }, {"Burgers", "non-negative", "-0.01"});
+  expect_error([] { Burgers(32, 1.0, 0.1, scalar(std::nan(""), DType::f64)); }, {"Burgers", "finite"});
 }
 
 }  // namespace

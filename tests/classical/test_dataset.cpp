@@ -48,6 +48,20 @@ output:
 
 std::string with_path(std::string yaml, const std::string& path) { return yaml.replace(yaml.find("PATH"), 4, path); }
 
+// An unstable time step made finite garbage (max |u| 219 from 1.8) or infinities in float32,
+// written without a word; both are refused, naming the sample and time.dt.
+TEST_F(DatasetTest, UnstableSolutionsAreRefused) {
+  const std::string path = file("unstable.h5");
+  const std::vector<std::string> unstable{"nu=0.001", "time.dt=0.1", "time.final=0.4"};
+  expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), unstable)); },
+               {"sample 0's burgers solution reached max |u|", "maximum principle", "time.dt = 0.1"});
+  std::vector<std::string> in_float32 = unstable;
+  in_float32.push_back("output.dtype=float32");
+  expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), in_float32)); },
+               {"solution of samples 0 to 1 is not finite in float32", "time.dt = 0.1"});
+  EXPECT_FALSE(fs::exists(path));
+}
+
 // Phase-field files: each record is the stepper's answer for the stored initial condition,
 // Cahn-Hilliard keeps every sample's mass, and Allen-Cahn separates into phases near +-1.
 TEST_F(DatasetTest, PhaseFieldFilesHoldTheSteppersTrajectories) {

@@ -356,3 +356,17 @@ def test_relu_passes_nan_through_and_has_derivative_zero_at_zero():
     assert np.isnan(out[0]) and list(out[1:]) == [0.0, 0.0, 2.0]
     grad = np.asarray(eddy.grad(lambda x: eddy.sum(eddy.relu(x)))(eddy.tensor(np.array([-1.0, 0.0, 2.0]))))
     assert list(grad) == [0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("values", [[1.0, np.nan, 2.0], [np.nan, 1.0, 2.0], [1.0, 2.0, np.nan]])
+def test_extrema_propagate_nan_wherever_it_is(values):
+    # max and min kept the other values' extremum unless the NaN came first, hiding it from
+    # checks like max(abs(u - reference)).
+    x = eddy.tensor(np.array(values))
+    assert np.isnan(eddy.max(x).item()) and np.isnan(eddy.min(x).item())
+    columns = np.asarray(eddy.max(eddy.tensor(np.array([values, values])), [0]))
+    np.testing.assert_array_equal(np.isnan(columns), np.isnan(values))
+    other = eddy.tensor(np.full(3, 1.5))
+    for function in (eddy.maximum, eddy.minimum):
+        for result in (function(x, other), function(other, x), eddy.jit(lambda a, b: function(a, b) * 1.0)(x, other)):
+            np.testing.assert_array_equal(np.isnan(np.asarray(result)), np.isnan(values))

@@ -359,10 +359,10 @@ void CpuBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, con
       EDDY_DISPATCH_INEXACT(dtype, T, "pow", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(std::pow(x, y)); }));
       return;
     case BinaryKernel::maximum:
-      EDDY_DISPATCH_REAL(dtype, T, "maximum", map_binary<T, T, T>(a, b, out, [](T x, T y) { return x > y ? x : y; }));
+      EDDY_DISPATCH_REAL(dtype, T, "maximum", map_binary<T, T, T>(a, b, out, [](T x, T y) { return x > y || x != x ? x : y; }));
       return;
     case BinaryKernel::minimum:
-      EDDY_DISPATCH_REAL(dtype, T, "minimum", map_binary<T, T, T>(a, b, out, [](T x, T y) { return x < y ? x : y; }));
+      EDDY_DISPATCH_REAL(dtype, T, "minimum", map_binary<T, T, T>(a, b, out, [](T x, T y) { return x < y || x != x ? x : y; }));
       return;
     case BinaryKernel::eq:
       EDDY_DISPATCH_ALL(dtype, T, map_binary<T, T, bool>(a, b, out, [](T x, T y) { return x == y; }));

@@ -26,11 +26,13 @@ T reduce_row(ReduceKernel kind, const T* data, int64_t length) {
   switch (kind) {
     case ReduceKernel::sum: return row.sum();
     case ReduceKernel::prod: return row.prod();
+    // A NaN anywhere makes the result NaN, as in NumPy and PyTorch (Eigen's default kept the
+    // other values' extremum unless the NaN came first, hiding it from checks like max(abs(u))).
     case ReduceKernel::max:
-      if constexpr (!is_complex_v<T>) return row.maxCoeff();
+      if constexpr (!is_complex_v<T>) return row.template maxCoeff<Eigen::PropagateNaN>();
       break;
     case ReduceKernel::min:
-      if constexpr (!is_complex_v<T>) return row.minCoeff();
+      if constexpr (!is_complex_v<T>) return row.template minCoeff<Eigen::PropagateNaN>();
       break;
   }
   unsupported("reduce max/min", dtype_of<T>());
@@ -88,9 +90,9 @@ void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t wid
       acc *= row;
     } else if constexpr (!is_complex_v<T>) {
       if (kind == ReduceKernel::max) {
-        acc = acc.max(row);
+        acc = acc.binaryExpr(row, [](T a, T b) { return a > b || a != a ? a : b; });
       } else {
-        acc = acc.min(row);
+        acc = acc.binaryExpr(row, [](T a, T b) { return a < b || a != a ? a : b; });
       }
     }
   }

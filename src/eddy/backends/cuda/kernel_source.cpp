@@ -134,8 +134,8 @@ struct Div { template <typename T> __device__ T operator()(T x, T y) const { ret
 // Integer division by zero gives 0, as on the CPU (where it would be undefined behaviour).
 struct IntDiv { template <typename T> __device__ T operator()(T x, T y) const { return y == T(0) ? T(0) : T(x / y); } };
 struct Pow { template <typename T> __device__ T operator()(T x, T y) const { return pow_of(x, y); } };
-struct Maximum { template <typename T> __device__ T operator()(T x, T y) const { return x > y ? x : y; } };
-struct Minimum { template <typename T> __device__ T operator()(T x, T y) const { return x < y ? x : y; } };
+struct Maximum { template <typename T> __device__ T operator()(T x, T y) const { return x > y || x != x ? x : y; } };
+struct Minimum { template <typename T> __device__ T operator()(T x, T y) const { return x < y || x != x ? x : y; } };
 struct Eq { template <typename T> __device__ bool operator()(T x, T y) const { return x == y; } };
 struct Ne { template <typename T> __device__ bool operator()(T x, T y) const { return x != y; } };
 struct Lt { template <typename T> __device__ bool operator()(T x, T y) const { return x < y; } };
