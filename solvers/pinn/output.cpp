@@ -236,12 +236,14 @@ void write_vtk(PinnState& state, const Grid& grid, const GridBlock& block, const
 
 }  // namespace
 
+bool writes_vtk(const Problem& problem) { return problem.output.vtk && problem.spatial_dim() <= 3; }
+
 void write_results(PinnState& state, const History& history, const std::string& dir) {
   NoGradGuard no_grad;
   const Grid grid = make_grid(state.problem());
   const GridBlock block = evaluate_block(state, grid);
   write_hdf5(state, history, grid, block, dir + "/solution.h5");
-  if (state.problem().output.vtk) write_vtk(state, grid, block, dir);
+  if (writes_vtk(state.problem())) write_vtk(state, grid, block, dir);
   // Rank 0 writes the shared files (.pvti, .pvd) after the others are done with their pieces:
   // waiting here means that, on every rank, the whole output is on disk when this returns.
   state.communicator().barrier();

@@ -33,6 +33,10 @@ struct History {
 void save_history(const History& history, const Problem& p, nn::StateDict& saved);
 History restored_history(const nn::StateDict& saved, const Problem& p, const std::string& checkpoint);
 
+// Whether the run writes ParaView files: output.vtk, for 1 to 3 spatial dimensions (VTK images
+// have no more axes; solution.h5 holds any).
+bool writes_vtk(const Problem& problem);
+
 // Collective over the state's communicator; returns on every rank once the whole output is written.
 void write_results(PinnState& state, const History& history, const std::string& dir);
 

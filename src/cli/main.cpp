@@ -52,6 +52,7 @@
 #include "solvers/operator/trainer.h"
 #include "solvers/operator/export.h"
 #include "solvers/pinn/export.h"
+#include "solvers/pinn/output.h"
 #include "solvers/pinn/problem.h"
 #include "solvers/pinn/solver.h"
 
@@ -87,14 +88,17 @@ int run_solve(const std::string& file, const std::vector<std::string>& overrides
   std::printf("%s\n", result.message.c_str());
   if (result.metrics) print_metrics(*result.metrics);
   for (const auto& [name, value] : result.learned) std::printf("%s = %.6g\n", name.c_str(), value);
+  const std::string no_vtk = problem.output.vtk ? cat(" (no ParaView files for ", problem.spatial_dim(),
+                                                       " spatial dimensions)")
+                                                 : "";
   std::printf("results: %s/solution.h5 (HDF5)%s, checkpoint %s/checkpoint.safetensors\n", problem.output.dir.c_str(),
-              problem.output.vtk ? cat(", ", problem.output.dir, problem.time && problem.spatial_dim() > 1
+              pinn::writes_vtk(problem) ? cat(", ", problem.output.dir, problem.time && problem.spatial_dim() > 1
                                                                    ? "/solution.pvd"
                                                                    : dist::default_communicator().size() > 1
                                                                          ? "/solution.pvti"
                                                                          : "/solution.vti",
                                                                " and points.vtp (ParaView)").c_str()
-                                 : "",
+                                        : no_vtk.c_str(),
               problem.output.dir.c_str());
   return result.interrupted ? cli::report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
 }
@@ -282,8 +286,14 @@ Tensor read_input(const std::string& file, const std::vector<std::string>& datas
   };
   require_renamed(input.name);
   for (const std::string& column : input.columns) require_renamed(column);
+  // A column named by --input is read as a column, even where the file also holds the whole
+  // input (it was dropped silently, predicting at the file's `points`).
+  const bool column_renamed = std::any_of(input.columns.begin(), input.columns.end(),
+                                          [&](const std::string& column) { return renamed.count(column) > 0; });
+  EDDY_CHECK(!column_renamed || !renamed.count(input.name), "predict: --input names both the input '", input.name,
+             "' and some of its columns (", joined(input.columns), "); give one or the other");
   Tensor values;
-  if (has(dataset_for(input.name))) {
+  if (!column_renamed && has(dataset_for(input.name))) {
     const std::string dataset = dataset_for(input.name);
     values = io::read_hdf5(file, dataset);
     const Shape& shape = values.shape();

@@ -221,3 +221,25 @@ def test_operator_run_exports_and_predicts_from_a_data_file(tmp_path, eddy_cli):
     assert "'train/uo' is not an input of the artifact (did you mean 'train/u0'?); it takes: train/u0" in result.stderr
     result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "elsewhere.h5", "--input", "test/u0")
     assert result.returncode == 2 and "expected NAME=DATASET, got 'test/u0'" in result.stderr
+
+
+def test_a_column_named_by_input_is_read_even_where_the_file_holds_points(solved, artifact, eddy_cli):
+    # `--input x=...` was dropped silently when the file also held `points`: the prediction was at
+    # the file's points.
+    with h5py.File(solved / "run" / "solution.h5", "r") as f:
+        sampled = f["points/pde/coordinates"][:5]
+    mixed = solved / "mixed.h5"
+    with h5py.File(mixed, "w") as f:
+        f["points"] = sampled
+        f["x_elsewhere"], f["t"] = sampled[::-1, 0], sampled[:, 1]
+    wanted = solved / "wanted.h5"
+    with h5py.File(wanted, "w") as f:
+        f["points"] = np.stack([sampled[::-1, 0], sampled[:, 1]], axis=1)
+    for inputs, options in ((mixed, ["--input", "x=x_elsewhere"]), (wanted, [])):
+        result = run(eddy_cli, "predict", artifact, inputs, *options, "--output", solved / f"{inputs.stem}_out.h5")
+        assert result.returncode == 0, result.stderr
+    with h5py.File(solved / "mixed_out.h5", "r") as got, h5py.File(solved / "wanted_out.h5", "r") as expected:
+        np.testing.assert_array_equal(got["u"][:], expected["u"][:])
+    result = run(eddy_cli, "predict", artifact, mixed, "--input", "x=x_elsewhere", "--input", "points=points")
+    assert result.returncode == 1
+    assert "predict: --input names both the input 'points' and some of its columns (x, t)" in result.stderr

@@ -120,3 +120,27 @@ def test_time_series_is_a_pvd_collection_of_images_one_per_time(tmp_path, eddy_c
             fields["inside"] = h5["fields/inside"][:, :, k].astype(float)
             check_image(read_image(run / entry.GetAttribute("file")), h5, fields, (5, 4))
         check_points(run / "points.vtp", h5, ["pde", "walls", "start"], columns=3)
+
+
+def test_more_than_three_space_dimensions_write_no_paraview_files(tmp_path, eddy_cli):
+    # VTK images have at most three axes: a 4-D problem trained, then failed writing its image and
+    # lost its metrics and points.vtp.
+    config = tmp_path / "hypercube.yaml"
+    config.write_text("""
+geometry:
+  space: {type: hypercube, min: [0, 0, 0, 0], max: [1, 1, 1, 1]}
+  coordinates: [a, b, c, d]
+fields: [u]
+conditions:
+  pde: {type: interior, equation: laplacian(u) + 1, points: 64}
+  walls: {type: dirichlet, field: u, value: 0, points: 32}
+model: {width: 8, depth: 2}
+training: {adam: {steps: 2}}
+output: {grid: 3}
+""")
+    run = tmp_path / "run"
+    result = subprocess.run([str(eddy_cli), "solve", str(config), f"output.dir={run}", "--quiet"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "(no ParaView files for 4 spatial dimensions)" in result.stdout
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.safetensors", "config.yaml", "solution.h5"]
