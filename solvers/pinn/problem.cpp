@@ -401,6 +401,14 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
       node.at("axis").fail("'" + axis + "' is not a spatial coordinate");
     }
     c.periodic_axis = it - problem.coordinates.begin();
+    // The condition pairs the faces min_k and max_k, which only box-like shapes have.
+    const std::vector<std::string> faces = problem.space->face_names();
+    const std::string lower_face = cat("min_", c.periodic_axis);
+    if (!problem.space->find_face(lower_face)) {
+      node.fail(cat("a periodic condition pairs the faces ", lower_face, " and max_", c.periodic_axis,
+                    " of an interval, rectangle, box or hypercube; geometry.space has ",
+                    faces.empty() ? std::string("no named faces") : cat("the faces ", comma_separated(faces))));
+    }
     if (auto fields = node.find("fields")) {
       for (const ConfigNode& f : fields->elements()) c.periodic_fields.push_back(field_index(problem, f));
     } else {
@@ -685,6 +693,14 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   // Geometry and coordinates.
   ConfigNode geometry = root.at("geometry");
   p.space = read_geometry(geometry.at("space"));
+  // A shape with nothing inside (a hole larger than the shape) is found here, at its key, rather
+  // than when the first condition draws its points.
+  try {
+    Generator probe(0);
+    p.space->sample_interior(1, probe);
+  } catch (const Error& e) {
+    geometry.at("space").fail(e.what());
+  }
   if (auto time = geometry.find("time")) {
     const double start = time->number("min"), end = time->number("max");
     if (!(end > start)) time->at("max").fail(cat("must be above min = ", start, ", got ", end));

@@ -370,7 +370,9 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   // one, so that a resumed run's history is an uninterrupted run's.
   loop.save(step);
   record(step, result.loss, terms);
-  if (validator) {
+  if (validator && !history.metric_steps.empty() && history.metric_steps.back() == step) {
+    result.metrics = history.metrics.back();  // measured at this step by the cadence already
+  } else if (validator) {
     result.metrics = validator->measure();
     history.metric_steps.push_back(step);
     history.metrics.push_back(*result.metrics);

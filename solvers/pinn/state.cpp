@@ -191,10 +191,11 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
   // Boundary: draw from the faces, keep what the `on` predicate selects, until there are enough.
   std::vector<Tensor> kept_points, kept_normals;
   int64_t kept = 0;
+  // The predicate's own position when it has one (file:line:col: conditions.NAME.on).
+  const std::string on = c.selector ? c.selector->where() : cat(p.source, ": conditions.", c.name, ".on");
   for (int round = 0; kept < c.points; ++round) {
-    EDDY_CHECK(round < 50 || kept > 0, p.source, ": conditions.", c.name,
-               ".on selects no points of the boundary (is it a boundary face of the geometry?)");
-    EDDY_CHECK(round < 1000, p.source, ": conditions.", c.name, ".on selects too few boundary points");
+    EDDY_CHECK(round < 50 || kept > 0, on, " selects no points of the boundary (is it a boundary face of the geometry?)");
+    EDDY_CHECK(round < 1000, on, " selects too few boundary points");
     const int64_t draw = std::max<int64_t>(c.points - kept, 64) * (round == 0 ? 1 : 4);
     PointBatch batch = p.space->boundary_points(draw, extra, p.sampler, generator, c.faces);
     Tensor points = with_time(time_, p.dtype, batch, false);

@@ -206,6 +206,13 @@ TEST(Config, ABinaryFileIsNamedForWhatItIs) {
   EXPECT_EQ(error_of([&] { Config::parse(std::string("a: 1\n\0", 6), "x.bin"); }), "x.bin is a binary file, not a YAML config");
 }
 
+TEST(Config, AMissingKeyNamesAGivenNearMiss) {
+  auto config = Config::parse("disk: {centre: [0, 0], radius: 1}\n", "d.yaml");
+  EXPECT_EQ(error_of([&] { config->root().at("disk").at("center"); }),
+            "d.yaml:1:7: disk: missing required key 'center' (is 'centre' a misspelling of it?)");
+  EXPECT_EQ(error_of([&] { config->root().at("disk").at("height"); }), "d.yaml:1:7: disk: missing required key 'height'");
+}
+
 // The entries of a list of sections are checked for unknown keys as a section is.
 TEST(Config, UnknownKeysInAListOfSectionsAreFound) {
   auto config = Config::parse("sets:\n  - {name: a}\n  - {name: b, strid: 2}\n", "list.yaml");

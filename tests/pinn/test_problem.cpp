@@ -281,6 +281,14 @@ std::vector<BadConfig> bad_configs() {
        "problem.yaml:22:16: training.derivatives: 'forward' is not one of: taylor, reverse"},
       {"derivative_mode_key", kTraining, "derivative: reverse\n  " + kTraining,
        "unknown key 'derivative' in training (did you mean 'derivatives'?)"},
+      // Found when the first condition drew its points, with no position.
+      {"empty_difference", "space: {type: rectangle, min: [0, 0], max: [1, 1]}",
+       "space: {type: difference, a: {type: disk, center: [0, 0], radius: 1}, "
+       "b: {type: disk, center: [0, 0], radius: 2}}",
+       "problem.yaml:4:10: geometry.space: difference.sample_interior: accepted only 0 of"},
+      // A required key misspelt: the near miss among the keys given.
+      {"required_key_misspelt", "min: [0, 0], max: [1, 1]", "min: [0, 0], maxx: [1, 1]",
+       "geometry.space: missing required key 'max' (is 'maxx' a misspelling of it?)"},
   };
 }
 
@@ -304,6 +312,17 @@ TEST_P(BadProblemTest, FailsWithAClearMessage) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(bad.message), std::string::npos) << e.what();
   }
+}
+
+// It failed when the condition drew its points, naming a face (min_0) the file never wrote.
+TEST(Problem, APeriodicConditionNeedsABoxLikeShape) {
+  std::string text = kValid;
+  const auto replace = [&](const std::string& from, const std::string& to) { text.replace(text.find(from), from.size(), to); };
+  replace("space: {type: rectangle, min: [0, 0], max: [1, 1]}", "space: {type: disk, center: [0, 0], radius: 1}");
+  replace("walls: {type: dirichlet, faces: [left, right], field: u, points: 40}", "walls: {type: periodic, axis: x}");
+  expect_error([&] { read(text); }, {"problem.yaml:17:10: conditions.walls: a periodic condition pairs the faces min_0 "
+                                     "and max_0 of an interval, rectangle, box or hypercube; geometry.space has the "
+                                     "faces boundary"});
 }
 
 TEST(Problem, FitInitialConditionNeedsInitialValuesToFit) {

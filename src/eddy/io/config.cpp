@@ -128,7 +128,15 @@ ConfigNode ConfigNode::at_unchecked(const std::string& key) const {
 }
 
 ConfigNode ConfigNode::at(const std::string& key) const {
-  if (!has(key)) fail("missing required key '" + key + "'");
+  if (!has(key)) {
+    // A near miss among the keys given (`centre` for `center`) is the likely cause.
+    std::vector<std::string> given;
+    if (node_.IsMap()) {
+      for (const auto& entry : node_) given.push_back(entry.first.Scalar());
+    }
+    const std::string near = nearest_name(key, given);
+    fail("missing required key '" + key + "'" + (near.empty() ? "" : " (is '" + near + "' a misspelling of it?)"));
+  }
   return at_unchecked(key);
 }
 
