@@ -42,9 +42,9 @@ std::string read_output_dir(const io::ConfigNode& output, const std::string& fal
   const std::string dir = output.string("dir", fallback);
   std::error_code ignored;
   if (std::filesystem::exists(dir, ignored) && !std::filesystem::is_directory(dir, ignored)) {
-    const std::string problem = cat(dir, " is a file, not a folder; a run writes a folder of files there");
-    if (output.has("dir")) output.at("dir").fail(problem);
-    throw Error(cat(output.position(), "output.dir: ", problem, " (the default for a file of this name)"));
+    const std::string problem = " is a file, not a folder; a run writes a folder of files there";
+    if (output.has("dir")) output.at("dir").fail(dir + problem);
+    throw Error(cat(output.position(), "output.dir: the default, ", dir, ",", problem, "; set output.dir"));
   }
   return dir;
 }
