@@ -39,12 +39,13 @@ optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default
 }
 
 std::string read_output_dir(const io::ConfigNode& output, const std::string& fallback) {
+  const bool given = output.has("dir");  // before string() writes the default in
   const std::string dir = output.string("dir", fallback);
   std::error_code ignored;
   if (std::filesystem::exists(dir, ignored) && !std::filesystem::is_directory(dir, ignored)) {
     const std::string problem = " is a file, not a folder; a run writes a folder of files there";
-    if (output.has("dir")) output.at("dir").fail(dir + problem);
-    throw Error(cat(output.position(), "output.dir: the default, ", dir, ",", problem, "; set output.dir"));
+    if (given) output.at("dir").fail(dir + problem);
+    throw Error(cat(output.position(), ": output.dir: the default, ", dir, ",", problem, "; set output.dir"));
   }
   return dir;
 }
