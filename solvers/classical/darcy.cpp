@@ -121,7 +121,12 @@ const Primitive& darcy_solve_p = []() -> const Primitive& {
     const std::vector<double> f = in[1].to_vector<double>();
     Eigen::VectorXd rhs(m * m);
     for (int64_t i = 1; i <= m; ++i) {
-      for (int64_t j = 1; j <= m; ++j) rhs[(i - 1) * m + (j - 1)] = f[i * n + j];
+      for (int64_t j = 1; j <= m; ++j) {
+        // As for a: one non-finite value would make the whole interior of u non-finite.
+        EDDY_CHECK(std::isfinite(f[i * n + j]), "darcy_solve: the source must be finite, got f[", i, ", ", j,
+                   "] = ", f[i * n + j]);
+        rhs[(i - 1) * m + (j - 1)] = f[i * n + j];
+      }
     }
     const Eigen::VectorXd interior = factorisation.solver.solve(rhs);
     Tensor u = Tensor::empty(spec.shape, DType::f64);

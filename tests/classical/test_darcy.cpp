@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <vector>
 
@@ -164,6 +165,10 @@ TEST(Darcy, BadInputNamesTheShapeOrValue) {
                {"darcy_solve", "positive", "a[1, 2] = -1"});
   values[1 * 3 + 2] = std::nan("");
   expect_error([&] { darcy_solve(tensor(values, {3, 3}), ones3); }, {"darcy_solve", "a[1, 2] = nan"});
+  // A non-finite source made the whole interior non-finite without a word.
+  std::vector<double> source(9, 1.0);
+  source[1 * 3 + 1] = std::numeric_limits<double>::infinity();
+  expect_error([&] { darcy_solve(ones3, tensor(source, {3, 3})); }, {"darcy_solve", "source", "f[1, 1] = inf"});
 }
 
 }  // namespace
