@@ -38,7 +38,12 @@ nn::StateDict state_of(const py::dict& values) {
 
 std::vector<Tensor> parameters_of(const py::iterable& parameters) {
   std::vector<Tensor> tensors;
-  for (const py::handle& p : parameters) tensors.push_back(p.cast<Tensor>());
+  for (const py::handle& p : parameters) {
+    // PyTorch's parameter groups ({'params': [...], 'weight_decay': ...}) got pybind's cast error.
+    EDDY_CHECK(!py::isinstance<py::dict>(p), "optimizer: params must be tensors; parameter groups (dicts) are not "
+               "supported: make one optimizer per group, each with its own settings");
+    tensors.push_back(p.cast<Tensor>());
+  }
   return tensors;
 }
 
@@ -235,6 +240,10 @@ void bind_optimisers(py::module_& m) {
            py::arg("params"), py::arg("lr") = 1.0, py::arg("max_iterations") = 100, py::arg("max_evaluations") = 250,
            py::arg("tolerance_grad") = 1e-9, py::arg("tolerance_change") = 1e-12, py::arg("history_size") = 10)
       .def("zero_grad", &optim::Lbfgs::zero_grad)
+      .def("state_dict", [](const optim::Lbfgs& self) { return as_dict(self.state_dict()); },
+           "The correction pairs and history (docs/optim.md), for a checkpoint.")
+      .def("load_state_dict", [](optim::Lbfgs& self, const py::dict& state) { self.load_state_dict(state_of(state)); },
+           py::arg("state"))
       .def("step", [](optim::Lbfgs& self, const py::function& closure) {
              const optim::LbfgsReport r = self.step([&closure] { return as_tensor(closure()); });
              py::dict report;
@@ -243,6 +252,7 @@ void bind_optimisers(py::module_& m) {
              report["initial_loss"] = r.initial_loss;
              report["loss"] = r.loss;
              report["gradient_max_abs"] = r.gradient_max_abs;
+             report["non_finite_evaluations"] = r.non_finite_evaluations;
              report["converged"] = r.converged();
              report["message"] = r.message;
              return report;

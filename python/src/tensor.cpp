@@ -124,9 +124,14 @@ void bind_tensor(py::module_& m) {
       })
       .def_property_readonly("requires_grad", &Tensor::requires_grad)
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
-      .def_property_readonly("grad", [](const Tensor& t) -> py::object {
+      .def_property("grad", [](const Tensor& t) -> py::object {
         Tensor g = t.grad();
         return g.defined() ? py::cast(g) : py::none();
+      }, [](Tensor& t, const py::object& value) {
+        // PyTorch's `p.grad = None`; gradients themselves come from backward().
+        EDDY_CHECK(value.is_none(), "Tensor.grad: only None can be assigned (it clears the gradient); "
+                   "gradients are accumulated by backward()");
+        t.zero_grad();
       })
       .def("requires_grad_", [](Tensor& t, bool enabled) { return t.requires_grad_(enabled); },
            py::arg("requires_grad") = true)

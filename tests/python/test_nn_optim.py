@@ -229,8 +229,8 @@ def test_lbfgs_solves_a_quadratic():
         return value
 
     report = lbfgs.step(closure)
-    assert set(report) == {"iterations", "evaluations", "initial_loss", "loss", "gradient_max_abs", "converged",
-                           "message"}
+    assert set(report) == {"iterations", "evaluations", "initial_loss", "loss", "gradient_max_abs",
+                           "non_finite_evaluations", "converged", "message"}
     assert report["initial_loss"] == pytest.approx(np.sum(target**2))
     assert report["loss"] < 1e-12 and report["converged"]
     np.testing.assert_allclose(np.asarray(p), target, atol=1e-6)
@@ -326,3 +326,43 @@ def test_autocast_runs_products_in_bfloat16_and_the_scaler_steps_float32_paramet
     with pytest.raises(eddy.Error, match="bfloat16 or float16"):
         with eddy.autocast("float64"):
             pass
+
+
+def test_parameter_groups_are_refused_by_name():
+    # PyTorch's group dicts got pybind's "Unable to cast Python instance of type dict".
+    model = eddy.nn.Linear(3, 2, dtype=eddy.float64)
+    params = model.named_parameters()
+    with pytest.raises(eddy.Error, match=r"parameter groups \(dicts\) are not supported: make one optimizer per group"):
+        eddy.optim.AdamW([{"params": [params["weight"]], "weight_decay": 0.1}], lr=1e-2)
+
+
+def test_lbfgs_reports_non_finite_evaluations_and_resumes_from_its_state():
+    def run(optimizer, x):
+        def closure():
+            optimizer.zero_grad()
+            loss = eddy.sum((x - 3.0) ** 4)
+            loss.backward()
+            return loss
+        return optimizer.step(closure)
+
+    x = eddy.tensor(np.array([0.5, -1.0]), requires_grad=True)
+    first = eddy.optim.LBFGS([x], max_iterations=3)
+    report = run(first, x)
+    assert report["non_finite_evaluations"] == 0
+    y = eddy.tensor(np.asarray(x), requires_grad=True)
+    second = eddy.optim.LBFGS([y], max_iterations=3)
+    second.load_state_dict(first.state_dict())
+    run(first, x)
+    run(second, y)
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_assigning_none_to_grad_clears_it():
+    w = eddy.ones([3])
+    w.requires_grad_()
+    eddy.sum(w * w).backward()
+    assert w.grad is not None
+    w.grad = None
+    assert w.grad is None
+    with pytest.raises(eddy.Error, match="only None can be assigned"):
+        w.grad = eddy.ones([3])
