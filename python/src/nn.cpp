@@ -59,7 +59,8 @@ void bind_modules(py::module_& m) {
       .def("load_state_dict", [](nn::Module& self, const py::dict& state) { self.load_state_dict(state_of(state)); },
            py::arg("state"))
       .def("train", [](nn::Module& self, bool enabled) { self.train(enabled); }, py::arg("enabled") = true)
-      .def("eval", &nn::Module::eval);
+      .def("eval", &nn::Module::eval)
+      .def_property_readonly("training", &nn::Module::is_training, "Whether dropout is on (train()) or off (eval()).");
 
   py::class_<nn::Linear, nn::Module, std::shared_ptr<nn::Linear>>(m, "Linear", "x @ W + b, W of shape [in, out].")
       .def(py::init([](int64_t in, int64_t out, bool bias, const py::object& dtype, uint64_t seed) {

@@ -159,10 +159,11 @@ void bind_lm(py::module_& lm) {
                              "the eddy.nn.GPT2 or eddy.nn.Llama itself (generate from token ids, forward)")
       .def(
           "quantize",
-          [](lm::TrainedModel& trained, int bits, const std::filesystem::path& path, int64_t group) {
-            without_gil([&] { lm::save_quantized_model(trained, {bits, group}, path.string()); });
+          [](lm::TrainedModel& trained, int bits, const std::filesystem::path& path, std::optional<int64_t> group) {
+            EDDY_CHECK(bits == 4 || !group, "quantize: group is for bits=4; int8 keeps one scale per output row");
+            without_gil([&] { lm::save_quantized_model(trained, {bits, group.value_or(64)}, path.string()); });
           },
-          py::arg("bits"), py::arg("path"), py::arg("group") = 64,
+          py::arg("bits"), py::arg("path"), py::arg("group") = py::none(),
           "Quantises the weights in place to int8 (bits=8) or int4 (bits=4, `group` columns per scale) and "
           "writes them to `path`, as `eddy lm quantize`.")
       .def(

@@ -250,7 +250,7 @@ std::vector<Batch> validation_batches(const TokenFile& file, const LmProblem& pr
   return batches;
 }
 
-PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log) {
+PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resuming) {
   const fs::path data_dir = fs::path(p.output.dir) / "data";
   const std::string tokenizer_path = (fs::path(p.output.dir) / "tokenizer.json").string();
   const std::string description_path = (data_dir / "source.txt").string();
@@ -276,6 +276,12 @@ PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log) {
     options.min_frequency = p.tokenizer.min_frequency;
     options.special_tokens = {kEndOfText};
     prepared.tokenizer = io::BpeTokenizer::train(documents.train, options);
+    // A corpus touched but not changed trains the same tokenizer again; a changed one may not.
+    EDDY_CHECK(!resuming || !fs::exists(tokenizer_path, error) ||
+                   io::read_file(tokenizer_path) == prepared.tokenizer->to_json(),
+               "--resume: the corpus (data.files) changed since this run trained its tokenizer, and the tokenizer "
+               "trained on it now differs from ", tokenizer_path, ", whose token ids the checkpoint was trained on; "
+               "resume with the corpus as it was, or start a new run");
   } else {
     prepared.tokenizer = io::BpeTokenizer::load(p.tokenizer.file);
   }

@@ -70,12 +70,14 @@ std::vector<Batch> validation_batches(const TokenFile& file, const LmProblem& pr
 // The run folder's tokenizer and token files, made once: the tokenizer is loaded from the
 // config's file or trained on the training documents, and the documents are encoded into
 // RUN/data/{train,validation}.tokens. A later call (a --resume, a rerun) reuses them when the
-// corpus files (names, sizes, times) and the data and tokenizer settings are unchanged.
+// corpus files (names, sizes, times) and the data and tokenizer settings are unchanged. When
+// `resuming` and the corpus changed, a tokenizer trained again must be the run's: another one
+// would give the checkpoint's embedding rows other tokens.
 struct PreparedCorpus {
   std::optional<io::BpeTokenizer> tokenizer;  // always set; optional as BpeTokenizer has no empty state
   std::string train_tokens, validation_tokens;  // paths
   bool reused = false;
 };
-PreparedCorpus prepare_corpus(const LmProblem& problem, std::ostream* log);
+PreparedCorpus prepare_corpus(const LmProblem& problem, std::ostream* log, bool resuming = false);
 
 }  // namespace eddy::lm

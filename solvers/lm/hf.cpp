@@ -251,7 +251,7 @@ nn::StateDict read_weights(const fs::path& path, const std::string& architecture
     EDDY_CHECK(tensor.shape() == it->second.shape(), file, ": tensor \"", stored_name, "\" has shape ",
                tensor.shape(), " but config.json makes it ", it->second.shape());
     EDDY_CHECK(is_floating(tensor.dtype()), file, ": tensor \"", stored_name, "\" has dtype ",
-               dtype_name(tensor.dtype()), "; eddy reads float32 and float64 weights");
+               dtype_name(tensor.dtype()), "; eddy reads floating-point weights");
     weights[name] = tensor.dtype() == it->second.dtype() ? tensor : cast(tensor, it->second.dtype());
   }
   for (const auto& [name, tensor] : expected) {

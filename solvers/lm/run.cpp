@@ -72,6 +72,9 @@ TrainedModel load_trained_model(const std::string& run_dir) {
                                trained.problem.training.dtype, trained.problem.training.seed);
   }
   trained.step = io::load_checkpoint(run_dir + "/checkpoint.safetensors", *trained.model).step;
+  // For inference, as a Hugging Face folder loads: in training mode a run with dropout gave
+  // different logits on every call.
+  trained.model->eval();
   return trained;
 }
 

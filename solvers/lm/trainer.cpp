@@ -118,7 +118,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   const TrainingSpec& t = p.training;
   // Rank 0 writes the tokenizer and the token files; the others read them once it has.
   if (!root) world.barrier();
-  const PreparedCorpus corpus = prepare_corpus(p, log);
+  const PreparedCorpus corpus = prepare_corpus(p, log, options.resume);
   if (root) world.barrier();
   const TokenFile train_tokens(corpus.train_tokens), validation_tokens(corpus.validation_tokens);
   const int64_t context = p.model.context, batch = t.batch_size;

@@ -165,3 +165,39 @@ def test_paths_may_be_path_objects(run):
     assert eddy.lm.load(folder).step == 60
     assert len(eddy.read_hdf5(folder / "history.h5", "train_loss").numpy()) == 60
     assert "train_loss" in eddy.list_hdf5(folder / "history.h5")
+
+
+def test_a_loaded_run_is_in_evaluation_mode_and_is_quantised_once(run, tmp_path):
+    # In training mode a run with dropout gave other logits on every call.
+    trained = eddy.lm.load(run["output_dir"])
+    assert not trained.model.training
+    with pytest.raises(eddy.Error, match="quantize: group is for bits=4"):
+        trained.quantize(8, str(tmp_path / "int8.safetensors"), group=32)
+    trained.quantize(4, str(tmp_path / "int4.safetensors"))
+    # Quantising the dequantised weights again compounded the rounding under another label.
+    with pytest.raises(eddy.Error, match="the model is quantised already"):
+        trained.quantize(8, str(tmp_path / "int8.safetensors"))
+
+
+def test_a_resume_after_the_corpus_changed_keeps_the_runs_token_ids(run, tmp_path):
+    # The tokenizer was trained again on the changed text, and training went on with ids that now
+    # meant other tokens.
+    write_corpus(tmp_path)
+    config = {
+        "data": {"files": str(tmp_path / "corpus.txt"), "separator": "%"},
+        "tokenizer": {"vocab_size": 280},
+        "model": {"type": "gpt2", "context": 16, "hidden_size": 16, "layers": 1, "heads": 2},
+        "training": {"steps": 2, "batch_size": 2, "evaluate_every": 2, "evaluation_batches": 1},
+        "output": {"dir": str(tmp_path / "run")},
+    }
+    assert eddy.lm.train(config, eager=True)["finished"]
+    touched = tmp_path / "corpus.txt"
+    os.utime(touched)  # the same text, newer: the same tokenizer again, so the resume goes on
+    config["training"]["steps"] = 3
+    assert eddy.lm.train(config, eager=True, resume=True)["finished"]
+    with open(touched, "a") as out:
+        out.write("Zebras and quokkas play the xylophone.\n%\n" * 300)
+    config["training"]["steps"] = 4
+    with pytest.raises(eddy.Error, match=r"--resume: the corpus \(data.files\) changed since this run trained its "
+                                         r"tokenizer"):
+        eddy.lm.train(config, eager=True, resume=True)

@@ -205,6 +205,10 @@ QuantizedMatrix take_quantized(StateDict& state, const std::string& weight_name,
 
 void quantize_model(CausalLanguageModel& model, const QuantizationOptions& options) {
   check_options(options.bits, options.group);
+  // Its float weights are the dequantised ones by now: quantising them again compounds the
+  // rounding and would be labelled with only the last step's bits.
+  EDDY_CHECK(!model.quantized_head(), "quantize: the model is quantised already; quantise the float model "
+             "(load it again) instead");
   for (auto& [name, layer] : block_projections(model)) {
     QuantizedMatrix matrix = quantize_matrix(out_in_weight(*layer).detach(), options.bits, options.group);
     write_dequantized(layer->weight, matrix, layer->layout());

@@ -65,7 +65,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Linear>>> block_projections(C
 
 // Quantises each of block_projections in place (Linear::use_quantized_weight) and the output head
 // (CausalLanguageModel::use_quantized_head), and sets their float weights to the dequantised
-// values. The model must be float32.
+// values. The model must be float32 and not quantised already.
 void quantize_model(CausalLanguageModel& model, const QuantizationOptions& options);
 
 // A quantised model as tensors: the float state dict without the quantised weights, and for each
