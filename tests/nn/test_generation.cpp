@@ -317,6 +317,12 @@ TEST(SampleToken, TopKRenormalisesOverTheKMostLikely) {
   expect_frequencies(frequencies(logits, sampling(1, 2)), {0, 0.4 / 0.65, 0, 0.25 / 0.65, 0});
   expect_frequencies(frequencies(logits, sampling(1, 3)), {0, 0.4 / 0.85, 0, 0.25 / 0.85, 0.2 / 0.85});
   expect_frequencies(frequencies(logits, sampling(1, 50)), {0.1, 0.4, 0.05, 0.25, 0.2});
+  // A top_k that keeps every token draws what top_k = 0 draws, draw for draw (it sorted the
+  // candidates first, so a seed gave other text).
+  for (int i = 0; i < 100; ++i) {
+    const double draw = (i + 0.5) / 100;
+    for (int64_t k : {5, 6, 50}) EXPECT_EQ(sample_token(logits, sampling(1, k), draw), sample_token(logits, sampling(1), draw));
+  }
 }
 
 TEST(SampleToken, TopPKeepsTheFewestTokensThatReachIt) {

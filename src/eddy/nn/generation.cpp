@@ -68,8 +68,9 @@ int32_t sample_token(const Tensor& logits, const GenerationOptions& options, dou
   };
   std::vector<int32_t> candidates(values.size());
   std::iota(candidates.begin(), candidates.end(), 0);
-  if (options.top_k > 0 || options.top_p < 1) {
-    const size_t kept = options.top_k > 0 ? std::min(values.size(), size_t(options.top_k)) : values.size();
+  // A top_k that keeps every token leaves the order, and so a seeded draw, as top_k = 0 does.
+  const size_t kept = options.top_k > 0 ? std::min(values.size(), size_t(options.top_k)) : values.size();
+  if (kept < values.size() || options.top_p < 1) {
     std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), more_likely);
     candidates.resize(kept);
   }
