@@ -2,12 +2,25 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <optional>
 
 #include "eddy/core/error.h"
 
 namespace eddy::solvers {
 namespace {
+
+// Two texts of the same number ("0.1" and "0.10000000000000001", as eddy wrote defaults before
+// it wrote them shortest): a checkpoint of then resumes now.
+bool same_number(const std::optional<std::string>& a, const std::optional<std::string>& b) {
+  if (!a || !b) return false;
+  double x = 0, y = 0;
+  const auto read = [](const std::string& text, double& value) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return error == std::errc() && end == text.data() + text.size();
+  };
+  return read(*a, x) && read(*b, y) && x == y;
+}
 
 bool is_resumable(const std::string& key, const ResumableKeys& resumable) {
   for (const std::string& path : resumable) {
@@ -82,7 +95,7 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
     // A checkpoint written while a key was still fixed records it; it may change now.
     if (is_resumable(key, resumable)) continue;
     const std::optional<std::string> before = value_in(checkpoint_run, key), now = value_in(this_run, key);
-    if (before == now) continue;
+    if (before == now || same_number(before, now)) continue;
     const std::string where = differences.empty() ? cat(" in the run that wrote ", checkpoint) : " there";
     differences += cat(differences.empty() ? "" : "; ", key, " is ", shown(before), where, " but ", shown(now), " now");
   }

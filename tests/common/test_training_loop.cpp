@@ -277,6 +277,15 @@ TEST_F(ResumeSettingsTest, AnyOtherChangeIsRefusedNamingTheKeyAndLeavesTheConfig
   EXPECT_EQ(config_yaml(), kFirstConfig);
 }
 
+// eddy wrote defaults as 0.10000000000000001 before it wrote them shortest (0.1): the same number.
+TEST_F(ResumeSettingsTest, TextsOfTheSameNumberAreTheSameSetting) {
+  train_first("model: {width: 64, decay: 0.10000000000000001}\ntraining: {steps: 4}\n");
+  EXPECT_EQ(resume_with("model: {width: 64, decay: 0.1}\ntraining: {steps: 8}\n"), 4);
+  EXPECT_NE(error_of([&] { resume_with("model: {width: 64, decay: 0.11}\ntraining: {steps: 8}\n"); })
+                .find("model.decay is 0.10000000000000001 in the run that wrote"),
+            std::string::npos);
+}
+
 TEST_F(ResumeSettingsTest, ACheckpointWithoutSettingsResumesWithItsOwnConfigOnly) {
   train_first(kFirstConfig);
   io::SafetensorsContents saved = io::load_safetensors(checkpoint);

@@ -141,7 +141,8 @@ std::vector<BadConfig> bad_configs() {
       {"equation_name_misspelt", "equation: heat, points: 100", "equation: haet, points: 100",
        "conditions.pde.equation: 'haet' is neither one of `equations` nor an expression (did you mean 'heat'?)"},
       {"equation_comma_in_flow_map", "equation: heat, points: 100", "equation: u_t - pow(u, 2), points: 100",
-       "in a YAML map written {...}, a comma ends the value; quote the expression"},
+       "conditions.pde.2): has no value: in a map written {...}, a comma ends a value, so quote a value that holds "
+       "one"},
       {"initial_equation_and_field", "type: initial, field: u,", "type: initial, equation: u_t, field: u,",
        "conditions.start.field: give `equation`, or `field` and `value`, not both"},
       {"condition_points", "points: 100", "points: -5", "conditions.pde.points: must be positive, got -5"},
@@ -286,6 +287,13 @@ std::vector<BadConfig> bad_configs() {
        "space: {type: difference, a: {type: disk, center: [0, 0], radius: 1}, "
        "b: {type: disk, center: [0, 0], radius: 2}}",
        "problem.yaml:4:10: geometry.space: difference.sample_interior: accepted only 0 of"},
+      // Names are expression names and HDF5 names: these trained, then failed writing the results.
+      {"field_named_inside", "fields: [u]", "fields: [u, inside]",
+       "fields[1]: 'inside' cannot be a field name: solution.h5 stores fields/inside beside the fields"},
+      {"field_not_a_name", "fields: [u]", "fields: [u, \"a/b\"]",
+       "fields[1]: 'a/b' cannot be a field name: use letters, digits and _"},
+      {"condition_not_a_name", "  pde: {type: interior", "  \"p/de\": {type: interior",
+       "conditions: 'p/de' cannot be a condition name: use letters, digits, _ and -"},
       // A required key misspelt: the near miss among the keys given.
       {"required_key_misspelt", "min: [0, 0], max: [1, 1]", "min: [0, 0], maxx: [1, 1]",
        "geometry.space: missing required key 'max' (is 'maxx' a misspelling of it?)"},

@@ -1,6 +1,7 @@
 #include "eddy/io/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -35,26 +36,81 @@ std::string child_key_path(const std::string& path, const std::string& key) { re
 // key given twice (a pasted line, a merge gone wrong) would run with the value the user did not
 // look at last. Every map is walked for them right after parsing. `source` is a file, whose
 // positions are given, or a command-line override, whose one-line value needs none.
-void check_no_duplicate_keys(const YAML::Node& node, const std::string& source, bool file, const std::string& path) {
-  if (node.IsSequence()) {
-    for (size_t i = 0; i < node.size(); ++i) check_no_duplicate_keys(node[i], source, file, cat(path, "[", i, "]"));
-    return;
+// Checks a loaded tree (a file's, or an override's value) before anything reads it: every key a
+// name, given once and with a value, no merge keys, and no map or list reached twice. A map shared
+// through an alias (`test: *train`) took the defaults each reader wrote into it, and an override of
+// one use changed all; nested aliases also expand exponentially.
+// How many places of `tree` hold the very node `target` (more than one through aliases).
+int uses_of(const YAML::Node& tree, const YAML::Node& target) {
+  if (tree.is(target)) return 1;
+  int uses = 0;
+  if (tree.IsSequence()) {
+    for (const YAML::Node& element : tree) uses += uses_of(element, target);
+  } else if (tree.IsMap()) {
+    for (const auto& entry : tree) uses += uses_of(entry.second, target);
   }
-  if (!node.IsMap()) return;
-  std::map<std::string, YAML::Mark> first_seen;
-  for (const auto& entry : node) {
-    if (!entry.first.IsScalar()) continue;
-    const std::string key = entry.first.Scalar();
-    const auto [first, inserted] = first_seen.emplace(key, entry.first.Mark());
-    if (!inserted) {
-      throw Error(file ? cat(location(source, entry.first.Mark()), ": ", display(path), ": key '", key,
-                             "' is given twice (first at line ", first->second.line + 1, ", column ",
-                             first->second.column + 1, "); give each key once")
-                       : cat(source, ": ", display(path), ": key '", key, "' is given twice; give each key once"));
-    }
-    check_no_duplicate_keys(entry.second, source, file, child_key_path(path, key));
-  }
+  return uses;
 }
+
+class TreeCheck {
+ public:
+  TreeCheck(std::string source, bool file) : source_(std::move(source)), file_(file) {}
+
+  void check(const YAML::Node& node, const std::string& path) {
+    if (node.IsSequence() || node.IsMap()) {
+      for (const YAML::Node& seen : collections_) {
+        if (seen.is(node)) fail(node.Mark(), path, "is an alias of a map or list given earlier; eddy fills each section "
+                                                   "with its own defaults, so write the section out (aliases of "
+                                                   "single values are fine)");
+      }
+      collections_.push_back(node);
+    }
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) {
+        const std::string element = cat(path, "[", i, "]");
+        if (node[i].IsNull()) fail(node[i].Mark(), element, "is empty; give a value");
+        check(node[i], element);
+      }
+      return;
+    }
+    if (!node.IsMap()) return;
+    std::map<std::string, YAML::Mark> first_seen;
+    for (const auto& entry : node) {
+      if (!entry.first.IsScalar()) fail(entry.first.Mark(), path, "has a key that is not a name (a list or a map)");
+      const std::string key = entry.first.Scalar();
+      if (key == "<<") fail(entry.first.Mark(), path, "uses a merge key (<<:), which eddy does not read; write the keys out");
+      const auto [first, inserted] = first_seen.emplace(key, entry.first.Mark());
+      if (!inserted) {
+        fail(entry.first.Mark(), path,
+             file_ ? cat("key '", key, "' is given twice (first at line ", first->second.line + 1, ", column ",
+                         first->second.column + 1, "); give each key once")
+                   : cat("key '", key, "' is given twice; give each key once"));
+      }
+      const std::string child = child_key_path(path, key);
+      // `rar:` with nothing after it read as absent, so it got its default (off) where `rar: {}`
+      // turns it on; an empty override (`steps=$UNSET`) did the same.
+      if (entry.second.IsNull()) {
+        // In a map written {...} a comma inside a value (pow(u, 2)) ends it, and the rest reads as
+        // a key without a value.
+        fail(entry.first.Mark(), child,
+             node.Style() == YAML::EmitterStyle::Flow
+                 ? "has no value: in a map written {...}, a comma ends a value, so quote a value that holds one "
+                   "(equation: \"pow(u, 2)\"); otherwise give the key a value or leave it out"
+                 : "has no value; give one, {} for a section with its defaults, or leave the key out for its default");
+      }
+      check(entry.second, child);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& path, const std::string& message) const {
+    throw Error(cat(file_ ? location(source_, mark) : source_, ": ", display(path), ": ", message));
+  }
+
+  std::string source_;
+  bool file_;
+  std::vector<YAML::Node> collections_;
+};
 
 }  // namespace
 
@@ -181,6 +237,17 @@ double ConfigNode::as_number() const {
 }
 
 int64_t ConfigNode::as_integer() const {
+  // yaml-cpp read 010 as octal 8 and 0x10 as 16 for integers, where number keys and YAML 1.2
+  // readers (PyYAML) take 010 as 10: only decimal integers are read, and a leading zero is refused.
+  if (node_.IsScalar()) {
+    std::string_view digits = node_.Scalar();
+    if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
+    if (digits.size() > 1 && digits[0] == '0' &&
+        (std::isdigit(static_cast<unsigned char>(digits[1])) || std::string_view("xXoObB").find(digits[1]) != std::string_view::npos)) {
+      fail("expected a decimal integer, got " + describe(node_) + ": a leading 0 (or 0x, 0o) reads as another "
+           "base to some YAML readers; write it without");
+    }
+  }
   int64_t value = 0;
   if (node_.IsScalar() && YAML::convert<int64_t>::decode(node_, value)) return value;
   // Sizes are often written as 1e5 or 2.0e4, which YAML reads as floats: a whole number is taken.
@@ -304,11 +371,17 @@ std::unique_ptr<Config> Config::parse(const std::string& text, const std::string
   }
   YAML::Node tree;
   try {
-    tree = YAML::Load(text);
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    // A second document (after ---) was dropped silently, keys and mistakes alike.
+    if (documents.size() > 1) {
+      throw Error(cat(location(source, documents[1].Mark()), ": a second YAML document (after --- or ...); eddy "
+                      "reads one document a file"));
+    }
+    if (!documents.empty()) tree = documents[0];
   } catch (const YAML::Exception& e) {
     throw Error(cat(location(source, e.mark), ": YAML syntax error: ", e.msg));
   }
-  check_no_duplicate_keys(tree, source, true, "");
+  TreeCheck(source, true).check(tree, "");
   if (tree.IsNull()) tree = YAML::Node(YAML::NodeType::Map);
   if (!tree.IsMap()) throw Error(cat(source, ": the top level must be a map of keys, not ", describe(tree)));
   std::unique_ptr<Config> config(new Config(source, tree));
@@ -331,7 +404,13 @@ void Config::apply_override(const std::string& assignment) {
     // the key then takes or refuses with its own message.
     value = YAML::Node(text);
   }
-  check_no_duplicate_keys(value, cat("command-line override '", assignment, "'"), false, path);
+  const std::string source = cat("command-line override '", assignment, "'");
+  // `model.width=` with nothing (an unset shell variable) read as absent: the default, silently.
+  if (value.IsNull()) {
+    throw Error(cat(source, ": gives no value (nothing after '=', or only a comment); give one, or {} for a "
+                    "section with its defaults"));
+  }
+  TreeCheck(source, false).check(value, path);
   std::vector<std::string> keys;
   std::stringstream stream(path);
   for (std::string key; std::getline(stream, key, '.');) {
@@ -349,6 +428,11 @@ void Config::apply_override(const std::string& assignment) {
       throw Error(cat("command-line override '", assignment, "': '", keys[i], "' is not a map of keys"));
     }
     node.reset(next);
+  }
+  // A value the file shares through an alias (points: *n) is replaced here only: assigning
+  // through the handle changed every use of it.
+  if (YAML::Node current = node[keys.back()]; current.IsDefined() && uses_of(tree_, current) > 1) {
+    node.remove(keys.back());
   }
   node[keys.back()] = value;
   overridden_[path] = assignment;

@@ -20,6 +20,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <map>
 #include <memory>
 #include <optional>
@@ -104,7 +105,14 @@ class ConfigNode {
   template <typename T>
   void write_default(const std::string& key, const T& value) const {
     YAML::Node node = node_;
-    node[key] = value;
+    if constexpr (std::is_floating_point_v<T>) {
+      // The shortest text that reads back as the same double: yaml-cpp's own wrote 0.1 as
+      // 0.10000000000000001 in resolved configs and messages.
+      char text[32];
+      node[key] = std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
+    } else {
+      node[key] = value;
+    }
   }
   void require_map() const;
 
