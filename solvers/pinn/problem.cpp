@@ -20,6 +20,14 @@ namespace {
 
 using io::ConfigNode;
 
+// Letters, digits and _ (ASCII), not starting with a digit: what expressions read as a name.
+bool is_name(const std::string& text) {
+  if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0]))) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
 std::string comma_separated(const std::vector<std::string>& names) {
   std::string text;
   for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
@@ -710,6 +718,15 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   // error at its own key, since expressions using the name would be ambiguous.
   std::map<std::string, std::pair<std::string, std::string>> declared;  // name -> (role, key path)
   auto declare = [&](const ConfigNode& node, const std::string& name, const std::string& role) {
+    // Expressions read names of ASCII letters, digits and _; results use them as HDF5 names.
+    if (!is_name(name)) {
+      node.fail(cat("'", name, "' cannot be a ", role, " name: use letters, digits and _, starting with a letter "
+                    "or _"));
+    }
+    if (role == "field" && (name == "inside" || name == "coordinates")) {
+      node.fail(cat("'", name, "' cannot be a field name: solution.h5 stores ", name == "inside" ? "fields/inside" :
+                    "points/<condition>/coordinates", " beside the fields"));
+    }
     if (name == "pi" || name == "n") {
       node.fail(cat("'", name, "' cannot be declared as a ", role, ": it means ",
                     name == "pi" ? "the constant pi" : "the boundary normal"));
@@ -772,6 +789,11 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
   ConfigNode conditions = root.at("conditions");
   for (const std::string& name : conditions.keys()) {
+    // A condition's name is a key of override paths and an HDF5 name (points/NAME, loss_NAME).
+    if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                            std::string::npos) {
+      conditions.fail(cat("'", name, "' cannot be a condition name: use letters, digits, _ and -"));
+    }
     p.conditions.push_back(read_condition(p, name, conditions.at(name), equations, functions));
   }
   if (p.conditions.empty()) conditions.fail("needs at least one condition");
