@@ -17,8 +17,10 @@ if(NOT EDDY_CHECK_LAYERS)
 endif()
 
 set(eddy_layer_check_source ${CMAKE_CURRENT_BINARY_DIR}/layer_check.cpp)
-file(WRITE ${eddy_layer_check_source}
-     "// Empty: the layer check libraries consist of one layer and the layers below it.\n")
+# Written only when its text changes (file(WRITE) touched it at every configure, which rebuilt
+# and relinked every layer check library).
+file(CONFIGURE OUTPUT ${eddy_layer_check_source}
+     CONTENT "// Empty: the layer check libraries consist of one layer and the layers below it.\n")
 foreach(layer IN LISTS EDDY_LAYERS)
   add_library(eddy_${layer}_layer_check SHARED ${eddy_layer_check_source})
   target_link_libraries(eddy_${layer}_layer_check PRIVATE $<LINK_LIBRARY:WHOLE_ARCHIVE,eddy_${layer}>)
