@@ -69,8 +69,8 @@ demo: configure
 	@$(MAKE) --no-print-directory link-venv
 	./$(BUILD)/bin/eddy solve examples/pinn/burgers.yaml training.adam.steps=1000 \
 	  training.lbfgs.iterations=500 output.dir=runs/burgers-demo
-	@echo "demo: a short budget (1,000 Adam steps, 500 L-BFGS); the full example reaches a relative L2"
-	@echo "  error of about 1e-3 in about 3 minutes: ./$(BUILD)/bin/eddy solve examples/pinn/burgers.yaml"
+	@echo "demo: a short budget (1,000 Adam steps, 500 L-BFGS); the example's own budget reaches a relative"
+	@echo "  L2 error near 1e-3 (examples/pinn/README.md): ./$(BUILD)/bin/eddy solve examples/pinn/burgers.yaml"
 	@echo "  Next: README.md (What works today), docs/config.md, examples/notebooks; make help lists targets."
 
 help:
