@@ -790,8 +790,8 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   ConfigNode conditions = root.at("conditions");
   for (const std::string& name : conditions.keys()) {
     // A condition's name is a key of override paths and an HDF5 name (points/NAME, loss_NAME).
-    if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
-                            std::string::npos) {
+    constexpr std::string_view kConditionCharacters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+    if (name.empty() || name.find_first_not_of(kConditionCharacters) != std::string::npos) {
       conditions.fail(cat("'", name, "' cannot be a condition name: use letters, digits, _ and -"));
     }
     p.conditions.push_back(read_condition(p, name, conditions.at(name), equations, functions));

@@ -32,14 +32,6 @@ std::string location(const std::string& source, const YAML::Mark& mark) {
 
 std::string child_key_path(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
-// yaml-cpp keeps the first of two equal keys in a map and drops the second without a word, so a
-// key given twice (a pasted line, a merge gone wrong) would run with the value the user did not
-// look at last. Every map is walked for them right after parsing. `source` is a file, whose
-// positions are given, or a command-line override, whose one-line value needs none.
-// Checks a loaded tree (a file's, or an override's value) before anything reads it: every key a
-// name, given once and with a value, no merge keys, and no map or list reached twice. A map shared
-// through an alias (`test: *train`) took the defaults each reader wrote into it, and an override of
-// one use changed all; nested aliases also expand exponentially.
 // How many places of `tree` hold the very node `target` (more than one through aliases).
 int uses_of(const YAML::Node& tree, const YAML::Node& target) {
   if (tree.is(target)) return 1;
@@ -52,6 +44,13 @@ int uses_of(const YAML::Node& tree, const YAML::Node& target) {
   return uses;
 }
 
+// Checks a loaded tree (a file's, or an override's value) before anything reads it: every key a
+// name, given once and with a value, no merge keys, and no map or list reached twice. yaml-cpp
+// keeps the first of two equal keys and drops the second without a word, so a key given twice
+// would run with the value the user did not look at last; a map shared through an alias (`test:
+// *train`) took the defaults each reader wrote into it, an override of one use changed all, and
+// nested aliases expand exponentially. `source` is a file, whose positions are given, or a
+// command-line override, whose one-line value needs none.
 class TreeCheck {
  public:
   TreeCheck(std::string source, bool file) : source_(std::move(source)), file_(file) {}
@@ -59,9 +58,10 @@ class TreeCheck {
   void check(const YAML::Node& node, const std::string& path) {
     if (node.IsSequence() || node.IsMap()) {
       for (const YAML::Node& seen : collections_) {
-        if (seen.is(node)) fail(node.Mark(), path, "is an alias of a map or list given earlier; eddy fills each section "
-                                                   "with its own defaults, so write the section out (aliases of "
-                                                   "single values are fine)");
+        if (seen.is(node)) {
+          fail(node.Mark(), path, "is an alias of a map or list given earlier; eddy fills each section with its own "
+                                  "defaults, so write the section out (aliases of single values are fine)");
+        }
       }
       collections_.push_back(node);
     }
@@ -78,7 +78,9 @@ class TreeCheck {
     for (const auto& entry : node) {
       if (!entry.first.IsScalar()) fail(entry.first.Mark(), path, "has a key that is not a name (a list or a map)");
       const std::string key = entry.first.Scalar();
-      if (key == "<<") fail(entry.first.Mark(), path, "uses a merge key (<<:), which eddy does not read; write the keys out");
+      if (key == "<<") {
+        fail(entry.first.Mark(), path, "uses a merge key (<<:), which eddy does not read; write the keys out");
+      }
       const auto [first, inserted] = first_seen.emplace(key, entry.first.Mark());
       if (!inserted) {
         fail(entry.first.Mark(), path,
@@ -242,8 +244,10 @@ int64_t ConfigNode::as_integer() const {
   if (node_.IsScalar()) {
     std::string_view digits = node_.Scalar();
     if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
-    if (digits.size() > 1 && digits[0] == '0' &&
-        (std::isdigit(static_cast<unsigned char>(digits[1])) || std::string_view("xXoObB").find(digits[1]) != std::string_view::npos)) {
+    const bool other_base = digits.size() > 1 && digits[0] == '0' &&
+                            (std::isdigit(static_cast<unsigned char>(digits[1])) ||
+                             std::string_view("xXoObB").find(digits[1]) != std::string_view::npos);
+    if (other_base) {
       fail("expected a decimal integer, got " + describe(node_) + ": a leading 0 (or 0x, 0o) reads as another "
            "base to some YAML readers; write it without");
     }
