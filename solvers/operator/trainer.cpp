@@ -47,9 +47,12 @@ Tensor loss_of(LossType type, const Tensor& prediction, const Tensor& target) {
 
 // A step function's inputs with DeepONet's query points last: test sets with the same sensors
 // can have different points, so the points are an input of the compiled function, not a capture.
-std::vector<Tensor> with_points(std::vector<Tensor> inputs, const Tensor& points) {
-  if (points.defined()) inputs.push_back(points);
-  return inputs;
+std::vector<Tensor> with_points(std::initializer_list<Tensor> inputs, const Tensor& points) {
+  std::vector<Tensor> all;
+  all.reserve(inputs.size() + 1);
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  if (points.defined()) all.push_back(points);
+  return all;
 }
 
 // The query points at `position` of a step function's inputs; undefined for grid models.

@@ -97,7 +97,11 @@ std::vector<Token> tokenize(const ExpressionSource& source) {
                                  : c == '&' ? " (use '&&' for 'and')"
                                  : c == '|' ? " (use '||' for 'or')"
                                             : "";
-        fail_at(source, i, 1, std::string("unexpected character '") + c + "'" + hint);
+        // A byte of a multi-byte UTF-8 character printed alone showed as a broken glyph.
+        const auto byte = static_cast<unsigned char>(c);
+        fail_at(source, i, 1, byte < 0x80 ? cat("unexpected character '", c, "'", hint)
+                                          : cat("unexpected non-ASCII character (byte 0x", std::hex, int(byte),
+                                                "); names are ASCII letters, digits and _"));
       }
       tokens.push_back({Token::Kind::punctuation, *match, i});
       i += match->size();

@@ -22,7 +22,10 @@ std::string rank_file(const std::string& directory, int rank, int ranks) {
 
 std::string join(const std::vector<int64_t>& values) {
   std::string text;
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? "," : "") + std::to_string(values[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) text += ',';
+    text += std::to_string(values[i]);
+  }
   return text;
 }
 
@@ -51,8 +54,8 @@ struct SavedLayout {
 std::string encode(const SavedLayout& layout) {
   std::string placements;
   for (const Placement& p : layout.placements) {
-    placements += placements.empty() ? "" : ",";
-    placements += p.is_shard() ? "S" + std::to_string(p.axis) : p.is_partial() ? "P" : "R";
+    if (!placements.empty()) placements += ',';
+    placements += p.is_shard() ? cat("S", p.axis) : p.is_partial() ? "P" : "R";
   }
   return cat("global=", join(layout.global), ";mesh=", join(layout.mesh), ";coordinates=", join(layout.coordinates),
              ";placements=", placements);
