@@ -57,13 +57,16 @@ class TreeCheck {
 
   void check(const YAML::Node& node, const std::string& path) {
     if (node.IsSequence() || node.IsMap()) {
-      for (const YAML::Node& seen : collections_) {
+      // Only a node from the same place in the text can be the same node: comparing with every
+      // collection seen was quadratic in a file's inline point lists.
+      std::vector<YAML::Node>& same_place = collections_[node.Mark().pos];
+      for (const YAML::Node& seen : same_place) {
         if (seen.is(node)) {
           fail(node.Mark(), path, "is an alias of a map or list given earlier; eddy fills each section with its own "
                                   "defaults, so write the section out (aliases of single values are fine)");
         }
       }
-      collections_.push_back(node);
+      same_place.push_back(node);
     }
     if (node.IsSequence()) {
       for (size_t i = 0; i < node.size(); ++i) {
@@ -111,7 +114,7 @@ class TreeCheck {
 
   std::string source_;
   bool file_;
-  std::vector<YAML::Node> collections_;
+  std::map<int, std::vector<YAML::Node>> collections_;  // by position in the text
 };
 
 }  // namespace
