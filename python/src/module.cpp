@@ -4,9 +4,11 @@
 
 #include "bindings.h"
 #include "eddy/core/error.h"
+#include "eddy/core/memory.h"
 
 PYBIND11_MODULE(_eddy, m) {
   m.doc() = "eddy: differentiable physics and scientific machine learning (C++ engine).";
+  eddy::keep_freed_heap_memory();
   // eddy::Error is a ValueError carrying eddy's message (op, key path, shapes, file:line:col).
   pybind11::register_exception<eddy::Error>(m, "Error", PyExc_ValueError);
   // A file system error (a folder to create under a regular file, a missing permission) is an

@@ -36,6 +36,7 @@
 
 #include "eddy/compiler/predictor.h"
 #include "eddy/core/error.h"
+#include "eddy/core/memory.h"
 #include "eddy/core/suggest.h"
 #include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
@@ -390,6 +391,7 @@ int command_line_status(const CLI::App& app, const CLI::Error& error) { return a
 
 int main(int argc, char** argv) {
   eddy::cli::use_short_thread_waits(argv);
+  eddy::keep_freed_heap_memory();
   CLI::App app{"eddy: differentiable physics and scientific machine learning"};
   app.require_subcommand(1);
   std::string file, run_dir, artifact, inputs_file, output, device;

@@ -2,6 +2,9 @@
 
 #include <sys/resource.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <array>
 #include <cstdio>
@@ -42,6 +45,15 @@ std::string usable_memory_note() {
   if (usable.bytes <= 0) return "";
   const std::string size = memory_text(static_cast<double>(usable.bytes));
   return usable.address_limit ? "; this process may use " + size + " (ulimit -v)" : "; this machine has " + size;
+}
+
+void keep_freed_heap_memory() {
+#if defined(__GLIBC__)
+  // Setting either value ends glibc's own adjustment of the mmap threshold (which rises to 32 MiB
+  // as mapped blocks are freed), so both are set: the threshold where that adjustment ends.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 128 << 20);
+#endif
 }
 
 }  // namespace eddy
