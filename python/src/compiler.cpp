@@ -76,9 +76,26 @@ class JitFunction {
   explicit JitFunction(py::function function)
       : function_(function), body_(std::make_shared<Body>()), compiled_(compile(traced_body(function, body_))) {}
 
-  py::object call(const py::args& args) {
+  py::object call(const py::args& args, const py::kwargs& kwargs) {
+    if (!kwargs.empty()) {
+      std::string names;
+      for (const auto& [name, value] : kwargs) {
+        if (!names.empty()) names += ", ";
+        names += py::str(name).cast<std::string>();
+      }
+      throw Error(cat("eddy.jit: keyword arguments (", names, ") are not taken; pass the tensors by position"));
+    }
     std::vector<Tensor> inputs;
-    for (const py::handle& arg : args) inputs.push_back(as_tensor(arg));
+    for (size_t i = 0; i < args.size(); ++i) {
+      // A number would become a float64 or int64 tensor (eager eddy keeps a Python number in the
+      // other operand's dtype), and a shape, axis or flag a tensor that f cannot use as one.
+      EDDY_CHECK(py::isinstance<Tensor>(args[i]) || py::isinstance<py::array>(args[i]), "eddy.jit: argument ", i,
+                 " is ", py::repr(args[i]).cast<std::string>().substr(0, 60), ", of type ",
+                 py::str(py::type::of(args[i]).attr("__name__")).cast<std::string>(), "; a compiled function takes eddy tensors "
+                 "or NumPy arrays: let f close over other values (a shape, an axis, a flag), or pass a number as "
+                 "eddy.tensor(value, dtype)");
+      inputs.push_back(as_tensor(args[i]));
+    }
     std::vector<Tensor> outputs;
     OutputTree tree;
     {
@@ -160,11 +177,11 @@ void bind_jit(py::module_& m) {
 
   m.def("jit", [](const py::function& f) { return std::make_unique<JitFunction>(f); }, py::arg("f"),
         "Compiles f (eddy tensors in, a tensor or a tuple/list of tensors out) like the C++ eddy::compile: "
-        "the first call with new input shapes, dtypes, requires_grad or grad mode runs f once on abstract "
+        "the first call with new input shapes, dtypes, requires_grad, grad mode or autocast runs f once on abstract "
         "tensors (shapes and dtypes, no values) while tracing it, then runs the compiled graph; later calls "
         "with that signature run the compiled graph without calling f. f may use eddy.grad "
-        "and the other transformations; it may not branch on tensor values, write in place or draw random "
-        "numbers. Usable as a decorator.");
+        "and the other transformations; it may not branch on tensor values, write in place, draw random "
+        "numbers or call backward. Its arguments are tensors or NumPy arrays, by position. Usable as a decorator.");
 }
 
 void bind_predictor(py::module_& m) {

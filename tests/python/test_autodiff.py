@@ -1,6 +1,8 @@
 """Derivatives from Python against central differences (float64), and against PyTorch or JAX
 when one is importable."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -292,6 +294,56 @@ def test_complex_abs_has_gradient_zero_at_zero():
     np.testing.assert_allclose(g, [0, (3 - 4j) / 5])
     _, tangent = eddy.jvp(lambda z: eddy.abs(z), (z,), (eddy.tensor(np.array([1 + 1j, 1 + 1j])),))
     np.testing.assert_allclose(np.asarray(tangent), [0, (3 * 1 - 4 * 1) / 5])  # (x dx + y dy) / |z|
+
+
+def test_integer_powers_have_finite_derivatives_of_every_order_at_zero():
+    # PyTorch's values: d/da a^b is 0 where b = 0, so the k-th derivative of a^n at 0 is n! for
+    # k = n and 0 otherwise (each was 0 * inf = NaN).
+    def derivative(f):
+        return lambda q: eddy.sum(eddy.grad(f)(q))
+
+    zero = eddy.tensor([0.0])
+    for n in range(4):
+        f = lambda q, n=n: eddy.sum(q ** float(n))
+        for k in range(1, 5):
+            got = np.asarray(eddy.grad(f)(zero) if k == 1 else eddy.grad(derivative_chain(derivative, f, k - 1))(zero))
+            np.testing.assert_array_equal(got, [math.factorial(n) if k == n else 0.0], err_msg=f"d^{k}/da^{k} a^{n}")
+    # Away from zero the rule is unchanged.
+    np.testing.assert_allclose(np.asarray(eddy.grad(lambda q: eddy.sum(q**2.5))(eddy.tensor([4.0]))), [2.5 * 4**1.5])
+
+
+def derivative_chain(derivative, f, times):
+    for _ in range(times):
+        f = derivative(f)
+    return f
+
+
+def test_complex_zeroth_power_is_one():
+    z = eddy.tensor(np.array([0j, 1 + 1j]))
+    np.testing.assert_array_equal(np.asarray(z**0), [1, 1])
+    np.testing.assert_array_equal(np.asarray(eddy.jit(lambda z: z**0)(z)), [1, 1])
+
+
+def test_angle_has_gradient_zero_at_zero():
+    z = eddy.tensor(np.array([0j, 1 + 1j]))
+    np.testing.assert_allclose(np.asarray(eddy.grad(lambda z: eddy.sum(eddy.angle(z)))(z)), [0, -0.5 + 0.5j])
+    _, tangent = eddy.jvp(eddy.angle, (z,), (eddy.tensor(np.array([1 + 1j, 1j])),))
+    np.testing.assert_allclose(np.asarray(tangent), [0, 0.5])  # Im(conj(z) dz) / |z|^2
+
+
+def test_reverse_derivatives_of_complex_values_are_refused():
+    # A seed of 1 on a complex output, or rows of complex cotangents, give conj(J) or its real part:
+    # refused, as JAX and PyTorch do, where forward mode gives the complex derivative.
+    real = eddy.tensor([1.0, 2.0])
+    z = eddy.tensor(np.array([1 + 2j]))
+    with pytest.raises(eddy.Error, match="grad: output 0 is complex128; an implicit seed of 1 needs a real output"):
+        eddy.grad(lambda q: eddy.sum(q * q))(z)
+    with pytest.raises(eddy.Error, match="jacobian: reverse mode needs real values, got a float64 input and a complex128"):
+        eddy.jacobian(lambda q: q * q * 1j, real, mode="reverse")
+    with pytest.raises(eddy.Error, match="hessian: needs a real input, got complex128 with shape"):
+        eddy.hessian(lambda q: eddy.sum(eddy.real(q) ** 2), z)
+    np.testing.assert_allclose(np.asarray(eddy.jacobian(lambda q: q * q * 1j, real, mode="forward")), np.diag([2j, 4j]))
+    np.testing.assert_allclose(np.asarray(eddy.grad(lambda q: eddy.sum(eddy.abs(q * q)))(z)), [2 + 4j])
 
 
 def test_power_in_the_exponent_at_a_zero_base():

@@ -188,3 +188,54 @@ def test_an_inplace_write_inside_jit_says_what_to_do():
         return a
     with pytest.raises(eddy.Error, match="run in-place updates"):
         eddy.jit(step)(eddy.ones([2]))
+
+
+def test_backward_inside_jit_is_refused():
+    # It left .grad holding a tensor without values, and later calls never wrote it again.
+    weight = eddy.tensor([1.0, 2.0, 3.0]).requires_grad_()
+
+    def step(x):
+        loss = eddy.sum(weight * weight * x)
+        loss.backward()
+        return loss
+
+    with pytest.raises(eddy.Error, match="backward: called inside a compiled function"):
+        eddy.jit(step)(eddy.tensor([1.0, 1.0, 2.0]))
+    assert weight.grad is None
+    # Outside, on the compiled result, backward reaches the captured weight.
+    eddy.jit(lambda x: eddy.sum(weight * weight * x))(eddy.tensor([1.0, 1.0, 2.0])).backward()
+    assert weight.grad.tolist() == [2.0, 4.0, 12.0]
+
+
+def test_autocast_is_part_of_the_signature():
+    a, b = eddy.ones([8, 8]), eddy.ones([8, 8]) * 1.001
+    product = eddy.jit(lambda a, b: eddy.matmul(a, b))
+    assert product(a, b).dtype == eddy.float32
+    with eddy.autocast("bfloat16"):
+        assert product(a, b).dtype == eddy.bfloat16
+    assert product(a, b).dtype == eddy.float32
+    assert product.stats.traces == 2
+
+
+@pytest.mark.parametrize("argument, name", [(2.5, "float"), (3, "int"), (True, "bool"), ("hi", "str"), (None, "NoneType"),
+                                            ([1.0, 2.0], "list")])
+def test_arguments_other_than_tensors_are_named(argument, name):
+    # A float became a float64 tensor (eager keeps the tensor's float32); an int used as a shape
+    # or an axis failed with messages about lists and 0-d tensors.
+    with pytest.raises(eddy.Error, match=f"eddy.jit: argument 1 is .*, of type {name}; a compiled function takes"):
+        eddy.jit(lambda x, s: x * s)(eddy.ones([3]), argument)
+    np.testing.assert_array_equal(np.asarray(eddy.jit(lambda x: x * 2)(np.ones(2))), [2, 2])
+
+
+def test_keyword_arguments_are_named():
+    with pytest.raises(eddy.Error, match=r"eddy.jit: keyword arguments \(y\) are not taken"):
+        eddy.jit(lambda x, y=None: x + y)(eddy.ones([3]), y=eddy.ones([3]))
+
+
+def test_one_tensor_passed_twice_is_refused_on_every_call():
+    # Refused when it traced, accepted once a program existed for the signature.
+    product = eddy.jit(lambda a, b: a * b)
+    x, y = eddy.ones([3]), eddy.ones([3])
+    product(x, y)
+    with pytest.raises(eddy.Error, match="compile: input 1 is the same tensor as input 0"):
+        product(x, x)

@@ -9,6 +9,7 @@
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/distribution.h"
 #include "eddy/core/storage.h"
+#include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy {
@@ -255,6 +256,11 @@ Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tens
     } else {
       EDDY_CHECK(out.numel() == 1, "grad: output ", i, " has shape ", out.shape(),
                  "; pass grad_outputs for outputs with more than one element");
+      // A seed of 1 on a complex output gives conj(df/dz), which is no gradient of anything;
+      // PyTorch and JAX refuse it too.
+      EDDY_CHECK(!is_complex(out.dtype()), "grad: output ", i, " is ", out.dtype(),
+                 "; an implicit seed of 1 needs a real output: differentiate a real function of it (abs, real, ",
+                 "imag) or pass grad_outputs");
       seeds.cotangents.push_back(local_seed(out, ones_like(out), i));
     }
     seeds.alike.push_back(alike_seed(out, given));
@@ -351,6 +357,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 }
 
 void backward(const Tensor& output, const Tensor& grad_output, bool create_graph) {
+  // Inside a capture the gradients are abstract (shapes, no values), and .grad is state outside
+  // the graph: the program would leave them there, valueless, and never write them again.
+  EDDY_CHECK(!active_trace_recorder(), "backward: called inside a compiled function (eddy.jit, eddy::compile), where "
+             "it would leave .grad holding tensors without values; return the loss and call backward on the "
+             "compiled function's result, or take grad inside and return the gradients");
   EDDY_CHECK(output.requires_grad(), "backward: tensor does not require gradients (no input of it was "
              "marked requires_grad_)");
   std::vector<Tensor> outputs{output};

@@ -128,6 +128,11 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
     return reshape(stack(columns, 1), shape);
   }
   Tensor out = f(x.detach());
+  // A complex row of cotangents gives conj(J) rows, and a real input keeps only their real part:
+  // reverse mode would return neither J nor an error (JAX and PyTorch refuse too).
+  EDDY_CHECK(!is_complex(x.dtype()) && !is_complex(out.dtype()), "jacobian: reverse mode needs real values, got a ",
+             x.dtype(), " input and a ", out.dtype(), " output; forward mode gives the complex derivative df/dz of a ",
+             "holomorphic function");
   const int64_t m = out.numel();
   const Tensor basis = eye(m, out.dtype(), out.device());
   for (int64_t j = 0; j < m; ++j) {
@@ -141,6 +146,10 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
 }
 
 Tensor hessian(const Function& f, const Tensor& x) {
+  // grad of a complex input is conj(df/dz) by PyTorch's convention, not holomorphic, so forward
+  // mode over it would not give the real Hessian in the real and imaginary parts.
+  EDDY_CHECK(!is_complex(x.dtype()), "hessian: needs a real input, got ", x.dtype(), " with shape ", x.shape(),
+             "; take the real and imaginary parts as a real input of twice the size");
   return jacobian(grad(f), x, JacobianMode::forward);
 }
 

@@ -450,6 +450,12 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
            "To complex_cast(const std::complex<Part>& z) {\n"
            "  if constexpr (std::is_arithmetic<To>::value) return static_cast<To>(z.real());\n"
            "  else return To(z);\n"
+           "}\n"
+           "\n"
+           "// x^y as eager eddy computes it: 1 where y = 0 (glibc's cpow gives NaN at 0^0).\n"
+           "template <typename Part>\n"
+           "std::complex<Part> complex_pow(const std::complex<Part>& x, const std::complex<Part>& y) {\n"
+           "  return y == std::complex<Part>(0) ? std::complex<Part>(1) : std::pow(x, y);\n"
            "}\n";
   }
   for (const KernelPlan& plan : plans) {

@@ -15,9 +15,11 @@
 #include "eddy/compiler/compiled_call.h"
 #include "eddy/compiler/passes.h"
 #include "eddy/compiler/placement_search.h"
+#include "eddy/compiler/trace.h"
 #include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 #include "eddy/dist/communicator.h"
+#include "eddy/ops/autocast.h"
 
 namespace eddy {
 namespace {
@@ -26,6 +28,12 @@ namespace {
 // points, tens of times a step, and a stream's formatting was a third of such a call.
 std::string signature(const std::vector<Tensor>& inputs) {
   std::string key = GradMode::enabled() ? "grad" : "nograd";
+  // Autocast changes the dtypes the traced ops give, so a program traced under it answers only
+  // calls under the same autocast.
+  if (const std::optional<DType> autocast = autocast_dtype()) {
+    key += ";autocast ";
+    key += dtype_name(*autocast);
+  }
   for (const Tensor& t : inputs) {
     key += ';';
     key += to_string(t.shape());
@@ -145,6 +153,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   if (std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return is_distributed(t); })) {
     return call_distributed(inputs);
   }
+  compiler::check_inputs(inputs);
   const std::string key = signature(inputs);
   if (auto found = programs_.find(key); found != programs_.end()) return run(found->second, inputs);
 

@@ -129,6 +129,20 @@ bool same_value(const Tensor& a, const Tensor& b) {
   return a.same(b) || (a.impl()->identity && a.impl()->identity == b.impl()->identity);
 }
 
+}  // namespace
+
+void check_inputs(const std::vector<Tensor>& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EDDY_CHECK(inputs[i].defined(), "compile: input ", i, " is an undefined tensor");
+    for (size_t j = 0; j < i; ++j) {
+      EDDY_CHECK(!same_value(inputs[i], inputs[j]), "compile: input ", i, " is the same tensor as input ", j,
+                 "; pass distinct tensors");
+    }
+  }
+}
+
+namespace {
+
 Tensor abstract_like(const Tensor& tensor) {
   Tensor stand_in = Tensor::abstract(tensor.shape(), tensor.dtype(), tensor.device());
   if (tensor.requires_grad()) stand_in.requires_grad_();
@@ -145,12 +159,8 @@ Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs, E
   }
   GraphRecorder recorder;
   std::vector<Tensor> arguments;
+  check_inputs(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    EDDY_CHECK(inputs[i].defined(), "compile: input ", i, " is an undefined tensor");
-    for (size_t j = 0; j < i; ++j) {
-      EDDY_CHECK(!same_value(inputs[i], inputs[j]), "compile: input ", i, " is the same tensor as input ", j,
-                 "; pass distinct tensors");
-    }
     arguments.push_back(evaluation == Evaluation::abstract ? abstract_like(inputs[i]) : inputs[i]);
     recorder.add_input(arguments.back());
   }

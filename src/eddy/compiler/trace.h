@@ -24,6 +24,10 @@ struct Trace {
   std::vector<Tensor> outputs;  // of the run that recorded it: abstract ones when it was abstract
 };
 
+// Refuses inputs a capture cannot take: an undefined tensor, or one tensor passed twice (the
+// graph has one input per value). Every call of a compiled function checks, not only the first.
+void check_inputs(const std::vector<Tensor>& inputs);
+
 // Runs `function` on `inputs` and records it; abstractly (always, when an input is abstract),
 // on abstract tensors of the inputs' shapes, dtypes, devices and requires_grad. Values are recognised by the identity their handles
 // share (TensorImpl::identity). Throws eddy::Error, naming the operation, when the function

@@ -261,12 +261,19 @@ const Primitive& binary(const BinaryBasics& basics, BinaryDTypes accepted, JvpRu
   return register_primitive(binary_declaration(basics, accepted, std::move(jvp), std::move(vjp), linear));
 }
 
-// a^b, holomorphic in both. In b the derivative log(a) a^b is taken as 0 where a = 0 (its limit
-// for b > 0, and PyTorch's value), through log(1) there: log(0) * 0 would be NaN.
+// a^b, holomorphic in both. In a the derivative b a^(b-1) is taken as 0 where b = 0, and in b
+// the derivative log(a) a^b as 0 where a = 0 (its limit for b > 0): PyTorch's values, where the
+// formulas give 0 * inf and log(0) * 0, NaN. Where b = 0 the unused branch also reads a base of
+// 1, not a: its own derivatives, which the next order multiplies by a zero cotangent, would
+// hold 0^(-k). So every derivative of an integer power is finite at a = 0.
 Primitive power(const BinaryBasics& basics) {
   auto derivative = [](Inputs in, int i) {
     const Tensor &a = in[0], &b = in[1];
-    if (i == 0) return b * pow(a, b - 1.0);
+    if (i == 0) {
+      const Tensor zeroth = eq(b, zeros_like(b));
+      const Tensor scaled = b * pow(where(zeroth, ones_like(a), a), b - 1.0);
+      return where(zeroth, zeros_like(scaled), scaled);
+    }
     return log(where(eq(a, zeros_like(a)), ones_like(a), a)) * pow(a, b);
   };
   return binary_declaration(
@@ -313,12 +320,19 @@ const Primitive& conj_p = unary({"conj", UnaryKernel::conj, CostClass::cheap, co
     [](Inputs, const Attrs&, int, const Tensor& t) { return conj(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return conj(g); }, false, true);
 
+// |z|^2, with 1 where z = 0: the angle's derivatives divide by it, and their numerators are 0
+// there, so the derivative at 0 is 0 (PyTorch's value) instead of 0 / 0.
+Tensor squared_modulus_or_one(const Tensor& z) {
+  const Tensor squared = square(abs(z));
+  return where(eq(squared, zeros_like(squared)), ones_like(squared), squared);
+}
+
 const Primitive& angle_p = unary({"angle", UnaryKernel::angle, CostClass::cheap, complex_only("std::arg($0)")}, check_complex,
     [](Inputs in, const Attrs&, int, const Tensor& t) {
-      return imag(conj(in[0]) * t) / square(abs(in[0]));
+      return imag(conj(in[0]) * t) / squared_modulus_or_one(in[0]);
     },
     [](Inputs in, const Attrs&, int, const Tensor& g) {
-      return complex(zeros_like(g), g) * in[0] / square(abs(in[0]));
+      return complex(zeros_like(g), g) * in[0] / squared_modulus_or_one(in[0]);
     },
     true);
 

@@ -356,7 +356,13 @@ void CpuBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, con
       EDDY_DISPATCH_INEXACT(dtype, T, "div", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x / y); }));
       return;
     case BinaryKernel::pow:
-      EDDY_DISPATCH_INEXACT(dtype, T, "pow", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(std::pow(x, y)); }));
+      // x^0 = 1 for every x, as for real values: glibc's cpow gives NaN at 0^0.
+      EDDY_DISPATCH_INEXACT(dtype, T, "pow", map_binary<T, T, T>(a, b, out, [](T x, T y) {
+        if constexpr (is_complex_v<T>) {
+          if (y == T(0)) return T(1);
+        }
+        return T(std::pow(x, y));
+      }));
       return;
     case BinaryKernel::maximum:
       EDDY_DISPATCH_REAL(dtype, T, "maximum", map_binary<T, T, T>(a, b, out, [](T x, T y) { return x > y || x != x ? x : y; }));

@@ -69,6 +69,7 @@ template <typename T> __device__ Complex<T> sqrt_of(Complex<T> z) {
   return Complex<T>(fabs(z.im) / (2 * t), z.im < 0 ? -t : t);
 }
 template <typename T> __device__ Complex<T> pow_of(Complex<T> x, Complex<T> y) {
+  if (y.re == 0 && y.im == 0) return Complex<T>(1, 0);
   if (x.re == 0 && x.im == 0) return Complex<T>(0, 0);
   return exp_of(y * log_of(x));
 }
