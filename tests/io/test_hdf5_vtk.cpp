@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vtkImageData.h>
 #include <vtkNew.h>
@@ -11,6 +12,7 @@
 #include <vtkXMLImageDataReader.h>
 #include <vtkXMLPolyDataReader.h>
 
+#include <csignal>
 #include <filesystem>
 
 #include "eddy/eddy.h"
@@ -138,6 +140,50 @@ TEST_F(Hdf5VtkTest, AbandonedWriterLeavesNothingBehind) {
   {
     Hdf5Writer writer(file("abandoned.h5"));
     writer.write("x", tensor<double>({1.0}));
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
+// Files of this process may grow to `bytes` only, as on a nearly full disk: a write past it fails
+// with EFBIG (SIGXFSZ, which would end the process, is ignored meanwhile).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &previous_);
+    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit = previous_;
+    limit.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &previous_);
+    std::signal(SIGXFSZ, previous_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit previous_{};
+  void (*previous_handler_)(int) = nullptr;
+};
+
+TEST_F(Hdf5VtkTest, AWriteThatRunsOutOfSpaceFailsAndLeavesNoFile) {
+  // VTK reported a full disk only in its error code: the cut-off file was moved into place and the
+  // run ended as a success. HDF5's failed close crashed the process at exit.
+  const Tensor field = arange(0, 40000, 1, DType::f64);
+  {
+    FileSizeLimit limit(64 * 1024);
+    expect_error([&] { write_vti(file("grid.vti"), {0, 0}, {1, 1}, {200, 200}, {{"u", field}}); },
+                 {"cannot write the VTK image file " + file("grid.vti") + ": "});
+    expect_error([&] { write_vtp(file("points.vtp"), reshape(field, {20000, 2}), {{"u", arange(0, 20000, 1, DType::f64)}}); },
+                 {"cannot write the VTK point file " + file("points.vtp") + ": "});
+    expect_error(
+        [&] {
+          Hdf5Writer writer(file("out.h5"));
+          writer.write("u", field);
+          writer.commit();
+        },
+        {file("out.h5")});
   }
   EXPECT_TRUE(fs::is_empty(dir));
 }

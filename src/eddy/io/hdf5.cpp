@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -18,6 +19,15 @@
 
 namespace eddy::io {
 namespace {
+
+// HDF5 closes at exit whatever is still open, and a file whose close failed (a full disk) stays
+// in its table: that cleanup then crashed in H5F__close_cb (a segfault after eddy had reported
+// the error). eddy closes every file it opens itself, so HDF5's exit handler is not registered;
+// H5dont_atexit must come before the library's first call, hence a static initialiser.
+const bool kNoHdf5ExitHandler = [] {
+  H5dont_atexit();
+  return true;
+}();
 
 // HDF5 prints its own error stack to stderr by default; eddy reports errors itself.
 void silence_hdf5() {
@@ -224,9 +234,13 @@ void Hdf5Writer::set_attribute(const std::string& object, const std::string& nam
 
 void Hdf5Writer::commit() {
   EDDY_CHECK(file_ >= 0, path_, ": committed twice");
+  errno = 0;
   const bool closed = H5Fclose(file_) >= 0;
+  const int close_error = errno;  // of the write that failed as the file was flushed
   file_ = -1;
-  std::string failure = closed ? "" : cat("cannot close ", temporary_);
+  std::string failure = closed ? "" : cat("cannot close ", temporary_, close_error ? ": " : "",
+                                          close_error ? std::strerror(close_error) : "");
+  if (!closed) std::remove(temporary_.c_str());
   if (stores_values() && closed) {
     try {
       move_into_place(temporary_, path_);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <vtkCellArray.h>
 #include <vtkDoubleArray.h>
+#include <vtkErrorCode.h>
 #include <vtkImageData.h>
 #include <vtkNew.h>
 #include <vtkPointData.h>
@@ -20,7 +21,26 @@
 namespace eddy::io {
 namespace {
 
-std::string temporary_name(const std::string& path) { return path + ".tmp-" + std::to_string(::getpid()); }
+// Writes `writer`'s input to a temporary file beside `path` and moves it into place. VTK reports
+// a failed write, a full disk among them, in its error code and not in Write()'s result, which
+// stayed 1 while the file was cut short and then moved into place; a failure removes the
+// temporary file instead.
+void write_in_place(vtkXMLWriter& writer, const std::string& path, const char* what) {
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  writer.SetFileName(temporary.c_str());
+  writer.SetDataModeToAppended();
+  writer.EncodeAppendedDataOff();
+  const bool written = writer.Write() == 1;
+  const unsigned long code = writer.GetErrorCode();
+  if (!written || code != vtkErrorCode::NoError) {
+    std::remove(temporary.c_str());
+    const std::string reason = code == vtkErrorCode::OutOfDiskSpaceError ? "the disk is full"
+                               : code != vtkErrorCode::NoError          ? vtkErrorCode::GetStringFromErrorCode(code)
+                                                                        : "the VTK writer failed";
+    throw Error(cat("cannot write the VTK ", what, " ", path, ": ", reason));
+  }
+  move_into_place(temporary, path);
+}
 
 // A field as a VTK array; VTK stores x fastest, so grid fields are transposed from C order.
 vtkNew<vtkDoubleArray> to_vtk_array(const std::string& name, const Tensor& values, int64_t count,
@@ -75,14 +95,9 @@ void write_vti_piece(const std::string& path, const std::vector<double>& origin,
   image->SetOrigin(o);
   image->SetSpacing(s);
   for (const auto& [name, values] : fields) image->GetPointData()->AddArray(to_vtk_array(name, values, count, dims));
-  const std::string temporary = temporary_name(path);
   vtkNew<vtkXMLImageDataWriter> writer;
-  writer->SetFileName(temporary.c_str());
   writer->SetInputData(image);
-  writer->SetDataModeToAppended();
-  writer->EncodeAppendedDataOff();
-  EDDY_CHECK(writer->Write() == 1, "cannot write VTK image file ", temporary);
-  move_into_place(temporary, path);
+  write_in_place(*writer, path, "image file");
 }
 
 void write_vtp(const std::string& path, const Tensor& points, const PointFields& fields) {
@@ -105,14 +120,9 @@ void write_vtp(const std::string& path, const Tensor& points, const PointFields&
   cloud->SetPoints(vtk_points);
   cloud->SetVerts(vertices);
   for (const auto& [name, values] : fields) cloud->GetPointData()->AddArray(to_vtk_array(name, values, count, {}));
-  const std::string temporary = temporary_name(path);
   vtkNew<vtkXMLPolyDataWriter> writer;
-  writer->SetFileName(temporary.c_str());
   writer->SetInputData(cloud);
-  writer->SetDataModeToAppended();
-  writer->EncodeAppendedDataOff();
-  EDDY_CHECK(writer->Write() == 1, "cannot write VTK point file ", temporary);
-  move_into_place(temporary, path);
+  write_in_place(*writer, path, "point file");
 }
 
 void write_pvti(const std::string& path, const std::vector<double>& origin, const std::vector<double>& spacing,
