@@ -77,6 +77,9 @@ struct NonFiniteStop {
   std::string message;
 };
 
+// The checkpoint of the run whose folder is `dir`.
+std::string checkpoint_path(const std::string& dir);
+
 class TrainingLoop {
  public:
   // `trainable`: what the ranks take from rank 0 (the model's parameters and any others).

@@ -279,7 +279,8 @@ PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resumi
     // A corpus touched but not changed trains the same tokenizer again; a changed one may not.
     EDDY_CHECK(!resuming || !fs::exists(tokenizer_path, error) ||
                    io::read_file(tokenizer_path) == prepared.tokenizer->to_json(),
-               "--resume: the corpus (data.files) changed since this run trained its tokenizer, and the tokenizer "
+               "--resume: the corpus (data.files, or data.validation_fraction, which splits it) changed since this "
+               "run trained its tokenizer, and the tokenizer "
                "trained on it now differs from ", tokenizer_path, ", whose token ids the checkpoint was trained on; "
                "resume with the corpus as it was, or start a new run");
   } else {

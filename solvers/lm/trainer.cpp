@@ -10,6 +10,7 @@
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/dist/sharded_optimizer.h"
+#include "eddy/io/checkpoint.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
@@ -116,6 +117,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   const bool root = world.rank() == 0;  // rank 0 reports and writes the results
   std::ostream* log = root ? options.log : nullptr;
   const TrainingSpec& t = p.training;
+  // Preparing the corpus writes into the run folder, which a refused --resume must leave as it was.
+  if (options.resume) io::require_checkpoint(solvers::checkpoint_path(p.output.dir));
   // Rank 0 writes the tokenizer and the token files; the others read them once it has.
   if (!root) world.barrier();
   const PreparedCorpus corpus = prepare_corpus(p, log, options.resume);

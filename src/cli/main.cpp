@@ -127,11 +127,16 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
   for (const auto& [name, error] : result.test_relative_l2) {
     std::printf("test set %s: relative L2 error %.4e\n", name.c_str(), error);
   }
+  // An FNO's test sets are grids, each with its first sample's image.
+  std::string images;
+  if (problem.output.vtk && problem.model.type == operator_learning::ModelType::fno) {
+    for (const auto& [name, error] : result.test_relative_l2) {
+      images += cat(images.empty() ? ", " : " and ", problem.output.dir, "/sample0_", name, ".vti");
+    }
+    if (!images.empty()) images += " (ParaView)";
+  }
   std::printf("results: %s/predictions.h5 (HDF5)%s, checkpoint %s/checkpoint.safetensors\n", problem.output.dir.c_str(),
-              problem.output.vtk && problem.model.type == operator_learning::ModelType::fno
-                  ? cat(", ", problem.output.dir, "/sample0_<test set>.vti (ParaView)").c_str()
-                  : "",
-              problem.output.dir.c_str());
+              images.c_str(), problem.output.dir.c_str());
   return result.interrupted ? cli::report_interrupted(result.interrupted, problem.output.dir, resume_command) : 0;
 }
 

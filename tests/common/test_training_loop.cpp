@@ -6,7 +6,9 @@
 
 #include "solvers/common/training_loop.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -199,6 +201,36 @@ std::string error_of(Action&& action) {
     return e.what();
   }
   return "";
+}
+
+TEST_F(TrainingLoopTest, AFolderAnotherRunWritesIsRefusedBeforeItsConfigIsReplaced) {
+  // Another process's lock, as another open descriptor of the folder holds it.
+  fs::create_directories(dir);
+  const int other_run = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_EQ(::flock(other_run, LOCK_EX | LOCK_NB), 0);
+  FakeTrainer trainer;
+  int64_t step = -1;
+  EXPECT_EQ(error_of([&] { train(trainer, 2, 0, step); }),
+            dir.string() + " is being written by another run; wait for it to end, or give this run another "
+                           "output.dir");
+  EXPECT_FALSE(fs::exists(dir / "config.yaml"));
+  ::close(other_run);  // that run ended
+  EXPECT_FALSE(train(trainer, 2, 0, step));
+  EXPECT_EQ(config_yaml(), "config: hash-1\n");
+  // This process's next run there goes ahead.
+  EXPECT_FALSE(train(trainer, 2, 0, step));
+}
+
+TEST_F(TrainingLoopTest, ADamagedTrainingStateNamesTheCheckpoint) {
+  // The model's keys were named with the file, the optimiser's not.
+  FakeTrainer trainer;
+  int64_t step = 0;
+  ASSERT_FALSE(train(trainer, 4, 2, step));
+  FakeTrainer again;
+  TrainingHooks hooks = again.hooks(1);
+  hooks.restore = [](const nn::StateDict&) { throw Error("load_state_dict: missing key \"adamw.m.11\""); };
+  TrainingLoop loop(run(true), again.model, again.model.parameters(), dist::default_communicator(), progress, hooks);
+  EXPECT_EQ(error_of([&] { loop.start(); }), checkpoint + ": load_state_dict: missing key \"adamw.m.11\"");
 }
 
 // A resume past the run's end was taken: it finished at once and wrote config.yaml with the

@@ -198,6 +198,24 @@ def test_a_resume_after_the_corpus_changed_keeps_the_runs_token_ids(run, tmp_pat
     with open(touched, "a") as out:
         out.write("Zebras and quokkas play the xylophone.\n%\n" * 300)
     config["training"]["steps"] = 4
-    with pytest.raises(eddy.Error, match=r"--resume: the corpus \(data.files\) changed since this run trained its "
-                                         r"tokenizer"):
+    with pytest.raises(eddy.Error, match=r"--resume: the corpus \(data.files, or data.validation_fraction, which "
+                                         r"splits it\) changed since this run trained its tokenizer"):
         eddy.lm.train(config, eager=True, resume=True)
+
+
+def test_a_resume_without_a_checkpoint_leaves_the_folder_as_it_was(tmp_path):
+    # It trained a tokenizer and wrote it and the token files there, then said there was no
+    # checkpoint.
+    write_corpus(tmp_path)
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    config = {
+        "data": {"files": str(tmp_path / "corpus.txt"), "separator": "%"},
+        "tokenizer": {"vocab_size": 280},
+        "model": {"type": "gpt2", "context": 16, "hidden_size": 16, "layers": 1, "heads": 2},
+        "training": {"steps": 2, "batch_size": 2},
+        "output": {"dir": str(folder)},
+    }
+    with pytest.raises(eddy.Error, match=f"--resume: no checkpoint at {folder}/checkpoint.safetensors"):
+        eddy.lm.train(config, eager=True, resume=True)
+    assert list(folder.iterdir()) == []

@@ -95,9 +95,13 @@ CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::S
   return info_of(path, contents);
 }
 
+void require_checkpoint(const std::string& path) {
+  EDDY_CHECK(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
+}
+
 CheckpointInfo resume_from_checkpoint(const std::string& path, const std::function<void(const CheckpointInfo&)>& check,
                                       nn::Module& model, nn::StateDict& training_state) {
-  EDDY_CHECK(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
+  require_checkpoint(path);
   const SafetensorsContents contents = load_safetensors(path);
   const CheckpointInfo info = info_of(path, contents);
   check(info);

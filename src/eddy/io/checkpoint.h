@@ -36,6 +36,9 @@ void save_checkpoint(const std::string& path, const nn::StateDict& model_state, 
 CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model,
                                nn::StateDict* optimizer_state = nullptr);
 
+// --resume: refuses, naming `path`, when there is no checkpoint there.
+void require_checkpoint(const std::string& path);
+
 // --resume: checks that `path` exists and hands its metadata to `check`, which refuses a
 // checkpoint of another run by throwing before anything is loaded; then loads it into `model` (the
 // rest into `training_state`) and returns its metadata.
