@@ -1,6 +1,7 @@
 #include "solvers/common/training_loop.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,6 +68,25 @@ bool hold_run_folder(const std::string& dir) {
   return true;
 }
 
+// Removes the temporary files (NAME.tmp-PID, as io::move_into_place's writers name them) that a
+// killed run left in its folder or one folder down (an LM run's data/): with the folder held, one
+// whose writer is no longer running is abandoned, and may be as large as a checkpoint.
+void remove_abandoned_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  for (auto entry = fs::recursive_directory_iterator(dir, error); !error && entry != fs::recursive_directory_iterator();
+       entry.increment(error)) {
+    if (entry.depth() > 0) entry.disable_recursion_pending();
+    const std::string name = entry->path().filename().string();
+    const size_t mark = name.rfind(".tmp-");
+    if (mark == std::string::npos || !entry->is_regular_file(error)) continue;
+    const std::string id = name.substr(mark + 5);
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t writer = static_cast<pid_t>(std::stoll(id));
+    if (writer != ::getpid() && ::kill(writer, 0) != 0 && errno == ESRCH) fs::remove(entry->path(), error);
+  }
+}
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
@@ -124,6 +144,7 @@ int64_t TrainingLoop::start() {
   if (comm_.size() > 1) comm_.broadcast(held, 0);
   EDDY_CHECK(held.item<int64_t>() == 1, run_.dir, " is being written by another run; wait for it to end, or give "
              "this run another output.dir");
+  if (comm_.rank() == 0) remove_abandoned_temporaries(run_.dir);
   if (comm_.rank() == 0) io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);
   dist::broadcast_tensors(trainable_, comm_);
   return step;

@@ -339,6 +339,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     const int64_t first_order_end = first_step() + p.training.first_order_steps;
     // A run resumed in L-BFGS (after an interrupt) takes the points of Adam's last step, as L-BFGS did.
     state.sample(round_of(std::min(step, std::max(first_order_end - 1, first_step()))));
+    const int64_t first_order_start = step;
     if (auto stopped = loop.run(step, first_order_end, p.output.checkpoint_every)) {
       return stop(stopped->step, stopped->loss, stopped->message);
     }
@@ -347,6 +348,14 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     // Resumed from a checkpoint written during L-BFGS, the run does the iterations left (building
     // its curvature pairs afresh).
     const int64_t lbfgs_left = first_step() + per_stage - std::max(step, first_order_end);
+    // A checkpoint at the end of the first-order steps, when L-BFGS follows: a kill during L-BFGS
+    // fell back to the last one due before (the example's step 1,500 of 2,000), or to none. The
+    // last update's loss is not seen before L-BFGS evaluates it, so the parameters are checked.
+    if (lbfgs_left > 0 && !interrupted && p.output.checkpoint_every > 0 && step > first_order_start &&
+        std::all_of(trainable.begin(), trainable.end(),
+                    [](const Tensor& t) { return sum(abs(t - t)).item<double>() == 0; })) {
+      loop.save(step);
+    }
     if (lbfgs_left > 0 && !interrupted) {
       const optim::LbfgsReport report = run_lbfgs(state, *training_step, trainable, lbfgs_left, progress,
                                                   phase("lbfgs"), log, terms, interrupted);

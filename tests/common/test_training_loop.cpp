@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -219,6 +220,26 @@ TEST_F(TrainingLoopTest, AFolderAnotherRunWritesIsRefusedBeforeItsConfigIsReplac
   EXPECT_EQ(config_yaml(), "config: hash-1\n");
   // This process's next run there goes ahead.
   EXPECT_FALSE(train(trainer, 2, 0, step));
+}
+
+TEST_F(TrainingLoopTest, TemporaryFilesOfAKilledRunAreRemoved) {
+  // A kill -9 while a file was written left NAME.tmp-PID behind for good, checkpoint-sized.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // a process id that is no longer running
+  const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+  fs::create_directories(dir / "data");
+  for (const fs::path& name : {dir / ("checkpoint.safetensors.tmp-" + dead), dir / "data" / ("train.tokens.tmp-" + dead),
+                              dir / ("solution.h5.tmp-" + alive), dir / "notes.tmp-draft"}) {
+    std::ofstream(name) << "x";
+  }
+  FakeTrainer trainer;
+  int64_t step = -1;
+  EXPECT_FALSE(train(trainer, 2, 0, step));
+  EXPECT_FALSE(fs::exists(dir / ("checkpoint.safetensors.tmp-" + dead)));
+  EXPECT_FALSE(fs::exists(dir / "data" / ("train.tokens.tmp-" + dead)));
+  EXPECT_TRUE(fs::exists(dir / ("solution.h5.tmp-" + alive)));  // this process's, being written
+  EXPECT_TRUE(fs::exists(dir / "notes.tmp-draft"));              // not a writer's
 }
 
 TEST_F(TrainingLoopTest, ADamagedTrainingStateNamesTheCheckpoint) {

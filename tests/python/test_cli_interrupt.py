@@ -144,3 +144,14 @@ def test_a_second_signal_ends_the_process_at_once(eddy_cli, tmp_path):
     process.send_signal(signal.SIGCONT)
     process.communicate()
     assert process.returncode in (-signal.SIGINT, -signal.SIGTERM)
+
+
+def test_a_kill_during_lbfgs_keeps_the_adam_steps(eddy_cli, tmp_path):
+    # No checkpoint was due before Adam's end (every 1,000 steps), and none was written there:
+    # a kill during L-BFGS lost every step. The end of Adam now writes one.
+    run = tmp_path / "run"
+    process, _ = start_until(burgers(eddy_cli, run, "training.adam.steps=20", "training.lbfgs.iterations=100000",
+                                     "output.checkpoint_every=1000"), "lbfgs ")
+    process.kill()
+    process.communicate()
+    assert checkpoint_step(run / "checkpoint.safetensors") == 20
