@@ -3,15 +3,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <mutex>
 
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
@@ -39,33 +36,17 @@ void require_same_on_every_rank(dist::Communicator& comm, int64_t value, const s
              " ranks differ from rank 0", differs ? ", this one among them" : "", ")");
 }
 
-// Takes the run folder's lock, an advisory lock (flock) on the folder itself, held until the
-// process ends; false when another process holds it. Two runs writing one folder left a
-// config.yaml of one beside the checkpoint and results of the other, both reporting success.
-bool hold_run_folder(const std::string& dir) {
-  static std::mutex mutex;
-  static std::map<std::string, int> held;  // canonical folder -> its open descriptor
-  std::lock_guard<std::mutex> guard(mutex);
-  const std::string key = std::filesystem::weakly_canonical(dir).string();
-  if (auto earlier = held.find(key); earlier != held.end()) {
-    // This process's earlier run there (a notebook training again), unless the folder was
-    // removed and made anew since, which leaves the lock on a folder that is gone.
-    struct stat open_folder {}, on_disk {};
-    if (::fstat(earlier->second, &open_folder) == 0 && ::stat(dir.c_str(), &on_disk) == 0 &&
-        open_folder.st_ino == on_disk.st_ino && open_folder.st_dev == on_disk.st_dev) {
-      return true;
-    }
-    ::close(earlier->second);
-    held.erase(earlier);
-  }
+// The run folder's lock: an advisory lock (flock) on the folder itself, or -1 when another run
+// holds it. Two runs writing one folder left a config.yaml of one beside the checkpoint and
+// results of the other, both reporting success.
+int lock_run_folder(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   EDDY_CHECK(fd >= 0, "cannot open the run folder ", dir, ": ", std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     ::close(fd);
-    return false;
+    return -1;
   }
-  held.emplace(key, fd);
-  return true;
+  return fd;
 }
 
 // Removes the temporary files (NAME.tmp-PID, as io::move_into_place's writers name them) that a
@@ -90,6 +71,10 @@ void remove_abandoned_temporaries(const std::string& dir) {
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
+
+TrainingLoop::~TrainingLoop() {
+  if (folder_lock_ >= 0) ::close(folder_lock_);
+}
 
 TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tensor> trainable, dist::Communicator& comm,
                            ProgressLine& progress, TrainingHooks hooks)
@@ -139,13 +124,18 @@ int64_t TrainingLoop::start() {
   if (!run_.resume && comm_.rank() == 0 && std::filesystem::exists(checkpoint_)) {
     progress_.note(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)"));
   }
-  if (comm_.rank() == 0) std::filesystem::create_directories(run_.dir);
-  Tensor held = tensor(std::vector<int64_t>{comm_.rank() == 0 ? int64_t{hold_run_folder(run_.dir)} : 0});
+  if (comm_.rank() == 0) {
+    std::filesystem::create_directories(run_.dir);
+    folder_lock_ = lock_run_folder(run_.dir);
+  }
+  Tensor held = tensor(std::vector<int64_t>{comm_.rank() == 0 ? int64_t{folder_lock_ >= 0} : 0});
   if (comm_.size() > 1) comm_.broadcast(held, 0);
   EDDY_CHECK(held.item<int64_t>() == 1, run_.dir, " is being written by another run; wait for it to end, or give "
              "this run another output.dir");
-  if (comm_.rank() == 0) remove_abandoned_temporaries(run_.dir);
-  if (comm_.rank() == 0) io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);
+  if (comm_.rank() == 0) {
+    remove_abandoned_temporaries(run_.dir);
+    io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);
+  }
   dist::broadcast_tensors(trainable_, comm_);
   return step;
 }

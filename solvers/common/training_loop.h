@@ -85,10 +85,14 @@ class TrainingLoop {
   // `trainable`: what the ranks take from rank 0 (the model's parameters and any others).
   TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tensor> trainable, dist::Communicator& comm,
                ProgressLine& progress, TrainingHooks hooks);
+  ~TrainingLoop();
+  TrainingLoop(const TrainingLoop&) = delete;
+  TrainingLoop& operator=(const TrainingLoop&) = delete;
 
   // Loads the checkpoint when resuming (the model, then the rest through `restore`), once its run's
-  // settings are seen to be this run's; then rank 0 writes the run folder and its config.yaml, and
-  // the ranks take rank 0's trainable tensors. Returns the step to go on from. Resuming first
+  // settings are seen to be this run's; then rank 0 takes the run folder, which the loop holds
+  // until it is destroyed (another run given the same folder meanwhile is refused), and writes
+  // its config.yaml, and the ranks take rank 0's trainable tensors. Returns the step to go on from. Resuming first
   // means a checkpoint that does not fit fails before config.yaml is replaced by a config that does
   // not describe the checkpoint.
   int64_t start();
@@ -118,6 +122,7 @@ class TrainingLoop {
   bool saved_ = false;
   int interrupted_ = 0;
   AcceptInterrupts accepting_;
+  int folder_lock_ = -1;  // rank 0's open descriptor of the run folder, locked
 };
 
 }  // namespace eddy::solvers

@@ -229,8 +229,9 @@ TEST_F(TrainingLoopTest, TemporaryFilesOfAKilledRunAreRemoved) {
   ::waitpid(child, nullptr, 0);  // a process id that is no longer running
   const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
   fs::create_directories(dir / "data");
-  for (const fs::path& name : {dir / ("checkpoint.safetensors.tmp-" + dead), dir / "data" / ("train.tokens.tmp-" + dead),
-                              dir / ("solution.h5.tmp-" + alive), dir / "notes.tmp-draft"}) {
+  for (const fs::path& name : {dir / ("checkpoint.safetensors.tmp-" + dead),
+                               dir / "data" / ("train.tokens.tmp-" + dead), dir / ("solution.h5.tmp-" + alive),
+                               dir / "notes.tmp-draft"}) {
     std::ofstream(name) << "x";
   }
   FakeTrainer trainer;

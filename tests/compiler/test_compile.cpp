@@ -11,6 +11,7 @@
 
 #include "../ops/op_table.h"
 #include "eddy/compiler/compile.h"
+#include "eddy/ops/autocast.h"
 #include "support/expect_error.h"
 #include "support/scoped_env.h"
 
@@ -120,6 +121,31 @@ TEST(Compile, RetracesOnANewSignatureOnly) {
   compiled({randn({3, 4}, DType::f64).requires_grad_()});
   EXPECT_EQ(compiled.stats().traces, 4);
   EXPECT_EQ(compiled.stats().calls, 5);
+}
+
+// Inputs are checked at every call: an undefined one got "operation on an undefined tensor" (the
+// signature read its shape first), and one tensor twice was refused only while tracing.
+TEST(Compile, InputsAreCheckedAtEveryCallNamingTheInput) {
+  CompiledFunction product = compile([](const TensorList& in) { return TensorList{in[0] * in[1]}; });
+  const Tensor a = randn({3}, DType::f64), b = randn({3}, DType::f64);
+  EXPECT_EQ(error_of([&] { product({Tensor(), b}); }), "compile: input 0 is an undefined tensor");
+  product({a, b});
+  EXPECT_EQ(error_of([&] { product({a, a}); }),
+            "compile: input 1 is the same tensor as input 0; pass distinct tensors");
+  EXPECT_EQ(product.stats().traces, 1);
+}
+
+// A program traced under autocast answers only calls under the same autocast.
+TEST(Compile, AutocastIsPartOfTheSignature) {
+  CompiledFunction product = compile([](const TensorList& in) { return TensorList{matmul(in[0], in[1])}; });
+  const TensorList inputs = {randn({4, 4}, DType::f32), randn({4, 4}, DType::f32)};
+  EXPECT_EQ(product(inputs)[0].dtype(), DType::f32);
+  {
+    AutocastScope autocast(DType::bf16);
+    EXPECT_EQ(product(inputs)[0].dtype(), DType::bf16);
+  }
+  EXPECT_EQ(product(inputs)[0].dtype(), DType::f32);
+  EXPECT_EQ(product.stats().traces, 2);
 }
 
 // EDDY_COMPILER_DUMP writes each traced program's graph and steps once, numbered in the order the

@@ -175,7 +175,8 @@ TEST_F(Hdf5VtkTest, AWriteThatRunsOutOfSpaceFailsAndLeavesNoFile) {
     FileSizeLimit limit(64 * 1024);
     expect_error([&] { write_vti(file("grid.vti"), {0, 0}, {1, 1}, {200, 200}, {{"u", field}}); },
                  {"cannot write the VTK image file " + file("grid.vti") + ": "});
-    expect_error([&] { write_vtp(file("points.vtp"), reshape(field, {20000, 2}), {{"u", arange(0, 20000, 1, DType::f64)}}); },
+    const Tensor points = reshape(field, {20000, 2});
+    expect_error([&] { write_vtp(file("points.vtp"), points, {{"u", arange(0, 20000, 1, DType::f64)}}); },
                  {"cannot write the VTK point file " + file("points.vtp") + ": "});
     expect_error(
         [&] {
