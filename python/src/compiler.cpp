@@ -91,9 +91,9 @@ class JitFunction {
       // other operand's dtype), and a shape, axis or flag a tensor that f cannot use as one.
       EDDY_CHECK(py::isinstance<Tensor>(args[i]) || py::isinstance<py::array>(args[i]), "eddy.jit: argument ", i,
                  " is ", py::repr(args[i]).cast<std::string>().substr(0, 60), ", of type ",
-                 py::str(py::type::of(args[i]).attr("__name__")).cast<std::string>(), "; a compiled function takes eddy tensors "
-                 "or NumPy arrays: let f close over other values (a shape, an axis, a flag), or pass a number as "
-                 "eddy.tensor(value, dtype)");
+                 py::str(py::type::of(args[i]).attr("__name__")).cast<std::string>(),
+                 "; a compiled function takes eddy tensors or NumPy arrays: let f close over other values (a shape, "
+                 "an axis, a flag), or pass a number as eddy.tensor(value, dtype)");
       inputs.push_back(as_tensor(args[i]));
     }
     std::vector<Tensor> outputs;
