@@ -68,6 +68,11 @@ void remove_abandoned_temporaries(const std::string& dir) {
   }
 }
 
+Settings with_recorded(Settings settings, const Settings& recorded) {
+  settings.insert(recorded.begin(), recorded.end());
+  return settings;
+}
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
@@ -80,7 +85,7 @@ TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tenso
                            ProgressLine& progress, TrainingHooks hooks)
     : run_(std::move(run)),
       checkpoint_(checkpoint_path(run_.dir)),
-      settings_(fixed_settings(run_.resolved_config, run_.resumable)),
+      settings_(with_recorded(fixed_settings(run_.resolved_config, run_.resumable), run_.recorded)),
       model_(model),
       trainable_(std::move(trainable)),
       comm_(comm),

@@ -47,6 +47,9 @@ struct TrainingRun {
   // The run's length in the loop's steps, where given: a resume from a checkpoint past it is
   // refused (it finished at once and wrote config.yaml with the shorter length).
   std::optional<RunLength> length{};
+  // What a checkpoint records besides the config's keys, which a resume must match as it does
+  // those (the content of an operator run's training data).
+  Settings recorded{};
 };
 
 // What a trainer does in the loop; begin_step and end_step may be left empty, and restore is

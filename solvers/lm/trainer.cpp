@@ -118,7 +118,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   std::ostream* log = root ? options.log : nullptr;
   const TrainingSpec& t = p.training;
   // Preparing the corpus writes into the run folder, which a refused --resume must leave as it was.
-  if (options.resume) io::require_checkpoint(solvers::checkpoint_path(p.output.dir));
+  const std::string checkpoint = solvers::checkpoint_path(p.output.dir);
+  if (options.resume) io::require_checkpoint(checkpoint);
   // Rank 0 writes the tokenizer and the token files; the others read them once it has.
   if (!root) world.barrier();
   const PreparedCorpus corpus = prepare_corpus(p, log, options.resume);
@@ -299,7 +300,6 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     solvers::save_series(state, "validation_loss", history.validation_loss);
     return state;
   };
-  const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
   steps.restore = [&](const nn::StateDict& saved) {
     decayed.load_state_dict(with_prefix(saved, "optimizer.decayed."));
     undecayed.load_state_dict(with_prefix(saved, "optimizer.undecayed."));

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/fingerprint.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/dist/sharded_optimizer.h"
@@ -210,6 +211,28 @@ Tensor relative_l2(const Tensor& prediction, const Tensor& target) {
   return mean(per_sample_relative_l2(prediction, target));
 }
 
+namespace {
+
+// The training split's content, as a sum of each sample's FNV-1a hash over all ranks: the same
+// whichever ranks hold which samples, so a resume on another number of ranks still matches.
+std::string training_data_fingerprint(const Split& train, dist::Communicator& comm) {
+  uint64_t sum = 0;
+  for (const Tensor& array : {train.input, train.output, train.points}) {
+    if (!array.defined() || array.numel() == 0) continue;
+    const Tensor host = contiguous(to(array, cpu()));
+    const size_t row_bytes = static_cast<size_t>(host.numel() / host.shape()[0]) * dtype_size(host.dtype());
+    const char* rows = static_cast<const char*>(host.raw_data());
+    for (int64_t i = 0; i < host.shape()[0]; ++i) sum += fnv1a_words(rows + static_cast<size_t>(i) * row_bytes, row_bytes);
+  }
+  Tensor total = tensor(std::vector<int64_t>{static_cast<int64_t>(sum)});
+  if (comm.size() > 1) comm.allreduce(total, total, dist::ReduceOp::sum);
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(total.item<int64_t>()));
+  return text;
+}
+
+}  // namespace
+
 OperatorModel::OperatorModel(const OperatorProblem& problem, const Split& train, dist::Communicator& comm)
     : type_(problem.model.type) {
   const bool grid = type_ == ModelType::fno;
@@ -343,15 +366,19 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   epochs.describe_stop = [&](int64_t epoch, int64_t b, double loss) {
     return cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ", loss);
   };
-  const std::string checkpoint = p.output.dir + "/checkpoint.safetensors";
+  const std::string checkpoint = solvers::checkpoint_path(p.output.dir);
   epochs.training_state = [&] { return training_state(optimizer, history); };
   epochs.restore = [&](const nn::StateDict& saved) {
     optimizer.load_state_dict(saved);
     restore_history(saved, history, checkpoint);
   };
+  // A --resume onto other training data went on with the checkpoint's normalisers, its loss
+  // jumping from 0.003 to 1.0, silently. Checkpoints written before they recorded it resume.
+  const solvers::Settings data_content{{"data.train (its samples' content)",
+                                        training_data_fingerprint(data.train, data_comm)}};
   solvers::TrainingLoop loop(
-      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {},
-       solvers::RunLength{p.training.epochs, "training.epochs"}},
+      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, data_content,
+       solvers::RunLength{p.training.epochs, "training.epochs"}, data_content},
       model, parameters,
       comm, progress, epochs);
 

@@ -124,7 +124,7 @@ nn::StateDict training_state(const optim::Optimizer& optimizer, PinnState& state
 void restore_training_state(const nn::StateDict& saved, optim::Optimizer& optimizer, PinnState& state,
                             History& history) {
   optimizer.load_state_dict(saved);
-  history = restored_history(saved, state.problem(), state.problem().output.dir + "/checkpoint.safetensors");
+  history = restored_history(saved, state.problem(), solvers::checkpoint_path(state.problem().output.dir));
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
   state.set_adaptive_weights(saved.at("adaptive_weights").to_vector<double>());
@@ -397,7 +397,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
 void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
-  io::load_checkpoint(run_dir + "/checkpoint.safetensors", state.model(), &saved);
+  io::load_checkpoint(solvers::checkpoint_path(run_dir), state.model(), &saved);
   state.restore_stages(saved);
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));

@@ -116,6 +116,22 @@ TEST_F(OperatorTraining, ResumeContinuesBitExactly) {
             io::read_hdf5(b, "history/train_loss").to_vector<double>());
 }
 
+// A resume onto other training data went on with the checkpoint's normalisers (the loss jumped
+// from 0.003 to 1.0, silently); the same data, written again, resumes.
+TEST_F(OperatorTraining, AResumeOntoOtherTrainingDataIsRefused) {
+  const OperatorProblem first = problem_of(config(), {"training.epochs=2"});
+  ASSERT_TRUE(train(first, {}).finished);
+  TrainOptions resume;
+  resume.resume = true;
+  write_smoothing_data((dir_ / "smooth.h5").string());  // the same samples, a new file
+  ASSERT_TRUE(train(problem_of(config(), {"training.epochs=3"}), resume).finished);
+  eddy::write_smoothing_data((dir_ / "smooth.h5").string(), {{"train", 64, 32}, {"test", 16, 64}}, 4, 4);
+  const std::string error = error_of([&] { train(problem_of(config(), {"training.epochs=4"}), resume); });
+  EXPECT_NE(error.find("--resume: data.train (its samples' content) is "), std::string::npos) << error;
+  EXPECT_NE(error.find(" now; only training settings may change"), std::string::npos) << error;
+  EXPECT_NE(error.find("Start a new run (another output.dir)"), std::string::npos) << error;
+}
+
 TEST_F(OperatorTraining, DeepOnetLearnsTheAntiderivative) {
   // The cosine schedule settles the last epochs: at a constant rate the final error ranged from
   // 0.04 to 0.08 over seeds, and rounding-level differences (compiled kernels against eager ones)
