@@ -123,6 +123,7 @@ class JitFunction {
     return compiled_.stats();
   }
   const py::function& function() const { return function_; }
+  std::string name() const { return py::str(py::getattr(function_, "__name__", py::str("f"))).cast<std::string>(); }
 
  private:
   struct Body {
@@ -173,7 +174,17 @@ void bind_jit(py::module_& m) {
   py::class_<JitFunction>(m, "JitFunction", "A function compiled by eddy.jit.")
       .def("__call__", &JitFunction::call)
       .def_property_readonly("stats", &JitFunction::stats)
-      .def_property_readonly("__wrapped__", &JitFunction::function);
+      .def_property_readonly("__wrapped__", &JitFunction::function)
+      // As a method the object would be passed as an argument, which is no tensor: the call
+      // failed inside f with a missing argument. Said at the attribute instead.
+      .def("__get__", [](const py::object& self, const py::object& instance, const py::object&) -> py::object {
+            if (instance.is_none()) return self;
+            throw Error(cat("eddy.jit: ", self.cast<const JitFunction&>().name(), " is used as a method of ",
+                            py::str(py::type::of(instance).attr("__name__")).cast<std::string>(),
+                            "; a compiled function takes tensors only: jit a function that closes over the object, "
+                            "e.g. eddy.jit(lambda x: obj.method(x))"));
+          },
+          py::arg("instance"), py::arg("owner") = py::none());
 
   m.def("jit", [](const py::function& f) { return std::make_unique<JitFunction>(f); }, py::arg("f"),
         "Compiles f (eddy tensors in, a tensor or a tuple/list of tensors out) like the C++ eddy::compile: "

@@ -239,3 +239,14 @@ def test_one_tensor_passed_twice_is_refused_on_every_call():
     product(x, y)
     with pytest.raises(eddy.Error, match="compile: input 1 is the same tensor as input 0"):
         product(x, x)
+
+
+def test_a_jitted_method_is_named_at_the_attribute():
+    # The object became no argument at all, and f failed inside with a missing argument.
+    class Model:
+        @eddy.jit
+        def forward(self, x):
+            return x
+
+    with pytest.raises(eddy.Error, match="eddy.jit: forward is used as a method of Model; a compiled function takes"):
+        Model().forward(eddy.ones([2]))
