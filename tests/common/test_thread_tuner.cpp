@@ -88,14 +88,15 @@ std::string counts_of_steps(ThreadTuner& tuner, int steps, int two_threads_ms, i
 }
 
 TEST_F(ThreadTunerTest, TheCountsOfAProbeTakeTurnsStepByStep) {
-  // So that a slow stretch of a shared machine lands on every count alike. Close times (40 and
-  // 46 ms: a probe ends early when one count's median is 25% faster, so the jitter of the sleeps
-  // must stay under 4 ms; at 20 and 23 ms a sanitizer build beside other tests once ended it
-  // early): the probe takes its seven steps at each count, and two threads stay.
+  // So that a slow stretch of a shared machine lands on every count alike. Close times (80 and
+  // 92 ms: a probe ends early when one count's median is 25% faster, so the jitter of the sleeps
+  // must stay under about 10 ms; at 20 and 23 ms a sanitizer build beside other tests once ended
+  // it early, and at 40 and 46 a make test beside two other programs): the probe takes its seven
+  // steps at each count, and two threads stay.
   ThreadTuner tuner(unknown_free_cores);
   // Ten warm-up steps and the one before the probe at the given count, then 1, 2, 1, 2, ...
   // seven of each, then the winner.
-  EXPECT_EQ(counts_of_steps(tuner, 30, 40, 46), "22222222222" "12121212121212" "22222");
+  EXPECT_EQ(counts_of_steps(tuner, 30, 80, 92), "22222222222" "12121212121212" "22222");
 }
 
 TEST_F(ThreadTunerTest, AProbeEndsEarlyAndProbesThinOutWhileTheCountHolds) {
