@@ -36,7 +36,7 @@ constexpr double kRidge = 1e-2;
 
 }  // namespace
 
-void PinnState::fit_initial_condition() {
+std::map<std::string, double> PinnState::fit_initial_condition() {
   NoGradGuard no_grad;
   const Problem& p = problem_;
   EDDY_CHECK(time_, p.source, ": model.fit_initial_condition needs geometry.time");
@@ -66,11 +66,13 @@ void PinnState::fit_initial_condition() {
       targets[c.field].push_back(values);
     }
   }
+  std::map<std::string, double> distances;
   for (size_t field = 0; field < p.fields.size(); ++field) {
     if (features[field].empty()) continue;
     const Tensor rows = cast(concat(features[field], 0), DType::f64);
-    Tensor a = concat({rows, ones({rows.size(0), 1}, DType::f64)}, 1);
-    Tensor b = cast(concat(targets[field], 0), DType::f64);
+    const Tensor fitted_rows = concat({rows, ones({rows.size(0), 1}, DType::f64)}, 1);
+    const Tensor values = cast(concat(targets[field], 0), DType::f64);
+    Tensor a = fitted_rows, b = values;
     const int64_t width = rows.size(1);
     if (p.model.architecture != nn::PinnArchitecture::pirate_net) {
       // Ridge regression: rows sqrt(lambda) I under the weights (not the bias), lambda a fraction
@@ -82,7 +84,10 @@ void PinnState::fit_initial_condition() {
     const Tensor solution = optim::least_squares(a, b);
     nn::set_output_layer_column(*model_, static_cast<int64_t>(field), reshape(slice(solution, 0, 0, width), {width}),
                                 solution.to_vector<double>()[static_cast<size_t>(width)]);
+    distances[p.fields[field]] =
+        norm(matmul(fitted_rows, solution) - values).item<double>() / std::max(norm(values).item<double>(), 1e-300);
   }
+  return distances;
 }
 
 }  // namespace eddy::pinn

@@ -807,8 +807,14 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
 
   ConfigNode sampling = root.section("sampling");
-  p.sampler = Sampler::from_name(sampling.string("method", "uniform"), sampling.path() + ".method");
+  // Read as a choice, so that a misspelt name is named with its file, line and column.
+  std::vector<std::string> samplers = Sampler::names();
+  samplers.push_back("lhs");
+  p.sampler = Sampler::from_name(sampling.choice("method", samplers, "uniform"), sampling.path() + ".method");
   p.resample_every = sampling.integer("resample_every", 0);
+  if (p.resample_every < 0) {
+    sampling.at("resample_every").fail(cat("must be 0 (draw the points once) or more, got ", p.resample_every));
+  }
   if (auto rar = sampling.find("rar")) p.refinement = read_refinement(p, *rar);
   if (auto rad = sampling.find("rad")) p.rad = read_rad(p, *rad);
 

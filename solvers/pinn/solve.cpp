@@ -11,6 +11,7 @@
 // checkpoint.
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -248,7 +249,17 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   begin_stage(0);
   // A resumed run then loads its trained weights over the fit.
-  if (p.fit_initial_condition) state.fit_initial_condition();
+  if (p.fit_initial_condition) {
+    // A fit far from the values starts training far from them too, and said nothing (a periodic
+    // PirateNet at fourier_scale 1 started 71% off).
+    for (const auto& [field, distance] : state.fit_initial_condition()) {
+      char percent[32];
+      std::snprintf(percent, sizeof percent, "%.3g%%", 100 * distance);
+      progress.note(cat("model.fit_initial_condition: ", field, " starts ", percent, " (relative L2) from its initial values",
+                        distance > 0.1 ? "; an embedding of lower frequency (model.fourier_scale) may fit them closer"
+                                       : ""));
+    }
+  }
   // The resampling rounds of a stage follow those of the stages before it, so that every stage
   // draws its own points and a single stage draws those of a run without stages.
   const int64_t rounds_per_stage = p.resample_every > 0 ? p.training.first_order_steps / p.resample_every + 1 : 1;

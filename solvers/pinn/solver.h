@@ -148,8 +148,9 @@ class PinnState {
   void restore_stages(const nn::StateDict& saved);
   // model.fit_initial_condition (initial_fit.cpp): sets each output of a field with initial
   // values to the least-squares fit of them, repeated at times across the current time interval,
-  // by the model's last layer.
-  void fit_initial_condition();
+  // by the model's last layer. Returns each fitted field's relative L2 distance from its values
+  // at the fitted points, by field name.
+  std::map<std::string, double> fit_initial_condition();
   // Parameters as the expression evaluator wants them: constants and learnable ones.
   std::map<std::string, Tensor> parameter_values() const;
 

@@ -204,7 +204,13 @@ std::vector<BadConfig> bad_configs() {
       {"validation_points", "", "validation: {points: 0}\n", "validation.points: must be at least 1, got 0"},
       {"validation_every", "", "validation: {every: -2}\n",
        "validation.every: must be non-negative (0: only at the end), got -2"},
-      {"sampler_name", "", "sampling: {method: sobel}\n", "sobel"},
+      // Both were named without the file's line and column, and the first with no near match.
+      {"sampler_name", "", "sampling: {method: sobel}\n",
+       "problem.yaml:24:20: sampling.method: 'sobel' is not one of: uniform, latin_hypercube, sobol, halton, lhs (did "
+       "you mean 'sobol'?)"},
+      // It was accepted as "never".
+      {"resample_every_negative", "", "sampling: {resample_every: -3}\n",
+       "sampling.resample_every: must be 0 (draw the points once) or more, got -3"},
       {"missing_conditions", "conditions:", "conditionz:", "missing required key 'conditions'"},
       {"weighting_scheme", kTraining, "loss_weighting: {scheme: softadapt}\n" + kTraining,
        "'softadapt' is not one of: fixed, grad_norm, ntk"},
