@@ -226,9 +226,7 @@ std::string training_data_fingerprint(const Split& train, dist::Communicator& co
   }
   Tensor total = tensor(std::vector<int64_t>{static_cast<int64_t>(sum)});
   if (comm.size() > 1) comm.allreduce(total, total, dist::ReduceOp::sum);
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(total.item<int64_t>()));
-  return text;
+  return hex_digits(static_cast<uint64_t>(total.item<int64_t>()));
 }
 
 }  // namespace

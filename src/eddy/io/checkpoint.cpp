@@ -1,6 +1,5 @@
 #include "eddy/io/checkpoint.h"
 
-#include <cstdio>
 #include <filesystem>
 
 #include "eddy/core/fingerprint.h"
@@ -29,9 +28,7 @@ std::string content_hash(const nn::StateDict& tensors) {
     hash = fnv1a(cat(name, ' ', dtype_name(host.dtype()), ' ', host.shape()), hash);
     hash = fnv1a_words(host.raw_data(), static_cast<size_t>(host.numel()) * dtype_size(host.dtype()), hash);
   }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
-  return text;
+  return hex_digits(hash);
 }
 
 constexpr const char* kModelHash = "eddy.model_hash";
