@@ -160,7 +160,7 @@ DatasetSpec read_dataset_spec(io::Config& config) {
   }
 
   ConfigNode output = root.at("output");
-  spec.output_path = output.string("path");
+  spec.output_path = output.at("path").as_output_path();
   std::error_code ignored;
   if (std::filesystem::is_directory(spec.output_path, ignored)) {
     output.at("path").fail(cat(spec.output_path, " is a folder; give the HDF5 file to write"));

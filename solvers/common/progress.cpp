@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 
 namespace eddy::solvers {
 
@@ -58,6 +59,12 @@ void ProgressLine::note(const std::string& text) {
   if (!log_) return;
   *log_ << (redrawing_ ? "\n" : "") << text << "\n" << std::flush;
   redrawing_ = false;
+}
+
+void ProgressLine::warn(const std::string& text) {
+  if (log_ && redrawing_) *log_ << "\n" << std::flush;
+  redrawing_ = false;
+  std::cerr << "warning: " << text << "\n" << std::flush;
 }
 
 void ProgressLine::begin_phase(int64_t first_step) {

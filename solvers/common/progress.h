@@ -33,6 +33,9 @@ class ProgressLine {
   void finish_line();
   // A line of its own about the run (what was compiled, say), below a bar being redrawn.
   void note(const std::string& text);
+  // "warning: TEXT" on standard error, also when the line is silent (--quiet): for what a user
+  // must not miss, such as a run folder about to be written over.
+  void warn(const std::string& text);
   // Rates and ETAs count from here and from `first_step` (one phase: Adam, L-BFGS, an epoch loop;
   // a resumed one starts at its checkpoint's step).
   void begin_phase(int64_t first_step = 0);

@@ -40,7 +40,8 @@ optim::ScheduleSpec read_schedule(const io::ConfigNode& section, int64_t default
 
 std::string read_output_dir(const io::ConfigNode& output, const std::string& fallback) {
   const bool given = output.has("dir");  // before string() writes the default in
-  const std::string dir = output.string("dir", fallback);
+  output.string("dir", fallback);
+  const std::string dir = output.at("dir").as_output_path();
   std::error_code ignored;
   if (std::filesystem::exists(dir, ignored) && !std::filesystem::is_directory(dir, ignored)) {
     const std::string problem = " is a file, not a folder; a run writes a folder of files there";

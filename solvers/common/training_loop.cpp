@@ -127,7 +127,7 @@ int64_t TrainingLoop::start() {
                                               step, " in ", checkpoint_, "); give every rank the same checkpoint"));
   saved_ = run_.resume;
   if (!run_.resume && comm_.rank() == 0 && std::filesystem::exists(checkpoint_)) {
-    progress_.note(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)"));
+    progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)"));
   }
   if (comm_.rank() == 0) {
     std::filesystem::create_directories(run_.dir);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -314,6 +315,22 @@ TEST(Config, InputPathsAreRelativeToTheConfigFileAndOverridesToTheWorkingDirecto
   auto text = Config::parse("data: {file: a.h5, reference: r.h5, none: ''}\ncorpus: []\n", "python-dict");
   EXPECT_EQ(read_paths(*text)[0], cwd + "/a.h5");
   fs::remove_all(folder.parent_path());
+}
+
+TEST(Config, ALeadingTildeIsTheHomeFolderInInputAndOutputPaths) {
+  const char* home = std::getenv("HOME");
+  ASSERT_TRUE(home && *home) << "HOME is not set";
+  auto config = Config::parse("data: {file: ~/data/a.h5, odd: ~user/b.h5, home: '~'}\noutput: {dir: ~/runs/x, plain: runs/y}\n",
+                              "paths.yaml");
+  ConfigNode data = config->root().at("data");
+  EXPECT_EQ(data.input_path("file"), std::string(home) + "/data/a.h5");
+  EXPECT_EQ(data.input_path("home"), std::filesystem::path(home).lexically_normal().string());
+  // Only the current user's "~/" is expanded; "~user" stays a name relative to the folder.
+  EXPECT_EQ(data.input_path("odd"), (std::filesystem::current_path() / "~user/b.h5").string());
+  ConfigNode output = config->root().at("output");
+  EXPECT_EQ(output.at("dir").as_output_path(), std::string(home) + "/runs/x");
+  EXPECT_EQ(output.at("plain").as_output_path(), "runs/y");
+  EXPECT_NE(config->resolved().find(std::string("dir: ") + home + "/runs/x"), std::string::npos) << config->resolved();
 }
 
 TEST(Suggest, EditDistanceCountsSwapsAsOneEdit) {

@@ -312,6 +312,15 @@ TEST(OptimizerState, LoadRejectsMissingKeysAndMismatchesNamingTheKey) {
   wrong_dtype["adam.m.0"] = zeros({3}, DType::f32);
   expect_error([&] { adam.load_state_dict(wrong_dtype); }, "\"adam.m.0\" has dtype");
 
+  // Moments no run could have written: a negative second moment would make the first step after a
+  // resume NaN, a non-finite first moment every step after it.
+  nn::StateDict negative = good;
+  negative["adam.v.0"] = tensor(std::vector<double>{1e-3, -1e-3, 0.0});
+  expect_error([&] { adam.load_state_dict(negative); }, "\"adam.v.0\" holds negative values (the least is -0.001)");
+  nn::StateDict not_finite = good;
+  not_finite["adam.m.0"] = tensor(std::vector<double>{0.0, std::nan(""), 0.0});
+  expect_error([&] { adam.load_state_dict(not_finite); }, "\"adam.m.0\" holds non-finite values");
+
   // A failed load changes nothing: the next step still follows the reference.
   nn::StateDict partly_bad = good;
   partly_bad["adam.step"] = scalar(7, DType::i64);

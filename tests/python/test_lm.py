@@ -158,6 +158,9 @@ def test_training_into_a_run_folder_says_it_starts_anew(run, tmp_path):
     again = subprocess.run(command, capture_output=True, text=True, check=True)
     assert f"{tmp_path} holds a run; this one starts anew and writes over it (--resume continues it)" in \
         again.stdout + again.stderr
+    # --quiet hides the progress, not the warning that a run is about to be written over.
+    quiet = subprocess.run(command + ["--quiet"], capture_output=True, text=True, check=True)
+    assert f"warning: {tmp_path} holds a run" in quiet.stderr
 
 
 def test_paths_may_be_path_objects(run):

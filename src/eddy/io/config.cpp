@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -287,9 +288,32 @@ std::vector<double> ConfigNode::as_numbers() const {
   return out;
 }
 
+namespace {
+
+// "~" or "~/..." with the home folder for the "~"; anything else as given ("~user" forms are not
+// expanded).
+std::string expand_home(const ConfigNode& node, const std::string& given) {
+  if (given != "~" && !given.starts_with("~/")) return given;
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) node.fail(cat("'", given, "' starts with ~, and HOME is not set to say whose folder that is"));
+  return std::string(home) + given.substr(1);
+}
+
+}  // namespace
+
+std::string ConfigNode::as_output_path() const {
+  const std::string given = as_string();
+  const std::string expanded = expand_home(*this, given);
+  if (expanded != given) {
+    YAML::Node node = node_;  // a handle: assigning writes into the tree
+    node = expanded;
+  }
+  return expanded;
+}
+
 std::string ConfigNode::as_input_path() const {
   namespace fs = std::filesystem;
-  const std::string given = as_string();
+  const std::string given = expand_home(*this, as_string());
   if (given.empty()) return given;
   const fs::path folder = override_text() || config_->folder_.empty() ? fs::current_path() : fs::path(config_->folder_);
   const std::string resolved = fs::absolute(folder / given).lexically_normal().string();

@@ -17,6 +17,8 @@
 // the config file's folder, so a problem finds its data wherever it is run from; a path given in a
 // command-line override is relative to the working directory, where the user typed it. Either is
 // written back absolute, so resolved() (a run folder's config.yaml) names the file that was read.
+// A leading "~/" is the home folder, as in a shell: a YAML value or an override such as
+// output.dir=~/runs never passes through the shell's own expansion.
 
 #include <yaml-cpp/yaml.h>
 
@@ -69,6 +71,9 @@ class ConfigNode {
   std::vector<double> as_numbers() const;  // a sequence of numbers (a single number is one)
   // A path of a file to read, absolute (see the top of this file); "" stays "" (no file).
   std::string as_input_path() const;
+  // A path to write, with a leading "~/" expanded and otherwise as given (relative paths stay
+  // relative to the working directory).
+  std::string as_output_path() const;
   // One of `choices`, with the valid ones listed in the error.
   std::string as_choice(const std::vector<std::string>& choices) const;
 

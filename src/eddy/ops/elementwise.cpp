@@ -1,5 +1,6 @@
 // Elementwise primitives: arithmetic, transcendental functions, comparisons, where and cast.
 
+#include <numbers>
 #include <variant>
 
 #include "eddy/core/gelu_constants.h"
@@ -460,7 +461,12 @@ Tensor neg(const Tensor& x) { return dispatch(neg_p, {x}); }
 Tensor real(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(real_p, {z}) : z; }
 Tensor imag(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(imag_p, {z}) : zeros_like(z); }
 Tensor conj(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(conj_p, {z}) : z; }
-Tensor angle(const Tensor& z) { return dispatch(angle_p, {z}); }
+Tensor angle(const Tensor& z) {
+  if (!is_floating(z.dtype())) return dispatch(angle_p, {z});
+  // A real number's argument, as PyTorch takes it: pi below 0, else 0 (-0 included), NaN kept.
+  const Tensor zero = zeros_like(z);
+  return where(ne(z, z), z, where(lt(z, zero), full_like(z, std::numbers::pi), zero));
+}
 
 #define EDDY_PROMOTING_BINARY(fn, prim)              \
   Tensor fn(const Tensor& a, const Tensor& b) {      \

@@ -80,8 +80,8 @@ nn::StateDict Adam::state_dict() const {
 void Adam::load_state_dict(const nn::StateDict& state) {
   state_entry(state, name() + ".step", {}, DType::i64);
   for (size_t i = 0; i < m_.size(); ++i) {
-    state_entry(state, key("m", i), m_[i].shape(), m_[i].dtype());
-    state_entry(state, key("v", i), v_[i].shape(), v_[i].dtype());
+    check_moment(state_entry(state, key("m", i), m_[i].shape(), m_[i].dtype()), key("m", i), false);
+    check_moment(state_entry(state, key("v", i), v_[i].shape(), v_[i].dtype()), key("v", i), true);
   }
   load_steps(state);
   for (size_t i = 0; i < m_.size(); ++i) {

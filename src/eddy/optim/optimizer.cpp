@@ -70,6 +70,20 @@ const Tensor& state_entry(const nn::StateDict& state, const std::string& key, co
   return t;
 }
 
+void check_moment(const Tensor& t, const std::string& key, bool non_negative) {
+  const Distribution* layout = distribution_of(t);
+  const Tensor& local = layout ? layout->local : t;
+  if (local.numel() == 0) return;
+  // NaN propagates through min and max, so one reduction each sees it.
+  const double largest = max(abs(local)).item<double>();
+  EDDY_CHECK(std::isfinite(largest), "load_state_dict: \"", key, "\" holds non-finite values");
+  if (non_negative && !is_complex(local.dtype())) {
+    const double least = min(local).item<double>();
+    EDDY_CHECK(least >= 0, "load_state_dict: \"", key, "\" holds negative values (the least is ", least,
+               "); a second moment is a running mean of squares");
+  }
+}
+
 // A distributed tensor's copy is laid out alike (optimiser state saved from sharded moments).
 Tensor copy_of(const Tensor& t) {
   if (const Distribution* layout = distribution_of(t)) return with_local(t, copy_of(layout->local));

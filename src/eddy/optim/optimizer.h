@@ -90,6 +90,11 @@ void check_range(double value, double low, double high, bool high_inclusive,
 const Tensor& state_entry(const nn::StateDict& state, const std::string& key, const Shape& shape,
                           DType dtype);
 
+/// Throws eddy::Error naming `key` unless every entry of the moment `t` is finite and, with
+/// `non_negative` (a real second moment), at least 0: a loaded moment below zero turns the
+/// update's square root into NaN at the first step after a resume.
+void check_moment(const Tensor& t, const std::string& key, bool non_negative);
+
 /// A dense copy of `t` that shares nothing with it; for state_dict() snapshots.
 Tensor copy_of(const Tensor& t);
 

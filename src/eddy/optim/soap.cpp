@@ -150,6 +150,10 @@ nn::StateDict Soap::state_dict() const {
 void Soap::load_state_dict(const nn::StateDict& state) {
   state_entry(state, name() + ".step", {}, DType::i64);
   const auto all = entries(*this);
+  for (size_t i = 0; i < states_.size(); ++i) {
+    check_moment(state_entry(state, key("m", i), states_[i].m.shape(), states_[i].m.dtype()), key("m", i), false);
+    check_moment(state_entry(state, key("v", i), states_[i].v.shape(), states_[i].v.dtype()), key("v", i), true);
+  }
   for (const auto& [key, tensor] : all) state_entry(state, key, tensor->shape(), tensor->dtype());
   load_steps(state);
   for (const auto& [key, tensor] : all) *tensor = copy_of(state.at(key));
