@@ -6,6 +6,7 @@
 #include <vtkErrorCode.h>
 #include <vtkImageData.h>
 #include <vtkNew.h>
+#include <vtkObject.h>
 #include <vtkPointData.h>
 #include <vtkPoints.h>
 #include <vtkPolyData.h>
@@ -25,12 +26,29 @@ namespace {
 // a failed write, a full disk among them, in its error code and not in Write()'s result, which
 // stayed 1 while the file was cut short and then moved into place; a failure removes the
 // temporary file instead.
+// VTK's own report of a failed write (a dozen lines from the pipeline's executive, another object
+// than the writer) is kept off the terminal while writing: the error below says it in one line.
+class QuietVtk {
+ public:
+  QuietVtk() : previous_(vtkObject::GetGlobalWarningDisplay()) { vtkObject::GlobalWarningDisplayOff(); }
+  ~QuietVtk() { vtkObject::SetGlobalWarningDisplay(previous_); }
+  QuietVtk(const QuietVtk&) = delete;
+  QuietVtk& operator=(const QuietVtk&) = delete;
+
+ private:
+  int previous_;
+};
+
 void write_in_place(vtkXMLWriter& writer, const std::string& path, const char* what) {
   const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
   writer.SetFileName(temporary.c_str());
   writer.SetDataModeToAppended();
   writer.EncodeAppendedDataOff();
-  const bool written = writer.Write() == 1;
+  bool written = false;
+  {
+    QuietVtk quiet;
+    written = writer.Write() == 1;
+  }
   const unsigned long code = writer.GetErrorCode();
   if (!written || code != vtkErrorCode::NoError) {
     std::remove(temporary.c_str());
