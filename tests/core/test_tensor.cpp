@@ -320,6 +320,18 @@ TEST(TensorViews, CopyBroadcastsAndCasts) {
   EXPECT_EQ(target.to_vector<double>(), (std::vector<double>{4, 5, 6, 4, 5, 6}));
 }
 
+// A source that broadcasts with the target but to a larger shape was written past the target's
+// end (x[0] = ones((2, 4)) crashed the Python process).
+TEST(TensorViews, CopyRefusesASourceLargerThanTheTarget) {
+  Tensor x = zeros({3, 4}, DType::f64);
+  Tensor row = squeeze(slice(x, 0, 0, 1), 0);
+  expect_error([&] { row.copy_(ones({2, 4}, DType::f64)); },
+               {"copy_: a source of shape [2, 4] does not broadcast to the target's shape [4]"});
+  expect_error([] { zeros({1}, DType::f64).copy_(ones({1000}, DType::f64)); },
+               {"copy_: a source of shape [1000] does not broadcast to the target's shape [1]"});
+  EXPECT_EQ(x.to_vector<double>(), std::vector<double>(12, 0.0));
+}
+
 // The copy read elements it had already written: x[1:4] = x[0:3] gave [0, 0, 0, 0, 4, 5].
 TEST(TensorViews, CopyBetweenOverlappingViewsReadsBeforeWriting) {
   Tensor x = arange(0, 6, 1, DType::f64);

@@ -438,6 +438,12 @@ def test_setitem_shape_mismatch_is_an_eddy_error():
     t = eddy.zeros((2, 3), dtype="float64")
     with pytest.raises(eddy.Error, match="copy_"):
         t[0] = eddy.tensor([1.0, 2.0])
+    # Shapes that broadcast together, to a larger one than the target's: written past its end before.
+    with pytest.raises(eddy.Error, match=r"a source of shape \[2, 3\] does not broadcast to the target's shape \[3\]"):
+        t[0] = np.ones((2, 3))
+    with pytest.raises(eddy.Error, match="does not broadcast"):
+        eddy.zeros(1, dtype="float64")[:] = eddy.ones(1000, dtype="float64")
+    np.testing.assert_array_equal(np.asarray(t), np.zeros((2, 3)))
 
 
 # ---- operators, scalars and promotion ----
@@ -548,8 +554,17 @@ def test_true_division_of_integers_is_float_like_numpy():
     np.testing.assert_allclose(np.asarray(got), np.array([1, 2, 3]) / 2)
     np.testing.assert_allclose(np.asarray(6 / i), 6 / np.array([1, 2, 3]))
     np.testing.assert_allclose(np.asarray(i / eddy.tensor([2, 4, 8], dtype="int32")), [0.5, 0.5, 0.375])
-    # eddy.div is the op itself: integer division stays integer.
+    # eddy.div is the op itself: integer division stays integer, rounded toward 0 as in C.
     assert eddy.div(i, eddy.tensor([2, 2, 2])).dtype == eddy.int64
+    np.testing.assert_array_equal(np.asarray(eddy.div(eddy.tensor([-7, 7]), eddy.tensor([2, -2]))), [-3, -3])
+
+
+@pytest.mark.parametrize("dtype,lowest", [("int32", -2**31), ("int64", -2**63)])
+def test_integer_division_where_c_leaves_it_undefined(dtype, lowest):
+    # The lowest value over -1 stopped the process (SIGFPE); it wraps to itself, as in NumPy.
+    # Division by zero gives 0.
+    got = eddy.div(eddy.tensor([lowest, 5, 5], dtype=dtype), eddy.tensor([-1, 0, -1], dtype=dtype))
+    np.testing.assert_array_equal(np.asarray(got), [lowest, 0, -5])
 
 
 def test_scalar_conversions():

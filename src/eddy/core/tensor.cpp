@@ -215,7 +215,10 @@ Tensor& Tensor::copy_(const Tensor& source) {
   EDDY_CHECK(!source.is_abstract(), "copy_: the source of shape ", source.shape(), " is abstract (made by "
              "abstract tracing) and has no values");
   Shape target = shape();
-  broadcast_shapes(source.shape(), target, "copy_");
+  // The source broadcasts to the target's shape, never beyond it: [2, 4] into a row of 4 would
+  // have been written past the row's end.
+  EDDY_CHECK(broadcast_shapes(source.shape(), target, "copy_") == target, "copy_: a source of shape ", source.shape(),
+             " does not broadcast to the target's shape ", target);
   Backend& backend = backend_for(device());
   Tensor from = detail::broadcast_view(source, target);
   if (copy_may_read_its_writes(*this, from)) {

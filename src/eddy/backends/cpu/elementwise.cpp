@@ -319,6 +319,18 @@ void apply_in_blocks(void (*function)(const T*, T*, int64_t), const Tensor& in, 
   parallel_rows(out.numel(), 1, [&](int64_t begin, int64_t end) { function(from + begin, to + begin, end - begin); });
 }
 
+// x / y rounded toward 0 for integers, where C++ leaves two cases undefined: division by zero
+// gives 0, and the lowest value over -1 (which x86 stops the process for, with SIGFPE) the
+// wrapped negation, the lowest value again, as NumPy gives.
+template <typename T>
+T integer_quotient(T x, T y) {
+  if (y == T(0)) return T(0);
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    if (y == T(-1)) return static_cast<T>(-static_cast<std::make_unsigned_t<T>>(x));
+  }
+  return T(x / y);
+}
+
 }  // namespace
 
 void CpuBackend::apply(const ArrayFunction& function, const Tensor& in, const Tensor& out) {
@@ -347,10 +359,7 @@ void CpuBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, con
       return;
     case BinaryKernel::div:
       if (is_integral(dtype)) {
-        // Integer division by zero is undefined behaviour in C++; check before the loop.
-        EDDY_DISPATCH_REAL(dtype, T, "div", {
-          map_binary<T, T, T>(a, b, out, [](T x, T y) { return y == T(0) ? T(0) : T(x / y); });
-        });
+        EDDY_DISPATCH_REAL(dtype, T, "div", map_binary<T, T, T>(a, b, out, integer_quotient<T>));
         return;
       }
       EDDY_DISPATCH_INEXACT(dtype, T, "div", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x / y); }));
