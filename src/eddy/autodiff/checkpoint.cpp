@@ -44,10 +44,12 @@ std::vector<Tensor> unpack(const Tensor& packed, const std::vector<Shape>& shape
 
 // Every gradient-tracking input's cotangent, by rerunning the segment with recording on.
 std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, const Tensor& cotangent) {
-  // With create_graph (recording is on here) the result must stay differentiable with respect to
-  // the inputs, so the segment reruns on them. Otherwise it reruns on detached copies, so that the
-  // inner backward pass stops at this segment instead of walking the graph upstream of it; they
-  // keep their forward-mode tangents (forward mode over a compiled reverse pass).
+  // The inner backward pass must stop at this segment's inputs: a parameter that earlier segments
+  // use too is reachable through the state they made as well, and a gradient with respect to the
+  // parameter itself would count those paths here, and again when the outer pass goes on through
+  // them. So the segment reruns on detached copies, which keep their forward-mode tangents (forward
+  // mode over a compiled reverse pass), or with create_graph (recording is on here), when the
+  // result must stay differentiable with respect to the inputs, on new graph nodes of them.
   const bool create_graph = GradMode::enabled();
   std::vector<Tensor> arguments;
   std::vector<size_t> tracked;
@@ -57,7 +59,7 @@ std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, cons
       continue;
     }
     tracked.push_back(i);
-    arguments.push_back(create_graph ? inputs[i] : detach_keeping_tangents(inputs[i]).requires_grad_());
+    arguments.push_back(create_graph ? identity(inputs[i]) : detach_keeping_tangents(inputs[i]).requires_grad_());
   }
   std::vector<Tensor> outputs;
   {

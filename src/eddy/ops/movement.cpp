@@ -396,6 +396,12 @@ Tensor contiguous(const Tensor& x) {
   return dispatch(reshape_p, {x}, attrs);  // reshape of strided data makes a dense copy
 }
 
+Tensor identity(const Tensor& x) {
+  Attrs attrs;
+  attrs.shape = x.shape();
+  return dispatch(reshape_p, {x}, attrs);
+}
+
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   const int64_t lead = x.dim() - static_cast<int64_t>(shape.size());

@@ -141,6 +141,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t axis = 0);
 Tensor roll(const Tensor& x, int64_t shift, int64_t axis);
 // The tensor itself if dense, otherwise a dense copy.
 Tensor contiguous(const Tensor& x);
+// x's values as a new node of the recorded graph (a view): grad(..., {identity(x)}) stops there
+// and gives the derivative through the uses of this node only, where grad(..., {x}) would also
+// walk into x's history and take every path to x.
+Tensor identity(const Tensor& x);
 // Sums a broadcast result back down to `shape` (the reverse of expand).
 Tensor sum_to_shape(const Tensor& x, const Shape& shape);
 
