@@ -4,6 +4,7 @@ generate text that is seeded, streamed and the same as `eddy lm generate` prints
 import math
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
@@ -134,6 +135,26 @@ def test_quantize_refuses_a_group_for_int8_and_makes_the_output_folder(run, tmp_
     output = tmp_path / "new" / "folder" / "int8.safetensors"
     subprocess.run(command + ["--output", str(output)], capture_output=True, text=True, check=True)
     assert output.exists()
+
+
+def test_quantize_and_export_refuse_to_write_over_the_run(run, tmp_path):
+    # --output naming the run's checkpoint replaced it with the quantised file, and the run could
+    # no longer be generated from, exported or resumed.
+    folder = tmp_path / "run"
+    shutil.copytree(run["output_dir"], folder)
+    before = (folder / "checkpoint.safetensors").read_bytes()
+    for own in ["checkpoint.safetensors", "config.yaml", "tokenizer.json", "history.h5"]:
+        refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
+                                  "--output", str(folder / own)], capture_output=True, text=True)
+        assert refused.returncode != 0 and f"is the run's own {own}" in refused.stderr
+    assert (folder / "checkpoint.safetensors").read_bytes() == before
+    refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "export", str(folder), "--format", "hf",
+                              "--output", str(folder)], capture_output=True, text=True)
+    assert refused.returncode != 0 and "is the run folder itself" in refused.stderr
+    # Another file in the run folder is the user's to write, again too.
+    for _ in range(2):
+        subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
+                        "--output", str(folder / "mine.safetensors")], capture_output=True, text=True, check=True)
 
 
 def test_one_override_string_is_one_override(run, tmp_path):
