@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
+#include <ctime>
 
 #include "eddy/ops/ops.h"
 
@@ -17,6 +19,17 @@ namespace {
 static_assert(std::atomic<int>::is_always_lock_free);
 std::atomic<int> requested{0};
 std::atomic<int> accepting{0};  // AcceptInterrupts alive
+std::atomic<int64_t> requested_at{0};  // CLOCK_MONOTONIC nanoseconds of the accepted signal
+
+// A second delivery this soon after the first is the same request, not a person interrupting
+// again: coreutils' `timeout` sends its signal to the process and then to its process group.
+constexpr int64_t kSameRequestNanoseconds = 100'000'000;
+
+int64_t monotonic_nanoseconds() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
 
 void act_by_default(int signal) {
   struct sigaction action = {};
@@ -27,6 +40,12 @@ void act_by_default(int signal) {
 
 // Only async-signal-safe calls: atomics, sigaction, raise and write.
 void on_signal(int signal) {
+  const int64_t now = monotonic_nanoseconds();
+  if (accepting.load() != 0 && requested.load() == signal) {
+    // 0: the first delivery is being handled by another thread at this moment.
+    const int64_t first = requested_at.load();
+    if (first == 0 || now - first < kSameRequestNanoseconds) return;
+  }
   // One exchange, as two signals can be handled at once by two threads.
   int none = 0;
   if (accepting.load() == 0 || !requested.compare_exchange_strong(none, signal)) {
@@ -36,6 +55,7 @@ void on_signal(int signal) {
     std::raise(signal);
     return;
   }
+  requested_at.store(now);
   static constexpr char note[] =
       "\neddy: stopping at the end of this step to write the checkpoint and results; "
       "interrupt again to quit at once\n";

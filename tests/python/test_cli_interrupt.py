@@ -133,6 +133,24 @@ def test_sigterm_stops_eddy_lm_train_after_a_step_and_resume_keeps_the_history(e
         assert list(history["validation/step"]) == list(range(10, 301, 10))
 
 
+def test_the_same_signal_twice_at_once_is_one_request(eddy_cli, tmp_path):
+    # coreutils' `timeout -s INT` signals the process and then its process group: the run died
+    # without its checkpoint, taking the second delivery for a person interrupting again.
+    # The second is sent as soon as the first has been taken (two sent together would merge into one
+    # pending signal and test nothing).
+    process, _ = start_until(burgers(eddy_cli, tmp_path / "burgers", "training.adam.steps=2000",
+                                     "training.lbfgs.iterations=0"), "adam ")
+    process.send_signal(signal.SIGINT)
+    for line in process.stderr:
+        if line.startswith("eddy: stopping at the end of this step"):
+            process.send_signal(signal.SIGINT)
+            break
+    out, err = process.communicate()
+    assert process.returncode == 130, err
+    assert re.search(r"^stopped by SIGINT after \d+ steps", out, re.MULTILINE), out
+    assert (tmp_path / "burgers" / "checkpoint.safetensors").exists()
+
+
 def test_a_second_signal_ends_the_process_at_once(eddy_cli, tmp_path):
     # Both signals wait while the process is stopped and arrive together when it goes on, so the
     # second one always comes while the run is stopping.
