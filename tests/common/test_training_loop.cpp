@@ -12,11 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/eddy.h"
@@ -401,12 +403,17 @@ TEST(Pace, CountsOnlyTheStepsTakenSinceThePhaseBegan) {
 class InterruptTest : public TrainingLoopTest {
  protected:
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
-  // Runs `trainer` for up to 10 steps, raising `signals` at the end of step 3.
-  int64_t run_raising(FakeTrainer& trainer, std::vector<int> signals, int& interrupted) {
+  // Runs `trainer` for up to 10 steps, raising `signals` at the end of step 3, `gap` apart.
+  int64_t run_raising(FakeTrainer& trainer, std::vector<int> signals, int& interrupted,
+                      std::chrono::milliseconds gap = std::chrono::milliseconds(0)) {
     install_interrupt_handlers();
     TrainingHooks hooks = trainer.hooks();
-    hooks.end_step = [signals](int64_t done) {
-      if (done == 3) for (int signal : signals) std::raise(signal);
+    hooks.end_step = [signals, gap](int64_t done) {
+      if (done != 3) return;
+      for (size_t i = 0; i < signals.size(); ++i) {
+        if (i > 0) std::this_thread::sleep_for(gap);
+        std::raise(signals[i]);
+      }
     };
     TrainingLoop loop(run(), trainer.model, trainer.model.parameters(), dist::default_communicator(), progress, hooks);
     int64_t step = 0;
@@ -432,10 +439,31 @@ TEST_F(InterruptTest, ASecondSignalEndsTheProcessAtOnce) {
       {
         FakeTrainer trainer;
         int interrupted = 0;
-        run_raising(trainer, {SIGINT, SIGINT}, interrupted);
+        run_raising(trainer, {SIGINT, SIGINT}, interrupted, std::chrono::milliseconds(200));
         std::exit(0);
       },
       ::testing::KilledBySignal(SIGINT), "");
+  EXPECT_EXIT(
+      {
+        FakeTrainer trainer;
+        int interrupted = 0;
+        run_raising(trainer, {SIGINT, SIGTERM}, interrupted);
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+}
+
+// coreutils' timeout signals the process and then its process group: the same signal twice at once
+// is one request, and the run stops after its step.
+TEST_F(InterruptTest, TheSameSignalTwiceAtOnceIsOneRequest) {
+  EXPECT_EXIT(
+      {
+        FakeTrainer trainer;
+        int interrupted = 0;
+        const int64_t step = run_raising(trainer, {SIGINT, SIGINT}, interrupted);
+        std::exit(step == 3 && interrupted == SIGINT ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "eddy: stopping at the end of this step");
 }
 
 TEST_F(InterruptTest, ASignalOutsideTrainingEndsTheProcessAtOnce) {
