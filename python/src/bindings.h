@@ -19,6 +19,13 @@ namespace py = pybind11;
 // `numpy.asarray` takes, shared without a copy where its layout allows (otherwise copied);
 // Python scalars as 0-d tensors. `dtype` (None, a string, a NumPy dtype or an eddy dtype) casts.
 Tensor as_tensor(const py::handle& value, const py::object& dtype = py::none());
+// The two operands of a binary op: a Python number (not a bool) beside a float or complex tensor
+// is a scalar of that tensor's dtype (a complex number, of its complex dtype), the rule of NumPy 2
+// and PyTorch for Python scalars and of eddy's operators: float32 stays float32, and a float32
+// tensor compared with 0.1 is compared with float32's 0.1. Everything else goes through as_tensor.
+std::pair<Tensor, Tensor> operand_pair(const py::handle& a, const py::handle& b);
+// `value` as the operand beside the tensor `other`, by the same rule.
+Tensor operand_beside(const Tensor& other, const py::handle& value);
 // A tensor or a sequence of tensor-like values as a list of tensors.
 std::vector<Tensor> tensors_of(const py::handle& values);
 // None stays None; anything else goes through parse_dtype.

@@ -272,6 +272,32 @@ std::vector<Tensor> tensors_of(const py::handle& values) {
   return tensors;
 }
 
+namespace {
+
+bool is_python_number(const py::handle& value) {
+  return (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr()) || PyComplex_Check(value.ptr())) &&
+         !PyBool_Check(value.ptr());
+}
+
+}  // namespace
+
+Tensor operand_beside(const Tensor& other, const py::handle& value) {
+  if (!is_python_number(value) || !is_inexact(other.dtype())) return as_tensor(value);
+  if (PyComplex_Check(value.ptr())) {
+    return scalar(value.cast<std::complex<double>>(), complex_dtype(other.dtype()), other.device());
+  }
+  return scalar(value.cast<double>(), other.dtype(), other.device());
+}
+
+std::pair<Tensor, Tensor> operand_pair(const py::handle& a, const py::handle& b) {
+  if (is_python_number(a) && !is_python_number(b)) {
+    Tensor other = as_tensor(b);
+    return {operand_beside(other, a), other};
+  }
+  Tensor other = as_tensor(a);
+  return {other, operand_beside(other, b)};
+}
+
 std::optional<DType> optional_dtype(const py::object& dtype) {
   if (dtype.is_none()) return std::nullopt;
   return parse_dtype(dtype);

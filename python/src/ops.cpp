@@ -46,7 +46,10 @@ void unary(py::module_& m, const char* name, Op op) {
 
 template <typename Op>
 void binary(py::module_& m, const char* name, Op op) {
-  m.def(name, [op](const py::object& a, const py::object& b) { return op(as_tensor(a), as_tensor(b)); },
+  m.def(name, [op](const py::object& a, const py::object& b) {
+        const auto [x, y] = operand_pair(a, b);
+        return op(x, y);
+      },
         py::arg("a"), py::arg("b"));
 }
 
@@ -237,7 +240,8 @@ void bind_ops(py::module_& m) {
       py::arg("a"), py::arg("b"), py::arg("c"));
   binary(m, "mse_loss", [](const Tensor& a, const Tensor& b) { return mse_loss(a, b); });
   m.def("where", [](const py::object& c, const py::object& a, const py::object& b) {
-        return where(as_tensor(c), as_tensor(a), as_tensor(b));
+        const auto [x, y] = operand_pair(a, b);
+        return where(as_tensor(c), x, y);
       },
       py::arg("condition"), py::arg("a"), py::arg("b"));
   m.def("cast", [](const py::object& x, const py::object& dtype) { return cast(as_tensor(x), parse_dtype(dtype)); },

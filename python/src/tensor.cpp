@@ -68,10 +68,15 @@ py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, Scal
     return py::cast(scalar_op(a, b.cast<double>()));
   }
   // A Python complex takes the tensor's precision too: complex64 with float32 or complex64.
-  if (PyComplex_Check(b.ptr()) && is_inexact(a.dtype())) {
-    return py::cast(tensor_op(a, scalar(b.cast<std::complex<double>>(), complex_dtype(a.dtype()), a.device())));
-  }
-  return py::cast(tensor_op(a, as_tensor(b)));
+  return py::cast(tensor_op(a, operand_beside(a, b)));
+}
+
+// A comparison's other operand, as for arithmetic (operand_pair): NumPy 2 and PyTorch compare a
+// float32 tensor with 0.1 in float32. None compares unequal to a tensor, as in PyTorch.
+template <typename Compare>
+py::object compare(const Tensor& a, const py::object& b, Compare compare_op) {
+  if (b.is_none()) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  return py::cast(compare_op(a, operand_beside(a, b)));
 }
 
 }  // namespace
@@ -229,12 +234,12 @@ void bind_tensor(py::module_& m) {
       })
       .def("__matmul__", [](const Tensor& a, const py::object& b) { return matmul(a, as_tensor(b)); })
       .def("__rmatmul__", [](const Tensor& a, const py::object& b) { return matmul(as_tensor(b), a); })
-      .def("__eq__", [](const Tensor& a, const py::object& b) { return eq(a, as_tensor(b)); })
-      .def("__ne__", [](const Tensor& a, const py::object& b) { return ne(a, as_tensor(b)); })
-      .def("__lt__", [](const Tensor& a, const py::object& b) { return lt(a, as_tensor(b)); })
-      .def("__le__", [](const Tensor& a, const py::object& b) { return le(a, as_tensor(b)); })
-      .def("__gt__", [](const Tensor& a, const py::object& b) { return gt(a, as_tensor(b)); })
-      .def("__ge__", [](const Tensor& a, const py::object& b) { return ge(a, as_tensor(b)); })
+      .def("__eq__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return eq(x, y); }); })
+      .def("__ne__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return ne(x, y); }); })
+      .def("__lt__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return lt(x, y); }); })
+      .def("__le__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return le(x, y); }); })
+      .def("__gt__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return gt(x, y); }); })
+      .def("__ge__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return ge(x, y); }); })
       .attr("__hash__") = py::none();
   // NumPy's binary operators defer to the tensor's reflected ones (array + tensor is a tensor,
   // differentiable), as for torch.Tensor; ufuncs such as numpy.sin(t) still go through __array__.

@@ -529,6 +529,26 @@ def test_python_scalars_keep_the_tensor_dtype():
     assert (c * 2).dtype == eddy.complex64
 
 
+def test_python_scalars_keep_the_tensor_dtype_in_comparisons_and_function_forms():
+    # As in NumPy 2 and PyTorch: 0.1 beside a float32 tensor is float32's 0.1. Compared in
+    # float64, f == 0.1 was False for the float32 tensor's 0.1, and eddy.maximum(f, 0.0) was float64.
+    f = eddy.tensor([0.1, 0.2], dtype="float32")
+    assert (f == 0.1).tolist() == [True, False]
+    assert (f >= 0.2).tolist() == [False, True]
+    assert (0.1 == f).tolist() == [True, False]
+    assert eddy.add(f, 2.0).dtype == eddy.float32
+    assert eddy.add(2.0, f).dtype == eddy.float32
+    assert eddy.maximum(f, 0.0).dtype == eddy.float32
+    assert eddy.where(f > 0.15, f, 0.0).dtype == eddy.float32
+    assert eddy.where(f > 0.15, 1, f).tolist() == pytest.approx([0.1, 1.0])
+    assert eddy.mul(eddy.tensor([1 + 1j], dtype="complex64"), 2j).dtype == eddy.complex64
+    # Integer tensors keep NumPy's promotion: a Python float makes float64.
+    assert eddy.add(eddy.tensor([1, 2], dtype="int32"), 0.5).dtype == eddy.float64
+    # None is no tensor: unequal, as in PyTorch.
+    assert (f == None) is False  # noqa: E711
+    assert (f != None) is True  # noqa: E711
+
+
 def test_dtype_promotion_basics():
     f32 = eddy.tensor([1.0], dtype="float32")
     f64 = eddy.tensor([1.0], dtype="float64")
