@@ -1,5 +1,7 @@
 #include "solvers/classical/burgers.h"
 
+#include <cmath>
+
 #include <numbers>
 
 #include "eddy/fft/fft.h"
@@ -19,7 +21,8 @@ constexpr int64_t kContourPoints = 32;
 Burgers::Burgers(int64_t resolution, double length, double dt, const Tensor& nu)
     : n_(resolution), dt_(dt), dtype_(nu.defined() ? nu.dtype() : DType::f64) {
   EDDY_CHECK(resolution >= 4, "Burgers: resolution must be at least 4, got ", resolution);
-  EDDY_CHECK(length > 0 && dt > 0, "Burgers: length and dt must be positive, got ", length, " and ", dt);
+  EDDY_CHECK(std::isfinite(length) && length > 0 && std::isfinite(dt) && dt > 0,
+             "Burgers: length and dt must be positive and finite, got ", length, " and ", dt);
   EDDY_CHECK(nu.defined() && nu.numel() == 1 && (dtype_ == DType::f32 || dtype_ == DType::f64),
              "Burgers: nu must be a one-element float32 or float64 tensor");
   check_viscosity("Burgers", nu);

@@ -18,9 +18,9 @@
 namespace eddy::classical {
 namespace {
 
-// How far past its maximum principle's bound a generated solution may go before it counts as
-// unstable: spectral schemes overshoot near steep fronts (Gibbs, about 9%), an unstable one by
-// orders of magnitude.
+// How far past its maximum principle's (or energy bound's) bound a generated solution may go before
+// it counts as unstable: spectral schemes overshoot near steep fronts (Gibbs, about 9%), an
+// unstable one by orders of magnitude.
 constexpr double kMaximumPrincipleSlack = 1.5;
 
 const std::vector<std::pair<std::string, DatasetSolver>> kSolvers{
@@ -195,11 +195,12 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
 
   const Tensor nu = scalar(spec.nu, DType::f64);
   std::function<std::vector<Tensor>(const Tensor&)> solve;
+  Tensor forcing;
   if (burgers) {
     Burgers solver(n, spec.length, spec.dt, nu);
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
   } else if (spec.solver == DatasetSolver::navier_stokes) {
-    const Tensor forcing = spec.fno_forcing ? NavierStokes2d::fno_forcing(n) : zeros({n, n}, DType::f64);
+    forcing = spec.fno_forcing ? NavierStokes2d::fno_forcing(n) : zeros({n, n}, DType::f64);
     NavierStokes2d solver(n, spec.dt, nu, forcing);
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
   } else {
@@ -243,6 +244,25 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
         EDDY_CHECK(reached[k] <= kMaximumPrincipleSlack * bound, "generate: sample ", start + k, "'s ",
                    solver_name(spec.solver), " solution reached max |u| = ", reached[k], ", where the equation keeps "
                    "it within ", bound, " (its maximum principle); the scheme went unstable:", too_large);
+      }
+    }
+    // The vorticity equation bounds w's L2 norm: advection keeps it, viscosity lowers it and the
+    // forcing raises it by at most |f| per unit time, so |w(t)| <= |w0| + t |f| (root mean squares
+    // over the grid here). A solution past that has gone unstable while staying finite.
+    if (spec.solver == DatasetSolver::navier_stokes) {
+      const std::vector<double> initial = sqrt(mean(square(a), {1, 2})).to_vector<double>();
+      const std::vector<double> reached = sqrt(mean(square(cast(u, DType::f64)), {2, 3})).to_vector<double>();
+      const double forcing_size = sqrt(mean(square(forcing))).item<double>();
+      for (int64_t k = 0; k < count; ++k) {
+        for (int64_t r = 0; r < spec.records; ++r) {
+          const double t = static_cast<double>(record_steps[static_cast<size_t>(r)]) * spec.dt;
+          const double bound = initial[static_cast<size_t>(k)] + t * forcing_size;
+          const double norm = reached[static_cast<size_t>(k * spec.records + r)];
+          EDDY_CHECK(norm <= kMaximumPrincipleSlack * bound, "generate: sample ", start + k, "'s navier_stokes "
+                     "solution reached an RMS vorticity of ", norm, " at t = ", t, ", where the equation keeps it "
+                     "within ", bound, " (the initial RMS plus t times the forcing's); the scheme went unstable:",
+                     too_large);
+        }
       }
     }
     inputs.push_back(cast(a, spec.output_dtype));

@@ -1,5 +1,7 @@
 #include "solvers/classical/navier_stokes.h"
 
+#include <cmath>
+
 #include <numbers>
 
 #include "eddy/fft/fft.h"
@@ -22,7 +24,7 @@ NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, 
                                dist::Communicator* communicator)
     : n_(resolution), dt_(dt), dtype_(nu.defined() ? nu.dtype() : DType::f64), communicator_(communicator) {
   EDDY_CHECK(resolution >= 4, "NavierStokes2d: resolution must be at least 4, got ", resolution);
-  EDDY_CHECK(dt > 0, "NavierStokes2d: dt must be positive, got ", dt);
+  EDDY_CHECK(std::isfinite(dt) && dt > 0, "NavierStokes2d: dt must be positive and finite, got ", dt);
   EDDY_CHECK(nu.defined() && nu.numel() == 1 && (dtype_ == DType::f32 || dtype_ == DType::f64),
              "NavierStokes2d: nu must be a one-element float32 or float64 tensor");
   check_viscosity("NavierStokes2d", nu);
@@ -33,6 +35,8 @@ NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, 
   EDDY_CHECK(forcing.defined() && forcing.shape() == (Shape{rows_.count, n_}) && forcing.dtype() == dtype_,
              "NavierStokes2d: forcing must be [", rows_.count, ", ", n_, "] ", dtype_, slab, ", got ",
              forcing.defined() ? forcing.shape() : Shape{}, " ", forcing.defined() ? forcing.dtype() : dtype_);
+  EDDY_CHECK(std::isfinite(sum(abs(forcing.detach())).item<double>()), "NavierStokes2d: the forcing", slab,
+             " has non-finite values");
   const double n = static_cast<double>(n_);
   // The wavenumbers of this rank's rows: the dealiasing mask and the zero mode go by global index.
   const Tensor index_x = unsqueeze(slice(fft::fftfreq(n_, 1.0 / n, dtype_), 0, rows_.start, rows_.stop()), 1);

@@ -91,6 +91,8 @@ TEST(Burgers, ReproducesTheNeuralOperatorBurgersSet) {
 
 TEST(Burgers, RejectsBadInput) {
   expect_error([] { Burgers(32, 1.0, 0.0, scalar(0.1, DType::f64)); }, {"Burgers", "dt", "positive"});
+  expect_error([] { Burgers(32, 1.0, INFINITY, scalar(0.1, DType::f64)); }, {"Burgers", "positive and finite", "inf"});
+  expect_error([] { Burgers(32, INFINITY, 0.1, scalar(0.1, DType::f64)); }, {"Burgers", "positive and finite", "inf"});
   Burgers solver(32, 1.0, 0.1, scalar(0.1, DType::f64));
   expect_error([&] { solver.solve(zeros({16}, DType::f64), {1}); }, {"Burgers", "[..., 32]", "[16]"});
   // Anti-diffusion ran to a blow-up, and NaN to NaN, without a word.

@@ -62,6 +62,26 @@ TEST_F(DatasetTest, UnstableSolutionsAreRefused) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+// A Navier-Stokes time step 25 times too large grew the RMS vorticity from 7 to about 6e5 over
+// one time unit and stayed finite: written as a valid dataset.
+TEST_F(DatasetTest, NavierStokesSolutionsPastTheEnergyBoundAreRefused) {
+  const std::string path = file("ns.h5");
+  const std::string yaml = with_path(R"(solver: navier_stokes
+resolution: 32
+samples: 2
+seed: 0
+nu: 1.0e-3
+initial_condition: {sigma: 200}
+time: {dt: 0.01, final: 1, records: 2}
+output: {path: PATH}
+)", path);
+  expect_error([&] { generate_dataset(spec(yaml, {"time.dt=0.25"})); },
+               {"sample 0's navier_stokes solution reached an RMS vorticity of", "time.dt = 0.25"});
+  EXPECT_FALSE(fs::exists(path));
+  generate_dataset(spec(yaml, {"time.dt=0.001"}));
+  EXPECT_TRUE(fs::exists(path));
+}
+
 // Phase-field files: each record is the stepper's answer for the stored initial condition,
 // Cahn-Hilliard keeps every sample's mass, and Allen-Cahn separates into phases near +-1.
 TEST_F(DatasetTest, PhaseFieldFilesHoldTheSteppersTrajectories) {

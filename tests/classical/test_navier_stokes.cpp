@@ -123,6 +123,13 @@ TEST(NavierStokes2d, RejectsBadInput) {
                {"NavierStokes2d", "forcing", "[16, 16]", "[8, 8]"});
   NavierStokes2d solver(16, 0.01, scalar(1e-3, DType::f64), zeros({16, 16}, DType::f64));
   expect_error([&] { solver.solve(zeros({16, 16}, DType::f32), {1}); }, {"NavierStokes2d", "float64", "float32"});
+  // Accepted before, and solved to NaN.
+  expect_error([] { NavierStokes2d(16, INFINITY, scalar(1e-3, DType::f64), zeros({16, 16}, DType::f64)); },
+               {"NavierStokes2d: dt must be positive and finite, got inf"});
+  Tensor forcing = zeros({16, 16}, DType::f64);
+  forcing.fill_(NAN);
+  expect_error([&] { NavierStokes2d(16, 0.01, scalar(1e-3, DType::f64), forcing); },
+               {"NavierStokes2d: the forcing has non-finite values"});
 }
 
 }  // namespace
