@@ -119,6 +119,37 @@ std::string corpus_description(const LmProblem& p, const std::vector<fs::path>& 
   return text.str();
 }
 
+// What differs between two corpus descriptions, as the keys that set it: "training.seed, data.files
+// (corpus.txt)"; empty when nothing does.
+std::string corpus_changes(const std::string& before, const std::string& now) {
+  auto lines_of = [](const std::string& text) {
+    std::set<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.insert(line);
+    return lines;
+  };
+  const std::set<std::string> old_lines = lines_of(before), new_lines = lines_of(now);
+  std::vector<std::string> changed;
+  auto note = [&](const std::string& what) {
+    if (std::find(changed.begin(), changed.end(), what) == changed.end()) changed.push_back(what);
+  };
+  for (const std::set<std::string>* side : {&old_lines, &new_lines}) {
+    const std::set<std::string>& other = side == &old_lines ? new_lines : old_lines;
+    for (const std::string& line : *side) {
+      if (other.count(line)) continue;
+      const std::string key = line.substr(0, line.find(' '));
+      if (key == "separator") note("data.separator");
+      else if (key == "validation_fraction") note("data.validation_fraction");
+      else if (key == "seed") note("training.seed (which splits the documents)");
+      else if (key == "tokenizer") note("tokenizer.file, vocab_size or min_frequency");
+      else note(cat("data.files (", key, ")"));
+    }
+  }
+  std::string text;
+  for (const std::string& what : changed) text += (text.empty() ? "" : ", ") + what;
+  return text;
+}
+
 std::vector<int32_t> encode_documents(const io::BpeTokenizer& tokenizer, const std::vector<std::string>& documents,
                                       int32_t end_of_text) {
   std::vector<int32_t> ids;
@@ -267,6 +298,9 @@ PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resumi
     return prepared;
   }
 
+  const std::string changes = fs::exists(description_path, error)
+                                  ? corpus_changes(io::read_file(description_path), description)
+                                  : std::string();
   const Documents documents = read_documents_of(files, p.corpus, p.training.seed);
   if (p.tokenizer.file.empty()) {
     if (log) *log << "training a " << p.tokenizer.vocab_size << "-token BPE tokenizer on " << documents.train.size()
@@ -279,10 +313,9 @@ PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resumi
     // A corpus touched but not changed trains the same tokenizer again; a changed one may not.
     EDDY_CHECK(!resuming || !fs::exists(tokenizer_path, error) ||
                    io::read_file(tokenizer_path) == prepared.tokenizer->to_json(),
-               "--resume: the corpus (data.files, or data.validation_fraction, which splits it) changed since this "
-               "run trained its tokenizer, and the tokenizer "
-               "trained on it now differs from ", tokenizer_path, ", whose token ids the checkpoint was trained on; "
-               "resume with the corpus as it was, or start a new run");
+               "--resume: ", changes.empty() ? std::string("the corpus") : changes, " changed since this run "
+               "trained its tokenizer, and the tokenizer trained now differs from ", tokenizer_path,
+               ", whose token ids the checkpoint was trained on; resume with them as they were, or start a new run");
   } else {
     prepared.tokenizer = io::BpeTokenizer::load(p.tokenizer.file);
   }
