@@ -100,6 +100,8 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
       if (advanced) throw py::index_error("only one integer-array or mask index per subscript is supported");
       advanced = true;
       Tensor indices = as_tensor(item);
+      // An empty list selects nothing, as in NumPy (which reads it as float64 and allows it).
+      if (indices.numel() == 0 && indices.dim() == 1 && !py::isinstance<Tensor>(item)) indices = cast(indices, DType::i64);
       if (indices.dtype() == DType::b8) {
         if (indices.dim() != 1 || indices.shape()[0] != t.shape()[axis]) {
           throw py::index_error(cat("boolean index of shape ", indices.shape(), " does not match axis ", source_axis,

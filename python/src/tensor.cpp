@@ -29,7 +29,9 @@ std::string repr(const py::object& self) {
                t.requires_grad() ? ", requires_grad=True" : "", ")");
   }
   py::module_ np = py::module_::import("numpy");
-  std::string body = py::str(np.attr("array2string")(to_numpy(self), py::arg("separator") = ", ",
+  // bfloat16 has no NumPy form: its values are shown through float32, which holds them exactly.
+  const py::object shown = t.dtype() == DType::bf16 ? py::cast(cast(t.detach(), DType::f32)) : self;
+  std::string body = py::str(np.attr("array2string")(to_numpy(shown), py::arg("separator") = ", ",
                                                       py::arg("prefix") = "tensor("));
   std::string text = "tensor(" + body + ", dtype=" + numpy_name(t.dtype());
   if (t.requires_grad()) text += ", requires_grad=True";

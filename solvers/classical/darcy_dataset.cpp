@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "eddy/autodiff/tape.h"
@@ -49,9 +50,20 @@ Tensor sample_darcy_coefficient(const DarcyDatasetOptions& options, Generator& g
                           full_like(field, options.a_low)));
 }
 
+io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& comm) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code error;
+  if (!parent.empty() && comm.rank() == 0) std::filesystem::create_directories(parent, error);
+  EDDY_CHECK(!error, "generate: output.path ", path, ": cannot make its folder ", parent.string(), " (",
+             error.message(), ")");
+  return io::Hdf5Writer(path, comm);
+}
+
 void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& path, std::ostream* log) {
   check_options(options);
   NoGradGuard no_grad;
+  const std::unique_ptr<dist::Communicator> alone = dist::make_single_process_communicator();
+  io::Hdf5Writer writer = open_dataset_file(path, *alone);
   const int64_t n = options.resolution;
   const Tensor f = full({n, n}, options.forcing, DType::f64);
   Generator generator(options.seed);
@@ -66,9 +78,6 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
   }
   const Tensor a_all = cast(stack(a), options.dtype), u_all = cast(stack(u), options.dtype);
 
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  io::Hdf5Writer writer(path);
   writer.write("a", a_all);
   writer.write("u", u_all);
   writer.write("x", arange(0, static_cast<double>(n), 1, options.dtype) / static_cast<double>(n - 1));

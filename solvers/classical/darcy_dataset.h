@@ -11,6 +11,8 @@
 #include "eddy/core/dtype.h"
 #include "eddy/core/rng.h"
 #include "eddy/core/tensor.h"
+#include "eddy/dist/communicator.h"
+#include "eddy/io/hdf5.h"
 #include "solvers/classical/grf.h"
 
 namespace eddy::classical {
@@ -51,5 +53,10 @@ Tensor sample_darcy_coefficient(const DarcyDatasetOptions& options, Generator& g
 // so a file is reproducible from its attributes (the seed is stored as a double: exact below
 // 2^53). Bad options throw eddy::Error naming the option. Progress goes to `log` when given.
 void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& path, std::ostream* log = nullptr);
+
+// The dataset file `path` opened for writing by `comm`'s ranks, its folder made first by rank 0:
+// the generators open it before they solve, so that a path that cannot be written fails before
+// the work, with an error that names output.path.
+io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& comm);
 
 }  // namespace eddy::classical

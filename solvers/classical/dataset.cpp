@@ -214,6 +214,8 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     };
   }
 
+  io::Hdf5Writer writer = open_dataset_file(spec.output_path, comm);
+
   // Draws come from one generator in sample order, so sample k does not depend on the batching,
   // nor on the rank that solves it: every rank draws every batch and solves its own share.
   Generator generator(spec.seed);
@@ -280,9 +282,6 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
   };
   const Tensor a = rows_of(inputs, {0}), u = rows_of(outputs, {0, spec.records});
 
-  const std::filesystem::path parent = std::filesystem::path(spec.output_path).parent_path();
-  if (!parent.empty() && comm.rank() == 0) std::filesystem::create_directories(parent);
-  io::Hdf5Writer writer(spec.output_path, comm);  // the other ranks open it after rank 0 made the folder
   writer.write_rows("a", a, first_sample, spec.samples);
   writer.write_rows("u", u, first_sample, spec.samples);
   writer.write("t", arange(1, static_cast<double>(spec.records) + 1, 1, spec.output_dtype) *

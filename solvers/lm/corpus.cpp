@@ -196,6 +196,12 @@ Documents read_documents(const CorpusSpec& corpus, uint64_t seed) {
   return read_documents_of(corpus_files(corpus), corpus, seed);
 }
 
+std::vector<std::string> corpus_file_names(const CorpusSpec& corpus) {
+  std::vector<std::string> names;
+  for (const fs::path& file : corpus_files(corpus)) names.push_back(file.string());
+  return names;
+}
+
 void TokenFile::write(const std::string& path, const std::vector<int32_t>& ids, int32_t vocab_size) {
   const uint32_t width = vocab_size <= 65536 ? 2 : 4;
   const uint64_t count = ids.size();

@@ -28,6 +28,9 @@ struct Documents {
 // side. Errors name the pattern or file: no match, unreadable, empty, not UTF-8, too few
 // documents to split.
 Documents read_documents(const CorpusSpec& corpus, uint64_t seed);
+// The corpus files read_documents would read, in its order, without reading them; errors name a
+// pattern that matches no file (what `eddy lm check` checks).
+std::vector<std::string> corpus_file_names(const CorpusSpec& corpus);
 
 // Token ids in a file mapped read-only: a 24-byte header ("EDDYTOKS", the bytes per id (2 or 4),
 // the id count) and the ids, little-endian. Two bytes per id when the vocabulary allows.

@@ -15,6 +15,7 @@
 #include "solvers/common/file_kind.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/training_config.h"
+#include "solvers/lm/corpus.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/quantize.h"
 #include "solvers/lm/run.h"
@@ -52,10 +53,12 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
 
 int check_lm_config(io::Config& config) {
   const lm::LmProblem problem = lm::read_lm_problem(config);
-  std::printf("%s: a %s language model, context %lld, %lld layers of width %lld\n", problem.source.c_str(),
-              problem.model.architecture == lm::Architecture::gpt2 ? "GPT-2" : "Llama",
+  // Every pattern must match a file, as training will require.
+  const size_t files = lm::corpus_file_names(problem.corpus).size();
+  std::printf("%s: a %s language model, context %lld, %lld layers of width %lld, on %zu corpus file%s\n",
+              problem.source.c_str(), problem.model.architecture == lm::Architecture::gpt2 ? "GPT-2" : "Llama",
               static_cast<long long>(problem.model.context), static_cast<long long>(problem.model.layers),
-              static_cast<long long>(problem.model.hidden_size));
+              static_cast<long long>(problem.model.hidden_size), files, files == 1 ? "" : "s");
   std::printf("%s\n", problem.resolved_config.c_str());
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "eddy/eddy.h"
 #include "eddy/io/hdf5.h"
@@ -60,6 +61,18 @@ TEST_F(DatasetTest, UnstableSolutionsAreRefused) {
   expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), in_float32)); },
                {"solution of samples 0 to 1 is not finite in float32", "time.dt = 0.1"});
   EXPECT_FALSE(fs::exists(path));
+}
+
+// A folder that cannot be made was found after every sample had been solved.
+TEST_F(DatasetTest, AnOutputPathThatCannotBeWrittenFailsBeforeSolving) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "blocker") << "a file where a folder would go";
+  const std::string path = file("blocker/sub/data.h5");
+  const std::string darcy = "solver: darcy\nresolution: 16\nsamples: 100000\noutput: {path: PATH}\n";
+  for (const std::string& yaml : {with_path(kBurgers, path), with_path(darcy, path)}) {
+    expect_error([&] { generate_dataset(spec(yaml, {"samples=100000"})); },
+                 {"generate: output.path " + path + ": cannot make its folder"});
+  }
 }
 
 // A Navier-Stokes time step 25 times too large grew the RMS vorticity from 7 to about 6e5 over

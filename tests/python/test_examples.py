@@ -73,6 +73,11 @@ def test_dataset_example_checks(eddy_cli, example):
 def test_language_model_example_checks(eddy_cli, example):
     checked = eddy(eddy_cli, "check", example)
     assert checked.stdout.startswith(f"{example}: a GPT-2 language model, context ")
+    assert " corpus file" in checked.stdout.splitlines()[0]
+    # A pattern that matches nothing fails the check, as it would fail training.
+    run = subprocess.run([str(eddy_cli), "lm", "check", str(example), "data.files=nothing-here*"],
+                         capture_output=True, text=True)
+    assert run.returncode == 1 and "nothing-here*' matches no file" in run.stderr, run.stderr
 
 
 def test_check_reads_each_kind_with_its_own_reader(eddy_cli, tmp_path):

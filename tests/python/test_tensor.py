@@ -142,6 +142,9 @@ def test_float16_shares_memory_and_bfloat16_has_no_numpy_form():
     np.testing.assert_array_equal(np.asarray(eddy.cast(b, "float32")), [1.0, 3.0])
     with pytest.raises(eddy.Error, match="bfloat16 tensor has no NumPy form"):
         np.asarray(b)
+    # Shown all the same (repr raised that error, so a REPL could not show one).
+    assert repr(b) == "tensor([1., 3.], dtype=bfloat16)"
+    assert str(b) == repr(b)
 
 
 def test_unsupported_numpy_dtype_is_a_type_error():
@@ -337,6 +340,8 @@ READ_KEYS = [
     (0, slice(None), np.array([True, False, True, False, True])),
     np.int64(2),
     (np.int32(1), slice(None, 2)),
+    [],
+    (slice(None), []),
 ]
 
 
