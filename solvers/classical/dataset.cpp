@@ -227,11 +227,15 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     const Tensor a = spec.initial_condition.sample(count, generator);
     if (b < first_batch) continue;
     const Tensor u = cast(stack(solve(a), 1), spec.output_dtype);  // checked as written: float32 overflows first
-    const std::string too_large = cat(" time.dt = ", spec.dt, " is too large for this resolution and the equation's "
-                                      "coefficients");
+    // Without viscosity Burgers' solutions steepen into shocks, which no time step resolves.
+    const std::string cause =
+        burgers && spec.nu == 0
+            ? std::string(" with nu = 0 a shock forms, which a spectral scheme cannot resolve at any time step; give "
+                          "nu > 0 or an earlier time.final")
+            : cat(" time.dt = ", spec.dt, " is too large for this resolution and the equation's coefficients");
     const std::string samples = cat(start, " to ", start + count - 1);
     EDDY_CHECK(std::isfinite(sum(abs(u)).item<double>()), "generate: the ", solver_name(spec.solver),
-               " solution of samples ", samples, " is not finite in ", spec.output_dtype, ";", too_large);
+               " solution of samples ", samples, " is not finite in ", spec.output_dtype, ";", cause);
     // Burgers' and Allen-Cahn's equations keep max |u| from growing past the initial one's (and
     // Allen-Cahn's past 1): a solution well beyond it has gone unstable while staying finite.
     if (burgers || spec.solver == DatasetSolver::allen_cahn) {
@@ -245,7 +249,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
         const double bound = burgers ? initial[k] : std::max(1.0, initial[k]);
         EDDY_CHECK(reached[k] <= kMaximumPrincipleSlack * bound, "generate: sample ", start + k, "'s ",
                    solver_name(spec.solver), " solution reached max |u| = ", reached[k], ", where the equation keeps "
-                   "it within ", bound, " (its maximum principle); the scheme went unstable:", too_large);
+                   "it within ", bound, " (its maximum principle); the scheme went unstable:", cause);
       }
     }
     // The vorticity equation bounds w's L2 norm: advection keeps it, viscosity lowers it and the
@@ -263,7 +267,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
           EDDY_CHECK(norm <= kMaximumPrincipleSlack * bound, "generate: sample ", start + k, "'s navier_stokes "
                      "solution reached an RMS vorticity of ", norm, " at t = ", t, ", where the equation keeps it "
                      "within ", bound, " (the initial RMS plus t times the forcing's); the scheme went unstable:",
-                     too_large);
+                     cause);
         }
       }
     }

@@ -61,6 +61,9 @@ TEST_F(DatasetTest, UnstableSolutionsAreRefused) {
   expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), in_float32)); },
                {"solution of samples 0 to 1 is not finite in float32", "time.dt = 0.1"});
   EXPECT_FALSE(fs::exists(path));
+  // Without viscosity the cause is the shock, at any time step.
+  expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), {"nu=0", "resolution=256", "time.dt=0.001"})); },
+               {"with nu = 0 a shock forms", "give nu > 0"});
 }
 
 // A folder that cannot be made was found after every sample had been solved.
