@@ -218,6 +218,13 @@ TEST(Config, EmptyValuesAreRefusedNotTakenForTheDefault) {
   EXPECT_EQ(error_of([&] { Config::parse("steps: 2\n", "e.yaml", {"steps="}); }),
             "command-line override 'steps=': gives no value (nothing after '=', or only a comment); give one, or {} "
             "for a section with its defaults");
+  EXPECT_NE(error_of([&] { Config::parse("steps: 2\n", "e.yaml", {"steps=null"}); }).find("gives no value"),
+            std::string::npos);
+  // Texts that YAML reads as no document at all are the text itself: '%' (a directive), '---'.
+  for (const std::string separator : {"%", "%%", "---", "..."}) {
+    auto config = Config::parse("data: {separator: x}\n", "e.yaml", {"data.separator=" + separator});
+    EXPECT_EQ(config->root().at("data").string("separator"), separator);
+  }
 }
 
 TEST(Config, IntegersAreDecimal) {

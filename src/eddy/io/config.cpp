@@ -436,6 +436,15 @@ void Config::apply_override(const std::string& assignment) {
     value = YAML::Node(text);
   }
   const std::string source = cat("command-line override '", assignment, "'");
+  // YAML reads some texts as no document at all ('%' starts a directive, '---' and '...' mark
+  // documents): the text itself, as for text that is not YAML (data.separator=% is the example's).
+  if (value.IsNull()) {
+    const size_t first = text.find_first_not_of(" \t");
+    const std::string given = first == std::string::npos ? "" : text.substr(first, text.find_last_not_of(" \t") - first + 1);
+    const bool says_null = given.empty() || given[0] == '#' || given == "~" || given == "null" || given == "Null" ||
+                           given == "NULL";
+    if (!says_null) value = YAML::Node(text);
+  }
   // `model.width=` with nothing (an unset shell variable) read as absent: the default, silently.
   if (value.IsNull()) {
     throw Error(cat(source, ": gives no value (nothing after '=', or only a comment); give one, or {} for a "
