@@ -1,6 +1,7 @@
 // The op API (eddy/ops/ops.h) and eddy.fft, with NumPy-style argument names: shapes as ints or
 // sequences, `axis` as None, an int or a tuple, dtypes as strings, NumPy dtypes or eddy.dtype.
 
+#include <cstdint>
 #include <memory>
 
 #include <pybind11/complex.h>
@@ -159,17 +160,40 @@ void bind_ops(py::module_& m) {
         py::arg("shape"), py::arg("dtype") = py::none());
   m.def("ones", [](const py::object& shape, const py::object& dtype) { return ones(shape_of(shape), dtype_or(dtype, DType::f32)); },
         py::arg("shape"), py::arg("dtype") = py::none());
-  m.def("full", [](const py::object& shape, std::complex<double> value, const py::object& dtype) {
-        return full(shape_of(shape), value, dtype_or(dtype, DType::f32));
+  m.def("full", [](const py::object& shape, const py::object& value, const py::object& dtype) {
+        const DType d = dtype_or(dtype, DType::f32);
+        const Shape dims = shape_of(shape);
+        // An integer fill stays exact past 2^53, where a double would round it (2^62 + 1 came out 2^62).
+        if (is_integral(d) && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
+          const int64_t fill = value.cast<int64_t>();
+          EDDY_CHECK(d != DType::i32 || (fill >= INT32_MIN && fill <= INT32_MAX), "full: ", fill,
+                     " does not fit in int32");
+          return cast(tensor(std::vector<int64_t>(static_cast<size_t>(numel(dims)), fill), dims), d);
+        }
+        const auto fill = value.cast<std::complex<double>>();
+        EDDY_CHECK(fill.imag() == 0 || is_complex(d), "full: the value ", py::str(value).cast<std::string>(),
+                   " has an imaginary part, and ", d, " is real; give a complex dtype");
+        return full(dims, fill, d);
       },
       py::arg("shape"), py::arg("value"), py::arg("dtype") = py::none());
   m.def("zeros_like", [](const py::object& x) { return zeros_like(as_tensor(x)); }, py::arg("x"));
   m.def("ones_like", [](const py::object& x) { return ones_like(as_tensor(x)); }, py::arg("x"));
-  m.def("arange", [](double start, const py::object& stop, double step, const py::object& dtype) {
-        return stop.is_none() ? arange(0, start, step, dtype_or(dtype, DType::f32))
-                              : arange(start, stop.cast<double>(), step, dtype_or(dtype, DType::f32));
+  m.def("arange", [](const py::object& start, const py::object& stop, const py::object& step, const py::object& dtype) {
+        const DType d = dtype_or(dtype, DType::f32);
+        auto is_int = [](const py::object& x) { return PyLong_Check(x.ptr()) && !PyBool_Check(x.ptr()); };
+        // Integer ranges are counted in integers: in doubles, values past 2^53 rounded (and repeated).
+        if (is_integral(d) && is_int(start) && (stop.is_none() || is_int(stop)) && is_int(step)) {
+          const py::object numpy_range = stop.is_none() ? py::module_::import("numpy").attr("arange")(0, start, step, "int64")
+                                                        : py::module_::import("numpy").attr("arange")(start, stop, step, "int64");
+          const Tensor shared = as_tensor(numpy_range);
+          Tensor owned = Tensor::empty(shared.shape(), d);
+          owned.copy_(shared);
+          return owned;
+        }
+        return stop.is_none() ? arange(0, start.cast<double>(), step.cast<double>(), d)
+                              : arange(start.cast<double>(), stop.cast<double>(), step.cast<double>(), d);
       },
-      py::arg("start"), py::arg("stop") = py::none(), py::arg("step") = 1.0, py::arg("dtype") = py::none());
+      py::arg("start"), py::arg("stop") = py::none(), py::arg("step") = 1, py::arg("dtype") = py::none());
   m.def("linspace", [](double start, double stop, int64_t num, const py::object& dtype) {
         return linspace(start, stop, num, dtype_or(dtype, DType::f32));
       },

@@ -41,6 +41,18 @@ def test_creation_ops():
     close(eddy.eye(3, dtype="float64"), np.eye(3))
 
 
+def test_integer_creation_is_exact_past_two_to_the_53():
+    # Taken through doubles: [2^53, 2^53, 2^53 + 2, 2^53 + 4] and 2^62 for 2^62 + 1.
+    assert eddy.arange(2**53, 2**53 + 4, dtype="int64").tolist() == [2**53 + k for k in range(4)]
+    assert eddy.arange(2**62, 2**62 + 9, 4, dtype="int64").tolist() == [2**62, 2**62 + 4, 2**62 + 8]
+    assert eddy.full(2, 2**62 + 1, dtype="int64").tolist() == [2**62 + 1] * 2
+    with pytest.raises(eddy.Error, match="does not fit in int32"):
+        eddy.full(1, 2**40, dtype="int32")
+    # A complex value for a real dtype lost its imaginary part without a word.
+    with pytest.raises(eddy.Error, match=r"has an imaginary part, and float64 is real"):
+        eddy.full(1, 1 + 2j, dtype="float64")
+
+
 def test_random_ops_are_deterministic_per_seed():
     a = np.asarray(eddy.rand((1000,), dtype="float64", generator=eddy.Generator(3)))
     b = np.asarray(eddy.rand((1000,), dtype="float64", generator=eddy.Generator(3)))
