@@ -176,8 +176,15 @@ void bind_tensor(py::module_& m) {
         return t.shape()[0];
       })
       .def("__repr__", &repr)
-      .def("__float__", [](const Tensor& t) { return t.item<double>(); })
-      .def("__int__", [](const Tensor& t) { return t.item<int64_t>(); })
+      // Through item()'s Python number, so that Python's own conversions apply: float() of a complex
+      // value and int() of NaN or infinity raise, as for torch.Tensor, where the C++ casts gave 1.0
+      // and -2^63.
+      .def("__float__", [](const Tensor& t) { return py::float_(item(t)); })
+      .def("__int__", [](const Tensor& t) {
+        PyObject* number = PyNumber_Long(item(t).ptr());  // a plain int, also of a bool tensor
+        if (!number) throw py::error_already_set();
+        return py::reinterpret_steal<py::int_>(number);
+      })
       .def("__bool__", [](const Tensor& t) {
         EDDY_CHECK(t.numel() == 1, "the truth value of a tensor with ", t.numel(), " elements is ambiguous");
         return t.item<bool>();

@@ -602,6 +602,14 @@ def test_scalar_conversions():
     assert isinstance(eddy.tensor([3], dtype="int32").item(), int)
     assert isinstance(eddy.tensor(1.0).item(), float)
     assert eddy.tensor(False).item() is False
+    # Python's conversions of the item: int(NaN) was -2^63 and float(1 + 2j) 1.0, without a word.
+    assert int(eddy.tensor(7.9)) == 7 and type(int(eddy.tensor(True))) is int
+    with pytest.raises(ValueError, match="NaN"):
+        int(eddy.tensor(float("nan")))
+    with pytest.raises(OverflowError):
+        int(eddy.tensor(float("inf")))
+    with pytest.raises(TypeError, match="complex"):
+        float(eddy.tensor(1 + 2j))
     with pytest.raises(eddy.Error, match="ambiguous"):
         bool(eddy.tensor([1.0, 2.0]))
     with pytest.raises(eddy.Error, match="item\\(\\)"):
