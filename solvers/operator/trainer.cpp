@@ -242,6 +242,7 @@ OperatorModel::OperatorModel(const OperatorProblem& problem, const Split& train,
     nn::FnoOptions options = problem.model.fno;
     options.in_channels = train.input.shape()[1];
     options.out_channels = train.output.shape()[1];
+    options.padding_grid.assign(train.input.shape().begin() + 2, train.input.shape().end());
     fno_ = register_module("fno", std::make_shared<nn::Fno>(options));
   } else {
     nn::DeepOnetOptions options = problem.model.deeponet;

@@ -124,6 +124,9 @@ Fno::Fno(const FnoOptions& o) : options_(o) {
              "FNO: in_channels, out_channels, width and projection_width must be positive");
   EDDY_CHECK(o.layers >= 1, "FNO: layers must be >= 1, got ", o.layers);
   EDDY_CHECK(o.padding >= 0, "FNO: padding must be >= 0, got ", o.padding);
+  EDDY_CHECK(o.padding_grid.empty() || static_cast<int64_t>(o.padding_grid.size()) == d, "FNO: padding_grid ",
+             to_string(o.padding_grid), " must give one size per spatial axis (", d, ")");
+  for (int64_t size : o.padding_grid) EDDY_CHECK(size > 0, "FNO: padding_grid sizes must be positive");
   Generator generator(o.seed);
   const int64_t lifted = o.in_channels + (o.grid_coordinates ? d : 0);
   lift_ = register_module("lift", std::make_shared<PointwiseLinear>(lifted, o.width, generator, o.dtype));
@@ -152,9 +155,16 @@ Tensor Fno::forward(const Tensor& x) {
     h = concat({h, expand(grid_coordinates(spatial, x.dtype(), x.device()), grid_shape)}, 1);
   }
   h = lift_->forward(h);
+  // A fixed count of points at another resolution would pad another fraction of the domain: a
+  // Burgers FNO trained on 16 points with 8 padded gave 9.1e-3 there and 0.26 on 32.
   const std::vector<int64_t> none(d + 2, 0);
-  std::vector<int64_t> padding(d + 2, options_.padding);
-  padding[0] = padding[1] = 0;
+  std::vector<int64_t> padding(d + 2, 0);
+  for (int64_t axis = 0; axis < d; ++axis) {
+    padding[2 + axis] = options_.padding_grid.empty()
+                            ? options_.padding
+                            : static_cast<int64_t>(std::llround(static_cast<double>(options_.padding * spatial[axis]) /
+                                                                static_cast<double>(options_.padding_grid[axis])));
+  }
   if (options_.padding > 0) h = pad(h, none, padding);
   for (int64_t l = 0; l < options_.layers; ++l) {
     h = spectral_[l]->forward(h) + skip_[l]->forward(h);

@@ -63,6 +63,10 @@ struct FnoOptions {
   // Zero points appended to every spatial axis before the Fourier layers and cut off after;
   // this lets non-periodic solutions avoid the wrap-around the FFT implies.
   int64_t padding = 0;
+  // The grid `padding` is counted on (the training grid), one size per spatial axis: on another
+  // grid the padding covers the same fraction of the domain (scaled and rounded), so that the
+  // model is the same operator at every resolution. Empty: `padding` points on every grid.
+  std::vector<int64_t> padding_grid;
   SpectralFactorization factorization = SpectralFactorization::dense;
   double rank = 0.5;
   DType dtype = DType::f32;
