@@ -108,6 +108,7 @@ void sum_column_block(const T* data, int64_t count, int64_t width, T* acc) {
 template <typename T>
 void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t width, T* out) {
   Row<T> acc(out, width);
+  if (width == 0) return;  // nothing kept: no row to sum into (and no division by the width below)
   if (count == 0) {
     acc.setConstant(kind == ReduceKernel::prod ? T(1) : T(0));
     return;
