@@ -120,12 +120,14 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
       if (!indices.is_abstract() && (!recorder || recorder->readable_on_host(indices))) {
         for (int64_t i : indices.to_vector<int64_t>()) normalise_index(i, n, source_axis);
       }
+      // Negative indices as they are: index_select's kernels count them from the end and refuse
+      // what is still out of range (wrapped here too, -11 on an axis of 10 came back as 9 under
+      // eddy.jit, where the values are not known above).
       Tensor flat = reshape(indices, {-1});
-      Tensor wrapped = where(lt(flat, scalar(0, flat.dtype())), flat + scalar(static_cast<double>(n), flat.dtype()), flat);
       Shape shape(t.shape().begin(), t.shape().begin() + axis);
       shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
       shape.insert(shape.end(), t.shape().begin() + axis + 1, t.shape().end());
-      t = reshape(index_select(t, axis, wrapped), shape);
+      t = reshape(index_select(t, axis, flat), shape);
       array_axis = axis;
       array_dims = indices.dim();
       axis += indices.dim();

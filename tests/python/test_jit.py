@@ -169,6 +169,10 @@ def test_an_index_passed_as_an_input_compiles_and_is_checked_when_run():
     np.testing.assert_array_equal(np.asarray(take(x, eddy.tensor(np.array([0, 3])))), np.asarray(x)[[0, 3]])
     with pytest.raises(eddy.Error, match="out of range"):
         take(x, eddy.tensor(np.array([0, 9])))
+    # Negative indices count from the end once: -6 on an axis of 5 was wrapped twice, to row 4.
+    np.testing.assert_array_equal(np.asarray(take(x, eddy.tensor(np.array([-1, -5])))), np.asarray(x)[[-1, -5]])
+    with pytest.raises(eddy.Error, match="index -6 is out of range"):
+        take(x, eddy.tensor(np.array([-6])))
 
 
 def test_out_of_bounds_constant_index_is_an_index_error():
