@@ -107,6 +107,11 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
           throw py::index_error(cat("boolean index of shape ", indices.shape(), " does not match axis ", source_axis,
                                     " of size ", t.shape()[axis], " (only 1-D masks along one axis are supported)"));
         }
+        if (indices.is_abstract()) {
+          throw py::index_error("a boolean mask computed inside eddy.jit: the result's shape depends on the mask's "
+                                "values, which are not known when the function is traced; select with "
+                                "eddy.where(mask, x, 0), or index outside the jitted function");
+        }
         py::module_ np = py::module_::import("numpy");
         indices = as_tensor(np.attr("flatnonzero")(to_numpy(py::cast(indices))));
       }

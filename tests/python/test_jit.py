@@ -175,6 +175,24 @@ def test_an_index_passed_as_an_input_compiles_and_is_checked_when_run():
         take(x, eddy.tensor(np.array([-6])))
 
 
+def test_tensors_made_from_numbers_inside_a_jitted_function():
+    # eddy.tensor(2.0) failed while tracing (the recorded constant has no values to copy yet),
+    # though jit's own message for number arguments suggests it.
+    x = eddy.tensor(np.arange(3.0))
+    for number in (2.0, 3, True, np.float64(2.0)):
+        def scaled(a, number=number):
+            return a * eddy.tensor(number)
+        np.testing.assert_array_equal(np.asarray(eddy.jit(scaled)(x)), np.asarray(scaled(x)))
+    # eddy.tensor of a traced input is a new tensor of its values, as outside.
+    np.testing.assert_array_equal(np.asarray(eddy.jit(lambda a: eddy.tensor(a) + 1)(x)), [1, 2, 3])
+
+
+def test_a_boolean_mask_inside_a_jitted_function_is_named():
+    x = eddy.tensor(np.arange(4.0))
+    with pytest.raises(IndexError, match="a boolean mask computed inside eddy.jit"):
+        eddy.jit(lambda a, m: a[m])(x, eddy.tensor(np.array([True, False, True, False])))
+
+
 def test_out_of_bounds_constant_index_is_an_index_error():
     x = eddy.tensor(np.arange(5.0))
     with pytest.raises(IndexError, match="index 7 is out of bounds for axis 0 with size 5"):
