@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -342,6 +343,19 @@ int run_predict(const std::string& artifact, const std::string& inputs_file, std
   }
   EDDY_CHECK(!fs::exists(output) || !fs::equivalent(output, inputs_file), "predict: --output ", output,
              " is the inputs file itself; write the predictions to another file");
+  // Nor over the artifact it reads, nor over a file of another kind (a run's checkpoint): both were
+  // replaced without a word.
+  std::error_code ignored;
+  const fs::path target = fs::weakly_canonical(output, ignored);
+  const fs::path within = target.lexically_relative(fs::weakly_canonical(artifact, ignored));
+  EDDY_CHECK(within.empty() || *within.begin() == "..", "predict: --output ", output, " is inside the artifact ",
+             artifact, "; write the predictions elsewhere");
+  if (fs::is_regular_file(output, ignored)) {
+    char signature[8] = {};
+    std::ifstream(output, std::ios::binary).read(signature, sizeof signature);
+    EDDY_CHECK(std::string(signature, sizeof signature) == std::string("\x89HDF\r\n\x1a\n", 8), "predict: --output ",
+               output, " exists and is not an HDF5 file; give a new file (predictions are written as HDF5)");
+  }
   const Predictor predictor = Predictor::load(artifact);
   const compiler::Graph& graph = predictor.program().graph();
   const std::map<std::string, std::string> renamed = input_datasets(input_mappings, predictor.signature());

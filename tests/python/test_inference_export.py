@@ -222,6 +222,19 @@ def test_operator_run_exports_and_predicts_from_a_data_file(tmp_path, eddy_cli):
     result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "elsewhere.h5", "--input", "test/u0")
     assert result.returncode == 2 and "expected NAME=DATASET, got 'test/u0'" in result.stderr
 
+    # --output over the run's checkpoint or into the artifact replaced them without a word.
+    checkpoint = (run_dir / "checkpoint.safetensors").read_bytes()
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output",
+                 run_dir / "checkpoint.safetensors")
+    assert result.returncode == 1 and "exists and is not an HDF5 file" in result.stderr
+    assert (run_dir / "checkpoint.safetensors").read_bytes() == checkpoint
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output",
+                 run_dir / "export" / "graph.json")
+    assert result.returncode == 1 and "is inside the artifact" in result.stderr
+    # An earlier predictions file is written over, as asked.
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output", tmp_path / "out.h5")
+    assert result.returncode == 0, result.stderr
+
 
 def test_a_column_named_by_input_is_read_even_where_the_file_holds_points(solved, artifact, eddy_cli):
     # `--input x=...` was dropped silently when the file also held `points`: the prediction was at
