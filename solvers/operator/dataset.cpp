@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "eddy/autodiff/tape.h"
@@ -64,6 +65,22 @@ using RowsToRead = std::function<std::pair<int64_t, int64_t>(int64_t size)>;
 
 std::pair<int64_t, int64_t> all_rows(int64_t size) { return {0, size}; }
 
+// Refuses a sample whose output is all zeros where the relative L2 error is taken of it: its
+// error divides by a norm of 0, and one such test sample made the test set's mean error inf every
+// epoch and the run end without its final checkpoint.
+void require_nonzero_outputs(const SplitSpec& spec, const Split& split, const std::string& what, bool training) {
+  if (split.held() == 0) return;
+  std::vector<int64_t> within_sample(static_cast<size_t>(split.output.dim() - 1));
+  std::iota(within_sample.begin(), within_sample.end(), 1);
+  const std::vector<double> largest = max(abs(split.output), within_sample).to_vector<double>();
+  for (size_t k = 0; k < largest.size(); ++k) {
+    EDDY_CHECK(largest[k] > 0, what, "output '", spec.output, "' sample ", split.first + static_cast<int64_t>(k),
+               " is all zeros, so its relative L2 error is undefined (a division by its norm); ",
+               training ? "train with training.loss: mse, or leave the sample out"
+                        : "leave it out of this test set (samples, stride or another file)");
+  }
+}
+
 Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const RowsToRead& rows_to_read) {
   const DType dtype = problem.training.dtype;
   const std::string what = cat(spec.where, spec.file, ": ");
@@ -83,6 +100,8 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
   std::tie(split.first, last) = rows_to_read(split.size);
   split.input = read_rows(spec, spec.input, split.first, last, dtype);
   split.output = read_rows(spec, spec.output, split.first, last, dtype);
+  const bool training = &spec == &problem.data.train;
+  if (!training || problem.training.loss == LossType::relative_l2) require_nonzero_outputs(spec, split, what, training);
   if (problem.model.type == ModelType::deeponet) {
     EDDY_CHECK(split.input.dim() == 2 && split.output.dim() == 2, what, "DeepONet needs input [N, sensors] and "
                "output [N, points], got ", split.input.shape(), " and ", split.output.shape());
@@ -125,15 +144,16 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
   return split;
 }
 
-}  // namespace
+std::pair<int64_t, int64_t> no_rows(int64_t) { return {0, 0}; }
 
-Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm) {
+// Every split, the training one's rows as `train_rows` picks them and the test sets' as `test_rows`,
+// checked against each other.
+Dataset load_splits(const OperatorProblem& problem, const RowsToRead& train_rows, const RowsToRead& test_rows) {
   NoGradGuard no_grad;
   Dataset data;
-  data.train = load_split(problem.data.train, problem,
-                          [&](int64_t size) { return dist::shard(0, size, comm.rank(), comm.size()); });
+  data.train = load_split(problem.data.train, problem, train_rows);
   for (const SplitSpec& spec : problem.data.tests) {
-    Split test = load_split(spec, problem, all_rows);
+    Split test = load_split(spec, problem, test_rows);
     const auto channels = [](const Tensor& t) { return t.shape()[1]; };
     if (problem.model.type == ModelType::fno) {
       EDDY_CHECK(channels(test.input) == channels(data.train.input) &&
@@ -151,6 +171,15 @@ Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm) {
   }
   return data;
 }
+
+}  // namespace
+
+Dataset load_data(const OperatorProblem& problem, dist::Communicator& comm) {
+  return load_splits(
+      problem, [&](int64_t size) { return dist::shard(0, size, comm.rank(), comm.size()); }, all_rows);
+}
+
+Dataset data_layout(const OperatorProblem& problem) { return load_splits(problem, no_rows, no_rows); }
 
 std::pair<Tensor, Tensor> batch_share(const Split& train, std::span<const int64_t> batch, dist::Communicator& comm) {
   NoGradGuard no_grad;
@@ -197,7 +226,7 @@ Tensor to_grid_layout(Tensor rows, bool has_channels, int64_t stride) {
 
 Split training_layout(const OperatorProblem& problem) {
   NoGradGuard no_grad;
-  return load_split(problem.data.train, problem, [](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; });
+  return load_split(problem.data.train, problem, no_rows);
 }
 
 Normalizer::Normalizer(const Tensor& samples, bool channel_axis, bool enabled, dist::Communicator& comm) {

@@ -50,6 +50,9 @@ Tensor to_grid_layout(Tensor rows, bool has_channels, int64_t stride);
 // The training split's layout without its samples (zero rows, and DeepONet's query points): what
 // rebuilding a trained model needs, read without loading the data.
 Split training_layout(const OperatorProblem& problem);
+// Every split's layout, the test sets' files and datasets opened and their shapes checked against
+// the training set's as load_data checks them, without loading samples (what `eddy check` does).
+Dataset data_layout(const OperatorProblem& problem);
 
 // Per-channel standardisation, with the statistics as buffers so checkpoints carry them.
 class Normalizer : public nn::Module {

@@ -153,11 +153,11 @@ int check_pinn(io::Config& config) {
   return 0;
 }
 
-// Reads the training split's shapes (not its samples) and builds the model, as `eddy train`
-// would before its first epoch.
+// Reads every split's shapes (not its samples) and builds the model, as `eddy train` would before
+// its first epoch.
 int check_operator(io::Config& config) {
   operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(config);
-  const operator_learning::Split layout = operator_learning::training_layout(problem);
+  const operator_learning::Split layout = operator_learning::data_layout(problem).train;
   problem.data.normalize = false;  // the statistics need the samples, which a check does not load
   const auto this_process = dist::make_single_process_communicator();
   const operator_learning::OperatorModel model(problem, layout, *this_process);

@@ -322,6 +322,30 @@ TEST_F(OperatorTraining, BadTestSetsAndDataAreRefusedBeforeTraining) {
   }
   expect_error([&] { load_data(problem_of(config(), {cat("data.train.file=", nan_file)})); },
                {"data.train", "dataset 'train/u' holds a non-finite value (NaN or infinity) at [5, 7]"});
+  // A test sample whose output is all zeros made the test error inf every epoch, and the run ended
+  // without its final checkpoint; training on one with the relative L2 loss did the same.
+  const std::string zero_file = (dir_ / "zero.h5").string();
+  const std::string train_as_test = "data.test=[{name: t, input: train/u, output: train/smooth}]";
+  {
+    Tensor smooth = contiguous(io::read_hdf5((dir_ / "smooth.h5").string(), "test/smooth"));
+    slice(smooth, 0, 3, 4).fill_(0.0);
+    io::Hdf5Writer out(zero_file);
+    for (const char* name : {"train/u", "train/smooth", "test/u"}) {
+      out.write(name, io::read_hdf5((dir_ / "smooth.h5").string(), name));
+    }
+    out.write("test/smooth", smooth);
+    out.commit();
+  }
+  expect_error([&] { load_data(problem_of(config(), {cat("data.file=", zero_file)})); },
+               {"data.test[0]", "output 'test/smooth' sample 3 is all zeros", "leave it out of this test set"});
+  expect_error([&] { load_data(problem_of(config(), {cat("data.file=", zero_file), "data.train.output=test/smooth",
+                                                     "data.train.input=test/u", train_as_test})); },
+               {"data.train", "sample 3 is all zeros", "training.loss: mse"});
+  load_data(problem_of(config(), {cat("data.file=", zero_file), "data.train.output=test/smooth",
+                                  "data.train.input=test/u", train_as_test, "training.loss=mse"}));
+  // eddy check opens every test set as train does, without loading samples.
+  expect_error([&] { data_layout(problem_of(config(), {"data.test=[{name: c, file: /nonexistent.h5, input: a, output: u}]"})); },
+               {"data.test", "cannot open HDF5 file /nonexistent.h5"});
   // A file where the run's folder should be.
   expect_error([&] { problem_of(config(), {cat("output.dir=", nan_file)}); }, {"output.dir", "is a file, not a folder"});
 }
