@@ -243,6 +243,16 @@ OperatorModel::OperatorModel(const OperatorProblem& problem, const Split& train,
     options.in_channels = train.input.shape()[1];
     options.out_channels = train.output.shape()[1];
     options.padding_grid.assign(train.input.shape().begin() + 2, train.input.shape().end());
+    // A mode the training grid cannot hold gets no gradient: its weights would stay as initialised,
+    // and a finer grid would use them so (1000 modes on 16 points: 100 times the parameters).
+    // (Where the grid is split over ranks, the held grid is a slab: the whole one is not known here.)
+    for (size_t axis = 0; axis < options.modes.size() && problem.parallel.ranks("grid") == 1; ++axis) {
+      const int64_t n = options.padding_grid[axis];
+      const int64_t held = axis + 1 == options.modes.size() ? n / 2 + 1 : n / 2;
+      EDDY_CHECK(options.modes[axis] <= held, "model.modes[", axis, "] = ", options.modes[axis], " exceeds the ", held,
+                 " Fourier modes that the training grid's ", n, " points hold along that axis; the others would "
+                 "never be trained");
+    }
     fno_ = register_module("fno", std::make_shared<nn::Fno>(options));
   } else {
     nn::DeepOnetOptions options = problem.model.deeponet;

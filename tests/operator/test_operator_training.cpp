@@ -273,6 +273,10 @@ TEST_F(OperatorTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
 TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
   expect_error([&] { problem_of(config("trianing: {}\n")); }, {"test.yaml", "unknown key 'trianing'"});
   expect_error([&] { problem_of(config(), {"model.modes=[0]"}); }, {"model.modes", "integers >= 1"});
+  // Modes the training grid cannot hold are never trained (and a finer grid would use them so).
+  expect_error([&] { OperatorModel(problem_of(config(), {"model.modes=[40]"}), training_layout(problem_of(config())),
+                                   dist::default_communicator()); },
+               {"model.modes[0] = 40 exceeds the 17 Fourier modes that the training grid's 32 points hold"});
   expect_error([&] { problem_of(config(), {"model.type=unet"}); }, {"model.type", "fno, deeponet"});
   expect_error([&] { problem_of(config(), {"training.batch_size=0"}); }, {"training.batch_size", "at least 1"});
   expect_error([&] { problem_of(config(), {"data.train.stride=0"}); }, {"data.train.stride"});
