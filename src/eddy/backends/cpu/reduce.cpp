@@ -116,13 +116,13 @@ void reduce_columns(ReduceKernel kind, const T* data, int64_t count, int64_t wid
   if (kind == ReduceKernel::sum) {
     using Acc = typename SumAccumulator<T>::type;
     const int64_t blocks = count * width >= kParallelGrain ? block_count(count, kBlockGrain / width) : 1;
-    // Runs of rows summed in T, each run's sums added in Acc (where Acc is wider), as sum_row does.
-    const int64_t run_rows = std::is_same_v<Acc, T> ? count : std::max<int64_t>(16, kSumRun / width);
     const std::vector<Acc> sum =
         sum_over_blocks<Acc>(count, blocks, width, [&](int64_t first, int64_t end, Acc* into) {
           if constexpr (std::is_same_v<Acc, T>) {
             sum_column_block(data + first * width, end - first, width, into);
           } else {
+            // Runs of rows summed in T, each run's sums added in the wider Acc, as sum_row does.
+            const int64_t run_rows = std::max<int64_t>(16, kSumRun / width);
             std::vector<T> run(static_cast<size_t>(width));
             for (int64_t i = first; i < end; i += run_rows) {
               sum_column_block(data + i * width, std::min(run_rows, end - i), width, run.data());
