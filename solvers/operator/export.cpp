@@ -18,10 +18,9 @@ struct TracedRows {
   int64_t stride;
 };
 
-TracedRows traced_rows(const OperatorProblem& problem, const std::string& run_dir, const std::vector<int64_t>& grid,
-                       int64_t batch_size) {
+TracedRows traced_rows(const OperatorProblem& problem, const std::string& run_dir, Shape rows,
+                       const std::vector<int64_t>& grid, int64_t batch_size) {
   const SplitSpec& train = problem.data.train;
-  Shape rows = io::hdf5_shape(train.file, train.input);
   rows[0] = batch_size;
   if (grid.empty()) return {rows, train.stride};
   EDDY_CHECK(problem.model.type == ModelType::fno, "export: --grid applies to FNO runs; ", run_dir,
@@ -47,14 +46,15 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
   OperatorProblem problem = read_operator_problem(*config);
   // The model's input shape (and a DeepONet's query points) come from the training data.
-  const auto [rows, layout] = [&] {
+  const auto [file_rows, layout] = [&] {
     try {
-      return std::pair{traced_rows(problem, run_dir, grid, batch_size), training_layout(problem)};
+      return std::pair{io::hdf5_shape(problem.data.train.file, problem.data.train.input), training_layout(problem)};
     } catch (const Error& e) {
       throw Error(cat("export: ", e.what(), " (export reads the shapes of ", run_dir, "/config.yaml's data.train "
                       "from ", problem.data.train.file, "; put the file back there)"));
     }
   }();
+  const TracedRows rows = traced_rows(problem, run_dir, file_rows, grid, batch_size);
   // The checkpoint holds the normalisers' statistics; the identity stands in until it is loaded.
   problem.data.normalize = false;
   const auto this_process = dist::make_single_process_communicator();

@@ -210,6 +210,11 @@ TEST_F(OperatorTraining, FnoExportedForAnotherGridPredictsThere) {
   };
   expect_error(export_for({64, 64}), {"--grid gives 2 sizes ([64, 64]) but the model has 1 spatial axes"});
   expect_error(export_for({1}), {"--grid sizes must be at least 2 points, got [1]"});
+  // Said once, without the hint for a missing training file, which is there ("export: export: ...
+  // put the file back there").
+  const std::string message = error_of(export_for({1}));
+  EXPECT_EQ(message.find("export: export:"), std::string::npos) << message;
+  EXPECT_EQ(message.find("put the file back"), std::string::npos) << message;
 }
 
 // The compiled batch step and evaluation give the eager numbers, to float32 rounding: FNO with a
