@@ -331,6 +331,16 @@ def test_angle_has_gradient_zero_at_zero():
     np.testing.assert_allclose(np.asarray(tangent), [0, 0.5])  # Im(conj(z) dz) / |z|^2
 
 
+def test_max_and_min_send_the_gradient_to_a_nan_as_pytorch_does():
+    # The NaN is the extremum, but == found no entry equal to it: every share was 0 / 0 = NaN.
+    v = eddy.tensor([1.0, float("nan"), 3.0])
+    np.testing.assert_array_equal(np.asarray(eddy.grad(lambda v: eddy.max(v))(v)), [0, 1, 0])
+    np.testing.assert_array_equal(np.asarray(eddy.grad(lambda v: eddy.min(v))(v)), [0, 1, 0])
+    rows = eddy.tensor([[1.0, float("nan"), 3.0], [4.0, 2.0, 4.0]])
+    np.testing.assert_array_equal(np.asarray(eddy.grad(lambda v: eddy.sum(eddy.max(v, axis=1)))(rows)),
+                                  [[0, 1, 0], [0.5, 0, 0.5]])
+
+
 def test_angle_of_real_numbers_is_zero_or_pi_with_gradient_zero():
     # PyTorch's convention: pi below 0, 0 at and above it (-0 included), NaN kept.
     x = np.array([-2.0, -0.0, 0.0, 3.0, np.nan])

@@ -28,10 +28,12 @@ Tensor unreduce(const Tensor& g, const Tensor& x, const Attrs& attrs) {
   return expand(reshape(g, kept_shape(x.shape(), attrs.axes)), x.shape());
 }
 
-// The share of the cotangent each input element receives in max/min: ties split evenly.
+// The share of the cotangent each input element receives in max/min: ties split evenly. A NaN is
+// the extremum (max and min propagate it), so the NaNs take the share, as in PyTorch; compared
+// with ==, no entry equalled it and every share was 0 / 0.
 Tensor extremum_weight(const Tensor& x, const Attrs& attrs, bool maximum) {
   Tensor extremum = maximum ? max(x, attrs.axes, true) : min(x, attrs.axes, true);
-  Tensor hits = cast(eq(x, extremum), x.dtype());
+  Tensor hits = cast(eq(x, extremum), x.dtype()) + cast(ne(x, x), x.dtype());
   return hits / sum(hits, attrs.axes, true);
 }
 
