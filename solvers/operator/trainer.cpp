@@ -400,7 +400,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   }
 
   result.epochs = epoch;
-  result.train_loss = history.train_loss.empty() ? 0 : history.train_loss.back();
+  result.train_loss = history.train_loss.empty() ? std::nan("") : history.train_loss.back();
   // Rank 0 writes the results and decides whether the run finished; the others wait for its word.
   Tensor finished = tensor(std::vector<int64_t>{0});
   std::vector<Tensor> predictions = std::move(final_predictions);
@@ -431,8 +431,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   comm.barrier();
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;
-  result.message =
-      cat(solvers::training_ended(result.interrupted), epoch, " epochs; training loss ", result.train_loss);
+  result.message = cat(solvers::training_ended(result.interrupted), epoch, " epochs; ",
+                       history.train_loss.empty() ? std::string("no training step taken")
+                                                  : cat("training loss ", result.train_loss));
   return result;
 }
 

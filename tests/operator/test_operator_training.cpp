@@ -80,6 +80,14 @@ class OperatorTraining : public ::testing::Test {
   fs::path dir_;
 };
 
+// A run of no epochs said "training loss 0", a loss nothing had computed.
+TEST_F(OperatorTraining, ARunOfNoEpochsReportsNoTrainingLoss) {
+  const TrainResult result = train(problem_of(config(), {"training.epochs=0"}), {});
+  ASSERT_TRUE(result.finished) << result.message;
+  EXPECT_NE(result.message.find("0 epochs; no training step taken"), std::string::npos) << result.message;
+  EXPECT_TRUE(std::isnan(result.train_loss));
+}
+
 TEST_F(OperatorTraining, FnoLearnsASmoothingOperatorAndEvaluatesAtAnotherResolution) {
   const OperatorProblem problem = problem_of(config());
   const TrainResult result = train(problem, {});
