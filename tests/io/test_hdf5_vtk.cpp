@@ -167,6 +167,15 @@ class FileSizeLimit {
   void (*previous_handler_)(int) = nullptr;
 };
 
+// The error named the temporary file (x.h5.tmp-8812) and no cause.
+TEST_F(Hdf5VtkTest, AFileInAMissingFolderIsNamedAsGiven) {
+  const std::string path = file("no/such/folder/x.h5");
+  const std::string message = error_of([&] { Hdf5Writer writer(path); });
+  EXPECT_NE(message.find("cannot create HDF5 file " + path + ": the folder " + file("no/such/folder") +
+                         " does not exist"), std::string::npos) << message;
+  EXPECT_EQ(message.find(".tmp-"), std::string::npos) << message;
+}
+
 TEST_F(Hdf5VtkTest, AWriteThatRunsOutOfSpaceFailsAndLeavesNoFile) {
   // VTK reported a full disk only in its error code: the cut-off file was moved into place and the
   // run ended as a success. HDF5's failed close crashed the process at exit.

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
 #include <utility>
 
@@ -89,8 +90,18 @@ Hdf5Writer::Hdf5Writer(std::string path) : path_(std::move(path)) { create_file_
 void Hdf5Writer::create_file_alone() {
   silence_hdf5();
   temporary_ = path_ + ".tmp-" + std::to_string(::getpid());
+  errno = 0;
   file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  EDDY_CHECK(file_ >= 0, "cannot create HDF5 file ", temporary_);
+  if (file_ >= 0) return;
+  // Named as the user gave it, with the cause where the system says it (a missing folder, say),
+  // rather than as the temporary file the write goes through first.
+  const std::string cause = errno != 0 ? cat(" (", std::strerror(errno), ")") : std::string();
+  const std::string folder = std::filesystem::path(path_).parent_path().string();
+  std::error_code ignored;
+  if (!folder.empty() && !std::filesystem::is_directory(folder, ignored)) {
+    throw Error(cat("cannot create HDF5 file ", path_, ": the folder ", folder, " does not exist"));
+  }
+  throw Error(cat("cannot create HDF5 file ", path_, cause));
 }
 
 Hdf5Writer::Hdf5Writer(std::string path, dist::Communicator& comm) : path_(std::move(path)) {
