@@ -168,6 +168,18 @@ DatasetSpec read_dataset_spec(io::Config& config) {
   spec.output_dtype = output.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   spec.vtk = output.boolean("vtk", false);
 
+  // The whole dataset is held in memory before it is written, beside a batch's solver state (in
+  // float64, about 16 grids of it): what cannot fit is refused before any work (a resolution of
+  // 10^12 ended in a bare std::bad_alloc, samples of 2^63 - 1 in an overflowed row count).
+  const double points = std::pow(static_cast<double>(spec.resolution), spec.solver == DatasetSolver::burgers ? 1 : 2);
+  const double fields = darcy ? 2 : static_cast<double>(spec.records) + 1;
+  const double batch = darcy ? 1 : static_cast<double>(spec.batch);
+  const double bytes = static_cast<double>(spec.samples) * fields * points * static_cast<double>(dtype_size(spec.output_dtype)) +
+                       batch * points * (fields + 16) * 8;
+  root.require_memory(cat(spec.samples, " samples of ", fields, " fields at resolution ", spec.resolution,
+                          " (and a batch's solver state)"),
+                      bytes);
+
   config.check_no_unknown_keys();
   spec.resolved_config = config.resolved();
   return spec;

@@ -78,6 +78,16 @@ TEST_F(DatasetTest, AnOutputPathThatCannotBeWrittenFailsBeforeSolving) {
   }
 }
 
+// What cannot fit in memory is refused before any work: a resolution of 10^12 ended in a bare
+// std::bad_alloc, 2^63 - 1 samples in an overflowed row count at the write.
+TEST_F(DatasetTest, ADatasetLargerThanMemoryIsRefusedBeforeSolving) {
+  const std::string path = file("huge.h5");
+  expect_error([&] { spec(with_path(kBurgers, path), {"resolution=1000000000000"}); },
+               {"3 samples of 5 fields at resolution 1000000000000", "need at least", "this "});
+  expect_error([&] { spec(with_path(kBurgers, path), {"samples=9223372036854775807", "batch=9223372036854775807"}); },
+               {"9223372036854775807 samples of 5 fields at resolution 32", "need at least"});
+}
+
 // A Navier-Stokes time step 25 times too large grew the RMS vorticity from 7 to about 6e5 over
 // one time unit and stayed finite: written as a valid dataset.
 TEST_F(DatasetTest, NavierStokesSolutionsPastTheEnergyBoundAreRefused) {
