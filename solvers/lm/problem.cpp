@@ -1,6 +1,5 @@
 #include "solvers/lm/problem.h"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "eddy/core/error.h"
@@ -145,8 +144,18 @@ void require_training_memory(const ConfigNode& root, const TokenizerSpec& tokeni
   const double tokens = static_cast<double>(t.batch_size) * static_cast<double>(m.context);
   const double per_token =
       layers * (4 * hidden + static_cast<double>(m.heads) * static_cast<double>(m.context)) + 2 * vocabulary;
-  const ConfigNode training = root.section("training");
-  const ConfigNode blamed = training.has("batch_size") ? training.at("batch_size") : root.at("model");
+  // The key that a command-line override set, if one of the two was (an override of the context
+  // was reported at the batch size's line in the file), else the context, whose square the
+  // activations grow with (the attention weights).
+  // (Chosen by key, not by moving ConfigNodes about: assigning one writes into the YAML tree.)
+  const ConfigNode model = root.at("model"), training = root.section("training");
+  const bool context_given = model.has("context"), batch_given = training.has("batch_size");
+  const bool batch_overridden = batch_given && training.at("batch_size").override_text();
+  const bool context_overridden = context_given && model.at("context").override_text();
+  const ConfigNode blamed = batch_overridden && !context_overridden ? training.at("batch_size")
+                            : context_given                        ? model.at("context")
+                            : batch_given                          ? training.at("batch_size")
+                                                                   : model;
   blamed.require_memory(cat("a batch of ", t.batch_size, " windows of ", m.context,
                             " tokens, whose activations a training step keeps for the backward pass,"),
                         tokens * per_token * bytes);

@@ -104,20 +104,17 @@ void refuse_points_beyond_memory(const Problem& p, const ConfigNode& root) {
   const double per_point = coordinates + static_cast<double>(p.model.width) * static_cast<double>(p.model.depth + 1);
   const ConfigNode conditions = root.at("conditions");
   double points = 0;
-  std::optional<ConfigNode> largest;  // the points key that asks for the most
-  int64_t most_points = 0;
+  const Condition* largest = nullptr;  // whose points key asks for the most
   for (const Condition& c : p.conditions) {
     points += static_cast<double>(c.points);
-    const ConfigNode node = conditions.at(c.name);
-    if (c.points > most_points && node.has("points")) {
-      most_points = c.points;
-      largest = node.at("points");
-    }
+    if ((!largest || c.points > largest->points) && conditions.at(c.name).has("points")) largest = &c;
   }
   if (largest) {
-    largest->require_memory(cat("the conditions' ", points, " points, with their coordinates and the network's "
-                                       "activations at them, in a training step"),
-                         points * per_point * bytes);
+    conditions.at(largest->name)
+        .at("points")
+        .require_memory(cat("the conditions' ", points, " points, with their coordinates and the network's activations "
+                            "at them, in a training step"),
+                        points * per_point * bytes);
   }
   if (const auto grid = root.at("output").find("grid")) {
     double grid_points = 1;

@@ -208,6 +208,9 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
                {"model", "100000000 layers", "AdamW's two moments need at least"});
   expect_error([&] { problem_of(config(), {"training.batch_size=1e12"}); },
                {"training.batch_size", "a batch of 1000000000000 windows", "need at least"});
+  // The overridden key is named, not the other one's line in the file.
+  expect_error([&] { problem_of(config(), {"model.context=1e7"}); },
+               {"command-line override 'model.context=1e7': model.context:", "windows of 10000000 tokens"});
 
   auto corpus_error = [&](const std::string& files) {
     return [this, files] { prepare_corpus(problem_of(config(), {"data.files=" + files}), nullptr); };

@@ -65,6 +65,16 @@ TEST(Problem, ReadsEverySection) {
   EXPECT_EQ(read(kValid, {"output.grid=6"}).output.grid, (std::vector<int64_t>{6, 6, 6}));
 }
 
+// The memory check kept the largest points key by assigning ConfigNodes, which wrote each larger
+// value into the key kept before: with a smaller condition first, the resolved config (a run
+// folder's config.yaml) gave it the larger one's points ("points: &1 100" and "points: *1").
+TEST(Problem, TheResolvedConfigKeepsEachConditionsPoints) {
+  const Problem p = read(kValid, {"conditions.pde.points=10", "conditions.start.points=30"});
+  EXPECT_NE(p.resolved_config.find("points: 10,"), std::string::npos) << p.resolved_config;
+  EXPECT_NE(p.resolved_config.find("points: 30,"), std::string::npos) << p.resolved_config;
+  EXPECT_EQ(p.resolved_config.find('&'), std::string::npos) << p.resolved_config;
+}
+
 TEST(Problem, OverridesApplyBeforeValidation) {
   Problem p = read(kValid, {"model.width=32", "training.adam.steps=99"});
   EXPECT_EQ(p.model.width, 32);

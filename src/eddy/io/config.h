@@ -39,11 +39,18 @@ class Config;
 // A node of the config, addressed by its key path. Cheap to copy.
 class ConfigNode {
  public:
+  ConfigNode(const ConfigNode&) = default;
+  // Assigning a YAML::Node writes into the tree it refers to, so assigning a ConfigNode would
+  // overwrite the other key's value (a std::stable_partition of two nodes copied one key's value
+  // into the other's place in the resolved config).
+  ConfigNode& operator=(const ConfigNode&) = delete;
   const std::string& path() const { return path_; }
   // "file:line:col: path: " (or "override 'a=b': path: "), the prefix of every error about it.
   std::string where() const;
   // where() without the path: for messages that name their own key below this node.
   std::string position() const;
+  // The override that set this node or one above it ("a.b=1"), or null when the file did.
+  const std::string* override_text() const;
   [[noreturn]] void fail(const std::string& message) const;
   // Fails when `bytes` exceed the memory this process can use (core/memory.h), before a size read
   // here is allocated: "<what> need at least 8.00 TiB; this machine has 23.5 GiB".
@@ -103,8 +110,6 @@ class ConfigNode {
   ConfigNode(Config* config, YAML::Node node, std::string path)
       : config_(config), node_(std::move(node)), path_(std::move(path)) {}
   std::string child_path(const std::string& key) const;
-  // The override that set this node or one above it ("a.b=1"), or null when the file did.
-  const std::string* override_text() const;
   ConfigNode at_unchecked(const std::string& key) const;
   // Records a default in the tree (a Node is a handle, so this writes through a copy).
   template <typename T>
