@@ -63,9 +63,10 @@ std::unique_ptr<io::Config> read_config(const py::object& problem, const py::obj
     const std::string text = py::module_::import("json")
                                  .attr("dumps")(problem, py::arg("indent") = 2, py::arg("default") = as_number)
                                  .cast<std::string>();
-    return io::Config::parse(text, "python-dict", overrides_of(overrides));
+    return io::Config::parse(text, "python-dict", overrides_of(overrides), "override");
   }
-  return io::Config::load(py::str(problem).cast<std::string>(), overrides_of(overrides));
+  return io::Config::load(py::str(problem).cast<std::string>(), overrides_of(overrides),
+                          io::Config::RelativePaths::config_folder, "override");
 }
 
 // The config that `reader` (eddy.solve, ...) reads, refused when it is of another kind, naming the

@@ -160,9 +160,11 @@ def test_quantize_and_export_refuse_to_write_over_the_run(run, tmp_path):
 def test_one_override_string_is_one_override(run, tmp_path):
     # A str was iterated as a list of overrides, one character each.
     config = run["output_dir"] + "/config.yaml"
-    with pytest.raises(eddy.Error,
-                       match=r"command-line override 'training.steps=x': training.steps: expected an integer"):
+    # A program's overrides are not called command-line ones.
+    with pytest.raises(eddy.Error, match=r"^override 'training.steps=x': training.steps: expected an integer"):
         eddy.lm.train(config, "training.steps=x")
+    with pytest.raises(eddy.Error, match=r"^override 'training.steps=None': training.steps: expected an integer"):
+        eddy.lm.train(config, {"training.steps": None})
 
 
 def test_a_run_of_no_steps_reports_no_training_loss(run, tmp_path):

@@ -149,12 +149,12 @@ std::vector<std::string> Config::overrides_below(const std::string& path) const 
 const std::string* ConfigNode::override_text() const { return config_->override_covering(path_); }
 
 std::string ConfigNode::position() const {
-  if (const std::string* text = override_text()) return cat("command-line override '", *text, "'");
+  if (const std::string* text = override_text()) return cat(config_->override_kind_, " '", *text, "'");
   const std::vector<std::string> below = config_->overrides_below(path_);
   if (below.empty()) return location(config_->source_, node_.Mark());
   std::string listed;
   for (const std::string& text : below) listed += (listed.empty() ? "'" : ", '") + text + "'";
-  const std::string overrides = cat("command-line override", below.size() > 1 ? "s " : " ", listed);
+  const std::string overrides = cat(config_->override_kind_, below.size() > 1 ? "s " : " ", listed);
   // A map the overrides made has no place in the file; one they changed has, and both count.
   if (node_.Mark().is_null()) return overrides;
   return cat(location(config_->source_, node_.Mark()), " (with ", overrides, ")");
@@ -371,8 +371,8 @@ std::string ConfigNode::choice(const std::string& key, const std::vector<std::st
 // ---- Config ----
 
 std::unique_ptr<Config> Config::load(const std::string& path, const std::vector<std::string>& overrides,
-                                     RelativePaths relative_paths) {
-  std::unique_ptr<Config> config = parse(read_file(path), path, overrides);
+                                     RelativePaths relative_paths, const std::string& overrides_are) {
+  std::unique_ptr<Config> config = parse(read_file(path), path, overrides, overrides_are);
   if (relative_paths == RelativePaths::config_folder) {
     config->folder_ = std::filesystem::absolute(path).parent_path().string();
   }
@@ -396,7 +396,7 @@ std::string binary_kind(std::string_view bytes) {
 }  // namespace
 
 std::unique_ptr<Config> Config::parse(const std::string& text, const std::string& source,
-                                      const std::vector<std::string>& overrides) {
+                                      const std::vector<std::string>& overrides, const std::string& overrides_are) {
   if (const std::string kind = binary_kind(text); !kind.empty()) {
     throw Error(cat(source, " is ", kind, ", not a YAML config"));
   }
@@ -416,6 +416,7 @@ std::unique_ptr<Config> Config::parse(const std::string& text, const std::string
   if (tree.IsNull()) tree = YAML::Node(YAML::NodeType::Map);
   if (!tree.IsMap()) throw Error(cat(source, ": the top level must be a map of keys, not ", describe(tree)));
   std::unique_ptr<Config> config(new Config(source, tree));
+  config->override_kind_ = overrides_are;
   for (const std::string& assignment : overrides) config->apply_override(assignment);
   return config;
 }
@@ -423,7 +424,7 @@ std::unique_ptr<Config> Config::parse(const std::string& text, const std::string
 void Config::apply_override(const std::string& assignment) {
   const size_t equals = assignment.find('=');
   if (equals == std::string::npos || equals == 0) {
-    throw Error(cat("command-line override '", assignment, "': expected key.path=value"));
+    throw Error(cat(override_kind_, " '", assignment, "': expected key.path=value"));
   }
   const std::string path = assignment.substr(0, equals);
   const std::string text = assignment.substr(equals + 1);
@@ -435,7 +436,7 @@ void Config::apply_override(const std::string& assignment) {
     // the key then takes or refuses with its own message.
     value = YAML::Node(text);
   }
-  const std::string source = cat("command-line override '", assignment, "'");
+  const std::string source = cat(override_kind_, " '", assignment, "'");
   // YAML reads some texts as no document at all ('%' starts a directive, '---' and '...' mark
   // documents): the text itself, as for text that is not YAML (data.separator=% is the example's).
   if (value.IsNull()) {
@@ -454,7 +455,7 @@ void Config::apply_override(const std::string& assignment) {
   std::vector<std::string> keys;
   std::stringstream stream(path);
   for (std::string key; std::getline(stream, key, '.');) {
-    if (key.empty()) throw Error(cat("command-line override '", assignment, "': empty key in '", path, "'"));
+    if (key.empty()) throw Error(cat(override_kind_, " '", assignment, "': empty key in '", path, "'"));
     keys.push_back(key);
   }
   // YAML::Node's operator= assigns through the handle, so walking down uses reset() to rebind.
@@ -465,7 +466,7 @@ void Config::apply_override(const std::string& assignment) {
       node[keys[i]] = YAML::Node(YAML::NodeType::Map);
       next.reset(node[keys[i]]);
     } else if (!next.IsMap()) {
-      throw Error(cat("command-line override '", assignment, "': '", keys[i], "' is not a map of keys"));
+      throw Error(cat(override_kind_, " '", assignment, "': '", keys[i], "' is not a map of keys"));
     }
     node.reset(next);
   }
@@ -507,7 +508,7 @@ void Config::check_map(const YAML::Node& node, const std::string& path) const {
       const bool boolean_on = key == "true" && std::count(valid.begin(), valid.end(), "on") > 0;
       const std::string hint =
           boolean_on ? " (did you mean 'on'? PyYAML reads the key `on:` as true)" : did_you_mean(key, valid);
-      throw Error(cat(text ? "command-line override '" + *text + "'" : location(source_, entry.first.Mark()),
+      throw Error(cat(text ? override_kind_ + " '" + *text + "'" : location(source_, entry.first.Mark()),
                       ": unknown key '", key, "' in ", display(path), hint,
                       listing.empty() ? "" : "; valid keys: " + listing));
     }

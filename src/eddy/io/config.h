@@ -140,12 +140,16 @@ class Config {
 
   // Parses `path` (YAML syntax errors carry line and column) and applies overrides of the form
   // "a.b.c=value" (value in YAML syntax: 64, 1e-3, [1, 2], text).
+  // `overrides_are` names them in errors: "command-line override 'a=1'", or "override" for those a
+  // program passes (a Python dict).
   static std::unique_ptr<Config> load(const std::string& path, const std::vector<std::string>& overrides = {},
-                                      RelativePaths relative_paths = RelativePaths::config_folder);
+                                      RelativePaths relative_paths = RelativePaths::config_folder,
+                                      const std::string& overrides_are = "command-line override");
   // A config that is not a file (a Python dict, a test's text): relative paths are taken from the
   // working directory.
   static std::unique_ptr<Config> parse(const std::string& text, const std::string& source,
-                                       const std::vector<std::string>& overrides = {});
+                                       const std::vector<std::string>& overrides = {},
+                                       const std::string& overrides_are = "command-line override");
 
   ConfigNode root();
   const std::string& source() const { return source_; }
@@ -172,6 +176,7 @@ class Config {
   std::map<std::string, std::set<std::string>> known_keys_;  // map path -> keys asked for
   std::set<std::string> free_maps_;                          // maps whose keys are user names
   std::map<std::string, std::string> overridden_;            // key path -> override text
+  std::string override_kind_ = "command-line override";     // what errors call an override
 };
 
 namespace config_detail {
