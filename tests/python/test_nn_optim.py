@@ -49,6 +49,24 @@ def test_activation_and_sequential():
         eddy.nn.Activation("swish")
 
 
+def test_a_module_used_twice_is_listed_and_stepped_once():
+    # Its weights were listed twice: SGD moved them by 2 lr grad and Adam kept two states for them.
+    lin = eddy.nn.Linear(3, 3, dtype=eddy.float64)
+    model = eddy.nn.Sequential([lin, eddy.nn.Activation("tanh"), lin])
+    assert len(model.parameters()) == 2 and model.parameter_count() == 12
+    assert sorted(model.state_dict()) == ["0.bias", "0.weight"]
+    x = eddy.tensor(np.ones((2, 3)))
+    before = np.asarray(lin.parameters()[0]).copy()
+    optimizer = eddy.optim.SGD(model.parameters(), lr=0.1)
+    eddy.sum(model(x)).backward()
+    gradient = np.asarray(lin.parameters()[0].grad).copy()
+    optimizer.step()
+    np.testing.assert_allclose(np.asarray(lin.parameters()[0]), before - 0.1 * gradient, rtol=1e-14)
+    p = lin.parameters()[0]
+    with pytest.raises(eddy.Error, match="parameter 1 is the same tensor as parameter 0"):
+        eddy.optim.Adam([p, p])
+
+
 @pytest.mark.parametrize("architecture", ["mlp", "modified_mlp", "resnet", "pirate_net"])
 def test_pinn_models(architecture):
     model = eddy.nn.pinn_model(2, 3, width=8, depth=2, architecture=architecture, dtype="float64", seed=4,

@@ -1,5 +1,7 @@
 #include "eddy/nn/module.h"
 
+#include <unordered_set>
+
 #include "eddy/autodiff/tape.h"
 #include "eddy/ops/ops.h"
 
@@ -11,21 +13,25 @@ void Module::visit_tensors(const std::string& prefix, bool buffers, Visit&& visi
   for (const auto& [name, child] : children_) child->visit_tensors(prefix + name + ".", buffers, visit);
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+// Each tensor once, under the first name it is reached by, as PyTorch lists them: a module used
+// twice in a model (Sequential([lin, act, lin])) had its weights listed twice, so an optimiser
+// stepped them twice a step and Adam kept two moment states for one tensor.
+std::vector<std::pair<std::string, Tensor>> Module::named_tensors(bool buffers) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  visit_tensors("", false, [&](const std::string& name, const Tensor& t) { out.emplace_back(name, t); });
+  std::unordered_set<const void*> seen;
+  visit_tensors("", buffers, [&](const std::string& name, const Tensor& t) {
+    if (seen.insert(t.impl()).second) out.emplace_back(name, t);
+  });
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  visit_tensors("", true, [&](const std::string& name, const Tensor& t) { out.emplace_back(name, t); });
-  return out;
-}
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const { return named_tensors(false); }
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const { return named_tensors(true); }
 
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
-  visit_tensors("", false, [&](const std::string&, const Tensor& t) { out.push_back(t); });
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
   return out;
 }
 

@@ -23,7 +23,8 @@ class Module {
   virtual Tensor forward(const Tensor& input) = 0;
   Tensor operator()(const Tensor& input) { return forward(input); }
 
-  // Trainable tensors, depth-first in registration order.
+  // Trainable tensors, depth-first in registration order, each once (under the first name it is
+  // reached by, when a module or tensor is registered in two places).
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
@@ -58,6 +59,7 @@ class Module {
  private:
   template <typename Visit>
   void visit_tensors(const std::string& prefix, bool buffers, Visit&& visit) const;
+  std::vector<std::pair<std::string, Tensor>> named_tensors(bool buffers) const;
 
   std::vector<std::pair<std::string, Tensor*>> parameters_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;

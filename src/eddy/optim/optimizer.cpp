@@ -46,6 +46,11 @@ void check_parameters(const std::vector<Tensor>& parameters, const std::string& 
                "; only float32 and float64 parameters are supported");
     EDDY_CHECK(p.requires_grad() && p.is_leaf(), who, ": parameter ", i,
                " must be a leaf tensor marked requires_grad_()");
+    // Listed twice, a tensor was stepped twice a step, with two states (PyTorch warns of it).
+    for (size_t j = 0; j < i; ++j) {
+      EDDY_CHECK(parameters[j].impl() != p.impl(), who, ": parameter ", i, " is the same tensor as parameter ", j,
+                 "; pass each tensor once");
+    }
   }
 }
 
