@@ -1,6 +1,7 @@
 #include "solvers/pinn/problem.h"
 
 #include <algorithm>
+#include <functional>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -234,6 +235,41 @@ Tensor points_from_file(const Problem& problem, const ConfigNode& node, const st
   return points;
 }
 
+// Refuses a point that is not finite or lies outside the closed domain (within the tolerance), as `at` for inline points, or
+// naming the file's row: the network would be fitted or scored where the problem has no solution.
+void require_in_domain(const Problem& problem, const Tensor& points, const std::function<void(int64_t, const std::string&)>& fail) {
+  const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
+  const std::vector<double> values = cast(points, DType::f64).to_vector<double>();
+  const double tolerance = problem.tolerance();
+  const int64_t spatial = problem.spatial_dim();
+  for (int64_t r = 0; r < points.shape()[0]; ++r) {
+    const double* point = values.data() + r * coordinates;
+    std::string text;
+    for (int64_t k = 0; k < coordinates; ++k) text += cat(k ? ", " : "", problem.coordinates[k], " = ", point[k]);
+    // A NaN coordinate (an empty CSV cell) passed the distance test and made the loss NaN at step 0.
+    if (!std::all_of(point, point + coordinates, [](double x) { return std::isfinite(x); })) {
+      fail(r, cat("the point ", text, " is not finite (an empty CSV cell reads as NaN)"));
+    }
+    const bool in_time = !problem.time || (point[spatial] >= problem.time->first - tolerance &&
+                                           point[spatial] <= problem.time->second + tolerance);
+    if (problem.space->signed_distance(point) <= tolerance && in_time) continue;
+    fail(r, cat("the point ", text, " is outside the domain (the geometry", problem.time ? " times geometry.time" : "",
+                ")"));
+  }
+}
+
+// Refuses an observed value that is not finite (an empty CSV cell reads as NaN), naming its row:
+// the loss was NaN at the first step and the message blamed the learning rate.
+void require_finite_values(const Tensor& values, const ConfigNode& where, const std::string& file,
+                           const std::string& field) {
+  const std::vector<double> numbers = cast(values, DType::f64).to_vector<double>();
+  for (size_t r = 0; r < numbers.size(); ++r) {
+    if (!std::isfinite(numbers[r])) {
+      where.fail(cat(file, ": row ", r + 1, " of ", field, " is ", numbers[r], " (an empty CSV cell reads as NaN)"));
+    }
+  }
+}
+
 // Observations from an HDF5, CSV or NPY file: `points` [N, coordinates] and one [N] column per field.
 Condition read_data_condition(const Problem& problem, const std::string& name, const ConfigNode& node) {
   Condition c;
@@ -253,11 +289,16 @@ Condition read_data_condition(const Problem& problem, const std::string& name, c
     if (values.numel() != c.points) {
       fields.at(field).fail(cat(file, ": ", values.numel(), " values for ", c.points, " points"));
     }
+    require_finite_values(values, fields.at(field), file, field);
     c.data_fields.push_back(it - problem.fields.begin());
     columns.push_back(reshape(values, {-1, 1}));
   }
   if (columns.empty()) fields.fail("needs at least one observed field");
   c.data_values = concat(columns, 1);
+  // After the columns, whose errors say more about a file read wrongly than its values do.
+  require_in_domain(problem, c.fixed_points, [&](int64_t row, const std::string& message) {
+    node.at("file").fail(cat(file, ": row ", row + 1, " of the points: ", message));
+  });
   return c;
 }
 
@@ -272,10 +313,10 @@ Tensor listed_points(const Problem& problem, const ConfigNode& node) {
               " coordinates] row each) or `file` (a data file that lists them), not " +
               (inline_points ? "both" : "neither"));
   }
-  std::vector<double> values;
   std::vector<ConfigNode> rows;  // where each row was written, for errors
   Tensor points;
   if (inline_points) {
+    std::vector<double> values;
     rows = node.at("at").elements();
     if (rows.empty()) node.at("at").fail("needs at least one point");
     for (const ConfigNode& row : rows) {
@@ -289,22 +330,11 @@ Tensor listed_points(const Problem& problem, const ConfigNode& node) {
     points = cast(tensor(values, {static_cast<int64_t>(rows.size()), coordinates}), problem.dtype);
   } else {
     points = points_from_file(problem, node, node.input_path("file"));
-    values = cast(points, DType::f64).to_vector<double>();
   }
-  const double tolerance = problem.tolerance();
-  const int64_t spatial = problem.spatial_dim();
-  for (int64_t r = 0; r < points.shape()[0]; ++r) {
-    const double* point = values.data() + r * coordinates;
-    const bool in_time = !problem.time || (point[spatial] >= problem.time->first - tolerance &&
-                                           point[spatial] <= problem.time->second + tolerance);
-    if (problem.space->signed_distance(point) <= tolerance && in_time) continue;
-    std::string text;
-    for (int64_t k = 0; k < coordinates; ++k) text += cat(k ? ", " : "", problem.coordinates[k], " = ", point[k]);
-    const std::string message = cat("the point ", text, " is outside the domain (the geometry",
-                                    problem.time ? " times geometry.time" : "", ")");
-    if (inline_points) rows[r].fail(message);
-    node.at("file").fail(cat(node.string("file"), ": row ", r + 1, " of the points: ", message));
-  }
+  require_in_domain(problem, points, [&](int64_t row, const std::string& message) {
+    if (inline_points) rows[static_cast<size_t>(row)].fail(message);
+    node.at("file").fail(cat(node.string("file"), ": row ", row + 1, " of the points: ", message));
+  });
   return points;
 }
 

@@ -475,6 +475,28 @@ TEST(Problem, PointsConditionReadsItsPointsFromADataFile) {
   expect_error([&] { read(kCavity + "  gauges: {type: points, file: " + csv + ", field: p}\n"); },
                {"problem.yaml:5:32: conditions.gauges.file: " + csv +
                 ": row 2 of the points: the point x = 0.3, y = 1.5 is outside the domain"});
+  // An empty cell reads as NaN: it passed the domain test and the loss was NaN at step 0.
+  std::ofstream(csv) << "x,y\n0.1,0.2\n0.3,\n";
+  expect_error([&] { read(kCavity + "  gauges: {type: points, file: " + csv + ", field: p}\n"); },
+               {"conditions.gauges.file: " + csv + ": row 2 of the points: the point x = 0.3, y = nan is not finite"});
+  std::filesystem::remove_all(dir);
+}
+
+// Observations were taken as they came: NaN values (an empty CSV cell) made the loss NaN at step 0,
+// blamed on the learning rate, and points outside the domain were fitted there.
+TEST(Problem, DataConditionsRefuseNonFiniteValuesAndPointsOutsideTheDomain) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_data_rows_", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string csv = (dir / "observed.csv").string();
+  const std::string condition = "  seen: {type: data, file: " + csv + ", fields: {p: p}}\n";
+  std::ofstream(csv) << "x,y,p\n0.1,0.2,1\n0.3,0.4,\n";
+  expect_error([&] { read(kCavity + condition); },
+               {"conditions.seen.fields.p: " + csv + ": row 2 of p is nan (an empty CSV cell reads as NaN)"});
+  std::ofstream(csv) << "x,y,p\n0.1,0.2,1\n1.5,0.4,2\n";
+  expect_error([&] { read(kCavity + condition); },
+               {"conditions.seen.file: " + csv + ": row 2 of the points: the point x = 1.5, y = 0.4 is outside the domain"});
+  std::ofstream(csv) << "x,y,p\n0.1,0.2,1\n0.3,0.4,2\n";
+  EXPECT_EQ(read(kCavity + condition).conditions[1].fixed_points.shape(), (Shape{2, 2}));
   std::filesystem::remove_all(dir);
 }
 
