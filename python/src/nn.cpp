@@ -58,8 +58,16 @@ void bind_modules(py::module_& m) {
       .def("state_dict", [](const nn::Module& self) { return as_dict(self.state_dict()); })
       .def("load_state_dict", [](nn::Module& self, const py::dict& state) { self.load_state_dict(state_of(state)); },
            py::arg("state"))
-      .def("train", [](nn::Module& self, bool enabled) { self.train(enabled); }, py::arg("enabled") = true)
-      .def("eval", &nn::Module::eval)
+      // Each returns the module, as torch.nn.Module's do, so `model = eddy.nn.GPT2(...).eval()` keeps it.
+      .def("train", [](const py::object& self, bool enabled) {
+             self.cast<nn::Module&>().train(enabled);
+             return self;
+           },
+           py::arg("enabled") = true)
+      .def("eval", [](const py::object& self) {
+        self.cast<nn::Module&>().eval();
+        return self;
+      })
       .def_property_readonly("training", &nn::Module::is_training, "Whether dropout is on (train()) or off (eval()).");
 
   py::class_<nn::Linear, nn::Module, std::shared_ptr<nn::Linear>>(m, "Linear", "x @ W + b, W of shape [in, out].")

@@ -317,6 +317,9 @@ TEST(OptimizerState, LoadRejectsMissingKeysAndMismatchesNamingTheKey) {
   nn::StateDict negative = good;
   negative["adam.v.0"] = tensor(std::vector<double>{1e-3, -1e-3, 0.0});
   expect_error([&] { adam.load_state_dict(negative); }, "\"adam.v.0\" holds negative values (the least is -0.001)");
+  nn::StateDict negative_steps = good;
+  negative_steps["adam.step"] = scalar(-1, DType::i64);
+  expect_error([&] { adam.load_state_dict(negative_steps); }, "\"adam.step\" is -1; a step count is not negative");
   nn::StateDict not_finite = good;
   not_finite["adam.m.0"] = tensor(std::vector<double>{0.0, std::nan(""), 0.0});
   expect_error([&] { adam.load_state_dict(not_finite); }, "\"adam.m.0\" holds non-finite values");

@@ -67,6 +67,13 @@ def test_a_module_used_twice_is_listed_and_stepped_once():
         eddy.optim.Adam([p, p])
 
 
+def test_train_and_eval_return_the_module_as_in_pytorch():
+    # `model = ....eval()` left model None.
+    model = eddy.nn.Sequential([eddy.nn.Linear(2, 2)])
+    assert model.eval() is model and not model.training
+    assert model.train() is model and model.training
+
+
 @pytest.mark.parametrize("architecture", ["mlp", "modified_mlp", "resnet", "pirate_net"])
 def test_pinn_models(architecture):
     model = eddy.nn.pinn_model(2, 3, width=8, depth=2, architecture=architecture, dtype="float64", seed=4,

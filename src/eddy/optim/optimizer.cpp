@@ -34,7 +34,10 @@ void Optimizer::save_steps(nn::StateDict& state) const {
 }
 
 void Optimizer::load_steps(const nn::StateDict& state) {
-  steps_ = state_entry(state, name_ + ".step", {}, DType::i64).item<int64_t>();
+  const int64_t steps = state_entry(state, name_ + ".step", {}, DType::i64).item<int64_t>();
+  // A negative count made Adam's bias correction 1 - beta^0 = 0 and the next step NaN.
+  EDDY_CHECK(steps >= 0, "load_state_dict: \"", name_, ".step\" is ", steps, "; a step count is not negative");
+  steps_ = steps;
 }
 
 void check_parameters(const std::vector<Tensor>& parameters, const std::string& who) {
