@@ -240,21 +240,15 @@ Tensor points_from_file(const Problem& problem, const ConfigNode& node, const st
 void require_in_domain(const Problem& problem, const Tensor& points, const std::function<void(int64_t, const std::string&)>& fail) {
   const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
   const std::vector<double> values = cast(points, DType::f64).to_vector<double>();
-  const double tolerance = problem.tolerance();
-  const int64_t spatial = problem.spatial_dim();
   for (int64_t r = 0; r < points.shape()[0]; ++r) {
     const double* point = values.data() + r * coordinates;
+    if (problem.contains(point)) continue;
     std::string text;
     for (int64_t k = 0; k < coordinates; ++k) text += cat(k ? ", " : "", problem.coordinates[k], " = ", point[k]);
-    // A NaN coordinate (an empty CSV cell) passed the distance test and made the loss NaN at step 0.
-    if (!std::all_of(point, point + coordinates, [](double x) { return std::isfinite(x); })) {
-      fail(r, cat("the point ", text, " is not finite (an empty CSV cell reads as NaN)"));
-    }
-    const bool in_time = !problem.time || (point[spatial] >= problem.time->first - tolerance &&
-                                           point[spatial] <= problem.time->second + tolerance);
-    if (problem.space->signed_distance(point) <= tolerance && in_time) continue;
-    fail(r, cat("the point ", text, " is outside the domain (the geometry", problem.time ? " times geometry.time" : "",
-                ")"));
+    const bool finite = std::all_of(point, point + coordinates, [](double x) { return std::isfinite(x); });
+    fail(r, finite ? cat("the point ", text, " is outside the domain (the geometry",
+                         problem.time ? " times geometry.time" : "", ")")
+                   : cat("the point ", text, " is not finite (an empty CSV cell reads as NaN)"));
   }
 }
 
@@ -707,6 +701,15 @@ BoundingBox Problem::domain_box() const {
     box.upper.push_back(time->second);
   }
   return box;
+}
+
+bool Problem::contains(const double* point) const {
+  const int64_t count = static_cast<int64_t>(coordinates.size()), spatial = spatial_dim();
+  // A NaN coordinate passed the distance test (the distances' max and min drop it).
+  if (!std::all_of(point, point + count, [](double x) { return std::isfinite(x); })) return false;
+  const double slack = tolerance();
+  const bool in_time = !time || (point[spatial] >= time->first - slack && point[spatial] <= time->second + slack);
+  return in_time && space->signed_distance(point) <= slack;
 }
 
 double Problem::tolerance() const {

@@ -213,6 +213,9 @@ struct Problem {
   // How far apart coordinates may be and still count as equal: in `==` predicates, and for a
   // listed point on the domain's boundary. 1e-6 times the diagonal of domain_box().
   double tolerance() const;
+  // Whether `point` (coordinates in order) lies in the closed domain, space times time, within
+  // tolerance(); a non-finite coordinate does not.
+  bool contains(const double* point) const;
 };
 
 // Reads and validates everything; throws eddy::Error naming file, line, column and key path.

@@ -58,6 +58,26 @@ Validator::Validator(PinnState& state) : state_(state) {
     if (valid[i]) rows.push_back(static_cast<int64_t>(i));
   }
   EDDY_CHECK(!rows.empty(), ref.file, ": the reference has no finite values");
+  // A value outside the domain would score the network where the problem has no solution (a
+  // reference on [0, 2] for a problem on [0, 1] reported 0.61 where the error in it was 1.2e-5).
+  {
+    const int64_t coordinates = static_cast<int64_t>(p.coordinates.size());
+    const std::vector<double> at = cast(points, DType::f64).to_vector<double>();
+    int64_t outside = 0, first_outside = -1;
+    for (int64_t row : rows) {
+      if (p.contains(at.data() + row * coordinates)) continue;
+      if (outside++ == 0) first_outside = row;
+    }
+    if (outside > 0) {
+      std::string text;
+      for (int64_t k = 0; k < coordinates; ++k) {
+        text += cat(k ? ", " : "", p.coordinates[k], " = ", at[first_outside * coordinates + k]);
+      }
+      throw Error(cat("validation.reference: ", ref.file, ": ", outside, " of the reference's ", rows.size(),
+                      " points with values lie outside the domain (the first: ", text, "); crop the reference to "
+                      "the domain, or give those points NaN values, which are left out"));
+    }
+  }
   // This rank's share of the valid points.
   const dist::Communicator& comm = state.communicator();
   const auto [first, last] = dist::shard(0, static_cast<int64_t>(rows.size()), comm.rank(), comm.size());

@@ -137,6 +137,27 @@ def test_bad_files_fail_naming_file_and_column(tmp_path, eddy_cli, name, content
         assert message in result.stderr, result.stderr
 
 
+def test_a_reference_with_values_outside_the_domain_is_refused(tmp_path, eddy_cli, observations):
+    # It was scored there: a reference on [0, 2] for a problem on [0, 1] reported 0.61 for 1.2e-5.
+    data = write(tmp_path, "h5", *observations)
+    points, u, _ = observations
+    wide = points.copy()
+    wide[:5, 1] += 1.0  # t past geometry.time's 0.5
+    reference = tmp_path / "wide.h5"
+    with h5py.File(reference, "w") as f:
+        f["points"], f["u"] = wide, u
+    result, _ = solve(tmp_path, eddy_cli, data, reference, "h5")
+    assert result.returncode == 1
+    assert "5 of the reference's 40 points with values lie outside the domain" in result.stderr, result.stderr
+    # Marked NaN there, they are left out, as documented.
+    u_marked = u.copy()
+    u_marked[:5] = np.nan
+    with h5py.File(reference, "w") as f:
+        f["points"], f["u"] = wide, u_marked
+    result, _ = solve(tmp_path, eddy_cli, data, reference, "h5")
+    assert result.returncode == 0, result.stderr
+
+
 def test_a_bad_reference_file_fails_naming_file_and_column(tmp_path, eddy_cli, observations):
     data = write(tmp_path, "h5", *observations)
     reference = tmp_path / "ref.csv"
