@@ -12,6 +12,7 @@
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/dist/sharded_optimizer.h"
+#include "eddy/fft/spectral.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
@@ -248,7 +249,7 @@ OperatorModel::OperatorModel(const OperatorProblem& problem, const Split& train,
     // (Where the grid is split over ranks, the held grid is a slab: the whole one is not known here.)
     for (size_t axis = 0; axis < options.modes.size() && problem.parallel.ranks("grid") == 1; ++axis) {
       const int64_t n = options.padding_grid[axis];
-      const int64_t held = axis + 1 == options.modes.size() ? n / 2 + 1 : n / 2;
+      const int64_t held = fft::spectral_modes_held(n, axis + 1 == options.modes.size());
       EDDY_CHECK(options.modes[axis] <= held, "model.modes[", axis, "] = ", options.modes[axis], " exceeds the ", held,
                  " Fourier modes that the training grid's ", n, " points hold along that axis; the others would "
                  "never be trained");

@@ -243,8 +243,7 @@ void require_in_domain(const Problem& problem, const Tensor& points, const std::
   for (int64_t r = 0; r < points.shape()[0]; ++r) {
     const double* point = values.data() + r * coordinates;
     if (problem.contains(point)) continue;
-    std::string text;
-    for (int64_t k = 0; k < coordinates; ++k) text += cat(k ? ", " : "", problem.coordinates[k], " = ", point[k]);
+    const std::string text = problem.point_text(point);
     const bool finite = std::all_of(point, point + coordinates, [](double x) { return std::isfinite(x); });
     fail(r, finite ? cat("the point ", text, " is outside the domain (the geometry",
                          problem.time ? " times geometry.time" : "", ")")
@@ -710,6 +709,12 @@ bool Problem::contains(const double* point) const {
   const double slack = tolerance();
   const bool in_time = !time || (point[spatial] >= time->first - slack && point[spatial] <= time->second + slack);
   return in_time && space->signed_distance(point) <= slack;
+}
+
+std::string Problem::point_text(const double* point) const {
+  std::string text;
+  for (size_t k = 0; k < coordinates.size(); ++k) text += cat(k ? ", " : "", coordinates[k], " = ", point[k]);
+  return text;
 }
 
 double Problem::tolerance() const {

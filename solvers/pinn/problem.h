@@ -216,6 +216,8 @@ struct Problem {
   // Whether `point` (coordinates in order) lies in the closed domain, space times time, within
   // tolerance(); a non-finite coordinate does not.
   bool contains(const double* point) const;
+  // "x = 0.3, t = 1.5": a point for messages.
+  std::string point_text(const double* point) const;
 };
 
 // Reads and validates everything; throws eddy::Error naming file, line, column and key path.

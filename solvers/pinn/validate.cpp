@@ -69,13 +69,10 @@ Validator::Validator(PinnState& state) : state_(state) {
       if (outside++ == 0) first_outside = row;
     }
     if (outside > 0) {
-      std::string text;
-      for (int64_t k = 0; k < coordinates; ++k) {
-        text += cat(k ? ", " : "", p.coordinates[k], " = ", at[first_outside * coordinates + k]);
-      }
       throw Error(cat("validation.reference: ", ref.file, ": ", outside, " of the reference's ", rows.size(),
-                      " points with values lie outside the domain (the first: ", text, "); crop the reference to "
-                      "the domain, or give those points NaN values, which are left out"));
+                      " points with values lie outside the domain (the first: ",
+                      p.point_text(at.data() + first_outside * coordinates), "); crop the reference to the domain, "
+                      "or give those points NaN values, which are left out"));
     }
   }
   // This rank's share of the valid points.

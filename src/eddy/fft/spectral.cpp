@@ -11,6 +11,8 @@ Shape spectral_weight_shape(int64_t in_channels, int64_t out_channels, const std
   return shape;
 }
 
+int64_t spectral_modes_held(int64_t points, bool last_axis) { return last_axis ? points / 2 + 1 : points / 2; }
+
 Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<int64_t>& modes) {
   const int64_t d = static_cast<int64_t>(modes.size());
   EDDY_CHECK(d >= 1 && x.dim() == d + 2, "spectral_conv: input of shape ", x.shape(), " does not match ", d,
@@ -28,7 +30,7 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
     const bool last = i == d - 1;
     EDDY_CHECK(k >= 1, "spectral_conv: mode counts must be >= 1, got ", to_string(modes));
     EDDY_CHECK(n >= 2, "spectral_conv: axis ", axis, " of the input ", x.shape(), " has fewer than 2 points");
-    kept[i] = std::min(k, last ? n / 2 + 1 : n / 2);
+    kept[i] = std::min(k, spectral_modes_held(n, last));
     if (kept[i] < k) {
       w = last ? slice(w, axis, 0, kept[i])
                : concat({slice(w, axis, 0, kept[i]), slice(w, axis, 2 * k - kept[i], 2 * k)}, axis);

@@ -19,5 +19,9 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
 
 // The weight shape spectral_conv expects.
 Shape spectral_weight_shape(int64_t in_channels, int64_t out_channels, const std::vector<int64_t>& modes);
+// How many modes spectral_conv can use along an axis of `points` points: n / 2 + 1 along the last
+// (real-transform) axis, n / 2 of each sign along the others. More modes than this keep weights
+// the grid never reaches.
+int64_t spectral_modes_held(int64_t points, bool last_axis);
 
 }  // namespace eddy::fft
