@@ -74,6 +74,31 @@ class Csg final : public Geometry {
     return from_a;
   }
 
+  // The closure of a union is the union of the closures, but an intersection's or difference's
+  // can be smaller than what the min/max distance says: the faces of a removed square that lie
+  // on the outer boundary have distance zero, yet no point of the difference is near them. So a
+  // point on both operands' boundaries is held only when the shape's interior comes within a
+  // probe step of it.
+  bool holds(const double* point, double tolerance) const override {
+    switch (operation_) {
+      case CsgOperation::union_of:
+        return a_->holds(point, tolerance) || b_->holds(point, tolerance);
+      case CsgOperation::intersection_of:
+        if (!a_->holds(point, tolerance) || !b_->holds(point, tolerance)) return false;
+        if (a_->signed_distance(point) < -tolerance || b_->signed_distance(point) < -tolerance) return true;
+        return interior_within_probe_step(point, tolerance);
+      case CsgOperation::difference_of: {
+        if (!a_->holds(point, tolerance)) return false;
+        const double from_b = b_->signed_distance(point);
+        if (from_b > tolerance) return true;
+        if (from_b < -tolerance) return false;
+        if (a_->signed_distance(point) < -tolerance) return true;
+        return interior_within_probe_step(point, tolerance);
+      }
+    }
+    return false;
+  }
+
   double candidate_boundary_measure() const override {
     return a_->candidate_boundary_measure() + b_->candidate_boundary_measure();
   }
@@ -117,6 +142,27 @@ class Csg final : public Geometry {
       probe[k] = batch.points[row * dim() + k] + direction * probe_step_ * batch.normals[row * dim() + k];
     }
     return shape.signed_distance(probe.data()) <= 0;
+  }
+
+  // Whether a point a probe step from `point`, along an axis or a diagonal of the axes (every
+  // direction in {-1, 0, 1}^dim but zero, so that a box's corner finds its inside), lies
+  // strictly inside this shape.
+  bool interior_within_probe_step(const double* point, double tolerance) const {
+    std::vector<int> direction(dim(), -1);
+    std::vector<double> probe(dim());
+    while (true) {
+      double squared_length = 0;
+      for (int step : direction) squared_length += step * step;
+      if (squared_length > 0) {
+        const double scale = probe_step_ / std::sqrt(squared_length);
+        for (int64_t k = 0; k < dim(); ++k) probe[k] = point[k] + scale * direction[k];
+        if (signed_distance(probe.data()) < -tolerance) return true;
+      }
+      int64_t k = 0;  // the next direction, counting in base 3
+      while (k < dim() && direction[k] == 1) direction[k++] = -1;
+      if (k == dim()) return false;
+      ++direction[k];
+    }
   }
 
   bool keeps_point_of_a(const PointBatch& batch, int64_t row) const {

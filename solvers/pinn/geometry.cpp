@@ -101,7 +101,7 @@ Tensor Geometry::contains(const Tensor& points) const {
   const double tolerance = contains_tolerance();
   std::vector<bool> inside(points.size(0));
   for (int64_t row = 0; row < points.size(0); ++row) {
-    inside[row] = signed_distance(rows.data() + row * dim()) <= tolerance;
+    inside[row] = holds(rows.data() + row * dim(), tolerance);
   }
   return tensor(inside);
 }

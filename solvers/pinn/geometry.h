@@ -61,8 +61,11 @@ class Geometry {
   // The names sample_boundary accepts in SampleOptions::faces; empty for CSG shapes.
   virtual std::vector<std::string> face_names() const { return {}; }
 
-  // bool [N] for points [N, dim]: inside or on the boundary, up to 1e-12 of the bounding box
-  // diagonal.
+  // Whether the closed shape holds `point`, up to `tolerance` in signed distance. For primitives
+  // that is the sign of the distance; CSG shapes refine it where their distance is zero at
+  // points outside the closure (a removed part's faces that lie on the outer boundary).
+  virtual bool holds(const double* point, double tolerance) const { return signed_distance(point) <= tolerance; }
+  // bool [N] for points [N, dim]: inside or on the boundary, up to contains_tolerance().
   Tensor contains(const Tensor& points) const;
   // `count` points, uniform in the interior: sampler points mapped onto the bounding box, with
   // rejection for shapes that do not fill it. Throws when almost nothing is accepted (an empty

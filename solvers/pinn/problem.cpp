@@ -708,7 +708,7 @@ bool Problem::contains(const double* point) const {
   if (!std::all_of(point, point + count, [](double x) { return std::isfinite(x); })) return false;
   const double slack = tolerance();
   const bool in_time = !time || (point[spatial] >= time->first - slack && point[spatial] <= time->second + slack);
-  return in_time && space->signed_distance(point) <= slack;
+  return in_time && space->holds(point, slack);
 }
 
 std::string Problem::point_text(const double* point) const {

@@ -380,6 +380,33 @@ TEST(Csg, ContainsFollowsTheTruthTables) {
   EXPECT_EQ(flags(make_difference(bar, disk)), (std::vector<bool>{false, true, false, false, false}));
 }
 
+// The min/max signed distance is zero on a removed square's faces that lie on the outer
+// boundary, but no point of the difference is near them, so they are not in its closure.
+TEST(Csg, ContainsLeavesOutFacesWithNoInteriorNearby) {
+  const auto flags = [](const GeometryPtr& shape, std::vector<double> rows) {
+    const auto count = static_cast<int64_t>(rows.size()) / shape->dim();
+    return shape->contains(tensor(rows, Shape{count, shape->dim()})).to_vector<bool>();
+  };
+  // The L-shape [-1, 1]^2 minus [0, 1]^2: the removed square's top and right edges and its
+  // outer corner are out; its inner edges, the inner corner and the L's own corners are in.
+  EXPECT_EQ(flags(l_shape(), {0.5, 1, 1, 0.5, 1, 1, 0, 0.5, 0.5, 0, 0, 0, -1, -1, 0, 1, 1, 0}),
+            (std::vector<bool>{false, false, false, true, true, true, true, true, true}));
+  // A box with a corner cube removed, in 3-D: a point on the removed cube's outer face is out,
+  // one on its inner face and the box's far corner are in.
+  const GeometryPtr notched = make_difference(make_box({0, 0, 0}, {2, 2, 2}), make_box({1, 1, 1}, {2, 2, 2}));
+  EXPECT_EQ(flags(notched, {1.5, 1.5, 2, 1, 1.5, 1.5, 0, 0, 0}), (std::vector<bool>{false, true, true}));
+  // A square and an L that only touches it along an edge: the intersection's closure is the
+  // rectangle they overlap in, so the touching edge outside it is out.
+  const GeometryPtr touching =
+      make_intersection(make_rectangle({0, 0}, {1, 1}),
+                        make_union(make_rectangle({1, 0}, {2, 1}), make_rectangle({0.5, 0.5}, {2, 1})));
+  EXPECT_EQ(flags(touching, {1, 0.25, 1, 0.75, 0.75, 0.75}), (std::vector<bool>{false, true, true}));
+  // Two overlapping disks: the points where their circles cross are in the lens's closure.
+  const GeometryPtr lens = make_intersection(make_disk({0, 0}, 1), make_disk({1, 0}, 1));
+  EXPECT_EQ(flags(lens, {0.5, std::sqrt(0.75), 0.5, -std::sqrt(0.75), 0.5, 0.9}),
+            (std::vector<bool>{true, true, false}));
+}
+
 // The six edges of the L-shape [-1, 1]^2 minus [0, 1]^2, with outward normals.
 struct Edge {
   std::array<double, 2> a, b, normal;
