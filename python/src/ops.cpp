@@ -24,15 +24,19 @@ Shape shape_of(const py::handle& value) {
   return value.cast<Shape>();
 }
 
-std::vector<int64_t> axes_of(const py::object& axis) {
-  if (axis.is_none()) return {};
-  if (py::isinstance<py::int_>(axis)) return {axis.cast<int64_t>()};
-  return axis.cast<std::vector<int64_t>>();
+// None (empty), an int, or a sequence of ints; anything else is a TypeError naming the argument.
+std::vector<int64_t> ints_of(const py::object& value, const char* argument = "axis") {
+  if (value.is_none()) return {};
+  if (py::isinstance<py::int_>(value)) return {value.cast<int64_t>()};
+  try {
+    return value.cast<std::vector<int64_t>>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(cat(argument, " must be None, an int or a sequence of ints, got ",
+                             py::repr(value).cast<std::string>()));
+  }
 }
 
-std::vector<int64_t> optional_ints(const py::object& value) {
-  return value.is_none() ? std::vector<int64_t>{} : value.cast<std::vector<int64_t>>();
-}
+std::vector<int64_t> axes_of(const py::object& axis) { return ints_of(axis); }
 
 DType dtype_or(const py::object& dtype, DType fallback) { return optional_dtype(dtype).value_or(fallback); }
 
@@ -106,6 +110,9 @@ void bind_fft(py::module_& parent) {
   auto one_axis = [&](const char* name, Tensor (*op)(const Tensor&, int64_t, int64_t, std::string_view)) {
     m.def(name, [op, name](const py::object& x, const py::object& n, int64_t axis, const std::string& norm) {
           // The C++ functions take -1 for "the input's length"; here, as in NumPy, that is None.
+          if (!n.is_none() && !py::isinstance<py::int_>(n)) {
+            throw py::type_error(cat(name, ": n must be None or an int, got ", py::repr(n).cast<std::string>()));
+          }
           const int64_t length = n.is_none() ? -1 : n.cast<int64_t>();
           if (!n.is_none() && length < 1) throw Error(cat(name, ": n must be a positive length, got ", length));
           return op(as_tensor(x), length, axis, norm);
@@ -120,9 +127,25 @@ void bind_fft(py::module_& parent) {
   one_axis("ihfft", &fft::ihfft);
   using Multi = Tensor (*)(const Tensor&, const std::vector<int64_t>&, const std::vector<int64_t>&, std::string_view);
   auto many_axes = [&](const char* name, Multi op, std::vector<int64_t> default_axes) {
-    m.def(name, [op, default_axes](const py::object& x, const py::object& s, const py::object& axes,
-                                   const std::string& norm) {
-          return op(as_tensor(x), optional_ints(s), axes.is_none() ? default_axes : axes_of(axes), norm);
+    const bool real_transform = name[0] == 'r' || name[1] == 'r';  // rfft2, irfft2, rfftn, irfftn
+    m.def(name, [op, name, default_axes, real_transform](const py::object& x, const py::object& s,
+                                                         const py::object& axes, const std::string& norm) {
+          const Tensor input = as_tensor(x);
+          std::vector<int64_t> lengths = ints_of(s, "s");
+          const std::vector<int64_t> chosen = axes.is_none() ? default_axes : ints_of(axes, "axes");
+          // The C++ functions read empty axes as "every axis"; NumPy's axes=() transforms none.
+          if (!axes.is_none() && chosen.empty()) {
+            if (real_transform) throw Error(cat(name, ": axes is empty; pass None to transform every axis"));
+            EDDY_CHECK(lengths.empty(), name, ": s has ", lengths.size(), " entries but axes is empty");
+            return is_complex(input.dtype()) ? input : cast(input, complex_dtype(input.dtype()));
+          }
+          // NumPy's -1 in s is the input's length, which C++'s inverse real transforms read as
+          // their default output length 2 (m - 1) on the last axis.
+          if (name[0] == 'i' && real_transform && !lengths.empty() && lengths.back() == -1) {
+            const int64_t last_axis = chosen.empty() ? -1 : chosen.back();
+            lengths.back() = input.size(normalize_axis(last_axis, input.dim(), name));
+          }
+          return op(input, lengths, chosen, norm);
         },
         py::arg("x"), py::arg("s") = py::none(), py::arg("axes") = py::none(), py::arg("norm") = "backward");
   };
@@ -138,10 +161,17 @@ void bind_fft(py::module_& parent) {
         py::arg("n"), py::arg("d") = 1.0, py::arg("dtype") = py::none());
   m.def("rfftfreq", [](int64_t n, double d, const py::object& dtype) { return fft::rfftfreq(n, d, dtype_or(dtype, DType::f64)); },
         py::arg("n"), py::arg("d") = 1.0, py::arg("dtype") = py::none());
-  m.def("fftshift", [](const py::object& x, const py::object& axes) { return fft::fftshift(as_tensor(x), axes_of(axes)); },
+  // As above, axes=() shifts no axis, where the C++ functions read empty axes as every axis.
+  using Shift = Tensor (*)(const Tensor&, const std::vector<int64_t>&);
+  auto shift = [&](const char* name, Shift op) {
+    m.def(name, [op](const py::object& x, const py::object& axes) {
+          const std::vector<int64_t> chosen = ints_of(axes, "axes");
+          return !axes.is_none() && chosen.empty() ? as_tensor(x) : op(as_tensor(x), chosen);
+        },
         py::arg("x"), py::arg("axes") = py::none());
-  m.def("ifftshift", [](const py::object& x, const py::object& axes) { return fft::ifftshift(as_tensor(x), axes_of(axes)); },
-        py::arg("x"), py::arg("axes") = py::none());
+  };
+  shift("fftshift", &fft::fftshift);
+  shift("ifftshift", &fft::ifftshift);
   m.def("spectral_conv", [](const py::object& x, const py::object& weights, const std::vector<int64_t>& modes) {
         return fft::spectral_conv(as_tensor(x), as_tensor(weights), modes);
       },

@@ -390,6 +390,43 @@ def test_fft_lengths_must_be_positive(n):
         eddy.fft.rfft(eddy.tensor(np.arange(4.0)), n=n)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_real_transforms_of_half_floats_go_through_float32(dtype):
+    # Half floats reached FFTW's float32 plan as they were: their bytes read as floats, past the
+    # buffer's end.
+    values = np.arange(1.0, 9.0)
+    x = eddy.cast(eddy.tensor(values), dtype)
+    close(eddy.fft.rfft(x), np.fft.rfft(values), atol=1e-4)
+    close(eddy.fft.rfft2(eddy.reshape(x, (2, 4))), np.fft.rfft2(values.reshape(2, 4)), atol=1e-4)
+    assert eddy.fft.rfft(x).dtype == eddy.complex64
+    grad = eddy.grad(lambda t: eddy.sum(eddy.abs(eddy.fft.rfft(t)) ** 2))(x)
+    assert grad.dtype == x.dtype and np.isfinite(np.asarray(eddy.cast(grad, "float32"))).all()
+
+
+def test_fft_axes_and_s_follow_numpy_at_their_edges():
+    c = np.arange(24.0).reshape(4, 6) + 1j
+    # axes=() transforms no axis (None is every axis); the real transforms refuse it.
+    close(eddy.fft.fftn(c, axes=()), c)
+    close(eddy.fft.ifft2(c, axes=()), c)
+    close(eddy.fft.fftshift(c.real, axes=()), c.real)
+    with pytest.raises(eddy.Error, match="rfftn: axes is empty"):
+        eddy.fft.rfftn(c.real, axes=())
+    # -1 in s is the input's length, for the inverse real transforms' last axis too.
+    close(eddy.fft.irfft2(c, s=(3, -1)), np.fft.irfft2(c, s=(3, -1)), atol=1e-10)
+    assert np.asarray(eddy.fft.irfftn(c, s=(-1, -1))).shape == (4, 6)
+    # s may be an int, as NumPy's shapes may; other types are refused by name.
+    close(eddy.fft.fftn(c, s=3, axes=1), np.fft.fftn(c, s=(3,), axes=(1,)), atol=1e-10)
+    with pytest.raises(TypeError, match="fft: n must be None or an int, got 3.0"):
+        eddy.fft.fft(c, n=3.0)
+    with pytest.raises(TypeError, match="s must be None, an int or a sequence of ints, got 'a'"):
+        eddy.fft.fftn(c, s="a")
+
+
+def test_vjp_without_cotangents_names_its_own_argument():
+    with pytest.raises(eddy.Error, match=r"vjp: output 0 has shape \[3\]; pass cotangents"):
+        eddy.vjp(lambda a: a * 2, (eddy.tensor(np.ones(3)),))
+
+
 def test_relu_passes_nan_through_and_has_derivative_zero_at_zero():
     # It turned NaN into 0, so a NaN input trained a ReLU network quietly.
     out = np.asarray(eddy.relu(eddy.tensor(np.array([np.nan, -1.0, 0.0, 2.0]))))

@@ -76,6 +76,10 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> vjp(const MultiFunction& f,
   for (size_t i = 0; i < cotangents.size(); ++i) {
     check_matching("vjp", outputs[i], cotangents[i], "cotangent", i);
   }
+  for (size_t i = 0; cotangents.empty() && i < outputs.size(); ++i) {
+    EDDY_CHECK(!outputs[i].defined() || outputs[i].numel() == 1, "vjp: output ", i, " has shape ",
+               outputs[i].shape(), "; pass cotangents for outputs with more than one element");
+  }
   std::vector<Tensor> grads = grad(outputs, targets, cotangents, create_graph);
   if (!create_graph) {
     for (Tensor& out : outputs) out = out.detach();

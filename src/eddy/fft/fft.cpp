@@ -74,7 +74,8 @@ const Primitive& r2c_p = []() -> const Primitive& {
   p.sharding = sharding::transform();
   p.linear = true;
   p.infer = [](Inputs in, const Attrs& a) {
-    detail::check_dtype("fft_r2c", in[0], is_floating(in[0].dtype()), "a float32 or float64 tensor");
+    const DType dtype = in[0].dtype();
+    detail::check_dtype("fft_r2c", in[0], dtype == DType::f32 || dtype == DType::f64, "a float32 or float64 tensor");
     Shape shape = in[0].shape();
     shape[a.axes.back()] = shape[a.axes.back()] / 2 + 1;
     return OutputSpec{shape, complex_dtype(in[0].dtype())};
@@ -252,7 +253,8 @@ Tensor real_fftn(std::string_view op, const Tensor& x, const std::vector<int64_t
   detail::check_dtype(op, x, !is_complex(x.dtype()), "a real tensor (use fft for complex input)");
   Norm mode = parse_norm(op, norm);
   Plan plan = plan_axes(op, x, s, axes);
-  Tensor z = x;
+  // Half floats are transformed in float32, as the complex transforms take them.
+  Tensor z = is_half(x.dtype()) ? cast(x, DType::f32) : x;
   double count = 1;
   for (size_t i = 0; i < plan.axes.size(); ++i) {
     const int64_t n = length_along(op, plan, i, z);

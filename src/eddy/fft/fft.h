@@ -5,8 +5,8 @@
 //   "backward" (default): forward unscaled, inverse scaled by 1/n;
 //   "ortho": both scaled by 1/sqrt(n);
 //   "forward": forward scaled by 1/n, inverse unscaled.
-// float32/complex64 and float64/complex128 are accepted; real inputs to complex transforms are
-// promoted to complex. Backed by FFTW on the CPU (plans cached and reused).
+// float32/complex64 and float64/complex128 are transformed as they are; real inputs to complex
+// transforms are promoted to complex, and half floats are transformed in float32. Backed by FFTW on the CPU (plans cached and reused).
 
 #include <string_view>
 #include <vector>
@@ -15,7 +15,8 @@
 
 namespace eddy::fft {
 
-// n or s entries of -1 mean "the input's length along that axis".
+// n or s entries of -1 mean "the input's length along that axis", except for the inverse real
+// transforms' last axis, where -1 means the default output length 2 (m - 1) for m inputs.
 Tensor fft(const Tensor& x, int64_t n = -1, int64_t axis = -1, std::string_view norm = "backward");
 Tensor ifft(const Tensor& x, int64_t n = -1, int64_t axis = -1, std::string_view norm = "backward");
 Tensor fft2(const Tensor& x, const std::vector<int64_t>& s = {}, const std::vector<int64_t>& axes = {-2, -1},
