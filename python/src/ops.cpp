@@ -271,6 +271,7 @@ void bind_ops(py::module_& m) {
     return names;
   });
   unary(m, "neg", [](const Tensor& x) { return neg(x); });
+  unary(m, "stop_gradient", [](const Tensor& x) { return stop_gradient(x); });
   unary(m, "real", [](const Tensor& x) { return real(x); });
   unary(m, "imag", [](const Tensor& x) { return imag(x); });
   unary(m, "conj", [](const Tensor& x) { return conj(x); });

@@ -123,6 +123,10 @@ TEST(Autodiff, NoGradAndDetachCutTheGraph) {
   EXPECT_TRUE((x * x).requires_grad());
   Tensor y = x * x.detach();  // d/dx = x.detach() only
   EXPECT_NEAR(grad({sum(y)}, {x})[0].item<double>(), 1.5, 1e-15);
+  // stop_gradient is detach as an op: no derivative in either mode.
+  EXPECT_NEAR(grad({sum(x * stop_gradient(x))}, {x})[0].item<double>(), 1.5, 1e-15);
+  const auto stopped_square = [](const Tensor& t) { return t * stop_gradient(t); };
+  EXPECT_NEAR(jvp(stopped_square, x.detach(), tensor<double>({1.0})).second.item<double>(), 1.5, 1e-15);
 }
 
 TEST(Autodiff, BroadcastGradientsAreSummedBack) {

@@ -239,6 +239,29 @@ TEST(Compile, GradOfACompiledFunctionIsTheEagerGradToOrderThree) {
               "forward");
 }
 
+// A detached handle names the same value in the graph, and a value computed under no_grad is a
+// node like any other: without stop_gradient nodes, the compiled call's derivatives went through
+// both (grad of sum(detach(a) * a) came out 2a instead of a).
+TEST(Compile, DerivativesOfACompiledFunctionStopWhereEagerOnesDo) {
+  Generator gen(9);
+  const Tensor weight = randn({4}, DType::f64, &gen).requires_grad_();
+  auto function = [&](const TensorList& in) {
+    Tensor squared;
+    {
+      NoGradGuard no_grad;
+      squared = in[0] * in[0];
+    }
+    return TensorList{sum(in[0].detach() * in[0] * weight) + sum(squared * in[0]) + sum(stop_gradient(weight) * in[0])};
+  };
+  CompiledFunction compiled = compile(function);
+  const Tensor a = randn({4}, DType::f64, &gen).requires_grad_();
+  expect_same(grad(compiled({a}), {a, weight}), grad(function({a}), {a, weight}), "reverse");
+  const Tensor x = randn({4}, DType::f64, &gen), dx = randn({4}, DType::f64, &gen);
+  auto detached_only = [](const TensorList& in) { return TensorList{sum(in[0].detach() * in[0])}; };
+  CompiledFunction compiled_detached = compile(detached_only);
+  expect_same(jvp(std::ref(compiled_detached), {x}, {dx}).second, jvp(detached_only, {x}, {dx}).second, "forward");
+}
+
 TEST(Compile, SeesInPlaceUpdatesOfCapturedParameters) {
   Tensor weight = randn({4, 2}, DType::f64);
   CompiledFunction compiled = compile([&](const TensorList& in) { return TensorList{tanh(matmul(in[0], weight))}; });

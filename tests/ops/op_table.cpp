@@ -123,6 +123,13 @@ std::vector<OpCase> build_table() {
   // ---- elementwise unary ----
   t.push_back(linear(unary("neg", {"neg"}, kInexact, [](const Tensor& x) { return neg(x); },
                            [](c x) { return -x; })));
+  {
+    // Its derivative is zero by definition, not the identity's: test_autodiff.cpp checks that.
+    OpCase stop = unary("stop_gradient", {"stop_gradient"}, kInexact, [](const Tensor& x) { return stop_gradient(x); },
+                        [](c x) { return x; });
+    stop.max_order = 0;
+    t.push_back(stop);
+  }
   t.push_back(unary("exp", {"exp"}, kInexact, [](const Tensor& x) { return exp(x); },
                     [](c x) { return std::exp(x); }));
   t.push_back(unary("log", {"log"}, kInexact, [](const Tensor& x) { return log(x); },

@@ -622,8 +622,10 @@ TEST(PinnExpression, EveryMathFunctionOfTheOpListIsAFunctionHere) {
 // listed here with the reason it is not: a primitive added without a name here fails this test.
 TEST(PinnExpression, EveryElementwisePrimitiveHasAnExpressionForm) {
   const std::set<std::string_view> operators = {"neg", "add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"};
-  // The language is real-valued and has no dtypes or conditional values (a predicate selects points).
-  const std::set<std::string_view> outside = {"where", "cast", "real", "imag", "conj", "angle", "complex"};
+  // The language is real-valued and has no dtypes or conditional values (a predicate selects
+  // points), and an equation's derivatives are all meant (no stop_gradient).
+  const std::set<std::string_view> outside = {"where", "cast", "real", "imag", "conj", "angle", "complex",
+                                              "stop_gradient"};
   std::set<std::string_view> functions;
   for (const MathFunction& function : math_functions()) functions.insert(function.name);
   for (const Primitive& primitive : all_primitives()) {

@@ -272,3 +272,25 @@ def test_a_jitted_method_is_named_at_the_attribute():
 
     with pytest.raises(eddy.Error, match="eddy.jit: forward is used as a method of Model; a compiled function takes"):
         Model().forward(eddy.ones([2]))
+
+
+def test_derivatives_of_a_jitted_function_stop_at_detach_and_no_grad():
+    # A detached handle named the same graph value, so grad(jit(f)) went through it (2x, not x).
+    x = eddy.tensor(np.array([1.0, 2.0, 3.0]))
+
+    def f(a):
+        with eddy.no_grad():
+            c = a * a
+        return eddy.sum(a.detach() * a) + eddy.sum(c * a)
+
+    np.testing.assert_allclose(np.asarray(eddy.grad(eddy.jit(f))(x)), np.asarray(eddy.grad(f)(x)))
+    detached = lambda a: eddy.sum(a.detach() * a)
+    ones = eddy.ones_like(x)
+    assert float(eddy.jvp(eddy.jit(detached), (x,), (ones,))[1]) == float(eddy.jvp(detached, (x,), (ones,))[1]) == 6.0
+    w = eddy.tensor([0.5, 1.5, -1.0], requires_grad=True)
+    loss = lambda a: eddy.sum(eddy.square(a * w - eddy.stop_gradient(a * w) * 0.9))
+    loss(x).backward()
+    eager = np.asarray(w.grad)
+    w.grad = None
+    eddy.jit(loss)(x).backward()
+    np.testing.assert_allclose(np.asarray(w.grad), eager)

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/compiled_call.h"
 #include "eddy/compiler/passes.h"
@@ -39,7 +40,11 @@ std::string signature(const std::vector<Tensor>& inputs) {
     key += to_string(t.shape());
     key += dtype_name(t.dtype());
     key += to_string(t.device());
-    if (t.requires_grad()) key += 'r';
+    if (t.requires_grad()) {
+      key += 'r';
+    } else if (innermost_level(t) >= 0) {
+      key += 't';  // traced as requiring grad, so that the graph knows where derivatives stop
+    }
   }
   return key;
 }

@@ -7,17 +7,25 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "eddy/autodiff/forward.h"
+#include "eddy/core/autograd.h"
 #include "eddy/core/tracing.h"
+#include "eddy/ops/primitive.h"
 
 namespace eddy::compiler {
 namespace {
+
+const Primitive& stop_gradient_primitive() {
+  static const Primitive& primitive = *find_primitive("stop_gradient");
+  return primitive;
+}
 
 class GraphRecorder final : public TraceRecorder, public Interpreter {
  public:
   Graph graph;
 
   void add_input(const Tensor& tensor) {
-    const ValueId id = graph.add_value(tensor.shape(), tensor.dtype(), ValueSource::input);
+    const ValueId id = add_value(tensor, ValueSource::input, tensor.requires_grad());
     graph.inputs.push_back(id);
     remember(tensor, id);
   }
@@ -25,7 +33,7 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   // The value of `tensor`, capturing it when the function did not compute it.
   ValueId value_of(const Tensor& tensor) {
     if (std::optional<ValueId> known = find(tensor)) return *known;
-    const ValueId id = graph.add_value(tensor.shape(), tensor.dtype(), ValueSource::captured);
+    const ValueId id = add_value(tensor, ValueSource::captured, tensor.requires_grad());
     graph.captured.push_back(CapturedTensor{id, tensor, false});
     remember(tensor, id);
     return id;
@@ -37,8 +45,14 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
     // evaluator pauses it), and stays inside that primitive's node.
     if (active_trace_recorder() != this) return output;
     GraphNode node{&call.primitive, call.attrs, {}, -1};
-    for (const Tensor& input : call.inputs) node.inputs.push_back(value_of(input));
-    node.output = graph.add_value(output.shape(), output.dtype(), ValueSource::node);
+    bool carries = output.requires_grad();
+    for (const Tensor& input : call.inputs) {
+      ValueId id = value_of(input);
+      if (GradMode::enabled() && !input.requires_grad() && carries_[id]) id = stopped(id);
+      node.inputs.push_back(id);
+      carries = carries || carries_[id];
+    }
+    node.output = add_value(output, ValueSource::node, carries);
     remember(output, node.output);
     graph.nodes.push_back(std::move(node));
     return output;
@@ -107,6 +121,26 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
     return text.str();
   }
 
+  ValueId add_value(const Tensor& tensor, ValueSource source, bool carries) {
+    const ValueId id = graph.add_value(tensor.shape(), tensor.dtype(), source);
+    carries_.push_back(carries);
+    return id;
+  }
+
+  // A value that carries derivatives, used as a constant: a detached handle of it, or a value
+  // computed from it under no_grad, read while autodiff records. Eagerly no derivative passes
+  // there, but a compiled call's derivatives walk every node of its graph (compiled_call.cpp),
+  // and Taylor mode too, so the graph says so with a stop_gradient node, one per value.
+  ValueId stopped(ValueId id) {
+    if (const auto found = stopped_.find(id); found != stopped_.end()) return found->second;
+    const ValueInfo& info = graph.value(id);
+    const ValueId stop = graph.add_value(info.shape, info.dtype, ValueSource::node);
+    carries_.push_back(false);
+    graph.nodes.push_back(GraphNode{&stop_gradient_primitive(), Attrs{}, {id}, stop});
+    stopped_.emplace(id, stop);
+    return stop;
+  }
+
   std::optional<ValueId> find(const Tensor& tensor) const {
     const ValueIdentity* identity = tensor.impl()->identity.get();
     if (!identity) return std::nullopt;
@@ -122,6 +156,10 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   }
 
   std::unordered_map<const ValueIdentity*, Known> known_;
+  // By value: whether it carries derivatives (recorded from a handle that requires grad, or
+  // computed from such a value).
+  std::vector<bool> carries_;
+  std::unordered_map<ValueId, ValueId> stopped_;
   std::set<std::pair<ValueId, const dist::Communicator*>> replicated_told_;
 };
 
@@ -143,9 +181,12 @@ void check_inputs(const std::vector<Tensor>& inputs) {
 
 namespace {
 
+// An input that carries forward-mode tangents stands in as one that requires grad: the recorder
+// marks where derivatives stop (a detached handle, a value computed under no_grad) by which
+// handles require grad, and the compiled call's tangents walk the same graph.
 Tensor abstract_like(const Tensor& tensor) {
   Tensor stand_in = Tensor::abstract(tensor.shape(), tensor.dtype(), tensor.device());
-  if (tensor.requires_grad()) stand_in.requires_grad_();
+  if (tensor.requires_grad() || innermost_level(tensor) >= 0) stand_in.requires_grad_();
   return stand_in;
 }
 

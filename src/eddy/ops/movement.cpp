@@ -1,5 +1,6 @@
-// Movement primitives: reshape, permute, expand, slice, pad, flip and concat. reshape (of dense
-// data), permute, expand and slice return views that share storage with their input.
+// Movement primitives: reshape, permute, expand, slice, pad, flip and concat, and stop_gradient.
+// reshape (of dense data), permute, expand, slice and stop_gradient return views that share
+// storage with their input.
 
 #include <numeric>
 
@@ -29,6 +30,23 @@ const Primitive& reshape_p = [] () -> const Primitive& {
   };
   p.jvp = [](Inputs, const Attrs& a, int, const Tensor& t) { return reshape(t, a.shape); };
   p.vjp = [](Inputs in, const Attrs&, int, const Tensor& g) { return reshape(g, in[0].shape()); };
+  return register_primitive(std::move(p));
+}();
+
+// Declared elementwise, fused as the identity, so a stopped value costs nothing inside a loop;
+// with its input constant and no jvp or vjp, its output never carries a derivative.
+const Primitive& stop_gradient_p = [] () -> const Primitive& {
+  Primitive p;
+  p.name = "stop_gradient";
+  p.cost = CostClass::cheap;
+  p.elementwise = true;
+  p.lowering = Lowering{"$0", {}, "$0"};
+  p.sharding = sharding::elementwise();
+  p.constant_inputs = {0};
+  p.infer = [](Inputs in, const Attrs&) { return OutputSpec{in[0].shape(), in[0].dtype()}; };
+  p.eval = [](Inputs in, const Attrs&, const OutputSpec&) {
+    return make_view(in[0], in[0].shape(), in[0].strides(), in[0].offset());
+  };
   return register_primitive(std::move(p));
 }();
 
@@ -401,6 +419,8 @@ Tensor identity(const Tensor& x) {
   attrs.shape = x.shape();
   return dispatch(reshape_p, {x}, attrs);
 }
+
+Tensor stop_gradient(const Tensor& x) { return dispatch(stop_gradient_p, {x}); }
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;

@@ -145,6 +145,9 @@ Tensor contiguous(const Tensor& x);
 // and gives the derivative through the uses of this node only, where grad(..., {x}) would also
 // walk into x's history and take every path to x.
 Tensor identity(const Tensor& x);
+// x's values (a view), through which no derivative passes in either mode: Tensor::detach as an
+// op, so that a recorded graph holds it (a detached handle names the same value as x there).
+Tensor stop_gradient(const Tensor& x);
 // Sums a broadcast result back down to `shape` (the reverse of expand).
 Tensor sum_to_shape(const Tensor& x, const Shape& shape);
 
