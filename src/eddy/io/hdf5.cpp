@@ -70,6 +70,13 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  // Closes now, for the status: a dataset's data can first reach the disk here (HDF5 keeps a
+  // small dataset in its sieve buffer until then), so a full disk shows only in this result.
+  bool close() {
+    const herr_t status = close_(id_);
+    id_ = -1;
+    return status >= 0;
+  }
 
  private:
   hid_t id_;
@@ -81,6 +88,13 @@ hid_t stored_type(const Tensor& dense, const std::string& path, const std::strin
   const hid_t type = is_complex(dense.dtype()) ? complex_type(dense.dtype()) : H5Tcopy(memory_type(dense.dtype()));
   EDDY_CHECK(type >= 0, path, ": cannot store dtype ", dense.dtype(), " in dataset ", dataset);
   return type;
+}
+
+// Closes a dataset the writer wrote, which is where its data may first meet a full disk.
+void close_dataset(Handle& set, const std::string& path, const std::string& dataset) {
+  errno = 0;
+  const bool closed = set.close();
+  EDDY_CHECK(closed, path, ": cannot write dataset ", dataset, errno ? cat(": ", std::strerror(errno)) : "");
 }
 
 }  // namespace
@@ -96,6 +110,7 @@ void Hdf5Writer::create_file_alone() {
   // Named as the user gave it, with the cause where the system says it (a missing folder, say),
   // rather than as the temporary file the write goes through first.
   const std::string cause = errno != 0 ? cat(" (", std::strerror(errno), ")") : std::string();
+  std::remove(temporary_.c_str());  // on a full disk the file exists, empty
   const std::string folder = std::filesystem::path(path_).parent_path().string();
   std::error_code ignored;
   if (!folder.empty() && !std::filesystem::is_directory(folder, ignored)) {
@@ -113,6 +128,16 @@ Hdf5Writer::Hdf5Writer(std::string path, dist::Communicator& comm) : path_(std::
   EDDY_CHECK(comm.kind() == "mpi", path_, ": several ranks write one HDF5 file through MPI, not a ", comm.kind(),
              " communicator");
   silence_hdf5();
+  // The ranks create the file together, and MPI-IO waits for ever for a rank whose create
+  // failed: each learns first whether every rank sees the folder.
+  const std::string folder = std::filesystem::path(path_).parent_path().string();
+  std::error_code ignored;
+  const Tensor missing = tensor(std::vector<int64_t>{folder.empty() || std::filesystem::is_directory(folder, ignored) ? 0 : 1});
+  Tensor missing_anywhere = zeros_like(missing);
+  comm.allreduce(missing, missing_anywhere, dist::ReduceOp::max);
+  EDDY_CHECK(missing_anywhere.item<int64_t>() == 0, "cannot create HDF5 file ", path_, ": the folder ", folder,
+             " is not there ", missing.item<int64_t>() == 0 ? "on another rank" : cat("on rank ", comm.rank()),
+             "; give a path on a file system every rank shares (not a node's local disk)");
   // One file that every rank opens together, under a name they agree on.
   Tensor id = tensor(std::vector<int64_t>{::getpid()});
   comm.broadcast(id, 0);
@@ -170,6 +195,7 @@ void Hdf5Writer::write(const std::string& dataset, const Tensor& values) {
     EDDY_CHECK(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dense.raw_data()) >= 0, path_,
                ": cannot write dataset ", dataset);
   }
+  close_dataset(set, path_, dataset);
 }
 
 void Hdf5Writer::write_rows(const std::string& dataset, const Tensor& block, int64_t first_row, int64_t total_rows) {
@@ -204,6 +230,7 @@ void Hdf5Writer::write_rows(const std::string& dataset, const Tensor& block, int
   const void* data = rows > 0 ? dense.raw_data() : &nothing;
   EDDY_CHECK(H5Dwrite(set.get(), type.get(), memory.get(), file_space.get(), transfer.get(), data) >= 0, path_,
              ": cannot write rows of dataset ", dataset);
+  close_dataset(set, path_, dataset);
 }
 
 void Hdf5Writer::write_string(const std::string& dataset, const std::string& text) {
@@ -216,9 +243,11 @@ void Hdf5Writer::write_string(const std::string& dataset, const std::string& tex
              H5Dclose);
   EDDY_CHECK(set.valid(), path_, ": cannot create dataset ", dataset);
   std::string padded = text.empty() ? std::string(1, '\0') : text;
-  if (!stores_values()) return;
-  EDDY_CHECK(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) >= 0, path_,
-             ": cannot write dataset ", dataset);
+  if (stores_values()) {
+    EDDY_CHECK(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) >= 0, path_,
+               ": cannot write dataset ", dataset);
+  }
+  close_dataset(set, path_, dataset);
 }
 
 void Hdf5Writer::set_attribute(const std::string& object, const std::string& name, double value) {
@@ -227,7 +256,8 @@ void Hdf5Writer::set_attribute(const std::string& object, const std::string& nam
                                      H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                    H5Aclose);
   EDDY_CHECK(attribute.valid(), path_, ": cannot set attribute ", name, " on ", object);
-  H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, &value);
+  EDDY_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, &value) >= 0, path_, ": cannot set attribute ", name,
+             " on ", object);
 }
 
 void Hdf5Writer::set_attribute(const std::string& object, const std::string& name, const std::string& value) {
@@ -240,7 +270,8 @@ void Hdf5Writer::set_attribute(const std::string& object, const std::string& nam
                    H5Aclose);
   EDDY_CHECK(attribute.valid(), path_, ": cannot set attribute ", name, " on ", object);
   std::string padded = value.empty() ? std::string(1, '\0') : value;
-  H5Awrite(attribute.get(), type.get(), padded.data());
+  EDDY_CHECK(H5Awrite(attribute.get(), type.get(), padded.data()) >= 0, path_, ": cannot set attribute ", name,
+             " on ", object);
 }
 
 void Hdf5Writer::commit() {
