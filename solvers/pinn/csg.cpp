@@ -14,6 +14,7 @@
 // stricter test on b), so shared faces are drawn once, not twice; where they touch back to back
 // (union of neighbouring squares), both tests drop the interface.
 
+#include <algorithm>
 #include <cmath>
 
 #include "solvers/pinn/geometry.h"
@@ -145,16 +146,18 @@ class Csg final : public Geometry {
   }
 
   // Whether a point a probe step from `point`, along an axis or a diagonal of the axes (every
-  // direction in {-1, 0, 1}^dim but zero, so that a box's corner finds its inside), lies
-  // strictly inside this shape.
+  // direction in {-1, 0, 1}^dim but zero, so that a box's corner finds its inside), lies inside
+  // this shape by more than `tolerance`; the step is ten tolerances where that is longer (a
+  // problem's slack for coordinates read from files is 1e-6 of the diagonal).
   bool interior_within_probe_step(const double* point, double tolerance) const {
+    const double step = std::max(probe_step_, 10 * tolerance);
     std::vector<int> direction(dim(), -1);
     std::vector<double> probe(dim());
     while (true) {
       double squared_length = 0;
       for (int step : direction) squared_length += step * step;
       if (squared_length > 0) {
-        const double scale = probe_step_ / std::sqrt(squared_length);
+        const double scale = step / std::sqrt(squared_length);
         for (int64_t k = 0; k < dim(); ++k) probe[k] = point[k] + scale * direction[k];
         if (signed_distance(probe.data()) < -tolerance) return true;
       }
