@@ -1,10 +1,12 @@
 #include "solvers/operator/trainer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <regex>
 #include <span>
 
 #include "eddy/autodiff/tape.h"
@@ -161,6 +163,12 @@ void write_sample_vti(const std::string& path, const Split& split, const Tensor&
 void write_results(const OperatorProblem& p, const Dataset& data, const std::vector<Tensor>& predictions,
                    const History& history, std::map<std::string, double>& errors) {
   io::Hdf5Writer out(p.output.dir + "/predictions.h5");
+  // An earlier run's image of a test set this run does not have would be read as this run's.
+  static const std::regex sample_image(R"(sample0_.*\.vti)");
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(p.output.dir, ignored)) {
+    if (std::regex_match(entry.path().filename().string(), sample_image)) std::filesystem::remove(entry.path(), ignored);
+  }
   for (size_t i = 0; i < data.tests.size(); ++i) {
     const Split& split = data.tests[i];
     const Tensor& prediction = predictions[i];
@@ -422,6 +430,13 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     }
   }
   comm.broadcast(finished, 0);
+  // Every rank returns the test errors, so that a script branching on them takes one path.
+  std::vector<double> error_values(data.tests.size(), 0.0);
+  for (size_t i = 0; root && i < data.tests.size(); ++i) error_values[i] = result.test_relative_l2[data.tests[i].name];
+  Tensor errors = tensor(error_values);
+  comm.broadcast(errors, 0);
+  error_values = errors.to_vector<double>();
+  for (size_t i = 0; i < data.tests.size(); ++i) result.test_relative_l2[data.tests[i].name] = error_values[i];
   if (finished.item<int64_t>() == 0) {
     if (!root) result.message = "training ended with a non-finite test error (reported by rank 0)";
     return result;

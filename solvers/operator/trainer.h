@@ -61,7 +61,7 @@ struct TrainResult {
   std::string message;
   int64_t epochs = 0;
   double train_loss = 0;  // NaN when no training step was taken
-  std::map<std::string, double> test_relative_l2;  // per test set; rank 0 only
+  std::map<std::string, double> test_relative_l2;  // per test set
 };
 
 TrainResult train(const OperatorProblem& problem, const TrainOptions& options);

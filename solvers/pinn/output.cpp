@@ -1,6 +1,7 @@
 #include "solvers/pinn/output.h"
 
 #include <filesystem>
+#include <regex>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
@@ -139,22 +140,20 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
   out.commit();
 }
 
-// Rank 0 removes what an earlier run on another number of ranks left of image `stem` in `dir`:
-// its .vti where this run writes a .pvti and pieces, or the reverse, and pieces of ranks this run
-// does not have. ParaView would otherwise open a stale image beside the new one.
-void remove_other_runs_images(const dist::Communicator& comm, const std::string& dir, const std::string& stem) {
+// Rank 0 removes the VTK files an earlier run left in `dir` (solution.vti or .pvti and its pieces,
+// one such image per time slice of a series, solution.pvd, points.vtp) before any rank writes this
+// run's. ParaView opens a series or a parallel image by its file names, so a slice or a piece
+// this run does not write again would be shown as part of its results.
+void remove_earlier_vtk_files(dist::Communicator& comm, const std::string& dir) {
   namespace fs = std::filesystem;
-  if (comm.rank() != 0) return;
-  std::error_code ignored;
-  fs::remove(fs::path(dir) / (stem + (comm.size() == 1 ? ".pvti" : ".vti")), ignored);
-  const std::string piece_prefix = stem + "_piece";
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ignored)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(piece_prefix) || !name.ends_with(".vti")) continue;
-    const std::string digits = name.substr(piece_prefix.size(), name.size() - piece_prefix.size() - 4);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (comm.size() == 1 || std::stoll(digits) >= comm.size()) fs::remove(entry.path(), ignored);
+  if (comm.rank() == 0) {
+    static const std::regex vtk_output(R"(solution(_\d+)?(_piece\d+)?\.(vti|pvti)|solution\.pvd|points\.vtp)");
+    std::error_code ignored;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ignored)) {
+      if (std::regex_match(entry.path().filename().string(), vtk_output)) fs::remove(entry.path(), ignored);
+    }
   }
+  comm.barrier();
 }
 
 // A .vti of this rank's block or, on several ranks, its piece and (rank 0) the .pvti joining
@@ -162,7 +161,6 @@ void remove_other_runs_images(const dist::Communicator& comm, const std::string&
 std::string write_image(const dist::Communicator& comm, const std::string& dir, const std::string& stem,
                         const std::vector<double>& origin, const std::vector<double>& spacing, const Shape& whole,
                         const GridBlock& block, const Shape& block_shape, const io::PointFields& fields) {
-  remove_other_runs_images(comm, dir, stem);
   if (comm.size() == 1) {
     io::write_vti(dir + "/" + stem + ".vti", origin, spacing, whole, fields);
     return stem + ".vti";
@@ -243,6 +241,7 @@ void write_results(PinnState& state, const History& history, const std::string& 
   const Grid grid = make_grid(state.problem());
   const GridBlock block = evaluate_block(state, grid);
   write_hdf5(state, history, grid, block, dir + "/solution.h5");
+  remove_earlier_vtk_files(state.communicator(), dir);
   if (writes_vtk(state.problem())) write_vtk(state, grid, block, dir);
   // Rank 0 writes the shared files (.pvti, .pvd) after the others are done with their pieces:
   // waiting here means that, on every rank, the whole output is on disk when this returns.

@@ -104,13 +104,10 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
     const TrainResult zero = train(zero_problem, {});
     ASSERT_TRUE(zero.finished) << zero.message;
     expect_same_losses(zero_problem, serial_problem);
-    if (world().rank() == 0) {
-      EXPECT_NEAR(parallel.test_relative_l2.at("fine"), serial.test_relative_l2.at("fine"),
-                  1e-9 * serial.test_relative_l2.at("fine"));
-      EXPECT_TRUE(fs::exists(parallel_problem.output.dir + "/checkpoint.safetensors"));
-    } else {
-      EXPECT_TRUE(parallel.test_relative_l2.empty());
-    }
+    // Every rank returns the test errors (a script branching on them takes one path).
+    EXPECT_NEAR(parallel.test_relative_l2.at("fine"), serial.test_relative_l2.at("fine"),
+                1e-9 * serial.test_relative_l2.at("fine"));
+    if (world().rank() == 0) EXPECT_TRUE(fs::exists(parallel_problem.output.dir + "/checkpoint.safetensors"));
   }
 }
 

@@ -144,3 +144,21 @@ output: {grid: 3}
     assert result.returncode == 0, result.stderr
     assert "(no ParaView files for 4 spatial dimensions)" in result.stdout
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint.safetensors", "config.yaml", "solution.h5"]
+
+
+def test_a_new_run_in_a_used_folder_leaves_none_of_the_old_runs_paraview_files(tmp_path, eddy_cli):
+    # A run into a folder holding a longer series left its extra slices, which ParaView reads as
+    # one series with the new ones; a run without VTK output left every old file beside solution.h5.
+    run = solve(tmp_path, eddy_cli, "reused", time=True)
+    (run / "solution_7.vti").write_text("an earlier run's slice")
+    (run / "solution_1_piece3.vti").write_text("an earlier run's piece")
+    (run / "notes.txt").write_text("the user's own file")
+    config = tmp_path / "reused.yaml"
+    subprocess.run([str(eddy_cli), "solve", str(config), f"output.dir={run}", "--quiet"], check=True,
+                   capture_output=True)
+    assert sorted(p.name for p in run.glob("solution*")) == [
+        "solution.h5", "solution.pvd", "solution_0.vti", "solution_1.vti", "solution_2.vti"]
+    subprocess.run([str(eddy_cli), "solve", str(config), f"output.dir={run}", "output.vtk=false", "--quiet"],
+                   check=True, capture_output=True)
+    assert not list(run.glob("*.vt?")) and not list(run.glob("*.pvd"))
+    assert (run / "notes.txt").exists() and (run / "solution.h5").exists()
