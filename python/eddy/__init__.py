@@ -41,7 +41,10 @@ __version__ = "0.1.0"
 
 def _end_the_job_on_an_uncaught_exception():
     """Under mpirun, a rank that dies of an exception waits at exit (MPI_Finalize) for ranks that
-    wait in a collective for it: the job hangs. End every process instead, as `eddy` does."""
+    wait in a collective for it: the job hangs. End every process instead, as `eddy` does. The same
+    for sys.exit with an error status (argparse's, say), which Python's excepthook never sees: the
+    status is noted as SystemExit leaves, and the job ends once this rank's exit has unwound."""
+    import atexit
     import sys
 
     if dist._launcher_size() <= 1:
@@ -55,6 +58,22 @@ def _end_the_job_on_an_uncaught_exception():
         dist._abort_job(f"an uncaught {kind.__name__} (above) ended this rank, so the job ends")
 
     sys.excepthook = end_the_job
+    error_exit = []
+    previous_exit = sys.exit
+
+    def exit_noting_an_error(status=None):
+        if status not in (None, 0):
+            error_exit.append(status)
+        previous_exit(status)
+
+    def end_the_job_after_an_error_exit():
+        if error_exit:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            dist._abort_job(f"sys.exit({error_exit[-1]!r}) ended this rank, so the job ends")
+
+    sys.exit = exit_noting_an_error
+    atexit.register(end_the_job_after_an_error_exit)
 
 
 _end_the_job_on_an_uncaught_exception()

@@ -137,6 +137,16 @@ int64_t TrainingLoop::start() {
   if (comm_.size() > 1) comm_.broadcast(held, 0);
   EDDY_CHECK(held.item<int64_t>() == 1, run_.dir, " is being written by another run; wait for it to end, or give "
              "this run another output.dir");
+  if (comm_.size() > 1) {
+    // The ranks write the results' HDF5 file together: a rank that cannot see the folder (on a
+    // disk of its own node, or a relative path from another working directory) would hang there.
+    const Tensor missing = tensor(std::vector<int64_t>{std::filesystem::is_directory(run_.dir) ? 0 : 1});
+    Tensor missing_anywhere = zeros_like(missing);
+    comm_.allreduce(missing, missing_anywhere, dist::ReduceOp::max);
+    EDDY_CHECK(missing_anywhere.item<int64_t>() == 0, "the output folder ", run_.dir, " that rank 0 created is not "
+               "there ", missing.item<int64_t>() == 0 ? "on another rank" : cat("on rank ", comm_.rank()),
+               "; give output.dir a path on a file system every rank shares (not a node's local disk)");
+  }
   if (comm_.rank() == 0) {
     remove_abandoned_temporaries(run_.dir);
     io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);
