@@ -670,6 +670,17 @@ TEST(DistributedTensor, UnevenPartsAreEachRanksShardRange) {
                 std::string::npos)
           << e.what();
     }
+    // Without the global shape, each rank took its own part's size times the ranks: rank 0 of
+    // 3 rows on 2 ranks made a [4, 2] tensor and rank 1 a [2, 2] one.
+    if (rows % ranks != 0) {
+      try {
+        from_local(want, mesh, {S(0)});
+        FAIL() << "uneven parts without the global shape were accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("from_local: the ranks' parts differ in shape"), std::string::npos)
+            << e.what();
+      }
+    }
   }
 }
 

@@ -258,6 +258,15 @@ TEST(ShardedOptimizer, RefusesWhatItCannotShard) {
     expect_error([&] { ShardedOptimizer zero({single}, adamw(0)); },
                  {"1 parameter elements cannot be shared out over", "ranks"});
   }
+  if (world().size() > 1) {
+    // Parameters that differ by rank failed in MPI (sizes) or were summed unrelated (shapes).
+    const Tensor sized_by_rank = zeros({4 + (world().rank() == 1 ? 1 : 0)}, DType::f64).requires_grad_();
+    expect_error([&] { ShardedOptimizer zero({sized_by_rank}, adamw(0)); },
+                 {"every rank must pass the same parameters, in the same order and shapes"});
+    const Shape shape = world().rank() == 1 ? Shape{3, 2} : Shape{2, 3};
+    const Tensor shaped_by_rank = zeros(shape, DType::f64).requires_grad_();
+    expect_error([&] { ShardedOptimizer zero({shaped_by_rank}, adamw(0)); }, {"(in other shapes)"});
+  }
   ShardedOptimizer zero(model.parameters, adamw(0));
   nn::StateDict state = zero.state_dict();
   state.erase("adamw.v.2");

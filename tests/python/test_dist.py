@@ -51,6 +51,17 @@ def test_ops_gradients_and_adam_on_distributed_tensors():
     np.testing.assert_allclose(np.asarray(dist.full_tensor(sharded)), np.asarray(whole), rtol=1e-12)
 
 
+def test_grad_with_respect_to_a_distributed_argument_that_does_not_require_grad():
+    # The fresh leaf grad makes for it required grad on the whole, not on its local part, whose
+    # derivatives a distributed tensor carries: the gradient came back zero.
+    mesh = dist.ProcessMesh([1], ["mp"])
+    w = RNG.standard_normal(4)
+    for placement in (dist.Replicate(), dist.Shard(0)):
+        sharded = dist.shard_tensor(eddy.tensor(w), mesh, [placement])
+        gradient = eddy.grad(lambda t: eddy.sum(eddy.square(t)))(sharded)
+        np.testing.assert_allclose(np.asarray(dist.full_tensor(gradient)), 2 * w)
+
+
 def test_partial_and_sharded_values_are_not_read_as_a_whole():
     mesh = dist.ProcessMesh([1], ["x"])
     partial = dist.from_local(eddy.tensor(np.ones(3)), mesh, [dist.Partial()])

@@ -2,6 +2,7 @@
 
 #include "eddy/autodiff/functional.h"
 
+#include "eddy/core/distribution.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy {
@@ -18,6 +19,10 @@ void check_matching(std::string_view op, const Tensor& primal, const Tensor& oth
 // forward tangents, for forward-over-reverse), and a recorded identity of x otherwise, so an
 // outer grad still sees through it (grad of grad).
 Tensor as_target(const Tensor& x) {
+  // A distributed tensor's derivatives are those of its local part (core/distribution.h).
+  if (const Distribution* layout = distribution_of(x); layout && !x.requires_grad()) {
+    return with_local(x, as_target(layout->local));
+  }
   if (!x.requires_grad()) {
     Tensor leaf = shallow_alias(x);
     leaf.impl()->autograd.reset();

@@ -559,6 +559,34 @@ int64_t shard_module(nn::Module& module, std::shared_ptr<const ProcessMesh> mesh
   return placed;
 }
 
+namespace {
+
+// The global shape follows from a part's shape only when every rank's part has it: with uneven
+// parts each rank would take another global shape, and the first collective would fail in MPI.
+void check_parts_alike(const Tensor& local, Communicator& world) {
+  if (world.size() == 1) return;
+  const auto gathered = [&](const std::vector<int64_t>& values) {
+    Tensor all = zeros({world.size() * static_cast<int64_t>(values.size())}, DType::i64);
+    world.allgather(tensor(values), all);
+    return all.to_vector<int64_t>();
+  };
+  const std::vector<int64_t> ranks = gathered({local.dim()});
+  bool alike = std::all_of(ranks.begin(), ranks.end(), [&](int64_t rank) { return rank == local.dim(); });
+  std::string parts;
+  if (alike) {
+    const std::vector<int64_t> shapes = gathered(std::vector<int64_t>(local.shape().begin(), local.shape().end()));
+    for (int r = 0; r < world.size(); ++r) {
+      const Shape shape(shapes.begin() + r * local.dim(), shapes.begin() + (r + 1) * local.dim());
+      alike = alike && shape == local.shape();
+      parts += cat(r ? ", " : "", "rank ", r, " ", shape);
+    }
+  }
+  EDDY_CHECK(alike, "from_local: the ranks' parts differ in shape", parts.empty() ? std::string(" (and rank)") : cat(" (", parts, ")"),
+             "; pass the global shape (shape=...) for parts of uneven size");
+}
+
+}  // namespace
+
 Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, std::vector<Placement> placements,
                   Shape global_shape) {
   EDDY_CHECK(mesh, "from_local: no process mesh");
@@ -571,6 +599,7 @@ Tensor from_local(const Tensor& local, std::shared_ptr<const ProcessMesh> mesh, 
                to_string(placement), " names no axis of a local part of shape ", local.shape());
   }
   if (global_shape.empty()) {
+    check_parts_alike(local, mesh->world());
     global_shape = local.shape();
     for (int64_t axis = 0; axis < mesh->ndim(); ++axis) {
       const Placement& placement = placements[static_cast<size_t>(axis)];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -61,6 +62,30 @@ std::set<std::string> per_element_state(const nn::StateDict& state, const std::s
 
 }  // namespace
 
+namespace {
+
+// The shares below assume every rank lists parameters of the same shapes (a model built alike);
+// otherwise the collectives fail in MPI (sizes) or sum unrelated elements (shapes).
+void check_same_parameters(const std::vector<Tensor>& parameters, int64_t total, Communicator& comm) {
+  if (comm.size() == 1) return;
+  std::string shapes;
+  for (const Tensor& p : parameters) shapes += to_string(local_part(p).shape());
+  const std::vector<int64_t> mine{static_cast<int64_t>(parameters.size()), total,
+                                  static_cast<int64_t>(std::hash<std::string>{}(shapes) >> 1)};
+  Tensor all = zeros({comm.size() * 3}, DType::i64);
+  comm.allgather(tensor(mine), all);
+  const std::vector<int64_t> listed = all.to_vector<int64_t>();
+  for (int r = 0; r < comm.size(); ++r) {
+    const int64_t* theirs = listed.data() + 3 * r;
+    EDDY_CHECK(theirs[0] == mine[0] && theirs[1] == mine[1] && theirs[2] == mine[2], kWho, ": rank ", r, " has ",
+               theirs[0], " parameters of ", theirs[1], " elements and rank ", comm.rank(), " ", mine[0], " of ", mine[1],
+               theirs[0] == mine[0] && theirs[1] == mine[1] ? " (in other shapes)" : "",
+               "; every rank must pass the same parameters, in the same order and shapes");
+  }
+}
+
+}  // namespace
+
 ShardedOptimizer::Layout ShardedOptimizer::plan(const std::vector<Tensor>& parameters, const Factory& make,
                                                 Communicator& comm) {
   optim::check_parameters(parameters, kWho);
@@ -73,6 +98,7 @@ ShardedOptimizer::Layout ShardedOptimizer::plan(const std::vector<Tensor>& param
     layout.offsets.push_back(total);
     total += p.numel();
   }
+  check_same_parameters(parameters, total, comm);
   const int size = comm.size();
   EDDY_CHECK(total >= size, kWho, ": ", total, " parameter elements cannot be shared out over ", size,
              " ranks (each must own at least one); keep the whole optimiser state on every rank instead");
