@@ -44,7 +44,13 @@ OutputTree flatten(const py::handle& value, std::vector<Tensor>& leaves) {
   } else {
     EDDY_CHECK(!value.is_none(), "eddy.jit: the function returned None (or a None inside its result); return "
                "the tensors it computes");
-    leaves.push_back(as_tensor(value));
+    try {
+      leaves.push_back(as_tensor(value));
+    } catch (const std::exception& e) {
+      throw py::type_error(cat("eddy.jit: the function returned ", py::repr(value).cast<std::string>(), " (",
+                               py::str(value.get_type().attr("__name__")).cast<std::string>(),
+                               "), which is not a tensor or a number: ", e.what()));
+    }
   }
   return tree;
 }

@@ -112,6 +112,9 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
                                 "values, which are not known when the function is traced; select with "
                                 "eddy.where(mask, x, 0), or index outside the jitted function");
         }
+        // The positions are read on the host: inside eddy.jit the trace is told, so that a
+        // captured mask that changes later makes the next call trace again.
+        if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(indices, "a boolean mask index");
         py::module_ np = py::module_::import("numpy");
         indices = as_tensor(np.attr("flatnonzero")(to_numpy(py::cast(indices))));
       }

@@ -294,3 +294,30 @@ def test_derivatives_of_a_jitted_function_stop_at_detach_and_no_grad():
     w.grad = None
     eddy.jit(loss)(x).backward()
     np.testing.assert_allclose(np.asarray(w.grad), eager)
+
+
+def test_a_captured_tensor_read_on_the_host_is_read_again_when_it_changes():
+    # The graph froze what the trace read: after s[...] = 1, the jitted function still used 3.
+    x = eddy.tensor(np.array([2.0, 3.0]))
+    s = eddy.tensor(3.0)
+    scaled = eddy.jit(lambda a: a * float(s))
+    np.testing.assert_allclose(np.asarray(scaled(x)), [6.0, 9.0])
+    s[...] = 1.0
+    np.testing.assert_allclose(np.asarray(scaled(x)), [2.0, 3.0])
+    assert scaled.stats.traces == 2
+    np.testing.assert_allclose(np.asarray(scaled(x)), [2.0, 3.0])
+    assert scaled.stats.traces == 2
+    mask = eddy.tensor(np.array([True, False, False, False]))
+    rows = eddy.jit(lambda a: a[mask] * 1)
+    table = eddy.tensor(np.arange(8.0).reshape(4, 2))
+    assert rows(table).shape == (1, 2)
+    mask[1] = True
+    np.testing.assert_allclose(np.asarray(rows(table)), [[0.0, 1.0], [2.0, 3.0]])
+
+
+def test_writes_into_captured_tensors_and_results_that_are_not_tensors_are_refused_clearly():
+    c = eddy.tensor([5.0, 5.0, 5.0])
+    with pytest.raises(eddy.Error, match=r"writes in place \(copy_\) to a tensor of shape \[\] from a value of the trace"):
+        eddy.jit(lambda a: (c.__setitem__(0, 0.0), a * c)[1])(eddy.tensor(np.ones(3)))
+    with pytest.raises(TypeError, match=r"eddy.jit: the function returned 'hi' \(str\), which is not a tensor"):
+        eddy.jit(lambda a: "hi")(eddy.tensor(np.ones(3)))

@@ -112,7 +112,7 @@ const compiler::Program* CompiledFunction::program_for(const std::vector<Tensor>
     return found == local_programs_.end() ? nullptr : found->second.compiled->program_for(local_parts(inputs));
   }
   auto found = programs_.find(signature(inputs));
-  return found == programs_.end() ? nullptr : found->second.get();
+  return found == programs_.end() ? nullptr : found->second.program.get();
 }
 
 CompiledFunction::LocalProgram& CompiledFunction::local_program_for(const std::vector<Tensor>& inputs) {
@@ -160,7 +160,13 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   }
   compiler::check_inputs(inputs);
   const std::string key = signature(inputs);
-  if (auto found = programs_.find(key); found != programs_.end()) return run(found->second, inputs);
+  if (auto found = programs_.find(key); found != programs_.end()) {
+    const std::vector<compiler::HostRead>& reads = found->second.host_reads;
+    if (std::all_of(reads.begin(), reads.end(), [](const compiler::HostRead& read) { return read.unchanged(); })) {
+      return run(found->second.program, inputs);
+    }
+    programs_.erase(found);
+  }
 
   const auto start = std::chrono::steady_clock::now();
   // Abstractly: no kernel runs and no autodiff history is kept while the step is recorded, so a
@@ -175,7 +181,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inpu
   stats_.trace_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.last = program->stats();
   ++stats_.traces;
-  programs_.emplace(key, program);
+  programs_.emplace(key, TracedProgram{program, std::move(traced.host_reads)});
   if (const char* directory = std::getenv("EDDY_COMPILER_DUMP"); directory && *directory) {
     dump(*program, directory);
   }

@@ -6,7 +6,9 @@
 // run the program without calling the function. A new signature retraces.
 //
 // Captured tensors (model parameters used inside the function) are read by reference on every
-// call, so an optimiser that updates them in place between calls is seen. Results carry
+// call, so an optimiser that updates them in place between calls is seen. One whose elements the
+// function reads on the host (item(), a captured mask) is compared with what the trace read at
+// every call, and a call where it differs traces again. Results carry
 // derivatives as the eager function's would, with respect to the inputs and the captured tensors
 // that require gradients, to any order in both modes (compiler/compiled_call.h); the compiled
 // kernels give the values, the derivatives are the graph's ops run eagerly. To have a backward
@@ -23,7 +25,7 @@
 namespace eddy {
 
 struct CompileStats {
-  int traces = 0;                // signatures seen so far
+  int traces = 0;                // new signatures, and captured tensors read on the host that changed
   int calls = 0;
   compiler::ProgramStats last;   // of the program built by the latest trace
   double trace_seconds = 0;      // latest trace + passes + lowering, compiler time included
@@ -64,7 +66,13 @@ class CompiledFunction {
 
   compiler::TensorFunction function_;
   CompileOptions options_;
-  std::map<std::string, std::shared_ptr<compiler::Program>> programs_;  // by signature
+  // A program and the captured tensors its trace read on the host, with what it read: a call
+  // where one of them holds other values traces again.
+  struct TracedProgram {
+    std::shared_ptr<compiler::Program> program;
+    std::vector<compiler::HostRead> host_reads;
+  };
+  std::map<std::string, TracedProgram> programs_;                      // by signature
   std::map<std::string, LocalProgram> local_programs_;                 // by signature and layout
   CompileStats stats_;
 };

@@ -1,6 +1,7 @@
 #include "eddy/compiler/trace.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <set>
@@ -23,6 +24,10 @@ const Primitive& stop_gradient_primitive() {
 class GraphRecorder final : public TraceRecorder, public Interpreter {
  public:
   Graph graph;
+  // Tensors read on the host that the function did not compute: captured ones, or constants it
+  // made (which die with the trace unless the graph holds them); weak, so as not to keep
+  // mark_constants from seeing which captured tensors only the graph holds.
+  std::vector<std::weak_ptr<TensorImpl>> host_read_tensors;
 
   void add_input(const Tensor& tensor) {
     const ValueId id = add_value(tensor, ValueSource::input, tensor.requires_grad());
@@ -64,7 +69,10 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
                   " on shape " + shape_text(tensor) + "); the graph would keep today's value after the "
                   "optimiser changes it. Use the tensor in ops instead of reading it on the host");
     }
-    if (readable_on_host(tensor)) return;
+    if (readable_on_host(tensor)) {
+      host_read_tensors.push_back(tensor.impl_ptr());
+      return;
+    }
     throw Error("compile: the traced function reads the elements of a tensor computed from its inputs (" +
                 std::string(operation) + " on shape " + shape_text(tensor) +
                 "); a captured graph cannot branch on tensor values. Move that decision out of "
@@ -163,6 +171,13 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   std::set<std::pair<ValueId, const dist::Communicator*>> replicated_told_;
 };
 
+// A fresh dense copy of a tensor's elements in host memory, made outside any recording.
+Tensor dense_host_copy(const Tensor& tensor) {
+  Tensor copy = Tensor::empty(tensor.shape(), tensor.dtype(), cpu());
+  copy.copy_(tensor.detach());
+  return copy;
+}
+
 bool same_value(const Tensor& a, const Tensor& b) {
   return a.same(b) || (a.impl()->identity && a.impl()->identity == b.impl()->identity);
 }
@@ -221,7 +236,22 @@ Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs, E
   }
   recorder.mark_constants();
   verify(recorder.graph);
-  return Trace{std::move(recorder.graph), std::move(outputs)};
+  std::vector<HostRead> host_reads;
+  for (const std::weak_ptr<TensorImpl>& read : recorder.host_read_tensors) {
+    const std::shared_ptr<TensorImpl> alive = read.lock();
+    if (!alive) continue;
+    const Tensor tensor(alive);
+    const bool seen = std::any_of(host_reads.begin(), host_reads.end(),
+                                  [&](const HostRead& earlier) { return earlier.tensor.same(tensor); });
+    if (!seen) host_reads.push_back(HostRead{tensor, dense_host_copy(tensor)});
+  }
+  return Trace{std::move(recorder.graph), std::move(outputs), std::move(host_reads)};
+}
+
+bool HostRead::unchanged() const {
+  const Tensor now = dense_host_copy(tensor);
+  return now.shape() == values.shape() &&
+         std::memcmp(now.raw_data(), values.raw_data(), static_cast<size_t>(now.numel()) * dtype_size(now.dtype())) == 0;
 }
 
 }  // namespace eddy::compiler

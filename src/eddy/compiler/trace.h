@@ -19,9 +19,19 @@ enum class Evaluation {
   abstract,  // nothing runs: the inputs and outputs are abstract tensors (Tensor::abstract)
 };
 
+// A captured tensor whose elements the function read on the host (item(), a mask's count): the
+// graph holds what was read, so a call after the tensor changed must trace again.
+struct HostRead {
+  Tensor tensor;
+  Tensor values;  // a dense copy of what the function read
+
+  bool unchanged() const;
+};
+
 struct Trace {
   Graph graph;
   std::vector<Tensor> outputs;  // of the run that recorded it: abstract ones when it was abstract
+  std::vector<HostRead> host_reads;
 };
 
 // Refuses inputs a capture cannot take: an undefined tensor, or one tensor passed twice (the

@@ -212,6 +212,10 @@ Tensor& Tensor::copy_(const Tensor& source) {
   }
   EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
              device());
+  // A tensor the traced function did not read before, written from a value of the trace.
+  EDDY_CHECK(!source.is_abstract() || !active_trace_recorder(), "compile: the traced function writes in place (copy_) "
+             "to a tensor of shape ", shape(), " from a value of the trace; run in-place updates (an optimiser step) "
+             "outside the compiled function, or build the tensor with ops");
   EDDY_CHECK(!source.is_abstract(), "copy_: the source of shape ", source.shape(), " is abstract (made by "
              "abstract tracing) and has no values");
   Shape target = shape();
