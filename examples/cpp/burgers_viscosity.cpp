@@ -29,11 +29,11 @@ int main(int argc, char** argv) try {
   examples::Args args(argc, argv);
   const int64_t n = args.integer("n", 128);
   const int64_t fine = args.integer("fine", 4);
-  const double nu_true = args.number("nu", 0.01);
-  const double nu_start = nu_true * args.number("start-factor", 3);
-  const double final_time = args.number("final-time", 1);
+  const double nu_true = args.positive("nu", 0.01);
+  const double nu_start = nu_true * args.positive("start-factor", 3);
+  const double final_time = args.positive("final-time", 1);
   const int64_t records = args.integer("records", 4);
-  const double dt = args.number("dt", 1e-3);
+  const double dt = args.positive("dt", 1e-3);
   const double noise = args.number("noise", 0);
   const int64_t checkpoint_every = args.integer("checkpoint-every", 50);
   const int64_t iterations = args.integer("iterations", 30);
@@ -42,7 +42,7 @@ int main(int argc, char** argv) try {
   args.check_all_used();
 
   EDDY_CHECK(records >= 1, "--records must be at least 1, got ", records);
-  const int64_t steps = std::llround(final_time / dt);
+  const int64_t steps = examples::Args::steps_to(final_time, dt);
   EDDY_CHECK(steps % records == 0, "--final-time / --dt must be a multiple of --records");
   std::vector<int64_t> record_steps, fine_record_steps;
   for (int64_t r = 1; r <= records; ++r) {

@@ -2,7 +2,9 @@
 // "--name value" options for the examples. Every option must be read before check_all_used(),
 // so a mistyped name on a smoke test's command line fails loudly instead of running the default.
 
+#include <cmath>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <string>
 
@@ -20,15 +22,43 @@ class Args {
     }
   }
 
+  // The whole value must be a number ("5%" is refused, not read as 5).
   double number(const std::string& name, double fallback) {
     auto it = values_.find(name);
     if (it == values_.end()) return fallback;
-    const double value = std::stod(it->second);
+    const std::string text = it->second;
     values_.erase(it);
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    EDDY_CHECK(used == text.size() && used > 0 && std::isfinite(value), "--", name, " must be a finite number, got '",
+               text, "'");
     return value;
   }
   int64_t integer(const std::string& name, int64_t fallback) {
-    return static_cast<int64_t>(number(name, static_cast<double>(fallback)));
+    const double value = number(name, static_cast<double>(fallback));
+    EDDY_CHECK(value == std::floor(value) && std::abs(value) < 9.0e15, "--", name, " must be a whole number, got ",
+               value);
+    return static_cast<int64_t>(value);
+  }
+  // A positive number (a time step, a viscosity, an error's size).
+  double positive(const std::string& name, double fallback) {
+    const double value = number(name, fallback);
+    EDDY_CHECK(value > 0, "--", name, " must be positive, got ", value);
+    return value;
+  }
+
+  // How many steps of `dt` reach `final_time`: a whole number, or the run would end elsewhere.
+  static int64_t steps_to(double final_time, double dt) {
+    const double ratio = final_time / dt;
+    const double steps = std::round(ratio);
+    EDDY_CHECK(steps >= 1 && std::abs(ratio - steps) <= 1e-9 * steps, "--final-time ", final_time,
+               " must be a whole number of steps of --dt ", dt, " (it is ", ratio, " steps)");
+    return static_cast<int64_t>(steps);
   }
 
   void check_all_used() const {

@@ -52,12 +52,12 @@ Tensor observe(const Tensor& w, int64_t stride) {
 int main(int argc, char** argv) try {
   examples::Args args(argc, argv);
   const int64_t n = args.integer("n", 64);
-  const double nu = args.number("nu", 1e-3);
-  const double dt = args.number("dt", 1e-2);
-  const double final_time = args.number("final-time", 1);
+  const double nu = args.positive("nu", 1e-3);
+  const double dt = args.positive("dt", 1e-2);
+  const double final_time = args.positive("final-time", 1);
   const int64_t stride = args.integer("stride", 1);
   const double noise = args.number("noise", 0);
-  const double obs_error = args.number("obs-error", 0.01);
+  const double obs_error = args.positive("obs-error", 0.01);
   const int64_t iterations = args.integer("iterations", 200);
   const int64_t checkpoint_every = args.integer("checkpoint-every", 10);
   const double tolerance = args.number("tolerance", 0.1);
@@ -65,7 +65,7 @@ int main(int argc, char** argv) try {
   args.check_all_used();
   EDDY_CHECK(stride >= 1 && stride <= n, "--stride must be from 1 to --n (", n, "), got ", stride);
 
-  const int64_t steps = std::llround(final_time / dt);
+  const int64_t steps = examples::Args::steps_to(final_time, dt);
   classical::NavierStokes2d solver(n, dt, scalar(nu, DType::f64), classical::NavierStokes2d::fno_forcing(n));
   classical::GaussianRandomField prior;
   prior.resolution = n;

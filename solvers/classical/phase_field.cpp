@@ -15,7 +15,8 @@ namespace {
 // n, for a field on a grid of `dimensions` (1 or 2) periodic axes of n points each.
 int64_t check_field(std::string_view op, const Tensor& u, int dimensions) {
   EDDY_CHECK(u.defined(), op, ": undefined field");
-  EDDY_CHECK(is_floating(u.dtype()), op, ": the field must be float32 or float64, got ", u.dtype());
+  EDDY_CHECK(u.dtype() == DType::f32 || u.dtype() == DType::f64, op, ": the field must be float32 or float64, got ",
+             u.dtype());
   if (dimensions == 1) {
     EDDY_CHECK(u.dim() >= 1 && u.size(-1) >= 2, op,
                ": with dimensions 1 the field must be [..., n] with n >= 2, got shape ", u.shape());

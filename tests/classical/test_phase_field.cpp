@@ -175,6 +175,9 @@ TEST(PhaseField, BadInputNamesTheShapeOrOption) {
   expect_error([] { allen_cahn(zeros({4, 5}, DType::f64), {}); }, {"allen_cahn", "square", "[4, 5]"});
   expect_error([] { cahn_hilliard(zeros({4}, DType::f64), {}); }, {"cahn_hilliard", "[4]"});
   expect_error([] { allen_cahn(zeros({4, 4}, DType::i32), {}); }, {"allen_cahn", "int32"});
+  // Half floats went through, came back in another dtype, and Cahn-Hilliard was off by 0.57.
+  expect_error([] { cahn_hilliard(zeros({4, 4}, DType::f16), {}); }, {"cahn_hilliard", "float16"});
+  expect_error([] { allen_cahn(zeros({4, 4}, DType::bf16), {}); }, {"allen_cahn", "bfloat16"});
   expect_error([] { allen_cahn(zeros({4, 4}, DType::f64), {.dt = -1}); }, {"allen_cahn", "dt", "-1"});
   expect_error([] { cahn_hilliard(zeros({4, 4}, DType::f64), {.gamma = 0}); },
                {"cahn_hilliard", "gamma", "0"});

@@ -427,6 +427,15 @@ def test_vjp_without_cotangents_names_its_own_argument():
         eddy.vjp(lambda a: a * 2, (eddy.tensor(np.ones(3)),))
 
 
+def test_softplus_is_smooth_at_zero_and_finite_far_out():
+    # Written with max and abs, its second derivative at exactly 0 was 0 (it is 1/4): a PINN with
+    # softplus got a wrong u_xx wherever a pre-activation was 0, as at the origin of a new model.
+    x = eddy.tensor(np.array([0.0, -800.0, 800.0]))
+    second = eddy.grad(lambda z: eddy.sum(eddy.grad(lambda w: eddy.sum(eddy.softplus(w)))(z)))(x)
+    np.testing.assert_allclose(np.asarray(second), [0.25, 0.0, 0.0], atol=1e-300)
+    np.testing.assert_allclose(np.asarray(eddy.softplus(x)), [np.log(2.0), 0.0, 800.0])
+
+
 def test_relu_passes_nan_through_and_has_derivative_zero_at_zero():
     # It turned NaN into 0, so a NaN input trained a ReLU network quietly.
     out = np.asarray(eddy.relu(eddy.tensor(np.array([np.nan, -1.0, 0.0, 2.0]))))

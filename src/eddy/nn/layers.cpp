@@ -134,13 +134,20 @@ Tensor Embedding::forward(const Tensor& indices) {
   // embedding refuses negative ids, as PyTorch's does, or a batch padded with -100
   // (cross_entropy's ignore_index) reads row count - 100. Checked where the ids are known: not
   // while a step is traced, nor on a distributed batch, of which no rank holds all.
+  const int64_t rows = weight.shape()[0];
+  Tensor ids = flatten(indices);
   if (!active_trace_recorder() && !is_distributed(indices) && indices.numel() > 0) {
-    const int64_t lowest = min(indices).item<int64_t>();
-    EDDY_CHECK(lowest >= 0, "Embedding: ids must be in [0, ", weight.shape()[0], "), got ", lowest);
+    const int64_t lowest = min(indices).item<int64_t>(), highest = max(indices).item<int64_t>();
+    EDDY_CHECK(lowest >= 0 && highest < rows, "Embedding: ids must be in [0, ", rows, "), got ",
+               lowest < 0 ? lowest : highest, " in ids of shape ", indices.shape());
+  } else {
+    // Unchecked here: a negative id goes one past the end, which index_select refuses once the
+    // values are known, instead of reading a row from the end.
+    ids = where(lt(ids, zeros_like(ids)), full_like(ids, static_cast<double>(rows)), ids);
   }
   Shape shape = indices.shape();
   shape.push_back(weight.shape()[1]);
-  return reshape(index_select(weight, 0, flatten(indices)), shape);
+  return reshape(index_select(weight, 0, ids), shape);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype, bool with_bias) : eps_(eps) {

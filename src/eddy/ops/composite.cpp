@@ -16,8 +16,14 @@ Tensor square(const Tensor& x) { return x * x; }
 Tensor sigmoid(const Tensor& x) { return 0.5 * (1.0 + tanh(0.5 * x)); }
 
 // max(x, 0) + log(1 + exp(-|x|)): exp never sees a positive argument.
+// Smooth at 0 in every derivative: max(x, 0) + log(1 + exp(-|x|)) had a second derivative of 0
+// there (the kinks of max and abs), where it is 1/4. Each branch sees its argument clamped to its
+// own side, so neither overflows, nor does the unselected one's derivative turn into NaN.
 Tensor softplus(const Tensor& x) {
-  return maximum(x, zeros_like(x)) + log(1.0 + exp(-abs(x)));
+  const Tensor zero = zeros_like(x);
+  const Tensor positive = gt(x, zero);
+  const Tensor above = where(positive, x, zero), below = where(positive, zero, x);
+  return where(positive, above + log(1.0 + exp(-above)), log(1.0 + exp(below)));
 }
 
 // 0 where x <= 0, so that a NaN passes through (as in PyTorch) instead of becoming 0.
