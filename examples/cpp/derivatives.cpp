@@ -18,7 +18,12 @@ double milliseconds_since(Clock::time_point start) {
 }
 
 int main(int argc, char** argv) {
-  const bool wide = argc > 1 && std::strcmp(argv[1], "--float64") == 0;
+  // One option, --float64; anything else is refused rather than run in float32 as if it were.
+  const bool wide = argc == 2 && std::strcmp(argv[1], "--float64") == 0;
+  if (argc > 1 && !wide) {
+    std::fprintf(stderr, "usage: %s [--float64]\n", argv[0]);
+    return 2;
+  }
   const DType dtype = wide ? DType::f64 : DType::f32;
   const int64_t points = 10000;
   auto mlp = examples::TanhMlp::create({2, 50, 50, 50, 1}, dtype, /*seed=*/0);

@@ -4,6 +4,8 @@
 
 #include <complex>
 #include <cstdint>
+#include <limits>
+#include <sstream>
 #include <vector>
 
 #include "eddy/core/memory.h"
@@ -330,6 +332,32 @@ TEST(TensorViews, CopyRefusesASourceLargerThanTheTarget) {
   expect_error([] { zeros({1}, DType::f64).copy_(ones({1000}, DType::f64)); },
                {"copy_: a source of shape [1000] does not broadcast to the target's shape [1]"});
   EXPECT_EQ(x.to_vector<double>(), std::vector<double>(12, 0.0));
+}
+
+// Writes into a broadcast view left each shared element with the last value written there, and
+// complex values into a real tensor lost their imaginary parts, both without a word.
+TEST(TensorViews, WritesThatWouldLoseValuesAreRefused) {
+  Tensor row = zeros({3}, DType::f64);
+  expect_error([&] { expand(row, {2, 3}).copy_(tensor<double>({1, 2, 3, 4, 5, 6}, {2, 3})); },
+               {"copy_: the tensor of shape [2, 3] repeats its elements along axis 0"});
+  expect_error([&] { expand(row, {2, 3}).fill_(1.0); }, {"fill_", "repeats its elements along axis 0"});
+  expect_error([&] { row.copy_(complex(ones({3}, DType::f64), ones({3}, DType::f64))); },
+               {"copy_: a complex128 source into a float64 tensor would drop its imaginary parts"});
+  expect_error([&] { row.fill_({1.0, 2.0}); }, {"fill_: the value (1,2) has an imaginary part"});
+  EXPECT_EQ(row.to_vector<double>(), (std::vector<double>{0, 0, 0}));
+}
+
+// Integers wrap on overflow, as NumPy's do (computed unsigned: signed overflow is undefined
+// behaviour, which the sanitizer build stops on), and print whole.
+TEST(TensorValues, IntegersWrapOnOverflowAndPrintWhole) {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
+  EXPECT_EQ((tensor<int32_t>({kMax}) + tensor<int32_t>({1})).item<int32_t>(), kMin);
+  EXPECT_EQ((tensor<int32_t>({kMin}) - tensor<int32_t>({1})).item<int32_t>(), kMax);
+  EXPECT_EQ((tensor<int32_t>({kMax}) * tensor<int32_t>({2})).item<int32_t>(), -2);
+  EXPECT_EQ(sum(tensor<int32_t>({kMax, 1})).item<int32_t>(), kMin);
+  std::ostringstream printed;
+  printed << tensor<int64_t>({1234567, 9007199254740993LL});
+  EXPECT_NE(printed.str().find("values=[1234567, 9007199254740993]"), std::string::npos) << printed.str();
 }
 
 // The copy read elements it had already written: x[1:4] = x[0:3] gave [0, 0, 0, 0, 4, 5].

@@ -157,6 +157,12 @@ void check_writable(const Tensor& t, std::string_view op) {
              ": in-place write to a tensor that requires grad; do it inside a NoGradGuard");
   EDDY_CHECK(!t.is_abstract(), op, ": the tensor of shape ", t.shape(), " is abstract (made by abstract "
              "tracing) and has no elements to write");
+  // Elements that share memory (an expanded view) would each take the last value written there.
+  for (int64_t axis = 0; axis < t.dim(); ++axis) {
+    EDDY_CHECK(t.strides()[axis] != 0 || t.shape()[axis] <= 1, op, ": the tensor of shape ", t.shape(),
+               " repeats its elements along axis ", axis, " (a broadcast view, strides ", t.strides(),
+               "), so several of them are one place in memory; write into a tensor of its own (contiguous(t))");
+  }
 }
 
 // A distributed target takes the source's local part when both are laid out alike; an ordinary
@@ -212,6 +218,8 @@ Tensor& Tensor::copy_(const Tensor& source) {
   }
   EDDY_CHECK(source.device() == device(), "copy_: source is on ", source.device(), ", target on ",
              device());
+  EDDY_CHECK(!is_complex(source.dtype()) || is_complex(dtype()), "copy_: a ", source.dtype(), " source into a ",
+             dtype(), " tensor would drop its imaginary parts; copy real(source) (or imag) if that is meant");
   // A tensor the traced function did not read before, written from a value of the trace.
   EDDY_CHECK(!source.is_abstract() || !active_trace_recorder(), "compile: the traced function writes in place (copy_) "
              "to a tensor of shape ", shape(), " from a value of the trace; run in-place updates (an optimiser step) "
@@ -246,6 +254,8 @@ Tensor& Tensor::fill_(std::complex<double> value) {
   }
   if (TraceRecorder* recorder = active_trace_recorder()) recorder->inplace_write(*this, "fill_");
   check_writable(*this, "fill_");
+  EDDY_CHECK(value.imag() == 0 || is_complex(dtype()), "fill_: the value ", value, " has an imaginary part, which a ",
+             dtype(), " tensor cannot hold");
   backend_for(device()).fill(*this, value);
   return *this;
 }
@@ -304,6 +314,9 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   Tensor head = make_view(dense, {n}, {1}, dense.offset());
   if (is_complex(t.dtype())) {
     auto values = head.to_vector<c128>();
+    for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << values[i];
+  } else if (is_integral(t.dtype())) {  // whole, not rounded to six digits as floats are
+    auto values = head.to_vector<int64_t>();
     for (int64_t i = 0; i < n; ++i) out << (i ? ", " : "") << values[i];
   } else {
     auto values = head.to_vector<double>();

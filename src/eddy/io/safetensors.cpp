@@ -75,6 +75,7 @@ std::string encode_safetensors(const nn::StateDict& tensors, const std::map<std:
   std::vector<std::pair<std::string, Tensor>> entries;
   for (const auto& [name, tensor] : tensors) {
     EDDY_CHECK(!name.empty() && name != "__metadata__", "safetensors: invalid tensor name \"", name, "\"");
+    EDDY_CHECK(tensor.defined(), "safetensors: the tensor \"", name, "\" is undefined (nothing to save)");
     EDDY_CHECK(name.find(',') == std::string::npos || !is_complex(tensor.dtype()),
                "safetensors: complex tensor name \"", name, "\" may not contain a comma");
     if (is_complex(tensor.dtype())) {

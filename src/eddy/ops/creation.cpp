@@ -194,6 +194,7 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void
                  const Shape& strides, Device device) {
   Shape layout = strides.empty() ? contiguous_strides(shape) : strides;
   EDDY_CHECK(layout.size() == shape.size(), "from_blob: ", layout.size(), " strides for shape ", shape);
+  EDDY_CHECK(data || numel(shape) == 0, "from_blob: null data for ", numel(shape), " elements of shape ", shape);
   int64_t extent = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     EDDY_CHECK(layout[d] >= 0, "from_blob: negative stride ", layout[d]);

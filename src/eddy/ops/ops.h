@@ -2,7 +2,8 @@
 // The public op API. Every function here is differentiable to any order, in forward and reverse
 // mode, for inexact dtypes. Binary ops broadcast (NumPy rules) and promote dtypes
 // (bool < int32 < int64 < float32 < float64 < complex); a C++ double acts like a scalar of the
-// other operand's dtype.
+// other operand's dtype when that is floating or complex, and of float32 beside an integer or
+// bool tensor (int32 * 2.5 is float32), as a Python float beside a PyTorch integer tensor.
 
 #include <complex>
 #include <cstdint>

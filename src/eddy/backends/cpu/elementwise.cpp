@@ -3,6 +3,7 @@
 #include "eddy/backends/cpu/eigen_core.h"
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <type_traits>
@@ -346,18 +347,30 @@ void CpuBackend::apply(const ArrayFunction& function, const Tensor& in, const Te
   }
 }
 
+// x op y, with integers wrapping on overflow as NumPy's do: computed unsigned, where C++ defines
+// the wrap (signed overflow is undefined, and the sanitizer build stops on it).
+template <typename T, typename Op>
+T wrapping(T x, T y, Op op) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using Unsigned = std::make_unsigned_t<T>;
+    return static_cast<T>(op(static_cast<Unsigned>(x), static_cast<Unsigned>(y)));
+  } else {
+    return T(op(x, y));
+  }
+}
+
 void CpuBackend::binary(BinaryKernel kind, const Tensor& a, const Tensor& b, const Tensor& out) {
   if (computed_in_float32({a, b}, out, [&](const auto& x, const Tensor& o) { binary(kind, x[0], x[1], o); })) return;
   const DType dtype = a.dtype();
   switch (kind) {
     case BinaryKernel::add:
-      EDDY_DISPATCH_NUMERIC(dtype, T, "add", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x + y); }));
+      EDDY_DISPATCH_NUMERIC(dtype, T, "add", map_binary<T, T, T>(a, b, out, [](T x, T y) { return wrapping(x, y, std::plus<>()); }));
       return;
     case BinaryKernel::sub:
-      EDDY_DISPATCH_NUMERIC(dtype, T, "sub", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x - y); }));
+      EDDY_DISPATCH_NUMERIC(dtype, T, "sub", map_binary<T, T, T>(a, b, out, [](T x, T y) { return wrapping(x, y, std::minus<>()); }));
       return;
     case BinaryKernel::mul:
-      EDDY_DISPATCH_NUMERIC(dtype, T, "mul", map_binary<T, T, T>(a, b, out, [](T x, T y) { return T(x * y); }));
+      EDDY_DISPATCH_NUMERIC(dtype, T, "mul", map_binary<T, T, T>(a, b, out, [](T x, T y) { return wrapping(x, y, std::multiplies<>()); }));
       return;
     case BinaryKernel::div:
       if (is_integral(dtype)) {

@@ -43,6 +43,11 @@ inline constexpr int64_t kSumRun = 1024;
 // same at every thread count.
 template <typename T>
 T sum_row(const T* data, int64_t length) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    // Integers wrap on overflow, as NumPy's do: summed unsigned, where C++ defines the wrap.
+    using Unsigned = std::make_unsigned_t<T>;
+    return static_cast<T>(sum_row(reinterpret_cast<const Unsigned*>(data), length));
+  }
   using Acc = typename SumAccumulator<T>::type;
   auto sum_runs = [data](int64_t first, int64_t end) {
     Acc total = Acc(0);
