@@ -114,7 +114,7 @@ TEST(Layers, LayerNormEmbeddingDropout) {
     embedding(tensor<int32_t>({0, -1}, {2}));
     ADD_FAILURE() << "id -1 was taken";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "Embedding: ids must be in [0, 5), got -1");
+    EXPECT_EQ(std::string(e.what()), "Embedding: ids must be in [0, 5), got -1 in ids of shape [2]");
   }
 
   Dropout dropout(0.25, 7);
