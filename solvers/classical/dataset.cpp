@@ -176,7 +176,17 @@ DatasetSpec read_dataset_spec(io::Config& config) {
   const double batch = darcy ? 1 : static_cast<double>(spec.batch);
   const double bytes = static_cast<double>(spec.samples) * fields * points * static_cast<double>(dtype_size(spec.output_dtype)) +
                        batch * points * (fields + 16) * 8;
-  root.require_memory(cat(spec.samples, " samples of ", fields, " fields at resolution ", spec.resolution,
+  // Blamed on the size a command-line override set, if one did, else on samples (the file's
+  // top level named the line of its first key).
+  std::string blamed = "samples";
+  for (const char* key : {"samples", "resolution", "batch"}) {
+    if (root.has(key) && root.at(key).override_text()) {
+      blamed = key;
+      break;
+    }
+  }
+  const ConfigNode size = root.has(blamed) ? root.at(blamed) : root;
+  size.require_memory(cat(spec.samples, " samples of ", fields, " fields at resolution ", spec.resolution,
                           " (and a batch's solver state)"),
                       bytes);
 
@@ -332,9 +342,9 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
   }
   writer.set_attribute("/", "dt", spec.dt);
   writer.set_attribute("/", "final_time", spec.final_time);
-  writer.set_attribute("/", "resolution", static_cast<double>(n));
-  writer.set_attribute("/", "samples", static_cast<double>(spec.samples));
-  writer.set_attribute("/", "seed", static_cast<double>(spec.seed));
+  writer.set_attribute("/", "resolution", n);
+  writer.set_attribute("/", "samples", spec.samples);
+  writer.set_attribute("/", "seed", static_cast<int64_t>(spec.seed));
   writer.set_attribute("/", "initial_condition",
                        cat("Gaussian random field, covariance sigma^2 (-Laplacian + tau^2)^(-alpha), alpha ",
                            spec.initial_condition.alpha, ", tau ", spec.initial_condition.tau, ", sigma ",

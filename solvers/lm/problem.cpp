@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "eddy/core/error.h"
+#include "eddy/io/tokenizer.h"
 #include "solvers/common/training_config.h"
 #include "solvers/lm/model.h"
 
@@ -45,6 +46,15 @@ TokenizerSpec read_tokenizer(const ConfigNode& section) {
   tokenizer.file = section.input_path("file", "");
   if (!tokenizer.file.empty() && !std::filesystem::is_regular_file(tokenizer.file)) {
     section.at("file").fail(cat("no such file: ", tokenizer.file));
+  }
+  // Read here, so that `eddy check` refuses a file that training would (a corrupt tokenizer.json),
+  // naming the key.
+  if (!tokenizer.file.empty()) {
+    try {
+      io::BpeTokenizer::load(tokenizer.file);
+    } catch (const Error& e) {
+      section.at("file").fail(e.what());
+    }
   }
   tokenizer.vocab_size = static_cast<int32_t>(section.integer("vocab_size", 4096));
   tokenizer.min_frequency = section.integer("min_frequency", 2);

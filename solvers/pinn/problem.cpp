@@ -736,6 +736,16 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   // Geometry and coordinates.
   ConfigNode geometry = root.at("geometry");
   p.space = read_geometry(geometry.at("space"));
+  // Coordinates this large overflow the extent (1e308 - (-1e308)), and the samplers' counts with it.
+  const BoundingBox extent = p.space->bounding_box();
+  for (size_t k = 0; k < extent.lower.size(); ++k) {
+    if (!std::isfinite(extent.upper[k] - extent.lower[k]) ||
+        !std::isfinite(std::pow(extent.upper[k] - extent.lower[k], static_cast<double>(extent.lower.size())))) {
+      geometry.at("space").fail(cat("extends from ", extent.lower[k], " to ", extent.upper[k], " along axis ", k,
+                                    ", too far for its length, area or volume to be a finite number; rescale the "
+                                    "coordinates"));
+    }
+  }
   // A shape with nothing inside (a hole larger than the shape) is found here, at its key, rather
   // than when the first condition draws its points.
   try {

@@ -57,7 +57,7 @@ Validator::Validator(PinnState& state) : state_(state) {
   for (size_t i = 0; i < valid.size(); ++i) {
     if (valid[i]) rows.push_back(static_cast<int64_t>(i));
   }
-  EDDY_CHECK(!rows.empty(), ref.file, ": the reference has no finite values");
+  EDDY_CHECK(!rows.empty(), "validation.reference: ", ref.file, ": the reference has no finite values");
   // A value outside the domain would score the network where the problem has no solution (a
   // reference on [0, 2] for a problem on [0, 1] reported 0.61 where the error in it was 1.2e-5).
   {

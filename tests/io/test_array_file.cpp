@@ -56,6 +56,14 @@ TEST_F(ArrayFileTest, NpyWithNoRowsIsRefusedAsCsvIs) {
   expect_error([&] { read_array(csv, "x,t"); }, {csv + ": no rows of values below the header"});
 }
 
+// Excel and pandas' utf-8-sig put a byte-order mark before the header: its first column was
+// named "\xEF\xBB\xBFx", so no column 'x' was found.
+TEST_F(ArrayFileTest, CsvAfterAByteOrderMarkReadsItsFirstColumn) {
+  const std::string csv = file("bom.csv");
+  std::ofstream(csv) << "\xEF\xBB\xBFx,t,u\n0,0.5,1\n";
+  EXPECT_EQ(read_array(csv, "x,u").to_vector<double>(), (std::vector<double>{0, 1}));
+}
+
 // NumPy reads any nonzero byte of a bool array as true (astype(np.uint8) gives 1); eddy's kernels
 // load bool bytes as C++ bool, where a byte other than 0 or 1 is undefined behaviour.
 TEST_F(ArrayFileTest, NpyBoolBytesOtherThanZeroAndOneReadAsTrue) {

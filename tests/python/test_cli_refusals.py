@@ -182,3 +182,21 @@ def test_a_folder_given_as_a_dataset_to_write_is_refused_before_solving(tmp_path
     assert result.returncode == 1
     assert "output.path: " in result.stderr and "out.h5 is a folder; give the HDF5 file to write" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.h5"]
+
+
+def test_a_domain_too_large_for_a_finite_measure_is_refused_at_its_key(tmp_path, eddy_cli):
+    # The samplers' acceptance rate was inf / inf: an internal "count must be non-negative" error.
+    config = problem(tmp_path, ONE_D.replace("min: -1, max: 1", "min: -1.0e308, max: 1.0e308"), EQUATION="u",
+                     POINTS=10)
+    result = run(eddy_cli, "check", config)
+    assert result.returncode == 1, result.stderr
+    assert "geometry.space: extends from -1e+308 to 1e+308 along axis 0" in result.stderr
+
+
+def test_a_tokenizer_file_that_cannot_be_read_is_refused_by_check(tmp_path, eddy_cli):
+    # `eddy check` called it valid; `eddy lm train` then refused it without naming the key.
+    broken = tmp_path / "tokenizer.json"
+    broken.write_text('{"a": 1}')
+    result = run(eddy_cli, "check", ROOT / "examples/lm/fortunes_gpt.yaml", f"tokenizer.file={broken}")
+    assert result.returncode == 1, result.stderr
+    assert "tokenizer.file" in result.stderr and str(broken) in result.stderr

@@ -58,6 +58,8 @@ Csv parse_csv(const std::string& path) {
   bool header = true;
   while (std::getline(in, line)) {
     ++number;
+    // The UTF-8 byte-order mark that Excel and pandas' utf-8-sig write before the header.
+    if (number == 1 && line.starts_with("\xEF\xBB\xBF")) line = line.substr(3);
     if (trim(line).empty()) continue;
     if (header) {
       std::string names = trim(line);
