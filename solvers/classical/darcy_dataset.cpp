@@ -83,9 +83,9 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
   writer.write("x", arange(0, static_cast<double>(n), 1, options.dtype) / static_cast<double>(n - 1));
   if (!options.config.empty()) writer.write_string("config", options.config);
   writer.set_attribute("/", "solver", "darcy");
-  writer.set_attribute("/", "resolution", static_cast<double>(n));
-  writer.set_attribute("/", "samples", static_cast<double>(options.samples));
-  writer.set_attribute("/", "seed", static_cast<double>(options.seed));
+  writer.set_attribute("/", "resolution", n);
+  writer.set_attribute("/", "samples", options.samples);
+  writer.set_attribute("/", "seed", static_cast<int64_t>(options.seed));
   writer.set_attribute("/", "a_high", options.a_high);
   writer.set_attribute("/", "a_low", options.a_low);
   writer.set_attribute("/", "alpha", options.alpha);

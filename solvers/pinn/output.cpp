@@ -229,6 +229,11 @@ void write_vtk(PinnState& state, const Grid& grid, const GridBlock& block, const
   io::PointFields point_fields = fields_of(state.predict(all), ones({all.shape()[0]}, DType::b8));
   point_fields.erase("inside");
   point_fields["condition"] = concat(tags, 0);
+  // Every coordinate as an array too: a point has at most three, so a 3-D problem in time lost
+  // t, and a 1-D or 2-D one shows it only as y or z.
+  for (size_t a = 0; a < p.coordinates.size(); ++a) {
+    point_fields[p.coordinates[a]] = flatten(slice(all, 1, static_cast<int64_t>(a), static_cast<int64_t>(a) + 1));
+  }
   io::write_vtp(dir + "/points.vtp", slice(all, 1, 0, std::min<int64_t>(rank, 3)), point_fields);
 }
 

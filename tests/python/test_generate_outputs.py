@@ -61,6 +61,8 @@ def test_generated_dataset_opens_in_h5py(tmp_path, eddy_cli, solver):
         assert f.attrs["solver"] == solver.encode()  # fixed-length HDF5 strings read as bytes
         assert f.attrs["resolution"] == x_shape[0] and f.attrs["samples"] == a_shape[0]
         assert f.attrs["seed"] == 0
+        # Whole numbers are stored as integers: a seed of 2^53 + 1 came back as 2^53 in a float64.
+        assert all(f.attrs[key].dtype == np.int64 for key in ("resolution", "samples", "seed"))
         assert f"solver: {solver}".encode() in f["config"][()]
         n = x_shape[0]
         if solver == "darcy":

@@ -81,7 +81,11 @@ def check_points(path, h5, conditions, columns):
     np.testing.assert_allclose(points[:, :columns], coordinates, rtol=1e-12)
     assert not points[:, columns:].any()  # padded with zeros up to 3-D
     arrays = point_arrays(cloud)
-    assert set(arrays) == {"u", "v", "condition"}
+    # Every coordinate as an array of its own too, t included (a point holds at most three).
+    names = ["x", "y", "t"][:columns]
+    assert set(arrays) == {"u", "v", "condition", *names}
+    for k, name in enumerate(names):
+        np.testing.assert_allclose(arrays[name], coordinates[:, k], rtol=1e-12, err_msg=name)
     tags = np.concatenate([np.full(len(h5[f"points/{c}/coordinates"]), k) for k, c in enumerate(conditions)])
     np.testing.assert_array_equal(arrays["condition"], tags)
     for field in ("u", "v"):

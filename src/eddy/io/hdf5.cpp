@@ -250,14 +250,26 @@ void Hdf5Writer::write_string(const std::string& dataset, const std::string& tex
   close_dataset(set, path_, dataset);
 }
 
-void Hdf5Writer::set_attribute(const std::string& object, const std::string& name, double value) {
+namespace {
+
+void write_number_attribute(int64_t file, const std::string& path, const std::string& object, const std::string& name,
+                            hid_t type, const void* value) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attribute(H5Acreate_by_name(file_, object.c_str(), name.c_str(), H5T_NATIVE_DOUBLE, space.get(),
-                                     H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  Handle attribute(H5Acreate_by_name(file, object.c_str(), name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                     H5P_DEFAULT),
                    H5Aclose);
-  EDDY_CHECK(attribute.valid(), path_, ": cannot set attribute ", name, " on ", object);
-  EDDY_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, &value) >= 0, path_, ": cannot set attribute ", name,
-             " on ", object);
+  EDDY_CHECK(attribute.valid(), path, ": cannot set attribute ", name, " on ", object);
+  EDDY_CHECK(H5Awrite(attribute.get(), type, value) >= 0, path, ": cannot set attribute ", name, " on ", object);
+}
+
+}  // namespace
+
+void Hdf5Writer::set_attribute(const std::string& object, const std::string& name, double value) {
+  write_number_attribute(file_, path_, object, name, H5T_NATIVE_DOUBLE, &value);
+}
+
+void Hdf5Writer::set_attribute(const std::string& object, const std::string& name, int64_t value) {
+  write_number_attribute(file_, path_, object, name, H5T_NATIVE_INT64, &value);
 }
 
 void Hdf5Writer::set_attribute(const std::string& object, const std::string& name, const std::string& value) {

@@ -40,6 +40,7 @@ class Hdf5Writer {
   void write_string(const std::string& dataset, const std::string& text);
   // Attributes on an existing dataset or group ("/" for the file).
   void set_attribute(const std::string& object, const std::string& name, double value);
+  void set_attribute(const std::string& object, const std::string& name, int64_t value);  // exact, as int64
   void set_attribute(const std::string& object, const std::string& name, const std::string& value);
   // Closes the file and renames it to its final path.
   void commit();
