@@ -79,6 +79,8 @@ void bind_dist(py::module_& m) {
       .def_property_readonly("is_partial", &Placement::is_partial)
       .def_property_readonly("axis", [](const Placement& p) { return p.is_shard() ? py::cast(p.axis) : py::none(); })
       .def("__eq__", [](const Placement& a, const Placement& b) { return a == b; })
+      // Against anything else (a string, None), unequal, as Python's own types answer.
+      .def("__eq__", [](const Placement&, const py::object&) { return false; })
       .def("__repr__", [](const Placement& p) { return to_string(p); });
   dist.def("Shard", &Placement::shard, py::arg("axis"),
            "Split tensor axis `axis` over the mesh axis, in parts that differ by at most one element.");

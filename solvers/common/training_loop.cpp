@@ -36,6 +36,49 @@ void require_same_on_every_rank(dist::Communicator& comm, int64_t value, const s
              " ranks differ from rank 0", differs ? ", this one among them" : "", ")");
 }
 
+// Every rank's copy of rank 0's `text` (collective).
+std::string text_of_rank_0(dist::Communicator& comm, const std::string& text) {
+  Tensor length = tensor(std::vector<int64_t>{static_cast<int64_t>(text.size())});
+  comm.broadcast(length, 0);
+  std::vector<int32_t> codes(static_cast<size_t>(length.item<int64_t>()));
+  for (size_t i = 0; comm.rank() == 0 && i < codes.size(); ++i) codes[i] = static_cast<unsigned char>(text[i]);
+  Tensor sent = tensor(codes);
+  comm.broadcast(sent, 0);
+  std::string received;
+  for (int32_t code : sent.to_vector<int32_t>()) received += static_cast<char>(code);
+  return received;
+}
+
+// The ranks must run one config. Where one differs, it names the keys that do (rank 0 sends its
+// settings for that): the hash alone said only how many ranks differed.
+void require_same_config_on_every_rank(dist::Communicator& comm, const std::string& config_hash,
+                                       const std::string& resolved_config) {
+  if (comm.size() == 1) return;
+  const auto hash = static_cast<int64_t>(fnv1a(config_hash));
+  Tensor root_hash = tensor(std::vector<int64_t>{hash});
+  comm.broadcast(root_hash, 0);
+  const bool differs = root_hash.item<int64_t>() != hash;
+  Tensor differing = tensor(std::vector<int64_t>{differs ? 1 : 0});
+  comm.allreduce(differing, differing, dist::ReduceOp::sum);
+  if (differing.item<int64_t>() == 0) return;
+  const Settings mine = fixed_settings(resolved_config, {});
+  const Settings root = decode_settings(text_of_rank_0(comm, encode_settings(mine)), "rank 0's config");
+  std::string keys;
+  for (const auto& [key, value] : mine) {
+    const auto there = root.find(key);
+    if (there == root.end() || there->second != value) {
+      keys += cat(keys.empty() ? "" : "; ", key, " is ", value, there == root.end() ? " here and not set on rank 0"
+                                                                                   : cat(" here and ", there->second, " on rank 0"));
+    }
+  }
+  for (const auto& [key, value] : root) {
+    if (!mine.count(key)) keys += cat(keys.empty() ? "" : "; ", key, " is ", value, " on rank 0 and not set here");
+  }
+  throw Error(cat("the ranks were started with different configs", differs && !keys.empty() ? ": " + keys : "",
+                  " (", differing.item<int64_t>(), " of the ", comm.size(), " ranks differ from rank 0",
+                  differs ? ", this one among them" : "", "); start every rank with the same file and overrides"));
+}
+
 // The run folder's lock: an advisory lock (flock) on the folder itself, or -1 when another run
 // holds it. Two runs writing one folder left a config.yaml of one beside the checkpoint and
 // results of the other, both reporting success.
@@ -93,9 +136,7 @@ TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tenso
       hooks_(std::move(hooks)) {}
 
 int64_t TrainingLoop::start() {
-  require_same_on_every_rank(comm_, static_cast<int64_t>(fnv1a(run_.config_hash)),
-                             "the ranks were started with different configs: start every rank with the same file "
-                             "and overrides");
+  require_same_config_on_every_rank(comm_, run_.config_hash, run_.resolved_config);
   int64_t step = 0;
   if (run_.resume) {
     nn::StateDict saved;

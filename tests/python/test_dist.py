@@ -19,6 +19,7 @@ def test_mesh_and_placements():
     assert repr(mesh) == "mesh [1, 1] (dp, mp)"
     assert repr(dist.Shard(1)) == "Shard(1)" and dist.Shard(1).axis == 1
     assert dist.Replicate() == dist.Replicate() and dist.Replicate().axis is None
+    assert dist.Replicate() != "x" and dist.Shard(0) not in ["x", None]
     assert dist.Partial().is_partial and repr(dist.Partial("max")) == "Partial(max)"
     with pytest.raises(eddy.Error, match="mpirun -np 2"):
         dist.ProcessMesh([2], ["x"])
