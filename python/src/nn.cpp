@@ -156,7 +156,10 @@ void bind_modules(py::module_& m) {
       .def("evaluate", [](nn::DeepOnet& self, const py::object& u, const py::object& points) {
              return self.evaluate(as_tensor(u), as_tensor(points));
            },
-           py::arg("u"), py::arg("points"), "[batch, sensors], [P, coordinates] -> [batch, P]");
+           py::arg("u"), py::arg("points"), "[batch, sensors], [P, coordinates] -> [batch, P]")
+      // The module's one-input call, model(u), evaluates at these points, as in C++.
+      .def("set_points", [](nn::DeepOnet& self, const py::object& points) { self.set_points(as_tensor(points)); },
+           py::arg("points"), "The points [P, coordinates] that model(u) evaluates at.");
 }
 
 void bind_optimisers(py::module_& m) {

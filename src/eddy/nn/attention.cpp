@@ -34,7 +34,8 @@ HeadGroups check_attention(std::string_view where, const Tensor& per_query, cons
                            std::string_view query_name, std::string_view key_name) {
   EDDY_CHECK(per_query.dim() == 4 && per_key.dim() == 4, where, ": ", query_name, " and ", key_name,
              " must be rank 4, got shapes ", per_query.shape(), " and ", per_key.shape());
-  EDDY_CHECK(is_floating(per_query.dtype()), where, ": dtype must be float32 or float64, got ", per_query.dtype());
+  const DType dtype = per_query.dtype();
+  EDDY_CHECK(dtype == DType::f32 || dtype == DType::f64, where, ": dtype must be float32 or float64, got ", dtype);
   EDDY_CHECK(per_query.dtype() == per_key.dtype(), where, ": ", query_name, " and ", key_name,
              " have dtypes ", per_query.dtype(), " and ", per_key.dtype());
   const Shape &q = per_query.shape(), &k = per_key.shape();

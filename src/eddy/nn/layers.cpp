@@ -56,6 +56,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, Generator& generator, 
     : layout_(layout) {
   EDDY_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got ", in_features,
              " -> ", out_features);
+  EDDY_CHECK(dtype == DType::f32 || dtype == DType::f64, "Linear: dtype must be float32 or float64, got ", dtype);
   // Glorot's bound is symmetric in the fans, so both layouts draw the same distribution.
   weight = Tensor::empty(layout == WeightLayout::in_out ? Shape{in_features, out_features}
                                                         : Shape{out_features, in_features},

@@ -50,7 +50,8 @@ Tensor PointwiseLinear::forward(const Tensor& x) {
              ", expected [batch, ", weight.shape()[1], ", ...]");
   Shape out_shape = x.shape();
   out_shape[1] = weight.shape()[0];
-  Tensor flat = reshape(x, {x.shape()[0], x.shape()[1], -1});
+  // The points counted, not -1: an empty batch leaves -1 undetermined.
+  Tensor flat = reshape(x, {x.shape()[0], x.shape()[1], numel(Shape(x.shape().begin() + 2, x.shape().end()))});
   return reshape(matmul(weight, flat) + bias, out_shape);
 }
 
@@ -124,6 +125,7 @@ Fno::Fno(const FnoOptions& o) : options_(o) {
              "FNO: in_channels, out_channels, width and projection_width must be positive");
   EDDY_CHECK(o.layers >= 1, "FNO: layers must be >= 1, got ", o.layers);
   EDDY_CHECK(o.padding >= 0, "FNO: padding must be >= 0, got ", o.padding);
+  EDDY_CHECK(o.dtype == DType::f32 || o.dtype == DType::f64, "FNO: dtype must be float32 or float64, got ", o.dtype);
   EDDY_CHECK(o.padding_grid.empty() || static_cast<int64_t>(o.padding_grid.size()) == d, "FNO: padding_grid ",
              to_string(o.padding_grid), " must give one size per spatial axis (", d, ")");
   for (int64_t size : o.padding_grid) EDDY_CHECK(size > 0, "FNO: padding_grid sizes must be positive");

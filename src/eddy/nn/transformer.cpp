@@ -15,7 +15,7 @@ namespace eddy::nn {
 namespace {
 
 void check_floating(std::string_view where, DType dtype) {
-  EDDY_CHECK(is_floating(dtype), where, ": dtype must be float32 or float64, got ", dtype);
+  EDDY_CHECK(dtype == DType::f32 || dtype == DType::f64, where, ": dtype must be float32 or float64, got ", dtype);
 }
 
 // Each Dropout gets its own stream: a seed drawn from the model's initialisation generator.
