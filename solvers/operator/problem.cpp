@@ -110,6 +110,8 @@ OperatorProblem read_operator_problem(io::Config& config) {
   }
   if (p.model.type == ModelType::fno) {
     read_fno(model, p.model.fno);
+    p.model.modes_where = model.at("modes").where();
+    if (model.has("padding")) p.model.padding_where = model.at("padding").where();
   } else {
     read_deeponet(model, p.model.deeponet);
   }

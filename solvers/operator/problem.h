@@ -43,6 +43,9 @@ struct ModelSpec {
   ModelType type = ModelType::fno;
   nn::FnoOptions fno;            // channel counts are filled in from the data
   nn::DeepOnetOptions deeponet;  // sensors and coordinates likewise
+  // "file:line:col: model.modes: " and the same for model.padding: the prefix of errors found once
+  // the data's grid is known.
+  std::string modes_where = "model.modes: ", padding_where = "model.padding: ";
 };
 
 enum class LossType { relative_l2, mse };

@@ -11,6 +11,7 @@
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/fingerprint.h"
+#include "eddy/core/memory.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/dist/sharded_optimizer.h"
@@ -258,10 +259,21 @@ OperatorModel::OperatorModel(const OperatorProblem& problem, const Split& train,
     for (size_t axis = 0; axis < options.modes.size() && problem.parallel.ranks("grid") == 1; ++axis) {
       const int64_t n = options.padding_grid[axis];
       const int64_t held = fft::spectral_modes_held(n, axis + 1 == options.modes.size());
-      EDDY_CHECK(options.modes[axis] <= held, "model.modes[", axis, "] = ", options.modes[axis], " exceeds the ", held,
-                 " Fourier modes that the training grid's ", n, " points hold along that axis; the others would "
-                 "never be trained");
+      EDDY_CHECK(options.modes[axis] <= held, problem.model.modes_where, "entry ", axis, " = ", options.modes[axis],
+                 " exceeds the ", held, " Fourier modes that the training grid's ", n,
+                 " points hold along that axis; the others would never be trained");
     }
+    // A layer's activations for a batch on the padded grid: a padding of 100000 asked for TiB
+    // at the first step, in an error that named no key.
+    double padded_points = 1;
+    for (const int64_t n : options.padding_grid) padded_points *= static_cast<double>(n + options.padding);
+    const double activation_bytes = static_cast<double>(problem.training.batch_size) *
+                                    static_cast<double>(options.width) * padded_points *
+                                    static_cast<double>(dtype_size(options.dtype));
+    const UsableMemory memory = usable_memory();
+    EDDY_CHECK(options.padding == 0 || memory.bytes == 0 || activation_bytes <= static_cast<double>(memory.bytes),
+               problem.model.padding_where, "one layer's activations for a batch of ", problem.training.batch_size, " on the grid padded by ",
+               options.padding, " need at least ", memory_text(activation_bytes), usable_memory_note());
     fno_ = register_module("fno", std::make_shared<nn::Fno>(options));
   } else {
     nn::DeepOnetOptions options = problem.model.deeponet;
