@@ -162,6 +162,7 @@ void bind_lm(py::module_& lm) {
           "quantize",
           [](lm::TrainedModel& trained, int bits, const std::filesystem::path& path, std::optional<int64_t> group) {
             EDDY_CHECK(bits == 4 || !group, "quantize: group is for bits=4; int8 keeps one scale per output row");
+            lm::refuse_the_runs_own_files(trained.run_dir, path.string(), false, "quantize: path");
             without_gil([&] { lm::save_quantized_model(trained, {bits, group.value_or(64)}, path.string()); });
           },
           py::arg("bits"), py::arg("path"), py::arg("group") = py::none(),
@@ -213,6 +214,7 @@ void bind_lm(py::module_& lm) {
          "data/train.tokens; micro-batch m of step s is stream s * accumulation + m.");
   lm.def("export",
          [](const std::filesystem::path& run_dir, const std::filesystem::path& output) {
+           lm::refuse_the_runs_own_files(run_dir.string(), output.string(), true, "export: output");
            const lm::TrainedModel trained = lm::load_trained_model(run_dir.string());
            lm::save_hf_folder(*trained.model, *trained.tokenizer, output.string());
          },

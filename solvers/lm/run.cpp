@@ -43,7 +43,7 @@ ModelSpec model_spec_of(const nn::CausalLanguageModel& model) {
 TrainedModel load_hf_folder(const std::string& dir) {
   EDDY_CHECK(std::filesystem::exists(dir + "/tokenizer.json"), dir, " has a config.json but no tokenizer.json; ",
              "eddy reads a Hugging Face folder's tokenizer from its tokenizer.json");
-  TrainedModel trained{LmProblem{}, io::BpeTokenizer::load(dir + "/tokenizer.json"), load_hf_model(dir), 0, {}};
+  TrainedModel trained{LmProblem{}, io::BpeTokenizer::load(dir + "/tokenizer.json"), load_hf_model(dir), 0, {}, dir};
   trained.problem.source = dir + "/config.json";
   trained.problem.model = model_spec_of(*trained.model);
   EDDY_CHECK(trained.tokenizer->vocab_size() <= trained.model->vocab_size(), dir, "/tokenizer.json has ",
@@ -53,6 +53,30 @@ TrainedModel load_hf_folder(const std::string& dir) {
 }
 
 }  // namespace
+
+void refuse_the_runs_own_files(const std::string& run_dir, const std::string& output, bool folder,
+                               std::string_view argument) {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  const fs::path run = fs::weakly_canonical(run_dir, ignored), target = fs::weakly_canonical(output, ignored);
+  if (folder) {
+    if (target == run) {
+      throw Error(cat(argument, " ", output, " is the run folder itself; give the export a folder of its own"));
+    }
+    return;
+  }
+  const fs::path within = target.lexically_relative(run);
+  const std::string first = within.empty() ? "" : within.begin()->string();
+  const bool read_by_the_run =
+      first == "data" || (within == within.filename() && (first == "config.yaml" || first == "config.json" ||
+                                                           first == "tokenizer.json" || first == "history.h5" ||
+                                                           first == "checkpoint.safetensors" ||
+                                                           first == "model.safetensors"));
+  if (read_by_the_run) {
+    throw Error(cat(argument, " ", output, " is the run's own ", within.string(),
+                    ", which generate, export and --resume read; give another file"));
+  }
+}
 
 TrainedModel load_trained_model(const std::string& run_dir) {
   if (!std::filesystem::exists(run_dir + "/config.yaml") && std::filesystem::exists(run_dir + "/config.json")) {
@@ -64,7 +88,7 @@ TrainedModel load_trained_model(const std::string& run_dir) {
                "or a Hugging Face folder (config.json, model.safetensors, tokenizer.json)");
   }
   auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
-  TrainedModel trained{read_lm_problem(*config, /*for_training=*/false), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0, {}};
+  TrainedModel trained{read_lm_problem(*config, /*for_training=*/false), io::BpeTokenizer::load(run_dir + "/tokenizer.json"), nullptr, 0, {}, run_dir};
   {
     // load_checkpoint sets every parameter (it refuses a file that lacks one).
     nn::init::SkipRandomInitialisation loaded_next;

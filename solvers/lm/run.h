@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "eddy/io/tokenizer.h"
 #include "eddy/nn/generation.h"
@@ -20,7 +21,15 @@ struct TrainedModel {
   int64_t step = 0;  // the step its checkpoint was written at
   // Of the float weights it was loaded with, taken before any quantising (float_weights_fingerprint).
   std::string float_fingerprint;
+  std::string run_dir;  // the folder it was loaded from
 };
+
+// Refuses an output that would write over the run at `run_dir` itself (`argument` names it in the
+// message: "--output", "path"): the run folder (for a folder) or a file that generate, export and
+// --resume read (the run's checkpoint, config, tokenizer, history and token data, or a Hugging
+// Face folder's model and config).
+void refuse_the_runs_own_files(const std::string& run_dir, const std::string& output, bool folder,
+                               std::string_view argument);
 
 // Reads RUN_DIR/config.yaml, tokenizer.json and checkpoint.safetensors; errors name the missing
 // or mismatched file. A folder with a config.json and no config.yaml is read as a Hugging Face

@@ -99,33 +99,9 @@ int run_generate(const std::string& run_dir, const std::string& prompt, const st
   return 0;
 }
 
-// Refuses an --output that would write over the run itself: the run folder (for a folder) or a
-// file that generate, export and --resume read (the run's checkpoint, config, tokenizer, history
-// and token data, or a Hugging Face folder's model and config).
-void refuse_the_runs_own_files(const std::string& run_dir, const std::string& output, bool folder) {
-  namespace fs = std::filesystem;
-  std::error_code ignored;
-  const fs::path run = fs::weakly_canonical(run_dir, ignored), target = fs::weakly_canonical(output, ignored);
-  if (folder) {
-    if (target == run) throw Error(cat("--output ", output, " is the run folder itself; give the export a folder of its own"));
-    return;
-  }
-  const fs::path within = target.lexically_relative(run);
-  const std::string first = within.empty() ? "" : within.begin()->string();
-  const bool read_by_the_run =
-      first == "data" || (within == within.filename() && (first == "config.yaml" || first == "config.json" ||
-                                                           first == "tokenizer.json" || first == "history.h5" ||
-                                                           first == "checkpoint.safetensors" ||
-                                                           first == "model.safetensors"));
-  if (read_by_the_run) {
-    throw Error(cat("--output ", output, " is the run's own ", within.string(),
-                    ", which generate, export and --resume read; give another file"));
-  }
-}
-
 int run_export(const std::string& run_dir, const std::string& format, const std::string& output) {
   const std::string folder = output.empty() ? run_dir + "/hf" : output;
-  refuse_the_runs_own_files(run_dir, folder, true);
+  lm::refuse_the_runs_own_files(run_dir, folder, true, "--output");
   const lm::TrainedModel trained = lm::load_trained_model(run_dir);
   lm::save_hf_folder(*trained.model, *trained.tokenizer, folder);
   std::printf("wrote %s (%s): config.json, model.safetensors, tokenizer.json, tokenizer_config.json, "
@@ -135,7 +111,7 @@ int run_export(const std::string& run_dir, const std::string& format, const std:
 
 int run_quantize(const std::string& run_dir, int bits, int64_t group, const std::string& output) {
   const std::string path = output.empty() ? lm::quantized_model_path(run_dir, bits) : output;
-  refuse_the_runs_own_files(run_dir, path, false);
+  lm::refuse_the_runs_own_files(run_dir, path, false, "--output");
   lm::TrainedModel trained = lm::load_trained_model(run_dir);
   const bool measurable = std::filesystem::exists(run_dir + "/data/validation.tokens");
   const double float_perplexity = measurable ? lm::validation_perplexity(trained, run_dir) : 0;

@@ -292,10 +292,10 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
                {"command-line override 'model.modes=[40]': model.modes: entry 0 = 40 exceeds the 17 Fourier modes "
                 "that the training grid's 32 points hold"});
   // A padding whose padded grid cannot fit is refused at its key, before the first step asks for TiB.
-  expect_error([&] { OperatorModel(problem_of(config(), {"model.padding=100000"}), training_layout(problem_of(config())),
+  expect_error([&] { OperatorModel(problem_of(config(), {"model.padding=1000000000"}), training_layout(problem_of(config())),
                                    dist::default_communicator()); },
-               {"command-line override 'model.padding=100000': model.padding: one layer's activations",
-                "on the grid padded by 100000 need at least"});
+               {"command-line override 'model.padding=1000000000': model.padding: one layer's activations",
+                "on the grid padded by 1000000000 need at least"});
   expect_error([&] { problem_of(config(), {"model.type=unet"}); }, {"model.type", "fno, deeponet"});
   expect_error([&] { problem_of(config(), {"training.batch_size=0"}); }, {"training.batch_size", "at least 1"});
   expect_error([&] { problem_of(config(), {"data.train.stride=0"}); }, {"data.train.stride"});

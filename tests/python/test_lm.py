@@ -155,6 +155,12 @@ def test_quantize_and_export_refuse_to_write_over_the_run(run, tmp_path):
     for _ in range(2):
         subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
                         "--output", str(folder / "mine.safetensors")], capture_output=True, text=True, check=True)
+    # From Python too: TrainedModel.quantize wrote over the checkpoint, and eddy.lm.export into the run.
+    with pytest.raises(eddy.Error, match="quantize: path .* is the run's own checkpoint.safetensors"):
+        eddy.lm.load(str(folder)).quantize(8, str(folder / "checkpoint.safetensors"))
+    with pytest.raises(eddy.Error, match="export: output .* is the run folder itself"):
+        eddy.lm.export(str(folder), str(folder))
+    assert (folder / "checkpoint.safetensors").read_bytes() == before
 
 
 def test_one_override_string_is_one_override(run, tmp_path):
