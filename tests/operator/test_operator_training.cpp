@@ -292,8 +292,8 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
                {"command-line override 'model.modes=[40]': model.modes: entry 0 = 40 exceeds the 17 Fourier modes "
                 "that the training grid's 32 points hold"});
   // A padding whose padded grid cannot fit is refused at its key, before the first step asks for TiB.
-  expect_error([&] { OperatorModel(problem_of(config(), {"model.padding=1000000000"}), training_layout(problem_of(config())),
-                                   dist::default_communicator()); },
+  expect_error([&] { OperatorModel(problem_of(config(), {"model.padding=1000000000"}),
+                                   training_layout(problem_of(config())), dist::default_communicator()); },
                {"command-line override 'model.padding=1000000000': model.padding: one layer's activations",
                 "on the grid padded by 1000000000 need at least"});
   expect_error([&] { problem_of(config(), {"model.type=unet"}); }, {"model.type", "fno, deeponet"});

@@ -11,6 +11,7 @@
 #include "eddy/autodiff/forward.h"
 #include "eddy/core/autograd.h"
 #include "eddy/core/tracing.h"
+#include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
 
 namespace eddy::compiler {
@@ -171,10 +172,10 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   std::set<std::pair<ValueId, const dist::Communicator*>> replicated_told_;
 };
 
-// A fresh dense copy of a tensor's elements in host memory, made outside any recording.
+// A copy of a tensor's elements of its own, dense in host memory, made outside any recording.
 Tensor dense_host_copy(const Tensor& tensor) {
   Tensor copy = Tensor::empty(tensor.shape(), tensor.dtype(), cpu());
-  copy.copy_(tensor.detach());
+  copy.copy_(to(tensor.detach(), cpu()));
   return copy;
 }
 
