@@ -115,6 +115,7 @@ std::string generate_text(TrainedModel& trained, const std::string& prompt, cons
              " tokens long, more than the model's context of ", context, " tokens; shorten it");
   nn::GenerationOptions until_end = options;
   if (end_of_text) until_end.stop_tokens.push_back(*end_of_text);
+  until_end.vocabulary = tokenizer.vocab_size();  // a padded embedding's extra ids decode to nothing
   std::string text;
   nn::generate(*trained.model, prompt_ids, until_end, [&](int32_t id) {
     if (id == end_of_text) return;

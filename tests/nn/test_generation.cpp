@@ -301,6 +301,17 @@ TEST(SampleToken, DrawsEachTokenWithItsSoftmaxProbability) {
   expect_frequencies(frequencies(cast(logits, DType::f32), sampling(1)), {0.5, 0.3, 0.2});
 }
 
+// An embedding padded past the tokenizer's tokens (50304 rows for GPT-2's 50257): a Hugging Face
+// model of vocab_size 410 with a 400-token tokenizer sampled id 405 and failed to decode it.
+TEST(SampleToken, AVocabularyLimitLeavesTheIdsPastItOut) {
+  const Tensor logits = logits_of({0.1, 0.2, 0.3, 0.4});
+  GenerationOptions limited = sampling(1);
+  limited.vocabulary = 2;
+  expect_frequencies(frequencies(logits, limited), {0.1 / 0.3, 0.2 / 0.3, 0, 0});
+  limited.temperature = 0;
+  EXPECT_EQ(sample_token(logits, limited, 0.5), 1);
+}
+
 TEST(SampleToken, TemperatureRaisesProbabilitiesToItsInversePower) {
   const Tensor logits = logits_of({0.5, 0.3, 0.2, 0.0001});
   for (double temperature : {0.5, 2.0}) {

@@ -17,6 +17,8 @@ void check_sampling(std::string_view where, const GenerationOptions& options) {
              ": temperature must be finite and non-negative (0 is greedy), got ", options.temperature);
   EDDY_CHECK(options.top_k >= 0, where, ": top_k must be non-negative (0 keeps every token), got ", options.top_k);
   EDDY_CHECK(options.top_p > 0 && options.top_p <= 1, where, ": top_p must be in (0, 1], got ", options.top_p);
+  EDDY_CHECK(options.vocabulary >= 0, where, ": vocabulary must be non-negative (0 keeps every id), got ",
+             options.vocabulary);
 }
 
 void check_token(std::string_view what, int64_t index, int32_t token, int64_t vocab_size) {
@@ -52,7 +54,10 @@ int32_t sample_token(const Tensor& logits, const GenerationOptions& options, dou
   EDDY_CHECK(logits.dim() == 1 && logits.numel() > 0 && is_floating(logits.dtype()), "sample_token: logits ",
              "must be a non-empty float32 or float64 [vocab], got ", logits.dtype(), " of shape ", logits.shape());
   EDDY_CHECK(uniform >= 0 && uniform < 1, "sample_token: uniform must be in [0, 1), got ", uniform);
-  const std::vector<double> values = logits.to_vector<double>();
+  std::vector<double> values = logits.to_vector<double>();
+  if (options.vocabulary > 0 && static_cast<size_t>(options.vocabulary) < values.size()) {
+    values.resize(static_cast<size_t>(options.vocabulary));
+  }
   constexpr double infinity = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < values.size(); ++i) {
     EDDY_CHECK(!std::isnan(values[i]) && values[i] != infinity, "sample_token: logit ", i, " is ", values[i]);

@@ -26,6 +26,9 @@ struct GenerationOptions {
   // reaches top_p; in (0, 1], 1 keeps all, a tiny value is greedy.
   double top_p = 1;
   uint64_t seed = 0;
+  // Only ids below this are chosen (0: every id): for a model whose embedding is padded past its
+  // tokenizer's tokens (50304 rows for GPT-2's 50257), whose extra ids no tokenizer can decode.
+  int64_t vocabulary = 0;
   // Generation ends after any of these is produced (it is returned and passed on like the rest).
   std::vector<int32_t> stop_tokens;
 };
