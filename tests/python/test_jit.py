@@ -321,3 +321,14 @@ def test_writes_into_captured_tensors_and_results_that_are_not_tensors_are_refus
         eddy.jit(lambda a: (c.__setitem__(0, 0.0), a * c)[1])(eddy.tensor(np.ones(3)))
     with pytest.raises(TypeError, match=r"eddy.jit: the function returned 'hi' \(str\), which is not a tensor"):
         eddy.jit(lambda a: "hi")(eddy.tensor(np.ones(3)))
+
+
+def test_a_jitted_output_computed_from_no_input_requires_no_grad():
+    # It was marked requires_grad, so backward() through it gave zeros where eager refused.
+    x = eddy.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    both = eddy.jit(lambda a: (eddy.ones((2,)) * 3, a * 2))
+    constant, scaled = both(x)
+    assert not constant.requires_grad and scaled.requires_grad
+    np.testing.assert_allclose(np.asarray(constant), [3.0, 3.0])
+    eddy.sum(scaled).backward()
+    np.testing.assert_allclose(np.asarray(x.grad), [2.0, 2.0])

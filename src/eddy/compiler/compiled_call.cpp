@@ -1,5 +1,6 @@
 #include "eddy/compiler/compiled_call.h"
 
+#include <optional>
 #include <utility>
 
 #include "eddy/autodiff/forward.h"
@@ -66,6 +67,18 @@ std::vector<Tensor> replay(const CallSite& site, Inputs arguments, ValueId outpu
   return values;
 }
 
+// Which of the graph's values are computed from `arguments` (the others are constants).
+std::vector<bool> varying_values(const Graph& graph, const std::vector<ValueId>& arguments) {
+  std::vector<bool> varies(graph.values.size(), false);
+  for (ValueId id : arguments) varies[static_cast<size_t>(id)] = true;
+  for (const GraphNode& node : graph.nodes) {
+    for (ValueId input : node.inputs) {
+      if (varies[static_cast<size_t>(input)]) varies[static_cast<size_t>(node.output)] = true;
+    }
+  }
+  return varies;
+}
+
 // The cotangent of every call input given output `attrs.axis`'s: the reverse walk the autodiff
 // engine makes over a tape (autodiff/backward.cpp), made over the graph, through the values of
 // a replay. The rules are ops, so the result is differentiable again when GradMode records.
@@ -75,13 +88,7 @@ std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, con
   const ValueId output = output_value(site, attrs);
   const std::vector<Tensor> values = replay(site, arguments, output);
   // Only values computed from a call input carry a cotangent worth computing.
-  std::vector<bool> varies(graph.values.size(), false);
-  for (ValueId id : site.argument_values) varies[static_cast<size_t>(id)] = true;
-  for (const GraphNode& node : graph.nodes) {
-    for (ValueId input : node.inputs) {
-      if (varies[static_cast<size_t>(input)]) varies[static_cast<size_t>(node.output)] = true;
-    }
-  }
+  const std::vector<bool> varies = varying_values(graph, site.argument_values);
   std::vector<Tensor> cotangents(graph.values.size());
   cotangents[static_cast<size_t>(output)] = cotangent;
   for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
@@ -176,11 +183,16 @@ std::vector<Tensor> call_with_derivatives(const std::shared_ptr<const Program>& 
     arguments.push_back(entry.tensor);
     site->argument_values.push_back(entry.id);
   }
+  // An output computed from no argument is a constant, which requires no grad, as eagerly (backward()
+  // through one gave zeros where the eager function's refused).
+  const std::vector<bool> varies = varying_values(graph, site->argument_values);
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
     Attrs attrs;
     attrs.axis = static_cast<int64_t>(i);
     attrs.payload = site;
+    std::optional<NoGradGuard> constant;
+    if (!varies[static_cast<size_t>(graph.outputs[i])]) constant.emplace();
     outputs.push_back(dispatch(compiled_call_p, arguments, attrs));
   }
   return outputs;
