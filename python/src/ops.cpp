@@ -126,10 +126,10 @@ void bind_fft(py::module_& parent) {
   one_axis("hfft", &fft::hfft);
   one_axis("ihfft", &fft::ihfft);
   using Multi = Tensor (*)(const Tensor&, const std::vector<int64_t>&, const std::vector<int64_t>&, std::string_view);
-  auto many_axes = [&](const char* name, Multi op, std::vector<int64_t> default_axes) {
-    const bool real_transform = name[0] == 'r' || name[1] == 'r';  // rfft2, irfft2, rfftn, irfftn
-    m.def(name, [op, name, default_axes, real_transform](const py::object& x, const py::object& s,
-                                                         const py::object& axes, const std::string& norm) {
+  // `real_transform`: rfft2, irfft2, rfftn, irfftn; `inverse_real`: the last two.
+  auto many_axes = [&](const char* name, Multi op, std::vector<int64_t> default_axes, bool real_transform,
+                       bool inverse_real) {
+    m.def(name, [=](const py::object& x, const py::object& s, const py::object& axes, const std::string& norm) {
           const Tensor input = as_tensor(x);
           std::vector<int64_t> lengths = ints_of(s, "s");
           const std::vector<int64_t> chosen = axes.is_none() ? default_axes : ints_of(axes, "axes");
@@ -141,7 +141,7 @@ void bind_fft(py::module_& parent) {
           }
           // NumPy's -1 in s is the input's length, which C++'s inverse real transforms read as
           // their default output length 2 (m - 1) on the last axis.
-          if (name[0] == 'i' && real_transform && !lengths.empty() && lengths.back() == -1) {
+          if (inverse_real && !lengths.empty() && lengths.back() == -1) {
             const int64_t last_axis = chosen.empty() ? -1 : chosen.back();
             lengths.back() = input.size(normalize_axis(last_axis, input.dim(), name));
           }
@@ -149,14 +149,14 @@ void bind_fft(py::module_& parent) {
         },
         py::arg("x"), py::arg("s") = py::none(), py::arg("axes") = py::none(), py::arg("norm") = "backward");
   };
-  many_axes("fft2", &fft::fft2, {-2, -1});
-  many_axes("ifft2", &fft::ifft2, {-2, -1});
-  many_axes("rfft2", &fft::rfft2, {-2, -1});
-  many_axes("irfft2", &fft::irfft2, {-2, -1});
-  many_axes("fftn", &fft::fftn, {});
-  many_axes("ifftn", &fft::ifftn, {});
-  many_axes("rfftn", &fft::rfftn, {});
-  many_axes("irfftn", &fft::irfftn, {});
+  many_axes("fft2", &fft::fft2, {-2, -1}, false, false);
+  many_axes("ifft2", &fft::ifft2, {-2, -1}, false, false);
+  many_axes("rfft2", &fft::rfft2, {-2, -1}, true, false);
+  many_axes("irfft2", &fft::irfft2, {-2, -1}, true, true);
+  many_axes("fftn", &fft::fftn, {}, false, false);
+  many_axes("ifftn", &fft::ifftn, {}, false, false);
+  many_axes("rfftn", &fft::rfftn, {}, true, false);
+  many_axes("irfftn", &fft::irfftn, {}, true, true);
   m.def("fftfreq", [](int64_t n, double d, const py::object& dtype) { return fft::fftfreq(n, d, dtype_or(dtype, DType::f64)); },
         py::arg("n"), py::arg("d") = 1.0, py::arg("dtype") = py::none());
   m.def("rfftfreq", [](int64_t n, double d, const py::object& dtype) { return fft::rfftfreq(n, d, dtype_or(dtype, DType::f64)); },

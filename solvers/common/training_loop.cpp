@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
@@ -22,18 +23,21 @@
 namespace eddy::solvers {
 namespace {
 
+// Whether this rank's `value` is not rank 0's (collective).
+bool differs_from_rank_0(dist::Communicator& comm, int64_t value) {
+  Tensor root_value = tensor(std::vector<int64_t>{value});
+  if (comm.size() > 1) comm.broadcast(root_value, 0);
+  return root_value.item<int64_t>() != value;
+}
+
 // Throws on every rank, naming `what`, unless `value` is rank 0's on every rank: ranks started
 // with different configs, or resuming from different steps, went on to exchange tensors of
 // different sizes (a corrupted heap) or to wait in collectives the others never reached.
 void require_same_on_every_rank(dist::Communicator& comm, int64_t value, const std::string& what) {
-  if (comm.size() == 1) return;
-  Tensor root_value = tensor(std::vector<int64_t>{value});
-  comm.broadcast(root_value, 0);
-  const bool differs = root_value.item<int64_t>() != value;
-  Tensor differing = tensor(std::vector<int64_t>{differs ? 1 : 0});
-  comm.allreduce(differing, differing, dist::ReduceOp::sum);
-  EDDY_CHECK(differing.item<int64_t>() == 0, what, " (", differing.item<int64_t>(), " of the ", comm.size(),
-             " ranks differ from rank 0", differs ? ", this one among them" : "", ")");
+  const bool differs = differs_from_rank_0(comm, value);
+  const int64_t differing = dist::ranks_where(differs, comm);
+  EDDY_CHECK(differing == 0, what, " (", differing, " of the ", comm.size(), " ranks differ from rank 0",
+             differs ? ", this one among them" : "", ")");
 }
 
 // Every rank's copy of rank 0's `text` (collective).
@@ -53,14 +57,9 @@ std::string text_of_rank_0(dist::Communicator& comm, const std::string& text) {
 // settings for that): the hash alone said only how many ranks differed.
 void require_same_config_on_every_rank(dist::Communicator& comm, const std::string& config_hash,
                                        const std::string& resolved_config) {
-  if (comm.size() == 1) return;
-  const auto hash = static_cast<int64_t>(fnv1a(config_hash));
-  Tensor root_hash = tensor(std::vector<int64_t>{hash});
-  comm.broadcast(root_hash, 0);
-  const bool differs = root_hash.item<int64_t>() != hash;
-  Tensor differing = tensor(std::vector<int64_t>{differs ? 1 : 0});
-  comm.allreduce(differing, differing, dist::ReduceOp::sum);
-  if (differing.item<int64_t>() == 0) return;
+  const bool differs = differs_from_rank_0(comm, static_cast<int64_t>(fnv1a(config_hash)));
+  const int64_t differing = dist::ranks_where(differs, comm);
+  if (differing == 0) return;
   const Settings mine = fixed_settings(resolved_config, {});
   const Settings root = decode_settings(text_of_rank_0(comm, encode_settings(mine)), "rank 0's config");
   std::string keys;
@@ -75,7 +74,7 @@ void require_same_config_on_every_rank(dist::Communicator& comm, const std::stri
     if (!mine.count(key)) keys += cat(keys.empty() ? "" : "; ", key, " is ", value, " on rank 0 and not set here");
   }
   throw Error(cat("the ranks were started with different configs", differs && !keys.empty() ? ": " + keys : "",
-                  " (", differing.item<int64_t>(), " of the ", comm.size(), " ranks differ from rank 0",
+                  " (", differing, " of the ", comm.size(), " ranks differ from rank 0",
                   differs ? ", this one among them" : "", "); start every rank with the same file and overrides"));
 }
 
@@ -119,6 +118,15 @@ Settings with_recorded(Settings settings, const Settings& recorded) {
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
+
+void remove_earlier_outputs(const std::string& dir, const std::string& names) {
+  namespace fs = std::filesystem;
+  const std::regex pattern(names);
+  std::error_code ignored;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ignored)) {
+    if (std::regex_match(entry.path().filename().string(), pattern)) fs::remove(entry.path(), ignored);
+  }
+}
 
 TrainingLoop::~TrainingLoop() {
   if (folder_lock_ >= 0) ::close(folder_lock_);
@@ -178,16 +186,13 @@ int64_t TrainingLoop::start() {
   if (comm_.size() > 1) comm_.broadcast(held, 0);
   EDDY_CHECK(held.item<int64_t>() == 1, run_.dir, " is being written by another run; wait for it to end, or give "
              "this run another output.dir");
-  if (comm_.size() > 1) {
-    // The ranks write the results' HDF5 file together: a rank that cannot see the folder (on a
-    // disk of its own node, or a relative path from another working directory) would hang there.
-    const Tensor missing = tensor(std::vector<int64_t>{std::filesystem::is_directory(run_.dir) ? 0 : 1});
-    Tensor missing_anywhere = zeros_like(missing);
-    comm_.allreduce(missing, missing_anywhere, dist::ReduceOp::max);
-    EDDY_CHECK(missing_anywhere.item<int64_t>() == 0, "the output folder ", run_.dir, " that rank 0 created is not "
-               "there ", missing.item<int64_t>() == 0 ? "on another rank" : cat("on rank ", comm_.rank()),
-               "; give output.dir a path on a file system every rank shares (not a node's local disk)");
-  }
+  // The ranks write the results' HDF5 file together: a rank that cannot see the folder (on a disk
+  // of its own node, or a relative path from another working directory) is found now, not after
+  // training, when the file is created (io/hdf5.cpp refuses it there too).
+  const bool missing = !std::filesystem::is_directory(run_.dir);
+  EDDY_CHECK(dist::ranks_where(missing, comm_) == 0, "the output folder ", run_.dir, " that rank 0 created is not "
+             "there ", missing ? cat("on rank ", comm_.rank()) : std::string("on another rank"),
+             "; give output.dir a path on a file system every rank shares (not a node's local disk)");
   if (comm_.rank() == 0) {
     remove_abandoned_temporaries(run_.dir);
     io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);

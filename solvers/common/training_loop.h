@@ -83,6 +83,11 @@ struct NonFiniteStop {
 // The checkpoint of the run whose folder is `dir`.
 std::string checkpoint_path(const std::string& dir);
 
+// Removes the files in `dir` whose names match `names` (an ECMAScript regular expression, the
+// whole name): an earlier run's outputs that this run may not write again, which ParaView would
+// otherwise read as part of its results (an image series' extra slices).
+void remove_earlier_outputs(const std::string& dir, const std::string& names);
+
 class TrainingLoop {
  public:
   // `trainable`: what the ranks take from rank 0 (the model's parameters and any others).

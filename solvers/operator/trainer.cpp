@@ -1,12 +1,10 @@
 #include "solvers/operator/trainer.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <cmath>
 #include <numeric>
 #include <optional>
 #include <random>
-#include <regex>
 #include <span>
 
 #include "eddy/autodiff/tape.h"
@@ -165,11 +163,7 @@ void write_results(const OperatorProblem& p, const Dataset& data, const std::vec
                    const History& history, std::map<std::string, double>& errors) {
   io::Hdf5Writer out(p.output.dir + "/predictions.h5");
   // An earlier run's image of a test set this run does not have would be read as this run's.
-  static const std::regex sample_image(R"(sample0_.*\.vti)");
-  std::error_code ignored;
-  for (const auto& entry : std::filesystem::directory_iterator(p.output.dir, ignored)) {
-    if (std::regex_match(entry.path().filename().string(), sample_image)) std::filesystem::remove(entry.path(), ignored);
-  }
+  solvers::remove_earlier_outputs(p.output.dir, R"(sample0_.*\.vti)");
   for (size_t i = 0; i < data.tests.size(); ++i) {
     const Split& split = data.tests[i];
     const Tensor& prediction = predictions[i];
@@ -272,8 +266,9 @@ OperatorModel::OperatorModel(const OperatorProblem& problem, const Split& train,
                                     static_cast<double>(dtype_size(options.dtype));
     const UsableMemory memory = usable_memory();
     EDDY_CHECK(options.padding == 0 || memory.bytes == 0 || activation_bytes <= static_cast<double>(memory.bytes),
-               problem.model.padding_where, "one layer's activations for a batch of ", problem.training.batch_size, " on the grid padded by ",
-               options.padding, " need at least ", memory_text(activation_bytes), usable_memory_note());
+               problem.model.padding_where, "one layer's activations for a batch of ", problem.training.batch_size,
+               " on the grid padded by ", options.padding, " need at least ", memory_text(activation_bytes),
+               usable_memory_note());
     fno_ = register_module("fno", std::make_shared<nn::Fno>(options));
   } else {
     nn::DeepOnetOptions options = problem.model.deeponet;

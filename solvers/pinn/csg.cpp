@@ -155,7 +155,7 @@ class Csg final : public Geometry {
     std::vector<double> probe(dim());
     while (true) {
       double squared_length = 0;
-      for (int step : direction) squared_length += step * step;
+      for (int component : direction) squared_length += component * component;
       if (squared_length > 0) {
         const double scale = step / std::sqrt(squared_length);
         for (int64_t k = 0; k < dim(); ++k) probe[k] = point[k] + scale * direction[k];

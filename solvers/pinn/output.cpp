@@ -1,14 +1,12 @@
 #include "solvers/pinn/output.h"
 
-#include <filesystem>
-#include <regex>
-
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/checkpoint_history.h"
+#include "solvers/common/training_loop.h"
 #include "solvers/pinn/stages.h"
 
 namespace eddy::pinn {
@@ -145,13 +143,8 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
 // run's. ParaView opens a series or a parallel image by its file names, so a slice or a piece
 // this run does not write again would be shown as part of its results.
 void remove_earlier_vtk_files(dist::Communicator& comm, const std::string& dir) {
-  namespace fs = std::filesystem;
   if (comm.rank() == 0) {
-    static const std::regex vtk_output(R"(solution(_\d+)?(_piece\d+)?\.(vti|pvti)|solution\.pvd|points\.vtp)");
-    std::error_code ignored;
-    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ignored)) {
-      if (std::regex_match(entry.path().filename().string(), vtk_output)) fs::remove(entry.path(), ignored);
-    }
+    solvers::remove_earlier_outputs(dir, R"(solution(_\d+)?(_piece\d+)?\.(vti|pvti)|solution\.pvd|points\.vtp)");
   }
   comm.barrier();
 }

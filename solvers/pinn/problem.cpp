@@ -1,10 +1,10 @@
 #include "solvers/pinn/problem.h"
 
 #include <algorithm>
-#include <functional>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -235,9 +235,11 @@ Tensor points_from_file(const Problem& problem, const ConfigNode& node, const st
   return points;
 }
 
-// Refuses a point that is not finite or lies outside the closed domain (within the tolerance), as `at` for inline points, or
-// naming the file's row: the network would be fitted or scored where the problem has no solution.
-void require_in_domain(const Problem& problem, const Tensor& points, const std::function<void(int64_t, const std::string&)>& fail) {
+// Refuses a point that is not finite or lies outside the closed domain (within the tolerance),
+// through `fail` (row, message), which names the inline point or the file's row: the network would
+// be fitted or scored where the problem has no solution.
+void require_in_domain(const Problem& problem, const Tensor& points,
+                       const std::function<void(int64_t, const std::string&)>& fail) {
   const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
   const std::vector<double> values = cast(points, DType::f64).to_vector<double>();
   for (int64_t r = 0; r < points.shape()[0]; ++r) {
@@ -736,11 +738,13 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   // Geometry and coordinates.
   ConfigNode geometry = root.at("geometry");
   p.space = read_geometry(geometry.at("space"));
-  // Coordinates this large overflow the extent (1e308 - (-1e308)), and the samplers' counts with it.
+  // Coordinates this large overflow the bounding box's measure (2e308 along one axis), and the
+  // samplers' counts with it.
   const BoundingBox extent = p.space->bounding_box();
+  double measure = 1;
   for (size_t k = 0; k < extent.lower.size(); ++k) {
-    if (!std::isfinite(extent.upper[k] - extent.lower[k]) ||
-        !std::isfinite(std::pow(extent.upper[k] - extent.lower[k], static_cast<double>(extent.lower.size())))) {
+    measure *= extent.upper[k] - extent.lower[k];
+    if (!std::isfinite(measure)) {
       geometry.at("space").fail(cat("extends from ", extent.lower[k], " to ", extent.upper[k], " along axis ", k,
                                     ", too far for its length, area or volume to be a finite number; rescale the "
                                     "coordinates"));

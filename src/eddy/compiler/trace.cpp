@@ -12,15 +12,9 @@
 #include "eddy/core/autograd.h"
 #include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
-#include "eddy/ops/primitive.h"
 
 namespace eddy::compiler {
 namespace {
-
-const Primitive& stop_gradient_primitive() {
-  static const Primitive& primitive = *find_primitive("stop_gradient");
-  return primitive;
-}
 
 class GraphRecorder final : public TraceRecorder, public Interpreter {
  public:
@@ -52,11 +46,15 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
     if (active_trace_recorder() != this) return output;
     GraphNode node{&call.primitive, call.attrs, {}, -1};
     bool carries = output.requires_grad();
-    for (const Tensor& input : call.inputs) {
+    for (size_t k = 0; k < call.inputs.size(); ++k) {
+      const Tensor& input = call.inputs[k];
       ValueId id = value_of(input);
-      if (GradMode::enabled() && !input.requires_grad() && carries_[id]) id = stopped(id);
+      // Derivatives pass only through differentiable inputs (stop_gradient's own is constant).
+      if (call.primitive.differentiable_input(static_cast<int>(k))) {
+        if (GradMode::enabled() && !input.requires_grad() && carries_[id]) id = stopped(input, id);
+        carries = carries || carries_[id];
+      }
       node.inputs.push_back(id);
-      carries = carries || carries_[id];
     }
     node.output = add_value(output, ValueSource::node, carries);
     remember(output, node.output);
@@ -136,16 +134,14 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
     return id;
   }
 
-  // A value that carries derivatives, used as a constant: a detached handle of it, or a value
-  // computed from it under no_grad, read while autodiff records. Eagerly no derivative passes
-  // there, but a compiled call's derivatives walk every node of its graph (compiled_call.cpp),
-  // and Taylor mode too, so the graph says so with a stop_gradient node, one per value.
-  ValueId stopped(ValueId id) {
+  // A value that carries derivatives, used as a constant through `handle`: a detached handle of
+  // it, or a value computed from it under no_grad, read while autodiff records. Eagerly no
+  // derivative passes there, but a compiled call's derivatives walk every node of its graph
+  // (compiled_call.cpp), and Taylor mode too, so the graph says so with the op stop_gradient,
+  // recorded through this recorder as any op is, once per value.
+  ValueId stopped(const Tensor& handle, ValueId id) {
     if (const auto found = stopped_.find(id); found != stopped_.end()) return found->second;
-    const ValueInfo& info = graph.value(id);
-    const ValueId stop = graph.add_value(info.shape, info.dtype, ValueSource::node);
-    carries_.push_back(false);
-    graph.nodes.push_back(GraphNode{&stop_gradient_primitive(), Attrs{}, {id}, stop});
+    const ValueId stop = value_of(stop_gradient(handle));
     stopped_.emplace(id, stop);
     return stop;
   }

@@ -123,6 +123,12 @@ void sum_gradients(const std::vector<Tensor>& parameters, Communicator& comm, st
   reduce_gradients(parameters, comm, sums, /*mean=*/false);
 }
 
+int64_t ranks_where(bool flag, Communicator& comm) {
+  Tensor count = tensor(std::vector<int64_t>{flag ? 1 : 0});
+  if (comm.size() > 1) comm.allreduce(count, count, ReduceOp::sum);
+  return count.item<int64_t>();
+}
+
 bool same_on_every_rank(const std::vector<Tensor>& tensors, Communicator& comm) {
   if (comm.size() == 1) return true;
   NoGradGuard no_grad;

@@ -34,6 +34,10 @@ void sum_gradients(const std::vector<Tensor>& parameters, Communicator& comm = d
 // that data-parallel steps stayed in step.
 bool same_on_every_rank(const std::vector<Tensor>& tensors, Communicator& comm = default_communicator());
 
+// How many ranks of `comm` pass `flag` as true (collective; `flag` itself on one rank): for checks
+// that every rank must fail together, so that none is left waiting in a collective.
+int64_t ranks_where(bool flag, Communicator& comm = default_communicator());
+
 // The rows [first, last) of the global rows [start, stop) that `rank` of `size` takes:
 // consecutive, in rank order, with sizes that differ by at most one.
 std::pair<int64_t, int64_t> shard(int64_t start, int64_t stop, int rank, int size);

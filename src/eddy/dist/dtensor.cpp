@@ -581,7 +581,8 @@ void check_parts_alike(const Tensor& local, Communicator& world) {
       parts += cat(r ? ", " : "", "rank ", r, " ", shape);
     }
   }
-  EDDY_CHECK(alike, "from_local: the ranks' parts differ in shape", parts.empty() ? std::string(" (and rank)") : cat(" (", parts, ")"),
+  EDDY_CHECK(alike, "from_local: the ranks' parts differ in shape",
+             parts.empty() ? std::string(" (even in their number of axes)") : cat(" (", parts, ")"),
              "; pass the global shape (shape=...) for parts of uneven size");
 }
 

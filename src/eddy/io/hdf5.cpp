@@ -15,6 +15,7 @@
 #include "eddy/core/checked_size.h"
 #include "eddy/core/error.h"
 #include "eddy/dist/communicator.h"
+#include "eddy/dist/data_parallel.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/ops/ops.h"
 
@@ -90,6 +91,13 @@ hid_t stored_type(const Tensor& dense, const std::string& path, const std::strin
   return type;
 }
 
+// Whether the folder `path` names a file in is not there (a bare file name is in the working one).
+bool folder_is_missing(const std::string& path) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code ignored;
+  return !folder.empty() && !std::filesystem::is_directory(folder, ignored);
+}
+
 // Closes a dataset the writer wrote, which is where its data may first meet a full disk.
 void close_dataset(Handle& set, const std::string& path, const std::string& dataset) {
   errno = 0;
@@ -111,10 +119,9 @@ void Hdf5Writer::create_file_alone() {
   // rather than as the temporary file the write goes through first.
   const std::string cause = errno != 0 ? cat(" (", std::strerror(errno), ")") : std::string();
   std::remove(temporary_.c_str());  // on a full disk the file exists, empty
-  const std::string folder = std::filesystem::path(path_).parent_path().string();
-  std::error_code ignored;
-  if (!folder.empty() && !std::filesystem::is_directory(folder, ignored)) {
-    throw Error(cat("cannot create HDF5 file ", path_, ": the folder ", folder, " does not exist"));
+  if (folder_is_missing(path_)) {
+    throw Error(cat("cannot create HDF5 file ", path_, ": the folder ", std::filesystem::path(path_).parent_path().string(),
+                    " does not exist"));
   }
   throw Error(cat("cannot create HDF5 file ", path_, cause));
 }
@@ -130,13 +137,10 @@ Hdf5Writer::Hdf5Writer(std::string path, dist::Communicator& comm) : path_(std::
   silence_hdf5();
   // The ranks create the file together, and MPI-IO waits for ever for a rank whose create
   // failed: each learns first whether every rank sees the folder.
-  const std::string folder = std::filesystem::path(path_).parent_path().string();
-  std::error_code ignored;
-  const Tensor missing = tensor(std::vector<int64_t>{folder.empty() || std::filesystem::is_directory(folder, ignored) ? 0 : 1});
-  Tensor missing_anywhere = zeros_like(missing);
-  comm.allreduce(missing, missing_anywhere, dist::ReduceOp::max);
-  EDDY_CHECK(missing_anywhere.item<int64_t>() == 0, "cannot create HDF5 file ", path_, ": the folder ", folder,
-             " is not there ", missing.item<int64_t>() == 0 ? "on another rank" : cat("on rank ", comm.rank()),
+  const bool missing = folder_is_missing(path_);
+  EDDY_CHECK(dist::ranks_where(missing, comm) == 0, "cannot create HDF5 file ", path_, ": the folder ",
+             std::filesystem::path(path_).parent_path().string(), " is not there ",
+             missing ? cat("on rank ", comm.rank()) : std::string("on another rank"),
              "; give a path on a file system every rank shares (not a node's local disk)");
   // One file that every rank opens together, under a name they agree on.
   Tensor id = tensor(std::vector<int64_t>{::getpid()});

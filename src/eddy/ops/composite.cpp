@@ -15,7 +15,6 @@ Tensor square(const Tensor& x) { return x * x; }
 // Written through tanh so that it neither overflows nor loses precision for large |x|.
 Tensor sigmoid(const Tensor& x) { return 0.5 * (1.0 + tanh(0.5 * x)); }
 
-// max(x, 0) + log(1 + exp(-|x|)): exp never sees a positive argument.
 // Smooth at 0 in every derivative: max(x, 0) + log(1 + exp(-|x|)) had a second derivative of 0
 // there (the kinks of max and abs), where it is 1/4. Each branch sees its argument clamped to its
 // own side, so neither overflows, nor does the unselected one's derivative turn into NaN.
