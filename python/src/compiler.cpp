@@ -48,7 +48,7 @@ OutputTree flatten(const py::handle& value, std::vector<Tensor>& leaves) {
       leaves.push_back(as_tensor(value));
     } catch (const std::exception& e) {
       throw py::type_error(cat("eddy.jit: the function returned ", py::repr(value).cast<std::string>(), " (",
-                               py::str(value.get_type().attr("__name__")).cast<std::string>(),
+                               py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>(),
                                "), which is not a tensor or a number: ", e.what()));
     }
   }

@@ -195,7 +195,7 @@ TEST_F(HfInterop, GenerateReadsAHuggingFaceFolder) {
   EXPECT_EQ(loaded.problem.model.architecture, Architecture::llama);
   EXPECT_EQ(loaded.problem.model.kv_heads, 2);
   EXPECT_EQ(loaded.problem.model.rope_theta, 5000);
-  TrainedModel original{LmProblem{}, words, model, 0, {}};
+  TrainedModel original{LmProblem{}, words, model, 0, {}, {}};
   nn::GenerationOptions greedy;
   greedy.temperature = 0;
   greedy.max_new_tokens = 8;

@@ -107,7 +107,9 @@ TEST_F(DataParallelTraining, LossPerEpochMatchesOneProcess) {
     // Every rank returns the test errors (a script branching on them takes one path).
     EXPECT_NEAR(parallel.test_relative_l2.at("fine"), serial.test_relative_l2.at("fine"),
                 1e-9 * serial.test_relative_l2.at("fine"));
-    if (world().rank() == 0) EXPECT_TRUE(fs::exists(parallel_problem.output.dir + "/checkpoint.safetensors"));
+    if (world().rank() == 0) {
+      EXPECT_TRUE(fs::exists(parallel_problem.output.dir + "/checkpoint.safetensors"));
+    }
   }
 }
 
