@@ -33,6 +33,8 @@ std::optional<DType> optional_dtype(const py::object& dtype);
 // A model's dtype argument: float32 when None.
 DType model_dtype(const py::object& dtype);
 DType parse_dtype(const py::handle& dtype);
+// Raises Python's OverflowError (pybind11 has no exception type for it).
+[[noreturn]] void throw_overflow_error(const std::string& message);
 
 // ---- interop.cpp ----
 std::string numpy_name(DType dtype);

@@ -5,15 +5,19 @@
 #include <algorithm>
 
 #include "bindings.h"
+#include "eddy/autodiff/forward.h"
+#include "eddy/autodiff/tape.h"
+#include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::python {
 namespace {
 
-// For __setitem__: integer indices and None as plain strided views. The differentiable path
-// (squeeze/unsqueeze, which reshape) copies a non-contiguous input, and a write into that copy
-// would be lost, as `t[:, 1] = v` was.
+// Integer indices and None as plain strided views, for __setitem__ and for reads of tensors that
+// autodiff and tracing do not follow. The differentiable path (squeeze/unsqueeze, which reshape)
+// copies a non-contiguous input, and a write into that copy would be lost, as `t[:, 1] = v` was
+// and `c = t[:, 1]; c[0] = v` was.
 Tensor drop_axis_view(const Tensor& t, int64_t axis, int64_t i) {
   Shape shape = t.shape(), strides = t.strides();
   const int64_t offset = t.offset() + i * strides[axis];
@@ -59,6 +63,10 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
     throw py::index_error(cat("too many indices for a tensor of ", x.dim(), " dimensions: ", consumed, " were given"));
   }
   Indexed result{x, true};
+  // Views NumPy makes are views here too, where nothing records the indexing: no gradient or
+  // tangent to carry, no trace, no distributed layout.
+  const bool plain_views = for_write || (!x.is_abstract() && !(GradMode::enabled() && x.requires_grad()) &&
+                                         innermost_level(x) < 0 && !active_trace_recorder() && !distribution_of(x));
   Tensor& t = result.view;
   int64_t axis = 0;         // the axis of the result built so far that the next item indexes
   int64_t source_axis = 0;  // the same axis counted in x, for error messages
@@ -71,13 +79,13 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
       axis += x.dim() - consumed;
       source_axis += x.dim() - consumed;
     } else if (item.is_none()) {
-      t = for_write ? insert_axis_view(t, axis) : unsqueeze(t, axis);
+      t = plain_views ? insert_axis_view(t, axis) : unsqueeze(t, axis);
       ++axis;
     } else if (py::isinstance<py::bool_>(item)) {
       throw py::index_error("a Python bool is not a valid index");
     } else if (py::isinstance<py::int_>(item) || (py::hasattr(item, "__index__") && !is_array_like(item))) {
       const int64_t i = normalise_index(item.cast<int64_t>(), t.shape()[axis], source_axis++);
-      t = for_write ? drop_axis_view(t, axis, i) : squeeze(slice(t, axis, i, i + 1), axis);
+      t = plain_views ? drop_axis_view(t, axis, i) : squeeze(slice(t, axis, i, i + 1), axis);
     } else if (py::isinstance<py::slice>(item)) {
       const int64_t n = t.shape()[axis];
       py::ssize_t start, stop, step, length;

@@ -303,6 +303,30 @@ std::optional<DType> optional_dtype(const py::object& dtype) {
   return parse_dtype(dtype);
 }
 
+[[noreturn]] void throw_overflow_error(const std::string& message) {
+  PyErr_SetString(PyExc_OverflowError, message.c_str());
+  throw py::error_already_set();
+}
+
+namespace {
+
+// A Python int as an int64 scalar, exactly: through a double, 2^53 + 1 came out 2^53 and 2^63 - 1
+// as -2^63. Up to 2^53 a double holds it, and `scalar` records it as a constant inside eddy.jit.
+Tensor integer_scalar(const py::handle& value) {
+  int overflow = 0;
+  const long long integer = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0) {
+    throw_overflow_error(cat("the integer ", py::str(value).cast<std::string>(), " does not fit in int64"));
+  }
+  constexpr int64_t exact_in_double = int64_t{1} << 53;
+  if (integer >= -exact_in_double && integer <= exact_in_double) {
+    return scalar(static_cast<double>(integer), DType::i64);
+  }
+  return tensor(std::vector<int64_t>{integer}, Shape{});
+}
+
+}  // namespace
+
 Tensor as_tensor(const py::handle& value, const py::object& dtype) {
   Tensor t;
   if (py::isinstance<Tensor>(value)) {
@@ -310,7 +334,7 @@ Tensor as_tensor(const py::handle& value, const py::object& dtype) {
   } else if (py::isinstance<py::bool_>(value)) {
     t = scalar(value.cast<bool>() ? 1.0 : 0.0, DType::b8);
   } else if (py::isinstance<py::int_>(value)) {
-    t = scalar(static_cast<double>(value.cast<int64_t>()), DType::i64);
+    t = integer_scalar(value);
   } else if (py::isinstance<py::float_>(value)) {
     t = scalar(value.cast<double>(), DType::f64);
   } else if (PyComplex_Check(value.ptr())) {

@@ -58,9 +58,18 @@ void binary(py::module_& m, const char* name, Op op) {
         py::arg("a"), py::arg("b"));
 }
 
+// Whether `axis` is an empty sequence: NumPy's "no axes", where the C++ functions read an empty
+// list as every axis (sum(x, axis=()) summed everything).
+bool no_axes(const py::object& axis) {
+  return !axis.is_none() && !py::isinstance<py::int_>(axis) && axes_of(axis).empty();
+}
+
 template <typename Op>
 void reduction(py::module_& m, const char* name, Op op) {
   m.def(name, [op](const py::object& x, const py::object& axis, bool keepdims) {
+        // Over no axes: the reduction of each element alone, with the op's dtype rules (mean of
+        // integers is float64), as the reduction over a new axis of one.
+        if (no_axes(axis)) return op(unsqueeze(as_tensor(x), 0), {0}, false);
         return op(as_tensor(x), axes_of(axis), keepdims);
       },
       py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
@@ -333,7 +342,9 @@ void bind_ops(py::module_& m) {
         return pad(as_tensor(x), before, after);
       },
       py::arg("x"), py::arg("before"), py::arg("after"));
-  m.def("flip", [](const py::object& x, const py::object& axis) { return flip(as_tensor(x), axes_of(axis)); },
+  m.def("flip", [](const py::object& x, const py::object& axis) {
+        return no_axes(axis) ? as_tensor(x) : flip(as_tensor(x), axes_of(axis));
+      },
         py::arg("x"), py::arg("axis"));
   m.def("roll", [](const py::object& x, int64_t shift, int64_t axis) { return roll(as_tensor(x), shift, axis); },
         py::arg("x"), py::arg("shift"), py::arg("axis"));

@@ -6,6 +6,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <cstdint>
+
 #include "bindings.h"
 #include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
@@ -71,6 +74,61 @@ py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, Scal
   }
   // A Python complex takes the tensor's precision too: complex64 with float32 or complex64.
   return py::cast(tensor_op(a, operand_beside(a, b)));
+}
+
+// bool < integers < real floats < complex: a result of a later kind does not fit in place.
+int kind_of(DType dtype) {
+  if (dtype == DType::b8) return 0;
+  if (is_integral(dtype)) return 1;
+  return is_complex(dtype) ? 3 : 2;
+}
+
+// `x += y` and the other augmented assignments write into x's memory, as in NumPy and PyTorch;
+// without them Python rebound the name to x + y, so an optimiser's `p -= lr * p.grad` under
+// no_grad changed nothing and `v += 1` on a view left its base alone. Autodiff does not record
+// writes: on a tensor it tracks, the name is bound to the new tensor x + y (other views of x do
+// not see it), and a leaf that requires grad is refused, as PyTorch refuses it. Inside eddy.jit
+// a traced value is likewise rebound.
+template <typename Op>
+py::object augmented(const py::object& self, const py::object& other, const char* symbol, Op op) {
+  Tensor& target = self.cast<Tensor&>();
+  py::object updated = op(target, other);
+  const Tensor& value = updated.cast<const Tensor&>();
+  if (GradMode::enabled() && (target.requires_grad() || value.requires_grad())) {
+    if (target.requires_grad() && target.is_leaf()) {
+      throw Error(cat("x ", symbol, " y: x (shape ", target.shape(), ") requires grad and autodiff does not record "
+                      "writes in place; update it under `with eddy.no_grad():` (as an optimiser step does)"));
+    }
+    return updated;
+  }
+  if (target.is_abstract() || value.is_abstract()) return updated;
+  if (value.shape() != target.shape()) {
+    throw Error(cat("x ", symbol, " y: the result has shape ", value.shape(), " and x ", target.shape(),
+                    "; an update in place keeps x's shape"));
+  }
+  if (kind_of(value.dtype()) > kind_of(target.dtype())) {
+    throw Error(cat("x ", symbol, " y: the result is ", value.dtype(), " and x is ", target.dtype(),
+                    ", which cannot hold it; cast x first (x = x.astype(...)) or make a new tensor"));
+  }
+  NoGradGuard no_grad;
+  target.copy_(value);
+  return self;
+}
+
+// The value of `t[...] = value`: a Python number that t's integer dtype cannot hold is refused,
+// as NumPy refuses it (2^40 into int32 stored 0, NaN into int64 stored -2^63).
+Tensor assigned_value(const Tensor& target, const py::object& value) {
+  if (target.dtype() == DType::i32 && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
+    const auto integer = value.cast<py::int_>();
+    if (integer < py::int_(INT32_MIN) || integer > py::int_(INT32_MAX)) {
+      throw_overflow_error(cat("the integer ", py::str(value).cast<std::string>(), " does not fit in int32"));
+    }
+  }
+  if ((target.dtype() == DType::i32 || target.dtype() == DType::i64) && PyFloat_Check(value.ptr()) &&
+      !std::isfinite(value.cast<double>())) {
+    throw py::value_error(cat("cannot assign ", py::str(value).cast<std::string>(), " to an integer tensor"));
+  }
+  return as_tensor(value);
 }
 
 // A comparison's other operand, as for arithmetic (operand_pair): NumPy 2 and PyTorch compare a
@@ -190,7 +248,16 @@ void bind_tensor(py::module_& m) {
       })
       .def("__bool__", [](const Tensor& t) {
         EDDY_CHECK(t.numel() == 1, "the truth value of a tensor with ", t.numel(), " elements is ambiguous");
-        return t.item<bool>();
+        return is_complex(t.dtype()) ? t.item<c128>() != c128(0) : t.item<bool>();
+      })
+      // Rows along the first axis, as NumPy iterates; a 0-d tensor is not iterable (without this,
+      // Python's fallback through __getitem__ made list() of it an empty list).
+      .def("__iter__", [](const py::object& self) {
+        const Tensor& t = self.cast<const Tensor&>();
+        if (t.dim() == 0) throw py::type_error("iteration over a 0-d tensor");
+        py::list rows;
+        for (int64_t i = 0; i < t.shape()[0]; ++i) rows.append(self.attr("__getitem__")(i));
+        return py::iter(rows);
       })
       .def("__getitem__", [](const Tensor& t, const py::object& key) { return index(t, key).view; })
       .def("__setitem__", [](Tensor& t, const py::object& key, const py::object& value) {
@@ -208,8 +275,9 @@ void bind_tensor(py::module_& m) {
                           "does not record it; assign under `with eddy.no_grad():` (as an optimiser "
                           "step does), or build the new value with operations (eddy.where, eddy.concat)"));
         }
+        const Tensor source = assigned_value(t, value);
         NoGradGuard no_grad;
-        target.view.copy_(as_tensor(value));
+        target.view.copy_(source);
       })
       .def("__neg__", [](const Tensor& a) { return neg(a); })
       .def("__abs__", [](const Tensor& a) { return abs(a); })
@@ -243,6 +311,26 @@ void bind_tensor(py::module_& m) {
       .def("__rpow__", [](const Tensor& a, const py::object& b) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return pow(y, x); },
                       [](const Tensor& x, double y) { return pow(full_like(x, y), x); });
+      })
+      .def("__iadd__", [](const py::object& self, const py::object& b) {
+        return augmented(self, b, "+=", [](const Tensor& x, const py::object& y) {
+          return binary(x, y, [](const Tensor& p, const Tensor& q) { return add(p, q); }, [](const Tensor& p, double q) { return p + q; });
+        });
+      })
+      .def("__isub__", [](const py::object& self, const py::object& b) {
+        return augmented(self, b, "-=", [](const Tensor& x, const py::object& y) {
+          return binary(x, y, [](const Tensor& p, const Tensor& q) { return sub(p, q); }, [](const Tensor& p, double q) { return p - q; });
+        });
+      })
+      .def("__imul__", [](const py::object& self, const py::object& b) {
+        return augmented(self, b, "*=", [](const Tensor& x, const py::object& y) {
+          return binary(x, y, [](const Tensor& p, const Tensor& q) { return mul(p, q); }, [](const Tensor& p, double q) { return p * q; });
+        });
+      })
+      .def("__itruediv__", [](const py::object& self, const py::object& b) {
+        return augmented(self, b, "/=", [](const Tensor& x, const py::object& y) {
+          return binary(x, y, [](const Tensor& p, const Tensor& q) { return true_divide(p, q); }, [](const Tensor& p, double q) { return p / q; });
+        });
       })
       .def("__matmul__", [](const Tensor& a, const py::object& b) { return matmul(a, as_tensor(b)); })
       .def("__rmatmul__", [](const Tensor& a, const py::object& b) { return matmul(as_tensor(b), a); })

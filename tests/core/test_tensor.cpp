@@ -55,6 +55,20 @@ TEST(TensorCreation, Linspace) {
             (std::vector<double>{0.0, 0.25, 0.5, 0.75, 1.0}));
   EXPECT_EQ(linspace(-3, 3, 1, DType::f64).to_vector<double>(), (std::vector<double>{-3.0}));
   EXPECT_EQ(linspace(0, 1, 0).numel(), 0);
+  // The last point is `stop` itself (start + 6 * step missed it by an ulp), and integers are the
+  // floors of the float64 points, as NumPy gives them (truncation made [-1, 0, 0, 0, 0, 0, 1]).
+  for (int64_t count = 2; count < 200; ++count) {
+    EXPECT_EQ(linspace(0, 1, count, DType::f64).to_vector<double>().back(), 1.0) << count;
+    EXPECT_EQ(linspace(-1, 1, count, DType::f32).to_vector<float>().back(), 1.0f) << count;
+  }
+  EXPECT_EQ(linspace(-1, 1, 7, DType::i64).to_vector<int64_t>(), (std::vector<int64_t>{-1, -1, -1, 0, 0, 0, 1}));
+}
+
+TEST(TensorCreation, SignOfNanIsNan) {
+  const Tensor signs = sign(tensor<double>({std::nan(""), -2, 0, 3}));
+  const std::vector<double> values = signs.to_vector<double>();
+  EXPECT_TRUE(std::isnan(values[0]));
+  EXPECT_EQ(std::vector<double>(values.begin() + 1, values.end()), (std::vector<double>{-1, 0, 1}));
 }
 
 TEST(TensorCreation, Eye) {

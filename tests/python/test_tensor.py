@@ -717,3 +717,112 @@ def test_uint64_values_beyond_int64_are_refused():
     with pytest.raises(ValueError, match="uint64 array holds 18446744073709551615"):
         eddy.as_tensor(np.array([1, 2**64 - 1], dtype=np.uint64))
     np.testing.assert_array_equal(np.asarray(eddy.as_tensor(np.array([7], dtype=np.uint64))), [7])
+
+
+def test_assignment_from_numpy_over_the_same_memory_matches_numpy():
+    x = eddy.arange(6, dtype="float64")
+    x[1:] = x.numpy()[:-1]
+    np.testing.assert_array_equal(np.asarray(x), [0, 0, 1, 2, 3, 4])
+    shared = np.arange(6.0)
+    y = eddy.as_tensor(shared)
+    y[2:] = shared[:-2]
+    np.testing.assert_array_equal(shared, [0, 1, 0, 1, 2, 3])
+
+
+def test_augmented_assignment_writes_in_place():
+    t = eddy.zeros(4)
+    view = t[1:3]
+    view += 1
+    view *= 3
+    view -= 1
+    view /= 2
+    np.testing.assert_array_equal(np.asarray(t), [0, 1, 1, 0])
+    # The manual optimiser step of PyTorch tutorials changes the parameters.
+    model = eddy.nn.Linear(2, 1)
+    x, y = eddy.randn((8, 2)), eddy.randn((8, 1))
+    losses = []
+    for _ in range(3):
+        loss = eddy.mean((model(x) - y) ** 2)
+        for p in model.parameters():
+            p.grad = None
+        loss.backward()
+        with eddy.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad
+        losses.append(loss.item())
+    assert losses[2] < losses[1] < losses[0]
+
+
+def test_augmented_assignment_refusals_and_tracked_tensors():
+    leaf = eddy.zeros(3).requires_grad_()
+    with pytest.raises(eddy.Error, match="requires grad"):
+        leaf -= 1
+    # A tensor autodiff tracks takes the new value under its name; the gradient is x + 1's.
+    a = eddy.tensor([1.0, 2.0]).requires_grad_()
+    b = a * 2
+    before = b
+    b += a
+    np.testing.assert_array_equal(np.asarray(b.detach()), [3, 6])
+    np.testing.assert_array_equal(np.asarray(before.detach()), [2, 4])
+    eddy.sum(b).backward()
+    np.testing.assert_array_equal(np.asarray(a.grad), [3, 3])
+    integers = eddy.zeros(3, "int64")
+    with pytest.raises(eddy.Error, match="float64 and x is int64"):
+        integers /= 2
+    with pytest.raises(eddy.Error, match=r"shape \[2, 3\] and x \[3\]"):
+        floats = eddy.zeros(3)
+        floats += eddy.zeros((2, 3))
+
+
+def test_python_ints_are_exact_in_int64():
+    assert eddy.tensor(2**53 + 1).item() == 2**53 + 1
+    assert eddy.tensor(2**63 - 1).item() == 2**63 - 1
+    big = eddy.tensor(np.array([2**53 + 1]))
+    assert bool((big == 2**53 + 1)[0])
+    assert (big - (2**53 + 1)).item() == 0
+    t = eddy.zeros(1, "int64")
+    t[0] = 2**62 + 1
+    assert t.item() == 2**62 + 1
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        eddy.tensor(2**64)
+
+
+def test_assigned_numbers_an_integer_tensor_cannot_hold_are_refused():
+    small = eddy.zeros(2, "int32")
+    with pytest.raises(OverflowError, match="does not fit in int32"):
+        small[0] = 2**40
+    with pytest.raises(ValueError, match="cannot assign nan"):
+        eddy.zeros(2, "int64")[0] = float("nan")
+
+
+def test_an_integer_after_a_slice_gives_a_view():
+    t = eddy.tensor(np.arange(6.0).reshape(2, 3))
+    column = t[:, 1]
+    column[0] = 100.0
+    assert t.numpy()[0, 1] == 100
+    assert np.shares_memory(np.asarray(t[:, 2]), np.asarray(t))
+    assert np.shares_memory(np.asarray(t[..., 0, None]), np.asarray(t))
+    # Through a tensor that requires grad the same keys stay differentiable.
+    w = eddy.tensor([[1.0, 2.0], [3.0, 4.0]]).requires_grad_()
+    np.testing.assert_array_equal(np.asarray(eddy.grad(lambda v: eddy.sum(v[:, 1] * 2))(w)), [[0, 2], [0, 2]])
+
+
+def test_empty_axis_tuples_reduce_over_no_axes():
+    x = eddy.tensor(np.arange(6.0).reshape(2, 3))
+    for reduce in (eddy.sum, eddy.mean, eddy.prod, eddy.max, eddy.min):
+        np.testing.assert_array_equal(np.asarray(reduce(x, axis=())), np.arange(6.0).reshape(2, 3))
+        assert reduce(x, axis=(), keepdims=True).shape == (2, 3)
+    np.testing.assert_array_equal(np.asarray(eddy.flip(x, ())), np.arange(6.0).reshape(2, 3))
+
+
+def test_iteration_truth_and_sign_edge_cases():
+    with pytest.raises(TypeError, match="0-d"):
+        list(eddy.tensor(5.0))
+    assert [row.tolist() for row in eddy.tensor([[1.0, 2.0], [3.0, 4.0]])] == [[1, 2], [3, 4]]
+    assert bool(eddy.tensor(1j)) and not bool(eddy.tensor(0j))
+    signs = np.asarray(eddy.sign(eddy.tensor([float("nan"), -2.0, 0.0, 3.0])))
+    assert np.isnan(signs[0]) and list(signs[1:]) == [-1, 0, 1]
+    # |-0.0| is +0.0, eagerly and compiled: 1 / |x| is +inf, as in NumPy.
+    zero = eddy.tensor([-0.0])
+    assert np.asarray(1.0 / eddy.abs(zero))[0] == np.inf
+    assert np.asarray(eddy.jit(lambda v: 1.0 / eddy.abs(v))(zero))[0] == np.inf

@@ -141,14 +141,28 @@ std::pair<int64_t, int64_t> reach(const Tensor& t) {
   return {first, last};
 }
 
+// The first and last bytes a view reaches in memory; {1, 0} (nothing) for an empty one.
+std::pair<uintptr_t, uintptr_t> bytes_reached(const Tensor& t) {
+  const auto [first, last] = reach(t);
+  if (first > last) return {1, 0};
+  const auto item = static_cast<int64_t>(dtype_size(t.dtype()));
+  const auto start = reinterpret_cast<uintptr_t>(element_address(t));
+  return {start + static_cast<uintptr_t>((first - t.offset()) * item),
+          start + static_cast<uintptr_t>((last - t.offset()) * item + item - 1)};
+}
+
 // Whether a copy from `source` into `target`, element by element, could overwrite elements of
-// `source` before it reads them (x[1:4] = x[0:3]): two different views of one storage whose
-// ranges meet. Conservative: interleaved views that share no element also count.
+// `source` before it reads them (x[1:4] = x[0:3]): two different views of memory whose byte
+// ranges meet. By address, not by storage: a NumPy array over a tensor's memory comes back
+// through as_tensor as a storage of its own (t[1:] = t.numpy()[:-1] came out all t[0]).
+// Conservative: interleaved views that share no element also count.
 bool copy_may_read_its_writes(const Tensor& target, const Tensor& source) {
-  if (target.storage() != source.storage()) return false;
-  if (target.offset() == source.offset() && target.strides() == source.strides()) return false;
-  const auto [target_first, target_last] = reach(target);
-  const auto [source_first, source_last] = reach(source);
+  if (element_address(target) == element_address(source) && target.strides() == source.strides() &&
+      target.dtype() == source.dtype()) {
+    return false;
+  }
+  const auto [target_first, target_last] = bytes_reached(target);
+  const auto [source_first, source_last] = bytes_reached(source);
   return target_first <= source_last && source_first <= target_last;
 }
 

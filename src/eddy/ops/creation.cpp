@@ -2,6 +2,7 @@
 // they go through dispatch like every op: a graph records them, abstract tracing makes them
 // abstract, and a backend creates them on its device.
 
+#include <cmath>
 #include <cstring>
 
 #include "eddy/core/tracing.h"
@@ -136,10 +137,24 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
   return evenly_spaced(start, step, count, dtype, device);
 }
 
+// As NumPy computes it: start + i * step, with the last point `stop` itself (the product can miss
+// it by an ulp: linspace(-1, 1, 7) ended at 0.9999999999999999), and integers the floor of the
+// float64 points (truncated, linspace(-1, 1, 7) as int64 was [-1, 0, 0, 0, 0, 0, 0]).
 Tensor linspace(double start, double stop, int64_t count, DType dtype, Device device) {
   EDDY_CHECK(count >= 0, "linspace: count must be non-negative, got ", count);
   const double step = count > 1 ? (stop - start) / static_cast<double>(count - 1) : 0.0;
-  return evenly_spaced(start, step, count, dtype, device);
+  if (!is_inexact(dtype)) {
+    std::vector<int64_t> floors;
+    for (int64_t i = 0; i < count; ++i) {
+      // Rounded apart from the sum, as NumPy's multiply and add are: fused into one FMA, the middle
+      // of linspace(-1, 1, 7) came out -5.6e-17, whose floor is -1.
+      const volatile double offset = static_cast<double>(i) * step;
+      floors.push_back(static_cast<int64_t>(std::floor(i + 1 == count && count > 1 ? stop : start + offset)));
+    }
+    return cast(tensor(floors, {count}, device), dtype);
+  }
+  if (count < 2) return evenly_spaced(start, step, count, dtype, device);
+  return concat({evenly_spaced(start, step, count - 1, dtype, device), full({1}, stop, dtype, device)}, 0);
 }
 
 Tensor random_key(uint64_t seed, uint64_t offset) {

@@ -31,7 +31,8 @@ Tensor scalar(std::complex<double> value, DType dtype = DType::f32, Device devic
 // [start, stop) in steps of `step`.
 Tensor arange(double start, double stop, double step = 1, DType dtype = DType::f32,
               Device device = default_device());
-// `count` evenly spaced values from start to stop inclusive.
+// `count` evenly spaced values from start to stop inclusive, the last exactly `stop`; for an integer
+// dtype, the floors of the float64 values (as NumPy).
 Tensor linspace(double start, double stop, int64_t count, DType dtype = DType::f32,
                 Device device = default_device());
 // Uniform on [0, 1) and standard normal; element i depends only on (seed, offset + i). These

@@ -119,9 +119,10 @@ void map_binary(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
                   });
 }
 
+// NaN's sign is NaN, as in NumPy and PyTorch (x != x only for NaN).
 template <typename T>
 T sign_of(T x) {
-  return static_cast<T>((T(0) < x) - (x < T(0)));
+  return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0)));
 }
 
 // Eigen's vectorised exp clamps its argument near the smallest normal number's log, so exp(-inf)
@@ -286,7 +287,9 @@ void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
         case DType::c64: map_unary<c64, float>(in, out, [](c64 x) { return std::abs(x); }); return;
         case DType::c128: map_unary<c128, double>(in, out, [](c128 x) { return std::abs(x); }); return;
         default:
-          EDDY_DISPATCH_REAL(dtype, T, "abs", map_unary<T, T>(in, out, [](T x) { return x < T(0) ? T(-x) : x; }));
+          // 0 - x at zero too: |-0.0| is +0.0 (x < 0 ? -x : x kept -0.0, and 1 / |x| was -inf).
+          EDDY_DISPATCH_REAL(dtype, T, "abs",
+                             map_unary<T, T>(in, out, [](T x) { return x <= T(0) ? T(T(0) - x) : x; }));
           return;
       }
     case UnaryKernel::sign:
