@@ -332,3 +332,38 @@ def test_a_jitted_output_computed_from_no_input_requires_no_grad():
     np.testing.assert_allclose(np.asarray(constant), [3.0, 3.0])
     eddy.sum(scaled).backward()
     np.testing.assert_allclose(np.asarray(x.grad), [2.0, 2.0])
+
+
+def test_a_leaf_made_from_an_input_stops_derivatives_as_eagerly():
+    x = eddy.tensor(np.array([1.0, 2.0, 3.0]))
+
+    def fresh_leaf(v):
+        y = v.detach().requires_grad_()
+        return eddy.sum(y * v)
+
+    np.testing.assert_allclose(np.asarray(eddy.grad(eddy.jit(fresh_leaf))(x)), [1, 2, 3])
+    np.testing.assert_allclose(np.asarray(eddy.jit(eddy.grad(fresh_leaf))(x)), [1, 2, 3])
+    tangent = eddy.jvp(eddy.jit(fresh_leaf), (x,), (eddy.ones_like(x),))[1]
+    assert float(tangent) == pytest.approx(6.0)
+
+    # A PINN-style step: derivatives with respect to a leaf of the points, then a loss in the points.
+    def step(v):
+        y = v.detach().requires_grad_()
+        u = eddy.tanh(2 * y)
+        (u_x,) = eddy.gradients([u], [y], [eddy.ones_like(u)], create_graph=True)
+        return eddy.sum(u_x * v)
+
+    np.testing.assert_allclose(np.asarray(eddy.grad(eddy.jit(step))(x)), np.asarray(eddy.grad(step)(x)), rtol=1e-12)
+
+
+def test_detached_and_no_grad_outputs_of_a_compiled_function_require_no_grad():
+    def outputs(v):
+        with eddy.no_grad():
+            target = eddy.exp(v)
+        return v * 3, target, v.detach()
+
+    x = eddy.tensor(np.array([1.0, 2.0, 3.0])).requires_grad_()
+    scaled, target, detached = eddy.jit(outputs)(x)
+    assert scaled.requires_grad and not target.requires_grad and not detached.requires_grad
+    (eddy.sum(scaled) + eddy.sum(target) + eddy.sum(detached * detached)).backward()
+    np.testing.assert_allclose(np.asarray(x.grad), [3, 3, 3])

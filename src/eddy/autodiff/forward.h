@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "eddy/core/tensor.h"
 #include "eddy/ops/primitive.h"
@@ -22,6 +23,21 @@ class ForwardLevel {
 
  private:
   int64_t id_;
+};
+
+// Closes every open level for its scope; they are open again after it. A capture (compiler/
+// trace.cpp) records its function this way on tensors as they are, so that a captured tensor
+// keeps its tangents for the compiled call to apply: under an open level, the trace saw it without
+// them and its tangent was lost.
+class SuspendedForwardLevels {
+ public:
+  SuspendedForwardLevels();
+  ~SuspendedForwardLevels();
+  SuspendedForwardLevels(const SuspendedForwardLevels&) = delete;
+  SuspendedForwardLevels& operator=(const SuspendedForwardLevels&) = delete;
+
+ private:
+  std::vector<int64_t> suspended_;
 };
 
 // The innermost open level among the tensor's tangents, or -1.

@@ -73,6 +73,9 @@ const bool interpreter_installed = (set_top_interpreter(&autodiff), true);
 ForwardLevel::ForwardLevel() : id_(next_level_id++) { open_levels.push_back(id_); }
 ForwardLevel::~ForwardLevel() { open_levels.pop_back(); }
 
+SuspendedForwardLevels::SuspendedForwardLevels() { suspended_.swap(open_levels); }
+SuspendedForwardLevels::~SuspendedForwardLevels() { open_levels = std::move(suspended_); }
+
 int64_t innermost_level(const Tensor& tensor) {
   int64_t level = -1;
   for (const auto& [id, tangent] : tensor.impl()->tangents) {

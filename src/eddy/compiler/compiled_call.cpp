@@ -67,13 +67,17 @@ std::vector<Tensor> replay(const CallSite& site, Inputs arguments, ValueId outpu
   return values;
 }
 
-// Which of the graph's values are computed from `arguments` (the others are constants).
+// Which of the graph's values are computed from `arguments` through differentiable inputs, so
+// that derivatives can reach them (the others are constants to autodiff: a stop_gradient's
+// output, an index computed from an argument).
 std::vector<bool> varying_values(const Graph& graph, const std::vector<ValueId>& arguments) {
   std::vector<bool> varies(graph.values.size(), false);
   for (ValueId id : arguments) varies[static_cast<size_t>(id)] = true;
   for (const GraphNode& node : graph.nodes) {
-    for (ValueId input : node.inputs) {
-      if (varies[static_cast<size_t>(input)]) varies[static_cast<size_t>(node.output)] = true;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (varies[static_cast<size_t>(node.inputs[k])] && node.primitive->differentiable_input(static_cast<int>(k))) {
+        varies[static_cast<size_t>(node.output)] = true;
+      }
     }
   }
   return varies;

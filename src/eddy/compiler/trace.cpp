@@ -51,7 +51,7 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
       ValueId id = value_of(input);
       // Derivatives pass only through differentiable inputs (stop_gradient's own is constant).
       if (call.primitive.differentiable_input(static_cast<int>(k))) {
-        if (GradMode::enabled() && !input.requires_grad() && carries_[id]) id = stopped(input, id);
+        if (derivatives_stop_at(input, id)) id = stopped(input, id);
         carries = carries || carries_[id];
       }
       node.inputs.push_back(id);
@@ -60,6 +60,14 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
     remember(output, node.output);
     graph.nodes.push_back(std::move(node));
     return output;
+  }
+
+  // An output is used as an op's input is: through a handle where derivatives stop, the stopped
+  // value (a detached output, or one computed under no_grad, came back differentiable).
+  void add_output(const Tensor& output) {
+    ValueId id = value_of(output);
+    if (derivatives_stop_at(output, id)) id = stopped(output, id);
+    graph.outputs.push_back(id);
   }
 
   void host_read(const Tensor& tensor, std::string_view operation) override {
@@ -131,7 +139,18 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   ValueId add_value(const Tensor& tensor, ValueSource source, bool carries) {
     const ValueId id = graph.add_value(tensor.shape(), tensor.dtype(), source);
     carries_.push_back(carries);
+    handles_.push_back(tensor.impl_ptr());
     return id;
+  }
+
+  // Whether eagerly no derivative of value `id` passes through `handle`, while autodiff records:
+  // a handle that requires no grad (detached, or computed under no_grad), or a leaf of its own
+  // made from the value (x.detach().requires_grad_(), whose gradient eagerly goes to the new leaf
+  // and not on to x; it named x's value, and derivatives of the compiled call went through both).
+  bool derivatives_stop_at(const Tensor& handle, ValueId id) const {
+    if (!GradMode::enabled() || !carries_[id]) return false;
+    if (!handle.requires_grad()) return true;
+    return handle.is_leaf() && handles_[id].lock() != handle.impl_ptr();
   }
 
   // A value that carries derivatives, used as a constant through `handle`: a detached handle of
@@ -162,8 +181,9 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
 
   std::unordered_map<const ValueIdentity*, Known> known_;
   // By value: whether it carries derivatives (recorded from a handle that requires grad, or
-  // computed from such a value).
+  // computed from such a value), and the handle it was recorded from.
   std::vector<bool> carries_;
+  std::vector<std::weak_ptr<TensorImpl>> handles_;
   std::unordered_map<ValueId, ValueId> stopped_;
   std::set<std::pair<ValueId, const dist::Communicator*>> replicated_told_;
 };
@@ -219,14 +239,17 @@ Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs, E
   }
   std::vector<Tensor> outputs;
   {
+    const SuspendedForwardLevels on_tensors_as_they_are;
     InterpreterScope evaluator(evaluation == Evaluation::abstract ? abstract_evaluator() : kernel_evaluator());
     InterpreterScope recording(recorder);
     TraceRecorderScope hooks(&recorder);
     outputs = function(arguments);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      EDDY_CHECK(outputs[i].defined(), "compile: output ", i, " of the traced function is an undefined tensor");
+      recorder.add_output(outputs[i]);
+    }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    EDDY_CHECK(outputs[i].defined(), "compile: output ", i, " of the traced function is an undefined tensor");
-    recorder.graph.outputs.push_back(recorder.value_of(outputs[i]));
     // Frees the run's autodiff graph, whose nodes would otherwise hold the function's constants
     // and keep them from being recognised as such.
     outputs[i] = outputs[i].detach();
