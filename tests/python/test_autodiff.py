@@ -371,3 +371,49 @@ def test_power_in_the_exponent_at_a_zero_base():
     np.testing.assert_allclose(np.asarray(eddy.grad(f)(b)), [0, np.log(2) * 2**1.5])
     second = np.asarray(eddy.grad(lambda b: eddy.sum(eddy.grad(f)(b)))(b))
     np.testing.assert_allclose(second, [0, np.log(2) ** 2 * 2**1.5])
+
+
+def test_inner_derivatives_keep_a_closures_dependence():
+    def s(value):
+        return eddy.tensor(float(value), dtype="float64")
+
+    # d/dx [x * d/dy (x y)] = 2x; the inner grad had dropped x and given 2.
+    assert eddy.grad(lambda x: x * eddy.grad(lambda y: x * y)(s(3.0)))(s(2.0)).item() == pytest.approx(4.0)
+    inner = eddy.grad(lambda x: eddy.grad(lambda y: eddy.sin(x) * y * y)(s(3.0)))(s(2.0))
+    assert inner.item() == pytest.approx(6 * np.cos(2.0))
+    # Force matching: the loss's gradient in the weights goes through the forces -dE/dr.
+    rng = np.random.default_rng(0)
+    r = eddy.tensor(rng.standard_normal((5, 3)))
+    weights = eddy.tensor(rng.standard_normal((3, 4)))
+
+    def force_loss(w):
+        forces = eddy.grad(lambda q: eddy.sum(eddy.tanh(q @ w) ** 2))(r)
+        return eddy.sum(forces * forces)
+
+    h = 1e-6
+    analytic = np.asarray(eddy.grad(force_loss)(weights))
+    w0 = np.asarray(weights)
+    bump = np.zeros_like(w0)
+    bump[1, 2] = h
+    central = (force_loss(eddy.tensor(w0 + bump)).item() - force_loss(eddy.tensor(w0 - bump)).item()) / (2 * h)
+    assert analytic[1, 2] == pytest.approx(central, rel=1e-6)
+    # Nothing outer to differentiate: the result carries no graph.
+    assert not eddy.grad(lambda y: eddy.sum(y * y))(eddy.tensor([1.0, 2.0])).requires_grad
+
+
+def test_gradient_with_respect_to_a_vjp_cotangent():
+    x0 = eddy.tensor([0.5, 1.0, 1.5], dtype="float64")
+    u = eddy.tensor([1.0, -2.0, 0.5], dtype="float64")
+    v = eddy.tensor([0.3, 0.2, 0.1], dtype="float64")
+    through_cotangent = eddy.grad(lambda w: eddy.sum(eddy.vjp(lambda a: eddy.sin(a) * a, (x0,), (w,))[1][0] * u))(v)
+    a = np.array([0.5, 1.0, 1.5])
+    np.testing.assert_allclose(np.asarray(through_cotangent), (np.cos(a) * a + np.sin(a)) * [1, -2, 0.5], rtol=1e-12)
+
+
+def test_forward_mode_through_a_compiled_closure():
+    def s(value):
+        return eddy.tensor(float(value), dtype="float64")
+
+    one = s(1.0)
+    assert eddy.jvp(lambda x: eddy.jit(lambda y: x * y)(s(3.0)), (s(2.0),), (one,))[1].item() == pytest.approx(3.0)
+    assert eddy.jvp(lambda x: eddy.jit(lambda y: x * y)(x), (s(2.0),), (one,))[1].item() == pytest.approx(4.0)

@@ -331,6 +331,39 @@ RecordedGraphSize recorded_graph_size(const Tensor& output) {
   return size;
 }
 
+bool depends_on_leaves_other_than(const std::vector<Tensor>& outputs, const std::vector<Tensor>& leaves) {
+  std::unordered_set<const void*> known;
+  for (const Tensor& leaf : leaves) {
+    if (!leaf.defined()) continue;
+    if (const void* key = key_of(leaf)) known.insert(key);
+    // A distributed leaf's graph is that of its local part (core/distribution.h).
+    if (const Distribution* layout = distribution_of(leaf)) known.insert(key_of(layout->local));
+  }
+  std::unordered_set<const Node*> visited;
+  std::vector<const Node*> pending;
+  auto reaches_another_leaf = [&](const Tensor& t) {
+    if (!t.defined()) return false;
+    if (const Node* producer = node_of(t)) {
+      pending.push_back(producer);
+      return false;
+    }
+    const void* key = key_of(t);
+    return key && !known.contains(key);
+  };
+  for (const Tensor& output : outputs) {
+    if (reaches_another_leaf(output)) return true;
+  }
+  while (!pending.empty()) {
+    const Node* node = pending.back();
+    pending.pop_back();
+    if (!visited.insert(node).second) continue;
+    for (const Tensor& input : node->inputs) {
+      if (reaches_another_leaf(input)) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool create_graph) {
   const Seeds seeds = seed_cotangents(outputs, grad_outputs);

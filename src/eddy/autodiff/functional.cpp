@@ -12,7 +12,7 @@ void check_matching(std::string_view op, const Tensor& primal, const Tensor& oth
                     std::string_view what, size_t i) {
   EDDY_CHECK(other.defined(), op, ": ", what, " ", i, " is undefined");
   EDDY_CHECK(other.shape() == primal.shape(), op, ": ", what, " ", i, " has shape ", other.shape(),
-             " but its primal has shape ", primal.shape());
+             " but its ", what == "cotangent" ? "output" : "primal", " has shape ", primal.shape());
 }
 
 // A fresh differentiation target standing for `x`: a new leaf when x is a constant (keeping its
@@ -65,16 +65,19 @@ std::pair<Tensor, Tensor> jvp(const Function& f, const Tensor& primal, const Ten
 std::pair<std::vector<Tensor>, std::vector<Tensor>> vjp(const MultiFunction& f,
                                                          const std::vector<Tensor>& primals,
                                                          const std::vector<Tensor>& cotangents) {
-  // The result must stay differentiable when an outer transformation differentiates it again.
-  bool outer_graph = false;
-  for (const Tensor& x : primals) outer_graph = outer_graph || x.requires_grad();
-  const bool create_graph = GradMode::enabled() && outer_graph;
   std::vector<Tensor> targets, outputs;
   {
     GradModeGuard recording(true);
     for (const Tensor& x : primals) targets.push_back(as_target(x));
     outputs = f(targets);
   }
+  // The result must stay differentiable when an outer transformation differentiates it again:
+  // through the primals, the cotangents, or a tensor `f` reads besides them (a closure's weights;
+  // looking at the primals alone, grad of x * grad(y -> x * y) came out 2 and not 4).
+  bool outer_graph = depends_on_leaves_other_than(outputs, targets);
+  for (const Tensor& x : primals) outer_graph = outer_graph || x.requires_grad();
+  for (const Tensor& c : cotangents) outer_graph = outer_graph || (c.defined() && c.requires_grad());
+  const bool create_graph = GradMode::enabled() && outer_graph;
   // No cotangents: ones, for functions with one-element outputs (as in grad).
   EDDY_CHECK(cotangents.empty() || cotangents.size() == outputs.size(), "vjp: ",
              cotangents.size(), " cotangents for ", outputs.size(), " outputs");

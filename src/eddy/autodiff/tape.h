@@ -32,6 +32,11 @@ struct RecordedGraphSize {
 };
 RecordedGraphSize recorded_graph_size(const Tensor& output);
 
+// Whether `outputs` were computed from a tensor that requires grad besides `leaves`: one an outer
+// differentiation tracks (a closure's weights), through which derivatives taken with respect to
+// `leaves` must stay differentiable.
+bool depends_on_leaves_other_than(const std::vector<Tensor>& outputs, const std::vector<Tensor>& leaves);
+
 // Reverse mode from `output`: accumulates into .grad() of the leaves it depends on. PyTorch's
 // loss.backward() is backward(loss) here: Tensor is core's, and the backward pass is autodiff's.
 void backward(const Tensor& output, const Tensor& grad_output = Tensor(), bool create_graph = false);
