@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "eddy/core/error.h"
+#include "eddy/io/atomic_file.h"
 
 namespace eddy::solvers {
 namespace {
@@ -104,6 +105,23 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
   for (const std::string& path : resumable) may_change += (may_change.empty() ? "" : ", ") + path;
   throw Error(cat("--resume: ", differences, "; only training settings may change (", may_change,
                   "). Start a new run (another output.dir) to change them"));
+}
+
+void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings) {
+  if (checkpoint_settings.empty()) return;  // written before checkpoints recorded their settings
+  const std::string checkpoint = run_dir + "/checkpoint.safetensors";
+  const Settings recorded = decode_settings(checkpoint_settings, checkpoint);
+  const Settings config = fixed_settings(io::read_file(run_dir + "/config.yaml"), {});
+  std::string differences;
+  for (const auto& [key, value] : recorded) {
+    const auto found = config.find(key);
+    if (found == config.end() || found->second == value || same_number(value, found->second)) continue;
+    differences += cat(differences.empty() ? "" : "; ", key, " is ", value, " there and ", found->second,
+                       " in config.yaml");
+  }
+  EDDY_CHECK(differences.empty(), checkpoint, " was not written by the run of ", run_dir, "/config.yaml (",
+             differences, "): that run stopped before its first checkpoint, and the checkpoint is an earlier "
+             "run's. Train it again, or --resume it to write its own checkpoint");
 }
 
 }  // namespace eddy::solvers

@@ -32,4 +32,11 @@ Settings decode_settings(const std::string& text, const std::string& checkpoint)
 void check_same_settings(const Settings& checkpoint_run, const Settings& this_run, const ResumableKeys& resumable,
                          const std::string& checkpoint);
 
+// Throws, naming the keys, when the checkpoint of the run folder `run_dir` records values its
+// config.yaml does not have (compared on the keys both hold): a run started without --resume
+// writes config.yaml at once and its first checkpoint later, so one stopped in between left the
+// earlier run's weights beside a config they were not trained with, and export, eval and
+// generate used them together (a parameter of the new config times the old weights).
+void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings);
+
 }  // namespace eddy::solvers

@@ -40,18 +40,6 @@ void require_same_on_every_rank(dist::Communicator& comm, int64_t value, const s
              differs ? ", this one among them" : "", ")");
 }
 
-// Every rank's copy of rank 0's `text` (collective).
-std::string text_of_rank_0(dist::Communicator& comm, const std::string& text) {
-  Tensor length = tensor(std::vector<int64_t>{static_cast<int64_t>(text.size())});
-  comm.broadcast(length, 0);
-  std::vector<int32_t> codes(static_cast<size_t>(length.item<int64_t>()));
-  for (size_t i = 0; comm.rank() == 0 && i < codes.size(); ++i) codes[i] = static_cast<unsigned char>(text[i]);
-  Tensor sent = tensor(codes);
-  comm.broadcast(sent, 0);
-  std::string received;
-  for (int32_t code : sent.to_vector<int32_t>()) received += static_cast<char>(code);
-  return received;
-}
 
 // The ranks must run one config. Where one differs, it names the keys that do (rank 0 sends its
 // settings for that): the hash alone said only how many ranks differed.
@@ -116,6 +104,18 @@ Settings with_recorded(Settings settings, const Settings& recorded) {
 }
 
 }  // namespace
+
+std::string text_of_rank_0(dist::Communicator& comm, const std::string& text) {
+  Tensor length = tensor(std::vector<int64_t>{static_cast<int64_t>(text.size())});
+  comm.broadcast(length, 0);
+  std::vector<int32_t> codes(static_cast<size_t>(length.item<int64_t>()));
+  for (size_t i = 0; comm.rank() == 0 && i < codes.size(); ++i) codes[i] = static_cast<unsigned char>(text[i]);
+  Tensor sent = tensor(codes);
+  comm.broadcast(sent, 0);
+  std::string received;
+  for (int32_t code : sent.to_vector<int32_t>()) received += static_cast<char>(code);
+  return received;
+}
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
 

@@ -80,6 +80,9 @@ struct NonFiniteStop {
   std::string message;
 };
 
+// Every rank's copy of rank 0's `text` (collective).
+std::string text_of_rank_0(dist::Communicator& comm, const std::string& text);
+
 // The checkpoint of the run whose folder is `dir`.
 std::string checkpoint_path(const std::string& dir);
 

@@ -287,12 +287,58 @@ std::vector<Batch> validation_batches(const TokenFile& file, const LmProblem& pr
   return batches;
 }
 
-PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resuming) {
+namespace {
+
+struct CorpusPaths {
+  fs::path data_dir;
+  std::string tokenizer, description, train_tokens, validation_tokens;
+};
+
+CorpusPaths corpus_paths(const LmProblem& p) {
   const fs::path data_dir = fs::path(p.output.dir) / "data";
-  const std::string tokenizer_path = (fs::path(p.output.dir) / "tokenizer.json").string();
-  const std::string description_path = (data_dir / "source.txt").string();
-  PreparedCorpus prepared{std::nullopt, (data_dir / "train.tokens").string(),
-                          (data_dir / "validation.tokens").string(), false};
+  return {data_dir, (fs::path(p.output.dir) / "tokenizer.json").string(), (data_dir / "source.txt").string(),
+          (data_dir / "train.tokens").string(), (data_dir / "validation.tokens").string()};
+}
+
+}  // namespace
+
+StagedCorpus::~StagedCorpus() {
+  std::error_code ignored;
+  for (const auto& [staged, place] : pending) fs::remove(staged, ignored);
+}
+
+void StagedCorpus::commit() {
+  for (const auto& [staged, place] : pending) io::move_into_place(staged, place);
+  pending.clear();
+}
+
+PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resuming) {
+  StagedCorpus staged = stage_corpus(p, log, resuming, ".tmp-" + std::to_string(::getpid()));
+  staged.commit();
+  const CorpusPaths paths = corpus_paths(p);
+  staged.corpus.train_tokens = paths.train_tokens;
+  staged.corpus.validation_tokens = paths.validation_tokens;
+  return std::move(staged.corpus);
+}
+
+PreparedCorpus corpus_staged_by_rank_0(const LmProblem& p, const std::string& suffix) {
+  const CorpusPaths paths = corpus_paths(p);
+  std::error_code error;
+  const bool staged = fs::exists(paths.train_tokens + suffix, error);
+  const std::string end = staged ? suffix : std::string();
+  return {io::BpeTokenizer::load(paths.tokenizer + end), paths.train_tokens + end, paths.validation_tokens + end,
+          !staged};
+}
+
+StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, const std::string& suffix) {
+  const CorpusPaths paths = corpus_paths(p);
+  const fs::path& data_dir = paths.data_dir;
+  const std::string& tokenizer_path = paths.tokenizer;
+  const std::string& description_path = paths.description;
+  StagedCorpus staged;
+  PreparedCorpus& prepared = staged.corpus;
+  prepared.train_tokens = paths.train_tokens;
+  prepared.validation_tokens = paths.validation_tokens;
   const std::vector<fs::path> files = corpus_files(p.corpus);
   const std::string description = corpus_description(p, files);
   std::error_code error;
@@ -301,7 +347,7 @@ PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resumi
       fs::exists(prepared.validation_tokens, error)) {
     prepared.tokenizer = io::BpeTokenizer::load(tokenizer_path);
     prepared.reused = true;
-    return prepared;
+    return staged;
   }
 
   const std::string changes = fs::exists(description_path, error)
@@ -330,14 +376,20 @@ PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resumi
              " token, which eddy puts between documents");
   if (log) *log << "tokenising the corpus into " << data_dir.string() << "\n";
   fs::create_directories(data_dir);
+  auto stage = [&](const std::string& place) {
+    staged.pending.emplace_back(place + suffix, place);
+    return place + suffix;
+  };
   const int32_t vocab = prepared.tokenizer->vocab_size();
+  prepared.train_tokens = stage(paths.train_tokens);
   TokenFile::write(prepared.train_tokens, encode_documents(*prepared.tokenizer, documents.train, *end_of_text), vocab);
+  prepared.validation_tokens = stage(paths.validation_tokens);
   TokenFile::write(prepared.validation_tokens,
                    encode_documents(*prepared.tokenizer, documents.validation, *end_of_text), vocab);
-  prepared.tokenizer->save(tokenizer_path);
-  // Written last: token files without it are made again.
-  io::write_file_atomically(description_path, description);
-  return prepared;
+  prepared.tokenizer->save(stage(tokenizer_path));
+  // Moved in last: token files without it are made again.
+  io::write_file_atomically(stage(description_path), description);
+  return staged;
 }
 
 }  // namespace eddy::lm

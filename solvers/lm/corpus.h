@@ -83,4 +83,25 @@ struct PreparedCorpus {
 };
 PreparedCorpus prepare_corpus(const LmProblem& problem, std::ostream* log, bool resuming = false);
 
+// The same, with the files it makes written beside their places (NAME + `suffix`) until commit()
+// moves them in, the corpus description last: a run refused before it trains (a window longer
+// than its data, a folder another run holds, a --resume that does not fit) leaves the run folder
+// as it was, where it had replaced the tokenizer of the run there (whose generated text was then
+// garbage). Until then the paths name the staged files; the ones not committed are removed with
+// the object.
+struct StagedCorpus {
+  PreparedCorpus corpus;
+  std::vector<std::pair<std::string, std::string>> pending;  // (staged file, its place)
+
+  StagedCorpus() = default;
+  StagedCorpus(StagedCorpus&&) = default;
+  StagedCorpus& operator=(StagedCorpus&&) = delete;
+  ~StagedCorpus();
+  void commit();
+};
+StagedCorpus stage_corpus(const LmProblem& problem, std::ostream* log, bool resuming, const std::string& suffix);
+// What another rank reads: the files rank 0 staged under `suffix`, or those in place where it
+// staged none.
+PreparedCorpus corpus_staged_by_rank_0(const LmProblem& problem, const std::string& suffix);
+
 }  // namespace eddy::lm

@@ -5,6 +5,7 @@
 #include "eddy/core/error.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/nn/init.h"
+#include "solvers/common/resume_settings.h"
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/model.h"
@@ -95,7 +96,9 @@ TrainedModel load_trained_model(const std::string& run_dir) {
     trained.model = make_model(trained.problem.model, trained.tokenizer->vocab_size(),
                                trained.problem.training.dtype, trained.problem.training.seed);
   }
-  trained.step = io::load_checkpoint(run_dir + "/checkpoint.safetensors", *trained.model).step;
+  const io::CheckpointInfo info = io::load_checkpoint(run_dir + "/checkpoint.safetensors", *trained.model);
+  solvers::require_checkpoint_of_config(run_dir, info.settings);
+  trained.step = info.step;
   // For inference, as a Hugging Face folder loads: in training mode a run with dropout gave
   // different logits on every call.
   trained.model->eval();

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <optional>
 
+#include <unistd.h>
+
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/memory.h"
 #include "eddy/dist/communicator.h"
@@ -120,10 +122,14 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   // Preparing the corpus writes into the run folder, which a refused --resume must leave as it was.
   const std::string checkpoint = solvers::checkpoint_path(p.output.dir);
   if (options.resume) io::require_checkpoint(checkpoint);
-  // Rank 0 writes the tokenizer and the token files; the others read them once it has.
+  // Rank 0 stages the tokenizer and the token files (moved into the run folder once the loop
+  // holds it and has checked the run); the others read them once it has.
+  const std::string staging = solvers::text_of_rank_0(world, ".tmp-" + std::to_string(::getpid()));
   if (!root) world.barrier();
-  const PreparedCorpus corpus = prepare_corpus(p, log, options.resume);
+  StagedCorpus staged = root ? stage_corpus(p, log, options.resume, staging) : StagedCorpus{};
+  if (!root) staged.corpus = corpus_staged_by_rank_0(p, staging);
   if (root) world.barrier();
+  const PreparedCorpus& corpus = staged.corpus;
   const TokenFile train_tokens(corpus.train_tokens), validation_tokens(corpus.validation_tokens);
   const int64_t context = p.model.context, batch = t.batch_size;
   const std::vector<Batch> validation = validation_batches(validation_tokens, p);
@@ -316,6 +322,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
 
   result.parameters = model->parameter_count();
   int64_t step = first_step = loop.start();
+  if (root) staged.commit();
   if (log) {
     *log << "model: " << (p.model.architecture == Architecture::gpt2 ? "gpt2" : "llama") << ", "
                  << result.parameters << " parameters; "
@@ -353,8 +360,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
                                                     : std::string("no checkpoint was written by this run"));
     return result;
   }
-  if (root) write_history(p.output.dir + "/history.h5", results, p.config_hash);
+  // The checkpoint first: results that cannot be written (a full disk) lose no training.
   loop.save(step);
+  if (root) write_history(p.output.dir + "/history.h5", results, p.config_hash);
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;
   result.message = cat(solvers::training_ended(result.interrupted), step, " steps; ",

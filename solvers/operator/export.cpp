@@ -5,6 +5,7 @@
 #include "eddy/io/checkpoint.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
+#include "solvers/common/resume_settings.h"
 #include "solvers/operator/trainer.h"
 
 namespace eddy::operator_learning {
@@ -59,7 +60,8 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   problem.data.normalize = false;
   const auto this_process = dist::make_single_process_communicator();
   OperatorModel model(problem, layout, *this_process);
-  io::load_checkpoint(run_dir + "/checkpoint.safetensors", model);
+  const io::CheckpointInfo info = io::load_checkpoint(run_dir + "/checkpoint.safetensors", model);
+  solvers::require_checkpoint_of_config(run_dir, info.settings);
 
   // The values traced on do not matter: the graph cannot depend on them.
   const SplitSpec& train = problem.data.train;

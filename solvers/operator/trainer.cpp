@@ -159,8 +159,17 @@ void write_sample_vti(const std::string& path, const Split& split, const Tensor&
 }
 
 // `predictions`: one per test set, in order.
+// Each test set's mean relative L2 error of `predictions`.
+std::map<std::string, double> test_errors(const Dataset& data, const std::vector<Tensor>& predictions) {
+  std::map<std::string, double> errors;
+  for (size_t i = 0; i < data.tests.size(); ++i) {
+    errors[data.tests[i].name] = mean(per_sample_relative_l2(predictions[i], data.tests[i].output)).item<double>();
+  }
+  return errors;
+}
+
 void write_results(const OperatorProblem& p, const Dataset& data, const std::vector<Tensor>& predictions,
-                   const History& history, std::map<std::string, double>& errors) {
+                   const History& history, const std::map<std::string, double>& errors) {
   io::Hdf5Writer out(p.output.dir + "/predictions.h5");
   // An earlier run's image of a test set this run does not have would be read as this run's.
   solvers::remove_earlier_outputs(p.output.dir, R"(sample0_.*\.vti)");
@@ -168,14 +177,13 @@ void write_results(const OperatorProblem& p, const Dataset& data, const std::vec
     const Split& split = data.tests[i];
     const Tensor& prediction = predictions[i];
     const Tensor sample_errors = per_sample_relative_l2(prediction, split.output);
-    errors[split.name] = mean(sample_errors).item<double>();
     const std::string group = "test/" + split.name;
     out.write(group + "/input", split.input);
     out.write(group + "/target", split.output);
     out.write(group + "/prediction", prediction);
     out.write(group + "/relative_l2", sample_errors);
     if (split.points.defined()) out.write(group + "/points", split.points);
-    out.set_attribute(group, "mean_relative_l2", errors[split.name]);
+    out.set_attribute(group, "mean_relative_l2", errors.at(split.name));
     if (p.output.vtk && !split.points.defined()) {
       write_sample_vti(p.output.dir + "/sample0_" + split.name + ".vti", split, prediction);
     }
@@ -424,7 +432,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     for (const Split& split : data.tests) predictions.push_back(predict_split(forward, split, placing));
   }
   if (root) {
-    write_results(p, data, predictions, history, result.test_relative_l2);
+    result.test_relative_l2 = test_errors(data, predictions);
     finished.fill_(1);
     for (const auto& [name, error] : result.test_relative_l2) {
       if (!std::isfinite(error)) {
@@ -445,12 +453,15 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   error_values = errors.to_vector<double>();
   for (size_t i = 0; i < data.tests.size(); ++i) result.test_relative_l2[data.tests[i].name] = error_values[i];
   if (finished.item<int64_t>() == 0) {
+    if (root) write_results(p, data, predictions, history, result.test_relative_l2);
     if (!root) result.message = "training ended with a non-finite test error (reported by rank 0)";
     return result;
   }
-  // On every rank, as with ZeRO stage 1 the ranks gather the optimiser state together; the
-  // barrier returns once rank 0 has written it.
+  // On every rank, as with ZeRO stage 1 the ranks gather the optimiser state together; then the
+  // results, so that results that cannot be written (a full disk) lose no training. The barrier
+  // returns once rank 0 has written both.
   loop.save(epoch);
+  if (root) write_results(p, data, predictions, history, result.test_relative_l2);
   comm.barrier();
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;
