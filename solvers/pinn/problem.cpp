@@ -439,10 +439,9 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
                     " of an interval, rectangle, box or hypercube; geometry.space has ",
                     faces.empty() ? std::string("no named faces") : cat("the faces ", comma_separated(faces))));
     }
-    if (auto fields = node.find("fields")) {
-      for (const ConfigNode& f : fields->elements()) c.periodic_fields.push_back(field_index(problem, f));
-    } else {
-      for (size_t i = 0; i < problem.fields.size(); ++i) c.periodic_fields.push_back(static_cast<int64_t>(i));
+    // Every field unless named, written into the resolved config, as read_soap writes its betas.
+    for (const ConfigNode& f : node.sequence("fields", problem.fields).elements()) {
+      c.periodic_fields.push_back(field_index(problem, f));
     }
     return c;
   }
@@ -649,15 +648,15 @@ RadOptions read_rad(const Problem& problem, const ConfigNode& node) {
 // too, but here the error names the key.
 optim::SoapOptions read_soap(const ConfigNode& node) {
   optim::SoapOptions soap;
-  if (auto betas = node.find("betas")) {
-    const std::vector<double> values = betas->as_numbers();
-    if (values.size() != 2) betas->fail(cat("needs two numbers, [beta1, beta2]; got ", values.size()));
-    for (double beta : values) {
-      if (!(beta >= 0 && beta < 1)) betas->fail(cat("each must lie in [0, 1), got ", beta));
-    }
-    soap.beta1 = values[0];
-    soap.beta2 = values[1];
+  // Written into the resolved config when absent: a --resume that spells the default out is the
+  // same run (it was refused, the key "not set" in the checkpoint).
+  const std::vector<double> values = node.numbers("betas", {soap.beta1, soap.beta2});
+  if (values.size() != 2) node.at("betas").fail(cat("needs two numbers, [beta1, beta2]; got ", values.size()));
+  for (double beta : values) {
+    if (!(beta >= 0 && beta < 1)) node.at("betas").fail(cat("each must lie in [0, 1), got ", beta));
   }
+  soap.beta1 = values[0];
+  soap.beta2 = values[1];
   soap.shampoo_beta = node.number("shampoo_beta", soap.beta2);
   if (!(*soap.shampoo_beta >= 0 && *soap.shampoo_beta < 1)) {
     node.at("shampoo_beta").fail(cat("must lie in [0, 1), got ", *soap.shampoo_beta));

@@ -98,6 +98,20 @@ solvers::ResumableKeys resumable_keys(const Problem& p) {
   return keys;
 }
 
+// Keys that resolved configs of an earlier eddy left out, with the values that eddy used: its
+// checkpoints resume (each only where this run has the key).
+solvers::Settings added_later(const Problem& p) {
+  solvers::Settings keys{{"training.optimizer", "adam"}};
+  if (p.training.optimizer == FirstOrderOptimizer::soap) keys["training.soap.betas"] = "[0.95, 0.95]";
+  for (const Condition& c : p.conditions) {
+    if (c.kind != ConditionKind::periodic) continue;
+    std::string every_field;
+    for (const std::string& field : p.fields) every_field += (every_field.empty() ? "" : ", ") + field;
+    keys["conditions." + c.name + ".fields"] = "[" + every_field + "]";
+  }
+  return keys;
+}
+
 std::map<std::string, double> learned_values(PinnState& state) {
   std::map<std::string, double> values;
   for (auto& [name, tensor] : state.learnable()) values[name] = tensor.item<double>();
@@ -219,6 +233,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   std::ostream* log = comm.rank() == 0 ? options.log : nullptr;
 
   PinnState state(p, comm);
+  state.check_boundary_selections();
   const std::vector<Tensor> trainable = state.trainable();
   std::unique_ptr<optim::Optimizer> optimizer;
   const bool soap = p.training.optimizer == FirstOrderOptimizer::soap;
@@ -329,7 +344,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p),
-       {{"training.optimizer", "adam"}},
+       added_later(p),
        solvers::RunLength{stages * per_stage, cat(stages > 1 ? "stages x (" : "",
                                                   soap ? "training.soap.steps" : "training.adam.steps",
                                                   " + training.lbfgs.iterations", stages > 1 ? ")" : "")}},
@@ -408,7 +423,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
 void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
-  io::load_checkpoint(solvers::checkpoint_path(run_dir), state.model(), &saved);
+  const io::CheckpointInfo info = io::load_checkpoint(solvers::checkpoint_path(run_dir), state.model(), &saved);
+  solvers::require_checkpoint_of_config(run_dir, info.settings);
   state.restore_stages(saved);
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));

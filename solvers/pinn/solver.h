@@ -128,6 +128,11 @@ class PinnState {
   // bound taken for all of them, so that an order too high for this machine is refused before
   // training rather than at its first step.
   void check_derivative_memory();
+  // Draws each boundary condition with an `on` predicate once in every time-marching window, with
+  // a generator of its own (the state is left as it was): a predicate that selects no points in a
+  // later window (one that names t) fails here, before training, where it failed once the windows
+  // before it had trained, and the error names the window.
+  void check_boundary_selections();
   // The solution at points [N, coordinates]: the model's output (with the output transforms), or
   // under time marching, at each point the network of the window holding its t: the trained
   // network of a window before the current stage, the model for the current one and those after.

@@ -12,6 +12,7 @@
 #include "eddy/ops/ops.h"
 #include "solvers/pinn/sampler.h"
 #include "solvers/pinn/solver.h"
+#include "solvers/pinn/stages.h"
 #include "solvers/pinn/weighting.h"
 
 namespace eddy::pinn {
@@ -320,6 +321,27 @@ Tensor PinnState::expression_residual(const Condition& c, const Tensor& points, 
   inputs.planned_rows = planned_rows;
   EvaluationContext context(problem_.symbols(c.kind == ConditionKind::boundary), inputs);
   return evaluate(*c.residual, context);
+}
+
+void PinnState::check_boundary_selections() {
+  if (!problem_.training.time_marching) return;
+  const auto whole = time_;
+  const int64_t windows = problem_.training.time_marching->windows;
+  Generator probe(problem_.seed);
+  for (int64_t k = 0; k < windows; ++k) {
+    time_ = time_window(problem_, k);
+    for (const Condition& c : problem_.conditions) {
+      if (c.kind != ConditionKind::boundary || !c.selector) continue;
+      try {
+        sample_condition(c, probe);
+      } catch (const Error& e) {
+        time_ = whole;
+        throw Error(cat(e.what(), " in time-marching window ", k + 1, " of ", windows, " (t from ",
+                        time_window(problem_, k).first, " to ", time_window(problem_, k).second, ")"));
+      }
+    }
+  }
+  time_ = whole;
 }
 
 void PinnState::check_derivative_memory() {

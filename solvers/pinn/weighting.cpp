@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
@@ -74,9 +75,14 @@ void update_adaptive_weights(PinnState& state, int64_t step) {
   for (double s : sizes) total += s;
   if (!std::isfinite(total)) return;  // the loss is about to stop training; leave the weights
 
+  // A size lost to rounding beside the total counts as zero: a condition that holds by
+  // construction up to rounding (a boundary value an output transform imposes, as sin(pi) is
+  // 1.2e-16 and not 0) had weights of 1e28 to 1e32, and its rounding noise then drove training.
+  const double negligible = total * (state.problem().dtype == DType::f64 ? std::numeric_limits<double>::epsilon()
+                                                                         : std::numeric_limits<float>::epsilon());
   std::vector<double> weights = state.adaptive_weights();
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] > 0) weights[i] = options.alpha * weights[i] + (1 - options.alpha) * total / sizes[i];
+    if (sizes[i] > negligible) weights[i] = options.alpha * weights[i] + (1 - options.alpha) * total / sizes[i];
   }
   state.set_adaptive_weights(std::move(weights));
 }

@@ -145,6 +145,7 @@ int check_pinn(io::Config& config) {
   pinn::Problem problem = pinn::read_problem(config);
   pinn::PinnState state(problem);
   state.check_derivative_memory();
+  state.check_boundary_selections();
   std::printf("%s: valid. %zu coordinates (", config.source().c_str(), problem.coordinates.size());
   for (size_t i = 0; i < problem.coordinates.size(); ++i) std::printf("%s%s", i ? ", " : "", problem.coordinates[i].c_str());
   std::printf("), %zu fields, %zu conditions, %lld model parameters\n\n", problem.fields.size(),

@@ -518,6 +518,29 @@ TEST_F(SolveTest, GradNormWeightingFollowsTheGradientNorms) {
   EXPECT_NEAR(state.adaptive_weights()[1], 0.5 + 0.5 * (pde + ends) / ends, 1e-9);
 }
 
+TEST_F(SolveTest, AdaptiveWeightsKeepAConditionThatHoldsUpToRounding) {
+  // The output transform makes u(0) and u(1) zero up to rounding (sin(pi) is 1.2e-16): the
+  // ends' gradient and trace are rounding noise, and their weight stays where it was, where it
+  // had become 1e28 and more.
+  std::string text = scaled_poisson("1");
+  const std::string plain = "model: {width: 16, depth: 2}";
+  text.replace(text.find(plain), plain.size(),
+               "model: {width: 16, depth: 2, output_transform: {u: sin(pi*x)*net_u}}");
+  for (const std::string scheme : {"{scheme: grad_norm, every: 5, alpha: 0.5}", "{scheme: ntk, every: 5, alpha: 0.5}"}) {
+    SCOPED_TRACE(scheme);
+    std::string weighted = text;
+    const std::string grad_norm = "{scheme: grad_norm, every: 5, alpha: 0.5}";
+    weighted.replace(weighted.find(grad_norm), grad_norm.size(), scheme);
+    const Problem p = problem(weighted);
+    PinnState state(p);
+    state.sample(0);
+    ASSERT_LT(state.condition_loss(1).item<double>(), 1e-28);
+    update_adaptive_weights(state, 5);
+    EXPECT_EQ(state.adaptive_weights()[1], 1.0);
+    EXPECT_GT(state.adaptive_weights()[0], 0.99);
+  }
+}
+
 TEST_F(SolveTest, GradNormWeightingRaisesTheConditionWithTheWeakerGradient) {
   // A PDE loss with a tiny gradient gains weight over the boundary's; one with a huge gradient
   // leaves the boundary the larger weight.

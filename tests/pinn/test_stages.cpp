@@ -284,6 +284,18 @@ TEST_F(StagesTest, ContinuationResumesInTheRightStage) {
   expect_resume_matches({"training.continuation={parameter: kappa, values: [0.4, 0.2, 0.1]}"}, " 17/20");
 }
 
+TEST_F(StagesTest, AnOnPredicateThatSelectsNothingInALaterWindowFailsBeforeTraining) {
+  // The ends exist only before t = 0.3: the second of two windows (t from 0.3) has none. The run
+  // failed once the first window had trained; the check names the window before any step.
+  std::ostringstream log;
+  SolveOptions options;
+  options.log = &log;
+  const std::string early_ends = "conditions.ends={type: dirichlet, on: t < 0.25, field: u, points: 16}";
+  expect_error([&] { solve(problem({"training.time_marching={windows: 2}", early_ends}), options); },
+               {"conditions.ends.on", "selects no points", "in time-marching window 2 of 2 (t from 0.3 to 0.6)"});
+  EXPECT_EQ(log.str().find("adam "), std::string::npos) << log.str();
+}
+
 TEST_F(StagesTest, KeysAreRefusedWhereTheyCannotApply) {
   const std::string steady = R"(geometry: {space: {type: interval, min: 0, max: 1}}
 fields: [u]

@@ -96,3 +96,33 @@ def test_resume_refuses_a_changed_model_and_names_the_key(eddy_cli, tmp_path):
     assert (f"--resume: model.width is 20 in the run that wrote {run}/checkpoint.safetensors but 32 now; "
             "only training settings may change") in refused.stderr
     assert (run / "config.yaml").read_text() == config  # still the checkpoint's
+
+
+def test_export_refuses_a_checkpoint_that_another_config_replaced_the_config_of(eddy_cli, tmp_path):
+    # A new run in the same folder writes config.yaml at once and its first checkpoint later: one
+    # stopped in between leaves an earlier run's weights beside its config, here with another nu.
+    run = tmp_path / "run"
+    first = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0"))
+    assert first.returncode == 0, first.stderr
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("nu: 0.0031830988618379067", "nu: 0.1"))
+    exported = solve([str(eddy_cli), "export", str(run), "--output", str(tmp_path / "exported")])
+    assert exported.returncode != 0
+    assert "was not written by the run of" in exported.stderr and "parameters.nu" in exported.stderr
+
+
+def test_resume_with_a_default_spelled_out_is_the_same_run(eddy_cli, tmp_path):
+    # SOAP's betas are written into the resolved config when left out, so a --resume that spells
+    # out their default is not refused as a change.
+    problem = tmp_path / "kdv.yaml"
+    problem.write_text((ROOT / "examples/pinn/kdv.yaml").read_text().replace("betas: [0.9, 0.99], ", ""))
+    run = tmp_path / "soap"
+    settings = [str(eddy_cli), "solve", str(problem), "--eager", "conditions.pde.points=100",
+                "conditions.initial.points=20", "conditions.ends.points=20", "validation.every=0",
+                "output.grid=[8,4]", "training.lbfgs.iterations=0", "training.loss_weighting={scheme: fixed}",
+                f"output.dir={run}"]
+    first = solve(settings + ["training.soap.steps=4"])
+    assert first.returncode == 0, first.stderr
+    assert "betas:" in (run / "config.yaml").read_text()
+    resumed = solve(settings + ["training.soap.steps=6", "training.soap.betas=[0.95, 0.95]", "--resume"])
+    assert resumed.returncode == 0, resumed.stderr

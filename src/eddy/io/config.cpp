@@ -1,6 +1,7 @@
 #include "eddy/io/config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -348,6 +349,22 @@ bool ConfigNode::boolean(const std::string& key, bool fallback) const {
   if (has(key)) return at(key).as_bool();
   write_default(key, fallback);
   return fallback;
+}
+
+std::string ConfigNode::shortest_text(double value) {
+  char text[32];
+  return std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
+}
+
+std::vector<double> ConfigNode::numbers(const std::string& key, const std::vector<double>& fallback) const {
+  if (has(key)) return at(key).as_numbers();
+  write_default(key, fallback);
+  return fallback;
+}
+
+ConfigNode ConfigNode::sequence(const std::string& key, const std::vector<std::string>& fallback) const {
+  if (!has(key)) write_default(key, fallback);
+  return at(key);
 }
 
 std::string ConfigNode::string(const std::string& key, const std::string& fallback) const {

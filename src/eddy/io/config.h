@@ -22,7 +22,6 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <charconv>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,6 +89,9 @@ class ConfigNode {
   int64_t integer(const std::string& key) const { return at(key).as_integer(); }
   int64_t integer(const std::string& key, int64_t fallback) const;
   bool boolean(const std::string& key, bool fallback) const;
+  // Sequences: absent, `fallback` is written into the tree as its value.
+  std::vector<double> numbers(const std::string& key, const std::vector<double>& fallback) const;
+  ConfigNode sequence(const std::string& key, const std::vector<std::string>& fallback) const;
   std::string string(const std::string& key) const { return at(key).as_string(); }
   std::string string(const std::string& key, const std::string& fallback) const;
   std::string input_path(const std::string& key) const { return at(key).as_input_path(); }
@@ -116,14 +118,18 @@ class ConfigNode {
   void write_default(const std::string& key, const T& value) const {
     YAML::Node node = node_;
     if constexpr (std::is_floating_point_v<T>) {
-      // The shortest text that reads back as the same double: yaml-cpp's own wrote 0.1 as
-      // 0.10000000000000001 in resolved configs and messages.
-      char text[32];
-      node[key] = std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
+      node[key] = shortest_text(value);
+    } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+      YAML::Node sequence(YAML::NodeType::Sequence);
+      for (double element : value) sequence.push_back(shortest_text(element));
+      node[key] = sequence;
     } else {
       node[key] = value;
     }
   }
+  // The shortest text that reads back as the same double: yaml-cpp's own wrote 0.1 as
+  // 0.10000000000000001 in resolved configs and messages.
+  static std::string shortest_text(double value);
   void require_map() const;
 
   Config* config_;
