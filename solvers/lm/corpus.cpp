@@ -219,7 +219,7 @@ void TokenFile::write(const std::string& path, const std::vector<int32_t>& ids, 
   io::write_file_atomically(path, bytes);
 }
 
-TokenFile::TokenFile(const std::string& path) : path_(path) {
+TokenFile::TokenFile(const std::string& path, const std::string& named) : path_(named.empty() ? path : named) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   EDDY_CHECK(fd >= 0, "cannot open the token file ", path, ": ", std::strerror(errno));
   struct stat info {};

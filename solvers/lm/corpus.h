@@ -37,14 +37,15 @@ std::vector<std::string> corpus_file_names(const CorpusSpec& corpus);
 class TokenFile {
  public:
   static void write(const std::string& path, const std::vector<int32_t>& ids, int32_t vocab_size);
-  explicit TokenFile(const std::string& path);
+  // `named`: what messages call it, where that is not `path` (a staged file's place).
+  explicit TokenFile(const std::string& path, const std::string& named = {});
   ~TokenFile();
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
 
   int64_t size() const { return count_; }
   int32_t at(int64_t index) const;
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return path_; }  // as named
 
  private:
   std::string path_;

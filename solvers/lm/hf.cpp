@@ -342,4 +342,26 @@ std::shared_ptr<nn::CausalLanguageModel> load_hf_model(const std::string& dir) {
   return model;
 }
 
+SpecialTokenIds hf_special_token_ids(const std::string& dir) {
+  SpecialTokenIds ids;
+  for (const char* file : {"generation_config.json", "config.json"}) {
+    if (!fs::exists(fs::path(dir) / file)) continue;
+    const ConfigFile config(fs::path(dir) / file);
+    auto id_of = [&](const std::string& key, const json& value) {
+      EDDY_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() <= INT32_MAX,
+                 config.path(), ": ", key, " must be a token id (or a list of them), got ", value.dump());
+      return value.get<int32_t>();
+    };
+    if (const json* end = config.find("eos_token_id"); end && ids.end.empty()) {
+      if (end->is_array()) {
+        for (const json& id : *end) ids.end.push_back(id_of("eos_token_id", id));
+      } else {
+        ids.end.push_back(id_of("eos_token_id", *end));
+      }
+    }
+    if (const json* start = config.find("bos_token_id"); start && !ids.start) ids.start = id_of("bos_token_id", *start);
+  }
+  return ids;
+}
+
 }  // namespace eddy::lm

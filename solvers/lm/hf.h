@@ -4,8 +4,11 @@
 // already are transformers' (transformer.h), so the tensors go across one for one; what this adds
 // is config.json, the tokenizer's side files, and the checks that a folder is one eddy can run.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "eddy/io/tokenizer.h"
 #include "eddy/nn/transformer.h"
@@ -28,5 +31,14 @@ void save_hf_folder(const nn::CausalLanguageModel& model, const io::BpeTokenizer
 // eddy does not compute the same way (another architecture, rope_scaling, an activation other
 // than GELU's, ...) is refused with an error naming the file and the key.
 std::shared_ptr<nn::CausalLanguageModel> load_hf_model(const std::string& dir);
+
+// Where a Hugging Face folder's generation stops (eos_token_id: an id or a list of ids) and what
+// an empty prompt starts from (bos_token_id), as transformers' generate reads them: from
+// generation_config.json, else config.json. Empty where neither names them.
+struct SpecialTokenIds {
+  std::vector<int32_t> end;
+  std::optional<int32_t> start;
+};
+SpecialTokenIds hf_special_token_ids(const std::string& dir);
 
 }  // namespace eddy::lm

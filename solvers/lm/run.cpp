@@ -1,5 +1,6 @@
 #include "solvers/lm/run.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "eddy/core/error.h"
@@ -41,6 +42,11 @@ ModelSpec model_spec_of(const nn::CausalLanguageModel& model) {
   return spec;
 }
 
+// A Hugging Face folder (a config.json and no eddy config.yaml) rather than an eddy run.
+bool is_hf_folder(const std::string& dir) {
+  return !dir.empty() && !std::filesystem::exists(dir + "/config.yaml") && std::filesystem::exists(dir + "/config.json");
+}
+
 TrainedModel load_hf_folder(const std::string& dir) {
   EDDY_CHECK(std::filesystem::exists(dir + "/tokenizer.json"), dir, " has a config.json but no tokenizer.json; ",
              "eddy reads a Hugging Face folder's tokenizer from its tokenizer.json");
@@ -80,9 +86,7 @@ void refuse_the_runs_own_files(const std::string& run_dir, const std::string& ou
 }
 
 TrainedModel load_trained_model(const std::string& run_dir) {
-  if (!std::filesystem::exists(run_dir + "/config.yaml") && std::filesystem::exists(run_dir + "/config.json")) {
-    return load_hf_folder(run_dir);
-  }
+  if (is_hf_folder(run_dir)) return load_hf_folder(run_dir);
   for (const char* file : {"config.yaml", "tokenizer.json", "checkpoint.safetensors"}) {
     EDDY_CHECK(std::filesystem::exists(run_dir + "/" + file), run_dir, " has no ", file,
                "; give a run folder written by `eddy lm train` (its output.dir) that has written a checkpoint, ",
@@ -108,20 +112,27 @@ TrainedModel load_trained_model(const std::string& run_dir) {
 std::string generate_text(TrainedModel& trained, const std::string& prompt, const nn::GenerationOptions& options,
                           const std::function<void(const std::string&)>& on_text) {
   const io::BpeTokenizer& tokenizer = *trained.tokenizer;
+  // An eddy run stops at and starts from <|endoftext|>; a Hugging Face folder where its config
+  // says, as transformers' generate does (a chat model's eos is not <|endoftext|>).
   const std::optional<int32_t> end_of_text = tokenizer.token_to_id(kEndOfText);
+  SpecialTokenIds special;
+  if (is_hf_folder(trained.run_dir)) special = hf_special_token_ids(trained.run_dir);
+  if (special.end.empty() && end_of_text) special.end.push_back(*end_of_text);
+  if (!special.start) special.start = end_of_text;
   std::vector<int32_t> prompt_ids = tokenizer.encode(prompt);
   // No prompt: the start of a document, which is what follows an end of text in training.
-  if (prompt_ids.empty() && end_of_text) prompt_ids.push_back(*end_of_text);
-  EDDY_CHECK(!prompt_ids.empty(), "the prompt is empty and the tokenizer has no ", kEndOfText, " to start from");
+  if (prompt_ids.empty() && special.start) prompt_ids.push_back(*special.start);
+  EDDY_CHECK(!prompt_ids.empty(), "the prompt is empty and the model names no token to start from (",
+             kEndOfText, ", or a Hugging Face folder's bos_token_id)");
   const int64_t context = trained.model->context_length();
   EDDY_CHECK(static_cast<int64_t>(prompt_ids.size()) <= context, "the prompt is ", prompt_ids.size(),
              " tokens long, more than the model's context of ", context, " tokens; shorten it");
   nn::GenerationOptions until_end = options;
-  if (end_of_text) until_end.stop_tokens.push_back(*end_of_text);
+  until_end.stop_tokens.insert(until_end.stop_tokens.end(), special.end.begin(), special.end.end());
   until_end.vocabulary = tokenizer.vocab_size();  // a padded embedding's extra ids decode to nothing
   std::string text;
   nn::generate(*trained.model, prompt_ids, until_end, [&](int32_t id) {
-    if (id == end_of_text) return;
+    if (std::find(special.end.begin(), special.end.end(), id) != special.end.end()) return;
     const std::string piece = tokenizer.decode({id});
     text += piece;
     if (on_text) on_text(piece);

@@ -199,7 +199,17 @@ TEST_F(HfInterop, GenerateReadsAHuggingFaceFolder) {
   nn::GenerationOptions greedy;
   greedy.temperature = 0;
   greedy.max_new_tokens = 8;
-  EXPECT_EQ(generate_text(loaded, "The cat", greedy), generate_text(original, "The cat", greedy));
+  const std::string text = generate_text(loaded, "The cat", greedy);
+  EXPECT_EQ(text, generate_text(original, "The cat", greedy));
+  ASSERT_FALSE(text.empty());
+
+  // Generation stops where generation_config.json's eos_token_id says, as transformers' does: an
+  // id list naming every token ends it at once (eddy stopped at <|endoftext|> only).
+  std::string every_id;
+  for (int32_t id = 0; id < words.vocab_size(); ++id) every_id += cat(id ? ", " : "", id);
+  io::write_file_atomically((dir_ / "hf" / "generation_config.json").string(),
+                            cat("{\"eos_token_id\": [", every_id, "], \"bos_token_id\": 1}"));
+  EXPECT_EQ(generate_text(loaded, "The cat", greedy), "");
 
   fs::remove(dir_ / "hf" / "tokenizer.json");
   expect_error([&] { load_trained_model((dir_ / "hf").string()); }, {"hf has a config.json but no tokenizer.json"});

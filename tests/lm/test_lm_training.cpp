@@ -138,6 +138,29 @@ TEST_F(LmTraining, ResumeContinuesBitExactly) {
   }
 }
 
+TEST_F(LmTraining, ARefusedRunLeavesTheRunFolderAsItWas) {
+  // A finished run, then a run into its folder with another tokenizer that is refused after its
+  // corpus is prepared (a window longer than the validation split): the run's tokenizer and token
+  // files stay its own, and nothing staged is left behind.
+  const LmProblem problem = problem_of(config(), {"training.steps=10", "training.schedule={type: constant}"});
+  ASSERT_TRUE(train(problem, eager()).finished);
+  const fs::path run = dir_ / "run";
+  auto files = [&] {
+    std::map<std::string, std::string> contents;
+    for (const auto& entry : fs::recursive_directory_iterator(run)) {
+      if (entry.is_regular_file()) contents[fs::relative(entry.path(), run).string()] = io::read_file(entry.path());
+    }
+    return contents;
+  };
+  const std::map<std::string, std::string> before = files();
+  expect_error([&] {
+    train(problem_of(config(), {"tokenizer.vocab_size=280", "model.context=4000", "training.steps=10",
+                                "training.schedule={type: constant}"}),
+          eager());
+  }, {(run / "data" / "validation.tokens").string() + " holds", "fewer than"});
+  EXPECT_EQ(files(), before);
+}
+
 TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
   const LmProblem problem = problem_of(config());
   const PreparedCorpus first = prepare_corpus(problem, nullptr);
