@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
@@ -56,6 +57,8 @@ io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& co
   if (!parent.empty() && comm.rank() == 0) std::filesystem::create_directories(parent, error);
   EDDY_CHECK(!error, "generate: output.path ", path, ": cannot make its folder ", parent.string(), " (",
              error.message(), ")");
+  // An interrupted generate leaves its unfinished file (NAME.tmp-PID) behind.
+  if (comm.rank() == 0) io::remove_abandoned_temporaries_of(path);
   return io::Hdf5Writer(path, comm);
 }
 

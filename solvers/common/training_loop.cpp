@@ -1,7 +1,6 @@
 #include "solvers/common/training_loop.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -88,13 +87,9 @@ void remove_abandoned_temporaries(const std::string& dir) {
   for (auto entry = fs::recursive_directory_iterator(dir, error); !error && entry != fs::recursive_directory_iterator();
        entry.increment(error)) {
     if (entry.depth() > 0) entry.disable_recursion_pending();
-    const std::string name = entry->path().filename().string();
-    const size_t mark = name.rfind(".tmp-");
-    if (mark == std::string::npos || !entry->is_regular_file(error)) continue;
-    const std::string id = name.substr(mark + 5);
-    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t writer = static_cast<pid_t>(std::stoll(id));
-    if (writer != ::getpid() && ::kill(writer, 0) != 0 && errno == ESRCH) fs::remove(entry->path(), error);
+    if (entry->is_regular_file(error) && io::is_abandoned_temporary(entry->path().string())) {
+      fs::remove(entry->path(), error);
+    }
   }
 }
 

@@ -269,7 +269,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   steps.end_step = [&](int64_t done) {
     history.steps.push_back(static_cast<double>(done));
     history.train_loss.push_back(step_loss);
-    const bool evaluate = done % t.evaluate_every == 0 || done == t.steps;
+    // On the cadence only: the run's last step is evaluated for the results below, and a record
+    // of it here went into the checkpoint, where a run extended from it kept an extra one.
+    const bool evaluate = done % t.evaluate_every == 0;
     if (evaluate) {
       history.evaluated_steps.push_back(static_cast<double>(done));
       history.validation_loss.push_back(validation_loss());

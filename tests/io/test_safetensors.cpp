@@ -2,6 +2,7 @@
 // writes, and rejection of truncated or corrupt files with clear errors.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "support/expect_error.h"
 
@@ -50,6 +51,21 @@ std::string with_header(const std::string& json, size_t data_bytes) {
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
   return out + json + std::string(data_bytes, '\0');
+}
+
+TEST(AtomicFiles, AbandonedTemporariesOfAFileAreRemoved) {
+  // A writer killed before its rename leaves NAME.tmp-PID: removed once that process is gone,
+  // kept while it runs (this process), and other files' temporaries are left alone.
+  const fs::path dir = fs::temp_directory_path() / ("eddy_temporaries_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string own = ".tmp-" + std::to_string(::getpid());
+  const std::vector<std::string> names{"data.h5.tmp-999999998", "data.h5" + own, "other.h5.tmp-999999998"};
+  for (const std::string& name : names) std::ofstream(dir / name) << "partial";
+  remove_abandoned_temporaries_of((dir / "data.h5").string());
+  EXPECT_FALSE(fs::exists(dir / "data.h5.tmp-999999998"));
+  EXPECT_TRUE(fs::exists(dir / ("data.h5" + own)));
+  EXPECT_TRUE(fs::exists(dir / "other.h5.tmp-999999998"));
+  fs::remove_all(dir);
 }
 
 TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,28 @@
 #include "eddy/core/error.h"
 
 namespace eddy::io {
+
+bool is_abandoned_temporary(const std::string& file) {
+  const std::string name = std::filesystem::path(file).filename().string();
+  const size_t mark = name.rfind(".tmp-");
+  if (mark == std::string::npos) return false;
+  const std::string id = name.substr(mark + 5);
+  if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos) return false;
+  const auto writer = static_cast<pid_t>(std::stol(id));
+  return writer != ::getpid() && ::kill(writer, 0) != 0 && errno == ESRCH;
+}
+
+void remove_abandoned_temporaries_of(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  const std::string prefix = fs::path(path).filename().string() + ".tmp-";
+  std::error_code error;
+  for (auto entry = fs::directory_iterator(folder, error); !error && entry != fs::directory_iterator();
+       entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
+    if (name.starts_with(prefix) && is_abandoned_temporary(name)) fs::remove(entry->path(), error);
+  }
+}
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
   const std::string temporary = path + ".tmp-" + std::to_string(::getpid());

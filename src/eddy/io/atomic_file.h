@@ -15,6 +15,12 @@ void write_file_atomically(const std::string& path, std::string_view bytes);
 // the temporary and throws eddy::Error naming both paths and the reason.
 void move_into_place(const std::string& temporary, const std::string& path);
 
+// Whether `file` is a temporary of those writers (NAME.tmp-PID) whose writer is no longer running:
+// a killed writer's leftover, which may be as large as what it was writing.
+bool is_abandoned_temporary(const std::string& file);
+// Removes the abandoned temporaries of `path` (path.tmp-PID) beside it.
+void remove_abandoned_temporaries_of(const std::string& path);
+
 // The whole file; throws eddy::Error naming the path when it cannot be read or is a directory.
 std::string read_file(const std::string& path);
 

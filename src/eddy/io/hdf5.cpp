@@ -98,11 +98,15 @@ bool folder_is_missing(const std::string& path) {
   return !folder.empty() && !std::filesystem::is_directory(folder, ignored);
 }
 
+// The system's reason for a failed write (a full disk), where it gave one: HDF5's own error
+// stack is silenced, and says only that the write failed. errno is cleared before each write.
+std::string system_cause() { return errno != 0 ? cat(": ", std::strerror(errno)) : std::string(); }
+
 // Closes a dataset the writer wrote, which is where its data may first meet a full disk.
 void close_dataset(Handle& set, const std::string& path, const std::string& dataset) {
   errno = 0;
   const bool closed = set.close();
-  EDDY_CHECK(closed, path, ": cannot write dataset ", dataset, errno ? cat(": ", std::strerror(errno)) : "");
+  EDDY_CHECK(closed, path, ": cannot write dataset ", dataset, system_cause());
 }
 
 }  // namespace
@@ -196,8 +200,9 @@ void Hdf5Writer::write(const std::string& dataset, const Tensor& values) {
   Handle set(create(dataset, type.get(), std::vector<uint64_t>(dense.shape().begin(), dense.shape().end())),
              H5Dclose);
   if (dense.numel() > 0 && stores_values()) {
+    errno = 0;
     EDDY_CHECK(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, dense.raw_data()) >= 0, path_,
-               ": cannot write dataset ", dataset);
+               ": cannot write dataset ", dataset, system_cause());
   }
   close_dataset(set, path_, dataset);
 }
@@ -232,8 +237,9 @@ void Hdf5Writer::write_rows(const std::string& dataset, const Tensor& block, int
 #endif
   const char nothing = 0;  // a rank without rows still joins the collective write
   const void* data = rows > 0 ? dense.raw_data() : &nothing;
+  errno = 0;
   EDDY_CHECK(H5Dwrite(set.get(), type.get(), memory.get(), file_space.get(), transfer.get(), data) >= 0, path_,
-             ": cannot write rows of dataset ", dataset);
+             ": cannot write rows of dataset ", dataset, system_cause());
   close_dataset(set, path_, dataset);
 }
 
@@ -248,8 +254,9 @@ void Hdf5Writer::write_string(const std::string& dataset, const std::string& tex
   EDDY_CHECK(set.valid(), path_, ": cannot create dataset ", dataset);
   std::string padded = text.empty() ? std::string(1, '\0') : text;
   if (stores_values()) {
+    errno = 0;
     EDDY_CHECK(H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) >= 0, path_,
-               ": cannot write dataset ", dataset);
+               ": cannot write dataset ", dataset, system_cause());
   }
   close_dataset(set, path_, dataset);
 }
