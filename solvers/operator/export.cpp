@@ -62,6 +62,14 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   OperatorModel model(problem, layout, *this_process);
   const io::CheckpointInfo info = io::load_checkpoint(run_dir + "/checkpoint.safetensors", model);
   solvers::require_checkpoint_of_config(run_dir, info.settings);
+  if (!info.settings.empty()) {
+    const solvers::Settings recorded = solvers::decode_settings(info.settings, run_dir + "/checkpoint.safetensors");
+    const auto trained_on = recorded.find(kTrainingShapeKey);
+    EDDY_CHECK(trained_on == recorded.end() || trained_on->second == to_string(file_rows), "export: ",
+               problem.data.train.file, "'s ", problem.data.train.input, " is ", to_string(file_rows), " now; ", run_dir,
+               " trained on ", trained_on->second, ", and the model follows its training grid (an FNO's padding, a "
+               "DeepONet's query points). Put the training file back as it was");
+  }
 
   // The values traced on do not matter: the graph cannot depend on them.
   const SplitSpec& train = problem.data.train;

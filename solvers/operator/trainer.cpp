@@ -292,6 +292,10 @@ Tensor OperatorModel::predict(const Tensor& input, const Tensor& points) {
   return output_normalizer_->decode(output);
 }
 
+std::string training_file_shape(const OperatorProblem& problem) {
+  return to_string(io::hdf5_shape(problem.data.train.file, problem.data.train.input));
+}
+
 TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
   DefaultDeviceScope on_device(solvers::place_on_device(p.device, comm));
@@ -407,8 +411,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   };
   // A --resume onto other training data went on with the checkpoint's normalisers, its loss
   // jumping from 0.003 to 1.0, silently. Checkpoints written before they recorded it resume.
-  const solvers::Settings data_content{{"data.train (its samples' content)",
-                                        training_data_fingerprint(data.train, data_comm)}};
+  const solvers::Settings data_content{
+      {"data.train (its samples' content)", training_data_fingerprint(data.train, data_comm)},
+      {kTrainingShapeKey, training_file_shape(p)}};
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, data_content,
        solvers::RunLength{p.training.epochs, "training.epochs"}, data_content},

@@ -66,4 +66,11 @@ struct TrainResult {
 
 TrainResult train(const OperatorProblem& problem, const TrainOptions& options);
 
+// What a checkpoint records of the training input file's shape, under this key: an FNO's padding
+// and a DeepONet's query points follow the training grid, so export refuses a run whose training
+// file has since changed shape (it rebuilt the model on the new grid, and predicted otherwise
+// than the trainer).
+inline constexpr const char* kTrainingShapeKey = "data.train (its input's shape in the file)";
+std::string training_file_shape(const OperatorProblem& problem);
+
 }  // namespace eddy::operator_learning

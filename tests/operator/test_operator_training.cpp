@@ -223,6 +223,21 @@ TEST_F(OperatorTraining, FnoExportedForAnotherGridPredictsThere) {
   const std::string message = error_of(export_for({1}));
   EXPECT_EQ(message.find("export: export:"), std::string::npos) << message;
   EXPECT_EQ(message.find("put the file back"), std::string::npos) << message;
+
+  // The training file replaced by one at another resolution: the model would be rebuilt on that
+  // grid (its padding scaled to it), and predict otherwise than the trainer; export refuses.
+  const SplitSpec& train_split = problem.data.train;
+  Shape input_shape = io::hdf5_shape(train_split.file, train_split.input);
+  Shape output_shape = io::hdf5_shape(train_split.file, train_split.output);
+  input_shape.back() *= 2;
+  output_shape.back() *= 2;
+  {
+    io::Hdf5Writer replaced(train_split.file);
+    replaced.write(train_split.input, zeros(input_shape, DType::f64) + 1);
+    replaced.write(train_split.output, zeros(output_shape, DType::f64) + 1);
+    replaced.commit();
+  }
+  expect_error(export_for({}), {"is " + to_string(input_shape) + " now", "trained on", "Put the training file back"});
 }
 
 // The compiled batch step and evaluation give the eager numbers, to float32 rounding: FNO with a
