@@ -140,20 +140,6 @@ uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
-// Replaces each (left, right) in `symbols` by `merged`, left to right, as encoding does.
-void merge_pair(std::vector<int32_t>& symbols, int32_t left, int32_t right, int32_t merged) {
-  size_t kept = 0;
-  for (size_t i = 0; i < symbols.size(); ++i) {
-    if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
-      symbols[kept++] = merged;
-      ++i;
-    } else {
-      symbols[kept++] = symbols[i];
-    }
-  }
-  symbols.resize(kept);
-}
-
 struct TrainingWord {
   std::vector<int32_t> symbols;
   int64_t count;  // occurrences in the corpus
@@ -179,14 +165,11 @@ void learn_merges(std::vector<TrainingWord>& words, int32_t vocab_size, int64_t 
   std::unordered_map<uint64_t, std::vector<size_t>> words_with_pair;
   std::unordered_set<uint64_t> changed;
   std::priority_queue<QueuedPair> queue;
-  auto count_pairs = [&](size_t index, int64_t sign) {
-    const TrainingWord& word = words[index];
-    for (size_t i = 0; i + 1 < word.symbols.size(); ++i) {
-      const uint64_t pair = pair_key(word.symbols[i], word.symbols[i + 1]);
-      pair_counts[pair] += sign * word.count;
-      if (sign > 0) words_with_pair[pair].push_back(index);
-      changed.insert(pair);
-    }
+  // A change of `delta` occurrences of `pair`, in word `index` when it gains them.
+  auto change = [&](uint64_t pair, int64_t delta, size_t index) {
+    pair_counts[pair] += delta;
+    if (delta > 0) words_with_pair[pair].push_back(index);
+    changed.insert(pair);
   };
   auto queue_changed = [&] {
     for (uint64_t pair : changed) {
@@ -200,7 +183,12 @@ void learn_merges(std::vector<TrainingWord>& words, int32_t vocab_size, int64_t 
     changed.clear();
   };
 
-  for (size_t index = 0; index < words.size(); ++index) count_pairs(index, +1);
+  for (size_t index = 0; index < words.size(); ++index) {
+    const TrainingWord& word = words[index];
+    for (size_t i = 0; i + 1 < word.symbols.size(); ++i) {
+      change(pair_key(word.symbols[i], word.symbols[i + 1]), word.count, index);
+    }
+  }
   queue_changed();
   std::unordered_map<std::string, int32_t> ids;
   for (size_t id = 0; id < tokens.size(); ++id) ids.emplace(tokens[id], static_cast<int32_t>(id));
@@ -223,14 +211,36 @@ void learn_merges(std::vector<TrainingWord>& words, int32_t vocab_size, int64_t 
     words_with_pair.erase(best.pair);
     std::sort(holders.begin(), holders.end());
     holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
+    // Each (left, right) of a holder becomes the merged token, left to right as encoding merges.
+    // Only the pairs beside each merge change, as Hugging Face's trainer counts them: counting
+    // whole words again made time and memory grow with merges times word length (a 100,000-letter
+    // word took 548 MB). Beside a merge the neighbour on the left is the merged sequence's, so
+    // that merges in a row ("a a a a" by "a a") undo each other's intermediate pairs.
+    const int32_t merged_id = entry->second;
     for (size_t index : holders) {
-      const size_t before = words[index].symbols.size();
-      std::vector<int32_t> symbols = words[index].symbols;
-      merge_pair(symbols, left, right, entry->second);
-      if (symbols.size() == before) continue;
-      count_pairs(index, -1);
-      words[index].symbols = std::move(symbols);
-      count_pairs(index, +1);
+      TrainingWord& word = words[index];
+      const std::vector<int32_t>& symbols = word.symbols;
+      std::vector<int32_t> merged_symbols;
+      merged_symbols.reserve(symbols.size());
+      for (size_t i = 0; i < symbols.size();) {
+        if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
+          if (!merged_symbols.empty()) {
+            change(pair_key(merged_symbols.back(), left), -word.count, index);
+            change(pair_key(merged_symbols.back(), merged_id), word.count, index);
+          }
+          change(best.pair, -word.count, index);
+          if (i + 2 < symbols.size()) {
+            change(pair_key(right, symbols[i + 2]), -word.count, index);
+            change(pair_key(merged_id, symbols[i + 2]), word.count, index);
+          }
+          merged_symbols.push_back(merged_id);
+          i += 2;
+        } else {
+          merged_symbols.push_back(symbols[i]);
+          ++i;
+        }
+      }
+      if (merged_symbols.size() != symbols.size()) word.symbols = std::move(merged_symbols);
     }
     queue_changed();
   }
