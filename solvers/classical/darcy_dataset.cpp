@@ -57,6 +57,9 @@ io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& co
   if (!parent.empty() && comm.rank() == 0) std::filesystem::create_directories(parent, error);
   EDDY_CHECK(!error, "generate: output.path ", path, ": cannot make its folder ", parent.string(), " (",
              error.message(), ")");
+  std::error_code ignored;
+  EDDY_CHECK(!std::filesystem::is_regular_file(path, ignored) || io::is_hdf5_file(path), "generate: output.path ", path,
+             " exists and is not an HDF5 file (the config itself, say); give the dataset a file of its own");
   // An interrupted generate leaves its unfinished file (NAME.tmp-PID) behind.
   if (comm.rank() == 0) io::remove_abandoned_temporaries_of(path);
   return io::Hdf5Writer(path, comm);

@@ -16,10 +16,11 @@ KindInfo info(FileKind kind) {
   switch (kind) {
     case FileKind::pinn: return {"a PINN problem", "it has `geometry`", "eddy solve", "eddy.solve"};
     case FileKind::operator_training:
-      return {"a neural-operator run", "its `data` names HDF5 splits", "eddy train", "eddy.train"};
+      return {"a neural-operator run", "its `data` names a `train` split", "eddy train", "eddy.train"};
     case FileKind::dataset: return {"a dataset to generate", "it names a `solver`", "eddy generate", "eddy.generate"};
     case FileKind::language_model:
-      return {"a language-model run", "its `data` names text `files`", "eddy lm train", "eddy.lm.train"};
+      return {"a language-model run", "it has a `tokenizer` or its `data` names text `files`", "eddy lm train",
+              "eddy.lm.train"};
     case FileKind::unrecognised: break;
   }
   return {"a file of no kind eddy reads", "", "", ""};
@@ -33,9 +34,14 @@ FileKind file_kind(const io::Config& config) {
   const io::ConfigNode root = look.root();
   if (root.has("geometry")) return FileKind::pinn;
   if (root.has("solver")) return FileKind::dataset;
-  if (!root.has("data")) return FileKind::unrecognised;
+  // Only a language model's file has a tokenizer section, so a misspelt data.files still reads as
+  // one (any `data` without `files` was taken for an operator run's, and the error sent the user
+  // to `eddy train`).
+  if (root.has("tokenizer")) return FileKind::language_model;
+  if (!root.has("data") || !root.at("data").is_map()) return FileKind::unrecognised;
   const io::ConfigNode data = root.at("data");
-  return data.is_map() && data.has("files") ? FileKind::language_model : FileKind::operator_training;
+  if (data.has("files")) return FileKind::language_model;
+  return data.has("train") ? FileKind::operator_training : FileKind::unrecognised;
 }
 
 void require_kind(const io::Config& config, FileKind wanted, std::string_view reader_name, Reader reader) {

@@ -1,7 +1,8 @@
 #pragma once
 // The kinds of YAML file eddy reads, told apart by their top-level keys: a PINN problem has
-// `geometry`, a dataset for `eddy generate` names its `solver`, a language model reads a text
-// corpus (`data.files`), and an operator run reads HDF5 splits (`data` otherwise). A file with
+// `geometry`, a dataset for `eddy generate` names its `solver`, a language model has a `tokenizer`
+// section or reads a text corpus (`data.files`), and an operator run reads HDF5 splits (its `data`
+// has a `train` split). A file with
 // none of these is unrecognised; `eddy check` takes it for a PINN problem, whose reader then
 // names the missing `geometry`.
 

@@ -31,7 +31,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -352,10 +351,8 @@ int run_predict(const std::string& artifact, const std::string& inputs_file, std
   EDDY_CHECK(within.empty() || *within.begin() == "..", "predict: --output ", output, " is inside the artifact ",
              artifact, "; write the predictions elsewhere");
   if (fs::is_regular_file(output, ignored)) {
-    char signature[8] = {};
-    std::ifstream(output, std::ios::binary).read(signature, sizeof signature);
-    EDDY_CHECK(std::string(signature, sizeof signature) == std::string("\x89HDF\r\n\x1a\n", 8), "predict: --output ",
-               output, " exists and is not an HDF5 file; give a new file (predictions are written as HDF5)");
+    EDDY_CHECK(io::is_hdf5_file(output), "predict: --output ", output, " exists and is not an HDF5 file; give a new "
+               "file (predictions are written as HDF5)");
   }
   const Predictor predictor = Predictor::load(artifact);
   const compiler::Graph& graph = predictor.program().graph();

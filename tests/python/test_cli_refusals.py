@@ -138,11 +138,11 @@ output: {{dir: {tmp_path / 'run'}}}
     (["train"], "pinn/burgers.yaml",
      "train: {file} is a PINN problem (it has `geometry`), not a neural-operator run; run it with `eddy solve {file}`"),
     (["lm", "train"], "operator/darcy16.yaml",
-     "lm train: {file} is a neural-operator run (its `data` names HDF5 splits), not a language-model run; "
+     "lm train: {file} is a neural-operator run (its `data` names a `train` split), not a language-model run; "
      "run it with `eddy train {file}`"),
     (["solve"], "lm/fortunes_gpt.yaml",
-     "solve: {file} is a language-model run (its `data` names text `files`), not a PINN problem; "
-     "run it with `eddy lm train {file}`"),
+     "solve: {file} is a language-model run (it has a `tokenizer` or its `data` names text `files`), "
+     "not a PINN problem; run it with `eddy lm train {file}`"),
     (["train"], "operator/darcy_data.yaml",
      "train: {file} is a dataset to generate (it names a `solver`), not a neural-operator run; "
      "run it with `eddy generate {file}`"),
@@ -200,3 +200,15 @@ def test_a_tokenizer_file_that_cannot_be_read_is_refused_by_check(tmp_path, eddy
     result = run(eddy_cli, "check", ROOT / "examples/lm/fortunes_gpt.yaml", f"tokenizer.file={broken}")
     assert result.returncode == 1, result.stderr
     assert "tokenizer.file" in result.stderr and str(broken) in result.stderr
+
+
+def test_generate_refuses_to_write_over_a_file_that_is_not_hdf5(eddy_cli, tmp_path):
+    # output.path naming the config itself (or any file that is not HDF5) wrote the dataset over it.
+    config = tmp_path / "burgers_data.yaml"
+    config.write_text((ROOT / "examples/operator/burgers_data.yaml").read_text())
+    before = config.read_text()
+    result = subprocess.run([str(eddy_cli), "generate", str(config), "samples=2", "resolution=32",
+                             f"output.path={config}", "--quiet"], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "exists and is not an HDF5 file" in result.stderr
+    assert config.read_text() == before

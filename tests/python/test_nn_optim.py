@@ -255,9 +255,10 @@ def test_lbfgs_solves_a_quadratic():
 
     report = lbfgs.step(closure)
     assert set(report) == {"iterations", "evaluations", "initial_loss", "loss", "gradient_max_abs",
-                           "non_finite_evaluations", "converged", "message"}
+                           "non_finite_evaluations", "converged", "stop", "message"}
     assert report["initial_loss"] == pytest.approx(np.sum(target**2))
     assert report["loss"] < 1e-12 and report["converged"]
+    assert report["stop"] in ("gradient_tolerance", "change_tolerance")
     np.testing.assert_allclose(np.asarray(p), target, atol=1e-6)
 
 

@@ -194,12 +194,13 @@ def test_a_dict_config_takes_numpy_scalars_and_names_what_it_cannot_take(tmp_pat
 
 
 @pytest.mark.parametrize("function, example, message", [
-    ("solve", "operator/darcy16.yaml", "eddy.solve: {file} is a neural-operator run (its `data` names HDF5 splits), "
+    ("solve", "operator/darcy16.yaml", "eddy.solve: {file} is a neural-operator run (its `data` names a `train` split), "
                                        "not a PINN problem; run it with `eddy.train`"),
     ("train", "pinn/burgers.yaml", "eddy.train: {file} is a PINN problem (it has `geometry`), not a neural-operator "
                                    "run; run it with `eddy.solve`"),
-    ("generate", "lm/fortunes_gpt.yaml", "eddy.generate: {file} is a language-model run (its `data` names text "
-                                         "`files`), not a dataset to generate; run it with `eddy.lm.train`"),
+    ("generate", "lm/fortunes_gpt.yaml", "eddy.generate: {file} is a language-model run (it has a `tokenizer` or "
+                                         "its `data` names text `files`), not a dataset to generate; run it with "
+                                         "`eddy.lm.train`"),
 ], ids=["solve", "train", "generate"])
 def test_a_file_of_another_kind_names_the_function_that_reads_it(function, example, message):
     # Each was read as its own kind and failed on a missing key (`geometry`, `data.train`, `solver`).

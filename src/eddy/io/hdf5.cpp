@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string_view>
 #include <utility>
 
@@ -425,6 +426,12 @@ struct OpenDataset {
 }  // namespace
 
 Shape hdf5_shape(const std::string& path, const std::string& dataset) { return OpenDataset(path, dataset).shape(); }
+
+bool is_hdf5_file(const std::string& path) {
+  char signature[8] = {};
+  std::ifstream(path, std::ios::binary).read(signature, sizeof signature);
+  return std::string(signature, sizeof signature) == std::string("\x89HDF\r\n\x1a\n", 8);
+}
 
 Tensor read_hdf5(const std::string& path, const std::string& dataset) {
   return read_hdf5_rows(path, dataset, 0, -1);

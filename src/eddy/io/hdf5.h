@@ -65,6 +65,9 @@ Tensor read_hdf5(const std::string& path, const std::string& dataset);
 Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64_t first, int64_t last);
 // A dataset's shape, without reading it.
 Shape hdf5_shape(const std::string& path, const std::string& dataset);
+// Whether `path` starts with HDF5's signature: a file that writing over as HDF5 loses nothing that
+// was not already results (a config file, a text file at an output path are refused instead).
+bool is_hdf5_file(const std::string& path);
 // Names of all datasets in a file ("train/a", "x", ...).
 std::vector<std::string> list_hdf5_datasets(const std::string& path);
 
