@@ -410,6 +410,7 @@ int main(int argc, char** argv) {
   eddy::cli::use_short_thread_waits(argv);
   eddy::keep_freed_heap_memory();
   CLI::App app{"eddy: differentiable physics and scientific machine learning"};
+  app.set_version_flag("--version", "eddy " EDDY_VERSION);
   app.require_subcommand(1);
   std::string file, run_dir, artifact, inputs_file, output, device;
   std::vector<std::string> overrides, input_mappings;

@@ -43,3 +43,9 @@ def test_errors_exit_non_zero_naming_what_is_wrong(eddy_cli, tmp_path):
     assert not_a_run.returncode == 1 and str(tmp_path) in not_a_run.stderr
     bad_key = eddy(eddy_cli, "solve", *SMALL_BURGERS, "training.adam.stepz=5", f"output.dir={tmp_path / 'run'}")
     assert bad_key.returncode == 1 and "stepz" in bad_key.stderr
+
+
+def test_version_flag_prints_the_version(eddy_cli):
+    result = subprocess.run([str(eddy_cli), "--version"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    assert result.stdout.startswith("eddy ") and result.stdout.strip().split()[1][0].isdigit()
