@@ -115,7 +115,7 @@ void bind_modules(py::module_& m) {
       .def(py::init([](int64_t in_channels, int64_t out_channels, const std::vector<int64_t>& modes, int64_t width,
                        int64_t layers, int64_t projection_width, const std::string& activation, bool grid_coordinates,
                        int64_t padding, const std::string& factorization, double rank, const py::object& dtype,
-                       uint64_t seed) {
+                       uint64_t seed, const std::vector<int64_t>& padding_grid) {
              nn::FnoOptions o;
              o.in_channels = in_channels;
              o.out_channels = out_channels;
@@ -126,6 +126,7 @@ void bind_modules(py::module_& m) {
              o.activation = nn::parse_activation(activation);
              o.grid_coordinates = grid_coordinates;
              o.padding = padding;
+             o.padding_grid = padding_grid;
              o.factorization = nn::parse_factorization(factorization);
              o.rank = rank;
              o.dtype = model_dtype(dtype);
@@ -135,7 +136,8 @@ void bind_modules(py::module_& m) {
            py::arg("in_channels"), py::arg("out_channels"), py::arg("modes"), py::arg("width") = 32,
            py::arg("layers") = 4, py::arg("projection_width") = 128, py::arg("activation") = "gelu",
            py::arg("grid_coordinates") = true, py::arg("padding") = 0, py::arg("factorization") = "dense",
-           py::arg("rank") = 0.5, py::arg("dtype") = py::none(), py::arg("seed") = 0);
+           py::arg("rank") = 0.5, py::arg("dtype") = py::none(), py::arg("seed") = 0,
+           py::arg("padding_grid") = std::vector<int64_t>{});
 
   py::class_<nn::DeepOnet, nn::Module, std::shared_ptr<nn::DeepOnet>>(m, "DeepONet")
       .def(py::init([](int64_t sensors, int64_t coordinates, int64_t latent, int64_t width, int64_t depth,

@@ -392,3 +392,16 @@ def test_assigning_none_to_grad_clears_it():
     assert w.grad is None
     with pytest.raises(eddy.Error, match="only None can be assigned"):
         w.grad = eddy.ones([3])
+
+
+def test_fno_padding_counted_on_a_grid_scales_with_the_resolution():
+    # padding 4 counted on 32 points pads 8 at 64, as the YAML trainer's FNO does.
+    def fno(**padding):
+        return eddy.nn.FNO(1, 1, modes=[4], width=4, layers=1, projection_width=4, dtype="float64", seed=3, **padding)
+
+    coarse = eddy.tensor(np.sin(np.linspace(0, 2, 32))[None, None, :])
+    fine = eddy.tensor(np.sin(np.linspace(0, 2, 64))[None, None, :])
+    scaled = fno(padding=4, padding_grid=[32])
+    np.testing.assert_array_equal(np.asarray(scaled(coarse)), np.asarray(fno(padding=4)(coarse)))
+    np.testing.assert_array_equal(np.asarray(scaled(fine)), np.asarray(fno(padding=8)(fine)))
+    assert not np.array_equal(np.asarray(scaled(fine)), np.asarray(fno(padding=4)(fine)))
