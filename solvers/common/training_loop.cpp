@@ -174,7 +174,9 @@ int64_t TrainingLoop::start() {
     progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)"));
   }
   if (comm_.rank() == 0) {
-    std::filesystem::create_directories(run_.dir);
+    std::error_code error;
+    std::filesystem::create_directories(run_.dir, error);
+    EDDY_CHECK(!error, "output.dir ", run_.dir, ": cannot make the run folder (", error.message(), ")");
     folder_lock_ = lock_run_folder(run_.dir);
   }
   Tensor held = tensor(std::vector<int64_t>{comm_.rank() == 0 ? int64_t{folder_lock_ >= 0} : 0});

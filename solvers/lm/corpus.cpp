@@ -375,7 +375,9 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
   EDDY_CHECK(end_of_text, "tokenizer.file: ", p.tokenizer.file, " has no ", kEndOfText,
              " token, which eddy puts between documents");
   if (log) *log << "tokenising the corpus into " << data_dir.string() << "\n";
-  fs::create_directories(data_dir);
+  fs::create_directories(data_dir, error);
+  EDDY_CHECK(!error, "output.dir ", p.output.dir, ": cannot make the run's data folder ", data_dir.string(), " (",
+             error.message(), ")");
   auto stage = [&](const std::string& place) {
     staged.pending.emplace_back(place + suffix, place);
     return place + suffix;

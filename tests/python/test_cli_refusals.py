@@ -212,3 +212,11 @@ def test_generate_refuses_to_write_over_a_file_that_is_not_hdf5(eddy_cli, tmp_pa
     assert result.returncode != 0
     assert "exists and is not an HDF5 file" in result.stderr
     assert config.read_text() == before
+
+
+def test_an_output_dir_under_a_file_names_the_key(eddy_cli, tmp_path):
+    (tmp_path / "afile").write_text("")
+    result = subprocess.run([str(eddy_cli), "solve", str(ROOT / "examples/pinn/heat2d.yaml"),
+                             f"output.dir={tmp_path / 'afile' / 'sub'}"], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert f"output.dir {tmp_path / 'afile' / 'sub'}: cannot make the run folder (Not a directory)" in result.stderr
