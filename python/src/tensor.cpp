@@ -131,6 +131,24 @@ Tensor assigned_value(const Tensor& target, const py::object& value) {
   return as_tensor(value);
 }
 
+// The operators that have augmented forms (x += y), shared by both.
+py::object plus(const Tensor& a, const py::object& b) {
+  return binary(a, b, [](const Tensor& x, const Tensor& y) { return add(x, y); },
+                [](const Tensor& x, double y) { return x + y; });
+}
+py::object minus(const Tensor& a, const py::object& b) {
+  return binary(a, b, [](const Tensor& x, const Tensor& y) { return sub(x, y); },
+                [](const Tensor& x, double y) { return x - y; });
+}
+py::object times(const Tensor& a, const py::object& b) {
+  return binary(a, b, [](const Tensor& x, const Tensor& y) { return mul(x, y); },
+                [](const Tensor& x, double y) { return x * y; });
+}
+py::object divided(const Tensor& a, const py::object& b) {
+  return binary(a, b, [](const Tensor& x, const Tensor& y) { return true_divide(x, y); },
+                [](const Tensor& x, double y) { return x / y; });
+}
+
 // A comparison's other operand, as for arithmetic (operand_pair): NumPy 2 and PyTorch compare a
 // float32 tensor with 0.1 in float32. None compares unequal to a tensor, as in PyTorch.
 template <typename Compare>
@@ -281,27 +299,19 @@ void bind_tensor(py::module_& m) {
       })
       .def("__neg__", [](const Tensor& a) { return neg(a); })
       .def("__abs__", [](const Tensor& a) { return abs(a); })
-      .def("__add__", [](const Tensor& a, const py::object& b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return add(x, y); }, [](const Tensor& x, double y) { return x + y; });
-      })
+      .def("__add__", &plus)
       .def("__radd__", [](const Tensor& a, const py::object& b) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return add(y, x); }, [](const Tensor& x, double y) { return y + x; });
       })
-      .def("__sub__", [](const Tensor& a, const py::object& b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return sub(x, y); }, [](const Tensor& x, double y) { return x - y; });
-      })
+      .def("__sub__", &minus)
       .def("__rsub__", [](const Tensor& a, const py::object& b) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return sub(y, x); }, [](const Tensor& x, double y) { return y - x; });
       })
-      .def("__mul__", [](const Tensor& a, const py::object& b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return mul(x, y); }, [](const Tensor& x, double y) { return x * y; });
-      })
+      .def("__mul__", &times)
       .def("__rmul__", [](const Tensor& a, const py::object& b) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return mul(y, x); }, [](const Tensor& x, double y) { return y * x; });
       })
-      .def("__truediv__", [](const Tensor& a, const py::object& b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return true_divide(x, y); }, [](const Tensor& x, double y) { return x / y; });
-      })
+      .def("__truediv__", &divided)
       .def("__rtruediv__", [](const Tensor& a, const py::object& b) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return true_divide(y, x); }, [](const Tensor& x, double y) { return y / x; });
       })
@@ -312,26 +322,10 @@ void bind_tensor(py::module_& m) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return pow(y, x); },
                       [](const Tensor& x, double y) { return pow(full_like(x, y), x); });
       })
-      .def("__iadd__", [](const py::object& self, const py::object& b) {
-        return augmented(self, b, "+=", [](const Tensor& x, const py::object& y) {
-          return binary(x, y, [](const Tensor& p, const Tensor& q) { return add(p, q); }, [](const Tensor& p, double q) { return p + q; });
-        });
-      })
-      .def("__isub__", [](const py::object& self, const py::object& b) {
-        return augmented(self, b, "-=", [](const Tensor& x, const py::object& y) {
-          return binary(x, y, [](const Tensor& p, const Tensor& q) { return sub(p, q); }, [](const Tensor& p, double q) { return p - q; });
-        });
-      })
-      .def("__imul__", [](const py::object& self, const py::object& b) {
-        return augmented(self, b, "*=", [](const Tensor& x, const py::object& y) {
-          return binary(x, y, [](const Tensor& p, const Tensor& q) { return mul(p, q); }, [](const Tensor& p, double q) { return p * q; });
-        });
-      })
-      .def("__itruediv__", [](const py::object& self, const py::object& b) {
-        return augmented(self, b, "/=", [](const Tensor& x, const py::object& y) {
-          return binary(x, y, [](const Tensor& p, const Tensor& q) { return true_divide(p, q); }, [](const Tensor& p, double q) { return p / q; });
-        });
-      })
+      .def("__iadd__", [](const py::object& self, const py::object& b) { return augmented(self, b, "+=", plus); })
+      .def("__isub__", [](const py::object& self, const py::object& b) { return augmented(self, b, "-=", minus); })
+      .def("__imul__", [](const py::object& self, const py::object& b) { return augmented(self, b, "*=", times); })
+      .def("__itruediv__", [](const py::object& self, const py::object& b) { return augmented(self, b, "/=", divided); })
       .def("__matmul__", [](const Tensor& a, const py::object& b) { return matmul(a, as_tensor(b)); })
       .def("__rmatmul__", [](const Tensor& a, const py::object& b) { return matmul(as_tensor(b), a); })
       .def("__eq__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return eq(x, y); }); })

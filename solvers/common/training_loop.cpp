@@ -174,9 +174,12 @@ int64_t TrainingLoop::start() {
     progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)"));
   }
   if (comm_.rank() == 0) {
+    // A file system error still (Python raises it as the OSError of its errno), naming the key.
     std::error_code error;
     std::filesystem::create_directories(run_.dir, error);
-    EDDY_CHECK(!error, "output.dir ", run_.dir, ": cannot make the run folder (", error.message(), ")");
+    if (error) {
+      throw std::filesystem::filesystem_error(cat("output.dir ", run_.dir, ": cannot make the run folder"), error);
+    }
     folder_lock_ = lock_run_folder(run_.dir);
   }
   Tensor held = tensor(std::vector<int64_t>{comm_.rank() == 0 ? int64_t{folder_lock_ >= 0} : 0});

@@ -376,8 +376,7 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
              " token, which eddy puts between documents");
   if (log) *log << "tokenising the corpus into " << data_dir.string() << "\n";
   fs::create_directories(data_dir, error);
-  EDDY_CHECK(!error, "output.dir ", p.output.dir, ": cannot make the run's data folder ", data_dir.string(), " (",
-             error.message(), ")");
+  if (error) throw fs::filesystem_error(cat("output.dir ", p.output.dir, ": cannot make the run's data folder"), error);
   auto stage = [&](const std::string& place) {
     staged.pending.emplace_back(place + suffix, place);
     return place + suffix;

@@ -44,7 +44,8 @@ ModelSpec model_spec_of(const nn::CausalLanguageModel& model) {
 
 // A Hugging Face folder (a config.json and no eddy config.yaml) rather than an eddy run.
 bool is_hf_folder(const std::string& dir) {
-  return !dir.empty() && !std::filesystem::exists(dir + "/config.yaml") && std::filesystem::exists(dir + "/config.json");
+  return !dir.empty() && !std::filesystem::exists(dir + "/config.yaml") &&
+         std::filesystem::exists(dir + "/config.json");
 }
 
 TrainedModel load_hf_folder(const std::string& dir) {

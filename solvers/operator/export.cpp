@@ -66,9 +66,9 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
     const solvers::Settings recorded = solvers::decode_settings(info.settings, run_dir + "/checkpoint.safetensors");
     const auto trained_on = recorded.find(kTrainingShapeKey);
     EDDY_CHECK(trained_on == recorded.end() || trained_on->second == to_string(file_rows), "export: ",
-               problem.data.train.file, "'s ", problem.data.train.input, " is ", to_string(file_rows), " now; ", run_dir,
-               " trained on ", trained_on->second, ", and the model follows its training grid (an FNO's padding, a "
-               "DeepONet's query points). Put the training file back as it was");
+               problem.data.train.file, "'s ", problem.data.train.input, " is ", to_string(file_rows), " now; ",
+               run_dir, " trained on ", trained_on->second, ", and the model follows its training grid (an FNO's "
+               "padding, a DeepONet's query points). Put the training file back as it was");
   }
 
   // The values traced on do not matter: the graph cannot depend on them.

@@ -270,9 +270,13 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     for (const auto& [field, distance] : state.fit_initial_condition()) {
       char percent[32];
       std::snprintf(percent, sizeof percent, "%.3g%%", 100 * distance);
+      // The embedding's scale is a remedy only where there is an embedding (model.fourier_scale alone
+      // is refused).
+      const bool embedded = p.model.fourier_features > 0;
       progress.note(cat("model.fit_initial_condition: ", field, " starts ", percent, " (relative L2) from its initial values",
-                        distance > 0.1 ? "; an embedding of lower frequency (model.fourier_scale) may fit them closer"
-                                       : ""));
+                        distance > 0.1 && embedded
+                            ? "; an embedding of lower frequency (model.fourier_scale) may fit them closer"
+                            : ""));
     }
   }
   // The resampling rounds of a stage follow those of the stages before it, so that every stage

@@ -526,7 +526,8 @@ TEST_F(SolveTest, AdaptiveWeightsKeepAConditionThatHoldsUpToRounding) {
   const std::string plain = "model: {width: 16, depth: 2}";
   text.replace(text.find(plain), plain.size(),
                "model: {width: 16, depth: 2, output_transform: {u: sin(pi*x)*net_u}}");
-  for (const std::string scheme : {"{scheme: grad_norm, every: 5, alpha: 0.5}", "{scheme: ntk, every: 5, alpha: 0.5}"}) {
+  for (const std::string scheme :
+       {"{scheme: grad_norm, every: 5, alpha: 0.5}", "{scheme: ntk, every: 5, alpha: 0.5}"}) {
     SCOPED_TRACE(scheme);
     std::string weighted = text;
     const std::string grad_norm = "{scheme: grad_norm, every: 5, alpha: 0.5}";

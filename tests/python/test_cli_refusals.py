@@ -219,4 +219,4 @@ def test_an_output_dir_under_a_file_names_the_key(eddy_cli, tmp_path):
     result = subprocess.run([str(eddy_cli), "solve", str(ROOT / "examples/pinn/heat2d.yaml"),
                              f"output.dir={tmp_path / 'afile' / 'sub'}"], capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
-    assert f"output.dir {tmp_path / 'afile' / 'sub'}: cannot make the run folder (Not a directory)" in result.stderr
+    assert f"output.dir {tmp_path / 'afile' / 'sub'}: cannot make the run folder: Not a directory" in result.stderr

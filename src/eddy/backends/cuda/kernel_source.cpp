@@ -121,7 +121,11 @@ struct Abs {
   template <typename T> __device__ T operator()(T x) const { return x <= T(0) ? T(T(0) - x) : x; }
   template <typename T> __device__ T operator()(Complex<T> z) const { return abs_of(z); }
 };
-struct Sign { template <typename T> __device__ T operator()(T x) const { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); } };
+struct Sign {
+  template <typename T> __device__ T operator()(T x) const {
+    return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0)));
+  }
+};
 struct Real { template <typename T> __device__ T operator()(Complex<T> z) const { return z.re; } };
 struct Imag { template <typename T> __device__ T operator()(Complex<T> z) const { return z.im; } };
 struct Angle { template <typename T> __device__ T operator()(Complex<T> z) const { return arg_of(z); } };
