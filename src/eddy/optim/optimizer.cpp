@@ -46,7 +46,7 @@ void check_parameters(const std::vector<Tensor>& parameters, const std::string& 
     const Tensor& p = parameters[i];
     EDDY_CHECK(p.defined(), who, ": parameter ", i, " is undefined");
     EDDY_CHECK(is_floating(p.dtype()), who, ": parameter ", i, " has dtype ", p.dtype(),
-               "; only float32 and float64 parameters are supported");
+               "; parameters must be floating point: float32, float64, bfloat16 or float16");
     EDDY_CHECK(p.requires_grad() && p.is_leaf(), who, ": parameter ", i,
                " must be a leaf tensor marked requires_grad_()");
     // Listed twice, a tensor was stepped twice a step, with two states (PyTorch warns of it).
