@@ -141,10 +141,9 @@ std::pair<int64_t, int64_t> reach(const Tensor& t) {
   return {first, last};
 }
 
-// The first and last bytes a view reaches in memory; {1, 0} (nothing) for an empty one.
+// The first and last bytes a non-empty view reaches in memory.
 std::pair<uintptr_t, uintptr_t> bytes_reached(const Tensor& t) {
   const auto [first, last] = reach(t);
-  if (first > last) return {1, 0};
   const auto item = static_cast<int64_t>(dtype_size(t.dtype()));
   const auto start = reinterpret_cast<uintptr_t>(element_address(t));
   return {start + static_cast<uintptr_t>((first - t.offset()) * item),
@@ -157,6 +156,7 @@ std::pair<uintptr_t, uintptr_t> bytes_reached(const Tensor& t) {
 // through as_tensor as a storage of its own (t[1:] = t.numpy()[:-1] came out all t[0]).
 // Conservative: interleaved views that share no element also count.
 bool copy_may_read_its_writes(const Tensor& target, const Tensor& source) {
+  if (target.numel() == 0 || source.numel() == 0) return false;  // an empty one may have no memory
   if (element_address(target) == element_address(source) && target.strides() == source.strides() &&
       target.dtype() == source.dtype()) {
     return false;
