@@ -32,6 +32,10 @@ std::vector<Tensor> tensors_of(const py::handle& values);
 std::optional<DType> optional_dtype(const py::object& dtype);
 // A model's dtype argument: float32 when None.
 DType model_dtype(const py::object& dtype);
+// A model's seed argument: None draws a fresh seed from eddy's default generator (eddy.manual_seed
+// makes the sequence repeat), so that two layers built alike get different weights, as in
+// PyTorch; with a fixed default every Linear(16, 16) had the same matrix.
+uint64_t model_seed(const py::object& seed);
 DType parse_dtype(const py::handle& dtype);
 // Raises Python's OverflowError (pybind11 has no exception type for it).
 [[noreturn]] void throw_overflow_error(const std::string& message);

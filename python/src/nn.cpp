@@ -1,5 +1,6 @@
 // eddy.nn (the C++ modules and models), eddy.optim (the optimisers) and safetensors files.
 
+#include <array>
 #include <cmath>
 
 #include <pybind11/functional.h>
@@ -71,12 +72,12 @@ void bind_modules(py::module_& m) {
       .def_property_readonly("training", &nn::Module::is_training, "Whether dropout is on (train()) or off (eval()).");
 
   py::class_<nn::Linear, nn::Module, std::shared_ptr<nn::Linear>>(m, "Linear", "x @ W + b, W of shape [in, out].")
-      .def(py::init([](int64_t in, int64_t out, bool bias, const py::object& dtype, uint64_t seed) {
-             Generator generator(seed);
+      .def(py::init([](int64_t in, int64_t out, bool bias, const py::object& dtype, const py::object& seed) {
+             Generator generator(model_seed(seed));
              return std::make_shared<nn::Linear>(in, out, generator, model_dtype(dtype), bias);
            }),
            py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::arg("dtype") = py::none(),
-           py::arg("seed") = 0)
+           py::arg("seed") = py::none())
       .def_readonly("weight", &nn::Linear::weight)
       .def_property_readonly("bias", [](const nn::Linear& l) -> py::object {
         return l.bias.defined() ? py::cast(l.bias) : py::none();
@@ -91,7 +92,7 @@ void bind_modules(py::module_& m) {
 
   m.def("pinn_model", [](int64_t inputs, int64_t outputs, int64_t width, int64_t depth, const std::string& activation,
                          const std::string& architecture, int64_t fourier_features, double fourier_scale,
-                         const py::object& dtype, uint64_t seed) {
+                         const py::object& dtype, const py::object& seed) {
         nn::PinnModelOptions o;
         o.inputs = inputs;
         o.outputs = outputs;
@@ -102,12 +103,12 @@ void bind_modules(py::module_& m) {
         o.fourier_features = fourier_features;
         o.fourier_scale = fourier_scale;
         o.dtype = model_dtype(dtype);
-        o.seed = seed;
+        o.seed = model_seed(seed);
         return nn::make_pinn_model(o);
       },
       py::arg("inputs"), py::arg("outputs"), py::arg("width") = 50, py::arg("depth") = 4,
       py::arg("activation") = "tanh", py::arg("architecture") = "mlp", py::arg("fourier_features") = 0,
-      py::arg("fourier_scale") = 1.0, py::arg("dtype") = py::none(), py::arg("seed") = 0,
+      py::arg("fourier_scale") = 1.0, py::arg("dtype") = py::none(), py::arg("seed") = py::none(),
       "The PINN model family ([N, inputs] -> [N, outputs]): mlp, modified_mlp, resnet or pirate_net "
       "(which needs fourier_features > 0).");
 
@@ -115,7 +116,7 @@ void bind_modules(py::module_& m) {
       .def(py::init([](int64_t in_channels, int64_t out_channels, const std::vector<int64_t>& modes, int64_t width,
                        int64_t layers, int64_t projection_width, const std::string& activation, bool grid_coordinates,
                        int64_t padding, const std::string& factorization, double rank, const py::object& dtype,
-                       uint64_t seed, const std::vector<int64_t>& padding_grid) {
+                       const py::object& seed, const std::vector<int64_t>& padding_grid) {
              nn::FnoOptions o;
              o.in_channels = in_channels;
              o.out_channels = out_channels;
@@ -130,18 +131,18 @@ void bind_modules(py::module_& m) {
              o.factorization = nn::parse_factorization(factorization);
              o.rank = rank;
              o.dtype = model_dtype(dtype);
-             o.seed = seed;
+             o.seed = model_seed(seed);
              return std::make_shared<nn::Fno>(o);
            }),
            py::arg("in_channels"), py::arg("out_channels"), py::arg("modes"), py::arg("width") = 32,
            py::arg("layers") = 4, py::arg("projection_width") = 128, py::arg("activation") = "gelu",
            py::arg("grid_coordinates") = true, py::arg("padding") = 0, py::arg("factorization") = "dense",
-           py::arg("rank") = 0.5, py::arg("dtype") = py::none(), py::arg("seed") = 0,
+           py::arg("rank") = 0.5, py::arg("dtype") = py::none(), py::arg("seed") = py::none(),
            py::arg("padding_grid") = std::vector<int64_t>{});
 
   py::class_<nn::DeepOnet, nn::Module, std::shared_ptr<nn::DeepOnet>>(m, "DeepONet")
       .def(py::init([](int64_t sensors, int64_t coordinates, int64_t latent, int64_t width, int64_t depth,
-                       const std::string& activation, const py::object& dtype, uint64_t seed) {
+                       const std::string& activation, const py::object& dtype, const py::object& seed) {
              nn::DeepOnetOptions o;
              o.sensors = sensors;
              o.coordinates = coordinates;
@@ -150,11 +151,12 @@ void bind_modules(py::module_& m) {
              o.depth = depth;
              o.activation = nn::parse_activation(activation);
              o.dtype = model_dtype(dtype);
-             o.seed = seed;
+             o.seed = model_seed(seed);
              return std::make_shared<nn::DeepOnet>(o);
            }),
            py::arg("sensors"), py::arg("coordinates") = 1, py::arg("latent") = 40, py::arg("width") = 40,
-           py::arg("depth") = 2, py::arg("activation") = "relu", py::arg("dtype") = py::none(), py::arg("seed") = 0)
+           py::arg("depth") = 2, py::arg("activation") = "relu", py::arg("dtype") = py::none(),
+           py::arg("seed") = py::none())
       .def("evaluate", [](nn::DeepOnet& self, const py::object& u, const py::object& points) {
              return self.evaluate(as_tensor(u), as_tensor(points));
            },
@@ -312,6 +314,13 @@ void bind_optimisers(py::module_& m) {
 }  // namespace
 
 DType model_dtype(const py::object& dtype) { return optional_dtype(dtype).value_or(DType::f32); }
+
+uint64_t model_seed(const py::object& seed) {
+  if (!seed.is_none()) return seed.cast<uint64_t>();
+  Generator& generator = default_generator();
+  const std::array<uint32_t, 4> bits = philox4x32(generator.advance(1), generator.seed());
+  return (uint64_t{bits[0]} << 32) | bits[1];
+}
 
 void bind_nn(py::module_& m) {
   py::module_ nn = m.def_submodule("nn", "Models and layers (C++ modules).");

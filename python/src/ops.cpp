@@ -75,44 +75,25 @@ void reduction(py::module_& m, const char* name, Op op) {
       py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
 }
 
-// A context manager that switches recording off (no_grad) or on (enable_grad) for its block and
-// restores the previous mode on exit, exceptions included.
-class GradModeContext {
+// A context manager that opens a `Scope` (an RAII guard of a setting) for its block and closes
+// it on exit, exceptions included: eddy.no_grad() and enable_grad() (GradModeGuard), autocast
+// (AutocastScope, ops/autocast.h) and default_device (DefaultDeviceScope). A stack of them, so
+// that one object entered again in a nested block restores each level in turn: with one guard
+// the inner entry replaced the outer's, and leaving both left the setting of the inner block on.
+template <typename Scope, typename Setting>
+class ScopeContext {
  public:
-  explicit GradModeContext(bool enabled) : enabled_(enabled) {}
-  void enter() {
-    previous_ = GradMode::enabled();
-    GradMode::set_enabled(enabled_);
-  }
-  void exit(const py::args&) { GradMode::set_enabled(previous_); }
+  explicit ScopeContext(Setting setting) : setting_(setting) {}
+  void enter() { scopes_.push_back(std::make_shared<Scope>(setting_)); }
+  void exit(const py::args&) { scopes_.pop_back(); }
 
  private:
-  bool enabled_;
-  bool previous_ = true;
+  Setting setting_;
+  std::vector<std::shared_ptr<Scope>> scopes_;  // shared: pybind11 copies what it returns
 };
-
-// `with eddy.autocast("bfloat16"):` — an AutocastScope (ops/autocast.h) for the block.
-class DefaultDeviceContext {
- public:
-  explicit DefaultDeviceContext(Device device) : device_(device) {}
-  void enter() { scope_ = std::make_unique<DefaultDeviceScope>(device_); }
-  void exit(const py::args&) { scope_.reset(); }
-
- private:
-  Device device_;
-  std::unique_ptr<DefaultDeviceScope> scope_;
-};
-
-class AutocastContext {
- public:
-  explicit AutocastContext(DType dtype) : dtype_(dtype) {}
-  void enter() { scope_ = std::make_unique<AutocastScope>(dtype_); }
-  void exit(const py::args&) { scope_.reset(); }
-
- private:
-  DType dtype_;
-  std::unique_ptr<AutocastScope> scope_;
-};
+using GradModeContext = ScopeContext<GradModeGuard, bool>;
+using DefaultDeviceContext = ScopeContext<DefaultDeviceScope, Device>;
+using AutocastContext = ScopeContext<AutocastScope, DType>;
 
 void bind_fft(py::module_& parent) {
   py::module_ m = parent.def_submodule("fft", "numpy.fft, differentiable to any order (FFTW on the CPU).");
@@ -193,6 +174,9 @@ void bind_ops(py::module_& m) {
   py::class_<Generator>(m, "Generator", "Counter-based (Philox) random numbers: element i depends only on the "
                                         "seed and the draw's offset, not on threads.")
       .def(py::init<uint64_t>(), py::arg("seed") = 0);
+  m.def("manual_seed", &manual_seed, py::arg("seed"),
+        "Reseeds the default generator: rand/randn without a generator, and the weights of models built "
+        "without a seed, repeat from here.");
 
   // ---- creation ----
   m.def("zeros", [](const py::object& shape, const py::object& dtype) { return zeros(shape_of(shape), dtype_or(dtype, DType::f32)); },

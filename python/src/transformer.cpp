@@ -82,7 +82,7 @@ void bind_transformers(py::module_& nn) {
       nn, "GPT2", "GPT-2 with its language-model head, parameters named as transformers' GPT2LMHeadModel.")
       .def(py::init([](int64_t vocab_size, int64_t context_length, int64_t hidden_size, int64_t layers, int64_t heads,
                        int64_t intermediate_size, double dropout, bool tie_embeddings, const py::object& dtype,
-                       uint64_t seed) {
+                       const py::object& seed) {
              nn::Gpt2Options o;
              o.vocab_size = vocab_size;
              o.context_length = context_length;
@@ -93,18 +93,18 @@ void bind_transformers(py::module_& nn) {
              o.embedding_dropout = o.attention_dropout = o.residual_dropout = dropout;
              o.tie_embeddings = tie_embeddings;
              o.dtype = model_dtype(dtype);
-             o.seed = seed;
+             o.seed = model_seed(seed);
              return std::make_shared<nn::Gpt2Model>(o);
            }),
            py::arg("vocab_size"), py::arg("context_length") = 1024, py::arg("hidden_size") = 768,
            py::arg("layers") = 12, py::arg("heads") = 12, py::arg("intermediate_size") = 0, py::arg("dropout") = 0.0,
-           py::arg("tie_embeddings") = true, py::arg("dtype") = py::none(), py::arg("seed") = 0);
+           py::arg("tie_embeddings") = true, py::arg("dtype") = py::none(), py::arg("seed") = py::none());
 
   py::class_<nn::LlamaModel, nn::CausalLanguageModel, std::shared_ptr<nn::LlamaModel>>(
       nn, "Llama", "Llama with its language-model head, parameters named as transformers' LlamaForCausalLM.")
       .def(py::init([](int64_t vocab_size, int64_t context_length, int64_t hidden_size, int64_t intermediate_size,
                        int64_t layers, int64_t heads, int64_t kv_heads, double rope_theta, bool tie_embeddings,
-                       const py::object& dtype, uint64_t seed) {
+                       const py::object& dtype, const py::object& seed) {
              nn::LlamaOptions o;
              o.vocab_size = vocab_size;
              o.context_length = context_length;
@@ -116,13 +116,13 @@ void bind_transformers(py::module_& nn) {
              o.rope_theta = rope_theta;
              o.tie_embeddings = tie_embeddings;
              o.dtype = model_dtype(dtype);
-             o.seed = seed;
+             o.seed = model_seed(seed);
              return std::make_shared<nn::LlamaModel>(o);
            }),
            py::arg("vocab_size"), py::arg("context_length") = 2048, py::arg("hidden_size") = 512,
            py::arg("intermediate_size") = 1376, py::arg("layers") = 8, py::arg("heads") = 8, py::arg("kv_heads") = 0,
            py::arg("rope_theta") = 10000.0, py::arg("tie_embeddings") = false, py::arg("dtype") = py::none(),
-           py::arg("seed") = 0);
+           py::arg("seed") = py::none());
 }
 
 }  // namespace eddy::python

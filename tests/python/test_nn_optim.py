@@ -405,3 +405,23 @@ def test_fno_padding_counted_on_a_grid_scales_with_the_resolution():
     np.testing.assert_array_equal(np.asarray(scaled(coarse)), np.asarray(fno(padding=4)(coarse)))
     np.testing.assert_array_equal(np.asarray(scaled(fine)), np.asarray(fno(padding=8)(fine)))
     assert not np.array_equal(np.asarray(scaled(fine)), np.asarray(fno(padding=4)(fine)))
+
+
+def test_models_built_without_a_seed_get_fresh_weights_that_manual_seed_repeats():
+    first, second = eddy.nn.Linear(16, 16), eddy.nn.Linear(16, 16)
+    assert not np.array_equal(np.asarray(first.weight), np.asarray(second.weight))
+    eddy.manual_seed(3)
+    again = np.asarray(eddy.nn.Linear(4, 4).weight).copy()
+    eddy.manual_seed(3)
+    np.testing.assert_array_equal(np.asarray(eddy.nn.Linear(4, 4).weight), again)
+    np.testing.assert_array_equal(np.asarray(eddy.nn.Linear(4, 4, seed=1).weight),
+                                  np.asarray(eddy.nn.Linear(4, 4, seed=1).weight))
+
+
+def test_grad_scaler_moves_float16_parameters():
+    p = eddy.cast(eddy.tensor(np.array([0.1, 0.2, -0.3], np.float32)), eddy.float16)
+    p.requires_grad_()
+    optimizer, scaler = eddy.optim.SGD([p], 0.5), eddy.optim.GradScaler()
+    scaler.scale(eddy.sum(eddy.cast(p, eddy.float32) ** 2)).backward()
+    assert scaler.step(optimizer)
+    np.testing.assert_array_equal(np.asarray(eddy.cast(p, eddy.float32)), [0, 0, 0])

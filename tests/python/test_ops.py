@@ -456,3 +456,40 @@ def test_extrema_propagate_nan_wherever_it_is(values):
     for function in (eddy.maximum, eddy.minimum):
         for result in (function(x, other), function(other, x), eddy.jit(lambda a, b: function(a, b) * 1.0)(x, other)):
             np.testing.assert_array_equal(np.isnan(np.asarray(result)), np.isnan(values))
+
+
+def test_sixteen_bit_composites_compute_in_float32_and_round_once():
+    def half(values):
+        return eddy.tensor(np.asarray(values, np.float16))
+
+    # Sums past 65504 and counts of 65520 or more made a float16 mean 0, inf or NaN.
+    assert eddy.mean(half(np.full(70000, 0.5))).item() == 0.5
+    assert eddy.mean(half(np.full(10000, 10.0))).item() == 10.0
+    image = half(np.full((256, 256), 0.25))
+    assert eddy.mse_loss(image, eddy.zeros_like(image)).item() == 0.0625
+    logits = eddy.cast(eddy.zeros([70000, 4]), eddy.float16)
+    assert eddy.nn.cross_entropy(logits, eddy.tensor(np.zeros(70000, np.int64))).item() == pytest.approx(np.log(4), 1e-3)
+    assert eddy.sigmoid(half([-9.0])).item() == pytest.approx(1 / (1 + np.exp(9.0)), rel=1e-3)
+    assert eddy.norm(half([300.0, 400.0])).item() == 500.0
+
+
+def test_rotary_embedding_under_autocast_keeps_its_angles():
+    x = eddy.tensor(np.random.default_rng(4).standard_normal((1, 8, 64)).astype(np.float32))
+    expected = np.asarray(eddy.nn.rotary_embedding(x, 10000.0, 1000))
+    with eddy.autocast("bfloat16"):
+        np.testing.assert_array_equal(np.asarray(eddy.nn.rotary_embedding(x, 10000.0, 1000)), expected)
+
+
+def test_a_context_object_entered_twice_restores_each_level():
+    a = eddy.ones((2, 2))
+    cast_to_half = eddy.autocast("float16")
+    with cast_to_half:
+        with cast_to_half:
+            assert (a @ a).dtype == eddy.float16
+        assert (a @ a).dtype == eddy.float16
+    assert (a @ a).dtype == eddy.float32
+    recording_off = eddy.no_grad()
+    with recording_off:
+        with recording_off:
+            pass
+    assert (eddy.ones(1).requires_grad_() * 2).requires_grad

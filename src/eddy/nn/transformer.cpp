@@ -120,7 +120,9 @@ Tensor rotary_embedding(const Tensor& x, double theta, int64_t first_position) {
   Tensor inverse_frequencies =
       1.0 / pow(full({half}, theta, dtype, device), arange(0, dim, 2, dtype, device) / double(dim));
   Tensor positions = arange(double(first_position), double(first_position + time), 1, dtype, device);
-  Tensor angles = matmul(reshape(positions, {time, 1}), reshape(inverse_frequencies, {1, half}));
+  // An outer product by broadcasting, not matmul: under eddy.autocast a matmul rounds to 16 bits,
+  // and angles at position 1000 were then 4 radians apart.
+  Tensor angles = reshape(positions, {time, 1}) * reshape(inverse_frequencies, {1, half});
   angles = concat({angles, angles}, 1);  // [time, dim]: both halves of a pair turn alike
   Tensor rotated_half = concat({-slice(x, -1, half, dim), slice(x, -1, 0, half)}, -1);
   return x * cos(angles) + rotated_half * sin(angles);

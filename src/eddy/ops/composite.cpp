@@ -10,27 +10,41 @@
 
 namespace eddy {
 
+Tensor detail::in_float32(const Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
+  return is_half(x.dtype()) ? cast(f(cast(x, DType::f32)), x.dtype()) : f(x);
+}
+
+using detail::in_float32;
+
 Tensor square(const Tensor& x) { return x * x; }
 
 // Written through tanh so that it neither overflows nor loses precision for large |x|.
-Tensor sigmoid(const Tensor& x) { return 0.5 * (1.0 + tanh(0.5 * x)); }
+Tensor sigmoid(const Tensor& x) {
+  return in_float32(x, [](const Tensor& v) { return 0.5 * (1.0 + tanh(0.5 * v)); });
+}
 
 // Smooth at 0 in every derivative: max(x, 0) + log(1 + exp(-|x|)) had a second derivative of 0
 // there (the kinks of max and abs), where it is 1/4. Each branch sees its argument clamped to its
 // own side, so neither overflows, nor does the unselected one's derivative turn into NaN.
 Tensor softplus(const Tensor& x) {
-  const Tensor zero = zeros_like(x);
-  const Tensor positive = gt(x, zero);
-  const Tensor above = where(positive, x, zero), below = where(positive, zero, x);
-  return where(positive, above + log(1.0 + exp(-above)), log(1.0 + exp(below)));
+  return in_float32(x, [](const Tensor& v) {
+    const Tensor zero = zeros_like(v);
+    const Tensor positive = gt(v, zero);
+    const Tensor above = where(positive, v, zero), below = where(positive, zero, v);
+    return where(positive, above + log(1.0 + exp(-above)), log(1.0 + exp(below)));
+  });
 }
 
 // 0 where x <= 0, so that a NaN passes through (as in PyTorch) instead of becoming 0.
 Tensor relu(const Tensor& x) { return where(le(x, zeros_like(x)), zeros_like(x), x); }
 
-Tensor gelu_exact(const Tensor& x) { return 0.5 * x * (1.0 + erf(x * (std::numbers::sqrt2 / 2))); }
+Tensor gelu_exact(const Tensor& x) {
+  return in_float32(x, [](const Tensor& v) { return 0.5 * v * (1.0 + erf(v * (std::numbers::sqrt2 / 2))); });
+}
 
-Tensor silu(const Tensor& x) { return x * sigmoid(x); }
+Tensor silu(const Tensor& x) {
+  return in_float32(x, [](const Tensor& v) { return v * sigmoid(v); });
+}
 
 namespace {
 // The (detached) maximum along `axis`, kept, to shift by so exp never overflows; the shift
@@ -46,15 +60,18 @@ Tensor stable_shift(const Tensor& x, int64_t axis) {
 Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
   detail::require_real("logsumexp", x);
   axis = normalize_axis(axis, x.dim(), "logsumexp");
-  Tensor shift = stable_shift(x, axis);
-  Tensor out = shift + log(sum(exp(x - shift), {axis}, true));
-  return keepdims ? out : squeeze(out, axis);
+  return in_float32(x, [&](const Tensor& v) {
+    Tensor shift = stable_shift(v, axis);
+    Tensor out = shift + log(sum(exp(v - shift), {axis}, true));
+    return keepdims ? out : squeeze(out, axis);
+  });
 }
 
 Tensor softmax(const Tensor& x, int64_t axis) {
   // Checked under its own name: log_softmax's messages would name log_softmax.
   detail::require_real("softmax", x);
-  return exp(log_softmax(x, normalize_axis(axis, x.dim(), "softmax")));
+  axis = normalize_axis(axis, x.dim(), "softmax");
+  return in_float32(x, [&](const Tensor& v) { return exp(log_softmax(v, axis)); });
 }
 
 // Not x - logsumexp(x): adding the shift back first rounds away the low bits of the large
@@ -62,23 +79,27 @@ Tensor softmax(const Tensor& x, int64_t axis) {
 Tensor log_softmax(const Tensor& x, int64_t axis) {
   detail::require_real("log_softmax", x);
   axis = normalize_axis(axis, x.dim(), "log_softmax");
-  Tensor shifted = x - stable_shift(x, axis);
-  return shifted - log(sum(exp(shifted), {axis}, true));
+  return in_float32(x, [&](const Tensor& v) {
+    Tensor shifted = v - stable_shift(v, axis);
+    return shifted - log(sum(exp(shifted), {axis}, true));
+  });
 }
 
 Tensor norm(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   detail::require_inexact("norm", x);
-  Tensor squared = sum(is_complex(x.dtype()) ? real(x * conj(x)) : x * x, axes, keepdims);
-  // The root of 1 where the sum is 0, so that the gradient there is 0 (PyTorch's subgradient)
-  // rather than 0 times sqrt's infinite slope.
-  const Tensor at_zero = eq(squared, zeros_like(squared));
-  return where(at_zero, zeros_like(squared), sqrt(where(at_zero, ones_like(squared), squared)));
+  return in_float32(x, [&](const Tensor& v) {
+    Tensor squared = sum(is_complex(v.dtype()) ? real(v * conj(v)) : v * v, axes, keepdims);
+    // The root of 1 where the sum is 0, so that the gradient there is 0 (PyTorch's subgradient)
+    // rather than 0 times sqrt's infinite slope.
+    const Tensor at_zero = eq(squared, zeros_like(squared));
+    return where(at_zero, zeros_like(squared), sqrt(where(at_zero, ones_like(squared), squared)));
+  });
 }
 
 Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   EDDY_CHECK(prediction.shape() == target.shape(), "mse_loss: prediction has shape ",
              prediction.shape(), " but target has shape ", target.shape());
-  return mean(square(prediction - target));
+  return in_float32(prediction - target, [](const Tensor& difference) { return mean(square(difference)); });
 }
 
 namespace {
@@ -109,7 +130,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const Tensor& checked = local_part(targets);
   if (!active_trace_recorder() && !checked.is_abstract()) check_targets(checked, classes, ignore_index);
 
-  Tensor rows = reshape(logits, {-1, classes});
+  // 16-bit logits: the loss in float32 (a float16 mean over 65,520 rows or more was NaN).
+  Tensor rows = reshape(is_half(logits.dtype()) ? cast(logits, DType::f32) : logits, {-1, classes});
   Tensor picked = reshape(targets, {-1, 1});
   Tensor counted = ne(picked, scalar(static_cast<double>(ignore_index), picked.dtype(), picked.device()));
   // An ignored row still gathers something (its loss is masked out below); a negative target
@@ -122,8 +144,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor shifted = rows - stable_shift(rows, 1);
   Tensor losses = log(sum(exp(shifted), {1}, true)) - gather(shifted, 1, picked);
   Tensor total = sum(where(counted, losses, zeros_like(losses)));
-  if (reduction == Reduction::sum) return total;
-  return total / sum(cast(counted, logits.dtype()));
+  if (reduction == Reduction::sum) return cast(total, logits.dtype());
+  return cast(total / sum(cast(counted, rows.dtype())), logits.dtype());
 }
 
 }  // namespace eddy

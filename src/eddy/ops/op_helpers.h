@@ -2,6 +2,7 @@
 // Internal helpers for the op-family files: output allocation, kernel-facing broadcast views,
 // input checks that produce the standard error messages, and dtype promotion.
 
+#include <functional>
 #include <string_view>
 #include <utility>
 
@@ -34,6 +35,11 @@ inline void require_real(std::string_view op, const Tensor& t) {
 inline void require_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
   EDDY_CHECK(a.dtype() == b.dtype(), op, ": operands have dtypes ", a.dtype(), " and ", b.dtype());
 }
+
+// For 16-bit floating `x`, f(x) computed in float32 and rounded once to x's dtype, as every kernel
+// computes: a composite of several ops rounded each step to 16 bits (a float16 mean over 70,000
+// elements was 0, its sum past 65504 and its count infinite; sigmoid(-9) was 0). Else f(x).
+Tensor in_float32(const Tensor& x, const std::function<Tensor(const Tensor&)>& f);
 
 // Casts both operands to their promoted dtype.
 std::pair<Tensor, Tensor> promote_pair(const Tensor& a, const Tensor& b);

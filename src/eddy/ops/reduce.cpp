@@ -127,7 +127,7 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   require_inexact("mean", x);
   int64_t count = 1;
   for (int64_t axis : normalize_axes(axes, x.dim(), "mean")) count *= x.shape()[axis];
-  return sum(x, axes, keepdims) / static_cast<double>(count);
+  return detail::in_float32(x, [&](const Tensor& v) { return sum(v, axes, keepdims) / static_cast<double>(count); });
 }
 
 }  // namespace eddy

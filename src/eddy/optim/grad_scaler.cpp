@@ -18,7 +18,12 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
              options.growth_interval);
 }
 
-Tensor GradScaler::scale(const Tensor& loss) const { return loss * scale_; }
+// In float32 for a 16-bit loss or gradient: the scale (65536 at the start) is infinite in float16,
+// so a float16 loss scaled to inf and float16 gradients unscaled to 0, every step skipped or
+// every step taken without moving a parameter.
+Tensor GradScaler::scale(const Tensor& loss) const {
+  return (is_half(loss.dtype()) ? cast(loss, DType::f32) : loss) * scale_;
+}
 
 bool GradScaler::step(Optimizer& optimizer) {
   NoGradGuard no_grad;
@@ -35,7 +40,14 @@ bool GradScaler::step(Optimizer& optimizer) {
     return false;
   }
   std::vector<Tensor> unscaled;
-  for (const Tensor& p : parameters) unscaled.push_back(p.grad().defined() ? p.grad() / scale_ : Tensor());
+  for (const Tensor& p : parameters) {
+    const Tensor g = p.grad();
+    if (!g.defined()) {
+      unscaled.emplace_back();
+    } else {
+      unscaled.push_back(is_half(g.dtype()) ? cast(cast(g, DType::f32) / scale_, g.dtype()) : g / scale_);
+    }
+  }
   set_grads(parameters, unscaled);
   optimizer.step();
   if (++good_in_a_row_ == options_.growth_interval) {
