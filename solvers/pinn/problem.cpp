@@ -473,7 +473,9 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
     c.residual = field_minus_value(boundary, "dot(grad(" + field + "), n)");
   } else {
     const double alpha = node.number("alpha"), beta = node.number("beta");
-    c.residual = field_minus_value(boundary, cat(alpha, "*", field, " + ", beta, "*dot(grad(", field, "), n)"));
+    // The coefficients' every digit: cat's six made 1234567.89 into 1.23457e+06.
+    c.residual = field_minus_value(boundary, cat(io::shortest_text(alpha), "*", field, " + ", io::shortest_text(beta),
+                                                 "*dot(grad(", field, "), n)"));
   }
   return c;
 }
@@ -779,6 +781,21 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       node.fail(cat("'", name, "' cannot be declared as a ", role, ": it means ",
                     name == "pi" ? "the constant pi" : "the boundary normal"));
     }
+    // A name that reads as a derivative (u_x) would hide it: names are looked up first, and
+    // parameters: {u_x: 5} made every u_x in the equations 5.
+    const size_t mark = name.rfind('_');
+    if (role != "field" && role != "coordinate" && mark != std::string::npos && mark + 1 < name.size()) {
+      const auto base = declared.find(name.substr(0, mark));
+      const std::string suffix = name.substr(mark + 1);
+      const bool coordinates_only = std::all_of(suffix.begin(), suffix.end(), [&](char c) {
+        return std::find(p.coordinates.begin(), p.coordinates.end(), std::string(1, c)) != p.coordinates.end();
+      });
+      if (base != declared.end() && (base->second.first == "field" || base->second.first == "helper") &&
+          coordinates_only) {
+        node.fail(cat("'", name, "' cannot be a ", role, " name: it reads as a derivative of ", base->second.first,
+                      " '", base->first, "'"));
+      }
+    }
     const auto [first, inserted] = declared.try_emplace(name, role, node.path());
     if (inserted) return;
     const auto& [first_role, first_path] = first->second;
@@ -789,6 +806,11 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   const std::vector<std::string> default_names{"x", "y", "z"};
   if (auto names = geometry.find("coordinates")) {
     for (const ConfigNode& name : names->elements()) {
+      // `t` is time's name wherever derivatives are taken (laplacian, grad and div leave it out):
+      // a space axis named t gave laplacian(u) without u_tt, silently.
+      if (name.as_string() == "t") {
+        name.fail("'t' is the name of time (geometry.time); give this space axis another name");
+      }
       declare(name, name.as_string(), "coordinate");
       p.coordinates.push_back(name.as_string());
     }
@@ -824,7 +846,10 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   if (auto helpers = root.find("helpers")) {
     for (const std::string& name : helpers->keys()) {
       declare(helpers->at(name), name, "helper");
-      p.helpers.emplace(name, parse_expression(helpers->at(name).as_string(), helpers->at(name).path()));
+      // Named by file:line:col and key path, as an equation's errors are (it was the path alone).
+      std::string where = helpers->at(name).where();
+      where.resize(where.size() - 2);  // without the trailing ": " the expression error adds itself
+      p.helpers.emplace(name, parse_expression(helpers->at(name).as_string(), where));
     }
     // Helpers are checked where they are used: one may be a predicate, a vector, or use n.
   }

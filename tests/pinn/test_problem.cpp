@@ -75,6 +75,16 @@ TEST(Problem, TheResolvedConfigKeepsEachConditionsPoints) {
   EXPECT_EQ(p.resolved_config.find('&'), std::string::npos) << p.resolved_config;
 }
 
+TEST(Problem, RobinCoefficientsKeepEveryDigit) {
+  // The residual is built as text: its coefficients were written with six digits (1.23457e+06).
+  const Problem p = read(kValid, {"conditions.bottom.alpha=1234567.89", "conditions.bottom.beta=0.123456789"});
+  const auto bottom = std::find_if(p.conditions.begin(), p.conditions.end(),
+                                   [](const Condition& c) { return c.name == "bottom"; });
+  ASSERT_TRUE(bottom != p.conditions.end() && bottom->residual);
+  EXPECT_NE(bottom->residual->text().find("1234567.89*u + 0.123456789*dot(grad(u), n)"), std::string::npos)
+      << bottom->residual->text();
+}
+
 TEST(Problem, OverridesApplyBeforeValidation) {
   Problem p = read(kValid, {"model.width=32", "training.adam.steps=99"});
   EXPECT_EQ(p.model.width, 32);
@@ -115,6 +125,20 @@ std::vector<BadConfig> bad_configs() {
       {"unknown_nested_key", "width: 16", "widht: 16", "unknown key 'widht' in model (did you mean 'width'?)"},
       {"bad_dtype", "dtype: float64", "dtype: float16", "problem.yaml:2:8: dtype: 'float16' is not one of: float32, float64"},
       {"geometry_type", "type: rectangle", "type: rectangel", "'rectangel' is not one of"},
+      // A value starting with ! is a YAML tag, dropped by readers: the rest ran alone.
+      {"yaml_tag", "on: y == 1", "on: !top && y == 1",
+       "conditions.top.on: starts with '!top', which YAML reads as a tag and drops; quote the value"},
+      // A space axis named t was taken for time by laplacian, grad and div.
+      {"space_axis_named_t", "max: [1, 1]}", "max: [1, 1]}\n  coordinates: [x, t]",
+       "geometry.coordinates[1]: 't' is the name of time (geometry.time)"},
+      // A parameter u_x hid the derivative u_x in every equation.
+      {"parameter_named_as_a_derivative", "kappa: 0.1", "kappa: 0.1\n  u_x: 5",
+       "parameters.u_x: 'u_x' cannot be a parameter name: it reads as a derivative of field 'u'"},
+      {"helper_named_as_a_derivative", "forcing: source*sin(pi*x)", "forcing: source*sin(pi*x)\n  forcing_t: 1",
+       "helpers.forcing_t: 'forcing_t' cannot be a helper name: it reads as a derivative of helper 'forcing'"},
+      // Helper errors give file:line:col like the equations' (they gave the key path alone).
+      {"helper_unknown_symbol", "forcing: source*sin(pi*x)", "forcing: source*sin(pi*bb)",
+       "problem.yaml:11:12: helpers.forcing: unknown symbol 'bb'"},
       // Checked by `eddy check` too: they were refused only when training built the schedule.
       {"cosine_warmup_whole_run", "warmup: 2", "warmup: 10",
        "training.adam.schedule.warmup: must be less than training.adam.steps (10); got 10"},

@@ -58,6 +58,14 @@ class TreeCheck {
   TreeCheck(std::string source, bool file) : source_(std::move(source)), file_(file) {}
 
   void check(const YAML::Node& node, const std::string& path) {
+    // A value starting with `!` is a YAML tag, which readers drop: `on: !inlet && x == 0` ran as
+    // `x == 0` (its `&&` an anchor). yaml-cpp tags plain values "?", quoted ones "!", and the
+    // standard ones (!!str) with their long names; anything else is a tag the user did not mean.
+    const std::string& tag = node.Tag();
+    if (!tag.empty() && tag != "?" && tag != "!" && !tag.starts_with("tag:yaml.org,2002:")) {
+      fail(node.Mark(), path, cat("starts with '", tag, "', which YAML reads as a tag and drops; quote the value "
+                                  "(\"", tag, " ...\") to write an expression that starts with '!'"));
+    }
     if (node.IsSequence() || node.IsMap()) {
       // Only a node from the same place in the text can be the same node: comparing with every
       // collection seen was quadratic in a file's inline point lists.
@@ -351,7 +359,7 @@ bool ConfigNode::boolean(const std::string& key, bool fallback) const {
   return fallback;
 }
 
-std::string ConfigNode::shortest_text(double value) {
+std::string shortest_text(double value) {
   char text[32];
   return std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
 }

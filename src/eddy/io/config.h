@@ -35,6 +35,10 @@ namespace eddy::io {
 
 class Config;
 
+// The shortest text that reads back as the same double: yaml-cpp's own wrote 0.1 as
+// 0.10000000000000001 in resolved configs and messages, and ostream's 6 digits lose the rest.
+std::string shortest_text(double value);
+
 // A node of the config, addressed by its key path. Cheap to copy.
 class ConfigNode {
  public:
@@ -127,9 +131,6 @@ class ConfigNode {
       node[key] = value;
     }
   }
-  // The shortest text that reads back as the same double: yaml-cpp's own wrote 0.1 as
-  // 0.10000000000000001 in resolved configs and messages.
-  static std::string shortest_text(double value);
   void require_map() const;
 
   Config* config_;
