@@ -367,3 +367,20 @@ def test_detached_and_no_grad_outputs_of_a_compiled_function_require_no_grad():
     assert scaled.requires_grad and not target.requires_grad and not detached.requires_grad
     (eddy.sum(scaled) + eddy.sum(target) + eddy.sum(detached * detached)).backward()
     np.testing.assert_allclose(np.asarray(x.grad), [3, 3, 3])
+
+
+def test_a_compiled_step_traces_again_when_its_models_training_mode_changes():
+    # Traced under eval(), the step ran without dropout after train(), silently: the mode is now
+    # read as a guarded host value, so switching it traces again (and a traced dropout draw is
+    # refused, as it always was).
+    model = eddy.nn.GPT2(50, context_length=16, hidden_size=32, layers=2, heads=4, dropout=0.5, seed=1)
+    tokens = eddy.tensor(np.random.default_rng(0).integers(0, 50, (2, 16)))
+    targets = eddy.tensor(np.random.default_rng(1).integers(0, 50, (2, 16)))
+    step = eddy.jit(lambda t, y: eddy.nn.cross_entropy(model(t), y))
+    model.eval()
+    evaluated = step(tokens, targets).item()
+    model.train()
+    with pytest.raises(eddy.Error, match="draws random numbers"):
+        step(tokens, targets)
+    model.eval()
+    assert step(tokens, targets).item() == evaluated

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::nn {
@@ -81,9 +82,18 @@ void Module::to(Device device) {
   for (auto& [name, child] : children_) child->to(device);
 }
 
+// The flag is written and read in place, not through ops, so that a module made or switched
+// while a function is traced is not recorded.
+Module::Module() : training_(Tensor::empty({}, DType::b8, cpu())) { *training_.data<bool>() = true; }
+
 void Module::train(bool enabled) {
-  training_ = enabled;
+  *training_.data<bool>() = enabled;
   for (auto& [name, child] : children_) child->train(enabled);
+}
+
+bool Module::is_training() const {
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(training_, "a module's training mode");
+  return *training_.data<bool>();
 }
 
 void Module::register_parameter(std::string name, Tensor& member) {

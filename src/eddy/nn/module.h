@@ -15,7 +15,7 @@ namespace eddy::nn {
 
 class Module {
  public:
-  Module() = default;
+  Module();
   Module(const Module&) = delete;  // registrations point into the object
   Module& operator=(const Module&) = delete;
   virtual ~Module() = default;
@@ -41,10 +41,13 @@ class Module {
   // a parameter a trainable leaf). Optimisers made before hold the old tensors: make them after.
   void to(Device device);
 
-  // Training mode matters to Dropout; it propagates to children.
+  // Training mode matters to Dropout; it propagates to children. A compiled function that read
+  // it (a forward pass with dropout) is traced again once it changes: the mode is read as a
+  // captured tensor's value (compiler/trace.h, host reads), where the graph kept the mode it was
+  // traced in (eddy.jit of a step traced under eval() ran without dropout after train()).
   void train(bool enabled = true);
   void eval() { train(false); }
-  bool is_training() const { return training_; }
+  bool is_training() const;
 
  protected:
   // Registers a member tensor as a trainable parameter (made a requires_grad leaf).
@@ -64,7 +67,7 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> parameters_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  bool training_ = true;
+  Tensor training_;  // a bool scalar on the CPU
 };
 
 }  // namespace eddy::nn
