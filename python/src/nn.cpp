@@ -270,11 +270,7 @@ void bind_optimisers(py::module_& m) {
              report["gradient_max_abs"] = r.gradient_max_abs;
              report["non_finite_evaluations"] = r.non_finite_evaluations;
              report["converged"] = r.converged();
-             // Why it stopped, by name (docs/optim.md's table), for a script that branches on it.
-             static const char* const stop_names[] = {"gradient_tolerance", "change_tolerance", "max_iterations",
-                                                      "max_evaluations",    "no_progress",      "non_finite",
-                                                      "interrupted"};
-             report["stop"] = stop_names[static_cast<int>(r.stop)];
+             report["stop"] = optim::stop_identifier(r.stop);  // for a script that branches on it
              report["message"] = r.message;
              return report;
            },

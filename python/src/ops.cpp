@@ -36,7 +36,11 @@ std::vector<int64_t> ints_of(const py::object& value, const char* argument = "ax
   }
 }
 
-std::vector<int64_t> axes_of(const py::object& axis) { return ints_of(axis); }
+// Whether `axes` is an empty sequence: NumPy's "no axes", where the C++ functions read an empty
+// list as every axis (sum(x, axis=()) summed everything).
+bool no_axes(const py::object& axes, const char* argument = "axis") {
+  return !axes.is_none() && !py::isinstance<py::int_>(axes) && ints_of(axes, argument).empty();
+}
 
 DType dtype_or(const py::object& dtype, DType fallback) { return optional_dtype(dtype).value_or(fallback); }
 
@@ -58,19 +62,13 @@ void binary(py::module_& m, const char* name, Op op) {
         py::arg("a"), py::arg("b"));
 }
 
-// Whether `axis` is an empty sequence: NumPy's "no axes", where the C++ functions read an empty
-// list as every axis (sum(x, axis=()) summed everything).
-bool no_axes(const py::object& axis) {
-  return !axis.is_none() && !py::isinstance<py::int_>(axis) && axes_of(axis).empty();
-}
-
 template <typename Op>
 void reduction(py::module_& m, const char* name, Op op) {
   m.def(name, [op](const py::object& x, const py::object& axis, bool keepdims) {
         // Over no axes: the reduction of each element alone, with the op's dtype rules (mean of
         // integers is float64), as the reduction over a new axis of one.
         if (no_axes(axis)) return op(unsqueeze(as_tensor(x), 0), {0}, false);
-        return op(as_tensor(x), axes_of(axis), keepdims);
+        return op(as_tensor(x), ints_of(axis), keepdims);
       },
       py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
 }
@@ -124,7 +122,7 @@ void bind_fft(py::module_& parent) {
           std::vector<int64_t> lengths = ints_of(s, "s");
           const std::vector<int64_t> chosen = axes.is_none() ? default_axes : ints_of(axes, "axes");
           // The C++ functions read empty axes as "every axis"; NumPy's axes=() transforms none.
-          if (!axes.is_none() && chosen.empty()) {
+          if (no_axes(axes, "axes")) {
             if (real_transform) throw Error(cat(name, ": axes is empty; pass None to transform every axis"));
             EDDY_CHECK(lengths.empty(), name, ": s has ", lengths.size(), " entries but axes is empty");
             return is_complex(input.dtype()) ? input : cast(input, complex_dtype(input.dtype()));
@@ -155,8 +153,7 @@ void bind_fft(py::module_& parent) {
   using Shift = Tensor (*)(const Tensor&, const std::vector<int64_t>&);
   auto shift = [&](const char* name, Shift op) {
     m.def(name, [op](const py::object& x, const py::object& axes) {
-          const std::vector<int64_t> chosen = ints_of(axes, "axes");
-          return !axes.is_none() && chosen.empty() ? as_tensor(x) : op(as_tensor(x), chosen);
+          return no_axes(axes, "axes") ? as_tensor(x) : op(as_tensor(x), ints_of(axes, "axes"));
         },
         py::arg("x"), py::arg("axes") = py::none());
   };
@@ -327,7 +324,7 @@ void bind_ops(py::module_& m) {
       },
       py::arg("x"), py::arg("before"), py::arg("after"));
   m.def("flip", [](const py::object& x, const py::object& axis) {
-        return no_axes(axis) ? as_tensor(x) : flip(as_tensor(x), axes_of(axis));
+        return no_axes(axis) ? as_tensor(x) : flip(as_tensor(x), ints_of(axis));
       },
         py::arg("x"), py::arg("axis"));
   m.def("roll", [](const py::object& x, int64_t shift, int64_t axis) { return roll(as_tensor(x), shift, axis); },

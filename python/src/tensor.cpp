@@ -76,13 +76,6 @@ py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, Scal
   return py::cast(tensor_op(a, operand_beside(a, b)));
 }
 
-// bool < integers < real floats < complex: a result of a later kind does not fit in place.
-int kind_of(DType dtype) {
-  if (dtype == DType::b8) return 0;
-  if (is_integral(dtype)) return 1;
-  return is_complex(dtype) ? 3 : 2;
-}
-
 // `x += y` and the other augmented assignments write into x's memory, as in NumPy and PyTorch;
 // without them Python rebound the name to x + y, so an optimiser's `p -= lr * p.grad` under
 // no_grad changed nothing and `v += 1` on a view left its base alone. Autodiff does not record
@@ -106,7 +99,8 @@ py::object augmented(const py::object& self, const py::object& other, const char
     throw Error(cat("x ", symbol, " y: the result has shape ", value.shape(), " and x ", target.shape(),
                     "; an update in place keeps x's shape"));
   }
-  if (kind_of(value.dtype()) > kind_of(target.dtype())) {
+  // A result of a later kind (bool < integers < floats < complex) does not fit in place.
+  if (kind_rank(value.dtype()) > kind_rank(target.dtype())) {
     throw Error(cat("x ", symbol, " y: the result is ", value.dtype(), " and x is ", target.dtype(),
                     ", which cannot hold it; cast x first (x = x.astype(...)) or make a new tensor"));
   }

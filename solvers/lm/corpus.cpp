@@ -287,20 +287,11 @@ std::vector<Batch> validation_batches(const TokenFile& file, const LmProblem& pr
   return batches;
 }
 
-namespace {
-
-struct CorpusPaths {
-  fs::path data_dir;
-  std::string tokenizer, description, train_tokens, validation_tokens;
-};
-
 CorpusPaths corpus_paths(const LmProblem& p) {
   const fs::path data_dir = fs::path(p.output.dir) / "data";
   return {data_dir, (fs::path(p.output.dir) / "tokenizer.json").string(), (data_dir / "source.txt").string(),
           (data_dir / "train.tokens").string(), (data_dir / "validation.tokens").string()};
 }
-
-}  // namespace
 
 StagedCorpus::~StagedCorpus() {
   std::error_code ignored;

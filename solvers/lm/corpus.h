@@ -5,6 +5,7 @@
 // batches an uninterrupted one would.
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -70,6 +71,14 @@ Batch draw_batch(const TokenFile& file, int64_t batch, int64_t context, uint64_t
 // micro-batch), so every evaluation, and every later measurement of the run, sees the same text.
 inline constexpr uint64_t kValidationStreams = uint64_t{1} << 62;
 std::vector<Batch> validation_batches(const TokenFile& file, const LmProblem& problem);
+
+// Where a run keeps its tokenizer and token files: RUN/tokenizer.json and RUN/data/ (source.txt,
+// train.tokens, validation.tokens).
+struct CorpusPaths {
+  std::filesystem::path data_dir;
+  std::string tokenizer, description, train_tokens, validation_tokens;
+};
+CorpusPaths corpus_paths(const LmProblem& problem);
 
 // The run folder's tokenizer and token files, made once: the tokenizer is loaded from the
 // config's file or trained on the training documents, and the documents are encoded into

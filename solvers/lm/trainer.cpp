@@ -130,9 +130,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   if (!root) staged.corpus = corpus_staged_by_rank_0(p, staging);
   if (root) world.barrier();
   const PreparedCorpus& corpus = staged.corpus;
-  const std::string data_dir = p.output.dir + "/data/";
-  const TokenFile train_tokens(corpus.train_tokens, data_dir + "train.tokens"),
-      validation_tokens(corpus.validation_tokens, data_dir + "validation.tokens");
+  const CorpusPaths places = corpus_paths(p);
+  const TokenFile train_tokens(corpus.train_tokens, places.train_tokens),
+      validation_tokens(corpus.validation_tokens, places.validation_tokens);
   const int64_t context = p.model.context, batch = t.batch_size;
   const std::vector<Batch> validation = validation_batches(validation_tokens, p);
   // Fails before training when the training split is too small.

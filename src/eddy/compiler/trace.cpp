@@ -10,6 +10,7 @@
 
 #include "eddy/autodiff/forward.h"
 #include "eddy/core/autograd.h"
+#include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 
@@ -268,8 +269,11 @@ Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs, E
   return Trace{std::move(recorder.graph), std::move(outputs), std::move(host_reads)};
 }
 
+// Asked at every call of the compiled function (a module's training mode is such a read): a dense
+// host tensor is compared where it lies, without the copy.
 bool HostRead::unchanged() const {
-  const Tensor now = dense_host_copy(tensor);
+  const bool in_place = tensor.device() == cpu() && tensor.is_contiguous() && !distribution_of(tensor);
+  const Tensor now = in_place ? tensor : dense_host_copy(tensor);
   return now.shape() == values.shape() &&
          std::memcmp(now.raw_data(), values.raw_data(), static_cast<size_t>(now.numel()) * dtype_size(now.dtype())) == 0;
 }

@@ -54,13 +54,14 @@ DType complex_dtype(DType dtype) {
   return DType::c64;
 }
 
-namespace {
 int kind_rank(DType d) {
   if (d == DType::b8) return 0;
   if (is_integral(d)) return 1;
   if (is_floating(d)) return 2;
   return 3;
 }
+
+namespace {
 bool is_double_precision(DType d) { return d == DType::f64 || d == DType::c128; }
 }  // namespace
 

@@ -40,6 +40,8 @@ DType complex_dtype(DType dtype);
 // Throws for a 16-bit float reaching code that has no form for it (EDDY_DISPATCH_ALL).
 [[noreturn]] void no_half_form(DType dtype);
 
+// The kinds in promotion order: bool 0 < integers 1 < real floats 2 < complex 3.
+int kind_rank(DType d);
 // The smallest type both operands convert to without loss of kind: bool < ints < floats < complex,
 // and complex precision is the wider of the two operands' precisions.
 DType promote(DType a, DType b);

@@ -141,6 +141,19 @@ const char* stop_name(LbfgsStop stop) {
 
 }  // namespace
 
+const char* stop_identifier(LbfgsStop stop) {
+  switch (stop) {
+    case LbfgsStop::gradient_tolerance: return "gradient_tolerance";
+    case LbfgsStop::change_tolerance: return "change_tolerance";
+    case LbfgsStop::max_iterations: return "max_iterations";
+    case LbfgsStop::max_evaluations: return "max_evaluations";
+    case LbfgsStop::no_progress: return "no_progress";
+    case LbfgsStop::non_finite: return "non_finite";
+    case LbfgsStop::interrupted: return "interrupted";
+  }
+  return "";
+}
+
 Lbfgs::Lbfgs(std::vector<Tensor> parameters, const LbfgsOptions& options)
     : parameters_(std::move(parameters)), options_(options) {
   check_parameters(parameters_, "Lbfgs");

@@ -66,6 +66,8 @@ enum class LbfgsStop {
   non_finite,          ///< the loss or gradient was inf or NaN where a step had to start or end
   interrupted,         ///< LbfgsOptions::stop_requested said so
 };
+/// The stop's enumerator as text ("no_progress"), as the Python report and docs/optim.md name it.
+const char* stop_identifier(LbfgsStop stop);
 
 struct LbfgsReport {
   int64_t iterations = 0;   ///< accepted updates in this step() call
