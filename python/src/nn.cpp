@@ -2,6 +2,9 @@
 
 #include <array>
 #include <cmath>
+#include <deque>
+#include <map>
+#include <set>
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
@@ -12,9 +15,11 @@
 #include "eddy/nn/neural_operators.h"
 #include "eddy/nn/pinn_models.h"
 #include "eddy/optim/adam.h"
+#include "eddy/optim/clip.h"
 #include "eddy/optim/grad_scaler.h"
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/line_search.h"
+#include "eddy/optim/schedule.h"
 #include "eddy/optim/sgd.h"
 #include "eddy/optim/soap.h"
 
@@ -48,10 +53,138 @@ std::vector<Tensor> parameters_of(const py::iterable& parameters) {
   return tensors;
 }
 
+// A model written in Python: `class Net(eddy.nn.Module)` with __init__ and forward. The modules,
+// parameters (leaf tensors that require grad) and buffers it is given as attributes join the C++
+// registries, so parameters(), state_dict(), train() and the C++ containers (Sequential) see them
+// as they see a C++ model's. A C++ caller of forward (Sequential) reaches the Python method.
+class PythonModule : public nn::Module, public py::trampoline_self_life_support {
+ public:
+  Tensor forward(const Tensor& input) override {
+    py::gil_scoped_acquire gil;
+    const py::function method = py::get_override(static_cast<const nn::Module*>(this), "forward");
+    EDDY_CHECK(method, class_name(py::cast(static_cast<nn::Module*>(this), py::return_value_policy::reference)),
+               " has no forward(): an eddy.nn.Module subclass defines forward(self, x)");
+    return method(input).cast<Tensor>();
+  }
+
+  const Tensor* tensor(const std::string& name) const {
+    const auto found = slot_of_.find(name);
+    return found == slot_of_.end() ? nullptr : found->second.tensor;
+  }
+  bool holds_buffer(const std::string& name) const {
+    const auto found = slot_of_.find(name);
+    return found != slot_of_.end() && found->second.buffer;
+  }
+  bool holds_child(const std::string& name) const { return child_names_.count(name) != 0; }
+
+  // `value` under `name` as a parameter or a buffer. A parameter must be a leaf that requires
+  // grad (eddy.nn.Parameter), as torch.nn.Module asks: anything else would leave the optimiser
+  // holding a tensor the model no longer uses.
+  void set_tensor(const std::string& name, const Tensor& value, bool buffer) {
+    EDDY_CHECK(!holds_child(name), "eddy.nn.Module: \"", name, "\" is a submodule; it cannot become a ",
+               kind(buffer));
+    EDDY_CHECK(buffer || (value.requires_grad() && value.is_leaf()), "eddy.nn.Module: parameter \"", name,
+               "\" takes a leaf tensor that requires grad (eddy.nn.Parameter(t)); to change its values, write in "
+               "place under eddy.no_grad()");
+    const auto found = slot_of_.find(name);
+    if (found != slot_of_.end()) {
+      EDDY_CHECK(found->second.buffer == buffer, "eddy.nn.Module: \"", name, "\" is a registered ",
+                 kind(found->second.buffer), "; it cannot become a ", kind(buffer));
+      *found->second.tensor = value;
+      return;
+    }
+    Tensor& slot = slots_.emplace_back(value);
+    slot_of_.emplace(name, Slot{&slot, buffer});
+    if (buffer) {
+      register_buffer(name, slot);
+    } else {
+      register_parameter(name, slot);
+    }
+  }
+  void set_child(const std::string& name, std::shared_ptr<nn::Module> child) {
+    EDDY_CHECK(tensor(name) == nullptr, "eddy.nn.Module: \"", name, "\" is a registered ", kind(holds_buffer(name)),
+               "; it cannot become a submodule");
+    child_names_.insert(name);
+    set_module(name, std::move(child));
+  }
+
+  static std::string class_name(const py::handle& self) { return py::type::of(self).attr("__name__").cast<std::string>(); }
+
+ private:
+  static const char* kind(bool buffer) { return buffer ? "buffer" : "parameter"; }
+
+  struct Slot {
+    Tensor* tensor;
+    bool buffer;
+  };
+  std::deque<Tensor> slots_;  // the registries point into these, so they must not move
+  std::map<std::string, Slot> slot_of_;
+  std::set<std::string> child_names_;
+};
+
+// The Python subclass instance behind `self`, or nullptr for the built-in C++ modules.
+PythonModule* python_module(const py::handle& self) {
+  auto* instance = reinterpret_cast<py::detail::instance*>(self.ptr());
+  if (!instance->get_value_and_holder().holder_constructed()) {
+    throw py::type_error(cat(PythonModule::class_name(self),
+                             ": eddy.nn.Module.__init__() was not called; call super().__init__() first in __init__"));
+  }
+  return dynamic_cast<PythonModule*>(&self.cast<nn::Module&>());
+}
+
+// A registered tensor is read through __getattr__ (so that to() and a replaced value show), which
+// Python asks only when the instance dictionary has no entry of that name.
+void forget_plain_attribute(const py::object& self, const std::string& name) {
+  py::dict attributes = self.attr("__dict__");
+  if (attributes.contains(name)) PyDict_DelItemString(attributes.ptr(), name.c_str());
+}
+
+void set_attribute(const py::object& self, const std::string& name, const py::object& value) {
+  PythonModule* module = python_module(self);
+  if (module != nullptr) {
+    if (py::isinstance<nn::Module>(value)) {
+      module->set_child(name, value.cast<ModulePtr>());
+    } else if (py::isinstance<Tensor>(value)) {
+      const Tensor tensor = value.cast<Tensor>();
+      // Other tensors are plain attributes, as in torch.nn.Module.
+      if (module->tensor(name) != nullptr || (tensor.requires_grad() && tensor.is_leaf())) {
+        module->set_tensor(name, tensor, module->holds_buffer(name));
+        forget_plain_attribute(self, name);
+        return;
+      }
+    } else {
+      EDDY_CHECK(module->tensor(name) == nullptr && !module->holds_child(name), "eddy.nn.Module: \"", name,
+                 "\" is a registered parameter, buffer or submodule; assign it a ",
+                 module->holds_child(name) ? "module" : "tensor", ", not ", PythonModule::class_name(value));
+    }
+  }
+  py::module_::import("builtins").attr("object").attr("__setattr__")(self, name, value);
+}
+
 void bind_modules(py::module_& m) {
-  py::class_<nn::Module, ModulePtr>(m, "Module", "A C++ model: parameters, buffers and a forward pass.")
-      .def("__call__", [](nn::Module& self, const py::object& x) { return self.forward(as_tensor(x)); })
+  py::class_<nn::Module, PythonModule, py::smart_holder>(
+      m, "Module",
+      "The base of every model. Subclass it in Python as torch.nn.Module: call super().__init__(), give the "
+      "submodules, parameters (eddy.nn.Parameter) and buffers (register_buffer) as attributes, define forward.")
+      .def(py::init_alias<>())
+      .def("__call__", [](const py::object& self, const py::args& args, const py::kwargs& kwargs) {
+        return self.attr("forward")(*args, **kwargs);
+      })
       .def("forward", [](nn::Module& self, const py::object& x) { return self.forward(as_tensor(x)); })
+      .def("__setattr__", &set_attribute)
+      .def("__getattr__", [](const py::object& self, const std::string& name) -> py::object {
+        const PythonModule* module = python_module(self);
+        if (module != nullptr && module->tensor(name) != nullptr) return py::cast(*module->tensor(name));
+        throw py::attribute_error(cat("'", PythonModule::class_name(self),
+                                      "' object has no attribute '", name, "'"));
+      })
+      .def("register_buffer", [](const py::object& self, const std::string& name, const py::object& value) {
+             PythonModule* module = python_module(self);
+             EDDY_CHECK(module != nullptr, "register_buffer: only a Python subclass of eddy.nn.Module takes new buffers");
+             module->set_tensor(name, as_tensor(value), /*buffer=*/true);
+             forget_plain_attribute(self, name);
+           },
+           py::arg("name"), py::arg("tensor"), "A tensor saved in state_dict() and moved with the model, not trained.")
       .def("parameters", &nn::Module::parameters)
       .def("named_parameters", [](const nn::Module& self) { return as_dict(self.named_parameters()); })
       .def("named_buffers", [](const nn::Module& self) { return as_dict(self.named_buffers()); })
@@ -71,7 +204,7 @@ void bind_modules(py::module_& m) {
       })
       .def_property_readonly("training", &nn::Module::is_training, "Whether dropout is on (train()) or off (eval()).");
 
-  py::class_<nn::Linear, nn::Module, std::shared_ptr<nn::Linear>>(m, "Linear", "x @ W + b, W of shape [in, out].")
+  py::class_<nn::Linear, nn::Module, py::smart_holder>(m, "Linear", "x @ W + b, W of shape [in, out].")
       .def(py::init([](int64_t in, int64_t out, bool bias, const py::object& dtype, const py::object& seed) {
              Generator generator(model_seed(seed));
              return std::make_shared<nn::Linear>(in, out, generator, model_dtype(dtype), bias);
@@ -82,13 +215,42 @@ void bind_modules(py::module_& m) {
       .def_property_readonly("bias", [](const nn::Linear& l) -> py::object {
         return l.bias.defined() ? py::cast(l.bias) : py::none();
       });
-  py::class_<nn::Activation, nn::Module, std::shared_ptr<nn::Activation>>(m, "Activation")
+  py::class_<nn::Activation, nn::Module, py::smart_holder>(m, "Activation")
       .def(py::init([](const std::string& name) { return std::make_shared<nn::Activation>(nn::parse_activation(name)); }),
            py::arg("name"));
-  py::class_<nn::Sequential, nn::Module, std::shared_ptr<nn::Sequential>>(m, "Sequential")
+  py::class_<nn::Sequential, nn::Module, py::smart_holder>(m, "Sequential")
       .def(py::init([](const std::vector<ModulePtr>& layers) { return std::make_shared<nn::Sequential>(layers); }),
            py::arg("layers"))
       .def("__len__", &nn::Sequential::size);
+  py::class_<nn::Embedding, nn::Module, py::smart_holder>(m, "Embedding", "Rows of a [count, dim] table, N(0, 1) "
+                                                         "initialised, looked up by an integer tensor of any shape.")
+      .def(py::init([](int64_t count, int64_t dim, const py::object& dtype, const py::object& seed) {
+             Generator generator(model_seed(seed));
+             return std::make_shared<nn::Embedding>(count, dim, generator, model_dtype(dtype));
+           }),
+           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("dtype") = py::none(), py::arg("seed") = py::none())
+      .def_readonly("weight", &nn::Embedding::weight);
+  py::class_<nn::LayerNorm, nn::Module, py::smart_holder>(m, "LayerNorm", "Normalises over the last axis, as "
+                                                         "torch.nn.LayerNorm (biased variance).")
+      .def(py::init([](int64_t dim, double eps, bool bias, const py::object& dtype) {
+             return std::make_shared<nn::LayerNorm>(dim, eps, model_dtype(dtype), bias);
+           }),
+           py::arg("dim"), py::arg("eps") = 1e-5, py::arg("bias") = true, py::arg("dtype") = py::none())
+      .def_readonly("weight", &nn::LayerNorm::weight)
+      .def_property_readonly("bias", [](const nn::LayerNorm& l) -> py::object {
+        return l.bias.defined() ? py::cast(l.bias) : py::none();
+      });
+  py::class_<nn::Dropout, nn::Module, py::smart_holder>(m, "Dropout", "Zeroes each element with probability p in "
+                                                       "training mode and scales the rest by 1 / (1 - p); the "
+                                                       "identity after eval(). Eager only in training mode.")
+      .def(py::init([](double p, const py::object& seed) { return std::make_shared<nn::Dropout>(p, model_seed(seed)); }),
+           py::arg("p") = 0.5, py::arg("seed") = py::none())
+      .def_property_readonly("p", &nn::Dropout::p);
+  m.def("Parameter", [](const py::object& data) { return as_tensor(data).detach().requires_grad_(); }, py::arg("data"),
+        "A trainable leaf sharing data's memory: as an attribute of an eddy.nn.Module subclass, a parameter.");
+  m.def("clip_grad_norm", &optim::clip_grad_norm, py::arg("parameters"), py::arg("max_norm"),
+        "Scales the gradients so that their joint 2-norm is at most max_norm, as torch.nn.utils.clip_grad_norm_; "
+        "returns the norm before clipping (gradients left as they are when it is not finite).");
 
   m.def("pinn_model", [](int64_t inputs, int64_t outputs, int64_t width, int64_t depth, const std::string& activation,
                          const std::string& architecture, int64_t fourier_features, double fourier_scale,
@@ -112,7 +274,7 @@ void bind_modules(py::module_& m) {
       "The PINN model family ([N, inputs] -> [N, outputs]): mlp, modified_mlp, resnet or pirate_net "
       "(which needs fourier_features > 0).");
 
-  py::class_<nn::Fno, nn::Module, std::shared_ptr<nn::Fno>>(m, "FNO", "Fourier neural operator, channels first.")
+  py::class_<nn::Fno, nn::Module, py::smart_holder>(m, "FNO", "Fourier neural operator, channels first.")
       .def(py::init([](int64_t in_channels, int64_t out_channels, const std::vector<int64_t>& modes, int64_t width,
                        int64_t layers, int64_t projection_width, const std::string& activation, bool grid_coordinates,
                        int64_t padding, const std::string& factorization, double rank, const py::object& dtype,
@@ -140,7 +302,7 @@ void bind_modules(py::module_& m) {
            py::arg("rank") = 0.5, py::arg("dtype") = py::none(), py::arg("seed") = py::none(),
            py::arg("padding_grid") = std::vector<int64_t>{});
 
-  py::class_<nn::DeepOnet, nn::Module, std::shared_ptr<nn::DeepOnet>>(m, "DeepONet")
+  py::class_<nn::DeepOnet, nn::Module, py::smart_holder>(m, "DeepONet")
       .def(py::init([](int64_t sensors, int64_t coordinates, int64_t latent, int64_t width, int64_t depth,
                        const std::string& activation, const py::object& dtype, const py::object& seed) {
              nn::DeepOnetOptions o;
@@ -164,6 +326,26 @@ void bind_modules(py::module_& m) {
       // The module's one-input call, model(u), evaluates at these points, as in C++.
       .def("set_points", [](nn::DeepOnet& self, const py::object& points) { self.set_points(as_tensor(points)); },
            py::arg("points"), "The points [P, coordinates] that model(u) evaluates at.");
+}
+
+void bind_schedules(py::module_& m) {
+  py::class_<optim::Schedule>(m, "Schedule", "A learning rate by update number: opt.learning_rate = schedule(step).")
+      .def("__call__", &optim::Schedule::learning_rate, py::arg("step"));
+  py::class_<optim::ConstantSchedule, optim::Schedule>(m, "ConstantSchedule", "value at every step")
+      .def(py::init<double>(), py::arg("value"));
+  py::class_<optim::StepSchedule, optim::Schedule>(m, "StepSchedule", "initial * gamma^floor(step / period)")
+      .def(py::init<double, int64_t, double>(), py::arg("initial"), py::arg("period"), py::arg("gamma"));
+  py::class_<optim::ExponentialSchedule, optim::Schedule>(m, "ExponentialSchedule", "initial * gamma^step")
+      .def(py::init<double, double>(), py::arg("initial"), py::arg("gamma"));
+  py::class_<optim::CosineWithWarmupSchedule, optim::Schedule>(
+      m, "CosineWithWarmupSchedule",
+      "peak * (step + 1) / warmup while step < warmup, then a half cosine from peak to floor at step total, then "
+      "floor (docs/optim.md)")
+      .def(py::init<double, int64_t, int64_t, double>(), py::arg("peak"), py::arg("warmup"), py::arg("total"),
+           py::arg("floor") = 0.0);
+  py::class_<optim::PiecewiseSchedule, optim::Schedule>(m, "PiecewiseSchedule",
+                                                        "values[i] from boundaries[i - 1] to boundaries[i]")
+      .def(py::init<std::vector<int64_t>, std::vector<double>>(), py::arg("boundaries"), py::arg("values"));
 }
 
 void bind_optimisers(py::module_& m) {
@@ -324,6 +506,7 @@ void bind_nn(py::module_& m) {
   bind_transformers(nn);
   py::module_ optim = m.def_submodule("optim", "Optimisers over lists of tensors.");
   bind_optimisers(optim);
+  bind_schedules(optim);
 
   m.def("save_safetensors", [](const std::filesystem::path& path, const py::dict& tensors,
                                const std::map<std::string, std::string>& metadata) {

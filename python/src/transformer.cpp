@@ -45,14 +45,14 @@ void bind_transformers(py::module_& nn) {
          py::arg("x"), py::arg("theta") = 10000.0, py::arg("first_position") = 0,
          "RoPE in Llama's rotate-half layout on x [..., T, head_dim].");
 
-  py::class_<nn::RmsNorm, nn::Module, std::shared_ptr<nn::RmsNorm>>(nn, "RMSNorm")
+  py::class_<nn::RmsNorm, nn::Module, py::smart_holder>(nn, "RMSNorm")
       .def(py::init([](int64_t dim, double eps, const py::object& dtype) {
              return std::make_shared<nn::RmsNorm>(dim, eps, model_dtype(dtype));
            }),
            py::arg("dim"), py::arg("eps") = 1e-6, py::arg("dtype") = py::none())
       .def_readonly("weight", &nn::RmsNorm::weight);
 
-  py::class_<nn::CausalLanguageModel, nn::Module, std::shared_ptr<nn::CausalLanguageModel>>(
+  py::class_<nn::CausalLanguageModel, nn::Module, py::smart_holder>(
       nn, "CausalLanguageModel", "A decoder-only language model: tokens [batch, T] -> logits [batch, T, vocab].")
       .def_property_readonly("vocab_size", &nn::CausalLanguageModel::vocab_size)
       .def_property_readonly("context_length", &nn::CausalLanguageModel::context_length)
@@ -78,7 +78,7 @@ void bind_transformers(py::module_& nn) {
           "Continues the token ids `prompt` with the KV cache and returns the new ids, calling on_token(id) as "
           "each is chosen; temperature 0 is greedy, and the same seed gives the same ids.");
 
-  py::class_<nn::Gpt2Model, nn::CausalLanguageModel, std::shared_ptr<nn::Gpt2Model>>(
+  py::class_<nn::Gpt2Model, nn::CausalLanguageModel, py::smart_holder>(
       nn, "GPT2", "GPT-2 with its language-model head, parameters named as transformers' GPT2LMHeadModel.")
       .def(py::init([](int64_t vocab_size, int64_t context_length, int64_t hidden_size, int64_t layers, int64_t heads,
                        int64_t intermediate_size, double dropout, bool tie_embeddings, const py::object& dtype,
@@ -100,7 +100,7 @@ void bind_transformers(py::module_& nn) {
            py::arg("layers") = 12, py::arg("heads") = 12, py::arg("intermediate_size") = 0, py::arg("dropout") = 0.0,
            py::arg("tie_embeddings") = true, py::arg("dtype") = py::none(), py::arg("seed") = py::none());
 
-  py::class_<nn::LlamaModel, nn::CausalLanguageModel, std::shared_ptr<nn::LlamaModel>>(
+  py::class_<nn::LlamaModel, nn::CausalLanguageModel, py::smart_holder>(
       nn, "Llama", "Llama with its language-model head, parameters named as transformers' LlamaForCausalLM.")
       .def(py::init([](int64_t vocab_size, int64_t context_length, int64_t hidden_size, int64_t intermediate_size,
                        int64_t layers, int64_t heads, int64_t kv_heads, double rope_theta, bool tie_embeddings,

@@ -102,6 +102,16 @@ void Module::register_parameter(std::string name, Tensor& member) {
   parameters_.emplace_back(std::move(name), &member);
 }
 
+void Module::set_module(const std::string& name, std::shared_ptr<Module> child) {
+  for (auto& [registered, existing] : children_) {
+    if (registered == name) {
+      existing = std::move(child);
+      return;
+    }
+  }
+  children_.emplace_back(name, std::move(child));
+}
+
 void Module::register_buffer(std::string name, Tensor& member) {
   EDDY_CHECK(member.defined(), "register_buffer: \"", name, "\" is undefined");
   buffers_.emplace_back(std::move(name), &member);

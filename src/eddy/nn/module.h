@@ -58,6 +58,9 @@ class Module {
     children_.emplace_back(std::move(name), child);
     return child;
   }
+  // Registers `child` under `name`, or puts it in place of the child registered under that name:
+  // for models whose children are assigned after construction, as Python's are.
+  void set_module(const std::string& name, std::shared_ptr<Module> child);
 
  private:
   template <typename Visit>

@@ -1,0 +1,250 @@
+"""Models written in Python (subclasses of eddy.nn.Module), the layers they are built from, gradient
+clipping and learning-rate schedules."""
+
+import gc
+import math
+
+import numpy as np
+import pytest
+
+import eddy
+
+RNG = np.random.default_rng(11)
+
+
+class TwoLayer(eddy.nn.Module):
+    """A model as a PyTorch user writes one: submodules, a raw parameter, a buffer, forward."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        self.hidden = eddy.nn.Linear(3, 8, dtype="float64", seed=seed)
+        self.out = eddy.nn.Linear(8, 2, dtype="float64", seed=seed + 1)
+        self.scale = eddy.nn.Parameter(eddy.ones([2], dtype="float64"))
+        self.register_buffer("shift", eddy.tensor([0.5, -0.5], dtype="float64"))
+        self.note = "plain attributes stay Python's"
+
+    def forward(self, x):
+        return self.out(eddy.tanh(self.hidden(x))) * self.scale + self.shift
+
+
+def numpy_two_layer(model, x):
+    h = np.tanh(x @ np.asarray(model.hidden.weight) + np.asarray(model.hidden.bias))
+    y = h @ np.asarray(model.out.weight) + np.asarray(model.out.bias)
+    return y * np.asarray(model.scale) + np.asarray(model.shift)
+
+
+def test_a_subclass_registers_its_submodules_parameters_and_buffers():
+    model = TwoLayer()
+    assert isinstance(model, eddy.nn.Module)
+    assert list(model.named_parameters()) == ["scale", "hidden.weight", "hidden.bias", "out.weight", "out.bias"]
+    assert list(model.named_buffers()) == ["shift"]
+    assert model.parameter_count() == 2 + 3 * 8 + 8 + 8 * 2 + 2
+    assert sorted(model.state_dict()) == sorted(["scale", "shift", "hidden.weight", "hidden.bias", "out.weight",
+                                                 "out.bias"])
+    assert model.note == "plain attributes stay Python's"
+    x = RNG.standard_normal((5, 3))
+    np.testing.assert_allclose(np.asarray(model(x)), numpy_two_layer(model, x), rtol=1e-12)
+
+
+def test_gradients_reach_every_parameter_and_training_lowers_the_loss():
+    model = TwoLayer(seed=3)
+    x = eddy.as_tensor(RNG.standard_normal((32, 3)))
+    target = eddy.as_tensor(RNG.standard_normal((32, 2)))
+    loss = eddy.mean(eddy.square(model(x) - target))
+    loss.backward()
+    # The raw parameter's gradient against a central difference.
+    step = 1e-6
+    with eddy.no_grad():
+        scale = np.asarray(model.scale).copy()
+        values = []
+        for sign in (1, -1):
+            model.scale[0] = scale[0] + sign * step
+            values.append(float(eddy.mean(eddy.square(model(x) - target))))
+        model.scale[0] = scale[0]
+    np.testing.assert_allclose(np.asarray(model.scale.grad)[0], (values[0] - values[1]) / (2 * step), rtol=1e-6)
+    for name, parameter in model.named_parameters().items():
+        assert parameter.grad is not None, name
+
+    optimizer = eddy.optim.Adam(model.parameters(), lr=1e-2)
+    first = float(loss)
+    for _ in range(300):
+        optimizer.zero_grad()
+        loss = eddy.mean(eddy.square(model(x) - target))
+        loss.backward()
+        optimizer.step()
+    assert float(loss) < 0.5 * first
+    # The optimiser moved the tensors the model reads.
+    assert not np.array_equal(np.asarray(model.scale), np.ones(2))
+
+
+def test_state_dict_round_trip_between_instances():
+    source, copy = TwoLayer(seed=1), TwoLayer(seed=7)
+    x = RNG.standard_normal((4, 3))
+    assert not np.allclose(np.asarray(source(x)), np.asarray(copy(x)))
+    copy.load_state_dict(source.state_dict())
+    np.testing.assert_array_equal(np.asarray(source(x)), np.asarray(copy(x)))
+    with pytest.raises(eddy.Error, match="missing key \"scale\""):
+        copy.load_state_dict({k: v for k, v in source.state_dict().items() if k != "scale"})
+
+
+class Block(eddy.nn.Module):
+    def __init__(self, width, seed):
+        super().__init__()
+        self.norm = eddy.nn.LayerNorm(width, dtype="float64")
+        self.linear = eddy.nn.Linear(width, width, dtype="float64", seed=seed)
+        self.dropout = eddy.nn.Dropout(0.5, seed=seed)
+
+    def forward(self, x):
+        return x + self.dropout(self.linear(self.norm(x)))
+
+
+class Stack(eddy.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = Block(4, seed=1)
+        self.second = Block(4, seed=2)
+
+    def forward(self, x):
+        return self.second(self.first(x))
+
+
+def test_python_modules_nest_and_share_the_training_mode():
+    model = Stack()
+    assert list(model.named_parameters()) == [
+        f"{block}.{layer}.{name}" for block in ("first", "second") for layer in ("norm", "linear")
+        for name in ("weight", "bias")]
+    x = eddy.as_tensor(RNG.standard_normal((3, 4)))
+    assert model.training and model.first.dropout.training
+    model.eval()
+    assert not model.first.training and not model.second.dropout.training
+    evaluated = np.asarray(model(x))
+    np.testing.assert_array_equal(evaluated, np.asarray(model(x)))  # no dropout after eval()
+    model.train()
+    assert model.second.dropout.training
+    assert not np.array_equal(np.asarray(model(x)), evaluated)
+
+
+class Doubler(eddy.nn.Module):
+    def forward(self, x):
+        return 2 * x
+
+
+def test_a_python_module_inside_sequential_lives_as_long_as_the_container():
+    model = eddy.nn.Sequential([eddy.nn.Linear(2, 2, dtype="float64", seed=0), Doubler()])
+    gc.collect()  # the Doubler has no Python reference left but the container's
+    linear_only = eddy.nn.Sequential([eddy.nn.Linear(2, 2, dtype="float64", seed=0)])
+    x = RNG.standard_normal((3, 2))
+    np.testing.assert_allclose(np.asarray(model(x)), 2 * np.asarray(linear_only(x)), rtol=1e-12)
+
+
+def test_reassigning_keeps_one_registration_per_name():
+    model = TwoLayer()
+    model.out = eddy.nn.Linear(8, 2, dtype="float64", seed=9)
+    assert list(model.named_parameters()).count("out.weight") == 1
+    np.testing.assert_array_equal(np.asarray(model.named_parameters()["out.weight"]), np.asarray(model.out.weight))
+    replacement = eddy.nn.Parameter(eddy.full([2], 3.0, dtype="float64"))
+    model.scale = replacement
+    np.testing.assert_array_equal(np.asarray(model.named_parameters()["scale"]), [3.0, 3.0])
+    assert model.scale is not None and np.asarray(model.scale)[0] == 3.0
+    model.shift = eddy.zeros([2], dtype="float64")
+    np.testing.assert_array_equal(np.asarray(model.state_dict()["shift"]), [0.0, 0.0])
+
+
+def test_bad_definitions_and_assignments_are_refused_clearly():
+    class NoInit(eddy.nn.Module):
+        def __init__(self):
+            self.layer = eddy.nn.Linear(2, 2)
+
+    with pytest.raises(TypeError, match=r"NoInit: eddy.nn.Module.__init__\(\) was not called"):
+        NoInit()
+
+    class NoForward(eddy.nn.Module):
+        pass
+
+    with pytest.raises(eddy.Error, match=r"NoForward has no forward\(\)"):
+        NoForward()(eddy.ones([2]))
+    with pytest.raises(eddy.Error, match=r"NoForward has no forward\(\)"):
+        eddy.nn.Sequential([NoForward()])(eddy.ones([2]))
+
+    model = TwoLayer()
+    with pytest.raises(eddy.Error, match="parameter \"scale\" takes a leaf tensor that requires grad"):
+        model.scale = eddy.ones([2], dtype="float64")
+    with pytest.raises(eddy.Error, match="\"hidden\" is a submodule; it cannot become a parameter"):
+        model.hidden = eddy.nn.Parameter(eddy.ones([2]))
+    with pytest.raises(eddy.Error, match="\"shift\" is a registered buffer; it cannot become a submodule"):
+        model.shift = eddy.nn.Linear(2, 2)
+    with pytest.raises(eddy.Error, match="assign it a tensor, not str"):
+        model.scale = "x"
+    with pytest.raises(AttributeError, match="'TwoLayer' object has no attribute 'missing'"):
+        model.missing
+    # A computed tensor is a plain attribute, as in torch.nn.Module, not a parameter.
+    model.cached = model.scale * 2
+    assert "cached" not in model.named_parameters()
+
+
+def test_compiled_forward_of_a_python_module_matches_eager():
+    model = TwoLayer(seed=4)
+    x = eddy.as_tensor(RNG.standard_normal((6, 3)))
+    compiled = eddy.jit(lambda x: model(x))
+    np.testing.assert_allclose(np.asarray(compiled(x)), np.asarray(model(x)), rtol=1e-12)
+    with eddy.no_grad():
+        model.scale[1] = 5.0
+    np.testing.assert_allclose(np.asarray(compiled(x)), np.asarray(model(x)), rtol=1e-12)
+
+
+def test_embedding_and_layer_norm_against_numpy():
+    table = eddy.nn.Embedding(10, 4, dtype="float64", seed=2)
+    ids = eddy.tensor([[1, 3], [9, 1]], dtype="int64")
+    np.testing.assert_array_equal(np.asarray(table(ids)), np.asarray(table.weight)[[[1, 3], [9, 1]]])
+    norm = eddy.nn.LayerNorm(5, dtype="float64")
+    x = RNG.standard_normal((3, 5))
+    expected = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.asarray(norm(x)), expected, rtol=1e-10)
+    assert eddy.nn.LayerNorm(5, bias=False).bias is None
+    with pytest.raises(eddy.Error, match=r"Dropout: p must be in \[0, 1\)"):
+        eddy.nn.Dropout(1.0)
+
+
+def test_dropout_zeroes_and_rescales_in_training_only():
+    dropout = eddy.nn.Dropout(0.25, seed=3)
+    x = eddy.ones([20000], dtype="float64")
+    y = np.asarray(dropout(x))
+    kept = y != 0
+    np.testing.assert_allclose(y[kept], 1 / 0.75)
+    assert abs(kept.mean() - 0.75) < 0.02
+    dropout.eval()
+    np.testing.assert_array_equal(np.asarray(dropout(x)), np.ones(20000))
+
+
+def test_clip_grad_norm_as_torch():
+    a = eddy.tensor([3.0, 0.0], dtype="float64", requires_grad=True)
+    b = eddy.tensor([4.0], dtype="float64", requires_grad=True)
+    eddy.sum(a * eddy.tensor([3.0, 0.0], dtype="float64")).backward()
+    eddy.sum(b * 4.0).backward()
+    total = eddy.nn.clip_grad_norm([a, b], max_norm=1.0)
+    assert total == pytest.approx(5.0)
+    factor = 1.0 / (5.0 + 1e-6)  # torch.nn.utils.clip_grad_norm_'s
+    np.testing.assert_allclose(np.asarray(a.grad), [3 * factor, 0.0], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(b.grad), [4 * factor], rtol=1e-12)
+    assert eddy.nn.clip_grad_norm([a, b], max_norm=10.0) == pytest.approx(1.0, rel=1e-5)
+    with pytest.raises(eddy.Error):
+        eddy.nn.clip_grad_norm([a], max_norm=0.0)
+
+
+def test_learning_rate_schedules():
+    cosine = eddy.optim.CosineWithWarmupSchedule(peak=1.0, warmup=2, total=6, floor=0.1)
+    assert [cosine(s) for s in range(2)] == [0.5, 1.0]
+    assert cosine(2) == pytest.approx(1.0)
+    assert cosine(4) == pytest.approx(0.1 + 0.9 * (1 + math.cos(math.pi * 0.5)) / 2)
+    assert cosine(6) == pytest.approx(0.1) and cosine(100) == pytest.approx(0.1)
+    assert eddy.optim.StepSchedule(1.0, period=3, gamma=0.5)(7) == pytest.approx(0.25)
+    assert eddy.optim.ExponentialSchedule(2.0, gamma=0.9)(2) == pytest.approx(2 * 0.81)
+    piecewise = eddy.optim.PiecewiseSchedule([10, 20], [1.0, 0.5, 0.1])
+    assert [piecewise(s) for s in (0, 10, 19, 20)] == [1.0, 0.5, 0.5, 0.1]
+    with pytest.raises(eddy.Error):
+        eddy.optim.CosineWithWarmupSchedule(peak=1.0, warmup=5, total=5)
+    # Applied as a training loop does.
+    x = eddy.tensor([1.0], requires_grad=True)
+    optimizer = eddy.optim.SGD([x], lr=0.0)
+    optimizer.learning_rate = cosine(0)
+    assert optimizer.learning_rate == 0.5
