@@ -11,6 +11,7 @@
 #include "bindings.h"
 #include "eddy/core/backend.h"
 #include "eddy/core/distribution.h"
+#include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::python {
@@ -105,6 +106,9 @@ py::array to_numpy(const py::object& self) {
   EDDY_CHECK(layout || !t.is_abstract(), "Tensor.numpy(): the tensor of shape ", t.shape(), " is abstract: "
              "eddy.jit traces its function on tensors with a shape and a dtype but no values; do the NumPy work "
              "outside the jitted function");
+  // Inside eddy.jit the trace is told, so that a captured tensor read here and changed later makes
+  // the next call trace again, as item() does.
+  if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(t, "numpy(), __array__ or tolist()");
   EDDY_CHECK(t.device().type == DeviceType::cpu, "Tensor.numpy(): the tensor is on ", t.device(),
              "; only CPU tensors share memory with NumPy");
   EDDY_CHECK(t.dtype() != DType::bf16, "Tensor.numpy(): a bfloat16 tensor has no NumPy form (NumPy has no "

@@ -81,11 +81,15 @@ py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, Scal
 // no_grad changed nothing and `v += 1` on a view left its base alone. Autodiff does not record
 // writes: on a tensor it tracks, the name is bound to the new tensor x + y (other views of x do
 // not see it), and a leaf that requires grad is refused, as PyTorch refuses it. Inside eddy.jit
-// a traced value is likewise rebound.
+// it is refused, as other writes in place are there.
 template <typename Op>
 py::object augmented(const py::object& self, const py::object& other, const char* symbol, Op op) {
   Tensor& target = self.cast<Tensor&>();
   py::object updated = op(target, other);
+  if (target.is_abstract() || updated.cast<const Tensor&>().is_abstract()) {
+    throw Error(cat("x ", symbol, " y inside eddy.jit: a traced function cannot write in place (the compiled graph "
+                    "would lose the write, and other views of x would not see it); write x = x ", symbol[0], " y"));
+  }
   const Tensor& value = updated.cast<const Tensor&>();
   if (GradMode::enabled() && (target.requires_grad() || value.requires_grad())) {
     if (target.requires_grad() && target.is_leaf()) {
@@ -94,7 +98,6 @@ py::object augmented(const py::object& self, const py::object& other, const char
     }
     return updated;
   }
-  if (target.is_abstract() || value.is_abstract()) return updated;
   if (value.shape() != target.shape()) {
     throw Error(cat("x ", symbol, " y: the result has shape ", value.shape(), " and x ", target.shape(),
                     "; an update in place keeps x's shape"));
@@ -188,6 +191,7 @@ void bind_tensor(py::module_& m) {
         std::string format = "e";  // IEEE half, NumPy's float16
         EDDY_CHECK(t.dtype() != DType::bf16, "buffer: a bfloat16 tensor has no NumPy form (NumPy has no "
                    "bfloat16); cast it to float32 first");
+        if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(t, "the buffer protocol");
         if (t.dtype() != DType::f16) EDDY_DISPATCH_ALL(t.dtype(), T, format = py::format_descriptor<T>::format());
         std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
         return py::buffer_info(t.raw_data(), static_cast<py::ssize_t>(dtype_size(t.dtype())), format, t.dim(), shape,

@@ -1,6 +1,10 @@
 """eddy.jit: compiled Python functions equal their eager runs, retrace on new signatures, run
 without calling back into Python once traced, and let Python exceptions through unchanged."""
 
+import os
+import pathlib
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -384,3 +388,129 @@ def test_a_compiled_step_traces_again_when_its_models_training_mode_changes():
         step(tokens, targets)
     model.eval()
     assert step(tokens, targets).item() == evaluated
+
+
+def test_results_share_memory_with_nothing_else():
+    # A folded constant, two equal results and a result simplified to the input were one buffer:
+    # writing into one result changed the next call's, the other result, or the caller's input.
+    x = eddy.tensor([1.0, 2.0, 3.0])
+    with_constant = eddy.jit(lambda a: (a + eddy.ones([3]) * 2, eddy.ones([3]) * 2))
+    _, constant = with_constant(x)
+    constant[...] = 12.0
+    total, constant = with_constant(x)
+    np.testing.assert_array_equal(np.asarray(total), [3.0, 4.0, 5.0])
+    np.testing.assert_array_equal(np.asarray(constant), [2.0, 2.0, 2.0])
+    m, v = eddy.jit(lambda a: (eddy.zeros_like(a), eddy.zeros_like(a)))(x)
+    m[...] = 5.0
+    np.testing.assert_array_equal(np.asarray(v), [0.0, 0.0, 0.0])
+    w = eddy.tensor([7.0, 8.0, 9.0])
+    same_as_input, same_as_captured = eddy.jit(lambda a: (a * 1, w * 1))(x)
+    same_as_input[...] = 0.0
+    same_as_captured[...] = 0.0
+    np.testing.assert_array_equal(np.asarray(x), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(np.asarray(w), [7.0, 8.0, 9.0])
+
+
+@pytest.mark.parametrize("read", [lambda c: float(c.numpy()[0]), lambda c: c.tolist()[0],
+                                  lambda c: float(np.asarray(c)[0]), lambda c: c.item()])
+def test_every_host_read_of_a_captured_tensor_is_guarded(read):
+    c = eddy.tensor([2.0])
+    x = eddy.tensor([1.0, 2.0])
+    scaled = eddy.jit(lambda a: a * read(c))
+    np.testing.assert_array_equal(np.asarray(scaled(x)), [2.0, 4.0])
+    c[...] = 5.0
+    np.testing.assert_array_equal(np.asarray(scaled(x)), [5.0, 10.0])
+    assert scaled.stats.traces == 2
+
+
+@pytest.mark.parametrize("read", [lambda c: float(c[0]), lambda c: (c * 2).item()])
+def test_a_host_read_of_a_value_computed_from_captured_tensors_says_what_to_read(read):
+    # Refused as "computed from its inputs", which it was not.
+    c = eddy.tensor([2.0])
+    with pytest.raises(eddy.Error, match="reads the elements of a tensor it computed from captured tensors"):
+        eddy.jit(lambda a: a * read(c))(eddy.tensor([1.0, 2.0]))
+
+
+def test_a_numpy_mask_closed_over_is_read_again_when_it_changes():
+    mask = np.array([True, False])
+    x = eddy.tensor([1.0, 2.0])
+    picked = eddy.jit(lambda a: a[mask] * 2)
+    np.testing.assert_array_equal(np.asarray(picked(x)), [2.0])
+    mask[:] = [False, True]
+    np.testing.assert_array_equal(np.asarray(picked(x)), [4.0])
+
+
+def test_a_numpy_array_closed_over_is_read_at_every_call():
+    # Folded into the graph's constants when it went through an op first (x * (w * 2)), while
+    # x * w read it at every call.
+    weights = np.array([1.0, 2.0])
+    x = eddy.tensor([1.0, 1.0])
+    scaled = eddy.jit(lambda a: a * (eddy.as_tensor(weights) * 2))
+    np.testing.assert_array_equal(np.asarray(scaled(x)), [2.0, 4.0])
+    weights[:] = [10.0, 20.0]
+    np.testing.assert_array_equal(np.asarray(scaled(x)), [20.0, 40.0])
+
+
+def test_augmented_assignment_inside_jit_is_refused():
+    # The name was rebound, so a write through a view was lost and the caller's input unchanged.
+    def halve_the_head(a):
+        y = a * 2
+        head = y[:2]
+        head *= 0.5
+        return y
+
+    with pytest.raises(eddy.Error, match=r"x \*= y inside eddy.jit: a traced function cannot write in place"):
+        eddy.jit(halve_the_head)(eddy.tensor([1.0, 2.0, 3.0]))
+    total = eddy.zeros([3])
+
+    def accumulate(a):
+        nonlocal total
+        total += a
+        return total * 1
+
+    with pytest.raises(eddy.Error, match=r"x \+= y inside eddy.jit"):
+        eddy.jit(accumulate)(eddy.tensor([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(np.asarray(total), [0.0, 0.0, 0.0])
+
+
+def test_threads_compiling_the_same_kernels_at_once(tmp_path, monkeypatch):
+    # Threads of one process wrote the same temporary files in the kernel cache.
+    monkeypatch.setenv("EDDY_KERNEL_CACHE", str(tmp_path))
+    x = eddy.tensor(np.linspace(0.0, 1.0, 7))
+    results, errors = [None] * 6, []
+
+    def work(i):
+        try:
+            results[i] = np.asarray(eddy.jit(lambda a: eddy.exp(a) * 0.75 - 0.125)(x))
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for result in results:
+        np.testing.assert_allclose(result, np.exp(np.linspace(0.0, 1.0, 7)) * 0.75 - 0.125, rtol=1e-12)
+
+
+def test_a_damaged_library_in_the_kernel_cache_is_compiled_again(tmp_path):
+    # Each run in a process of its own: a library this process has loaded is not opened again.
+    program = ("import numpy as np, eddy; x = eddy.tensor([0.5, 1.5]); "
+               "print(np.asarray(eddy.jit(lambda a: eddy.sin(a) * 0.25 + 1.0)(x)).tolist())")
+    environment = dict(os.environ, EDDY_KERNEL_CACHE=str(tmp_path),
+                       PYTHONPATH=str(pathlib.Path(eddy.__file__).parent.parent))
+
+    def run():
+        finished = subprocess.run([sys.executable, "-c", program], env=environment, capture_output=True, text=True)
+        assert finished.returncode == 0, finished.stderr
+        np.testing.assert_allclose(eval(finished.stdout), np.sin([0.5, 1.5]) * 0.25 + 1.0, rtol=1e-12)
+
+    run()
+    libraries = list(tmp_path.glob("kernels-*.so"))
+    assert libraries
+    for library in libraries:
+        library.write_bytes(b"")
+    run()
+    assert all(library.stat().st_size > 0 for library in libraries)

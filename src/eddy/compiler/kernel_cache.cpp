@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -162,27 +164,36 @@ LoadedKernels load_cpu_kernels(const std::string& source) {
   const std::string stem = "kernels-" + hex_digits(fnv1a(compiler + "\n" + flags + "\n" + source));
   const fs::path library = directory / (stem + ".so");
   LoadedKernels loaded;
+  std::error_code error;
   if (fs::exists(library)) {
-    loaded.library = std::make_shared<SharedLibrary>(library);
-    loaded.from_cache = true;
-    return loaded;
+    try {
+      loaded.library = std::make_shared<SharedLibrary>(library);
+      loaded.from_cache = true;
+      return loaded;
+    } catch (const Error&) {
+      // Libraries are renamed into place whole, so one that does not load was damaged afterwards
+      // (a full disk, a copied cache): compiled again rather than refused at every run.
+      fs::remove(library, error);
+    }
   }
 
-  std::error_code error;
   fs::create_directories(directory, error);
   EDDY_CHECK(!error, "compiler: cannot create the kernel cache directory ", directory, " (", error.message(),
              "); set EDDY_KERNEL_CACHE to a writable directory");
   remove_stale_temporaries(directory);
-  // Unique temporary names, renamed into place: concurrent processes (MPI ranks) compiling the
-  // same kernels, and later runs after this one was killed mid-compile, never see a half-written
-  // library.
-  const std::string unique = stem + "." + std::to_string(getpid()) + ".tmp";
+  // Unique temporary names, renamed into place: concurrent processes (MPI ranks) and threads
+  // compiling the same kernels, and later runs after this one was killed mid-compile, never see a
+  // half-written library.
+  static std::atomic<uint64_t> compiles_in_this_process{0};
+  const std::string unique =
+      stem + "." + std::to_string(getpid()) + "-" + std::to_string(compiles_in_this_process++) + ".tmp";
   const fs::path source_path = directory / (unique + ".cpp");
   const fs::path temporary = directory / (unique + ".so");
   {
     std::ofstream file(source_path);
     file << source;
-    EDDY_CHECK(file.good(), "compiler: cannot write ", source_path);
+    EDDY_CHECK(file.good(), "compiler: cannot write ", source_path, " (", std::strerror(errno),
+               "); set EDDY_KERNEL_CACHE to a writable directory");
   }
   const auto start = std::chrono::steady_clock::now();
   const std::string command =

@@ -4,6 +4,7 @@
 #include <functional>
 #include <queue>
 #include <sstream>
+#include <unordered_set>
 
 #include "eddy/backends/backend.h"
 #include "eddy/backends/cpu/loops.h"
@@ -248,8 +249,23 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
     }
     for (ValueId id : step.release) values[static_cast<size_t>(id)] = Tensor();
   }
+  // The caller may write into a result, so none may share memory with the program's own buffers
+  // (a folded constant, returned again by every call), with the caller's inputs or parameters
+  // (x * 1 simplified to x) or with another result (two zeros_like merged into one value): eager
+  // returns a fresh tensor for each of those.
+  std::unordered_set<const Storage*> reachable;
+  for (const Tensor& input : inputs) reachable.insert(input.storage().get());
+  for (const CapturedTensor& entry : graph_.captured) reachable.insert(entry.tensor.storage().get());
   std::vector<Tensor> outputs;
-  for (ValueId id : graph_.outputs) outputs.push_back(values[static_cast<size_t>(id)]);
+  for (ValueId id : graph_.outputs) {
+    Tensor output = values[static_cast<size_t>(id)];
+    if (!reachable.insert(output.storage().get()).second) {
+      Tensor fresh = Tensor::empty(output.shape(), output.dtype(), output.device());
+      fresh.copy_(output);
+      output = std::move(fresh);
+    }
+    outputs.push_back(std::move(output));
+  }
   return outputs;
 }
 

@@ -24,6 +24,8 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   // made (which die with the trace unless the graph holds them); weak, so as not to keep
   // mark_constants from seeing which captured tensors only the graph holds.
   std::vector<std::weak_ptr<TensorImpl>> host_read_tensors;
+  // Those read before the graph knew them (host_read).
+  std::vector<Tensor> host_read_kept;
 
   void add_input(const Tensor& tensor) {
     const ValueId id = add_value(tensor, ValueSource::input, tensor.requires_grad());
@@ -72,25 +74,44 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   }
 
   void host_read(const Tensor& tensor, std::string_view operation) override {
-    if (tensor.requires_grad() && tensor.is_leaf()) {
-      throw Error("compile: the traced function reads the elements of a parameter (" + std::string(operation) +
-                  " on shape " + shape_text(tensor) + "); the graph would keep today's value after the "
-                  "optimiser changes it. Use the tensor in ops instead of reading it on the host");
-    }
-    if (readable_on_host(tensor)) {
-      host_read_tensors.push_back(tensor.impl_ptr());
+    const std::optional<ValueId> known = find(tensor);
+    if (!known) {
+      refuse_parameter_read(tensor, operation);
+      // Not in the graph: a captured tensor not yet used in ops, or a temporary made for the
+      // read (a NumPy mask wrapped as a tensor), kept so that the next call compares the memory
+      // it was read from.
+      host_read_kept.push_back(tensor);
       return;
     }
-    throw Error("compile: the traced function reads the elements of a tensor computed from its inputs (" +
-                std::string(operation) + " on shape " + shape_text(tensor) +
-                "); a captured graph cannot branch on tensor values. Move that decision out of "
-                "the compiled function, or express it with where()");
+    const std::optional<std::vector<ValueId>> sources = captured_sources(*known);
+    if (!sources) {
+      throw Error("compile: the traced function reads the elements of a tensor computed from its inputs (" +
+                  std::string(operation) + " on shape " + shape_text(tensor) +
+                  "); a captured graph cannot branch on tensor values. Move that decision out of "
+                  "the compiled function, or express it with where()");
+    }
+    if (tensor.is_abstract()) {
+      throw Error("compile: the traced function reads the elements of a tensor it computed from captured tensors (" +
+                  std::string(operation) + " on shape " + shape_text(tensor) +
+                  "), which tracing on shapes alone does not compute; read the captured tensor itself (c.item(), "
+                  "c.numpy()) or compute the value before the compiled function");
+    }
+    // A value computed from captured tensors alone (c[0], c * 2) is guarded by those tensors.
+    for (ValueId source : *sources) {
+      const Tensor& captured = captured_tensor(source);
+      refuse_parameter_read(captured, operation);
+      host_read_tensors.push_back(captured.impl_ptr());
+    }
   }
 
   bool readable_on_host(const Tensor& tensor) override {
-    if (tensor.requires_grad() && tensor.is_leaf()) return false;
     const std::optional<ValueId> known = find(tensor);
-    return !known || graph.value(*known).source == ValueSource::captured;
+    if (!known) return !(tensor.requires_grad() && tensor.is_leaf());
+    const std::optional<std::vector<ValueId>> sources = captured_sources(*known);
+    return sources && std::none_of(sources->begin(), sources->end(), [&](ValueId source) {
+             const Tensor& captured = captured_tensor(source);
+             return captured.requires_grad() && captured.is_leaf();
+           });
   }
 
   void inplace_write(const Tensor& tensor, std::string_view operation) override {
@@ -117,11 +138,14 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
     }
   }
 
-  // Captured tensors that only the graph holds were created by the function itself: constants.
+  // Captured tensors that only the graph holds were created by the function itself: constants,
+  // unless their memory is borrowed (a NumPy array the function closes over), which its owner may
+  // change between calls.
   void mark_constants() {
     for (CapturedTensor& entry : graph.captured) {
-      entry.constant = entry.tensor.impl_ptr().use_count() == 1 && entry.tensor.storage() &&
-                       entry.tensor.storage().use_count() == 1;
+      const std::shared_ptr<Storage>& storage = entry.tensor.storage();
+      entry.constant = entry.tensor.impl_ptr().use_count() == 1 && storage && storage.use_count() == 1 &&
+                       !storage->is_borrowed();
     }
   }
 
@@ -130,6 +154,49 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
     std::weak_ptr<const ValueIdentity> identity;  // expired: the address now names another value
     ValueId id;
   };
+
+  static void refuse_parameter_read(const Tensor& tensor, std::string_view operation) {
+    if (!(tensor.requires_grad() && tensor.is_leaf())) return;
+    throw Error("compile: the traced function reads the elements of a parameter (" + std::string(operation) +
+                " on shape " + shape_text(tensor) + "); the graph would keep today's value after the "
+                "optimiser changes it. Use the tensor in ops instead of reading it on the host");
+  }
+
+  // The captured values `id` is computed from, or nothing when it depends on an input.
+  std::optional<std::vector<ValueId>> captured_sources(ValueId id) const {
+    std::vector<const GraphNode*> producer(graph.values.size(), nullptr);
+    for (const GraphNode& node : graph.nodes) producer[static_cast<size_t>(node.output)] = &node;
+    std::vector<ValueId> sources;
+    std::vector<bool> visited(graph.values.size(), false);
+    std::vector<ValueId> pending{id};
+    while (!pending.empty()) {
+      const ValueId value = pending.back();
+      pending.pop_back();
+      if (visited[static_cast<size_t>(value)]) continue;
+      visited[static_cast<size_t>(value)] = true;
+      switch (graph.value(value).source) {
+        case ValueSource::input:
+          return std::nullopt;
+        case ValueSource::captured:
+          sources.push_back(value);
+          break;
+        case ValueSource::node: {
+          const GraphNode* node = producer[static_cast<size_t>(value)];
+          if (node == nullptr) return std::nullopt;
+          pending.insert(pending.end(), node->inputs.begin(), node->inputs.end());
+          break;
+        }
+      }
+    }
+    return sources;
+  }
+
+  const Tensor& captured_tensor(ValueId id) const {
+    for (const CapturedTensor& entry : graph.captured) {
+      if (entry.id == id) return entry.tensor;
+    }
+    throw Error("internal: value " + std::to_string(id) + " is not a captured tensor");
+  }
 
   static std::string shape_text(const Tensor& tensor) {
     std::ostringstream text;
@@ -258,14 +325,15 @@ Trace trace(const TensorFunction& function, const std::vector<Tensor>& inputs, E
   recorder.mark_constants();
   verify(recorder.graph);
   std::vector<HostRead> host_reads;
-  for (const std::weak_ptr<TensorImpl>& read : recorder.host_read_tensors) {
-    const std::shared_ptr<TensorImpl> alive = read.lock();
-    if (!alive) continue;
-    const Tensor tensor(alive);
+  const auto guard = [&](const Tensor& tensor) {
     const bool seen = std::any_of(host_reads.begin(), host_reads.end(),
                                   [&](const HostRead& earlier) { return earlier.tensor.same(tensor); });
     if (!seen) host_reads.push_back(HostRead{tensor, dense_host_copy(tensor)});
+  };
+  for (const std::weak_ptr<TensorImpl>& read : recorder.host_read_tensors) {
+    if (const std::shared_ptr<TensorImpl> alive = read.lock()) guard(Tensor(alive));
   }
+  for (const Tensor& read : recorder.host_read_kept) guard(read);
   return Trace{std::move(recorder.graph), std::move(outputs), std::move(host_reads)};
 }
 

@@ -30,6 +30,8 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   bool is_abstract() const { return abstract_; }
+  // Memory owned by someone else (wrap): it may change without eddy writing to it.
+  bool is_borrowed() const { return static_cast<bool>(release_); }
 
  private:
   Storage(void* data, size_t bytes, Device device, Allocator* allocator,
