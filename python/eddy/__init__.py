@@ -42,9 +42,11 @@ __version__ = "0.1.0"
 def _end_the_job_on_an_uncaught_exception():
     """Under mpirun, a rank that dies of an exception waits at exit (MPI_Finalize) for ranks that
     wait in a collective for it: the job hangs. End every process instead, as `eddy` does. The same
-    for sys.exit with an error status (argparse's, say), which Python's excepthook never sees: the
-    status is noted as SystemExit leaves, and the job ends once this rank's exit has unwound."""
+    for sys.exit, exit and quit with an error status (argparse's, say), which Python's excepthook
+    never sees: the status is noted as SystemExit leaves, and the job ends once this rank's exit has
+    unwound. A bare `raise SystemExit(n)` cannot be seen (docs/distributed.md)."""
     import atexit
+    import builtins
     import sys
 
     if dist._launcher_size() <= 1:
@@ -59,20 +61,26 @@ def _end_the_job_on_an_uncaught_exception():
 
     sys.excepthook = end_the_job
     error_exit = []
-    previous_exit = sys.exit
 
-    def exit_noting_an_error(status=None):
-        if status not in (None, 0):
-            error_exit.append(status)
-        previous_exit(status)
+    def noting_an_error(name, exit_function):
+        def exit_noting_an_error(status=None):
+            if status not in (None, 0):
+                error_exit.append(f"{name}({status!r})")
+            exit_function(status)
+
+        return exit_noting_an_error
 
     def end_the_job_after_an_error_exit():
         if error_exit:
             sys.stdout.flush()
             sys.stderr.flush()
-            dist._abort_job(f"sys.exit({error_exit[-1]!r}) ended this rank, so the job ends")
+            dist._abort_job(f"{error_exit[-1]} ended this rank, so the job ends")
 
-    sys.exit = exit_noting_an_error
+    sys.exit = noting_an_error("sys.exit", sys.exit)
+    # The interactive helpers raise SystemExit themselves, not through sys.exit.
+    for name in ("exit", "quit"):
+        if hasattr(builtins, name):
+            setattr(builtins, name, noting_an_error(name, getattr(builtins, name)))
     atexit.register(end_the_job_after_an_error_exit)
 
 
@@ -145,8 +153,12 @@ def _method(function):
 # function of the op list, and these.
 _unary_math_functions = tuple(name for name, arity in _eddy._math_functions if arity == 1)
 for _name in _unary_math_functions + ("sum", "mean", "prod", "max", "min", "norm", "reshape", "permute",
-                                      "transpose", "real", "imag", "conj", "flatten", "square",
+                                      "transpose", "conj", "flatten", "square",
                                       "contiguous", "squeeze", "expand_dims", "flip", "cast"):
     setattr(Tensor, _name, _method(getattr(_eddy, _name)))
 Tensor.astype = _method(_eddy.cast)
+# Properties, as NumPy's, PyTorch's and JAX's are: as methods, z.real * 2 was a TypeError and
+# numpy.asarray(z.real) an object array holding the method.
+Tensor.real = property(_eddy.real, doc="The real part (of a real tensor, the tensor).")
+Tensor.imag = property(_eddy.imag, doc="The imaginary part (of a real tensor, zeros).")
 del _name, _unary_math_functions

@@ -61,11 +61,12 @@ void bind_autodiff(py::module_& m) {
       },
       py::arg("f"), py::arg("primals"), py::arg("cotangents") = py::none(),
       "Reverse mode: (f(*primals), cotangents^T J); cotangents default to ones for one-element outputs.");
-  m.def("jacobian", [](const py::function& f, const py::object& x, const std::string& mode) {
+  m.def("jacobian", [](const py::function& f, const py::object& x, const std::string& mode, bool holomorphic) {
         if (mode != "forward" && mode != "reverse") throw py::value_error("jacobian: mode must be 'forward' or 'reverse'");
-        return jacobian(single_function(f), as_tensor(x), mode == "forward" ? JacobianMode::forward : JacobianMode::reverse);
+        return jacobian(single_function(f), as_tensor(x), mode == "forward" ? JacobianMode::forward : JacobianMode::reverse,
+                        holomorphic);
       },
-      py::arg("f"), py::arg("x"), py::arg("mode") = "reverse");
+      py::arg("f"), py::arg("x"), py::arg("mode") = "reverse", py::arg("holomorphic") = false);
   m.def("hessian", [](const py::function& f, const py::object& x) { return hessian(single_function(f), as_tensor(x)); },
         py::arg("f"), py::arg("x"));
   m.def("hvp", [](const py::function& f, const py::object& x, const py::object& v) {

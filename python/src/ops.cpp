@@ -93,17 +93,20 @@ using GradModeContext = ScopeContext<GradModeGuard, bool>;
 using DefaultDeviceContext = ScopeContext<DefaultDeviceScope, Device>;
 using AutocastContext = ScopeContext<AutocastScope, DType>;
 
+// NumPy's norm argument: None is "backward".
+std::string fft_norm(const py::object& norm) { return norm.is_none() ? "backward" : norm.cast<std::string>(); }
+
 void bind_fft(py::module_& parent) {
   py::module_ m = parent.def_submodule("fft", "numpy.fft, differentiable to any order (FFTW on the CPU).");
   auto one_axis = [&](const char* name, Tensor (*op)(const Tensor&, int64_t, int64_t, std::string_view)) {
-    m.def(name, [op, name](const py::object& x, const py::object& n, int64_t axis, const std::string& norm) {
+    m.def(name, [op, name](const py::object& x, const py::object& n, int64_t axis, const py::object& norm) {
           // The C++ functions take -1 for "the input's length"; here, as in NumPy, that is None.
           if (!n.is_none() && !py::isinstance<py::int_>(n)) {
             throw py::type_error(cat(name, ": n must be None or an int, got ", py::repr(n).cast<std::string>()));
           }
           const int64_t length = n.is_none() ? -1 : n.cast<int64_t>();
           if (!n.is_none() && length < 1) throw Error(cat(name, ": n must be a positive length, got ", length));
-          return op(as_tensor(x), length, axis, norm);
+          return op(as_tensor(x), length, axis, fft_norm(norm));
         },
         py::arg("x"), py::arg("n") = py::none(), py::arg("axis") = -1, py::arg("norm") = "backward");
   };
@@ -117,13 +120,14 @@ void bind_fft(py::module_& parent) {
   // `real_transform`: rfft2, irfft2, rfftn, irfftn; `inverse_real`: the last two.
   auto many_axes = [&](const char* name, Multi op, std::vector<int64_t> default_axes, bool real_transform,
                        bool inverse_real) {
-    m.def(name, [=](const py::object& x, const py::object& s, const py::object& axes, const std::string& norm) {
+    m.def(name, [=](const py::object& x, const py::object& s, const py::object& axes, const py::object& norm) {
           const Tensor input = as_tensor(x);
           std::vector<int64_t> lengths = ints_of(s, "s");
           const std::vector<int64_t> chosen = axes.is_none() ? default_axes : ints_of(axes, "axes");
-          // The C++ functions read empty axes as "every axis"; NumPy's axes=() transforms none.
-          if (no_axes(axes, "axes")) {
-            if (real_transform) throw Error(cat(name, ": axes is empty; pass None to transform every axis"));
+          // The C++ functions read empty axes as "every axis"; NumPy's axes=() transforms none, as
+          // does s=() without axes.
+          if (no_axes(axes, "axes") || (axes.is_none() && !s.is_none() && lengths.empty())) {
+            if (real_transform) throw Error(cat(name, ": axes or s is empty; pass None to transform every axis"));
             EDDY_CHECK(lengths.empty(), name, ": s has ", lengths.size(), " entries but axes is empty");
             return is_complex(input.dtype()) ? input : cast(input, complex_dtype(input.dtype()));
           }
@@ -133,7 +137,7 @@ void bind_fft(py::module_& parent) {
             const int64_t last_axis = chosen.empty() ? -1 : chosen.back();
             lengths.back() = input.size(normalize_axis(last_axis, input.dim(), name));
           }
-          return op(input, lengths, chosen, norm);
+          return op(input, lengths, chosen, fft_norm(norm));
         },
         py::arg("x"), py::arg("s") = py::none(), py::arg("axes") = py::none(), py::arg("norm") = "backward");
   };

@@ -361,6 +361,11 @@ def test_reverse_derivatives_of_complex_values_are_refused():
     with pytest.raises(eddy.Error, match="hessian: needs a real input, got complex128 with shape"):
         eddy.hessian(lambda q: eddy.sum(eddy.real(q) ** 2), z)
     np.testing.assert_allclose(np.asarray(eddy.jacobian(lambda q: q * q * 1j, real, mode="forward")), np.diag([2j, 4j]))
+    # Forward columns along real directions are df/dz only for a holomorphic f: conj(z) gave 1.
+    with pytest.raises(eddy.Error, match="forward mode on a complex128 input gives df/dz only for a holomorphic f"):
+        eddy.jacobian(eddy.conj, z, mode="forward")
+    np.testing.assert_allclose(np.asarray(eddy.jacobian(lambda q: q * q, z, mode="forward", holomorphic=True)),
+                               [[2 + 4j]])
     np.testing.assert_allclose(np.asarray(eddy.grad(lambda q: eddy.sum(eddy.abs(q * q)))(z)), [2 + 4j])
 
 

@@ -409,8 +409,13 @@ def test_fft_axes_and_s_follow_numpy_at_their_edges():
     close(eddy.fft.fftn(c, axes=()), c)
     close(eddy.fft.ifft2(c, axes=()), c)
     close(eddy.fft.fftshift(c.real, axes=()), c.real)
-    with pytest.raises(eddy.Error, match="rfftn: axes is empty"):
+    with pytest.raises(eddy.Error, match="rfftn: axes or s is empty"):
         eddy.fft.rfftn(c.real, axes=())
+    # So does s=() without axes, where every axis was transformed.
+    close(eddy.fft.fftn(c, s=()), np.fft.fftn(c, s=()))
+    # norm=None is NumPy's "backward".
+    close(eddy.fft.fft(c, norm=None), np.fft.fft(c, norm=None), atol=1e-10)
+    close(eddy.fft.fft2(c, norm=None), np.fft.fft2(c), atol=1e-10)
     # -1 in s is the input's length, for the inverse real transforms' last axis too.
     close(eddy.fft.irfft2(c, s=(3, -1)), np.fft.irfft2(c, s=(3, -1)), atol=1e-10)
     assert np.asarray(eddy.fft.irfftn(c, s=(-1, -1))).shape == (4, 6)
@@ -493,3 +498,20 @@ def test_a_context_object_entered_twice_restores_each_level():
         with recording_off:
             pass
     assert (eddy.ones(1).requires_grad_() * 2).requires_grad
+
+
+def test_real_and_imag_are_properties_as_in_numpy():
+    z = eddy.tensor(np.array([1 + 2j, -3 - 4j]))
+    np.testing.assert_array_equal(np.asarray(z.real * 2), [2.0, -6.0])
+    np.testing.assert_array_equal(np.asarray(z.imag), [2.0, -4.0])
+    assert np.asarray(eddy.tensor([1.5]).imag).tolist() == [0.0]
+
+
+def test_complex_integer_powers_are_exact_as_in_numpy():
+    # exp(y log x) gave (2i)^2 = -4 + 4.9e-16i; the spectral second derivative's multiplier.
+    ik = eddy.tensor(1j * np.arange(4.0))
+    np.testing.assert_array_equal(np.asarray(ik ** 2), (1j * np.arange(4.0)) ** 2)
+    np.testing.assert_array_equal(np.asarray(eddy.tensor(np.array([-3 + 0j])) ** 2), [9 + 0j])
+    z = np.array([1 + 2j, -0.5 + 0.25j])
+    np.testing.assert_allclose(np.asarray(eddy.tensor(z) ** -3), z ** -3, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(eddy.jit(lambda t: t ** 3)(eddy.tensor(z))), z ** 3, rtol=1e-14)

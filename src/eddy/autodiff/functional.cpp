@@ -120,13 +120,17 @@ Tensor hvp(const Function& f, const Tensor& x, const Tensor& v) {
   return jvp(grad(f), x, v).second;
 }
 
-Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode) {
+Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode, bool holomorphic) {
   const int64_t n = x.numel();
   Shape out_shape;
   std::vector<Tensor> columns;
   // Directions are rows of an identity, built with ops (not written in place), so a jacobian
   // inside a captured function is captured too.
   if (mode == JacobianMode::forward) {
+    // Along real directions only: conj(z) came back with derivative 1, where df/dz is 0.
+    EDDY_CHECK(!is_complex(x.dtype()) || holomorphic, "jacobian: forward mode on a ", x.dtype(), " input gives df/dz "
+               "only for a holomorphic f (conj, abs and real are not); set holomorphic to say f is one, as JAX's "
+               "jacfwd asks");
     const Tensor basis = eye(n, x.dtype(), x.device());
     for (int64_t i = 0; i < n; ++i) {
       auto [out, tangent] = jvp(f, x, reshape(slice(basis, 0, i, i + 1), x.shape()));

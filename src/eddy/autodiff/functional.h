@@ -33,8 +33,11 @@ Tensor hvp(const Function& f, const Tensor& x, const Tensor& v);
 
 enum class JacobianMode { forward, reverse };
 // Shape f(x).shape + x.shape. Forward mode costs one jvp per input element, reverse one vjp
-// per output element: pick the smaller side.
-Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode = JacobianMode::reverse);
+// per output element: pick the smaller side. For a complex x forward mode gives df/dz only when f
+// is holomorphic (elsewhere, the derivative along the real axis), so it takes a complex x only
+// with `holomorphic` set, as JAX's jacfwd does; reverse mode refuses complex values.
+Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode = JacobianMode::reverse,
+                bool holomorphic = false);
 // Shape x.shape + x.shape, for f with a one-element output (forward-over-reverse).
 Tensor hessian(const Function& f, const Tensor& x);
 

@@ -452,10 +452,20 @@ std::string render_cpu_source(const std::vector<KernelPlan>& plans, int64_t para
            "  else return To(z);\n"
            "}\n"
            "\n"
-           "// x^y as eager eddy computes it: 1 where y = 0 (glibc's cpow gives NaN at 0^0).\n"
+           "// x^y as eager eddy computes it (backends/cpu/elementwise.cpp, complex_power): 1 where y = 0,\n"
+           "// repeated squaring for an integer y below 100 in size, else std::pow.\n"
            "template <typename Part>\n"
            "std::complex<Part> complex_pow(const std::complex<Part>& x, const std::complex<Part>& y) {\n"
-           "  return y == std::complex<Part>(0) ? std::complex<Part>(1) : std::pow(x, y);\n"
+           "  if (y == std::complex<Part>(0)) return std::complex<Part>(1);\n"
+           "  if (y.imag() == 0 && std::abs(y.real()) < 100 && y.real() == std::trunc(y.real())) {\n"
+           "    std::complex<Part> result(1), base = x;\n"
+           "    for (int n = static_cast<int>(std::abs(y.real())); n > 0; n >>= 1) {\n"
+           "      if (n & 1) result *= base;\n"
+           "      base *= base;\n"
+           "    }\n"
+           "    return y.real() < 0 ? std::complex<Part>(1) / result : result;\n"
+           "  }\n"
+           "  return std::pow(x, y);\n"
            "}\n";
   }
   for (const KernelPlan& plan : plans) {

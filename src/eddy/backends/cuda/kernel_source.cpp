@@ -68,8 +68,18 @@ template <typename T> __device__ Complex<T> sqrt_of(Complex<T> z) {
   if (z.re >= 0) return Complex<T>(t, z.im / (2 * t));
   return Complex<T>(fabs(z.im) / (2 * t), z.im < 0 ? -t : t);
 }
+// As the CPU's complex_power (backends/cpu/elementwise.cpp): repeated squaring for an integer y
+// below 100 in size.
 template <typename T> __device__ Complex<T> pow_of(Complex<T> x, Complex<T> y) {
   if (y.re == 0 && y.im == 0) return Complex<T>(1, 0);
+  if (y.im == 0 && fabs(y.re) < 100 && y.re == trunc(y.re)) {
+    Complex<T> result(1, 0), base = x;
+    for (int n = static_cast<int>(fabs(y.re)); n > 0; n >>= 1) {
+      if (n & 1) result = result * base;
+      base = base * base;
+    }
+    return y.re < 0 ? Complex<T>(1, 0) / result : result;
+  }
   if (x.re == 0 && x.im == 0) return Complex<T>(0, 0);
   return exp_of(y * log_of(x));
 }
