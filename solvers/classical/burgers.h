@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "eddy/core/tensor.h"
+#include "solvers/classical/rollout.h"
 
 namespace eddy::classical {
 
@@ -28,6 +29,7 @@ class Burgers {
   // The ETDRK4 coefficients exp(h L), exp(h L / 2), Q, f1, f2, f3 per mode: functions of nu,
   // passed to step() as parameters so that checkpointed rollouts reach nu.
   const std::vector<Tensor>& params() const { return params_; }
+  const ViscosityOfCoefficients& viscosity() const { return viscosity_; }
   // One step of the half spectrum v [..., n / 2 + 1].
   Tensor step(const Tensor& v, const std::vector<Tensor>& params) const;
 
@@ -48,6 +50,7 @@ class Burgers {
   Tensor mask_;        // the modes the 2/3 rule keeps
   Tensor derivative_;  // -i k / 2 on the kept modes, 0 elsewhere
   std::vector<Tensor> params_;
+  ViscosityOfCoefficients viscosity_;
 };
 
 }  // namespace eddy::classical

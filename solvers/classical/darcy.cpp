@@ -5,6 +5,7 @@
 
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseCore>
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -65,7 +66,10 @@ SparseMatrix assemble(int64_t n, const std::vector<double>& a) {
       for (auto [di, dj] : {std::pair{-1, 0}, {1, 0}, {0, -1}, {0, 1}}) {
         const int64_t ni = i + di, nj = j + dj;
         const double a_there = a[ni * n + nj];
-        const double k = scale * 2 * a_here * a_there / (a_here + a_there);
+        // The harmonic mean 2 a b / (a + b), written so that no step overflows where the mean
+        // itself does not (a = b = 1e160 gave inf / inf, a NaN solution).
+        const double low = std::min(a_here, a_there), high = std::max(a_here, a_there);
+        const double k = scale * low * (2 / (1 + low / high));
         diagonal += k;
         if (interior(ni) && interior(nj)) entries.emplace_back(row, unknown(ni, nj), -k);
       }

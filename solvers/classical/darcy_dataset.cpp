@@ -83,6 +83,11 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
     }
   }
   const Tensor a_all = cast(stack(a), options.dtype), u_all = cast(stack(u), options.dtype);
+  for (const auto& [name, values] : {std::pair{"coefficient a", a_all}, std::pair{"solution u", u_all}}) {
+    EDDY_CHECK(std::isfinite(sum(abs(cast(values, DType::f64))).item<double>()), "generate: the darcy ", name, " is not finite in ",
+               options.dtype, " (coefficient.high ", options.a_high, ", coefficient.low ", options.a_low,
+               "); keep the coefficients within that dtype's range, or write output.dtype: float64");
+  }
 
   writer.write("a", a_all);
   writer.write("u", u_all);

@@ -1,8 +1,10 @@
 #include "solvers/classical/dataset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/error.h"
@@ -173,20 +175,26 @@ DatasetSpec read_dataset_spec(io::Config& config) {
   // 10^12 ended in a bare std::bad_alloc, samples of 2^63 - 1 in an overflowed row count).
   const double points = std::pow(static_cast<double>(spec.resolution), spec.solver == DatasetSolver::burgers ? 1 : 2);
   const double fields = darcy ? 2 : static_cast<double>(spec.records) + 1;
-  const double batch = darcy ? 1 : static_cast<double>(spec.batch);
+  // Only min(batch, samples) samples are solved at once.
+  const double batch = darcy ? 1 : static_cast<double>(std::min(spec.batch, spec.samples));
   const double bytes = static_cast<double>(spec.samples) * fields * points * static_cast<double>(dtype_size(spec.output_dtype)) +
                        batch * points * (fields + 16) * 8;
-  // Blamed on the size a command-line override set, if one did, else on samples (the file's
-  // top level named the line of its first key).
-  std::string blamed = "samples";
-  for (const char* key : {"samples", "resolution", "batch"}) {
-    if (root.has(key) && root.at(key).override_text()) {
-      blamed = key;
-      break;
-    }
+  // Blamed on the size a command-line override set, if one did, else on the larger of the sample
+  // count and the records per sample (the file's top level names the line of its first key).
+  // (Found by key, not by moving ConfigNodes about: assigning one writes into the YAML tree.)
+  std::optional<ConfigNode> time;
+  std::vector<std::pair<const ConfigNode*, const char*>> sizes{{&root, "samples"}, {&root, "resolution"}};
+  if (!darcy) {
+    time.emplace(root.at("time"));
+    sizes.insert(sizes.end(), {{&root, "batch"}, {&*time, "records"}});
   }
-  const ConfigNode size = root.has(blamed) ? root.at(blamed) : root;
-  size.require_memory(cat(spec.samples, " samples of ", fields, " fields at resolution ", spec.resolution,
+  const auto given = [](const std::pair<const ConfigNode*, const char*>& size) { return size.first->has(size.second); };
+  auto blamed = std::find_if(sizes.begin(), sizes.end(), [&](const auto& size) {
+    return given(size) && size.first->at(size.second).override_text() != nullptr;
+  });
+  if (blamed == sizes.end()) blamed = !darcy && spec.records > spec.samples && given(sizes[3]) ? sizes.begin() + 3 : sizes.begin();
+  (given(*blamed) ? blamed->first->at(blamed->second) : root)
+      .require_memory(cat(spec.samples, " samples of ", fields, " fields at resolution ", spec.resolution,
                           " (and a batch's solver state)"),
                       bytes);
 
@@ -243,6 +251,9 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
   Generator generator(spec.seed);
   const int64_t batches = (spec.samples + spec.batch - 1) / spec.batch;
   const auto [first_batch, last_batch] = dist::shard(0, batches, comm.rank(), comm.size());
+  // The ranks' shares are consecutive samples: each writes its rows of a and u into the one file.
+  const int64_t first_sample = std::min(first_batch * spec.batch, spec.samples);
+  const int64_t last_sample = std::min(last_batch * spec.batch, spec.samples);
   std::vector<Tensor> inputs, outputs;
   for (int64_t b = 0; b < last_batch; ++b) {
     const int64_t start = b * spec.batch, count = std::min(spec.batch, spec.samples - start);
@@ -295,11 +306,13 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     }
     inputs.push_back(cast(a, spec.output_dtype));
     outputs.push_back(u);
-    if (log) *log << "generate: " << start + count << " / " << spec.samples << " samples\n";
+    if (log) {
+      // On several ranks the log is rank 0's, whose share ends before the last sample.
+      *log << "generate: " << start + count - first_sample << " / " << last_sample - first_sample << " samples"
+           << (comm.size() > 1 ? cat(" (this rank's share of ", spec.samples, " on ", comm.size(), " ranks)") : "")
+           << "\n";
+    }
   }
-  // The ranks' shares are consecutive samples: each writes its rows of a and u into the one file.
-  const int64_t first_sample = std::min(first_batch * spec.batch, spec.samples);
-  const int64_t last_sample = std::min(last_batch * spec.batch, spec.samples);
   const Shape grid = burgers ? Shape{n} : Shape{n, n};
   // A rank without samples writes no rows: a [0, ..., grid] block.
   auto rows_of = [&](const std::vector<Tensor>& shares, Shape no_rows) {

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -10,10 +12,23 @@
 
 namespace eddy::classical {
 
-// Refuses a viscosity `nu` (a one-element tensor) that is negative or not finite, naming `solver`:
-// negative viscosity is anti-diffusion, and the solvers ran it to a blow-up or NaN without a word.
-// Skipped where the value is unknown: inside a compiled function traced with nu as an input.
-void check_viscosity(std::string_view solver, const Tensor& nu);
+// The viscosity `nu` (a one-element tensor) a solver computed its coefficients from. Refuses one
+// that is negative or not finite, naming `solver`: negative viscosity is anti-diffusion, and the
+// solvers ran it to a blow-up or NaN without a word. Checks are skipped where the value is
+// unknown: inside a compiled function traced with nu as an input.
+class ViscosityOfCoefficients {
+ public:
+  ViscosityOfCoefficients() = default;  // checks nothing
+  ViscosityOfCoefficients(std::string_view solver, const Tensor& nu);
+  // Refuses a nu changed in place since (an optimiser's step on it): every later solve and
+  // gradient would have used the coefficients of the old value, silently.
+  void require_unchanged() const;
+
+ private:
+  std::string solver_;
+  Tensor nu_;
+  std::optional<double> value_;
+};
 
 // One time step as a pure function of the state and the parameter tensors. Whatever a gradient
 // should reach (coefficients that depend on the viscosity, the forcing) must come in through
@@ -30,7 +45,7 @@ std::vector<Tensor> rollout(const Stepper& step, const Tensor& state, const std:
 
 // The solvers' common shape: a state advanced in spectral space by Solver::step(state, params),
 // taken in and recorded in physical space (Solver::to_spectral / to_physical), with the
-// coefficients gradients should reach in Solver::params().
+// coefficients gradients should reach in Solver::params(), computed from Solver::viscosity().
 template <typename Solver>
 std::vector<Tensor> solve_spectral(const Solver& solver, const Tensor& initial,
                                    const std::vector<int64_t>& record_steps, int64_t checkpoint_every) {
@@ -38,6 +53,7 @@ std::vector<Tensor> solve_spectral(const Solver& solver, const Tensor& initial,
   const Stepper step = [self = solver](const Tensor& state, const std::vector<Tensor>& params) {
     return self.step(state, params);
   };
+  solver.viscosity().require_unchanged();
   std::vector<Tensor> states =
       rollout(step, solver.to_spectral(initial), solver.params(), record_steps, checkpoint_every);
   for (Tensor& state : states) state = solver.to_physical(state);

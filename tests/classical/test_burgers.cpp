@@ -100,5 +100,16 @@ TEST(Burgers, RejectsBadInput) {
   expect_error([] { Burgers(32, 1.0, 0.1, scalar(std::nan(""), DType::f64)); }, {"Burgers", "finite"});
 }
 
+// The coefficients are computed from nu when the solver is built: a solver kept across a fit's
+// steps while nu moved in place solved, and differentiated, at the first nu every time.
+TEST(Burgers, RefusesANuChangedInPlaceSinceItWasBuilt) {
+  Tensor nu = scalar(0.03, DType::f64);
+  const Burgers solver(32, 1.0, 1e-2, nu);
+  const Tensor u0 = sin(arange(0, 32, 1, DType::f64) * (2 * std::numbers::pi / 32));
+  EXPECT_NO_THROW(solver.solve(u0, {2}));
+  nu.fill_(0.025);
+  expect_error([&] { solver.solve(u0, {2}); }, {"Burgers: nu is 0.025", "from nu = 0.03", "build a new solver"});
+}
+
 }  // namespace
 }  // namespace eddy::classical

@@ -102,5 +102,22 @@ TEST(DarcyDataset, BadOptionsNameTheOption) {
   EXPECT_FALSE(fs::exists("unused.h5"));
 }
 
+// Coefficients above about 1e154 overflowed the face coefficient's 2 a b and every solution was
+// NaN, written as a valid dataset; a float32 file took a coefficient of 1e39 as inf.
+TEST(DarcyDataset, ExtremeCoefficientsSolveOrAreRefused) {
+  const fs::path dir = fs::temp_directory_path() / ("eddy_darcy_extreme_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "big.h5").string();
+  write_darcy_dataset({.resolution = 8, .samples = 2, .a_high = 1e160, .a_low = 1e150, .dtype = DType::f64}, path);
+  const Tensor u = io::read_hdf5(path, "u");
+  EXPECT_TRUE(std::isfinite(sum(abs(u)).item<double>()));
+  EXPECT_GT(max(abs(u)).item<double>(), 0.0);
+  expect_error([&] { write_darcy_dataset({.resolution = 8, .samples = 2, .a_high = 1e39, .dtype = DType::f32},
+                                         (dir / "f32.h5").string()); },
+               {"the darcy coefficient a is not finite in float32", "output.dtype: float64"});
+  EXPECT_FALSE(fs::exists(dir / "f32.h5"));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace eddy::classical

@@ -86,6 +86,19 @@ TEST_F(DatasetTest, ADatasetLargerThanMemoryIsRefusedBeforeSolving) {
                {"3 samples of 5 fields at resolution 1000000000000", "need at least", "this "});
   expect_error([&] { spec(with_path(kBurgers, path), {"samples=9223372036854775807", "batch=9223372036854775807"}); },
                {"9223372036854775807 samples of 5 fields at resolution 32", "need at least"});
+  // Only min(batch, samples) samples are solved at once: one sample with a batch of 10^11 was
+  // refused as needing terabytes, and the error named samples.
+  EXPECT_NO_THROW(spec(with_path(kBurgers, path), {"samples=1", "batch=100000000000"}));
+  // The records per sample are blamed where they make the size.
+  expect_error([&] { spec(with_path(kBurgers, path), {"time.records=100000000000", "time.dt=1e-12"}); },
+               {"override 'time.records=100000000000'", "need at least"});
+}
+
+// `batch` is no Darcy key: it was accepted, and listed among the valid keys, because the memory
+// check asked whether it was set.
+TEST_F(DatasetTest, DarcyRefusesBatch) {
+  const std::string yaml = "solver: darcy\nresolution: 16\nsamples: 2\nbatch: 7\noutput: {path: PATH}\n";
+  expect_error([&] { spec(with_path(yaml, file("darcy.h5"))); }, {"unknown key 'batch'"});
 }
 
 // A Navier-Stokes time step 25 times too large grew the RMS vorticity from 7 to about 6e5 over
