@@ -257,8 +257,8 @@ OperatorModel::OperatorModel(const OperatorProblem& problem, const Split& train,
     options.padding_grid.assign(train.input.shape().begin() + 2, train.input.shape().end());
     // A mode the training grid cannot hold gets no gradient: its weights would stay as initialised,
     // and a finer grid would use them so (1000 modes on 16 points: 100 times the parameters).
-    // (Where the grid is split over ranks, the held grid is a slab: the whole one is not known here.)
-    for (size_t axis = 0; axis < options.modes.size() && problem.parallel.ranks("grid") == 1; ++axis) {
+    // Every rank holds the whole training set, so the grid is whole here where the mesh splits it.
+    for (size_t axis = 0; axis < options.modes.size(); ++axis) {
       const int64_t n = options.padding_grid[axis];
       const int64_t held = fft::spectral_modes_held(n, axis + 1 == options.modes.size());
       EDDY_CHECK(options.modes[axis] <= held, problem.model.modes_where, "entry ", axis, " = ", options.modes[axis],

@@ -306,6 +306,10 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
                                    dist::default_communicator()); },
                {"command-line override 'model.modes=[40]': model.modes: entry 0 = 40 exceeds the 17 Fourier modes "
                 "that the training grid's 32 points hold"});
+  // The same with the grid split over ranks, where the check was skipped (every rank holds whole grids).
+  expect_error([&] { OperatorModel(problem_of(config(), {"model.modes=[40]", "parallel={mesh: [2], names: [grid]}"}),
+                                   training_layout(problem_of(config())), dist::default_communicator()); },
+               {"model.modes: entry 0 = 40 exceeds the 17 Fourier modes"});
   // A padding whose padded grid cannot fit is refused at its key, before the first step asks for TiB.
   expect_error([&] { OperatorModel(problem_of(config(), {"model.padding=1000000000"}),
                                    training_layout(problem_of(config())), dist::default_communicator()); },
