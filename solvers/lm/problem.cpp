@@ -169,6 +169,13 @@ void require_training_memory(const ConfigNode& root, const TokenizerSpec& tokeni
   blamed.require_memory(cat("a batch of ", t.batch_size, " windows of ", m.context,
                             " tokens, whose activations a training step keeps for the backward pass,"),
                         tokens * per_token * bytes);
+  // The validation windows are drawn once, before the first step (corpus.cpp, validation_batches),
+  // as int64 tokens and targets.
+  const bool evaluation_given = training.has("evaluation_batches");
+  (evaluation_given ? training.at("evaluation_batches") : training)
+      .require_memory(cat(t.evaluation_batches, " validation batches of ", t.batch_size, " windows of ", m.context,
+                          " tokens"),
+                      static_cast<double>(t.evaluation_batches) * tokens * 2 * sizeof(int64_t));
 }
 
 solvers::ParallelSpec read_parallel(const ConfigNode& node, const ModelSpec& model) {

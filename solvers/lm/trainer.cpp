@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <random>
 
 #include <unistd.h>
 
@@ -36,6 +37,17 @@ const solvers::ResumableKeys kResumable = {
     "description",        "training.steps",          "training.learning_rate",     "training.weight_decay",
     "training.clip",      "training.evaluate_every", "training.evaluation_batches", "training.schedule",
     "output",             "parallel",                "training.zero_stage",        "device"};
+
+// The dropout key of micro-batch `stream`: a Philox key of its own, its counters from 0. With the
+// seed as the key and stream * 2^32 as the first counter, a micro-batch that drew more than 2^32
+// values (26 windows of GPT-2 small at context 1024) reused the next one's masks, and the first
+// micro-batch's counters were those the weights were initialised from.
+Tensor dropout_key(uint64_t seed, uint64_t stream) {
+  std::seed_seq words{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(stream),
+                      static_cast<uint32_t>(stream >> 32), 0x64726f70u};  // "drop": apart from draw_batch's
+  std::mt19937_64 mixed(words);
+  return random_key(mixed(), 0);
+}
 
 struct History {
   std::vector<double> steps, train_loss;
@@ -239,7 +251,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
       std::optional<dist::DeferGradientSums> per_rank_parts;
       if (parallel.data_parallel) per_rank_parts.emplace(*parallel.data_parallel);
       const std::vector<Tensor> outputs =
-          training_step({parallel.place_batch(b.tokens), parallel.place_batch(b.targets), random_key(t.seed, stream << 32),
+          training_step({parallel.place_batch(b.tokens), parallel.place_batch(b.targets), dropout_key(t.seed, stream),
                          scale});
       step_loss += dist::full_tensor(outputs[0]).item<double>() / static_cast<double>(t.accumulation);
       if (sums.empty()) {
