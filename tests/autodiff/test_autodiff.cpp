@@ -10,6 +10,7 @@
 
 #include "eddy/eddy.h"
 #include "eddy/ops/primitive.h"
+#include "support/expect_error.h"
 
 namespace eddy {
 namespace {
@@ -212,6 +213,35 @@ TEST(Autodiff, LongChainsDoNotOverflowTheStack) {
   for (int i = 0; i < 100000; ++i) y = y * 1.0;
   EXPECT_DOUBLE_EQ(grad({sum(y)}, {x})[0].item<double>(), 1.0);
   y = Tensor();  // releasing the graph must not recurse 100000 frames deep (it would crash)
+}
+
+// A value a node saved, written in place before the backward pass, was differentiated at its new
+// values: the gradient of sum(w x^2) came back as x_new^2 (100 for [2, 3] overwritten with 10).
+TEST(Autodiff, ValuesWrittenInPlaceAfterTheyWereUsedAreRefused) {
+  Tensor w = tensor<double>({1.0, 1.0}).requires_grad_();
+  Tensor x = tensor<double>({2.0, 3.0});
+  Tensor loss = sum(w * x * x);
+  x.copy_(tensor<double>({10.0, 10.0}));
+  expect_error([&] { backward(loss); }, {"backward: input 1 of mul (shape [2], float64) was written in place",
+                                         "run the backward pass before the write"});
+  // A parameter stepped before the backward pass of the loss computed with it.
+  Tensor loss_of_w = sum(square(w));
+  {
+    NoGradGuard no_grad;
+    w.fill_(5.0);
+  }
+  expect_error([&] { backward(loss_of_w); }, {"(shape [2], float64) was written in place"});
+  // An output whose rule reads it (tanh), written through a detached alias.
+  Tensor y = tanh(w);
+  y.detach().fill_(0.0);
+  expect_error([&] { grad({sum(y)}, {w}); }, {"the output of tanh", "was written in place"});
+  // Writes after the backward pass, and into tensors the graph did not save, are fine.
+  Tensor z = tensor<double>({2.0, 3.0});
+  Tensor other = zeros({2}, DType::f64);
+  Tensor fine = sum(w * z);
+  other.fill_(1.0);
+  EXPECT_EQ(grad({fine}, {w})[0].to_vector<double>(), (std::vector<double>{2.0, 3.0}));
+  z.fill_(7.0);
 }
 
 }  // namespace

@@ -422,3 +422,18 @@ def test_forward_mode_through_a_compiled_closure():
     one = s(1.0)
     assert eddy.jvp(lambda x: eddy.jit(lambda y: x * y)(s(3.0)), (s(2.0),), (one,))[1].item() == pytest.approx(3.0)
     assert eddy.jvp(lambda x: eddy.jit(lambda y: x * y)(x), (s(2.0),), (one,))[1].item() == pytest.approx(4.0)
+
+
+def test_a_value_written_in_place_before_backward_is_refused():
+    # The gradient was taken at the new values: reusing an input buffer for the next batch before
+    # the backward pass of the first gave a wrong gradient without a word.
+    w = eddy.tensor([1.0, 1.0], requires_grad=True)
+    batch = eddy.tensor([2.0, 3.0])
+    loss = eddy.sum(w * batch * batch)
+    batch[...] = 10.0
+    with pytest.raises(eddy.Error, match="was written in place .* after mul used it"):
+        loss.backward()
+    loss = eddy.sum(w * batch * batch)
+    loss.backward()
+    batch[...] = 1.0  # after the backward pass: fine
+    np.testing.assert_array_equal(np.asarray(w.grad), [100.0, 100.0])

@@ -15,6 +15,22 @@
 namespace eddy {
 namespace {
 
+// Autodiff does not record writes in place, so a value a node saved that was written since (a
+// buffer reused for the next batch, a parameter stepped before this backward pass) would be
+// differentiated at its new values, silently; refused, as PyTorch's version counters refuse it.
+void refuse_values_written_since(const Node& node, const Tensor& output) {
+  const auto refuse = [&](const Tensor& value, const std::string& which) {
+    throw Error(cat("backward: ", which, " of ", node.primitive->name, " (shape ", value.shape(), ", ", value.dtype(),
+                    ") was written in place (copy_, fill_, an assignment or an optimiser step) after ",
+                    node.primitive->name, " used it, so its derivative would be taken at the new values; write into "
+                    "a new tensor instead, or run the backward pass before the write"));
+  };
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (memory_version(node.inputs[i]) != node.input_versions[i]) refuse(node.inputs[i], cat("input ", i));
+  }
+  if (output.defined() && memory_version(output) != node.output_version) refuse(output, "the output");
+}
+
 // Identity of a value in the graph: its node for op outputs, its meta for leaves.
 const void* key_of(const Tensor& t) {
   const auto& meta = t.impl()->autograd;
@@ -113,6 +129,7 @@ class BackwardPass {
       }
       std::shared_ptr<TensorImpl> output =
           primitive.vjp_from_output || primitive.vjp_all ? node->output.lock() : nullptr;
+      refuse_values_written_since(*node, output ? Tensor(output) : Tensor());
       std::vector<Tensor> input_cotangents =
           primitive.input_cotangents(node->inputs, node->attrs, output ? Tensor(output) : Tensor(), cotangent, wanted);
       for (size_t i = 0; i < node->inputs.size(); ++i) {
@@ -309,6 +326,10 @@ Node::~Node() {
       meta->grad_fn->inputs.clear();
     }
   }
+}
+
+uint64_t memory_version(const Tensor& tensor) {
+  return tensor.defined() && tensor.storage() ? tensor.storage()->version() : 0;
 }
 
 RecordedGraphSize recorded_graph_size(const Tensor& output) {

@@ -31,6 +31,8 @@ void record(const Primitive& primitive, Inputs original, const Attrs& attrs, con
   if (!needs_node) return;
   auto node = std::make_shared<Node>(
       Node{&primitive, attrs, std::vector<Tensor>(original.begin(), original.end()), out.impl_ptr()});
+  for (const Tensor& input : original) node->input_versions.push_back(memory_version(input));
+  node->output_version = memory_version(out);
   out.impl()->autograd = std::make_shared<AutogradMeta>(AutogradMeta{std::move(node), false, {}});
 }
 

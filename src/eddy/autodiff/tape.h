@@ -3,6 +3,7 @@
 // reachable through their saved inputs, and lives exactly as long as tensors refer to it. The
 // state on each tensor (AutogradMeta) and GradMode are core's (core/autograd.h).
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -18,11 +19,19 @@ struct Node {
   std::vector<Tensor> inputs;  // kept with their tangents, so forward-over-reverse works
   // The output, for *_from_output rules; weak, since the output holds this node.
   std::weak_ptr<TensorImpl> output;
+  // The versions of the inputs' and the output's memory when recorded (Storage::version): the
+  // backward pass refuses values written in place since, which it would differentiate at.
+  std::vector<uint64_t> input_versions;
+  uint64_t output_version = 0;
 
   // Frees the graph behind this node iteratively: a time-stepping loop can leave a chain of
   // millions of nodes, which a recursive release would overflow the stack on.
   ~Node();
 };
+
+// The write count of the memory behind `tensor` (Storage::version); 0 where it has none of its own
+// (a distributed tensor's whole).
+uint64_t memory_version(const Tensor& tensor);
 
 // The recorded graph behind `output`: how many nodes it has, and the bytes of the distinct
 // storages their saved inputs keep alive. Walking it costs time in its size, not memory.

@@ -1,7 +1,9 @@
 #pragma once
 // A reference-counted block of memory on one device. Views share a Storage.
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -32,6 +34,10 @@ class Storage {
   bool is_abstract() const { return abstract_; }
   // Memory owned by someone else (wrap): it may change without eddy writing to it.
   bool is_borrowed() const { return static_cast<bool>(release_); }
+  // Counts the writes in place into this memory (Tensor::copy_, fill_), so that the backward pass
+  // can refuse a value it saved that was written since (autodiff/backward.cpp).
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void note_write() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   Storage(void* data, size_t bytes, Device device, Allocator* allocator,
@@ -45,6 +51,7 @@ class Storage {
   Allocator* allocator_;                 // set for allocator-owned memory
   std::function<void(void*)> release_;  // set for wrapped memory
   bool abstract_;
+  std::atomic<uint64_t> version_{0};
 };
 
 // Allocators by device: the CPU's is built in, other backends register a lookup for their type

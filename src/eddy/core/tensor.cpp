@@ -253,6 +253,7 @@ Tensor& Tensor::copy_(const Tensor& source) {
     from = detail::broadcast_view(unaliased, target);
   }
   backend.copy(from, *this);
+  if (storage()) storage()->note_write();
   return *this;
 }
 
@@ -271,6 +272,7 @@ Tensor& Tensor::fill_(std::complex<double> value) {
   EDDY_CHECK(value.imag() == 0 || is_complex(dtype()), "fill_: the value ", value, " has an imaginary part, which a ",
              dtype(), " tensor cannot hold");
   backend_for(device()).fill(*this, value);
+  if (storage()) storage()->note_write();
   return *this;
 }
 
