@@ -418,6 +418,8 @@ void bind_optimisers(py::module_& m) {
            py::arg("init_scale") = 65536.0, py::arg("growth_factor") = 2.0, py::arg("backoff_factor") = 0.5,
            py::arg("growth_interval") = 2000)
       .def("scale", &optim::GradScaler::scale, py::arg("loss"))
+      .def("unscale_", &optim::GradScaler::unscale, py::arg("optimizer"),
+           "Divides the gradients by the scale now, to clip them before step(), which then leaves them")
       .def("step", &optim::GradScaler::step, py::arg("optimizer"),
            "Unscales the gradients and steps `optimizer` when they are finite; returns whether it stepped.")
       .def_property_readonly("current_scale", &optim::GradScaler::current_scale)

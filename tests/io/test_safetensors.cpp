@@ -205,17 +205,25 @@ TEST(Checkpoint, SaveLoadGivesIdenticalOutputsAndKeepsMetadata) {
   EXPECT_NE(message.find("has shape"), std::string::npos);
 }
 
-// A resume from such a file used to train until the loss was NaN, and then call it the last good checkpoint.
-TEST(Checkpoint, NonFiniteValuesAreRefusedOnLoad) {
+// A resume from such a file used to train until the loss was NaN, and then call it the last good
+// checkpoint; save_checkpoint wrote one without a word, replacing the last good file.
+TEST(Checkpoint, NonFiniteValuesAreRefusedOnSaveAndOnLoad) {
   TempDir dir;
   auto model = nn::make_pinn_model(nn::PinnModelOptions{});
   nn::StateDict optimizer{{"adam.m.0", ones({2, 3})}};
   optimizer.at("adam.m.0").fill_(std::numeric_limits<double>::infinity());
   const std::string path = dir.file("damaged.safetensors");
-  save_checkpoint(path, *model, optimizer, {7, "abc123", ""});
+  expect_error([&] { save_checkpoint(path, *model, optimizer, {7, "abc123", ""}); },
+               {"save_checkpoint: ", path, "tensor \"optimizer.adam.m.0\" holds NaN or infinite values; nothing was written"});
+  EXPECT_FALSE(fs::exists(path));
+
+  // Written by another program, which recorded no hashes: refused on load.
+  nn::StateDict tensors{{"optimizer.adam.m.0", optimizer.at("adam.m.0")}};
+  for (const auto& [name, tensor] : model->state_dict()) tensors.emplace("model." + name, tensor);
+  save_safetensors(path, tensors, {{"eddy.step", "7"}});
   nn::StateDict optimizer_back;
   expect_error([&] { load_checkpoint(path, *model, &optimizer_back); },
-               {path, "tensor \"optimizer.adam.m.0\" holds NaN or infinite values; the checkpoint is damaged"});
+               {path, "tensor \"optimizer.adam.m.0\" holds NaN or infinite values; the checkpoint cannot be used"});
   // Loading the model alone (for inference) does not read the optimizer's state, so its damage
   // does not stand in the way.
   EXPECT_EQ(load_checkpoint(path, *model).step, 7);
@@ -228,13 +236,13 @@ TEST(Checkpoint, NonFiniteValuesAreRefusedOnLoad) {
   EXPECT_EQ(load_checkpoint(path, *model, &loaded).step, 7);
   EXPECT_TRUE(std::isnan(loaded.at(std::string(kRecordPrefix) + "relative_l2.u").to_vector<double>()[0]));
 
-  // The model's own tensors are checked however it is loaded.
+  // The model's own tensors are checked however it is saved.
   {
     NoGradGuard no_grad;
     model->parameters().front().fill_(std::numeric_limits<double>::infinity());
   }
-  save_checkpoint(path, *model, {}, {7, "abc123", ""});
-  expect_error([&] { load_checkpoint(path, *model); }, {path, "holds NaN or infinite values"});
+  expect_error([&] { save_checkpoint(path, *model, {}, {8, "abc123", ""}); }, {path, "holds NaN or infinite values"});
+  EXPECT_EQ(load_checkpoint(path, *model).step, 7);  // the last good file stays
 }
 
 // Flipped bytes in a checkpoint's tensors loaded as if written so: a PINN trained on from them to

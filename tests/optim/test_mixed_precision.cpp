@@ -8,6 +8,7 @@
 
 #include "eddy/eddy.h"
 #include "eddy/ops/autocast.h"
+#include "eddy/optim/clip.h"
 #include "eddy/optim/grad_scaler.h"
 #include "eddy/optim/sgd.h"
 #include "support/expect_error.h"
@@ -70,6 +71,24 @@ TEST(GradScaler, AScaledStepIsThePlainStep) {
   EXPECT_EQ(scaled.to_vector<float>(), plain.to_vector<float>());
   EXPECT_NE(plain.to_vector<float>(), start);  // the steps moved them
   EXPECT_EQ(scaler.current_scale(), 2048.0);  // grown once, after 2 good steps in a row
+}
+
+// Clipping between backward and step clipped the scaled gradients (a norm of 327680 for 5), so
+// an SGD step came out 65536 times too small; unscale() first makes it the plain clipped step.
+TEST(GradScaler, UnscaledGradientsClipAsThePlainOnes) {
+  Tensor plain = tensor<float>({3.0f, 4.0f}).requires_grad_(), scaled = tensor<float>({3.0f, 4.0f}).requires_grad_();
+  Sgd plain_sgd({plain}, {.learning_rate = 0.1}), scaled_sgd({scaled}, {.learning_rate = 0.1});
+  GradScaler scaler;
+  backward(sum(square(plain) * 0.5));
+  EXPECT_FLOAT_EQ(clip_grad_norm({plain}, 1.0), 5.0);
+  plain_sgd.step();
+  backward(scaler.scale(sum(square(scaled) * 0.5)));
+  scaler.unscale(scaled_sgd);
+  expect_error([&] { scaler.unscale(scaled_sgd); }, {"unscaled already since the last step"});
+  EXPECT_FLOAT_EQ(clip_grad_norm({scaled}, 1.0), 5.0);
+  EXPECT_TRUE(scaler.step(scaled_sgd));
+  EXPECT_EQ(scaled.to_vector<float>(), plain.to_vector<float>());
+  EXPECT_NEAR(plain.to_vector<float>()[0], 2.94f, 1e-6);
 }
 
 TEST(GradScaler, AnOverflowSkipsTheStepAndBacksOff) {

@@ -1,6 +1,7 @@
 #include "eddy/io/checkpoint.h"
 
 #include <filesystem>
+#include <optional>
 
 #include "eddy/core/fingerprint.h"
 #include "eddy/io/safetensors.h"
@@ -44,6 +45,18 @@ void check_content(const std::string& path, const SafetensorsContents& contents,
              ") is not the one written with them: the file was changed or damaged after it was written, and cannot "
              "be used");
 }
+
+// The name of a floating-point tensor that holds NaN or inf, if any (`t - t` is 0 exactly where t
+// is finite). The optimiser's own records (an L-BFGS best loss not yet seen) may be infinite.
+std::optional<std::string> first_non_finite(const nn::StateDict& tensors) {
+  for (const auto& [name, tensor] : tensors) {
+    if (!is_inexact(tensor.dtype()) || tensor.numel() == 0) continue;
+    if (name.starts_with(std::string(kOptimizerPrefix) + std::string(kRecordPrefix))) continue;
+    if (sum(abs(tensor - tensor)).item<double>() != 0) return name;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,
@@ -56,6 +69,12 @@ void save_checkpoint(const std::string& path, const nn::StateDict& model_state, 
   nn::StateDict tensors;
   for (const auto& [name, tensor] : model_state) tensors.emplace(std::string(kModelPrefix) + name, tensor);
   for (const auto& [name, tensor] : optimizer_state) tensors.emplace(std::string(kOptimizerPrefix) + name, tensor);
+  // Refused here rather than at the load, which cannot use it: a NaN state replaced the last good
+  // checkpoint with a file no run could resume from.
+  if (const std::optional<std::string> name = first_non_finite(tensors)) {
+    throw Error(cat("save_checkpoint: ", path, ": tensor \"", *name, "\" holds NaN or infinite values; nothing was "
+                    "written (a checkpoint of it could not be resumed from)"));
+  }
   save_safetensors(path, tensors,
                    {{"eddy.step", std::to_string(info.step)},
                     {"eddy.config_hash", info.config_hash},
@@ -98,16 +117,13 @@ void load_tensors(const std::string& path, const SafetensorsContents& contents, 
       throw Error(cat(path, ": tensor \"", name, "\" is neither model.* nor optimizer.*; not an eddy checkpoint"));
     }
   }
-  // A damaged file can hold NaN or infinite values; training from it would stop at a NaN loss
-  // steps later, blamed on the run instead of the file. `t - t` is 0 exactly where t is finite.
-  for (const auto& [name, tensor] : contents.tensors) {
-    if (!is_inexact(tensor.dtype()) || tensor.numel() == 0) continue;
-    if (name.starts_with(std::string(kOptimizerPrefix) + std::string(kRecordPrefix))) continue;
-    EDDY_CHECK(sum(abs(tensor - tensor)).item<double>() == 0, path, ": tensor \"", name,
-               "\" holds NaN or infinite values; the checkpoint is damaged and cannot be used");
-  }
   check_content(path, contents, kModelHash, model_state, "model's tensors");
   if (optimizer_state) check_content(path, contents, kOptimizerHash, optimizer, "optimizer's state");
+  // Written so (save_checkpoint refuses it), or damaged with its hash: training from it would stop
+  // at a NaN loss steps later, blamed on the run instead of the file.
+  if (const std::optional<std::string> name = first_non_finite(contents.tensors)) {
+    throw Error(cat(path, ": tensor \"", *name, "\" holds NaN or infinite values; the checkpoint cannot be used"));
+  }
   try {
     model.load_state_dict(model_state);
   } catch (const Error& e) {

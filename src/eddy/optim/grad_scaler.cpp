@@ -25,6 +25,22 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   return (is_half(loss.dtype()) ? cast(loss, DType::f32) : loss) * scale_;
 }
 
+void GradScaler::unscale(Optimizer& optimizer) {
+  EDDY_CHECK(!unscaled_, "GradScaler::unscale: the gradients were unscaled already since the last step");
+  NoGradGuard no_grad;
+  std::vector<Tensor> unscaled;
+  for (const Tensor& p : optimizer.parameters()) {
+    const Tensor g = p.grad();
+    if (!g.defined()) {
+      unscaled.emplace_back();
+    } else {
+      unscaled.push_back(is_half(g.dtype()) ? cast(cast(g, DType::f32) / scale_, g.dtype()) : g / scale_);
+    }
+  }
+  set_grads(optimizer.parameters(), unscaled);
+  unscaled_ = true;
+}
+
 bool GradScaler::step(Optimizer& optimizer) {
   NoGradGuard no_grad;
   // A sum in float64 is finite exactly when every element is.
@@ -37,18 +53,11 @@ bool GradScaler::step(Optimizer& optimizer) {
     scale_ *= options_.backoff_factor;
     good_in_a_row_ = 0;
     ++skipped_;
+    unscaled_ = false;
     return false;
   }
-  std::vector<Tensor> unscaled;
-  for (const Tensor& p : parameters) {
-    const Tensor g = p.grad();
-    if (!g.defined()) {
-      unscaled.emplace_back();
-    } else {
-      unscaled.push_back(is_half(g.dtype()) ? cast(cast(g, DType::f32) / scale_, g.dtype()) : g / scale_);
-    }
-  }
-  set_grads(parameters, unscaled);
+  if (!unscaled_) unscale(optimizer);
+  unscaled_ = false;
   optimizer.step();
   if (++good_in_a_row_ == options_.growth_interval) {
     scale_ *= options_.growth_factor;

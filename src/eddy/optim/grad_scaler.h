@@ -28,9 +28,15 @@ class GradScaler {
   /// The loss times the current scale, to call backward() on.
   Tensor scale(const Tensor& loss) const;
 
-  /// Divides the gradients of `optimizer`'s parameters by the scale; when every one is finite,
-  /// steps the optimizer and returns true. Otherwise clears the gradients, leaves the parameters
-  /// as they were, lowers the scale and returns false. Either way the scale is updated.
+  /// Divides the gradients of `optimizer`'s parameters by the scale now, as PyTorch's unscale_,
+  /// so that they can be clipped (clip_grad_norm) before step(), which then does not divide them
+  /// again. At most once between steps.
+  void unscale(Optimizer& optimizer);
+
+  /// Divides the gradients of `optimizer`'s parameters by the scale (unless unscale() did); when
+  /// every one is finite, steps the optimizer and returns true. Otherwise clears the gradients,
+  /// leaves the parameters as they were, lowers the scale and returns false. Either way the scale
+  /// is updated.
   bool step(Optimizer& optimizer);
 
   double current_scale() const { return scale_; }
@@ -41,6 +47,7 @@ class GradScaler {
   double scale_;
   int64_t good_in_a_row_ = 0;
   int64_t skipped_ = 0;
+  bool unscaled_ = false;  // by unscale(), since the last step
 };
 
 }  // namespace eddy::optim
