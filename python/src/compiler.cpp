@@ -201,6 +201,28 @@ void bind_jit(py::module_& m) {
         "numbers or call backward. Its arguments are tensors or NumPy arrays, by position. Usable as a decorator.");
 }
 
+// A NumPy input of Predictor.predict as `eddy predict` and the trainers read a dataset: complex
+// values are refused (their imaginary parts were dropped), and 1-byte integers are booleans,
+// holding 0 and 1 only (a 0/255 mask was read as 255 where training had read it as 1).
+Tensor predictor_input(const py::handle& value, DType dtype, const std::string& name) {
+  const py::module_ np = py::module_::import("numpy");
+  const py::object array = np.attr("asarray")(value);
+  const py::object kind = array.attr("dtype").attr("kind");
+  EDDY_CHECK(kind.cast<std::string>() != "c", "predict: input '", name, "' is complex (",
+             py::str(array.attr("dtype")).cast<std::string>(), "); the artifact takes real values");
+  if (array.attr("dtype").attr("itemsize").cast<int>() == 1 && kind.cast<std::string>() != "b") {
+    const py::object outside = np.attr("flatnonzero")(
+        np.attr("logical_and")(np.attr("not_equal")(array, 0), np.attr("not_equal")(array, 1)));
+    if (py::len(outside) > 0) {
+      const auto at = outside[py::int_(0)].cast<int64_t>();
+      throw Error(cat("predict: input '", name, "' holds ", py::str(array.attr("flat")[py::int_(at)]).cast<std::string>(),
+                      " at element ", at, "; a 1-byte integer input is read as bool, as the trainers read such "
+                      "datasets, and must hold only 0 and 1"));
+    }
+  }
+  return as_tensor(array, py::cast(dtype));
+}
+
 void bind_predictor(py::module_& m) {
   py::class_<Predictor>(m, "Predictor", "An inference artifact written by `eddy export`, run without the solver.")
       .def_static("load", [](const std::filesystem::path& path) {
@@ -215,7 +237,8 @@ void bind_predictor(py::module_& m) {
               // Arrays and lists take the model's dtype, as NumPy's float64 default would never
               // fit a float32 model; eddy tensors are passed as they are, and checked.
               const bool convert = !py::isinstance<Tensor>(args[i]) && i < graph.inputs.size();
-              inputs.push_back(convert ? as_tensor(args[i], py::cast(graph.value(graph.inputs[i]).dtype))
+              inputs.push_back(convert ? predictor_input(args[i], graph.value(graph.inputs[i]).dtype,
+                                                         self.signature().inputs[i].name)
                                        : as_tensor(args[i]));
             }
             std::vector<Tensor> outputs;

@@ -121,7 +121,7 @@ void require_checkpoint_of_config(const std::string& run_dir, const std::string&
   }
   EDDY_CHECK(differences.empty(), checkpoint, " was not written by the run of ", run_dir, "/config.yaml (",
              differences, "): that run stopped before its first checkpoint, and the checkpoint is an earlier "
-             "run's. Train it again, or --resume it to write its own checkpoint");
+             "run's. Train it again from that config.yaml (a --resume would refuse the checkpoint too)");
 }
 
 }  // namespace eddy::solvers

@@ -6,7 +6,7 @@
 //   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet] [--device D]   train a neural operator from its YAML
 //   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
 //   eddy export RUN_DIR [--output DIR] [--batch B] [--grid N[,M]]     a trained model as an inference artifact
-//   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5] [--input NAME=DATASET ...]   evaluate an exported model
+//   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5] [--overwrite] [--input NAME=DATASET ...]   evaluate an exported model
 //   eddy lm ...                                                       language models (lm_commands.h)
 //
 // `solve` and `train` run their training steps compiled (eddy::compile); --eager runs them as
@@ -336,7 +336,7 @@ Tensor read_input(const std::string& file, const std::vector<std::string>& datas
 }
 
 int run_predict(const std::string& artifact, const std::string& inputs_file, std::string output,
-                const std::vector<std::string>& input_mappings) {
+                const std::vector<std::string>& input_mappings, bool overwrite) {
   namespace fs = std::filesystem;
   if (output.empty()) {
     output = (fs::path(inputs_file).parent_path() / fs::path(inputs_file).stem()).string() + ".predictions.h5";
@@ -355,6 +355,16 @@ int run_predict(const std::string& artifact, const std::string& inputs_file, std
                "file (predictions are written as HDF5)");
   }
   const Predictor predictor = Predictor::load(artifact);
+  // An existing HDF5 file is replaced when it holds these predictions (an earlier run of this
+  // command); another one (a run's solution.h5, a dataset) only with --overwrite: it was lost
+  // without a word.
+  if (fs::is_regular_file(output, ignored) && !overwrite) {
+    std::vector<std::string> held = io::list_hdf5_datasets(output), predicted = predictor.signature().outputs;
+    std::sort(held.begin(), held.end());
+    std::sort(predicted.begin(), predicted.end());
+    EDDY_CHECK(held == predicted, "predict: --output ", output, " exists and holds other datasets than this "
+               "artifact's predictions (", joined(held), "); give a new file, or --overwrite to replace it");
+  }
   const compiler::Graph& graph = predictor.program().graph();
   const std::map<std::string, std::string> renamed = input_datasets(input_mappings, predictor.signature());
   const std::vector<std::string> datasets = io::list_hdf5_datasets(inputs_file);
@@ -414,7 +424,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string file, run_dir, artifact, inputs_file, output, device;
   std::vector<std::string> overrides, input_mappings;
-  bool resume = false, eager = false, quiet = false;
+  bool resume = false, eager = false, quiet = false, overwrite = false;
   int64_t batch = 1024;
   std::vector<int64_t> grid;
 
@@ -474,6 +484,8 @@ int main(int argc, char** argv) {
                        : std::string();
           },
           "NAME=DATASET"));
+  predict->add_flag("--overwrite", overwrite, "replace an existing --output file that holds other datasets (a run's "
+                    "results, a dataset)");
 
   const cli::LmCommands lm(app);
 
@@ -504,7 +516,7 @@ int main(int argc, char** argv) {
     if (*train) return run_train(file, overrides, resume, eager, quiet, resume_command);
     if (*generate) return run_generate(file, overrides, quiet);
     if (*export_command) return run_export(run_dir, output, batch, grid);
-    if (*predict) return run_predict(artifact, inputs_file, output, input_mappings);
+    if (*predict) return run_predict(artifact, inputs_file, output, input_mappings, overwrite);
     if (lm.chosen()) return lm.run(resume_command);
     print_metrics(pinn::evaluate_run(run_dir));
     return 0;

@@ -140,6 +140,14 @@ def test_python_predictor_equals_the_cli(solved, artifact, eddy_cli):
     expected = r"input 'points' must be \[N, 2\] float32 \(columns x, t\) for any N, got \[50, 2\] float64"
     with pytest.raises(eddy.Error, match=expected):
         predictor.predict(eddy.tensor(points))
+    # As `eddy predict` reads a dataset: the imaginary parts were dropped, and a 0/255 byte mask
+    # was read as 255 where the trainers read such data as bool.
+    with pytest.raises(eddy.Error, match="predict: input 'points' is complex"):
+        predictor.predict(points + 1j)
+    with pytest.raises(eddy.Error, match="input 'points' holds 255 at element 1; a 1-byte integer input is read as bool"):
+        predictor.predict(np.array([[0, 255], [1, 0]], dtype=np.uint8))
+    ones = predictor.predict(np.array([[0, 1], [1, 0]], dtype=np.uint8))
+    np.testing.assert_array_equal(np.asarray(ones[0]), np.asarray(predictor.predict(np.array([[0.0, 1.0], [1.0, 0.0]]))[0]))
 
 
 def test_errors_name_what_is_missing(solved, artifact, eddy_cli):
@@ -234,6 +242,16 @@ def test_operator_run_exports_and_predicts_from_a_data_file(tmp_path, eddy_cli):
     # An earlier predictions file is written over, as asked.
     result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output", tmp_path / "out.h5")
     assert result.returncode == 0, result.stderr
+    # Another HDF5 file (the run's results) only with --overwrite: it was replaced without a word.
+    results = (run_dir / "predictions.h5").read_bytes()
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output", run_dir / "predictions.h5")
+    assert result.returncode == 1 and "exists and holds other datasets than this artifact's predictions" in result.stderr
+    assert (run_dir / "predictions.h5").read_bytes() == results
+    result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output", tmp_path / "elsewhere.h5",
+                 "--overwrite")
+    assert result.returncode == 0, result.stderr
+    with h5py.File(tmp_path / "elsewhere.h5") as f:
+        assert list(f) == ["train"] and list(f["train"]) == ["u"]
 
 
 def test_a_column_named_by_input_is_read_even_where_the_file_holds_points(solved, artifact, eddy_cli):
