@@ -12,6 +12,7 @@
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/dataset.h"
 #include "solvers/common/file_kind.h"
+#include "solvers/common/interrupt.h"
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/quantize.h"
@@ -23,16 +24,19 @@
 namespace eddy::python {
 namespace {
 
-// {"training.adam.steps": 500, "model.modes": [8, 8]} -> "training.adam.steps=500", ... with the
-// values in YAML syntax (flow sequences for lists, lower-case booleans).
-std::string yaml_value(const py::handle& value) {
-  if (py::isinstance<py::bool_>(value)) return value.cast<bool>() ? "true" : "false";
-  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-    std::string text = "[";
-    for (const py::handle& item : value) text += (text.size() > 1 ? ", " : "") + yaml_value(item);
-    return text + "]";
-  }
-  return py::str(value);
+// A config value as JSON, which is YAML: strings quoted (an override's "run #2" was cut at the `#`
+// as a comment, "a: b" read as a map), dicts and lists in flow form, NumPy scalars (np.int64(10)) as
+// the Python numbers they hold, which json refuses.
+std::string json_text(const py::handle& value, const py::object& indent = py::none()) {
+  const py::cpp_function as_number([](const py::object& item) -> py::object {
+    if (py::hasattr(item, "item")) return item.attr("item")();
+    throw py::type_error(cat("a config value must be a str, number, bool, None, list or dict, got ",
+                             py::str(py::type::of(item)).cast<std::string>()));
+  });
+  return py::module_::import("json")
+      .attr("dumps")(value, py::arg("indent") = indent, py::arg("default") = as_number,
+                     py::arg("ensure_ascii") = false)
+      .cast<std::string>();
 }
 
 std::vector<std::string> overrides_of(const py::object& overrides) {
@@ -40,7 +44,7 @@ std::vector<std::string> overrides_of(const py::object& overrides) {
   if (overrides.is_none()) return result;
   if (py::isinstance<py::dict>(overrides)) {
     for (const auto& [key, value] : overrides.cast<py::dict>()) {
-      result.push_back(key.cast<std::string>() + "=" + yaml_value(value));
+      result.push_back(key.cast<std::string>() + "=" + json_text(value));
     }
     return result;
   }
@@ -54,16 +58,7 @@ std::vector<std::string> overrides_of(const py::object& overrides) {
 // that JSON text, named "python-dict").
 std::unique_ptr<io::Config> read_config(const py::object& problem, const py::object& overrides) {
   if (py::isinstance<py::dict>(problem)) {
-    // NumPy scalars (np.int64(10)) as the Python numbers they hold: json refuses them.
-    const py::cpp_function as_number([](const py::object& value) -> py::object {
-      if (py::hasattr(value, "item")) return value.attr("item")();
-      throw py::type_error(cat("a config value must be a str, number, bool, None, list or dict, got ",
-                               py::str(py::type::of(value)).cast<std::string>()));
-    });
-    const std::string text = py::module_::import("json")
-                                 .attr("dumps")(problem, py::arg("indent") = 2, py::arg("default") = as_number)
-                                 .cast<std::string>();
-    return io::Config::parse(text, "python-dict", overrides_of(overrides), "override");
+    return io::Config::parse(json_text(problem, py::int_(2)), "python-dict", overrides_of(overrides), "override");
   }
   return io::Config::load(py::str(problem).cast<std::string>(), overrides_of(overrides),
                           io::Config::RelativePaths::config_folder, "override");
@@ -111,6 +106,15 @@ auto without_gil(Work&& work) {
   return work();
 }
 
+// A training call: as without_gil, and Ctrl-C (a notebook's interrupt) stops the training at the
+// end of its step with the checkpoint and results written, as in the `eddy` command, and the call
+// returns its result (finished False, the message saying so); it ran every step before.
+template <typename Work>
+auto training(Work&& work) {
+  const solvers::StopTrainingOnSigint stop_on_sigint;
+  return without_gil(std::forward<Work>(work));
+}
+
 py::dict metrics_dict(const pinn::Metrics& metrics) {
   py::dict result;
   for (const auto& [field, l2] : metrics.relative_l2) {
@@ -128,7 +132,7 @@ void bind_lm(py::module_& lm) {
         auto config = load_config(problem_source, overrides, solvers::FileKind::language_model, "eddy.lm.train");
         const lm::LmProblem problem = lm::read_lm_problem(*config);
         const auto options = run_options<lm::TrainOptions>(resume, eager, progress);
-        const lm::TrainResult result = without_gil([&] { return lm::train(problem, options); });
+        const lm::TrainResult result = training([&] { return lm::train(problem, options); });
         py::dict out;
         out["finished"] = result.finished;
         out["message"] = result.message;
@@ -234,7 +238,7 @@ void bind_solvers(py::module_& m) {
         auto config = load_config(problem_source, overrides, solvers::FileKind::pinn, "eddy.solve");
         const pinn::Problem problem = pinn::read_problem(*config, equation_functions(equations));
         const auto options = run_options<pinn::SolveOptions>(resume, eager, progress);
-        const pinn::SolveResult result = without_gil([&] { return pinn::solve(problem, options); });
+        const pinn::SolveResult result = training([&] { return pinn::solve(problem, options); });
         py::dict out;
         out["finished"] = result.finished;
         out["message"] = result.message;
@@ -265,7 +269,7 @@ void bind_solvers(py::module_& m) {
         const operator_learning::OperatorProblem problem = operator_learning::read_operator_problem(*config);
         const auto options = run_options<operator_learning::TrainOptions>(resume, eager, progress);
         const operator_learning::TrainResult result =
-            without_gil([&] { return operator_learning::train(problem, options); });
+            training([&] { return operator_learning::train(problem, options); });
         py::dict out;
         out["finished"] = result.finished;
         out["message"] = result.message;

@@ -38,9 +38,41 @@ void act_by_default(int signal) {
   sigaction(signal, &action, nullptr);
 }
 
+// StopTrainingOnSigint's: how many are alive, and the caller's SIGINT action they replaced.
+std::atomic<int> sigint_scopes{0};
+struct sigaction callers_sigint = {};
+
+void write_note(const char* note, size_t length) {
+  const int saved_errno = errno;  // the interrupted code may be about to read it
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, note, length);
+  errno = saved_errno;
+}
+
+// A SIGINT that StopTrainingOnSigint does not take for training goes where the caller sent it.
+void to_the_caller(int signal) {
+  if (callers_sigint.sa_handler == SIG_IGN) return;
+  if (callers_sigint.sa_handler == SIG_DFL) {
+    act_by_default(signal);
+    std::raise(signal);
+    return;
+  }
+  callers_sigint.sa_handler(signal);
+}
+
 // Only async-signal-safe calls: atomics, sigaction, raise and write.
 void on_signal(int signal) {
   const int64_t now = monotonic_nanoseconds();
+  if (sigint_scopes.load() != 0) {
+    int none = 0;
+    if (accepting.load() != 0 && requested.compare_exchange_strong(none, signal)) {
+      requested_at.store(now);
+      static constexpr char note[] = "\neddy: stopping at the end of this step to write the checkpoint and results\n";
+      write_note(note, sizeof note - 1);
+    } else {
+      to_the_caller(signal);
+    }
+    return;
+  }
   if (accepting.load() != 0 && requested.load() == signal) {
     // 0: the first delivery is being handled by another thread at this moment.
     const int64_t first = requested_at.load();
@@ -59,9 +91,7 @@ void on_signal(int signal) {
   static constexpr char note[] =
       "\neddy: stopping at the end of this step to write the checkpoint and results; "
       "interrupt again to quit at once\n";
-  const int saved_errno = errno;  // the interrupted code may be about to read it
-  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, note, sizeof note - 1);
-  errno = saved_errno;
+  write_note(note, sizeof note - 1);
 }
 
 }  // namespace
@@ -91,6 +121,28 @@ int interrupt_signal(dist::Communicator& comm) {
 std::string training_ended(int signal) {
   if (signal == 0) return "finished ";
   return cat("stopped by ", signal == SIGINT ? "SIGINT" : "SIGTERM", " after ");
+}
+
+StopTrainingOnSigint::StopTrainingOnSigint() {
+  if (sigint_scopes++ != 0) return;  // a call on another thread holds the handler already
+  requested = 0;
+  requested_at = 0;
+  struct sigaction action = {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, &callers_sigint);
+}
+
+// The caller's handler is back before the count reaches 0: a SIGINT in between that found
+// neither would end the process (on_signal outside training).
+StopTrainingOnSigint::~StopTrainingOnSigint() {
+  if (sigint_scopes.load() == 1) {
+    sigaction(SIGINT, &callers_sigint, nullptr);
+    requested = 0;
+    requested_at = 0;
+  }
+  --sigint_scopes;
 }
 
 AcceptInterrupts::AcceptInterrupts() { ++accepting; }

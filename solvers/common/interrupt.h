@@ -2,7 +2,8 @@
 // Ctrl-C (SIGINT) and SIGTERM during training: a clean stop instead of a lost run.
 //
 // The `eddy` command installs the handlers; the library installs none, so a program or a Python
-// session that links eddy keeps its own handling of these signals. With them installed, a first
+// session that links eddy keeps its own handling of these signals (the Python module hands SIGINT
+// to training for the length of a call, StopTrainingOnSigint). With them installed, a first
 // signal that arrives while a training loop exists (TrainingLoop) asks it to stop at the end of
 // the current step, where the solver writes its checkpoint and results as at a normal end; a
 // second signal, or one that arrives outside training, ends the process at once, killed by that
@@ -27,6 +28,20 @@ int interrupt_signal(dist::Communicator& comm);
 // How a trainer's closing message starts: "finished " when `signal` is 0, else "stopped by
 // SIGINT after " (or SIGTERM), followed by the steps or epochs done.
 std::string training_ended(int signal);
+
+// For a caller with SIGINT handling of its own (the Python module), in place of
+// install_interrupt_handlers: while one exists, a SIGINT during training asks the loop to stop at
+// the end of its step, where the run's checkpoint and results are written, and the call returns
+// as after a normal end; a SIGINT outside training, or a second one, goes to the caller's handler
+// (Python raises KeyboardInterrupt once the call returns). At the end the caller's handler is
+// back and the request forgotten, so that the next run starts afresh.
+class StopTrainingOnSigint {
+ public:
+  StopTrainingOnSigint();
+  ~StopTrainingOnSigint();
+  StopTrainingOnSigint(const StopTrainingOnSigint&) = delete;
+  StopTrainingOnSigint& operator=(const StopTrainingOnSigint&) = delete;
+};
 
 // While one exists, a first signal is a request to stop (above); TrainingLoop holds one.
 class AcceptInterrupts {

@@ -93,6 +93,9 @@ Device place_on_device(const DeviceSpec& spec, const dist::Communicator& world) 
   return device;
 }
 
+SolverScope::SolverScope(const DeviceSpec& spec, const dist::Communicator& world)
+    : device_(place_on_device(spec, world)), on_device_(device_) {}
+
 ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<std::string_view> axis_names) {
   ParallelSpec parallel;
   parallel.where = section.where();

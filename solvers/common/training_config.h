@@ -8,9 +8,12 @@
 #include <string_view>
 #include <vector>
 
+#include "eddy/core/autograd.h"
+#include "eddy/core/device.h"
 #include "eddy/dist/process_mesh.h"
 #include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/config.h"
+#include "eddy/ops/autocast.h"
 #include "eddy/optim/schedule.h"
 
 namespace eddy::solvers {
@@ -62,6 +65,22 @@ DeviceSpec read_device(const io::ConfigNode& root);
 // (one GPU per rank, as mpirun places them), cuda:N is GPU N on every rank. Refuses, naming the
 // key, a device this process cannot use (a build without its backend, no driver, no such GPU).
 Device place_on_device(const DeviceSpec& spec, const dist::Communicator& world);
+
+// What a solver runs under, whatever its caller had open: the device of place_on_device,
+// gradients recorded (called inside no_grad, every Adam step came out without a gradient and the
+// run still said it had finished) and autocast off (the problem's dtype sets the precision; a
+// caller's autocast changed results that no file recorded).
+class SolverScope {
+ public:
+  SolverScope(const DeviceSpec& spec, const dist::Communicator& world);
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+  DefaultDeviceScope on_device_;
+  GradModeGuard gradients_{true};
+  AutocastScope precision_{std::nullopt};
+};
 
 // Reads a `parallel:` section whose axis names are among `axis_names`, each used once.
 ParallelSpec read_parallel(const io::ConfigNode& section, std::initializer_list<std::string_view> axis_names);

@@ -127,7 +127,7 @@ Parallelism place_model(const LmProblem& p, nn::Module& model) {
 
 TrainResult train(const LmProblem& p, const TrainOptions& options) {
   dist::Communicator& world = dist::default_communicator();
-  DefaultDeviceScope on_device(solvers::place_on_device(p.device, world));
+  const solvers::SolverScope scope(p.device, world);
   const bool root = world.rank() == 0;  // rank 0 reports and writes the results
   std::ostream* log = root ? options.log : nullptr;
   const TrainingSpec& t = p.training;

@@ -298,7 +298,7 @@ std::string training_file_shape(const OperatorProblem& problem) {
 
 TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
-  DefaultDeviceScope on_device(solvers::place_on_device(p.device, comm));
+  const solvers::SolverScope scope(p.device, comm);
   const bool root = comm.rank() == 0;
   const Placing placing = placing_for(p, comm);
   // The ranks that split the training samples, each reading its consecutive share (the normalisers

@@ -17,7 +17,7 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   auto config = io::Config::load(config_file, {}, io::Config::RelativePaths::working_directory);
   EDDY_CHECK(config->root().has("geometry") || !config->root().has("data"), "export: ", run_dir,
              " is a neural-operator run (`eddy train`), not a PINN run");
-  const Problem problem = read_problem(*config);
+  const Problem problem = read_problem(*config, {}, UnknownEquationNames::supplied_when_trained);
   PinnState state(problem);
   load_trained(state, run_dir);
 

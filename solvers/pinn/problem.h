@@ -149,8 +149,11 @@ struct Reference {
   std::string file;
   std::vector<std::string> layout;       // grid form: coordinate names in the values' axis order
   std::vector<Tensor> axes;              // grid form: each layout coordinate's values, in layout order
-  Tensor points;                         // scattered form: [N, coordinates]
+  Tensor points;                         // [N, coordinates] in coordinate order: as given, or the grid's
   std::map<std::string, Tensor> values;  // field -> its values, flat (grid form: C order over the layout)
+  // The points where every field has a value: NaN marks a point without one (DeepXDE's L-shape
+  // grid covers the removed quadrant with NaN), left out of the comparison. All inside the domain.
+  std::vector<int64_t> rows;
 };
 
 struct ValidationOptions {
@@ -220,9 +223,15 @@ struct Problem {
   std::string point_text(const double* point) const;
 };
 
+// What an equation naming neither one of `equations` nor a supplied function is: an error, or (in
+// a finished run's config.yaml, read to evaluate or export the run, which computes no residual)
+// the name of a function supplied when the run was trained (eddy.solve's `equations=`).
+enum class UnknownEquationNames { refused, supplied_when_trained };
+
 // Reads and validates everything; throws eddy::Error naming file, line, column and key path.
 // `functions` are equations supplied by the caller: a condition whose `equation` names one uses
 // it (interior and initial conditions only); the names must not also appear under `equations`.
-Problem read_problem(io::Config& config, const std::map<std::string, EquationFunction>& functions = {});
+Problem read_problem(io::Config& config, const std::map<std::string, EquationFunction>& functions = {},
+                     UnknownEquationNames unknown_names = UnknownEquationNames::refused);
 
 }  // namespace eddy::pinn

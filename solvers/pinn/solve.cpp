@@ -229,7 +229,7 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
 SolveResult solve(const Problem& p, const SolveOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
   if (comm.size() > 1) solvers::check_job_size(p.parallel, comm);
-  DefaultDeviceScope on_device(solvers::place_on_device(p.device, comm));
+  const solvers::SolverScope scope(p.device, comm);
   std::ostream* log = comm.rank() == 0 ? options.log : nullptr;
 
   PinnState state(p, comm);
@@ -442,7 +442,7 @@ Metrics evaluate_run(const std::string& run_dir) {
              "solve` (its config.yaml has no `geometry`); eval re-evaluates PINN runs. A run of `eddy train` "
              "reports its test errors as it ends and keeps them in predictions.h5, one of `eddy lm train` its "
              "validation loss in history.h5");
-  Problem problem = read_problem(*config);
+  Problem problem = read_problem(*config, {}, UnknownEquationNames::supplied_when_trained);
   PinnState state(problem);
   load_trained(state, run_dir);
   Validator validator(state);

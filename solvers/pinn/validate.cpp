@@ -35,50 +35,13 @@ Validator::Validator(PinnState& state) : state_(state) {
     }
     return;
   }
-  if (ref.points.defined()) {
-    points = ref.points;
-  } else {
-    // The grid in the file's axis order, its columns then put in coordinate order.
-    std::vector<int64_t> column_of;
-    for (const std::string& name : p.coordinates) {
-      column_of.push_back(std::find(ref.layout.begin(), ref.layout.end(), name) - ref.layout.begin());
-    }
-    points = index_select(meshgrid_points(ref.axes), 1, tensor(column_of));
-  }
+  points = ref.points;
   for (const auto& [field, values] : ref.values) values_[field] = reshape(values, {-1, 1});
-  // NaN marks reference points without a value (DeepXDE's L-shape grid covers the removed
-  // quadrant with NaN); those points are left out of the comparison.
-  std::vector<bool> valid(static_cast<size_t>(points.shape()[0]), true);
-  for (const auto& [field, values] : values_) {
-    std::vector<bool> finite = flatten(eq(values, values)).to_vector<bool>();
-    for (size_t i = 0; i < valid.size(); ++i) valid[i] = valid[i] && finite[i];
-  }
-  std::vector<int64_t> rows;
-  for (size_t i = 0; i < valid.size(); ++i) {
-    if (valid[i]) rows.push_back(static_cast<int64_t>(i));
-  }
-  EDDY_CHECK(!rows.empty(), "validation.reference: ", ref.file, ": the reference has no finite values");
-  // A value outside the domain would score the network where the problem has no solution (a
-  // reference on [0, 2] for a problem on [0, 1] reported 0.61 where the error in it was 1.2e-5).
-  {
-    const int64_t coordinates = static_cast<int64_t>(p.coordinates.size());
-    const std::vector<double> at = cast(points, DType::f64).to_vector<double>();
-    int64_t outside = 0, first_outside = -1;
-    for (int64_t row : rows) {
-      if (p.contains(at.data() + row * coordinates)) continue;
-      if (outside++ == 0) first_outside = row;
-    }
-    if (outside > 0) {
-      throw Error(cat("validation.reference: ", ref.file, ": ", outside, " of the reference's ", rows.size(),
-                      " points with values lie outside the domain (the first: ",
-                      p.point_text(at.data() + first_outside * coordinates), "); crop the reference to the domain, "
-                      "or give those points NaN values, which are left out"));
-    }
-  }
+  const std::vector<int64_t>& rows = ref.rows;
   // This rank's share of the valid points.
   const dist::Communicator& comm = state.communicator();
   const auto [first, last] = dist::shard(0, static_cast<int64_t>(rows.size()), comm.rank(), comm.size());
-  if (last - first < static_cast<int64_t>(valid.size())) {
+  if (last - first < points.shape()[0]) {
     Tensor keep = slice(tensor(rows), 0, first, last);
     points = index_select(points, 0, keep);
     for (auto& [field, values] : values_) values = index_select(values, 0, keep);

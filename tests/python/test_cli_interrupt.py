@@ -3,14 +3,18 @@ sends them: the run stops at the end of a step, writes its checkpoint there and 
 says how to go on, exits with 128 + the signal number, and the printed `--resume` command
 finishes the run. A second signal ends the process at once."""
 
+import os
 import pathlib
 import re
 import signal
 import subprocess
+import sys
 import threading
 
 import h5py
 from safetensors import safe_open
+
+import eddy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -173,3 +177,30 @@ def test_a_kill_during_lbfgs_keeps_the_adam_steps(eddy_cli, tmp_path):
     process.kill()
     process.communicate()
     assert checkpoint_step(run / "checkpoint.safetensors") == 20
+
+
+def test_ctrl_c_stops_eddy_solve_from_python_and_returns_the_result(tmp_path):
+    # The Python call ran every step, then raised KeyboardInterrupt and lost its result.
+    script = f"""
+import sys, eddy
+result = eddy.solve("examples/pinn/burgers.yaml", {{"training.adam.steps": 100000, "training.log_every": 10,
+    "conditions.pde.points": 200, "validation.every": 0, "output.grid": [16, 10], "output.dir": {str(tmp_path)!r}}},
+    eager=True, progress=True)
+print("returned", result["finished"], result["steps"], flush=True)
+"""
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, PYTHONPATH=str(pathlib.Path(eddy.__file__).parent.parent)))
+    watchdog = threading.Timer(600, process.kill)
+    watchdog.daemon = True
+    watchdog.start()
+    for line in process.stderr:
+        if line.startswith("adam "):
+            break
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate()
+    assert process.returncode == 0, err
+    finished, steps = re.search(r"^returned (\w+) (\d+)$", out, re.MULTILINE).groups()
+    assert finished == "False" and 0 < int(steps) < 100000
+    assert checkpoint_step(tmp_path / "checkpoint.safetensors") == int(steps)
+    with h5py.File(tmp_path / "solution.h5", "r") as f:
+        assert int(f["history/step"][-1]) == int(steps)

@@ -149,6 +149,11 @@ def test_a_reference_with_values_outside_the_domain_is_refused(tmp_path, eddy_cl
     result, _ = solve(tmp_path, eddy_cli, data, reference, "h5")
     assert result.returncode == 1
     assert "5 of the reference's 40 points with values lie outside the domain" in result.stderr, result.stderr
+    # eddy check finds it too (it passed the file), at the key.
+    checked = subprocess.run([str(eddy_cli), "check", str(tmp_path / "problem_h5_h5.yaml")], capture_output=True,
+                             text=True)
+    assert checked.returncode == 1
+    assert "validation.reference.file: " in checked.stderr and "lie outside the domain" in checked.stderr, checked.stderr
     # Marked NaN there, they are left out, as documented.
     u_marked = u.copy()
     u_marked[:5] = np.nan

@@ -99,3 +99,37 @@ def test_an_equation_that_reads_values_on_the_host_runs_eagerly_and_says_why(tmp
     assert re.search(r"training step runs eagerly: .*compile: the traced function reads the elements", progress)
     eager = eddy.solve(burgers_problem(tmp_path / "eager"), equations={"burgers": burgers}, eager=True)
     assert fallback["loss"] == eager["loss"]
+
+
+def test_a_run_trained_with_a_python_equation_evaluates_and_exports(tmp_path):
+    # evaluate_run, `eddy eval` and `eddy export` read the run's config.yaml, whose equation names
+    # the function: "unknown symbol 'burgers'" stopped all three.
+    result = eddy.solve(burgers_problem(tmp_path / "run"), equations={"burgers": burgers})
+    metrics = eddy.evaluate_run(str(tmp_path / "run"))
+    assert metrics["u"]["relative_l2"] == pytest.approx(result["metrics"]["u"]["relative_l2"], rel=1e-9)
+
+
+def test_solving_inside_no_grad_or_autocast_trains_as_outside(tmp_path):
+    # Inside no_grad no Adam step had a gradient, and the run still said it had finished; an
+    # ambient autocast changed the results without the run folder recording it.
+    problem = burgers_problem(tmp_path / "plain")
+    problem["dtype"] = "float32"
+    plain = eddy.solve(problem, equations={"burgers": burgers})
+    problem["output"]["dir"] = str(tmp_path / "no_grad")
+    with eddy.no_grad():
+        quiet = eddy.solve(problem, equations={"burgers": burgers})
+    problem["output"]["dir"] = str(tmp_path / "autocast")
+    with eddy.autocast("bfloat16"):
+        cast = eddy.solve(problem, equations={"burgers": burgers})
+    assert quiet["loss"] == plain["loss"] and cast["loss"] == plain["loss"]
+
+
+def test_override_strings_are_taken_as_strings(tmp_path):
+    # "run #2" was cut at the YAML comment, so the run went to the folder of run 1.
+    problem = burgers_problem(tmp_path / "unused")
+    problem["training"]["adam"]["steps"] = 1
+    result = eddy.solve(problem, {"output.dir": str(tmp_path / "run #2"), "description": "trial #2: a: b"},
+                        equations={"burgers": burgers})
+    assert result["output_dir"] == str(tmp_path / "run #2")
+    assert (tmp_path / "run #2" / "solution.h5").exists()
+    assert "trial #2: a: b" in (tmp_path / "run #2" / "config.yaml").read_text()

@@ -12,6 +12,8 @@ AutocastScope::AutocastScope(DType dtype) : outer_(active) {
   active = dtype;
 }
 
+AutocastScope::AutocastScope(std::nullopt_t) : outer_(active) { active.reset(); }
+
 AutocastScope::~AutocastScope() { active = outer_; }
 
 std::optional<DType> autocast_dtype() { return active; }

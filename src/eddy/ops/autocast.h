@@ -15,6 +15,8 @@ class AutocastScope {
  public:
   // `dtype` must be bfloat16 or float16.
   explicit AutocastScope(DType dtype);
+  // Autocast off in the scope: code whose precision is its own (a solver's problem dtype).
+  explicit AutocastScope(std::nullopt_t);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
