@@ -37,6 +37,49 @@ std::vector<int64_t> rank_by_rayleigh_quotient(const Tensor& factor, const Tenso
   return order;
 }
 
+// The eigenvectors of the symmetric `factor` (columns, ascending eigenvalues), where those of its
+// numerically zero eigenvalues, of which any orthonormal basis of that space would do, are the
+// basis of it closest to columns of `previous` (the orthogonal Procrustes solution), not LAPACK's
+// arbitrary one. A factor of a layer with fewer inputs than outputs never has full rank, and with
+// LAPACK's choice a last-bit change in a gradient changed SOAP's update by O(1) at a refresh:
+// compiled and eager runs, and one rank and several, parted by 1e-2 within a few steps.
+std::optional<Tensor> eigenbasis_near(const Tensor& factor, const Tensor& previous) {
+  std::optional<Tensor> eigenvectors = symmetric_eigenvectors(factor);
+  if (!eigenvectors) return std::nullopt;
+  const Tensor vectors = cast(*eigenvectors, DType::f64), f = cast(factor, DType::f64);
+  const std::vector<double> values = sum(vectors * matmul(f, vectors), {0}).to_vector<double>();
+  const int64_t n = factor.size(0);
+  // Below sqrt(eps) of the largest eigenvalue, rounding in the factor's dtype decides the
+  // eigenvectors as much as the factor does: those directions count as the zero eigenspace.
+  const double eps = factor.dtype() == DType::f64 ? 2.2e-16 : 1.2e-7;
+  const double zero = 4 * static_cast<double>(n) * eps * std::max(std::abs(values.front()), std::abs(values.back()));
+  const auto null = static_cast<int64_t>(
+      std::find_if(values.begin(), values.end(), [&](double value) { return value > zero; }) - values.begin());
+  if (null == 0) return eigenvectors;
+  if (null == n) return previous;  // a zero factor: no direction is preferred
+  const Tensor kernel = slice(vectors, 1, 0, null), old = cast(previous, DType::f64);
+  // The `null` columns of the previous basis that lie most in that space, then the orthonormal
+  // basis of the space nearest to their projections: K W with W the polar factor of C = K^T Q_sel.
+  const Tensor projections = matmul(transpose(kernel), old);
+  const std::vector<double> lengths = sum(square(projections), {0}).to_vector<double>();
+  std::vector<int64_t> chosen(static_cast<size_t>(n));
+  std::iota(chosen.begin(), chosen.end(), 0);
+  std::stable_sort(chosen.begin(), chosen.end(), [&](int64_t a, int64_t b) { return lengths[a] > lengths[b]; });
+  chosen.resize(static_cast<size_t>(null));
+  std::sort(chosen.begin(), chosen.end());  // in the previous basis's order
+  const Tensor c = index_select(projections, 1, tensor(chosen));
+  // polar(C) = C (C^T C)^(-1/2), from the eigendecomposition of C^T C.
+  const Tensor gram = matmul(transpose(c), c);
+  const std::optional<Tensor> gram_vectors = symmetric_eigenvectors(gram);
+  if (!gram_vectors) return eigenvectors;
+  const Tensor singular_squares = sum(*gram_vectors * matmul(gram, *gram_vectors), {0});
+  const std::vector<double> squares = singular_squares.to_vector<double>();
+  if (squares.front() <= 1e-12 * squares.back()) return eigenvectors;  // the chosen columns miss part of the space
+  const Tensor inverse_root = matmul(*gram_vectors / sqrt(singular_squares), transpose(*gram_vectors));
+  const Tensor aligned = matmul(kernel, matmul(c, inverse_root));
+  return cast(concat({aligned, slice(vectors, 1, null, n)}, 1), factor.dtype());
+}
+
 }  // namespace
 
 Soap::Soap(std::vector<Tensor> parameters, const SoapOptions& options)
@@ -108,7 +151,7 @@ void Soap::refresh_bases(size_t index) {
     if (!side.rotated()) continue;
     // A non-finite factor comes from a non-finite gradient, which has already reached the weights;
     // the basis is kept and the next loss reports the failure.
-    std::optional<Tensor> basis = symmetric_eigenvectors(side.factor);
+    std::optional<Tensor> basis = eigenbasis_near(side.factor, side.basis);
     if (!basis) continue;
     // V holds one variance per basis direction, which no rotation carries over. Each new
     // eigenvector inherits the variance of the old basis vector ranked where it ranks by the
