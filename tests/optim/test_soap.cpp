@@ -153,6 +153,20 @@ TEST(Soap, TakesAdamWStepsWhereTheEigenbasesArePermutedIdentities) {
   }
 }
 
+// A layer of 2 inputs and 9 outputs: G^T G has rank 2 at most, so 7 of its eigenvalues are zero
+// and LAPACK's basis of that space is arbitrary. With it, a change of 1e-13 in the data changed the
+// steps after the first refresh by O(learning rate); the steps must move by as little as the data.
+TEST(Soap, StepsDependContinuouslyOnTheGradientsWhereAFactorIsRankDeficient) {
+  const Tensor inputs = pattern({40, 2}, 0.7), start = pattern({2, 9}, 0.3);
+  const auto steps_for = [&](double shift) {
+    const Tensor targets = tanh(pattern({40, 9}, 1.1)) * (1 + shift);
+    const Loss f = [&](const std::vector<Tensor>& p) { return mean(square(tanh(matmul(inputs, p[0])) - targets)); };
+    Soap soap({parameter(start)}, {.learning_rate = 0.05, .precondition_frequency = 2});
+    return run(soap, f, 12);
+  };
+  expect_same_steps(steps_for(1e-13), steps_for(0), 1e-9);
+}
+
 TEST(Soap, WithoutPreconditionedSidesIsAdamW) {
   const KroneckerQuadratic quadratic;
   const Loss f = [&](const std::vector<Tensor>& p) { return quadratic(p[0]); };
