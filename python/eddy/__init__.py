@@ -25,6 +25,10 @@ if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
 from . import _eddy
 from ._eddy import *  # noqa: F401,F403  (the op API, Tensor, dtypes, solve/train/generate)
 from ._eddy import Error, Tensor, dist, fft, lm, nn, optim, vjp
+from ._containers import ModuleDict, ModuleList
+
+nn.ModuleList, nn.ModuleDict = ModuleList, ModuleDict
+del ModuleDict, ModuleList
 
 float32 = _eddy.dtype.float32
 float64 = _eddy.dtype.float64

@@ -104,8 +104,19 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
   void set_child(const std::string& name, std::shared_ptr<nn::Module> child) {
     EDDY_CHECK(tensor(name) == nullptr, "eddy.nn.Module: \"", name, "\" is a registered ", kind(holds_buffer(name)),
                "; it cannot become a submodule");
+    // A model that contains itself has no finite parameter list: every walk of it recursed until
+    // the process crashed, and the cycle, held in C++, was never freed.
+    EDDY_CHECK(!child->contains(*this), "eddy.nn.Module: \"", name, "\" would make the model contain itself (the "
+               "module assigned is this one or holds it); keep such a reference outside the model, or as a "
+               "weakref.ref");
     child_names_.insert(name);
     set_module(name, std::move(child));
+  }
+  // Unregisters `name`: a parameter, buffer or submodule removed, as `del` does in torch.nn.Module.
+  void remove(const std::string& name) {
+    forget(name);
+    slot_of_.erase(name);  // its slot stays in slots_, unused: the others point into the deque
+    child_names_.erase(name);
   }
 
   static std::string class_name(const py::handle& self) { return py::type::of(self).attr("__name__").cast<std::string>(); }
@@ -139,6 +150,14 @@ void forget_plain_attribute(const py::object& self, const std::string& name) {
   if (attributes.contains(name)) PyDict_DelItemString(attributes.ptr(), name.c_str());
 }
 
+// A traced value held by the model would outlive the trace without values: state_dict(), an
+// eager call and the optimiser all failed on it afterwards, far from the assignment.
+void refuse_traced_value(const std::string& name, const Tensor& value) {
+  EDDY_CHECK(!value.is_abstract(), "eddy.nn.Module: \"", name, "\" assigned a value traced inside eddy.jit (shape ",
+             value.shape(), ", no values); a compiled function cannot keep state in the model: return the value ",
+             "and assign it outside");
+}
+
 void set_attribute(const py::object& self, const std::string& name, const py::object& value) {
   PythonModule* module = python_module(self);
   if (module != nullptr) {
@@ -146,19 +165,30 @@ void set_attribute(const py::object& self, const std::string& name, const py::ob
       module->set_child(name, value.cast<ModulePtr>());
     } else if (py::isinstance<Tensor>(value)) {
       const Tensor tensor = value.cast<Tensor>();
+      refuse_traced_value(name, tensor);
       // Other tensors are plain attributes, as in torch.nn.Module.
       if (module->tensor(name) != nullptr || (tensor.requires_grad() && tensor.is_leaf())) {
         module->set_tensor(name, tensor, module->holds_buffer(name));
         forget_plain_attribute(self, name);
         return;
       }
+    } else if (value.is_none()) {
+      module->remove(name);  // as torch.nn.Module takes None for a parameter or a submodule
     } else {
       EDDY_CHECK(module->tensor(name) == nullptr && !module->holds_child(name), "eddy.nn.Module: \"", name,
                  "\" is a registered parameter, buffer or submodule; assign it a ",
-                 module->holds_child(name) ? "module" : "tensor", ", not ", PythonModule::class_name(value));
+                 module->holds_child(name) ? "module" : "tensor", " or None, not ", PythonModule::class_name(value));
     }
   }
   py::module_::import("builtins").attr("object").attr("__setattr__")(self, name, value);
+}
+
+void delete_attribute(const py::object& self, const std::string& name) {
+  PythonModule* module = python_module(self);
+  const bool registered = module != nullptr && (module->tensor(name) != nullptr || module->holds_child(name));
+  if (registered) module->remove(name);
+  py::dict attributes = self.attr("__dict__");
+  if (!registered || attributes.contains(name)) py::module_::import("builtins").attr("object").attr("__delattr__")(self, name);
 }
 
 void bind_modules(py::module_& m) {
@@ -172,6 +202,7 @@ void bind_modules(py::module_& m) {
       })
       .def("forward", [](nn::Module& self, const py::object& x) { return self.forward(as_tensor(x)); })
       .def("__setattr__", &set_attribute)
+      .def("__delattr__", &delete_attribute)
       .def("__getattr__", [](const py::object& self, const std::string& name) -> py::object {
         const PythonModule* module = python_module(self);
         if (module != nullptr && module->tensor(name) != nullptr) return py::cast(*module->tensor(name));
@@ -181,7 +212,9 @@ void bind_modules(py::module_& m) {
       .def("register_buffer", [](const py::object& self, const std::string& name, const py::object& value) {
              PythonModule* module = python_module(self);
              EDDY_CHECK(module != nullptr, "register_buffer: only a Python subclass of eddy.nn.Module takes new buffers");
-             module->set_tensor(name, as_tensor(value), /*buffer=*/true);
+             const Tensor buffer = as_tensor(value);
+             refuse_traced_value(name, buffer);
+             module->set_tensor(name, buffer, /*buffer=*/true);
              forget_plain_attribute(self, name);
            },
            py::arg("name"), py::arg("tensor"), "A tensor saved in state_dict() and moved with the model, not trained.")
@@ -197,14 +230,14 @@ void bind_modules(py::module_& m) {
              self.cast<nn::Module&>().train(enabled);
              return self;
            },
-           py::arg("enabled") = true)
+           py::arg("mode") = true)
       .def("eval", [](const py::object& self) {
         self.cast<nn::Module&>().eval();
         return self;
       })
       .def_property_readonly("training", &nn::Module::is_training, "Whether dropout is on (train()) or off (eval()).");
 
-  py::class_<nn::Linear, nn::Module, py::smart_holder>(m, "Linear", "x @ W + b, W of shape [in, out].")
+  py::class_<nn::Linear, nn::Module, py::smart_holder>(m, "Linear", py::is_final(), "x @ W + b, W of shape [in, out].")
       .def(py::init([](int64_t in, int64_t out, bool bias, const py::object& dtype, const py::object& seed) {
              Generator generator(model_seed(seed));
              return std::make_shared<nn::Linear>(in, out, generator, model_dtype(dtype), bias);
@@ -215,14 +248,14 @@ void bind_modules(py::module_& m) {
       .def_property_readonly("bias", [](const nn::Linear& l) -> py::object {
         return l.bias.defined() ? py::cast(l.bias) : py::none();
       });
-  py::class_<nn::Activation, nn::Module, py::smart_holder>(m, "Activation")
+  py::class_<nn::Activation, nn::Module, py::smart_holder>(m, "Activation", py::is_final())
       .def(py::init([](const std::string& name) { return std::make_shared<nn::Activation>(nn::parse_activation(name)); }),
            py::arg("name"));
-  py::class_<nn::Sequential, nn::Module, py::smart_holder>(m, "Sequential")
+  py::class_<nn::Sequential, nn::Module, py::smart_holder>(m, "Sequential", py::is_final())
       .def(py::init([](const std::vector<ModulePtr>& layers) { return std::make_shared<nn::Sequential>(layers); }),
            py::arg("layers"))
       .def("__len__", &nn::Sequential::size);
-  py::class_<nn::Embedding, nn::Module, py::smart_holder>(m, "Embedding", "Rows of a [count, dim] table, N(0, 1) "
+  py::class_<nn::Embedding, nn::Module, py::smart_holder>(m, "Embedding", py::is_final(), "Rows of a [count, dim] table, N(0, 1) "
                                                          "initialised, looked up by an integer tensor of any shape.")
       .def(py::init([](int64_t count, int64_t dim, const py::object& dtype, const py::object& seed) {
              Generator generator(model_seed(seed));
@@ -230,7 +263,7 @@ void bind_modules(py::module_& m) {
            }),
            py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("dtype") = py::none(), py::arg("seed") = py::none())
       .def_readonly("weight", &nn::Embedding::weight);
-  py::class_<nn::LayerNorm, nn::Module, py::smart_holder>(m, "LayerNorm", "Normalises over the last axis, as "
+  py::class_<nn::LayerNorm, nn::Module, py::smart_holder>(m, "LayerNorm", py::is_final(), "Normalises over the last axis, as "
                                                          "torch.nn.LayerNorm (biased variance).")
       .def(py::init([](int64_t dim, double eps, bool bias, const py::object& dtype) {
              return std::make_shared<nn::LayerNorm>(dim, eps, model_dtype(dtype), bias);
@@ -240,7 +273,7 @@ void bind_modules(py::module_& m) {
       .def_property_readonly("bias", [](const nn::LayerNorm& l) -> py::object {
         return l.bias.defined() ? py::cast(l.bias) : py::none();
       });
-  py::class_<nn::Dropout, nn::Module, py::smart_holder>(m, "Dropout", "Zeroes each element with probability p in "
+  py::class_<nn::Dropout, nn::Module, py::smart_holder>(m, "Dropout", py::is_final(), "Zeroes each element with probability p in "
                                                        "training mode and scales the rest by 1 / (1 - p); the "
                                                        "identity after eval(). Eager only in training mode.")
       .def(py::init([](double p, const py::object& seed) { return std::make_shared<nn::Dropout>(p, model_seed(seed)); }),
@@ -274,7 +307,7 @@ void bind_modules(py::module_& m) {
       "The PINN model family ([N, inputs] -> [N, outputs]): mlp, modified_mlp, resnet or pirate_net "
       "(which needs fourier_features > 0).");
 
-  py::class_<nn::Fno, nn::Module, py::smart_holder>(m, "FNO", "Fourier neural operator, channels first.")
+  py::class_<nn::Fno, nn::Module, py::smart_holder>(m, "FNO", py::is_final(), "Fourier neural operator, channels first.")
       .def(py::init([](int64_t in_channels, int64_t out_channels, const std::vector<int64_t>& modes, int64_t width,
                        int64_t layers, int64_t projection_width, const std::string& activation, bool grid_coordinates,
                        int64_t padding, const std::string& factorization, double rank, const py::object& dtype,
@@ -302,7 +335,7 @@ void bind_modules(py::module_& m) {
            py::arg("rank") = 0.5, py::arg("dtype") = py::none(), py::arg("seed") = py::none(),
            py::arg("padding_grid") = std::vector<int64_t>{});
 
-  py::class_<nn::DeepOnet, nn::Module, py::smart_holder>(m, "DeepONet")
+  py::class_<nn::DeepOnet, nn::Module, py::smart_holder>(m, "DeepONet", py::is_final())
       .def(py::init([](int64_t sensors, int64_t coordinates, int64_t latent, int64_t width, int64_t depth,
                        const std::string& activation, const py::object& dtype, const py::object& seed) {
              nn::DeepOnetOptions o;

@@ -45,7 +45,7 @@ void bind_transformers(py::module_& nn) {
          py::arg("x"), py::arg("theta") = 10000.0, py::arg("first_position") = 0,
          "RoPE in Llama's rotate-half layout on x [..., T, head_dim].");
 
-  py::class_<nn::RmsNorm, nn::Module, py::smart_holder>(nn, "RMSNorm")
+  py::class_<nn::RmsNorm, nn::Module, py::smart_holder>(nn, "RMSNorm", py::is_final())
       .def(py::init([](int64_t dim, double eps, const py::object& dtype) {
              return std::make_shared<nn::RmsNorm>(dim, eps, model_dtype(dtype));
            }),
@@ -79,7 +79,7 @@ void bind_transformers(py::module_& nn) {
           "each is chosen; temperature 0 is greedy, and the same seed gives the same ids.");
 
   py::class_<nn::Gpt2Model, nn::CausalLanguageModel, py::smart_holder>(
-      nn, "GPT2", "GPT-2 with its language-model head, parameters named as transformers' GPT2LMHeadModel.")
+      nn, "GPT2", py::is_final(), "GPT-2 with its language-model head, parameters named as transformers' GPT2LMHeadModel.")
       .def(py::init([](int64_t vocab_size, int64_t context_length, int64_t hidden_size, int64_t layers, int64_t heads,
                        int64_t intermediate_size, double dropout, bool tie_embeddings, const py::object& dtype,
                        const py::object& seed) {
@@ -101,7 +101,7 @@ void bind_transformers(py::module_& nn) {
            py::arg("tie_embeddings") = true, py::arg("dtype") = py::none(), py::arg("seed") = py::none());
 
   py::class_<nn::LlamaModel, nn::CausalLanguageModel, py::smart_holder>(
-      nn, "Llama", "Llama with its language-model head, parameters named as transformers' LlamaForCausalLM.")
+      nn, "Llama", py::is_final(), "Llama with its language-model head, parameters named as transformers' LlamaForCausalLM.")
       .def(py::init([](int64_t vocab_size, int64_t context_length, int64_t hidden_size, int64_t intermediate_size,
                        int64_t layers, int64_t heads, int64_t kv_heads, double rope_theta, bool tie_embeddings,
                        const py::object& dtype, const py::object& seed) {

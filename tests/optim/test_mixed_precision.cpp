@@ -84,7 +84,7 @@ TEST(GradScaler, UnscaledGradientsClipAsThePlainOnes) {
   plain_sgd.step();
   backward(scaler.scale(sum(square(scaled) * 0.5)));
   scaler.unscale(scaled_sgd);
-  expect_error([&] { scaler.unscale(scaled_sgd); }, {"unscaled already since the last step"});
+  expect_error([&] { scaler.unscale(scaled_sgd); }, {"unscaled already since the last scale()"});
   EXPECT_FLOAT_EQ(clip_grad_norm({scaled}, 1.0), 5.0);
   EXPECT_TRUE(scaler.step(scaled_sgd));
   EXPECT_EQ(scaled.to_vector<float>(), plain.to_vector<float>());

@@ -173,7 +173,7 @@ def test_bad_definitions_and_assignments_are_refused_clearly():
         model.hidden = eddy.nn.Parameter(eddy.ones([2]))
     with pytest.raises(eddy.Error, match="\"shift\" is a registered buffer; it cannot become a submodule"):
         model.shift = eddy.nn.Linear(2, 2)
-    with pytest.raises(eddy.Error, match="assign it a tensor, not str"):
+    with pytest.raises(eddy.Error, match="assign it a tensor or None, not str"):
         model.scale = "x"
     with pytest.raises(AttributeError, match="'TwoLayer' object has no attribute 'missing'"):
         model.missing
@@ -248,3 +248,101 @@ def test_learning_rate_schedules():
     optimizer = eddy.optim.SGD([x], lr=0.0)
     optimizer.learning_rate = cosine(0)
     assert optimizer.learning_rate == 0.5
+
+
+def test_a_module_cannot_contain_itself():
+    # parameters(), train() and state_dict() recursed until the process crashed, and the cycle,
+    # held in C++, was never freed.
+    outer = Stack()
+    with pytest.raises(eddy.Error, match="would make the model contain itself"):
+        outer.first.parent = outer
+    with pytest.raises(eddy.Error, match="would make the model contain itself"):
+        outer.me = outer
+    assert len(outer.named_parameters()) == 8
+    shared = eddy.nn.Linear(2, 2)
+    twice = TwoLayer()
+    twice.a, twice.b = shared, shared  # one module in two places is fine, listed once
+    assert [name for name in twice.named_parameters() if name.startswith(("a.", "b."))] == ["a.weight", "a.bias"]
+
+
+def test_built_in_layers_are_final():
+    # A subclass of Linear kept its own parameters out of the registries and its forward out of
+    # Sequential, silently: wrap the layer instead.
+    with pytest.raises(TypeError):
+        class Lora(eddy.nn.Linear):
+            pass
+
+
+def test_deleting_or_assigning_none_unregisters():
+    model = TwoLayer()
+    del model.scale
+    assert "scale" not in model.named_parameters()
+    with pytest.raises(AttributeError):
+        model.scale
+    model.out = None
+    assert not any(name.startswith("out.") for name in model.named_parameters())
+    assert model.out is None
+    del model.hidden
+    assert list(model.named_parameters()) == []
+    model.note2 = 3
+    del model.note2
+    with pytest.raises(AttributeError):
+        del model.missing
+
+
+def test_a_traced_value_cannot_become_model_state():
+    # self.last = x * 2 inside eddy.jit left a tensor without values in the model.
+    class Remembers(eddy.nn.Module):
+        def forward(self, x):
+            self.register_buffer("last", x * 2)
+            return x
+
+    model = Remembers()
+    with pytest.raises(eddy.Error, match="assigned a value traced inside eddy.jit"):
+        eddy.jit(lambda x: model(x))(eddy.ones([2]))
+    model(eddy.ones([2]))  # eagerly it is state as any other
+    np.testing.assert_array_equal(np.asarray(model.state_dict()["last"]), [2.0, 2.0])
+
+
+def test_module_list_and_dict_register_their_modules():
+    layers = eddy.nn.ModuleList([eddy.nn.Linear(2, 3, seed=0), eddy.nn.Linear(3, 1, seed=1)])
+    heads = eddy.nn.ModuleDict({"u": eddy.nn.Linear(1, 1, seed=2)})
+
+    class Net(eddy.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers, self.heads = layers, heads
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = eddy.tanh(layer(x))
+            return self.heads["u"](x)
+
+    net = Net()
+    assert list(net.named_parameters()) == ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
+                                            "heads.u.weight", "heads.u.bias"]
+    assert len(layers) == 2 and layers[-1] is layers[1] and list(heads) == ["u"] and "u" in heads
+    assert net(eddy.ones([4, 2])).shape == (4, 1)
+    net.eval()
+    assert not layers[0].training
+    with pytest.raises(KeyError, match="name of one of its methods"):
+        heads["train"] = eddy.nn.Linear(1, 1)
+
+
+def test_train_takes_mode_as_torch():
+    model = TwoLayer()
+    assert model.train(mode=False) is model and not model.training
+
+
+def test_one_grad_scaler_for_two_optimisers():
+    # The first step() raised the scale, and the second divided its gradients by the new one.
+    a = eddy.tensor([1.0], requires_grad=True)
+    b = eddy.tensor([1.0], requires_grad=True)
+    first, second = eddy.optim.SGD([a], lr=0.1), eddy.optim.SGD([b], lr=0.1)
+    scaler = eddy.optim.GradScaler(init_scale=4.0, growth_interval=1)
+    scaler.scale(eddy.sum(a * 3.0) + eddy.sum(b * 3.0)).backward()
+    scaler.unscale_(first)
+    scaler.unscale_(second)
+    assert scaler.step(first) and scaler.step(second)
+    np.testing.assert_allclose([float(a), float(b)], [0.7, 0.7])
+    assert scaler.current_scale == 8.0  # one good iteration, counted once

@@ -1,6 +1,7 @@
 #include "eddy/nn/module.h"
 
 #include <unordered_set>
+#include <vector>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/tracing.h"
@@ -110,6 +111,26 @@ void Module::set_module(const std::string& name, std::shared_ptr<Module> child) 
     }
   }
   children_.emplace_back(name, std::move(child));
+}
+
+void Module::forget(const std::string& name) {
+  const auto named = [&](const auto& entry) { return entry.first == name; };
+  std::erase_if(parameters_, named);
+  std::erase_if(buffers_, named);
+  std::erase_if(children_, named);
+}
+
+bool Module::contains(const Module& other) const {
+  std::unordered_set<const Module*> seen;
+  std::vector<const Module*> pending{this};
+  while (!pending.empty()) {
+    const Module* module = pending.back();
+    pending.pop_back();
+    if (module == &other) return true;
+    if (!seen.insert(module).second) continue;
+    for (const auto& [name, child] : module->children_) pending.push_back(child.get());
+  }
+  return false;
 }
 
 void Module::register_buffer(std::string name, Tensor& member) {

@@ -49,6 +49,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const;
 
+  // Whether `other` is this module or one of its descendants.
+  bool contains(const Module& other) const;
+
  protected:
   // Registers a member tensor as a trainable parameter (made a requires_grad leaf).
   void register_parameter(std::string name, Tensor& member);
@@ -61,6 +64,8 @@ class Module {
   // Registers `child` under `name`, or puts it in place of the child registered under that name:
   // for models whose children are assigned after construction, as Python's are.
   void set_module(const std::string& name, std::shared_ptr<Module> child);
+  // Removes the parameter, buffer or child registered under `name`, if any.
+  void forget(const std::string& name);
 
  private:
   template <typename Visit>

@@ -8,7 +8,8 @@
 
 namespace eddy::optim {
 
-GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.initial_scale) {
+GradScaler::GradScaler(GradScalerOptions options)
+    : options_(options), scale_(options.initial_scale), gradients_scale_(options.initial_scale) {
   EDDY_CHECK(std::isfinite(options.initial_scale) && options.initial_scale > 0,
              "GradScaler: initial_scale must be finite and positive, got ", options.initial_scale);
   EDDY_CHECK(options.growth_factor >= 1, "GradScaler: growth_factor must be at least 1, got ", options.growth_factor);
@@ -21,12 +22,16 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
 // In float32 for a 16-bit loss or gradient: the scale (65536 at the start) is infinite in float16,
 // so a float16 loss scaled to inf and float16 gradients unscaled to 0, every step skipped or
 // every step taken without moving a parameter.
-Tensor GradScaler::scale(const Tensor& loss) const {
+Tensor GradScaler::scale(const Tensor& loss) {
+  gradients_scale_ = scale_;
+  unscaled_.clear();
+  counted_ = overflowed_ = false;
   return (is_half(loss.dtype()) ? cast(loss, DType::f32) : loss) * scale_;
 }
 
 void GradScaler::unscale(Optimizer& optimizer) {
-  EDDY_CHECK(!unscaled_, "GradScaler::unscale: the gradients were unscaled already since the last step");
+  EDDY_CHECK(unscaled_.insert(&optimizer).second, "GradScaler::unscale: this optimiser's gradients were unscaled "
+             "already since the last scale()");
   NoGradGuard no_grad;
   std::vector<Tensor> unscaled;
   for (const Tensor& p : optimizer.parameters()) {
@@ -34,11 +39,11 @@ void GradScaler::unscale(Optimizer& optimizer) {
     if (!g.defined()) {
       unscaled.emplace_back();
     } else {
-      unscaled.push_back(is_half(g.dtype()) ? cast(cast(g, DType::f32) / scale_, g.dtype()) : g / scale_);
+      unscaled.push_back(is_half(g.dtype()) ? cast(cast(g, DType::f32) / gradients_scale_, g.dtype())
+                                            : g / gradients_scale_);
     }
   }
   set_grads(optimizer.parameters(), unscaled);
-  unscaled_ = true;
 }
 
 bool GradScaler::step(Optimizer& optimizer) {
@@ -50,19 +55,21 @@ bool GradScaler::step(Optimizer& optimizer) {
   });
   if (!finite) {
     optimizer.zero_grad();
-    scale_ *= options_.backoff_factor;
-    good_in_a_row_ = 0;
-    ++skipped_;
-    unscaled_ = false;
+    if (!overflowed_) {
+      scale_ = gradients_scale_ * options_.backoff_factor;
+      good_in_a_row_ = 0;
+      ++skipped_;
+      overflowed_ = true;
+    }
     return false;
   }
-  if (!unscaled_) unscale(optimizer);
-  unscaled_ = false;
+  if (!unscaled_.count(&optimizer)) unscale(optimizer);
   optimizer.step();
-  if (++good_in_a_row_ == options_.growth_interval) {
+  if (!counted_ && !overflowed_ && ++good_in_a_row_ == options_.growth_interval) {
     scale_ *= options_.growth_factor;
     good_in_a_row_ = 0;
   }
+  counted_ = true;
   return true;
 }
 

@@ -8,6 +8,7 @@
 /// `growth_interval` good steps in a row it doubles. Powers of two make the scaling exact.
 
 #include <cstdint>
+#include <set>
 
 #include "eddy/optim/optimizer.h"
 
@@ -25,18 +26,20 @@ class GradScaler {
   /// Throws eddy::Error naming the option when a factor or the interval is out of range.
   explicit GradScaler(GradScalerOptions options = {});
 
-  /// The loss times the current scale, to call backward() on.
-  Tensor scale(const Tensor& loss) const;
+  /// The loss times the current scale, to call backward() on. Starts an iteration: the steps
+  /// after it divide by the scale it used.
+  Tensor scale(const Tensor& loss);
 
   /// Divides the gradients of `optimizer`'s parameters by the scale now, as PyTorch's unscale_,
   /// so that they can be clipped (clip_grad_norm) before step(), which then does not divide them
-  /// again. At most once between steps.
+  /// again. Once per optimiser and iteration.
   void unscale(Optimizer& optimizer);
 
   /// Divides the gradients of `optimizer`'s parameters by the scale (unless unscale() did); when
   /// every one is finite, steps the optimizer and returns true. Otherwise clears the gradients,
-  /// leaves the parameters as they were, lowers the scale and returns false. Either way the scale
-  /// is updated.
+  /// leaves the parameters as they were and returns false. Several optimisers (one per parameter
+  /// group) each take a step() of the same iteration: the iteration lowers the scale once if any of
+  /// them overflowed, or counts once as a good one (raising the scale after `growth_interval`).
   bool step(Optimizer& optimizer);
 
   double current_scale() const { return scale_; }
@@ -47,7 +50,11 @@ class GradScaler {
   double scale_;
   int64_t good_in_a_row_ = 0;
   int64_t skipped_ = 0;
-  bool unscaled_ = false;  // by unscale(), since the last step
+  // The iteration since the last scale(): the scale its gradients carry, the optimisers unscaled,
+  // and whether it has counted as good or overflowed.
+  double gradients_scale_;
+  std::set<const Optimizer*> unscaled_;
+  bool counted_ = false, overflowed_ = false;
 };
 
 }  // namespace eddy::optim
