@@ -61,10 +61,26 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
  public:
   Tensor forward(const Tensor& input) override {
     py::gil_scoped_acquire gil;
+    const std::string name = class_name(py::cast(static_cast<nn::Module*>(this), py::return_value_policy::reference));
     const py::function method = py::get_override(static_cast<const nn::Module*>(this), "forward");
-    EDDY_CHECK(method, class_name(py::cast(static_cast<nn::Module*>(this), py::return_value_policy::reference)),
-               " has no forward(): an eddy.nn.Module subclass defines forward(self, x)");
-    return method(input).cast<Tensor>();
+    EDDY_CHECK(method, name, " has no forward(): an eddy.nn.Module subclass defines forward(self, x)");
+    const py::object result = method(input);
+    EDDY_CHECK(py::isinstance<Tensor>(result), name, ".forward returned ", class_name(result), " where a C++ caller "
+               "(Sequential) takes one tensor");
+    return result.cast<Tensor>();
+  }
+
+  // A Python override of train() (a child kept in eval mode) is called from its parent's train(),
+  // which recurses in C++; its super().train(mode) comes back here and finds no override.
+  void train(bool enabled) override {
+    {
+      py::gil_scoped_acquire gil;
+      if (const py::function method = py::get_override(static_cast<const nn::Module*>(this), "train")) {
+        method(enabled);
+        return;
+      }
+    }
+    nn::Module::train(enabled);
   }
 
   const Tensor* tensor(const std::string& name) const {
@@ -81,6 +97,7 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
   // grad (eddy.nn.Parameter), as torch.nn.Module asks: anything else would leave the optimiser
   // holding a tensor the model no longer uses.
   void set_tensor(const std::string& name, const Tensor& value, bool buffer) {
+    check_name(name);
     EDDY_CHECK(!holds_child(name), "eddy.nn.Module: \"", name, "\" is a submodule; it cannot become a ",
                kind(buffer));
     EDDY_CHECK(buffer || (value.requires_grad() && value.is_leaf()), "eddy.nn.Module: parameter \"", name,
@@ -102,6 +119,7 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
     }
   }
   void set_child(const std::string& name, std::shared_ptr<nn::Module> child) {
+    check_name(name);
     EDDY_CHECK(tensor(name) == nullptr, "eddy.nn.Module: \"", name, "\" is a registered ", kind(holds_buffer(name)),
                "; it cannot become a submodule");
     // A model that contains itself has no finite parameter list: every walk of it recursed until
@@ -123,6 +141,12 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
 
  private:
   static const char* kind(bool buffer) { return buffer ? "buffer" : "parameter"; }
+  // Registered names nest with dots in state_dict() ("block.weight"): one holding a dot could
+  // collide with a submodule's key.
+  static void check_name(const std::string& name) {
+    EDDY_CHECK(!name.empty() && name.find('.') == std::string::npos, "eddy.nn.Module: \"", name,
+               "\" cannot name a parameter, buffer or submodule: a name is not empty and holds no '.'");
+  }
 
   struct Slot {
     Tensor* tensor;
@@ -167,7 +191,10 @@ void set_attribute(const py::object& self, const std::string& name, const py::ob
       const Tensor tensor = value.cast<Tensor>();
       refuse_traced_value(name, tensor);
       // Other tensors are plain attributes, as in torch.nn.Module.
-      if (module->tensor(name) != nullptr || (tensor.requires_grad() && tensor.is_leaf())) {
+      const bool parameter = tensor.requires_grad() && tensor.is_leaf();
+      EDDY_CHECK(!(parameter && module->holds_buffer(name)), "eddy.nn.Module: \"", name, "\" is a registered buffer; "
+                 "del it first to make it a parameter");
+      if (module->tensor(name) != nullptr || parameter) {
         module->set_tensor(name, tensor, module->holds_buffer(name));
         forget_plain_attribute(self, name);
         return;

@@ -346,3 +346,46 @@ def test_one_grad_scaler_for_two_optimisers():
     assert scaler.step(first) and scaler.step(second)
     np.testing.assert_allclose([float(a), float(b)], [0.7, 0.7])
     assert scaler.current_scale == 8.0  # one good iteration, counted once
+
+
+def test_a_childs_train_override_is_called_by_its_parent():
+    # The parent's train() recursed in C++ and skipped it: the frozen dropout came back on.
+    class Frozen(eddy.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dropout = eddy.nn.Dropout(0.5, seed=1)
+
+        def train(self, mode=True):
+            super().train(mode)
+            self.dropout.eval()
+            return self
+
+        def forward(self, x):
+            return self.dropout(x)
+
+    class Parent(eddy.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.frozen = Frozen()
+
+        def forward(self, x):
+            return self.frozen(x)
+
+    parent = Parent().train()
+    assert parent.training and parent.frozen.training and not parent.frozen.dropout.training
+    np.testing.assert_array_equal(np.asarray(parent(eddy.ones([100]))), np.ones(100))
+
+
+def test_names_and_results_a_container_cannot_take_are_refused():
+    model = TwoLayer()
+    with pytest.raises(eddy.Error, match="holds no '.'"):
+        model.register_buffer("a.b", eddy.zeros([1]))
+    with pytest.raises(eddy.Error, match="\"shift\" is a registered buffer; del it first to make it a parameter"):
+        model.shift = eddy.nn.Parameter(eddy.zeros([2]))
+
+    class Pair(eddy.nn.Module):
+        def forward(self, x):
+            return x, x
+
+    with pytest.raises(eddy.Error, match=r"Pair.forward returned tuple where a C\+\+ caller \(Sequential\) takes one"):
+        eddy.nn.Sequential([Pair()])(eddy.ones([2]))

@@ -45,7 +45,8 @@ class Module {
   // it (a forward pass with dropout) is traced again once it changes: the mode is read as a
   // captured tensor's value (compiler/trace.h, host reads), where the graph kept the mode it was
   // traced in (eddy.jit of a step traced under eval() ran without dropout after train()).
-  void train(bool enabled = true);
+  // Virtual so that a model written in Python may override it (keeping a child in eval mode).
+  virtual void train(bool enabled = true);
   void eval() { train(false); }
   bool is_training() const;
 
