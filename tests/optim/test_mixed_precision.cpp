@@ -91,6 +91,25 @@ TEST(GradScaler, UnscaledGradientsClipAsThePlainOnes) {
   EXPECT_NEAR(plain.to_vector<float>()[0], 2.94f, 1e-6);
 }
 
+// Each step() after the first of an optimiser, or unscale() after a step, begins the next
+// iteration when no scale() came between (a loss scaled by current_scale() by hand): the
+// gradients of the second iteration were left scaled.
+TEST(GradScaler, IterationsWithoutScaleStillUnscaleEachStep) {
+  Tensor plain = tensor<float>({0.75f, -1.5f}).requires_grad_(), scaled = tensor<float>({0.75f, -1.5f}).requires_grad_();
+  Sgd plain_sgd({plain}, {.learning_rate = 0.1}), scaled_sgd({scaled}, {.learning_rate = 0.1});
+  GradScaler scaler({.initial_scale = 1024.0, .growth_interval = 100});
+  for (int step = 0; step < 3; ++step) {
+    plain_sgd.zero_grad();
+    backward(sum(square(plain) * 0.5));
+    plain_sgd.step();
+    scaled_sgd.zero_grad();
+    backward(sum(square(scaled) * 0.5) * scaler.current_scale());
+    if (step == 1) scaler.unscale(scaled_sgd);
+    EXPECT_TRUE(scaler.step(scaled_sgd));
+  }
+  EXPECT_EQ(scaled.to_vector<float>(), plain.to_vector<float>());
+}
+
 TEST(GradScaler, AnOverflowSkipsTheStepAndBacksOff) {
   Tensor p = tensor<float>({1.0f, 2.0f}).requires_grad_();
   Sgd sgd({p}, {.learning_rate = 0.1});

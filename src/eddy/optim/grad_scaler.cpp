@@ -23,15 +23,25 @@ GradScaler::GradScaler(GradScalerOptions options)
 // so a float16 loss scaled to inf and float16 gradients unscaled to 0, every step skipped or
 // every step taken without moving a parameter.
 Tensor GradScaler::scale(const Tensor& loss) {
-  gradients_scale_ = scale_;
-  unscaled_.clear();
-  counted_ = overflowed_ = false;
+  begin_iteration();
   return (is_half(loss.dtype()) ? cast(loss, DType::f32) : loss) * scale_;
 }
 
+void GradScaler::begin_iteration() {
+  gradients_scale_ = scale_;
+  unscaled_.clear();
+  stepped_.clear();
+  counted_ = overflowed_ = false;
+}
+
 void GradScaler::unscale(Optimizer& optimizer) {
-  EDDY_CHECK(unscaled_.insert(&optimizer).second, "GradScaler::unscale: this optimiser's gradients were unscaled "
-             "already since the last scale()");
+  if (stepped_.count(&optimizer)) begin_iteration();  // stepped already: the next iteration's
+  EDDY_CHECK(!unscaled_.count(&optimizer), "GradScaler::unscale: this optimiser's gradients were unscaled already "
+             "since the last scale()");
+  divide_gradients(optimizer);
+}
+
+void GradScaler::divide_gradients(Optimizer& optimizer) {
   NoGradGuard no_grad;
   std::vector<Tensor> unscaled;
   for (const Tensor& p : optimizer.parameters()) {
@@ -44,9 +54,14 @@ void GradScaler::unscale(Optimizer& optimizer) {
     }
   }
   set_grads(optimizer.parameters(), unscaled);
+  unscaled_.insert(&optimizer);
 }
 
 bool GradScaler::step(Optimizer& optimizer) {
+  // A second step of one optimiser without a scale() between (a loss scaled by current_scale()
+  // by hand) is the next iteration's, as is unscale() after a step.
+  if (stepped_.count(&optimizer)) begin_iteration();
+  stepped_.insert(&optimizer);
   NoGradGuard no_grad;
   // A sum in float64 is finite exactly when every element is.
   const std::vector<Tensor>& parameters = optimizer.parameters();
@@ -63,7 +78,7 @@ bool GradScaler::step(Optimizer& optimizer) {
     }
     return false;
   }
-  if (!unscaled_.count(&optimizer)) unscale(optimizer);
+  if (!unscaled_.count(&optimizer)) divide_gradients(optimizer);
   optimizer.step();
   if (!counted_ && !overflowed_ && ++good_in_a_row_ == options_.growth_interval) {
     scale_ *= options_.growth_factor;

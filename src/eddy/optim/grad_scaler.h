@@ -50,10 +50,13 @@ class GradScaler {
   double scale_;
   int64_t good_in_a_row_ = 0;
   int64_t skipped_ = 0;
-  // The iteration since the last scale(): the scale its gradients carry, the optimisers unscaled,
-  // and whether it has counted as good or overflowed.
+  void begin_iteration();
+  void divide_gradients(Optimizer& optimizer);
+
+  // The iteration since the last scale(): the scale its gradients carry, the optimisers unscaled
+  // and stepped, and whether it has counted as good or overflowed.
   double gradients_scale_;
-  std::set<const Optimizer*> unscaled_;
+  std::set<const Optimizer*> unscaled_, stepped_;
   bool counted_ = false, overflowed_ = false;
 };
 
