@@ -249,6 +249,17 @@ void bind_modules(py::module_& m) {
       .def("named_parameters", [](const nn::Module& self) { return as_dict(self.named_parameters()); })
       .def("named_buffers", [](const nn::Module& self) { return as_dict(self.named_buffers()); })
       .def("parameter_count", &nn::Module::parameter_count)
+      .def("zero_grad", [](const nn::Module& self) {
+             for (Tensor parameter : self.parameters()) parameter.zero_grad();
+           },
+           "Clears every parameter's gradient, as torch.nn.Module.zero_grad (set_to_none).")
+      // Returns the module, as torch.nn.Module.to does. Optimisers made before hold the old
+      // tensors: make them after.
+      .def("to", [](const py::object& self, const std::string& device) {
+             self.cast<nn::Module&>().to(parse_device(device));
+             return self;
+           },
+           py::arg("device"), "Moves every parameter and buffer to 'cpu' or 'cuda[:N]'.")
       .def("state_dict", [](const nn::Module& self) { return as_dict(self.state_dict()); })
       .def("load_state_dict", [](nn::Module& self, const py::dict& state) { self.load_state_dict(state_of(state)); },
            py::arg("state"))

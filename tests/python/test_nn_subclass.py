@@ -389,3 +389,12 @@ def test_names_and_results_a_container_cannot_take_are_refused():
 
     with pytest.raises(eddy.Error, match=r"Pair.forward returned tuple where a C\+\+ caller \(Sequential\) takes one"):
         eddy.nn.Sequential([Pair()])(eddy.ones([2]))
+
+
+def test_zero_grad_and_to_as_torch():
+    model = TwoLayer()
+    eddy.sum(model(eddy.as_tensor(RNG.standard_normal((3, 3))))).backward()
+    assert all(p.grad is not None for p in model.parameters())
+    model.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+    assert model.to("cpu") is model and model.scale.device == "cpu"
