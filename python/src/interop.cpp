@@ -116,7 +116,11 @@ py::array to_numpy(const py::object& self) {
   py::module_ np = py::module_::import("numpy");
   const py::dtype dtype = np.attr("dtype")(numpy_name(t.dtype()));
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  return py::array(dtype, shape, byte_strides(t), t.raw_data(), self);
+  py::array array(dtype, shape, byte_strides(t), t.raw_data(), self);
+  // Read-only for a tensor autodiff tracks: a write through NumPy passed both the refusal of writes
+  // to parameters outside no_grad and the write count that backward checks (autodiff/backward.cpp).
+  if (t.requires_grad()) array.attr("flags").attr("writeable") = false;
+  return array;
 }
 
 // ---- DLPack ----

@@ -194,8 +194,9 @@ void bind_tensor(py::module_& m) {
         if (TraceRecorder* recorder = active_trace_recorder()) recorder->host_read(t, "the buffer protocol");
         if (t.dtype() != DType::f16) EDDY_DISPATCH_ALL(t.dtype(), T, format = py::format_descriptor<T>::format());
         std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+        // Read-only for a tensor autodiff tracks, as numpy() is (interop.cpp, to_numpy).
         return py::buffer_info(t.raw_data(), static_cast<py::ssize_t>(dtype_size(t.dtype())), format, t.dim(), shape,
-                               byte_strides(t));
+                               byte_strides(t), /*readonly=*/t.requires_grad());
       })
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); })
       .def_property_readonly("dtype", &Tensor::dtype)

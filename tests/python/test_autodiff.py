@@ -437,3 +437,29 @@ def test_a_value_written_in_place_before_backward_is_refused():
     loss.backward()
     batch[...] = 1.0  # after the backward pass: fine
     np.testing.assert_array_equal(np.asarray(w.grad), [100.0, 100.0])
+
+
+def test_writes_the_rules_do_not_read_are_fine_and_gradients_do_not_share_memory():
+    # A forcing term refilled before the backward pass of u + f, and a ghost cell in a
+    # concatenation: linear ops' rules read no differentiable input, as PyTorch saves none.
+    u = eddy.tensor([0.5, 1.0], requires_grad=True)
+    forcing = eddy.tensor([1.0, 2.0])
+    ghost = eddy.tensor([0.0])
+    loss = eddy.sum(eddy.tanh(u) + forcing) + eddy.sum(eddy.concatenate([ghost, u * u, ghost]))
+    forcing[...] = 7.0
+    ghost[...] = 3.0
+    loss.backward()
+    np.testing.assert_allclose(np.asarray(u.grad), 1 - np.tanh([0.5, 1.0]) ** 2 + 2 * np.array([0.5, 1.0]))
+    # Each leaf's gradient is its own tensor: add handed one cotangent to both.
+    a = eddy.tensor([1.0, 2.0], requires_grad=True)
+    b = eddy.tensor([1.0, 2.0], requires_grad=True)
+    (a + b).backward(eddy.ones([2], dtype="float64"))
+    with eddy.no_grad():
+        for p in (a, b):
+            g = p.grad
+            g *= 0.5
+    np.testing.assert_array_equal(np.asarray(a.grad), [0.5, 0.5])
+    np.testing.assert_array_equal(np.asarray(b.grad), [0.5, 0.5])
+    # A NumPy view of a tensor autodiff tracks is read-only.
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(a)[0] = 5.0

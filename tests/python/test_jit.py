@@ -514,3 +514,15 @@ def test_a_damaged_library_in_the_kernel_cache_is_compiled_again(tmp_path):
         library.write_bytes(b"")
     run()
     assert all(library.stat().st_size > 0 for library in libraries)
+
+
+def test_derivatives_of_a_compiled_call_refuse_a_captured_tensor_written_since():
+    # They are recomputed from it: a target network averaged before the backward pass gave the
+    # derivatives of another function, silently.
+    x = eddy.tensor(np.random.RandomState(0).randn(8, 3))
+    w = eddy.tensor(np.ones((3, 1)), requires_grad=True)
+    target = eddy.tensor(np.full((3, 1), 0.5))
+    loss = eddy.jit(lambda a: eddy.mean(eddy.square(a @ w - a @ target)))(x)
+    target[...] = 0.25
+    with pytest.raises(eddy.Error, match="a tensor the compiled function read .* was written in place after the call"):
+        loss.backward()

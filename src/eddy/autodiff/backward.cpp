@@ -15,18 +15,31 @@
 namespace eddy {
 namespace {
 
-// Autodiff does not record writes in place, so a value a node saved that was written since (a
-// buffer reused for the next batch, a parameter stepped before this backward pass) would be
-// differentiated at its new values, silently; refused, as PyTorch's version counters refuse it.
-void refuse_values_written_since(const Node& node, const Tensor& output) {
+// Autodiff does not record writes in place, so a value a rule reads that was written since the
+// node was recorded (a buffer reused for the next batch, a parameter stepped before this backward
+// pass) would be differentiated at its new values, silently; refused, as PyTorch's version
+// counters refuse it. Only values the rules read count, as only PyTorch's saved tensors do: a
+// linear op's rules read none of its differentiable inputs (a forcing term refilled in u + f, a
+// ghost cell in a concat), a bilinear op's rule for one input reads the others, and the
+// constant inputs (indices, conditions) are always read. `output` is defined when a rule reads it.
+void refuse_values_written_since(const Node& node, const Tensor& output, const std::vector<bool>& wanted) {
+  const Primitive& primitive = *node.primitive;
   const auto refuse = [&](const Tensor& value, const std::string& which) {
-    throw Error(cat("backward: ", which, " of ", node.primitive->name, " (shape ", value.shape(), ", ", value.dtype(),
+    throw Error(cat("backward: ", which, " of ", primitive.name, " (shape ", value.shape(), ", ", value.dtype(),
                     ") was written in place (copy_, fill_, an assignment or an optimiser step) after ",
-                    node.primitive->name, " used it, so its derivative would be taken at the new values; write into "
+                    primitive.name, " used it, so its derivative would be taken at the new values; write into "
                     "a new tensor instead, or run the backward pass before the write"));
   };
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (memory_version(node.inputs[i]) != node.input_versions[i]) refuse(node.inputs[i], cat("input ", i));
+    if (memory_version(node.inputs[i]) == node.input_versions[i]) continue;
+    bool read = true;
+    if (primitive.differentiable_input(static_cast<int>(i)) && primitive.linear) {
+      read = false;
+    } else if (primitive.differentiable_input(static_cast<int>(i)) && primitive.bilinear) {
+      read = false;
+      for (size_t j = 0; j < wanted.size(); ++j) read = read || (j != i && wanted[j]);
+    }
+    if (read) refuse(node.inputs[i], cat("input ", i));
   }
   if (output.defined() && memory_version(output) != node.output_version) refuse(output, "the output");
 }
@@ -129,7 +142,7 @@ class BackwardPass {
       }
       std::shared_ptr<TensorImpl> output =
           primitive.vjp_from_output || primitive.vjp_all ? node->output.lock() : nullptr;
-      refuse_values_written_since(*node, output ? Tensor(output) : Tensor());
+      refuse_values_written_since(*node, output ? Tensor(output) : Tensor(), wanted);
       std::vector<Tensor> input_cotangents =
           primitive.input_cotangents(node->inputs, node->attrs, output ? Tensor(output) : Tensor(), cotangent, wanted);
       for (size_t i = 0; i < node->inputs.size(); ++i) {
@@ -425,11 +438,23 @@ void backward(const Tensor& output, const Tensor& grad_output, bool create_graph
   auto cotangents = pass.run(outputs, seeds);
   std::unordered_map<const void*, Tensor> leaves = pass.leaves();
   if (output.is_leaf()) leaves.emplace(key_of(output), output);  // backward() on a leaf itself
+  // A rule may hand one tensor to several inputs (add's cotangent to both), or a broadcast view:
+  // a leaf's .grad is its own dense tensor, as PyTorch's, so that writing into one gradient (an
+  // optimiser's in-place scaling) leaves the others alone.
+  std::unordered_set<const void*> given;
   for (auto& [key, leaf] : leaves) {
     auto it = cotangents.find(key);
     if (it == cotangents.end()) continue;
     auto& meta = leaf.impl()->autograd;
-    meta->grad = meta->grad.defined() ? add(meta->grad, it->second) : it->second;
+    if (meta->grad.defined()) {
+      meta->grad = add(meta->grad, it->second);
+    } else {
+      // Taken as it is only when nothing else holds it (not the caller's grad_output, not a view).
+      const Tensor& g = it->second;
+      const bool own = g.is_contiguous() && g.storage() && g.impl_ptr().use_count() == 1 &&
+                       g.storage().use_count() == 1 && given.insert(g.storage().get()).second;
+      meta->grad = own ? g : contiguous(g) * 1.0;  // a copy, recorded under create_graph
+    }
     if (!create_graph) meta->grad = meta->grad.detach();
   }
 }

@@ -5,6 +5,7 @@
 
 #include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/functional.h"
+#include "eddy/autodiff/tape.h"
 #include "eddy/core/autograd.h"
 #include "eddy/ops/ops.h"
 
@@ -19,7 +20,22 @@ struct CallSite {
   std::vector<ValueId> argument_values;
   bool ran = false;
   std::vector<Tensor> results;         // each output's eval takes its own
+  // The write counts (Storage::version) of the captured tensors when the call ran: derivatives
+  // replay the graph from them, so one written since (a target network's averaged weights) would
+  // give the derivatives of another function, where eager autodiff keeps the values it read.
+  std::vector<uint64_t> captured_versions;
 };
+
+void refuse_captured_written_since(const CallSite& site) {
+  const std::vector<CapturedTensor>& captured = site.program->graph().captured;
+  for (size_t k = 0; k < captured.size(); ++k) {
+    const Tensor& tensor = captured[k].tensor;
+    EDDY_CHECK(memory_version(tensor) == site.captured_versions[k], "backward: a tensor the compiled function read "
+               "(shape ", tensor.shape(), ", ", tensor.dtype(), ") was written in place after the call; its "
+               "derivatives are recomputed from it, so they would be another function's. Run the backward pass "
+               "before the write, or pass the tensor as an argument");
+  }
+}
 
 // The latest reverse walk: the engine asks for the input cotangents one input at a time, and one
 // walk over the graph gives them all. It lives outside the call site because the cotangents'
@@ -89,6 +105,7 @@ std::vector<bool> varying_values(const Graph& graph, const std::vector<ValueId>&
 std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, const Attrs& attrs,
                                      const Tensor& cotangent) {
   const Graph& graph = site.program->graph();
+  refuse_captured_written_since(site);
   const ValueId output = output_value(site, attrs);
   const std::vector<Tensor> values = replay(site, arguments, output);
   // Only values computed from a call input carry a cotangent worth computing.
@@ -183,6 +200,7 @@ std::vector<Tensor> call_with_derivatives(const std::shared_ptr<const Program>& 
   site->argument_values = graph.inputs;
   std::vector<Tensor> arguments = inputs;
   for (const CapturedTensor& entry : graph.captured) {
+    site->captured_versions.push_back(memory_version(entry.tensor));
     if (!carries_derivatives(entry.tensor)) continue;
     arguments.push_back(entry.tensor);
     site->argument_values.push_back(entry.id);
