@@ -61,12 +61,15 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
  public:
   Tensor forward(const Tensor& input) override {
     py::gil_scoped_acquire gil;
-    const std::string name = class_name(py::cast(static_cast<nn::Module*>(this), py::return_value_policy::reference));
+    // Named only in the errors: this runs at every call from a C++ container.
+    const auto own_name = [this] {
+      return class_name(py::cast(static_cast<nn::Module*>(this), py::return_value_policy::reference));
+    };
     const py::function method = py::get_override(static_cast<const nn::Module*>(this), "forward");
-    EDDY_CHECK(method, name, " has no forward(): an eddy.nn.Module subclass defines forward(self, x)");
+    EDDY_CHECK(method, own_name(), " has no forward(): an eddy.nn.Module subclass defines forward(self, x)");
     const py::object result = method(input);
-    EDDY_CHECK(py::isinstance<Tensor>(result), name, ".forward returned ", class_name(result), " where a C++ caller "
-               "(Sequential) takes one tensor");
+    EDDY_CHECK(py::isinstance<Tensor>(result), own_name(), ".forward returned ", class_name(result),
+               " where a C++ caller (Sequential) takes one tensor");
     return result.cast<Tensor>();
   }
 
@@ -207,7 +210,7 @@ void set_attribute(const py::object& self, const std::string& name, const py::ob
                  module->holds_child(name) ? "module" : "tensor", " or None, not ", PythonModule::class_name(value));
     }
   }
-  py::module_::import("builtins").attr("object").attr("__setattr__")(self, name, value);
+  if (PyObject_GenericSetAttr(self.ptr(), py::str(name).ptr(), value.ptr()) != 0) throw py::error_already_set();
 }
 
 void delete_attribute(const py::object& self, const std::string& name) {
@@ -215,7 +218,10 @@ void delete_attribute(const py::object& self, const std::string& name) {
   const bool registered = module != nullptr && (module->tensor(name) != nullptr || module->holds_child(name));
   if (registered) module->remove(name);
   py::dict attributes = self.attr("__dict__");
-  if (!registered || attributes.contains(name)) py::module_::import("builtins").attr("object").attr("__delattr__")(self, name);
+  // A null value deletes, as object.__delattr__ does (an AttributeError for a name never set).
+  if ((!registered || attributes.contains(name)) && PyObject_GenericSetAttr(self.ptr(), py::str(name).ptr(), nullptr) != 0) {
+    throw py::error_already_set();
+  }
 }
 
 void bind_modules(py::module_& m) {

@@ -86,11 +86,11 @@ template <typename Op>
 py::object augmented(const py::object& self, const py::object& other, const char* symbol, Op op) {
   Tensor& target = self.cast<Tensor&>();
   py::object updated = op(target, other);
-  if (target.is_abstract() || updated.cast<const Tensor&>().is_abstract()) {
+  const Tensor& value = updated.cast<const Tensor&>();
+  if (target.is_abstract() || value.is_abstract()) {
     throw Error(cat("x ", symbol, " y inside eddy.jit: a traced function cannot write in place (the compiled graph "
                     "would lose the write, and other views of x would not see it); write x = x ", symbol[0], " y"));
   }
-  const Tensor& value = updated.cast<const Tensor&>();
   if (GradMode::enabled() && (target.requires_grad() || value.requires_grad())) {
     if (target.requires_grad() && target.is_leaf()) {
       throw Error(cat("x ", symbol, " y: x (shape ", target.shape(), ") requires grad and autodiff does not record "

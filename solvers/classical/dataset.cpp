@@ -181,19 +181,25 @@ DatasetSpec read_dataset_spec(io::Config& config) {
                        batch * points * (fields + 16) * 8;
   // Blamed on the size a command-line override set, if one did, else on the larger of the sample
   // count and the records per sample (the file's top level names the line of its first key).
-  // (Found by key, not by moving ConfigNodes about: assigning one writes into the YAML tree.)
-  std::optional<ConfigNode> time;
-  std::vector<std::pair<const ConfigNode*, const char*>> sizes{{&root, "samples"}, {&root, "resolution"}};
+  const auto set_in = [](const ConfigNode& parent, const char* key) -> std::optional<ConfigNode> {
+    if (!parent.has(key)) return std::nullopt;
+    return parent.at(key);
+  };
+  std::vector<std::optional<ConfigNode>> sizes;  // samples, resolution, then batch and records
+  sizes.push_back(set_in(root, "samples"));
+  sizes.push_back(set_in(root, "resolution"));
   if (!darcy) {
-    time.emplace(root.at("time"));
-    sizes.insert(sizes.end(), {{&root, "batch"}, {&*time, "records"}});
+    sizes.push_back(set_in(root, "batch"));
+    sizes.push_back(set_in(root.at("time"), "records"));
   }
-  const auto given = [](const std::pair<const ConfigNode*, const char*>& size) { return size.first->has(size.second); };
-  auto blamed = std::find_if(sizes.begin(), sizes.end(), [&](const auto& size) {
-    return given(size) && size.first->at(size.second).override_text() != nullptr;
-  });
-  if (blamed == sizes.end()) blamed = !darcy && spec.records > spec.samples && given(sizes[3]) ? sizes.begin() + 3 : sizes.begin();
-  (given(*blamed) ? blamed->first->at(blamed->second) : root)
+  size_t blamed = !darcy && spec.records > spec.samples && sizes[3] ? 3 : 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (sizes[k] && sizes[k]->override_text()) {
+      blamed = k;
+      break;
+    }
+  }
+  (sizes[blamed] ? *sizes[blamed] : root)
       .require_memory(cat(spec.samples, " samples of ", fields, " fields at resolution ", spec.resolution,
                           " (and a batch's solver state)"),
                       bytes);

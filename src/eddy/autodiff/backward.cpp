@@ -453,7 +453,8 @@ void backward(const Tensor& output, const Tensor& grad_output, bool create_graph
       const Tensor& g = it->second;
       const bool own = g.is_contiguous() && g.storage() && g.impl_ptr().use_count() == 1 &&
                        g.storage().use_count() == 1 && given.insert(g.storage().get()).second;
-      meta->grad = own ? g : contiguous(g) * 1.0;  // a copy, recorded under create_graph
+      // A copy, recorded under create_graph (contiguous copies a view already).
+      meta->grad = own ? g : g.is_contiguous() ? g * 1.0 : contiguous(g);
     }
     if (!create_graph) meta->grad = meta->grad.detach();
   }

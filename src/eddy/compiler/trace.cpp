@@ -106,12 +106,10 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
 
   bool readable_on_host(const Tensor& tensor) override {
     const std::optional<ValueId> known = find(tensor);
-    if (!known) return !(tensor.requires_grad() && tensor.is_leaf());
+    if (!known) return !is_parameter(tensor);
     const std::optional<std::vector<ValueId>> sources = captured_sources(*known);
-    return sources && std::none_of(sources->begin(), sources->end(), [&](ValueId source) {
-             const Tensor& captured = captured_tensor(source);
-             return captured.requires_grad() && captured.is_leaf();
-           });
+    return sources && std::none_of(sources->begin(), sources->end(),
+                                   [&](ValueId source) { return is_parameter(captured_tensor(source)); });
   }
 
   void inplace_write(const Tensor& tensor, std::string_view operation) override {
@@ -155,8 +153,11 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
     ValueId id;
   };
 
+  // What an optimiser changes between calls: a read of its elements would be a stale constant.
+  static bool is_parameter(const Tensor& tensor) { return tensor.requires_grad() && tensor.is_leaf(); }
+
   static void refuse_parameter_read(const Tensor& tensor, std::string_view operation) {
-    if (!(tensor.requires_grad() && tensor.is_leaf())) return;
+    if (!is_parameter(tensor)) return;
     throw Error("compile: the traced function reads the elements of a parameter (" + std::string(operation) +
                 " on shape " + shape_text(tensor) + "); the graph would keep today's value after the "
                 "optimiser changes it. Use the tensor in ops instead of reading it on the host");
