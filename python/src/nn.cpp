@@ -36,6 +36,16 @@ py::dict as_dict(const Entries& entries) {
   return result;
 }
 
+// [(name, tensor), ...] in order, as torch.nn.Module's named_parameters() yields them: a dict
+// here made `for name, p in model.named_parameters()` unpack each name's characters (silently,
+// for a two-character name).
+template <typename Entries>
+py::list as_pairs(const Entries& entries) {
+  py::list result;
+  for (const auto& [name, t] : entries) result.append(py::make_tuple(py::str(name), t));
+  return result;
+}
+
 nn::StateDict state_of(const py::dict& values) {
   nn::StateDict state;
   for (const auto& [key, value] : values) state[key.cast<std::string>()] = as_tensor(value);
@@ -252,8 +262,10 @@ void bind_modules(py::module_& m) {
            },
            py::arg("name"), py::arg("tensor"), "A tensor saved in state_dict() and moved with the model, not trained.")
       .def("parameters", &nn::Module::parameters)
-      .def("named_parameters", [](const nn::Module& self) { return as_dict(self.named_parameters()); })
-      .def("named_buffers", [](const nn::Module& self) { return as_dict(self.named_buffers()); })
+      .def("named_parameters", [](const nn::Module& self) { return as_pairs(self.named_parameters()); },
+           "[(name, parameter), ...] in order; dict(...) of it looks one up by name.")
+      .def("named_buffers", [](const nn::Module& self) { return as_pairs(self.named_buffers()); },
+           "[(name, buffer), ...] in order.")
       .def("parameter_count", &nn::Module::parameter_count)
       .def("zero_grad", [](const nn::Module& self) {
              for (Tensor parameter : self.parameters()) parameter.zero_grad();

@@ -21,7 +21,7 @@ def test_linear_is_x_at_w_plus_b():
     np.testing.assert_allclose(np.asarray(layer.forward(eddy.as_tensor(x))), x @ w + b, rtol=1e-12)
     assert layer.parameter_count() == 8
     assert isinstance(layer, eddy.nn.Module)
-    assert set(layer.named_parameters()) == {"weight", "bias"}
+    assert set(dict(layer.named_parameters())) == {"weight", "bias"}
     assert layer.weight.requires_grad
     no_bias = eddy.nn.Linear(3, 2, bias=False)
     assert no_bias.bias is None and no_bias.parameter_count() == 6
@@ -105,7 +105,7 @@ def test_fno_2d(factorization):
     assert y.shape == (2, 2, 8, 8)
     # Resolution-independent: the same model runs on a finer grid.
     assert model(RNG.standard_normal((1, 1, 16, 16))).shape == (1, 2, 16, 16)
-    assert isinstance(model.named_buffers(), dict)
+    assert all(isinstance(name, str) for name, _ in model.named_buffers())
 
 
 def test_deeponet_evaluate():
@@ -124,7 +124,7 @@ def test_state_dict_round_trip_and_train_mode():
     x = RNG.standard_normal((3, 2))
     assert not np.allclose(np.asarray(a(x)), np.asarray(b(x)))
     state = a.state_dict()
-    assert set(state) == set(a.named_parameters()) | set(a.named_buffers())
+    assert set(state) == set(dict(a.named_parameters())) | set(dict(a.named_buffers()))
     b.load_state_dict({name: np.asarray(value) for name, value in state.items()})
     np.testing.assert_array_equal(np.asarray(a(x)), np.asarray(b(x)))
     with pytest.raises(eddy.Error):
@@ -357,7 +357,7 @@ def test_autocast_runs_products_in_bfloat16_and_the_scaler_steps_float32_paramet
 def test_parameter_groups_are_refused_by_name():
     # PyTorch's group dicts got pybind's "Unable to cast Python instance of type dict".
     model = eddy.nn.Linear(3, 2, dtype=eddy.float64)
-    params = model.named_parameters()
+    params = dict(model.named_parameters())
     with pytest.raises(eddy.Error, match=r"parameter groups \(dicts\) are not supported: make one optimizer per group"):
         eddy.optim.AdamW([{"params": [params["weight"]], "weight_decay": 0.1}], lr=1e-2)
 

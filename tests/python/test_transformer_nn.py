@@ -10,12 +10,12 @@ import eddy
 
 def test_models_have_transformers_names_and_shapes():
     gpt2 = eddy.nn.GPT2(vocab_size=50, context_length=16, hidden_size=32, layers=2, heads=4)
-    names = gpt2.named_parameters()
+    names = dict(gpt2.named_parameters())
     assert "transformer.wte.weight" in names and "transformer.h.1.attn.c_attn.weight" in names
     assert names["transformer.h.0.attn.c_attn.weight"].shape == (32, 96)  # GPT-2's Conv1D: [in, out]
     llama = eddy.nn.Llama(vocab_size=50, context_length=16, hidden_size=32, intermediate_size=64, layers=2,
                           heads=4, kv_heads=2)
-    assert llama.named_parameters()["model.layers.0.self_attn.k_proj.weight"].shape == (16, 32)
+    assert dict(llama.named_parameters())["model.layers.0.self_attn.k_proj.weight"].shape == (16, 32)
     tokens = eddy.tensor([[1, 2, 3, 4]], dtype=eddy.int64)
     assert gpt2(tokens).shape == (1, 4, 50) and llama(tokens).shape == (1, 4, 50)
     assert gpt2.vocab_size == 50 and llama.context_length == 16
