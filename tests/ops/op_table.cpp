@@ -147,6 +147,10 @@ std::vector<OpCase> build_table() {
                     }));
   t.push_back(unary("erf", {"erf"}, kReal, [](const Tensor& x) { return erf(x); },
                     [](c x) { return c(std::erf(x.real())); }));
+  t.push_back(unary("sinh", {"sinh"}, kReal, [](const Tensor& x) { return sinh(x); },
+                    [](c x) { return c(std::sinh(x.real())); }));
+  t.push_back(unary("cosh", {"cosh"}, kReal, [](const Tensor& x) { return cosh(x); },
+                    [](c x) { return c(std::cosh(x.real())); }));
   t.push_back(unary("sqrt", {"sqrt"}, kInexact, [](const Tensor& x) { return sqrt(x); },
                     [](c x) { return std::sqrt(x); }, normal_inputs({{3, 4}}, 0.5, 2.0)));
   t.push_back(unary("abs", {"abs"}, kInexact, [](const Tensor& x) { return abs(x); },
