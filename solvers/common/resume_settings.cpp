@@ -124,4 +124,9 @@ void require_checkpoint_of_config(const std::string& run_dir, const std::string&
              "run's. Train it again from that config.yaml (a --resume would refuse the checkpoint too)");
 }
 
+io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, nn::Module& model, nn::StateDict* optimizer_state) {
+  return io::load_checkpoint(run_dir + "/checkpoint.safetensors", model, optimizer_state,
+                             [&](const io::CheckpointInfo& info) { require_checkpoint_of_config(run_dir, info.settings); });
+}
+
 }  // namespace eddy::solvers

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "eddy/io/checkpoint.h"
+
 namespace eddy::solvers {
 
 // Key paths ("training.adam.learning_rate") a resumed run may change; a section's path
@@ -38,5 +40,11 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
 // earlier run's weights beside a config they were not trained with, and export, eval and
 // generate used them together (a parameter of the new config times the old weights).
 void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings);
+
+// The checkpoint of the run folder `run_dir` loaded into `model` (the optimiser's part into
+// `optimizer_state` when given) once require_checkpoint_of_config accepts it: loading first
+// refused an earlier run's checkpoint of other shapes for its shapes alone.
+io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, nn::Module& model,
+                                       nn::StateDict* optimizer_state = nullptr);
 
 }  // namespace eddy::solvers

@@ -211,11 +211,12 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
     for (int64_t update = 0; update < hooks_.updates_per_step; ++update) {
       const double loss = hooks_.evaluate(step, update);
       if (!std::isfinite(loss)) {
-        return NonFiniteStop{step, loss, stop_message(hooks_.describe_stop(step, update, loss))};
+        return NonFiniteStop{step, loss, stop_message(hooks_.describe_stop(step, update, loss), updated_)};
       }
       if (checkpoint_due) save(step);
       checkpoint_due = false;
       hooks_.apply();
+      updated_ = true;
     }
     const int64_t done = step + 1;
     if (hooks_.end_step) hooks_.end_step(done);
@@ -239,10 +240,15 @@ void TrainingLoop::save(int64_t step) {
   saved_ = true;
 }
 
-std::string TrainingLoop::stop_message(const std::string& what) {
+std::string TrainingLoop::stop_message(const std::string& what, bool after_updates) {
   progress_.finish_line();
   const std::string kept =
       saved_ ? "the last good checkpoint is " + checkpoint_ : std::string("no checkpoint was written yet");
+  if (!after_updates) {
+    // A resumed run's parameters had a finite loss when they were saved, so this is not theirs either.
+    return cat(what, "; ", kept, ". No update was made yet, so the learning rate is not the cause: check ",
+               run_.suspect, " (a division by zero, a logarithm or square root of a negative number, an overflow)");
+  }
   return cat(what, "; ", kept, ". Lower the learning rate or check ", run_.suspect, ".");
 }
 

@@ -116,8 +116,11 @@ class TrainingLoop {
   int interrupted() const { return interrupted_; }
   // Writes the checkpoint at `step` (rank 0; the others note that it exists).
   void save(int64_t step);
-  // Ends the progress line and completes `what` with the checkpoint kept and what to try.
-  std::string stop_message(const std::string& what);
+  // Ends the progress line and completes `what` with the checkpoint kept and what to try: the
+  // learning rate only `after_updates` (a loss not finite before any update is the problem's).
+  std::string stop_message(const std::string& what, bool after_updates);
+  // Whether run() has applied an optimiser update in this process.
+  bool updated() const { return updated_; }
   // Whether the checkpoint file is a good state of this run: written by it, or resumed from.
   bool has_good_checkpoint() const { return saved_; }
 
@@ -131,6 +134,7 @@ class TrainingLoop {
   ProgressLine& progress_;
   TrainingHooks hooks_;
   bool saved_ = false;
+  bool updated_ = false;
   int interrupted_ = 0;
   AcceptInterrupts accepting_;
   int folder_lock_ = -1;  // rank 0's open descriptor of the run folder, locked

@@ -210,11 +210,15 @@ io::ArrayFormat file_format(const ConfigNode& node) {
 // `where`.
 Tensor read_file_array(const Problem& problem, const std::string& file, const std::string& key,
                        const ConfigNode& where) {
+  Tensor values;
   try {
-    return cast(io::read_array(file, key), problem.dtype);
+    values = io::read_array(file, key);
   } catch (const Error& e) {
     where.fail(e.what());
   }
+  // A cast would keep the real parts alone.
+  if (is_complex(values.dtype())) where.fail(cat(file, ": '", key, "' is complex (", values.dtype(), "); PINN data are real"));
+  return cast(values, problem.dtype);
 }
 
 // The points [N, coordinates] that the data file `file` (the node's `file`, resolved) lists at the
@@ -619,12 +623,29 @@ LossWeightingOptions read_loss_weighting(const ConfigNode& node) {
   w.scheme = node.choice(
       "scheme", {{"fixed", LossWeighting::fixed}, {"grad_norm", LossWeighting::grad_norm}, {"ntk", LossWeighting::ntk}},
       w.scheme);
-  if (w.scheme == LossWeighting::fixed) return w;
+  // A key the scheme does not read is refused naming the scheme it needs: the unknown-key check
+  // said "valid keys: scheme" of a documented key, without saying that scheme was the cause.
+  auto refuse_unread = [&](std::initializer_list<const char*> keys, const char* needs) {
+    for (const char* key : keys) {
+      if (auto unread = node.find(key)) {
+        unread->fail(cat("is read only with training.loss_weighting.scheme: ", needs, "; this run's scheme is ",
+                         w.scheme == LossWeighting::fixed ? "fixed (the default)" : "grad_norm"));
+      }
+    }
+  };
+  if (w.scheme == LossWeighting::fixed) {
+    refuse_unread({"every", "alpha"}, "grad_norm or ntk");
+    refuse_unread({"ntk_points"}, "ntk");
+    return w;
+  }
   w.every = node.integer("every", w.every);
   w.alpha = node.number("alpha", w.alpha);
   if (w.every < 1) node.at("every").fail(cat("must be at least 1, got ", w.every));
   if (!(w.alpha >= 0 && w.alpha < 1)) node.at("alpha").fail(cat("must be in [0, 1), got ", w.alpha));
-  if (w.scheme != LossWeighting::ntk) return w;
+  if (w.scheme != LossWeighting::ntk) {
+    refuse_unread({"ntk_points"}, "ntk");
+    return w;
+  }
   w.ntk_points = node.integer("ntk_points", w.ntk_points);
   if (w.ntk_points < 1) node.at("ntk_points").fail(cat("must be at least 1, got ", w.ntk_points));
   return w;

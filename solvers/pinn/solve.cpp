@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/fingerprint.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/checkpoint.h"
@@ -110,6 +111,24 @@ solvers::Settings added_later(const Problem& p) {
     keys["conditions." + c.name + ".fields"] = "[" + every_field + "]";
   }
   return keys;
+}
+
+// The content of the points and values that conditions read from files or listed: a --resume
+// onto a rewritten file (same name, so the same config) trained on the new values, silently.
+// Checkpoints written before they recorded it resume, as `added_later` keys.
+solvers::Settings listed_points_content(const Problem& p) {
+  solvers::Settings content;
+  for (const Condition& c : p.conditions) {
+    if (!c.fixed_points.defined()) continue;
+    uint64_t hash = kFnvOffsetBasis;
+    for (const Tensor& array : {c.fixed_points, c.data_values}) {
+      if (!array.defined()) continue;
+      const Tensor host = contiguous(to(array, cpu()));
+      hash = fnv1a_words(host.raw_data(), static_cast<size_t>(host.numel()) * dtype_size(host.dtype()), hash);
+    }
+    content["conditions." + c.name + " (its points' and values' content)"] = hex_digits(hash);
+  }
+  return content;
 }
 
 std::map<std::string, double> learned_values(PinnState& state) {
@@ -346,12 +365,16 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (state.stage() > 0) begin_stage(state.stage());
     restore_training_state(saved, *optimizer, state, history);
   };
+  const solvers::Settings file_content = listed_points_content(p);
+  solvers::Settings earlier_defaults = added_later(p);
+  earlier_defaults.insert(file_content.begin(), file_content.end());
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p),
-       added_later(p),
+       earlier_defaults,
        solvers::RunLength{stages * per_stage, cat(stages > 1 ? "stages x (" : "",
                                                   soap ? "training.soap.steps" : "training.adam.steps",
-                                                  " + training.lbfgs.iterations", stages > 1 ? ")" : "")}},
+                                                  " + training.lbfgs.iterations", stages > 1 ? ")" : "")},
+       file_content},
       state.model(), trainable, comm, progress, first_order);
 
   SolveResult result;
@@ -362,6 +385,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     return result;
   };
   int64_t step = loop.start();
+  bool lbfgs_updated = false;  // whether L-BFGS moved the parameters in this process
   std::vector<double> terms;
   int interrupted = 0;
   for (int64_t stage = state.stage(); stage < stages; ++stage) {
@@ -391,8 +415,10 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
                                                   phase("lbfgs"), log, terms, interrupted);
       if (report.stop == optim::LbfgsStop::non_finite) {
         const int64_t at = step + report.iterations;
-        return stop(at, report.loss, loop.stop_message(describe_stop(p, phase("L-BFGS"), at, report.loss, terms)));
+        return stop(at, report.loss, loop.stop_message(describe_stop(p, phase("L-BFGS"), at, report.loss, terms),
+                                                       loop.updated() || lbfgs_updated || report.iterations > 0));
       }
+      lbfgs_updated = lbfgs_updated || report.iterations > 0;
       step += report.iterations;
     }
     if (interrupted) break;
@@ -403,7 +429,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   // ---- results ----
   result.loss = state.loss(&terms).item<double>();
   if (!std::isfinite(result.loss)) {
-    return stop(step, result.loss, loop.stop_message(describe_stop(p, "training", step, result.loss, terms)));
+    return stop(step, result.loss,
+                loop.stop_message(describe_stop(p, "training", step, result.loss, terms), loop.updated() || lbfgs_updated));
   }
   // The checkpoint's history ends with the records of the logging cadence, not with this closing
   // one, so that a resumed run's history is an uninterrupted run's.
@@ -427,8 +454,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
 void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
-  const io::CheckpointInfo info = io::load_checkpoint(solvers::checkpoint_path(run_dir), state.model(), &saved);
-  solvers::require_checkpoint_of_config(run_dir, info.settings);
+  solvers::load_run_checkpoint(run_dir, state.model(), &saved);
   state.restore_stages(saved);
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));

@@ -129,6 +129,17 @@ TEST_F(TrainingLoopTest, ANonFiniteLossStopsAndNamesTheLastGoodCheckpoint) {
   EXPECT_EQ(trainer.model.w.item<double>(), 5.0);  // the NaN update was not applied
 }
 
+TEST_F(TrainingLoopTest, ALossNotFiniteBeforeAnyUpdateDoesNotBlameTheLearningRate) {
+  FakeTrainer trainer;
+  trainer.nan_step = 0;
+  int64_t step = 0;
+  const std::optional<NonFiniteStop> stop = train(trainer, 10, 2, step);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->message, "fake stopped at step 0: the loss is NaN; no checkpoint was written yet. No update was "
+                           "made yet, so the learning rate is not the cause: check the data (a division by zero, "
+                           "a logarithm or square root of a negative number, an overflow)");
+}
+
 TEST_F(TrainingLoopTest, TheCheckpointDueBeforeANonFiniteLossIsNotWritten) {
   // Due after step 4, but the loss at those parameters is NaN: the one from step 2 stays.
   FakeTrainer trainer;

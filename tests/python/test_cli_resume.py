@@ -111,6 +111,44 @@ def test_export_refuses_a_checkpoint_that_another_config_replaced_the_config_of(
     assert "was not written by the run of" in exported.stderr and "parameters.nu" in exported.stderr
 
 
+def test_eval_names_the_replaced_config_before_the_checkpoints_shapes(eddy_cli, tmp_path):
+    # The same, where the new config's network has another width: loading the weights first
+    # refused them for their shapes alone.
+    run = tmp_path / "run"
+    first = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0"))
+    assert first.returncode == 0, first.stderr
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("width: 20", "width: 32"))
+    evaluated = solve([str(eddy_cli), "eval", str(run)])
+    assert evaluated.returncode != 0
+    assert "was not written by the run of" in evaluated.stderr and "model.width" in evaluated.stderr
+
+
+def test_resume_refuses_a_rewritten_data_file(eddy_cli, tmp_path):
+    # The config names the file, not its values: a resume trained on the new values, silently.
+    (tmp_path / "obs.csv").write_text("x,u\n" + "".join(f"{x / 10},{np.sin(np.pi * x / 10)}\n" for x in range(11)))
+    (tmp_path / "poisson.yaml").write_text(
+        "geometry: {space: {type: interval, min: 0, max: 1}}\n"
+        "fields: [u]\n"
+        "equations: {poisson: u_xx + pi^2*sin(pi*x)}\n"
+        "conditions:\n"
+        "  pde: {type: interior, equation: poisson, points: 50}\n"
+        "  obs: {type: data, file: obs.csv, fields: {u: u}}\n"
+        "model: {width: 8, depth: 2}\n"
+        "training: {adam: {steps: 5}, lbfgs: {iterations: 0}}\n"
+        "validation: {every: 0}\n"
+        f"output: {{dir: {tmp_path / 'run'}, grid: [8]}}\n")
+    command = [str(eddy_cli), "solve", str(tmp_path / "poisson.yaml"), "--quiet"]
+    first = solve(command)
+    assert first.returncode == 0, first.stderr
+    resumed = solve(command + ["training.adam.steps=10", "--resume"])
+    assert resumed.returncode == 0, resumed.stderr  # the same file resumes
+    (tmp_path / "obs.csv").write_text("x,u\n" + "".join(f"{x / 10},{3 * np.sin(np.pi * x / 10)}\n" for x in range(11)))
+    refused = solve(command + ["training.adam.steps=15", "--resume"])
+    assert refused.returncode == 1, refused.stderr
+    assert "conditions.obs (its points' and values' content)" in refused.stderr
+
+
 def test_resume_with_a_default_spelled_out_is_the_same_run(eddy_cli, tmp_path):
     # SOAP's betas are written into the resolved config when left out, so a --resume that spells
     # out their default is not refused as a change.

@@ -25,6 +25,14 @@ def test_a_non_finite_loss_exits_with_3_and_names_the_checkpoint_kept(eddy_cli, 
     assert not (tmp_path / "checkpoint.safetensors").exists()
 
 
+def test_a_loss_not_finite_at_the_start_names_the_problem_not_the_learning_rate(eddy_cli, tmp_path):
+    run = eddy(eddy_cli, "solve", *SMALL_BURGERS, "training.adam.steps=5", "validation.every=0",
+               "equations.burgers=u_t + u*u_x - nu*u_xx + 1/(x - x)", f"output.dir={tmp_path}")
+    assert run.returncode == 3, run.stderr
+    assert "stopped at step 0" in run.stderr and "the learning rate is not the cause" in run.stderr
+    assert "Lower the learning rate" not in run.stderr
+
+
 def test_eval_reports_the_errors_the_run_ended_with(eddy_cli, tmp_path):
     solved = eddy(eddy_cli, "solve", *SMALL_BURGERS, "training.adam.steps=5", "validation.every=5",
                   f"output.dir={tmp_path}")

@@ -134,14 +134,17 @@ void load_tensors(const std::string& path, const SafetensorsContents& contents, 
 
 }  // namespace
 
-CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::StateDict* optimizer_state) {
+CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::StateDict* optimizer_state,
+                               const std::function<void(const CheckpointInfo&)>& check) {
   // Without a place for the optimizer's state (inference), its tensors, twice the model's size
   // for AdamW, are validated in the header but not read.
   TensorFilter wanted;
   if (!optimizer_state) wanted = [](const std::string& name) { return !name.starts_with(kOptimizerPrefix); };
   const SafetensorsContents contents = load_safetensors(path, wanted);
+  const CheckpointInfo info = info_of(path, contents);
+  if (check) check(info);
   load_tensors(path, contents, model, optimizer_state);
-  return info_of(path, contents);
+  return info;
 }
 
 void require_checkpoint(const std::string& path) {

@@ -32,9 +32,10 @@ void save_checkpoint(const std::string& path, const nn::StateDict& model_state, 
 
 // Loads into `model`, checking every tensor's name, shape and dtype against it (see
 // Module::load_state_dict); the optimiser state goes to `optimizer_state` when given, and is not
-// read from the file when not.
-CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model,
-                               nn::StateDict* optimizer_state = nullptr);
+// read from the file when not. `check`, when given, sees the metadata first and refuses a
+// checkpoint of another run by throwing before any tensor is compared.
+CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::StateDict* optimizer_state = nullptr,
+                               const std::function<void(const CheckpointInfo&)>& check = {});
 
 // --resume: refuses, naming `path`, when there is no checkpoint there.
 void require_checkpoint(const std::string& path);
