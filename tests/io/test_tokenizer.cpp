@@ -186,6 +186,14 @@ TEST(Tokenizer, ReadsMergesAsStringsOrPairsAndAnUntypedModel) {
   // Older files leave the model's type out.
   file["model"].erase("type");
   EXPECT_EQ(BpeTokenizer::from_json(file.dump(), "untyped.json").encode(samples()[1]), original.encode(samples()[1]));
+
+  // transformers 5's save_pretrained writes a template of the text alone, which adds no tokens.
+  file["post_processor"] = json::parse(R"({"type": "TemplateProcessing",
+      "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+      "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+      "special_tokens": {}})");
+  const BpeTokenizer resaved = BpeTokenizer::from_json(file.dump(), "resaved.json");
+  for (const std::string& text : samples()) EXPECT_EQ(resaved.encode(text), original.encode(text)) << text;
 }
 
 TEST(Tokenizer, RejectsBadTextAndIds) {
@@ -236,8 +244,19 @@ TEST(Tokenizer, FileErrorsNameTheFileAndKey) {
   expect_load_error([](json& f) { f["pre_tokenizer"]["add_prefix_space"] = true; },
                     {"pre_tokenizer.add_prefix_space", "must be false"});
   expect_load_error([](json& f) { f["normalizer"] = {{"type", "NFC"}}; }, {"normalizer", "unsupported normalizer \"NFC\""});
-  expect_load_error([](json& f) { f["post_processor"] = {{"type", "TemplateProcessing"}}; },
-                    {"post_processor", "\"TemplateProcessing\""});
+  // A template that adds a token (a BOS) or names special tokens would change the ids.
+  expect_load_error(
+      [](json& f) {
+        f["post_processor"] = json::parse(R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>"}},
+            {"Sequence": {"id": "A"}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}})");
+      },
+      {"post_processor", "\"TemplateProcessing\"", "adds no tokens"});
+  expect_load_error(
+      [](json& f) {
+        f["post_processor"] = json::parse(R"({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A"}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}})");
+      },
+      {"post_processor", "\"TemplateProcessing\""});
   expect_load_error([](json& f) { f["model"]["unk_token"] = "<unk>"; }, {"model.unk_token", "not supported"});
   expect_load_error([](json& f) { f["model"]["vocab"]["Ġ"] = 5000; }, {"model.vocab", "no token has id"});
   expect_load_error([](json& f) { f["model"]["vocab"]["Ġ"] = 0; }, {"model.vocab[\"Ġ\"]", "id 0 is given to both"});

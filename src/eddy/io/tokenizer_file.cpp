@@ -1,6 +1,7 @@
 // Hugging Face's tokenizer.json for eddy's byte-level BPE. The reader accepts exactly the files
 // eddy encodes as the `tokenizers` package would, and names the key of anything else.
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -50,8 +51,26 @@ class FileChecks {
   const std::string& source_;
 };
 
+// Whether a TemplateProcessing post-processor leaves the ids as they are: its templates hold the
+// texts alone ({"Sequence": ...} pieces, one in `single`) and it names no special tokens.
+// transformers 5 writes such a template into every tokenizer.json it saves, eddy's own exported
+// one included.
+bool template_adds_nothing(const json& stage) {
+  auto texts_only = [&](const char* name, size_t count) {
+    if (!stage.contains(name)) return count != 1;
+    const json& pieces = stage[name];
+    if (!pieces.is_array() || (count == 1 && pieces.size() != 1)) return false;
+    return std::all_of(pieces.begin(), pieces.end(),
+                       [](const json& piece) { return piece.is_object() && piece.size() == 1 && piece.contains("Sequence"); });
+  };
+  const bool no_special_tokens =
+      !stage.contains("special_tokens") || (stage["special_tokens"].is_object() && stage["special_tokens"].empty());
+  return no_special_tokens && texts_only("single", 1) && texts_only("pair", 0);
+}
+
 // The stages around the model: no normalizer, truncation or padding; GPT-2's byte-level split;
-// byte-level or no decoding and post-processing (ByteLevel post-processing only moves offsets).
+// byte-level or no decoding, and post-processing that adds no tokens (ByteLevel post-processing
+// only moves offsets).
 void check_stages(const json& file, const FileChecks& checks) {
   for (const char* absent : {"truncation", "padding"}) {
     checks.require_default(file, absent, nullptr, absent, "eddy encodes whole texts without padding");
@@ -73,11 +92,15 @@ void check_stages(const json& file, const FileChecks& checks) {
   }
   checks.require_default(byte_level, "use_regex", true, "pre_tokenizer.use_regex",
                          "eddy always splits with GPT-2's pattern");
-  for (const char* stage : {"decoder", "post_processor"}) {
-    const std::string type = checks.stage_type(file, stage);
-    if (!type.empty() && type != "ByteLevel") {
-      checks.fail(stage, cat("unsupported ", stage, " \"", type, "\" (eddy reads ByteLevel or null)"));
-    }
+  const std::string decoder = checks.stage_type(file, "decoder");
+  if (!decoder.empty() && decoder != "ByteLevel") {
+    checks.fail("decoder", cat("unsupported decoder \"", decoder, "\" (eddy reads ByteLevel or null)"));
+  }
+  const std::string post_processor = checks.stage_type(file, "post_processor");
+  if (!post_processor.empty() && post_processor != "ByteLevel" &&
+      !(post_processor == "TemplateProcessing" && template_adds_nothing(file["post_processor"]))) {
+    checks.fail("post_processor", cat("unsupported post_processor \"", post_processor,
+                                      "\" (eddy reads ByteLevel, null, or a TemplateProcessing that adds no tokens)"));
   }
 }
 
