@@ -150,8 +150,17 @@ std::string architecture_of(const ConfigFile& config) {
   return model_type == "gpt2" ? kGpt2Architecture : kLlamaArchitecture;
 }
 
+// float64 where config.json says so (as eddy's export of a float64 run writes it), else float32:
+// half-precision weights compute in float32. A float64 folder loaded as float32 was not the model
+// exported.
+DType read_dtype(const ConfigFile& config) {
+  const std::string name = config.text("dtype", config.text("torch_dtype", "float32"));
+  return name == "float64" ? DType::f64 : DType::f32;
+}
+
 nn::Gpt2Options read_gpt2_options(const ConfigFile& config) {
   nn::Gpt2Options o;
+  o.dtype = read_dtype(config);
   o.vocab_size = config.integer("vocab_size", o.vocab_size);
   o.context_length = config.integer("n_positions", o.context_length);
   o.hidden_size = config.integer("n_embd", o.hidden_size);
@@ -196,6 +205,7 @@ double read_rope_theta(const ConfigFile& config, double fallback) {
 
 nn::LlamaOptions read_llama_options(const ConfigFile& config) {
   nn::LlamaOptions o;
+  o.dtype = read_dtype(config);
   o.vocab_size = config.integer("vocab_size", o.vocab_size);
   o.hidden_size = config.integer("hidden_size", o.hidden_size);
   o.intermediate_size = config.integer("intermediate_size", o.intermediate_size);

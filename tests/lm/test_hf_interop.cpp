@@ -54,8 +54,9 @@ class HfInterop : public ::testing::Test {
     return model;
   }
 
-  static std::shared_ptr<nn::CausalLanguageModel> gpt2(bool tied) {
+  static std::shared_ptr<nn::CausalLanguageModel> gpt2(bool tied, DType dtype = DType::f32) {
     nn::Gpt2Options o;
+    o.dtype = dtype;
     o.vocab_size = 300;
     o.context_length = 16;
     o.hidden_size = 16;
@@ -65,8 +66,9 @@ class HfInterop : public ::testing::Test {
     return randomised(std::make_shared<nn::Gpt2Model>(o));
   }
 
-  static std::shared_ptr<nn::CausalLanguageModel> llama(bool tied) {
+  static std::shared_ptr<nn::CausalLanguageModel> llama(bool tied, DType dtype = DType::f32) {
     nn::LlamaOptions o;
+    o.dtype = dtype;
     o.vocab_size = 300;
     o.context_length = 16;
     o.hidden_size = 16;
@@ -133,6 +135,18 @@ TEST_F(HfInterop, ExportedModelsLoadBackWithTheSameLogits) {
       EXPECT_EQ(file.metadata.at("format"), "pt");
       fs::remove_all(folder);
     }
+  }
+}
+
+TEST_F(HfInterop, AFloat64ExportLoadsBackInFloat64) {
+  const io::BpeTokenizer words = tokenizer();
+  for (auto model : {gpt2(true, DType::f64), llama(false, DType::f64)}) {
+    const fs::path folder = dir_ / "hf";
+    save_hf_folder(*model, words, folder.string());
+    const Tensor logits = load_hf_model(folder.string())->forward(tokens());
+    ASSERT_EQ(logits.dtype(), DType::f64);
+    EXPECT_EQ(logits.to_vector<double>(), model->forward(tokens()).to_vector<double>());
+    fs::remove_all(folder);
   }
 }
 
