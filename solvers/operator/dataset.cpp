@@ -44,14 +44,23 @@ Tensor finite(const SplitSpec& split, const std::string& dataset, Tensor values,
                   "infinity) at [", position, "]; the data must be finite"));
 }
 
+// `values` in the training dtype; complex values are refused (a cast would keep their real parts).
+Tensor real_values(const SplitSpec& split, const std::string& dataset, const Tensor& values, DType dtype) {
+  EDDY_CHECK(!is_complex(values.dtype()), split.where, split.file, ": dataset '", dataset, "' is complex (",
+             values.dtype(), "); operators train on real data: store the real and imaginary parts as two channels "
+             "(data.input_channels / output_channels: true)");
+  return cast(values, dtype);
+}
+
 Tensor read_array(const SplitSpec& split, const std::string& dataset, DType dtype) {
-  return finite(split, dataset,
-                with_split_context(split, [&] { return cast(io::read_hdf5(split.file, dataset), dtype); }), 0);
+  return finite(split, dataset, with_split_context(split, [&] {
+                  return real_values(split, dataset, io::read_hdf5(split.file, dataset), dtype);
+                }), 0);
 }
 
 Tensor read_rows(const SplitSpec& split, const std::string& dataset, int64_t first, int64_t last, DType dtype) {
   return finite(split, dataset, with_split_context(split, [&] {
-                  return cast(io::read_hdf5_rows(split.file, dataset, first, last), dtype);
+                  return real_values(split, dataset, io::read_hdf5_rows(split.file, dataset, first, last), dtype);
                 }), first);
 }
 
@@ -74,10 +83,26 @@ void require_nonzero_outputs(const SplitSpec& spec, const Split& split, const st
   std::iota(within_sample.begin(), within_sample.end(), 1);
   const std::vector<double> largest = max(abs(split.output), within_sample).to_vector<double>();
   for (size_t k = 0; k < largest.size(); ++k) {
-    EDDY_CHECK(largest[k] > 0, what, "output '", spec.output, "' sample ", split.first + static_cast<int64_t>(k),
+    EDDY_CHECK(largest[k] > 0, what, "output '", spec.output, "' sample ", spec.first + split.first + static_cast<int64_t>(k),
                " is all zeros, so its relative L2 error is undefined (a division by its norm); ",
                training ? "train with training.loss: mse, or leave the sample out"
                         : "leave it out of this test set (samples, stride or another file)");
+  }
+}
+
+// Refuses a stride that keeps unevenly spaced points of a grid axis of n points: one that divides
+// neither n (a periodic grid, its end left out) nor n - 1 (a grid with both ends, as the FNO
+// paper's 421-point Darcy files). Every 3rd of 64 periodic points kept 0, 3, ..., 63, a gap of 1
+// across the period, and the FNO's Fourier layers and grid coordinates took them as even: a test
+// error 10 to 25 times the training one.
+void require_even_stride(const SplitSpec& spec, const Shape& input_shape, bool has_channels) {
+  if (spec.stride == 1) return;
+  for (size_t axis = has_channels ? 2 : 1; axis < input_shape.size(); ++axis) {
+    const int64_t n = input_shape[axis];
+    EDDY_CHECK(n % spec.stride == 0 || (n - 1) % spec.stride == 0, spec.where, spec.file, ": stride ", spec.stride,
+               " does not divide the ", n, " points of grid axis ", axis, " of input '", spec.input, "' (a periodic "
+               "grid) nor its ", n - 1, " intervals (a grid with both ends), so the points it keeps would not be "
+               "evenly spaced; give a stride that divides one of them");
   }
 }
 
@@ -88,18 +113,22 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
   EDDY_CHECK(!input_shape.empty() && !output_shape.empty() && input_shape[0] == output_shape[0], what, "input '",
              spec.input, "' ", input_shape, " and output '", spec.output, "' ", output_shape,
              " must have the same number of samples on axis 0");
-  EDDY_CHECK(spec.samples <= input_shape[0], what, "samples = ", spec.samples, " but '", spec.input,
-             "' holds only ", input_shape[0]);
+  EDDY_CHECK(spec.first < input_shape[0] || input_shape[0] == 0, what, "first = ", spec.first, " but '", spec.input,
+             "' holds ", input_shape[0], " samples (rows 0 to ", input_shape[0] - 1, ")");
+  EDDY_CHECK(spec.first + spec.samples <= input_shape[0], what, "samples = ", spec.samples,
+             spec.first > 0 ? cat(" from row ", spec.first) : std::string(), " but '", spec.input, "' holds only ",
+             input_shape[0]);
   // An empty split would train on or report the mean of nothing: NaN, found only after a run.
   EDDY_CHECK(input_shape[0] > 0, what, "input '", spec.input, "' ", input_shape, " and output '", spec.output, "' ",
              output_shape, " hold no samples; the ", spec.name, " split needs at least one");
+  if (problem.model.type == ModelType::fno) require_even_stride(spec, input_shape, problem.data.input_channels);
   Split split;
   split.name = spec.name;
-  split.size = spec.samples > 0 ? spec.samples : input_shape[0];
+  split.size = spec.samples > 0 ? spec.samples : input_shape[0] - spec.first;
   int64_t last = 0;
   std::tie(split.first, last) = rows_to_read(split.size);
-  split.input = read_rows(spec, spec.input, split.first, last, dtype);
-  split.output = read_rows(spec, spec.output, split.first, last, dtype);
+  split.input = read_rows(spec, spec.input, spec.first + split.first, spec.first + last, dtype);
+  split.output = read_rows(spec, spec.output, spec.first + split.first, spec.first + last, dtype);
   const bool training = &spec == &problem.data.train;
   if (!training || problem.training.loss == LossType::relative_l2) require_nonzero_outputs(spec, split, what, training);
   if (problem.model.type == ModelType::deeponet) {
@@ -151,9 +180,17 @@ std::pair<int64_t, int64_t> no_rows(int64_t) { return {0, 0}; }
 Dataset load_splits(const OperatorProblem& problem, const RowsToRead& train_rows, const RowsToRead& test_rows) {
   NoGradGuard no_grad;
   Dataset data;
-  data.train = load_split(problem.data.train, problem, train_rows);
+  const SplitSpec& train = problem.data.train;
+  data.train = load_split(train, problem, train_rows);
   for (const SplitSpec& spec : problem.data.tests) {
     Split test = load_split(spec, problem, test_rows);
+    // A test set of training samples reported training errors as test errors.
+    const bool same_samples = spec.file == train.file && spec.input == train.input;
+    EDDY_CHECK(!same_samples || spec.first + test.size <= train.first || train.first + data.train.size <= spec.first,
+               spec.where, "test set '", spec.name, "' reads rows ", spec.first, " to ", spec.first + test.size - 1,
+               " of '", spec.input, "', and the training set rows ", train.first, " to ",
+               train.first + data.train.size - 1, ": its errors would be training errors. Give the splits rows "
+               "apart (`first` and `samples`) or another dataset");
     const auto channels = [](const Tensor& t) { return t.shape()[1]; };
     if (problem.model.type == ModelType::fno) {
       EDDY_CHECK(channels(test.input) == channels(data.train.input) &&

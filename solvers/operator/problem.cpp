@@ -25,6 +25,8 @@ SplitSpec read_split(const ConfigNode& node, const std::string& default_file, co
   if (split.file.empty()) node.fail("needs a file (here or as data.file)");
   split.input = node.string("input");
   split.output = node.string("output");
+  split.first = node.integer("first", 0);
+  if (split.first < 0) node.at("first").fail("must be non-negative (a row of the file)");
   split.samples = node.integer("samples", -1);
   if (split.samples == 0 || split.samples < -1) node.at("samples").fail("must be positive (or -1 for all)");
   split.stride = node.integer("stride", 1);

@@ -18,7 +18,8 @@ struct SplitSpec {
   std::string name;
   std::string file;
   std::string input, output;
-  int64_t samples = -1;  // the first `samples`; -1: all
+  int64_t first = 0;     // the file's row of the split's first sample
+  int64_t samples = -1;  // how many from `first`; -1: all the rest
   int64_t stride = 1;
   std::string where;     // "file:line:col: data.test[0]: ", for errors found when loading
 };

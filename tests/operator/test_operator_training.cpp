@@ -288,7 +288,7 @@ TEST_F(OperatorTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   out.write("v", u * 1e30);
   out.commit();
   const std::string text = cat("data:\n  file: ", (dir_ / "nan.h5").string(),
-                               "\n  normalize: false\n  train: {input: u, output: v}\n  test: {input: u, output: v}\n"
+                               "\n  normalize: false\n  train: {input: u, output: v, samples: 2}\n  test: {input: u, output: v, first: 2}\n"
                                "model: {type: fno, modes: [2], width: 4, layers: 1, projection_width: 4}\n"
                                "training: {loss: mse}\n"
                                "output: {dir: ", (dir_ / "nan").string(), "}\n");
@@ -390,6 +390,39 @@ TEST_F(OperatorTraining, BadTestSetsAndDataAreRefusedBeforeTraining) {
                {"data.test", "cannot open HDF5 file /nonexistent.h5"});
   // A file where the run's folder should be.
   expect_error([&] { problem_of(config(), {cat("output.dir=", nan_file)}); }, {"output.dir", "is a file, not a folder"});
+  // Every 5th of 64 periodic points ends with a gap of 4 across the period, which the Fourier
+  // layers took as even: a test error 10 to 25 times the training one. Every 3rd is even on a
+  // grid of 64 points with both ends (63 intervals), the other convention.
+  expect_error([&] { load_data(problem_of(config(), {"data.test=[{name: s, input: test/u, output: test/smooth, stride: 5}]"})); },
+               {"data.test", "stride 5 does not divide the 64 points", "nor its 63 intervals"});
+  load_data(problem_of(config(), {"data.test=[{name: s, input: test/u, output: test/smooth, stride: 3}]"}));
+  // Complex data: a cast kept the real parts.
+  const std::string complex_file = (dir_ / "complex.h5").string();
+  {
+    io::Hdf5Writer out(complex_file);
+    const Tensor u = io::read_hdf5((dir_ / "smooth.h5").string(), "train/u");
+    out.write("train/u", complex(u, u));
+    out.write("train/smooth", io::read_hdf5((dir_ / "smooth.h5").string(), "train/smooth"));
+    out.commit();
+  }
+  expect_error([&] { load_data(problem_of(config(), {cat("data.train.file=", complex_file)})); },
+               {"data.train", "dataset 'train/u' is complex", "two channels"});
+}
+
+// One pair of datasets gives both splits by rows (`first`); a test set of training rows was
+// accepted and its errors reported as test errors.
+TEST_F(OperatorTraining, SplitsTakeRowsFromFirstAndATestSetOfTrainingRowsIsRefused) {
+  const std::string held_out = "data.test=[{name: held, input: train/u, output: train/smooth, first: 48}]";
+  const Dataset data = load_data(problem_of(config(), {"data.train.samples=48", held_out}));
+  EXPECT_EQ(data.train.size, 48);
+  ASSERT_EQ(data.tests[0].size, 16);
+  const Tensor rows = slice(io::read_hdf5((dir_ / "smooth.h5").string(), "train/u"), 0, 48, 64);
+  EXPECT_EQ(reshape(data.tests[0].input, rows.shape()).to_vector<double>(), rows.to_vector<double>());
+  expect_error([&] { load_data(problem_of(config(), {"data.train.samples=49", held_out})); },
+               {"test set 'held' reads rows 48 to 63 of 'train/u'", "training set rows 0 to 48", "training errors"});
+  expect_error([&] { load_data(problem_of(config(), {"data.test=[{name: past, input: test/u, output: test/smooth, first: 16}]"})); },
+               {"first = 16 but 'test/u' holds 16 samples"});
+  expect_error([&] { problem_of(config(), {"data.train.first=-1"}); }, {"data.train.first", "non-negative"});
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -60,6 +62,25 @@ hid_t complex_type(DType dtype) {
   H5Tinsert(type, "r", 0, part);
   H5Tinsert(type, "i", size, part);
   return type;
+}
+
+// The complex dtype of a dataset stored in h5py's layout (members r and i, both floats of one
+// size), or nullopt.
+std::optional<DType> h5py_complex(hid_t stored) {
+  if (H5Tget_class(stored) != H5T_COMPOUND || H5Tget_nmembers(stored) != 2) return std::nullopt;
+  size_t part_size = 0;
+  for (unsigned member = 0; member < 2; ++member) {
+    char* name = H5Tget_member_name(stored, member);
+    const bool named = name != nullptr && std::string(name) == (member == 0 ? "r" : "i");
+    H5free_memory(name);
+    const hid_t part = H5Tget_member_type(stored, member);
+    const bool floating = H5Tget_class(part) == H5T_FLOAT;
+    const size_t size = H5Tget_size(part);
+    H5Tclose(part);
+    if (!named || !floating || (size != 4 && size != 8) || (member == 1 && size != part_size)) return std::nullopt;
+    part_size = size;
+  }
+  return part_size == 4 ? DType::c64 : DType::c128;
 }
 
 class Handle {
@@ -451,8 +472,11 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
     EDDY_CHECK(is_h5py_bool(stored.get()), path, ": dataset '", dataset, "' is an enumeration other than h5py's "
                "bool (FALSE = 0, TRUE = 1); store its values as integers");
     dtype = DType::b8;
+  } else if (const std::optional<DType> complex = h5py_complex(stored.get())) {
+    dtype = *complex;
   } else {
-    throw Error(cat(path, ": dataset '", dataset, "' is not numeric"));
+    throw Error(cat(path, ": dataset '", dataset, "' is not numeric (eddy reads integers, floats, h5py's bools and ",
+                    "h5py's complex numbers)"));
   }
   Shape shape = opened.shape();
   const bool all_rows = first == 0 && last < 0;
@@ -477,8 +501,12 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
   // an enum as itself (HDF5 converts enums only to enums), its bytes being the member values.
   const bool enumerated = kind == H5T_ENUM;
   const bool signed_byte = dtype == DType::b8 && !enumerated && H5Tget_sign(stored.get()) == H5T_SGN_2;
-  EDDY_CHECK(H5Dread(opened.set.get(), enumerated ? stored.get() : signed_byte ? H5T_NATIVE_INT8 : memory_type(dtype),
-                     memory.get(), file_space.get(), H5P_DEFAULT, out.raw_data()) >= 0,
+  const Handle complex_memory(is_complex(dtype) ? complex_type(dtype) : -1, H5Tclose);
+  const hid_t memory_kind = enumerated    ? stored.get()
+                            : signed_byte ? H5T_NATIVE_INT8
+                            : is_complex(dtype) ? complex_memory.get()
+                                                : memory_type(dtype);
+  EDDY_CHECK(H5Dread(opened.set.get(), memory_kind, memory.get(), file_space.get(), H5P_DEFAULT, out.raw_data()) >= 0,
              path, ": cannot read dataset '", dataset, "'");
   if (dtype == DType::b8) check_bools(out, path, dataset, first, signed_byte);
   return device_copy(out, default_device());
