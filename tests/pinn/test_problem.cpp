@@ -254,16 +254,19 @@ std::vector<BadConfig> bad_configs() {
        "training.loss_weighting.ntk_points: must be at least 1, got -8"},
       {"ntk_points_fraction", kTraining, "loss_weighting: {scheme: ntk, ntk_points: 2.5}\n" + kTraining,
        "training.loss_weighting.ntk_points: expected an integer"},
+      // Both were "unknown key ...; valid keys: ...", of a documented key.
       {"ntk_points_of_ntk_only", kTraining, "loss_weighting: {scheme: grad_norm, ntk_points: 64}\n" + kTraining,
-       "unknown key 'ntk_points' in training.loss_weighting"},
+       "training.loss_weighting.ntk_points: is read only with training.loss_weighting.scheme: ntk; this run's scheme "
+       "is grad_norm"},
+      {"every_without_scheme", kTraining, "loss_weighting: {every: 10}\n" + kTraining,
+       "training.loss_weighting.every: is read only with training.loss_weighting.scheme: grad_norm or ntk; this run's "
+       "scheme is fixed (the default)"},
       {"weighting_alpha_one", kTraining, "loss_weighting: {scheme: grad_norm, alpha: 1}\n" + kTraining,
        "training.loss_weighting.alpha: must be in [0, 1), got 1"},
       {"weighting_alpha_negative", kTraining, "loss_weighting: {scheme: grad_norm, alpha: -0.1}\n" + kTraining,
        "training.loss_weighting.alpha: must be in [0, 1), got -0.1"},
       {"weighting_every", kTraining, "loss_weighting: {scheme: grad_norm, every: 0}\n" + kTraining,
        "training.loss_weighting.every: must be at least 1, got 0"},
-      {"weighting_key_of_grad_norm_only", kTraining, "loss_weighting: {every: 10}\n" + kTraining,
-       "unknown key 'every' in training.loss_weighting"},
       {"causal_chunks", kTraining, "causal: {chunks: 0}\n" + kTraining,
        "training.causal.chunks: must be at least 1, got 0"},
       {"causal_chunks_above_points", kTraining, "causal: {chunks: 101}\n" + kTraining,
