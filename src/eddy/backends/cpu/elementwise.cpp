@@ -3,6 +3,7 @@
 #include "eddy/backends/cpu/eigen_core.h"
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <numbers>
@@ -192,15 +193,9 @@ void tanh_vectorised(Out& o, const In& i) {
 }
 
 // GELU's tanh approximation, 0.5 x (1 + tanh(c (x + 0.044715 x^3))) with c = sqrt(2 / pi), in the
-// order of operations of PyTorch's gelu(approximate="tanh").
-template <typename T>
-T gelu_scalar(T x) {
-  return T(0.5) * x * (T(1) + std::tanh(T(kGeluScale) * (x + T(kGeluCubic) * (x * x * x))));
-}
-
-// One pass over the run: float's tanh is an Eigen packet op, so the whole formula is one
-// expression; double's goes through tanh_vectorised a block at a time, the tanh's argument held in
-// `o` while the block is in L1. (Three passes over a whole run made the compiled FNO step, whose
+// order of operations of PyTorch's gelu(approximate="tanh"), in one pass over the run: float's
+// tanh is an Eigen packet op, so the whole formula is one expression; double's goes through
+// tanh_vectorised a block at a time, the tanh's argument held in `o` while the block is in L1. (Three passes over a whole run made the compiled FNO step, whose
 // largest GELU runs as this kernel, slower than the fused loop it replaced.)
 template <typename Out, typename In>
 void gelu_vectorised(Out& o, const In& i) {
@@ -220,13 +215,80 @@ void gelu_vectorised(Out& o, const In& i) {
   }
 }
 
-// Transcendental functions: Eigen's vectorised versions on real contiguous runs.
+// Eigen's loop over a run computes the elements before the destination's first aligned packet,
+// and those after its last whole one, with its scalar functions, whose last bits differ from the
+// packet functions': exp, log, tanh and sin gave other bits at another thread count (the runs are
+// cut where the threads' blocks are) and for a view at another offset or stride. So every
+// element goes through the packet code: a run's aligned middle directly, its ends and strided
+// runs through an aligned buffer, padded with a copy of its first value.
+constexpr int64_t kPacketBytes = 64;  // AVX-512's packet, a multiple of narrower ones
+constexpr int64_t kBufferBytes = 1024;
+
+template <typename T, typename Vectorised>
+void through_buffer(const StridedRun<2>& run, int64_t first, int64_t count, const Vectorised& vectorised) {
+  constexpr int64_t capacity = kBufferBytes / sizeof(T), packet = kPacketBytes / sizeof(T);
+  alignas(kPacketBytes) T in_buffer[capacity];
+  alignas(kPacketBytes) T out_buffer[capacity];
+  for (int64_t start = first; start < first + count; start += capacity) {
+    const int64_t n = std::min(capacity, first + count - start), padded = (n + packet - 1) / packet * packet;
+    for (int64_t j = 0; j < n; ++j) in_buffer[j] = at<T>(run.ptr[1], run.stride[1], start + j);
+    std::fill(in_buffer + n, in_buffer + padded, in_buffer[0]);
+    ArrayMap<T> o(out_buffer, padded);
+    ConstArrayMap<T> i(in_buffer, padded);
+    vectorised(o, i);
+    for (int64_t j = 0; j < n; ++j) at<T>(run.ptr[0], run.stride[0], start + j) = out_buffer[j];
+  }
+}
+
+template <typename T, typename Vectorised>
+void map_packets(const Tensor& in, const Tensor& out, const Vectorised& vectorised) {
+  constexpr int64_t element = sizeof(T), packet = kPacketBytes / element;
+  strided_loop<2>(out.shape(), {byte_ptr(out), byte_ptr(in)}, {out.strides(), in.strides()}, {element, element},
+                  [&](const StridedRun<2>& run) {
+                    if (run.stride[0] != element || run.stride[1] != element) {
+                      return through_buffer<T>(run, 0, run.length, vectorised);
+                    }
+                    const auto address = reinterpret_cast<uintptr_t>(run.ptr[0]);
+                    const int64_t head = address % element != 0
+                                             ? run.length
+                                             : std::min(run.length, static_cast<int64_t>(
+                                                                        (kPacketBytes - address % kPacketBytes) %
+                                                                        kPacketBytes / element));
+                    const int64_t middle = (run.length - head) / packet * packet;
+                    through_buffer<T>(run, 0, head, vectorised);
+                    if (middle > 0) {
+                      ArrayMap<T> o(reinterpret_cast<T*>(run.ptr[0]) + head, middle);
+                      ConstArrayMap<T> i(reinterpret_cast<const T*>(run.ptr[1]) + head, middle);
+                      vectorised(o, i);
+                    }
+                    through_buffer<T>(run, head + middle, run.length - head - middle, vectorised);
+                  });
+}
+
+// Transcendental functions: Eigen's vectorised versions on real runs, the scalar ones on complex.
 template <typename T, typename Scalar, typename Vectorised>
 void transcendental(const Tensor& in, const Tensor& out, Scalar scalar, Vectorised vectorised) {
   if constexpr (is_complex_v<T>) {
     map_unary<T, T>(in, out, scalar);
   } else {
-    map_unary<T, T>(in, out, scalar, vectorised);
+    map_packets<T>(in, out, vectorised);
+  }
+}
+
+// Eigen's vectorised log treats subnormal inputs as the smallest normal number (log(1e-310) came
+// out as -708.4, not -713.8, and float32's log of a softmax's tiny entries as -87.3); those
+// entries are redone, once a vectorised minimum of the results says there may be some (a test
+// of every entry took four times as long as the log itself).
+template <typename Out, typename In>
+void log_with_subnormals(Out& o, const In& i) {
+  using T = typename In::Scalar;
+  o = i.log();
+  // The packet log gives at least log(smallest normal) to every entry but 0 (-inf) and those it clamps.
+  if (i.size() == 0 || !(o.template minCoeff<Eigen::PropagateNumbers>() <= std::log(std::numeric_limits<T>::min()))) {
+    return;
+  }
+  for (Eigen::Index j = 0; j < i.size(); ++j) {
+    if (i[j] > 0 && i[j] < std::numeric_limits<T>::min()) o[j] = std::log(i[j]);
   }
 }
 
@@ -274,7 +336,7 @@ void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
       return;
     case UnaryKernel::log:
       EDDY_DISPATCH_INEXACT(dtype, T, "log", transcendental<T>(in, out, [](T x) { return std::log(x); },
-                                                          [](auto& o, const auto& i) { o = i.log(); }));
+                                                          [](auto& o, const auto& i) { log_with_subnormals(o, i); }));
       return;
     case UnaryKernel::sin:
       EDDY_DISPATCH_INEXACT(dtype, T, "sin", transcendental<T>(in, out, [](T x) { return std::sin(x); },
@@ -290,8 +352,8 @@ void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
       return;
     case UnaryKernel::gelu: {
       const auto vectorised = [](auto& o, const auto& i) { gelu_vectorised(o, i); };
-      if (dtype == DType::f32) return map_unary<float, float>(in, out, gelu_scalar<float>, vectorised);
-      if (dtype == DType::f64) return map_unary<double, double>(in, out, gelu_scalar<double>, vectorised);
+      if (dtype == DType::f32) return map_packets<float>(in, out, vectorised);
+      if (dtype == DType::f64) return map_packets<double>(in, out, vectorised);
       unsupported("gelu", dtype);
     }
     case UnaryKernel::sqrt:
