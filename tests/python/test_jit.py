@@ -526,3 +526,18 @@ def test_derivatives_of_a_compiled_call_refuse_a_captured_tensor_written_since()
     target[...] = 0.25
     with pytest.raises(eddy.Error, match="a tensor the compiled function read .* was written in place after the call"):
         loss.backward()
+
+
+def test_an_input_the_compiled_function_does_not_use_gets_no_gradient():
+    # As eagerly: its .grad stays None (it was zeros, so a check for unused parameters found none).
+    def f(a, b):
+        return a * 2.0
+
+    grads = []
+    for fn in (f, eddy.jit(f)):
+        a = eddy.tensor(np.ones(3), requires_grad=True)
+        b = eddy.tensor(np.ones(3), requires_grad=True)
+        eddy.sum(fn(a, b)).backward()
+        grads.append((np.asarray(a.grad), b.grad))
+    np.testing.assert_array_equal(grads[1][0], grads[0][0])
+    assert grads[0][1] is None and grads[1][1] is None

@@ -46,7 +46,8 @@ struct ReverseWalk {
   int64_t output = -1;
   std::weak_ptr<TensorImpl> cotangent;
   bool grad_mode = false;
-  std::vector<Tensor> input_cotangents;
+  std::vector<Tensor> input_cotangents;  // undefined for an input the output does not depend on
+  std::vector<bool> handed_out;
 
   bool matches(const Attrs& attrs, const Tensor& seed) const {
     return site.lock() == attrs.payload && output == attrs.axis && cotangent.lock() == seed.impl_ptr() &&
@@ -134,11 +135,10 @@ std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, con
       cotangents[input] = cotangents[input].defined() ? add(cotangents[input], contribution) : contribution;
     }
   }
+  // An input the output does not depend on gets none, as eagerly: its .grad stays None (it was
+  // zeros, so a check for unused parameters found none).
   std::vector<Tensor> result;
-  for (size_t k = 0; k < arguments.size(); ++k) {
-    const Tensor& found = cotangents[static_cast<size_t>(site.argument_values[k])];
-    result.push_back(found.defined() ? found : zeros_like(arguments[k]));
-  }
+  for (size_t k = 0; k < arguments.size(); ++k) result.push_back(cotangents[static_cast<size_t>(site.argument_values[k])]);
   return result;
 }
 
@@ -176,10 +176,11 @@ const Primitive& compiled_call_p = [] () -> const Primitive& {
   };
   p.vjp = [](Inputs in, const Attrs& a, int input, const Tensor& cotangent) {
     const auto k = static_cast<size_t>(input);
-    if (!last_walk.matches(a, cotangent) || !last_walk.input_cotangents.at(k).defined()) {
+    if (!last_walk.matches(a, cotangent) || last_walk.handed_out.at(k)) {
       last_walk = {a.payload, a.axis, cotangent.impl_ptr(), GradMode::enabled(),
-                   input_cotangents(site_of(a), in, a, cotangent)};
+                   input_cotangents(site_of(a), in, a, cotangent), std::vector<bool>(in.size(), false)};
     }
+    last_walk.handed_out[k] = true;
     return std::exchange(last_walk.input_cotangents[k], Tensor());
   };
   return register_primitive(std::move(p));
