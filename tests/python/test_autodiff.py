@@ -463,3 +463,19 @@ def test_writes_the_rules_do_not_read_are_fine_and_gradients_do_not_share_memory
     # A NumPy view of a tensor autodiff tracks is read-only.
     with pytest.raises(ValueError, match="read-only"):
         np.asarray(a)[0] = 5.0
+
+
+def test_jacobians_of_an_input_with_no_elements_have_the_output_and_input_shapes():
+    # Forward mode returned the input's shape alone: it never called the function.
+    x = eddy.tensor(np.zeros((0, 3)))
+    for mode in ("forward", "reverse"):
+        assert eddy.jacobian(lambda v: eddy.sum(v, axis=0), x, mode=mode).shape == (3, 0, 3)
+        assert eddy.jacobian(eddy.tanh, x, mode=mode).shape == (0, 3, 0, 3)
+    assert eddy.hessian(lambda v: eddy.sum(v * v), x).shape == (0, 3, 0, 3)
+
+
+def test_logsumexp_over_an_empty_axis_is_minus_infinity():
+    # As JAX and PyTorch give it; the error named max, a step inside.
+    x = eddy.tensor(np.zeros((0, 3)))
+    np.testing.assert_array_equal(eddy.logsumexp(x, axis=0).numpy(), [-np.inf] * 3)
+    assert eddy.logsumexp(x, axis=0, keepdims=True).shape == (1, 3)

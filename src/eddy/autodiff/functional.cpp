@@ -137,6 +137,9 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode, bool holo
       out_shape = out.shape();
       columns.push_back(flatten(tangent));
     }
+    // With no direction to push, f is evaluated once for its output's shape: the result lacked
+    // that part of out + x (jacfwd of an input of 0 elements).
+    if (n == 0) out_shape = f(x.detach()).shape();
     // columns[i] holds d out / d x_i: stack on the last axis, then shape out + x.
     Shape shape = out_shape;
     shape.insert(shape.end(), x.shape().begin(), x.shape().end());

@@ -60,6 +60,14 @@ Tensor stable_shift(const Tensor& x, int64_t axis) {
 Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
   detail::require_real("logsumexp", x);
   axis = normalize_axis(axis, x.dim(), "logsumexp");
+  // The log of an empty sum, as JAX and PyTorch give it; the shift's max refused the empty axis
+  // under its own name.
+  if (is_inexact(x.dtype()) && x.shape()[static_cast<size_t>(axis)] == 0) {
+    Shape shape = x.shape();
+    shape[static_cast<size_t>(axis)] = 1;
+    const Tensor out = full(shape, -std::numeric_limits<double>::infinity(), x.dtype(), x.device());
+    return keepdims ? out : squeeze(out, axis);
+  }
   return in_float32(x, [&](const Tensor& v) {
     Tensor shift = stable_shift(v, axis);
     Tensor out = shift + log(sum(exp(v - shift), {axis}, true));
