@@ -463,6 +463,8 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   if (node.has("on") && node.has("faces")) node.at("faces").fail("give `on` or `faces`, not both");
   if (auto on = node.find("on")) c.selector = expression_at(*on, boundary, ExpressionKind::predicate);
   if (auto faces = node.find("faces")) {
+    // An empty list read as "no restriction", the whole boundary.
+    if (faces->elements().empty()) faces->fail("names no face; leave `faces` out for the whole boundary");
     for (const ConfigNode& face : faces->elements()) {
       const std::string face_name = face.as_string();
       if (!problem.space->find_face(face_name)) {

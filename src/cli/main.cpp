@@ -233,6 +233,9 @@ bool is_operator_run(const std::string& run_dir) {
 
 int run_export(const std::string& run_dir, const std::string& output, int64_t batch,
                const std::vector<int64_t>& grid) {
+  // Named here: writing into it failed with the file system's words alone.
+  EDDY_CHECK(output.empty() || !std::filesystem::exists(output) || std::filesystem::is_directory(output),
+             "export: --output ", output, " is a file, not a folder; give a folder for the artifact");
   const bool operator_run = is_operator_run(run_dir);
   EDDY_CHECK(operator_run || grid.empty(), "export: --grid applies to FNO runs of `eddy train`; ", run_dir,
              " is a PINN run of `eddy solve`, whose artifact takes points anywhere");

@@ -169,6 +169,8 @@ std::vector<BadConfig> bad_configs() {
       {"condition_type", "type: neumann", "type: neuman", "'neuman' is not one of"},
       {"condition_field", "faces: [left, right], field: u", "faces: [left, right], field: v", "'v' is not a field (fields: u)"},
       {"condition_face", "faces: [left, right]", "faces: [left, rigth]", "'rigth' is not a face of this rectangle"},
+      // It read as "no restriction", the whole boundary.
+      {"condition_no_faces", "faces: [left, right]", "faces: []", "names no face; leave `faces` out"},
       // Both were taken and intersected, so `on: x == 0` with `faces: [left, right]` trained at x = 0 only.
       {"condition_on_and_faces", "faces: [left, right]", "faces: [left, right], on: x == 0",
        "conditions.walls.faces: give `on` or `faces`, not both"},

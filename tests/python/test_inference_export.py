@@ -274,3 +274,12 @@ def test_a_column_named_by_input_is_read_even_where_the_file_holds_points(solved
     result = run(eddy_cli, "predict", artifact, mixed, "--input", "x=x_elsewhere", "--input", "points=points")
     assert result.returncode == 1
     assert "predict: --input names both the input 'points' and some of its columns (x, t)" in result.stderr
+
+
+def test_export_to_a_file_names_the_option(solved, eddy_cli):
+    # Writing into it failed with the file system's words alone.
+    taken = solved / "taken.txt"
+    taken.write_text("not a folder")
+    result = run(eddy_cli, "export", solved / "run", "--output", taken)
+    assert result.returncode != 0
+    assert f"export: --output {taken} is a file, not a folder" in result.stderr
