@@ -139,7 +139,9 @@ def test_ns2d_fno_trains_on_generated_data(eddy_cli, tmp_path):
     data = tmp_path / "ns2d.h5"
     eddy(eddy_cli, "generate", ROOT / "examples/operator/ns2d_data.yaml", "--quiet", "samples=4",
          *SMALL_DATASET["ns2d_data"], f"output.path={data}", "output.vtk=false")
-    data_files = [f"data.train.file={data}", f'data.test=[{{name: "16", file: "{data}", input: a, output: u}}]']
+    # Three samples to train on and the fourth held out.
+    data_files = [f"data.train.file={data}", "data.train.samples=3",
+                  f'data.test=[{{name: "16", file: "{data}", input: a, output: u, first: 3}}]']
     # The example's 12 modes need its 32-point grid; this small dataset's 16 points hold 8.
     checked = eddy(eddy_cli, "check", ROOT / "examples/operator/ns2d_fno.yaml", "model.modes=[8, 8]", *data_files)
     assert "valid. FNO from " in checked.stdout
