@@ -283,23 +283,26 @@ void bind_solvers(py::module_& m) {
       py::arg("eager") = false,
       "Trains a neural operator from its YAML path or a dict, as `eddy train`; eager=True runs the batch step "
       "and evaluation uncompiled (`eddy train --eager`).");
-  m.def("generate", [](const py::object& problem_source, const py::object& overrides, bool progress) {
+  m.def("generate", [](const py::object& problem_source, const py::object& overrides, bool progress, bool overwrite) {
         auto config = load_config(problem_source, overrides, solvers::FileKind::dataset, "eddy.generate");
-        const classical::DatasetSpec spec = classical::read_dataset_spec(*config);
+        classical::DatasetSpec spec = classical::read_dataset_spec(*config);
+        spec.overwrite = overwrite;
         without_gil([&] { classical::generate_dataset(spec, progress ? &std::cerr : nullptr); });
         return spec.output_path;
       },
-      py::arg("problem"), py::arg("overrides") = py::none(), py::arg("progress") = false,
-      "Writes a dataset from a classical solver, as `eddy generate`; returns the HDF5 path.");
+      py::arg("problem"), py::arg("overrides") = py::none(), py::arg("progress") = false, py::arg("overwrite") = false,
+      "Writes a dataset from a classical solver, as `eddy generate`; returns the HDF5 path. overwrite=True "
+      "replaces an existing file that eddy generate did not write (`eddy generate --overwrite`).");
   py::module_ lm = m.def_submodule("lm", "Language models: train from YAML, load a run, generate text");
   bind_lm(lm);
   m.def("read_hdf5",
-        [](const std::filesystem::path& path, const std::string& dataset) {
-          return io::read_hdf5(path.string(), dataset);
+        [](const std::filesystem::path& path, const std::string& dataset) -> py::object {
+          if (io::is_hdf5_string(path.string(), dataset)) return py::str(io::read_hdf5_string(path.string(), dataset));
+          return py::cast(io::read_hdf5(path.string(), dataset));
         },
         py::arg("path"), py::arg("dataset"),
         "A dataset of an HDF5 file (solution.h5, history.h5, a generated dataset) as a tensor, e.g. "
-        "read_hdf5(run + '/solution.h5', 'history/loss').");
+        "read_hdf5(run + '/solution.h5', 'history/loss'); a string dataset (the run's 'config') as a str.");
   m.def("list_hdf5", [](const std::filesystem::path& path) { return io::list_hdf5_datasets(path.string()); },
         py::arg("path"), "The paths of every dataset in an HDF5 file.");
 }

@@ -51,6 +51,10 @@ Tensor sample_darcy_coefficient(const DarcyDatasetOptions& options, Generator& g
                           full_like(field, options.a_low)));
 }
 
+std::string sample_image_path(const std::string& dataset_path) {
+  return std::filesystem::path(dataset_path).replace_extension("").string() + "_sample0.vti";
+}
+
 io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& comm) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code error;
@@ -113,7 +117,7 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
   writer.commit();
   if (options.vtk) {
     const double h = 1.0 / static_cast<double>(n - 1);
-    io::write_vti(std::filesystem::path(path).replace_extension("").string() + "_sample0.vti", {0, 0}, {h, h}, {n, n},
+    io::write_vti(sample_image_path(path), {0, 0}, {h, h}, {n, n},
                   {{"a", reshape(a.front(), {-1})}, {"u", reshape(u.front(), {-1})}});
   }
 }

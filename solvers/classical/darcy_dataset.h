@@ -59,4 +59,7 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
 // the work, with an error that names output.path.
 io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& comm);
 
+// The image of a dataset's first sample beside it: <path without .h5>_sample0.vti.
+std::string sample_image_path(const std::string& dataset_path);
+
 }  // namespace eddy::classical

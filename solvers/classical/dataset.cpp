@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <sstream>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/error.h"
@@ -50,7 +51,7 @@ std::string record_name(int64_t k, int64_t records) {
 }
 
 void write_first_sample_vti(const DatasetSpec& spec, const Tensor& a, const Tensor& u) {
-  const std::string path = std::filesystem::path(spec.output_path).replace_extension("").string() + "_sample0.vti";
+  const std::string path = sample_image_path(spec.output_path);
   const int64_t n = spec.resolution;
   const double dx = spec.length / static_cast<double>(n);
   if (spec.solver == DatasetSolver::burgers) {
@@ -209,9 +210,40 @@ DatasetSpec read_dataset_spec(io::Config& config) {
   return spec;
 }
 
+namespace {
+
+// Whether the HDF5 file at `path` is a dataset of `eddy generate`: its config names a solver.
+bool written_by_generate(const std::string& path) {
+  const std::vector<std::string> datasets = io::list_hdf5_datasets(path);
+  if (std::find(datasets.begin(), datasets.end(), "config") == datasets.end() || !io::is_hdf5_string(path, "config")) {
+    return false;
+  }
+  std::istringstream lines(io::read_hdf5_string(path, "config"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("solver:")) return true;
+  }
+  return false;
+}
+
+// An existing HDF5 file that `eddy generate` did not write is replaced only with --overwrite: a
+// reference dataset or a run's solution.h5 at output.path was lost. The image of an earlier
+// dataset goes, as it would be read as this one's.
+void prepare_output(const DatasetSpec& spec, dist::Communicator& comm) {
+  std::error_code ignored;
+  const std::string& path = spec.output_path;
+  EDDY_CHECK(spec.overwrite || !std::filesystem::is_regular_file(path, ignored) || !io::is_hdf5_file(path) ||
+                 written_by_generate(path),
+             "generate: output.path ", path, " exists and is not a dataset of eddy generate (a reference dataset or "
+             "a run's results, say); give a new file, or --overwrite to replace it");
+  if (comm.rank() == 0 && !spec.vtk) std::filesystem::remove(sample_image_path(spec.output_path), ignored);
+}
+
+}  // namespace
+
 void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communicator& comm) {
   EDDY_CHECK(spec.solver != DatasetSolver::darcy || comm.size() == 1,
              "generate: darcy datasets are written by one process, got ", comm.size(), " ranks; run without mpirun");
+  prepare_output(spec, comm);
   if (spec.solver == DatasetSolver::darcy) {
     DarcyDatasetOptions options = spec.darcy;
     options.resolution = spec.resolution;

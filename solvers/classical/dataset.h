@@ -40,6 +40,9 @@ struct DatasetSpec {
   std::string output_path;
   DType output_dtype = DType::f32;
   bool vtk = false;  // also a .vti of the first sample next to the HDF5 file
+  // Replace an existing HDF5 file at output_path that `eddy generate` did not write (a reference
+  // dataset, a run's results); one it wrote (its `config` names a solver) is replaced anyway.
+  bool overwrite = false;
   std::string resolved_config;
   // darcy: the coefficient and forcing (a_high, a_low, alpha, tau, forcing); generate_dataset takes
   // resolution, samples, seed, output dtype, vtk and the resolved config from the fields above.

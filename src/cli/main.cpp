@@ -4,7 +4,7 @@
 //   eddy check FILE [key=value ...]                                   validate any of these files, print it resolved
 //   eddy eval RUN_DIR                                                 re-evaluate a finished run
 //   eddy train FILE [key=value ...] [--resume] [--eager] [--quiet] [--device D]   train a neural operator from its YAML
-//   eddy generate FILE [key=value ...] [--quiet]                      write a dataset from a classical solver
+//   eddy generate FILE [key=value ...] [--quiet] [--overwrite]        write a dataset from a classical solver
 //   eddy export RUN_DIR [--output DIR] [--batch B] [--grid N[,M]]     a trained model as an inference artifact
 //   eddy predict ARTIFACT INPUTS.h5 [--output OUT.h5] [--overwrite] [--input NAME=DATASET ...]   evaluate an exported model
 //   eddy lm ...                                                       language models (lm_commands.h)
@@ -197,10 +197,11 @@ int run_check(const std::string& file, const std::vector<std::string>& overrides
   return 1;  // not reached: every kind is handled above
 }
 
-int run_generate(const std::string& file, const std::vector<std::string>& overrides, bool quiet) {
+int run_generate(const std::string& file, const std::vector<std::string>& overrides, bool quiet, bool overwrite) {
   auto config = io::Config::load(file, overrides);
   solvers::require_kind(*config, solvers::FileKind::dataset, "generate");
   classical::DatasetSpec spec = classical::read_dataset_spec(*config);
+  spec.overwrite = overwrite;
   // Rank 0 reports; on several ranks it also writes the file (generate_dataset).
   const bool root = dist::default_communicator().rank() == 0;
   classical::generate_dataset(spec, quiet || !root ? nullptr : &std::cerr);
@@ -459,6 +460,8 @@ int main(int argc, char** argv) {
   generate->add_option("file", file, "dataset YAML")->required()->check(CLI::ExistingFile);
   generate->add_option("overrides", overrides, "key.path=value overrides, e.g. samples=1000");
   generate->add_flag("--quiet", quiet, "no progress output");
+  generate->add_flag("--overwrite", overwrite, "replace an existing output.path file that eddy generate did not write "
+                                               "(a reference dataset, a run's results)");
 
   CLI::App* export_command = app.add_subcommand("export", "Write a run's trained model as an inference artifact "
                                             "(graph.json, weights.safetensors, meta.json)");
@@ -517,7 +520,7 @@ int main(int argc, char** argv) {
     if (*solve) return run_solve(file, overrides, resume, eager, quiet, resume_command);
     if (*check) return run_check(file, overrides);
     if (*train) return run_train(file, overrides, resume, eager, quiet, resume_command);
-    if (*generate) return run_generate(file, overrides, quiet);
+    if (*generate) return run_generate(file, overrides, quiet, overwrite);
     if (*export_command) return run_export(run_dir, output, batch, grid);
     if (*predict) return run_predict(artifact, inputs_file, output, input_mappings, overwrite);
     if (lm.chosen()) return lm.run(resume_command);

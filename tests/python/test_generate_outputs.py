@@ -7,6 +7,8 @@ import h5py
 import numpy as np
 import pytest
 
+import eddy
+
 CONFIGS = {
     "burgers": """solver: burgers
 resolution: 32
@@ -93,3 +95,30 @@ output: {{dir: {tmp_path / "run"}}}
     result = subprocess.run([str(eddy_cli), "train", str(config)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "test set 12: relative L2 error" in result.stdout
+
+
+def test_a_dataset_is_regenerated_in_place_but_another_hdf5_file_is_kept(tmp_path, eddy_cli):
+    # A reference dataset or a run's results at output.path were replaced without a word; a
+    # dataset of eddy generate is replaced as before, and an earlier one's image goes with it.
+    path = generate(eddy_cli, tmp_path, "darcy", "output.vtk=true")
+    image = tmp_path / "darcy_sample0.vti"
+    assert image.exists()
+    generate(eddy_cli, tmp_path, "darcy", "seed=3")
+    assert not image.exists()  # the earlier dataset's image, which output.vtk=false does not replace
+    assert "solver: darcy" in eddy.read_hdf5(path, "config")  # a string dataset reads as a str
+
+    reference = tmp_path / "reference.h5"
+    with h5py.File(reference, "w") as f:
+        f["u"] = np.ones(3)
+    config = tmp_path / "darcy.yaml"
+    refused = subprocess.run([str(eddy_cli), "generate", str(config), f"output.path={reference}", "--quiet"],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "exists and is not a dataset of eddy generate" in refused.stderr and "--overwrite" in refused.stderr
+    with h5py.File(reference, "r") as f:
+        np.testing.assert_array_equal(f["u"][:], np.ones(3))
+    replaced = subprocess.run([str(eddy_cli), "generate", str(config), f"output.path={reference}", "--overwrite",
+                               "--quiet"], capture_output=True, text=True)
+    assert replaced.returncode == 0, replaced.stderr
+    with h5py.File(reference, "r") as f:
+        assert "a" in f and "u" in f

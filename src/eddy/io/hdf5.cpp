@@ -448,6 +448,32 @@ struct OpenDataset {
 
 Shape hdf5_shape(const std::string& path, const std::string& dataset) { return OpenDataset(path, dataset).shape(); }
 
+bool is_hdf5_string(const std::string& path, const std::string& dataset) {
+  const OpenDataset opened(path, dataset);
+  const Handle stored(H5Dget_type(opened.set.get()), H5Tclose);
+  return H5Tget_class(stored.get()) == H5T_STRING;
+}
+
+std::string read_hdf5_string(const std::string& path, const std::string& dataset) {
+  const OpenDataset opened(path, dataset);
+  const Handle stored(H5Dget_type(opened.set.get()), H5Tclose);
+  EDDY_CHECK(H5Tget_class(stored.get()) == H5T_STRING && opened.shape().empty(), path, ": dataset '", dataset,
+             "' is not a single string");
+  if (H5Tis_variable_str(stored.get()) > 0) {
+    char* text = nullptr;
+    EDDY_CHECK(H5Dread(opened.set.get(), stored.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) >= 0, path,
+               ": cannot read dataset '", dataset, "'");
+    std::string result = text != nullptr ? text : "";
+    H5free_memory(text);
+    return result;
+  }
+  std::string text(H5Tget_size(stored.get()), '\0');
+  EDDY_CHECK(H5Dread(opened.set.get(), stored.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()) >= 0, path,
+             ": cannot read dataset '", dataset, "'");
+  text.resize(std::strlen(text.c_str()));  // fixed-length strings are padded with NULs
+  return text;
+}
+
 bool is_hdf5_file(const std::string& path) {
   char signature[8] = {};
   std::ifstream(path, std::ios::binary).read(signature, sizeof signature);

@@ -63,6 +63,11 @@ class Hdf5Writer {
 Tensor read_hdf5(const std::string& path, const std::string& dataset);
 // Rows [first, last) along axis 0 of a dataset only, for a process that holds a share of it.
 Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64_t first, int64_t last);
+// A scalar string dataset's text (the run's `config`, as write_string stores it, or one of
+// h5py's variable-length strings); an error names a dataset of another kind.
+std::string read_hdf5_string(const std::string& path, const std::string& dataset);
+// Whether a dataset holds a string (read_hdf5_string) rather than numbers.
+bool is_hdf5_string(const std::string& path, const std::string& dataset);
 // A dataset's shape, without reading it.
 Shape hdf5_shape(const std::string& path, const std::string& dataset);
 // Whether `path` starts with HDF5's signature: a file that writing over as HDF5 loses nothing that
