@@ -178,9 +178,14 @@ void write_results(const OperatorProblem& p, const Dataset& data, const std::vec
     const Tensor& prediction = predictions[i];
     const Tensor sample_errors = per_sample_relative_l2(prediction, split.output);
     const std::string group = "test/" + split.name;
-    out.write(group + "/input", split.input);
-    out.write(group + "/target", split.output);
-    out.write(group + "/prediction", prediction);
+    // In the data file's layout: an FNO's arrays without a channel axis there had one here, so
+    // prediction - the file's test/u broadcast to [N, N, n...] instead of failing.
+    const auto as_in_file = [&](const Tensor& values, bool has_channels) {
+      return p.model.type == ModelType::fno && !has_channels ? squeeze(values, 1) : values;
+    };
+    out.write(group + "/input", as_in_file(split.input, p.data.input_channels));
+    out.write(group + "/target", as_in_file(split.output, p.data.output_channels));
+    out.write(group + "/prediction", as_in_file(prediction, p.data.output_channels));
     out.write(group + "/relative_l2", sample_errors);
     if (split.points.defined()) out.write(group + "/points", split.points);
     out.set_attribute(group, "mean_relative_l2", errors.at(split.name));

@@ -96,8 +96,9 @@ TEST_F(OperatorTraining, FnoLearnsASmoothingOperatorAndEvaluatesAtAnotherResolut
   EXPECT_LT(result.test_relative_l2.at("fine"), 0.05);
   EXPECT_LT(result.test_relative_l2.at("coarse"), 0.05);
   const std::string predictions = (dir_ / "run" / "predictions.h5").string();
-  EXPECT_EQ(io::read_hdf5(predictions, "test/fine/prediction").shape(), (Shape{16, 1, 64}));
-  EXPECT_EQ(io::read_hdf5(predictions, "test/coarse/prediction").shape(), (Shape{16, 1, 32}));
+  // In the data file's layout, which has no channel axis (it had the model's [16, 1, 64]).
+  EXPECT_EQ(io::read_hdf5(predictions, "test/fine/prediction").shape(), (Shape{16, 64}));
+  EXPECT_EQ(io::read_hdf5(predictions, "test/coarse/prediction").shape(), (Shape{16, 32}));
   const Tensor history = io::read_hdf5(predictions, "history/train_loss");
   ASSERT_EQ(history.shape(), (Shape{30}));
   EXPECT_LT(history.to_vector<double>().back(), 0.2 * history.to_vector<double>().front());
@@ -186,10 +187,9 @@ TEST_F(OperatorTraining, ExportedModelPredictsWhatTheTrainerWrote) {
     EXPECT_EQ(summary.signature.outputs, std::vector<std::string>{c.problem.data.train.output});
     const Predictor predictor = Predictor::load(summary.dir);
     const std::string predictions = c.problem.output.dir + "/predictions.h5";
-    // predictions.h5 holds the model's layout: the smoothing data has no channel axis in its file.
-    auto file_layout = [&](const Tensor& t) { return c.traced.size() == 2 && t.dim() == 3 ? squeeze(t, 1) : t; };
-    const Tensor input = file_layout(io::read_hdf5(predictions, "test/" + c.test_set + "/input"));
-    const Tensor expected = file_layout(io::read_hdf5(predictions, "test/" + c.test_set + "/prediction"));
+    // predictions.h5 holds the data file's layout, as the artifact takes and gives it.
+    const Tensor input = io::read_hdf5(predictions, "test/" + c.test_set + "/input");
+    const Tensor expected = io::read_hdf5(predictions, "test/" + c.test_set + "/prediction");
     const Tensor predicted = predictor.predict({input}).at(0);  // 16 or 50 samples: a padded last batch
     ASSERT_EQ(predicted.shape(), expected.shape());
     EXPECT_LT(max(abs(predicted - expected)).item<double>(), 1e-10 * max(abs(expected)).item<double>());
@@ -207,8 +207,8 @@ TEST_F(OperatorTraining, FnoExportedForAnotherGridPredictsThere) {
   const ExportSummary summary = export_run(problem.output.dir, (dir_ / "fine").string(), 5, {64});
   EXPECT_EQ(summary.input_shape, (Shape{5, 64}));
   const std::string predictions = problem.output.dir + "/predictions.h5";
-  const Tensor input = squeeze(io::read_hdf5(predictions, "test/fine/input"), 1);
-  const Tensor expected = squeeze(io::read_hdf5(predictions, "test/fine/prediction"), 1);
+  const Tensor input = io::read_hdf5(predictions, "test/fine/input");
+  const Tensor expected = io::read_hdf5(predictions, "test/fine/prediction");
   const Tensor predicted = Predictor::load(summary.dir).predict({input}).at(0);
   ASSERT_EQ(predicted.shape(), (Shape{16, 64}));
   EXPECT_LT(max(abs(predicted - expected)).item<double>(), 1e-10 * max(abs(expected)).item<double>());

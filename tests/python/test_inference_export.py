@@ -195,7 +195,7 @@ def test_operator_run_exports_and_predicts_from_a_data_file(tmp_path, eddy_cli):
 
     # The test inputs, under the training input's name, as a data file of that layout holds them.
     with h5py.File(run_dir / "predictions.h5") as f:
-        test_input = np.asarray(f["test/16/input"])[:, 0, :]
+        test_input = np.asarray(f["test/16/input"])
         trainer_prediction = np.asarray(f["test/16/prediction"])
     with h5py.File(tmp_path / "inputs.h5", "w") as f:
         f["train/u0"] = test_input
