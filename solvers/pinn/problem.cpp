@@ -846,6 +846,12 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       node.fail(cat("'", name, "' cannot be a field name: solution.h5 stores ", name == "inside" ? "fields/inside" :
                     "points/<condition>/coordinates", " beside the fields"));
     }
+    // points.vtp's array of that name holds each point's condition index (it overwrote the field's
+    // values there, or the coordinate's the index).
+    if ((role == "field" || role == "coordinate") && name == "condition") {
+      node.fail(cat("'condition' cannot be a ", role, " name: points.vtp tags each point with its condition's "
+                    "index in an array of that name"));
+    }
     if (name == "pi" || name == "n") {
       node.fail(cat("'", name, "' cannot be declared as a ", role, ": it means ",
                     name == "pi" ? "the constant pi" : "the boundary normal"));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/dist/data_parallel.h"
@@ -82,7 +83,8 @@ std::vector<int64_t> rad_draw(const std::vector<double>& sizes, int64_t count, c
   // Successive draws without replacement, all at once: candidate j's exponential clock
   // E_j / density_j rings first with probability density_j / (sum of the densities), and the
   // `count` that ring first are such a draw. A density of 0 never rings; those candidates come
-  // last, in their (random) candidate order.
+  // after the others, in their (random) candidate order, and those whose residual is not finite
+  // after all of them.
   const std::vector<double> uniforms = rand({candidates}, DType::f64, &generator).to_vector<double>();
   std::vector<double> rings(sizes.size());
   for (size_t j = 0; j < sizes.size(); ++j) {
@@ -90,8 +92,9 @@ std::vector<int64_t> rad_draw(const std::vector<double>& sizes, int64_t count, c
   }
   std::vector<int64_t> order(sizes.size());
   std::iota(order.begin(), order.end(), 0);
+  const auto key = [&](int64_t j) { return std::tuple(!std::isfinite(sizes[static_cast<size_t>(j)]), rings[j], j); };
   std::partial_sort(order.begin(), order.begin() + count, order.end(),
-                    [&](int64_t a, int64_t b) { return rings[a] < rings[b] || (rings[a] == rings[b] && a < b); });
+                    [&](int64_t a, int64_t b) { return key(a) < key(b); });
   order.resize(static_cast<size_t>(count));
   return order;
 }

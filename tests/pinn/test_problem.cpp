@@ -335,6 +335,8 @@ std::vector<BadConfig> bad_configs() {
       // Names are expression names and HDF5 names: these trained, then failed writing the results.
       {"field_named_inside", "fields: [u]", "fields: [u, inside]",
        "fields[1]: 'inside' cannot be a field name: solution.h5 stores fields/inside beside the fields"},
+      {"field_named_condition", "fields: [u]", "fields: [u, condition]",
+       "fields[1]: 'condition' cannot be a field name: points.vtp tags each point"},
       {"field_not_a_name", "fields: [u]", "fields: [u, \"a/b\"]",
        "fields[1]: 'a/b' cannot be a field name: use letters, digits and _"},
       {"condition_not_a_name", "  pde: {type: interior", "  \"p/de\": {type: interior",

@@ -803,6 +803,13 @@ TEST(RadDraw, IsReproducibleAndNeverDrawsANonFiniteResidual) {
   Generator zero(5);
   const std::vector<int64_t> first_ones = rad_draw(std::vector<double>(10, 0.0), 4, {1000, 10, 1, 0}, zero);
   EXPECT_EQ(first_ones, (std::vector<int64_t>{0, 1, 2, 3}));
+  // With c = 0 and fewer nonzero residuals than points, those with none come next, and a
+  // non-finite one only after them all (it was drawn among them).
+  Generator few(6);
+  const std::vector<double> mostly_zero{0, std::nan(""), 2, 0, 0, 1, std::numeric_limits<double>::infinity(), 0};
+  std::vector<int64_t> drawn_few = rad_draw(mostly_zero, 6, {1000, 8, 1, 0}, few);
+  std::sort(drawn_few.begin(), drawn_few.end());
+  EXPECT_EQ(drawn_few, (std::vector<int64_t>{0, 2, 3, 4, 5, 7}));
 }
 
 TEST_F(SolveTest, RadReplacesTheInteriorPointsReproducibly) {
