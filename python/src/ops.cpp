@@ -91,7 +91,19 @@ class ScopeContext {
 };
 using GradModeContext = ScopeContext<GradModeGuard, bool>;
 using DefaultDeviceContext = ScopeContext<DefaultDeviceScope, Device>;
-using AutocastContext = ScopeContext<AutocastScope, DType>;
+// Autocast in a 16-bit dtype, or off (torch.autocast's enabled=False): code whose precision is
+// its own inside an autocast block.
+struct AutocastSetting {
+  explicit AutocastSetting(std::optional<DType> dtype) {
+    if (dtype) {
+      scope.emplace(*dtype);
+    } else {
+      scope.emplace(std::nullopt);
+    }
+  }
+  std::optional<AutocastScope> scope;
+};
+using AutocastContext = ScopeContext<AutocastSetting, std::optional<DType>>;
 
 // NumPy's norm argument: None is "backward".
 std::string fft_norm(const py::object& norm) { return norm.is_none() ? "backward" : norm.cast<std::string>(); }
@@ -359,10 +371,17 @@ void bind_ops(py::module_& m) {
   py::class_<AutocastContext>(m, "_AutocastContext")
       .def("__enter__", &AutocastContext::enter)
       .def("__exit__", &AutocastContext::exit);
-  m.def("autocast", [](const py::object& dtype) { return AutocastContext(parse_dtype(dtype)); },
-        py::arg("dtype") = "bfloat16",
-        "with eddy.autocast('bfloat16'): float32 matrix products in the block run in the 16-bit dtype "
-        "(docs/optim.md, \"Half precision\").");
+  m.def("autocast",
+        [](const py::object& dtype, bool enabled) {
+          // None read as float64, and the error named float64.
+          EDDY_CHECK(!dtype.is_none(), "eddy.autocast: dtype must be 'bfloat16' or 'float16', got None (enabled=False "
+                     "turns autocast off in the block)");
+          const DType low = parse_dtype(dtype);
+          return AutocastContext(enabled ? std::optional<DType>(low) : std::nullopt);
+        },
+        py::arg("dtype") = "bfloat16", py::arg("enabled") = true,
+        "with eddy.autocast('bfloat16'): float32 matrix products in the block run in the 16-bit dtype; "
+        "enabled=False turns autocast off in the block (docs/optim.md, \"Half precision\").");
   py::class_<DefaultDeviceContext>(m, "_DefaultDeviceContext")
       .def("__enter__", &DefaultDeviceContext::enter)
       .def("__exit__", &DefaultDeviceContext::exit);

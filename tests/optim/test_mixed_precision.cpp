@@ -92,8 +92,8 @@ TEST(GradScaler, UnscaledGradientsClipAsThePlainOnes) {
 }
 
 // Each step() after the first of an optimiser, or unscale() after a step, begins the next
-// iteration when no scale() came between (a loss scaled by current_scale() by hand): the
-// gradients of the second iteration were left scaled.
+// iteration when no scale() came between (a loss scaled by current_scale() by hand after a first
+// scale()): the gradients of the second iteration were left scaled.
 TEST(GradScaler, IterationsWithoutScaleStillUnscaleEachStep) {
   Tensor plain = tensor<float>({0.75f, -1.5f}).requires_grad_(), scaled = tensor<float>({0.75f, -1.5f}).requires_grad_();
   Sgd plain_sgd({plain}, {.learning_rate = 0.1}), scaled_sgd({scaled}, {.learning_rate = 0.1});
@@ -103,11 +103,44 @@ TEST(GradScaler, IterationsWithoutScaleStillUnscaleEachStep) {
     backward(sum(square(plain) * 0.5));
     plain_sgd.step();
     scaled_sgd.zero_grad();
-    backward(sum(square(scaled) * 0.5) * scaler.current_scale());
+    const Tensor loss = sum(square(scaled) * 0.5);
+    backward(step == 0 ? scaler.scale(loss) : loss * scaler.current_scale());
     if (step == 1) scaler.unscale(scaled_sgd);
     EXPECT_TRUE(scaler.step(scaled_sgd));
   }
   EXPECT_EQ(scaled.to_vector<float>(), plain.to_vector<float>());
+}
+
+// Before any scale() the gradients carry no scale: dividing them by 65536 shrank every step
+// that much, silently.
+TEST(GradScaler, AStepBeforeAnyScaleIsRefused) {
+  Tensor p = tensor<float>({1.0f, 2.0f}).requires_grad_();
+  Sgd sgd({p}, {.learning_rate = 0.1});
+  GradScaler scaler;
+  backward(sum(square(p)));
+  expect_error([&] { scaler.step(sgd); }, {"GradScaler::step: no loss was scaled yet", "scale(loss)"});
+  expect_error([&] { scaler.unscale(sgd); }, {"GradScaler::unscale: no loss was scaled yet"});
+  EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+}
+
+// Under autocast, cross_entropy's loss is float32, as PyTorch's autocast runs it: a float16 loss
+// passed back the scale, 65536, as a float16 gradient, which is inf, so the first iteration (and
+// every one at that scale) was skipped.
+TEST(GradScaler, AFloat16ModelStepsAtTheFirstScale) {
+  Generator generator(5);
+  Tensor w = randn({4, 5}, DType::f32, &generator).requires_grad_();
+  Sgd sgd({w}, {.learning_rate = 0.1});
+  GradScaler scaler;
+  const Tensor x = randn({8, 4}, DType::f32, &generator);
+  Tensor loss;
+  {
+    AutocastScope autocast(DType::f16);
+    loss = cross_entropy(matmul(x, w), tensor<int64_t>({0, 1, 2, 3, 4, 0, 1, 2}, {8}));
+  }
+  EXPECT_EQ(loss.dtype(), DType::f32);
+  backward(scaler.scale(loss));
+  EXPECT_TRUE(scaler.step(sgd));
+  EXPECT_EQ(scaler.skipped_steps(), 0);
 }
 
 TEST(GradScaler, AnOverflowSkipsTheStepAndBacksOff) {

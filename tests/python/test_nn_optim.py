@@ -352,6 +352,13 @@ def test_autocast_runs_products_in_bfloat16_and_the_scaler_steps_float32_paramet
     with pytest.raises(eddy.Error, match="bfloat16 or float16"):
         with eddy.autocast("float64"):
             pass
+    # None read as float64 and named it; enabled=False turns autocast off, as torch.autocast's.
+    with pytest.raises(eddy.Error, match="got None"):
+        eddy.autocast(None)
+    with eddy.autocast("bfloat16"):
+        with eddy.autocast("bfloat16", enabled=False):
+            assert str(eddy.matmul(x, w).dtype) == "float32"
+        assert str(eddy.matmul(x, w).dtype) == "bfloat16"
 
 
 def test_parameter_groups_are_refused_by_name():

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "eddy/core/tracing.h"
+#include "eddy/ops/autocast.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 
@@ -152,8 +153,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor shifted = rows - stable_shift(rows, 1);
   Tensor losses = log(sum(exp(shifted), {1}, true)) - gather(shifted, 1, picked);
   Tensor total = sum(where(counted, losses, zeros_like(losses)));
-  if (reduction == Reduction::sum) return cast(total, logits.dtype());
-  return cast(total / sum(cast(counted, rows.dtype())), logits.dtype());
+  // Under autocast the loss stays float32, as PyTorch's autocast runs cross_entropy: a float16 one
+  // held 3 digits, and its gradient, GradScaler's 65536, rounded to inf in float16, so every
+  // iteration at that scale was skipped.
+  const DType result = is_half(logits.dtype()) && autocast_dtype() ? DType::f32 : logits.dtype();
+  if (reduction == Reduction::sum) return cast(total, result);
+  return cast(total / sum(cast(counted, rows.dtype())), result);
 }
 
 }  // namespace eddy

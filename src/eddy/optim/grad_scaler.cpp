@@ -24,6 +24,7 @@ GradScaler::GradScaler(GradScalerOptions options)
 // every step taken without moving a parameter.
 Tensor GradScaler::scale(const Tensor& loss) {
   begin_iteration();
+  scaled_ = true;
   return (is_half(loss.dtype()) ? cast(loss, DType::f32) : loss) * scale_;
 }
 
@@ -34,7 +35,15 @@ void GradScaler::begin_iteration() {
   counted_ = overflowed_ = false;
 }
 
+// A step or unscale before any scale(): the gradients carry no scale, and dividing them by it
+// shrank every step by 65536, silently (PyTorch refuses too).
+void GradScaler::require_scaled(const char* operation) const {
+  EDDY_CHECK(scaled_, "GradScaler::", operation, ": no loss was scaled yet; call backward() on scale(loss), whose "
+             "gradients it divides by the scale");
+}
+
 void GradScaler::unscale(Optimizer& optimizer) {
+  require_scaled("unscale");
   if (stepped_.count(&optimizer)) begin_iteration();  // stepped already: the next iteration's
   EDDY_CHECK(!unscaled_.count(&optimizer), "GradScaler::unscale: this optimiser's gradients were unscaled already "
              "since the last scale()");
@@ -58,6 +67,7 @@ void GradScaler::divide_gradients(Optimizer& optimizer) {
 }
 
 bool GradScaler::step(Optimizer& optimizer) {
+  require_scaled("step");
   // A second step of one optimiser without a scale() between (a loss scaled by current_scale()
   // by hand) is the next iteration's, as is unscale() after a step.
   if (stepped_.count(&optimizer)) begin_iteration();

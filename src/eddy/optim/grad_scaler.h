@@ -50,8 +50,10 @@ class GradScaler {
   double scale_;
   int64_t good_in_a_row_ = 0;
   int64_t skipped_ = 0;
+  bool scaled_ = false;  // whether scale() was ever called
   void begin_iteration();
   void divide_gradients(Optimizer& optimizer);
+  void require_scaled(const char* operation) const;
 
   // The iteration since the last scale(): the scale its gradients carry, the optimisers unscaled
   // and stepped, and whether it has counted as good or overflowed.
