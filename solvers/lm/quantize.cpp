@@ -65,11 +65,14 @@ void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& 
                         {kSourceKey, source}});
 }
 
-void load_quantized_model(TrainedModel& trained, const std::string& path) {
+void load_quantized_model(TrainedModel& trained, const std::string& path, std::optional<int> bits) {
   EDDY_CHECK(std::filesystem::exists(path), path, " does not exist; write it with `eddy lm quantize`");
   const io::SafetensorsContents contents = io::load_safetensors(path);
   nn::QuantizationOptions options;
   options.bits = static_cast<int>(metadata_integer(contents, kBitsKey, path));
+  // `--quantized int4` ran an int8 file written under int4's name as int8, saying nothing.
+  EDDY_CHECK(!bits || *bits == options.bits, path, " holds int", options.bits, " weights, not int", *bits,
+             "; write them with `eddy lm quantize --bits ", *bits, "`");
   options.group = metadata_integer(contents, kGroupKey, path);
   // Files written before the fingerprint was kept have none to check.
   if (const auto source = contents.metadata.find(kSourceKey);

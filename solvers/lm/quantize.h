@@ -3,6 +3,7 @@
 // file `eddy lm quantize` writes beside the checkpoint, loading it back, and the validation
 // perplexity that shows what quantising cost.
 
+#include <optional>
 #include <string>
 
 #include "eddy/nn/quantized.h"
@@ -19,8 +20,8 @@ std::string quantized_model_path(const std::string& run_dir, int bits);
 void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& options, const std::string& path);
 
 // Replaces trained.model's weights by those of a file save_quantized_model wrote for a model of
-// the same config; errors name the file and what does not match.
-void load_quantized_model(TrainedModel& trained, const std::string& path);
+// the same config, of `bits` where given; errors name the file and what does not match.
+void load_quantized_model(TrainedModel& trained, const std::string& path, std::optional<int> bits = std::nullopt);
 
 // exp of the mean cross-entropy over the run's fixed validation windows (validation_batches of
 // RUN_DIR/data/validation.tokens), the perplexity `eddy lm train` reports, computed eagerly

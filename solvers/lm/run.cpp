@@ -119,7 +119,15 @@ std::string generate_text(TrainedModel& trained, const std::string& prompt, cons
   if (is_hf_folder(trained.run_dir)) special = hf_special_token_ids(trained.run_dir);
   if (special.end.empty() && end_of_text) special.end.push_back(*end_of_text);
   if (!special.start) special.start = end_of_text;
+  // An id outside the vocabulary is never drawn, so it stops nothing (transformers' default eos,
+  // 50256, in a folder of a small vocabulary was refused as "stop token 0"); as a start, it is
+  // refused naming where it came from.
+  const int32_t vocabulary = tokenizer.vocab_size();
+  std::erase_if(special.end, [&](int32_t id) { return id >= vocabulary; });
   std::vector<int32_t> prompt_ids = tokenizer.encode(prompt);
+  EDDY_CHECK(!prompt_ids.empty() || !special.start || *special.start < vocabulary, "the prompt is empty and the "
+             "token to start from, ", *special.start, " (bos_token_id of ", trained.run_dir, "), is outside the "
+             "vocabulary of ", vocabulary, " tokens; give a prompt");
   // No prompt: the start of a document, which is what follows an end of text in training.
   if (prompt_ids.empty() && special.start) prompt_ids.push_back(*special.start);
   EDDY_CHECK(!prompt_ids.empty(), "the prompt is empty and the model names no token to start from (",

@@ -79,7 +79,8 @@ int run_generate(const std::string& run_dir, const std::string& prompt, const st
              "int4 kernels are the CPU's); leave out --device ", device_name);
   lm::TrainedModel trained = lm::load_trained_model(run_dir);
   if (!quantized.empty()) {
-    lm::load_quantized_model(trained, lm::quantized_model_path(run_dir, quantized == "int8" ? 8 : 4));
+    const int bits = quantized == "int8" ? 8 : 4;
+    lm::load_quantized_model(trained, lm::quantized_model_path(run_dir, bits), bits);
   }
   trained.model->to(device);
   // The prompt goes out with the first new token, once generate_text has accepted it (a prompt too

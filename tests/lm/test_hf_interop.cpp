@@ -224,6 +224,12 @@ TEST_F(HfInterop, GenerateReadsAHuggingFaceFolder) {
   io::write_file_atomically((dir_ / "hf" / "generation_config.json").string(),
                             cat("{\"eos_token_id\": [", every_id, "], \"bos_token_id\": 1}"));
   EXPECT_EQ(generate_text(loaded, "The cat", greedy), "");
+  // An eos outside the vocabulary (GPT2Config's default 50256 beside a small tokenizer) stops
+  // nothing, as in transformers; it was refused as "stop token 0".
+  io::write_file_atomically((dir_ / "hf" / "generation_config.json").string(),
+                            "{\"eos_token_id\": 50256, \"bos_token_id\": 50256}");
+  EXPECT_EQ(generate_text(loaded, "The cat", greedy), text);
+  expect_error([&] { generate_text(loaded, "", greedy); }, {"token to start from, 50256", "outside the vocabulary"});
 
   fs::remove(dir_ / "hf" / "tokenizer.json");
   expect_error([&] { load_trained_model((dir_ / "hf").string()); }, {"hf has a config.json but no tokenizer.json"});

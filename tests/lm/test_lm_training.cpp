@@ -284,6 +284,8 @@ TEST_F(LmTraining, QuantisedRunsKeepTheirPerplexityAndGenerate) {
     EXPECT_EQ(loaded.step, 60);
     EXPECT_EQ(generate_text(loaded, "The cat", greedy), generate_text(quantised, "The cat", greedy));
   }
+  expect_error([&] { load_quantized_model(trained, quantized_model_path(run, 8), 4); },
+               {"quantized-int8.safetensors holds int8 weights, not int4", "--bits 4"});
   expect_error([&] { load_quantized_model(trained, run + "/checkpoint.safetensors"); },
                {"checkpoint.safetensors", "eddy.quantization.bits", "eddy lm quantize"});
   // Trained again into the same folder, the quantised files are of the weights before; they were
