@@ -195,8 +195,9 @@ void tanh_vectorised(Out& o, const In& i) {
 // GELU's tanh approximation, 0.5 x (1 + tanh(c (x + 0.044715 x^3))) with c = sqrt(2 / pi), in the
 // order of operations of PyTorch's gelu(approximate="tanh"), in one pass over the run: float's
 // tanh is an Eigen packet op, so the whole formula is one expression; double's goes through
-// tanh_vectorised a block at a time, the tanh's argument held in `o` while the block is in L1. (Three passes over a whole run made the compiled FNO step, whose
-// largest GELU runs as this kernel, slower than the fused loop it replaced.)
+// tanh_vectorised a block at a time, the tanh's argument held in `o` while the block is in L1.
+// (Three passes over a whole run made the compiled FNO step, whose largest GELU runs as this
+// kernel, slower than the fused loop it replaced.)
 template <typename Out, typename In>
 void gelu_vectorised(Out& o, const In& i) {
   using T = typename In::Scalar;
@@ -283,10 +284,9 @@ template <typename Out, typename In>
 void log_with_subnormals(Out& o, const In& i) {
   using T = typename In::Scalar;
   o = i.log();
-  // The packet log gives at least log(smallest normal) to every entry but 0 (-inf) and those it clamps.
-  if (i.size() == 0 || !(o.template minCoeff<Eigen::PropagateNumbers>() <= std::log(std::numeric_limits<T>::min()))) {
-    return;
-  }
+  // Every result is at least log(smallest normal) but those of 0 (-inf) and of the clamped entries.
+  const T floor = std::log(std::numeric_limits<T>::min());
+  if (i.size() == 0 || !(o.template minCoeff<Eigen::PropagateNumbers>() <= floor)) return;
   for (Eigen::Index j = 0; j < i.size(); ++j) {
     if (i[j] > 0 && i[j] < std::numeric_limits<T>::min()) o[j] = std::log(i[j]);
   }
