@@ -147,6 +147,10 @@ std::vector<OpCase> build_table() {
                     }));
   t.push_back(unary("erf", {"erf"}, kReal, [](const Tensor& x) { return erf(x); },
                     [](c x) { return c(std::erf(x.real())); }));
+  t.push_back(unary("log1p", {"log1p"}, kReal, [](const Tensor& x) { return log1p(x); },
+                    [](c x) { return c(std::log1p(x.real())); }, normal_inputs({{3, 4}}, 0.5, 2.0)));
+  t.push_back(unary("expm1", {"expm1"}, kReal, [](const Tensor& x) { return expm1(x); },
+                    [](c x) { return c(std::expm1(x.real())); }));
   t.push_back(unary("sinh", {"sinh"}, kReal, [](const Tensor& x) { return sinh(x); },
                     [](c x) { return c(std::sinh(x.real())); }));
   t.push_back(unary("cosh", {"cosh"}, kReal, [](const Tensor& x) { return cosh(x); },

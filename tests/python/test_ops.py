@@ -544,3 +544,22 @@ def test_transcendental_functions_give_the_same_bits_at_every_thread_count_and_l
         np.testing.assert_array_equal(one, two)
         np.testing.assert_array_equal(f(strided).numpy(), one)
         np.testing.assert_array_equal(f(eddy.tensor(x)[3:]).numpy(), one[3:])
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 2e-6), (np.float64, 1e-14)])
+def test_sigmoid_softplus_and_silu_keep_their_precision_for_negative_inputs(dtype, rtol):
+    # Through 0.5 (1 + tanh(x / 2)) and log(1 + exp(x)) they cancelled: sigmoid was 0 from -16 on
+    # in float32, so log(sigmoid(x)) was -inf with a NaN gradient, and softplus(-15) 17% off.
+    x = np.array([-0.5, -10.0, -17.0, -20.0, -40.0, -80.0] + ([-700.0] if dtype == np.float64 else []))
+    exact = 1.0 / (1.0 + np.exp(-x))
+    t = eddy.tensor(x.astype(dtype))
+    np.testing.assert_allclose(eddy.sigmoid(t).numpy(), exact, rtol=rtol)
+    np.testing.assert_allclose(eddy.softplus(t).numpy(), np.log1p(np.exp(x)), rtol=rtol)
+    np.testing.assert_allclose(eddy.silu(t).numpy(), x * exact, rtol=rtol)
+    t.requires_grad_()
+    eddy.sum(eddy.log(eddy.sigmoid(t))).backward()
+    np.testing.assert_allclose(t.grad.numpy(), 1.0 - exact, rtol=rtol)
+    # log1p and expm1 themselves, where log(1 + x) and exp(x) - 1 round to 0.
+    small = np.array([1e-10, -1e-12, 3e-8], dtype=dtype)
+    np.testing.assert_allclose(eddy.log1p(eddy.tensor(small)).numpy(), np.log1p(small), rtol=rtol)
+    np.testing.assert_allclose(eddy.expm1(eddy.tensor(small)).numpy(), np.expm1(small), rtol=rtol)
