@@ -80,7 +80,7 @@ py::object rebuild(const OutputTree& tree, const std::vector<Tensor>& leaves, si
 class JitFunction {
  public:
   explicit JitFunction(py::function function)
-      : function_(function), body_(std::make_shared<Body>()), compiled_(compile(traced_body(function, body_))) {}
+      : body_(std::make_shared<Body>(Body{std::move(function)})), compiled_(compile(traced_body(body_))) {}
 
   py::object call(const py::args& args, const py::kwargs& kwargs) {
     if (!kwargs.empty()) {
@@ -128,11 +128,21 @@ class JitFunction {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     return compiled_.stats();
   }
-  const py::function& function() const { return function_; }
-  std::string name() const { return py::str(py::getattr(function_, "__name__", py::str("f"))).cast<std::string>(); }
+  const py::object& function() const { return body_->function; }
+  std::string name() const {
+    return py::str(py::getattr(body_->function, "__name__", py::str("f"))).cast<std::string>();
+  }
+  // For Python's garbage collector (bind_jit): f is the one Python object held, so that a cycle
+  // through it (a jitted lambda stored on the object it closes over) can be found and broken.
+  int visit_function(visitproc visit, void* arg) const {
+    Py_VISIT(body_->function.ptr());
+    return 0;
+  }
+  void release_function() { body_->function = py::none(); }
 
  private:
   struct Body {
+    py::object function;
     bool ran = false;  // f ran during the current call (traced, or eagerly inside another trace)
     OutputTree tree;   // of f's latest result
   };
@@ -140,12 +150,12 @@ class JitFunction {
   // f as the TensorFunction compile() traces; it runs with the GIL released around it, so it
   // takes the GIL itself. A Python exception from f leaves as py::error_already_set, which
   // crosses the C++ frames and is raised again unchanged in the caller.
-  static compiler::TensorFunction traced_body(const py::function& function, const std::shared_ptr<Body>& body) {
-    return [function, body](const std::vector<Tensor>& inputs) {
+  static compiler::TensorFunction traced_body(const std::shared_ptr<Body>& body) {
+    return [body](const std::vector<Tensor>& inputs) {
       py::gil_scoped_acquire gil;
       py::tuple args(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
-      const py::object out = function(*args);
+      const py::object out = body->function(*args);
       std::vector<Tensor> leaves;
       body->tree = flatten(out, leaves);
       body->ran = true;
@@ -153,7 +163,6 @@ class JitFunction {
     };
   }
 
-  py::function function_;
   std::shared_ptr<Body> body_;
   CompiledFunction compiled_;
   std::map<const compiler::Program*, OutputTree> trees_;
@@ -177,7 +186,25 @@ void bind_jit(py::module_& m) {
       .def_property_readonly("fused_kernels", [](const CompileStats& s) { return s.last.fused_kernels; })
       .def("__repr__", &stats_text);
 
-  py::class_<JitFunction>(m, "JitFunction", "A function compiled by eddy.jit.")
+  // Garbage-collected, as pybind11's docs show for a class holding Python objects: a jitted
+  // function stored on the object its function closes over (self.step = eddy.jit(lambda x:
+  // self.loss(x))) made a cycle that Python could not see, and each such object was never freed.
+  const auto collected = py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+    PyTypeObject* type = &heap_type->ht_type;
+    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) -> int {
+      Py_VISIT(Py_TYPE(self));
+      if (!reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder().holder_constructed()) return 0;
+      return py::cast<const JitFunction&>(py::handle(self)).visit_function(visit, arg);
+    };
+    type->tp_clear = [](PyObject* self) -> int {
+      if (reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder().holder_constructed()) {
+        py::cast<JitFunction&>(py::handle(self)).release_function();
+      }
+      return 0;
+    };
+  });
+  py::class_<JitFunction>(m, "JitFunction", collected, "A function compiled by eddy.jit.")
       .def("__call__", &JitFunction::call)
       .def_property_readonly("stats", &JitFunction::stats)
       .def_property_readonly("__wrapped__", &JitFunction::function)

@@ -541,3 +541,22 @@ def test_an_input_the_compiled_function_does_not_use_gets_no_gradient():
         grads.append((np.asarray(a.grad), b.grad))
     np.testing.assert_array_equal(grads[1][0], grads[0][0])
     assert grads[0][1] is None and grads[1][1] is None
+
+
+def test_a_jitted_function_stored_on_the_object_it_closes_over_is_freed():
+    # self -> jitted function -> its lambda -> self: a cycle Python's collector could not see, so
+    # every such object (a trainer keeping its compiled step) was never freed.
+    import gc
+    import weakref
+
+    class Trainer:
+        def __init__(self):
+            self.w = eddy.ones([4])
+            self.step = eddy.jit(lambda x: x * self.w)
+
+    trainer = Trainer()
+    np.testing.assert_array_equal(trainer.step(eddy.ones([4])).numpy(), np.ones(4))
+    alive = weakref.ref(trainer)
+    del trainer
+    gc.collect()
+    assert alive() is None
