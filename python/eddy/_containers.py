@@ -30,6 +30,8 @@ class ModuleList(nn.Module):
 
     def __getitem__(self, index):
         size = len(self)
+        if isinstance(index, slice):  # a new ModuleList of the same modules, as torch's
+            return ModuleList([getattr(self, str(i)) for i in range(size)][index])
         if not -size <= index < size:
             raise IndexError(f"ModuleList index {index} out of range for {size} modules")
         return getattr(self, str(index % size))
@@ -53,8 +55,9 @@ class ModuleDict(nn.Module):
     def __setitem__(self, key, module):
         if not isinstance(key, str) or not key.isidentifier():
             raise KeyError(f"ModuleDict keys are names (letters, digits and _), got {key!r}")
-        if hasattr(type(self), key):
-            raise KeyError(f"ModuleDict key {key!r} is the name of one of its methods; choose another")
+        if hasattr(type(self), key) or key == "_keys":
+            raise KeyError(f"ModuleDict key {key!r} is the name of one of its methods or of its key list; "
+                           "choose another")
         setattr(self, key, module)
         if key not in self._keys:
             self._keys.append(key)

@@ -308,8 +308,12 @@ void bind_modules(py::module_& m) {
       .def(py::init([](const std::string& name) { return std::make_shared<nn::Activation>(nn::parse_activation(name)); }),
            py::arg("name"));
   py::class_<nn::Sequential, nn::Module, py::smart_holder>(m, "Sequential", py::is_final())
-      .def(py::init([](const std::vector<ModulePtr>& layers) { return std::make_shared<nn::Sequential>(layers); }),
-           py::arg("layers"))
+      // Sequential(a, b) as torch.nn.Sequential, or Sequential([a, b]).
+      .def(py::init([](const py::args& args) {
+             const bool one_list = args.size() == 1 && py::isinstance<py::sequence>(args[0]);
+             return std::make_shared<nn::Sequential>(
+                 (one_list ? py::object(args[0]) : py::object(args)).cast<std::vector<ModulePtr>>());
+           }))
       .def("__len__", &nn::Sequential::size);
   py::class_<nn::Embedding, nn::Module, py::smart_holder>(m, "Embedding", py::is_final(), "Rows of a [count, dim] table, N(0, 1) "
                                                          "initialised, looked up by an integer tensor of any shape.")

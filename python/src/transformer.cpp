@@ -82,8 +82,9 @@ void bind_transformers(py::module_& nn) {
       nn, "GPT2", py::is_final(), "GPT-2 with its language-model head, parameters named as transformers' GPT2LMHeadModel.")
       .def(py::init([](int64_t vocab_size, int64_t context_length, int64_t hidden_size, int64_t layers, int64_t heads,
                        int64_t intermediate_size, double dropout, bool tie_embeddings, const py::object& dtype,
-                       const py::object& seed) {
+                       const py::object& seed, double layer_norm_epsilon) {
              nn::Gpt2Options o;
+             o.norm_eps = layer_norm_epsilon;
              o.vocab_size = vocab_size;
              o.context_length = context_length;
              o.hidden_size = hidden_size;
@@ -98,14 +99,21 @@ void bind_transformers(py::module_& nn) {
            }),
            py::arg("vocab_size"), py::arg("context_length") = 1024, py::arg("hidden_size") = 768,
            py::arg("layers") = 12, py::arg("heads") = 12, py::arg("intermediate_size") = 0, py::arg("dropout") = 0.0,
-           py::arg("tie_embeddings") = true, py::arg("dtype") = py::none(), py::arg("seed") = py::none());
+           py::arg("tie_embeddings") = true, py::arg("dtype") = py::none(), py::arg("seed") = py::none(),
+           py::arg("layer_norm_epsilon") = 1e-5);
 
   py::class_<nn::LlamaModel, nn::CausalLanguageModel, py::smart_holder>(
       nn, "Llama", py::is_final(), "Llama with its language-model head, parameters named as transformers' LlamaForCausalLM.")
       .def(py::init([](int64_t vocab_size, int64_t context_length, int64_t hidden_size, int64_t intermediate_size,
                        int64_t layers, int64_t heads, int64_t kv_heads, double rope_theta, bool tie_embeddings,
-                       const py::object& dtype, const py::object& seed) {
+                       const py::object& dtype, const py::object& seed, double rms_norm_eps, bool attention_bias,
+                       bool mlp_bias) {
+             // transformers' names: a checkpoint with rms_norm_eps 1e-5 (Llama 2, Mistral) loaded
+             // into the fixed 1e-6 gave other logits, silently.
              nn::LlamaOptions o;
+             o.norm_eps = rms_norm_eps;
+             o.attention_bias = attention_bias;
+             o.mlp_bias = mlp_bias;
              o.vocab_size = vocab_size;
              o.context_length = context_length;
              o.hidden_size = hidden_size;
@@ -122,7 +130,8 @@ void bind_transformers(py::module_& nn) {
            py::arg("vocab_size"), py::arg("context_length") = 2048, py::arg("hidden_size") = 512,
            py::arg("intermediate_size") = 1376, py::arg("layers") = 8, py::arg("heads") = 8, py::arg("kv_heads") = 0,
            py::arg("rope_theta") = 10000.0, py::arg("tie_embeddings") = false, py::arg("dtype") = py::none(),
-           py::arg("seed") = py::none());
+           py::arg("seed") = py::none(), py::arg("rms_norm_eps") = 1e-6, py::arg("attention_bias") = false,
+           py::arg("mlp_bias") = false);
 }
 
 }  // namespace eddy::python

@@ -396,6 +396,24 @@ def test_names_and_results_a_container_cannot_take_are_refused():
 
     with pytest.raises(eddy.Error, match=r"Pair.forward returned tuple where a C\+\+ caller \(Sequential\) takes one"):
         eddy.nn.Sequential([Pair()])(eddy.ones([2]))
+    # ModuleDict's own key list is not a key (it was overwritten, and the dict broke).
+    with pytest.raises(KeyError, match="_keys"):
+        eddy.nn.ModuleDict({"_keys": eddy.nn.Linear(2, 2)})
+
+
+def test_sequential_takes_its_layers_as_arguments_or_as_a_list():
+    first, second = eddy.nn.Linear(2, 3, seed=1), eddy.nn.Linear(3, 1, seed=2)
+    x = eddy.ones([4, 2])
+    np.testing.assert_array_equal(eddy.nn.Sequential(first, second)(x).numpy(),
+                                  eddy.nn.Sequential([first, second])(x).numpy())
+    assert len(eddy.nn.Sequential(first, second)) == 2
+
+
+def test_a_module_list_slices_as_torchs():
+    layers = eddy.nn.ModuleList([eddy.nn.Linear(2, 2, seed=s) for s in range(3)])
+    head = layers[0:2]
+    assert isinstance(head, eddy.nn.ModuleList) and len(head) == 2
+    assert head[1] is layers[1] and list(layers[::-1])[0] is layers[2]
 
 
 def test_zero_grad_and_to_as_torch():
