@@ -221,7 +221,10 @@ int LmCommands::run(const std::string& resume_command) const {
     return run_quantize(run_dir_, bits_, group_, output_);
   }
   if (export_->parsed()) return run_export(run_dir_, format_, output_);
-  return check_lm_config(*io::Config::load(file_, overrides_));
+  auto config = io::Config::load(file_, overrides_);
+  // As lm train: a PINN file said "missing required key 'data'" instead of naming its command.
+  solvers::require_kind(*config, solvers::FileKind::language_model, "lm check");
+  return check_lm_config(*config);
 }
 
 }  // namespace eddy::cli

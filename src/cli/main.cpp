@@ -332,7 +332,8 @@ Tensor read_input(const std::string& file, const std::vector<std::string>& datas
       const int64_t rows = columns.empty() ? read.numel() : columns[0].shape()[0];
       EDDY_CHECK(read.dim() == 1 && read.shape()[0] == rows, "predict: ", file, ": dataset '", dataset,
                  "' has shape ", read.shape(), "; ", joined(input.columns), " must be 1-D datasets of one length");
-      columns.push_back(reshape(read, {-1, 1}));
+      // Each in the model's dtype first: columns of two dtypes (float64 x, float32 t) failed in concat.
+      columns.push_back(reshape(is_complex(read.dtype()) ? read : cast(read, expected.dtype), {-1, 1}));
     }
     values = concat(columns, 1);
   }

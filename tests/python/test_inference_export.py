@@ -83,9 +83,9 @@ def test_predict_matches_the_solver_on_its_grid_and_points(solved, artifact, edd
         sampled_fields = {name: f[f"points/pde/{name}"][:] for name in ("u", "v")}
     grid_x, grid_t = np.meshgrid(x, t, indexing="ij")  # the solver's C order, last axis fastest
 
-    columns = solved / "columns.h5"  # one 1-D dataset per coordinate, in float64
+    columns = solved / "columns.h5"  # one 1-D dataset per coordinate, of two dtypes (concat refused them)
     with h5py.File(columns, "w") as f:
-        f["x"], f["t"] = grid_x.ravel(), grid_t.ravel()
+        f["x"], f["t"] = grid_x.ravel(), grid_t.ravel().astype(np.float32)
     result = run(eddy_cli, "predict", artifact, columns)
     assert result.returncode == 0, result.stderr
     with h5py.File(solved / "columns.predictions.h5", "r") as f:
