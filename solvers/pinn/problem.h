@@ -214,7 +214,8 @@ struct Problem {
   // Bounding box of space x time, in coordinate order.
   BoundingBox domain_box() const;
   // How far apart coordinates may be and still count as equal: in `==` predicates, and for a
-  // listed point on the domain's boundary. 1e-6 times the diagonal of domain_box().
+  // listed point on the domain's boundary. 1e-6 times the diagonal of the space's bounding box
+  // (not of domain_box(): time in seconds beside space in metres made it loose).
   double tolerance() const;
   // Whether `point` (coordinates in order) lies in the closed domain, space times time, within
   // tolerance(); a non-finite coordinate does not.

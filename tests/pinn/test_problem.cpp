@@ -68,6 +68,18 @@ TEST(Problem, ReadsEverySection) {
 // The memory check kept the largest points key by assigning ConfigNodes, which wrote each larger
 // value into the key kept before: with a smaller condition first, the resolved config (a run
 // folder's config.yaml) gave it the larger one's points ("points: &1 100" and "points: *1").
+// The tolerance of `==` and of a listed point's containment is the space's: with the time span
+// in the diagonal, x == 0 on a 1 cm square over an hour took points 3.6 mm from the wall, and a
+// point 20% outside the square was accepted.
+TEST(Problem, ComparisonsTakeTheSpacesToleranceWhateverTheTimeSpan) {
+  const Problem p = read(kValid, {"geometry.space={type: rectangle, min: [0, 0], max: [0.01, 0.01]}",
+                                  "geometry.time={min: 0, max: 3600}"});
+  EXPECT_NEAR(p.tolerance(), 1e-6 * 0.01 * std::sqrt(2.0), 1e-15);
+  const double outside[] = {0.012, 0.005, 10.0}, on_the_wall[] = {0.01 + 1e-9, 0.005, 3600.0};
+  EXPECT_FALSE(p.contains(outside));
+  EXPECT_TRUE(p.contains(on_the_wall));
+}
+
 TEST(Problem, TheResolvedConfigKeepsEachConditionsPoints) {
   const Problem p = read(kValid, {"conditions.pde.points=10", "conditions.start.points=30"});
   EXPECT_NE(p.resolved_config.find("points: 10,"), std::string::npos) << p.resolved_config;
