@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "eddy/compiler/compile.h"
 #include "eddy/eddy.h"
 #include "support/expect_error.h"
 
@@ -93,6 +94,25 @@ TEST(Checkpoint, CapturedTensorsAreConstantsAndUntrackedInputsRunPlainly) {
                                 {ones({3}, DType::f64)});
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(plain[0].requires_grad());
+}
+
+// A compiled function's derivative rules replay its graph on values that track no gradient: a
+// segment whose input was an intermediate value (a solver's state after its first step) gave
+// that input no cotangent, so the gradient of everything before the segment was 0, silently.
+TEST(Checkpoint, AGradientTakenOutsideACompiledFunctionReachesTheSegmentsInputs) {
+  Tensor c = scalar(3.0, DType::f64).requires_grad_();
+  const auto body = [&](const TensorList& in) {
+    const Tensor y =
+        checkpoint([](const TensorList& v) { return TensorList{sin(v[0]) * v[1]}; }, {in[0] * 2.0, c})[0];
+    return TensorList{sum(y)};
+  };
+  CompiledFunction compiled = compile(body);
+  Tensor x = (arange(0, 4, 1, DType::f64) * 0.3).requires_grad_();
+  const TensorList eager = grad({body({x})[0]}, {x, c});
+  const TensorList through_the_call = grad({compiled({x})[0]}, {x, c});
+  EXPECT_EQ(through_the_call[0].to_vector<double>(), eager[0].to_vector<double>());  // 6 cos(2x), not 0
+  EXPECT_EQ(through_the_call[1].item<double>(), eager[1].item<double>());
+  EXPECT_NE(eager[0].to_vector<double>()[0], 0.0);
 }
 
 TEST(Checkpoint, RejectsOutputsOfDifferentDtypes) {

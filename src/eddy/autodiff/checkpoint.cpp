@@ -42,8 +42,12 @@ std::vector<Tensor> unpack(const Tensor& packed, const std::vector<Shape>& shape
   return outputs;
 }
 
-// Every gradient-tracking input's cotangent, by rerunning the segment with recording on.
-std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, const Tensor& cotangent) {
+// The cotangent of every `wanted` input, by rerunning the segment with recording on. Wanted, not
+// requires_grad(): a compiled function's derivative rules replay its graph on values that track
+// no gradient (compiler/compiled_call.cpp), and a segment whose input was an intermediate value
+// then gave that input none, so the gradient of everything before it came out 0, silently.
+std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, const Tensor& cotangent,
+                                     const std::vector<bool>& wanted) {
   // The inner backward pass must stop at this segment's inputs: a parameter that earlier segments
   // use too is reachable through the state they made as well, and a gradient with respect to the
   // parameter itself would count those paths here, and again when the outer pass goes on through
@@ -54,12 +58,13 @@ std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, cons
   std::vector<Tensor> arguments;
   std::vector<size_t> tracked;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].requires_grad()) {
+    if (!wanted[i] || !is_inexact(inputs[i].dtype())) {
       arguments.push_back(detach_keeping_tangents(inputs[i]));
       continue;
     }
     tracked.push_back(i);
-    arguments.push_back(create_graph ? identity(inputs[i]) : detach_keeping_tangents(inputs[i]).requires_grad_());
+    arguments.push_back(create_graph && inputs[i].requires_grad() ? identity(inputs[i])
+                                                                  : detach_keeping_tangents(inputs[i]).requires_grad_());
   }
   std::vector<Tensor> outputs;
   {
@@ -108,9 +113,8 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
     return jvp(packed_segment, {inputs[moving]}, {tangent}).second[0];
   };
   // One recomputation gives every input's cotangent.
-  p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor&, const Tensor& cotangent, const std::vector<bool>&) {
-    return input_cotangents(inputs, segment_of(attrs), cotangent);
-  };
+  p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor&, const Tensor& cotangent,
+                 const std::vector<bool>& wanted) { return input_cotangents(inputs, segment_of(attrs), cotangent, wanted); };
   return register_primitive(std::move(p));
 }();
 
