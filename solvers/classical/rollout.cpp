@@ -16,29 +16,23 @@ Tensor advance(const Stepper& step, Tensor state, const std::vector<Tensor>& par
 
 }  // namespace
 
-namespace {
-
-// nu's value where it can be read on the host: not inside a compiled function traced with nu as
-// an input.
-std::optional<double> known_value(const Tensor& nu) {
-  if (nu.is_abstract()) return std::nullopt;
-  if (TraceRecorder* recorder = active_trace_recorder(); recorder && !recorder->readable_on_host(nu)) {
+std::optional<double> host_value(const Tensor& scalar) {
+  if (scalar.is_abstract()) return std::nullopt;
+  if (TraceRecorder* recorder = active_trace_recorder(); recorder && !recorder->readable_on_host(scalar)) {
     return std::nullopt;
   }
-  return nu.item<double>();
+  return scalar.item<double>();
 }
 
-}  // namespace
-
 ViscosityOfCoefficients::ViscosityOfCoefficients(std::string_view solver, const Tensor& nu)
-    : solver_(solver), nu_(nu), value_(known_value(nu)) {
+    : solver_(solver), nu_(nu), value_(host_value(nu)) {
   EDDY_CHECK(!value_ || (std::isfinite(*value_) && *value_ >= 0), solver,
              ": nu must be a finite, non-negative viscosity, got ", *value_);
 }
 
 void ViscosityOfCoefficients::require_unchanged() const {
   if (!value_) return;
-  const std::optional<double> now = known_value(nu_);
+  const std::optional<double> now = host_value(nu_);
   EDDY_CHECK(!now || *now == *value_ || (std::isnan(*now) && std::isnan(*value_)), solver_, ": nu is ", *now,
              " but the solver computed its coefficients from nu = ", *value_,
              " when it was built; build a new solver after changing nu (in a fit, build it inside the loss)");

@@ -12,6 +12,11 @@
 
 namespace eddy::classical {
 
+// A one-element tensor's value where it can be read on the host, so that a solver's check of it
+// can run; none while a compiled function is traced on abstract values (a solver built inside
+// one, with nu or the forcing as an input or captured), where reading it would be refused.
+std::optional<double> host_value(const Tensor& scalar);
+
 // The viscosity `nu` (a one-element tensor) a solver computed its coefficients from. Refuses one
 // that is negative or not finite, naming `solver`: negative viscosity is anti-diffusion, and the
 // solvers ran it to a blow-up or NaN without a word. Checks are skipped where the value is

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "eddy/compiler/compile.h"
 #include "eddy/eddy.h"
 #include "solvers/classical/grf.h"
 #include "solvers/classical/navier_stokes.h"
@@ -116,6 +117,21 @@ TEST(NavierStokes2d, GradientsThroughARolloutMatchCentralDifferences) {
   const double fd_nu = (loss(w0, scalar(1e-2 + h, DType::f64)) - loss(w0, scalar(1e-2 - h, DType::f64))).item<double>() / (2 * h);
   EXPECT_NEAR(grads[1].item<double>(), fd_nu, 1e-6 * (1 + std::abs(fd_nu)));
   EXPECT_GT(std::abs(fd_nu), 1e-3);
+}
+
+// Built inside a compiled function, with the forcing an input: the forcing's finiteness check
+// read its values there, which tracing refused, so no Navier-Stokes inversion could be compiled.
+TEST(NavierStokes2d, ASolverBuiltInsideACompiledFunctionGivesTheEagerResult) {
+  const int64_t n = 8;
+  Generator generator(6);
+  const Tensor w0 = randn({n, n}, DType::f64, &generator), forcing = NavierStokes2d::fno_forcing(n);
+  const auto rollout = [&](const std::vector<Tensor>& in) {
+    NavierStokes2d solver(n, 0.01, scalar(1e-2, DType::f64), in[1]);
+    return std::vector<Tensor>{solver.solve(in[0], {3})[0]};
+  };
+  CompiledFunction compiled = compile(rollout);
+  const Tensor eager = rollout({w0, forcing})[0], traced = compiled({w0, forcing})[0];
+  EXPECT_LT(max(abs(traced - eager)).item<double>(), 1e-12 * max(abs(eager)).item<double>());
 }
 
 TEST(NavierStokes2d, RejectsBadInput) {
