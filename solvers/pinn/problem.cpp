@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "eddy/core/error.h"
 #include "eddy/core/suggest.h"
@@ -839,6 +840,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   // Every name an expression can use, with where it was declared: a second declaration is an
   // error at its own key, since expressions using the name would be ambiguous.
   std::map<std::string, std::pair<std::string, std::string>> declared;  // name -> (role, key path)
+  std::vector<std::tuple<std::string, std::string, ConfigNode>> named;    // (name, role, node), but coordinates
   auto declare = [&](const ConfigNode& node, const std::string& name, const std::string& role) {
     // Expressions read names of ASCII letters, digits and _; results use them as HDF5 names.
     if (!is_name(name)) {
@@ -859,21 +861,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       node.fail(cat("'", name, "' cannot be declared as a ", role, ": it means ",
                     name == "pi" ? "the constant pi" : "the boundary normal"));
     }
-    // A name that reads as a derivative (u_x) would hide it: names are looked up first, and
-    // parameters: {u_x: 5} made every u_x in the equations 5.
-    const size_t mark = name.rfind('_');
-    if (role != "field" && role != "coordinate" && mark != std::string::npos && mark + 1 < name.size()) {
-      const auto base = declared.find(name.substr(0, mark));
-      const std::string suffix = name.substr(mark + 1);
-      const bool coordinates_only = std::all_of(suffix.begin(), suffix.end(), [&](char c) {
-        return std::find(p.coordinates.begin(), p.coordinates.end(), std::string(1, c)) != p.coordinates.end();
-      });
-      if (base != declared.end() && (base->second.first == "field" || base->second.first == "helper") &&
-          coordinates_only) {
-        node.fail(cat("'", name, "' cannot be a ", role, " name: it reads as a derivative of ", base->second.first,
-                      " '", base->first, "'"));
-      }
-    }
+    if (role != "coordinate") named.emplace_back(name, role, node);
     const auto [first, inserted] = declared.try_emplace(name, role, node.path());
     if (inserted) return;
     const auto& [first_role, first_path] = first->second;
@@ -930,6 +918,24 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       p.helpers.emplace(name, parse_expression(helpers->at(name).as_string(), where));
     }
     // Helpers are checked where they are used: one may be a predicate, a vector, or use n.
+  }
+  // A name that reads as a derivative of a field or helper (u_x) would hide it: names are looked up
+  // first, so parameters: {u_x: 5} made every u_x 5. Checked once every name is declared: checked
+  // as each was, a parameter, or a helper before the helper it reads as a derivative of, got past
+  // and replaced that derivative silently, and a field u_x beside u was not checked at all.
+  for (const auto& [name, role, node] : named) {
+    const size_t mark = name.rfind('_');
+    if (mark == std::string::npos || mark + 1 == name.size()) continue;
+    const auto base = declared.find(name.substr(0, mark));
+    const std::string suffix = name.substr(mark + 1);
+    const bool coordinates_only = std::all_of(suffix.begin(), suffix.end(), [&](char c) {
+      return std::find(p.coordinates.begin(), p.coordinates.end(), std::string(1, c)) != p.coordinates.end();
+    });
+    if (base != declared.end() && (base->second.first == "field" || base->second.first == "helper") &&
+        coordinates_only) {
+      node.fail(cat("'", name, "' cannot be a ", role, " name: it reads as a derivative of ", base->second.first,
+                    " '", base->first, "'"));
+    }
   }
   std::map<std::string, Expression> equations;
   if (auto section = root.find("equations")) {

@@ -148,6 +148,14 @@ std::vector<BadConfig> bad_configs() {
        "parameters.u_x: 'u_x' cannot be a parameter name: it reads as a derivative of field 'u'"},
       {"helper_named_as_a_derivative", "forcing: source*sin(pi*x)", "forcing: source*sin(pi*x)\n  forcing_t: 1",
        "helpers.forcing_t: 'forcing_t' cannot be a helper name: it reads as a derivative of helper 'forcing'"},
+      // Declared before the helper it reads as a derivative of, it got past the check (made as
+      // each name was declared) and replaced that derivative silently; a parameter too.
+      {"helper_before_the_one_it_derives", "forcing: source*sin(pi*x)", "forcing_t: 1\n  forcing: source*sin(pi*x)",
+       "helpers.forcing_t: 'forcing_t' cannot be a helper name: it reads as a derivative of helper 'forcing'"},
+      {"parameter_named_as_a_helpers_derivative", "kappa: 0.1", "kappa: 0.1\n  forcing_x: 5",
+       "parameters.forcing_x: 'forcing_x' cannot be a parameter name: it reads as a derivative of helper 'forcing'"},
+      {"field_named_as_a_derivative", "fields: [u]", "fields: [u, u_t]",
+       "fields[1]: 'u_t' cannot be a field name: it reads as a derivative of field 'u'"},
       // Helper errors give file:line:col like the equations' (they gave the key path alone).
       {"helper_unknown_symbol", "forcing: source*sin(pi*x)", "forcing: source*sin(pi*bb)",
        "problem.yaml:11:12: helpers.forcing: unknown symbol 'bb'"},
