@@ -35,8 +35,8 @@ constexpr size_t kMaxCompiledStepNodes = 10000;
 }  // namespace
 
 StepFunction::StepFunction(std::string what, compiler::TensorFunction function, bool compiled,
-                           std::function<void(const std::string&)> note)
-    : what_(std::move(what)), function_(std::move(function)), note_(std::move(note)) {
+                           std::function<void(const std::string&)> note, std::function<void(const std::string&)> warn)
+    : what_(std::move(what)), function_(std::move(function)), note_(std::move(note)), warn_(std::move(warn)) {
   if (compiled) compiled_.emplace(function_, CompileOptions{.max_graph_nodes = kMaxCompiledStepNodes});
 }
 
@@ -56,7 +56,12 @@ std::vector<Tensor> StepFunction::operator()(const std::vector<Tensor>& inputs) 
     std::vector<Tensor> outputs = function_(inputs);
     compiled_.reset();
     const std::string reason = refused.what();
-    tell(cat(what_, " runs eagerly: ", reason.substr(0, reason.find('\n'))));
+    const std::string line = cat(what_, " runs eagerly: ", reason.substr(0, reason.find('\n')));
+    if (warn_) {
+      warn_(line);
+    } else {
+      tell(line);
+    }
     return outputs;
   }
   if (!reported_) tell(compile_report(what_, compiled_->stats()));

@@ -22,8 +22,10 @@ namespace eddy::solvers {
 class StepFunction {
  public:
   // `what` names the function in the lines given to `note` ("training step"); `note` may be empty.
+  // Why the step runs eagerly after all goes to `warn` where given (it is a warning: --quiet,
+  // which drops the notes, hid a run 2x slower), else to `note`.
   StepFunction(std::string what, compiler::TensorFunction function, bool compiled,
-               std::function<void(const std::string&)> note);
+               std::function<void(const std::string&)> note, std::function<void(const std::string&)> warn = {});
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
   // False when eager execution was asked for or the capture was refused.
@@ -35,7 +37,7 @@ class StepFunction {
   std::string what_;
   compiler::TensorFunction function_;
   std::optional<CompiledFunction> compiled_;  // empty: eager requested, or capture refused
-  std::function<void(const std::string&)> note_;
+  std::function<void(const std::string&)> note_, warn_;
   bool reported_ = false;
 };
 

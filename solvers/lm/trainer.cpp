@@ -158,6 +158,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   History history;
   solvers::ProgressLine progress(log, root && options.terminal, t.evaluate_every);
   auto note = [&](const std::string& line) { progress.note(line); };
+  auto warn = [&](const std::string& line) {
+    if (root) progress.warn(line);  // every rank falls back alike
+  };
   // A micro-batch's loss and the gradients of `scale` times it, from its tokens, targets,
   // dropout key and scale.
   solvers::StepFunction training_step(
@@ -169,7 +172,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
         outputs.insert(outputs.begin(), loss);
         return outputs;
       },
-      !options.eager, note);
+      !options.eager, note, warn);
   // Weight decay on matrices (projections, embeddings) only, not on norms and biases, as GPT-2
   // and Llama were trained.
   std::vector<Tensor> matrices, vectors;
@@ -209,7 +212,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
       [&](const std::vector<Tensor>& inputs) {
         return std::vector<Tensor>{cross_entropy(model->forward(inputs[0], nullptr), inputs[1])};
       },
-      !options.eager, note);
+      !options.eager, note, warn);
   auto validation_loss = [&] {
     NoGradGuard no_grad;
     model->eval();

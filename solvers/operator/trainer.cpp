@@ -333,6 +333,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   std::vector<Tensor> final_predictions;
   solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1);
   auto note = [&](const std::string& line) { progress.note(line); };
+  auto warn = [&](const std::string& line) {
+    if (root) progress.warn(line);  // every rank falls back alike
+  };
   // A batch's loss and its gradient, from the batch's input, target and points. Batches of
   // another size (the last one) compile again, once.
   solvers::StepFunction batch_step(
@@ -343,13 +346,13 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
         outputs.insert(outputs.begin(), loss);
         return outputs;
       },
-      !options.eager, note);
+      !options.eager, note, warn);
   solvers::StepFunction forward(
       "evaluation",
       [&](const std::vector<Tensor>& inputs) {
         return std::vector<Tensor>{model.predict(inputs[0], points_at(inputs, 1))};
       },
-      !options.eager, note);
+      !options.eager, note, warn);
   const int64_t n = data.train.size;
   std::vector<int64_t> order(n);
   double loss_sum = 0;  // over the epoch's samples

@@ -276,8 +276,11 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   auto begin_stage = [&](int64_t stage) {
     state.enter_stage(stage);
     progress.count_from(first_step());
-    training_step = std::make_unique<TrainingStep>(state, !options.eager,
-                                                   [&](const std::string& line) { progress.note(line); });
+    training_step = std::make_unique<TrainingStep>(
+        state, !options.eager, [&](const std::string& line) { progress.note(line); },
+        [&](const std::string& line) {
+          if (comm.rank() == 0) progress.warn(line);  // every rank falls back alike
+        });
     optimizer = first_order_optimizer(p.training, trainable, comm, training_step->function());
     if (stages > 1) progress.note(cat(describe_stage(p, stage), stage ? ": from the weights of the stage before" : ""));
   };

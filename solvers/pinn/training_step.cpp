@@ -34,11 +34,12 @@ std::vector<SampledCondition> samples_from(const std::vector<SampledCondition>& 
 
 }  // namespace
 
-TrainingStep::TrainingStep(PinnState& state, bool compiled, std::function<void(const std::string&)> note)
+TrainingStep::TrainingStep(PinnState& state, bool compiled, std::function<void(const std::string&)> note,
+                           std::function<void(const std::string&)> warn)
     : state_(state),
       trainable_(state.trainable()),
       function_("training step", [this](const std::vector<Tensor>& inputs) { return objective(inputs); }, compiled,
-                note) {
+                note, std::move(warn)) {
   const std::vector<Condition>& conditions = state.problem().conditions;
   for (size_t c = 0; c < conditions.size(); ++c) {
     std::unique_ptr<FusedInterior> fused;

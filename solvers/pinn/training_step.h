@@ -31,7 +31,9 @@ class TrainingStep {
  public:
   // `note` receives the one-line compile report, or why the step runs eagerly, and which interior
   // conditions run fused (or why not).
-  TrainingStep(PinnState& state, bool compiled, std::function<void(const std::string&)> note);
+  // `warn`, where given, receives why the step runs eagerly (StepFunction).
+  TrainingStep(PinnState& state, bool compiled, std::function<void(const std::string&)> note,
+               std::function<void(const std::string&)> warn = {});
   TrainingStep(const TrainingStep&) = delete;
   TrainingStep& operator=(const TrainingStep&) = delete;
 

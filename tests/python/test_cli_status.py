@@ -2,6 +2,7 @@
 non-finite loss, with the checkpoint it kept named; `eddy eval` reporting what the run ended with;
 errors naming what is wrong with a non-zero status (src/cli/main.cpp lists the statuses)."""
 
+import os
 import pathlib
 import subprocess
 
@@ -57,3 +58,14 @@ def test_version_flag_prints_the_version(eddy_cli):
     result = subprocess.run([str(eddy_cli), "--version"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0
     assert result.stdout.startswith("eddy ") and result.stdout.strip().split()[1][0].isdigit()
+
+
+def test_quiet_still_warns_that_the_step_runs_eagerly(eddy_cli, tmp_path):
+    # A warning, not progress: --quiet hid that the compiled step had failed (a run 2x slower).
+    env = dict(os.environ, EDDY_CXX="/nonexistent/cxx", EDDY_KERNEL_CACHE=str(tmp_path / "cache"))
+    compiled = [argument for argument in SMALL_BURGERS if argument != "--eager"]
+    run = subprocess.run([str(eddy_cli), "solve", *compiled, "training.adam.steps=2", "validation.every=0",
+                          f"output.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=env)
+    assert run.returncode == 0, run.stderr
+    assert "warning: training step runs eagerly" in run.stderr
