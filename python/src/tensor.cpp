@@ -87,6 +87,11 @@ py::object augmented(const py::object& self, const py::object& other, const char
   Tensor& target = self.cast<Tensor&>();
   py::object updated = op(target, other);
   const Tensor& value = updated.cast<const Tensor&>();
+  // A distributed tensor's global shell is abstract too, outside any jit.
+  if (is_distributed(target) || is_distributed(value)) {
+    throw Error(cat("x ", symbol, " y on a distributed tensor is not done in place; write x = x ", symbol[0],
+                    " y (docs/distributed.md)"));
+  }
   if (target.is_abstract() || value.is_abstract()) {
     throw Error(cat("x ", symbol, " y inside eddy.jit: a traced function cannot write in place (the compiled graph "
                     "would lose the write, and other views of x would not see it); write x = x ", symbol[0], " y"));

@@ -134,3 +134,11 @@ def test_deferred_gradient_sums_from_python():
     np.testing.assert_allclose(deferred_w.numpy(), w0 - 0.1 * np.asarray(plain_w.grad), rtol=1e-12)
     with pytest.raises(eddy.Error, match=r"no axis .mp. in mesh \[1\] \(dp\)"):
         dist.defer_gradient_sums(mesh, "mp")
+
+
+def test_an_update_in_place_of_a_distributed_tensor_says_so():
+    # It said "inside eddy.jit": a distributed tensor's global shell is abstract too.
+    mesh = dist.ProcessMesh([1], ["x"])
+    w = dist.shard_tensor(eddy.tensor(np.ones((4, 2))), mesh, [dist.Shard(0)])
+    with pytest.raises(eddy.Error, match="on a distributed tensor is not done in place; write x = x - y"):
+        w -= 0.1
