@@ -16,13 +16,13 @@ void bind_transformers(py::module_& nn) {
   nn.def("cross_entropy",
          [](const py::object& logits, const py::object& targets, int64_t ignore_index, const std::string& reduction) {
            EDDY_CHECK(reduction == "mean" || reduction == "sum", "cross_entropy: reduction must be 'mean' or 'sum', "
-                      "got '", reduction, "'");
+                      "got '", reduction, "' (per-row losses: logsumexp(logits, -1) minus each row's target logit)");
            return cross_entropy(as_tensor(logits), as_tensor(targets), ignore_index,
                                 reduction == "mean" ? Reduction::mean : Reduction::sum);
          },
          py::arg("logits"), py::arg("targets"), py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
-         "-log softmax(logits)[target] from logits [..., classes] and integer targets [...], as PyTorch's; "
-         "targets equal to ignore_index count for nothing.");
+         "-log softmax(logits)[target] from logits [..., classes] and integer targets [...], as PyTorch's with "
+         "reduction 'mean' or 'sum' (not 'none'); targets equal to ignore_index count for nothing.");
   nn.def("causal_attention",
          [](const py::object& q, const py::object& k, const py::object& v) {
            return nn::causal_attention(as_tensor(q), as_tensor(k), as_tensor(v));
