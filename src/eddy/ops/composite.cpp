@@ -19,29 +19,37 @@ using detail::in_float32;
 
 Tensor square(const Tensor& x) { return x * x; }
 
-// 1 / (1 + exp(-x)) for x > 0 and exp(x) / (1 + exp(x)) otherwise, each branch on its argument
-// clamped to its side: neither overflows, and both keep their relative precision. Through tanh,
-// 0.5 (1 + tanh(x / 2)) cancelled for negative x: sigmoid(-10) was 5e-4 off in float32, and 0
-// from -16 on, so log(sigmoid(x)) was -inf.
+namespace {
+// x > 0, and x clamped to each side of 0: a function written by a branch on each side sees its
+// own side's values only, so neither branch overflows, nor does the unselected one's derivative
+// turn into NaN.
+struct Sides {
+  Tensor positive, above, below;
+};
+Sides sides_of_zero(const Tensor& x) {
+  const Tensor zero = zeros_like(x);
+  const Tensor positive = gt(x, zero);
+  return {positive, where(positive, x, zero), where(positive, zero, x)};
+}
+}  // namespace
+
+// 1 / (1 + exp(-x)) for x > 0 and exp(x) / (1 + exp(x)) otherwise, both keeping their relative
+// precision. Through tanh, 0.5 (1 + tanh(x / 2)) cancelled for negative x: sigmoid(-10) was 5e-4
+// off in float32, and 0 from -16 on, so log(sigmoid(x)) was -inf.
 Tensor sigmoid(const Tensor& x) {
   return in_float32(x, [](const Tensor& v) {
-    const Tensor zero = zeros_like(v);
-    const Tensor positive = gt(v, zero);
-    const Tensor above = where(positive, v, zero), below = where(positive, zero, v);
+    const auto [positive, above, below] = sides_of_zero(v);
     const Tensor small = exp(below);
     return where(positive, 1.0 / (1.0 + exp(-above)), small / (1.0 + small));
   });
 }
 
 // Smooth at 0 in every derivative: max(x, 0) + log(1 + exp(-|x|)) had a second derivative of 0
-// there (the kinks of max and abs), where it is 1/4. Each branch sees its argument clamped to its
-// own side, so neither overflows, nor does the unselected one's derivative turn into NaN.
+// there (the kinks of max and abs), where it is 1/4. log1p: log(1 + exp(-40)) is 0 (softplus(-15)
+// was 17% off in float32).
 Tensor softplus(const Tensor& x) {
   return in_float32(x, [](const Tensor& v) {
-    const Tensor zero = zeros_like(v);
-    const Tensor positive = gt(v, zero);
-    const Tensor above = where(positive, v, zero), below = where(positive, zero, v);
-    // log1p: log(1 + exp(-40)) is 0 (softplus(-15) was 17% off in float32).
+    const auto [positive, above, below] = sides_of_zero(v);
     return where(positive, above + log1p(exp(-above)), log1p(exp(below)));
   });
 }
