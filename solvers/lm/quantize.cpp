@@ -7,6 +7,7 @@
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
 #include "eddy/io/safetensors.h"
+#include "eddy/io/tensor_fingerprint.h"
 #include "eddy/ops/ops.h"
 #include "solvers/lm/corpus.h"
 
@@ -37,9 +38,7 @@ std::string float_weights_fingerprint(TrainedModel& trained) {
   if (trained.float_fingerprint.empty()) {
     uint64_t hash = kFnvOffsetBasis;
     for (const auto& [name, parameter] : trained.model->named_parameters()) {
-      const Tensor values = contiguous(to(parameter.detach(), cpu()));
-      hash = fnv1a_words(values.raw_data(), static_cast<size_t>(values.numel()) * dtype_size(values.dtype()),
-                         fnv1a(name, hash));
+      hash = io::fnv1a_tensor_bytes(parameter.detach(), fnv1a(name, hash));
     }
     trained.float_fingerprint = hex_digits(hash);
   }

@@ -21,6 +21,7 @@
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/checkpoint.h"
+#include "eddy/io/tensor_fingerprint.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
 #include "eddy/optim/lbfgs.h"
@@ -122,9 +123,7 @@ solvers::Settings listed_points_content(const Problem& p) {
     if (!c.fixed_points.defined()) continue;
     uint64_t hash = kFnvOffsetBasis;
     for (const Tensor& array : {c.fixed_points, c.data_values}) {
-      if (!array.defined()) continue;
-      const Tensor host = contiguous(to(array, cpu()));
-      hash = fnv1a_words(host.raw_data(), static_cast<size_t>(host.numel()) * dtype_size(host.dtype()), hash);
+      if (array.defined()) hash = io::fnv1a_tensor_bytes(array, hash);
     }
     content["conditions." + c.name + " (its points' and values' content)"] = hex_digits(hash);
   }

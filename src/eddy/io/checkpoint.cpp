@@ -5,6 +5,7 @@
 
 #include "eddy/core/fingerprint.h"
 #include "eddy/io/safetensors.h"
+#include "eddy/io/tensor_fingerprint.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::io {
@@ -25,9 +26,8 @@ bool take_prefix(const std::string& name, std::string_view prefix, std::string& 
 std::string content_hash(const nn::StateDict& tensors) {
   uint64_t hash = kFnvOffsetBasis;
   for (const auto& [name, tensor] : tensors) {
-    const Tensor host = contiguous(to(tensor, cpu()));
-    hash = fnv1a(cat(name, ' ', dtype_name(host.dtype()), ' ', host.shape()), hash);
-    hash = fnv1a_words(host.raw_data(), static_cast<size_t>(host.numel()) * dtype_size(host.dtype()), hash);
+    hash = fnv1a(cat(name, ' ', dtype_name(tensor.dtype()), ' ', tensor.shape()), hash);
+    hash = fnv1a_tensor_bytes(tensor, hash);
   }
   return hex_digits(hash);
 }
