@@ -62,6 +62,40 @@ TEST(HalfPrecision, ProductsAndSumsAccumulateInFloat32) {
   EXPECT_EQ(values_of(matmul_add(a, b, addend)), values_of(cast(wide, DType::bf16)));
 }
 
+// bfloat16 products run in oneDNN's 16-bit kernels where the CPU has them (AMX, AVX-512 BF16),
+// and otherwise as float32 products: either way, whatever the operands' strides and batching,
+// each element is the exact product of the bfloat16 values up to float32 sums and one rounding.
+TEST(HalfPrecision, ProductsOfAnyLayoutAreTheExactProductRounded) {
+  auto bf16_randn = [](const Shape& shape) { return cast(randn(shape), DType::bf16); };
+  auto expect_rounded_product = [](const Tensor& a, const Tensor& b, const Tensor& addend, const Tensor& product) {
+    SCOPED_TRACE(cat("[", a.shape(), "] @ [", b.shape(), "]"));
+    Tensor exact = matmul(cast(a, DType::f64), cast(b, DType::f64));
+    if (addend.defined()) exact = exact + cast(addend, DType::f64);
+    const Tensor magnitude = matmul(abs(cast(a, DType::f64)), abs(cast(b, DType::f64)));
+    ASSERT_EQ(product.dtype(), DType::bf16);
+    ASSERT_EQ(product.shape(), exact.shape());
+    const std::vector<double> got = values_of(product), want = values_of(exact), size = values_of(magnitude);
+    const double sum_error = 2.0 * static_cast<double>(a.shape().back()) * std::ldexp(1.0, -24);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_LE(std::abs(got[i] - want[i]), std::ldexp(std::abs(want[i]), -8) + sum_error * (size[i] + 1.0))
+          << "element " << i;
+    }
+  };
+  auto expect_product = [&](const Tensor& a, const Tensor& b) { expect_rounded_product(a, b, Tensor(), matmul(a, b)); };
+  const Tensor a = bf16_randn({200, 96}), b = bf16_randn({96, 130});
+  expect_product(a, b);
+  expect_product(transpose(bf16_randn({96, 200})), b);
+  expect_product(a, transpose(bf16_randn({130, 96})));
+  expect_product(transpose(bf16_randn({96, 200})), transpose(bf16_randn({130, 96})));
+  expect_product(slice(bf16_randn({400, 96}), 0, 0, 400, 2), slice(bf16_randn({96, 300}), 1, 10, 140));
+  expect_product(bf16_randn({3, 40, 24}), bf16_randn({3, 24, 50}));
+  expect_product(bf16_randn({2, 3, 40, 24}), bf16_randn({24, 50}));
+  expect_product(transpose(bf16_randn({4, 24, 40})), transpose(bf16_randn({4, 50, 24})));
+  expect_product(bf16_randn({7, 5}), bf16_randn({5, 3}));
+  const Tensor addend = bf16_randn({130});
+  expect_rounded_product(a, b, addend, matmul_add(a, b, addend));
+}
+
 TEST(HalfPrecision, PromotionFollowsPyTorch) {
   EXPECT_EQ(promote(DType::bf16, DType::f16), DType::f32);
   EXPECT_EQ(promote(DType::bf16, DType::f32), DType::f32);

@@ -17,6 +17,12 @@ void round_from_float32(const Tensor& float32_src, const Tensor& half_out);
 // A float32 copy of a 16-bit tensor (dense), or the tensor itself.
 Tensor float32_copy_if_half(const Tensor& t);
 
+// out = a b (out += a b when accumulating) for 16-bit a and b of one dtype and a 16-bit or float32
+// out, any strides, batched over the leading dimensions, in oneDNN's native 16-bit kernels with
+// float32 accumulation (half_matmul.cpp). Returns false, running nothing, where those do not apply
+// (other dtypes, an empty product, a dtype or layout oneDNN has no fast kernel for).
+bool native_half_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
+
 // When an input or `out` holds 16-bit floats: runs kernel(wide_inputs, wide_out) on float32
 // copies of the 16-bit inputs (the others as they are) and rounds its float32 result into `out`,
 // then returns true. Returns false, running nothing, when no operand is a 16-bit float. The

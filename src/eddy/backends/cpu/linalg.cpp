@@ -265,8 +265,9 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t 
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool accumulate) {
-  // 16-bit operands: a float32 product (float32 accumulation, onto the addend when accumulating),
-  // rounded once at the end.
+  if (native_half_matmul(a_in, b_in, out, accumulate)) return;
+  // Other 16-bit operands: a float32 product (float32 accumulation, onto the addend when
+  // accumulating), rounded once at the end.
   const bool half = accumulate ? computed_in_float32({a_in, b_in, out}, out, [&](const auto& x, const Tensor& o) {
     copy(x[2], o);
     matmul(x[0], x[1], o, true);
