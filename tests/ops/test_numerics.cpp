@@ -591,6 +591,26 @@ TEST(Numerics, ExpUnderflowsToZeroAndDenormals) {
   EXPECT_EQ(exp(tensor<float>({-INFINITY})).item<float>(), 0.0f);
 }
 
+// Within 1 of the largest finite value's log, exp is std::exp's: float32's vectorised exp overflowed
+// to inf from 88.376, where exp stays finite up to 88.7228. Past that it is inf, as is exp(inf).
+TEST(Numerics, ExpStaysFiniteUpToTheLargestValue) {
+  std::vector<float> floats{INFINITY, 88.7229f, std::nanf("")};
+  for (float x = 87.75f; x < 88.7228f; x += 0.03125f) floats.push_back(x);
+  floats.push_back(88.7228f);
+  const std::vector<float> float_values = exp(tensor(floats)).to_vector<float>();
+  for (size_t k = 0; k < floats.size(); ++k) {
+    if (std::isnan(floats[k])) {
+      EXPECT_TRUE(std::isnan(float_values[k]));
+    } else {
+      EXPECT_EQ(float_values[k], std::exp(floats[k])) << "x = " << floats[k];
+    }
+  }
+  EXPECT_TRUE(std::isinf(float_values[1]));
+  EXPECT_TRUE(std::isfinite(float_values.back()));
+  const double doubles[] = {708.8, 709.5, 709.78, 709.79};
+  for (double x : doubles) EXPECT_EQ(exp(tensor<double>({x})).item<double>(), std::exp(x)) << "x = " << x;
+}
+
 // Below the smallest normal number's log, exp is std::exp's, bit for bit, down to and past where
 // it rounds to zero (set directly there, without std::exp's slow underflow path); NaN stays NaN.
 TEST(Numerics, ExpMatchesStdExpThroughTheDenormalsToZero) {

@@ -75,7 +75,7 @@ struct Rows {
 };
 
 // A run of a tile's row, for Eigen's vectorised exp. Its exp stops at the smallest normal number
-// (about 1e-38 in float32) instead of going to 0 (ops' exp fixes that up, exp_with_underflow in
+// (about 1e-38 in float32) instead of going to 0 (ops' exp fixes that up, exp_full_range in
 // elementwise.cpp); here the argument is at most 0, so such an entry weighs under 1e-37 of the
 // row's largest, which rounds away in every sum it enters.
 template <typename T>

@@ -150,18 +150,24 @@ C complex_power(C x, C y) {
 // any entry needs it: an entry-by-entry check took as long as the exp itself. Below the log of the
 // smallest denormal, less 1, exp rounds to 0, which is set directly: std::exp takes its slow
 // underflow path there (errno), and a causal mask's entries, at the lowest finite value, are half
-// of a language model's attention scores.
+// of a language model's attention scores. At the other end, float32's exp overflowed to inf from
+// 127.5 ln 2 = 88.376, where the largest float32 lies at 88.723 (its 2^128 scale step); the entries
+// within 1 of the largest finite value's log are redone the same way.
 template <typename Out, typename In>
-void exp_with_underflow(Out& o, const In& i) {
+void exp_full_range(Out& o, const In& i) {
   using T = typename In::Scalar;
   const T clamp = std::log(std::numeric_limits<T>::min()) + T(1);
   const T rounds_to_zero = std::log(std::numeric_limits<T>::denorm_min()) - T(1);
+  const T near_overflow = std::log(std::numeric_limits<T>::max()) - T(1);
   o = i.exp();
-  if (i.size() == 0 || !(i.template minCoeff<Eigen::PropagateNumbers>() < clamp)) return;
+  if (i.size() == 0) return;
+  const bool low = i.template minCoeff<Eigen::PropagateNumbers>() < clamp;
+  const bool high = i.template maxCoeff<Eigen::PropagateNumbers>() > near_overflow;
+  if (!low && !high) return;
   for (Eigen::Index j = 0; j < i.size(); ++j) {
     if (i[j] < rounds_to_zero) {
       o[j] = T(0);
-    } else if (i[j] < clamp) {
+    } else if (i[j] < clamp || i[j] > near_overflow) {
       o[j] = std::exp(i[j]);
     }
   }
@@ -332,7 +338,7 @@ void CpuBackend::unary(UnaryKernel kind, const Tensor& in, const Tensor& out) {
       return;
     case UnaryKernel::exp:
       EDDY_DISPATCH_INEXACT(dtype, T, "exp", transcendental<T>(in, out, [](T x) { return std::exp(x); },
-                                                          [](auto& o, const auto& i) { exp_with_underflow(o, i); }));
+                                                          [](auto& o, const auto& i) { exp_full_range(o, i); }));
       return;
     case UnaryKernel::log:
       EDDY_DISPATCH_INEXACT(dtype, T, "log", transcendental<T>(in, out, [](T x) { return std::log(x); },
