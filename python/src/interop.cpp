@@ -290,6 +290,16 @@ bool is_python_number(const py::handle& value) {
 }  // namespace
 
 Tensor operand_beside(const Tensor& other, const py::handle& value) {
+  // A Python int beside an int32 tensor is int32 too, as in NumPy 2, PyTorch and JAX (as int64 it
+  // made x * 1 int64, and INT_MIN / -1 no longer wrapped); one int32 cannot hold is refused.
+  if (other.dtype() == DType::i32 && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
+    const auto integer = py::reinterpret_borrow<py::int_>(value);
+    if (integer < py::int_(INT32_MIN) || integer > py::int_(INT32_MAX)) {
+      throw_overflow_error(cat("the integer ", py::str(value).cast<std::string>(), " does not fit in int32, the "
+                               "dtype of the tensor beside it; cast the tensor to int64 first"));
+    }
+    return scalar(integer.cast<double>(), DType::i32, other.device());
+  }
   if (!is_python_number(value) || !is_inexact(other.dtype())) return as_tensor(value);
   if (PyComplex_Check(value.ptr())) {
     return scalar(value.cast<std::complex<double>>(), complex_dtype(other.dtype()), other.device());

@@ -65,8 +65,8 @@ void binary(py::module_& m, const char* name, Op op) {
 template <typename Op>
 void reduction(py::module_& m, const char* name, Op op) {
   m.def(name, [op](const py::object& x, const py::object& axis, bool keepdims) {
-        // Over no axes: the reduction of each element alone, with the op's dtype rules (mean of
-        // integers is float64), as the reduction over a new axis of one.
+        // Over no axes: the reduction of each element alone, with the op's dtype rules and
+        // refusals, as the reduction over a new axis of one.
         if (no_axes(axis)) return op(unsqueeze(as_tensor(x), 0), {0}, false);
         return op(as_tensor(x), ints_of(axis), keepdims);
       },

@@ -117,20 +117,30 @@ py::object augmented(const py::object& self, const py::object& other, const char
   return self;
 }
 
-// The value of `t[...] = value`: a Python number that t's integer dtype cannot hold is refused,
-// as NumPy refuses it (2^40 into int32 stored 0, NaN into int64 stored -2^63).
+// The value of `t[...] = value`: a Python or NumPy number that t's integer dtype cannot hold is
+// refused, as NumPy refuses it (2^40 into int32 stored 0; NaN, 3e9 into int32 and 1e19 into int64
+// stored the lowest integer). A float in range is truncated toward zero, as in NumPy.
 Tensor assigned_value(const Tensor& target, const py::object& value) {
+  const bool integer_target = target.dtype() == DType::i32 || target.dtype() == DType::i64;
   if (target.dtype() == DType::i32 && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
     const auto integer = value.cast<py::int_>();
     if (integer < py::int_(INT32_MIN) || integer > py::int_(INT32_MAX)) {
       throw_overflow_error(cat("the integer ", py::str(value).cast<std::string>(), " does not fit in int32"));
     }
   }
-  if ((target.dtype() == DType::i32 || target.dtype() == DType::i64) && PyFloat_Check(value.ptr()) &&
-      !std::isfinite(value.cast<double>())) {
-    throw py::value_error(cat("cannot assign ", py::str(value).cast<std::string>(), " to an integer tensor"));
+  Tensor assigned = as_tensor(value);
+  if (integer_target && is_floating(assigned.dtype()) && assigned.dim() == 0 && !py::isinstance<Tensor>(value)) {
+    const double number = assigned.item<double>();
+    const double end = target.dtype() == DType::i32 ? 0x1p31 : 0x1p63;  // -end is the lowest value
+    if (!std::isfinite(number)) {
+      throw py::value_error(cat("cannot assign ", py::str(value).cast<std::string>(), " to an integer tensor"));
+    }
+    if (std::trunc(number) < -end || std::trunc(number) >= end) {
+      throw_overflow_error(
+          cat("the number ", py::str(value).cast<std::string>(), " does not fit in ", target.dtype()));
+    }
   }
-  return as_tensor(value);
+  return assigned;
 }
 
 // The operators that have augmented forms (x += y), shared by both.

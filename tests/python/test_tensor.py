@@ -592,6 +592,18 @@ def test_integer_division_where_c_leaves_it_undefined(dtype, lowest):
     np.testing.assert_array_equal(np.asarray(got), [lowest, 0, -5])
 
 
+def test_a_python_int_beside_an_int32_tensor_stays_int32():
+    # As in NumPy 2, PyTorch and JAX; as int64 it made x * 1 int64 and INT_MIN / -1 not wrap.
+    x = eddy.tensor([2**31 - 1, -2**31], dtype="int32")
+    assert (x * 1).dtype == eddy.int32 and (1 + x).dtype == eddy.int32
+    np.testing.assert_array_equal(np.asarray(x + 1), np.array([2**31 - 1, -2**31], np.int32) + 1)
+    np.testing.assert_array_equal(np.asarray(eddy.div(x * 1, -1)), [-2**31 + 1, -2**31])
+    assert eddy.maximum(x, 0).dtype == eddy.int32
+    assert (x + 2.5).dtype == eddy.float64  # a Python float still widens, as in NumPy
+    with pytest.raises(OverflowError, match="2199023255552 does not fit in int32"):
+        x + 2**41
+
+
 def test_scalar_conversions():
     assert float(eddy.tensor(2.5)) == 2.5
     assert int(eddy.tensor(7)) == 7
@@ -793,6 +805,17 @@ def test_assigned_numbers_an_integer_tensor_cannot_hold_are_refused():
         small[0] = 2**40
     with pytest.raises(ValueError, match="cannot assign nan"):
         eddy.zeros(2, "int64")[0] = float("nan")
+    # Finite floats out of range, and NumPy's scalars, stored the lowest integer.
+    with pytest.raises(OverflowError, match="3000000000.0 does not fit in int32"):
+        small[0] = 3e9
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        eddy.zeros(2, "int64")[1] = 1e19
+    with pytest.raises(ValueError, match="cannot assign nan"):
+        eddy.zeros(2, "int64")[0] = np.float32("nan")
+    assert small.tolist() == [0, 0]
+    # In range, a float is truncated toward zero, as in NumPy.
+    small[0], small[1] = -2147483648.9, np.float64(-2.7)
+    assert small.tolist() == [-2147483648, -2]
 
 
 def test_an_integer_after_a_slice_gives_a_view():
