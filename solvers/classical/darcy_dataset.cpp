@@ -59,8 +59,11 @@ io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& co
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code error;
   if (!parent.empty() && comm.rank() == 0) std::filesystem::create_directories(parent, error);
-  EDDY_CHECK(!error, "generate: output.path ", path, ": cannot make its folder ", parent.string(), " (",
-             error.message(), ")");
+  // The other ranks wait for rank 0's folder: looking for it at once, they often found it missing.
+  Tensor made = tensor(std::vector<int64_t>{error ? 0 : 1});
+  if (comm.size() > 1) comm.broadcast(made, 0);
+  EDDY_CHECK(made.item<int64_t>() == 1, "generate: output.path ", path, ": cannot make its folder ", parent.string(),
+             error ? cat(" (", error.message(), ")") : std::string(" (rank 0 could not)"));
   std::error_code ignored;
   EDDY_CHECK(!std::filesystem::is_regular_file(path, ignored) || io::is_hdf5_file(path), "generate: output.path ", path,
              " exists and is not an HDF5 file (the config itself, say); give the dataset a file of its own");
