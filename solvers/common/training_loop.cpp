@@ -114,6 +114,10 @@ std::string text_of_rank_0(dist::Communicator& comm, const std::string& text) {
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
 
+std::string default_export_dir(const std::string& dir) { return dir + "/export"; }
+
+std::string default_hf_export_dir(const std::string& dir) { return dir + "/hf"; }
+
 void remove_earlier_outputs(const std::string& dir, const std::string& names) {
   namespace fs = std::filesystem;
   const std::regex pattern(names);
@@ -171,7 +175,17 @@ int64_t TrainingLoop::start() {
                                               step, " in ", checkpoint_, "); give every rank the same checkpoint"));
   saved_ = run_.resume;
   if (!run_.resume && comm_.rank() == 0 && std::filesystem::exists(checkpoint_)) {
-    progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)"));
+    std::string removed;
+    for (const std::string& stale_export : {default_export_dir(run_.dir), default_hf_export_dir(run_.dir)}) {
+      std::error_code error;
+      if (std::filesystem::remove_all(stale_export, error) > 0) {
+        removed += cat(", and its export ", stale_export, " is removed");
+      }
+      EDDY_CHECK(!error, "cannot remove ", stale_export, ", the export of the run this one writes over (",
+                 error.message(), ")");
+    }
+    progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it", removed,
+                       " (--resume continues it)"));
   }
   if (comm_.rank() == 0) {
     // A file system error still (Python raises it as the OSError of its errno), naming the key.

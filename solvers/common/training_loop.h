@@ -86,6 +86,12 @@ std::string text_of_rank_0(dist::Communicator& comm, const std::string& text);
 // The checkpoint of the run whose folder is `dir`.
 std::string checkpoint_path(const std::string& dir);
 
+// The folders the export commands write into the run folder `dir` unless told otherwise:
+// `eddy export`'s artifact and `eddy lm export`'s Hugging Face folder. A new run over `dir`
+// removes them: loaded after it, they had given the old run's predictions, silently.
+std::string default_export_dir(const std::string& dir);
+std::string default_hf_export_dir(const std::string& dir);
+
 // Removes the files in `dir` whose names match `names` (an ECMAScript regular expression, the
 // whole name): an earlier run's outputs that this run may not write again, which ParaView would
 // otherwise read as part of its results (an image series' extra slices).

@@ -5,6 +5,7 @@
 #include "eddy/autodiff/tape.h"
 #include "eddy/compiler/trace.h"
 #include "eddy/ops/ops.h"
+#include "solvers/common/training_loop.h"
 #include "solvers/pinn/solver.h"
 
 namespace eddy::pinn {
@@ -42,7 +43,7 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
       {example});
 
   ExportSummary summary;
-  summary.dir = output_dir.empty() ? run_dir + "/export" : output_dir;
+  summary.dir = output_dir.empty() ? solvers::default_export_dir(run_dir) : output_dir;
   summary.batch_size = batch_size;
   summary.input_shape = example.shape();
   summary.signature = PredictorSignature{{{"points", problem.coordinates}}, problem.fields, run_dir};

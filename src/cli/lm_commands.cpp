@@ -11,10 +11,12 @@
 #include "eddy/dist/communicator.h"
 #include "eddy/io/config.h"
 #include "device_option.h"
+#include "override_option.h"
 #include "interrupted.h"
 #include "solvers/common/file_kind.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/training_config.h"
+#include "solvers/common/training_loop.h"
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/quantize.h"
@@ -101,7 +103,7 @@ int run_generate(const std::string& run_dir, const std::string& prompt, const st
 }
 
 int run_export(const std::string& run_dir, const std::string& format, const std::string& output) {
-  const std::string folder = output.empty() ? run_dir + "/hf" : output;
+  const std::string folder = output.empty() ? solvers::default_hf_export_dir(run_dir) : output;
   lm::refuse_the_runs_own_files(run_dir, folder, true, "--output");
   const lm::TrainedModel trained = lm::load_trained_model(run_dir);
   lm::save_hf_folder(*trained.model, *trained.tokenizer, folder);
@@ -165,14 +167,14 @@ LmCommands::LmCommands(CLI::App& app) {
   lm_->require_subcommand(1);
   train_ = lm_->add_subcommand("train", "Train a language model defined in a YAML file");
   train_->add_option("file", file_, "language-model YAML")->required()->check(CLI::ExistingFile);
-  train_->add_option("overrides", overrides_, "key.path=value overrides, e.g. training.steps=100");
+  add_overrides_option(train_, overrides_, "key.path=value overrides, e.g. training.steps=100");
   train_->add_flag("--resume", resume_, "continue from the run folder's last checkpoint");
   train_->add_flag("--eager", eager_, "run the training step and evaluation as written instead of compiled");
   train_->add_option("--device", device_, kDeviceHelp);
   train_->add_flag("--quiet", quiet_, "no progress output");
   check_ = lm_->add_subcommand("check", "Validate a language-model config and print it resolved, without training");
   check_->add_option("file", file_, "language-model YAML")->required()->check(CLI::ExistingFile);
-  check_->add_option("overrides", overrides_, "key.path=value overrides");
+  add_overrides_option(check_, overrides_, "key.path=value overrides");
   generate_ = lm_->add_subcommand("generate", "Continue a prompt with a trained model, streaming the text");
   generate_->add_option("run_dir", run_dir_, "run folder of `eddy lm train` (output.dir), or a Hugging Face "
                         "folder")->required()->check(CLI::ExistingDirectory);

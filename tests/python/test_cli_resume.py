@@ -111,6 +111,20 @@ def test_export_refuses_a_checkpoint_that_another_config_replaced_the_config_of(
     assert "was not written by the run of" in exported.stderr and "parameters.nu" in exported.stderr
 
 
+def test_a_new_run_over_a_folder_removes_the_old_runs_export(eddy_cli, tmp_path):
+    # Left in place, `eddy predict RUN/export` gave the old run's values after the new run, silently.
+    run = tmp_path / "run"
+    first = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0"))
+    assert first.returncode == 0, first.stderr
+    exported = solve([str(eddy_cli), "export", str(run)])
+    assert exported.returncode == 0, exported.stderr
+    assert (run / "export" / "meta.json").is_file()
+    again = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0", "seed=7"))
+    assert again.returncode == 0, again.stderr
+    assert f"this one starts anew and writes over it, and its export {run}/export is removed" in again.stderr
+    assert not (run / "export").exists()
+
+
 def test_eval_names_the_replaced_config_before_the_checkpoints_shapes(eddy_cli, tmp_path):
     # The same, where the new config's network has another width: loading the weights first
     # refused them for their shapes alone.
