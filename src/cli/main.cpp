@@ -42,6 +42,7 @@
 #include "eddy/io/config.h"
 #include "eddy/io/hdf5.h"
 #include "device_option.h"
+#include "override_option.h"
 #include "lm_commands.h"
 #include "eddy/ops/ops.h"
 #include "interrupted.h"
@@ -435,7 +436,7 @@ int main(int argc, char** argv) {
 
   CLI::App* solve = app.add_subcommand("solve", "Train a PINN problem defined in a YAML file");
   solve->add_option("file", file, "problem YAML")->required()->check(CLI::ExistingFile);
-  solve->add_option("overrides", overrides, "key.path=value overrides, e.g. training.adam.steps=20000");
+  eddy::cli::add_overrides_option(solve, overrides, "key.path=value overrides, e.g. training.adam.steps=20000");
   solve->add_flag("--resume", resume, "continue from the run folder's last checkpoint");
   solve->add_flag("--eager", eager, "run the training step as written instead of compiled");
   solve->add_option("--device", device, cli::kDeviceHelp);
@@ -445,21 +446,21 @@ int main(int argc, char** argv) {
                                        "language-model file and print it resolved, without running it");
   check->add_option("file", file, "YAML file of `eddy solve`, `eddy train`, `eddy generate` or `eddy lm train`")
       ->required()->check(CLI::ExistingFile);
-  check->add_option("overrides", overrides, "key.path=value overrides");
+  eddy::cli::add_overrides_option(check, overrides, "key.path=value overrides");
 
   CLI::App* eval = app.add_subcommand("eval", "Re-evaluate a finished run against its reference");
   eval->add_option("run_dir", run_dir, "run folder (output.dir)")->required()->check(CLI::ExistingDirectory);
 
   CLI::App* train = app.add_subcommand("train", "Train a neural operator (FNO, DeepONet) defined in a YAML file");
   train->add_option("file", file, "training YAML")->required()->check(CLI::ExistingFile);
-  train->add_option("overrides", overrides, "key.path=value overrides, e.g. training.epochs=50");
+  eddy::cli::add_overrides_option(train, overrides, "key.path=value overrides, e.g. training.epochs=50");
   train->add_flag("--resume", resume, "continue from the run folder's last checkpoint");
   train->add_flag("--eager", eager, "run the batch step and evaluation as written instead of compiled");
   train->add_option("--device", device, cli::kDeviceHelp);
   train->add_flag("--quiet", quiet, "no progress output");
   CLI::App* generate = app.add_subcommand("generate", "Write an operator-learning dataset with a classical solver");
   generate->add_option("file", file, "dataset YAML")->required()->check(CLI::ExistingFile);
-  generate->add_option("overrides", overrides, "key.path=value overrides, e.g. samples=1000");
+  eddy::cli::add_overrides_option(generate, overrides, "key.path=value overrides, e.g. samples=1000");
   generate->add_flag("--quiet", quiet, "no progress output");
   generate->add_flag("--overwrite", overwrite, "replace an existing output.path file that eddy generate did not write "
                                                "(a reference dataset, a run's results)");

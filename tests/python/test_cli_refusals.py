@@ -114,6 +114,15 @@ def test_an_unknown_command_is_named_with_the_commands_there_are(eddy_cli, argum
     assert message in result.stderr
 
 
+@pytest.mark.parametrize("command", [["check", ROOT / "examples/pinn/burgers.yaml"],
+                                     ["lm", "check", ROOT / "examples/lm/fortunes_gpt.yaml"]])
+def test_an_override_without_a_value_is_a_usage_error(eddy_cli, command):
+    # It exited 1, as a run that failed does, where docs/config.md gives 2 for an invalid argument.
+    result = run(eddy_cli, *command, "model.width")
+    assert result.returncode == 2, result.stderr
+    assert "expected key.path=value, got 'model.width'" in result.stderr
+
+
 def test_an_operator_width_beyond_memory_is_refused_at_its_key(tmp_path, eddy_cli):
     # It ended in a bare std::bad_alloc while the model was built.
     import h5py
