@@ -312,6 +312,16 @@ def test_integer_powers_have_finite_derivatives_of_every_order_at_zero():
     np.testing.assert_allclose(np.asarray(eddy.grad(lambda q: eddy.sum(q**2.5))(eddy.tensor([4.0]))), [2.5 * 4**1.5])
 
 
+def test_the_mixed_second_derivative_of_a_power_at_exponent_zero_is_symmetric():
+    # d/db (b a^(b-1)) = a^(b-1) (1 + b log a): 1/a at b = 0. Masked wherever b = 0, the order
+    # "a first" gave 0, so a learned exponent that started at 0 never moved.
+    a, b = 1.5, 0.0
+    hessian = np.asarray(eddy.hessian(lambda x: x[0] ** x[1], eddy.tensor([a, b])))
+    np.testing.assert_allclose(hessian, [[0, 1 / a], [1 / a, np.log(a) ** 2]], rtol=1e-14, atol=1e-15)
+    across = eddy.grad(lambda b: eddy.grad(lambda a: a**b)(eddy.tensor(a)))(eddy.tensor(b))
+    assert abs(float(across) - 1 / a) < 1e-14
+
+
 def derivative_chain(derivative, f, times):
     for _ in range(times):
         f = derivative(f)

@@ -262,18 +262,22 @@ const Primitive& binary(const BinaryBasics& basics, BinaryDTypes accepted, JvpRu
   return register_primitive(binary_declaration(basics, accepted, std::move(jvp), std::move(vjp), linear));
 }
 
-// a^b, holomorphic in both. In a the derivative b a^(b-1) is taken as 0 where b = 0, and in b
-// the derivative log(a) a^b as 0 where a = 0 (its limit for b > 0): PyTorch's values, where the
-// formulas give 0 * inf and log(0) * 0, NaN. Where b = 0 the unused branch also reads a base of
-// 1, not a: its own derivatives, which the next order multiplies by a zero cotangent, would
-// hold 0^(-k). So every derivative of an integer power is finite at a = 0.
+// a^b, holomorphic in both. In a the derivative b a^(b-1) is taken as 0 where a = b = 0, and in
+// b the derivative log(a) a^b as 0 where a = 0 (its limit for b > 0): PyTorch's values, where the
+// formulas give 0 * inf and log(0) * 0, NaN. Where a = b = 0 the unused branch also reads a base
+// of 1, not a: its own derivatives, which the next order multiplies by a zero cotangent, would
+// hold 0^(-k). So every derivative of an integer power is finite at a = 0. The mask is only where
+// both are 0: masked wherever b = 0, b a^(b-1) lost its derivative in b there, so the mixed second
+// derivative of a^b at b = 0 was 0 in one order and 1/a in the other, and a learned exponent that
+// started at 0 never moved.
 Primitive power(const BinaryBasics& basics) {
   auto derivative = [](Inputs in, int i) {
     const Tensor &a = in[0], &b = in[1];
     if (i == 0) {
-      const Tensor zeroth = eq(b, zeros_like(b));
-      const Tensor scaled = b * pow(where(zeroth, ones_like(a), a), b - 1.0);
-      return where(zeroth, zeros_like(scaled), scaled);
+      const Tensor magnitudes = abs(a) + abs(b);
+      const Tensor both_zero = eq(magnitudes, zeros_like(magnitudes));
+      const Tensor scaled = b * pow(where(both_zero, ones_like(a), a), b - 1.0);
+      return where(both_zero, zeros_like(scaled), scaled);
     }
     return log(where(eq(a, zeros_like(a)), ones_like(a), a)) * pow(a, b);
   };
