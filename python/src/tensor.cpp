@@ -10,9 +10,9 @@
 #include <cstdint>
 
 #include "bindings.h"
+#include "eddy/autodiff/tape.h"
 #include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
-#include "eddy/autodiff/tape.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::python {
@@ -225,6 +225,11 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("requires_grad", &Tensor::requires_grad)
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
       .def_property("grad", [](const Tensor& t) -> py::object {
+        // backward() gives .grad a new tensor each time, so a captured one would be read at every
+        // call while the next backward's went unseen: a compiled update kept the first gradient.
+        EDDY_CHECK(!active_trace_recorder(), "Tensor.grad inside eddy.jit: the compiled function would keep "
+                   "the gradient it was traced with (backward() makes a new one each time); pass it as an "
+                   "argument instead: step = eddy.jit(lambda w, g: ...); step(w, w.grad)");
         Tensor g = t.grad();
         return g.defined() ? py::cast(g) : py::none();
       }, [](Tensor& t, const py::object& value) {

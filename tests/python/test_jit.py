@@ -233,6 +233,21 @@ def test_backward_inside_jit_is_refused():
     assert weight.grad.tolist() == [2.0, 4.0, 12.0]
 
 
+def test_reading_grad_inside_jit_is_refused():
+    # backward() makes a new .grad each time: a compiled update captured the first one and applied
+    # it at every call, silently.
+    w = eddy.tensor([1.0, 2.0, 3.0]).requires_grad_()
+    eddy.sum(w * 2.0).backward()
+    with pytest.raises(eddy.Error, match=r"Tensor.grad inside eddy.jit: .* pass it as an argument"):
+        eddy.jit(lambda lr: w.detach() - lr * w.grad)(eddy.tensor(0.1))
+    step = eddy.jit(lambda w, g, lr: w - lr * g)
+    for k in (1.0, 10.0):
+        w.grad = None
+        eddy.sum(w * k).backward()
+        np.testing.assert_allclose(np.asarray(step(w.detach(), w.grad, eddy.tensor(0.1))), [1 - 0.1 * k, 2 - 0.1 * k,
+                                                                                           3 - 0.1 * k])
+
+
 def test_autocast_is_part_of_the_signature():
     a, b = eddy.ones([8, 8]), eddy.ones([8, 8]) * 1.001
     product = eddy.jit(lambda a, b: eddy.matmul(a, b))
