@@ -432,3 +432,26 @@ def test_grad_scaler_moves_float16_parameters():
     scaler.scale(eddy.sum(eddy.cast(p, eddy.float32) ** 2)).backward()
     assert scaler.step(optimizer)
     np.testing.assert_array_equal(np.asarray(eddy.cast(p, eddy.float32)), [0, 0, 0])
+
+
+def test_mse_loss_runs_in_float32_under_autocast_so_the_first_scaled_step_is_taken():
+    # A float16 loss got GradScaler's 65536 as an infinite float16 cotangent: every iteration at
+    # that scale was skipped, and casting the loss to float32 afterwards did not help.
+    x = eddy.tensor(np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3))
+    w = eddy.tensor(np.full((3, 2), 0.5, dtype=np.float32)).requires_grad_()
+    target = eddy.zeros([4, 2], "float16")
+    sgd, scaler = eddy.optim.SGD([w], lr=0.1), eddy.optim.GradScaler()
+    with eddy.autocast("float16"):
+        loss = eddy.mse_loss(eddy.matmul(x, w), target)
+    assert loss.dtype == eddy.float32
+    scaler.scale(loss).backward()
+    assert scaler.step(sgd) and scaler.skipped_steps == 0 and scaler.current_scale == 65536.0
+
+
+def test_grad_scaler_scale_inside_jit_is_refused():
+    # Traced, the scale was a constant while step() divided by the current one: each growth halved
+    # the steps, silently.
+    w = eddy.tensor([0.0]).requires_grad_()
+    scaler = eddy.optim.GradScaler(growth_interval=1)
+    with pytest.raises(eddy.Error, match="GradScaler::scale inside a compiled function"):
+        eddy.jit(lambda w: scaler.scale(eddy.sum(w)))(w)

@@ -126,6 +126,13 @@ Tensor norm(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
 Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   EDDY_CHECK(prediction.shape() == target.shape(), "mse_loss: prediction has shape ",
              prediction.shape(), " but target has shape ", target.shape());
+  // Under autocast in float32 from the operands on, as PyTorch's autocast runs mse_loss: a 16-bit
+  // loss received GradScaler's 65536 as a float16 cotangent, inf, so every such iteration was
+  // skipped (and a cast of the loss after it did not help: the inf arose at the cast's backward).
+  if (autocast_dtype() && (is_half(prediction.dtype()) || is_half(target.dtype()))) {
+    const Tensor difference = cast(prediction, DType::f32) - cast(target, DType::f32);
+    return mean(square(difference));
+  }
   return in_float32(prediction - target, [](const Tensor& difference) { return mean(square(difference)); });
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::optim {
@@ -23,6 +24,11 @@ GradScaler::GradScaler(GradScalerOptions options)
 // so a float16 loss scaled to inf and float16 gradients unscaled to 0, every step skipped or
 // every step taken without moving a parameter.
 Tensor GradScaler::scale(const Tensor& loss) {
+  // Traced, the scale would be a constant of the graph while step() divides by the current one:
+  // the steps shrank by half at each growth and doubled after each overflow, silently.
+  EDDY_CHECK(!active_trace_recorder(), "GradScaler::scale inside a compiled function (eddy.jit): its scale changes "
+             "between iterations and a trace would keep the first; return the loss from the compiled function and "
+             "scale it outside");
   begin_iteration();
   scaled_ = true;
   return (is_half(loss.dtype()) ? cast(loss, DType::f32) : loss) * scale_;
