@@ -96,6 +96,24 @@ TEST(HalfPrecision, ProductsOfAnyLayoutAreTheExactProductRounded) {
   expect_rounded_product(a, b, addend, matmul_add(a, b, addend));
 }
 
+// Drawn in float32 and rounded, about one bfloat16 draw in 500 came out 1.0. Now each is
+// k / 2^8 (bfloat16) or k / 2^11 (float16), exact in the type: below 1, and covering the grid.
+TEST(HalfPrecision, UniformDrawsStayBelowOne) {
+  for (const auto& [dtype, levels] : {std::pair{DType::bf16, 256.0}, std::pair{DType::f16, 2048.0}}) {
+    const std::vector<double> draws = values_of(rand({200000}, dtype));
+    double largest = 0, smallest = 1;
+    for (double u : draws) {
+      ASSERT_LT(u, 1.0) << dtype;
+      ASSERT_GE(u, 0.0) << dtype;
+      ASSERT_EQ(u * levels, std::floor(u * levels)) << dtype << " draw " << u;
+      largest = std::max(largest, u);
+      smallest = std::min(smallest, u);
+    }
+    EXPECT_EQ(largest, 1.0 - 1.0 / levels) << dtype;
+    EXPECT_EQ(smallest, 0.0) << dtype;
+  }
+}
+
 TEST(HalfPrecision, PromotionFollowsPyTorch) {
   EXPECT_EQ(promote(DType::bf16, DType::f16), DType::f32);
   EXPECT_EQ(promote(DType::bf16, DType::f32), DType::f32);

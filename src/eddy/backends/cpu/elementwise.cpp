@@ -565,7 +565,19 @@ void fill_random(const Tensor& out, Draw draw) {
 }  // namespace
 
 void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
-  if (computed_in_float32({}, out, [&](const auto&, const Tensor& o) { random_uniform(o, seed, offset); })) return;
+  if (is_half(out.dtype())) {
+    // k / 2^bits with the 16-bit type's own significand (8 bits for bfloat16, 11 for float16), as
+    // PyTorch draws them, each exact in it: float32 draws rounded to nearest came out 1.0 (4,037
+    // of 2M in bfloat16), outside [0, 1).
+    const int bits = out.dtype() == DType::bf16 ? 8 : 11;
+    const float step = std::ldexp(1.0f, -bits);
+    Tensor wide = Tensor::empty(out.shape(), DType::f32);
+    fill_random<float>(wide, [&](int64_t i) {
+      return static_cast<float>(philox4x32(offset + i, seed)[0] >> (32 - bits)) * step;
+    });
+    round_from_float32(wide, out);
+    return;
+  }
   switch (out.dtype()) {
     case DType::f32:
       fill_random<float>(out, [&](int64_t i) { return uniform_from<float>(philox4x32(offset + i, seed), 0); });
