@@ -30,7 +30,7 @@ std::string compiler_command() {
   return EDDY_KERNEL_CXX;
 }
 
-// -march=native ties a library to this CPU; the cache is per user and machine, like ccache's.
+// -march=native ties a library to this CPU, whose identity is part of its name (cpu_identity).
 // -ffp-contract=off: GCC would otherwise fuse a * b + c into one FMA, rounding once where eager
 // eddy, one op at a time, rounds twice; without it fused arithmetic equals eager bit for bit
 // (compiled PINN steps measured no slower: docs/compiler.md).
@@ -41,6 +41,29 @@ std::string compiler_command() {
 std::string compiler_flags() {
   return "-std=c++17 -O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fopenmp -fno-math-errno "
          "-ffp-contract=off";
+}
+
+// What -march=native resolves to, as far as it differs between machines: the CPU's vendor,
+// family, model and feature flags (Linux's /proc/cpuinfo, first processor). Part of a library's
+// name, since a cache in a home folder shared across a cluster's nodes would otherwise hand a
+// node without AVX-512 the library another node compiled with it (SIGILL).
+const std::string& cpu_identity() {
+  static const std::string identity = [] {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line, found;
+    for (const char* key : {"vendor_id", "cpu family", "model", "flags"}) {
+      cpuinfo.clear();
+      cpuinfo.seekg(0);
+      while (std::getline(cpuinfo, line)) {
+        if (line.compare(0, std::strlen(key), key) == 0 && line.find(':') == line.find_first_not_of(" \t", std::strlen(key))) {
+          found += line + "\n";
+          break;
+        }
+      }
+    }
+    return found;
+  }();
+  return identity;
 }
 
 // The compiler's process group, in the process watching it: kills the group (the shell, the
@@ -161,7 +184,8 @@ LoadedKernels load_cpu_kernels(const std::string& source) {
   const std::string compiler = compiler_command();
   const std::string flags = compiler_flags();
   const fs::path directory = kernel_cache_directory();
-  const std::string stem = "kernels-" + hex_digits(fnv1a(compiler + "\n" + flags + "\n" + source));
+  const std::string stem =
+      "kernels-" + hex_digits(fnv1a(compiler + "\n" + flags + "\n" + cpu_identity() + source));
   const fs::path library = directory / (stem + ".so");
   LoadedKernels loaded;
   std::error_code error;
