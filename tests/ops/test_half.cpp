@@ -92,6 +92,9 @@ TEST(HalfPrecision, ProductsOfAnyLayoutAreTheExactProductRounded) {
   expect_product(bf16_randn({2, 3, 40, 24}), bf16_randn({24, 50}));
   expect_product(transpose(bf16_randn({4, 24, 40})), transpose(bf16_randn({4, 50, 24})));
   expect_product(bf16_randn({7, 5}), bf16_randn({5, 3}));
+  // Rows that overlap (memory shared through DLPack can look so): oneDNN takes no such layout,
+  // and its refusal had escaped as a bare exception.
+  expect_product(make_view(bf16_randn({100}), {40, 33}, {1, 1}, 0), bf16_randn({33, 4}));
   const Tensor addend = bf16_randn({130});
   expect_rounded_product(a, b, addend, matmul_add(a, b, addend));
 }

@@ -36,9 +36,10 @@ const dnnl::engine& cpu_engine() {
 }
 
 // The product's primitive, or none where oneDNN has only its reference loops for these dtypes
-// and layouts (float16 before AVX-512 FP16 support, for one): the float32 route beats those.
-std::optional<dnnl::matmul> native_product(const memory::desc& a, const memory::desc& b, const memory::desc& c,
-                                           bool accumulate) {
+// and layouts (float16 before AVX-512 FP16 support, for one), or takes no such layout at all
+// (overlapping rows, from memory shared through DLPack): the float32 route serves those.
+std::optional<dnnl::matmul> native_product(const Tensor& a, const Tensor& b, const Tensor& out, int64_t n, int64_t m,
+                                           int64_t k, bool accumulate) {
   dnnl::primitive_attr attr;
   if (accumulate) {
     dnnl::post_ops sum_onto_out;
@@ -46,7 +47,8 @@ std::optional<dnnl::matmul> native_product(const memory::desc& a, const memory::
     attr.set_post_ops(sum_onto_out);
   }
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+    const dnnl::matmul::desc product(matrix_desc(a, n, k), matrix_desc(b, k, m), matrix_desc(out, n, m));
+    const dnnl::matmul::primitive_desc pd(product, attr, cpu_engine());
     if (std::string_view(pd.impl_info_str()).starts_with("ref")) return std::nullopt;
     return dnnl::matmul(pd);
   } catch (const dnnl::error&) {
@@ -64,8 +66,7 @@ bool native_half_matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
   const int64_t n = out.shape()[rank - 2], m = out.shape()[rank - 1], k = a.shape()[rank - 1];
   if (n == 0 || m == 0 || k == 0) return false;
   // oneDNN caches primitives by their description, so one made again per call is a lookup.
-  const std::optional<dnnl::matmul> product =
-      native_product(matrix_desc(a, n, k), matrix_desc(b, k, m), matrix_desc(out, n, m), accumulate);
+  const std::optional<dnnl::matmul> product = native_product(a, b, out, n, m, k, accumulate);
   if (!product) return false;
   // The split of the inner dimension across threads changes the sums' order.
   if (!omp_in_parallel()) note_thread_dependent_kernel();
