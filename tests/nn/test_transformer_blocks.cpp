@@ -286,6 +286,32 @@ TEST(CausalAttention, WeightsAreRowsOfProbabilitiesWithExactZerosAboveTheDiagona
   }
 }
 
+// bfloat16 operands (a Llama's bias-free projections under autocast) were refused; they are
+// attended in float32 and rounded once. Past 256 positions bfloat16 cannot count (256, 256, 258),
+// so the mask is built in float32: no query sees a later key.
+TEST(CausalAttention, BFloat16OperandsAreAttendedInFloat32WithTheMaskIntact) {
+  const int64_t time = 300;
+  const auto bf16_random = [&](uint64_t seed) { return cast(random_f64({1, 2, time, 4}, seed), DType::bf16); };
+  const Tensor q = bf16_random(21), k = bf16_random(22), v = bf16_random(23);
+  const Tensor weights = causal_attention_weights(q, k);
+  ASSERT_EQ(weights.dtype(), DType::bf16);
+  const Values w = weights.to_vector<double>();
+  for (int64_t head = 0; head < 2; ++head) {
+    for (int64_t t = 250; t < time; ++t) {
+      for (int64_t s = t + 1; s < time; ++s) ASSERT_EQ(w[(head * time + t) * time + s], 0.0) << t << " sees " << s;
+    }
+  }
+  const auto wide = [](const Tensor& x) { return cast(x, DType::f32); };
+  for (const Tensor& attended : {causal_attention(q, k, v), composed_causal_attention(q, k, v)}) {
+    ASSERT_EQ(attended.dtype(), DType::bf16);
+    const Values got = attended.to_vector<double>();
+    const Values want = causal_attention(wide(q), wide(k), wide(v)).to_vector<double>();
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-2 * std::abs(want[i]) + 1e-3) << i;
+  }
+  EXPECT_EQ(rotary_embedding(q, 10000.0).to_vector<double>(),
+            cast(rotary_embedding(wide(q), 10000.0), DType::bf16).to_vector<double>());
+}
+
 TEST(CausalAttention, BadShapesNameThem) {
   Tensor q = zeros({1, 4, 3, 2}, DType::f64), k = zeros({1, 3, 3, 2}, DType::f64);
   expect_error([&] { causal_attention(q, k, k); }, {"3 heads", "does not divide the 4 heads", "[1, 3, 3, 2]"});

@@ -229,15 +229,34 @@ const Primitive& attention_p = []() -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
+// 16-bit operands (the projections' products under autocast): attention computed in float32 and
+// rounded once to their dtype, as every kernel computes 16-bit values. They were refused; and the
+// causal mask's positions, built in the scores' dtype, repeat past 256 in bfloat16 (256, 256,
+// 258), which would have let queries see later keys.
+DType half_dtype_among(std::initializer_list<Tensor> operands) {
+  for (const Tensor& x : operands) {
+    if (is_half(x.dtype())) return x.dtype();
+  }
+  return DType::f32;
+}
+
+Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? cast(x, DType::f32) : x; }
+
 }  // namespace
 
 Tensor causal_attention_weights(const Tensor& queries, const Tensor& keys) {
+  if (const DType half = half_dtype_among({queries, keys}); is_half(half)) {
+    return cast(causal_attention_weights(widened(queries), widened(keys)), half);
+  }
   const HeadGroups g = check_scores("causal_attention_weights", queries, keys);
   const ShiftedExponentials shifted = shifted_exponentials(g, grouped_scores(g, queries, keys));
   return shifted.exponentials / sum(shifted.exponentials, {-1}, true);
 }
 
 Tensor attend(const Tensor& weights, const Tensor& values) {
+  if (const DType half = half_dtype_among({weights, values}); is_half(half)) {
+    return cast(attend(widened(weights), widened(values)), half);
+  }
   const HeadGroups g = check_attention("attend", weights, values, "weights", "values");
   EDDY_CHECK(weights.shape()[3] == g.keys, "attend: weights ", weights.shape(), " cover ", weights.shape()[3],
              " positions but values ", values.shape(), " have ", g.keys);
@@ -251,6 +270,9 @@ Tensor composed_causal_attention(const Tensor& queries, const Tensor& keys, cons
 }
 
 Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values) {
+  if (const DType half = half_dtype_among({queries, keys, values}); is_half(half)) {
+    return cast(causal_attention(widened(queries), widened(keys), widened(values)), half);
+  }
   // The composed form where the fused one cannot serve: eager forward mode, as in checkpoint()
   // (the fused primitives' tangent rule serves compiled functions only), and devices without the
   // kernels.
