@@ -489,3 +489,6 @@ def test_logsumexp_over_an_empty_axis_is_minus_infinity():
     x = eddy.tensor(np.zeros((0, 3)))
     np.testing.assert_array_equal(eddy.logsumexp(x, axis=0).numpy(), [-np.inf] * 3)
     assert eddy.logsumexp(x, axis=0, keepdims=True).shape == (1, 3)
+    # softmax over it is empty, as PyTorch's (the error named max too).
+    assert eddy.softmax(eddy.zeros([3, 0]), axis=1).shape == (3, 0)
+    assert eddy.log_softmax(x, axis=0).shape == (0, 3)

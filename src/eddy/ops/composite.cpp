@@ -106,6 +106,9 @@ Tensor softmax(const Tensor& x, int64_t axis) {
 Tensor log_softmax(const Tensor& x, int64_t axis) {
   detail::require_real("log_softmax", x);
   axis = normalize_axis(axis, x.dim(), "log_softmax");
+  // Nothing to normalise over an empty axis: an empty result, as PyTorch gives (the shift's max
+  // refused the axis under its own name).
+  if (x.shape()[static_cast<size_t>(axis)] == 0) return zeros_like(x);
   return in_float32(x, [&](const Tensor& v) {
     Tensor shifted = v - stable_shift(v, axis);
     return shifted - log(sum(exp(shifted), {axis}, true));
