@@ -118,13 +118,35 @@ std::string default_export_dir(const std::string& dir) { return dir + "/export";
 
 std::string default_hf_export_dir(const std::string& dir) { return dir + "/hf"; }
 
-void remove_earlier_outputs(const std::string& dir, const std::string& names) {
+std::vector<std::string> remove_earlier_outputs(const std::string& dir, const std::string& names) {
   namespace fs = std::filesystem;
   const std::regex pattern(names);
+  std::vector<std::string> removed;
   std::error_code ignored;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ignored)) {
-    if (std::regex_match(entry.path().filename().string(), pattern)) fs::remove(entry.path(), ignored);
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, pattern) && fs::remove(entry.path(), ignored)) removed.push_back(name);
   }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+// Once this run holds the folder (a run refused as concurrent had removed the other's export).
+void TrainingLoop::remove_earlier_run() {
+  std::vector<std::string> removed;
+  if (!run_.results.empty()) removed = remove_earlier_outputs(run_.dir, run_.results);
+  for (const std::string& stale_export : {default_export_dir(run_.dir), default_hf_export_dir(run_.dir)}) {
+    std::error_code error;
+    if (std::filesystem::remove_all(stale_export, error) > 0) {
+      removed.push_back(std::filesystem::path(stale_export).filename().string() + "/");
+    }
+    EDDY_CHECK(!error, "cannot remove ", stale_export, ", the export of the run this one writes over (",
+               error.message(), ")");
+  }
+  std::string names;
+  for (const std::string& name : removed) names += (names.empty() ? "" : ", ") + name;
+  progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)",
+                     names.empty() ? std::string() : cat("; removed its results and exports: ", names)));
 }
 
 TrainingLoop::~TrainingLoop() {
@@ -174,19 +196,7 @@ int64_t TrainingLoop::start() {
   require_same_on_every_rank(comm_, step, cat("--resume: the ranks resume from different steps (this one from ",
                                               step, " in ", checkpoint_, "); give every rank the same checkpoint"));
   saved_ = run_.resume;
-  if (!run_.resume && comm_.rank() == 0 && std::filesystem::exists(checkpoint_)) {
-    std::string removed;
-    for (const std::string& stale_export : {default_export_dir(run_.dir), default_hf_export_dir(run_.dir)}) {
-      std::error_code error;
-      if (std::filesystem::remove_all(stale_export, error) > 0) {
-        removed += cat(", and its export ", stale_export, " is removed");
-      }
-      EDDY_CHECK(!error, "cannot remove ", stale_export, ", the export of the run this one writes over (",
-                 error.message(), ")");
-    }
-    progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it", removed,
-                       " (--resume continues it)"));
-  }
+  const bool writes_over = !run_.resume && comm_.rank() == 0 && std::filesystem::exists(checkpoint_);
   if (comm_.rank() == 0) {
     // A file system error still (Python raises it as the OSError of its errno), naming the key.
     std::error_code error;
@@ -200,6 +210,7 @@ int64_t TrainingLoop::start() {
   if (comm_.size() > 1) comm_.broadcast(held, 0);
   EDDY_CHECK(held.item<int64_t>() == 1, run_.dir, " is being written by another run; wait for it to end, or give "
              "this run another output.dir");
+  if (writes_over) remove_earlier_run();
   // The ranks write the results' HDF5 file together: a rank that cannot see the folder (on a disk
   // of its own node, or a relative path from another working directory) is found now, not after
   // training, when the file is created (io/hdf5.cpp refuses it there too).

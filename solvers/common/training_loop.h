@@ -50,6 +50,10 @@ struct TrainingRun {
   // What a checkpoint records besides the config's keys, which a resume must match as it does
   // those (the content of an operator run's training data).
   Settings recorded{};
+  // The names of the files the run's results are written to (an ECMAScript regular expression):
+  // a new run over the folder removes an earlier run's at once, so that none sits beside the new
+  // checkpoint when the new run stops early (a kill, a non-finite loss) and is read as its own.
+  std::string results{};
 };
 
 // What a trainer does in the loop; begin_step and end_step may be left empty, and restore is
@@ -88,14 +92,16 @@ std::string checkpoint_path(const std::string& dir);
 
 // The folders the export commands write into the run folder `dir` unless told otherwise:
 // `eddy export`'s artifact and `eddy lm export`'s Hugging Face folder. A new run over `dir`
-// removes them: loaded after it, they had given the old run's predictions, silently.
+// removes them, as it does the old results: loaded after it, they had given the old run's
+// predictions, silently.
 std::string default_export_dir(const std::string& dir);
 std::string default_hf_export_dir(const std::string& dir);
 
 // Removes the files in `dir` whose names match `names` (an ECMAScript regular expression, the
 // whole name): an earlier run's outputs that this run may not write again, which ParaView would
-// otherwise read as part of its results (an image series' extra slices).
-void remove_earlier_outputs(const std::string& dir, const std::string& names);
+// otherwise read as part of its results (an image series' extra slices). Returns the names
+// removed.
+std::vector<std::string> remove_earlier_outputs(const std::string& dir, const std::string& names);
 
 class TrainingLoop {
  public:
@@ -131,6 +137,9 @@ class TrainingLoop {
   bool has_good_checkpoint() const { return saved_; }
 
  private:
+  // A new run over a finished or stopped one: removes that run's results and exports, and says so.
+  void remove_earlier_run();
+
   TrainingRun run_;
   std::string checkpoint_;
   Settings settings_;  // what a run resuming this one's checkpoint must keep

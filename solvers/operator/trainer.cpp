@@ -31,6 +31,11 @@ namespace {
 // Test sets are evaluated in batches of this many samples, to bound memory on large grids.
 constexpr int64_t kEvaluationBatch = 64;
 
+// The files of a run's results (regular expressions): each test set's first sample as a ParaView
+// image, and with them predictions.h5.
+constexpr const char* kSampleImages = R"(sample0_.*\.vti)";
+constexpr const char* kResultFiles = R"(predictions\.h5|sample0_.*\.vti)";
+
 // The training settings a --resume may change (docs/operators.md); a change to any other key
 // would resume another model or dataset than the checkpoint's.
 const solvers::ResumableKeys kResumable = {"description",      "training.epochs",          "training.learning_rate",
@@ -172,7 +177,7 @@ void write_results(const OperatorProblem& p, const Dataset& data, const std::vec
                    const History& history, const std::map<std::string, double>& errors) {
   io::Hdf5Writer out(p.output.dir + "/predictions.h5");
   // An earlier run's image of a test set this run does not have would be read as this run's.
-  solvers::remove_earlier_outputs(p.output.dir, R"(sample0_.*\.vti)");
+  solvers::remove_earlier_outputs(p.output.dir, kSampleImages);
   for (size_t i = 0; i < data.tests.size(); ++i) {
     const Split& split = data.tests[i];
     const Tensor& prediction = predictions[i];
@@ -424,7 +429,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       {kTrainingShapeKey, training_file_shape(p)}};
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, data_content,
-       solvers::RunLength{p.training.epochs, "training.epochs"}, data_content},
+       solvers::RunLength{p.training.epochs, "training.epochs"}, data_content, kResultFiles},
       model, parameters,
       comm, progress, epochs);
 

@@ -143,9 +143,7 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
 // run's. ParaView opens a series or a parallel image by its file names, so a slice or a piece
 // this run does not write again would be shown as part of its results.
 void remove_earlier_vtk_files(dist::Communicator& comm, const std::string& dir) {
-  if (comm.rank() == 0) {
-    solvers::remove_earlier_outputs(dir, R"(solution(_\d+)?(_piece\d+)?\.(vti|pvti)|solution\.pvd|points\.vtp)");
-  }
+  if (comm.rank() == 0) solvers::remove_earlier_outputs(dir, kVtkResultFiles);
   comm.barrier();
 }
 

@@ -111,18 +111,23 @@ def test_export_refuses_a_checkpoint_that_another_config_replaced_the_config_of(
     assert "was not written by the run of" in exported.stderr and "parameters.nu" in exported.stderr
 
 
-def test_a_new_run_over_a_folder_removes_the_old_runs_export(eddy_cli, tmp_path):
-    # Left in place, `eddy predict RUN/export` gave the old run's values after the new run, silently.
+def test_a_new_run_over_a_folder_removes_the_old_runs_results_and_export(eddy_cli, tmp_path):
+    # Left in place, `eddy predict RUN/export` gave the old run's values after the new run, and a
+    # new run that stopped early (here on a non-finite loss) left the old solution.h5 and VTK
+    # files beside its own checkpoint, silently.
     run = tmp_path / "run"
     first = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0"))
     assert first.returncode == 0, first.stderr
     exported = solve([str(eddy_cli), "export", str(run)])
     assert exported.returncode == 0, exported.stderr
-    assert (run / "export" / "meta.json").is_file()
-    again = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0", "seed=7"))
-    assert again.returncode == 0, again.stderr
-    assert f"this one starts anew and writes over it, and its export {run}/export is removed" in again.stderr
-    assert not (run / "export").exists()
+    assert (run / "export" / "meta.json").is_file() and (run / "solution.h5").is_file()
+    diverging = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0",
+                              "training.adam.learning_rate=1e300"))
+    assert diverging.returncode == 3, diverging.stderr
+    assert (f"{run} holds a run; this one starts anew and writes over it (--resume continues it); removed its "
+            "results and exports: points.vtp, solution.h5, solution.vti, export/") in diverging.stderr
+    assert not (run / "export").exists() and not (run / "solution.h5").exists()
+    assert not (run / "solution.vti").exists()
 
 
 def test_eval_names_the_replaced_config_before_the_checkpoints_shapes(eddy_cli, tmp_path):
