@@ -12,7 +12,9 @@ The model is the example's (examples/lm/fortunes_gpt.yaml): GPT-2 layout, 6 laye
   optimizer step stays eager, as in transformers' Trainer). Each side runs --train-steps steps,
   --rounds times, the sides interleaved; the first step of each eddy call (which compiles) and
   the first --torch-warmup steps of torch (which compile under torch.compile) are left out, and
-  the median step of the rest is quoted.
+  the median step of the rest is quoted. With --bfloat16, the same three again with the matrix
+  products in bfloat16: eddy's `training.autocast: bfloat16` (compiled) against the PyTorch step
+  under torch.autocast("cpu", dtype=torch.bfloat16), eager and compiled, in a table of its own.
 * Decode tokens/s with the KV cache, greedy, a 16-token prompt from the validation text and 112
   new tokens (the context is 128): eddy's model.generate (what `eddy lm generate` runs) against
   transformers' model.generate and against a plain loop of the model's forward with its
@@ -62,6 +64,8 @@ def parse_arguments():
     parser.add_argument("--torch-warmup", type=int, default=2, help="torch steps left out of each measurement")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved repetitions of the training sides")
     parser.add_argument("--decode-runs", type=int, default=9)
+    parser.add_argument("--bfloat16", action="store_true",
+                        help="also time training with bfloat16 products (autocast) on both sides")
     parser.add_argument("--work", help="work folder (default: a temporary one, removed at the end)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--perplexity", action="store_true", help=argparse.SUPPRESS)
@@ -118,8 +122,10 @@ def prepare(work):
 # ---------------------------------------------------------------------------------------------
 # The child: one thread count.
 
-def eddy_training(run_dir, eager):
-    result = eddy.lm.train(example_config(run_dir, ARGS.train_steps), eager=eager)
+def eddy_training(run_dir, eager, autocast="none"):
+    config = example_config(run_dir, ARGS.train_steps)
+    config["training"]["autocast"] = autocast
+    result = eddy.lm.train(config, eager=eager)
     assert result["finished"], result["message"]
     return result["step_seconds"][1:], result["tokens_per_step"]
 
@@ -128,9 +134,9 @@ class TorchTraining:
     """The eddy lm train step in PyTorch: AdamW with decay on the matrices only, clipping at the
     example's 1.0, the example's batches."""
 
-    def __init__(self, torch, hf_dir, train_tokens, compiled):
+    def __init__(self, torch, hf_dir, train_tokens, compiled, bfloat16=False):
         from transformers import AutoModelForCausalLM
-        self.torch, self.train_tokens = torch, train_tokens
+        self.torch, self.train_tokens, self.bfloat16 = torch, train_tokens, bfloat16
         self.model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
         self.model.train()
         parameters = list(self.model.parameters())
@@ -148,9 +154,10 @@ class TorchTraining:
         self.stream += 1
         started = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        logits = self.forward(input_ids=torch.from_numpy(np.asarray(tokens))).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                 torch.from_numpy(np.asarray(targets)).reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bfloat16):
+            logits = self.forward(input_ids=torch.from_numpy(np.asarray(tokens))).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                     torch.from_numpy(np.asarray(targets)).reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.parameters, 1.0)
         self.optimizer.step()
@@ -222,13 +229,18 @@ def child(work):
     initial_hf = os.path.join(work, "initial_hf")
     sides = {"eddy compiled": lambda: eddy_training(prepared["run"], eager=False)[0],
              "eddy eager": lambda: eddy_training(prepared["run"], eager=True)[0]}
-    torch_eager = TorchTraining(torch, initial_hf, train_tokens, compiled=False)
-    torch_compiled = TorchTraining(torch, initial_hf, train_tokens, compiled=True)
-    started = time.time()
-    torch_compiled.step()  # compiles forward and backward
-    print(f"[{threads} threads] torch.compile: first step {time.time() - started:.0f} s", flush=True)
-    sides["torch eager"] = lambda: torch_eager.measure(ARGS.torch_warmup)
-    sides["torch.compile"] = lambda: torch_compiled.measure(ARGS.torch_warmup)
+    torch_runs = []  # kept alive until the training measurements end
+    for suffix in ("", " bf16") if ARGS.bfloat16 else ("",):
+        eager = TorchTraining(torch, initial_hf, train_tokens, compiled=False, bfloat16=bool(suffix))
+        compiled = TorchTraining(torch, initial_hf, train_tokens, compiled=True, bfloat16=bool(suffix))
+        started = time.time()
+        compiled.step()  # compiles forward and backward
+        print(f"[{threads} threads] torch.compile{suffix}: first step {time.time() - started:.0f} s", flush=True)
+        sides["torch eager" + suffix] = lambda run=eager: run.measure(ARGS.torch_warmup)
+        sides["torch.compile" + suffix] = lambda run=compiled: run.measure(ARGS.torch_warmup)
+        torch_runs += [eager, compiled]
+    if ARGS.bfloat16:
+        sides["eddy compiled bf16"] = lambda: eddy_training(prepared["run"], eager=False, autocast="bfloat16")[0]
     tokens_per_step = 16 * 128
     samples = {name: [] for name in sides}
     for round_index in range(ARGS.rounds):
@@ -237,7 +249,7 @@ def child(work):
             print(f"[{threads} threads] round {round_index + 1}: {name} "
                   f"{tokens_per_step / statistics.median(samples[name]):.0f} tok/s", flush=True)
     out["train"] = {name: tokens_per_step / statistics.median(times) for name, times in samples.items()}
-    del torch_eager, torch_compiled
+    del sides, torch_runs
 
     prompt = [int(t) for t in np.asarray(eddy.lm.draw_batch(
         os.path.join(prepared["run"], "data", "validation.tokens"), 1, PROMPT_TOKENS, 0, 0)[0])[0]]
@@ -279,6 +291,18 @@ def table(results, prepared):
         print(f"| {r['threads']} | {t['eddy compiled']:.0f} | {t['eddy eager']:.0f} | {t['torch eager']:.0f} | "
               f"{t['torch.compile']:.0f} | {t['eddy compiled'] / t['torch eager']:.2f} | "
               f"{t['eddy compiled'] / t['torch.compile']:.2f} |")
+    if "eddy compiled bf16" in results[0]["train"]:
+        print("\nTraining with bfloat16 products (eddy: training.autocast; torch: torch.autocast on the CPU), "
+              "tokens/s\n")
+        print("| threads | eddy compiled | torch eager | torch.compile | eddy / torch eager | "
+              "eddy / torch.compile | eddy bf16 / eddy float32 |")
+        print("|---|---|---|---|---|---|---|")
+        for r in results:
+            t = r["train"]
+            bf16 = t["eddy compiled bf16"]
+            print(f"| {r['threads']} | {bf16:.0f} | {t['torch eager bf16']:.0f} | {t['torch.compile bf16']:.0f} | "
+                  f"{bf16 / t['torch eager bf16']:.2f} | {bf16 / t['torch.compile bf16']:.2f} | "
+                  f"{bf16 / t['eddy compiled']:.2f} |")
     print(f"\nDecode with the KV cache, tokens/s (greedy, {PROMPT_TOKENS}-token prompt, {NEW_TOKENS} new tokens; "
           f"weights of {prepared['trained']} at step {prepared['steps']})\n")
     print("| threads | eddy float32 | torch model.generate | torch forward loop | eddy / generate | eddy / loop | "
@@ -315,7 +339,8 @@ def main():
             command = [sys.executable, os.path.abspath(__file__), "--child", "--work", work, "--build", ARGS.build,
                        "--threads", str(threads), "--train-steps", str(ARGS.train_steps),
                        "--torch-warmup", str(ARGS.torch_warmup), "--rounds", str(ARGS.rounds),
-                       "--decode-runs", str(ARGS.decode_runs)] + (["--perplexity"] if not results else [])
+                       "--decode-runs", str(ARGS.decode_runs)] + (["--perplexity"] if not results else []) + \
+                (["--bfloat16"] if ARGS.bfloat16 else [])
             subprocess.run(command, check=True)
             with open(os.path.join(work, f"result-{threads}.json")) as f:
                 results.append(json.load(f))

@@ -93,17 +93,7 @@ using GradModeContext = ScopeContext<GradModeGuard, bool>;
 using DefaultDeviceContext = ScopeContext<DefaultDeviceScope, Device>;
 // Autocast in a 16-bit dtype, or off (torch.autocast's enabled=False): code whose precision is
 // its own inside an autocast block.
-struct AutocastSetting {
-  explicit AutocastSetting(std::optional<DType> dtype) {
-    if (dtype) {
-      scope.emplace(*dtype);
-    } else {
-      scope.emplace(std::nullopt);
-    }
-  }
-  std::optional<AutocastScope> scope;
-};
-using AutocastContext = ScopeContext<AutocastSetting, std::optional<DType>>;
+using AutocastContext = ScopeContext<AutocastScope, std::optional<DType>>;
 
 // NumPy's norm argument: None is "backward".
 std::string fft_norm(const py::object& norm) { return norm.is_none() ? "backward" : norm.cast<std::string>(); }

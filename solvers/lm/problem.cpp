@@ -129,6 +129,14 @@ TrainingSpec read_training(const ConfigNode& training) {
   t.schedule = solvers::read_schedule(training.section("schedule"), 100, t.learning_rate,
                                       solvers::RunLength{t.steps, "training.steps"});
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
+  // float16 is left out: its gradients need loss scaling, which this trainer does not do.
+  if (training.choice("autocast", {{"none", DType::f32}, {"bfloat16", DType::bf16}}, DType::f32) == DType::bf16) {
+    if (t.dtype != DType::f32) {
+      training.at("autocast").fail(cat("bfloat16 rounds float32 products; training.dtype is ", t.dtype,
+                                       " (set it to float32, or autocast to none)"));
+    }
+    t.autocast = DType::bf16;
+  }
   const int64_t seed = training.integer("seed", 0);
   if (seed < 0) training.at("seed").fail("must be non-negative");
   t.seed = static_cast<uint64_t>(seed);

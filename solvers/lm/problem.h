@@ -3,6 +3,7 @@
 // is split, the tokenizer, the model (GPT-2 or Llama layout), training and output. Reading checks
 // every key and value; corpus files are read later, by prepare_corpus.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ struct TrainingSpec {
   int64_t evaluate_every = 100;
   int64_t evaluation_batches = 8;  // fixed validation windows: this many batches of batch_size
   DType dtype = DType::f32;
+  // bfloat16: the float32 model's matrix products in bfloat16 (ops/autocast.h), in the CPU's
+  // bfloat16 instructions where it has them; none: float32 throughout.
+  std::optional<DType> autocast;
   uint64_t seed = 0;
   // 1: under mpirun, each data-parallel rank keeps AdamW's moments for its share of the
   // parameters only (ZeRO stage 1, dist/sharded_optimizer.h); 0: every rank keeps them all.

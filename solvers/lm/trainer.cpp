@@ -15,6 +15,7 @@
 #include "eddy/dist/sharded_optimizer.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/io/hdf5.h"
+#include "eddy/ops/autocast.h"
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
 #include "eddy/optim/clip.h"
@@ -36,7 +37,8 @@ namespace {
 const solvers::ResumableKeys kResumable = {
     "description",        "training.steps",          "training.learning_rate",     "training.weight_decay",
     "training.clip",      "training.evaluate_every", "training.evaluation_batches", "training.schedule",
-    "output",             "parallel",                "training.zero_stage",        "device"};
+    "output",             "parallel",                "training.zero_stage",        "device",
+    "training.autocast"};
 
 // The dropout key of micro-batch `stream`: a Philox key of its own, its counters from 0. With the
 // seed as the key and stream * 2^32 as the first counter, a micro-batch that drew more than 2^32
@@ -167,6 +169,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
       "training step",
       [&](const std::vector<Tensor>& inputs) {
         Tensor dropout_key = inputs[2];
+        const AutocastScope products(t.autocast);
         const Tensor loss = cross_entropy(model->forward(inputs[0], &dropout_key), inputs[1]);
         std::vector<Tensor> outputs = grad({loss * inputs[3]}, parameters);
         outputs.insert(outputs.begin(), loss);
@@ -210,6 +213,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   solvers::StepFunction evaluation_step(
       "evaluation",
       [&](const std::vector<Tensor>& inputs) {
+        const AutocastScope products(t.autocast);
         return std::vector<Tensor>{cross_entropy(model->forward(inputs[0], nullptr), inputs[1])};
       },
       !options.eager, note, warn);
@@ -335,7 +339,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   };
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {},
-       solvers::RunLength{p.training.steps, "training.steps"}},
+       solvers::RunLength{p.training.steps, "training.steps"}, {}, "history\\.h5"},
       *model, parameters,
       dist::default_communicator(), progress, steps);
 

@@ -260,3 +260,36 @@ def test_a_resume_without_a_checkpoint_leaves_the_folder_as_it_was(tmp_path):
     with pytest.raises(eddy.Error, match=f"--resume: no checkpoint at {folder}/checkpoint.safetensors"):
         eddy.lm.train(config, eager=True, resume=True)
     assert list(folder.iterdir()) == []
+
+
+def test_bfloat16_autocast_trains_llama_and_gpt2_close_to_float32(tmp_path):
+    # training.autocast runs the products in bfloat16 (the CPU's own instructions where it has
+    # them): the losses follow float32's to about bfloat16's precision without being float32's.
+    write_corpus(tmp_path)
+    for model in ({"type": "llama", "kv_heads": 2}, {"type": "gpt2", "dropout": 0.1}):
+        losses = {}
+        for autocast in ("none", "bfloat16"):
+            config = {
+                "data": {"files": str(tmp_path / "corpus.txt"), "separator": "%"},
+                "tokenizer": {"vocab_size": 300},
+                "model": {"context": 32, "hidden_size": 32, "layers": 2, "heads": 4, **model},
+                "training": {"steps": 20, "batch_size": 8, "learning_rate": 3e-3, "evaluate_every": 20,
+                             "evaluation_batches": 2, "autocast": autocast},
+                "output": {"dir": str(tmp_path / f"{model['type']}_{autocast}")},
+            }
+            result = eddy.lm.train(config)
+            assert result["finished"], result["message"]
+            losses[autocast] = eddy.read_hdf5(result["output_dir"] + "/history.h5", "train_loss").numpy()
+        assert losses["bfloat16"][-1] < losses["bfloat16"][0] * 0.8, model
+        assert abs(losses["bfloat16"][-1] - losses["none"][-1]) < 0.05 * losses["none"][-1], model
+        assert (losses["bfloat16"] != losses["none"]).any(), model
+
+
+def test_autocast_needs_float32_training(tmp_path):
+    write_corpus(tmp_path)
+    config = {"data": {"files": str(tmp_path / "corpus.txt"), "separator": "%"}, "tokenizer": {"vocab_size": 300},
+              "model": {"context": 32, "hidden_size": 32, "layers": 1, "heads": 4},
+              "training": {"dtype": "float64", "autocast": "bfloat16"}}
+    with pytest.raises(eddy.Error, match="training.autocast: bfloat16 rounds float32 products; training.dtype is "
+                                         "float64"):
+        eddy.lm.train(config)

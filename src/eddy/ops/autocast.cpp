@@ -7,12 +7,10 @@ namespace {
 thread_local std::optional<DType> active;
 }  // namespace
 
-AutocastScope::AutocastScope(DType dtype) : outer_(active) {
-  EDDY_CHECK(is_half(dtype), "autocast: the low-precision dtype must be bfloat16 or float16, got ", dtype);
+AutocastScope::AutocastScope(std::optional<DType> dtype) : outer_(active) {
+  EDDY_CHECK(!dtype || is_half(*dtype), "autocast: the low-precision dtype must be bfloat16 or float16, got ", *dtype);
   active = dtype;
 }
-
-AutocastScope::AutocastScope(std::nullopt_t) : outer_(active) { active.reset(); }
 
 AutocastScope::~AutocastScope() { active = outer_; }
 

@@ -13,10 +13,9 @@ namespace eddy {
 
 class AutocastScope {
  public:
-  // `dtype` must be bfloat16 or float16.
-  explicit AutocastScope(DType dtype);
-  // Autocast off in the scope: code whose precision is its own (a solver's problem dtype).
-  explicit AutocastScope(std::nullopt_t);
+  // `dtype` must be bfloat16 or float16; std::nullopt turns autocast off in the scope, for code
+  // whose precision is its own (a solver's problem dtype).
+  explicit AutocastScope(std::optional<DType> dtype);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
