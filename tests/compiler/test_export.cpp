@@ -230,6 +230,23 @@ TEST_F(ExportTest, WeightsOfAnotherExportAreRefused) {
   expect_error([&] { load_graph(dir() + "/a"); }, {"not the weights of", "export again"});
 }
 
+// Killed after graph.json and the weights, before meta.json, an export left another model's
+// columns and names beside them, and predictions were labelled as that model's.
+TEST_F(ExportTest, MetaOfAnotherExportIsRefused) {
+  const PredictorSignature signature{{{"points", {"x", "y"}}}, {"u", "total"}, "test"};
+  save_predictor(dir() + "/a", mlp_graph(), signature);
+  save_predictor(dir() + "/b", mlp_graph(), signature);
+  fs::copy_file(dir() + "/b/meta.json", dir() + "/a/meta.json", fs::copy_options::overwrite_existing);
+  expect_error([&] { Predictor::load(dir() + "/a"); },
+               {"a/meta.json: export_id: ", "an export interrupted between its files", "export again"});
+  // A killed writer's temporary is swept at the next export.
+  const std::string leftover = dir() + "/b/meta.json.tmp-999999999";
+  std::ofstream(leftover) << "{";
+  save_predictor(dir() + "/b", mlp_graph(), signature);
+  EXPECT_FALSE(fs::exists(leftover));
+  EXPECT_NO_THROW(Predictor::load(dir() + "/b"));
+}
+
 TEST_F(ExportTest, NodeWithAPayloadCannotBeExported) {
   Graph graph = trace(
       [](const TensorList& in) {

@@ -52,7 +52,7 @@ int64_t check_layout(const Graph& graph, const PredictorSignature& signature, co
   return batch;
 }
 
-json meta_json(const Graph& graph, const PredictorSignature& signature, int64_t batch) {
+json meta_json(const Graph& graph, const PredictorSignature& signature, int64_t batch, const std::string& export_id) {
   json inputs = json::array();
   for (const PredictorInput& input : signature.inputs) {
     json entry{{"name", input.name}};
@@ -67,7 +67,8 @@ json meta_json(const Graph& graph, const PredictorSignature& signature, int64_t 
           {"dtype", std::string(dtype_name(graph.value(graph.inputs[0]).dtype))},
           {"inputs", inputs},
           {"outputs", outputs},
-          {"source", signature.source}};
+          {"source", signature.source},
+          {"export_id", export_id}};
 }
 
 PredictorSignature signature_from(const json& meta, const std::string& file) {
@@ -114,8 +115,13 @@ std::string rows_shape(const Shape& shape) {
 
 void save_predictor(const std::string& dir, const Graph& graph, const PredictorSignature& signature) {
   const int64_t batch = check_layout(graph, signature, "export: ");
-  compiler::save_graph(graph, dir);
-  io::write_file_atomically(meta_path(dir), meta_json(graph, signature, batch).dump(2) + "\n");
+  const std::string export_id = compiler::save_graph(graph, dir);
+  // A killed export's temporaries (NAME.tmp-PID) stayed beside the files through later exports.
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
+    if (io::is_abandoned_temporary(entry.path().string())) std::filesystem::remove(entry.path(), ignored);
+  }
+  io::write_file_atomically(meta_path(dir), meta_json(graph, signature, batch, export_id).dump(2) + "\n");
 }
 
 Predictor::Predictor(PredictorSignature signature, int64_t batch_size, std::shared_ptr<const compiler::Program> program)
@@ -138,7 +144,13 @@ Predictor Predictor::load(const std::string& dir) {
     throw Error(cat(file, ": not valid JSON: ", e.what()));
   }
   PredictorSignature signature = signature_from(meta, file);
-  Graph graph = compiler::load_graph(dir);
+  std::string export_id;
+  Graph graph = compiler::load_graph(dir, &export_id);
+  // An export interrupted after graph.json and the weights, before meta.json, left another
+  // model's columns and names beside them: its predictions were labelled as that model's.
+  EDDY_CHECK(meta.value("export_id", json()) == export_id, file, ": export_id: ",
+             meta.value("export_id", json()).dump(), ", but graph.json and weights.safetensors are of export \"",
+             export_id, "\" (an export interrupted between its files); export again");
   const int64_t batch = check_layout(graph, signature, file + ": ");
   EDDY_CHECK(meta.value("batch_size", json()) == batch, file, ": batch_size: ", meta.value("batch_size", json()).dump(),
              ", but the graph's inputs have ", batch, " rows");

@@ -216,7 +216,7 @@ Graph graph_from(const json& root, const io::SafetensorsContents& weights, const
 
 std::string attrs_text(const Attrs& attrs) { return attrs_json(attrs).dump(); }
 
-void save_graph(const Graph& graph, const std::string& dir) {
+std::string save_graph(const Graph& graph, const std::string& dir) {
   json values = json::array();
   for (size_t id = 0; id < graph.values.size(); ++id) {
     const ValueInfo& info = graph.values[id];
@@ -244,9 +244,10 @@ void save_graph(const Graph& graph, const std::string& dir) {
   std::filesystem::create_directories(dir);
   io::save_safetensors(weights_path(dir), tensors, {{kExportIdKey, export_id}});
   io::write_file_atomically(graph_path(dir), root.dump(1) + "\n");
+  return export_id;
 }
 
-Graph load_graph(const std::string& dir) {
+Graph load_graph(const std::string& dir, std::string* export_id) {
   const std::string file = graph_path(dir), weights_file = weights_path(dir);
   json root;
   // json::exception, not only parse_error: a number beyond double's range (1e400) is out_of_range.
@@ -265,6 +266,7 @@ Graph load_graph(const std::string& dir) {
   EDDY_CHECK(id != weights.metadata.end() && root.contains("export_id") && root["export_id"] == id->second,
              weights_file, ": not the weights of ", file, " (__metadata__.", kExportIdKey,
              " differs from its export_id); export again");
+  if (export_id) *export_id = id->second;
   return graph_from(root, weights, file, weights_file);
 }
 

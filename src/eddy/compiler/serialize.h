@@ -23,15 +23,16 @@ inline constexpr int kGraphFormatVersion = 1;
 // for their payloads.
 std::string attrs_text(const Attrs& attrs);
 
-// Creates `dir` when needed and writes both files. Throws eddy::Error for a node whose Attrs
-// carries a payload (checkpoint segments, collectives): it refers to live code or objects that
-// no file can hold.
-void save_graph(const Graph& graph, const std::string& dir);
+// Creates `dir` when needed and writes both files; returns the export's id, which both record
+// (a file written beside them, such as a predictor's meta.json, records it too). Throws
+// eddy::Error for a node whose Attrs carries a payload (checkpoint segments, collectives): it
+// refers to live code or objects that no file can hold.
+std::string save_graph(const Graph& graph, const std::string& dir);
 
-// Reads both files back. Throws eddy::Error, naming the file and the key, on an unknown
-// primitive, another format version, a missing or extra tensor, a tensor whose shape or dtype
-// differs from its value's, or a node whose value's shape or dtype differs from the one its
-// primitive infers from its inputs.
-Graph load_graph(const std::string& dir);
+// Reads both files back, and sets `export_id` to the id they record when given. Throws
+// eddy::Error, naming the file and the key, on an unknown primitive, another format version, a
+// missing or extra tensor, a tensor whose shape or dtype differs from its value's, or a node whose
+// value's shape or dtype differs from the one its primitive infers from its inputs.
+Graph load_graph(const std::string& dir, std::string* export_id = nullptr);
 
 }  // namespace eddy::compiler
