@@ -238,7 +238,9 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
       if (!std::isfinite(loss)) {
         return NonFiniteStop{step, loss, stop_message(hooks_.describe_stop(step, update, loss), updated_)};
       }
-      if (checkpoint_due) save(step);
+      if (checkpoint_due) {
+        if (auto stopped = save(step)) return stopped;
+      }
       checkpoint_due = false;
       hooks_.apply();
       updated_ = true;
@@ -256,13 +258,21 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
 
 // Distributed tensors are gathered whole on every rank first (collective), so that the checkpoint
 // is one process's and resumes on any number of ranks.
-void TrainingLoop::save(int64_t step) {
+std::optional<NonFiniteStop> TrainingLoop::save(int64_t step) {
   const nn::StateDict model_state = dist::full_state(model_.state_dict());
   const nn::StateDict training_state = dist::full_state(hooks_.training_state());
+  // Every rank holds the whole state, so all stop alike. Left to save_checkpoint, the refusal ended
+  // the run as an error (exit 1, no history written) after steps whose losses were all finite.
+  if (const auto name = io::non_finite_checkpoint_tensor(model_state, training_state)) {
+    const std::string what = cat("at step ", step, " the training state's \"", *name,
+                                 "\" holds NaN or infinite values, though the loss is finite");
+    return NonFiniteStop{step, std::nan(""), stop_message(what, updated_)};
+  }
   if (comm_.rank() == 0) {
     io::save_checkpoint(checkpoint_, model_state, training_state, {step, run_.config_hash, "", encode_settings(settings_)});
   }
   saved_ = true;
+  return std::nullopt;
 }
 
 std::string TrainingLoop::stop_message(const std::string& what, bool after_updates) {

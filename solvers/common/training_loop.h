@@ -126,8 +126,11 @@ class TrainingLoop {
   std::optional<NonFiniteStop> run(int64_t& step, int64_t total, int64_t checkpoint_every);
   // The signal that stopped run() early, or 0.
   int interrupted() const { return interrupted_; }
-  // Writes the checkpoint at `step` (rank 0; the others note that it exists).
-  void save(int64_t step);
+  // Writes the checkpoint at `step` (rank 0; the others note that it exists), unless a tensor of
+  // the state holds NaN or an infinity while the loss is still finite (AdamW's second moment past
+  // float32's range): then nothing is written, the last good checkpoint stays, and the stop is
+  // returned, naming the tensor, on every rank.
+  [[nodiscard]] std::optional<NonFiniteStop> save(int64_t step);
   // Ends the progress line and completes `what` with the checkpoint kept and what to try: the
   // learning rate only `after_updates` (a loss not finite before any update is the problem's).
   std::string stop_message(const std::string& what, bool after_updates);

@@ -384,7 +384,11 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     return result;
   }
   // The checkpoint first: results that cannot be written (a full disk) lose no training.
-  loop.save(step);
+  if (auto stopped = loop.save(step)) {
+    result.message = stopped->message;
+    if (root) write_history(p.output.dir + "/history.h5", results, p.config_hash);
+    return result;
+  }
   if (root) write_history(p.output.dir + "/history.h5", results, p.config_hash);
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;

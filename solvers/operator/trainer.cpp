@@ -478,7 +478,10 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   // On every rank, as with ZeRO stage 1 the ranks gather the optimiser state together; then the
   // results, so that results that cannot be written (a full disk) lose no training. The barrier
   // returns once rank 0 has written both.
-  loop.save(epoch);
+  if (auto stopped = loop.save(epoch)) {
+    result.message = stopped->message;
+    return result;
+  }
   if (root) write_results(p, data, predictions, history, result.test_relative_l2);
   comm.barrier();
   result.interrupted = loop.interrupted();

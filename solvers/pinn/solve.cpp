@@ -410,7 +410,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (lbfgs_left > 0 && !interrupted && p.output.checkpoint_every > 0 && step > first_order_start &&
         std::all_of(trainable.begin(), trainable.end(),
                     [](const Tensor& t) { return sum(abs(t - t)).item<double>() == 0; })) {
-      loop.save(step);
+      if (auto stopped = loop.save(step)) return stop(stopped->step, stopped->loss, stopped->message);
     }
     if (lbfgs_left > 0 && !interrupted) {
       const optim::LbfgsReport report = run_lbfgs(state, *training_step, trainable, lbfgs_left, progress,
@@ -436,7 +436,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   }
   // The checkpoint's history ends with the records of the logging cadence, not with this closing
   // one, so that a resumed run's history is an uninterrupted run's.
-  loop.save(step);
+  if (auto stopped = loop.save(step)) return stop(stopped->step, stopped->loss, stopped->message);
   record(step, result.loss, terms);
   if (validator && !history.metric_steps.empty() && history.metric_steps.back() == step) {
     result.metrics = history.metrics.back();  // measured at this step by the cadence already

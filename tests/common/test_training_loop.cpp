@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -44,6 +45,7 @@ class Counter : public nn::Module {
 // A trainer whose updates add 1 to w, and whose loss is NaN at one update.
 struct FakeTrainer {
   int64_t nan_step = -1, nan_update = 0;
+  double state_overflows_at = -1;  // updates from which the saved state holds an infinity
   Counter model;
   double updates = 0;  // the trainer's own state, kept in the checkpoint besides the model
   std::vector<int64_t> begun;
@@ -65,7 +67,10 @@ struct FakeTrainer {
       described = {step, update};
       return cat("fake stopped at step ", step, ": the loss is ", std::isnan(loss) ? "NaN" : "finite");
     };
-    h.training_state = [this] { return nn::StateDict{{"updates", tensor(std::vector<double>{updates})}}; };
+    h.training_state = [this] {
+      const bool overflowed = state_overflows_at >= 0 && updates >= state_overflows_at;
+      return nn::StateDict{{"updates", tensor(std::vector<double>{overflowed ? INFINITY : updates})}};
+    };
     h.restore = [this](const nn::StateDict& saved) { updates = saved.at("updates").item<double>(); };
     return h;
   }
@@ -147,6 +152,29 @@ TEST_F(TrainingLoopTest, TheCheckpointDueBeforeANonFiniteLossIsNotWritten) {
   int64_t step = 0;
   ASSERT_TRUE(train(trainer, 10, 2, step));
   EXPECT_EQ(saved(), std::make_pair(int64_t{2}, 2.0));
+}
+
+// An optimiser's state past float32's range while the loss is still finite (AdamW's second moment
+// at a huge learning rate without clipping): the checkpoint refused it as an error, exit 1, with
+// no history written. It is a non-finite stop, the last good checkpoint kept.
+TEST_F(TrainingLoopTest, AStateThatOverflowsStopsAsANonFiniteLossDoes) {
+  FakeTrainer trainer;
+  trainer.state_overflows_at = 5;
+  int64_t step = 0;
+  const std::optional<NonFiniteStop> stop = train(trainer, 10, 2, step);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->step, 6);
+  EXPECT_EQ(stop->message, "at step 6 the training state's \"optimizer.updates\" holds NaN or infinite values, though "
+                           "the loss is finite; the last good checkpoint is " + checkpoint +
+                               ". Lower the learning rate or check the data.");
+  EXPECT_EQ(saved(), std::make_pair(int64_t{4}, 4.0));
+  // The closing save, which a trainer makes after the last step, says so too.
+  TrainingLoop loop(run(true), trainer.model, trainer.model.parameters(), dist::default_communicator(), progress,
+                    trainer.hooks());
+  loop.start();
+  trainer.state_overflows_at = 0;
+  EXPECT_TRUE(loop.save(9));
+  EXPECT_EQ(saved(), std::make_pair(int64_t{4}, 4.0));
 }
 
 TEST_F(TrainingLoopTest, AStopBeforeAnyCheckpointSaysSo) {
@@ -475,6 +503,29 @@ TEST_F(InterruptTest, TheSameSignalTwiceAtOnceIsOneRequest) {
         std::exit(step == 3 && interrupted == SIGINT ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "eddy: stopping at the end of this step");
+}
+
+// Under a caller's own SIGINT handling (Python's), a SIGINT while the data is prepared goes to the
+// caller's handler, which only notes it until the call returns: the loop started after it stops
+// after its first step, where it had run every step.
+TEST_F(InterruptTest, ASigintBeforeTrainingUnderACallersHandlerStopsTheLoopAfterOneStep) {
+  EXPECT_EXIT(
+      {
+        struct sigaction callers = {};
+        static std::atomic<int> noted{0};
+        callers.sa_handler = [](int) { ++noted; };
+        sigemptyset(&callers.sa_mask);
+        sigaction(SIGINT, &callers, nullptr);
+        const StopTrainingOnSigint python_call;
+        std::raise(SIGINT);  // while the data is read, before any loop
+        FakeTrainer trainer;
+        TrainingLoop loop(run(), trainer.model, trainer.model.parameters(), dist::default_communicator(), progress,
+                          trainer.hooks());
+        int64_t step = 0;
+        const bool stopped = loop.run(step, 10, 0).has_value();
+        std::exit(!stopped && step == 1 && loop.interrupted() == SIGINT && noted == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(InterruptTest, ASignalOutsideTrainingEndsTheProcessAtOnce) {

@@ -57,6 +57,14 @@ std::optional<std::string> first_non_finite(const nn::StateDict& tensors) {
   return std::nullopt;
 }
 
+// The two states under the names a checkpoint stores them by.
+nn::StateDict checkpoint_tensors(const nn::StateDict& model_state, const nn::StateDict& optimizer_state) {
+  nn::StateDict tensors;
+  for (const auto& [name, tensor] : model_state) tensors.emplace(std::string(kModelPrefix) + name, tensor);
+  for (const auto& [name, tensor] : optimizer_state) tensors.emplace(std::string(kOptimizerPrefix) + name, tensor);
+  return tensors;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,
@@ -64,11 +72,14 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const nn:
   save_checkpoint(path, model.state_dict(), optimizer_state, info);
 }
 
+std::optional<std::string> non_finite_checkpoint_tensor(const nn::StateDict& model_state,
+                                                        const nn::StateDict& optimizer_state) {
+  return first_non_finite(checkpoint_tensors(model_state, optimizer_state));
+}
+
 void save_checkpoint(const std::string& path, const nn::StateDict& model_state, const nn::StateDict& optimizer_state,
                      const CheckpointInfo& info) {
-  nn::StateDict tensors;
-  for (const auto& [name, tensor] : model_state) tensors.emplace(std::string(kModelPrefix) + name, tensor);
-  for (const auto& [name, tensor] : optimizer_state) tensors.emplace(std::string(kOptimizerPrefix) + name, tensor);
+  const nn::StateDict tensors = checkpoint_tensors(model_state, optimizer_state);
   // Refused here rather than at the load, which cannot use it: a NaN state replaced the last good
   // checkpoint with a file no run could resume from.
   if (const std::optional<std::string> name = first_non_finite(tensors)) {

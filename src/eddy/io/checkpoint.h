@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,11 +25,18 @@ struct CheckpointInfo {
   std::string settings{};
 };
 
+// Both refuse a state holding NaN or an infinity (see non_finite_checkpoint_tensor), writing nothing.
 void save_checkpoint(const std::string& path, const nn::Module& model, const nn::StateDict& optimizer_state,
                      const CheckpointInfo& info);
 // The same from the model's state dict (gathered whole from distributed parameters, say).
 void save_checkpoint(const std::string& path, const nn::StateDict& model_state, const nn::StateDict& optimizer_state,
                      const CheckpointInfo& info);
+
+// The name a checkpoint would store it by ("model.<name>", "optimizer.<name>") of a floating-point
+// tensor of these states that holds NaN or an infinity, if any: such a state cannot be resumed
+// from, so save_checkpoint refuses it.
+std::optional<std::string> non_finite_checkpoint_tensor(const nn::StateDict& model_state,
+                                                        const nn::StateDict& optimizer_state);
 
 // Loads into `model`, checking every tensor's name, shape and dtype against it (see
 // Module::load_state_dict); the optimiser state goes to `optimizer_state` when given, and is not
