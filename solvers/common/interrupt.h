@@ -33,8 +33,9 @@ std::string training_ended(int signal);
 // install_interrupt_handlers: while one exists, a SIGINT during training asks the loop to stop at
 // the end of its step, where the run's checkpoint and results are written, and the call returns
 // as after a normal end; a SIGINT outside training, or a second one, goes to the caller's handler
-// (Python raises KeyboardInterrupt once the call returns). At the end the caller's handler is
-// back and the request forgotten, so that the next run starts afresh.
+// (Python raises KeyboardInterrupt once the call returns), and one before training also stops the
+// loop that starts after it at the end of its first step, so that the call returns soon. At the
+// end the caller's handler is back and the request forgotten, so that the next run starts afresh.
 class StopTrainingOnSigint {
  public:
   StopTrainingOnSigint();
