@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "eddy/compiler/compile.h"
 #include "eddy/eddy.h"
@@ -33,6 +35,42 @@ TEST(HalfPrecision, CastsRoundToNearestEven) {
   EXPECT_EQ(h[3], std::ldexp(1.0, -24));
   EXPECT_EQ(dtype_size(DType::bf16), 2u);
   EXPECT_EQ(cast(x, DType::bf16).dtype(), DType::bf16);
+}
+
+// The vectorised conversion against rounding worked out in double: the two bfloat16 neighbours of
+// x (its upper half, and that plus one unit), the nearer kept, the even one on a tie; infinities
+// stay, NaN becomes the quiet NaN of its sign. Random bit patterns cover subnormals and ties.
+TEST(HalfPrecision, BFloat16RoundingMatchesNearestEvenBitForBit) {
+  std::vector<float> values{0.0f, -0.0f, INFINITY, -INFINITY, std::nanf(""), -std::nanf(""),
+                            std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min()};
+  std::mt19937 bits(7);
+  for (int i = 0; i < 200000; ++i) values.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits())));
+  for (int i = 0; i < 1000; ++i) {  // exact ties: the lower half 0x8000
+    values.push_back(std::bit_cast<float>((static_cast<uint32_t>(bits()) & 0xffff0000u) | 0x8000u));
+  }
+  const std::vector<float> rounded = cast(cast(tensor(values), DType::bf16), DType::f32).to_vector<float>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float x = values[i];
+    const uint32_t got = std::bit_cast<uint32_t>(rounded[i]);
+    if (std::isnan(x)) {
+      ASSERT_EQ(got, std::signbit(x) ? 0xffc00000u : 0x7fc00000u) << i;
+      continue;
+    }
+    if (std::isinf(x)) {
+      ASSERT_EQ(got, std::bit_cast<uint32_t>(x)) << i;
+      continue;
+    }
+    const uint32_t lower = std::bit_cast<uint32_t>(x) & 0xffff0000u;
+    const double below = std::bit_cast<float>(lower);
+    // Past the largest bfloat16 the next value is 2^128 (unbounded exponent), which is inf.
+    const bool overflows = ((lower + 0x10000u) & 0x7fffffffu) == 0x7f800000u;
+    const double above = overflows ? std::copysign(std::ldexp(1.0, 128), double(x))
+                                   : double(std::bit_cast<float>(lower + 0x10000u));
+    const double to_below = std::abs(double(x) - below), to_above = std::abs(double(x) - above);
+    const uint32_t want = to_below < to_above || (to_below == to_above && ((lower >> 16) & 1u) == 0) ? lower
+                                                                                                      : lower + 0x10000u;
+    ASSERT_EQ(got, want) << "x = " << x << " (bits " << std::hex << std::bit_cast<uint32_t>(x) << ")";
+  }
 }
 
 TEST(HalfPrecision, OpsComputeInFloat32AndRoundOnce) {

@@ -301,6 +301,10 @@ void log_with_subnormals(Out& o, const In& i) {
 }  // namespace
 
 void CpuBackend::copy(const Tensor& src, const Tensor& out) {
+  // Straight across from or to float32: through a float32 copy, casting a float32 tensor to
+  // bfloat16 (each product's operands under autocast) copied it whole first.
+  if (is_half(out.dtype()) && src.dtype() == DType::f32) return round_from_float32(src, out);
+  if (is_half(src.dtype()) && out.dtype() == DType::f32) return widen_to_float32(src, out);
   if (is_half(src.dtype()) || is_half(out.dtype())) {  // through float32, which holds either exactly
     const Tensor wide = Tensor::empty(src.shape(), DType::f32);
     if (is_half(src.dtype())) widen_to_float32(src, wide); else copy(src, wide);
