@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "eddy/backends/backend.h"
+#include "eddy/backends/cpu/blas_layout.h"
 #include "eddy/backends/cpu/half.h"
 #include "eddy/core/error.h"
 
@@ -74,25 +75,13 @@ bool native_half_matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
   memory b_matrix(matrix_desc(b, k, m), cpu_engine(), nullptr);
   memory out_matrix(matrix_desc(out, n, m), cpu_engine(), nullptr);
   thread_local dnnl::stream stream(cpu_engine());
-  const Shape batch(out.shape().begin(), out.shape().end() - 2);
-  Shape index(batch.size(), 0);
-  for (int64_t i = 0, batches = numel(batch); i < batches; ++i) {
-    int64_t off_a = 0, off_b = 0, off_out = 0;
-    for (size_t d = 0; d < batch.size(); ++d) {
-      off_a += index[d] * a.strides()[d];
-      off_b += index[d] * b.strides()[d];
-      off_out += index[d] * out.strides()[d];
-    }
-    const int64_t element = dtype_size(a.dtype());
+  const int64_t element = dtype_size(a.dtype()), out_element = dtype_size(out.dtype());
+  for_each_batch_matrix(a, b, out, [&](int64_t off_a, int64_t off_b, int64_t off_out) {
     a_matrix.set_data_handle(static_cast<char*>(a.raw_data()) + off_a * element);
     b_matrix.set_data_handle(static_cast<char*>(b.raw_data()) + off_b * element);
-    out_matrix.set_data_handle(static_cast<char*>(out.raw_data()) + off_out * dtype_size(out.dtype()));
+    out_matrix.set_data_handle(static_cast<char*>(out.raw_data()) + off_out * out_element);
     product->execute(stream, {{DNNL_ARG_SRC, a_matrix}, {DNNL_ARG_WEIGHTS, b_matrix}, {DNNL_ARG_DST, out_matrix}});
-    for (size_t d = batch.size(); d-- > 0;) {
-      if (++index[d] < batch[d]) break;
-      index[d] = 0;
-    }
-  }
+  });
   stream.wait();
   return true;
 }

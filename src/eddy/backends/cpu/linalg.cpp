@@ -294,27 +294,14 @@ void CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& ou
     if (!accumulate) fill(out, 0.0);
     return;
   }
-  const Shape batch(out.shape().begin(), out.shape().end() - 2);
-  const int64_t batches = numel(batch);
   EDDY_DISPATCH_INEXACT(out.dtype(), T, "matmul", {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* pc = out.data<T>();
-    Shape index(batch.size(), 0);
-    for (int64_t i = 0; i < batches; ++i) {
-      int64_t off_a = 0, off_b = 0, off_c = 0;
-      for (size_t d = 0; d < batch.size(); ++d) {
-        off_a += index[d] * a.strides()[d];
-        off_b += index[d] * b.strides()[d];
-        off_c += index[d] * out.strides()[d];
-      }
+    for_each_batch_matrix(a, b, out, [&](int64_t off_a, int64_t off_b, int64_t off_c) {
       gemm<T>(la.transpose, lb.transpose, n, m, k, pa + off_a, la.leading, pb + off_b, lb.leading, pc + off_c,
               std::max<int64_t>(m, 1), accumulate);
-      for (size_t d = batch.size(); d-- > 0;) {
-        if (++index[d] < batch[d]) break;
-        index[d] = 0;
-      }
-    }
+    });
   });
 }
 
