@@ -131,6 +131,13 @@ TEST(Layers, LayerNormEmbeddingDropout) {
   dropout.eval();
   EXPECT_TRUE(dropout(ones_in).same(ones_in));
   EXPECT_THROW(Dropout(1.0), Error);
+  // bfloat16 input (a bias-free projection under autocast): drawn in its own dtype, whose draws
+  // are multiples of 1/256, p = 0.001 dropped 1/256 of the entries (3.9 times too many).
+  Dropout rare(0.001, 3);
+  const int64_t n = 1 << 20;
+  const double dropped_share = 1.0 - mean(cast(ne(rare(ones({n}, DType::bf16)), zeros({n}, DType::bf16)),
+                                                    DType::f64)).item<double>();
+  EXPECT_NEAR(dropped_share, 0.001, 0.0002);
 }
 
 TEST(Layers, AdaptiveActivationStartsAsThePlainOne) {

@@ -183,7 +183,9 @@ Tensor drop(const Tensor& x, const Tensor& uniform_draw, double p) {
 
 Tensor Dropout::forward(const Tensor& x, Tensor* key) {
   if (!is_training() || p_ == 0) return x;
-  const DType dtype = real_dtype(x.dtype());
+  // A 16-bit x draws in float32: bfloat16's draws are multiples of 1/256, so p = 0.001 dropped
+  // 1/256 of the entries.
+  const DType dtype = is_half(x.dtype()) ? DType::f32 : real_dtype(x.dtype());
   if (!key) return drop(x, rand(x.shape(), dtype, &generator_), p_);
   Tensor draw = uniform(*key, x.shape(), dtype);
   *key = *key + tensor<int64_t>({0, x.numel()}, {2}, key->device());
