@@ -112,7 +112,12 @@ auto without_gil(Work&& work) {
 template <typename Work>
 auto training(Work&& work) {
   const solvers::StopTrainingOnSigint stop_on_sigint;
-  return without_gil(std::forward<Work>(work));
+  try {
+    return without_gil(std::forward<Work>(work));
+  } catch (const solvers::InterruptedBeforeTraining&) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
 }
 
 py::dict metrics_dict(const pinn::Metrics& metrics) {
@@ -218,9 +223,7 @@ void bind_lm(py::module_& lm) {
          "data/train.tokens; micro-batch m of step s is stream s * accumulation + m.");
   lm.def("export",
          [](const std::filesystem::path& run_dir, const std::filesystem::path& output) {
-           lm::refuse_the_runs_own_files(run_dir.string(), output.string(), true, "export: output");
-           const lm::TrainedModel trained = lm::load_trained_model(run_dir.string());
-           lm::save_hf_folder(*trained.model, *trained.tokenizer, output.string());
+           lm::export_hf_folder(run_dir.string(), output.string(), "export: output");
          },
          py::arg("run_dir"), py::arg("output"),
          "Writes a run as a Hugging Face folder (config.json, model.safetensors, tokenizer.json, ...), as "

@@ -69,9 +69,9 @@ void on_signal(int signal) {
       static constexpr char note[] = "\neddy: stopping at the end of this step to write the checkpoint and results\n";
       write_note(note, sizeof note - 1);
     } else {
-      // Before training (reading the data, training a tokenizer) the request stays too, so that a
-      // loop started after it stops after its first step and the call returns to the caller, who
-      // acts on the signal then: Python raised KeyboardInterrupt only after every step had run.
+      // Before training (reading the data, training a tokenizer) the request stays too, so that
+      // the loop refuses to start and the call returns to the caller, who acts on the signal
+      // then: Python raised KeyboardInterrupt only after every step had run.
       if (requested.compare_exchange_strong(none, signal)) requested_at.store(now);
       to_the_caller(signal);
     }

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "eddy/core/error.h"
 #include "eddy/dist/communicator.h"
 
 namespace eddy::solvers {
@@ -33,15 +34,25 @@ std::string training_ended(int signal);
 // install_interrupt_handlers: while one exists, a SIGINT during training asks the loop to stop at
 // the end of its step, where the run's checkpoint and results are written, and the call returns
 // as after a normal end; a SIGINT outside training, or a second one, goes to the caller's handler
-// (Python raises KeyboardInterrupt once the call returns), and one before training also stops the
-// loop that starts after it at the end of its first step, so that the call returns soon. At the
-// end the caller's handler is back and the request forgotten, so that the next run starts afresh.
+// (Python raises KeyboardInterrupt once the call returns), and one before training also ends the
+// call when its loop would start (InterruptedBeforeTraining), so that the call returns soon. At
+// the end the caller's handler is back and the request forgotten, so that the next run starts
+// afresh.
 class StopTrainingOnSigint {
  public:
   StopTrainingOnSigint();
   ~StopTrainingOnSigint();
   StopTrainingOnSigint(const StopTrainingOnSigint&) = delete;
   StopTrainingOnSigint& operator=(const StopTrainingOnSigint&) = delete;
+};
+
+// Thrown by TrainingLoop::start when a stop was asked for before training began (a SIGINT under
+// StopTrainingOnSigint while the data was prepared): the run folder is left as it was, where
+// taking it removes an earlier run's results. The Python module raises KeyboardInterrupt for it.
+class InterruptedBeforeTraining : public Error {
+ public:
+  explicit InterruptedBeforeTraining(int signal)
+      : Error(cat("interrupted by signal ", signal, " before training began; the run folder is unchanged")) {}
 };
 
 // While one exists, a first signal is a request to stop (above); TrainingLoop holds one.

@@ -118,6 +118,14 @@ std::string default_export_dir(const std::string& dir) { return dir + "/export";
 
 std::string default_hf_export_dir(const std::string& dir) { return dir + "/hf"; }
 
+void refuse_a_run_in_progress(const std::string& dir, std::string_view command) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // no folder: the command's own checks say what is missing
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
+  ::close(fd);
+  EDDY_CHECK(!held, command, ": ", dir, " is being written by a run; export it once that run has ended");
+}
+
 std::vector<std::string> remove_earlier_outputs(const std::string& dir, const std::string& names) {
   namespace fs = std::filesystem;
   const std::regex pattern(names);
@@ -166,6 +174,7 @@ TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tenso
 
 int64_t TrainingLoop::start() {
   require_same_config_on_every_rank(comm_, run_.config_hash, run_.resolved_config);
+  if (const int signal = interrupt_signal(comm_)) throw InterruptedBeforeTraining(signal);
   int64_t step = 0;
   if (run_.resume) {
     nn::StateDict saved;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "eddy/dist/communicator.h"
@@ -96,6 +97,11 @@ std::string checkpoint_path(const std::string& dir);
 // predictions, silently.
 std::string default_export_dir(const std::string& dir);
 std::string default_hf_export_dir(const std::string& dir);
+
+// Refuses, naming `command`, to export from the run folder `dir` while a run holds it: a run that
+// starts anew there removes the exports at its start, so one written meanwhile, of the old run's
+// checkpoint, outlived it beside the new results.
+void refuse_a_run_in_progress(const std::string& dir, std::string_view command);
 
 // Removes the files in `dir` whose names match `names` (an ECMAScript regular expression, the
 // whole name): an earlier run's outputs that this run may not write again, which ParaView would

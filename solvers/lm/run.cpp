@@ -7,6 +7,7 @@
 #include "eddy/io/checkpoint.h"
 #include "eddy/nn/init.h"
 #include "solvers/common/resume_settings.h"
+#include "solvers/common/training_loop.h"
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/model.h"
@@ -84,6 +85,13 @@ void refuse_the_runs_own_files(const std::string& run_dir, const std::string& ou
     throw Error(cat(argument, " ", output, " is the run's own ", within.string(),
                     ", which generate, export and --resume read; give another file"));
   }
+}
+
+void export_hf_folder(const std::string& run_dir, const std::string& output, std::string_view argument) {
+  refuse_the_runs_own_files(run_dir, output, true, argument);
+  solvers::refuse_a_run_in_progress(run_dir, "export");
+  const TrainedModel trained = load_trained_model(run_dir);
+  save_hf_folder(*trained.model, *trained.tokenizer, output);
 }
 
 TrainedModel load_trained_model(const std::string& run_dir) {

@@ -37,6 +37,10 @@ void refuse_the_runs_own_files(const std::string& run_dir, const std::string& ou
 // source file and the model section, and step is 0.
 TrainedModel load_trained_model(const std::string& run_dir);
 
+// `eddy lm export RUN_DIR --format hf`: the run's model and tokenizer as a Hugging Face folder at
+// `output` (`argument` names it in errors), refused while a run holds RUN_DIR.
+void export_hf_folder(const std::string& run_dir, const std::string& output, std::string_view argument);
+
 // Continues `prompt` and returns the new text, passing each token's text to `on_text` as it is
 // chosen. An empty prompt starts a new document. Generation ends at <|endoftext|> (not part of
 // the text), after max_new_tokens, or when the context is full; a prompt of more tokens than the

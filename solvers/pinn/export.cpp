@@ -11,6 +11,7 @@
 namespace eddy::pinn {
 
 ExportSummary export_run(const std::string& run_dir, const std::string& output_dir, int64_t batch_size) {
+  solvers::refuse_a_run_in_progress(run_dir, "export");
   EDDY_CHECK(batch_size >= 1, "export: the batch size must be at least 1, got ", batch_size);
   const std::string config_file = run_dir + "/config.yaml";
   EDDY_CHECK(std::filesystem::is_regular_file(config_file), "export: ", run_dir,

@@ -104,9 +104,7 @@ int run_generate(const std::string& run_dir, const std::string& prompt, const st
 
 int run_export(const std::string& run_dir, const std::string& format, const std::string& output) {
   const std::string folder = output.empty() ? solvers::default_hf_export_dir(run_dir) : output;
-  lm::refuse_the_runs_own_files(run_dir, folder, true, "--output");
-  const lm::TrainedModel trained = lm::load_trained_model(run_dir);
-  lm::save_hf_folder(*trained.model, *trained.tokenizer, folder);
+  lm::export_hf_folder(run_dir, folder, "--output");
   std::printf("wrote %s (%s): config.json, model.safetensors, tokenizer.json, tokenizer_config.json, "
               "generation_config.json\n", folder.c_str(), format.c_str());
   return 0;

@@ -263,6 +263,21 @@ TEST_F(TrainingLoopTest, AFolderAnotherRunWritesIsRefusedBeforeItsConfigIsReplac
   EXPECT_FALSE(train(trainer, 2, 0, step));
 }
 
+// An export taken while a new run holds the folder would write the old run's checkpoint where
+// that run had just removed the old export, to outlive it beside the new results.
+TEST_F(TrainingLoopTest, AnExportWhileARunHoldsTheFolderIsRefused) {
+  FakeTrainer trainer;
+  {
+    TrainingLoop loop(run(), trainer.model, trainer.model.parameters(), dist::default_communicator(), progress,
+                      trainer.hooks());
+    loop.start();
+    EXPECT_EQ(error_of([&] { refuse_a_run_in_progress(dir.string(), "export"); }),
+              "export: " + dir.string() + " is being written by a run; export it once that run has ended");
+  }
+  EXPECT_NO_THROW(refuse_a_run_in_progress(dir.string(), "export"));
+  EXPECT_NO_THROW(refuse_a_run_in_progress((dir / "missing").string(), "export"));
+}
+
 TEST_F(TrainingLoopTest, TemporaryFilesOfAKilledRunAreRemoved) {
   // A kill -9 while a file was written left NAME.tmp-PID behind for good, checkpoint-sized.
   const pid_t child = ::fork();
@@ -506,9 +521,10 @@ TEST_F(InterruptTest, TheSameSignalTwiceAtOnceIsOneRequest) {
 }
 
 // Under a caller's own SIGINT handling (Python's), a SIGINT while the data is prepared goes to the
-// caller's handler, which only notes it until the call returns: the loop started after it stops
-// after its first step, where it had run every step.
-TEST_F(InterruptTest, ASigintBeforeTrainingUnderACallersHandlerStopsTheLoopAfterOneStep) {
+// caller's handler, which only notes it until the call returns: the loop refuses to start, the
+// folder untouched, where it had run every step (and taking the folder would have removed an
+// earlier run's results).
+TEST_F(InterruptTest, ASigintBeforeTrainingUnderACallersHandlerEndsTheCallBeforeTheLoopStarts) {
   EXPECT_EXIT(
       {
         struct sigaction callers = {};
@@ -521,9 +537,13 @@ TEST_F(InterruptTest, ASigintBeforeTrainingUnderACallersHandlerStopsTheLoopAfter
         FakeTrainer trainer;
         TrainingLoop loop(run(), trainer.model, trainer.model.parameters(), dist::default_communicator(), progress,
                           trainer.hooks());
-        int64_t step = 0;
-        const bool stopped = loop.run(step, 10, 0).has_value();
-        std::exit(!stopped && step == 1 && loop.interrupted() == SIGINT && noted == 1 ? 0 : 1);
+        bool refused = false;
+        try {
+          loop.start();
+        } catch (const InterruptedBeforeTraining&) {
+          refused = true;
+        }
+        std::exit(refused && noted == 1 && !fs::exists(dir / "config.yaml") ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
 }
