@@ -240,6 +240,16 @@ def test_reading_grad_inside_jit_is_refused():
     eddy.sum(w * 2.0).backward()
     with pytest.raises(eddy.Error, match=r"Tensor.grad inside eddy.jit: .* pass it as an argument"):
         eddy.jit(lambda lr: w.detach() - lr * w.grad)(eddy.tensor(0.1))
+    # Clearing them inside ran once, at the trace: later calls piled the gradients up.
+    sgd = eddy.optim.SGD([w], lr=0.1)
+    with pytest.raises(eddy.Error, match=r"zero_grad \(or .grad = None\) inside a compiled function"):
+        eddy.jit(lambda x: (sgd.zero_grad(), eddy.sum(w * x))[1])(eddy.tensor([1.0, 1.0, 1.0]))
+
+    def clearing(x):
+        w.grad = None
+        return eddy.sum(w * x)
+    with pytest.raises(eddy.Error, match="inside a compiled function"):
+        eddy.jit(clearing)(eddy.tensor([1.0, 1.0, 1.0]))
     step = eddy.jit(lambda w, g, lr: w - lr * g)
     for k in (1.0, 10.0):
         w.grad = None

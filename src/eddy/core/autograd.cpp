@@ -3,6 +3,7 @@
 #include "eddy/core/autograd.h"
 
 #include "eddy/core/distribution.h"
+#include "eddy/core/tracing.h"
 
 namespace eddy {
 namespace {
@@ -48,6 +49,11 @@ Tensor Tensor::grad() const {
 }
 
 void Tensor::zero_grad() {
+  // Traced, the clearing would happen once, at the trace, and later calls would pile the
+  // gradients up, silently (an optimiser's zero_grad inside an eddy.jit loss).
+  EDDY_CHECK(!active_trace_recorder(), "zero_grad (or .grad = None) inside a compiled function (eddy.jit): it "
+             "would run only while tracing, and later calls would add each backward onto the last; clear the "
+             "gradients outside the compiled function");
   if (impl()->autograd) impl()->autograd->grad = Tensor();
 }
 
