@@ -290,15 +290,15 @@ bool is_python_number(const py::handle& value) {
 }  // namespace
 
 Tensor operand_beside(const Tensor& other, const py::handle& value) {
-  // A Python int beside an int32 tensor is int32 too, as in NumPy 2, PyTorch and JAX (as int64 it
-  // made x * 1 int64, and INT_MIN / -1 no longer wrapped); one int32 cannot hold is refused.
+  // A Python int beside an int32 tensor is int32 too where it fits, as in NumPy 2, PyTorch and JAX
+  // (as int64 it made x * 1 int64, and INT_MIN / -1 no longer wrapped). One that does not fit stays
+  // int64, so that comparisons and division with it are exact, as NumPy 2 gives them (where NumPy
+  // refuses it in + and *, the result here is int64).
   if (other.dtype() == DType::i32 && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
     const auto integer = py::reinterpret_borrow<py::int_>(value);
-    if (integer < py::int_(INT32_MIN) || integer > py::int_(INT32_MAX)) {
-      throw_overflow_error(cat("the integer ", py::str(value).cast<std::string>(), " does not fit in int32, the "
-                               "dtype of the tensor beside it; cast the tensor to int64 first"));
+    if (integer >= py::int_(INT32_MIN) && integer <= py::int_(INT32_MAX)) {
+      return scalar(integer.cast<double>(), DType::i32, other.device());
     }
-    return scalar(integer.cast<double>(), DType::i32, other.device());
   }
   if (!is_python_number(value) || !is_inexact(other.dtype())) return as_tensor(value);
   if (PyComplex_Check(value.ptr())) {

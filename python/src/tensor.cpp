@@ -117,9 +117,10 @@ py::object augmented(const py::object& self, const py::object& other, const char
   return self;
 }
 
-// The value of `t[...] = value`: a Python or NumPy number that t's integer dtype cannot hold is
-// refused, as NumPy refuses it (2^40 into int32 stored 0; NaN, 3e9 into int32 and 1e19 into int64
-// stored the lowest integer). A float in range is truncated toward zero, as in NumPy.
+// The value of `t[...] = value`: a Python or NumPy number, or a list of them, that t's integer
+// dtype cannot hold is refused, as NumPy refuses it (2^40 into int32 stored 0; NaN, 3e9 into
+// int32 and 1e19 into int64 stored the lowest integer). A float in range is truncated toward zero,
+// as in NumPy.
 Tensor assigned_value(const Tensor& target, const py::object& value) {
   const bool integer_target = target.dtype() == DType::i32 || target.dtype() == DType::i64;
   if (target.dtype() == DType::i32 && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
@@ -129,6 +130,15 @@ Tensor assigned_value(const Tensor& target, const py::object& value) {
     }
   }
   Tensor assigned = as_tensor(value);
+  // NumPy integers and lists of Python ints arrive as int64.
+  if (target.dtype() == DType::i32 && assigned.dtype() == DType::i64 && assigned.numel() > 0 &&
+      !py::isinstance<Tensor>(value)) {
+    const int64_t largest = max(assigned).item<int64_t>(), smallest = min(assigned).item<int64_t>();
+    const int64_t outside = largest > INT32_MAX ? largest : smallest;
+    if (largest > INT32_MAX || smallest < INT32_MIN) {
+      throw_overflow_error(cat("the integer ", outside, " does not fit in int32"));
+    }
+  }
   if (integer_target && is_floating(assigned.dtype()) && assigned.dim() == 0 && !py::isinstance<Tensor>(value)) {
     const double number = assigned.item<double>();
     const double end = target.dtype() == DType::i32 ? 0x1p31 : 0x1p63;  // -end is the lowest value

@@ -600,8 +600,10 @@ def test_a_python_int_beside_an_int32_tensor_stays_int32():
     np.testing.assert_array_equal(np.asarray(eddy.div(x * 1, -1)), [-2**31 + 1, -2**31])
     assert eddy.maximum(x, 0).dtype == eddy.int32
     assert (x + 2.5).dtype == eddy.float64  # a Python float still widens, as in NumPy
-    with pytest.raises(OverflowError, match="2199023255552 does not fit in int32"):
-        x + 2**41
+    # One int32 cannot hold stays int64: comparisons and division are exact, as in NumPy 2.
+    assert (x < 2**40).tolist() == [True, True] and (x >= -2**63).tolist() == [True, True]
+    np.testing.assert_allclose(np.asarray(x / 2**40), np.array([2**31 - 1, -2**31]) / 2**40)
+    assert (x + 2**41).dtype == eddy.int64 and (x + 2**41).tolist() == [2**31 - 1 + 2**41, -2**31 + 2**41]
 
 
 def test_scalar_conversions():
@@ -812,6 +814,10 @@ def test_assigned_numbers_an_integer_tensor_cannot_hold_are_refused():
         eddy.zeros(2, "int64")[1] = 1e19
     with pytest.raises(ValueError, match="cannot assign nan"):
         eddy.zeros(2, "int64")[0] = np.float32("nan")
+    with pytest.raises(OverflowError, match="the integer 1099511627776 does not fit in int32"):
+        small[0] = np.int64(2**40)
+    with pytest.raises(OverflowError, match="the integer 1099511627776 does not fit in int32"):
+        small[0:2] = [7, 2**40]
     assert small.tolist() == [0, 0]
     # In range, a float is truncated toward zero, as in NumPy.
     small[0], small[1] = -2147483648.9, np.float64(-2.7)
