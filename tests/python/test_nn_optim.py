@@ -446,6 +446,10 @@ def test_mse_loss_runs_in_float32_under_autocast_so_the_first_scaled_step_is_tak
     assert loss.dtype == eddy.float32
     scaler.scale(loss).backward()
     assert scaler.step(sgd) and scaler.skipped_steps == 0 and scaler.current_scale == 65536.0
+    # A float64 operand keeps float64, as without autocast.
+    with eddy.autocast("bfloat16"):
+        wide = eddy.mse_loss(eddy.tensor(np.array([1e-12, 0.0])), eddy.zeros([2], "bfloat16"))
+    assert wide.dtype == eddy.float64 and float(wide) == 5e-25
 
 
 def test_grad_scaler_scale_inside_jit_is_refused():

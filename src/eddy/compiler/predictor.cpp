@@ -147,8 +147,9 @@ Predictor Predictor::load(const std::string& dir) {
   std::string export_id;
   Graph graph = compiler::load_graph(dir, &export_id);
   // An export interrupted after graph.json and the weights, before meta.json, left another
-  // model's columns and names beside them: its predictions were labelled as that model's.
-  EDDY_CHECK(meta.value("export_id", json()) == export_id, file, ": export_id: ",
+  // model's columns and names beside them: its predictions were labelled as that model's. A
+  // meta.json written before it recorded the id (2026-12-06) loads as it did.
+  EDDY_CHECK(!meta.contains("export_id") || meta["export_id"] == export_id, file, ": export_id: ",
              meta.value("export_id", json()).dump(), ", but graph.json and weights.safetensors are of export \"",
              export_id, "\" (an export interrupted between its files); export again");
   const int64_t batch = check_layout(graph, signature, file + ": ");

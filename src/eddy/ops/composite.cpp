@@ -133,8 +133,8 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   // loss received GradScaler's 65536 as a float16 cotangent, inf, so every such iteration was
   // skipped (and a cast of the loss after it did not help: the inf arose at the cast's backward).
   if (autocast_dtype() && (is_half(prediction.dtype()) || is_half(target.dtype()))) {
-    const Tensor difference = cast(prediction, DType::f32) - cast(target, DType::f32);
-    return mean(square(difference));
+    const auto widened = [](const Tensor& x) { return is_half(x.dtype()) ? cast(x, DType::f32) : x; };
+    return mean(square(widened(prediction) - widened(target)));  // a float64 operand keeps float64
   }
   return in_float32(prediction - target, [](const Tensor& difference) { return mean(square(difference)); });
 }
