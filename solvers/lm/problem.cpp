@@ -205,6 +205,23 @@ solvers::ParallelSpec read_parallel(const ConfigNode& node, const ModelSpec& mod
   return parallel;
 }
 
+// Where training.autocast cannot run yet, refused at the key rather than in the first step with a
+// message about a tensor the user never sees: MPI carries no 16-bit floats, and tensor-parallel
+// products send their partial sums (bfloat16 under autocast) to be added; the GPU backend has no
+// 16-bit kernels.
+void require_bfloat16_support(const ConfigNode& root, const LmProblem& p) {
+  const ConfigNode autocast = root.at("training").at("autocast");
+  for (size_t axis = 0; axis < p.parallel.mesh.size(); ++axis) {
+    if (p.parallel.names[axis] == "mp" && p.parallel.mesh[axis] > 1) {
+      autocast.fail("bfloat16 does not run with an mp axis yet (the split products' partial sums would be sent "
+                    "to be added in bfloat16, which MPI does not carry); use data parallel ranks, or none");
+    }
+  }
+  if (p.device.device.type == DeviceType::cuda) {
+    autocast.fail("bfloat16 does not run on a GPU yet (its kernels have no 16-bit forms); use none there");
+  }
+}
+
 }  // namespace
 
 LmProblem read_lm_problem(io::Config& config, bool for_training) {
@@ -220,6 +237,7 @@ LmProblem read_lm_problem(io::Config& config, bool for_training) {
   if (for_training) require_training_memory(root, p.tokenizer, p.model, p.training);
 
   if (root.has("parallel")) p.parallel = read_parallel(root.at("parallel"), p.model);
+  if (p.training.autocast) require_bfloat16_support(root, p);
 
   const ConfigNode output = root.section("output");
   p.output.dir = solvers::read_output_dir(output, "runs/" + std::filesystem::path(p.source).stem().string());

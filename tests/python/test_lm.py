@@ -293,3 +293,13 @@ def test_autocast_needs_float32_training(tmp_path):
     with pytest.raises(eddy.Error, match="training.autocast: bfloat16 rounds float32 products; training.dtype is "
                                          "float64"):
         eddy.lm.train(config)
+    # Where it cannot run yet it is refused at the key, not in the first step with a message about
+    # a tensor the user never sees (MPI refused the bfloat16 partial sums of an mp split).
+    config["training"]["dtype"] = "float32"
+    config["parallel"] = {"mesh": [2], "names": ["mp"]}
+    with pytest.raises(eddy.Error, match="training.autocast: bfloat16 does not run with an mp axis yet"):
+        eddy.lm.train(config)
+    del config["parallel"]
+    config["device"] = "cuda"
+    with pytest.raises(eddy.Error, match="training.autocast: bfloat16 does not run on a GPU yet"):
+        eddy.lm.train(config)
