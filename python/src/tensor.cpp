@@ -278,7 +278,13 @@ void bind_tensor(py::module_& m) {
       .def("cpu", [](const Tensor& t) { return to(t, cpu()); })
       .def("cuda", [](const Tensor& t, int index) { return to(t, Device::cuda(index)); }, py::arg("index") = 0)
       .def("item", &item)
-      .def("tolist", [](const py::object& self) { return to_numpy(self).attr("tolist")(); })
+      .def("tolist", [](const py::object& self) {
+             // Python floats either way: a bfloat16 tensor, which has no NumPy form, goes through
+             // float32, which holds its values exactly.
+             const Tensor& t = self.cast<const Tensor&>();
+             if (t.dtype() == DType::bf16) return to_numpy(py::cast(cast(t, DType::f32))).attr("tolist")();
+             return to_numpy(self).attr("tolist")();
+           })
       .def("__len__", [](const Tensor& t) {
         if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
         return t.shape()[0];

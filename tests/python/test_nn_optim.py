@@ -459,3 +459,9 @@ def test_grad_scaler_scale_inside_jit_is_refused():
     scaler = eddy.optim.GradScaler(growth_interval=1)
     with pytest.raises(eddy.Error, match="GradScaler::scale inside a compiled function"):
         eddy.jit(lambda w: scaler.scale(eddy.sum(w)))(w)
+
+
+def test_bfloat16_tolist_gives_python_floats():
+    # NumPy has no bfloat16, and tolist() refused, naming Tensor.numpy().
+    x = eddy.cast(eddy.tensor([1.5, 2.25, -3.0]), "bfloat16")
+    assert x.tolist() == [1.5, 2.25, -3.0]

@@ -73,6 +73,10 @@ const Primitive& layer_normalize_p = normalize_primitive("layer_normalize", true
 const Primitive& rms_normalize_p = normalize_primitive("rms_normalize", false);
 
 Tensor normalized(const Tensor& x, double eps, bool centred) {
+  // 16-bit x (a bias-free projection under autocast): in float32, rounded once, as kernels compute.
+  // Composed in 16 bits, each step rounded: a float16 square past 256 was inf, and the rows came
+  // out all zeros (and their gradients), silently.
+  if (is_half(x.dtype())) return cast(normalized(cast(x, DType::f32), eps, centred), x.dtype());
   const bool has_kernel = (x.dtype() == DType::f32 || x.dtype() == DType::f64) &&
                           device_has(x.device(), Backend::OptionalKernel::normalize_last_axis);
   if (!has_kernel) return composed(x, eps, centred);

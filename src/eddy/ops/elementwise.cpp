@@ -69,11 +69,12 @@ ArrayFunction real_functions(F) {
           }};
 }
 
+// 16-bit floats go through the float32 loops, as every CPU kernel takes them (backends/cpu/half.h).
 void check_array_function_dtype(std::string_view op, const Tensor& t, const ArrayFunction& f) {
   const DType d = t.dtype();
-  const bool accepted = (d == DType::f32 && f.f32) || (d == DType::f64 && f.f64) || (d == DType::c64 && f.c64) ||
-                        (d == DType::c128 && f.c128);
-  check_dtype(op, t, accepted, f.c64 ? "a floating or complex tensor" : "a float32 or float64 tensor");
+  const bool accepted = ((d == DType::f32 || is_half(d)) && f.f32) || (d == DType::f64 && f.f64) ||
+                        (d == DType::c64 && f.c64) || (d == DType::c128 && f.c128);
+  check_dtype(op, t, accepted, f.c64 ? "a floating or complex tensor" : "a floating tensor");
 }
 
 // Unary primitive whose output has the input's dtype (or `real_output`: the real dtype).
