@@ -73,6 +73,23 @@ TEST(HalfPrecision, BFloat16RoundingMatchesNearestEvenBitForBit) {
   }
 }
 
+// A float64 value is rounded once: through float32 rounded to nearest, 1 + 2^-11 + 2^-40 landed on
+// float16's halfway point 1 + 2^-11 and went to the even 1 (NumPy gives 1 + 2^-10).
+TEST(HalfPrecision, Float64ValuesAreRoundedOnce) {
+  const Tensor wide = tensor<double>({1 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40),
+                                      std::ldexp(1.0, -25) + std::ldexp(1.0, -60), 2049.0000001, 1e39, -1e-50});
+  const std::vector<double> half = values_of(cast(wide, DType::f16));
+  EXPECT_EQ(half[0], 1 + std::ldexp(1.0, -10));
+  EXPECT_EQ(half[1], std::ldexp(1.0, -24));  // float16's smallest subnormal
+  EXPECT_EQ(half[2], 2050.0);
+  EXPECT_TRUE(std::isinf(half[3]));
+  EXPECT_EQ(half[4], 0.0);
+  EXPECT_TRUE(std::signbit(half[4]));
+  const std::vector<double> brain = values_of(cast(tensor<double>({1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40),
+                                                                   1e39, 3.0}), DType::bf16));
+  EXPECT_EQ(brain, (std::vector<double>{1 + std::ldexp(1.0, -7), INFINITY, 3.0}));
+}
+
 TEST(HalfPrecision, OpsComputeInFloat32AndRoundOnce) {
   const Tensor a = cast(tensor<float>({1.0f, 3.0f, 0.1f}), DType::bf16);
   const Tensor b = cast(tensor<float>({std::ldexp(1.0f, -8), 5.0f, 0.2f}), DType::bf16);

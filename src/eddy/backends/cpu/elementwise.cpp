@@ -304,6 +304,7 @@ void CpuBackend::copy(const Tensor& src, const Tensor& out) {
   // Straight across from or to float32: through a float32 copy, casting a float32 tensor to
   // bfloat16 (each product's operands under autocast) copied it whole first.
   if (is_half(out.dtype()) && src.dtype() == DType::f32) return round_from_float32(src, out);
+  if (is_half(out.dtype()) && src.dtype() == DType::f64) return round_from_float64(src, out);
   if (is_half(src.dtype()) && out.dtype() == DType::f32) return widen_to_float32(src, out);
   if (is_half(src.dtype()) || is_half(out.dtype())) {  // through float32, which holds either exactly
     const Tensor wide = Tensor::empty(src.shape(), DType::f32);

@@ -13,6 +13,8 @@ namespace eddy::cpu_kernels {
 // out = src rounded or widened, between float32 and a 16-bit float; any strides, one shape.
 void widen_to_float32(const Tensor& half_src, const Tensor& float32_out);
 void round_from_float32(const Tensor& float32_src, const Tensor& half_out);
+// The same from float64, rounded once (not through a float32 rounded to nearest).
+void round_from_float64(const Tensor& float64_src, const Tensor& half_out);
 
 // A float32 copy of a 16-bit tensor (dense), or the tensor itself.
 Tensor float32_copy_if_half(const Tensor& t);
