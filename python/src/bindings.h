@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ uint64_t model_seed(const py::object& seed);
 DType parse_dtype(const py::handle& dtype);
 // Raises Python's OverflowError (pybind11 has no exception type for it).
 [[noreturn]] void throw_overflow_error(const std::string& message);
+
+// Whether a Python int is an int32 value.
+inline bool fits_int32(const py::int_& integer) {
+  return integer >= py::int_(INT32_MIN) && integer <= py::int_(INT32_MAX);
+}
 
 // ---- interop.cpp ----
 std::string numpy_name(DType dtype);

@@ -296,7 +296,7 @@ Tensor operand_beside(const Tensor& other, const py::handle& value) {
   // refuses it in + and *, the result here is int64).
   if (other.dtype() == DType::i32 && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
     const auto integer = py::reinterpret_borrow<py::int_>(value);
-    if (integer >= py::int_(INT32_MIN) && integer <= py::int_(INT32_MAX)) {
+    if (fits_int32(integer)) {
       return scalar(integer.cast<double>(), DType::i32, other.device());
     }
   }

@@ -125,7 +125,7 @@ Tensor assigned_value(const Tensor& target, const py::object& value) {
   const bool integer_target = target.dtype() == DType::i32 || target.dtype() == DType::i64;
   if (target.dtype() == DType::i32 && PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
     const auto integer = value.cast<py::int_>();
-    if (integer < py::int_(INT32_MIN) || integer > py::int_(INT32_MAX)) {
+    if (!fits_int32(integer)) {
       throw_overflow_error(cat("the integer ", py::str(value).cast<std::string>(), " does not fit in int32"));
     }
   }
@@ -134,9 +134,8 @@ Tensor assigned_value(const Tensor& target, const py::object& value) {
   if (target.dtype() == DType::i32 && assigned.dtype() == DType::i64 && assigned.numel() > 0 &&
       !py::isinstance<Tensor>(value)) {
     const int64_t largest = max(assigned).item<int64_t>(), smallest = min(assigned).item<int64_t>();
-    const int64_t outside = largest > INT32_MAX ? largest : smallest;
     if (largest > INT32_MAX || smallest < INT32_MIN) {
-      throw_overflow_error(cat("the integer ", outside, " does not fit in int32"));
+      throw_overflow_error(cat("the integer ", largest > INT32_MAX ? largest : smallest, " does not fit in int32"));
     }
   }
   if (integer_target && is_floating(assigned.dtype()) && assigned.dim() == 0 && !py::isinstance<Tensor>(value)) {

@@ -71,8 +71,12 @@ void on_signal(int signal) {
     } else {
       // Before training (reading the data, training a tokenizer) the request stays too, so that
       // the loop refuses to start and the call returns to the caller, who acts on the signal
-      // then: Python raised KeyboardInterrupt only after every step had run.
-      if (requested.compare_exchange_strong(none, signal)) requested_at.store(now);
+      // then: Python raised KeyboardInterrupt only after every step had run. A second signal
+      // during training leaves the first request as it was.
+      if (accepting.load() == 0) {
+        int unrequested = 0;
+        if (requested.compare_exchange_strong(unrequested, signal)) requested_at.store(now);
+      }
       to_the_caller(signal);
     }
     return;

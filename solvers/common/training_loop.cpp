@@ -118,12 +118,12 @@ std::string default_export_dir(const std::string& dir) { return dir + "/export";
 
 std::string default_hf_export_dir(const std::string& dir) { return dir + "/hf"; }
 
-void refuse_a_run_in_progress(const std::string& dir, std::string_view command) {
+void refuse_export_while_a_run_holds(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // no folder: the command's own checks say what is missing
+  if (fd < 0) return;  // no folder: the export's own checks say what is missing
   const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
   ::close(fd);
-  EDDY_CHECK(!held, command, ": ", dir, " is being written by a run; export it once that run has ended");
+  EDDY_CHECK(!held, "export: ", dir, " is being written by a run; export it once that run has ended");
 }
 
 std::vector<std::string> remove_earlier_outputs(const std::string& dir, const std::string& names) {
@@ -142,7 +142,7 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
 // Once this run holds the folder (a run refused as concurrent had removed the other's export).
 void TrainingLoop::remove_earlier_run() {
   std::vector<std::string> removed;
-  if (!run_.results.empty()) removed = remove_earlier_outputs(run_.dir, run_.results);
+  if (!run_.result_files.empty()) removed = remove_earlier_outputs(run_.dir, run_.result_files);
   for (const std::string& stale_export : {default_export_dir(run_.dir), default_hf_export_dir(run_.dir)}) {
     std::error_code error;
     if (std::filesystem::remove_all(stale_export, error) > 0) {

@@ -54,7 +54,7 @@ struct TrainingRun {
   // The names of the files the run's results are written to (an ECMAScript regular expression):
   // a new run over the folder removes an earlier run's at once, so that none sits beside the new
   // checkpoint when the new run stops early (a kill, a non-finite loss) and is read as its own.
-  std::string results{};
+  std::string result_files{};
 };
 
 // What a trainer does in the loop; begin_step and end_step may be left empty, and restore is
@@ -98,10 +98,10 @@ std::string checkpoint_path(const std::string& dir);
 std::string default_export_dir(const std::string& dir);
 std::string default_hf_export_dir(const std::string& dir);
 
-// Refuses, naming `command`, to export from the run folder `dir` while a run holds it: a run that
-// starts anew there removes the exports at its start, so one written meanwhile, of the old run's
-// checkpoint, outlived it beside the new results.
-void refuse_a_run_in_progress(const std::string& dir, std::string_view command);
+// Refuses to export from the run folder `dir` while a run holds it: a run that starts anew there
+// removes the exports at its start, so one written meanwhile, of the old run's checkpoint,
+// outlived it beside the new results.
+void refuse_export_while_a_run_holds(const std::string& dir);
 
 // Removes the files in `dir` whose names match `names` (an ECMAScript regular expression, the
 // whole name): an earlier run's outputs that this run may not write again, which ParaView would

@@ -130,7 +130,7 @@ TrainingSpec read_training(const ConfigNode& training) {
                                       solvers::RunLength{t.steps, "training.steps"});
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   // float16 is left out: its gradients need loss scaling, which this trainer does not do.
-  if (training.choice("autocast", {{"none", DType::f32}, {"bfloat16", DType::bf16}}, DType::f32) == DType::bf16) {
+  if (training.choice("autocast", {"none", "bfloat16"}, "none") == "bfloat16") {
     if (t.dtype != DType::f32) {
       training.at("autocast").fail(cat("bfloat16 rounds float32 products; training.dtype is ", t.dtype,
                                        " (set it to float32, or autocast to none)"));

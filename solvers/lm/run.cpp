@@ -89,7 +89,7 @@ void refuse_the_runs_own_files(const std::string& run_dir, const std::string& ou
 
 void export_hf_folder(const std::string& run_dir, const std::string& output, std::string_view argument) {
   refuse_the_runs_own_files(run_dir, output, true, argument);
-  solvers::refuse_a_run_in_progress(run_dir, "export");
+  solvers::refuse_export_while_a_run_holds(run_dir);
   const TrainedModel trained = load_trained_model(run_dir);
   save_hf_folder(*trained.model, *trained.tokenizer, output);
 }

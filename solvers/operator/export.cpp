@@ -45,7 +45,7 @@ TracedRows traced_rows(const OperatorProblem& problem, const std::string& run_di
 ExportSummary export_run(const std::string& run_dir, const std::string& output_dir, int64_t batch_size,
                          const std::vector<int64_t>& grid) {
   EDDY_CHECK(batch_size >= 1, "export: the batch size must be at least 1, got ", batch_size);
-  solvers::refuse_a_run_in_progress(run_dir, "export");
+  solvers::refuse_export_while_a_run_holds(run_dir);
   auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
   OperatorProblem problem = read_operator_problem(*config);
   // The model's input shape (and a DeepONet's query points) come from the training data.

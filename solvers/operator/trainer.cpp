@@ -34,7 +34,7 @@ constexpr int64_t kEvaluationBatch = 64;
 // The files of a run's results (regular expressions): each test set's first sample as a ParaView
 // image, and with them predictions.h5.
 constexpr const char* kSampleImages = R"(sample0_.*\.vti)";
-constexpr const char* kResultFiles = R"(predictions\.h5|sample0_.*\.vti)";
+const std::string kResultFiles = std::string(R"(predictions\.h5|)") + kSampleImages;
 
 // The training settings a --resume may change (docs/operators.md); a change to any other key
 // would resume another model or dataset than the checkpoint's.

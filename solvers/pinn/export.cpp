@@ -11,8 +11,8 @@
 namespace eddy::pinn {
 
 ExportSummary export_run(const std::string& run_dir, const std::string& output_dir, int64_t batch_size) {
-  solvers::refuse_a_run_in_progress(run_dir, "export");
   EDDY_CHECK(batch_size >= 1, "export: the batch size must be at least 1, got ", batch_size);
+  solvers::refuse_export_while_a_run_holds(run_dir);
   const std::string config_file = run_dir + "/config.yaml";
   EDDY_CHECK(std::filesystem::is_regular_file(config_file), "export: ", run_dir,
              " has no config.yaml; give a run folder written by `eddy solve` (its output.dir)");

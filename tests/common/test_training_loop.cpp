@@ -271,11 +271,11 @@ TEST_F(TrainingLoopTest, AnExportWhileARunHoldsTheFolderIsRefused) {
     TrainingLoop loop(run(), trainer.model, trainer.model.parameters(), dist::default_communicator(), progress,
                       trainer.hooks());
     loop.start();
-    EXPECT_EQ(error_of([&] { refuse_a_run_in_progress(dir.string(), "export"); }),
+    EXPECT_EQ(error_of([&] { refuse_export_while_a_run_holds(dir.string()); }),
               "export: " + dir.string() + " is being written by a run; export it once that run has ended");
   }
-  EXPECT_NO_THROW(refuse_a_run_in_progress(dir.string(), "export"));
-  EXPECT_NO_THROW(refuse_a_run_in_progress((dir / "missing").string(), "export"));
+  EXPECT_NO_THROW(refuse_export_while_a_run_holds(dir.string()));
+  EXPECT_NO_THROW(refuse_export_while_a_run_holds((dir / "missing").string()));
 }
 
 TEST_F(TrainingLoopTest, TemporaryFilesOfAKilledRunAreRemoved) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
@@ -43,6 +44,12 @@ std::string compiler_flags() {
          "-ffp-contract=off";
 }
 
+// Whether a /proc/cpuinfo line is `key`'s: the key, then only blanks before the colon, so that
+// "model" does not take the "model name" line.
+bool is_cpuinfo_line_of(const std::string& line, std::string_view key) {
+  return line.starts_with(key) && line.find(':') == line.find_first_not_of(" \t", key.size());
+}
+
 // What -march=native resolves to, as far as it differs between machines: the CPU's vendor,
 // family, model and feature flags (Linux's /proc/cpuinfo, first processor). Part of a library's
 // name, since a cache in a home folder shared across a cluster's nodes would otherwise hand a
@@ -51,14 +58,9 @@ const std::string& cpu_identity() {
   static const std::string identity = [] {
     std::ifstream cpuinfo("/proc/cpuinfo");
     std::string line, found;
-    for (const char* key : {"vendor_id", "cpu family", "model", "flags"}) {
-      cpuinfo.clear();
-      cpuinfo.seekg(0);
-      while (std::getline(cpuinfo, line)) {
-        if (line.compare(0, std::strlen(key), key) == 0 && line.find(':') == line.find_first_not_of(" \t", std::strlen(key))) {
-          found += line + "\n";
-          break;
-        }
+    while (std::getline(cpuinfo, line) && !line.empty()) {  // a blank line ends the first processor
+      for (std::string_view key : {"vendor_id", "cpu family", "model", "flags"}) {
+        if (is_cpuinfo_line_of(line, key)) found += line + "\n";
       }
     }
     return found;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "eddy/core/backend.h"
+#include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
 #include "eddy/ops/sharding.h"
@@ -76,7 +77,9 @@ Tensor normalized(const Tensor& x, double eps, bool centred) {
   // 16-bit x (a bias-free projection under autocast): in float32, rounded once, as kernels compute.
   // Composed in 16 bits, each step rounded: a float16 square past 256 was inf, and the rows came
   // out all zeros (and their gradients), silently.
-  if (is_half(x.dtype())) return cast(normalized(cast(x, DType::f32), eps, centred), x.dtype());
+  if (is_half(x.dtype())) {
+    return detail::in_float32(x, [&](const Tensor& wide) { return normalized(wide, eps, centred); });
+  }
   const bool has_kernel = (x.dtype() == DType::f32 || x.dtype() == DType::f64) &&
                           device_has(x.device(), Backend::OptionalKernel::normalize_last_axis);
   if (!has_kernel) return composed(x, eps, centred);

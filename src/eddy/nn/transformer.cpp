@@ -9,6 +9,7 @@
 #include "eddy/nn/init.h"
 #include "eddy/nn/normalize.h"
 #include "eddy/nn/quantized.h"
+#include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 
 namespace eddy::nn {
@@ -112,7 +113,9 @@ Tensor rotary_embedding(const Tensor& x, double theta, int64_t first_position) {
   EDDY_CHECK(x.dim() >= 2 && x.shape().back() % 2 == 0, "rotary_embedding: x must be [..., time, head_dim] ",
              "with an even head_dim, got shape ", x.shape());
   // 16-bit x (a product under autocast): the rotation in float32, rounded once, as kernels do.
-  if (is_half(x.dtype())) return cast(rotary_embedding(cast(x, DType::f32), theta, first_position), x.dtype());
+  if (is_half(x.dtype())) {
+    return detail::in_float32(x, [&](const Tensor& wide) { return rotary_embedding(wide, theta, first_position); });
+  }
   check_floating("rotary_embedding", x.dtype());
   EDDY_CHECK(theta > 0, "rotary_embedding: theta must be positive, got ", theta);
   EDDY_CHECK(first_position >= 0, "rotary_embedding: first_position must be non-negative, got ", first_position);
