@@ -78,21 +78,6 @@ int lock_run_folder(const std::string& dir) {
   return fd;
 }
 
-// Removes the temporary files (NAME.tmp-PID, as io::move_into_place's writers name them) that a
-// killed run left in its folder or one folder down (an LM run's data/): with the folder held, one
-// whose writer is no longer running is abandoned, and may be as large as a checkpoint.
-void remove_abandoned_temporaries(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  for (auto entry = fs::recursive_directory_iterator(dir, error); !error && entry != fs::recursive_directory_iterator();
-       entry.increment(error)) {
-    if (entry.depth() > 0) entry.disable_recursion_pending();
-    if (entry->is_regular_file(error) && io::is_abandoned_temporary(entry->path().string())) {
-      fs::remove(entry->path(), error);
-    }
-  }
-}
-
 Settings with_recorded(Settings settings, const Settings& recorded) {
   settings.insert(recorded.begin(), recorded.end());
   return settings;
@@ -228,7 +213,7 @@ int64_t TrainingLoop::start() {
              "there ", missing ? cat("on rank ", comm_.rank()) : std::string("on another rank"),
              "; give output.dir a path on a file system every rank shares (not a node's local disk)");
   if (comm_.rank() == 0) {
-    remove_abandoned_temporaries(run_.dir);
+    io::remove_abandoned_temporaries_in(run_.dir);  // an LM run's data/ too
     io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);
   }
   dist::broadcast_tensors(trainable_, comm_);
@@ -248,7 +233,10 @@ std::optional<NonFiniteStop> TrainingLoop::run(int64_t& step, int64_t total, int
         return NonFiniteStop{step, loss, stop_message(hooks_.describe_stop(step, update, loss), updated_)};
       }
       if (checkpoint_due) {
-        if (auto stopped = save(step)) return stopped;
+        if (auto stopped = save(step)) {
+          stopped->loss = loss;  // finite: the state overflowed, not the loss
+          return stopped;
+        }
       }
       checkpoint_due = false;
       hooks_.apply();

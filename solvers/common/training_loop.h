@@ -81,6 +81,8 @@ struct TrainingHooks {
 
 struct NonFiniteStop {
   int64_t step = 0;  // the step whose update saw the loss
+  // The non-finite loss; for a stop on the training state (save), the loss there, which is finite,
+  // where the caller knows it, else NaN.
   double loss = 0;
   std::string message;
 };

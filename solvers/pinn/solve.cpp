@@ -436,7 +436,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   }
   // The checkpoint's history ends with the records of the logging cadence, not with this closing
   // one, so that a resumed run's history is an uninterrupted run's.
-  if (auto stopped = loop.save(step)) return stop(stopped->step, stopped->loss, stopped->message);
+  if (auto stopped = loop.save(step)) return stop(stopped->step, result.loss, stopped->message);
   record(step, result.loss, terms);
   if (validator && !history.metric_steps.empty() && history.metric_steps.back() == step) {
     result.metrics = history.metrics.back();  // measured at this step by the cadence already

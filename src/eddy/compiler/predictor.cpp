@@ -117,10 +117,7 @@ void save_predictor(const std::string& dir, const Graph& graph, const PredictorS
   const int64_t batch = check_layout(graph, signature, "export: ");
   const std::string export_id = compiler::save_graph(graph, dir);
   // A killed export's temporaries (NAME.tmp-PID) stayed beside the files through later exports.
-  std::error_code ignored;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
-    if (io::is_abandoned_temporary(entry.path().string())) std::filesystem::remove(entry.path(), ignored);
-  }
+  io::remove_abandoned_temporaries_in(dir);
   io::write_file_atomically(meta_path(dir), meta_json(graph, signature, batch, export_id).dump(2) + "\n");
 }
 

@@ -26,6 +26,18 @@ bool is_abandoned_temporary(const std::string& file) {
   return writer != ::getpid() && ::kill(writer, 0) != 0 && errno == ESRCH;
 }
 
+void remove_abandoned_temporaries_in(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  for (auto entry = fs::recursive_directory_iterator(folder, error);
+       !error && entry != fs::recursive_directory_iterator(); entry.increment(error)) {
+    if (entry.depth() > 0) entry.disable_recursion_pending();
+    if (entry->is_regular_file(error) && is_abandoned_temporary(entry->path().string())) {
+      fs::remove(entry->path(), error);
+    }
+  }
+}
+
 void remove_abandoned_temporaries_of(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path folder = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();

@@ -20,6 +20,9 @@ void move_into_place(const std::string& temporary, const std::string& path);
 bool is_abandoned_temporary(const std::string& file);
 // Removes the abandoned temporaries of `path` (path.tmp-PID) beside it.
 void remove_abandoned_temporaries_of(const std::string& path);
+// Removes every abandoned temporary in `folder` and its folders one level down: a killed run's or
+// export's leftovers, once the caller holds the folder.
+void remove_abandoned_temporaries_in(const std::string& folder);
 
 // The whole file; throws eddy::Error naming the path when it cannot be read or is a directory.
 std::string read_file(const std::string& path);
