@@ -277,45 +277,45 @@ def child(work):
 # ---------------------------------------------------------------------------------------------
 # The parent: prepare, one child per thread count, the table.
 
+def print_table(columns, rows):
+    """A Markdown table: the header, its rule, and a line per row of formatted cells."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
 def table(results, prepared):
     import torch
     import transformers
     print(f"\neddy against torch {torch.__version__} (transformers {transformers.__version__}); example model "
           f"(8.75 M parameters), {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
     print("\nTraining, tokens/s (median step; batch 16 x context 128)\n")
-    print("| threads | eddy compiled | eddy eager | torch eager | torch.compile | "
-          "eddy / torch eager | eddy / torch.compile |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        t = r["train"]
-        print(f"| {r['threads']} | {t['eddy compiled']:.0f} | {t['eddy eager']:.0f} | {t['torch eager']:.0f} | "
-              f"{t['torch.compile']:.0f} | {t['eddy compiled'] / t['torch eager']:.2f} | "
-              f"{t['eddy compiled'] / t['torch.compile']:.2f} |")
+    print_table(["threads", "eddy compiled", "eddy eager", "torch eager", "torch.compile", "eddy / torch eager",
+                 "eddy / torch.compile"],
+                [[str(r["threads"]), f"{t['eddy compiled']:.0f}", f"{t['eddy eager']:.0f}", f"{t['torch eager']:.0f}",
+                  f"{t['torch.compile']:.0f}", f"{t['eddy compiled'] / t['torch eager']:.2f}",
+                  f"{t['eddy compiled'] / t['torch.compile']:.2f}"] for r in results for t in [r["train"]]])
     if "eddy compiled bf16" in results[0]["train"]:
         print("\nTraining with bfloat16 products (eddy: training.autocast; torch: torch.autocast on the CPU), "
               "tokens/s\n")
-        print("| threads | eddy compiled | torch eager | torch.compile | eddy / torch eager | "
-              "eddy / torch.compile | eddy bf16 / eddy float32 |")
-        print("|---|---|---|---|---|---|---|")
-        for r in results:
-            t = r["train"]
-            bf16 = t["eddy compiled bf16"]
-            print(f"| {r['threads']} | {bf16:.0f} | {t['torch eager bf16']:.0f} | {t['torch.compile bf16']:.0f} | "
-                  f"{bf16 / t['torch eager bf16']:.2f} | {bf16 / t['torch.compile bf16']:.2f} | "
-                  f"{bf16 / t['eddy compiled']:.2f} |")
+        print_table(["threads", "eddy compiled", "torch eager", "torch.compile", "eddy / torch eager",
+                     "eddy / torch.compile", "eddy bf16 / eddy float32"],
+                    [[str(r["threads"]), f"{bf16:.0f}", f"{t['torch eager bf16']:.0f}",
+                      f"{t['torch.compile bf16']:.0f}", f"{bf16 / t['torch eager bf16']:.2f}",
+                      f"{bf16 / t['torch.compile bf16']:.2f}",
+                      f"{bf16 / t['eddy compiled']:.2f}"]
+                     for r in results for t in [r["train"]] for bf16 in [t["eddy compiled bf16"]]])
     print(f"\nDecode with the KV cache, tokens/s (greedy, {PROMPT_TOKENS}-token prompt, {NEW_TOKENS} new tokens; "
           f"weights of {prepared['trained']} at step {prepared['steps']})\n")
-    print("| threads | eddy float32 | torch model.generate | torch forward loop | eddy / generate | eddy / loop | "
-          "eddy int8 | int8 / float32 | eddy int4 | int4 / float32 | same tokens as torch |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        d = r["decode"]
-        f32 = d["eddy float32"]
-        same = "yes" if all(r["same_tokens"].values()) else "NO"
-        print(f"| {r['threads']} | {f32:.0f} | {d['torch model.generate']:.0f} | {d['torch forward loop']:.0f} | "
-              f"{f32 / d['torch model.generate']:.2f} | {f32 / d['torch forward loop']:.2f} | "
-              f"{d['eddy int8']:.0f} | {d['eddy int8'] / f32:.2f} | {d['eddy int4']:.0f} | "
-              f"{d['eddy int4'] / f32:.2f} | {same} |")
+    print_table(["threads", "eddy float32", "torch model.generate", "torch forward loop", "eddy / generate",
+                 "eddy / loop", "eddy int8", "int8 / float32", "eddy int4", "int4 / float32", "same tokens as torch"],
+                [[str(r["threads"]), f"{f32:.0f}", f"{d['torch model.generate']:.0f}",
+                  f"{d['torch forward loop']:.0f}", f"{f32 / d['torch model.generate']:.2f}",
+                  f"{f32 / d['torch forward loop']:.2f}", f"{d['eddy int8']:.0f}", f"{d['eddy int8'] / f32:.2f}",
+                  f"{d['eddy int4']:.0f}", f"{d['eddy int4'] / f32:.2f}",
+                  "yes" if all(r["same_tokens"].values()) else "NO"]
+                 for r in results for d in [r["decode"]] for f32 in [d["eddy float32"]]])
     p = results[0]["perplexity"]
     print(f"\nValidation perplexity: float32 {p['float32']:.3f}, int8 {p['int8']:.3f} "
           f"({100 * (p['int8'] / p['float32'] - 1):+.2f}%), int4 {p['int4']:.3f} "

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 
@@ -58,5 +59,13 @@ class ProgressLine {
   double last_draw_ = -1;
   bool redrawing_ = false;  // the cursor is at the end of a bar that will be redrawn in place
 };
+
+// The warning callback of a step every rank runs alike (a compiled step falling back to eager):
+// `progress`'s warn on rank 0, nothing elsewhere, so that a job prints it once.
+inline std::function<void(const std::string&)> rank_0_warnings(ProgressLine& progress, bool rank_0) {
+  return [&progress, rank_0](const std::string& line) {
+    if (rank_0) progress.warn(line);
+  };
+}
 
 }  // namespace eddy::solvers

@@ -163,9 +163,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   History history;
   solvers::ProgressLine progress(log, root && options.terminal, t.evaluate_every);
   auto note = [&](const std::string& line) { progress.note(line); };
-  auto warn = [&](const std::string& line) {
-    if (root) progress.warn(line);  // every rank falls back alike
-  };
+  const auto warn = solvers::rank_0_warnings(progress, root);
   // A micro-batch's loss and the gradients of `scale` times it, from its tokens, targets,
   // dropout key and scale.
   solvers::StepFunction training_step(
@@ -387,12 +385,12 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     return result;
   }
   // The checkpoint first: results that cannot be written (a full disk) lose no training.
-  if (auto stopped = loop.save(step)) {
-    result.message = stopped->message;
-    if (root) write_history(p.output.dir + "/history.h5", results, p.config_hash);
+  const std::optional<solvers::NonFiniteStop> state_overflowed = loop.save(step);
+  if (root) write_history(p.output.dir + "/history.h5", results, p.config_hash);
+  if (state_overflowed) {
+    result.message = state_overflowed->message;
     return result;
   }
-  if (root) write_history(p.output.dir + "/history.h5", results, p.config_hash);
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;
   result.message = cat(solvers::training_ended(result.interrupted), step, " steps; ",

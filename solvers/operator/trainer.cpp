@@ -338,9 +338,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   std::vector<Tensor> final_predictions;
   solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1);
   auto note = [&](const std::string& line) { progress.note(line); };
-  auto warn = [&](const std::string& line) {
-    if (root) progress.warn(line);  // every rank falls back alike
-  };
+  const auto warn = solvers::rank_0_warnings(progress, root);
   // A batch's loss and its gradient, from the batch's input, target and points. Batches of
   // another size (the last one) compile again, once.
   solvers::StepFunction batch_step(

@@ -277,9 +277,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     progress.count_from(first_step());
     training_step = std::make_unique<TrainingStep>(
         state, !options.eager, [&](const std::string& line) { progress.note(line); },
-        [&](const std::string& line) {
-          if (comm.rank() == 0) progress.warn(line);  // every rank falls back alike
-        });
+        solvers::rank_0_warnings(progress, comm.rank() == 0));
     optimizer = first_order_optimizer(p.training, trainable, comm, training_step->function());
     if (stages > 1) progress.note(cat(describe_stage(p, stage), stage ? ": from the weights of the stage before" : ""));
   };

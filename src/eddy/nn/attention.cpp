@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include "eddy/autodiff/forward.h"
@@ -233,20 +234,20 @@ const Primitive& attention_p = []() -> const Primitive& {
 // rounded once to their dtype, as every kernel computes 16-bit values. They were refused; and the
 // causal mask's positions, built in the scores' dtype, repeat past 256 in bfloat16 (256, 256,
 // 258), which would have let queries see later keys.
-DType half_dtype_among(std::initializer_list<Tensor> operands) {
+std::optional<DType> half_dtype_among(std::initializer_list<Tensor> operands) {
   for (const Tensor& x : operands) {
     if (is_half(x.dtype())) return x.dtype();
   }
-  return DType::f32;
+  return std::nullopt;
 }
 
-Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? cast(x, DType::f32) : x; }
+using detail::widened_if_half;
 
 }  // namespace
 
 Tensor causal_attention_weights(const Tensor& queries, const Tensor& keys) {
-  if (const DType half = half_dtype_among({queries, keys}); is_half(half)) {
-    return cast(causal_attention_weights(widened(queries), widened(keys)), half);
+  if (const auto half = half_dtype_among({queries, keys})) {
+    return cast(causal_attention_weights(widened_if_half(queries), widened_if_half(keys)), *half);
   }
   const HeadGroups g = check_scores("causal_attention_weights", queries, keys);
   const ShiftedExponentials shifted = shifted_exponentials(g, grouped_scores(g, queries, keys));
@@ -254,8 +255,8 @@ Tensor causal_attention_weights(const Tensor& queries, const Tensor& keys) {
 }
 
 Tensor attend(const Tensor& weights, const Tensor& values) {
-  if (const DType half = half_dtype_among({weights, values}); is_half(half)) {
-    return cast(attend(widened(weights), widened(values)), half);
+  if (const auto half = half_dtype_among({weights, values})) {
+    return cast(attend(widened_if_half(weights), widened_if_half(values)), *half);
   }
   const HeadGroups g = check_attention("attend", weights, values, "weights", "values");
   EDDY_CHECK(weights.shape()[3] == g.keys, "attend: weights ", weights.shape(), " cover ", weights.shape()[3],
@@ -270,8 +271,9 @@ Tensor composed_causal_attention(const Tensor& queries, const Tensor& keys, cons
 }
 
 Tensor causal_attention(const Tensor& queries, const Tensor& keys, const Tensor& values) {
-  if (const DType half = half_dtype_among({queries, keys, values}); is_half(half)) {
-    return cast(causal_attention(widened(queries), widened(keys), widened(values)), half);
+  if (const auto half = half_dtype_among({queries, keys, values})) {
+    const Tensor attended = causal_attention(widened_if_half(queries), widened_if_half(keys), widened_if_half(values));
+    return cast(attended, *half);
   }
   // The composed form where the fused one cannot serve: eager forward mode, as in checkpoint()
   // (the fused primitives' tangent rule serves compiled functions only), and devices without the

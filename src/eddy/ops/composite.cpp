@@ -11,11 +11,14 @@
 
 namespace eddy {
 
+Tensor detail::widened_if_half(const Tensor& x) { return is_half(x.dtype()) ? cast(x, DType::f32) : x; }
+
 Tensor detail::in_float32(const Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
-  return is_half(x.dtype()) ? cast(f(cast(x, DType::f32)), x.dtype()) : f(x);
+  return is_half(x.dtype()) ? cast(f(widened_if_half(x)), x.dtype()) : f(x);
 }
 
 using detail::in_float32;
+using detail::widened_if_half;
 
 Tensor square(const Tensor& x) { return x * x; }
 
@@ -133,8 +136,7 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   // loss received GradScaler's 65536 as a float16 cotangent, inf, so every such iteration was
   // skipped (and a cast of the loss after it did not help: the inf arose at the cast's backward).
   if (autocast_dtype() && (is_half(prediction.dtype()) || is_half(target.dtype()))) {
-    const auto widened = [](const Tensor& x) { return is_half(x.dtype()) ? cast(x, DType::f32) : x; };
-    return mean(square(widened(prediction) - widened(target)));  // a float64 operand keeps float64
+    return mean(square(widened_if_half(prediction) - widened_if_half(target)));  // float64 stays float64
   }
   return in_float32(prediction - target, [](const Tensor& difference) { return mean(square(difference)); });
 }
@@ -168,7 +170,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   if (!active_trace_recorder() && !checked.is_abstract()) check_targets(checked, classes, ignore_index);
 
   // 16-bit logits: the loss in float32 (a float16 mean over 65,520 rows or more was NaN).
-  Tensor rows = reshape(is_half(logits.dtype()) ? cast(logits, DType::f32) : logits, {-1, classes});
+  Tensor rows = reshape(widened_if_half(logits), {-1, classes});
   Tensor picked = reshape(targets, {-1, 1});
   Tensor counted = ne(picked, scalar(static_cast<double>(ignore_index), picked.dtype(), picked.device()));
   // An ignored row still gathers something (its loss is masked out below); a negative target

@@ -40,6 +40,9 @@ inline void require_same_dtype(std::string_view op, const Tensor& a, const Tenso
 // computes: a composite of several ops rounded each step to 16 bits (a float16 mean over 70,000
 // elements was 0, its sum past 65504 and its count infinite; sigmoid(-9) was 0). Else f(x).
 Tensor in_float32(const Tensor& x, const std::function<Tensor(const Tensor&)>& f);
+// x cast to float32 when it is a 16-bit float, else x: an operand of a computation several 16-bit
+// tensors share (in_float32 serves one).
+Tensor widened_if_half(const Tensor& x);
 
 // Casts both operands to their promoted dtype.
 std::pair<Tensor, Tensor> promote_pair(const Tensor& a, const Tensor& b);

@@ -574,7 +574,8 @@ void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offse
     // k / 2^bits with the 16-bit type's own significand (8 bits for bfloat16, 11 for float16), as
     // PyTorch draws them, each exact in it: float32 draws rounded to nearest came out 1.0 (4,037
     // of 2M in bfloat16), outside [0, 1).
-    const int bits = out.dtype() == DType::bf16 ? 8 : 11;
+    const int bits = out.dtype() == DType::bf16 ? std::numeric_limits<Eigen::bfloat16>::digits
+                                                : std::numeric_limits<Eigen::half>::digits;
     const float step = std::ldexp(1.0f, -bits);
     Tensor wide = Tensor::empty(out.shape(), DType::f32);
     fill_random<float>(wide, [&](int64_t i) {
