@@ -67,6 +67,16 @@ TEST_F(Hdf5VtkTest, Hdf5RoundTripsDtypesGroupsAndCommitsAtomically) {
   EXPECT_THROW(read_hdf5(file("missing.h5"), "x"), Error);
 }
 
+// 16-bit floats have no HDF5 type that ParaView and h5py read alike: refused, with the cast to make.
+TEST_F(Hdf5VtkTest, HalfPrecisionTensorsAreRefusedWithTheCastToMake) {
+  const std::string path = file("half.h5");
+  Hdf5Writer writer(path);
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    expect_error([&] { writer.write("u", cast(tensor<float>({1.5f}), dtype)); },
+                 {path + ": cannot store dtype " + std::string(dtype_name(dtype)) + " in dataset u; cast it to float32 first"});
+  }
+}
+
 // Complex tensors are written in h5py's layout (members r and i) and read back from it: a
 // complex dataset was "not numeric" to the reader, though eddy wrote it.
 TEST_F(Hdf5VtkTest, ComplexDatasetsRoundTripInH5pysLayout) {

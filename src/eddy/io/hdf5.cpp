@@ -108,8 +108,11 @@ class Handle {
 
 // The type a tensor's values are stored as.
 hid_t stored_type(const Tensor& dense, const std::string& path, const std::string& dataset) {
+  // Checked before H5Tcopy, which would print HDF5's own error stack for an invalid type.
+  EDDY_CHECK(is_complex(dense.dtype()) || memory_type(dense.dtype()) >= 0, path, ": cannot store dtype ",
+             dense.dtype(), " in dataset ", dataset, is_half(dense.dtype()) ? "; cast it to float32 first" : "");
   const hid_t type = is_complex(dense.dtype()) ? complex_type(dense.dtype()) : H5Tcopy(memory_type(dense.dtype()));
-  EDDY_CHECK(type >= 0, path, ": cannot store dtype ", dense.dtype(), " in dataset ", dataset);
+  EDDY_CHECK(type >= 0, path, ": HDF5 could not make the type of dtype ", dense.dtype(), " for dataset ", dataset);
   return type;
 }
 
