@@ -24,6 +24,7 @@
 #include "eddy/nn/transformer.h"
 #include "eddy/optim/adam.h"
 #include "eddy/optim/clip.h"
+#include "support/expect_error.h"
 #include "support/job_directory.h"
 #include "tiny_llama.h"
 
@@ -707,6 +708,31 @@ TEST(DistributedTensor, ForwardModeTangentsOfSplitInputsMatchOneProcess) {
     EXPECT_LT(relative_difference(full_tensor(split_value), value), 1e-14);
     EXPECT_LT(relative_difference(full_tensor(split_tangent), tangent), 1e-14);
     EXPECT_LT(relative_difference(full_tensor(second(split_x, split_v)), curvature), 1e-14);
+  }
+}
+
+// Second derivatives of distributed inputs: hvp and hessian take them in reverse mode, where
+// forward over reverse returned zeros (a backward pass over local parts drops tangents), and a
+// jvp around a gradient of distributed tensors is refused rather than read as zeros.
+TEST(DistributedTensor, SecondDerivativesOfSplitInputsMatchOneProcess) {
+  const auto& mesh = meshes()[0];
+  const Tensor weights = common({4, 6}, 82);
+  const auto f = [&](const Tensor& x) { return sum(square(tanh(matmul(x, weights)))) + sum(exp(x) * x); };
+  const Tensor x = common({8, 4}, 83), v = common({8, 4}, 84), small = common({2, 3}, 85);
+  const auto g = [](const Tensor& y) { return sum(sin(y) * square(y)); };
+  const Tensor curvature = hvp(f, x, v), hessian_of_g = hessian(g, small);
+  for (const Placement& placement : {S(0), S(1), R}) {
+    SCOPED_TRACE(to_string(placement));
+    const Tensor split_x = shard_tensor(x, mesh, {placement}), split_v = shard_tensor(v, mesh, {placement});
+    EXPECT_LT(relative_difference(full_tensor(hvp(f, split_x, split_v)), curvature), 1e-12);
+    EXPECT_LT(relative_difference(full_tensor(hvp(f, split_x, v)), curvature), 1e-12);
+    expect_error([&] { jvp(grad(Function(f)), split_x, split_v); },
+                 {"is a distributed tensor moving with a forward-mode tangent", "reverse mode"});
+    const auto weights_on_split_points = [&](const Tensor& w) { return sum(square(tanh(matmul(split_x, w)))); };
+    expect_error([&] { hvp(weights_on_split_points, weights, common({4, 6}, 86)); },
+                 {"is a distributed tensor moving with a forward-mode tangent"});
+    const Tensor split_small = shard_tensor(small, mesh, {placement.is_shard() ? S(1) : R});
+    EXPECT_LT(relative_difference(full_tensor(hessian(g, split_small)), hessian_of_g), 1e-12);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/distribution.h"
 #include "eddy/core/storage.h"
@@ -278,6 +279,13 @@ Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tens
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     EDDY_CHECK(out.defined(), "grad: output ", i, " is undefined");
+    // The pass runs on the ranks' local parts, which carry no tangents (dist/dtensor.cpp): the
+    // gradients would come back without theirs, and a jvp over them would read zeros.
+    EDDY_CHECK(!is_distributed(out) || innermost_level(out) < 0, "grad: output ", i, " of shape ", out.shape(),
+               " is a distributed tensor moving with a forward-mode tangent (a jvp around this gradient, as in "
+               "jvp(grad(f))), and a backward pass over distributed tensors does not carry tangents; take the "
+               "second derivative in reverse mode (grad of a gradient; eddy::hvp and eddy::hessian do so for a "
+               "distributed input)");
     const Tensor given = grad_outputs.empty() ? Tensor() : grad_outputs[i];
     if (given.defined()) {
       EDDY_CHECK(given.shape() == out.shape(), "grad: grad_outputs[", i, "] has shape ", given.shape(),

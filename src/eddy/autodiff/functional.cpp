@@ -21,7 +21,11 @@ void check_matching(std::string_view op, const Tensor& primal, const Tensor& oth
 Tensor as_target(const Tensor& x) {
   // A distributed tensor's derivatives are those of its local part (core/distribution.h).
   if (const Distribution* layout = distribution_of(x); layout && !x.requires_grad()) {
-    return with_local(x, as_target(layout->local));
+    Tensor target = with_local(x, as_target(layout->local));
+    // Its tangents ride on it, not on the local part, and would otherwise be lost here; grad
+    // then refuses to run a backward pass under them (autodiff/backward.cpp).
+    target.impl()->tangents = x.impl()->tangents;
+    return target;
   }
   if (!x.requires_grad()) {
     Tensor leaf = shallow_alias(x);
@@ -117,7 +121,11 @@ Function grad(Function f) {
 }
 
 Tensor hvp(const Function& f, const Tensor& x, const Tensor& v) {
-  return jvp(grad(f), x, v).second;
+  if (!is_distributed(x) && !is_distributed(v)) return jvp(grad(f), x, v).second;
+  // Forward over reverse loses the tangent in a backward pass over distributed tensors (their
+  // ranks' local parts carry none), so these take the gradient of <grad f, v> instead.
+  const Tensor direction = v.dtype() == x.dtype() ? v : cast(v, x.dtype());
+  return grad([&](const Tensor& y) { return sum(grad(f)(y) * direction); })(x);
 }
 
 Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode, bool holomorphic) {
@@ -169,7 +177,17 @@ Tensor hessian(const Function& f, const Tensor& x) {
   // mode over it would not give the real Hessian in the real and imaginary parts.
   EDDY_CHECK(!is_complex(x.dtype()), "hessian: needs a real input, got ", x.dtype(), " with shape ", x.shape(),
              "; take the real and imaginary parts as a real input of twice the size");
-  return jacobian(grad(f), x, JacobianMode::forward);
+  if (!is_distributed(x)) return jacobian(grad(f), x, JacobianMode::forward);
+  // Reverse over reverse for a distributed input, as hvp takes it: row i is the product with the
+  // i-th direction (the Hessian being symmetric).
+  const int64_t n = x.numel();
+  Shape shape = x.shape();
+  shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+  if (n == 0) return zeros(shape, x.dtype(), x.device());
+  const Tensor basis = eye(n, x.dtype(), x.device());
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < n; ++i) rows.push_back(flatten(hvp(f, x, reshape(slice(basis, 0, i, i + 1), x.shape()))));
+  return reshape(stack(rows, 0), shape);
 }
 
 }  // namespace eddy
