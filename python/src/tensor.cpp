@@ -199,9 +199,12 @@ void bind_tensor(py::module_& m) {
       .def(py::init([](const py::object& data, const py::object& dtype, bool requires_grad) {
              // Always a copy, as numpy.array and torch.tensor make; as_tensor shares instead.
              const Tensor source = as_tensor(data, dtype);
-             // Inside eddy.jit a number becomes a recorded constant, whose value comes when the graph
-             // runs: a new node of it, as memory outside the graph would never be written.
-             if (source.is_abstract()) return requires_grad ? identity(source).requires_grad_() : identity(source);
+             // Inside eddy.jit the copy is a node of the graph: of a number's recorded constant, whose
+             // value comes when the graph runs, and of a captured tensor or array, read at every call
+             // as eager code reads it (a copy made while tracing kept the traced values for good).
+             if (source.is_abstract() || active_trace_recorder()) {
+               return requires_grad ? identity(source).requires_grad_() : identity(source);
+             }
              Tensor t = Tensor::empty(source.shape(), source.dtype());
              {
                NoGradGuard no_grad;

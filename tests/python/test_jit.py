@@ -344,6 +344,20 @@ def test_a_captured_tensor_read_on_the_host_is_read_again_when_it_changes():
     np.testing.assert_allclose(np.asarray(rows(table)), [[0.0, 1.0], [2.0, 3.0]])
 
 
+def test_a_copy_of_a_captured_tensor_or_array_is_made_at_every_call():
+    # eddy.tensor(w) copied w while tracing, and the graph kept that copy as a constant.
+    w = eddy.tensor(np.array([1.0, 2.0, 3.0]))
+    table = np.array([1.0, 1.0, 1.0])
+    x = eddy.tensor(np.ones(3))
+    copied = eddy.jit(lambda a: a * eddy.tensor(w) + eddy.tensor(table, dtype="float64"))
+    np.testing.assert_allclose(np.asarray(copied(x)), [2.0, 3.0, 4.0])
+    with eddy.no_grad():
+        w[...] = eddy.tensor(np.array([10.0, 20.0, 30.0]))
+    table[0] = 5.0
+    np.testing.assert_allclose(np.asarray(copied(x)), [15.0, 21.0, 31.0])
+    assert copied.stats.traces == 1
+
+
 def test_writes_into_captured_tensors_and_results_that_are_not_tensors_are_refused_clearly():
     c = eddy.tensor([5.0, 5.0, 5.0])
     with pytest.raises(eddy.Error, match=r"writes in place \(copy_\) to a tensor of shape \[\] from a value of the trace"):
