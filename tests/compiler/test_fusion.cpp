@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -104,6 +105,22 @@ TEST(Fusion, FusedArithmeticEqualsEagerBitForBit) {
             << "output " << k << ", " << columns << " columns, " << (dtype == DType::f32 ? "float32" : "float64");
       }
     }
+  }
+}
+
+// GCC's vectoriser made x^0.5 a square root: NaN for -inf and -0 for -0 in loops long enough to
+// vectorise, where eager eddy's pow gives +inf and +0 (kernel_cache.cpp's flags).
+TEST(Fusion, PowerOfAConstantHalfKeepsPowsSpecialValues) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<double> values;
+    for (int i = 0; i < 16; ++i) values.insert(values.end(), {-inf, -0.0, 4.0, inf});
+    const Tensor x = cast(tensor<double>(values), dtype);
+    CompiledFunction compiled = compile([](const TensorList& in) { return TensorList{pow(in[0] + 0.0, 0.5)}; });
+    const Tensor fused = compiled({x})[0], eager = pow(x + 0.0, 0.5);
+    ASSERT_GT(compiled.stats().last.fused_kernels, 0u);
+    EXPECT_EQ(std::memcmp(fused.raw_data(), eager.raw_data(), x.numel() * dtype_size(dtype)), 0)
+        << (dtype == DType::f32 ? "float32" : "float64") << ": " << fused << " against " << eager;
   }
 }
 

@@ -39,9 +39,12 @@ std::string compiler_command() {
 // and calls libmvec's 8-lane tanh and exp; with 16 lanes (a no-op elsewhere) the heat2d example's
 // compiled step ran 4 to 6% faster and the language-model example's 2% (2026-12-05, Intel Xeon,
 // docs/compiler.md).
+// -fno-builtin-pow(f): GCC's vectoriser turns pow(x, 0.5) into sqrt(x), which gives NaN at -inf
+// and -0 at -0 where pow (and eager eddy) give +inf and +0; as a plain function, pow keeps its
+// libmvec vector variant.
 std::string compiler_flags() {
   return "-std=c++17 -O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fopenmp -fno-math-errno "
-         "-ffp-contract=off";
+         "-ffp-contract=off -fno-builtin-pow -fno-builtin-powf";
 }
 
 // Whether a /proc/cpuinfo line is `key`'s: the key, then only blanks before the colon, so that
