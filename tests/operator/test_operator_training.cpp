@@ -420,6 +420,15 @@ TEST_F(OperatorTraining, SplitsTakeRowsFromFirstAndATestSetOfTrainingRowsIsRefus
   EXPECT_EQ(reshape(data.tests[0].input, rows.shape()).to_vector<double>(), rows.to_vector<double>());
   expect_error([&] { load_data(problem_of(config(), {"data.train.samples=49", held_out})); },
                {"test set 'held' reads rows 48 to 63 of 'train/u'", "training set rows 0 to 48", "training errors"});
+  // The training rows spelled another way: an absolute HDF5 path, a link to the file.
+  const std::string link = (dir_ / "link.h5").string();
+  std::filesystem::create_symlink(dir_ / "smooth.h5", link);
+  for (const std::string& test : {std::string("data.test=[{name: held, input: /train//u, output: train/smooth}]"),
+                                  cat("data.test=[{name: held, input: ./train/u, output: train/smooth, file: ", link,
+                                      "}]")}) {
+    SCOPED_TRACE(test);
+    expect_error([&] { load_data(problem_of(config(), {"data.train.samples=48", test})); }, {"training errors"});
+  }
   expect_error([&] { load_data(problem_of(config(), {"data.test=[{name: past, input: test/u, output: test/smooth, first: 16}]"})); },
                {"first = 16 but 'test/u' holds 16 samples"});
   expect_error([&] { problem_of(config(), {"data.train.first=-1"}); }, {"data.train.first", "non-negative"});
