@@ -136,8 +136,9 @@ TEST(SpectralConv, CoarseGridUsesTheLowestModesOfTheWeights) {
 }
 
 // With one channel and every weight 1, spectral_conv keeps the corner modes and drops the rest:
-// irfftn(mask * rfftn(x)). In 3-D, with odd and even axes and one axis kept whole (2k = n), this
-// checks the transform pruned axis by axis against the full one.
+// irfftn(mask * rfftn(x)). In 3-D, with odd and even axes and one axis kept whole (2k = n, whose
+// bin n/2 passes half: only -n/2 has a weight), this checks the transform pruned axis by axis
+// against the full one.
 TEST(SpectralConv, MatchesAFullTransformLowPassIn3D) {
   Generator gen(11);
   const Shape grid{6, 7, 8};
@@ -146,7 +147,9 @@ TEST(SpectralConv, MatchesAFullTransformLowPassIn3D) {
   const Shape weight_shape = spectral_weight_shape(1, 1, modes);
   Tensor w = complex(ones(weight_shape, DType::f64), zeros(weight_shape, DType::f64));
   const auto kept_along = [](int64_t n, int64_t k) {
-    return concat({ones({k}, DType::f64), zeros({n - 2 * k}, DType::f64), ones({k}, DType::f64)}, 0);
+    const Tensor negative = 2 * k == n ? concat({full({1}, 0.5, DType::f64), ones({k - 1}, DType::f64)}, 0)
+                                       : ones({k}, DType::f64);
+    return concat({ones({k}, DType::f64), zeros({n - 2 * k}, DType::f64), negative}, 0);
   };
   const int64_t half = grid[2] / 2 + 1;
   Tensor mask = reshape(kept_along(grid[0], modes[0]), {grid[0], 1, 1}) *
@@ -155,6 +158,27 @@ TEST(SpectralConv, MatchesAFullTransformLowPassIn3D) {
   const std::vector<int64_t> axes{2, 3, 4};
   Tensor low_pass = irfftn(rfftn(x, grid, axes) * complex(mask, zeros_like(mask)), grid, axes);
   EXPECT_LT(max(abs(spectral_conv(x, w, modes) - low_pass)).item<double>(), 1e-12);
+}
+
+// The same weights give the same function on every grid that holds the input's modes, also where
+// a grid's kept modes reach its bin n/2 on a leading axis: that bin (+n/2 and -n/2 at once) was
+// weighted whole by -n/2's weight, twice what a finer grid passes.
+TEST(SpectralConv, AModeAtTheGridsNyquistBinPassesAsOnFinerGrids) {
+  Generator gen(12);
+  const std::vector<int64_t> modes{4, 3};
+  Tensor w = complex(randn(spectral_weight_shape(2, 3, modes), DType::f64, &gen),
+                     randn(spectral_weight_shape(2, 3, modes), DType::f64, &gen));
+  // Two channels of cos(2 pi 4 x) cos(2 pi y) + sin(2 pi 2 x): frequencies an 8 x 8 grid holds,
+  // 4 at its bin n/2 along x.
+  const auto field = [](int64_t n) {
+    const Tensor x = reshape(arange(0, n, 1, DType::f64) / static_cast<double>(n), {n, 1});
+    const Tensor y = reshape(arange(0, n, 1, DType::f64) / static_cast<double>(n), {1, n});
+    const Tensor u = cos(8 * M_PI * x) * cos(2 * M_PI * y) + sin(4 * M_PI * x) + 0 * y;
+    return unsqueeze(stack({u, 2.0 * u}, 0), 0);
+  };
+  const Tensor coarse = spectral_conv(field(8), w, modes), fine = spectral_conv(field(16), w, modes);
+  const Tensor fine_on_coarse = slice(slice(fine, 2, 0, 16, 2), 3, 0, 16, 2);
+  EXPECT_LT(max(abs(coarse - fine_on_coarse)).item<double>(), 1e-12 * max(abs(fine)).item<double>());
 }
 
 TEST(SpectralConv, RejectsWeightsOfTheWrongShape) {

@@ -48,7 +48,12 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
   for (int64_t i = d - 2; i >= 0; --i) {
     const int64_t axis = 2 + i, n = sizes[i], k = kept[i];
     const Tensor transformed = fft(block, n, axis);
-    block = concat({slice(transformed, axis, 0, k), slice(transformed, axis, n - k, n)}, axis);
+    Tensor negative = slice(transformed, axis, n - k, n);
+    // Where the kept modes reach n/2, the bin at n/2 holds both +n/2 and -n/2, and only the
+    // weight of -n/2 exists: half of it is what a finer grid passes (its +n/2 is not kept).
+    // Taken whole, a mode at n/2 came out twice as strong as on any finer grid.
+    if (2 * k == n) negative = concat({slice(negative, axis, 0, 1) * 0.5, slice(negative, axis, 1, k)}, axis);
+    block = concat({slice(transformed, axis, 0, k), negative}, axis);
   }
   // Channel mixing per mode as a batched matmul over modes: [modes..., batch, in] @ [modes..., in, out].
   std::vector<int64_t> modes_first, weights_modes_first;
