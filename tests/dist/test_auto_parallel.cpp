@@ -302,6 +302,13 @@ TEST(DistributedTensor, APartialValueIsReducedOnceForAllItsReaders) {
   const Tensor cotangent_whole = full_tensor(cotangent);
   EXPECT_LT(relative_difference(full_tensor(cotangent * cotangent), cotangent_whole * cotangent_whole), 1e-12);
 
+  // zeros_like and ones_like of the reduced partial value are zeros and ones: they took its kept
+  // reduction as their values, so relu(h) returned h.
+  const Tensor h_whole = matmul(a_whole, b_whole);
+  EXPECT_LT(relative_difference(full_tensor(zeros_like(h)), zeros_like(h_whole)), 1e-12);
+  EXPECT_LT(relative_difference(full_tensor(ones_like(h)), ones_like(h_whole)), 1e-12);
+  EXPECT_LT(relative_difference(full_tensor(relu(h)), relu(h_whole)), 1e-12);
+
   // A partial maximum alike: one all_reduce(max) however many ops read it.
   const Tensor row_max = max(a.detach(), {1});
   ASSERT_EQ(placements_of(row_max), std::vector<Placement>{Placement::partial_max()});

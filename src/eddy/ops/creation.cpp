@@ -117,8 +117,9 @@ Tensor ones_like(const Tensor& like) { return full_like(like, 1.0); }
 // axes hold it replicated instead.
 Tensor full_like(const Tensor& like, std::complex<double> value) {
   if (const Distribution* layout = distribution_of(like)) {
-    Distribution filled = *layout;
-    filled.local = full(layout->local.shape(), value, like.dtype(), like.device());
+    // `over`, not a copy: the copy kept `like`'s reduced part, which the interpreter then read
+    // as the new tensor's values (relu of a partial sum returned the sum itself).
+    Distribution filled = layout->over(full(layout->local.shape(), value, like.dtype(), like.device()));
     for (Placement& placement : filled.placements) {
       if (value != 0.0 && placement.kind == Placement::Kind::partial_sum) placement = Placement::replicate();
     }
