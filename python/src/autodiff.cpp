@@ -2,6 +2,8 @@
 // vjp, jacobian, hessian, hvp) take Python callables made of eddy ops; eddy/__init__.py builds the
 // functional grad(f, argnums) on vjp, so grad(grad(f)) composes as in C++.
 
+#include <algorithm>
+
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
@@ -40,7 +42,13 @@ void bind_autodiff(py::module_& m) {
                         bool create_graph) {
         const bool single = !(py::isinstance<py::tuple>(inputs) || py::isinstance<py::list>(inputs));
         std::vector<Tensor> seeds = grad_outputs.is_none() ? std::vector<Tensor>{} : tensors_of(grad_outputs);
-        return shaped(grad(tensors_of(outputs), tensors_of(inputs), seeds, create_graph), single);
+        const std::vector<Tensor> outs = tensors_of(outputs);
+        // As torch.autograd.grad: outputs computed under no_grad (or from nothing tracked) have no
+        // graph, and their derivatives would read as zeros.
+        EDDY_CHECK(std::any_of(outs.begin(), outs.end(), [](const Tensor& t) { return t.requires_grad(); }),
+                   "gradients: no output requires gradients (computed under no_grad, or from tensors none of which "
+                   "was marked requires_grad_()), so no derivative was recorded");
+        return shaped(grad(outs, tensors_of(inputs), seeds, create_graph), single);
       },
       py::arg("outputs"), py::arg("inputs"), py::arg("grad_outputs") = py::none(), py::arg("create_graph") = false,
       "d(outputs)/d(inputs) contracted with grad_outputs (ones for one-element outputs), like "

@@ -220,6 +220,24 @@ def test_gradients_with_grad_outputs_and_no_graph():
     assert not g.requires_grad
 
 
+def test_gradients_of_untracked_inputs_or_outputs_are_refused_not_zeros():
+    # A PINN's points without requires_grad gave u_x = 0, and the model trained on another equation.
+    net = eddy.nn.Linear(1, 1, dtype="float64", seed=0)
+    x = eddy.tensor(np.linspace(0, 1, 4).reshape(4, 1))
+    u = eddy.sin(net(x))
+    with pytest.raises(eddy.Error, match="input 0 of shape \\[4, 1\\] does not require gradients"):
+        eddy.gradients(u, x, eddy.ones_like(u), create_graph=True)
+    w = eddy.tensor([1.0, 2.0], requires_grad=True)
+    with eddy.no_grad():
+        loss = eddy.sum(w * w)
+    with pytest.raises(eddy.Error, match="no output requires gradients"):
+        eddy.gradients(loss, w)
+    # A tracked input the outputs do not depend on still gets zeros (u_xx of a u linear in x).
+    y = eddy.tensor([0.5], requires_grad=True)
+    (unused,) = eddy.gradients(eddy.sum(w * w), [y])
+    np.testing.assert_array_equal(np.asarray(unused), [0.0])
+
+
 def test_complex_gradient_is_the_conjugate_wirtinger_derivative():
     # L = |z|^2 = z conj(z): the PyTorch convention gives dL/dz* times 2 = 2 z, so z -= lr * grad descends.
     z0 = np.array([1.0 + 2.0j, -0.5 + 0.25j])

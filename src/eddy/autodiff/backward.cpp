@@ -412,6 +412,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::unordered_set<const void*> targets;
   for (size_t i = 0; i < inputs.size(); ++i) {
     EDDY_CHECK(inputs[i].defined(), "grad: input ", i, " is undefined");
+    // Its derivative would read as zeros, as if the outputs did not depend on it (a PINN's u_x
+    // of points not marked was 0, and the model trained on another equation). PyTorch refuses too.
+    EDDY_CHECK(inputs[i].requires_grad(), "grad: input ", i, " of shape ", inputs[i].shape(), " does not require "
+               "gradients, so nothing computed from it was recorded; mark it with requires_grad_() before computing the "
+               "outputs from it");
     if (const void* key = key_of(inputs[i])) targets.insert(key);
   }
   std::unordered_map<const void*, Tensor> cotangents;
