@@ -743,6 +743,26 @@ TEST(DistributedTensor, SecondDerivativesOfSplitInputsMatchOneProcess) {
   }
 }
 
+// A broadcast axis of one element split over two ranks leaves one of them an empty part, whose
+// views carried strides that were not contiguous: its gradient sum was refused by MPI on that
+// rank while the others waited in the collective.
+TEST(ShardingRules, AnEmptyPartOfABroadcastAxisTakesPartInTheGradientSums) {
+  const Tensor x = common({6, 5}, 87), y = common({6, 1}, 88), weights = common({6, 5}, 89);
+  const Tensor x_one = x.detach().requires_grad_(), y_one = y.detach().requires_grad_();
+  backward(sum(x_one * y_one * weights));
+  for (const auto& mesh : meshes()) {
+    for (std::vector<Placement> placements : {std::vector<Placement>{S(1)}, std::vector<Placement>{R}}) {
+      if (mesh->ndim() == 2) placements.push_back(R);
+      SCOPED_TRACE(mesh->describe() + " " + to_string(placements));
+      const Tensor split_x = shard_tensor(x.detach().requires_grad_(), mesh, std::vector<Placement>(mesh->ndim(), R));
+      const Tensor split_y = shard_tensor(y.detach().requires_grad_(), mesh, placements);
+      backward(sum(split_x * split_y * weights));
+      EXPECT_LT(relative_difference(full_tensor(split_x.grad()), x_one.grad()), 1e-12);
+      EXPECT_LT(relative_difference(full_tensor(split_y.grad()), y_one.grad()), 1e-12);
+    }
+  }
+}
+
 // Sharded leaves (not resharded from replicated ones) take their own gradient's part.
 TEST(ShardingRules, ShardedLeavesGetTheirPartOfTheGradient) {
   const auto& mesh = meshes()[0];

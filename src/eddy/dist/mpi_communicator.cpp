@@ -35,7 +35,8 @@ MPI_Datatype mpi_type(DType dtype) {
 int count_of(std::string_view op, const Tensor& t) {
   EDDY_CHECK(t.defined(), op, ": undefined tensor");
   EDDY_CHECK(t.device() == cpu(), op, ": the MPI communicator works on host tensors, got one on ", t.device());
-  EDDY_CHECK(t.is_contiguous(), op, ": needs a contiguous tensor (call contiguous() first)");
+  EDDY_CHECK(t.is_contiguous(), op, ": needs a contiguous tensor (call contiguous() first), got shape ", t.shape(),
+             " with strides ", t.strides());
   EDDY_CHECK(t.numel() <= INT_MAX, op, ": ", t.numel(), " elements is more than one MPI message holds (",
              INT_MAX, "); split the tensor");
   return static_cast<int>(t.numel());
