@@ -104,12 +104,16 @@ def _value_and_gradient(f, argnums):
     def both(*args):
         args = list(args)
         for position in positions:
-            if position >= len(args):
+            if not -len(args) <= position < len(args):
                 raise TypeError(f"grad: argnums {argnums} names argument {position}, but f got {len(args)}")
+        named = [position % len(args) for position in positions]
+        # A second replacement of one argument overwrote the first, whose gradient came back 0.
+        if len(set(named)) != len(named):
+            raise ValueError(f"grad: argnums {argnums} names one argument twice")
 
         def with_replaced(*replacements):
             call = list(args)
-            for position, value in zip(positions, replacements):
+            for position, value in zip(named, replacements):
                 call[position] = value
             out = f(*call)
             if not isinstance(out, Tensor) or out.size != 1:
@@ -118,7 +122,7 @@ def _value_and_gradient(f, argnums):
                                  "(use eddy.vjp or eddy.jacobian otherwise)")
             return out
 
-        value, grads = vjp(with_replaced, tuple(as_tensor(args[p]) for p in positions))
+        value, grads = vjp(with_replaced, tuple(as_tensor(args[p]) for p in named))
         return value, (tuple(grads) if many else grads[0])
 
     return both

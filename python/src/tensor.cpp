@@ -245,9 +245,12 @@ void bind_tensor(py::module_& m) {
         Tensor g = t.grad();
         return g.defined() ? py::cast(g) : py::none();
       }, [](Tensor& t, const py::object& value) {
+        // `p.grad *= 0.5` writes into the gradient, then assigns the same tensor back: refusing
+        // that left the gradient halved behind an error.
+        if (py::isinstance<Tensor>(value) && t.grad().defined() && value.cast<const Tensor&>().same(t.grad())) return;
         // PyTorch's `p.grad = None`; gradients themselves come from backward().
-        EDDY_CHECK(value.is_none(), "Tensor.grad: only None can be assigned (it clears the gradient); "
-                   "gradients are accumulated by backward()");
+        EDDY_CHECK(value.is_none(), "Tensor.grad: only None (which clears the gradient) or the gradient itself (as "
+                   "`p.grad *= 0.5` assigns it) can be assigned; gradients are accumulated by backward()");
         t.zero_grad();
       })
       .def("requires_grad_", [](Tensor& t, bool enabled) { return t.requires_grad_(enabled); },

@@ -220,6 +220,18 @@ def test_gradients_with_grad_outputs_and_no_graph():
     assert not g.requires_grad
 
 
+def test_grad_refuses_argnums_naming_one_argument_twice():
+    # The second replacement overwrote the first, whose gradient came back 0.
+    def f(x, y):
+        return x * x * y
+
+    for argnums in [(0, 0), (0, -2)]:
+        with pytest.raises(ValueError, match="names one argument twice"):
+            eddy.grad(f, argnums=argnums)(2.0, 3.0)
+    dx, dy = eddy.grad(f, argnums=(-2, 1))(2.0, 3.0)
+    assert (dx.item(), dy.item()) == (12.0, 4.0)
+
+
 def test_gradients_of_untracked_inputs_or_outputs_are_refused_not_zeros():
     # A PINN's points without requires_grad gave u_x = 0, and the model trained on another equation.
     net = eddy.nn.Linear(1, 1, dtype="float64", seed=0)
