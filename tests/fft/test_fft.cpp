@@ -580,6 +580,7 @@ TEST(FftErrors, BadArgumentsNameTheOp) {
   Tensor z = zeros({3, 4}, DType::c64);
   Tensor x = zeros({3, 4}, DType::f32);
   expect_error([&] { fft::fft(z, -1, 2); }, {"fft", "axis 2"});
+  expect_error([&] { fft::fft(scalar(3.0, DType::c64)); }, {"fft: names axis -1 of a tensor of rank 0, which has no axes"});
   expect_error([&] { fft::rfft(x, -1, -3); }, {"rfft", "axis -3"});
   expect_error([&] { fft::fft(z, 0); }, {"fft", "positive", "0"});
   expect_error([&] { fft::ifft(z, -4); }, {"ifft", "positive", "-4"});

@@ -37,6 +37,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
 }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view op) {
+  EDDY_CHECK(rank > 0, op, ": names axis ", axis, " of a tensor of rank 0, which has no axes; give it one "
+             "(reshape to [1])");
   EDDY_CHECK(axis >= -rank && axis < rank, op, ": axis ", axis, " is out of range for a tensor of rank ",
              rank, " (valid: ", -rank, " to ", rank - 1, ")");
   return axis < 0 ? axis + rank : axis;
