@@ -12,6 +12,7 @@ DLPack; every op differentiates to any order in forward and reverse mode::
     eddy.hessian(f, x)                                    # and eddy.jvp, eddy.vjp, ...
 """
 
+import functools as _functools
 import os as _os
 
 # OpenMP threads that spin briefly, then sleep, while they wait, as the `eddy` command's do
@@ -29,6 +30,20 @@ from ._containers import ModuleDict, ModuleList
 
 nn.ModuleList, nn.ModuleDict = ModuleList, ModuleDict
 del ModuleDict, ModuleList
+
+
+def _scope_each_call(scope, function):
+    """``@eddy.no_grad()`` and ``@eddy.enable_grad()`` on a function, as PyTorch's decorators."""
+
+    @_functools.wraps(function)
+    def scoped(*args, **kwargs):
+        with scope:
+            return function(*args, **kwargs)
+
+    return scoped
+
+
+_eddy._GradModeContext.__call__ = _scope_each_call
 
 float32 = _eddy.dtype.float32
 float64 = _eddy.dtype.float64

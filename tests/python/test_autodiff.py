@@ -522,3 +522,22 @@ def test_logsumexp_over_an_empty_axis_is_minus_infinity():
     # softmax over it is empty, as PyTorch's (the error named max too).
     assert eddy.softmax(eddy.zeros([3, 0]), axis=1).shape == (3, 0)
     assert eddy.log_softmax(x, axis=0).shape == (0, 3)
+
+
+def test_no_grad_and_enable_grad_decorate_functions():
+    w = eddy.tensor([1.0, 2.0], requires_grad=True)
+
+    @eddy.no_grad()
+    def evaluate(x):
+        """Docstring kept."""
+        return x * 2
+
+    @eddy.enable_grad()
+    def train(x):
+        return x * 2
+
+    assert not evaluate(w).requires_grad
+    assert evaluate.__doc__ == "Docstring kept." and evaluate.__name__ == "evaluate"
+    with eddy.no_grad():
+        assert train(w).requires_grad
+    assert (w * 2).requires_grad
