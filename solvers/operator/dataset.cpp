@@ -29,18 +29,11 @@ auto with_split_context(const SplitSpec& split, Read read) {
 // training on one goes on quietly (a ReLU network turned a NaN input into a constant model).
 // `first_row` is the file row of values' row 0.
 Tensor finite(const SplitSpec& split, const std::string& dataset, Tensor values, int64_t first_row) {
-  const Tensor is_finite = lt(abs(values), scalar(std::numeric_limits<double>::infinity(), values.dtype()));
-  if (values.numel() == 0 || min(cast(is_finite, DType::i32)).item<int32_t>() == 1) return values;
-  const std::vector<bool> flags = is_finite.to_vector<bool>();
-  auto flat = static_cast<int64_t>(std::find(flags.begin(), flags.end(), false) - flags.begin());
-  std::vector<int64_t> index(values.shape().size());
-  for (size_t axis = index.size(); axis-- > 0;) {
-    index[axis] = flat % values.shape()[axis];
-    flat /= values.shape()[axis];
-  }
-  if (!index.empty()) index[0] += first_row;
+  std::optional<std::vector<int64_t>> index = first_non_finite(values);
+  if (!index) return values;
+  if (!index->empty()) (*index)[0] += first_row;
   std::string position;
-  for (int64_t i : index) position += (position.empty() ? "" : ", ") + std::to_string(i);
+  for (int64_t i : *index) position += (position.empty() ? "" : ", ") + std::to_string(i);
   throw Error(cat(split.where, split.file, ": dataset '", dataset, "' holds a non-finite value (NaN or "
                   "infinity) at [", position, "]; the data must be finite"));
 }

@@ -173,6 +173,11 @@ std::vector<Tensor> Predictor::predict(const std::vector<Tensor>& inputs) const 
                dtype_name(inputs[i].dtype()));
     EDDY_CHECK(rows < 0 || shape[0] == rows, "predict: input '", spec.name, "' has ", shape[0],
                " rows but input '", signature_.inputs[0].name, "' has ", rows);
+    // Its outputs would be NaN with nothing said, where training refuses such data.
+    if (const auto index = first_non_finite(inputs[i])) {
+      throw Error(cat("predict: input '", spec.name, "' holds a non-finite value (NaN or infinity) at ",
+                      to_string(*index), "; the inputs must be finite"));
+    }
     rows = shape[0];
   }
 

@@ -123,6 +123,9 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdim
 Tensor prod(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 Tensor max(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 Tensor min(const Tensor& x, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+// The index of x's first NaN or infinity in row-major order, one entry per axis; nullopt where
+// every value is finite (an integer or boolean tensor's always are). For errors that say where.
+std::optional<std::vector<int64_t>> first_non_finite(const Tensor& x);
 
 // ---- movement ----
 Tensor reshape(const Tensor& x, const Shape& shape);  // one dimension may be -1

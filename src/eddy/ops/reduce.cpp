@@ -1,5 +1,9 @@
 // Reduction primitives: sum, prod, max and min over any set of axes, with keepdims.
 
+#include <algorithm>
+#include <limits>
+
+#include "eddy/core/autograd.h"
 #include "eddy/ops/op_helpers.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/sharding.h"
@@ -116,6 +120,21 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
 Tensor prod(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   return reduce_with(prod_p, x, axes, keepdims);
 }
+std::optional<std::vector<int64_t>> first_non_finite(const Tensor& x) {
+  if (!is_inexact(x.dtype()) || x.numel() == 0) return std::nullopt;
+  NoGradGuard no_grad;
+  const Tensor is_finite = lt(abs(x), scalar(std::numeric_limits<double>::infinity(), real_dtype(x.dtype())));
+  if (min(cast(is_finite, DType::i32)).item<int32_t>() == 1) return std::nullopt;
+  const std::vector<bool> flags = is_finite.to_vector<bool>();
+  auto flat = static_cast<int64_t>(std::find(flags.begin(), flags.end(), false) - flags.begin());
+  std::vector<int64_t> index(x.shape().size());
+  for (size_t axis = index.size(); axis-- > 0;) {
+    index[axis] = flat % x.shape()[axis];
+    flat /= x.shape()[axis];
+  }
+  return index;
+}
+
 Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   return reduce_with(max_p, x, axes, keepdims);
 }
