@@ -202,8 +202,11 @@ void bind_tensor(py::module_& m) {
              // Inside eddy.jit the copy is a node of the graph: of a number's recorded constant, whose
              // value comes when the graph runs, and of a captured tensor or array, read at every call
              // as eager code reads it (a copy made while tracing kept the traced values for good).
+             // Detached, as the copy below is: a recorded identity passed gradients back to the
+             // captured tensor (a frozen copy of a parameter trained it).
              if (source.is_abstract() || active_trace_recorder()) {
-               return requires_grad ? identity(source).requires_grad_() : identity(source);
+               Tensor copy = identity(source.detach());
+               return requires_grad ? copy.requires_grad_() : copy;
              }
              Tensor t = Tensor::empty(source.shape(), source.dtype());
              {

@@ -356,6 +356,14 @@ def test_a_copy_of_a_captured_tensor_or_array_is_made_at_every_call():
     table[0] = 5.0
     np.testing.assert_allclose(np.asarray(copied(x)), [15.0, 21.0, 31.0])
     assert copied.stats.traces == 1
+    # The copy is detached, as eager's: a recorded identity sent gradients back to the source.
+    p = eddy.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    frozen = lambda a: eddy.sum(eddy.tensor(p) * a)
+    assert not eddy.jit(frozen)(x).requires_grad
+    own = lambda a: eddy.sum(eddy.tensor(a) * a)
+    np.testing.assert_allclose(np.asarray(eddy.grad(eddy.jit(own))(x)), np.asarray(eddy.grad(own)(x)))
+    fresh_leaf = eddy.jit(lambda a: eddy.sum(eddy.tensor(p, requires_grad=True) * a))
+    assert float(fresh_leaf(x)) == 6.0
 
 
 def test_writes_into_captured_tensors_and_results_that_are_not_tensors_are_refused_clearly():
