@@ -31,9 +31,16 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
     EDDY_CHECK(k >= 1, "spectral_conv: mode counts must be >= 1, got ", to_string(modes));
     EDDY_CHECK(n >= 2, "spectral_conv: axis ", axis, " of the input ", x.shape(), " has fewer than 2 points");
     kept[i] = std::min(k, spectral_modes_held(n, last));
-    if (kept[i] < k) {
-      w = last ? slice(w, axis, 0, kept[i])
-               : concat({slice(w, axis, 0, kept[i]), slice(w, axis, 2 * k - kept[i], 2 * k)}, axis);
+    const int64_t held = kept[i];
+    if (!last && 2 * held == n) {
+      // The bin n/2 holds +n/2 and -n/2 at once, which a finer grid weighs apart, each with half
+      // the amplitude: it passes with the mean of their weights (+n/2's zero where the modes stop
+      // below it). Weighted whole by -n/2's, a component at n/2 came out unlike on finer grids.
+      const Tensor minus = slice(w, axis, 2 * k - held, 2 * k - held + 1);
+      const Tensor nyquist = held < k ? (minus + slice(w, axis, held, held + 1)) * 0.5 : minus * 0.5;
+      w = concat({slice(w, axis, 0, held), nyquist, slice(w, axis, 2 * k - held + 1, 2 * k)}, axis);
+    } else if (held < k) {
+      w = last ? slice(w, axis, 0, held) : concat({slice(w, axis, 0, held), slice(w, axis, 2 * k - held, 2 * k)}, axis);
     }
     sizes.push_back(n);
   }
@@ -48,12 +55,7 @@ Tensor spectral_conv(const Tensor& x, const Tensor& weights, const std::vector<i
   for (int64_t i = d - 2; i >= 0; --i) {
     const int64_t axis = 2 + i, n = sizes[i], k = kept[i];
     const Tensor transformed = fft(block, n, axis);
-    Tensor negative = slice(transformed, axis, n - k, n);
-    // Where the kept modes reach n/2, the bin at n/2 holds both +n/2 and -n/2, and only the
-    // weight of -n/2 exists: half of it is what a finer grid passes (its +n/2 is not kept).
-    // Taken whole, a mode at n/2 came out twice as strong as on any finer grid.
-    if (2 * k == n) negative = concat({slice(negative, axis, 0, 1) * 0.5, slice(negative, axis, 1, k)}, axis);
-    block = concat({slice(transformed, axis, 0, k), negative}, axis);
+    block = concat({slice(transformed, axis, 0, k), slice(transformed, axis, n - k, n)}, axis);
   }
   // Channel mixing per mode as a batched matmul over modes: [modes..., batch, in] @ [modes..., in, out].
   std::vector<int64_t> modes_first, weights_modes_first;
