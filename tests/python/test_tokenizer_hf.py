@@ -95,6 +95,30 @@ def test_tokenizers_trained_tokenizer_loads_in_eddy(tmp_path, tokenizer_tool):
     assert_same_encodings(hf, eddy_encode(tokenizer_tool, path, texts, tmp_path), texts)
 
 
+def test_added_tokens_that_bpe_makes_too_decode_as_bpe_pieces(tmp_path):
+    # tokenizers gives an added "é" or "Ġthe" the vocabulary's id, which ordinary text encodes to
+    # as well: eddy decoded those ids as the added text, so "in the end" came back "inĠthe end".
+    import eddy
+
+    hf = Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=2, special_tokens=SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    hf.train_from_iterator(corpus_text().splitlines(keepends=True), trainer)
+    assert "Ġthe" in hf.get_vocab()
+    hf.add_tokens(["é", "Ġthe", "<tool>"])
+    path = tmp_path / "added.json"
+    hf.save(str(path))
+    loaded = eddy.BpeTokenizer.load(path)
+    for text in ["in the end", "非常 好", "<tool> the", "<tool>", "Café"]:
+        ids = loaded.encode(text)
+        assert ids == hf.encode(text).ids, text
+        assert loaded.decode(ids) == hf.decode(ids), text
+        # Only an added "é" matched in text breaks its character, in both: its id is byte 0xE9's.
+        assert hf.decode(ids) == (text if text != "Café" else "Caf\ufffd"), text
+
+
 def test_python_binding_matches_tokenizers(tmp_path):
     import eddy  # the package built into build/python (ctest puts it on PYTHONPATH)
 

@@ -256,22 +256,28 @@ void BpeTokenizer::index() {
     EDDY_CHECK(is_new, "tokenizer: token \"", tokens_[id], "\" has two ids, ", entry->second, " and ", id);
     token_bytes_[id] = bytes_of_token(tokens_[id]);
   }
-  added_token_first_bytes_.clear();
-  for (const AddedToken& added : added_tokens_) {
-    token_bytes_[added.id] = tokens_[added.id];
-    const char first = tokens_[added.id].front();
-    if (added_token_first_bytes_.find(first) == std::string::npos) added_token_first_bytes_ += first;
-  }
+  std::vector<bool> made_by_bpe(tokens_.size(), false);
   for (int byte = 0; byte < 256; ++byte) {
     auto found = ids_.find(byte_characters()[byte]);
     byte_token_ids_[byte] = found == ids_.end() ? -1 : found->second;
+    if (found != ids_.end()) made_by_bpe[found->second] = true;
   }
   merge_of_pair_.clear();
   for (size_t rank = 0; rank < merges_.size(); ++rank) {
     const auto [left, right] = merges_[rank];
     // A repeated merge keeps its last rank, as in Hugging Face's reader.
-    merge_of_pair_.insert_or_assign(pair_key(left, right),
-                                    Merge{static_cast<int32_t>(rank), ids_.at(tokens_[left] + tokens_[right])});
+    const int32_t result = ids_.at(tokens_[left] + tokens_[right]);
+    merge_of_pair_.insert_or_assign(pair_key(left, right), Merge{static_cast<int32_t>(rank), result});
+    made_by_bpe[result] = true;
+  }
+  added_token_first_bytes_.clear();
+  for (const AddedToken& added : added_tokens_) {
+    // An added token is written as its text, unless BPE makes it too (a byte's token, a merge's
+    // result: tokenizers gives such an added text the vocabulary's id), where text that never held
+    // it decodes through that id as well: added "é" or "Ġthe" turned "in the end" into "inĠthe end".
+    if (!made_by_bpe[added.id]) token_bytes_[added.id] = tokens_[added.id];
+    const char first = tokens_[added.id].front();
+    if (added_token_first_bytes_.find(first) == std::string::npos) added_token_first_bytes_ += first;
   }
 }
 
