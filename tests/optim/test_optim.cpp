@@ -258,7 +258,7 @@ TEST(Optimizer, RejectsBadOptionsAndParameters) {
   expect_error([] { AdamW({parameter({1.0})}, {.weight_decay = -1}); }, "weight_decay");
   expect_error([] { Sgd({parameter({1.0})}, {.nesterov = true}); }, "nesterov");
   expect_error([] { Sgd({parameter({1.0})}, {.momentum = 1.5}); }, "momentum");
-  expect_error([] { Sgd({tensor<double>({1.0})}, {}); }, "requires_grad_");
+  expect_error([] { Sgd({tensor<double>({1.0}).requires_grad_() * 2.0}, {}); }, "computed from other tensors");
   expect_error([] { Sgd({}, {}); }, "no parameters");
 }
 

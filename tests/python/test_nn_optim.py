@@ -470,3 +470,18 @@ def test_bfloat16_tolist_gives_python_floats():
     # NumPy has no bfloat16, and tolist() refused, naming Tensor.numpy().
     x = eddy.cast(eddy.tensor([1.5, 2.25, -3.0]), "bfloat16")
     assert x.tolist() == [1.5, 2.25, -3.0]
+
+
+def test_frozen_parameters_are_taken_and_left_alone():
+    # PyTorch's fine-tuning pattern: freeze part of a model, pass all its parameters (refused before).
+    model = eddy.nn.Linear(3, 2, dtype="float64", seed=0)
+    weight, bias = dict(model.named_parameters())["weight"], dict(model.named_parameters())["bias"]
+    weight.requires_grad_(False)
+    frozen = np.asarray(weight).copy()
+    optimizer = eddy.optim.AdamW(model.parameters(), lr=0.1)
+    eddy.sum(model(eddy.tensor(np.ones((4, 3))))).backward()
+    optimizer.step()
+    np.testing.assert_array_equal(np.asarray(weight), frozen)
+    assert np.all(np.asarray(bias) < 0)
+    with pytest.raises(eddy.Error, match="parameter 0 is computed from other tensors"):
+        eddy.optim.SGD([bias * 2], lr=0.1)

@@ -47,8 +47,10 @@ void check_parameters(const std::vector<Tensor>& parameters, const std::string& 
     EDDY_CHECK(p.defined(), who, ": parameter ", i, " is undefined");
     EDDY_CHECK(is_floating(p.dtype()), who, ": parameter ", i, " has dtype ", p.dtype(),
                "; parameters must be floating point: float32, float64, bfloat16 or float16");
-    EDDY_CHECK(p.requires_grad() && p.is_leaf(), who, ": parameter ", i,
-               " must be a leaf tensor marked requires_grad_()");
+    // One that does not require gradients is frozen: it gets none, and is skipped, as in PyTorch
+    // (freezing part of a model and passing all its parameters was refused).
+    EDDY_CHECK(p.is_leaf(), who, ": parameter ", i, " is computed from other tensors; parameters must be leaf "
+               "tensors (made directly, marked requires_grad_())");
     // Listed twice, a tensor was stepped twice a step, with two states (PyTorch warns of it).
     for (size_t j = 0; j < i; ++j) {
       EDDY_CHECK(parameters[j].impl() != p.impl(), who, ": parameter ", i, " is the same tensor as parameter ", j,
