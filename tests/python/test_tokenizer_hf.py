@@ -80,13 +80,19 @@ def test_eddy_trained_tokenizer_loads_in_tokenizers(tmp_path, tokenizer_tool):
     assert_same_encodings(hf, eddy_encode(tokenizer_tool, path, texts, tmp_path), texts)
 
 
-def test_tokenizers_trained_tokenizer_loads_in_eddy(tmp_path, tokenizer_tool):
+def tokenizers_trained():
+    """A GPT-2-style byte-level BPE tokenizer that `tokenizers` trains on the corpus."""
     hf = Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=2, special_tokens=SPECIALS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     hf.train_from_iterator(corpus_text().splitlines(keepends=True), trainer)
+    return hf
+
+
+def test_tokenizers_trained_tokenizer_loads_in_eddy(tmp_path, tokenizer_tool):
+    hf = tokenizers_trained()
     path = tmp_path / "hf_tokenizer.json"
     hf.save(str(path))
     assert hf.get_vocab_size() == VOCAB_SIZE
@@ -100,12 +106,7 @@ def test_added_tokens_that_bpe_makes_too_decode_as_bpe_pieces(tmp_path):
     # as well: eddy decoded those ids as the added text, so "in the end" came back "inĠthe end".
     import eddy
 
-    hf = Tokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=2, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    hf.train_from_iterator(corpus_text().splitlines(keepends=True), trainer)
+    hf = tokenizers_trained()
     assert "Ġthe" in hf.get_vocab()
     hf.add_tokens(["é", "Ġthe", "<tool>"])
     path = tmp_path / "added.json"
