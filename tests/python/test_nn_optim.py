@@ -485,3 +485,17 @@ def test_frozen_parameters_are_taken_and_left_alone():
     assert np.all(np.asarray(bias) < 0)
     with pytest.raises(eddy.Error, match="parameter 0 is computed from other tensors"):
         eddy.optim.SGD([bias * 2], lr=0.1)
+    # L-BFGS gives every parameter a gradient at the end of a step: a frozen one's crashed.
+    w = eddy.tensor([1.0, 2.0], requires_grad=True)
+    target = eddy.tensor([3.0])
+    lbfgs = eddy.optim.LBFGS([w, target], max_iterations=5)
+
+    def closure():
+        lbfgs.zero_grad()
+        loss = eddy.sum(eddy.square(w - target))
+        loss.backward()
+        return loss
+
+    lbfgs.step(closure)
+    np.testing.assert_allclose(np.asarray(w), [3.0, 3.0], rtol=1e-6)
+    assert float(target) == 3.0 and target.grad is None

@@ -106,8 +106,10 @@ void set_grads(const std::vector<Tensor>& parameters, const std::vector<Tensor>&
   for (size_t i = 0; i < parameters.size(); ++i) {
     // A distributed parameter's gradient is kept as its local part (Tensor::grad() lays it out),
     // without history (optimizer.h says why).
+    // A frozen parameter (no autograd state) keeps having none: L-BFGS hands every parameter a
+    // gradient, and writing a frozen one's crashed.
     const Tensor& g = new_grads[i];
-    if (g.defined()) parameters[i].impl()->autograd->grad = local_part(g).detach();
+    if (g.defined() && parameters[i].requires_grad()) parameters[i].impl()->autograd->grad = local_part(g).detach();
   }
 }
 
