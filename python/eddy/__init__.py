@@ -32,18 +32,31 @@ nn.ModuleList, nn.ModuleDict = ModuleList, ModuleDict
 del ModuleDict, ModuleList
 
 
-def _scope_each_call(scope, function):
-    """``@eddy.no_grad()`` and ``@eddy.enable_grad()`` on a function, as PyTorch's decorators."""
+def _scope_each_call(make_scope, function):
+    """``function`` run in a scope of its own at each call: a scope shared by calls in two threads
+    mixed their grad modes up."""
 
     @_functools.wraps(function)
     def scoped(*args, **kwargs):
-        with scope:
+        with make_scope():
             return function(*args, **kwargs)
 
     return scoped
 
 
-_eddy._GradModeContext.__call__ = _scope_each_call
+def no_grad(function=None):
+    """``with eddy.no_grad():``, ``@eddy.no_grad()`` or ``@eddy.no_grad``: ops record nothing for reverse mode."""
+    return _eddy.no_grad() if function is None else _scope_each_call(_eddy.no_grad, function)
+
+
+def enable_grad(function=None):
+    """``with eddy.enable_grad():`` (or as a decorator): ops record for reverse mode, inside ``no_grad`` too."""
+    return _eddy.enable_grad() if function is None else _scope_each_call(_eddy.enable_grad, function)
+
+
+# @eddy.no_grad() and @eddy.enable_grad(), as PyTorch's decorators.
+_eddy._GradModeContext.__call__ = lambda scope, function: _scope_each_call(
+    _eddy.enable_grad if scope.enabled else _eddy.no_grad, function)
 
 float32 = _eddy.dtype.float32
 float64 = _eddy.dtype.float64

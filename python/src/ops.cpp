@@ -84,6 +84,7 @@ class ScopeContext {
   explicit ScopeContext(Setting setting) : setting_(setting) {}
   void enter() { scopes_.push_back(std::make_shared<Scope>(setting_)); }
   void exit(const py::args&) { scopes_.pop_back(); }
+  const Setting& setting() const { return setting_; }
 
  private:
   Setting setting_;
@@ -355,7 +356,8 @@ void bind_ops(py::module_& m) {
   // ---- grad mode and threads ----
   py::class_<GradModeContext>(m, "_GradModeContext")
       .def("__enter__", &GradModeContext::enter)
-      .def("__exit__", &GradModeContext::exit);
+      .def("__exit__", &GradModeContext::exit)
+      .def_property_readonly("enabled", &GradModeContext::setting, "Whether the block records for reverse mode.");
   m.def("no_grad", [] { return GradModeContext(false); }, "with eddy.no_grad(): ops record nothing for reverse mode.");
   m.def("enable_grad", [] { return GradModeContext(true); });
   py::class_<AutocastContext>(m, "_AutocastContext")

@@ -2,6 +2,7 @@
 when one is importable."""
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -536,8 +537,40 @@ def test_no_grad_and_enable_grad_decorate_functions():
     def train(x):
         return x * 2
 
-    assert not evaluate(w).requires_grad
+    @eddy.no_grad
+    def bare(x):
+        return x * 2
+
+    assert not evaluate(w).requires_grad and not bare(w).requires_grad
     assert evaluate.__doc__ == "Docstring kept." and evaluate.__name__ == "evaluate"
     with eddy.no_grad():
         assert train(w).requires_grad
     assert (w * 2).requires_grad
+
+    # Each call has a scope of its own: one scope shared by two threads' overlapping calls let one
+    # thread pop the other's, and left that thread's gradients off for good.
+    first_in, second_in, first_done = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    @eddy.no_grad()
+    def overlapping(mine, other):
+        mine.set()
+        other.wait()
+
+    def first():
+        with eddy.no_grad():
+            overlapping(first_in, second_in)
+            seen["first, inside its own no_grad"] = (w * 2).requires_grad
+        first_done.set()
+
+    def second():
+        first_in.wait()
+        overlapping(second_in, first_done)
+        seen["second, after its call"] = (w * 2).requires_grad
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == {"first, inside its own no_grad": False, "second, after its call": True}
