@@ -187,6 +187,26 @@ TEST(SpectralConv, AModeAtTheGridsNyquistBinPassesAsOnFinerGrids) {
   }
 }
 
+// An odd leading axis of n points holds +(n - 1) / 2 as well as -(n - 1) / 2: with more modes than
+// that, +3 of 7 points was dropped though it had a weight, unlike on 14 or 21 points.
+TEST(SpectralConv, AnOddGridKeepsItsHighestPositiveFrequency) {
+  Generator gen(13);
+  const std::vector<int64_t> modes{4, 2};
+  const Tensor w = complex(randn(spectral_weight_shape(1, 1, modes), DType::f64, &gen),
+                           randn(spectral_weight_shape(1, 1, modes), DType::f64, &gen));
+  const auto field = [](int64_t n) {  // cos(2 pi 3 x) + sin(2 pi 2 x), constant along y
+    const Tensor x = reshape(arange(0, n, 1, DType::f64) / static_cast<double>(n), {1, 1, n, 1});
+    return expand(cos(6 * M_PI * x) + sin(4 * M_PI * x), {1, 1, n, 4});
+  };
+  const Tensor coarse = spectral_conv(field(7), w, modes);
+  for (int64_t factor : {2, 3}) {
+    const Tensor fine = spectral_conv(field(7 * factor), w, modes);
+    const Tensor fine_on_coarse = slice(fine, 2, 0, 7 * factor, factor);
+    EXPECT_LT(max(abs(coarse - fine_on_coarse)).item<double>(), 1e-12 * max(abs(fine)).item<double>())
+        << factor << " times finer";
+  }
+}
+
 TEST(SpectralConv, RejectsWeightsOfTheWrongShape) {
   Tensor x = zeros({1, 1, 8}, DType::f64);
   EXPECT_THROW(spectral_conv(x, zeros({1, 1, 3}, DType::c128), {4}), Error);
