@@ -120,6 +120,22 @@ def test_added_tokens_that_bpe_makes_too_decode_as_bpe_pieces(tmp_path):
         assert hf.decode(ids) == (text if text != "Café" else "Caf\ufffd"), text
 
 
+def test_a_special_token_spelled_as_a_byte_is_that_bytes_token(tmp_path):
+    # Training with the special token "!" was refused: "!" is also a byte's token.
+    import eddy
+
+    texts = corpus_text().splitlines(keepends=True)
+    tokenizer = eddy.BpeTokenizer.train(texts, 400, special_tokens=["!", "<pad>"])
+    path = tmp_path / "bang.json"
+    tokenizer.save(path)
+    hf = Tokenizer.from_file(str(path))
+    assert tokenizer.token_to_id("!") == 0 and tokenizer.vocab_size == 400
+    for text in ["Hello, world! Wow!!", "no bang", "<pad>!"]:
+        ids = tokenizer.encode(text)
+        assert ids == hf.encode(text).ids, text
+        assert tokenizer.decode(ids) == hf.decode(ids, skip_special_tokens=False) == text, text
+
+
 def test_python_binding_matches_tokenizers(tmp_path):
     import eddy  # the package built into build/python (ctest puts it on PYTHONPATH)
 

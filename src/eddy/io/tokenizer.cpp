@@ -399,7 +399,12 @@ BpeTokenizer BpeTokenizer::train(const std::vector<std::string>& texts, const Bp
     tokenizer.added_tokens_.push_back({static_cast<int32_t>(tokenizer.tokens_.size()), true});
     tokenizer.tokens_.push_back(special);
   }
-  for (const std::string& character : byte_characters()) tokenizer.tokens_.push_back(character);
+  // A special token spelled as a byte's character ("!") is that byte's token too, as tokenizers'
+  // trainer makes it (listing it twice was refused as a token with two ids).
+  for (const std::string& character : byte_characters()) {
+    const auto& specials = options.special_tokens;
+    if (std::find(specials.begin(), specials.end(), character) == specials.end()) tokenizer.tokens_.push_back(character);
+  }
   EDDY_CHECK(options.vocab_size >= tokenizer.vocab_size(), "tokenizer training: vocab_size ", options.vocab_size,
              " cannot hold the 256 byte tokens and ", options.special_tokens.size(), " special tokens");
   EDDY_CHECK(options.min_frequency >= 1, "tokenizer training: min_frequency must be at least 1, got ",
