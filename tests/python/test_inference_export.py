@@ -147,7 +147,8 @@ def test_python_predictor_equals_the_cli(solved, artifact, eddy_cli):
     with pytest.raises(eddy.Error, match="input 'points' holds 255 at element 1; a 1-byte integer input is read as bool"):
         predictor.predict(np.array([[0, 255], [1, 0]], dtype=np.uint8))
     # NaN coordinates gave NaN fields with nothing said, where training refuses such data.
-    with pytest.raises(eddy.Error, match=r"input 'points' holds a non-finite value \(NaN or infinity\) at \[1, 0\]"):
+    with pytest.raises(eddy.Error, match=r"input 'points' holds a non-finite value \(NaN or infinity, or a value "
+                                         r"past float32's range cast to it\) at \[1, 0\] \(column x\)"):
         predictor.predict(np.array([[0.5, 0.25], [np.nan, 0.25]], dtype=np.float32))
     ones = predictor.predict(np.array([[0, 1], [1, 0]], dtype=np.uint8))
     np.testing.assert_array_equal(np.asarray(ones[0]), np.asarray(predictor.predict(np.array([[0.0, 1.0], [1.0, 0.0]]))[0]))

@@ -175,8 +175,11 @@ std::vector<Tensor> Predictor::predict(const std::vector<Tensor>& inputs) const 
                " rows but input '", signature_.inputs[0].name, "' has ", rows);
     // Its outputs would be NaN with nothing said, where training refuses such data.
     if (const auto index = first_non_finite(inputs[i])) {
-      throw Error(cat("predict: input '", spec.name, "' holds a non-finite value (NaN or infinity) at ",
-                      to_string(*index), "; the inputs must be finite"));
+      const bool column_known = index->size() == 2 && (*index)[1] < static_cast<int64_t>(spec.columns.size());
+      throw Error(cat("predict: input '", spec.name, "' holds a non-finite value (NaN or infinity",
+                      inputs[i].dtype() == DType::f32 ? ", or a value past float32's range cast to it" : "", ") at ",
+                      to_string(*index), column_known ? cat(" (column ", spec.columns[(*index)[1]], ")") : "",
+                      "; the inputs must be finite"));
     }
     rows = shape[0];
   }
