@@ -314,7 +314,21 @@ void bind_modules(py::module_& m) {
              return std::make_shared<nn::Sequential>(
                  (one_list ? py::object(args[0]) : py::object(args)).cast<std::vector<ModulePtr>>());
            }))
-      .def("__len__", &nn::Sequential::size);
+      .def("__len__", &nn::Sequential::size)
+      // Indexing, iterating and append as torch.nn.Sequential's.
+      .def("__getitem__", [](const nn::Sequential& s, int64_t index) {
+        const int64_t count = static_cast<int64_t>(s.size());
+        if (index < -count || index >= count) {
+          throw py::index_error(cat("Sequential: index ", index, " is out of range for ", count, " layers"));
+        }
+        return s.at(index);
+      })
+      .def("__iter__", [](const nn::Sequential& s) {
+        py::list layers;
+        for (int64_t i = 0; i < static_cast<int64_t>(s.size()); ++i) layers.append(py::cast(s.at(i)));
+        return py::iter(layers);
+      })
+      .def("append", [](nn::Sequential& s, ModulePtr layer) { s.push_back(std::move(layer)); }, py::arg("module"));
   py::class_<nn::Embedding, nn::Module, py::smart_holder>(m, "Embedding", py::is_final(), "Rows of a [count, dim] table, N(0, 1) "
                                                          "initialised, looked up by an integer tensor of any shape.")
       .def(py::init([](int64_t count, int64_t dim, const py::object& dtype, const py::object& seed) {

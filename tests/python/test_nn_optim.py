@@ -499,3 +499,14 @@ def test_frozen_parameters_are_taken_and_left_alone():
     lbfgs.step(closure)
     np.testing.assert_allclose(np.asarray(w), [3.0, 3.0], rtol=1e-6)
     assert float(target) == 3.0 and target.grad is None
+
+
+def test_sequential_is_indexed_iterated_and_appended_to_as_in_pytorch():
+    first, second = eddy.nn.Linear(2, 3, seed=0), eddy.nn.Activation("tanh")
+    model = eddy.nn.Sequential(first, second)
+    assert model[0] is first and model[-1] is second and list(model) == [first, second]
+    model.append(eddy.nn.Linear(3, 1, seed=1))
+    assert len(model) == 3 and [name for name, _ in model.named_parameters()][-1] == "2.bias"
+    assert model(eddy.ones([4, 2])).shape == (4, 1)
+    with pytest.raises(IndexError, match="index 3 is out of range for 3 layers"):
+        model[3]

@@ -108,6 +108,12 @@ void Sequential::push_back(std::shared_ptr<Module> layer) {
   layers_.push_back(register_module(std::to_string(layers_.size()), std::move(layer)));
 }
 
+const std::shared_ptr<Module>& Sequential::at(int64_t index) const {
+  const auto count = static_cast<int64_t>(layers_.size());
+  EDDY_CHECK(index >= -count && index < count, "Sequential: index ", index, " is out of range for ", count, " layers");
+  return layers_[static_cast<size_t>(index < 0 ? index + count : index)];
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (auto& layer : layers_) h = layer->forward(h);

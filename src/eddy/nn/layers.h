@@ -57,6 +57,8 @@ class Sequential : public Module {
   void push_back(std::shared_ptr<Module> layer);
   Tensor forward(const Tensor& x) override;
   size_t size() const { return layers_.size(); }
+  // Layer `index`, counted from the end where negative (as Python indexes a list).
+  const std::shared_ptr<Module>& at(int64_t index) const;
 
  private:
   std::vector<std::shared_ptr<Module>> layers_;
