@@ -490,5 +490,28 @@ TEST(TensorMovement, Stack) {
   EXPECT_EQ(stack({scalar(1, DType::i64), scalar(2, DType::i64)}).shape(), (Shape{2}));
 }
 
+// Reading values as a type that cannot hold them is refused, as PyTorch's item<T>() refuses it:
+// a complex value's imaginary part was dropped, and 1e20 or NaN read as int32 came back as -2^31.
+TEST(TensorValues, ConversionsThatLoseTheValueAreRefused) {
+  const Tensor z = complex(tensor<double>({1.0, 3.0}), tensor<double>({0.0, 2.0}));
+  expect_error([&] { z.to_vector<double>(); }, {"element 1 of the complex128 tensor is (3,2)", "real() or abs()"});
+  EXPECT_EQ(complex(tensor<double>({1.5}), tensor<double>({0.0})).item<double>(), 1.5);
+  expect_error([&] { tensor<double>({1e20}).item<int32_t>(); }, {"is 1e+20, which int32 cannot hold"});
+  expect_error([&] { tensor<float>({NAN}).item<int64_t>(); }, {"is nan, which int64 cannot hold"});
+  EXPECT_EQ(tensor<double>({-2147483648.0, 2147483647.9}).to_vector<int32_t>(),
+            (std::vector<int32_t>{-2147483647 - 1, 2147483647}));
+  EXPECT_EQ(tensor<double>({-7.9}).item<int64_t>(), -7);
+}
+
+// Autodiff members of an undefined (or moved-from) tensor throw, as the others do; they crashed.
+TEST(TensorValues, AutodiffMembersOfAnUndefinedTensorThrow) {
+  Tensor moved = tensor<double>({1.0});
+  const Tensor taken = std::move(moved);
+  expect_error([&] { (void)moved.grad(); }, {"undefined tensor"});  // NOLINT(bugprone-use-after-move)
+  expect_error([&] { (void)moved.is_leaf(); }, {"undefined tensor"});  // NOLINT(bugprone-use-after-move)
+  expect_error([&] { moved.zero_grad(); }, {"undefined tensor"});  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(taken.is_leaf());
+}
+
 }  // namespace
 }  // namespace eddy

@@ -37,12 +37,14 @@ Tensor& Tensor::requires_grad_(bool enabled) {
 }
 
 bool Tensor::is_leaf() const {
+  check_defined();
   return !impl()->autograd || !impl()->autograd->grad_fn;
 }
 
 // A distributed leaf's gradient is its local part's (they share the autodiff state), laid out as
 // the leaf is.
 Tensor Tensor::grad() const {
+  check_defined();
   const auto& meta = impl()->autograd;
   if (!meta || !meta->grad.defined()) return Tensor();
   return is_distributed(*this) ? with_local(*this, meta->grad) : meta->grad;
@@ -54,6 +56,7 @@ void Tensor::zero_grad() {
   EDDY_CHECK(!active_trace_recorder(), "zero_grad (or .grad = None) inside a compiled function (eddy.jit): it "
              "would run only while tracing, and later calls would add each backward onto the last; clear the "
              "gradients outside the compiled function");
+  check_defined();
   if (impl()->autograd) impl()->autograd->grad = Tensor();
 }
 

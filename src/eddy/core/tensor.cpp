@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <limits>
 #include <ostream>
+#include <type_traits>
 
 #include "eddy/core/autograd.h"
 #include "eddy/core/backend.h"
@@ -291,8 +293,28 @@ std::vector<T> Tensor::to_vector() const {
   EDDY_CHECK(!is_abstract(), "to_vector/item: the tensor of shape ", shape(), " is abstract (made by "
              "abstract tracing) and has no values to read; an abstractly traced function cannot depend on "
              "them");
+  const Tensor source = device().type == DeviceType::cpu ? *this : host_copy(*this);
+  // A conversion that would lose the value is refused, as PyTorch's item<T>() refuses it: a complex
+  // value's imaginary part, and for an integer type a NaN, an infinity or a value past its range
+  // (undefined behaviour in C++; 1e20 came back as -2^31).
+  constexpr bool to_complex = std::is_same_v<T, c64> || std::is_same_v<T, c128>;
+  constexpr bool to_integer = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+  if ((!to_complex && is_complex(dtype())) || (to_integer && is_inexact(dtype()))) {
+    Tensor wide = Tensor::empty(shape(), DType::c128);
+    backend_for(cpu()).copy(source, wide);
+    const c128* values = wide.data<c128>();
+    for (int64_t i = 0; i < numel(); ++i) {
+      EDDY_CHECK(values[i].imag() == 0, "to_vector/item: element ", i, " of the ", dtype(), " tensor is ", values[i],
+                 ", whose imaginary part ", dtype_of<T>(), " cannot hold; take real() or abs() first");
+      if constexpr (to_integer) {
+        const double real = values[i].real(), lowest = static_cast<double>(std::numeric_limits<T>::min());
+        EDDY_CHECK(real >= lowest && real < -lowest, "to_vector/item: element ", i, " of the ", dtype(), " tensor is ",
+                   real, ", which ", dtype_of<T>(), " cannot hold");
+      }
+    }
+  }
   Tensor dense = Tensor::empty(shape(), dtype_of<T>());
-  backend_for(cpu()).copy(device().type == DeviceType::cpu ? *this : host_copy(*this), dense);
+  backend_for(cpu()).copy(source, dense);
   const T* data = dense.data<T>();
   return std::vector<T>(data, data + numel());
 }
