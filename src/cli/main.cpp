@@ -308,6 +308,10 @@ Tensor read_input(const std::string& file, const std::vector<std::string>& datas
   if (!column_renamed && has(dataset_for(input.name))) {
     const std::string dataset = dataset_for(input.name);
     values = io::read_hdf5(file, dataset);
+    // Points on a line are stored as a 1-D array (a run's own coordinates/x): rows of one column.
+    if (values.dim() == 1 && expected.shape.size() == 2 && expected.shape[1] == 1) {
+      values = reshape(values, {values.shape()[0], 1});
+    }
     const Shape& shape = values.shape();
     const bool fits = shape.size() == expected.shape.size() &&
                       std::equal(shape.begin() + 1, shape.end(), expected.shape.begin() + 1);

@@ -287,3 +287,26 @@ def test_export_to_a_file_names_the_option(solved, eddy_cli):
     result = run(eddy_cli, "export", solved / "run", "--output", taken)
     assert result.returncode != 0
     assert f"export: --output {taken} is a file, not a folder" in result.stderr
+
+
+def test_a_one_coordinate_model_reads_points_stored_as_a_1d_array(tmp_path, eddy_cli):
+    # The run's own coordinates/x, [N], was refused for a model taking [N, 1].
+    config = tmp_path / "line.yaml"
+    config.write_text("""
+geometry: {space: {type: interval, min: 0, max: 1}}
+fields: [u]
+conditions:
+  pde: {type: interior, equation: u_xx + pi^2*sin(pi*x), points: 32}
+  ends: {type: dirichlet, on: x == 0 || x == 1, field: u, value: 0, points: 2}
+model: {width: 8, depth: 2}
+training: {adam: {steps: 5}}
+output: {grid: [9], vtk: false}
+""")
+    assert run(eddy_cli, "solve", config, f"output.dir={tmp_path / 'run'}", "--quiet").returncode == 0
+    assert run(eddy_cli, "export", tmp_path / "run").returncode == 0
+    solution = tmp_path / "run" / "solution.h5"
+    result = run(eddy_cli, "predict", tmp_path / "run" / "export", solution, "--input", "points=coordinates/x",
+                 "--output", tmp_path / "line_out.h5")
+    assert result.returncode == 0, result.stderr
+    with h5py.File(tmp_path / "line_out.h5", "r") as got, h5py.File(solution, "r") as solved:
+        np.testing.assert_allclose(got["u"][:], solved["fields/u"][:], rtol=1e-6, atol=1e-7)
