@@ -25,7 +25,7 @@ Burgers::Burgers(int64_t resolution, double length, double dt, const Tensor& nu)
              "Burgers: length and dt must be positive and finite, got ", length, " and ", dt);
   EDDY_CHECK(nu.defined() && nu.numel() == 1 && (dtype_ == DType::f32 || dtype_ == DType::f64),
              "Burgers: nu must be a one-element float32 or float64 tensor");
-  viscosity_ = ViscosityOfCoefficients("Burgers", nu);
+  sources_ = CoefficientSources("Burgers", nu);
   const DType complex_dtype = dtype_ == DType::f64 ? DType::c128 : DType::c64;
   const Tensor index = fft::rfftfreq(n_, 1.0 / static_cast<double>(n_), dtype_);
   // Orszag's 2/3 rule: a product of modes |k| < n / 3 aliases only onto modes it then discards.

@@ -29,7 +29,7 @@ class Burgers {
   // The ETDRK4 coefficients exp(h L), exp(h L / 2), Q, f1, f2, f3 per mode: functions of nu,
   // passed to step() as parameters so that checkpointed rollouts reach nu.
   const std::vector<Tensor>& params() const { return params_; }
-  const ViscosityOfCoefficients& viscosity() const { return viscosity_; }
+  const CoefficientSources& sources() const { return sources_; }
   // One step of the half spectrum v [..., n / 2 + 1].
   Tensor step(const Tensor& v, const std::vector<Tensor>& params) const;
 
@@ -50,7 +50,7 @@ class Burgers {
   Tensor mask_;        // the modes the 2/3 rule keeps
   Tensor derivative_;  // -i k / 2 on the kept modes, 0 elsewhere
   std::vector<Tensor> params_;
-  ViscosityOfCoefficients viscosity_;
+  CoefficientSources sources_;
 };
 
 }  // namespace eddy::classical

@@ -27,7 +27,7 @@ NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, 
   EDDY_CHECK(std::isfinite(dt) && dt > 0, "NavierStokes2d: dt must be positive and finite, got ", dt);
   EDDY_CHECK(nu.defined() && nu.numel() == 1 && (dtype_ == DType::f32 || dtype_ == DType::f64),
              "NavierStokes2d: nu must be a one-element float32 or float64 tensor");
-  viscosity_ = ViscosityOfCoefficients("NavierStokes2d", nu);
+  sources_ = CoefficientSources("NavierStokes2d", nu, {{"forcing", forcing}});
   rows_ = communicator_ ? dist::slab_rows(n_, n_, *communicator_) : dist::SlabRows{0, n_};
   const std::string slab = communicator_ ? cat(" (rows [", rows_.start, ", ", rows_.stop(), ") on rank ",
                                                communicator_->rank(), ")")

@@ -50,7 +50,7 @@ class NavierStokes2d {
   // The Crank-Nicolson factors (1 - h nu Lap / 2) and 1 / (1 + h nu Lap / 2) and the forcing's
   // spectrum times h: passed to step() so that checkpointed rollouts reach nu and the forcing.
   const std::vector<Tensor>& params() const { return params_; }
-  const ViscosityOfCoefficients& viscosity() const { return viscosity_; }
+  const CoefficientSources& sources() const { return sources_; }
   // One step of the vorticity's half spectrum [..., rows, n / 2 + 1].
   Tensor step(const Tensor& w_hat, const std::vector<Tensor>& params) const;
 
@@ -78,7 +78,7 @@ class NavierStokes2d {
   Tensor d_dx_, d_dy_;             // i k_x and i k_y on the kept modes
   Tensor velocity_x_, velocity_y_;  // w_hat -> u_hat, v_hat: i k_y / |k|^2 and -i k_x / |k|^2, kept modes
   std::vector<Tensor> params_;
-  ViscosityOfCoefficients viscosity_;
+  CoefficientSources sources_;
 };
 
 }  // namespace eddy::classical

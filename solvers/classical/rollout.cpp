@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "eddy/autodiff/checkpoint.h"
+#include "eddy/autodiff/tape.h"
 #include "eddy/core/tracing.h"
 
 namespace eddy::classical {
@@ -24,18 +25,24 @@ std::optional<double> host_value(const Tensor& scalar) {
   return scalar.item<double>();
 }
 
-ViscosityOfCoefficients::ViscosityOfCoefficients(std::string_view solver, const Tensor& nu)
+CoefficientSources::CoefficientSources(std::string_view solver, const Tensor& nu,
+                                       std::vector<std::pair<std::string, Tensor>> others)
     : solver_(solver), nu_(nu), value_(host_value(nu)) {
   EDDY_CHECK(!value_ || (std::isfinite(*value_) && *value_ >= 0), solver,
              ": nu must be a finite, non-negative viscosity, got ", *value_);
+  for (auto& [name, tensor] : others) others_.push_back({std::move(name), tensor, memory_version(tensor)});
 }
 
-void ViscosityOfCoefficients::require_unchanged() const {
-  if (!value_) return;
-  const std::optional<double> now = host_value(nu_);
+void CoefficientSources::require_unchanged() const {
+  const std::optional<double> now = value_ ? host_value(nu_) : std::nullopt;
   EDDY_CHECK(!now || *now == *value_ || (std::isnan(*now) && std::isnan(*value_)), solver_, ": nu is ", *now,
              " but the solver computed its coefficients from nu = ", *value_,
              " when it was built; build a new solver after changing nu (in a fit, build it inside the loss)");
+  for (const Watched& source : others_) {
+    EDDY_CHECK(memory_version(source.tensor) == source.version, solver_, ": the ", source.name, " was written in place "
+               "since the solver computed its coefficients from it; build a new solver after changing it (in a fit, "
+               "build it inside the loss)");
+  }
 }
 
 std::vector<Tensor> rollout(const Stepper& step, const Tensor& state, const std::vector<Tensor>& params,

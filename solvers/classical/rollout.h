@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "eddy/core/tensor.h"
@@ -17,22 +18,31 @@ namespace eddy::classical {
 // one, with nu or the forcing as an input or captured), where reading it would be refused.
 std::optional<double> host_value(const Tensor& scalar);
 
-// The viscosity `nu` (a one-element tensor) a solver computed its coefficients from. Refuses one
-// that is negative or not finite, naming `solver`: negative viscosity is anti-diffusion, and the
-// solvers ran it to a blow-up or NaN without a word. Checks are skipped where the value is
-// unknown: inside a compiled function traced with nu as an input.
-class ViscosityOfCoefficients {
+// What a solver computed its coefficients from: the viscosity `nu` (a one-element tensor), and
+// other tensors (NavierStokes2d's forcing). Refuses a nu that is negative or not finite, naming
+// `solver`: negative viscosity is anti-diffusion, and the solvers ran it to a blow-up or NaN
+// without a word. Checks are skipped where a value is unknown: inside a compiled function traced
+// with nu as an input.
+class CoefficientSources {
  public:
-  ViscosityOfCoefficients() = default;  // checks nothing
-  ViscosityOfCoefficients(std::string_view solver, const Tensor& nu);
-  // Refuses a nu changed in place since (an optimiser's step on it): every later solve and
-  // gradient would have used the coefficients of the old value, silently.
+  CoefficientSources() = default;  // checks nothing
+  CoefficientSources(std::string_view solver, const Tensor& nu,
+                     std::vector<std::pair<std::string, Tensor>> others = {});
+  // Refuses a nu changed since, or another source written in place since (an optimiser's step on
+  // it): every later solve and gradient would have used the coefficients of the old values,
+  // silently (a forcing fit's loss and gradient stayed the same at every step).
   void require_unchanged() const;
 
  private:
+  struct Watched {
+    std::string name;
+    Tensor tensor;
+    uint64_t version;
+  };
   std::string solver_;
   Tensor nu_;
   std::optional<double> value_;
+  std::vector<Watched> others_;
 };
 
 // One time step as a pure function of the state and the parameter tensors. Whatever a gradient
@@ -50,7 +60,7 @@ std::vector<Tensor> rollout(const Stepper& step, const Tensor& state, const std:
 
 // The solvers' common shape: a state advanced in spectral space by Solver::step(state, params),
 // taken in and recorded in physical space (Solver::to_spectral / to_physical), with the
-// coefficients gradients should reach in Solver::params(), computed from Solver::viscosity().
+// coefficients gradients should reach in Solver::params(), computed from Solver::sources().
 template <typename Solver>
 std::vector<Tensor> solve_spectral(const Solver& solver, const Tensor& initial,
                                    const std::vector<int64_t>& record_steps, int64_t checkpoint_every) {
@@ -58,7 +68,7 @@ std::vector<Tensor> solve_spectral(const Solver& solver, const Tensor& initial,
   const Stepper step = [self = solver](const Tensor& state, const std::vector<Tensor>& params) {
     return self.step(state, params);
   };
-  solver.viscosity().require_unchanged();
+  solver.sources().require_unchanged();
   std::vector<Tensor> states =
       rollout(step, solver.to_spectral(initial), solver.params(), record_steps, checkpoint_every);
   for (Tensor& state : states) state = solver.to_physical(state);

@@ -146,6 +146,17 @@ TEST(NavierStokes2d, RejectsBadInput) {
   forcing.fill_(NAN);
   expect_error([&] { NavierStokes2d(16, 0.01, scalar(1e-3, DType::f64), forcing); },
                {"NavierStokes2d: the forcing has non-finite values"});
+  // A forcing stepped in place by an optimiser: the solver kept the old forcing's spectrum, and a
+  // fit's loss and gradient stayed the same at every step.
+  const Tensor fitted = zeros({16, 16}, DType::f64).requires_grad_();
+  NavierStokes2d fitting(16, 0.01, scalar(1e-3, DType::f64), fitted);
+  fitting.solve(zeros({16, 16}, DType::f64), {1});
+  {
+    NoGradGuard no_grad;
+    Tensor(fitted).copy_(fitted.detach() + 0.5);
+  }
+  expect_error([&] { fitting.solve(zeros({16, 16}, DType::f64), {1}); },
+               {"NavierStokes2d: the forcing was written in place since", "build a new solver"});
 }
 
 }  // namespace
