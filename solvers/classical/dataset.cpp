@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
-#include <sstream>
 
 #include "eddy/autodiff/tape.h"
 #include "eddy/core/error.h"
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/data_parallel.h"
+#include "eddy/io/config.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
@@ -212,17 +212,20 @@ DatasetSpec read_dataset_spec(io::Config& config) {
 
 namespace {
 
-// Whether the HDF5 file at `path` is a dataset of `eddy generate`: its config names a solver.
+// Whether the HDF5 file at `path` is a dataset of `eddy generate`: its config names a solver at the
+// top, in any YAML style (a Python dict's config is stored in flow style, `{solver: burgers, ...}`,
+// which a search for a line "solver:" missed, so rerunning eddy.generate(dict) was refused).
 bool written_by_generate(const std::string& path) {
   const std::vector<std::string> datasets = io::list_hdf5_datasets(path);
   if (std::find(datasets.begin(), datasets.end(), "config") == datasets.end() || !io::is_hdf5_string(path, "config")) {
     return false;
   }
-  std::istringstream lines(io::read_hdf5_string(path, "config"));
-  for (std::string line; std::getline(lines, line);) {
-    if (line.starts_with("solver:")) return true;
+  try {
+    const auto config = io::Config::parse(io::read_hdf5_string(path, "config"), path + ":config");
+    return config->root().is_map() && config->root().has("solver");
+  } catch (const Error&) {
+    return false;  // not YAML: not ours
   }
-  return false;
 }
 
 // An existing HDF5 file that `eddy generate` did not write is replaced only with --overwrite: a

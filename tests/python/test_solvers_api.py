@@ -84,6 +84,15 @@ def test_train_operator_examples_for_one_epoch(tmp_path, example, data, extra):
     assert eddy.list_hdf5(str(run / "predictions.h5"))
 
 
+def test_generate_from_a_dict_writes_over_its_own_dataset_again(tmp_path):
+    # A dict's config is stored in flow style, which the check for "a dataset of eddy generate"
+    # did not read: running the same cell twice was refused without --overwrite.
+    config = {"solver": "burgers", "resolution": 16, "samples": 2, "nu": 0.1,
+              "time": {"dt": 1e-3, "final": 0.01}, "output": {"path": str(tmp_path / "py.h5"), "vtk": False}}
+    first = np.asarray(eddy.read_hdf5(eddy.generate(config), "u"))
+    np.testing.assert_array_equal(np.asarray(eddy.read_hdf5(eddy.generate(config), "u")), first)
+
+
 def test_generate_darcy_data_and_read_it_back(tmp_path):
     path = tmp_path / "darcy" / "darcy.h5"
     written = eddy.generate(str(EXAMPLES / "operator" / "darcy_data.yaml"),
