@@ -64,6 +64,17 @@ TEST_F(DatasetTest, UnstableSolutionsAreRefused) {
   // Without viscosity the cause is the shock, at any time step.
   expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), {"nu=0", "resolution=256", "time.dt=0.001"})); },
                {"with nu = 0 a shock forms", "give nu > 0"});
+  // Phase-field steps past their stability limit stayed finite (and Allen-Cahn's within its
+  // maximum principle's slack) and were written; their Ginzburg-Landau energy rises.
+  const std::string phase_field = "resolution: 32\nsamples: 1\nseed: 3\noutput: {path: PATH, vtk: false}\n";
+  const std::vector<std::pair<std::string, std::string>> unstable_phase_fields{
+      {"solver: allen_cahn\ntime: {dt: 1.2, final: 24, records: 20}\n", "allen_cahn"},
+      {"solver: cahn_hilliard\ntime: {dt: 4.0e-3, final: 1, records: 10}\n", "cahn_hilliard"}};
+  for (const auto& [yaml, solver] : unstable_phase_fields) {
+    expect_error([&] { generate_dataset(spec(with_path(yaml + phase_field, path))); },
+                 {"sample 0's " + solver + " solution's Ginzburg-Landau energy rose", "went unstable"});
+  }
+  EXPECT_FALSE(fs::exists(path));
 }
 
 // A folder that cannot be made was found after every sample had been solved.
