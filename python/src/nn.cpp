@@ -308,9 +308,11 @@ void bind_modules(py::module_& m) {
       .def(py::init([](const std::string& name) { return std::make_shared<nn::Activation>(nn::parse_activation(name)); }),
            py::arg("name"));
   py::class_<nn::Sequential, nn::Module, py::smart_holder>(m, "Sequential", py::is_final())
-      // Sequential(a, b) as torch.nn.Sequential, or Sequential([a, b]).
+      // Sequential(a, b) as torch.nn.Sequential, or Sequential([a, b]); Sequential(inner) nests
+      // inner, which is a Python sequence too since it can be indexed.
       .def(py::init([](const py::args& args) {
-             const bool one_list = args.size() == 1 && py::isinstance<py::sequence>(args[0]);
+             const bool one_list = args.size() == 1 && (py::isinstance<py::list>(args[0]) ||
+                                                        py::isinstance<py::tuple>(args[0]));
              return std::make_shared<nn::Sequential>(
                  (one_list ? py::object(args[0]) : py::object(args)).cast<std::vector<ModulePtr>>());
            }))

@@ -510,3 +510,12 @@ def test_sequential_is_indexed_iterated_and_appended_to_as_in_pytorch():
     assert model(eddy.ones([4, 2])).shape == (4, 1)
     with pytest.raises(IndexError, match="index 3 is out of range for 3 layers"):
         model[3]
+    # Indexable, a Sequential passed alone was taken for a list of its layers instead of nested.
+    nested = eddy.nn.Sequential(model)
+    assert len(nested) == 1 and nested[0] is model
+    assert [name for name, _ in nested.named_parameters()][0] == "0.0.weight"
+    # Appended to itself, it recursed until the stack ran out.
+    with pytest.raises(eddy.Error, match="would make it contain itself"):
+        nested.append(nested)
+    with pytest.raises(eddy.Error, match="would make it contain itself"):
+        model.append(nested)

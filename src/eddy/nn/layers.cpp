@@ -105,6 +105,9 @@ Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {
 
 void Sequential::push_back(std::shared_ptr<Module> layer) {
   EDDY_CHECK(layer != nullptr, "Sequential: null layer");
+  // A cycle made forward and the parameter walk recurse until the stack ran out.
+  EDDY_CHECK(!layer->contains(*this), "Sequential: the layer is this Sequential or holds it, which would make it "
+             "contain itself");
   layers_.push_back(register_module(std::to_string(layers_.size()), std::move(layer)));
 }
 
