@@ -398,13 +398,17 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     history.epochs.push_back(static_cast<double>(done));
     history.train_loss.push_back(loss_sum / static_cast<double>(n));
     std::string details = cat("loss ", solvers::ProgressLine::format(history.train_loss.back()));
-    if (done % p.training.evaluate_every == 0 || done == p.training.epochs) {
-      history.test_epochs.push_back(static_cast<double>(done));
+    // A last epoch off the evaluate_every cadence is evaluated for the results only (below): in
+    // the checkpoint's history it stayed when a shortened run was resumed, a record that an
+    // uninterrupted run lacks.
+    const bool on_cadence = done % p.training.evaluate_every == 0;
+    if (on_cadence || done == p.training.epochs) {
+      if (on_cadence) history.test_epochs.push_back(static_cast<double>(done));
       for (const Split& split : data.tests) {
         const Tensor prediction = predict_split(forward, split, placing);
         if (done == p.training.epochs) final_predictions.push_back(prediction);
         const double error = relative_l2(prediction, split.output).item<double>();
-        history.test[split.name].push_back(error);
+        if (on_cadence) history.test[split.name].push_back(error);
         details += cat("  test(", split.name, ") ", solvers::ProgressLine::format(error));
       }
     }
@@ -468,8 +472,13 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   comm.broadcast(errors, 0);
   error_values = errors.to_vector<double>();
   for (size_t i = 0; i < data.tests.size(); ++i) result.test_relative_l2[data.tests[i].name] = error_values[i];
+  History results = history;
+  if (results.test_epochs.empty() || results.test_epochs.back() != static_cast<double>(epoch)) {
+    results.test_epochs.push_back(static_cast<double>(epoch));
+    for (const auto& [name, error] : result.test_relative_l2) results.test[name].push_back(error);
+  }
   if (finished.item<int64_t>() == 0) {
-    if (root) write_results(p, data, predictions, history, result.test_relative_l2);
+    if (root) write_results(p, data, predictions, results, result.test_relative_l2);
     if (!root) result.message = "training ended with a non-finite test error (reported by rank 0)";
     return result;
   }
@@ -480,7 +489,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     result.message = stopped->message;
     return result;
   }
-  if (root) write_results(p, data, predictions, history, result.test_relative_l2);
+  if (root) write_results(p, data, predictions, results, result.test_relative_l2);
   comm.barrier();
   result.interrupted = loop.interrupted();
   result.finished = !result.interrupted;

@@ -106,10 +106,14 @@ TEST_F(OperatorTraining, FnoLearnsASmoothingOperatorAndEvaluatesAtAnotherResolut
 }
 
 TEST_F(OperatorTraining, ResumeContinuesBitExactly) {
-  const OperatorProblem straight = problem_of(config(), {"training.epochs=4", "output.dir=" + (dir_ / "a").string()});
+  // Evaluated every 3 epochs: the shortened run's last epoch, 2, is off that cadence, and its
+  // evaluation stayed in the resumed run's history (test_epoch [2, 3, 4] against [3, 4]).
+  const OperatorProblem straight = problem_of(
+      config(), {"training.epochs=4", "training.evaluate_every=3", "output.dir=" + (dir_ / "a").string()});
   ASSERT_TRUE(train(straight, {}).finished);
   // Stopped after the checkpoint of epoch 2 (a 2-epoch run), then resumed to 4.
-  const OperatorProblem first = problem_of(config(), {"training.epochs=4", "output.dir=" + (dir_ / "b").string()});
+  const OperatorProblem first = problem_of(
+      config(), {"training.epochs=4", "training.evaluate_every=3", "output.dir=" + (dir_ / "b").string()});
   OperatorProblem shortened = first;
   shortened.training.epochs = 2;
   ASSERT_TRUE(train(shortened, {}).finished);
@@ -123,6 +127,9 @@ TEST_F(OperatorTraining, ResumeContinuesBitExactly) {
             0.0);
   EXPECT_EQ(io::read_hdf5(a, "history/train_loss").to_vector<double>(),
             io::read_hdf5(b, "history/train_loss").to_vector<double>());
+  EXPECT_EQ(io::read_hdf5(b, "history/test_epoch").to_vector<double>(), (std::vector<double>{3, 4}));
+  EXPECT_EQ(io::read_hdf5(a, "history/test_relative_l2/fine").to_vector<double>(),
+            io::read_hdf5(b, "history/test_relative_l2/fine").to_vector<double>());
 }
 
 // A resume onto other training data went on with the checkpoint's normalisers (the loss jumped
