@@ -140,12 +140,16 @@ std::map<std::string, double> learned_values(PinnState& state) {
 // adaptive loss weights, the points refinement added and those RAD drew (which depend on the
 // model's history, so cannot be redrawn), the history so far, and under training in stages the
 // stage and the trained windows' networks.
+// The first-order steps per stage of the run that wrote a checkpoint, which a resume compares.
+constexpr const char* kFirstOrderStepsKey = "first_order_steps";
+
 nn::StateDict training_state(const optim::Optimizer& optimizer, PinnState& state, const History& history) {
   nn::StateDict saved = optimizer.state_dict();
   if (stage_count(state.problem()) > 1) state.save_stages(saved);
   save_history(history, state.problem(), saved);
   for (auto& [name, value] : state.learnable()) saved["learnable." + name] = value.detach();
   saved["adaptive_weights"] = tensor(state.adaptive_weights());
+  saved[kFirstOrderStepsKey] = tensor(std::vector<int64_t>{state.problem().training.first_order_steps});
   const std::vector<Condition>& conditions = state.problem().conditions;
   for (size_t c = 0; c < conditions.size(); ++c) {
     if (state.added_points(c).defined()) saved["added_points." + conditions[c].name] = state.added_points(c);
@@ -360,7 +364,11 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     return describe_stop(p, phase(soap ? "SOAP" : "Adam"), step, value, evaluation.terms);
   };
   first_order.training_state = [&] { return training_state(*optimizer, state, history); };
+  std::optional<int64_t> saved_first_order_steps;  // none in checkpoints written before they recorded it
   first_order.restore = [&](const nn::StateDict& saved) {
+    if (const auto found = saved.find(kFirstOrderStepsKey); found != saved.end()) {
+      saved_first_order_steps = found->second.item<int64_t>();
+    }
     state.restore_stages(saved);
     if (state.stage() > 0) begin_stage(state.stage());
     restore_training_state(saved, *optimizer, state, history);
@@ -385,6 +393,17 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     return result;
   };
   int64_t step = loop.start();
+  // More first-order steps apply from the resumed step on while the run is still in them. Past
+  // them (in or after L-BFGS), Adam went on from L-BFGS's weights with the step count of both,
+  // short by the L-BFGS iterations; with several stages every stage's first step moves.
+  const std::string steps_key = soap ? "training.soap.steps" : "training.adam.steps";
+  EDDY_CHECK(!saved_first_order_steps || *saved_first_order_steps == p.training.first_order_steps ||
+                 (stages == 1 && step <= *saved_first_order_steps),
+             "--resume: ", steps_key, " is ", p.training.first_order_steps, " but the checkpoint's run took ",
+             *saved_first_order_steps, stages > 1 ? cat(" in each of its ", stages, " stages")
+                                                  : cat(" and is past them (step ", step, ", in or after L-BFGS)"),
+             "; first-order steps cannot be added there: keep ", *saved_first_order_steps,
+             stages > 1 ? "" : " (training.lbfgs.iterations may grow)", ", or start a new run in another output.dir");
   bool lbfgs_updated = false;  // whether L-BFGS moved the parameters in this process
   std::vector<double> terms;
   int interrupted = 0;

@@ -82,6 +82,20 @@ def test_resume_may_change_the_learning_rate_and_the_step_count(eddy_cli, tmp_pa
     assert "learning_rate: 5e-4" in (run / "config.yaml").read_text()
 
 
+def test_resume_refuses_adam_steps_added_after_lbfgs(eddy_cli, tmp_path):
+    # Past its Adam steps (in or after L-BFGS), a run resumed with more of them went on with Adam
+    # from L-BFGS's weights, 5 steps short: the step count holds both phases' steps.
+    run = tmp_path / "burgers"
+    first = solve(burgers(eddy_cli, run, "training.adam.steps=10", "training.lbfgs.iterations=5"))
+    assert first.returncode == 0, first.stderr
+    resumed = solve(burgers(eddy_cli, run, "training.adam.steps=20", "training.lbfgs.iterations=5", "--resume"))
+    assert resumed.returncode == 1
+    assert ("--resume: training.adam.steps is 20 but the checkpoint's run took 10 and is past them (step 15, in "
+            "or after L-BFGS)") in resumed.stderr
+    more_lbfgs = solve(burgers(eddy_cli, run, "training.adam.steps=10", "training.lbfgs.iterations=8", "--resume"))
+    assert more_lbfgs.returncode == 0, more_lbfgs.stderr
+
+
 def test_resume_refuses_a_changed_model_and_names_the_key(eddy_cli, tmp_path):
     run = tmp_path / "burgers"
     first = solve(burgers(eddy_cli, run, "training.adam.steps=10", "training.lbfgs.iterations=0"))
