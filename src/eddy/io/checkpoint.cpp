@@ -46,13 +46,12 @@ void check_content(const std::string& path, const SafetensorsContents& contents,
              "be used");
 }
 
-// The name of a floating-point tensor that holds NaN or inf, if any (`t - t` is 0 exactly where t
-// is finite). The optimiser's own records (an L-BFGS best loss not yet seen) may be infinite.
+// The name of a tensor that holds NaN or inf, if any. The optimiser's own records (an L-BFGS best
+// loss not yet seen) may be infinite.
 std::optional<std::string> first_non_finite(const nn::StateDict& tensors) {
   for (const auto& [name, tensor] : tensors) {
-    if (!is_inexact(tensor.dtype()) || tensor.numel() == 0) continue;
     if (name.starts_with(std::string(kOptimizerPrefix) + std::string(kRecordPrefix))) continue;
-    if (sum(abs(tensor - tensor)).item<double>() != 0) return name;
+    if (eddy::first_non_finite(tensor)) return name;
   }
   return std::nullopt;
 }
