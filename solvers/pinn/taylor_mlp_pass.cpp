@@ -407,6 +407,7 @@ class Workspace {
     // block starts a whole number of strips in, so no vector load or store spans two cache lines.
     // From a plain vector, 16 bytes past a page boundary when glibc maps it, the float32 Burgers
     // pass took 9.8 ms against 7.6 (bench/pinn_pass.cpp, one thread).
+    static_assert(EIGEN_MAX_ALIGN_BYTES >= kVectorBytes, "the block must start on a vector boundary");
     static thread_local std::vector<T, Eigen::aligned_allocator<T>> block;
     const size_t size = static_cast<size_t>(offsets_.rows * layout.chunk);
     if (block.size() < size) block.resize(size);
