@@ -152,6 +152,19 @@ std::vector<int64_t> random_subset(int64_t available, int64_t keep, Generator& g
   return rows;
 }
 
+std::vector<int64_t> spread_subset(int64_t available, int64_t keep, Generator& generator) {
+  EDDY_CHECK(keep >= 0 && keep <= available, "spread_subset: cannot keep ", keep, " of ", available);
+  std::vector<int64_t> rows;
+  if (keep == 0) return rows;
+  const double start = uniform_draws(1, generator)[0];
+  const double stretch = static_cast<double>(available) / static_cast<double>(keep);
+  for (int64_t i = 0; i < keep; ++i) {
+    // Stretches are at least one index long, so the rows increase; min() guards the rounding.
+    rows.push_back(std::min(available - 1, static_cast<int64_t>((static_cast<double>(i) + start) * stretch)));
+  }
+  return rows;
+}
+
 Generator step_stream(uint64_t seed, uint64_t salt, int64_t step, size_t condition) {
   return Generator((seed ^ salt) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step) * 1000003ull + condition);
 }

@@ -126,28 +126,33 @@ model: {width: 8, depth: 2}
 }
 
 // Boundary batches come face by face; a condition with fewer points than a batch once kept the
-// first rows, so all of an interval's Dirichlet points sat at its left end and u(right) was free.
+// first rows, so all of an interval's Dirichlet points sat at its left end and u(right) was free;
+// then random rows, which put both points of a two-point condition on one end for a quarter of
+// the seeds. Each face now keeps its share, to within one point.
 TEST_F(SolveTest, FewBoundaryPointsAreSpreadOverEveryFace) {
-  const Problem p = problem(R"(dtype: float64
-seed: 3
+  for (int seed = 0; seed < 8; ++seed) {
+    const Problem p = problem(cat(R"(dtype: float64
+seed: )", seed, R"(
 geometry: {space: {type: interval, min: -2, max: 2}}
 fields: [u]
 conditions:
   pde: {type: interior, equation: u_xx, points: 10}
+  two: {type: dirichlet, field: u, points: 2}
+  two_selected: {type: dirichlet, field: u, on: x == -2 || x == 2, points: 2}
   ends: {type: dirichlet, field: u, points: 7}
   ends_selected: {type: dirichlet, field: u, on: x == -2 || x == 2, points: 9}
 model: {width: 8, depth: 2}
-)");
-  PinnState state(p);
-  for (int64_t round = 0; round < 3; ++round) {
-    state.sample(round);
-    for (size_t condition : {1, 2}) {
-      const Tensor x = state.samples()[condition].points;
-      const double left = sum(cast(eq(x, scalar(-2.0, DType::f64)), DType::f64)).item<double>();
-      const double right = sum(cast(eq(x, scalar(2.0, DType::f64)), DType::f64)).item<double>();
-      EXPECT_EQ(left + right, static_cast<double>(x.shape()[0])) << "condition " << condition;
-      EXPECT_GE(left, 1) << "condition " << condition << ", round " << round;
-      EXPECT_GE(right, 1) << "condition " << condition << ", round " << round;
+)"));
+    PinnState state(p);
+    for (int64_t round = 0; round < 3; ++round) {
+      state.sample(round);
+      for (size_t condition : {1, 2, 3, 4}) {
+        const Tensor x = state.samples()[condition].points;
+        const double left = sum(cast(eq(x, scalar(-2.0, DType::f64)), DType::f64)).item<double>();
+        const double right = sum(cast(eq(x, scalar(2.0, DType::f64)), DType::f64)).item<double>();
+        EXPECT_EQ(left + right, static_cast<double>(x.shape()[0])) << "condition " << condition;
+        EXPECT_LE(std::abs(left - right), 1) << "seed " << seed << ", condition " << condition << ", round " << round;
+      }
     }
   }
 }
