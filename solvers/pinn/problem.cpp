@@ -99,6 +99,30 @@ void refuse_model_beyond_memory(const Problem& p, const ConfigNode& model) {
                        4 * weights * static_cast<double>(dtype_size(p.dtype)));
 }
 
+// solution.h5 keeps each learnable and each continued parameter's values in history/<name>, beside
+// the history's own datasets: a parameter named like one of those trained its whole run and then
+// failed to write any results.
+void refuse_history_name_clashes(const Problem& p, const ConfigNode& root) {
+  std::set<std::string> taken{"step", "loss", "min_causal_weight", "stage"};
+  for (const Condition& c : p.conditions) {
+    taken.insert("loss_" + c.name);
+    taken.insert("weight_" + c.name);
+  }
+  auto refuse = [&](const ConfigNode& node, const std::string& name, const std::string& role) {
+    if (taken.count(name)) {
+      node.fail(cat("'", name, "' cannot name a ", role, ": solution.h5 records its values as history/", name,
+                    ", a name the run's history already uses"));
+    }
+  };
+  for (const LearnableParameter& parameter : p.learnable) {
+    refuse(root.at("parameters").at(parameter.name), parameter.name, "learnable parameter");
+  }
+  if (p.training.continuation) {
+    refuse(root.at("training").at("continuation").at("parameter"), p.training.continuation->parameter,
+           "continued parameter");
+  }
+}
+
 // A training step holds every condition's points and the network's activations at them together;
 // the solution file holds the output grid's coordinates and fields.
 void refuse_points_beyond_memory(const Problem& p, const ConfigNode& root) {
@@ -165,6 +189,17 @@ void check_initial_fit(const Problem& p, const ConfigNode& key, const ConfigNode
     if (!c.value) {
       node.at("equation").fail("model.fit_initial_condition fits the initial values of a field (`field` and "
                                "`value`); this initial condition is an equation");
+    }
+    // The fit evaluates the value before training, where no field has a value yet. The value was
+    // checked with the fields already; what fails without them is a use of one.
+    Symbols without_fields = p.symbols(false);
+    without_fields.fields.clear();
+    try {
+      check(*c.value, without_fields, ExpressionKind::scalar);
+    } catch (const Error&) {
+      node.at("value").fail(
+          "model.fit_initial_condition fits the network to this value before training, so it may only use "
+          "coordinates and parameters, not fields");
     }
     const std::string& field = p.fields[static_cast<size_t>(c.field)];
     const auto transform = p.output_transforms.find(field);
@@ -1115,6 +1150,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     }
   }
 
+  refuse_history_name_clashes(p, root);
   refuse_points_beyond_memory(p, root);
 
   config.check_no_unknown_keys();

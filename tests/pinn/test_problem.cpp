@@ -400,6 +400,25 @@ TEST(Problem, APeriodicConditionNeedsABoxLikeShape) {
                                      "faces boundary"});
 }
 
+// solution.h5 records learnable and continued parameters under history/<name>: one named like a
+// dataset of the history trained its whole run and then wrote no results at all.
+TEST(Problem, ParametersNamedLikeTheHistorysDatasetsAreRefused) {
+  auto renamed = [](std::string text, const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+      text.replace(at, from.size(), to);
+    }
+    return text;
+  };
+  expect_error([&] { read(renamed(kValid, "source", "loss_pde")); },
+               {"problem.yaml:9:13: parameters.loss_pde: 'loss_pde' cannot name a learnable parameter: solution.h5 "
+                "records its values as history/loss_pde, a name the run's history already uses"});
+  expect_error([&] { read(renamed(kValid, "source", "step")); }, {"'step' cannot name a learnable parameter"});
+  expect_error([&] { read(renamed(kValid, "kappa", "weight_top"),
+                          {"training.continuation={parameter: weight_top, values: [1, 0.1]}"}); },
+               {"training.continuation.parameter: 'weight_top' cannot name a continued parameter"});
+  EXPECT_EQ(read(renamed(kValid, "source", "loss_total")).learnable.at(0).name, "loss_total");
+}
+
 TEST(Problem, FitInitialConditionNeedsInitialValuesToFit) {
   const std::vector<std::string> fit = {"model.fit_initial_condition=true"};
   EXPECT_TRUE(read(kValid, fit).fit_initial_condition);
@@ -410,6 +429,13 @@ TEST(Problem, FitInitialConditionNeedsInitialValuesToFit) {
   expect_error([&] { read(text, fit); },
                {"problem.yaml:16:36: conditions.start.equation: model.fit_initial_condition fits the initial values of "
                                     "a field (`field` and `value`); this initial condition is an equation"});
+  // The fit runs before training: a field in the value was refused only when eddy solve got there,
+  // after eddy check had called the file valid.
+  text = kValid;
+  text.replace(text.find(value_form), value_form.size(), "start: {type: initial, field: u, value: 2*u, points: 50}");
+  expect_error([&] { read(text, fit); },
+               {"problem.yaml:16:43: conditions.start.value: model.fit_initial_condition fits the network to this "
+                "value before training, so it may only use coordinates and parameters, not fields"});
   text = kValid;
   text.erase(text.find("  " + value_form), value_form.size() + 3);
   expect_error([&] { read(text, fit); }, {"model.fit_initial_condition: needs an initial condition (type: initial, "
