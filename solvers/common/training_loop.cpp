@@ -17,6 +17,7 @@
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/ops/ops.h"
+#include "solvers/common/run_files.h"
 #include "solvers/common/thread_tuner.h"
 
 namespace eddy::solvers {
@@ -126,8 +127,9 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
 
 // Once this run holds the folder (a run refused as concurrent had removed the other's export).
 void TrainingLoop::remove_earlier_run() {
-  std::vector<std::string> removed;
-  if (!run_.result_files.empty()) removed = remove_earlier_outputs(run_.dir, run_.result_files);
+  // Every command's results (run_files.h), at once, so that none sits beside the new checkpoint
+  // when the new run stops early (a kill, a non-finite loss) and is read as its own.
+  std::vector<std::string> removed = remove_earlier_outputs(run_.dir, kEveryRunsResultFiles);
   for (const std::string& stale_export : {default_export_dir(run_.dir), default_hf_export_dir(run_.dir)}) {
     std::error_code error;
     if (std::filesystem::remove_all(stale_export, error) > 0) {

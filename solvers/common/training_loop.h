@@ -51,10 +51,6 @@ struct TrainingRun {
   // What a checkpoint records besides the config's keys, which a resume must match as it does
   // those (the content of an operator run's training data).
   Settings recorded{};
-  // The names of the files the run's results are written to (an ECMAScript regular expression):
-  // a new run over the folder removes an earlier run's at once, so that none sits beside the new
-  // checkpoint when the new run stops early (a kill, a non-finite loss) and is read as its own.
-  std::string result_files{};
 };
 
 // What a trainer does in the loop; begin_step and end_step may be left empty, and restore is

@@ -40,9 +40,6 @@ const solvers::ResumableKeys kResumable = {
     "output",             "parallel",                "training.zero_stage",        "device",
     "training.autocast"};
 
-// The file a run's results are written to (a regular expression, TrainingRun::result_files).
-constexpr const char* kResultFiles = R"(history\.h5)";
-
 // The dropout key of micro-batch `stream`: a Philox key of its own, its counters from 0. With the
 // seed as the key and stream * 2^32 as the first counter, a micro-batch that drew more than 2^32
 // values (26 windows of GPT-2 small at context 1024) reused the next one's masks, and the first
@@ -340,7 +337,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   };
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {},
-       solvers::RunLength{p.training.steps, "training.steps"}, {}, kResultFiles},
+       solvers::RunLength{p.training.steps, "training.steps"}, {}},
       *model, parameters,
       dist::default_communicator(), progress, steps);
 

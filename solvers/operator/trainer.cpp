@@ -19,6 +19,7 @@
 #include "eddy/ops/ops.h"
 #include "eddy/optim/adam.h"
 #include "solvers/common/checkpoint_history.h"
+#include "solvers/common/run_files.h"
 #include "solvers/common/interrupt.h"
 #include "solvers/common/progress.h"
 #include "solvers/common/step_function.h"
@@ -30,11 +31,6 @@ namespace {
 
 // Test sets are evaluated in batches of this many samples, to bound memory on large grids.
 constexpr int64_t kEvaluationBatch = 64;
-
-// The files of a run's results (regular expressions): each test set's first sample as a ParaView
-// image, and with them predictions.h5.
-constexpr const char* kSampleImages = R"(sample0_.*\.vti)";
-const std::string kResultFiles = std::string(R"(predictions\.h5|)") + kSampleImages;
 
 // The training settings a --resume may change (docs/operators.md); a change to any other key
 // would resume another model or dataset than the checkpoint's.
@@ -177,7 +173,7 @@ void write_results(const OperatorProblem& p, const Dataset& data, const std::vec
                    const History& history, const std::map<std::string, double>& errors) {
   io::Hdf5Writer out(p.output.dir + "/predictions.h5");
   // An earlier run's image of a test set this run does not have would be read as this run's.
-  solvers::remove_earlier_outputs(p.output.dir, kSampleImages);
+  solvers::remove_earlier_outputs(p.output.dir, solvers::kOperatorSampleImages);
   for (size_t i = 0; i < data.tests.size(); ++i) {
     const Split& split = data.tests[i];
     const Tensor& prediction = predictions[i];
@@ -431,7 +427,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       {kTrainingShapeKey, training_file_shape(p)}};
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, data_content,
-       solvers::RunLength{p.training.epochs, "training.epochs"}, data_content, kResultFiles},
+       solvers::RunLength{p.training.epochs, "training.epochs"}, data_content},
       model, parameters,
       comm, progress, epochs);
 

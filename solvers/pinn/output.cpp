@@ -6,6 +6,7 @@
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/checkpoint_history.h"
+#include "solvers/common/run_files.h"
 #include "solvers/common/training_loop.h"
 #include "solvers/pinn/stages.h"
 
@@ -143,7 +144,7 @@ void write_hdf5(PinnState& state, const History& history, const Grid& grid, cons
 // run's. ParaView opens a series or a parallel image by its file names, so a slice or a piece
 // this run does not write again would be shown as part of its results.
 void remove_earlier_vtk_files(dist::Communicator& comm, const std::string& dir) {
-  if (comm.rank() == 0) solvers::remove_earlier_outputs(dir, kVtkResultFiles);
+  if (comm.rank() == 0) solvers::remove_earlier_outputs(dir, solvers::kPinnVtkFiles);
   comm.barrier();
 }
 

@@ -40,10 +40,4 @@ bool writes_vtk(const Problem& problem);
 // Collective over the state's communicator; returns on every rank once the whole output is written.
 void write_results(PinnState& state, const History& history, const std::string& dir);
 
-// The names of the files write_results writes (regular expressions): the ParaView files
-// (solution.vti or .pvti and its pieces, a series' slices and solution.pvd, points.vtp), and
-// with them solution.h5.
-inline constexpr const char* kVtkResultFiles = R"(solution(_\d+)?(_piece\d+)?\.(vti|pvti)|solution\.pvd|points\.vtp)";
-inline const std::string kResultFiles = std::string(R"(solution\.h5|)") + kVtkResultFiles;
-
 }  // namespace eddy::pinn

@@ -382,7 +382,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
        solvers::RunLength{stages * per_stage, cat(stages > 1 ? "stages x (" : "",
                                                   soap ? "training.soap.steps" : "training.adam.steps",
                                                   " + training.lbfgs.iterations", stages > 1 ? ")" : "")},
-       file_content, kResultFiles},
+       file_content},
       state.model(), trainable, comm, progress, first_order);
 
   SolveResult result;

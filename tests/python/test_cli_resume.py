@@ -135,13 +135,18 @@ def test_a_new_run_over_a_folder_removes_the_old_runs_results_and_export(eddy_cl
     exported = solve([str(eddy_cli), "export", str(run)])
     assert exported.returncode == 0, exported.stderr
     assert (run / "export" / "meta.json").is_file() and (run / "solution.h5").is_file()
+    # Other commands' results too (eddy train's, eddy lm train's): they read as the new run's.
+    for other in ("predictions.h5", "sample0_test.vti", "history.h5", "notes.txt"):
+        (run / other).write_text("an earlier run's")
     diverging = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0",
                               "training.adam.learning_rate=1e300"))
     assert diverging.returncode == 3, diverging.stderr
     assert (f"{run} holds a run; this one starts anew and writes over it (--resume continues it); removed its "
-            "results and exports: points.vtp, solution.h5, solution.vti, export/") in diverging.stderr
+            "results and exports: history.h5, points.vtp, predictions.h5, sample0_test.vti, solution.h5, "
+            "solution.vti, export/") in diverging.stderr
     assert not (run / "export").exists() and not (run / "solution.h5").exists()
-    assert not (run / "solution.vti").exists()
+    assert not (run / "solution.vti").exists() and not (run / "predictions.h5").exists()
+    assert (run / "notes.txt").read_text() == "an earlier run's"
 
 
 def test_eval_names_the_replaced_config_before_the_checkpoints_shapes(eddy_cli, tmp_path):
