@@ -290,6 +290,35 @@ TEST(LlamaModel, ParametersHaveTransformersNamesAndLayouts) {
   EXPECT_EQ(LlamaModel(o).state_dict().count("lm_head.weight"), 0u);
 }
 
+// PyTorch's state dict of a tied model (Hugging Face's GPT-2 and Llama with tied embeddings) lists
+// lm_head.weight beside the embedding it shares; loading one was refused as an unexpected key.
+TEST(TransformerModels, LoadTheTiedHeadOfAPyTorchStateDictWhenItEqualsTheEmbedding) {
+  Gpt2Model source(tiny_gpt2()), target([] {
+    Gpt2Options o = tiny_gpt2();
+    o.seed = 5;
+    return o;
+  }());
+  StateDict state = source.state_dict();
+  state["lm_head.weight"] = state.at("transformer.wte.weight");
+  target.load_state_dict(state);
+  EXPECT_EQ(target.wte->weight.to_vector<double>(), source.wte->weight.to_vector<double>());
+  state["lm_head.weight"] = state.at("transformer.wte.weight") * 2.0;
+  expect_error([&] { target.load_state_dict(state); },
+               {"\"lm_head.weight\" differs from \"transformer.wte.weight\", which this model uses in its place"});
+
+  LlamaOptions llama = tiny_llama(2);
+  llama.tie_embeddings = true;
+  LlamaModel tied(llama);
+  StateDict llama_state = tied.state_dict();
+  llama_state["lm_head.weight"] = llama_state.at("model.embed_tokens.weight");
+  tied.load_state_dict(llama_state);
+  llama.tie_embeddings = false;
+  LlamaModel untied(llama);
+  StateDict extra = untied.state_dict();
+  extra["lm_head.bias"] = zeros({13}, DType::f64);
+  expect_error([&] { untied.load_state_dict(extra); }, {"unexpected key \"lm_head.bias\""});
+}
+
 double standard_deviation(const Tensor& t) {
   const Values v = t.to_vector<double>();
   double mean = 0, square = 0;

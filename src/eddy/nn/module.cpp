@@ -1,5 +1,6 @@
 #include "eddy/nn/module.h"
 
+#include <algorithm>
 #include <unordered_set>
 #include <vector>
 
@@ -67,10 +68,26 @@ void Module::load_state_dict(const StateDict& state) {
   for (const auto& [name, tensor] : state) {
     bool known = false;
     for (const auto& entry : own) known = known || entry.first == name;
+    if (!known) {
+      const auto tied = std::find_if(tied_names_.begin(), tied_names_.end(),
+                                     [&](const auto& entry) { return entry.first == name; });
+      if (tied != tied_names_.end()) {
+        const Tensor& primary = state.at(tied->second);  // present: checked above
+        EDDY_CHECK(tensor.shape() == primary.shape() && tensor.dtype() == primary.dtype() &&
+                       sum(cast(ne(tensor, primary), DType::f64)).item<double>() == 0,
+                   "load_state_dict: \"", name, "\" differs from \"", tied->second,
+                   "\", which this model uses in its place (tied): load one of them, or both equal");
+        continue;
+      }
+    }
     EDDY_CHECK(known, "load_state_dict: unexpected key \"", name, "\" (not in this model)");
   }
   NoGradGuard no_grad;
   for (auto& [name, target] : own) target.copy_(state.at(name));
+}
+
+void Module::register_tied_name(std::string name, std::string tied_to) {
+  tied_names_.emplace_back(std::move(name), std::move(tied_to));
 }
 
 void Module::to(Device device) {

@@ -33,8 +33,10 @@ class Module {
   // Parameters and buffers by name. The tensors share storage with the module's.
   StateDict state_dict() const;
   // Copies values in by name. Every key of the module must be present, with the same shape
-  // and dtype; extra keys are an error too (they usually mean the wrong model). Errors name
-  // the key, the expected and the found shape or dtype.
+  // and dtype; extra keys are an error too (they usually mean the wrong model), except a tied
+  // name (register_tied_name) holding the same values as the key it is tied to, as PyTorch's
+  // state dicts of tied models have (Hugging Face's GPT-2 lists lm_head.weight beside
+  // transformer.wte.weight). Errors name the key, the expected and the found shape or dtype.
   void load_state_dict(const StateDict& state);
 
   // Moves every parameter and buffer, the children's too, to `device` (each stays what it was:
@@ -62,6 +64,10 @@ class Module {
     children_.emplace_back(std::move(name), child);
     return child;
   }
+  // Names a tensor the module uses under another registered name (`tied_to`, a key of
+  // state_dict()): state dicts from elsewhere may carry it, and load_state_dict accepts it when it
+  // holds the same values.
+  void register_tied_name(std::string name, std::string tied_to);
   // Registers `child` under `name`, or puts it in place of the child registered under that name:
   // for models whose children are assigned after construction, as Python's are.
   void set_module(const std::string& name, std::shared_ptr<Module> child);
@@ -76,6 +82,7 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> parameters_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<std::string, std::string>> tied_names_;  // name, the key it is tied to
   Tensor training_;  // a bool scalar on the CPU
 };
 

@@ -313,7 +313,9 @@ Gpt2Model::Gpt2Model(const Gpt2Options& options) : options_(options) {
     h.push_back(register_module("transformer.h." + std::to_string(i), std::make_shared<Gpt2Block>(o, generator)));
   }
   ln_f = register_module("transformer.ln_f", std::make_shared<LayerNorm>(o.hidden_size, o.norm_eps, o.dtype));
-  if (!o.tie_embeddings) {
+  if (o.tie_embeddings) {
+    register_tied_name("lm_head.weight", output_head_name());
+  } else {
     lm_head_weight = Tensor::empty({o.vocab_size, o.hidden_size}, o.dtype, default_device());
     register_parameter("lm_head.weight", lm_head_weight);
   }
@@ -401,7 +403,9 @@ LlamaModel::LlamaModel(const LlamaOptions& options) : options_(options) {
     layers.push_back(register_module("model.layers." + std::to_string(i), std::make_shared<LlamaBlock>(o, generator)));
   }
   norm = register_module("model.norm", std::make_shared<RmsNorm>(o.hidden_size, o.norm_eps, o.dtype));
-  if (!o.tie_embeddings) {
+  if (o.tie_embeddings) {
+    register_tied_name("lm_head.weight", output_head_name());
+  } else {
     lm_head_weight = Tensor::empty({o.vocab_size, o.hidden_size}, o.dtype, default_device());
     register_parameter("lm_head.weight", lm_head_weight);
   }
