@@ -1,6 +1,9 @@
 #include "solvers/common/file_kind.h"
 
+#include <filesystem>
+
 #include "eddy/core/error.h"
+#include "eddy/io/atomic_file.h"
 
 namespace eddy::solvers {
 namespace {
@@ -52,6 +55,17 @@ void require_kind(const io::Config& config, FileKind wanted, std::string_view re
                                                        : cat("`", found.command, " ", config.source(), "`");
   throw Error(cat(reader_name, ": ", config.source(), " is ", found.noun, " (", found.evidence, "), not ",
                   info(wanted).noun, "; run it with ", instead));
+}
+
+void require_same_kind_to_resume(const std::string& run_dir, const std::string& resolved_config) {
+  const std::string earlier_config = run_dir + "/config.yaml";
+  if (!std::filesystem::is_regular_file(earlier_config)) return;  // the checkpoint's own checks say what is missing
+  const FileKind earlier = file_kind(*io::Config::parse(io::read_file(earlier_config), earlier_config));
+  const FileKind now = file_kind(*io::Config::parse(resolved_config, "this run's config"));
+  if (earlier == now || earlier == FileKind::unrecognised || now == FileKind::unrecognised) return;
+  throw Error(cat("--resume: ", run_dir, " holds a run of `", info(earlier).command, "` (", info(earlier).noun,
+                  "), and this is `", info(now).command, "` (", info(now).noun, "); resume that run with `",
+                  info(earlier).command, "`, or give this one another output.dir"));
 }
 
 }  // namespace eddy::solvers

@@ -25,4 +25,9 @@ enum class Reader { command_line, python };
 void require_kind(const io::Config& config, FileKind wanted, std::string_view reader_name,
                   Reader reader = Reader::command_line);
 
+// Refuses a --resume into `run_dir` whose config.yaml is of another kind than this run's config
+// (`resolved_config`, YAML text): the checkpoint's settings differ in every key then, and the
+// refusal listed them all without saying that the folder holds another command's run.
+void require_same_kind_to_resume(const std::string& run_dir, const std::string& resolved_config);
+
 }  // namespace eddy::solvers

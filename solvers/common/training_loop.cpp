@@ -17,6 +17,7 @@
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/ops/ops.h"
+#include "solvers/common/file_kind.h"
 #include "solvers/common/run_files.h"
 #include "solvers/common/thread_tuner.h"
 
@@ -164,6 +165,7 @@ int64_t TrainingLoop::start() {
   if (const int signal = interrupt_signal(comm_)) throw InterruptedBeforeTraining(signal);
   int64_t step = 0;
   if (run_.resume) {
+    require_same_kind_to_resume(run_.dir, run_.resolved_config);
     nn::StateDict saved;
     auto check = [&](const io::CheckpointInfo& info) {
       if (!info.settings.empty()) {

@@ -149,6 +149,20 @@ def test_a_new_run_over_a_folder_removes_the_old_runs_results_and_export(eddy_cl
     assert (run / "notes.txt").read_text() == "an earlier run's"
 
 
+def test_resume_into_another_commands_run_names_that_command(eddy_cli, tmp_path):
+    # It listed every key of both configs as a difference (4 KB on one line).
+    run = tmp_path / "run"
+    first = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0"))
+    assert first.returncode == 0, first.stderr
+    refused = solve([str(eddy_cli), "train", str(ROOT / "examples/operator/antiderivative_deeponet.yaml"),
+                     "training.epochs=1", f"output.dir={run}", "--resume", "--quiet"])
+    assert refused.returncode == 1
+    assert (f"--resume: {run} holds a run of `eddy solve` (a PINN problem), and this is `eddy train` (a "
+            "neural-operator run); resume that run with `eddy solve`, or give this one another output.dir") \
+        in refused.stderr
+    assert len(refused.stderr) < 400
+
+
 def test_eval_names_the_replaced_config_before_the_checkpoints_shapes(eddy_cli, tmp_path):
     # The same, where the new config's network has another width: loading the weights first
     # refused them for their shapes alone.
