@@ -176,6 +176,12 @@ TEST(Config, YamlSyntaxErrorsCarryTheirPosition) {
   std::string message = error_of([] { Config::parse("a: [1, 2\nb: 3\n", "broken.yaml"); });
   EXPECT_NE(message.find("broken.yaml:"), std::string::npos) << message;
   EXPECT_NE(message.find("YAML syntax error"), std::string::npos) << message;
+  // yaml-cpp's message for a tab that indents points at the next colon and says nothing of tabs.
+  message = error_of([] { Config::parse("a: 1\ngeometry:\n\tspace: {type: interval}\n", "tab.yaml"); });
+  EXPECT_NE(message.find("tab.yaml:3:"), std::string::npos) << message;
+  EXPECT_NE(message.find("(line 3 is indented with a tab: YAML indents with spaces only)"), std::string::npos)
+      << message;
+  EXPECT_EQ(error_of([] { Config::parse("a: [1, 2\nb:\t3\n", "b.yaml"); }).find("tab"), std::string::npos);
   EXPECT_NE(error_of([] { Config::parse("- 1\n- 2\n", "list.yaml"); }).find("top level must be a map"),
             std::string::npos);
   EXPECT_NE(error_of([] { Config::load("/nonexistent/problem.yaml"); }).find("cannot open /nonexistent/problem.yaml"),

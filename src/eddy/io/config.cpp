@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "eddy/core/error.h"
@@ -418,6 +419,21 @@ std::string binary_kind(std::string_view bytes) {
   return "";
 }
 
+// The first line, up to `last` (0-based; all of them when negative), whose indentation holds a tab:
+// YAML refuses one with a message that points past it ("illegal map value") and never says why.
+std::optional<int> tab_indented_line(const std::string& text, int last) {
+  int line = 0;
+  for (size_t start = 0; start < text.size() && (last < 0 || line <= last); ++line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    for (size_t i = start; i < end && (text[i] == ' ' || text[i] == '\t'); ++i) {
+      if (text[i] == '\t') return line;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::unique_ptr<Config> Config::parse(const std::string& text, const std::string& source,
@@ -435,7 +451,9 @@ std::unique_ptr<Config> Config::parse(const std::string& text, const std::string
     }
     if (!documents.empty()) tree = documents[0];
   } catch (const YAML::Exception& e) {
-    throw Error(cat(location(source, e.mark), ": YAML syntax error: ", e.msg));
+    const std::optional<int> tab = tab_indented_line(text, e.mark.line);
+    throw Error(cat(location(source, e.mark), ": YAML syntax error: ", e.msg,
+                    tab ? cat(" (line ", *tab + 1, " is indented with a tab: YAML indents with spaces only)") : ""));
   }
   TreeCheck(source, true).check(tree, "");
   if (tree.IsNull()) tree = YAML::Node(YAML::NodeType::Map);
