@@ -311,7 +311,7 @@ void save_hf_folder(const nn::CausalLanguageModel& model, const io::BpeTokenizer
   const fs::path folder(dir);
   EDDY_CHECK(!fs::exists(folder) || fs::is_directory(folder), folder.string(),
              " is a file; a Hugging Face model is a folder");
-  fs::create_directories(folder);
+  io::create_folders(folder.string(), "lm export");
   write_json(folder / "config.json", config);
   // transformers refuses a safetensors file whose metadata does not name its format.
   io::save_safetensors((folder / "model.safetensors").string(), model.state_dict(), {{"format", "pt"}});

@@ -5,6 +5,7 @@
 
 #include "eddy/core/autograd.h"
 #include "eddy/core/error.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/core/fingerprint.h"
 #include "eddy/io/safetensors.h"
 #include "eddy/io/tensor_fingerprint.h"
@@ -53,7 +54,7 @@ std::string quantized_model_path(const std::string& run_dir, int bits) {
 
 void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& options, const std::string& path) {
   if (const auto folder = std::filesystem::path(path).parent_path(); !folder.empty()) {
-    std::filesystem::create_directories(folder);
+    io::create_folders(folder.string(), "lm quantize");
   }
   const std::string source = float_weights_fingerprint(trained);
   nn::quantize_model(*trained.model, options);

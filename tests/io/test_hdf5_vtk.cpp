@@ -14,6 +14,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "eddy/eddy.h"
 #include "eddy/io/atomic_file.h"
@@ -206,6 +207,11 @@ TEST_F(Hdf5VtkTest, AFileInAMissingFolderIsNamedAsGiven) {
   EXPECT_NE(message.find("cannot create HDF5 file " + path + ": the folder " + file("no/such/folder") +
                          " does not exist"), std::string::npos) << message;
   EXPECT_EQ(message.find(".tmp-"), std::string::npos) << message;
+  // A file where the folder should be was called a missing folder.
+  std::ofstream(file("plain")) << "x";
+  const std::string in_a_file = error_of([&] { Hdf5Writer writer(file("plain/x.h5")); });
+  EXPECT_NE(in_a_file.find("cannot create HDF5 file " + file("plain/x.h5") + ": " + file("plain") +
+                           " is a file, not a folder"), std::string::npos) << in_a_file;
 }
 
 TEST_F(Hdf5VtkTest, AWriteThatRunsOutOfSpaceFailsAndLeavesNoFile) {

@@ -297,5 +297,17 @@ TEST(AtomicFile, ReplacesWholeFilesAndLeavesNoTemporaries) {
   EXPECT_NE(error_of([&] { read_file(dir.file("absent")); }).find("cannot open"), std::string::npos);
 }
 
+// std::filesystem's error ("filesystem error: cannot create directories: Not a directory") named
+// neither the command nor which part of the path was in the way.
+TEST(AtomicFile, FoldersAreMadeOrTheirObstacleNamed) {
+  TempDir dir;
+  create_folders(dir.file("a/b/c"), "export");
+  EXPECT_TRUE(fs::is_directory(dir.file("a/b/c")));
+  create_folders(dir.file("a/b/c"), "export");  // already there
+  write_file_atomically(dir.file("taken"), "x");
+  expect_error([&] { create_folders(dir.file("taken/sub"), "export"); },
+               {"export: cannot make the folder " + dir.file("taken/sub") + ": " + dir.file("taken") + " is a file"});
+}
+
 }  // namespace
 }  // namespace eddy::io

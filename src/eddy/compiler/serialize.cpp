@@ -241,7 +241,7 @@ std::string save_graph(const Graph& graph, const std::string& dir) {
   nn::StateDict tensors;
   for (const CapturedTensor& entry : graph.captured) tensors[tensor_key(entry)] = entry.tensor.detach();
 
-  std::filesystem::create_directories(dir);
+  io::create_folders(dir, "export");
   io::save_safetensors(weights_path(dir), tensors, {{kExportIdKey, export_id}});
   io::write_file_atomically(graph_path(dir), root.dump(1) + "\n");
   return export_id;

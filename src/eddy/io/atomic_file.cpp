@@ -76,6 +76,19 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   move_into_place(temporary, path);
 }
 
+void create_folders(const std::string& path, const std::string& what) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (!error) return;
+  // The usual cause, said plainly: a part of the path is a file.
+  std::filesystem::path part = std::filesystem::path(path);
+  for (; !part.empty() && !std::filesystem::exists(part); part = part.parent_path()) {
+  }
+  EDDY_CHECK(part.empty() || std::filesystem::is_directory(part), what, ": cannot make the folder ", path, ": ",
+             part.string(), " is a file");
+  throw Error(cat(what, ": cannot make the folder ", path, " (", error.message(), ")"));
+}
+
 void move_into_place(const std::string& temporary, const std::string& path) {
   if (::rename(temporary.c_str(), path.c_str()) == 0) return;
   const int error = errno;

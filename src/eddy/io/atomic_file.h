@@ -24,6 +24,10 @@ void remove_abandoned_temporaries_of(const std::string& path);
 // export's leftovers, once the caller holds the folder.
 void remove_abandoned_temporaries_in(const std::string& folder);
 
+// Makes the folder `path` and its missing parents. Throws eddy::Error naming `what` (the command
+// or key that gave the path), the path and the reason; std::filesystem's own error named neither.
+void create_folders(const std::string& path, const std::string& what);
+
 // The whole file; throws eddy::Error naming the path when it cannot be read or is a directory.
 std::string read_file(const std::string& path);
 

@@ -149,8 +149,10 @@ void Hdf5Writer::create_file_alone() {
   const std::string cause = errno != 0 ? cat(" (", std::strerror(errno), ")") : std::string();
   std::remove(temporary_.c_str());  // on a full disk the file exists, empty
   if (folder_is_missing(path_)) {
-    throw Error(cat("cannot create HDF5 file ", path_, ": the folder ", std::filesystem::path(path_).parent_path().string(),
-                    " does not exist"));
+    const std::string folder = std::filesystem::path(path_).parent_path().string();
+    throw Error(cat("cannot create HDF5 file ", path_, ": ",
+                    std::filesystem::exists(folder) ? cat(folder, " is a file, not a folder")
+                                                    : cat("the folder ", folder, " does not exist")));
   }
   throw Error(cat("cannot create HDF5 file ", path_, cause));
 }
