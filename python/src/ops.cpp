@@ -278,6 +278,7 @@ void bind_ops(py::module_& m) {
   unary(m, "softplus", [](const Tensor& x) { return softplus(x); });
   unary(m, "relu", [](const Tensor& x) { return relu(x); });
   unary(m, "silu", [](const Tensor& x) { return silu(x); });
+  unary(m, "gelu_exact", [](const Tensor& x) { return gelu_exact(x); });
   unary(m, "contiguous", [](const Tensor& x) { return contiguous(x); });
   unary(m, "flatten", [](const Tensor& x) { return flatten(x); });
   binary(m, "add", [](const Tensor& a, const Tensor& b) { return add(a, b); });

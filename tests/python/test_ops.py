@@ -142,8 +142,12 @@ def test_gelu_matches_its_definition():
 
     exact = X * 0.5 * (1 + np.vectorize(erf)(X / np.sqrt(2)))
     tanh_form = 0.5 * X * (1 + np.tanh(np.sqrt(2 / np.pi) * (X + 0.044715 * X**3)))
-    got = np.asarray(eddy.gelu(X))
-    assert np.allclose(got, exact, atol=1e-12) or np.allclose(got, tanh_form, atol=1e-12)
+    # eddy.gelu is the tanh form (GPT-2's gelu_new), eddy.gelu_exact the erf form (PyTorch's default).
+    np.testing.assert_allclose(np.asarray(eddy.gelu(X)), tanh_form, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(eddy.gelu_exact(X)), exact, atol=1e-12)
+    gradient = np.asarray(eddy.grad(lambda t: eddy.sum(eddy.gelu_exact(t)))(eddy.tensor(X)))
+    derivative = 0.5 * (1 + np.vectorize(erf)(X / np.sqrt(2))) + X * np.exp(-X**2 / 2) / np.sqrt(2 * np.pi)
+    np.testing.assert_allclose(gradient, derivative, atol=1e-12)
 
 
 BINARY = [
