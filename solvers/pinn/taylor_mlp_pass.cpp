@@ -403,11 +403,12 @@ template <typename T>
 class Workspace {
  public:
   explicit Workspace(const Layout& layout) : layout_(layout), offsets_(offsets_of(layout)) {
-    // On a vector boundary (EIGEN_MAX_ALIGN_BYTES, 64 with AVX-512), as every array and row of the
-    // block starts a whole number of strips in, so no vector load or store spans two cache lines.
-    // From a plain vector, 16 bytes past a page boundary when glibc maps it, the float32 Burgers
-    // pass took 9.8 ms against 7.6 (bench/pinn_pass.cpp, one thread).
-    static_assert(EIGEN_MAX_ALIGN_BYTES >= kVectorBytes, "the block must start on a vector boundary");
+    // On the widest vector boundary the build uses (EIGEN_MAX_ALIGN_BYTES: 64 with AVX-512), as
+    // every array and row of the block starts a whole number of strips in, so no vector load or
+    // store spans two cache lines. From a plain vector, 16 bytes past a page boundary when glibc
+    // maps it, the float32 Burgers pass took 9.8 ms against 7.6 (bench/pinn_pass.cpp, one thread).
+    // Builds without AVX (the sanitizer's) align to 16 bytes, which costs speed only: the kernels'
+    // loads and stores take any address.
     static thread_local std::vector<T, Eigen::aligned_allocator<T>> block;
     const size_t size = static_cast<size_t>(offsets_.rows * layout.chunk);
     if (block.size() < size) block.resize(size);
