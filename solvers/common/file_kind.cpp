@@ -1,9 +1,6 @@
 #include "solvers/common/file_kind.h"
 
-#include <filesystem>
-
 #include "eddy/core/error.h"
-#include "eddy/io/atomic_file.h"
 
 namespace eddy::solvers {
 namespace {
@@ -57,15 +54,32 @@ void require_kind(const io::Config& config, FileKind wanted, std::string_view re
                   info(wanted).noun, "; run it with ", instead));
 }
 
-void require_same_kind_to_resume(const std::string& run_dir, const std::string& resolved_config) {
-  const std::string earlier_config = run_dir + "/config.yaml";
-  if (!std::filesystem::is_regular_file(earlier_config)) return;  // the checkpoint's own checks say what is missing
-  const FileKind earlier = file_kind(*io::Config::parse(io::read_file(earlier_config), earlier_config));
-  const FileKind now = file_kind(*io::Config::parse(resolved_config, "this run's config"));
+namespace {
+
+// The kind of a run from its settings' key paths, told apart as file_kind tells files.
+FileKind kind_of_settings(const std::map<std::string, std::string>& settings) {
+  auto has = [&](std::string_view key) {
+    for (auto at = settings.lower_bound(std::string(key)); at != settings.end() && at->first.starts_with(key); ++at) {
+      if (at->first.size() == key.size() || at->first[key.size()] == '.') return true;
+    }
+    return false;
+  };
+  if (has("geometry")) return FileKind::pinn;
+  if (has("solver")) return FileKind::dataset;
+  if (has("tokenizer") || has("data.files")) return FileKind::language_model;
+  return has("data.train") ? FileKind::operator_training : FileKind::unrecognised;
+}
+
+}  // namespace
+
+void require_same_kind_to_resume(const std::map<std::string, std::string>& checkpoint_settings,
+                                 const std::map<std::string, std::string>& this_run, const std::string& run_dir) {
+  const FileKind earlier = kind_of_settings(checkpoint_settings), now = kind_of_settings(this_run);
   if (earlier == now || earlier == FileKind::unrecognised || now == FileKind::unrecognised) return;
   throw Error(cat("--resume: ", run_dir, " holds a run of `", info(earlier).command, "` (", info(earlier).noun,
                   "), and this is `", info(now).command, "` (", info(now).noun, "); resume that run with `",
-                  info(earlier).command, "`, or give this one another output.dir"));
+                  info(earlier).command, "` (", info(earlier).function, " in Python), or give this one another ",
+                  "output.dir"));
 }
 
 }  // namespace eddy::solvers

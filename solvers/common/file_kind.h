@@ -6,6 +6,8 @@
 // none of these is unrecognised; `eddy check` takes it for a PINN problem, whose reader then
 // names the missing `geometry`.
 
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "eddy/io/config.h"
@@ -25,9 +27,10 @@ enum class Reader { command_line, python };
 void require_kind(const io::Config& config, FileKind wanted, std::string_view reader_name,
                   Reader reader = Reader::command_line);
 
-// Refuses a --resume into `run_dir` whose config.yaml is of another kind than this run's config
-// (`resolved_config`, YAML text): the checkpoint's settings differ in every key then, and the
-// refusal listed them all without saying that the folder holds another command's run.
-void require_same_kind_to_resume(const std::string& run_dir, const std::string& resolved_config);
+// Refuses a --resume from a checkpoint whose recorded settings (key paths to values, as
+// resume_settings.h keeps them) are of another kind than this run's: they differ in every key
+// then, and the refusal listed them all without saying that `run_dir` holds another command's run.
+void require_same_kind_to_resume(const std::map<std::string, std::string>& checkpoint_settings,
+                                 const std::map<std::string, std::string>& this_run, const std::string& run_dir);
 
 }  // namespace eddy::solvers

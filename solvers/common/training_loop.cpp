@@ -128,9 +128,19 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
 
 // Once this run holds the folder (a run refused as concurrent had removed the other's export).
 void TrainingLoop::remove_earlier_run() {
-  // Every command's results (run_files.h), at once, so that none sits beside the new checkpoint
-  // when the new run stops early (a kill, a non-finite loss) and is read as its own.
-  std::vector<std::string> removed = remove_earlier_outputs(run_.dir, kEveryRunsResultFiles);
+  // At once, so that none sits beside the new checkpoint when the new run stops early (a kill, a
+  // non-finite loss) and is read as its own: this command's results, and those of the command
+  // whose config.yaml the folder holds (run_files.h).
+  std::string patterns = result_files_of(file_kind(*io::Config::parse(run_.resolved_config, "this run's config")));
+  std::string earlier;
+  try {
+    earlier = result_files_of(file_kind(*io::Config::load(run_.dir + "/config.yaml")));
+  } catch (const Error&) {
+    // No config.yaml, or not one eddy reads: this command's results only.
+  }
+  if (!earlier.empty() && earlier != patterns) patterns += (patterns.empty() ? "" : "|") + earlier;
+  std::vector<std::string> removed;
+  if (!patterns.empty()) removed = remove_earlier_outputs(run_.dir, patterns);
   for (const std::string& stale_export : {default_export_dir(run_.dir), default_hf_export_dir(run_.dir)}) {
     std::error_code error;
     if (std::filesystem::remove_all(stale_export, error) > 0) {
@@ -165,11 +175,11 @@ int64_t TrainingLoop::start() {
   if (const int signal = interrupt_signal(comm_)) throw InterruptedBeforeTraining(signal);
   int64_t step = 0;
   if (run_.resume) {
-    require_same_kind_to_resume(run_.dir, run_.resolved_config);
     nn::StateDict saved;
     auto check = [&](const io::CheckpointInfo& info) {
       if (!info.settings.empty()) {
         Settings recorded = decode_settings(info.settings, checkpoint_);
+        require_same_kind_to_resume(recorded, settings_, run_.dir);
         recorded.insert(run_.added_later.begin(), run_.added_later.end());  // keeps what it records
         check_same_settings(recorded, settings_, run_.resumable, checkpoint_);
         return;

@@ -155,12 +155,13 @@ std::vector<int64_t> random_subset(int64_t available, int64_t keep, Generator& g
 std::vector<int64_t> spread_subset(int64_t available, int64_t keep, Generator& generator) {
   EDDY_CHECK(keep >= 0 && keep <= available, "spread_subset: cannot keep ", keep, " of ", available);
   std::vector<int64_t> rows;
-  if (keep == 0) return rows;
-  const double start = uniform_draws(1, generator)[0];
+  const std::vector<double> draws = uniform_draws(keep, generator);
   const double stretch = static_cast<double>(available) / static_cast<double>(keep);
+  auto start_of = [&](int64_t i) { return std::min(available, static_cast<int64_t>(static_cast<double>(i) * stretch)); };
   for (int64_t i = 0; i < keep; ++i) {
-    // Stretches are at least one index long, so the rows increase; min() guards the rounding.
-    rows.push_back(std::min(available - 1, static_cast<int64_t>((static_cast<double>(i) + start) * stretch)));
+    // Stretches are at least one index long, so the rows increase.
+    const int64_t first = start_of(i), length = std::max<int64_t>(start_of(i + 1) - first, 1);
+    rows.push_back(first + std::min(length - 1, static_cast<int64_t>(draws[static_cast<size_t>(i)] * length)));
   }
   return rows;
 }

@@ -51,10 +51,12 @@ std::vector<int64_t> split_by_measure(int64_t count, const std::vector<double>& 
 // `keep` of the indices 0..available-1, each subset equally likely, in increasing order.
 std::vector<int64_t> random_subset(int64_t available, int64_t keep, Generator& generator);
 
-// `keep` (at most `available`) of the indices 0..available-1, in increasing order: one from each
-// of `keep` equal stretches of the range, at one random offset (systematic sampling). Every index
-// is as likely to be kept as in random_subset, and a run of indices keeps its share of the subset
-// to within one: of a batch drawn face by face, every face keeps its share of the points.
+// `keep` (at most `available`) of the indices 0..available-1, in increasing order: one drawn at
+// random from each of `keep` equal stretches of the range (stratified sampling). A run of indices
+// keeps its share of the subset to within one (of a batch drawn face by face, every face keeps its
+// share of the points), and within a stretch the draw is random: one offset for every stretch
+// (systematic sampling) kept the indices of one residue, which in a Sobol or Halton sequence's
+// order are points of one part of the face.
 std::vector<int64_t> spread_subset(int64_t available, int64_t keep, Generator& generator);
 
 // The generator of a draw made at step (or resampling round) `step` for one condition: the

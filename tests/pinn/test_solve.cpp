@@ -157,6 +157,36 @@ model: {width: 8, depth: 2}
   }
 }
 
+// A Sobol or Halton batch is in sequence order, where one offset for every stretch (the first
+// version of the spread above) kept points of one residue: every t in [0, 0.5) at both ends.
+TEST_F(SolveTest, FewBoundaryPointsOfALowDiscrepancySequenceSpreadWithinTheirFace) {
+  for (const char* method : {"sobol", "halton"}) {
+    for (int seed = 0; seed < 4; ++seed) {
+      const Problem p = problem(cat(R"(dtype: float64
+seed: )", seed, R"(
+geometry: {space: {type: interval, min: -2, max: 2}, time: {min: 0, max: 1}}
+fields: [u]
+conditions:
+  pde: {type: interior, equation: u_t - u_xx, points: 10}
+  ends: {type: dirichlet, field: u, points: 16}
+sampling: {method: )", method, R"(}
+model: {width: 8, depth: 2}
+)"));
+      PinnState state(p);
+      state.sample(0);
+      for (double end : {-2.0, 2.0}) {
+        int early = 0, late = 0;
+        for (const std::vector<double>& x : rows_of(state.samples()[1].points)) {
+          if (x[0] == end) (x[1] < 0.5 ? early : late) += 1;
+        }
+        EXPECT_EQ(early + late, 8) << method << ", seed " << seed << ", end " << end;
+        EXPECT_GE(early, 1) << method << ", seed " << seed << ", end " << end;
+        EXPECT_GE(late, 1) << method << ", seed " << seed << ", end " << end;
+      }
+    }
+  }
+}
+
 TEST_F(SolveTest, LatinHypercubeStratifiesSpaceAndTimeJointlyAndFacesSelect) {
   const Problem p = problem(R"(dtype: float64
 seed: 13

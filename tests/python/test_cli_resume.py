@@ -135,18 +135,31 @@ def test_a_new_run_over_a_folder_removes_the_old_runs_results_and_export(eddy_cl
     exported = solve([str(eddy_cli), "export", str(run)])
     assert exported.returncode == 0, exported.stderr
     assert (run / "export" / "meta.json").is_file() and (run / "solution.h5").is_file()
-    # Other commands' results too (eddy train's, eddy lm train's): they read as the new run's.
-    for other in ("predictions.h5", "sample0_test.vti", "history.h5", "notes.txt"):
-        (run / other).write_text("an earlier run's")
+    # Files named like another command's results are the user's here (observations in
+    # predictions.h5): a run of eddy solve over one of eddy solve keeps them.
+    for other in ("predictions.h5", "history.h5"):
+        (run / other).write_text("the user's")
     diverging = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0",
                               "training.adam.learning_rate=1e300"))
     assert diverging.returncode == 3, diverging.stderr
     assert (f"{run} holds a run; this one starts anew and writes over it (--resume continues it); removed its "
-            "results and exports: history.h5, points.vtp, predictions.h5, sample0_test.vti, solution.h5, "
-            "solution.vti, export/") in diverging.stderr
+            "results and exports: points.vtp, solution.h5, solution.vti, export/") in diverging.stderr
     assert not (run / "export").exists() and not (run / "solution.h5").exists()
-    assert not (run / "solution.vti").exists() and not (run / "predictions.h5").exists()
-    assert (run / "notes.txt").read_text() == "an earlier run's"
+    assert not (run / "solution.vti").exists()
+    assert (run / "predictions.h5").read_text() == (run / "history.h5").read_text() == "the user's"
+
+
+def test_a_run_of_another_command_over_a_folder_removes_the_old_runs_results(eddy_cli, tmp_path):
+    # eddy train where eddy solve had written left solution.h5 and its ParaView files beside the
+    # operator's checkpoint, where they read as its results.
+    run = tmp_path / "run"
+    first = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0"))
+    assert first.returncode == 0, first.stderr
+    trained = solve([str(eddy_cli), "train", str(ROOT / "examples/operator/antiderivative_deeponet.yaml"),
+                     "training.epochs=1", f"output.dir={run}"])
+    assert trained.returncode == 0, trained.stderr
+    assert "removed its results and exports: points.vtp, solution.h5, solution.vti" in trained.stderr
+    assert not (run / "solution.h5").exists() and (run / "predictions.h5").is_file()
 
 
 def test_resume_into_another_commands_run_names_that_command(eddy_cli, tmp_path):
@@ -158,7 +171,8 @@ def test_resume_into_another_commands_run_names_that_command(eddy_cli, tmp_path)
                      "training.epochs=1", f"output.dir={run}", "--resume", "--quiet"])
     assert refused.returncode == 1
     assert (f"--resume: {run} holds a run of `eddy solve` (a PINN problem), and this is `eddy train` (a "
-            "neural-operator run); resume that run with `eddy solve`, or give this one another output.dir") \
+            "neural-operator run); resume that run with `eddy solve` (eddy.solve in Python), or give this one another "
+            "output.dir") \
         in refused.stderr
     assert len(refused.stderr) < 400
 
