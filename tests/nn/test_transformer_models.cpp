@@ -306,6 +306,23 @@ TEST(TransformerModels, LoadTheTiedHeadOfAPyTorchStateDictWhenItEqualsTheEmbeddi
   expect_error([&] { target.load_state_dict(state); },
                {"\"lm_head.weight\" differs from \"transformer.wte.weight\", which this model uses in its place"});
 
+  // Inside another model, under its prefix (a backbone with a head of its own).
+  struct Wrapper : Module {
+    std::shared_ptr<Gpt2Model> gpt;
+    explicit Wrapper(const Gpt2Options& o) : gpt(register_module("gpt", std::make_shared<Gpt2Model>(o))) {}
+    Tensor forward(const Tensor& tokens) override { return (*gpt)(tokens); }
+  } wrapper([] {
+    Gpt2Options o = tiny_gpt2();
+    o.seed = 9;
+    return o;
+  }());
+  EXPECT_NE(wrapper.gpt->wte->weight.to_vector<double>(), source.wte->weight.to_vector<double>());
+  StateDict wrapped;
+  for (const auto& [name, tensor] : source.state_dict()) wrapped["gpt." + name] = tensor;
+  wrapped["gpt.lm_head.weight"] = wrapped.at("gpt.transformer.wte.weight");
+  wrapper.load_state_dict(wrapped);
+  EXPECT_EQ(wrapper.gpt->wte->weight.to_vector<double>(), source.wte->weight.to_vector<double>());
+
   LlamaOptions llama = tiny_llama(2);
   llama.tie_embeddings = true;
   LlamaModel tied(llama);

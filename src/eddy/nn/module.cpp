@@ -16,6 +16,12 @@ void Module::visit_tensors(const std::string& prefix, bool buffers, Visit&& visi
   for (const auto& [name, child] : children_) child->visit_tensors(prefix + name + ".", buffers, visit);
 }
 
+template <typename Visit>
+void Module::visit_tied_names(const std::string& prefix, Visit&& visit) const {
+  for (const auto& [name, tied_to] : tied_names_) visit(prefix + name, prefix + tied_to);
+  for (const auto& [name, child] : children_) child->visit_tied_names(prefix + name + ".", visit);
+}
+
 // Each tensor once, under the first name it is reached by, as PyTorch lists them: a module used
 // twice in a model (Sequential([lin, act, lin])) had its weights listed twice, so an optimiser
 // stepped them twice a step and Adam kept two moment states for one tensor.
@@ -65,13 +71,18 @@ void Module::load_state_dict(const StateDict& state) {
     EDDY_CHECK(source.dtype() == target.dtype(), "load_state_dict: \"", name, "\" has dtype ",
                source.dtype(), " but the model expects ", target.dtype());
   }
+  // A child's too (a GPT-2 inside a Python model), under its prefix.
+  std::vector<std::pair<std::string, std::string>> tied_names;
+  visit_tied_names("", [&](const std::string& name, const std::string& tied_to) {
+    tied_names.emplace_back(name, tied_to);
+  });
   for (const auto& [name, tensor] : state) {
     bool known = false;
     for (const auto& entry : own) known = known || entry.first == name;
     if (!known) {
-      const auto tied = std::find_if(tied_names_.begin(), tied_names_.end(),
+      const auto tied = std::find_if(tied_names.begin(), tied_names.end(),
                                      [&](const auto& entry) { return entry.first == name; });
-      if (tied != tied_names_.end()) {
+      if (tied != tied_names.end()) {
         const Tensor& primary = state.at(tied->second);  // present: checked above
         EDDY_CHECK(tensor.shape() == primary.shape() && tensor.dtype() == primary.dtype() &&
                        sum(cast(ne(tensor, primary), DType::f64)).item<double>() == 0,

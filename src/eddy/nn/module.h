@@ -77,6 +77,8 @@ class Module {
  private:
   template <typename Visit>
   void visit_tensors(const std::string& prefix, bool buffers, Visit&& visit) const;
+  template <typename Visit>
+  void visit_tied_names(const std::string& prefix, Visit&& visit) const;
   std::vector<std::pair<std::string, Tensor>> named_tensors(bool buffers) const;
 
   std::vector<std::pair<std::string, Tensor*>> parameters_;
