@@ -103,7 +103,9 @@ void refuse_model_beyond_memory(const Problem& p, const ConfigNode& model) {
 // the history's own datasets: a parameter named like one of those trained its whole run and then
 // failed to write any results.
 void refuse_history_name_clashes(const Problem& p, const ConfigNode& root) {
-  std::set<std::string> taken{"step", "loss", "min_causal_weight", "stage"};
+  std::set<std::string> taken{"step", "loss"};
+  if (p.training.causal) taken.insert("min_causal_weight");
+  if (p.training.time_marching || p.training.continuation) taken.insert("stage");
   for (const Condition& c : p.conditions) {
     taken.insert("loss_" + c.name);
     taken.insert("weight_" + c.name);

@@ -212,6 +212,8 @@ TEST_F(Hdf5VtkTest, AFileInAMissingFolderIsNamedAsGiven) {
   const std::string in_a_file = error_of([&] { Hdf5Writer writer(file("plain/x.h5")); });
   EXPECT_NE(in_a_file.find("cannot create HDF5 file " + file("plain/x.h5") + ": " + file("plain") +
                            " is a file, not a folder"), std::string::npos) << in_a_file;
+  const std::string deeper = error_of([&] { Hdf5Writer writer(file("plain/sub/x.h5")); });
+  EXPECT_NE(deeper.find(": " + file("plain") + " is a file, not a folder"), std::string::npos) << deeper;
 }
 
 TEST_F(Hdf5VtkTest, AWriteThatRunsOutOfSpaceFailsAndLeavesNoFile) {

@@ -417,6 +417,10 @@ TEST(Problem, ParametersNamedLikeTheHistorysDatasetsAreRefused) {
                           {"training.continuation={parameter: weight_top, values: [1, 0.1]}"}); },
                {"training.continuation.parameter: 'weight_top' cannot name a continued parameter"});
   EXPECT_EQ(read(renamed(kValid, "source", "loss_total")).learnable.at(0).name, "loss_total");
+  // history/stage is written only by runs in stages.
+  EXPECT_EQ(read(renamed(kValid, "source", "stage")).learnable.at(0).name, "stage");
+  expect_error([&] { read(renamed(kValid, "source", "stage"), {"training.time_marching={windows: 2}"}); },
+               {"'stage' cannot name a learnable parameter"});
 }
 
 TEST(Problem, FitInitialConditionNeedsInitialValuesToFit) {

@@ -80,13 +80,17 @@ void create_folders(const std::string& path, const std::string& what) {
   std::error_code error;
   std::filesystem::create_directories(path, error);
   if (!error) return;
-  // The usual cause, said plainly: a part of the path is a file.
-  std::filesystem::path part = std::filesystem::path(path);
-  for (; !part.empty() && !std::filesystem::exists(part); part = part.parent_path()) {
-  }
-  EDDY_CHECK(part.empty() || std::filesystem::is_directory(part), what, ": cannot make the folder ", path, ": ",
-             part.string(), " is a file");
+  // The usual cause, said plainly.
+  const std::string file = file_in_the_way(path);
+  EDDY_CHECK(file.empty(), what, ": cannot make the folder ", path, ": ", file, " is a file");
   throw Error(cat(what, ": cannot make the folder ", path, " (", error.message(), ")"));
+}
+
+std::string file_in_the_way(const std::string& folder) {
+  std::error_code ignored;
+  std::filesystem::path part(folder);
+  while (!part.empty() && !std::filesystem::exists(part, ignored)) part = part.parent_path();
+  return part.empty() || std::filesystem::is_directory(part, ignored) ? std::string() : part.string();
 }
 
 void move_into_place(const std::string& temporary, const std::string& path) {

@@ -28,6 +28,10 @@ void remove_abandoned_temporaries_in(const std::string& folder);
 // or key that gave the path), the path and the reason; std::filesystem's own error named neither.
 void create_folders(const std::string& path, const std::string& what);
 
+// The nearest part of the folder path `folder` that exists, where that is not a folder (a file
+// where a folder should be); empty otherwise.
+std::string file_in_the_way(const std::string& folder);
+
 // The whole file; throws eddy::Error naming the path when it cannot be read or is a directory.
 std::string read_file(const std::string& path);
 

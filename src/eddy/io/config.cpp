@@ -419,19 +419,21 @@ std::string binary_kind(std::string_view bytes) {
   return "";
 }
 
-// The first line, up to `last` (0-based; all of them when negative), whose indentation holds a tab:
-// YAML refuses one with a message that points past it ("illegal map value") and never says why.
-std::optional<int> tab_indented_line(const std::string& text, int last) {
-  int line = 0;
-  for (size_t start = 0; start < text.size() && (last < 0 || line <= last); ++line) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    for (size_t i = start; i < end && (text[i] == ' ' || text[i] == '\t'); ++i) {
-      if (text[i] == '\t') return line;
-    }
-    start = end + 1;
+// Whether line `line` (0-based) of `text` is indented with a tab: YAML refuses one with a message
+// that points at its colon ("illegal map value") and never says why. Only the error's own line is
+// looked at: a tab in a quoted or block scalar's text on an earlier line is no fault.
+bool indented_with_a_tab(const std::string& text, int line) {
+  if (line < 0) return false;
+  size_t start = 0;
+  for (int at = 0; at < line; ++at) {
+    start = text.find('\n', start);
+    if (start == std::string::npos) return false;
+    ++start;
   }
-  return std::nullopt;
+  for (size_t i = start; i < text.size() && (text[i] == ' ' || text[i] == '\t'); ++i) {
+    if (text[i] == '\t') return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -451,9 +453,9 @@ std::unique_ptr<Config> Config::parse(const std::string& text, const std::string
     }
     if (!documents.empty()) tree = documents[0];
   } catch (const YAML::Exception& e) {
-    const std::optional<int> tab = tab_indented_line(text, e.mark.line);
     throw Error(cat(location(source, e.mark), ": YAML syntax error: ", e.msg,
-                    tab ? cat(" (line ", *tab + 1, " is indented with a tab: YAML indents with spaces only)") : ""));
+                    indented_with_a_tab(text, e.mark.line) ? " (the line is indented with a tab: YAML indents with "
+                                                             "spaces only)" : ""));
   }
   TreeCheck(source, true).check(tree, "");
   if (tree.IsNull()) tree = YAML::Node(YAML::NodeType::Map);

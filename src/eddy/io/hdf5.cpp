@@ -150,9 +150,9 @@ void Hdf5Writer::create_file_alone() {
   std::remove(temporary_.c_str());  // on a full disk the file exists, empty
   if (folder_is_missing(path_)) {
     const std::string folder = std::filesystem::path(path_).parent_path().string();
+    const std::string file = file_in_the_way(folder);
     throw Error(cat("cannot create HDF5 file ", path_, ": ",
-                    std::filesystem::exists(folder) ? cat(folder, " is a file, not a folder")
-                                                    : cat("the folder ", folder, " does not exist")));
+                    file.empty() ? cat("the folder ", folder, " does not exist") : cat(file, " is a file, not a folder")));
   }
   throw Error(cat("cannot create HDF5 file ", path_, cause));
 }
