@@ -223,6 +223,15 @@ def test_sqrt_is_correctly_rounded_at_every_length(dtype):
     assert np.signbit(got[1])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_tanh_keeps_the_sign_of_zero(dtype):
+    # float64's tanh multiplied its magnitude by sign(x), which is +0 at -0; compiled kernels kept -0.
+    values = np.array([-0.0] * 40 + [0.0, -1e-300, np.nan, -np.inf], dtype=dtype)
+    got = np.asarray(eddy.tanh(eddy.tensor(values)))
+    np.testing.assert_array_equal(np.signbit(got[:41]), np.signbit(values[:41]))
+    np.testing.assert_array_equal(got[41:], np.tanh(values[41:]))
+
+
 def test_reductions_of_empty_float32_tensors_end_well():
     # A float32 sum over a size-1 axis of an empty tensor divided by its kept width of 0 (SIGFPE).
     assert eddy.sum(eddy.tensor(np.zeros((1, 0), np.float32)), axis=0).shape == (0,)

@@ -193,7 +193,8 @@ void tanh_vectorised(Out& o, const In& i) {
       u.head(n) = y.head(n).exp();
       log_u.head(n) = u.head(n).log();
       expm1.head(n) = (log_u.head(n) == T(0)).select(y.head(n), (u.head(n) - T(1)) * y.head(n) / log_u.head(n));
-      o.segment(start, n) = expm1.head(n) / (expm1.head(n) + T(2)) * x.sign();
+      // tanh(-0) is -0: x.sign() is +0 there, so a zero passes through as it is.
+      o.segment(start, n) = (x == T(0)).select(x, expm1.head(n) / (expm1.head(n) + T(2)) * x.sign());
     }
   }
 }
