@@ -89,6 +89,28 @@ std::vector<double> breaking_times(const Tensor& initial, double length) {
   return times;
 }
 
+// Refuses inviscid Burgers data past the earliest breaking time of all samples, before any is
+// solved (every rank draws every initial condition, from a copy of `generator`): checked batch by
+// batch, most of a dataset was solved first, and the time.final suggested was one sample's.
+void refuse_shocks_before_the_end(const DatasetSpec& spec, Generator generator, int64_t batches) {
+  double earliest = std::numeric_limits<double>::infinity();
+  int64_t sample = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t start = b * spec.batch, count = std::min(spec.batch, spec.samples - start);
+    const std::vector<double> times = breaking_times(spec.initial_condition.sample(count, generator), spec.length);
+    for (int64_t k = 0; k < count; ++k) {
+      if (times[static_cast<size_t>(k)] < earliest) {
+        earliest = times[static_cast<size_t>(k)];
+        sample = start + k;
+      }
+    }
+  }
+  EDDY_CHECK(spec.final_time < earliest, "generate: with nu = 0, sample ", sample, " steepens into a shock at t = ",
+             earliest, " (1 / max(-u0'); the earliest of the samples), before time.final = ", spec.final_time,
+             ": past it a spectral scheme's result is no solution at any time step; give nu > 0 or a time.final "
+             "below ", earliest);
+}
+
 // Burgers, Navier-Stokes and the phase-field models: the equation's coefficient, time stepping
 // and the initial condition's prior.
 void read_evolution_keys(const ConfigNode& root, DatasetSpec& spec) {
@@ -316,20 +338,12 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
   // The ranks' shares are consecutive samples: each writes its rows of a and u into the one file.
   const int64_t first_sample = std::min(first_batch * spec.batch, spec.samples);
   const int64_t last_sample = std::min(last_batch * spec.batch, spec.samples);
+  if (burgers && spec.nu == 0) refuse_shocks_before_the_end(spec, generator, batches);
   std::vector<Tensor> inputs, outputs;
   for (int64_t b = 0; b < last_batch; ++b) {
     const int64_t start = b * spec.batch, count = std::min(spec.batch, spec.samples - start);
     const Tensor a = spec.initial_condition.sample(count, generator);
     if (b < first_batch) continue;
-    if (burgers && spec.nu == 0) {
-      const std::vector<double> breaking = breaking_times(a, spec.length);
-      for (int64_t k = 0; k < count; ++k) {
-        const double t = breaking[static_cast<size_t>(k)];
-        EDDY_CHECK(spec.final_time < t, "generate: with nu = 0, sample ", start + k, " steepens into a shock at t = ",
-                   t, " (1 / max(-u0')), before time.final = ", spec.final_time, ": past it a spectral scheme's "
-                   "result is no solution at any time step; give nu > 0 or a time.final below ", t);
-      }
-    }
     const Tensor u = cast(stack(solve(a), 1), spec.output_dtype);  // checked as written: float32 overflows first
     // Without viscosity Burgers' solutions steepen into shocks, which no time step resolves.
     const std::string cause =

@@ -23,6 +23,41 @@ bool same_number(const std::optional<std::string>& a, const std::optional<std::s
   return read(*a, x) && read(*b, y) && x == y;
 }
 
+// A list's text in one style whatever style it was read in: yaml-cpp keeps a node's block style
+// when emitting it in flow, so the same list from a YAML file (block) and from a Python dict
+// (flow) had two texts, and a resume of one by the other was refused.
+void to_flow_style(YAML::Node node) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  node.SetStyle(YAML::EmitterStyle::Flow);
+  for (auto entry : node) {
+    if (node.IsMap()) {
+      to_flow_style(entry.second);
+    } else {
+      to_flow_style(entry);
+    }
+  }
+}
+
+std::string flow_text(const YAML::Node& node) {
+  YAML::Node copy = YAML::Clone(node);
+  to_flow_style(copy);
+  YAML::Emitter text;
+  text << YAML::Flow << copy;
+  return text.c_str();
+}
+
+// Two texts of one value: the same text, number or list (checkpoints of before flow_text recorded a
+// list read in block style in that style).
+bool same_value(const std::optional<std::string>& a, const std::optional<std::string>& b) {
+  if (a == b || same_number(a, b)) return true;
+  if (!a || !b) return false;
+  try {
+    return flow_text(YAML::Load(*a)) == flow_text(YAML::Load(*b));
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
 bool is_resumable(const std::string& key, const ResumableKeys& resumable) {
   for (const std::string& path : resumable) {
     if (key == path || (key.size() > path.size() && key.starts_with(path) && key[path.size()] == '.')) return true;
@@ -44,9 +79,7 @@ void collect(const YAML::Node& node, const std::string& path, const ResumableKey
     into[path] = node.Scalar();
     return;
   }
-  YAML::Emitter text;
-  text << YAML::Flow << node;
-  into[path] = text.c_str();
+  into[path] = flow_text(node);
 }
 
 std::string shown(const std::optional<std::string>& value) { return value ? *value : std::string("not set"); }
@@ -96,7 +129,7 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
     // A checkpoint written while a key was still fixed records it; it may change now.
     if (is_resumable(key, resumable)) continue;
     const std::optional<std::string> before = value_in(checkpoint_run, key), now = value_in(this_run, key);
-    if (before == now || same_number(before, now)) continue;
+    if (same_value(before, now)) continue;
     const std::string where = differences.empty() ? cat(" in the run that wrote ", checkpoint) : " there";
     differences += cat(differences.empty() ? "" : "; ", key, " is ", shown(before), where, " but ", shown(now), " now");
   }
@@ -115,7 +148,7 @@ void require_checkpoint_of_config(const std::string& run_dir, const std::string&
   std::string differences;
   for (const auto& [key, value] : recorded) {
     const auto found = config.find(key);
-    if (found == config.end() || found->second == value || same_number(value, found->second)) continue;
+    if (found == config.end() || same_value(value, found->second)) continue;
     differences += cat(differences.empty() ? "" : "; ", key, " is ", value, " there and ", found->second,
                        " in config.yaml");
   }

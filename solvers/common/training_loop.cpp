@@ -184,7 +184,15 @@ int64_t TrainingLoop::start() {
         check_same_settings(recorded, settings_, run_.resumable, checkpoint_);
         return;
       }
-      // Written before checkpoints recorded their settings: only the same config can resume it.
+      // Written before checkpoints recorded their settings: only the same config can resume it, and
+      // the folder's config.yaml says which command's run it is.
+      std::optional<Settings> earlier;
+      try {
+        earlier = fixed_settings(io::read_file(run_.dir + "/config.yaml"), {});
+      } catch (const std::exception&) {
+        // No config.yaml one can read: the hash below refuses another config all the same.
+      }
+      if (earlier) require_same_kind_to_resume(*earlier, settings_, run_.dir);
       EDDY_CHECK(info.config_hash == run_.config_hash, "--resume: ", checkpoint_,
                  " was written by a different config (hash ", info.config_hash, ", this run ", run_.config_hash,
                  "); start a new run or use the same overrides");

@@ -156,12 +156,10 @@ std::vector<int64_t> spread_subset(int64_t available, int64_t keep, Generator& g
   EDDY_CHECK(keep >= 0 && keep <= available, "spread_subset: cannot keep ", keep, " of ", available);
   std::vector<int64_t> rows;
   const std::vector<double> draws = uniform_draws(keep, generator);
-  const double stretch = static_cast<double>(available) / static_cast<double>(keep);
-  auto start_of = [&](int64_t i) { return std::min(available, static_cast<int64_t>(static_cast<double>(i) * stretch)); };
+  // Stretch i is [i available / keep, (i + 1) available / keep), at least one index long.
   for (int64_t i = 0; i < keep; ++i) {
-    // Stretches are at least one index long, so the rows increase.
-    const int64_t first = start_of(i), length = std::max<int64_t>(start_of(i + 1) - first, 1);
-    rows.push_back(first + std::min(length - 1, static_cast<int64_t>(draws[static_cast<size_t>(i)] * length)));
+    const int64_t first = i * available / keep, length = (i + 1) * available / keep - first;
+    rows.push_back(first + std::min(length - 1, static_cast<int64_t>(draws[static_cast<size_t>(i)] * static_cast<double>(length))));
   }
   return rows;
 }

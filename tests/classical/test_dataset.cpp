@@ -66,8 +66,8 @@ TEST_F(DatasetTest, UnstableSolutionsAreRefused) {
   // from dt = 0.005's), and accepted where it does not.
   for (const char* dt : {"time.dt=0.001", "time.dt=0.01"}) {
     expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), {"nu=0", "resolution=256", dt})); },
-                 {"generate: with nu = 0, sample 0 steepens into a shock at t = ", "(1 / max(-u0')), before time.final = "
-                  "0.2", "give nu > 0 or a time.final below"});
+                 {"generate: with nu = 0, sample ", " steepens into a shock at t = ",
+                  "(1 / max(-u0'); the earliest of the samples), before time.final = 0.2", "give nu > 0 or a time.final below"});
   }
   EXPECT_FALSE(fs::exists(path));
   generate_dataset(spec(with_path(kBurgers, path), {"nu=0", "time.dt=1e-4", "time.final=1e-3", "time.records=1"}));

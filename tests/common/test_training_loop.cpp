@@ -407,6 +407,22 @@ TEST_F(ResumeSettingsTest, ACheckpointWithoutSettingsResumesWithItsOwnConfigOnly
   EXPECT_EQ(resume_with(kFirstConfig), 4);
 }
 
+// A resume into another command's run names that command, from the checkpoint's settings, or from
+// config.yaml where the checkpoint predates them; it listed every key of both configs.
+TEST_F(ResumeSettingsTest, AResumeOfAnotherCommandsRunNamesIt) {
+  const std::string pinn = "geometry: {space: interval}\nmodel: {width: 64}\ntraining: {steps: 4}\n";
+  const std::string operator_run = "data: {train: a.h5}\nmodel: {width: 64}\ntraining: {steps: 8}\n";
+  train_first(pinn);
+  const std::string expected = "--resume: " + dir.string() + " holds a run of `eddy solve` (a PINN problem), and this "
+                               "is `eddy train` (a neural-operator run); resume that run with `eddy solve`";
+  EXPECT_NE(error_of([&] { resume_with(operator_run); }).find(expected), std::string::npos);
+  io::SafetensorsContents saved = io::load_safetensors(checkpoint);
+  saved.metadata.erase("eddy.settings");
+  io::save_safetensors(checkpoint, saved.tensors, saved.metadata);
+  EXPECT_NE(error_of([&] { resume_with(operator_run); }).find(expected), std::string::npos);
+  EXPECT_EQ(resume_with(pinn), 4);
+}
+
 TEST_F(ResumeSettingsTest, AKeyAddedLaterResumesAtTheValueEarlierCheckpointsBehavedAs) {
   train_first(kFirstConfig);  // its checkpoint records no training.optimizer
   added_later = {{"training.optimizer", "adam"}};
@@ -422,6 +438,17 @@ TEST(ResumeSettings, SequencesAreOneValueAndSectionsCoverTheirKeys) {
                      {"training.schedule", "output.grid"});
   EXPECT_EQ(settings, (Settings{{"fields", "[u, v]"}}));
   EXPECT_EQ(decode_settings(encode_settings(settings), "run/checkpoint.safetensors"), settings);
+  // A list read in block style (a YAML file) has the text of the same list in flow style (a
+  // Python dict's config): a run of one was refused as changed when resumed by the other.
+  const std::string block = "data:\n  test:\n    - name: a\n      file: t.h5\n    - {name: b, file: u.h5}\nfields:\n  - u\n";
+  const std::string flow = "data: {test: [{name: a, file: t.h5}, {name: b, file: u.h5}]}\nfields: [u]\n";
+  EXPECT_EQ(fixed_settings(block, {}), fixed_settings(flow, {}));
+  check_same_settings(fixed_settings(flow, {}), fixed_settings(block, {}), {}, "run/checkpoint.safetensors");
+  // A checkpoint from before the lists' one style recorded a block-style list in block style.
+  check_same_settings({{"fields", "- u"}}, fixed_settings(flow, {}), {"data"}, "run/checkpoint.safetensors");
+  EXPECT_NE(error_of([&] { check_same_settings({{"fields", "- v"}}, fixed_settings(flow, {}), {"data"}, "c"); })
+                .find("fields is - v in the run that wrote c but [u] now"),
+            std::string::npos);
 }
 
 TEST(ResumeSettings, DamagedSettingsAreAnErrorNamingTheCheckpoint) {

@@ -322,6 +322,16 @@ TEST(TransformerModels, LoadTheTiedHeadOfAPyTorchStateDictWhenItEqualsTheEmbeddi
   wrapped["gpt.lm_head.weight"] = wrapped.at("gpt.transformer.wte.weight");
   wrapper.load_state_dict(wrapped);
   EXPECT_EQ(wrapper.gpt->wte->weight.to_vector<double>(), source.wte->weight.to_vector<double>());
+  // A child reached by two names is listed under the first: its tied name under the second is
+  // not one of this model's keys (it raised std::map::at's out_of_range).
+  struct Twice : Module {
+    std::shared_ptr<Gpt2Model> a, b;
+    Twice() : a(register_module("a", std::make_shared<Gpt2Model>(tiny_gpt2()))), b(register_module("b", a)) {}
+    Tensor forward(const Tensor& tokens) override { return (*a)(tokens); }
+  } twice;
+  StateDict doubled = twice.state_dict();
+  doubled["b.lm_head.weight"] = doubled.at("a.transformer.wte.weight");
+  expect_error([&] { twice.load_state_dict(doubled); }, {"unexpected key \"b.lm_head.weight\""});
 
   LlamaOptions llama = tiny_llama(2);
   llama.tie_embeddings = true;

@@ -82,8 +82,11 @@ void Module::load_state_dict(const StateDict& state) {
     if (!known) {
       const auto tied = std::find_if(tied_names.begin(), tied_names.end(),
                                      [&](const auto& entry) { return entry.first == name; });
-      if (tied != tied_names.end()) {
-        const Tensor& primary = state.at(tied->second);  // present: checked above
+      // The key it is tied to may be absent under this prefix: a child reached by two names is
+      // listed under the first.
+      const auto primary_entry = tied == tied_names.end() ? state.end() : state.find(tied->second);
+      if (primary_entry != state.end()) {
+        const Tensor& primary = primary_entry->second;
         EDDY_CHECK(tensor.shape() == primary.shape() && tensor.dtype() == primary.dtype() &&
                        sum(cast(ne(tensor, primary), DType::f64)).item<double>() == 0,
                    "load_state_dict: \"", name, "\" differs from \"", tied->second,
