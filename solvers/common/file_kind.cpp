@@ -26,22 +26,39 @@ KindInfo info(FileKind kind) {
   return {"a file of no kind eddy reads", "", "", ""};
 }
 
+// The kind from a lookup of `section` (or of `section`.`key`, where `key` is given). Only a
+// language model's file has a tokenizer section, so a misspelt data.files still reads as one (any
+// `data` without `files` was taken for an operator run's, and the error sent the user to
+// `eddy train`).
+template <typename Has>
+FileKind kind_from(const Has& has) {
+  if (has("geometry", "")) return FileKind::pinn;
+  if (has("solver", "")) return FileKind::dataset;
+  if (has("tokenizer", "") || has("data", "files")) return FileKind::language_model;
+  return has("data", "train") ? FileKind::operator_training : FileKind::unrecognised;
+}
+
+// The kind of a run from its settings' key paths.
+FileKind kind_of_settings(const std::map<std::string, std::string>& settings) {
+  return kind_from([&](std::string_view section, std::string_view key) {
+    const std::string path = key.empty() ? std::string(section) : cat(section, ".", key);
+    for (auto at = settings.lower_bound(path); at != settings.end() && at->first.starts_with(path); ++at) {
+      if (at->first.size() == path.size() || at->first[path.size()] == '.') return true;
+    }
+    return false;
+  });
+}
+
 }  // namespace
 
 FileKind file_kind(const io::Config& config) {
   // A copy to look at: asking the config read for real would mark these keys as valid there.
   io::Config look = config;
   const io::ConfigNode root = look.root();
-  if (root.has("geometry")) return FileKind::pinn;
-  if (root.has("solver")) return FileKind::dataset;
-  // Only a language model's file has a tokenizer section, so a misspelt data.files still reads as
-  // one (any `data` without `files` was taken for an operator run's, and the error sent the user
-  // to `eddy train`).
-  if (root.has("tokenizer")) return FileKind::language_model;
-  if (!root.has("data") || !root.at("data").is_map()) return FileKind::unrecognised;
-  const io::ConfigNode data = root.at("data");
-  if (data.has("files")) return FileKind::language_model;
-  return data.has("train") ? FileKind::operator_training : FileKind::unrecognised;
+  return kind_from([&](std::string_view section, std::string_view key) {
+    if (!root.has(std::string(section))) return false;
+    return key.empty() || (root.at(std::string(section)).is_map() && root.at(std::string(section)).has(std::string(key)));
+  });
 }
 
 void require_kind(const io::Config& config, FileKind wanted, std::string_view reader_name, Reader reader) {
@@ -53,24 +70,6 @@ void require_kind(const io::Config& config, FileKind wanted, std::string_view re
   throw Error(cat(reader_name, ": ", config.source(), " is ", found.noun, " (", found.evidence, "), not ",
                   info(wanted).noun, "; run it with ", instead));
 }
-
-namespace {
-
-// The kind of a run from its settings' key paths, told apart as file_kind tells files.
-FileKind kind_of_settings(const std::map<std::string, std::string>& settings) {
-  auto has = [&](std::string_view key) {
-    for (auto at = settings.lower_bound(std::string(key)); at != settings.end() && at->first.starts_with(key); ++at) {
-      if (at->first.size() == key.size() || at->first[key.size()] == '.') return true;
-    }
-    return false;
-  };
-  if (has("geometry")) return FileKind::pinn;
-  if (has("solver")) return FileKind::dataset;
-  if (has("tokenizer") || has("data.files")) return FileKind::language_model;
-  return has("data.train") ? FileKind::operator_training : FileKind::unrecognised;
-}
-
-}  // namespace
 
 void require_same_kind_to_resume(const std::map<std::string, std::string>& checkpoint_settings,
                                  const std::map<std::string, std::string>& this_run, const std::string& run_dir) {
