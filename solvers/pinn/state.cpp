@@ -222,8 +222,8 @@ SampledCondition PinnState::sample_condition(const Condition& c, Generator& gene
     }
     // Batches come face by face, so a surplus is dropped evenly over the batch, at random within:
     // keeping the first rows put every point of a small condition on the first faces (an
-    // interval's left end), and random rows put both of an interval's two points on one end for a
-    // quarter of the seeds.
+    // interval's left end), and random rows put both of an interval's two points on one end for
+    // about half of the seeds.
     if (points.shape()[0] > c.points - kept) {
       const std::vector<int64_t> rows = spread_subset(points.shape()[0], c.points - kept, generator);
       points = rows_of(points, rows);
