@@ -78,10 +78,22 @@ void write_first_sample_vti(const DatasetSpec& spec, const Tensor& a, const Tens
 // `length`) breaks: characteristics cross at t = 1 / max(-u0'). Past it a spectral scheme gives no
 // solution at any time step, and the check of max |u| after the solve caught that at small steps
 // only (data 0.9 apart between dt = 0.01 and 0.005 were written).
+// The slope is read on a grid kRefinement times finer (the spectrum padded with zeros): the
+// steepest point of a smooth field lies between grid points, and the grid's steepest slope put
+// the breaking 2% late at 64 points.
+constexpr int64_t kRefinement = 8;
+
 std::vector<double> breaking_times(const Tensor& initial, double length) {
   const int64_t n = initial.size(-1);
-  const Tensor wavenumbers = fft::rfftfreq(n, length / static_cast<double>(n)) * (2 * std::numbers::pi);
-  const Tensor slope = fft::irfft(fft::rfft(initial) * complex(zeros_like(wavenumbers), wavenumbers), n);
+  Tensor wavenumbers = fft::rfftfreq(n, length / static_cast<double>(n)) * (2 * std::numbers::pi);
+  // An even grid's Nyquist mode has no derivative it can hold (its sine vanishes on the grid).
+  if (n % 2 == 0) {
+    std::vector<double> held(static_cast<size_t>(n / 2 + 1), 1.0);
+    held.back() = 0;
+    wavenumbers = wavenumbers * tensor(held, {n / 2 + 1});
+  }
+  const Tensor slope = fft::irfft(fft::rfft(initial) * complex(zeros_like(wavenumbers), wavenumbers), kRefinement * n) *
+                       static_cast<double>(kRefinement);
   std::vector<double> times;
   for (double steepest : max(neg(slope), {1}).to_vector<double>()) {
     times.push_back(steepest > 0 ? 1 / steepest : std::numeric_limits<double>::infinity());
