@@ -79,7 +79,18 @@ void collect(const YAML::Node& node, const std::string& path, const ResumableKey
     return;
   }
   if (node.IsScalar()) {
-    into[path] = node.Scalar();
+    // A text that reads like a list or map is recorded quoted, so that it never equals a list's
+    // record (the glob "[ab]" and the list [ab] of data.exclude were one setting) and only a
+    // checkpoint of before lists had one style holds a block-style record (same_value).
+    const std::string& text = node.Scalar();
+    if (text.starts_with('[') || text.starts_with('{') || text.starts_with("- ") ||
+        text.find('\n') != std::string::npos) {
+      YAML::Emitter quoted;
+      quoted << YAML::DoubleQuoted << text;
+      into[path] = quoted.c_str();
+    } else {
+      into[path] = text;
+    }
     return;
   }
   into[path] = flow_text(node);

@@ -449,6 +449,15 @@ TEST(ResumeSettings, SequencesAreOneValueAndSectionsCoverTheirKeys) {
   EXPECT_NE(error_of([&] { check_same_settings({{"fields", "- v"}}, fixed_settings(flow, {}), {"data"}, "c"); })
                 .find("fields is - v in the run that wrote c but [u] now"),
             std::string::npos);
+  // A text that reads like a list is not the list (the glob "[ab]" against the list [ab]).
+  EXPECT_NE(fixed_settings("exclude: \"[ab]\"\n", {}), fixed_settings("exclude: [ab]\n", {}));
+  EXPECT_NE(fixed_settings("separator: \"- x\"\n", {}), fixed_settings("separator: \"[x]\"\n", {}));
+  check_same_settings(fixed_settings("separator: \"- x\"\n", {}), fixed_settings("separator: '- x'\n", {}), {}, "c");
+  EXPECT_NE(error_of([&] {
+              check_same_settings(fixed_settings("separator: \"- x\"\n", {}), fixed_settings("separator: \"[x]\"\n", {}),
+                                  {}, "c");
+            }).find("separator is"),
+            std::string::npos);
   // Texts are not read as YAML otherwise, though some read alike ("#" is a comment: a changed
   // separator passed as unchanged; a string "16.0" inside a list reads as the number 16).
   for (const auto& [before, now] : {std::pair{"#", ""}, {"end #x", "end"}, {"\"end\"", "end"}, {"[a,b]", "[a, b]"},
