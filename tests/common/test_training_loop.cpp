@@ -458,6 +458,13 @@ TEST(ResumeSettings, SequencesAreOneValueAndSectionsCoverTheirKeys) {
                                   {}, "c");
             }).find("separator is"),
             std::string::npos);
+  // Such a checkpoint recorded a multi-line text (an equation) unquoted.
+  const Settings multi_line = fixed_settings("equations: {e: \"u_t\\n+ u\"}\n", {});
+  EXPECT_EQ(multi_line.at("equations.e"), "\"u_t\\n+ u\"");
+  check_same_settings({{"equations.e", "u_t\n+ u"}}, multi_line, {}, "c");
+  EXPECT_NE(error_of([&] { check_same_settings({{"equations.e", "u_t\n- u"}}, multi_line, {}, "c"); })
+                .find("equations.e is"),
+            std::string::npos);
   // Texts are not read as YAML otherwise, though some read alike ("#" is a comment: a changed
   // separator passed as unchanged; a string "16.0" inside a list reads as the number 16).
   for (const auto& [before, now] : {std::pair{"#", ""}, {"end #x", "end"}, {"\"end\"", "end"}, {"[a,b]", "[a, b]"},
