@@ -48,15 +48,19 @@ std::string flow_text(const YAML::Node& node) {
 
 // Two texts of one setting: the same text or number; or, from a checkpoint of before lists were
 // recorded in one style, a list or map recorded in block style ("- 4\n- 4") and this run's same
-// list in flow style, or a text recorded as it was and this run's quoted. Nothing else is read as YAML: texts that read alike are two settings ("#", a
-// comment, and ""; "[a,b]" and "[a, b]" as a separator's text; "16" and "16.0" as a test set's name).
+// list in flow style, or a multi-line text recorded as it was and this run's quoted. Nothing else
+// is read as YAML: texts that read alike are two settings ("#", a comment, and ""; "[a,b]" and
+// "[a, b]" as a separator's text; "16" and "16.0" as a test set's name).
 bool same_value(const std::optional<std::string>& before, const std::optional<std::string>& now) {
   if (before == now || same_number(before, now)) return true;
   if (!before || !now) return false;
   try {
-    // Such a checkpoint also holds a text that reads like a list unquoted (a multi-line equation),
-    // which collect now quotes.
-    if (now->starts_with('"') && YAML::Load(*now).Scalar() == *before) return true;
+    // Such a checkpoint holds a multi-line text (an equation) unquoted, which collect now quotes. Not
+    // a text starting with [ or {: a list's record is that too, and a list is not its text.
+    if (now->starts_with('"')) {
+      const std::string text = YAML::Load(*now).Scalar();
+      if (text == *before && (text.find('\n') != std::string::npos || text.starts_with("- "))) return true;
+    }
     if (!(before->starts_with("- ") || before->find('\n') != std::string::npos)) return false;
     const YAML::Node earlier = YAML::Load(*before);
     return (earlier.IsSequence() || earlier.IsMap()) && flow_text(earlier) == *now;

@@ -454,6 +454,10 @@ TEST(ResumeSettings, SequencesAreOneValueAndSectionsCoverTheirKeys) {
   EXPECT_NE(fixed_settings("separator: \"- x\"\n", {}), fixed_settings("separator: \"[x]\"\n", {}));
   check_same_settings(fixed_settings("separator: \"- x\"\n", {}), fixed_settings("separator: '- x'\n", {}), {}, "c");
   EXPECT_NE(error_of([&] {
+              check_same_settings(fixed_settings("exclude: [ab]\n", {}), fixed_settings("exclude: \"[ab]\"\n", {}), {}, "c");
+            }).find("exclude is [ab]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
               check_same_settings(fixed_settings("separator: \"- x\"\n", {}), fixed_settings("separator: \"[x]\"\n", {}),
                                   {}, "c");
             }).find("separator is"),
