@@ -11,15 +11,18 @@
 namespace eddy::solvers {
 namespace {
 
-// Two texts of the same number ("0.1" and "0.10000000000000001", as eddy wrote defaults before
-// it wrote them shortest): a checkpoint of then resumes now.
+// Two texts of the same floating-point number ("0.1" and "0.10000000000000001", as eddy wrote
+// defaults before it wrote them shortest): a checkpoint of then resumes now. Only where both are
+// written as floating-point numbers: a setting's type is not recorded, and "1" and "1.0" (or "01"
+// and "1") are two separators, as 2^53 and 2^53 + 1 are two seeds.
 bool same_number(const std::optional<std::string>& a, const std::optional<std::string>& b) {
   if (!a || !b) return false;
-  double x = 0, y = 0;
   const auto read = [](const std::string& text, double& value) {
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    return error == std::errc() && end == text.data() + text.size();
+    return error == std::errc() && end == text.data() + text.size() &&
+           text.find_first_of(".eE") != std::string::npos;
   };
+  double x = 0, y = 0;
   return read(*a, x) && read(*b, y) && x == y;
 }
 
@@ -89,9 +92,10 @@ void collect(const YAML::Node& node, const std::string& path, const ResumableKey
   if (node.IsScalar()) {
     // A text that reads like a list or map is recorded quoted, so that it never equals a list's
     // record (the glob "[ab]" and the list [ab] of data.exclude were one setting) and only a
-    // checkpoint of before lists had one style holds a block-style record (same_value).
+    // checkpoint of before lists had one style holds a block-style record (same_value); so is a
+    // text that starts with a quote, which would otherwise equal another text's quoted record.
     const std::string& text = node.Scalar();
-    if (text.starts_with('[') || text.starts_with('{') || text.starts_with("- ") ||
+    if (text.starts_with('[') || text.starts_with('{') || text.starts_with("- ") || text.starts_with('"') ||
         text.find('\n') != std::string::npos) {
       YAML::Emitter quoted;
       quoted << YAML::DoubleQuoted << text;

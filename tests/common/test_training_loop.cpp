@@ -469,6 +469,14 @@ TEST(ResumeSettings, SequencesAreOneValueAndSectionsCoverTheirKeys) {
   EXPECT_NE(error_of([&] { check_same_settings({{"equations.e", "u_t\n- u"}}, multi_line, {}, "c"); })
                 .find("equations.e is"),
             std::string::npos);
+  // Texts that are one number are two settings unless both are floating-point texts; a text in
+  // quotes is not the quoted record of another.
+  for (const auto& [before, now] : {std::pair{"1", "1.0"}, {"01", "1"}, {"9007199254740992", "9007199254740993"}}) {
+    EXPECT_NE(error_of([&] { check_same_settings({{"seed", before}}, {{"seed", now}}, {}, "c"); }).find("seed is"),
+              std::string::npos)
+        << before;
+  }
+  EXPECT_NE(fixed_settings("separator: \"[x]\"\n", {}), fixed_settings("separator: '\"[x]\"'\n", {}));
   // Texts are not read as YAML otherwise, though some read alike ("#" is a comment: a changed
   // separator passed as unchanged; a string "16.0" inside a list reads as the number 16).
   for (const auto& [before, now] : {std::pair{"#", ""}, {"end #x", "end"}, {"\"end\"", "end"}, {"[a,b]", "[a, b]"},
