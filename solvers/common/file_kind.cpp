@@ -38,7 +38,8 @@ FileKind kind_from(const Has& has) {
   return has("data", "train") ? FileKind::operator_training : FileKind::unrecognised;
 }
 
-// The kind of a run from its settings' key paths.
+}  // namespace
+
 FileKind kind_of_settings(const std::map<std::string, std::string>& settings) {
   return kind_from([&](std::string_view section, std::string_view key) {
     const std::string path = key.empty() ? std::string(section) : cat(section, ".", key);
@@ -48,8 +49,6 @@ FileKind kind_of_settings(const std::map<std::string, std::string>& settings) {
     return false;
   });
 }
-
-}  // namespace
 
 FileKind file_kind(const io::Config& config) {
   // A copy to look at: asking the config read for real would mark these keys as valid there.

@@ -27,6 +27,9 @@ enum class Reader { command_line, python };
 void require_kind(const io::Config& config, FileKind wanted, std::string_view reader_name,
                   Reader reader = Reader::command_line);
 
+// The kind of a run from its settings (key paths to values, as resume_settings.h keeps them).
+FileKind kind_of_settings(const std::map<std::string, std::string>& settings);
+
 // Refuses a --resume from a checkpoint whose recorded settings (key paths to values, as
 // resume_settings.h keeps them) are of another kind than this run's: they differ in every key
 // then, and the refusal listed them all without saying that `run_dir` holds another command's run.

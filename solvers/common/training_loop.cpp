@@ -126,18 +126,27 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
   return removed;
 }
 
+namespace {
+
+// The settings of the config.yaml in `dir`, where there is one that reads as YAML.
+std::optional<Settings> folder_config_settings(const std::string& dir) {
+  try {
+    return fixed_settings(io::read_file(dir + "/config.yaml"), {});
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 // Once this run holds the folder (a run refused as concurrent had removed the other's export).
 void TrainingLoop::remove_earlier_run() {
   // At once, so that none sits beside the new checkpoint when the new run stops early (a kill, a
   // non-finite loss) and is read as its own: this command's results, and those of the command
   // whose config.yaml the folder holds (run_files.h).
-  std::string patterns = result_files_of(file_kind(*io::Config::parse(run_.resolved_config, "this run's config")));
-  std::string earlier;
-  try {
-    earlier = result_files_of(file_kind(*io::Config::load(run_.dir + "/config.yaml")));
-  } catch (const Error&) {
-    // No config.yaml, or not one eddy reads: this command's results only.
-  }
+  std::string patterns = result_files_of(kind_of_settings(settings_));
+  const std::optional<Settings> earlier_settings = folder_config_settings(run_.dir);
+  const std::string earlier = earlier_settings ? result_files_of(kind_of_settings(*earlier_settings)) : "";
   if (!earlier.empty() && earlier != patterns) patterns += (patterns.empty() ? "" : "|") + earlier;
   std::vector<std::string> removed;
   if (!patterns.empty()) removed = remove_earlier_outputs(run_.dir, patterns);
@@ -185,14 +194,11 @@ int64_t TrainingLoop::start() {
         return;
       }
       // Written before checkpoints recorded their settings: only the same config can resume it, and
-      // the folder's config.yaml says which command's run it is.
-      std::optional<Settings> earlier;
-      try {
-        earlier = fixed_settings(io::read_file(run_.dir + "/config.yaml"), {});
-      } catch (const std::exception&) {
-        // No config.yaml one can read: the hash below refuses another config all the same.
+      // the folder's config.yaml says which command's run it is (without one, the hash below
+      // refuses another config all the same).
+      if (const std::optional<Settings> earlier = folder_config_settings(run_.dir)) {
+        require_same_kind_to_resume(*earlier, settings_, run_.dir);
       }
-      if (earlier) require_same_kind_to_resume(*earlier, settings_, run_.dir);
       EDDY_CHECK(info.config_hash == run_.config_hash, "--resume: ", checkpoint_,
                  " was written by a different config (hash ", info.config_hash, ", this run ", run_.config_hash,
                  "); start a new run or use the same overrides");
