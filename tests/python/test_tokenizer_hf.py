@@ -120,6 +120,28 @@ def test_added_tokens_that_bpe_makes_too_decode_as_bpe_pieces(tmp_path):
         assert hf.decode(ids) == (text if text != "Café" else "Caf\ufffd"), text
 
 
+def test_added_tokens_are_matched_in_tokenizers_order(tmp_path):
+    # tokenizers matches the added tokens with normalized: false (special tokens) over the whole
+    # text first, then the others in the text between: one pass over both split "\n<|endoftext|>"
+    # into an added "\n<" and the special token's bytes, and "xab" into "xa" + "b".
+    import eddy
+
+    hf = tokenizers_trained()
+    hf.add_special_tokens(["ab"])
+    hf.add_tokens(["\n<", "xa"])
+    path = tmp_path / "overlapping.json"
+    hf.save(str(path))
+    loaded = eddy.BpeTokenizer.load(path)
+    for text in ["a\n<|endoftext|>", "hi\n<pad>", "xab", "xa b\n<", "<|endoftext|>xa\n<|endoftext|>"]:
+        assert loaded.encode(text) == hf.encode(text).ids, text
+    # Saved again, the flags are kept: tokenizers reads eddy's file the same way.
+    resaved = tmp_path / "resaved.json"
+    loaded.save(resaved)
+    again = Tokenizer.from_file(str(resaved))
+    for text in ["a\n<|endoftext|>", "xab"]:
+        assert again.encode(text).ids == hf.encode(text).ids, text
+
+
 def test_a_special_token_spelled_as_a_byte_is_that_bytes_token(tmp_path):
     # Training with the special token "!" was refused: "!" is also a byte's token.
     import eddy

@@ -283,13 +283,22 @@ void BpeTokenizer::index() {
 
 template <typename OnText, typename OnAdded>
 void BpeTokenizer::split_on_added_tokens(std::string_view text, OnText on_text, OnAdded on_added) const {
+  split_on_added_tokens(
+      text, false, [&](std::string_view between) { split_on_added_tokens(between, true, on_text, on_added); },
+      on_added);
+}
+
+template <typename OnText, typename OnAdded>
+void BpeTokenizer::split_on_added_tokens(std::string_view text, bool normalized, OnText on_text,
+                                         OnAdded on_added) const {
   size_t piece_start = 0;
   size_t position = text.find_first_of(added_token_first_bytes_);
   while (position != std::string_view::npos) {
     int32_t longest = -1;
     for (const AddedToken& added : added_tokens_) {
       const std::string& content = tokens_[added.id];
-      if (text.substr(position).starts_with(content) && (longest < 0 || content.size() > tokens_[longest].size())) {
+      if (added.normalized == normalized && text.substr(position).starts_with(content) &&
+          (longest < 0 || content.size() > tokens_[longest].size())) {
         longest = added.id;
       }
     }

@@ -67,6 +67,8 @@ class BpeTokenizer {
   struct AddedToken {
     int32_t id;
     bool special;  // tokenizer.json's flag; both kinds are matched whole in text
+    // tokenizer.json's flag: matched in the text left between the other added tokens (below).
+    bool normalized = false;
   };
   struct Merge {
     int32_t rank;
@@ -76,9 +78,15 @@ class BpeTokenizer {
   // Rebuilds the lookup tables from tokens_, merges_ and added_tokens_.
   void index();
   // Calls on_text(piece) for the text between added tokens and on_added(id) for each added token,
-  // in order. An added token matches at the leftmost position, the longest one there.
+  // in order. As in `tokenizers`, the tokens with `normalized: false` (special tokens as they are
+  // made) are matched first, over the whole text, and the others then in the text left between
+  // them; within each pass a token matches at the leftmost position, the longest one there. (One
+  // pass over both split "\n<|endoftext|>" into "\n<", an added token, and the special token's
+  // bytes.)
   template <typename OnText, typename OnAdded>
   void split_on_added_tokens(std::string_view text, OnText on_text, OnAdded on_added) const;
+  template <typename OnText, typename OnAdded>
+  void split_on_added_tokens(std::string_view text, bool normalized, OnText on_text, OnAdded on_added) const;
   // Appends the ids of one word (bytes in, merges applied by rank).
   void append_word(std::string_view word, std::vector<int32_t>& ids) const;
 

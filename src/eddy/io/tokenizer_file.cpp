@@ -186,8 +186,16 @@ BpeTokenizer BpeTokenizer::from_json(const std::string& text, const std::string&
     for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
       checks.require_default(added, flag, false, cat(key, ".", flag), "added tokens match exactly their text");
     }
-    const bool special = added.contains("special") && added["special"].is_boolean() && added["special"].get<bool>();
-    tokenizer.added_tokens_.push_back({static_cast<int32_t>(id_of_token.at(content.get<std::string>())), special});
+    auto boolean_flag = [&](const char* name, bool otherwise) {
+      if (!added.contains(name)) return otherwise;
+      if (!added[name].is_boolean()) checks.fail(cat(key, ".", name), "must be true or false");
+      return added[name].get<bool>();
+    };
+    const bool special = boolean_flag("special", false);
+    // `tokenizers` requires `normalized`; without it, what its AddedToken constructor gives.
+    const bool normalized = boolean_flag("normalized", !special);
+    tokenizer.added_tokens_.push_back(
+        {static_cast<int32_t>(id_of_token.at(content.get<std::string>())), special, normalized});
   }
   int64_t expected_id = 0;
   for (auto& [id, token] : token_of_id) {
@@ -219,7 +227,7 @@ std::string BpeTokenizer::to_json() const {
   ordered_json added = ordered_json::array();
   for (const AddedToken& token : added_tokens_) {
     added.push_back({{"id", token.id}, {"content", tokens_[token.id]}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", token.special}});
+                     {"rstrip", false}, {"normalized", token.normalized}, {"special", token.special}});
   }
   ordered_json vocab = ordered_json::object();
   for (size_t id = 0; id < tokens_.size(); ++id) vocab[tokens_[id]] = id;
