@@ -110,6 +110,13 @@ OperatorProblem read_operator_problem(io::Config& config) {
   if (p.model.type == ModelType::fno && !p.data.points.empty()) {
     data.at("points").fail("is the trunk's query points of a DeepONet; an FNO evaluates on its data's grid");
   }
+  // A DeepONet's arrays have no channel axis ([N, sensors] in, [N, P] out): the keys were ignored.
+  for (const auto& [key, set] : {std::pair{"input_channels", p.data.input_channels},
+                                  std::pair{"output_channels", p.data.output_channels}}) {
+    if (p.model.type == ModelType::deeponet && set) {
+      data.at(key).fail("is an FNO's channel axis; a DeepONet reads [N, sensors] and writes [N, P], without one");
+    }
+  }
   if (p.model.type == ModelType::fno) {
     read_fno(model, p.model.fno);
     p.model.modes_where = model.at("modes").where();

@@ -358,6 +358,11 @@ TEST_F(OperatorTraining, BadTestSetsAndDataAreRefusedBeforeTraining) {
   expect_error([&] { load_data(problem_of(config(), {"data.train.stride=32"})); },
                {"data.train", "the grid [64, 1, 1] at stride 32", "at least 2 points"});
   expect_error([&] { problem_of(config(), {"data.points=y"}); }, {"data.points", "DeepONet"});
+  // The channel axes are an FNO's: a DeepONet run with them set trained as if they were not.
+  expect_error([&] { problem_of(config(), {"model.type=deeponet", "data.input_channels=true"}); },
+               {"data.input_channels", "FNO's channel axis"});
+  expect_error([&] { problem_of(config(), {"model.type=deeponet", "data.output_channels=true"}); },
+               {"data.output_channels", "without one"});
   // A NaN in the data trained on quietly; it is refused with its dataset and position.
   const std::string nan_file = (dir_ / "nan.h5").string();
   {
