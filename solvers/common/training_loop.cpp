@@ -80,12 +80,49 @@ int lock_run_folder(const std::string& dir) {
   return fd;
 }
 
-Settings with_recorded(Settings settings, const Settings& recorded) {
-  settings.insert(recorded.begin(), recorded.end());
+// The settings of the config.yaml in `dir`, where there is one that reads as YAML.
+std::optional<Settings> folder_config_settings(const std::string& dir) {
+  try {
+    return fixed_settings(io::read_file(dir + "/config.yaml"), {});
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+Settings settings_of(const TrainingRun& run) {
+  Settings settings = fixed_settings(run.resolved_config, run.resumable);
+  settings.insert(run.recorded.begin(), run.recorded.end());
   return settings;
 }
 
+// Refuses, naming the key, a --resume from `checkpoint` (whose metadata is `info`) that would go on
+// with another run's settings.
+void check_resumable(const TrainingRun& run, const Settings& settings, const std::string& checkpoint,
+                     const io::CheckpointInfo& info) {
+  if (!info.settings.empty()) {
+    Settings recorded = decode_settings(info.settings, checkpoint);
+    require_same_kind_to_resume(recorded, settings, run.dir);
+    recorded.insert(run.added_later.begin(), run.added_later.end());  // keeps what it records
+    check_same_settings(recorded, settings, run.resumable, checkpoint);
+    return;
+  }
+  // Written before checkpoints recorded their settings: only the same config can resume it, and
+  // the folder's config.yaml says which command's run it is (without one, the hash below
+  // refuses another config all the same).
+  if (const std::optional<Settings> earlier = folder_config_settings(run.dir)) {
+    require_same_kind_to_resume(*earlier, settings, run.dir);
+  }
+  EDDY_CHECK(info.config_hash == run.config_hash, "--resume: ", checkpoint, " was written by a different config (hash ",
+             info.config_hash, ", this run ", run.config_hash, "); start a new run or use the same overrides");
+}
+
+
 }  // namespace
+
+void check_resume(const TrainingRun& run) {
+  const std::string checkpoint = checkpoint_path(run.dir);
+  check_resumable(run, settings_of(run), checkpoint, io::checkpoint_info(checkpoint));
+}
 
 std::string text_of_rank_0(dist::Communicator& comm, const std::string& text) {
   Tensor length = tensor(std::vector<int64_t>{static_cast<int64_t>(text.size())});
@@ -126,19 +163,6 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
   return removed;
 }
 
-namespace {
-
-// The settings of the config.yaml in `dir`, where there is one that reads as YAML.
-std::optional<Settings> folder_config_settings(const std::string& dir) {
-  try {
-    return fixed_settings(io::read_file(dir + "/config.yaml"), {});
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
-}  // namespace
-
 // Once this run holds the folder (a run refused as concurrent had removed the other's export).
 void TrainingLoop::remove_earlier_run() {
   // At once, so that none sits beside the new checkpoint when the new run stops early (a kill, a
@@ -172,7 +196,7 @@ TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tenso
                            ProgressLine& progress, TrainingHooks hooks)
     : run_(std::move(run)),
       checkpoint_(checkpoint_path(run_.dir)),
-      settings_(with_recorded(fixed_settings(run_.resolved_config, run_.resumable), run_.recorded)),
+      settings_(settings_of(run_)),
       model_(model),
       trainable_(std::move(trainable)),
       comm_(comm),
@@ -185,24 +209,7 @@ int64_t TrainingLoop::start() {
   int64_t step = 0;
   if (run_.resume) {
     nn::StateDict saved;
-    auto check = [&](const io::CheckpointInfo& info) {
-      if (!info.settings.empty()) {
-        Settings recorded = decode_settings(info.settings, checkpoint_);
-        require_same_kind_to_resume(recorded, settings_, run_.dir);
-        recorded.insert(run_.added_later.begin(), run_.added_later.end());  // keeps what it records
-        check_same_settings(recorded, settings_, run_.resumable, checkpoint_);
-        return;
-      }
-      // Written before checkpoints recorded their settings: only the same config can resume it, and
-      // the folder's config.yaml says which command's run it is (without one, the hash below
-      // refuses another config all the same).
-      if (const std::optional<Settings> earlier = folder_config_settings(run_.dir)) {
-        require_same_kind_to_resume(*earlier, settings_, run_.dir);
-      }
-      EDDY_CHECK(info.config_hash == run_.config_hash, "--resume: ", checkpoint_,
-                 " was written by a different config (hash ", info.config_hash, ", this run ", run_.config_hash,
-                 "); start a new run or use the same overrides");
-    };
+    auto check = [&](const io::CheckpointInfo& info) { check_resumable(run_, settings_, checkpoint_, info); };
     step = io::resume_from_checkpoint(checkpoint_, check, model_, saved).step;
     EDDY_CHECK(!run_.length || step <= run_.length->steps, "--resume: ", checkpoint_, " is at step ", step,
                ", past this run's end (", run_.length->steps, ": ", run_.length->keys, "); raise it to train on from "

@@ -107,6 +107,13 @@ void refuse_export_while_a_run_holds(const std::string& dir);
 // removed.
 std::vector<std::string> remove_earlier_outputs(const std::string& dir, const std::string& names);
 
+// --resume: refuses, naming the key, a checkpoint in `run`'s folder written by a run whose
+// settings this one does not keep, from the checkpoint's metadata alone. TrainingLoop::start
+// checks the same; a trainer that writes into the run folder before it (the language model's
+// corpus and tokenizer) checks first, so that a refused resume leaves the folder as it was and
+// names the changed key rather than what the change did.
+void check_resume(const TrainingRun& run);
+
 class TrainingLoop {
  public:
   // `trainable`: what the ranks take from rank 0 (the model's parameters and any others).

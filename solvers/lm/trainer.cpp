@@ -135,7 +135,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   const TrainingSpec& t = p.training;
   // Preparing the corpus writes into the run folder, which a refused --resume must leave as it was.
   const std::string checkpoint = solvers::checkpoint_path(p.output.dir);
-  if (options.resume) io::require_checkpoint(checkpoint);
+  const solvers::TrainingRun run{p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data",
+                                 kResumable, {}, solvers::RunLength{p.training.steps, "training.steps"}, {}};
+  if (options.resume) solvers::check_resume(run);
   // Rank 0 stages the tokenizer and the token files (moved into the run folder once the loop
   // holds it and has checked the run); the others read them once it has.
   const std::string staging = solvers::text_of_rank_0(world, ".tmp-" + std::to_string(::getpid()));
@@ -335,11 +337,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
     history.evaluated_steps = solvers::restored_series(saved, "validation_step", checkpoint);
     history.validation_loss = solvers::restored_series(saved, "validation_loss", checkpoint);
   };
-  solvers::TrainingLoop loop(
-      {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, {},
-       solvers::RunLength{p.training.steps, "training.steps"}, {}},
-      *model, parameters,
-      dist::default_communicator(), progress, steps);
+  solvers::TrainingLoop loop(run, *model, parameters, dist::default_communicator(), progress, steps);
 
   result.parameters = model->parameter_count();
   int64_t step = first_step = loop.start();

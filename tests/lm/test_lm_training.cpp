@@ -158,6 +158,15 @@ TEST_F(LmTraining, ARefusedRunLeavesTheRunFolderAsItWas) {
           eager());
   }, {(run / "data" / "validation.tokens").string() + " holds", "fewer than"});
   EXPECT_EQ(files(), before);
+  // A --resume with another separator is refused for that key, before the corpus is cut again
+  // (the error was the tokenizer check's, after the cut, about what the change did).
+  TrainOptions resume = eager();
+  resume.resume = true;
+  expect_error([&] {
+    train(problem_of(config(), {"data.separator=%%", "training.steps=12", "training.schedule={type: constant}"}),
+          resume);
+  }, {"data.separator"});
+  EXPECT_EQ(files(), before);
 }
 
 TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {

@@ -161,6 +161,11 @@ void require_checkpoint(const std::string& path) {
   EDDY_CHECK(std::filesystem::exists(path), "--resume: no checkpoint at ", path);
 }
 
+CheckpointInfo checkpoint_info(const std::string& path) {
+  require_checkpoint(path);
+  return info_of(path, load_safetensors(path, [](const std::string&) { return false; }));
+}
+
 CheckpointInfo resume_from_checkpoint(const std::string& path, const std::function<void(const CheckpointInfo&)>& check,
                                       nn::Module& model, nn::StateDict& training_state) {
   require_checkpoint(path);

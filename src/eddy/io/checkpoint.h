@@ -48,6 +48,10 @@ CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, nn::S
 // --resume: refuses, naming `path`, when there is no checkpoint there.
 void require_checkpoint(const std::string& path);
 
+// The metadata of the checkpoint at `path` (refused as require_checkpoint does when there is none),
+// read without its tensors.
+CheckpointInfo checkpoint_info(const std::string& path);
+
 // --resume: checks that `path` exists and hands its metadata to `check`, which refuses a
 // checkpoint of another run by throwing before anything is loaded; then loads it into `model` (the
 // rest into `training_state`) and returns its metadata.
