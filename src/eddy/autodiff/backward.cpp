@@ -290,7 +290,7 @@ Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tens
     if (given.defined()) {
       EDDY_CHECK(given.shape() == out.shape(), "grad: grad_outputs[", i, "] has shape ", given.shape(),
                  " but output ", i, " has shape ", out.shape());
-      seeds.cotangents.push_back(local_seed(out, cast(given, out.dtype()), i));
+      seeds.cotangents.push_back(local_seed(out, direction_for(out, given, cat("grad: grad_outputs[", i, "]")), i));
     } else {
       EDDY_CHECK(out.numel() == 1, "grad: output ", i, " has shape ", out.shape(),
                  "; pass grad_outputs for outputs with more than one element");
@@ -404,6 +404,14 @@ bool depends_on_leaves_other_than(const std::vector<Tensor>& outputs, const std:
     }
   }
   return false;
+}
+
+Tensor direction_for(const Tensor& value, const Tensor& direction, const std::string& what) {
+  if (direction.dtype() == value.dtype()) return direction;
+  EDDY_CHECK(is_complex(value.dtype()) || !is_complex(direction.dtype()), what, " is ", direction.dtype(), " but its ",
+             value.dtype(), " value is real: a real function has real derivatives, so the imaginary part would be "
+             "dropped; differentiate the real and imaginary parts (real(t), imag(t)) one at a time");
+  return cast(direction, value.dtype());
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

@@ -46,9 +46,8 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const MultiFunction& f,
   std::vector<Tensor> duals;
   for (size_t i = 0; i < primals.size(); ++i) {
     check_matching("jvp", primals[i], tangents[i], "tangent", i);
-    Tensor tangent = tangents[i].dtype() == primals[i].dtype() ? tangents[i]
-                                                                : cast(tangents[i], primals[i].dtype());
-    duals.push_back(with_tangent(primals[i], level.id(), tangent));
+    duals.push_back(
+        with_tangent(primals[i], level.id(), direction_for(primals[i], tangents[i], cat("jvp: tangent ", i))));
   }
   std::vector<Tensor> outputs = f(duals);
   std::vector<Tensor> output_tangents;
@@ -87,6 +86,7 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> vjp(const MultiFunction& f,
              cotangents.size(), " cotangents for ", outputs.size(), " outputs");
   for (size_t i = 0; i < cotangents.size(); ++i) {
     check_matching("vjp", outputs[i], cotangents[i], "cotangent", i);
+    direction_for(outputs[i], cotangents[i], cat("vjp: cotangent ", i));
   }
   for (size_t i = 0; cotangents.empty() && i < outputs.size(); ++i) {
     EDDY_CHECK(!outputs[i].defined() || outputs[i].numel() == 1, "vjp: output ", i, " has shape ",
@@ -121,10 +121,10 @@ Function grad(Function f) {
 }
 
 Tensor hvp(const Function& f, const Tensor& x, const Tensor& v) {
-  if (!is_distributed(x) && !is_distributed(v)) return jvp(grad(f), x, v).second;
+  const Tensor direction = direction_for(x, v, "hvp: the direction v");
+  if (!is_distributed(x) && !is_distributed(v)) return jvp(grad(f), x, direction).second;
   // Forward over reverse loses the tangent in a backward pass over distributed tensors (their
   // ranks' local parts carry none), so these take the gradient of <grad f, v> instead.
-  const Tensor direction = v.dtype() == x.dtype() ? v : cast(v, x.dtype());
   return grad([&](const Tensor& y) { return sum(grad(f)(y) * direction); })(x);
 }
 

@@ -46,6 +46,11 @@ RecordedGraphSize recorded_graph_size(const Tensor& output);
 // `leaves` must stay differentiable.
 bool depends_on_leaves_other_than(const std::vector<Tensor>& outputs, const std::vector<Tensor>& leaves);
 
+// The tangent or cotangent `direction` of `value` in value's dtype. A complex direction for a real
+// value is refused, naming `what` ("jvp: tangent 0"): cast, it lost its imaginary part without a
+// word (JAX and torch.autograd.grad refuse it too).
+Tensor direction_for(const Tensor& value, const Tensor& direction, const std::string& what);
+
 // Reverse mode from `output`: accumulates into .grad() of the leaves it depends on. PyTorch's
 // loss.backward() is backward(loss) here: Tensor is core's, and the backward pass is autodiff's.
 void backward(const Tensor& output, const Tensor& grad_output = Tensor(), bool create_graph = false);
