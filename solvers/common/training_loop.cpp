@@ -42,31 +42,6 @@ void require_same_on_every_rank(dist::Communicator& comm, int64_t value, const s
 }
 
 
-// The ranks must run one config. Where one differs, it names the keys that do (rank 0 sends its
-// settings for that): the hash alone said only how many ranks differed.
-void require_same_config_on_every_rank(dist::Communicator& comm, const std::string& config_hash,
-                                       const std::string& resolved_config) {
-  const bool differs = differs_from_rank_0(comm, static_cast<int64_t>(fnv1a(config_hash)));
-  const int64_t differing = dist::ranks_where(differs, comm);
-  if (differing == 0) return;
-  const Settings mine = fixed_settings(resolved_config, {});
-  const Settings root = decode_settings(text_of_rank_0(comm, encode_settings(mine)), "rank 0's config");
-  std::string keys;
-  for (const auto& [key, value] : mine) {
-    const auto there = root.find(key);
-    if (there == root.end() || there->second != value) {
-      keys += cat(keys.empty() ? "" : "; ", key, " is ", value, there == root.end() ? " here and not set on rank 0"
-                                                                                   : cat(" here and ", there->second, " on rank 0"));
-    }
-  }
-  for (const auto& [key, value] : root) {
-    if (!mine.count(key)) keys += cat(keys.empty() ? "" : "; ", key, " is ", value, " on rank 0 and not set here");
-  }
-  throw Error(cat("the ranks were started with different configs", differs && !keys.empty() ? ": " + keys : "",
-                  " (", differing, " of the ", comm.size(), " ranks differ from rank 0",
-                  differs ? ", this one among them" : "", "); start every rank with the same file and overrides"));
-}
-
 // The run folder's lock: an advisory lock (flock) on the folder itself, or -1 when another run
 // holds it. Two runs writing one folder left a config.yaml of one beside the checkpoint and
 // results of the other, both reporting success.
@@ -118,6 +93,31 @@ void check_resumable(const TrainingRun& run, const Settings& settings, const std
 
 
 }  // namespace
+
+// Where a rank differs, rank 0 sends its settings so that each names the keys that do: the hash
+// alone said only how many ranks differed.
+void require_same_config_on_every_rank(dist::Communicator& comm, const std::string& config_hash,
+                                       const std::string& resolved_config) {
+  const bool differs = differs_from_rank_0(comm, static_cast<int64_t>(fnv1a(config_hash)));
+  const int64_t differing = dist::ranks_where(differs, comm);
+  if (differing == 0) return;
+  const Settings mine = fixed_settings(resolved_config, {});
+  const Settings root = decode_settings(text_of_rank_0(comm, encode_settings(mine)), "rank 0's config");
+  std::string keys;
+  for (const auto& [key, value] : mine) {
+    const auto there = root.find(key);
+    if (there == root.end() || there->second != value) {
+      keys += cat(keys.empty() ? "" : "; ", key, " is ", value, there == root.end() ? " here and not set on rank 0"
+                                                                                   : cat(" here and ", there->second, " on rank 0"));
+    }
+  }
+  for (const auto& [key, value] : root) {
+    if (!mine.count(key)) keys += cat(keys.empty() ? "" : "; ", key, " is ", value, " on rank 0 and not set here");
+  }
+  throw Error(cat("the ranks were started with different configs", differs && !keys.empty() ? ": " + keys : "",
+                  " (", differing, " of the ", comm.size(), " ranks differ from rank 0",
+                  differs ? ", this one among them" : "", "); start every rank with the same file and overrides"));
+}
 
 void check_resume(const TrainingRun& run) {
   const std::string checkpoint = checkpoint_path(run.dir);
@@ -204,7 +204,6 @@ TrainingLoop::TrainingLoop(TrainingRun run, nn::Module& model, std::vector<Tenso
       hooks_(std::move(hooks)) {}
 
 int64_t TrainingLoop::start() {
-  require_same_config_on_every_rank(comm_, run_.config_hash, run_.resolved_config);
   if (const int signal = interrupt_signal(comm_)) throw InterruptedBeforeTraining(signal);
   int64_t step = 0;
   if (run_.resume) {

@@ -107,6 +107,13 @@ void refuse_export_while_a_run_holds(const std::string& dir);
 // removed.
 std::vector<std::string> remove_earlier_outputs(const std::string& dir, const std::string& names);
 
+// Refuses, on every rank and naming the keys, ranks started with different configs. A trainer calls
+// it before its first collective: one that only some configs make (ZeRO's parameter check, the
+// operator normalisers' sums, a mesh's communicators) met no partner on the other ranks, and the
+// job hung where the check came later.
+void require_same_config_on_every_rank(dist::Communicator& comm, const std::string& config_hash,
+                                       const std::string& resolved_config);
+
 // --resume: refuses, naming the key, a checkpoint in `run`'s folder written by a run whose
 // settings this one does not keep, from the checkpoint's metadata alone. TrainingLoop::start
 // checks the same; a trainer that writes into the run folder before it (the language model's
@@ -123,6 +130,7 @@ class TrainingLoop {
   TrainingLoop(const TrainingLoop&) = delete;
   TrainingLoop& operator=(const TrainingLoop&) = delete;
 
+  // Every rank runs the same config by now (the trainer called require_same_config_on_every_rank).
   // Loads the checkpoint when resuming (the model, then the rest through `restore`), once its run's
   // settings are seen to be this run's; then rank 0 takes the run folder, which the loop holds
   // until it is destroyed (another run given the same folder meanwhile is refused), and writes

@@ -129,6 +129,7 @@ Parallelism place_model(const LmProblem& p, nn::Module& model) {
 
 TrainResult train(const LmProblem& p, const TrainOptions& options) {
   dist::Communicator& world = dist::default_communicator();
+  solvers::require_same_config_on_every_rank(world, p.config_hash, p.resolved_config);
   const solvers::SolverScope scope(p.device, world);
   const bool root = world.rank() == 0;  // rank 0 reports and writes the results
   std::ostream* log = root ? options.log : nullptr;
