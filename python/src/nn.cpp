@@ -554,7 +554,12 @@ void bind_optimisers(py::module_& m) {
       .def("load_state_dict", [](optim::Lbfgs& self, const py::dict& state) { self.load_state_dict(state_of(state)); },
            py::arg("state"))
       .def("step", [](optim::Lbfgs& self, const py::function& closure) {
-             const optim::LbfgsReport r = self.step([&closure] { return as_tensor(closure()); });
+             const optim::LbfgsReport r = self.step([&closure] {
+               const py::object loss = closure();
+               // as_tensor's error for None named NumPy's object dtype, not the closure.
+               if (loss.is_none()) throw py::type_error("LBFGS.step: the closure returned None; it must return the loss");
+               return as_tensor(loss);
+             });
              py::dict report;
              report["iterations"] = r.iterations;
              report["evaluations"] = r.evaluations;

@@ -101,6 +101,15 @@ py::object augmented(const py::object& self, const py::object& other, const char
       throw Error(cat("x ", symbol, " y: x (shape ", target.shape(), ") requires grad and autodiff does not record "
                       "writes in place; update it under `with eddy.no_grad():` (as an optimiser step does)"));
     }
+    // A plain x made tracked by y: rebound, the tensors that share x's memory (the buffer x is a
+    // view of, its own views) kept the old values where x alone got the sum (`buf[0] += p` left
+    // buf as it was).
+    if (!target.requires_grad() && target.storage() && target.storage().use_count() > 1) {
+      throw Error(cat("x ", symbol, " y: y requires grad and x (shape ", target.shape(), ") does not, and x shares "
+                      "its memory with another tensor (a view of it, or the tensor it is a view of); autodiff "
+                      "records no writes in place, so that tensor would not get the result; write x = x ",
+                      symbol[0], " y and build tensors of such parts with eddy.stack"));
+    }
     return updated;
   }
   if (value.shape() != target.shape()) {
@@ -111,6 +120,15 @@ py::object augmented(const py::object& self, const py::object& other, const char
   if (kind_rank(value.dtype()) > kind_rank(target.dtype())) {
     throw Error(cat("x ", symbol, " y: the result is ", value.dtype(), " and x is ", target.dtype(),
                     ", which cannot hold it; cast x first (x = x.astype(...)) or make a new tensor"));
+  }
+  // An int64 result (a Python int that int32 cannot hold makes one) stored in int32 wrapped
+  // around: refused where it does not fit, as `t[...] = 2**40` is and as NumPy 2 refuses it.
+  if (target.dtype() == DType::i32 && value.dtype() == DType::i64 && value.numel() > 0) {
+    const int64_t largest = max(value).item<int64_t>(), smallest = min(value).item<int64_t>();
+    if (largest > INT32_MAX || smallest < INT32_MIN) {
+      throw_overflow_error(cat("x ", symbol, " y: the result ", largest > INT32_MAX ? largest : smallest,
+                               " does not fit in x's int32; cast x first (x = x.astype(\"int64\"))"));
+    }
   }
   NoGradGuard no_grad;
   target.copy_(value);

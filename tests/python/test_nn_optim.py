@@ -260,6 +260,9 @@ def test_lbfgs_solves_a_quadratic():
     assert report["loss"] < 1e-12 and report["converged"]
     assert report["stop"] in ("gradient_tolerance", "change_tolerance")
     np.testing.assert_allclose(np.asarray(p), target, atol=1e-6)
+    # A closure without `return` was reported as NumPy's object dtype having no eddy equivalent.
+    with pytest.raises(TypeError, match="the closure returned None; it must return the loss"):
+        lbfgs.step(lambda: None)
 
 
 def test_training_a_model_end_to_end():

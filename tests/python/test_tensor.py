@@ -786,6 +786,27 @@ def test_augmented_assignment_refusals_and_tracked_tensors():
     with pytest.raises(eddy.Error, match=r"shape \[2, 3\] and x \[3\]"):
         floats = eddy.zeros(3)
         floats += eddy.zeros((2, 3))
+    # A plain x made tracked by y is rebound: where x shares its memory (a view of a buffer), the
+    # buffer kept its zeros without a word. Refused; a plain x alone is rebound as before.
+    p = eddy.tensor([1.0, 2.0, 3.0]).requires_grad_()
+    buffer = eddy.zeros((2, 3))
+    row = buffer[0]
+    with pytest.raises(eddy.Error, match="shares its memory with another tensor"):
+        row += p
+    with pytest.raises(eddy.Error, match="shares its memory with another tensor"):
+        buffer += p
+    total = eddy.zeros(3)
+    total += p
+    eddy.sum(total).backward()
+    np.testing.assert_array_equal(np.asarray(p.grad), [1, 1, 1])
+    # An int64 result that int32 cannot hold wrapped around in place: refused, as t[...] = 2**40 is.
+    small = eddy.tensor([1, 2, 3], dtype="int32")
+    with pytest.raises(OverflowError, match="does not fit in x's int32"):
+        small += 2**40 + 5
+    with pytest.raises(OverflowError, match="does not fit in x's int32"):
+        small *= 2**31
+    small += eddy.tensor([1, 1, 1], dtype="int64")
+    np.testing.assert_array_equal(np.asarray(small), [2, 3, 4])
 
 
 def test_python_ints_are_exact_in_int64():
