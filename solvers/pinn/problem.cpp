@@ -842,6 +842,13 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.source = config.source();
   ConfigNode root = config.root();
   p.description = root.string("description", "");
+  // solution.h5 keeps it as an HDF5 attribute, which holds a little under 64 KiB: a longer one
+  // failed the results' write after training.
+  constexpr size_t kLongestDescription = 65000;
+  if (p.description.size() > kLongestDescription) {
+    root.at("description").fail(cat("is ", p.description.size(), " bytes; solution.h5 keeps it as an HDF5 attribute, "
+                                    "which holds at most ", kLongestDescription));
+  }
   p.dtype = root.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
   p.seed = static_cast<uint64_t>(root.integer("seed", 0));
   p.device = solvers::read_device(root);

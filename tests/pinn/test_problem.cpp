@@ -448,6 +448,13 @@ TEST(Problem, FitInitialConditionNeedsInitialValuesToFit) {
 
 // An NPY file with no rows is refused where the config names it, as a CSV file with none is (it was
 // read as observations that gave a loss of 0).
+TEST(Problem, ADescriptionTooLongForTheResultsIsRefused) {
+  // solution.h5 keeps it as an HDF5 attribute: the write failed after training.
+  expect_error([&] { read(kValid, {"description=" + std::string(70000, 'x')}); },
+               {"description: is 70000 bytes", "at most 65000"});
+  EXPECT_EQ(read(kValid, {"description=" + std::string(65000, 'x')}).description.size(), 65000u);
+}
+
 TEST(Problem, DataFileWithNoRowsIsRefused) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_problem_", ::getpid());
   std::filesystem::create_directories(dir);
