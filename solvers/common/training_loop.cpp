@@ -173,7 +173,19 @@ void TrainingLoop::remove_earlier_run() {
   const std::string earlier = earlier_settings ? result_files_of(kind_of_settings(*earlier_settings)) : "";
   if (!earlier.empty() && earlier != patterns) patterns += (patterns.empty() ? "" : "|") + earlier;
   std::vector<std::string> removed;
-  if (!patterns.empty()) removed = remove_earlier_outputs(run_.dir, patterns);
+  // Its checkpoint too: kept until the new run's first one, it sat beside what the new run had
+  // already written (a language model's tokenizer and token files) when that run stopped before,
+  // and generate, export and --resume read the two as one run.
+  std::error_code checkpoint_error;
+  if (std::filesystem::remove(checkpoint_, checkpoint_error)) {
+    removed.push_back(std::filesystem::path(checkpoint_).filename().string());
+  }
+  EDDY_CHECK(!checkpoint_error, "cannot remove ", checkpoint_, ", the checkpoint of the run this one writes over (",
+             checkpoint_error.message(), ")");
+  if (!patterns.empty()) {
+    const std::vector<std::string> results = remove_earlier_outputs(run_.dir, patterns);
+    removed.insert(removed.end(), results.begin(), results.end());
+  }
   for (const std::string& stale_export : {default_export_dir(run_.dir), default_hf_export_dir(run_.dir)}) {
     std::error_code error;
     if (std::filesystem::remove_all(stale_export, error) > 0) {
@@ -184,8 +196,8 @@ void TrainingLoop::remove_earlier_run() {
   }
   std::string names;
   for (const std::string& name : removed) names += (names.empty() ? "" : ", ") + name;
-  progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues it)",
-                     names.empty() ? std::string() : cat("; removed its results and exports: ", names)));
+  progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume would have continued "
+                     "it); removed its checkpoint, results and exports: ", names));
 }
 
 TrainingLoop::~TrainingLoop() {

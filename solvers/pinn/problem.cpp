@@ -153,13 +153,22 @@ void refuse_points_beyond_memory(const Problem& p, const ConfigNode& root) {
   }
 }
 
+// An expression's text. An unquoted [a, b] is a YAML list, not the expression's vector literal:
+// refused with the quoting that makes it one (the error said only that a string was expected).
+std::string expression_text(const ConfigNode& node) {
+  if (node.is_sequence()) {
+    node.fail("is a YAML list; a vector is an expression, written in quotes: \"[x*u, y*u]\"");
+  }
+  return node.as_string();
+}
+
 // Parses and checks an expression read from `node`.
 Expression expression_at(const ConfigNode& node, const Symbols& symbols, ExpressionKind kind) {
   // Numbers are valid expressions too (value: 0). Errors start with the node's file:line:col and
   // key path, then show the text with a caret.
   std::string where = node.where();
   where.resize(where.size() - 2);  // without the trailing ": " the expression error adds itself
-  const std::string text = node.as_string();
+  const std::string text = expression_text(node);
   try {
     Expression expression = parse_expression(text, where);
     check(expression, symbols, kind);
@@ -526,6 +535,10 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
     c.residual = field_minus_value(boundary, "dot(grad(" + field + "), n)");
   } else {
     const double alpha = node.number("alpha"), beta = node.number("beta");
+    if (alpha == 0 && beta == 0) {
+      node.at("beta").fail("alpha and beta are both 0, so the condition constrains nothing (its loss is value^2 "
+                           "whatever the network does); alpha 0 is a neumann condition, beta 0 a dirichlet one");
+    }
     // The coefficients' every digit: cat's six made 1234567.89 into 1.23457e+06.
     c.residual = field_minus_value(boundary, cat(io::shortest_text(alpha), "*", field, " + ", io::shortest_text(beta),
                                                  "*dot(grad(", field, "), n)"));
@@ -959,7 +972,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       // Named by file:line:col and key path, as an equation's errors are (it was the path alone).
       std::string where = helpers->at(name).where();
       where.resize(where.size() - 2);  // without the trailing ": " the expression error adds itself
-      p.helpers.emplace(name, parse_expression(helpers->at(name).as_string(), where));
+      p.helpers.emplace(name, parse_expression(expression_text(helpers->at(name)), where));
     }
     // Helpers are checked where they are used: one may be a predicate, a vector, or use n.
   }

@@ -146,6 +146,10 @@ std::vector<BadConfig> bad_configs() {
       // A parameter u_x hid the derivative u_x in every equation.
       {"parameter_named_as_a_derivative", "kappa: 0.1", "kappa: 0.1\n  u_x: 5",
        "parameters.u_x: 'u_x' cannot be a parameter name: it reads as a derivative of field 'u'"},
+      // docs/config.md writes vectors [a, b]: unquoted in YAML that is a list, and the error said
+      // only that a string was expected.
+      {"vector_helper_as_a_yaml_list", "forcing: source*sin(pi*x)", "forcing: source*sin(pi*x)\n  flux: [x*u, y*u]",
+       "helpers.flux: is a YAML list; a vector is an expression, written in quotes: \"[x*u, y*u]\""},
       {"helper_named_as_a_derivative", "forcing: source*sin(pi*x)", "forcing: source*sin(pi*x)\n  forcing_t: 1",
        "helpers.forcing_t: 'forcing_t' cannot be a helper name: it reads as a derivative of helper 'forcing'"},
       // Declared before the helper it reads as a derivative of, it got past the check (made as
@@ -206,6 +210,9 @@ std::vector<BadConfig> bad_configs() {
       {"predicate_not_boolean", "on: y == 1", "on: y + 1", "conditions.top.on"},
       {"normal_in_interior", "u_t - kappa*laplacian(u) - forcing", "u_t - n_x", "n_x"},
       {"robin_missing_alpha", "alpha: 1, ", "", "conditions.bottom: missing required key 'alpha'"},
+      // Both coefficients 0: accepted, a constant value^2 added to the loss.
+      {"robin_without_coefficients", "alpha: 1, beta: 0.5", "alpha: 0, beta: 0",
+       "conditions.bottom.beta: alpha and beta are both 0, so the condition constrains nothing"},
       {"time_derivative_without_time", "  time: {min: 0, max: 1}\n", "", "u_t"},
       {"model_width", "width: 16", "width: 0", "model.width must be positive, got 0"},
       // It was accepted and did nothing.

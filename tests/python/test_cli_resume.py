@@ -142,9 +142,12 @@ def test_a_new_run_over_a_folder_removes_the_old_runs_results_and_export(eddy_cl
     diverging = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0",
                               "training.adam.learning_rate=1e300"))
     assert diverging.returncode == 3, diverging.stderr
-    assert (f"{run} holds a run; this one starts anew and writes over it (--resume continues it); removed its "
-            "results and exports: points.vtp, solution.h5, solution.vti, export/") in diverging.stderr
+    assert (f"{run} holds a run; this one starts anew and writes over it (--resume would have continued it); "
+            "removed its checkpoint, results and exports: checkpoint.safetensors, points.vtp, solution.h5, "
+            "solution.vti, export/") in diverging.stderr
     assert not (run / "export").exists() and not (run / "solution.h5").exists()
+    # The old checkpoint went with them: the new run stopped before writing one of its own.
+    assert not (run / "checkpoint.safetensors").exists()
     assert not (run / "solution.vti").exists()
     assert (run / "predictions.h5").read_text() == (run / "history.h5").read_text() == "the user's"
 
@@ -158,7 +161,8 @@ def test_a_run_of_another_command_over_a_folder_removes_the_old_runs_results(edd
     trained = solve([str(eddy_cli), "train", str(ROOT / "examples/operator/antiderivative_deeponet.yaml"),
                      "training.epochs=1", f"output.dir={run}"])
     assert trained.returncode == 0, trained.stderr
-    assert "removed its results and exports: points.vtp, solution.h5, solution.vti" in trained.stderr
+    assert ("removed its checkpoint, results and exports: checkpoint.safetensors, points.vtp, solution.h5, "
+            "solution.vti") in trained.stderr
     assert not (run / "solution.h5").exists() and (run / "predictions.h5").is_file()
 
 

@@ -61,6 +61,7 @@ class ConfigNode {
 
   bool is_map() const { return node_.IsMap(); }
   bool is_scalar() const { return node_.IsScalar(); }
+  bool is_sequence() const { return node_.IsSequence(); }
 
   // Map access. Each call records `key` as valid here.
   bool has(const std::string& key) const;
