@@ -312,12 +312,24 @@ void save_hf_folder(const nn::CausalLanguageModel& model, const io::BpeTokenizer
   EDDY_CHECK(!fs::exists(folder) || fs::is_directory(folder), folder.string(),
              " is a file; a Hugging Face model is a folder");
   io::create_folders(folder.string(), "lm export");
-  write_json(folder / "config.json", config);
+  // Each file is written atomically, the set is not: an earlier export's files go first, and
+  // config.json, by which transformers knows the folder, comes last. An export stopped midway
+  // left this model's weights beside the earlier export's tokenizer, which transformers loaded
+  // together; now it leaves an incomplete folder, which transformers refuses.
+  for (const char* name :
+       {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    const fs::path file = folder / name;
+    io::remove_abandoned_temporaries_of(file.string());
+    std::error_code error;
+    fs::remove(file, error);
+    EDDY_CHECK(!error, "lm export: cannot replace ", file.string(), " (", error.message(), ")");
+  }
   // transformers refuses a safetensors file whose metadata does not name its format.
   io::save_safetensors((folder / "model.safetensors").string(), model.state_dict(), {{"format", "pt"}});
   tokenizer.save((folder / "tokenizer.json").string());
   write_json(folder / "tokenizer_config.json", tokenizer_config);
   write_json(folder / "generation_config.json", {{"bos_token_id", end_of_text_id}, {"eos_token_id", end_of_text_id}});
+  write_json(folder / "config.json", config);
 }
 
 std::shared_ptr<nn::CausalLanguageModel> load_hf_model(const std::string& dir) {

@@ -138,6 +138,27 @@ TEST_F(HfInterop, ExportedModelsLoadBackWithTheSameLogits) {
   }
 }
 
+TEST_F(HfInterop, AnExportOverAnEarlierOneReplacesItsFilesFirst) {
+  // Each file was atomic, the set was not: a stop midway left the new weights beside the earlier
+  // export's tokenizer, which transformers loaded together, and a killed writer's temporary stayed.
+  const io::BpeTokenizer words = tokenizer();
+  const fs::path folder = dir_ / "hf";
+  save_hf_folder(*gpt2(true), words, folder.string());
+  const std::string abandoned = (folder / "tokenizer.json").string() + ".tmp-999999999";
+  io::write_file_atomically(abandoned, "a killed export's");
+  const std::string user_file = (folder / "README.md").string();
+  io::write_file_atomically(user_file, "the user's");
+  save_hf_folder(*llama(false), words, folder.string());
+  EXPECT_FALSE(fs::exists(abandoned));
+  EXPECT_EQ(io::read_file(user_file), "the user's");
+  EXPECT_NE(dynamic_cast<nn::LlamaModel*>(load_hf_model(folder.string()).get()), nullptr);
+  // config.json, by which transformers knows the folder, is written last.
+  const auto written = [&](const char* name) { return fs::last_write_time(folder / name); };
+  for (const char* name : {"model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    EXPECT_LE(written(name), written("config.json")) << name;
+  }
+}
+
 TEST_F(HfInterop, AFloat64ExportLoadsBackInFloat64) {
   const io::BpeTokenizer words = tokenizer();
   for (auto model : {gpt2(true, DType::f64), llama(false, DType::f64)}) {
