@@ -312,7 +312,16 @@ std::optional<NonFiniteStop> TrainingLoop::save(int64_t step) {
     return NonFiniteStop{step, std::nan(""), stop_message(what, updated_)};
   }
   if (comm_.rank() == 0) {
-    io::save_checkpoint(checkpoint_, model_state, training_state, {step, run_.config_hash, "", encode_settings(settings_)});
+    try {
+      io::save_checkpoint(checkpoint_, model_state, training_state,
+                          {step, run_.config_hash, "", encode_settings(settings_)});
+    } catch (const Error& e) {
+      // A full disk, say: the message named only the temporary file, not what the run still has.
+      progress_.finish_line();
+      throw Error(cat("the checkpoint of step ", step, " was not written: ", e.what(), "; ",
+                      saved_ ? cat("the last good checkpoint is ", checkpoint_, ", which --resume continues from")
+                             : std::string("no checkpoint was written yet")));
+    }
   }
   saved_ = true;
   return std::nullopt;

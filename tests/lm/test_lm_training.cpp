@@ -213,6 +213,16 @@ TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   EXPECT_NE(result.message.find("the loss is"), std::string::npos) << result.message;
 }
 
+TEST_F(LmTraining, ACheckpointThatCannotBeWrittenSaysWhatTheRunKept) {
+  // A full disk, say (here a folder in the way of the checkpoint's temporary file): the error
+  // named only the temporary file.
+  const LmProblem problem =
+      problem_of(config("type: gpt2", "{type: constant}"), {"training.steps=2", "output.checkpoint_every=1"});
+  fs::create_directories(dir_ / "run" / ("checkpoint.safetensors.tmp-" + std::to_string(::getpid())));
+  expect_error([&] { train(problem, eager()); },
+               {"the checkpoint of step 1 was not written: cannot create", "no checkpoint was written yet"});
+}
+
 TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   expect_error([&] { problem_of(config() + "trainig: {}\n"); }, {"test.yaml", "unknown key 'trainig'"});
   expect_error([&] { problem_of(config(), {"model.type=bert"}); }, {"model.type", "gpt2, llama"});
