@@ -102,13 +102,14 @@ py::object augmented(const py::object& self, const py::object& other, const char
                       "writes in place; update it under `with eddy.no_grad():` (as an optimiser step does)"));
     }
     // A plain x made tracked by y: rebound, the tensors that share x's memory (the buffer x is a
-    // view of, its own views) kept the old values where x alone got the sum (`buf[0] += p` left
-    // buf as it was).
-    if (!target.requires_grad() && target.storage() && target.storage().use_count() > 1) {
+    // view of, its own views, the NumPy array it wraps) kept the old values where x alone got the
+    // sum (`buf[0] += p` left buf as it was).
+    if (!target.requires_grad() && target.storage() &&
+        (target.storage().use_count() > 1 || target.storage()->is_borrowed())) {
       throw Error(cat("x ", symbol, " y: y requires grad and x (shape ", target.shape(), ") does not, and x shares "
-                      "its memory with another tensor (a view of it, or the tensor it is a view of); autodiff "
-                      "records no writes in place, so that tensor would not get the result; write x = x ",
-                      symbol[0], " y and build tensors of such parts with eddy.stack"));
+                      "its memory with another tensor or array (a view of it, the tensor it is a view of, the "
+                      "NumPy array it wraps); autodiff records no writes in place, so that memory would keep its "
+                      "old values; write x = x ", symbol[0], " y and build tensors of such parts with eddy.stack"));
     }
     return updated;
   }

@@ -196,8 +196,8 @@ void TrainingLoop::remove_earlier_run() {
   }
   std::string names;
   for (const std::string& name : removed) names += (names.empty() ? "" : ", ") + name;
-  progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume would have continued "
-                     "it); removed its checkpoint, results and exports: ", names));
+  progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues a run); "
+                     "removed its checkpoint, results and exports: ", names));
 }
 
 TrainingLoop::~TrainingLoop() {

@@ -389,6 +389,10 @@ def test_angle_of_real_numbers_is_zero_or_pi_with_gradient_zero():
     # At NaN too (it was 1 there: the NaN passed through).
     np.testing.assert_array_equal(np.asarray(eddy.grad(lambda x: eddy.sum(eddy.angle(x)))(eddy.tensor(x))),
                                   [0, 0, 0, 0, 0])
+    # Recorded, as PyTorch's angle: backward() reaches x.
+    leaf = eddy.tensor(x).requires_grad_()
+    eddy.sum(eddy.angle(leaf)).backward()
+    np.testing.assert_array_equal(np.asarray(leaf.grad), [0, 0, 0, 0, 0])
 
 
 def test_reverse_derivatives_of_complex_values_are_refused():

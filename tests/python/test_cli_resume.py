@@ -142,7 +142,7 @@ def test_a_new_run_over_a_folder_removes_the_old_runs_results_and_export(eddy_cl
     diverging = solve(burgers(eddy_cli, run, "training.adam.steps=5", "training.lbfgs.iterations=0",
                               "training.adam.learning_rate=1e300"))
     assert diverging.returncode == 3, diverging.stderr
-    assert (f"{run} holds a run; this one starts anew and writes over it (--resume would have continued it); "
+    assert (f"{run} holds a run; this one starts anew and writes over it (--resume continues a run); "
             "removed its checkpoint, results and exports: checkpoint.safetensors, points.vtp, solution.h5, "
             "solution.vti, export/") in diverging.stderr
     assert not (run / "export").exists() and not (run / "solution.h5").exists()

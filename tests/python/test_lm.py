@@ -185,7 +185,7 @@ def test_training_into_a_run_folder_says_it_starts_anew(run, tmp_path):
     first = subprocess.run(command, capture_output=True, text=True, check=True)
     assert "holds a run" not in first.stdout + first.stderr
     again = subprocess.run(command, capture_output=True, text=True, check=True)
-    assert f"{tmp_path} holds a run; this one starts anew and writes over it (--resume would have continued it)" \
+    assert f"{tmp_path} holds a run; this one starts anew and writes over it (--resume continues a run)" \
         in again.stdout + again.stderr
     # --quiet hides the progress, not the warning that a run is about to be written over.
     quiet = subprocess.run(command + ["--quiet"], capture_output=True, text=True, check=True)

@@ -795,6 +795,10 @@ def test_augmented_assignment_refusals_and_tracked_tensors():
         row += p
     with pytest.raises(eddy.Error, match="shares its memory with another tensor"):
         buffer += p
+    wrapped = np.zeros(3)
+    with pytest.raises(eddy.Error, match="the NumPy array it wraps"):
+        view_of_numpy = eddy.from_numpy(wrapped)
+        view_of_numpy += p
     total = eddy.zeros(3)
     total += p
     eddy.sum(total).backward()

@@ -272,33 +272,38 @@ Communicators alike_seed(const Tensor& output, const Tensor& given) {
   return given_layout ? common(alike, given_layout->local.impl()->alike_across) : Communicators{};
 }
 
-Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs) {
-  EDDY_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: got ",
+// `caller` names the function the user called in errors: grad (grad_outputs[i]) or backward
+// (grad_output).
+Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                      std::string_view caller) {
+  const bool from_backward = caller == "backward";
+  auto given_name = [&](size_t i) { return from_backward ? std::string("grad_output") : cat("grad_outputs[", i, "]"); };
+  EDDY_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), caller, ": got ",
              grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
   Seeds seeds;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    EDDY_CHECK(out.defined(), "grad: output ", i, " is undefined");
+    EDDY_CHECK(out.defined(), caller, ": output ", i, " is undefined");
     // The pass runs on the ranks' local parts, which carry no tangents (dist/dtensor.cpp): the
     // gradients would come back without theirs, and a jvp over them would read zeros.
-    EDDY_CHECK(!is_distributed(out) || innermost_level(out) < 0, "grad: output ", i, " of shape ", out.shape(),
+    EDDY_CHECK(!is_distributed(out) || innermost_level(out) < 0, caller, ": output ", i, " of shape ", out.shape(),
                " is a distributed tensor moving with a forward-mode tangent (a jvp around this gradient, as in "
                "jvp(grad(f))), and a backward pass over distributed tensors does not carry tangents; take the "
                "second derivative in reverse mode (grad of a gradient; eddy::hvp and eddy::hessian do so for a "
                "distributed input)");
     const Tensor given = grad_outputs.empty() ? Tensor() : grad_outputs[i];
     if (given.defined()) {
-      EDDY_CHECK(given.shape() == out.shape(), "grad: grad_outputs[", i, "] has shape ", given.shape(),
+      EDDY_CHECK(given.shape() == out.shape(), caller, ": ", given_name(i), " has shape ", given.shape(),
                  " but output ", i, " has shape ", out.shape());
-      seeds.cotangents.push_back(local_seed(out, direction_for(out, given, cat("grad: grad_outputs[", i, "]")), i));
+      seeds.cotangents.push_back(local_seed(out, direction_for(out, given, cat(caller, ": ", given_name(i))), i));
     } else {
-      EDDY_CHECK(out.numel() == 1, "grad: output ", i, " has shape ", out.shape(),
-                 "; pass grad_outputs for outputs with more than one element");
+      EDDY_CHECK(out.numel() == 1, caller, ": output ", i, " has shape ", out.shape(),
+                 "; pass ", from_backward ? "grad_output" : "grad_outputs", " for outputs with more than one element");
       // A seed of 1 on a complex output gives conj(df/dz), which is no gradient of anything;
       // PyTorch and JAX refuse it too.
-      EDDY_CHECK(!is_complex(out.dtype()), "grad: output ", i, " is ", out.dtype(),
+      EDDY_CHECK(!is_complex(out.dtype()), caller, ": output ", i, " is ", out.dtype(),
                  "; an implicit seed of 1 needs a real output: differentiate a real function of it (abs, real, ",
-                 "imag) or pass grad_outputs");
+                 "imag) or pass ", from_backward ? "grad_output" : "grad_outputs");
       seeds.cotangents.push_back(local_seed(out, ones_like(out), i));
     }
     seeds.alike.push_back(alike_seed(out, given));
@@ -416,7 +421,7 @@ Tensor direction_for(const Tensor& value, const Tensor& direction, const std::st
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool create_graph) {
-  const Seeds seeds = seed_cotangents(outputs, grad_outputs);
+  const Seeds seeds = seed_cotangents(outputs, grad_outputs, "grad");
   std::unordered_set<const void*> targets;
   for (size_t i = 0; i < inputs.size(); ++i) {
     EDDY_CHECK(inputs[i].defined(), "grad: input ", i, " is undefined");
@@ -453,7 +458,7 @@ void backward(const Tensor& output, const Tensor& grad_output, bool create_graph
   EDDY_CHECK(output.requires_grad(), "backward: tensor does not require gradients (no input of it was "
              "marked requires_grad_)");
   std::vector<Tensor> outputs{output};
-  const Seeds seeds = seed_cotangents(outputs, {grad_output});
+  const Seeds seeds = seed_cotangents(outputs, {grad_output}, "backward");
   GradModeGuard mode(create_graph);
   BackwardPass pass(outputs, {}, true);
   auto cotangents = pass.run(outputs, seeds);

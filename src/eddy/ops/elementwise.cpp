@@ -1,6 +1,5 @@
 // Elementwise primitives: arithmetic, transcendental functions, comparisons, where and cast.
 
-#include <limits>
 #include <numbers>
 #include <variant>
 
@@ -469,11 +468,11 @@ Tensor imag(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(imag_p, {
 Tensor conj(const Tensor& z) { return is_complex(z.dtype()) ? dispatch(conj_p, {z}) : z; }
 Tensor angle(const Tensor& z) {
   if (!is_floating(z.dtype())) return dispatch(angle_p, {z});
-  // A real number's argument, as PyTorch takes it: pi below 0, else 0 (-0 included), NaN at NaN,
-  // with derivative 0 everywhere (passing a NaN z through gave it derivative 1).
+  // A real number's argument, as PyTorch takes it: pi below 0, else 0 (-0 included), NaN kept,
+  // with derivative 0 everywhere: the NaN as z * 0, which keeps the result recorded (PyTorch's
+  // requires grad) where passing z through gave it derivative 1.
   const Tensor zero = zeros_like(z);
-  return where(ne(z, z), full_like(z, std::numeric_limits<double>::quiet_NaN()),
-               where(lt(z, zero), full_like(z, std::numbers::pi), zero));
+  return where(ne(z, z), z * 0, where(lt(z, zero), full_like(z, std::numbers::pi), zero));
 }
 
 #define EDDY_PROMOTING_BINARY(fn, prim)              \
