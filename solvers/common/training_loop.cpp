@@ -41,7 +41,6 @@ void require_same_on_every_rank(dist::Communicator& comm, int64_t value, const s
              differs ? ", this one among them" : "", ")");
 }
 
-
 // The run folder's lock: an advisory lock (flock) on the folder itself, or -1 when another run
 // holds it. Two runs writing one folder left a config.yaml of one beside the checkpoint and
 // results of the other, both reporting success.
@@ -90,7 +89,6 @@ void check_resumable(const TrainingRun& run, const Settings& settings, const std
   EDDY_CHECK(info.config_hash == run.config_hash, "--resume: ", checkpoint, " was written by a different config (hash ",
              info.config_hash, ", this run ", run.config_hash, "); start a new run or use the same overrides");
 }
-
 
 }  // namespace
 
