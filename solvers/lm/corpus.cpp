@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "eddy/core/error.h"
+#include "eddy/core/fingerprint.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/ops/ops.h"
 
@@ -106,12 +107,16 @@ bool valid_utf8(std::string_view text, size_t& bad_offset) {
   return true;
 }
 
-// What the token files were made from: when this text is unchanged they are reused.
+// What the token files were made from: when this text is unchanged they are reused. A tokenizer
+// file counts by its contents: replaced at the same path, the run reused the earlier tokenizer and
+// its token files.
 std::string corpus_description(const LmProblem& p, const std::vector<fs::path>& files) {
   std::ostringstream text;
   text << "separator " << p.corpus.separator << "\nvalidation_fraction " << p.corpus.validation_fraction
        << "\nseed " << p.training.seed << "\ntokenizer " << p.tokenizer.file << " " << p.tokenizer.vocab_size << " "
-       << p.tokenizer.min_frequency << "\n";
+       << p.tokenizer.min_frequency;
+  if (!p.tokenizer.file.empty()) text << " " << std::hex << fnv1a(io::read_file(p.tokenizer.file)) << std::dec;
+  text << "\n";
   for (const fs::path& file : files) {
     text << file.string() << " " << fs::file_size(file) << " " << fs::last_write_time(file).time_since_epoch().count()
          << "\n";
@@ -141,7 +146,7 @@ std::string corpus_changes(const std::string& before, const std::string& now) {
       if (key == "separator") note("data.separator");
       else if (key == "validation_fraction") note("data.validation_fraction");
       else if (key == "seed") note("training.seed (which splits the documents)");
-      else if (key == "tokenizer") note("tokenizer.file, vocab_size or min_frequency");
+      else if (key == "tokenizer") note("tokenizer.file (or its contents), vocab_size or min_frequency");
       else note(cat("data.files (", key, ")"));
     }
   }
@@ -353,15 +358,17 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
     options.min_frequency = p.tokenizer.min_frequency;
     options.special_tokens = {kEndOfText};
     prepared.tokenizer = io::BpeTokenizer::train(documents.train, options);
-    // A corpus touched but not changed trains the same tokenizer again; a changed one may not.
-    EDDY_CHECK(!resuming || !fs::exists(tokenizer_path, error) ||
-                   io::read_file(tokenizer_path) == prepared.tokenizer->to_json(),
-               "--resume: ", changes.empty() ? std::string("the corpus") : changes, " changed since this run "
-               "trained its tokenizer, and the tokenizer trained now differs from ", tokenizer_path,
-               ", whose token ids the checkpoint was trained on; resume with them as they were, or start a new run");
   } else {
     prepared.tokenizer = io::BpeTokenizer::load(p.tokenizer.file);
   }
+  // A corpus touched but not changed trains the same tokenizer again; a changed one may not, and
+  // tokenizer.file may hold another one now.
+  EDDY_CHECK(!resuming || !fs::exists(tokenizer_path, error) ||
+                 io::read_file(tokenizer_path) == prepared.tokenizer->to_json(),
+             "--resume: ", changes.empty() ? std::string("the corpus") : changes, " changed since this run made its "
+             "tokenizer, and the tokenizer ", p.tokenizer.file.empty() ? "trained now" : "in " + p.tokenizer.file,
+             " differs from ", tokenizer_path, ", whose token ids the checkpoint was trained on; resume with them as "
+             "they were, or start a new run");
   const std::optional<int32_t> end_of_text = prepared.tokenizer->token_to_id(kEndOfText);
   EDDY_CHECK(end_of_text, "tokenizer.file: ", p.tokenizer.file, " has no ", kEndOfText,
              " token, which eddy puts between documents");

@@ -232,7 +232,7 @@ def test_a_resume_after_the_corpus_changed_keeps_the_runs_token_ids(run, tmp_pat
     with open(touched, "a") as out:
         out.write("Zebras and quokkas play the xylophone.\n%\n" * 300)
     config["training"]["steps"] = 4
-    with pytest.raises(eddy.Error, match=r"--resume: data.files \(\S*corpus.txt\) changed since this run trained "
+    with pytest.raises(eddy.Error, match=r"--resume: data.files \(\S*corpus.txt\) changed since this run made "
                                          r"its tokenizer"):
         eddy.lm.train(config, eager=True, resume=True)
     # Another seed splits the documents otherwise: refused by the settings' check, which names it,
@@ -242,6 +242,34 @@ def test_a_resume_after_the_corpus_changed_keeps_the_runs_token_ids(run, tmp_pat
     os.utime(touched, ns=(stamp, stamp))
     config["training"]["seed"] = 7
     with pytest.raises(eddy.Error, match=r"--resume: training.seed is 0 in the run that wrote \S+ but 7 now"):
+        eddy.lm.train(config, eager=True, resume=True)
+
+
+def test_a_tokenizer_file_counts_by_its_contents(tmp_path):
+    # Replaced at the same path, a tokenizer.file was not noticed: a new run reused the earlier
+    # tokenizer and its token files, and a --resume after a touched corpus took the new one under
+    # the checkpoint's ids.
+    write_corpus(tmp_path)
+    lines = (tmp_path / "corpus.txt").read_text().splitlines(keepends=True)
+    tokenizer_file = tmp_path / "tokenizer.json"
+    eddy.BpeTokenizer.train(lines, 280, special_tokens=["<|endoftext|>"]).save(tokenizer_file)
+    config = {
+        "data": {"files": str(tmp_path / "corpus.txt"), "separator": "%"},
+        "tokenizer": {"file": str(tokenizer_file)},
+        "model": {"type": "gpt2", "context": 16, "hidden_size": 16, "layers": 1, "heads": 2},
+        "training": {"steps": 2, "batch_size": 2, "evaluate_every": 2, "evaluation_batches": 1},
+        "output": {"dir": str(tmp_path / "run")},
+    }
+    assert eddy.lm.train(config, eager=True)["finished"]
+    eddy.BpeTokenizer.train(lines, 300, special_tokens=["<|endoftext|>"]).save(tokenizer_file)
+    assert eddy.lm.train(config, eager=True)["finished"]
+    assert (tmp_path / "run" / "tokenizer.json").read_text() == tokenizer_file.read_text()
+    # The run's tokenizer is the 300-token one now; another file under the same name is refused
+    # by a --resume, whose checkpoint means the run's ids.
+    eddy.BpeTokenizer.train(lines, 290, special_tokens=["<|endoftext|>"]).save(tokenizer_file)
+    config["training"]["steps"] = 3
+    with pytest.raises(eddy.Error, match=r"--resume: tokenizer.file \(or its contents\).* changed since this run "
+                                         r"made its tokenizer, and the tokenizer in \S+ differs from"):
         eddy.lm.train(config, eager=True, resume=True)
 
 
