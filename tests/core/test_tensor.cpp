@@ -501,6 +501,24 @@ TEST(TensorValues, ConversionsThatLoseTheValueAreRefused) {
   EXPECT_EQ(tensor<double>({-2147483648.0, 2147483647.9}).to_vector<int32_t>(),
             (std::vector<int32_t>{-2147483647 - 1, 2147483647}));
   EXPECT_EQ(tensor<double>({-7.9}).item<int64_t>(), -7);
+  // An int64 read as int32 wrapped around (5e9 came back 705032704).
+  expect_error([&] { tensor<int64_t>({1, 5000000000LL}).to_vector<int32_t>(); },
+               {"element 1 of the int64 tensor is 5000000000, which int32 cannot hold"});
+  expect_error([&] { tensor<int64_t>({-3000000000LL}).item<int32_t>(); }, {"-3000000000, which int32 cannot hold"});
+  EXPECT_EQ(tensor<int64_t>({-2147483648LL, 2147483647LL}).to_vector<int32_t>(),
+            (std::vector<int32_t>{-2147483647 - 1, 2147483647}));
+}
+
+// A value an integer tensor cannot hold is refused where one is made or filled: the C++ cast is
+// undefined, and full(1e20, int32), scalar(1e19, int64) and fill_(NaN) gave the lowest integer.
+TEST(TensorValues, IntegerTensorsRefuseValuesPastTheirRange) {
+  expect_error([&] { full({2}, 1e20, DType::i32); }, {"full: the value 1e+20 does not fit in int32"});
+  expect_error([&] { scalar(1e19, DType::i64); }, {"does not fit in int64"});
+  expect_error([&] { full({1}, NAN, DType::i32); }, {"the value nan does not fit in int32"});
+  expect_error([&] { zeros({2}, DType::i32).fill_(5e9); }, {"fill_: the value 5e+09 does not fit in int32"});
+  EXPECT_EQ(full({2}, -2147483648.0, DType::i32).to_vector<int32_t>(), (std::vector<int32_t>(2, -2147483647 - 1)));
+  EXPECT_EQ(full({1}, 2.9, DType::i64).item<int64_t>(), 2);
+  EXPECT_EQ(full({1}, 1e300, DType::f32).item<float>(), INFINITY);
 }
 
 // Autodiff members of an undefined (or moved-from) tensor throw, as the others do; they crashed.

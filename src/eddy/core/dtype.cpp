@@ -1,5 +1,6 @@
 #include "eddy/core/dtype.h"
 
+#include <cmath>
 #include <ostream>
 
 #include "eddy/core/error.h"
@@ -52,6 +53,14 @@ DType real_dtype(DType dtype) {
 DType complex_dtype(DType dtype) {
   if (dtype == DType::f64 || dtype == DType::c128 || dtype == DType::i64) return DType::c128;
   return DType::c64;
+}
+
+void require_value_fits(std::string_view op, std::complex<double> value, DType dtype) {
+  if (dtype != DType::i32 && dtype != DType::i64) return;
+  const double whole = std::trunc(value.real());
+  const double end = dtype == DType::i32 ? 0x1p31 : 0x1p63;  // -end is the lowest value
+  EDDY_CHECK(std::isfinite(whole) && whole >= -end && whole < end, op, ": the value ", value.real(), " does not fit in ",
+             dtype);
 }
 
 int kind_rank(DType d) {

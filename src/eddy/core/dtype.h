@@ -40,6 +40,11 @@ DType complex_dtype(DType dtype);
 // Throws for a 16-bit float reaching code that has no form for it (EDDY_DISPATCH_ALL).
 [[noreturn]] void no_half_form(DType dtype);
 
+// Refuses, naming `op`, a value that an integer `dtype` cannot hold: a NaN, an infinity, or a number
+// whose integer part is past the type's range (the C++ cast is undefined: full(1e20, int32) gave
+// -2^31). Other values are truncated toward zero, as NumPy's full does.
+void require_value_fits(std::string_view op, std::complex<double> value, DType dtype);
+
 // The kinds in promotion order: bool 0 < integers 1 < real floats 2 < complex 3.
 int kind_rank(DType d);
 // The smallest type both operands convert to without loss of kind: bool < ints < floats < complex,

@@ -276,6 +276,7 @@ Tensor& Tensor::fill_(std::complex<double> value) {
   check_writable(*this, "fill_");
   EDDY_CHECK(value.imag() == 0 || is_complex(dtype()), "fill_: the value ", value, " has an imaginary part, which a ",
              dtype(), " tensor cannot hold");
+  require_value_fits("fill_", value, dtype());
   backend_for(device()).fill(*this, value);
   if (storage()) storage()->note_write();
   return *this;
@@ -310,6 +311,17 @@ std::vector<T> Tensor::to_vector() const {
         const double real = values[i].real(), lowest = static_cast<double>(std::numeric_limits<T>::min());
         EDDY_CHECK(real >= lowest && real < -lowest, "to_vector/item: element ", i, " of the ", dtype(), " tensor is ",
                    real, ", which ", dtype_of<T>(), " cannot hold");
+      }
+    }
+  }
+  if constexpr (to_integer) {
+    // An int64 read as int32 wrapped around (5e9 came back 705032704).
+    if (dtype() == DType::i64 && sizeof(T) < sizeof(int64_t)) {
+      const std::vector<int64_t> values = to_vector<int64_t>();
+      for (size_t i = 0; i < values.size(); ++i) {
+        EDDY_CHECK(values[i] >= std::numeric_limits<T>::min() && values[i] <= std::numeric_limits<T>::max(),
+                   "to_vector/item: element ", i, " of the int64 tensor is ", values[i], ", which ", dtype_of<T>(),
+                   " cannot hold");
       }
     }
   }

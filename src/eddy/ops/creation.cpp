@@ -104,6 +104,7 @@ Tensor evenly_spaced(double start, double step, int64_t count, DType dtype, Devi
 }  // namespace
 
 Tensor full(const Shape& shape, std::complex<double> value, DType dtype, Device device) {
+  require_value_fits("full", value, dtype);
   Attrs attrs = output_attrs(shape, dtype, device);
   attrs.value = value;
   return dispatch(full_p, Inputs{}, attrs);
