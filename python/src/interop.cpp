@@ -362,9 +362,29 @@ Tensor as_tensor(const py::handle& value, const py::object& dtype) {
     // NumPy memory is the host's: under eddy.default_device of another device, the values go there.
     if (default_device() != cpu()) t = device_copy(t, default_device());
   }
-  if (auto wanted = optional_dtype(dtype); wanted && *wanted != t.dtype()) t = cast(t, *wanted);
+  if (auto wanted = optional_dtype(dtype); wanted && *wanted != t.dtype()) {
+    // Made from Python or NumPy values, an integer tensor refuses one it cannot hold, as
+    // eddy.full and NumPy 2 do; the cast wrapped (tensor([2**40], dtype=int32) held 0, NaN the
+    // lowest integer). A tensor given is cast as astype casts it.
+    const bool integers = is_integral(t.dtype());
+    if (!py::isinstance<Tensor>(value) && (*wanted == DType::i32 || (*wanted == DType::i64 && !integers)) &&
+        t.numel() > 0 && !is_complex(t.dtype())) {
+      const Tensor wide = cast(t, integers ? DType::i64 : DType::f64);
+      if (!integers && sum(cast(ne(wide, wide), DType::i64)).item<int64_t>() > 0) {
+        throw py::value_error(cat("tensor: a NaN does not fit in ", *wanted));
+      }
+      for (const Tensor& extreme : {min(wide), max(wide)}) {
+        const double number = integers ? static_cast<double>(extreme.item<int64_t>()) : extreme.item<double>();
+        try {
+          require_value_fits("tensor", number, *wanted);
+        } catch (const Error& e) {
+          throw_overflow_error(e.what());
+        }
+      }
+    }
+    t = cast(t, *wanted);
+  }
   return t;
 }
-
 
 }  // namespace eddy::python

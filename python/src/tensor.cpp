@@ -85,6 +85,9 @@ py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, Scal
 template <typename Op>
 py::object augmented(const py::object& self, const py::object& other, const char* symbol, Op op) {
   Tensor& target = self.cast<Tensor&>();
+  // Before the op, whose recorded node holds x too: other handles of x's own tensor (b[:] and
+  // b.reshape of b's shape are b's, and a recorded op that used x keeps it).
+  const bool other_handles = target.defined() && target.impl_ptr().use_count() > 1;
   py::object updated = op(target, other);
   const Tensor& value = updated.cast<const Tensor&>();
   // A distributed tensor's global shell is abstract too, outside any jit.
@@ -96,6 +99,12 @@ py::object augmented(const py::object& self, const py::object& other, const char
     throw Error(cat("x ", symbol, " y inside eddy.jit: a traced function cannot write in place (the compiled graph "
                     "would lose the write, and other views of x would not see it); write x = x ", symbol[0], " y"));
   }
+  // A result of a later kind (bool < integers < floats < complex) does not fit in place, nor under
+  // x's name, which an int32 x += p kept for a float64 result.
+  if (kind_rank(value.dtype()) > kind_rank(target.dtype())) {
+    throw Error(cat("x ", symbol, " y: the result is ", value.dtype(), " and x is ", target.dtype(),
+                    ", which cannot hold it; cast x first (x = x.astype(...)) or make a new tensor"));
+  }
   if (GradMode::enabled() && (target.requires_grad() || value.requires_grad())) {
     if (target.requires_grad() && target.is_leaf()) {
       throw Error(cat("x ", symbol, " y: x (shape ", target.shape(), ") requires grad and autodiff does not record "
@@ -105,22 +114,18 @@ py::object augmented(const py::object& self, const py::object& other, const char
     // view of, its own views, the NumPy array it wraps) kept the old values where x alone got the
     // sum (`buf[0] += p` left buf as it was).
     if (!target.requires_grad() && target.storage() &&
-        (target.storage().use_count() > 1 || target.storage()->is_borrowed())) {
+        (other_handles || target.storage().use_count() > 1 || target.storage()->is_borrowed())) {
       throw Error(cat("x ", symbol, " y: y requires grad and x (shape ", target.shape(), ") does not, and x shares "
-                      "its memory with another tensor or array (a view of it, the tensor it is a view of, the "
-                      "NumPy array it wraps); autodiff records no writes in place, so that memory would keep its "
-                      "old values; write x = x ", symbol[0], " y and build tensors of such parts with eddy.stack"));
+                      "its memory with another tensor or array (a view of it such as x[:] or a reshape, the tensor "
+                      "it is a view of, NumPy or DLPack memory it wraps, or an operation recorded on it); autodiff "
+                      "records no writes in place, so that memory would keep its old values; write x = x ",
+                      symbol[0], " y and build tensors of such parts with eddy.stack"));
     }
     return updated;
   }
   if (value.shape() != target.shape()) {
     throw Error(cat("x ", symbol, " y: the result has shape ", value.shape(), " and x ", target.shape(),
                     "; an update in place keeps x's shape"));
-  }
-  // A result of a later kind (bool < integers < floats < complex) does not fit in place.
-  if (kind_rank(value.dtype()) > kind_rank(target.dtype())) {
-    throw Error(cat("x ", symbol, " y: the result is ", value.dtype(), " and x is ", target.dtype(),
-                    ", which cannot hold it; cast x first (x = x.astype(...)) or make a new tensor"));
   }
   // An int64 result (a Python int that int32 cannot hold makes one) stored in int32 wrapped
   // around: refused where it does not fit, as `t[...] = 2**40` is and as NumPy 2 refuses it.

@@ -200,7 +200,7 @@ TEST(Autodiff, ComplexDirectionsForRealValuesAreRefused) {
                with("hvp: the direction v", message));
   const Tensor leaf = tensor<double>({1.0, 2.0}).requires_grad_();
   expect_error([&] { grad({leaf * leaf}, {leaf}, {along}); }, with("grad: grad_outputs[0]", message));
-  expect_error([&] { backward(leaf * leaf, along); }, with("backward: grad_output", message));
+  expect_error([&] { backward(leaf * leaf, along); }, with("backward: the gradient given", message));
   // A real direction for a complex value, or one of another real dtype, is cast as before.
   EXPECT_EQ(jvp(square_it, x, tensor<float>({1.0f, 1.0f})).second.to_vector<double>(), (std::vector<double>{2, 4}));
 }

@@ -576,3 +576,11 @@ def test_sigmoid_softplus_and_silu_keep_their_precision_for_negative_inputs(dtyp
     small = np.array([1e-10, -1e-12, 3e-8], dtype=dtype)
     np.testing.assert_allclose(eddy.log1p(eddy.tensor(small)).numpy(), np.log1p(small), rtol=rtol)
     np.testing.assert_allclose(eddy.expm1(eddy.tensor(small)).numpy(), np.expm1(small), rtol=rtol)
+
+
+def test_softmax_family_of_integers_is_refused_by_its_own_name():
+    # After full refused values an integer tensor cannot hold, the shift's infinity was reported
+    # as "full: the value inf does not fit in int64".
+    for op in (eddy.logsumexp, eddy.softmax, eddy.log_softmax):
+        with pytest.raises(eddy.Error, match=f"{op.__name__}: .*floating-point"):
+            op(eddy.tensor([1, 2, 3]))

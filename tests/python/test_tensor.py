@@ -796,9 +796,21 @@ def test_augmented_assignment_refusals_and_tracked_tensors():
     with pytest.raises(eddy.Error, match="shares its memory with another tensor"):
         buffer += p
     wrapped = np.zeros(3)
-    with pytest.raises(eddy.Error, match="the NumPy array it wraps"):
+    with pytest.raises(eddy.Error, match="NumPy or DLPack memory it wraps"):
         view_of_numpy = eddy.from_numpy(wrapped)
         view_of_numpy += p
+    # Views that are the buffer's own tensor (b[:], a reshape to its shape) escaped the check.
+    for make_view in (lambda b: b[:], lambda b: b.reshape([3])):
+        whole = eddy.zeros(3)
+        alias = make_view(whole)
+        with pytest.raises(eddy.Error, match="shares its memory"):
+            alias += p
+        with pytest.raises(eddy.Error, match="shares its memory"):
+            whole += p
+    # An int32 x += p kept x's name for a float64 result.
+    counts = eddy.tensor([1, 2, 3], dtype="int32")
+    with pytest.raises(eddy.Error, match="the result is float64 and x is int32"):
+        counts += p
     total = eddy.zeros(3)
     total += p
     eddy.sum(total).backward()
@@ -811,6 +823,26 @@ def test_augmented_assignment_refusals_and_tracked_tensors():
         small *= 2**31
     small += eddy.tensor([1, 1, 1], dtype="int64")
     np.testing.assert_array_equal(np.asarray(small), [2, 3, 4])
+
+
+def test_integer_tensors_from_values_refuse_what_they_cannot_hold():
+    # The cast wrapped: tensor([1, 2**40], dtype=int32) held [1, 0], NaN the lowest integer.
+    with pytest.raises(OverflowError, match="tensor: the value 1099511627776 does not fit in int32"):
+        eddy.tensor([1, 2**40], dtype="int32")
+    with pytest.raises(OverflowError, match=r"the value 3e\+09 does not fit in int32"):
+        eddy.tensor(3e9, dtype="int32")
+    with pytest.raises(ValueError, match="a NaN does not fit in int64"):
+        eddy.tensor(float("nan"), dtype="int64")
+    with pytest.raises(OverflowError, match="does not fit in int32"):
+        eddy.as_tensor(np.array([5000000000]), dtype="int32")
+    # Values in range as before: floats truncate toward zero, as NumPy's; int64's extremes stay.
+    np.testing.assert_array_equal(np.asarray(eddy.tensor([-2.9, 2147483647.5], dtype="int32")), [-2, 2147483647])
+    assert eddy.tensor(np.array([2**63 - 1]), dtype="int64").item() == 2**63 - 1
+    # A tensor given is cast as astype casts it.
+    assert eddy.tensor(eddy.tensor([2**40]), dtype="int32").dtype == eddy.int32
+    # eddy.full names the value with every digit (six made 2147483648 read as in range).
+    with pytest.raises(eddy.Error, match="the value 2147483648 does not fit in int32"):
+        eddy.full([1], 2147483648.0, dtype="int32")
 
 
 def test_python_ints_are_exact_in_int64():

@@ -272,38 +272,42 @@ Communicators alike_seed(const Tensor& output, const Tensor& given) {
   return given_layout ? common(alike, given_layout->local.impl()->alike_across) : Communicators{};
 }
 
-// `caller` names the function the user called in errors: grad (grad_outputs[i]) or backward
-// (grad_output).
+// `caller` names the function the user called in errors: grad (its outputs[i] and
+// grad_outputs[i]) or backward (the tensor and the gradient given, which C++ calls grad_output
+// and Python gradient).
 Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
                       std::string_view caller) {
   const bool from_backward = caller == "backward";
-  auto given_name = [&](size_t i) { return from_backward ? std::string("grad_output") : cat("grad_outputs[", i, "]"); };
+  auto given_name = [&](size_t i) {
+    return from_backward ? std::string("the gradient given") : cat("grad_outputs[", i, "]");
+  };
+  auto output_name = [&](size_t i) { return from_backward ? std::string("the tensor") : cat("output ", i); };
   EDDY_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), caller, ": got ",
              grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
   Seeds seeds;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    EDDY_CHECK(out.defined(), caller, ": output ", i, " is undefined");
+    EDDY_CHECK(out.defined(), caller, ": ", output_name(i), " is undefined");
     // The pass runs on the ranks' local parts, which carry no tangents (dist/dtensor.cpp): the
     // gradients would come back without theirs, and a jvp over them would read zeros.
-    EDDY_CHECK(!is_distributed(out) || innermost_level(out) < 0, caller, ": output ", i, " of shape ", out.shape(),
+    EDDY_CHECK(!is_distributed(out) || innermost_level(out) < 0, caller, ": ", output_name(i), " of shape ", out.shape(),
                " is a distributed tensor moving with a forward-mode tangent (a jvp around this gradient, as in "
                "jvp(grad(f))), and a backward pass over distributed tensors does not carry tangents; take the "
                "second derivative in reverse mode (grad of a gradient; eddy::hvp and eddy::hessian do so for a "
                "distributed input)");
     const Tensor given = grad_outputs.empty() ? Tensor() : grad_outputs[i];
     if (given.defined()) {
-      EDDY_CHECK(given.shape() == out.shape(), caller, ": ", given_name(i), " has shape ", given.shape(),
-                 " but output ", i, " has shape ", out.shape());
+      EDDY_CHECK(given.shape() == out.shape(), caller, ": ", given_name(i), " has shape ", given.shape(), " but ",
+                 output_name(i), " has shape ", out.shape());
       seeds.cotangents.push_back(local_seed(out, direction_for(out, given, cat(caller, ": ", given_name(i))), i));
     } else {
-      EDDY_CHECK(out.numel() == 1, caller, ": output ", i, " has shape ", out.shape(),
-                 "; pass ", from_backward ? "grad_output" : "grad_outputs", " for outputs with more than one element");
+      EDDY_CHECK(out.numel() == 1, caller, ": ", output_name(i), " has shape ", out.shape(), "; pass ",
+                 from_backward ? "a gradient" : "grad_outputs", " for outputs with more than one element");
       // A seed of 1 on a complex output gives conj(df/dz), which is no gradient of anything;
       // PyTorch and JAX refuse it too.
-      EDDY_CHECK(!is_complex(out.dtype()), caller, ": output ", i, " is ", out.dtype(),
+      EDDY_CHECK(!is_complex(out.dtype()), caller, ": ", output_name(i), " is ", out.dtype(),
                  "; an implicit seed of 1 needs a real output: differentiate a real function of it (abs, real, ",
-                 "imag) or pass ", from_backward ? "grad_output" : "grad_outputs");
+                 "imag) or pass ", from_backward ? "a gradient" : "grad_outputs");
       seeds.cotangents.push_back(local_seed(out, ones_like(out), i));
     }
     seeds.alike.push_back(alike_seed(out, given));

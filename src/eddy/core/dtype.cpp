@@ -1,5 +1,6 @@
 #include "eddy/core/dtype.h"
 
+#include <charconv>
 #include <cmath>
 #include <ostream>
 
@@ -59,8 +60,10 @@ void require_value_fits(std::string_view op, std::complex<double> value, DType d
   if (dtype != DType::i32 && dtype != DType::i64) return;
   const double whole = std::trunc(value.real());
   const double end = dtype == DType::i32 ? 0x1p31 : 0x1p63;  // -end is the lowest value
-  EDDY_CHECK(std::isfinite(whole) && whole >= -end && whole < end, op, ": the value ", value.real(), " does not fit in ",
-             dtype);
+  if (std::isfinite(whole) && whole >= -end && whole < end) return;
+  char digits[32];  // every digit: with six, 2147483648 read as 2.14748e+09, which looks in range
+  const auto written = std::to_chars(digits, digits + sizeof(digits), value.real());
+  throw Error(cat(op, ": the value ", std::string_view(digits, written.ptr), " does not fit in ", dtype));
 }
 
 int kind_rank(DType d) {

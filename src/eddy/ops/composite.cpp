@@ -80,7 +80,7 @@ Tensor stable_shift(const Tensor& x, int64_t axis) {
 }  // namespace
 
 Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
-  detail::require_real("logsumexp", x);
+  detail::require_floating("logsumexp", x);
   axis = normalize_axis(axis, x.dim(), "logsumexp");
   // The log of an empty sum, as JAX and PyTorch give it; the shift's max refused the empty axis
   // under its own name.
@@ -99,7 +99,7 @@ Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
 
 Tensor softmax(const Tensor& x, int64_t axis) {
   // Checked under its own name: log_softmax's messages would name log_softmax.
-  detail::require_real("softmax", x);
+  detail::require_floating("softmax", x);
   axis = normalize_axis(axis, x.dim(), "softmax");
   return in_float32(x, [&](const Tensor& v) { return exp(log_softmax(v, axis)); });
 }
@@ -107,7 +107,7 @@ Tensor softmax(const Tensor& x, int64_t axis) {
 // Not x - logsumexp(x): adding the shift back first rounds away the low bits of the large
 // logsumexp (about 1e-5 in float32 for logits near 1000), whereas x - shift is exact.
 Tensor log_softmax(const Tensor& x, int64_t axis) {
-  detail::require_real("log_softmax", x);
+  detail::require_floating("log_softmax", x);
   axis = normalize_axis(axis, x.dim(), "log_softmax");
   // Nothing to normalise over an empty axis: an empty result, as PyTorch gives (the shift's max
   // refused the axis under its own name).
