@@ -368,8 +368,9 @@ Tensor as_tensor(const py::handle& value, const py::object& dtype) {
     // lowest integer). A tensor given is cast as astype casts it.
     const bool integers = is_integral(t.dtype());
     if (!py::isinstance<Tensor>(value) && (*wanted == DType::i32 || (*wanted == DType::i64 && !integers)) &&
-        t.numel() > 0 && !is_complex(t.dtype())) {
-      const Tensor wide = cast(t, integers ? DType::i64 : DType::f64);
+        t.numel() > 0) {
+      // A complex value's real part is what the cast keeps.
+      const Tensor wide = cast(is_complex(t.dtype()) ? real(t) : t, integers ? DType::i64 : DType::f64);
       if (!integers && sum(cast(ne(wide, wide), DType::i64)).item<int64_t>() > 0) {
         throw py::value_error(cat("tensor: a NaN does not fit in ", *wanted));
       }

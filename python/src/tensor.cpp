@@ -85,9 +85,6 @@ py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, Scal
 template <typename Op>
 py::object augmented(const py::object& self, const py::object& other, const char* symbol, Op op) {
   Tensor& target = self.cast<Tensor&>();
-  // Before the op, whose recorded node holds x too: other handles of x's own tensor (b[:] and
-  // b.reshape of b's shape are b's, and a recorded op that used x keeps it).
-  const bool other_handles = target.defined() && target.impl_ptr().use_count() > 1;
   py::object updated = op(target, other);
   const Tensor& value = updated.cast<const Tensor&>();
   // A distributed tensor's global shell is abstract too, outside any jit.
@@ -112,14 +109,15 @@ py::object augmented(const py::object& self, const py::object& other, const char
     }
     // A plain x made tracked by y: rebound, the tensors that share x's memory (the buffer x is a
     // view of, its own views, the NumPy array it wraps) kept the old values where x alone got the
-    // sum (`buf[0] += p` left buf as it was).
+    // sum (`buf[0] += p` left buf as it was). Not counted: the handles of x's own tensor, which
+    // x[:] and a reshape to x's shape return and which every recorded op that used x holds (the
+    // Euler step x += dt * f(x, k) is rebound, as it should be).
     if (!target.requires_grad() && target.storage() &&
-        (other_handles || target.storage().use_count() > 1 || target.storage()->is_borrowed())) {
+        (target.storage().use_count() > 1 || target.storage()->is_borrowed())) {
       throw Error(cat("x ", symbol, " y: y requires grad and x (shape ", target.shape(), ") does not, and x shares "
-                      "its memory with another tensor or array (a view of it such as x[:] or a reshape, the tensor "
-                      "it is a view of, NumPy or DLPack memory it wraps, or an operation recorded on it); autodiff "
-                      "records no writes in place, so that memory would keep its old values; write x = x ",
-                      symbol[0], " y and build tensors of such parts with eddy.stack"));
+                      "its memory with another tensor or array (a view of it, the tensor it is a view of, NumPy or "
+                      "DLPack memory it wraps); autodiff records no writes in place, so that memory would keep its "
+                      "old values; write x = x ", symbol[0], " y and build tensors of such parts with eddy.stack"));
     }
     return updated;
   }
