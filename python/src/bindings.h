@@ -45,6 +45,8 @@ DType parse_dtype(const py::handle& dtype);
 inline bool fits_int32(const py::int_& integer) {
   return integer >= py::int_(INT32_MIN) && integer <= py::int_(INT32_MAX);
 }
+// The first of the smallest and the largest of int64 `values` that int32 cannot hold, if either.
+std::optional<int64_t> int32_misfit(const Tensor& values);
 
 // ---- interop.cpp ----
 std::string numpy_name(DType dtype);

@@ -321,6 +321,14 @@ std::optional<DType> optional_dtype(const py::object& dtype) {
   return parse_dtype(dtype);
 }
 
+std::optional<int64_t> int32_misfit(const Tensor& values) {
+  if (values.numel() == 0) return std::nullopt;
+  for (const int64_t extreme : {min(values).item<int64_t>(), max(values).item<int64_t>()}) {
+    if (extreme < INT32_MIN || extreme > INT32_MAX) return extreme;
+  }
+  return std::nullopt;
+}
+
 [[noreturn]] void throw_overflow_error(const std::string& message) {
   PyErr_SetString(PyExc_OverflowError, message.c_str());
   throw py::error_already_set();
@@ -369,17 +377,22 @@ Tensor as_tensor(const py::handle& value, const py::object& dtype) {
     const bool integers = is_integral(t.dtype());
     if (!py::isinstance<Tensor>(value) && (*wanted == DType::i32 || (*wanted == DType::i64 && !integers)) &&
         t.numel() > 0) {
-      // A complex value's real part is what the cast keeps.
-      const Tensor wide = cast(is_complex(t.dtype()) ? real(t) : t, integers ? DType::i64 : DType::f64);
-      if (!integers && sum(cast(ne(wide, wide), DType::i64)).item<int64_t>() > 0) {
-        throw py::value_error(cat("tensor: a NaN does not fit in ", *wanted));
-      }
-      for (const Tensor& extreme : {min(wide), max(wide)}) {
-        const double number = integers ? static_cast<double>(extreme.item<int64_t>()) : extreme.item<double>();
-        try {
-          require_value_fits("tensor", number, *wanted);
-        } catch (const Error& e) {
-          throw_overflow_error(e.what());
+      if (integers) {
+        if (const std::optional<int64_t> misfit = int32_misfit(cast(t, DType::i64))) {
+          throw_overflow_error(cat("tensor: the value ", *misfit, " does not fit in int32"));
+        }
+      } else {
+        // A complex value's real part is what the cast keeps.
+        const Tensor wide = cast(is_complex(t.dtype()) ? real(t) : t, DType::f64);
+        if (sum(cast(ne(wide, wide), DType::i64)).item<int64_t>() > 0) {
+          throw py::value_error(cat("tensor: a NaN does not fit in ", *wanted));
+        }
+        for (const Tensor& extreme : {min(wide), max(wide)}) {
+          try {
+            require_value_fits("tensor", extreme.item<double>(), *wanted);
+          } catch (const Error& e) {
+            throw_overflow_error(e.what());
+          }
         }
       }
     }

@@ -127,10 +127,9 @@ py::object augmented(const py::object& self, const py::object& other, const char
   }
   // An int64 result (a Python int that int32 cannot hold makes one) stored in int32 wrapped
   // around: refused where it does not fit, as `t[...] = 2**40` is and as NumPy 2 refuses it.
-  if (target.dtype() == DType::i32 && value.dtype() == DType::i64 && value.numel() > 0) {
-    const int64_t largest = max(value).item<int64_t>(), smallest = min(value).item<int64_t>();
-    if (largest > INT32_MAX || smallest < INT32_MIN) {
-      throw_overflow_error(cat("x ", symbol, " y: the result ", largest > INT32_MAX ? largest : smallest,
+  if (target.dtype() == DType::i32 && value.dtype() == DType::i64) {
+    if (const std::optional<int64_t> misfit = int32_misfit(value)) {
+      throw_overflow_error(cat("x ", symbol, " y: the result ", *misfit,
                                " does not fit in x's int32; cast x first (x = x.astype(\"int64\"))"));
     }
   }
@@ -153,20 +152,17 @@ Tensor assigned_value(const Tensor& target, const py::object& value) {
   }
   Tensor assigned = as_tensor(value);
   // NumPy integers and lists of Python ints arrive as int64.
-  if (target.dtype() == DType::i32 && assigned.dtype() == DType::i64 && assigned.numel() > 0 &&
-      !py::isinstance<Tensor>(value)) {
-    const int64_t largest = max(assigned).item<int64_t>(), smallest = min(assigned).item<int64_t>();
-    if (largest > INT32_MAX || smallest < INT32_MIN) {
-      throw_overflow_error(cat("the integer ", largest > INT32_MAX ? largest : smallest, " does not fit in int32"));
+  if (target.dtype() == DType::i32 && assigned.dtype() == DType::i64 && !py::isinstance<Tensor>(value)) {
+    if (const std::optional<int64_t> misfit = int32_misfit(assigned)) {
+      throw_overflow_error(cat("the integer ", *misfit, " does not fit in int32"));
     }
   }
   if (integer_target && is_floating(assigned.dtype()) && assigned.dim() == 0 && !py::isinstance<Tensor>(value)) {
     const double number = assigned.item<double>();
-    const double end = target.dtype() == DType::i32 ? 0x1p31 : 0x1p63;  // -end is the lowest value
     if (!std::isfinite(number)) {
       throw py::value_error(cat("cannot assign ", py::str(value).cast<std::string>(), " to an integer tensor"));
     }
-    if (std::trunc(number) < -end || std::trunc(number) >= end) {
+    if (!value_fits(number, target.dtype())) {
       throw_overflow_error(
           cat("the number ", py::str(value).cast<std::string>(), " does not fit in ", target.dtype()));
     }

@@ -54,9 +54,10 @@ FileKind file_kind(const io::Config& config) {
   // A copy to look at: asking the config read for real would mark these keys as valid there.
   io::Config look = config;
   const io::ConfigNode root = look.root();
-  return kind_from([&](std::string_view section, std::string_view key) {
-    if (!root.has(std::string(section))) return false;
-    return key.empty() || (root.at(std::string(section)).is_map() && root.at(std::string(section)).has(std::string(key)));
+  return kind_from([&](std::string_view section_name, std::string_view key) {
+    if (!root.has(std::string(section_name))) return false;
+    const io::ConfigNode section = root.at(std::string(section_name));
+    return key.empty() || (section.is_map() && section.has(std::string(key)));
   });
 }
 

@@ -5,8 +5,8 @@
 
 #include "eddy/core/autograd.h"
 #include "eddy/core/error.h"
-#include "eddy/io/atomic_file.h"
 #include "eddy/core/fingerprint.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/io/safetensors.h"
 #include "eddy/io/tensor_fingerprint.h"
 #include "eddy/ops/ops.h"

@@ -84,15 +84,17 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> vjp(const MultiFunction& f,
   // No cotangents: ones, for functions with one-element outputs (as in grad).
   EDDY_CHECK(cotangents.empty() || cotangents.size() == outputs.size(), "vjp: ",
              cotangents.size(), " cotangents for ", outputs.size(), " outputs");
+  // In the outputs' dtypes here, under vjp's names, so that grad takes them as they are.
+  std::vector<Tensor> seeds;
   for (size_t i = 0; i < cotangents.size(); ++i) {
     check_matching("vjp", outputs[i], cotangents[i], "cotangent", i);
-    direction_for(outputs[i], cotangents[i], cat("vjp: cotangent ", i));
+    seeds.push_back(direction_for(outputs[i], cotangents[i], cat("vjp: cotangent ", i)));
   }
   for (size_t i = 0; cotangents.empty() && i < outputs.size(); ++i) {
     EDDY_CHECK(!outputs[i].defined() || outputs[i].numel() == 1, "vjp: output ", i, " has shape ",
                outputs[i].shape(), "; pass cotangents for outputs with more than one element");
   }
-  std::vector<Tensor> grads = grad(outputs, targets, cotangents, create_graph);
+  std::vector<Tensor> grads = grad(outputs, targets, seeds, create_graph);
   if (!create_graph) {
     for (Tensor& out : outputs) out = out.detach();
   }

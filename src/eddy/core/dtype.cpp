@@ -56,11 +56,15 @@ DType complex_dtype(DType dtype) {
   return DType::c64;
 }
 
-void require_value_fits(std::string_view op, std::complex<double> value, DType dtype) {
-  if (dtype != DType::i32 && dtype != DType::i64) return;
-  const double whole = std::trunc(value.real());
+bool value_fits(double value, DType dtype) {
+  if (dtype != DType::i32 && dtype != DType::i64) return true;
+  const double whole = std::trunc(value);
   const double end = dtype == DType::i32 ? 0x1p31 : 0x1p63;  // -end is the lowest value
-  if (std::isfinite(whole) && whole >= -end && whole < end) return;
+  return std::isfinite(whole) && whole >= -end && whole < end;
+}
+
+void require_value_fits(std::string_view op, std::complex<double> value, DType dtype) {
+  if (value_fits(value.real(), dtype)) return;
   char digits[32];  // every digit: with six, 2147483648 read as 2.14748e+09, which looks in range
   const auto written = std::to_chars(digits, digits + sizeof(digits), value.real());
   throw Error(cat(op, ": the value ", std::string_view(digits, written.ptr), " does not fit in ", dtype));

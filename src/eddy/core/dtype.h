@@ -40,9 +40,11 @@ DType complex_dtype(DType dtype);
 // Throws for a 16-bit float reaching code that has no form for it (EDDY_DISPATCH_ALL).
 [[noreturn]] void no_half_form(DType dtype);
 
-// Refuses, naming `op`, a value that an integer `dtype` cannot hold: a NaN, an infinity, or a number
-// whose integer part is past the type's range (the C++ cast is undefined: full(1e20, int32) gave
-// -2^31). Other values are truncated toward zero, as NumPy's full does.
+// Whether `dtype` holds `value`: any value for a floating or complex type; for an integer type a
+// finite number whose integer part is in the type's range (the C++ cast of another is undefined:
+// full(1e20, int32) gave -2^31). Values in range are truncated toward zero, as NumPy's full does.
+bool value_fits(double value, DType dtype);
+// Refuses, naming `op`, a value that value_fits says `dtype` cannot hold.
 void require_value_fits(std::string_view op, std::complex<double> value, DType dtype);
 
 // The kinds in promotion order: bool 0 < integers 1 < real floats 2 < complex 3.
