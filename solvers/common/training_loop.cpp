@@ -22,6 +22,9 @@
 #include "solvers/common/thread_tuner.h"
 
 namespace eddy::solvers {
+
+std::string loss_text(double loss) { return std::isnan(loss) ? std::string("NaN") : cat(loss); }
+
 namespace {
 
 // Whether this rank's `value` is not rank 0's (collective).

@@ -75,6 +75,9 @@ struct TrainingHooks {
   std::function<void(const nn::StateDict&)> restore;
 };
 
+// A loss for a stop message: "NaN" where printing gave "nan" or "-nan" by the value's sign bit.
+std::string loss_text(double loss);
+
 struct NonFiniteStop {
   int64_t step = 0;  // the step whose update saw the loss
   // The non-finite loss; for a stop on the training state (save), the loss there, which is finite,

@@ -318,7 +318,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
         evaluate);
   };
   steps.describe_stop = [&](int64_t step, int64_t, double loss) {
-    return cat("training stopped at step ", step + 1, ": the loss is ", loss);
+    return cat("training stopped at step ", step + 1, ": the loss is ", solvers::loss_text(loss));
   };
   steps.training_state = [&] {
     nn::StateDict state;

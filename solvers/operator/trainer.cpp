@@ -413,7 +413,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
     progress.report("epoch", done, p.training.epochs, [&] { return details; }, false);
   };
   epochs.describe_stop = [&](int64_t epoch, int64_t b, double loss) {
-    return cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ", loss);
+    return cat("training stopped in epoch ", epoch + 1, ", batch ", b + 1, ": the loss is ", solvers::loss_text(loss));
   };
   const std::string checkpoint = solvers::checkpoint_path(p.output.dir);
   epochs.training_state = [&] { return training_state(optimizer, history); };

@@ -74,10 +74,11 @@ std::string progress_details(const PinnState& state, double loss, const std::vec
 // "Adam stopped at step 12: the loss is NaN (pde NaN, left 0.1)".
 std::string describe_stop(const Problem& p, const std::string& phase, int64_t step, double loss,
                           const std::vector<double>& terms) {
-  auto show = [](double v) { return std::isnan(v) ? std::string("NaN") : cat(v); };
   std::string detail;
-  for (size_t c = 0; c < terms.size(); ++c) detail += cat(c ? ", " : "", p.conditions[c].name, " ", show(terms[c]));
-  return cat(phase, " stopped at step ", step, ": the loss is ", show(loss), " (", detail, ")");
+  for (size_t c = 0; c < terms.size(); ++c) {
+    detail += cat(c ? ", " : "", p.conditions[c].name, " ", solvers::loss_text(terms[c]));
+  }
+  return cat(phase, " stopped at step ", step, ": the loss is ", solvers::loss_text(loss), " (", detail, ")");
 }
 
 // The training settings a --resume may change (docs/config.md, "Resuming a run"); a change to any

@@ -134,6 +134,14 @@ TEST_F(TrainingLoopTest, ANonFiniteLossStopsAndNamesTheLastGoodCheckpoint) {
   EXPECT_EQ(trainer.model.w.item<double>(), 5.0);  // the NaN update was not applied
 }
 
+// Printing a NaN gave "-nan" where its sign bit was set, as the NaN of 0 * inf has on x86.
+TEST(LossText, NamesNaNWhateverItsSignAndPrintsOtherValues) {
+  EXPECT_EQ(loss_text(std::nan("")), "NaN");
+  EXPECT_EQ(loss_text(-std::nan("")), "NaN");
+  EXPECT_EQ(loss_text(-HUGE_VAL), "-inf");
+  EXPECT_EQ(loss_text(0.25), "0.25");
+}
+
 TEST_F(TrainingLoopTest, ALossNotFiniteBeforeAnyUpdateDoesNotBlameTheLearningRate) {
   FakeTrainer trainer;
   trainer.nan_step = 0;

@@ -211,6 +211,7 @@ TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   ASSERT_FALSE(result.finished);
   EXPECT_NE(result.message.find("training stopped at step"), std::string::npos) << result.message;
   EXPECT_NE(result.message.find("the loss is"), std::string::npos) << result.message;
+  EXPECT_EQ(result.message.find("nan"), std::string::npos) << "printed as NaN: " << result.message;
 }
 
 TEST_F(LmTraining, ACheckpointThatCannotBeWrittenSaysWhatTheRunKept) {
