@@ -452,7 +452,15 @@ TEST(ScatterSums, LeaveScattersOntoOtherBasesOrUsedElsewhere) {
   const Graph broadcast = capture([&](const Tensors& in) {
     return Tensors{in[0] + scatter_add(zeros({4, 5}, DType::f64), 1, index, in[1])};
   }, {{5}, {4, 2}});
-  for (const Graph* graph : {&onto_ones, &used_twice, &broadcast}) {
+  // The scatter broadcasts over the other term's rows: it cannot scatter onto that term.
+  const Graph scatter_broadcast = capture([&](const Tensors& in) {
+    return Tensors{scatter_add(zeros({5}, DType::f64), 0, tensor(std::vector<int64_t>{0, 1, 1}, {3}), in[1]) + in[0]};
+  }, {{3, 5}, {3}});
+  // A sum with a created operand (x + ones_like(x) past the folding limit): read past the end
+  // of the creation's inputs, and crashed.
+  const Graph created = capture([&](const Tensors& in) { return Tensors{in[0] + ones({4, 5}, DType::f64)}; },
+                                {{4, 5}});
+  for (const Graph* graph : {&onto_ones, &used_twice, &broadcast, &scatter_broadcast, &created}) {
     Graph unchanged = *graph;
     EXPECT_FALSE(scatter_into_sums(unchanged));
     EXPECT_EQ(unchanged.to_string(), graph->to_string());

@@ -607,3 +607,20 @@ def test_a_jitted_function_stored_on_the_object_it_closes_over_is_freed():
     del trainer
     gc.collect()
     assert alive() is None
+
+
+def test_created_and_scattered_terms_past_the_folding_limit_equal_eager():
+    # Creations of more than 65,536 elements stay graph nodes instead of folded constants: the
+    # pass that scatters into sums crashed on x + ones_like(x) and scattered a broadcast
+    # scatter_add(zeros) + y along y's rows.
+    size = 70_000
+    x = eddy.tensor(np.arange(size, dtype=np.float64))
+    np.testing.assert_array_equal(eddy.jit(lambda x: x + eddy.ones_like(x))(x).numpy(), x.numpy() + 1)
+    index = eddy.tensor(np.array([0, 1, 1]))
+    values = eddy.tensor(np.array([1.0, 2.0, 3.0]))
+    rows = eddy.tensor(np.zeros((3, size)))
+
+    def scattered(values, rows):
+        return eddy.scatter_add(eddy.zeros([size], dtype=eddy.float64), 0, index, values) + rows
+
+    np.testing.assert_array_equal(eddy.jit(scattered)(values, rows).numpy(), scattered(values, rows).numpy())

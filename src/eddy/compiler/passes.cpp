@@ -293,10 +293,17 @@ bool absorb_into_adds(Graph& graph, Absorb absorb) {
 bool scatter_into_sums(Graph& graph) {
   static const Primitive& full = registered_primitive("full");
   return absorb_into_adds(graph, [&](GraphNode& sum, size_t side, const GraphNode& scatter, const auto& producer_of) {
+    if (!scatter.primitive->adds_onto_first_input) return false;  // a full(), say, has no input to read
     const ValueId other = sum.inputs[1 - side];
     const GraphNode* base = producer_of(scatter.inputs[0]);
-    if (!scatter.primitive->adds_onto_first_input || !base || base->primitive != &full ||
-        std::complex<double>(base->attrs.value) != 0.0 || graph.value(other).shape != graph.value(sum.output).shape) {
+    // Both terms of the sum's own shape and dtype: a scatter broadcast over the other term's rows
+    // would be scattered along the wrong axis once it became that term's.
+    const ValueInfo& result = graph.value(sum.output);
+    const auto sum_sized = [&](ValueId value) {
+      return graph.value(value).shape == result.shape && graph.value(value).dtype == result.dtype;
+    };
+    if (!base || base->primitive != &full || std::complex<double>(base->attrs.value) != 0.0 || !sum_sized(other) ||
+        !sum_sized(scatter.output)) {
       return false;
     }
     sum.inputs = scatter.inputs;
