@@ -188,19 +188,30 @@ nn::Gpt2Options read_gpt2_options(const ConfigFile& config) {
 // transformers 5 writes rope_parameters {rope_type, rope_theta}; earlier versions rope_theta and
 // rope_scaling. Only the plain rotation (rope_type "default") is computed by eddy.
 double read_rope_theta(const ConfigFile& config, double fallback) {
+  double theta = config.number("rope_theta", fallback);
+  std::string theta_key = "rope_theta";
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const json* rope = config.find(key);
     if (!rope) continue;
     EDDY_CHECK(rope->is_object(), config.path(), ": ", key, " must be an object, got ", rope->dump());
-    const std::string type = rope->value("rope_type", rope->value("type", "default"));
+    std::string type = "default";
+    for (const char* name : {"type", "rope_type"}) {  // transformers' older name, then its current one
+      const auto found = rope->find(name);
+      if (found == rope->end()) continue;
+      EDDY_CHECK(found->is_string(), config.path(), ": ", key, ".", name, " must be a string, got ", found->dump());
+      type = found->get<std::string>();
+    }
     EDDY_CHECK(type == "default", config.path(), ": ", key, ".rope_type is \"", type, "\"; eddy supports only ",
                "\"default\" (RoPE without scaling)");
-    if (auto theta = rope->find("rope_theta"); theta != rope->end()) {
-      EDDY_CHECK(theta->is_number(), config.path(), ": ", key, ".rope_theta must be a number, got ", theta->dump());
-      return theta->get<double>();
+    if (auto found = rope->find("rope_theta"); found != rope->end() && theta_key == "rope_theta") {
+      EDDY_CHECK(found->is_number(), config.path(), ": ", key, ".rope_theta must be a number, got ", found->dump());
+      theta = found->get<double>();
+      theta_key = cat(key, ".rope_theta");
     }
   }
-  return config.number("rope_theta", fallback);
+  // Refused here, naming the file: the rotary embedding refused it only at the first forward.
+  EDDY_CHECK(std::isfinite(theta) && theta > 0, config.path(), ": ", theta_key, " must be positive, got ", theta);
+  return theta;
 }
 
 nn::LlamaOptions read_llama_options(const ConfigFile& config) {

@@ -68,22 +68,35 @@ void refuse_the_runs_own_files(const std::string& run_dir, const std::string& ou
   namespace fs = std::filesystem;
   std::error_code ignored;
   const fs::path run = fs::weakly_canonical(run_dir, ignored), target = fs::weakly_canonical(output, ignored);
+  // Another run's folder too: a model quantised onto another run's checkpoint left that run
+  // unloadable, and an export into it replaced its tokenizer.json.
+  const auto describe = [&](const fs::path& dir) {
+    return dir == run ? std::string("the run's own ") : cat("the run ", dir.string(), "'s own ");
+  };
+  const auto trained_there = [&](const fs::path& dir) { return fs::exists(dir / "config.yaml", ignored); };
   if (folder) {
     if (target == run) {
       throw Error(cat(argument, " ", output, " is the run folder itself; give the export a folder of its own"));
     }
+    if (trained_there(target)) {
+      throw Error(cat(argument, " ", output, " is the folder of a run (it holds a config.yaml); give the export a "
+                      "folder of its own"));
+    }
     return;
   }
-  const fs::path within = target.lexically_relative(run);
-  const std::string first = within.empty() ? "" : within.begin()->string();
-  const bool read_by_the_run =
-      first == "data" || (within == within.filename() && (first == "config.yaml" || first == "config.json" ||
-                                                           first == "tokenizer.json" || first == "history.h5" ||
-                                                           first == "checkpoint.safetensors" ||
-                                                           first == "model.safetensors"));
-  if (read_by_the_run) {
-    throw Error(cat(argument, " ", output, " is the run's own ", within.string(),
-                    ", which generate, export and --resume read; give another file"));
+  for (const fs::path& dir : {run, target.parent_path(), target.parent_path().parent_path()}) {
+    if (dir != run && !trained_there(dir) && !fs::exists(dir / "config.json", ignored)) continue;
+    const fs::path within = target.lexically_relative(dir);
+    const std::string first = within.empty() ? "" : within.begin()->string();
+    const bool read_by_the_run =
+        first == "data" || (within == within.filename() && (first == "config.yaml" || first == "config.json" ||
+                                                             first == "tokenizer.json" || first == "history.h5" ||
+                                                             first == "checkpoint.safetensors" ||
+                                                             first == "model.safetensors"));
+    if (read_by_the_run) {
+      throw Error(cat(argument, " ", output, " is ", describe(dir), within.string(),
+                      ", which generate, export and --resume read; give another file"));
+    }
   }
 }
 

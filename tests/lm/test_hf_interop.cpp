@@ -316,6 +316,16 @@ TEST_F(HfInterop, FoldersEddyCannotRunAreRefusedNamingFileAndKey) {
           {"llama/config.json: rope_scaling.rope_type is \"linear\""});
   refused(llama, [](json& c) { c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}}; },
           {"config.json: rope_parameters.rope_type is \"yarn\""});
+  // A rope type of another JSON type got the JSON library's "type must be string, but is null".
+  refused(llama, [](json& c) { c["rope_parameters"] = {{"rope_type", nullptr}, {"rope_theta", 1e4}}; },
+          {"config.json: rope_parameters.rope_type must be a string, got null"});
+  refused(llama, [](json& c) { c["rope_scaling"] = {{"type", 2.0}, {"factor", 2.0}}; },
+          {"config.json: rope_scaling.type must be a string, got 2.0"});
+  // A base the rotary embedding cannot use was refused only at the first forward.
+  refused(llama, [](json& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 0}}; },
+          {"config.json: rope_parameters.rope_theta must be positive, got 0"});
+  refused(llama, [](json& c) { c.erase("rope_parameters"); c["rope_theta"] = -5; },
+          {"config.json: rope_theta must be positive, got -5"});
   refused(llama, [](json& c) { c["hidden_act"] = "gelu"; }, {"config.json: hidden_act is \"gelu\"", "silu"});
   refused(llama, [](json& c) { c["head_dim"] = 8; }, {"config.json: head_dim is 8"});
   refused(llama, [](json& c) { c["tie_word_embeddings"] = true; },

@@ -161,6 +161,16 @@ def test_quantize_and_export_refuse_to_write_over_the_run(run, tmp_path):
     with pytest.raises(eddy.Error, match="export: output .* is the run folder itself"):
         eddy.lm.export(str(folder), str(folder))
     assert (folder / "checkpoint.safetensors").read_bytes() == before
+    # Nor over another run's: a model quantised onto it left that run unloadable, an export into
+    # its folder replaced its tokenizer.json.
+    other = tmp_path / "other"
+    shutil.copytree(run["output_dir"], other)
+    with pytest.raises(eddy.Error, match=f"quantize: path .* is the run {other}'s own checkpoint.safetensors"):
+        eddy.lm.load(str(folder)).quantize(8, str(other / "checkpoint.safetensors"))
+    refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "export", str(folder), "--format", "hf",
+                              "--output", str(other)], capture_output=True, text=True)
+    assert refused.returncode != 0 and "is the folder of a run (it holds a config.yaml)" in refused.stderr
+    assert (other / "checkpoint.safetensors").read_bytes() == before
 
 
 def test_one_override_string_is_one_override(run, tmp_path):

@@ -85,7 +85,8 @@ Tensor quantized_matmul(const Tensor& x, const QuantizedMatrix& m, const Tensor&
   EDDY_CHECK(active_trace_recorder() == nullptr && !x.is_abstract(),
              "quantized_matmul: a quantised layer cannot be captured (it is for eager inference)");
   EDDY_CHECK(!(GradMode::enabled() && x.requires_grad()),
-             "quantized_matmul: a quantised layer has no derivative; run inference under NoGradGuard");
+             "quantized_matmul: a quantised layer has no derivative; run inference under NoGradGuard (in Python, "
+             "`with eddy.no_grad():`)");
   const Tensor input = contiguous(x);
   const int64_t n = input.numel() / m.columns;
   Shape shape = x.shape();
