@@ -605,6 +605,9 @@ TEST(TransformerModels, BadInputsNameThem) {
   LlamaOptions llama = tiny_llama(3);
   expect_error([&] { LlamaModel model(llama); }, {"kv_heads 3", "heads 4"});
   llama = tiny_llama(2);
+  llama.rope_theta = 0;
+  expect_error([&] { LlamaModel model(llama); }, {"LlamaModel: rope_theta must be positive, got 0"});
+  llama = tiny_llama(2);
   llama.context_length = 2;
   LlamaModel short_context(llama);
   expect_error([&] { short_context(zeros({2, 3}, DType::i32)); }, {"LlamaModel", "3 tokens", "context length 2"});

@@ -396,6 +396,9 @@ LlamaModel::LlamaModel(const LlamaOptions& options) : options_(options) {
              o.vocab_size, ", ", o.intermediate_size, ", ", o.context_length, " and ", o.layers);
   check_rate("LlamaModel", "attention_dropout", o.attention_dropout);
   EDDY_CHECK(o.init_std >= 0, "LlamaModel: init_std must be non-negative, got ", o.init_std);
+  // Refused when built: the rotary embedding refused it only at the first forward.
+  EDDY_CHECK(std::isfinite(o.rope_theta) && o.rope_theta > 0, "LlamaModel: rope_theta must be positive, got ",
+             o.rope_theta);
   Generator generator(o.seed);
   embed_tokens = register_module("model.embed_tokens",
                                  std::make_shared<Embedding>(o.vocab_size, o.hidden_size, generator, o.dtype));
