@@ -55,7 +55,8 @@ bool concatenate_padded_sums(Graph& graph);
 // has the sum's shape, into scatter_add(x, axis, index, src), for every primitive that declares
 // adds_onto_first_input (Primitive): the cotangent of a gather (a cross-entropy's picked logits,
 // an embedding lookup) summed with another term, without the zero-filled array and the copy of
-// it. Exact but for the sign of zero, as above.
+// it. Exact but for the sign of zero where no index repeats; where one does, the sum is
+// reordered, so equal to rounding.
 bool scatter_into_sums(Graph& graph);
 
 // Rewrites each add of a product, where the product has no other use and nothing elementwise

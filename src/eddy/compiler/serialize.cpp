@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "eddy/core/checked_size.h"
@@ -46,15 +48,31 @@ std::string tensor_key(const CapturedTensor& entry) {
   return cat(entry.constant ? "constant." : "parameter.", entry.id);
 }
 
+// A double as JSON: a number, or "inf", "-inf" or "nan", which JSON has no number for (a full of
+// -inf, an attention mask, was written as null and refused when loaded).
+json number_json(double value) {
+  if (std::isfinite(value)) return value;
+  return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+}
+
+double number_from(const json& node, const std::string& where) {
+  if (node.is_number()) return node.get<double>();
+  const std::string text = node.is_string() ? node.get<std::string>() : "";
+  if (text == "inf") return std::numeric_limits<double>::infinity();
+  if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+  throw Error(cat(where, ": expected a number, \"inf\", \"-inf\" or \"nan\", got ", node.dump()));
+}
+
 // Every field but the payload (which save_graph refuses): a field added to Attrs must be added
 // here and in attrs_from, or the primitives that read it would load with its default.
 json attrs_json(const Attrs& attrs) {
   return {{"shape", attrs.shape}, {"axes", attrs.axes},         {"lo", attrs.lo},
           {"hi", attrs.hi},       {"step", attrs.step},         {"axis", attrs.axis},
-          {"keepdims", attrs.keepdims}, {"inverse", attrs.inverse}, {"scale", attrs.scale},
+          {"keepdims", attrs.keepdims}, {"inverse", attrs.inverse}, {"scale", number_json(attrs.scale)},
           {"dtype", std::string(dtype_name(attrs.dtype))},
           {"device", {static_cast<int>(attrs.device.type), attrs.device.index}},
-          {"value", {attrs.value.number.real(), attrs.value.number.imag()}}};
+          {"value", {number_json(attrs.value.number.real()), number_json(attrs.value.number.imag())}}};
 }
 
 DType dtype_named(const std::string& name, const std::string& where) {
@@ -74,7 +92,7 @@ Attrs attrs_from(const json& node, const std::string& where) {
   attrs.axis = json_integer(node.at("axis"), where + ".axis");
   attrs.keepdims = node.at("keepdims").get<bool>();
   attrs.inverse = node.at("inverse").get<bool>();
-  attrs.scale = node.at("scale").get<double>();
+  attrs.scale = number_from(node.at("scale"), where + ".scale");
   attrs.dtype = dtype_named(node.at("dtype").get<std::string>(), where + ".dtype");
   // Absent from files written before creation ops were graph nodes, which need neither.
   if (node.contains("device")) {
@@ -84,9 +102,9 @@ Attrs attrs_from(const json& node, const std::string& where) {
     attrs.device = Device{static_cast<DeviceType>(device[0]), device[1]};
   }
   if (node.contains("value")) {
-    const auto value = node.at("value").get<std::vector<double>>();
-    EDDY_CHECK(value.size() == 2, where, ".value: expected [real, imaginary], got ", value.size(), " numbers");
-    attrs.value = std::complex<double>(value[0], value[1]);
+    const json& value = node.at("value");
+    EDDY_CHECK(value.is_array() && value.size() == 2, where, ".value: expected [real, imaginary], got ", value.dump());
+    attrs.value = std::complex<double>(number_from(value[0], where + ".value"), number_from(value[1], where + ".value"));
   }
   return attrs;
 }
