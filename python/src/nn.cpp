@@ -52,11 +52,16 @@ nn::StateDict state_of(const py::dict& values) {
   return state;
 }
 
-std::vector<Tensor> parameters_of(const py::iterable& parameters) {
+std::vector<Tensor> parameters_of(const py::iterable& parameters, const char* who = "optimizer") {
+  // A tensor iterates over its rows, which became the parameters: views without gradients, so
+  // training under no_grad silently did nothing (torch refuses a tensor too).
+  if (py::isinstance<Tensor>(parameters)) {
+    throw py::type_error(cat(who, ": params must be an iterable of tensors, got one tensor; pass [tensor]"));
+  }
   std::vector<Tensor> tensors;
   for (const py::handle& p : parameters) {
     // PyTorch's parameter groups ({'params': [...], 'weight_decay': ...}) got pybind's cast error.
-    EDDY_CHECK(!py::isinstance<py::dict>(p), "optimizer: params must be tensors; parameter groups (dicts) are not "
+    EDDY_CHECK(!py::isinstance<py::dict>(p), who, ": params must be tensors; parameter groups (dicts) are not "
                "supported: make one optimizer per group, each with its own settings");
     tensors.push_back(p.cast<Tensor>());
   }
@@ -357,7 +362,14 @@ void bind_modules(py::module_& m) {
       .def_property_readonly("p", &nn::Dropout::p);
   m.def("Parameter", [](const py::object& data) { return as_tensor(data).detach().requires_grad_(); }, py::arg("data"),
         "A trainable leaf sharing data's memory: as an attribute of an eddy.nn.Module subclass, a parameter.");
-  m.def("clip_grad_norm", &optim::clip_grad_norm, py::arg("parameters"), py::arg("max_norm"),
+  // One tensor is one parameter, as torch's clip_grad_norm_ takes it: iterated, its rows (views
+  // without gradients) gave a norm of 0 and clipped nothing.
+  m.def("clip_grad_norm",
+        [](const py::iterable& parameters, double max_norm) {
+          if (py::isinstance<Tensor>(parameters)) return optim::clip_grad_norm({parameters.cast<Tensor>()}, max_norm);
+          return optim::clip_grad_norm(parameters_of(parameters, "clip_grad_norm"), max_norm);
+        },
+        py::arg("parameters"), py::arg("max_norm"),
         "Scales the gradients so that their joint 2-norm is at most max_norm, as torch.nn.utils.clip_grad_norm_; "
         "returns the norm before clipping (gradients left as they are when it is not finite).");
 
@@ -532,7 +544,12 @@ void bind_optimisers(py::module_& m) {
       .def("step", &optim::GradScaler::step, py::arg("optimizer"),
            "Unscales the gradients and steps `optimizer` when they are finite; returns whether it stepped.")
       .def_property_readonly("current_scale", &optim::GradScaler::current_scale)
-      .def_property_readonly("skipped_steps", &optim::GradScaler::skipped_steps);
+      .def_property_readonly("skipped_steps", &optim::GradScaler::skipped_steps)
+      .def("state_dict", [](const optim::GradScaler& self) { return as_dict(self.state_dict()); },
+           "The scale and step counts a resumed run needs: scale, good_steps_in_a_row, skipped_steps.")
+      .def("load_state_dict",
+           [](optim::GradScaler& self, const py::dict& state) { self.load_state_dict(state_of(state)); },
+           py::arg("state"));
   py::class_<optim::Lbfgs>(m, "LBFGS", "L-BFGS with a strong-Wolfe line search; step(closure) runs up to "
                                        "max_iterations iterations and returns a report.")
       .def(py::init([](const py::iterable& params, double lr, int64_t max_iterations, int64_t max_evaluations,

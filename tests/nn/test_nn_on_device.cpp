@@ -70,6 +70,17 @@ TEST_F(OnStandIn, AnFnoWithGridCoordinatesAndClippedGradients) {
   expect_same(on_gpu.parameters().front().grad(), on_cpu.parameters().front().grad());
 }
 
+// A frozen parameter stays frozen when its module moves: it came back trainable.
+TEST_F(OnStandIn, AMovedModuleKeepsWhichParametersAreFrozen) {
+  Linear layer(3, 2, generator, DType::f64);
+  layer.bias.requires_grad_(false);
+  layer.to(kGpu);
+  EXPECT_EQ(layer.weight.device(), kGpu);
+  EXPECT_EQ(layer.bias.device(), kGpu);
+  EXPECT_TRUE(layer.weight.requires_grad());
+  EXPECT_FALSE(layer.bias.requires_grad());
+}
+
 TEST_F(OnStandIn, JacobiansAndLeastSquares) {
   const Function f = [](const Tensor& x) { return tanh(x) * sum(x); };
   const Tensor x = draw({3});

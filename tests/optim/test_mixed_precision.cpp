@@ -156,5 +156,35 @@ TEST(GradScaler, AnOverflowSkipsTheStepAndBacksOff) {
   expect_error([] { GradScaler bad({.backoff_factor = 1.5}); }, {"backoff_factor", "(0, 1)", "1.5"});
 }
 
+// A resumed run scales as an uninterrupted one: with the scale alone (the good steps in a row
+// lost) the growth came a step late (32768 where 65536 was due).
+TEST(GradScaler, AResumedScalerScalesAsAnUninterruptedOne) {
+  auto iterate = [](GradScaler& scaler, Sgd& sgd, const Tensor& p) {
+    sgd.zero_grad();
+    backward(scaler.scale(sum(square(p))));
+    scaler.step(sgd);
+    return scaler.current_scale();
+  };
+  const GradScalerOptions options{.initial_scale = 16.0, .growth_interval = 3};
+  Tensor p = tensor<float>({1.0f, 2.0f}).requires_grad_();
+  Sgd sgd({p}, {.learning_rate = 0.01});
+  GradScaler uninterrupted(options);
+  for (int i = 0; i < 4; ++i) iterate(uninterrupted, sgd, p);
+  GradScaler resumed(options);
+  resumed.load_state_dict(uninterrupted.state_dict());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(iterate(resumed, sgd, p), iterate(uninterrupted, sgd, p)) << "iteration " << i;
+  EXPECT_EQ(resumed.current_scale(), 64.0);
+
+  nn::StateDict bad = uninterrupted.state_dict();
+  bad["scale"] = scalar(-1.0, DType::f64);
+  expect_error([&] { resumed.load_state_dict(bad); }, {"\"scale\" must be finite and positive", "-1"});
+  bad = uninterrupted.state_dict();
+  bad["growth_factor"] = scalar(2.0, DType::f64);
+  expect_error([&] { resumed.load_state_dict(bad); }, {"unexpected key \"growth_factor\""});
+  bad.erase("growth_factor");
+  bad.erase("skipped_steps");
+  expect_error([&] { resumed.load_state_dict(bad); }, {"missing key \"skipped_steps\""});
+}
+
 }  // namespace
 }  // namespace eddy::optim

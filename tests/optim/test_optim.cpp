@@ -424,6 +424,17 @@ TEST(ClipGradNorm, LeavesSmallAndNonFiniteGradientsAlone) {
   expect_error([&] { clip_grad_norm({a}, 0.0); }, "max_norm");
 }
 
+// torch's factor min(1, max_norm / (N + 1e-6)) also scales a norm just under max_norm: a norm
+// of exactly max_norm was left as it was, 2e-7 off torch's trajectory.
+TEST(ClipGradNorm, ScalesANormAtMaxNormAsTorchDoes) {
+  Tensor a = parameter({0.0, 0.0});
+  backward(sum(a * tensor<double>({3.0, 4.0})));
+  EXPECT_EQ(clip_grad_norm({a}, 5.0), 5.0);
+  const auto g = a.grad().to_vector<double>();
+  EXPECT_EQ(g[0], 3.0 * (5.0 / (5.0 + 1e-6)));
+  EXPECT_EQ(g[1], 4.0 * (5.0 / (5.0 + 1e-6)));
+}
+
 // ---- L-BFGS ----
 
 // The chained Rosenbrock function, sum_i 100 (x_{i+1} - x_i^2)^2 + (1 - x_i)^2; minimum 0 at

@@ -469,6 +469,35 @@ def test_grad_scaler_scale_inside_jit_is_refused():
         eddy.jit(lambda w: scaler.scale(eddy.sum(w)))(w)
 
 
+def test_grad_scaler_state_resumes_its_scaling():
+    # Without it a resumed run lost the count of good steps in a row and grew its scale late.
+    w = eddy.tensor(np.array([1.0, 2.0], np.float32)).requires_grad_()
+    sgd, scaler = eddy.optim.SGD([w], lr=0.01), eddy.optim.GradScaler(init_scale=16.0, growth_interval=3)
+
+    def iterate(scaler):
+        sgd.zero_grad()
+        scaler.scale(eddy.sum(w * w)).backward()
+        scaler.step(sgd)
+        return scaler.current_scale
+
+    for _ in range(4):
+        iterate(scaler)
+    resumed = eddy.optim.GradScaler(init_scale=16.0, growth_interval=3)
+    resumed.load_state_dict(scaler.state_dict())
+    assert [iterate(resumed) for _ in range(3)] == [iterate(scaler) for _ in range(3)] == [32.0, 64.0, 64.0]
+
+
+def test_one_tensor_is_one_parameter_to_clip_and_refused_as_an_optimizers_params():
+    # Iterated, a tensor gave its rows: clip_grad_norm returned 0 and clipped nothing, and an
+    # optimizer made under no_grad trained nothing.
+    w = eddy.tensor(np.array([[3.0, 4.0], [0.0, 0.0]])).requires_grad_()
+    eddy.sum(w * eddy.tensor(np.array([[3.0, 4.0], [6.0, 8.0]]))).backward()
+    assert eddy.nn.clip_grad_norm(w, 1.0) == pytest.approx(np.sqrt(125.0))
+    np.testing.assert_allclose(w.grad.numpy(), np.array([[3.0, 4.0], [6.0, 8.0]]) / (np.sqrt(125.0) + 1e-6))
+    with eddy.no_grad(), pytest.raises(TypeError, match="optimizer: params must be an iterable of tensors, got one"):
+        eddy.optim.Adam(w, lr=0.1)
+
+
 def test_bfloat16_tolist_gives_python_floats():
     # NumPy has no bfloat16, and tolist() refused, naming Tensor.numpy().
     x = eddy.cast(eddy.tensor([1.5, 2.25, -3.0]), "bfloat16")

@@ -106,7 +106,10 @@ void Module::register_tied_name(std::string name, std::string tied_to) {
 
 void Module::to(Device device) {
   for (auto& [name, member] : parameters_) {
-    if (member->device() != device) *member = eddy::to(*member, device).detach().requires_grad_();
+    // A frozen parameter stays frozen: moved, it was made trainable again.
+    if (member->device() != device) {
+      *member = eddy::to(*member, device).detach().requires_grad_(member->requires_grad());
+    }
   }
   for (auto& [name, member] : buffers_) {
     if (member->device() != device) *member = eddy::to(*member, device).detach();

@@ -1,5 +1,6 @@
 #include "eddy/optim/clip.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "eddy/autodiff/tape.h"
@@ -17,8 +18,9 @@ void check_max_norm(double max_norm) {
 
 double clip_factor(double total_norm, double max_norm) {
   check_max_norm(max_norm);
-  if (!std::isfinite(total_norm) || total_norm <= max_norm) return 1;
-  return max_norm / (total_norm + 1e-6);
+  // torch's min(1, max_norm / (N + 1e-6)): it scales a norm just under max_norm too.
+  if (!std::isfinite(total_norm)) return 1;
+  return std::min(1.0, max_norm / (total_norm + 1e-6));
 }
 
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {

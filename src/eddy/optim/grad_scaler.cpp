@@ -104,4 +104,28 @@ bool GradScaler::step(Optimizer& optimizer) {
   return true;
 }
 
+nn::StateDict GradScaler::state_dict() const {
+  return {{"scale", scalar(scale_, DType::f64)},
+          {"good_steps_in_a_row", scalar(static_cast<double>(good_in_a_row_), DType::i64)},
+          {"skipped_steps", scalar(static_cast<double>(skipped_), DType::i64)}};
+}
+
+void GradScaler::load_state_dict(const nn::StateDict& state) {
+  for (const auto& [key, value] : state) {
+    EDDY_CHECK(key == "scale" || key == "good_steps_in_a_row" || key == "skipped_steps",
+               "GradScaler::load_state_dict: unexpected key \"", key,
+               "\"; a GradScaler's state holds scale, good_steps_in_a_row and skipped_steps");
+  }
+  const double scale = state_entry(state, "scale", {}, DType::f64).item<double>();
+  const int64_t good = state_entry(state, "good_steps_in_a_row", {}, DType::i64).item<int64_t>();
+  const int64_t skipped = state_entry(state, "skipped_steps", {}, DType::i64).item<int64_t>();
+  EDDY_CHECK(std::isfinite(scale) && scale > 0, "GradScaler::load_state_dict: \"scale\" must be finite and "
+             "positive, got ", scale);
+  EDDY_CHECK(good >= 0 && skipped >= 0, "GradScaler::load_state_dict: step counts are not negative, got "
+             "good_steps_in_a_row ", good, " and skipped_steps ", skipped);
+  scale_ = scale;
+  good_in_a_row_ = good;
+  skipped_ = skipped;
+}
+
 }  // namespace eddy::optim

@@ -45,6 +45,14 @@ class GradScaler {
   double current_scale() const { return scale_; }
   int64_t skipped_steps() const { return skipped_; }
 
+  /// The state a resumed run needs to scale as an uninterrupted one would: "scale" (float64),
+  /// "good_steps_in_a_row" and "skipped_steps" (int64), scalars. The options stay the
+  /// constructor's.
+  nn::StateDict state_dict() const;
+  /// Restores state_dict()'s values. Throws eddy::Error naming a missing, misshapen or
+  /// out-of-range entry, or a key of another kind of state.
+  void load_state_dict(const nn::StateDict& state);
+
  private:
   GradScalerOptions options_;
   double scale_;
