@@ -61,40 +61,56 @@ TrainedModel load_hf_folder(const std::string& dir) {
   return trained;
 }
 
+// What generate, export and --resume read in `dir`, by the kind of folder it is: a training run's
+// (a config.yaml beside a tokenizer.json or checkpoint; "data" stands for its token data) or a
+// Hugging Face folder's (a config.json). Nothing for another folder, one holding a config.yaml of
+// its own, say.
+std::vector<std::string> files_read_in(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  std::vector<std::string> read;
+  if (fs::exists(dir / "config.yaml", ignored) &&
+      (fs::exists(dir / "tokenizer.json", ignored) || fs::exists(dir / "checkpoint.safetensors", ignored))) {
+    read = {"config.yaml", "tokenizer.json", "history.h5", "checkpoint.safetensors", "data"};
+  }
+  if (fs::exists(dir / "config.json", ignored)) {
+    read.insert(read.end(), {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"});
+  }
+  return read;
+}
+
 }  // namespace
 
 void refuse_the_runs_own_files(const std::string& run_dir, const std::string& output, bool folder,
                                std::string_view argument) {
   namespace fs = std::filesystem;
   std::error_code ignored;
-  const fs::path run = fs::weakly_canonical(run_dir, ignored), target = fs::weakly_canonical(output, ignored);
-  // Another run's folder too: a model quantised onto another run's checkpoint left that run
-  // unloadable, and an export into it replaced its tokenizer.json.
-  const auto describe = [&](const fs::path& dir) {
-    return dir == run ? std::string("the run's own ") : cat("the run ", dir.string(), "'s own ");
-  };
-  const auto trained_there = [&](const fs::path& dir) { return fs::exists(dir / "config.yaml", ignored); };
+  // Absolute first: a relative path whose first folder does not exist yet stayed relative, and its
+  // folders' parents became the working directory.
+  const fs::path run = fs::weakly_canonical(fs::absolute(run_dir, ignored), ignored);
+  const fs::path target = fs::weakly_canonical(fs::absolute(output, ignored), ignored);
   if (folder) {
     if (target == run) {
       throw Error(cat(argument, " ", output, " is the run folder itself; give the export a folder of its own"));
     }
-    if (trained_there(target)) {
-      throw Error(cat(argument, " ", output, " is the folder of a run (it holds a config.yaml); give the export a "
-                      "folder of its own"));
+    // An export into a training run's folder replaced its tokenizer.json.
+    const std::vector<std::string> read = files_read_in(target);
+    if (std::find(read.begin(), read.end(), "config.yaml") != read.end()) {
+      throw Error(cat(argument, " ", output, " is the folder of a training run (its config.yaml and tokenizer.json "
+                      "or checkpoint); give the export a folder of its own"));
     }
     return;
   }
+  // This run's files, and another run's: a model quantised onto another run's checkpoint left that
+  // run unloadable.
   for (const fs::path& dir : {run, target.parent_path(), target.parent_path().parent_path()}) {
-    if (dir != run && !trained_there(dir) && !fs::exists(dir / "config.json", ignored)) continue;
+    const std::vector<std::string> read = files_read_in(dir);
     const fs::path within = target.lexically_relative(dir);
     const std::string first = within.empty() ? "" : within.begin()->string();
-    const bool read_by_the_run =
-        first == "data" || (within == within.filename() && (first == "config.yaml" || first == "config.json" ||
-                                                             first == "tokenizer.json" || first == "history.h5" ||
-                                                             first == "checkpoint.safetensors" ||
-                                                             first == "model.safetensors"));
-    if (read_by_the_run) {
-      throw Error(cat(argument, " ", output, " is ", describe(dir), within.string(),
+    const bool listed = std::find(read.begin(), read.end(), first) != read.end();
+    if (listed && (first == "data" || within == within.filename())) {
+      throw Error(cat(argument, " ", output, " is ", dir == run ? std::string("the run's own ") :
+                      cat("the run ", dir.string(), "'s own "), within.string(),
                       ", which generate, export and --resume read; give another file"));
     }
   }

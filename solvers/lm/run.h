@@ -25,10 +25,10 @@ struct TrainedModel {
 };
 
 // Refuses an output that would write over the run at `run_dir` or another run (`argument` names
-// it in the message: "--output", "path"): for a folder, the run folder or a training run's (one
-// with a config.yaml); for a file, one that generate, export and --resume read in that run or in
-// the run folder holding the file (the checkpoint, config, tokenizer, history and token data, or
-// a Hugging Face folder's model and config).
+// it in the message: "--output", "path"): for a folder, the run folder or a training run's; for a
+// file, one that generate, export and --resume read in that run or in the run folder holding the
+// file (a training run's checkpoint, config, tokenizer, history and token data; a Hugging Face
+// folder's model, config, tokenizer and generation config).
 void refuse_the_runs_own_files(const std::string& run_dir, const std::string& output, bool folder,
                                std::string_view argument);
 

@@ -169,8 +169,22 @@ def test_quantize_and_export_refuse_to_write_over_the_run(run, tmp_path):
         eddy.lm.load(str(folder)).quantize(8, str(other / "checkpoint.safetensors"))
     refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "export", str(folder), "--format", "hf",
                               "--output", str(other)], capture_output=True, text=True)
-    assert refused.returncode != 0 and "is the folder of a run (it holds a config.yaml)" in refused.stderr
+    assert refused.returncode != 0 and "is the folder of a training run" in refused.stderr
     assert (other / "checkpoint.safetensors").read_bytes() == before
+    # What no run reads is the user's to write: a relative path from a folder holding a
+    # config.yaml was refused as "the run 's own data/...", and an eddy run's model.safetensors.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "config.yaml").write_text("mine: 1\n")
+    for output in ["data/int8.safetensors", "model.safetensors"]:
+        subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8", "--output", output],
+                       cwd=project, capture_output=True, text=True, check=True)
+    # A Hugging Face folder's generation_config.json is read by generate.
+    hf = tmp_path / "hf"
+    eddy.lm.export(str(folder), str(hf))
+    refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
+                              "--output", str(hf / "generation_config.json")], capture_output=True, text=True)
+    assert refused.returncode != 0 and "'s own generation_config.json" in refused.stderr
 
 
 def test_one_override_string_is_one_override(run, tmp_path):
