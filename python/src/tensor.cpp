@@ -340,6 +340,13 @@ void bind_tensor(py::module_& m) {
       })
       .def("__getitem__", [](const Tensor& t, const py::object& key) { return index(t, key).view; })
       .def("__setitem__", [](Tensor& t, const py::object& key, const py::object& value) {
+        // Indexing a distributed tensor makes a new one, not a view of each rank's part: a slice's
+        // write went into that copy and the tensor kept its values, silently.
+        if (is_distributed(t)) {
+          throw Error("t[...] = v on a distributed tensor is not supported: its indexing gives a new tensor, not a "
+                      "view of each rank's part; build the new value with operations (eddy.where, eddy.concat) "
+                      "(docs/distributed.md)");
+        }
         Indexed target = index(t, key, /*for_write=*/true);
         if (!target.is_view) {
           throw py::index_error("assignment through integer-array, mask or negative-step indices is not "

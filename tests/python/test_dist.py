@@ -142,3 +142,8 @@ def test_an_update_in_place_of_a_distributed_tensor_says_so():
     w = dist.shard_tensor(eddy.tensor(np.ones((4, 2))), mesh, [dist.Shard(0)])
     with pytest.raises(eddy.Error, match="on a distributed tensor is not done in place; write x = x - y"):
         w -= 0.1
+    # A slice's write went into a copy and left the tensor as it was, silently.
+    for placement in (dist.Replicate(), dist.Shard(0), dist.Shard(1)):
+        y = dist.shard_tensor(eddy.tensor(np.zeros((4, 4))), mesh, [placement])
+        with pytest.raises(eddy.Error, match=r"t\[...\] = v on a distributed tensor is not supported"):
+            y[1:3, 0:2] = 5.0
