@@ -1,6 +1,7 @@
 #include "solvers/common/progress.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -74,6 +75,7 @@ void ProgressLine::begin_phase(int64_t first_step) {
 }
 
 std::string ProgressLine::format(double value) {
+  if (std::isnan(value)) return "NaN";  // "-nan" where the sign bit was set, as loss_text says
   char text[32];
   std::snprintf(text, sizeof(text), "%.3e", value);
   return text;

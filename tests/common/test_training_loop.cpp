@@ -140,6 +140,9 @@ TEST(LossText, NamesNaNWhateverItsSignAndPrintsOtherValues) {
   EXPECT_EQ(loss_text(-std::nan("")), "NaN");
   EXPECT_EQ(loss_text(-HUGE_VAL), "-inf");
   EXPECT_EQ(loss_text(0.25), "0.25");
+  // The progress line's numbers too ("val -nan (ppl -nan)").
+  EXPECT_EQ(ProgressLine::format(-std::nan("")), "NaN");
+  EXPECT_EQ(ProgressLine::format(0.25), "2.500e-01");
 }
 
 TEST_F(TrainingLoopTest, ALossNotFiniteBeforeAnyUpdateDoesNotBlameTheLearningRate) {
