@@ -33,10 +33,12 @@ constexpr double kMaximumPrincipleSlack = 1.5;
 // n = 256, where the data were 2.3% (relative L2) from a converged solution, and 6e-4 at n = 512,
 // where they were 0.26% from it.
 constexpr double kUnresolvedEnergyShare = 1e-3;
-// How far Burgers data may be (relative L2, at any record) from the same initial conditions
-// solved on twice the points with half the time step, and how many samples are solved so.
+// How far data may be (relative L2, at any record) from the same initial conditions solved more
+// finely (Burgers on twice the points with half the time step, the others with half the time
+// step), and how many of the first samples are solved so.
 constexpr double kRefinementTolerance = 1e-2;
-constexpr int64_t kRefinementSamples = 8;
+constexpr int64_t kRefinedBurgersSamples = 8;
+constexpr int64_t kRefined2dSamples = 2;
 // How much a phase-field solution's energy may rise from one record to the next, relative to the
 // initial energy, before it counts as unstable: rounding (float32 records), not physics.
 constexpr double kEnergyRoundOff = 1e-5;
@@ -141,17 +143,9 @@ void refuse_unresolved_fronts(const DatasetSpec& spec, const Tensor& a, const Te
   }
 }
 
-// Solves the dataset's first samples again on twice the points with half the time step, from
-// their initial conditions interpolated spectrally, and refuses the dataset where a record differs
-// by more than kRefinementTolerance. Such data stayed within the maximum principle and held little
-// energy near the 2/3 rule's cut-off while percents off: with nu = 0 before the break on 64 points
-// (2.6%), and from an initial condition rough on its grid, whose modes past the cut-off the
-// scheme never feeds (6.8% at nu = 0.1, length 2 pi, 64 points). Every rank checks the same
-// samples, drawn as the first batch is from `generator` (seeded as the dataset's).
-void refuse_coarse_grids(const DatasetSpec& spec, Generator generator, const std::vector<int64_t>& record_steps) {
-  const int64_t n = spec.resolution;
-  const Tensor first_batch = spec.initial_condition.sample(std::min(spec.batch, spec.samples), generator);
-  const Tensor initial = slice(first_batch, 0, 0, std::min(first_batch.size(0), kRefinementSamples));
+// Burgers' initial conditions `initial` [samples, n] on twice the points, interpolated spectrally.
+Tensor on_twice_the_points(const Tensor& initial) {
+  const int64_t n = initial.size(-1);
   Tensor spectrum = fft::rfft(initial);
   if (n % 2 == 0) {
     // The Nyquist bin stands for the modes +n/2 and -n/2 together: on the finer grid they are two.
@@ -159,27 +153,33 @@ void refuse_coarse_grids(const DatasetSpec& spec, Generator generator, const std
     halved.back() = 0.5;
     spectrum = spectrum * tensor(halved, {n / 2 + 1});
   }
-  const Tensor refined = fft::irfft(spectrum, 2 * n) * 2.0;
-  std::vector<int64_t> refined_steps;
-  for (int64_t step : record_steps) refined_steps.push_back(2 * step);
-  const Tensor nu = scalar(spec.nu, DType::f64);
-  const std::vector<Tensor> coarse = Burgers(n, spec.length, spec.dt, nu).solve(initial, record_steps);
-  const std::vector<Tensor> fine = Burgers(2 * n, spec.length, spec.dt / 2, nu).solve(refined, refined_steps);
+  return fft::irfft(spectrum, 2 * n) * 2.0;
+}
+
+// Refuses the dataset where the records `solved` from the initial conditions `initial` (the
+// dataset's first samples, which every rank draws alike) are more than kRefinementTolerance
+// (relative L2) from `refined`, the same solved more finely (`how`) and read on the dataset's
+// grid. Such data passed every check above while percents off: Burgers with nu = 0 before the
+// break on 64 points (2.6%), or from an initial condition rough on its grid (6.8% at nu = 0.1,
+// length 2 pi, 64 points), Navier-Stokes at a time step past its CFL limit (4% to 47%).
+void refuse_unconverged(const DatasetSpec& spec, const Tensor& initial, const std::vector<Tensor>& solved,
+                        const std::vector<Tensor>& refined, const std::vector<int64_t>& record_steps,
+                        const std::string& how, const std::string& remedy) {
+  std::vector<int64_t> grid_axes;
+  for (int64_t axis = 1; axis < initial.dim(); ++axis) grid_axes.push_back(axis);
+  const auto size = [&](const Tensor& fields) { return sqrt(sum(square(cast(fields, DType::f64)), grid_axes)); };
   // A solution that viscosity has decayed a millionfold is measured against a millionth of its
   // initial size: by then its own is near the rounding its mean mode gathers, which never decays
-  // (nu = 0.1 at t = 8.4 differed by 1.4% of its 1e-15).
-  const Tensor floor = sqrt(sum(square(initial), {1})) * 1e-6;
-  for (size_t r = 0; r < coarse.size(); ++r) {
-    const Tensor reference = slice(fine[r], 1, 0, 2 * n, 2);
+  // (Burgers at nu = 0.1 differed at t = 8.4 by 1.4% of its 1e-15).
+  const Tensor floor = size(initial) * 1e-6;
+  for (size_t r = 0; r < solved.size(); ++r) {
     const std::vector<double> errors =
-        (sqrt(sum(square(coarse[r] - reference), {1})) / maximum(sqrt(sum(square(reference), {1})), floor))
-            .to_vector<double>();
+        (size(solved[r] - refined[r]) / maximum(size(refined[r]), floor)).to_vector<double>();
     for (size_t k = 0; k < errors.size(); ++k) {
-      EDDY_CHECK(errors[k] <= kRefinementTolerance, "generate: sample ", k, "'s burgers solution at t = ",
-                 static_cast<double>(record_steps[r]) * spec.dt, " is ", errors[k], " (relative L2) from the same "
-                 "initial condition solved on twice the points with half the time step, where resolved data are "
-                 "within ", kRefinementTolerance, ": resolution = ", n, " is too coarse for it at nu = ", spec.nu,
-                 "; give a larger resolution or nu");
+      EDDY_CHECK(errors[k] <= kRefinementTolerance, "generate: sample ", k, "'s ", solver_name(spec.solver),
+                 " solution at t = ", static_cast<double>(record_steps[r]) * spec.dt, " is ", errors[k],
+                 " (relative L2) from the same initial condition solved ", how, ", where converged data are within ",
+                 kRefinementTolerance, ": ", remedy);
     }
   }
 }
@@ -409,24 +409,40 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
   for (int64_t k = 1; k <= spec.records; ++k) record_steps.push_back(k * per_record);
 
   const Tensor nu = scalar(spec.nu, DType::f64);
-  std::function<std::vector<Tensor>(const Tensor&)> solve;
+  // `solve` gives a batch's records; `refined` the same solved more finely (for the check of the
+  // first samples), read on the dataset's grid.
+  std::function<std::vector<Tensor>(const Tensor&)> solve, refined;
+  std::vector<int64_t> refined_steps;
+  for (int64_t step : record_steps) refined_steps.push_back(2 * step);
   Tensor forcing;
   if (burgers) {
-    Burgers solver(n, spec.length, spec.dt, nu);
+    Burgers solver(n, spec.length, spec.dt, nu), finer(2 * n, spec.length, spec.dt / 2, nu);
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
+    refined = [finer, refined_steps, n](const Tensor& a) {
+      std::vector<Tensor> records = finer.solve(on_twice_the_points(a), refined_steps);
+      for (Tensor& record : records) record = slice(record, 1, 0, 2 * n, 2);
+      return records;
+    };
   } else if (spec.solver == DatasetSolver::navier_stokes) {
     forcing = spec.fno_forcing ? NavierStokes2d::fno_forcing(n) : zeros({n, n}, DType::f64);
-    NavierStokes2d solver(n, spec.dt, nu, forcing);
+    NavierStokes2d solver(n, spec.dt, nu, forcing), finer(n, spec.dt / 2, nu, forcing);
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
+    refined = [finer, refined_steps](const Tensor& a) { return finer.solve(a, refined_steps); };
   } else {
     // The phase-field steppers advance a whole record interval per call.
-    solve = [&spec, per_record](const Tensor& a) {
-      std::vector<Tensor> states{phase_field_steps(a, spec, per_record)};
-      while (static_cast<int64_t>(states.size()) < spec.records) {
-        states.push_back(phase_field_steps(states.back(), spec, per_record));
-      }
-      return states;
+    const auto records_of = [](const DatasetSpec& stepped, int64_t steps) {
+      return [stepped, steps](const Tensor& a) {
+        std::vector<Tensor> states{phase_field_steps(a, stepped, steps)};
+        while (static_cast<int64_t>(states.size()) < stepped.records) {
+          states.push_back(phase_field_steps(states.back(), stepped, steps));
+        }
+        return states;
+      };
     };
+    DatasetSpec halved = spec;
+    halved.dt = spec.dt / 2;
+    solve = records_of(spec, per_record);
+    refined = records_of(halved, 2 * per_record);
   }
 
   io::Hdf5Writer writer = open_dataset_file(spec.output_path, comm);
@@ -521,9 +537,17 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
            << "\n";
     }
   }
-  // After the checks above, which name an unstable time step where this check would call the grid
-  // coarse.
-  if (burgers) refuse_coarse_grids(spec, Generator(spec.seed), record_steps);
+  // After the checks above, which name an unstable time step where this check would call the data
+  // unconverged. Every rank checks the same samples: the first batch's first, drawn as it was.
+  Generator first_draws(spec.seed);
+  const Tensor first_drawn = spec.initial_condition.sample(std::min(spec.batch, spec.samples), first_draws);
+  const Tensor checked =
+      slice(first_drawn, 0, 0, std::min(first_drawn.size(0), burgers ? kRefinedBurgersSamples : kRefined2dSamples));
+  refuse_unconverged(spec, checked, solve(checked), refined(checked), record_steps,
+                     burgers ? "on twice the points with half the time step" : "with half the time step",
+                     burgers ? cat("resolution = ", n, " or time.dt = ", spec.dt, " is too coarse for it at nu = ",
+                                   spec.nu, "; give a larger resolution, a smaller time.dt or a larger nu")
+                             : cat("time.dt = ", spec.dt, " is too large for it; give a smaller time.dt"));
   const Shape grid = burgers ? Shape{n} : Shape{n, n};
   // A rank without samples writes no rows: a [0, ..., grid] block.
   auto rows_of = [&](const std::vector<Tensor>& shares, Shape no_rows) {
