@@ -171,10 +171,10 @@ void refuse_unconverged(const DatasetSpec& spec, const Tensor& initial, const st
   // A solution that viscosity has decayed a millionfold is measured against a millionth of its
   // initial size: by then its own is near the rounding its mean mode gathers, which never decays
   // (Burgers at nu = 0.1 differed at t = 8.4 by 1.4% of its 1e-15).
-  const Tensor floor = size(initial) * 1e-6;
+  const Tensor smallest_scale = size(initial) * 1e-6;
   for (size_t r = 0; r < solved.size(); ++r) {
     const std::vector<double> errors =
-        (size(solved[r] - refined[r]) / maximum(size(refined[r]), floor)).to_vector<double>();
+        (size(solved[r] - refined[r]) / maximum(size(refined[r]), smallest_scale)).to_vector<double>();
     for (size_t k = 0; k < errors.size(); ++k) {
       EDDY_CHECK(errors[k] <= kRefinementTolerance, "generate: sample ", k, "'s ", solver_name(spec.solver),
                  " solution at t = ", static_cast<double>(record_steps[r]) * spec.dt, " is ", errors[k],

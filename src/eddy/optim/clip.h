@@ -24,8 +24,8 @@ namespace eddy::optim {
 double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm);
 
 /// What clip_grad_norm multiplies the gradients by when their total norm is `total_norm`:
-/// min(1, max_norm / (total_norm + 1e-6)), and 1 when it is not finite. For gradients held elsewhere than in `.grad()`
-/// (dist::clip_reduced_grad_norm). `max_norm` as above.
+/// min(1, max_norm / (total_norm + 1e-6)), and 1 when it is not finite. For gradients held
+/// elsewhere than in `.grad()` (dist::clip_reduced_grad_norm). `max_norm` as above.
 double clip_factor(double total_norm, double max_norm);
 
 }  // namespace eddy::optim
