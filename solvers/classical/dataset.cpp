@@ -233,8 +233,11 @@ void read_evolution_keys(const ConfigNode& root, DatasetSpec& spec) {
   // Past 2^53 steps a double no longer tells whole numbers apart, and the count overflowed the
   // integer the solver counts in: time.final = 1e20 with dt = 1 asked for step -2^63.
   if (spec.final_time / spec.dt > 0x1p53) {
-    time.at("final").fail(cat("time.final / time.dt = ", spec.final_time / spec.dt,
-                              " steps is more than eddy counts (2^53); give a larger time.dt or a smaller time.final"));
+    // Blamed on the key an override changed, where only one was.
+    const bool dt_overridden = time.at("dt").override_text() && !time.at("final").override_text();
+    time.at(dt_overridden ? "dt" : "final")
+        .fail(cat("time.final / time.dt = ", spec.final_time / spec.dt,
+                  " steps is more than eddy counts (2^53); give a larger time.dt or a smaller time.final"));
   }
   if (std::abs(steps - std::round(steps)) > 1e-9 * steps || std::round(steps) < 1) {
     time.at("dt").fail(cat("each of the ", spec.records, " record intervals (final / records = ",

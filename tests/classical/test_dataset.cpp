@@ -318,6 +318,7 @@ TEST_F(DatasetTest, ConfigMistakesNameTheKey) {
   // A step count past what a double counts exactly overflowed into step -2^63.
   expect_error([&] { spec(yaml, {"time.final=1e20", "time.dt=1", "time.records=1"}); },
                {"time.final", "1e+20 steps is more than eddy counts"});
+  expect_error([&] { spec(yaml, {"time.dt=1e-300"}); }, {"override 'time.dt=1e-300'", "steps is more than eddy counts"});
   expect_error([&] { spec(yaml, {"forcing=fno"}); }, {"unknown key 'forcing'"});  // Navier-Stokes only
   expect_error([&] { spec(yaml, {"resolution=2"}); }, {"resolution", "at least 4"});
   auto config = io::Config::parse("solver: burgers\nnu: 0.1\n", "data.yaml");
