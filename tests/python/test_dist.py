@@ -63,6 +63,16 @@ def test_grad_with_respect_to_a_distributed_argument_that_does_not_require_grad(
         np.testing.assert_allclose(np.asarray(dist.full_tensor(gradient)), 2 * w)
 
 
+def test_jacobian_of_a_distributed_function_in_reverse_mode_says_to_use_forward_mode():
+    # It failed naming a grad_outputs the caller never passed; forward mode gives the jacobian.
+    mesh = dist.ProcessMesh([1], ["mp"])
+    x = dist.shard_tensor(eddy.tensor(RNG.standard_normal(3)), mesh, [dist.Shard(0)])
+    with pytest.raises(eddy.Error, match="jacobian: reverse mode of a distributed function is not supported"):
+        eddy.jacobian(lambda t: eddy.square(t), x)
+    forward = eddy.jacobian(lambda t: eddy.square(t), x, mode="forward")
+    np.testing.assert_allclose(np.asarray(dist.full_tensor(forward)), np.diag(2 * np.asarray(dist.full_tensor(x))))
+
+
 def test_partial_and_sharded_values_are_not_read_as_a_whole():
     mesh = dist.ProcessMesh([1], ["x"])
     partial = dist.from_local(eddy.tensor(np.ones(3)), mesh, [dist.Partial()])

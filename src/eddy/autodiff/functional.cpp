@@ -162,6 +162,10 @@ Tensor jacobian(const Function& f, const Tensor& x, JacobianMode mode, bool holo
   EDDY_CHECK(!is_complex(x.dtype()) && !is_complex(out.dtype()), "jacobian: reverse mode needs real values, got a ",
              x.dtype(), " input and a ", out.dtype(), " output; forward mode gives the complex derivative df/dz of a ",
              "holomorphic function");
+  // Its cotangent rows are ordinary tensors, which a distributed output's backward refuses (the
+  // error named a grad_outputs the caller never passed).
+  EDDY_CHECK(!is_distributed(out) && !is_distributed(x), "jacobian: reverse mode of a distributed function is not "
+             "supported; forward mode (mode=\"forward\" in Python) gives its jacobian");
   const int64_t m = out.numel();
   const Tensor basis = eye(m, out.dtype(), out.device());
   for (int64_t j = 0; j < m; ++j) {
