@@ -47,6 +47,9 @@ inline bool fits_int32(const py::int_& integer) {
 }
 // The first of the smallest and the largest of int64 `values` that int32 cannot hold, if either.
 std::optional<int64_t> int32_misfit(const Tensor& values);
+// Refuses floating or complex `numbers` that the integer dtype cannot hold: ValueError for a NaN,
+// OverflowError past its range (`who` begins the message).
+void require_numbers_fit(std::string_view who, const Tensor& numbers, DType integer);
 
 // ---- interop.cpp ----
 std::string numpy_name(DType dtype);

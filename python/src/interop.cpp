@@ -256,12 +256,16 @@ DType parse_dtype(const py::handle& dtype) {
     name = py::str(py::module_::import("numpy").attr("dtype")(dtype).attr("name"));
   }
   static const std::map<std::string, DType> aliases{
-      {"float32", DType::f32}, {"f32", DType::f32},   {"float", DType::f32},       {"float64", DType::f64},
+      {"float32", DType::f32}, {"f32", DType::f32},   {"float64", DType::f64},
       {"f64", DType::f64},     {"double", DType::f64}, {"complex64", DType::c64},  {"c64", DType::c64},
       {"complex128", DType::c128}, {"c128", DType::c128}, {"int32", DType::i32}, {"i32", DType::i32},
       {"int64", DType::i64},   {"i64", DType::i64},   {"bool", DType::b8},         {"b8", DType::b8},
       {"bfloat16", DType::bf16}, {"bf16", DType::bf16}, {"float16", DType::f16},   {"f16", DType::f16},
       {"half", DType::f16}};
+  // dtype=float (the type) is NumPy's float64; the text "float" was float32, PyTorch's meaning.
+  if (name == "float") {
+    throw py::type_error("dtype 'float' is float64 in NumPy and float32 in PyTorch; say float32 or float64");
+  }
   auto found = aliases.find(name);
   if (found == aliases.end()) {
     throw py::type_error("unknown dtype '" + name + "' (valid: float32, float64, bfloat16, float16, complex64, "
@@ -319,6 +323,22 @@ std::pair<Tensor, Tensor> operand_pair(const py::handle& a, const py::handle& b)
 std::optional<DType> optional_dtype(const py::object& dtype) {
   if (dtype.is_none()) return std::nullopt;
   return parse_dtype(dtype);
+}
+
+void require_numbers_fit(std::string_view who, const Tensor& numbers, DType integer) {
+  if (numbers.numel() == 0) return;
+  // A complex value's real part is what the cast keeps.
+  const Tensor wide = cast(is_complex(numbers.dtype()) ? real(numbers) : numbers, DType::f64);
+  if (sum(cast(ne(wide, wide), DType::i64)).item<int64_t>() > 0) {
+    throw py::value_error(cat(who, ": a NaN does not fit in ", integer));
+  }
+  for (const Tensor& extreme : {min(wide), max(wide)}) {
+    try {
+      require_value_fits(who, extreme.item<double>(), integer);
+    } catch (const Error& e) {
+      throw_overflow_error(e.what());
+    }
+  }
 }
 
 std::optional<int64_t> int32_misfit(const Tensor& values) {
@@ -382,18 +402,7 @@ Tensor as_tensor(const py::handle& value, const py::object& dtype) {
           throw_overflow_error(cat("tensor: the value ", *misfit, " does not fit in int32"));
         }
       } else {
-        // A complex value's real part is what the cast keeps.
-        const Tensor wide = cast(is_complex(t.dtype()) ? real(t) : t, DType::f64);
-        if (sum(cast(ne(wide, wide), DType::i64)).item<int64_t>() > 0) {
-          throw py::value_error(cat("tensor: a NaN does not fit in ", *wanted));
-        }
-        for (const Tensor& extreme : {min(wide), max(wide)}) {
-          try {
-            require_value_fits("tensor", extreme.item<double>(), *wanted);
-          } catch (const Error& e) {
-            throw_overflow_error(e.what());
-          }
-        }
+        require_numbers_fit("tensor", t, *wanted);
       }
     }
     t = cast(t, *wanted);

@@ -319,8 +319,23 @@ void bind_ops(py::module_& m) {
         py::arg("x"), py::arg("shape"));
   m.def("permute", [](const py::object& x, const std::vector<int64_t>& axes) { return permute(as_tensor(x), axes); },
         py::arg("x"), py::arg("axes"));
-  m.def("transpose", [](const py::object& x, int64_t a, int64_t b) { return transpose(as_tensor(x), a, b); },
-        py::arg("x"), py::arg("axis1") = -2, py::arg("axis2") = -1);
+  // Without axes, NumPy reverses all of them and swapping the last two (torch's mT) gave another
+  // result on 3 or more axes, silently: there the axes are asked for.
+  m.def("transpose",
+        [](const py::object& x, std::optional<int64_t> a, std::optional<int64_t> b) {
+          const Tensor t = as_tensor(x);
+          if (!a && !b) {
+            if (t.dim() > 2) {
+              throw py::type_error(cat("transpose: a tensor of shape ", t.shape(), " has more than two axes; give the "
+                                       "two to swap (transpose(x, 0, 2)), or permute them all (x.T reverses them, "
+                                       "as numpy.transpose does)"));
+            }
+            return t.dim() == 2 ? transpose(t, 0, 1) : t;
+          }
+          if (!a || !b) throw py::type_error("transpose: give both axes to swap, or neither");
+          return transpose(t, *a, *b);
+        },
+        py::arg("x"), py::arg("axis1") = py::none(), py::arg("axis2") = py::none());
   m.def("broadcast_to", [](const py::object& x, const py::object& shape) { return expand(as_tensor(x), shape_of(shape)); },
         py::arg("x"), py::arg("shape"));
   m.def("squeeze", [](const py::object& x, int64_t axis) { return squeeze(as_tensor(x), axis); }, py::arg("x"),

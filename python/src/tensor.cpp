@@ -85,16 +85,17 @@ py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, Scal
 template <typename Op>
 py::object augmented(const py::object& self, const py::object& other, const char* symbol, Op op) {
   Tensor& target = self.cast<Tensor&>();
+  const std::string binary_operator(symbol, std::char_traits<char>::length(symbol) - 1);  // "**" of "**="
   py::object updated = op(target, other);
   const Tensor& value = updated.cast<const Tensor&>();
   // A distributed tensor's global shell is abstract too, outside any jit.
   if (is_distributed(target) || is_distributed(value)) {
-    throw Error(cat("x ", symbol, " y on a distributed tensor is not done in place; write x = x ", symbol[0],
+    throw Error(cat("x ", symbol, " y on a distributed tensor is not done in place; write x = x ", binary_operator,
                     " y (docs/distributed.md)"));
   }
   if (target.is_abstract() || value.is_abstract()) {
     throw Error(cat("x ", symbol, " y inside eddy.jit: a traced function cannot write in place (the compiled graph "
-                    "would lose the write, and other views of x would not see it); write x = x ", symbol[0], " y"));
+                    "would lose the write, and other views of x would not see it); write x = x ", binary_operator, " y"));
   }
   // A result of a later kind (bool < integers < floats < complex) does not fit in place, nor under
   // x's name, which an int32 x += p kept for a float64 result.
@@ -117,7 +118,7 @@ py::object augmented(const py::object& self, const py::object& other, const char
       throw Error(cat("x ", symbol, " y: y requires grad and x (shape ", target.shape(), ") does not, and x shares "
                       "its memory with another tensor or array (a view of it, the tensor it is a view of, NumPy or "
                       "DLPack memory it wraps); autodiff records no writes in place, so that memory would keep its "
-                      "old values; write x = x ", symbol[0], " y and build tensors of such parts with eddy.stack"));
+                      "old values; write x = x ", binary_operator, " y and build tensors of such parts with eddy.stack"));
     }
     return updated;
   }
@@ -157,15 +158,19 @@ Tensor assigned_value(const Tensor& target, const py::object& value) {
       throw_overflow_error(cat("the integer ", *misfit, " does not fit in int32"));
     }
   }
-  if (integer_target && is_floating(assigned.dtype()) && assigned.dim() == 0 && !py::isinstance<Tensor>(value)) {
-    const double number = assigned.item<double>();
-    if (!std::isfinite(number)) {
-      throw py::value_error(cat("cannot assign ", py::str(value).cast<std::string>(), " to an integer tensor"));
+  if (integer_target && is_floating(assigned.dtype()) && !py::isinstance<Tensor>(value)) {
+    if (assigned.dim() == 0) {
+      const double number = assigned.item<double>();
+      if (!std::isfinite(number)) {
+        throw py::value_error(cat("cannot assign ", py::str(value).cast<std::string>(), " to an integer tensor"));
+      }
+      if (!value_fits(number, target.dtype())) {
+        throw_overflow_error(
+            cat("the number ", py::str(value).cast<std::string>(), " does not fit in ", target.dtype()));
+      }
     }
-    if (!value_fits(number, target.dtype())) {
-      throw_overflow_error(
-          cat("the number ", py::str(value).cast<std::string>(), " does not fit in ", target.dtype()));
-    }
+    // A list of them too: [nan, 1e10] into int32 stored the lowest integer twice.
+    require_numbers_fit("assignment", assigned, target.dtype());
   }
   return assigned;
 }
@@ -187,6 +192,11 @@ py::object divided(const Tensor& a, const py::object& b) {
   return binary(a, b, [](const Tensor& x, const Tensor& y) { return true_divide(x, y); },
                 [](const Tensor& x, double y) { return x / y; });
 }
+py::object power(const Tensor& a, const py::object& b) {
+  return binary(a, b, [](const Tensor& x, const Tensor& y) { return pow(x, y); },
+                [](const Tensor& x, double y) { return pow(x, y); });
+}
+py::object product(const Tensor& a, const py::object& b) { return py::cast(matmul(a, as_tensor(b))); }
 
 // A comparison's other operand, as for arithmetic (operand_pair): NumPy 2 and PyTorch compare a
 // float32 tensor with 0.1 in float32. None compares unequal to a tensor, as in PyTorch.
@@ -383,9 +393,7 @@ void bind_tensor(py::module_& m) {
       .def("__rtruediv__", [](const Tensor& a, const py::object& b) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return true_divide(y, x); }, [](const Tensor& x, double y) { return y / x; });
       })
-      .def("__pow__", [](const Tensor& a, const py::object& b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return pow(x, y); }, [](const Tensor& x, double y) { return pow(x, y); });
-      })
+      .def("__pow__", &power)
       .def("__rpow__", [](const Tensor& a, const py::object& b) {
         return binary(a, b, [](const Tensor& x, const Tensor& y) { return pow(y, x); },
                       [](const Tensor& x, double y) { return pow(full_like(x, y), x); });
@@ -394,7 +402,11 @@ void bind_tensor(py::module_& m) {
       .def("__isub__", [](const py::object& self, const py::object& b) { return augmented(self, b, "-=", minus); })
       .def("__imul__", [](const py::object& self, const py::object& b) { return augmented(self, b, "*=", times); })
       .def("__itruediv__", [](const py::object& self, const py::object& b) { return augmented(self, b, "/=", divided); })
-      .def("__matmul__", [](const Tensor& a, const py::object& b) { return matmul(a, as_tensor(b)); })
+      // Without them Python rebound x to x ** y and x @ y: a view's base, a parameter or the NumPy
+      // array x wraps kept the old values.
+      .def("__ipow__", [](const py::object& self, const py::object& b) { return augmented(self, b, "**=", power); })
+      .def("__imatmul__", [](const py::object& self, const py::object& b) { return augmented(self, b, "@=", product); })
+      .def("__matmul__", &product)
       .def("__rmatmul__", [](const Tensor& a, const py::object& b) { return matmul(as_tensor(b), a); })
       .def("__eq__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return eq(x, y); }); })
       .def("__ne__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return ne(x, y); }); })

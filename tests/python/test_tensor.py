@@ -914,3 +914,31 @@ def test_iteration_truth_and_sign_edge_cases():
     zero = eddy.tensor([-0.0])
     assert np.asarray(1.0 / eddy.abs(zero))[0] == np.inf
     assert np.asarray(eddy.jit(lambda v: 1.0 / eddy.abs(v))(zero))[0] == np.inf
+
+
+def test_findings_of_an_ops_review_against_numpy():
+    # A list of floats an integer tensor cannot hold is refused as one number is: [nan, 1e10]
+    # into int32 stored the lowest integer twice.
+    t = eddy.tensor([1, 2], dtype="int32")
+    with pytest.raises(ValueError, match="a NaN does not fit in int32"):
+        t[:] = [float("nan"), 1.0]
+    with pytest.raises(OverflowError):
+        t[:] = [1e10, 2.0]
+    t[:] = [3.7, -2.5]
+    assert t.tolist() == [3, -2]
+    # **= and @= write in place, as NumPy's: Python rebound the name, and a view's base kept its values.
+    x = eddy.tensor([1.0, 2.0, 3.0, 4.0])
+    view = x[1:3]
+    view **= 2
+    assert x.tolist() == [1.0, 4.0, 9.0, 4.0]
+    shared = np.eye(2)
+    m = eddy.from_numpy(shared)
+    m @= eddy.tensor(np.array([[0.0, 1.0], [1.0, 0.0]]))
+    assert shared.tolist() == [[0.0, 1.0], [1.0, 0.0]]
+    # The text "float" is NumPy's float64 and PyTorch's float32: refused, where it gave float32.
+    with pytest.raises(TypeError, match="dtype 'float' is float64 in NumPy and float32 in PyTorch"):
+        eddy.zeros([2], dtype="float")
+    assert eddy.zeros([2], dtype=float).dtype == eddy.float64
+    # A complex mean squared error is the mean of |e|^2, real; it was (1 + 1j)^2 = 2j.
+    loss = eddy.mse_loss(eddy.tensor([1 + 1j]), eddy.tensor([0j]))
+    assert loss.dtype == eddy.float64 and float(loss) == 2.0

@@ -135,10 +135,12 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   // Under autocast in float32 from the operands on, as PyTorch's autocast runs mse_loss: a 16-bit
   // loss received GradScaler's 65536 as a float16 cotangent, inf, so every such iteration was
   // skipped (and a cast of the loss after it did not help: the inf arose at the cast's backward).
+  // Of complex values the mean of |e|^2, a real loss, where square(e) gave a complex "loss".
+  const auto mean_square = [](const Tensor& e) { return mean(is_complex(e.dtype()) ? real(e * conj(e)) : square(e)); };
   if (autocast_dtype() && (is_half(prediction.dtype()) || is_half(target.dtype()))) {
-    return mean(square(widened_if_half(prediction) - widened_if_half(target)));  // float64 stays float64
+    return mean_square(widened_if_half(prediction) - widened_if_half(target));  // float64 stays float64
   }
-  return in_float32(prediction - target, [](const Tensor& difference) { return mean(square(difference)); });
+  return in_float32(prediction - target, mean_square);
 }
 
 namespace {
