@@ -365,9 +365,11 @@ void bind_modules(py::module_& m) {
   // One tensor is one parameter, as torch's clip_grad_norm_ takes it: iterated, its rows (views
   // without gradients) gave a norm of 0 and clipped nothing.
   m.def("clip_grad_norm",
-        [](const py::iterable& parameters, double max_norm) {
+        [](const py::object& parameters, double max_norm) {
+          // A 0-d tensor (a scalar coefficient) too, which is not iterable.
           if (py::isinstance<Tensor>(parameters)) return optim::clip_grad_norm({parameters.cast<Tensor>()}, max_norm);
-          return optim::clip_grad_norm(parameters_of(parameters, "clip_grad_norm"), max_norm);
+          return optim::clip_grad_norm(parameters_of(py::reinterpret_borrow<py::iterable>(parameters), "clip_grad_norm"),
+                                       max_norm);
         },
         py::arg("parameters"), py::arg("max_norm"),
         "Scales the gradients so that their joint 2-norm is at most max_norm, as torch.nn.utils.clip_grad_norm_; "

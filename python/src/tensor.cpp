@@ -354,7 +354,7 @@ void bind_tensor(py::module_& m) {
         // write went into that copy and the tensor kept its values, silently.
         if (is_distributed(t)) {
           throw Error("t[...] = v on a distributed tensor is not supported: its indexing gives a new tensor, not a "
-                      "view of each rank's part; build the new value with operations (eddy.where, eddy.concat) "
+                      "view of each rank's part; build the new value with operations (eddy.where, eddy.concatenate) "
                       "(docs/distributed.md)");
         }
         Indexed target = index(t, key, /*for_write=*/true);
@@ -369,7 +369,7 @@ void bind_tensor(py::module_& m) {
         if (GradMode::enabled() && t.requires_grad()) {
           throw Error(cat("assignment into a tensor of shape ", t.shape(), " that requires grad: autodiff "
                           "does not record it; assign under `with eddy.no_grad():` (as an optimiser "
-                          "step does), or build the new value with operations (eddy.where, eddy.concat)"));
+                          "step does), or build the new value with operations (eddy.where, eddy.concatenate)"));
         }
         const Tensor source = assigned_value(t, value);
         NoGradGuard no_grad;

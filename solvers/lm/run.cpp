@@ -74,7 +74,9 @@ std::vector<std::string> files_read_in(const std::filesystem::path& dir) {
     read = {"config.yaml", "tokenizer.json", "history.h5", "checkpoint.safetensors", "data"};
   }
   if (fs::exists(dir / "config.json", ignored)) {
-    read.insert(read.end(), {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"});
+    // transformers reads the tokenizer's two side files too.
+    read.insert(read.end(), {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json",
+                             "tokenizer_config.json", "special_tokens_map.json"});
   }
   return read;
 }
@@ -108,7 +110,8 @@ void refuse_the_runs_own_files(const std::string& run_dir, const std::string& ou
     const fs::path within = target.lexically_relative(dir);
     const std::string first = within.empty() ? "" : within.begin()->string();
     const bool listed = std::find(read.begin(), read.end(), first) != read.end();
-    if (listed && (first == "data" || within == within.filename())) {
+    // Under data/, the files the run wrote there (its corpus and token files); a new one is the user's.
+    if (listed && (within == within.filename() || (first == "data" && fs::exists(target, ignored)))) {
       throw Error(cat(argument, " ", output, " is ", dir == run ? std::string("the run's own ") :
                       cat("the run ", dir.string(), "'s own "), within.string(),
                       ", which generate, export and --resume read; give another file"));

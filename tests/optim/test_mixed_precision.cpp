@@ -175,6 +175,14 @@ TEST(GradScaler, AResumedScalerScalesAsAnUninterruptedOne) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(iterate(resumed, sgd, p), iterate(uninterrupted, sgd, p)) << "iteration " << i;
   EXPECT_EQ(resumed.current_scale(), 64.0);
 
+  // Loaded with more good steps in a row than its own interval: it grows at the next good step
+  // (the count had to equal the interval, and passed it for ever).
+  GradScaler longer({.initial_scale = 16.0, .growth_interval = 5});
+  for (int i = 0; i < 4; ++i) iterate(longer, sgd, p);
+  GradScaler shorter(options);
+  shorter.load_state_dict(longer.state_dict());
+  EXPECT_EQ(iterate(shorter, sgd, p), 32.0);
+
   nn::StateDict bad = uninterrupted.state_dict();
   bad["scale"] = scalar(-1.0, DType::f64);
   expect_error([&] { resumed.load_state_dict(bad); }, {"\"scale\" must be finite and positive", "-1"});

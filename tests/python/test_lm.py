@@ -185,6 +185,12 @@ def test_quantize_and_export_refuse_to_write_over_the_run(run, tmp_path):
     refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
                               "--output", str(hf / "generation_config.json")], capture_output=True, text=True)
     assert refused.returncode != 0 and "'s own generation_config.json" in refused.stderr
+    # And the tokenizer's side files transformers reads; a new file under a run's data/ is the user's.
+    refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
+                              "--output", str(hf / "tokenizer_config.json")], capture_output=True, text=True)
+    assert refused.returncode != 0 and "'s own tokenizer_config.json" in refused.stderr
+    subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
+                    "--output", str(folder / "data" / "int8.safetensors")], capture_output=True, text=True, check=True)
 
 
 def test_one_override_string_is_one_override(run, tmp_path):

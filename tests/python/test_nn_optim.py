@@ -496,6 +496,11 @@ def test_one_tensor_is_one_parameter_to_clip_and_refused_as_an_optimizers_params
     np.testing.assert_allclose(w.grad.numpy(), np.array([[3.0, 4.0], [6.0, 8.0]]) / (np.sqrt(125.0) + 1e-6))
     with eddy.no_grad(), pytest.raises(TypeError, match="optimizer: params must be an iterable of tensors, got one"):
         eddy.optim.Adam(w, lr=0.1)
+    # A 0-d parameter (a scalar coefficient), which is not iterable, too.
+    c = eddy.tensor(2.0).requires_grad_()
+    (c * 5.0).backward()
+    assert eddy.nn.clip_grad_norm(c, 1.0) == 5.0
+    assert float(c.grad) == pytest.approx(5.0 / (5.0 + 1e-6))
 
 
 def test_bfloat16_tolist_gives_python_floats():

@@ -96,7 +96,8 @@ bool GradScaler::step(Optimizer& optimizer) {
   }
   if (!unscaled_.count(&optimizer)) divide_gradients(optimizer);
   optimizer.step();
-  if (!counted_ && !overflowed_ && ++good_in_a_row_ == options_.growth_interval) {
+  // At or past the interval: a count loaded from a scaler with a longer one never equalled it.
+  if (!counted_ && !overflowed_ && ++good_in_a_row_ >= options_.growth_interval) {
     scale_ *= options_.growth_factor;
     good_in_a_row_ = 0;
   }
