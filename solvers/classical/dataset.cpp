@@ -439,9 +439,11 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
       return records;
     };
   } else if (spec.solver == DatasetSolver::navier_stokes) {
-    forcing = spec.fno_forcing ? NavierStokes2d::fno_forcing(n) : zeros({n, n}, DType::f64);
-    const Tensor finer_forcing = spec.fno_forcing ? NavierStokes2d::fno_forcing(2 * n) : zeros({2 * n, 2 * n}, DType::f64);
-    NavierStokes2d solver(n, spec.dt, nu, forcing), finer(2 * n, spec.dt / 2, nu, finer_forcing);
+    const auto forcing_on = [&spec](int64_t points) {
+      return spec.fno_forcing ? NavierStokes2d::fno_forcing(points) : zeros({points, points}, DType::f64);
+    };
+    forcing = forcing_on(n);
+    NavierStokes2d solver(n, spec.dt, nu, forcing), finer(2 * n, spec.dt / 2, nu, forcing_on(2 * n));
     solve = [solver, record_steps](const Tensor& a) { return solver.solve(a, record_steps); };
     refined = [finer, refined_steps, n](const Tensor& a) {
       std::vector<Tensor> records = finer.solve(on_twice_the_points_2d(a), refined_steps);
