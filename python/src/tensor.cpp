@@ -405,7 +405,14 @@ void bind_tensor(py::module_& m) {
       // Without them Python rebound x to x ** y and x @ y: a view's base, a parameter or the NumPy
       // array x wraps kept the old values.
       .def("__ipow__", [](const py::object& self, const py::object& b) { return augmented(self, b, "**=", power); })
-      .def("__imatmul__", [](const py::object& self, const py::object& b) { return augmented(self, b, "@=", product); })
+      .def("__imatmul__", [](const py::object& self, const py::object& b) {
+        py::object result = product(self.cast<const Tensor&>(), b);
+        // A product of another shape (h @= W of a layer) rebinds the name, in either grad mode, as
+        // PyTorch does (and as Python did before there was an __imatmul__): refused untracked only, it
+        // failed under no_grad where training ran.
+        if (result.cast<const Tensor&>().shape() != self.cast<const Tensor&>().shape()) return result;
+        return augmented(self, b, "@=", [&result](const Tensor&, const py::object&) { return result; });
+      })
       .def("__matmul__", &product)
       .def("__rmatmul__", [](const Tensor& a, const py::object& b) { return matmul(as_tensor(b), a); })
       .def("__eq__", [](const Tensor& a, const py::object& b) { return compare(a, b, [](const Tensor& x, const Tensor& y) { return eq(x, y); }); })

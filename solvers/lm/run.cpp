@@ -61,17 +61,23 @@ TrainedModel load_hf_folder(const std::string& dir) {
   return trained;
 }
 
-// What generate, export and --resume read in `dir`, by the kind of folder it is: a training run's
-// (a config.yaml beside a tokenizer.json or checkpoint; "data" stands for its token data) or a
-// Hugging Face folder's (a config.json). Nothing for another folder, one holding a config.yaml of
-// its own, say.
+// What generate, export and --resume read in `dir`, as paths relative to it, by the kind of folder
+// it is: a training run's (a config.yaml beside a tokenizer.json or checkpoint, with its corpus and
+// token files under data/) or a Hugging Face folder's (a config.json). Nothing for another folder,
+// one holding a config.yaml of its own, say.
 std::vector<std::string> files_read_in(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ignored;
   std::vector<std::string> read;
   if (fs::exists(dir / "config.yaml", ignored) &&
       (fs::exists(dir / "tokenizer.json", ignored) || fs::exists(dir / "checkpoint.safetensors", ignored))) {
-    read = {"config.yaml", "tokenizer.json", "history.h5", "checkpoint.safetensors", "data"};
+    LmProblem layout;
+    layout.output.dir = dir.string();
+    const CorpusPaths corpus = corpus_paths(layout);
+    read = {"config.yaml", "history.h5", "checkpoint.safetensors"};
+    for (const std::string& path : {corpus.tokenizer, corpus.description, corpus.train_tokens, corpus.validation_tokens}) {
+      read.push_back(fs::path(path).lexically_relative(dir).generic_string());
+    }
   }
   if (fs::exists(dir / "config.json", ignored)) {
     // transformers reads the tokenizer's two side files too.
@@ -107,13 +113,10 @@ void refuse_the_runs_own_files(const std::string& run_dir, const std::string& ou
   // run unloadable.
   for (const fs::path& dir : {run, target.parent_path(), target.parent_path().parent_path()}) {
     const std::vector<std::string> read = files_read_in(dir);
-    const fs::path within = target.lexically_relative(dir);
-    const std::string first = within.empty() ? "" : within.begin()->string();
-    const bool listed = std::find(read.begin(), read.end(), first) != read.end();
-    // Under data/, the files the run wrote there (its corpus and token files); a new one is the user's.
-    if (listed && (within == within.filename() || (first == "data" && fs::exists(target, ignored)))) {
+    const std::string within = target.lexically_relative(dir).generic_string();
+    if (std::find(read.begin(), read.end(), within) != read.end()) {
       throw Error(cat(argument, " ", output, " is ", dir == run ? std::string("the run's own ") :
-                      cat("the run ", dir.string(), "'s own "), within.string(),
+                      cat("the run ", dir.string(), "'s own "), within,
                       ", which generate, export and --resume read; give another file"));
     }
   }

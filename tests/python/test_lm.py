@@ -189,8 +189,13 @@ def test_quantize_and_export_refuse_to_write_over_the_run(run, tmp_path):
     refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
                               "--output", str(hf / "tokenizer_config.json")], capture_output=True, text=True)
     assert refused.returncode != 0 and "'s own tokenizer_config.json" in refused.stderr
-    subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
-                    "--output", str(folder / "data" / "int8.safetensors")], capture_output=True, text=True, check=True)
+    for bits in ["8", "4"]:  # the second time too: a file under data/ that existed was refused
+        subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", bits,
+                        "--output", str(folder / "data" / "int8.safetensors")], capture_output=True, text=True,
+                       check=True)
+    refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
+                              "--output", str(folder / "data" / "train.tokens")], capture_output=True, text=True)
+    assert refused.returncode != 0 and "is the run's own data/train.tokens" in refused.stderr
 
 
 def test_one_override_string_is_one_override(run, tmp_path):

@@ -1,5 +1,6 @@
 """eddy.Tensor from Python: NumPy and DLPack interop, indexing, operators, repr, lifetimes."""
 
+import contextlib
 import gc
 import sys
 import weakref
@@ -935,6 +936,14 @@ def test_findings_of_an_ops_review_against_numpy():
     m = eddy.from_numpy(shared)
     m @= eddy.tensor(np.array([[0.0, 1.0], [1.0, 0.0]]))
     assert shared.tolist() == [[0.0, 1.0], [1.0, 0.0]]
+    # One of another shape rebinds the name in either grad mode, as PyTorch's: it failed under
+    # no_grad where training ran.
+    w = eddy.tensor(np.ones((3, 4))).requires_grad_()
+    for grad_mode in (eddy.no_grad, contextlib.nullcontext):
+        with grad_mode():
+            h = eddy.tensor(np.ones((2, 3))) * 1.0
+            h @= w
+            assert h.shape == (2, 4)
     # The text "float" is NumPy's float64 and PyTorch's float32: refused, where it gave float32.
     with pytest.raises(TypeError, match="dtype 'float' is float64 in NumPy and float32 in PyTorch"):
         eddy.zeros([2], dtype="float")
