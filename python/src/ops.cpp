@@ -352,9 +352,21 @@ void bind_ops(py::module_& m) {
         py::arg("x"), py::arg("axis"));
   m.def("roll", [](const py::object& x, int64_t shift, int64_t axis) { return roll(as_tensor(x), shift, axis); },
         py::arg("x"), py::arg("shift"), py::arg("axis"));
-  m.def("concatenate", [](const py::sequence& xs, int64_t axis) { return concat(tensors_of(xs), axis); },
+  // Mixed dtypes promote, as every binary op does and as NumPy's and PyTorch's concatenate and
+  // stack do: an int64 beside a float64 was refused.
+  const auto promoted = [](std::vector<Tensor> tensors) {
+    if (tensors.empty()) return tensors;
+    DType common = tensors.front().dtype();
+    for (const Tensor& t : tensors) common = promote(common, t.dtype());
+    for (Tensor& t : tensors) {
+      if (t.dtype() != common) t = cast(t, common);
+    }
+    return tensors;
+  };
+  m.def("concatenate",
+        [promoted](const py::sequence& xs, int64_t axis) { return concat(promoted(tensors_of(xs)), axis); },
         py::arg("tensors"), py::arg("axis") = 0);
-  m.def("stack", [](const py::sequence& xs, int64_t axis) { return stack(tensors_of(xs), axis); },
+  m.def("stack", [promoted](const py::sequence& xs, int64_t axis) { return stack(promoted(tensors_of(xs)), axis); },
         py::arg("tensors"), py::arg("axis") = 0);
   m.def("gather", [](const py::object& x, int64_t axis, const py::object& index) {
         return gather(as_tensor(x), axis, as_tensor(index));

@@ -951,3 +951,12 @@ def test_findings_of_an_ops_review_against_numpy():
     # A complex mean squared error is the mean of |e|^2, real; it was (1 + 1j)^2 = 2j.
     loss = eddy.mse_loss(eddy.tensor([1 + 1j]), eddy.tensor([0j]))
     assert loss.dtype == eddy.float64 and float(loss) == 2.0
+
+
+def test_concatenate_and_stack_promote_mixed_dtypes_as_numpy():
+    # An int64 beside a float64 (or float32 beside float64) was refused; every binary op promotes.
+    ints, floats = np.array([1, 2]), np.array([0.5, 1.5])
+    joined = eddy.concatenate([eddy.tensor(ints), eddy.tensor(floats)])
+    assert joined.dtype == eddy.float64 and joined.tolist() == np.concatenate([ints, floats]).tolist()
+    stacked = eddy.stack([eddy.tensor(floats.astype(np.float32)), eddy.tensor(floats)])
+    assert stacked.dtype == eddy.float64 and stacked.shape == (2, 2)
