@@ -307,7 +307,36 @@ void bind_ops(py::module_& m) {
   reduction(m, "max", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return max(x, a, k); });
   reduction(m, "min", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return min(x, a, k); });
   reduction(m, "norm", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return norm(x, a, k); });
-  m.def("logsumexp", [](const py::object& x, int64_t axis, bool keepdims) { return logsumexp(as_tensor(x), axis, keepdims); },
+  // One axis as the C++ op takes it; several, or every one (None), as SciPy's and JAX's
+  // logsumexp take them (refused before): moved last and merged into one.
+  m.def("logsumexp",
+        [](const py::object& x, const py::object& axis, bool keepdims) {
+          const Tensor t = as_tensor(x);
+          if (py::isinstance<py::int_>(axis)) return logsumexp(t, axis.cast<int64_t>(), keepdims);
+          std::vector<bool> reduced(static_cast<size_t>(t.dim()), axis.is_none());
+          for (int64_t a : ints_of(axis)) {
+            const int64_t at = a < 0 ? a + t.dim() : a;
+            if (at < 0 || at >= t.dim() || reduced[static_cast<size_t>(at)]) {
+              throw py::value_error(cat("logsumexp: axis ", a, " is out of range or repeated for a tensor of shape ",
+                                        t.shape()));
+            }
+            reduced[static_cast<size_t>(at)] = true;
+          }
+          std::vector<int64_t> order, merged_shape;
+          Shape kept_shape;
+          for (int64_t i = 0; i < t.dim(); ++i) {
+            if (reduced[static_cast<size_t>(i)]) continue;
+            order.push_back(i);
+            merged_shape.push_back(t.size(i));
+          }
+          for (int64_t i = 0; i < t.dim(); ++i) {
+            kept_shape.push_back(reduced[static_cast<size_t>(i)] ? 1 : t.size(i));
+            if (reduced[static_cast<size_t>(i)]) order.push_back(i);
+          }
+          merged_shape.push_back(-1);
+          const Tensor result = logsumexp(reshape(permute(t, order), merged_shape), -1, false);
+          return keepdims ? reshape(result, kept_shape) : result;
+        },
         py::arg("x"), py::arg("axis") = -1, py::arg("keepdims") = false);
   m.def("softmax", [](const py::object& x, int64_t axis) { return softmax(as_tensor(x), axis); }, py::arg("x"),
         py::arg("axis") = -1);

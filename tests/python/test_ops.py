@@ -587,3 +587,18 @@ def test_softmax_family_of_integers_is_refused_by_its_own_name():
     for op in (eddy.logsumexp, eddy.softmax, eddy.log_softmax):
         with pytest.raises(eddy.Error, match=f"{op.__name__}: .*floating-point"):
             op(eddy.tensor([1, 2, 3]))
+
+
+def test_logsumexp_over_several_axes_or_all_as_scipy():
+    # axis=None and tuples were a pybind TypeError; one axis stays the default (the last).
+    from math import log
+    values = RNG.standard_normal((2, 3, 4))
+    x = eddy.tensor(values)
+    every = float(eddy.logsumexp(x, axis=None))
+    assert every == pytest.approx(log(np.exp(values).sum()), rel=1e-12)
+    pair = eddy.logsumexp(x, axis=(0, 2), keepdims=True)
+    assert pair.shape == (1, 3, 1)
+    np.testing.assert_allclose(pair.numpy(), np.log(np.exp(values).sum(axis=(0, 2), keepdims=True)), rtol=1e-12)
+    assert eddy.logsumexp(x).shape == (2, 3)
+    with pytest.raises(ValueError, match="logsumexp: axis -1 is out of range or repeated"):
+        eddy.logsumexp(x, axis=(2, -1))
