@@ -168,9 +168,10 @@ Tensor assigned_value(const Tensor& target, const py::object& value) {
         throw_overflow_error(
             cat("the number ", py::str(value).cast<std::string>(), " does not fit in ", target.dtype()));
       }
+    } else {
+      // A list of them too: [nan, 1e10] into int32 stored the lowest integer twice.
+      require_numbers_fit("assignment", assigned, target.dtype());
     }
-    // A list of them too: [nan, 1e10] into int32 stored the lowest integer twice.
-    require_numbers_fit("assignment", assigned, target.dtype());
   }
   return assigned;
 }
