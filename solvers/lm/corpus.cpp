@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
@@ -63,8 +64,9 @@ std::vector<fs::path> corpus_files(const CorpusSpec& corpus) {
   return files;
 }
 
-// The documents of one file's text: cut at separator lines, each trimmed of the newline before
-// the separator; empty documents dropped.
+// The documents of one file's text: cut at separator lines; empty documents dropped. A line that
+// ends in CRLF is a separator line too (its \r is not part of the text), else a Windows file was
+// one document, separators included.
 void cut_documents(const std::string& text, const std::string& separator, std::vector<std::string>& documents) {
   if (separator.empty()) {
     if (!text.empty()) documents.push_back(text);
@@ -78,7 +80,9 @@ void cut_documents(const std::string& text, const std::string& separator, std::v
     current.clear();
   };
   while (std::getline(lines, line)) {
-    if (line == separator) {
+    std::string_view content = line;
+    if (content.ends_with('\r')) content.remove_suffix(1);
+    if (content == separator) {
       finish();
     } else {
       current += line;
@@ -380,11 +384,20 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
     return place + suffix;
   };
   const int32_t vocab = prepared.tokenizer->vocab_size();
+  // Found here, where the config's place is known, rather than when the first batch is drawn.
+  auto encode_split = [&](const std::vector<std::string>& split, const char* name) {
+    std::vector<int32_t> ids = encode_documents(*prepared.tokenizer, split, *end_of_text);
+    EDDY_CHECK(static_cast<int64_t>(ids.size()) > p.model.context, p.corpus.where, "the ", name, " split tokenises to ",
+               ids.size(), " tokens, fewer than a window of model.context + 1 = ", p.model.context + 1,
+               "; use a larger corpus or data.validation_fraction, or a smaller model.context");
+    return ids;
+  };
+  std::vector<int32_t> train_ids = encode_split(documents.train, "training");
+  std::vector<int32_t> validation_ids = encode_split(documents.validation, "validation");
   prepared.train_tokens = stage(paths.train_tokens);
-  TokenFile::write(prepared.train_tokens, encode_documents(*prepared.tokenizer, documents.train, *end_of_text), vocab);
+  TokenFile::write(prepared.train_tokens, train_ids, vocab);
   prepared.validation_tokens = stage(paths.validation_tokens);
-  TokenFile::write(prepared.validation_tokens,
-                   encode_documents(*prepared.tokenizer, documents.validation, *end_of_text), vocab);
+  TokenFile::write(prepared.validation_tokens, validation_ids, vocab);
   prepared.tokenizer->save(stage(tokenizer_path));
   // Moved in last: token files without it are made again.
   io::write_file_atomically(stage(description_path), description);

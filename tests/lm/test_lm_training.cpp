@@ -203,6 +203,34 @@ TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
   expect_error([&] { draw_batch(tokens, 1, tokens.size(), 0, 0); }, {"fewer than a window of context + 1"});
 }
 
+// A separator line ending in CRLF ends a document as one ending in LF does: a Windows file was one
+// document with its "%" lines in the text.
+TEST_F(LmTraining, SeparatorLinesEndingInCrlfCutDocuments) {
+  fs::create_directories(dir_ / "crlf");
+  for (const char* name : {"a.txt", "b.txt"}) {
+    std::string text = io::read_file((dir_ / "corpus" / name).string()), windows;
+    for (char c : text) windows += c == '\n' ? std::string("\r\n") : std::string(1, c);
+    io::write_file_atomically((dir_ / "crlf" / name).string(), windows);
+  }
+  const PreparedCorpus prepared =
+      prepare_corpus(problem_of(config(), {"data.files=" + (dir_ / "crlf" / "*.txt").string()}), nullptr);
+  const int32_t end_of_text = *prepared.tokenizer->token_to_id(kEndOfText);
+  int64_t documents = 0;
+  std::string text;
+  for (const std::string& path : {prepared.train_tokens, prepared.validation_tokens}) {
+    const TokenFile tokens(path);
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < tokens.size(); ++i) {
+      documents += tokens.at(i) == end_of_text;
+      if (tokens.at(i) != end_of_text) ids.push_back(tokens.at(i));
+    }
+    text += prepared.tokenizer->decode(ids);
+  }
+  EXPECT_EQ(documents, 240);
+  EXPECT_EQ(text.find('%'), std::string::npos);
+  EXPECT_NE(text.find("sleeps.\r\n"), std::string::npos);  // the documents' own line ends are kept
+}
+
 TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   const LmProblem problem = problem_of(config("type: gpt2", "{type: constant}"),
                                        {"training.learning_rate=1.0e30", "training.clip=0",
@@ -266,8 +294,9 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   expect_error(corpus_error((dir_ / "one.txt").string()), {"1 document(s)", "at least 2"});
   expect_error(corpus_error((dir_ / "corpus").string()), {"is not a regular file"});
   const LmProblem long_context = problem_of(config(), {"model.context=4000"});
+  // Named with the config's place when the corpus is tokenised, not at the first batch.
   expect_error([&] { train(long_context, eager()); },
-               {"validation.tokens", "fewer than a window of context + 1 = 4001"});
+               {"test.yaml:2:", "split tokenises to", "fewer than a window of model.context + 1 = 4001"});
 
   // A tokenizer without <|endoftext|>.
   io::BpeTrainingOptions options;
