@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "eddy/autodiff/tape.h"
@@ -51,8 +52,11 @@ Tensor sample_darcy_coefficient(const DarcyDatasetOptions& options, Generator& g
                           full_like(field, options.a_low)));
 }
 
+// Only a .h5 is taken off: two datasets "ns_nu1.0e-2" and "ns_nu1.5e-2" had one image, "ns_nu1".
 std::string sample_image_path(const std::string& dataset_path) {
-  return std::filesystem::path(dataset_path).replace_extension("").string() + "_sample0.vti";
+  std::string_view stem = dataset_path;
+  if (stem.ends_with(".h5")) stem.remove_suffix(3);
+  return std::string(stem) + "_sample0.vti";
 }
 
 io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& comm) {
@@ -67,9 +71,18 @@ io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& co
   std::error_code ignored;
   EDDY_CHECK(!std::filesystem::is_regular_file(path, ignored) || io::is_hdf5_file(path), "generate: output.path ", path,
              " exists and is not an HDF5 file (the config itself, say); give the dataset a file of its own");
-  // An interrupted generate leaves its unfinished file (NAME.tmp-PID) behind.
-  if (comm.rank() == 0) io::remove_abandoned_temporaries_of(path);
+  // An interrupted generate leaves its unfinished files (NAME.tmp-PID) behind.
+  if (comm.rank() == 0) {
+    io::remove_abandoned_temporaries_of(path);
+    io::remove_abandoned_temporaries_of(sample_image_path(path));
+  }
   return io::Hdf5Writer(path, comm);
+}
+
+void commit_dataset(io::Hdf5Writer& writer, const std::string& path, dist::Communicator& comm) {
+  std::error_code ignored;
+  if (comm.rank() == 0) std::filesystem::remove(sample_image_path(path), ignored);
+  writer.commit();
 }
 
 void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& path, std::ostream* log) {
@@ -117,7 +130,7 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
                        "-div(a grad u) = f on [0, 1]^2, u = 0 on the boundary; a[k, i, j] at (x, y) = "
                        "(i, j) / (resolution - 1); a = a_high where a Gaussian random field with covariance "
                        "(-Laplacian + tau^2)^(-alpha) is >= 0, a_low elsewhere");
-  writer.commit();
+  commit_dataset(writer, path, *alone);
   if (options.vtk) {
     const double h = 1.0 / static_cast<double>(n - 1);
     io::write_vti(sample_image_path(path), {0, 0}, {h, h}, {n, n},

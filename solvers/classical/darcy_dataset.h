@@ -62,4 +62,9 @@ io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& co
 // The image of a dataset's first sample beside it: <path without .h5>_sample0.vti.
 std::string sample_image_path(const std::string& dataset_path);
 
+// Commits `writer`'s dataset at `path`, an earlier dataset's image there removed first (by
+// `comm`'s rank 0): the new image is moved in after the dataset, so a run stopped between the two
+// left the new dataset beside the old one's image. Without the image, or stopped, none is there.
+void commit_dataset(io::Hdf5Writer& writer, const std::string& path, dist::Communicator& comm);
+
 }  // namespace eddy::classical

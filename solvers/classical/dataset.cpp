@@ -388,16 +388,14 @@ bool written_by_generate(const std::string& path) {
 }
 
 // An existing HDF5 file that `eddy generate` did not write is replaced only with --overwrite: a
-// reference dataset or a run's solution.h5 at output.path was lost. The image of an earlier
-// dataset goes, as it would be read as this one's.
-void prepare_output(const DatasetSpec& spec, dist::Communicator& comm) {
+// reference dataset or a run's solution.h5 at output.path was lost.
+void prepare_output(const DatasetSpec& spec) {
   std::error_code ignored;
   const std::string& path = spec.output_path;
   EDDY_CHECK(spec.overwrite || !std::filesystem::is_regular_file(path, ignored) || !io::is_hdf5_file(path) ||
                  written_by_generate(path),
              "generate: output.path ", path, " exists and is not a dataset of eddy generate (a reference dataset or "
              "a run's results, say); give a new file, or --overwrite to replace it");
-  if (comm.rank() == 0 && !spec.vtk) std::filesystem::remove(sample_image_path(spec.output_path), ignored);
 }
 
 }  // namespace
@@ -405,7 +403,7 @@ void prepare_output(const DatasetSpec& spec, dist::Communicator& comm) {
 void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communicator& comm) {
   EDDY_CHECK(spec.solver != DatasetSolver::darcy || comm.size() == 1,
              "generate: darcy datasets are written by one process, got ", comm.size(), " ranks; run without mpirun");
-  prepare_output(spec, comm);
+  prepare_output(spec);
   if (spec.solver == DatasetSolver::darcy) {
     DarcyDatasetOptions options = spec.darcy;
     options.resolution = spec.resolution;
@@ -628,7 +626,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
                        cat("Gaussian random field, covariance sigma^2 (-Laplacian + tau^2)^(-alpha), alpha ",
                            spec.initial_condition.alpha, ", tau ", spec.initial_condition.tau, ", sigma ",
                            spec.initial_condition.sigma));
-  writer.commit();
+  commit_dataset(writer, spec.output_path, comm);
   if (spec.vtk && first_sample == 0 && last_sample > 0) write_first_sample_vti(spec, a, u);
 }
 

@@ -210,9 +210,11 @@ int run_generate(const std::string& file, const std::vector<std::string>& overri
   const std::string times = spec.solver == classical::DatasetSolver::darcy ? std::string("")
                                                    : cat(", ", spec.records, " record times up to t = ",
                                                                     spec.final_time);
+  const std::string image = spec.vtk ? cat(", and its first sample as ", classical::sample_image_path(spec.output_path))
+                                     : std::string();
   std::printf("wrote %s: %lld %s samples at resolution %lld%s%s\n", spec.output_path.c_str(),
               static_cast<long long>(spec.samples), classical::solver_name(spec.solver),
-              static_cast<long long>(spec.resolution), times.c_str(), spec.vtk ? " (and the first sample as .vti)" : "");
+              static_cast<long long>(spec.resolution), times.c_str(), image.c_str());
   return 0;
 }
 

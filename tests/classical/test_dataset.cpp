@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "eddy/eddy.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/burgers.h"
 #include "solvers/classical/dataset.h"
@@ -246,6 +247,30 @@ TEST_F(DatasetTest, BurgersFileHoldsTheSolverTrajectoriesWhateverTheBatching) {
   const std::string single = file("single.h5");
   generate_dataset(spec(with_path(kBurgers, single), {"batch=1"}));
   EXPECT_LT(max(abs(io::read_hdf5(single, "u") - u)).item<double>(), 1e-13);
+}
+
+// Two datasets whose names differ after a dot have an image each (only .h5 is taken off), a run
+// that is refused leaves the earlier dataset and its image as they were, and a killed run's
+// temporary image is cleaned up by the next run.
+TEST_F(DatasetTest, EachDatasetHasAnImageOfItsOwn) {
+  generate_dataset(spec(with_path(kBurgers, file("nu1.0e-2"))));
+  generate_dataset(spec(with_path(kBurgers, file("nu1.5e-2")), {"nu=0.06"}));
+  EXPECT_TRUE(fs::exists(file("nu1.0e-2_sample0.vti")));
+  EXPECT_TRUE(fs::exists(file("nu1.5e-2_sample0.vti")));
+  EXPECT_FALSE(fs::exists(file("nu1_sample0.vti")));
+
+  const std::string path = file("burgers.h5"), image = file("burgers_sample0.vti");
+  generate_dataset(spec(with_path(kBurgers, path)));
+  const std::string image_before = io::read_file(image);
+  EXPECT_THROW(generate_dataset(spec(with_path(kBurgers, path), {"nu=1e-3", "time.dt=1e-3", "time.final=0.4"})),
+               Error);
+  EXPECT_EQ(io::read_file(image), image_before);
+
+  const std::string killed = image + ".tmp-999999999";
+  io::write_file_atomically(killed, "part of an image");
+  generate_dataset(spec(with_path(kBurgers, path), {"output.vtk=false"}));
+  EXPECT_FALSE(fs::exists(killed));
+  EXPECT_FALSE(fs::exists(image));
 }
 
 TEST_F(DatasetTest, NavierStokesFileHasTheFnoLayoutAndAttributes) {
