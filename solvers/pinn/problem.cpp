@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "eddy/core/error.h"
@@ -268,10 +269,32 @@ Tensor read_file_array(const Problem& problem, const std::string& file, const st
   return cast(values, problem.dtype);
 }
 
+// A CSV points key that names the coordinates' own columns in another order ("t,x" where the
+// coordinates are x, t) read each column as the other coordinate, silently: refused at `where`.
+void require_coordinate_order(const Problem& problem, const std::string& key, const ConfigNode& where) {
+  std::istringstream columns(key);
+  std::string column;
+  for (size_t position = 0; std::getline(columns, column, ','); ++position) {
+    const size_t first = column.find_first_not_of(" \t"), last = column.find_last_not_of(" \t");
+    column = first == std::string::npos ? std::string() : column.substr(first, last - first + 1);
+    const auto named = std::find(problem.coordinates.begin(), problem.coordinates.end(), column);
+    if (named == problem.coordinates.end() || position >= problem.coordinates.size() ||
+        problem.coordinates[position] == column) {
+      continue;
+    }
+    where.fail(cat("'", key, "' puts the column '", column, "' in the place of coordinate '",
+                   problem.coordinates[position], "' (points are in coordinate order: ",
+                   default_points_key(problem, io::ArrayFormat::csv), ")"));
+  }
+}
+
 // The points [N, coordinates] that the data file `file` (the node's `file`, resolved) lists at the
 // key `points` (default_points_key when not given), for data and points conditions.
 Tensor points_from_file(const Problem& problem, const ConfigNode& node, const std::string& file) {
   const io::ArrayFormat format = file_format(node.at("file"));
+  if (format == io::ArrayFormat::csv && node.has("points")) {
+    require_coordinate_order(problem, node.string("points"), node.at("points"));
+  }
   Tensor points =
       read_file_array(problem, file, node.string("points", default_points_key(problem, format)), node.at("file"));
   const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
@@ -639,6 +662,9 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
     reference.values[field] = read_file_array(problem, reference.file, fields.at(field).as_string(), fields.at(field));
   }
   if (node.has("points")) {
+    if (file_format(node.at("file")) == io::ArrayFormat::csv) {
+      require_coordinate_order(problem, node.string("points"), node.at("points"));
+    }
     reference.points = read_file_array(problem, reference.file, node.string("points"), node.at("points"));
     const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
     if (coordinates == 1 && reference.points.dim() == 1) reference.points = reshape(reference.points, {-1, 1});

@@ -574,6 +574,12 @@ TEST(Problem, PointsConditionReadsItsPointsFromADataFile) {
   std::ofstream(csv) << "x,y\n0.1,0.2\n0.3,\n";
   expect_error([&] { read(kCavity + "  gauges: {type: points, file: " + csv + ", field: p}\n"); },
                {"conditions.gauges.file: " + csv + ": row 2 of the points: the point x = 0.3, y = nan is not finite"});
+  // Columns named like the coordinates but listed in another order were read as each other.
+  std::ofstream(csv) << "x,y\n0.1,0.2\n0.3,0.4\n";
+  expect_error([&] { read(kCavity + "  gauges: {type: points, file: " + csv + ", points: 'y, x', field: p}\n"); },
+               {"conditions.gauges.points: 'y, x' puts the column 'y' in the place of coordinate 'x'",
+                "coordinate order: x,y"});
+  EXPECT_NO_THROW(read(kCavity + "  gauges: {type: points, file: " + csv + ", points: 'x,y', field: p}\n"));
   std::filesystem::remove_all(dir);
 }
 
