@@ -175,9 +175,11 @@ Expression expression_at(const ConfigNode& node, const Symbols& symbols, Express
     check(expression, symbols, kind);
     return expression;
   } catch (const Error& e) {
-    // In a YAML flow map ({equation: pow(u, 2), ...}) a comma ends the value, which then stops
-    // inside a call; the parser can only say that the call is unfinished.
-    if (std::count(text.begin(), text.end(), '(') <= std::count(text.begin(), text.end(), ')')) throw;
+    // In a YAML flow map ({equation: pow(u, 2), ...}) a comma ends an unquoted value, which then
+    // stops inside a call; the parser can only say that the call is unfinished.
+    if (node.is_quoted() || std::count(text.begin(), text.end(), '(') <= std::count(text.begin(), text.end(), ')')) {
+      throw;
+    }
     throw Error(cat(e.what(), "\n(the expression has more ( than ): in a YAML map written {...}, a comma ends "
                               "the value; quote the expression)"));
   }

@@ -556,6 +556,26 @@ TEST(Problem, PointsConditionTakesItsPointsAsListed) {
   EXPECT_EQ(line.conditions[0].fixed_points.shape(), (Shape{2, 1}));
 }
 
+// An expression cut at a comma of a flow map has more ( than ); one written in quotes was not cut,
+// so the hint to quote it does not apply.
+TEST(Problem, TheHintToQuoteAnExpressionIsForUnquotedOnes) {
+  auto message_for = [](const std::string& equation) {
+    std::string text = kValid;
+    const std::string original = "equation: heat, points: 100";
+    text.replace(text.find(original), original.size(), "equation: " + equation + ", points: 100");
+    try {
+      read(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string quoted = message_for("'u_t - (u_xx'"), plain = message_for("u_t - (u_xx");
+  EXPECT_NE(quoted.find("conditions.pde.equation"), std::string::npos) << quoted;
+  EXPECT_EQ(quoted.find("quote the expression"), std::string::npos) << quoted;
+  EXPECT_NE(plain.find("quote the expression"), std::string::npos) << plain;
+}
+
 TEST(Problem, PointsConditionReadsItsPointsFromADataFile) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_points_", ::getpid());
   std::filesystem::create_directories(dir);
