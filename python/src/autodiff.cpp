@@ -10,6 +10,7 @@
 #include "bindings.h"
 #include "eddy/autodiff/functional.h"
 #include "eddy/autodiff/tape.h"
+#include "eddy/core/error.h"
 
 namespace eddy::python {
 namespace {
@@ -22,6 +23,18 @@ MultiFunction multi_function(const py::function& f, bool& single) {
     for (size_t i = 0; i < xs.size(); ++i) args[i] = py::cast(xs[i]);
     py::object out = f(*args);
     single = !(py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out));
+    // A nested sequence became one constant tensor (its tangents zeros, its cotangents dropped).
+    auto is_container = [](const py::handle& value) {
+      return py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value) || py::isinstance<py::dict>(value);
+    };
+    bool nested = py::isinstance<py::dict>(out);
+    for (size_t i = 0; !single && !nested && i < py::len(out); ++i) nested = is_container(out[py::int_(i)]);
+    if (nested) {
+      throw py::type_error(cat("the function returned ", std::string(py::str(py::type::of(out).attr("__name__"))),
+                               single ? "" : " holding a tuple, list or dict",
+                               "; jvp, vjp, jacobian and hessian take a tensor or a flat tuple or list of tensors: "
+                               "flatten the outputs"));
+    }
     return tensors_of(out);
   };
 }

@@ -579,3 +579,17 @@ def test_no_grad_and_enable_grad_decorate_functions():
     for thread in threads:
         thread.join()
     assert seen == {"first, inside its own no_grad": False, "second, after its call": True}
+
+
+def test_jvp_and_vjp_refuse_nested_outputs():
+    # A nested tuple became one constant tensor: its tangent came back zero, its cotangent was dropped.
+    x = eddy.tensor(np.array([1.0, 2.0]))
+    v = eddy.tensor(np.array([1.0, 0.0]))
+    with pytest.raises(TypeError, match="returned tuple holding a tuple, list or dict.*flat tuple or list"):
+        eddy.jvp(lambda y: (eddy.sin(y), (y, y * y)), (x,), (v,))
+    with pytest.raises(TypeError, match="returned list holding"):
+        eddy.vjp(lambda y: [[y * 3.0]], (x,), ([eddy.ones([1, 2], dtype="float64")],))
+    with pytest.raises(TypeError, match="returned dict;"):
+        eddy.jvp(lambda y: {"a": eddy.sin(y)}, (x,), (v,))
+    outputs, tangents = eddy.jvp(lambda y: (eddy.sin(y), y * y), (x,), (v,))
+    np.testing.assert_allclose(tangents[1].numpy(), [2.0, 0.0])

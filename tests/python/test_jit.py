@@ -624,3 +624,27 @@ def test_created_and_scattered_terms_past_the_folding_limit_equal_eager():
         return eddy.scatter_add(eddy.zeros([size], dtype=eddy.float64), 0, index, values) + rows
 
     np.testing.assert_array_equal(eddy.jit(scattered)(values, rows).numpy(), scattered(values, rows).numpy())
+
+
+def test_derivatives_of_a_jitted_jvp_or_hvp_at_its_own_argument_equal_eager():
+    # jvp's handles of an argument share its autograd state; the trace took them for detached
+    # leaves and stopped derivatives there, so every derivative of the compiled function was zero.
+    x = eddy.tensor(np.array([0.3, -0.7, 1.1]))
+    v = eddy.tensor(np.array([1.0, 0.5, -2.0]))
+
+    def tangent(y, t):
+        return eddy.jvp(eddy.sin, (y,), (t,))[1]
+
+    def hessian_times(y, t):
+        return eddy.hvp(lambda z: eddy.sum(eddy.sin(z)), y, t)
+
+    for body, second in ((tangent, -np.sin(x.numpy()) * v.numpy() ** 2),
+                         (hessian_times, -np.cos(x.numpy()) * v.numpy() ** 2)):
+        compiled = eddy.jit(body)
+        forward = eddy.jvp(lambda y: compiled(y, v), (x,), (v,))[1]
+        eager = eddy.jvp(lambda y: body(y, v), (x,), (v,))[1]
+        np.testing.assert_allclose(forward.numpy(), second, rtol=1e-12)
+        np.testing.assert_allclose(eager.numpy(), second, rtol=1e-12)
+        reverse = eddy.grad(lambda y: eddy.sum(compiled(y, v)))(x)
+        np.testing.assert_allclose(reverse.numpy(), eddy.grad(lambda y: eddy.sum(body(y, v)))(x).numpy(), rtol=1e-12)
+        assert np.abs(reverse.numpy()).min() > 0

@@ -208,7 +208,7 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   ValueId add_value(const Tensor& tensor, ValueSource source, bool carries) {
     const ValueId id = graph.add_value(tensor.shape(), tensor.dtype(), source);
     carries_.push_back(carries);
-    handles_.push_back(tensor.impl_ptr());
+    autograd_of_.push_back(tensor.impl()->autograd);
     return id;
   }
 
@@ -216,10 +216,13 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   // a handle that requires no grad (detached, or computed under no_grad), or a leaf of its own
   // made from the value (x.detach().requires_grad_(), whose gradient eagerly goes to the new leaf
   // and not on to x; it named x's value, and derivatives of the compiled call went through both).
+  // A leaf's aliases (jvp's tangent-carrying handles of an argument) share its autograd state and
+  // pass derivatives on: told apart by handle, they stopped them, and derivatives of a compiled
+  // function that took a jvp or hvp at its own argument were zero.
   bool derivatives_stop_at(const Tensor& handle, ValueId id) const {
     if (!GradMode::enabled() || !carries_[id]) return false;
     if (!handle.requires_grad()) return true;
-    return handle.is_leaf() && handles_[id].lock() != handle.impl_ptr();
+    return handle.is_leaf() && autograd_of_[id].lock() != handle.impl()->autograd;
   }
 
   // A value that carries derivatives, used as a constant through `handle`: a detached handle of
@@ -250,9 +253,9 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
 
   std::unordered_map<const ValueIdentity*, Known> known_;
   // By value: whether it carries derivatives (recorded from a handle that requires grad, or
-  // computed from such a value), and the handle it was recorded from.
+  // computed from such a value), and the autograd state of the handle it was recorded from.
   std::vector<bool> carries_;
-  std::vector<std::weak_ptr<TensorImpl>> handles_;
+  std::vector<std::weak_ptr<AutogradMeta>> autograd_of_;
   std::unordered_map<ValueId, ValueId> stopped_;
   std::set<std::pair<ValueId, const dist::Communicator*>> replicated_told_;
 };
