@@ -25,37 +25,44 @@ auto with_split_context(const SplitSpec& split, Read read) {
   }
 }
 
-// `values` read from `dataset` of the split's file, refused if it holds a NaN or an infinity:
-// training on one goes on quietly (a ReLU network turned a NaN input into a constant model).
-// `first_row` is the file row of values' row 0.
-Tensor finite(const SplitSpec& split, const std::string& dataset, Tensor values, int64_t first_row) {
+// Throws, naming the position of values' first non-finite element (`first_row` is the file row of
+// values' row 0), "<file>: dataset '<dataset>' <what> at [i, j]; <advice>"; returns if there is none.
+void require_finite(const SplitSpec& split, const std::string& dataset, const Tensor& values, int64_t first_row,
+                    const std::string& what, const std::string& advice) {
   std::optional<std::vector<int64_t>> index = first_non_finite(values);
-  if (!index) return values;
+  if (!index) return;
   if (!index->empty()) (*index)[0] += first_row;
   std::string position;
   for (int64_t i : *index) position += (position.empty() ? "" : ", ") + std::to_string(i);
-  throw Error(cat(split.where, split.file, ": dataset '", dataset, "' holds a non-finite value (NaN or "
-                  "infinity) at [", position, "]; the data must be finite"));
+  throw Error(cat(split.where, split.file, ": dataset '", dataset, "' ", what, " at [", position, "]; ", advice));
 }
 
-// `values` in the training dtype; complex values are refused (a cast would keep their real parts).
-Tensor real_values(const SplitSpec& split, const std::string& dataset, const Tensor& values, DType dtype) {
-  EDDY_CHECK(!is_complex(values.dtype()), split.where, split.file, ": dataset '", dataset, "' is complex (",
-             values.dtype(), "); operators train on real data: store the real and imaginary parts as two channels "
+// The dataset `read` returns (rows from `first_row` on), in the training dtype. Refused: complex
+// values (a cast would keep their real parts); a NaN or an infinity (training on one goes on
+// quietly: a ReLU network turned a NaN input into a constant model); a finite value beyond the
+// training dtype's range (it was reported as a NaN or infinity in the file).
+template <typename Read>
+Tensor training_values(const SplitSpec& split, const std::string& dataset, DType dtype, int64_t first_row,
+                       Read read) {
+  const Tensor stored = with_split_context(split, read);
+  EDDY_CHECK(!is_complex(stored.dtype()), split.where, split.file, ": dataset '", dataset, "' is complex (",
+             stored.dtype(), "); operators train on real data: store the real and imaginary parts as two channels "
              "(data.input_channels / output_channels: true)");
-  return cast(values, dtype);
+  require_finite(split, dataset, stored, first_row, "holds a non-finite value (NaN or infinity)",
+                 "the data must be finite");
+  Tensor values = cast(stored, dtype);
+  require_finite(split, dataset, values, first_row, cat("holds a value beyond the range of ", dtype),
+                 "train in float64 (training.dtype: float64) or rescale the data");
+  return values;
 }
 
 Tensor read_array(const SplitSpec& split, const std::string& dataset, DType dtype) {
-  return finite(split, dataset, with_split_context(split, [&] {
-                  return real_values(split, dataset, io::read_hdf5(split.file, dataset), dtype);
-                }), 0);
+  return training_values(split, dataset, dtype, 0, [&] { return io::read_hdf5(split.file, dataset); });
 }
 
 Tensor read_rows(const SplitSpec& split, const std::string& dataset, int64_t first, int64_t last, DType dtype) {
-  return finite(split, dataset, with_split_context(split, [&] {
-                  return real_values(split, dataset, io::read_hdf5_rows(split.file, dataset, first, last), dtype);
-                }), first);
+  return training_values(split, dataset, dtype, first,
+                         [&] { return io::read_hdf5_rows(split.file, dataset, first, last); });
 }
 
 Shape shape_of(const SplitSpec& split, const std::string& dataset) {
@@ -76,11 +83,22 @@ void require_nonzero_outputs(const SplitSpec& spec, const Split& split, const st
   std::vector<int64_t> within_sample(static_cast<size_t>(split.output.dim() - 1));
   std::iota(within_sample.begin(), within_sample.end(), 1);
   const std::vector<double> largest = max(abs(split.output), within_sample).to_vector<double>();
+  // The loss and the reported errors take the norms in the training dtype, whose normal range the
+  // squared norm must lie in: outside it the loss was infinite, or NaN once a difference underflowed.
+  const std::vector<double> squared_norms =
+      sum(square(cast(split.output, DType::f64)), within_sample).to_vector<double>();
+  const bool single = split.output.dtype() == DType::f32;
+  const double most = single ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
+  const double least = single ? std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
   for (size_t k = 0; k < largest.size(); ++k) {
-    EDDY_CHECK(largest[k] > 0, what, "output '", spec.output, "' sample ", spec.first + split.first + static_cast<int64_t>(k),
-               " is all zeros, so its relative L2 error is undefined (a division by its norm); ",
-               training ? "train with training.loss: mse, or leave the sample out"
-                        : "leave it out of this test set (samples, stride or another file)");
+    const std::string sample = cat("output '", spec.output, "' sample ", spec.first + split.first + static_cast<int64_t>(k));
+    EDDY_CHECK(largest[k] > 0, what, sample, " is all zeros, so its relative L2 error is undefined (a division by its "
+               "norm); ", training ? "train with training.loss: mse, or leave the sample out"
+                                   : "leave it out of this test set (samples, stride or another file)");
+    EDDY_CHECK(squared_norms[k] >= least && squared_norms[k] <= most, what, sample, " (largest magnitude ", largest[k],
+               ") has a squared norm that ", squared_norms[k] < least ? "underflows " : "overflows ",
+               split.output.dtype(), ", so its relative L2 error cannot be taken; train in float64 (training.dtype: "
+               "float64) or rescale the data");
   }
 }
 
@@ -298,10 +316,15 @@ Normalizer::Normalizer(const Tensor& samples, bool channel_axis, bool enabled, d
       comm.allreduce(total, total, dist::ReduceOp::sum);
       return total / all_samples;
     };
-    mean_ = mean_over_ranks(samples);
+    // In float64: in float32 the squares of values below about 1e-23 underflowed, and such a
+    // channel was left unscaled as a constant one (the network saw zeros); above about 1e19 they
+    // overflowed, and every value was scaled to 0.
+    const Tensor wide = cast(samples, DType::f64);
+    const Tensor mean = mean_over_ranks(wide);
     // A constant channel (zero deviation) is left unscaled rather than divided by zero.
-    Tensor deviation = sqrt(mean_over_ranks(square(samples - mean_)));
-    stddev_ = where(gt(deviation, scalar(0, deviation.dtype())), deviation, ones_like(deviation));
+    const Tensor deviation = sqrt(mean_over_ranks(square(wide - mean)));
+    mean_ = cast(mean, samples.dtype());
+    stddev_ = cast(where(gt(deviation, scalar(0.0, DType::f64)), deviation, ones_like(deviation)), samples.dtype());
   } else {
     Shape shape(samples.dim(), 1);
     if (channel_axis) shape[1] = samples.shape()[1];

@@ -291,11 +291,12 @@ TEST_F(OperatorTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   io::Hdf5Writer out((dir_ / "nan.h5").string());
   Tensor u = ones({4, 8}, DType::f64);
   out.write("u", u);
-  // Finite data (NaN data is refused when it loads) whose squared error overflows float32.
+  // Finite data (NaN data is refused when it loads) whose squared error overflows float32 (a test
+  // set of such outputs is refused when it loads: its relative L2 error cannot be taken).
   out.write("v", u * 1e30);
   out.commit();
   const std::string text = cat("data:\n  file: ", (dir_ / "nan.h5").string(),
-                               "\n  normalize: false\n  train: {input: u, output: v, samples: 2}\n  test: {input: u, output: v, first: 2}\n"
+                               "\n  normalize: false\n  train: {input: u, output: v, samples: 2}\n  test: {input: u, output: u, first: 2}\n"
                                "model: {type: fno, modes: [2], width: 4, layers: 1, projection_width: 4}\n"
                                "training: {loss: mse}\n"
                                "output: {dir: ", (dir_ / "nan").string(), "}\n");
@@ -343,6 +344,52 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
                {"model.padding", "must be 0 when parallel.mesh splits the grid over 2 ranks"});
   expect_error([&] { problem_of(config("parallel: {mesh: [2], names: [grid]}\n"), {"model.type=deeponet"}); },
                {"parallel.names", "a DeepONet has no grid"});
+}
+
+// Values of any magnitude float32 holds train: the normalisers' statistics are taken in float64
+// (in float32, inputs of 1e-25 were left unscaled as a constant channel and inputs of 1e20 scaled
+// to 0, both silently). Outputs whose squared norms leave float32's range, which the relative L2
+// loss needs, and values beyond float32 are refused before training, naming the remedy.
+TEST_F(OperatorTraining, DataOfAnyMagnitudeFloat32HoldsIsStandardisedOrRefused) {
+  const std::string source = (dir_ / "smooth.h5").string(), scaled = (dir_ / "scaled.h5").string();
+  const Tensor u = io::read_hdf5(source, "train/u"), smooth = io::read_hdf5(source, "train/smooth");
+  {
+    io::Hdf5Writer out(scaled);
+    for (const double scale : {1e-25, 1e20}) out.write(cat("train/u_", scale), cast(u, DType::f64) * scale);
+    out.write("train/u_1e39", cast(u, DType::f64) * 1e39);
+    out.write("train/u", u);
+    out.write("train/smooth", smooth);
+    for (const double scale : {1e-21, 1e20}) out.write(cat("train/smooth_", scale), cast(smooth, DType::f64) * scale);
+    out.commit();
+  }
+  const std::vector<std::string> files = {
+      cat("data.file=", scaled), "training.dtype=float32",
+      cat("data.test=[{name: t, file: ", source, ", input: test/u, output: test/smooth}]")};
+  for (const double scale : {1e-25, 1e20}) {
+    SCOPED_TRACE(cat("inputs times ", scale));
+    std::vector<std::string> overrides = files;
+    overrides.push_back(cat("data.train.input=train/u_", scale));
+    const OperatorProblem p = problem_of(config(), overrides);
+    const Dataset data = load_data(p);
+    const Tensor wide = cast(io::read_hdf5(scaled, cat("train/u_", scale)), DType::f64);
+    const double deviation = std::sqrt(mean(square(wide - mean(wide))).item<double>());
+    const double stored = OperatorModel(p, data.train).state_dict().at("input_normalizer.stddev").item<double>();
+    EXPECT_NEAR(stored / deviation, 1.0, 1e-6);
+  }
+  for (const double scale : {1e-21, 1e20}) {
+    std::vector<std::string> overrides = files;
+    overrides.push_back(cat("data.train.output=train/smooth_", scale));
+    expect_error([&] { load_data(problem_of(config(), overrides)); },
+                 {"data.train", "sample 0", scale < 1 ? "squared norm that underflows float32" : "overflows float32",
+                  "training.dtype: float64"});
+    overrides[1] = "training.dtype=float64";
+    EXPECT_NO_THROW(load_data(problem_of(config(), overrides)));
+  }
+  std::vector<std::string> beyond = files;
+  beyond.push_back("data.train.input=train/u_1e39");
+  expect_error([&] { load_data(problem_of(config(), beyond)); },
+               {"data.train", "dataset 'train/u_1e39' holds a value beyond the range of float32 at [0, ",
+                "train in float64"});
 }
 
 TEST_F(OperatorTraining, BadTestSetsAndDataAreRefusedBeforeTraining) {
