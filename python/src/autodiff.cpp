@@ -15,6 +15,12 @@
 namespace eddy::python {
 namespace {
 
+bool is_container(const py::handle& value) {
+  return py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value) || py::isinstance<py::dict>(value);
+}
+
+std::string type_name(const py::handle& value) { return py::str(py::type::of(value).attr("__name__")); }
+
 // f(*tensors) -> a tensor or a sequence of tensors, as the C++ MultiFunction; `single` records
 // which, so results come back in the same form.
 MultiFunction multi_function(const py::function& f, bool& single) {
@@ -24,16 +30,11 @@ MultiFunction multi_function(const py::function& f, bool& single) {
     py::object out = f(*args);
     single = !(py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out));
     // A nested sequence became one constant tensor (its tangents zeros, its cotangents dropped).
-    auto is_container = [](const py::handle& value) {
-      return py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value) || py::isinstance<py::dict>(value);
-    };
     bool nested = py::isinstance<py::dict>(out);
     for (size_t i = 0; !single && !nested && i < py::len(out); ++i) nested = is_container(out[py::int_(i)]);
     if (nested) {
-      throw py::type_error(cat("the function returned ", std::string(py::str(py::type::of(out).attr("__name__"))),
-                               single ? "" : " holding a tuple, list or dict",
-                               "; jvp, vjp, jacobian and hessian take a tensor or a flat tuple or list of tensors: "
-                               "flatten the outputs"));
+      throw py::type_error(cat("the function returned ", type_name(out), single ? "" : " holding a tuple, list or dict",
+                               "; jvp and vjp take a tensor or a flat tuple or list of tensors: flatten the outputs"));
     }
     return tensors_of(out);
   };
@@ -44,8 +45,17 @@ py::object shaped(const std::vector<Tensor>& values, bool single) {
   return py::cast(values);
 }
 
+// f(tensor) -> one tensor, for jacobian, hessian and hvp. A tuple or list of tensors became one
+// constant tensor, whose derivatives were zeros.
 Function single_function(const py::function& f) {
-  return [f](const Tensor& x) { return as_tensor(f(x)); };
+  return [f](const Tensor& x) {
+    py::object out = f(x);
+    if (is_container(out)) {
+      throw py::type_error(cat("the function returned ", type_name(out), "; jacobian, hessian and hvp take a "
+                               "function of one tensor output: differentiate each output on its own, or eddy.stack them"));
+    }
+    return as_tensor(out);
+  };
 }
 
 }  // namespace

@@ -114,9 +114,13 @@ bool valid_utf8(std::string_view text, size_t& bad_offset) {
 // What the token files were made from: when this text is unchanged they are reused. A tokenizer
 // file counts by its contents: replaced at the same path, the run reused the earlier tokenizer and
 // its token files.
+// How eddy cuts and tokenises a corpus, in the description of the token files made so: token files
+// of an earlier way are made again. 2: separator lines ending in CRLF cut documents.
+constexpr int kCorpusFormat = 2;
+
 std::string corpus_description(const LmProblem& p, const std::vector<fs::path>& files) {
   std::ostringstream text;
-  text << "separator " << p.corpus.separator << "\nvalidation_fraction " << p.corpus.validation_fraction
+  text << "format " << kCorpusFormat << "\nseparator " << p.corpus.separator << "\nvalidation_fraction " << p.corpus.validation_fraction
        << "\nseed " << p.training.seed << "\ntokenizer " << p.tokenizer.file << " " << p.tokenizer.vocab_size << " "
        << p.tokenizer.min_frequency;
   if (!p.tokenizer.file.empty()) text << " " << std::hex << fnv1a(io::read_file(p.tokenizer.file)) << std::dec;
@@ -147,7 +151,8 @@ std::string corpus_changes(const std::string& before, const std::string& now) {
     for (const std::string& line : *side) {
       if (other.count(line)) continue;
       const std::string key = line.substr(0, line.find(' '));
-      if (key == "separator") note("data.separator");
+      if (key == "format") note("eddy's way of cutting documents (separator lines ending in CRLF now cut them)");
+      else if (key == "separator") note("data.separator");
       else if (key == "validation_fraction") note("data.validation_fraction");
       else if (key == "seed") note("training.seed (which splits the documents)");
       else if (key == "tokenizer") note("tokenizer.file (or its contents), vocab_size or min_frequency");
@@ -330,6 +335,19 @@ PreparedCorpus corpus_staged_by_rank_0(const LmProblem& p, const std::string& su
           !staged};
 }
 
+namespace {
+
+// Refuses a split of fewer tokens than one window, naming the config's place: found when the
+// corpus is tokenised (or its token files reused), not when the first batch is drawn.
+void require_a_window(const LmProblem& p, int64_t tokens, const std::string& split) {
+  EDDY_CHECK(tokens > p.model.context, p.corpus.where, "the ", split, " split tokenises to ", tokens,
+             " tokens, fewer than a window of model.context + 1 = ", p.model.context + 1, "; use a larger corpus",
+             split == "training" ? " or a smaller" : " or a larger", " data.validation_fraction, or a smaller "
+             "model.context");
+}
+
+}  // namespace
+
 StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, const std::string& suffix) {
   const CorpusPaths paths = corpus_paths(p);
   const fs::path& data_dir = paths.data_dir;
@@ -347,6 +365,8 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
       fs::exists(prepared.validation_tokens, error)) {
     prepared.tokenizer = io::BpeTokenizer::load(tokenizer_path);
     prepared.reused = true;
+    require_a_window(p, TokenFile(prepared.train_tokens).size(), "training");
+    require_a_window(p, TokenFile(prepared.validation_tokens).size(), "validation");
     return staged;
   }
 
@@ -377,6 +397,10 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
   EDDY_CHECK(end_of_text, "tokenizer.file: ", p.tokenizer.file, " has no ", kEndOfText,
              " token, which eddy puts between documents");
   if (log) *log << "tokenising the corpus into " << data_dir.string() << "\n";
+  const std::vector<int32_t> train_ids = encode_documents(*prepared.tokenizer, documents.train, *end_of_text);
+  require_a_window(p, static_cast<int64_t>(train_ids.size()), "training");
+  const std::vector<int32_t> validation_ids = encode_documents(*prepared.tokenizer, documents.validation, *end_of_text);
+  require_a_window(p, static_cast<int64_t>(validation_ids.size()), "validation");
   fs::create_directories(data_dir, error);
   if (error) throw fs::filesystem_error(cat("output.dir ", p.output.dir, ": cannot make the run's data folder"), error);
   auto stage = [&](const std::string& place) {
@@ -384,16 +408,6 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
     return place + suffix;
   };
   const int32_t vocab = prepared.tokenizer->vocab_size();
-  // Found here, where the config's place is known, rather than when the first batch is drawn.
-  auto encode_split = [&](const std::vector<std::string>& split, const char* name) {
-    std::vector<int32_t> ids = encode_documents(*prepared.tokenizer, split, *end_of_text);
-    EDDY_CHECK(static_cast<int64_t>(ids.size()) > p.model.context, p.corpus.where, "the ", name, " split tokenises to ",
-               ids.size(), " tokens, fewer than a window of model.context + 1 = ", p.model.context + 1,
-               "; use a larger corpus or data.validation_fraction, or a smaller model.context");
-    return ids;
-  };
-  std::vector<int32_t> train_ids = encode_split(documents.train, "training");
-  std::vector<int32_t> validation_ids = encode_split(documents.validation, "validation");
   prepared.train_tokens = stage(paths.train_tokens);
   TokenFile::write(prepared.train_tokens, train_ids, vocab);
   prepared.validation_tokens = stage(paths.validation_tokens);

@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,9 @@ enum class ExpressionKind { scalar, predicate };
 // Checks names, arities, derivative notation, helper cycles and types, and that the result has
 // the wanted kind, without evaluating anything.
 void check(const Expression& expression, const Symbols& symbols, ExpressionKind expected);
+
+// The parameters a checked `expression` reads, itself or through the helpers it uses.
+std::set<std::string> parameters_read(const Expression& expression, const Symbols& symbols);
 
 // The network outputs at the points: [N, number of coordinates] -> [N, number of fields].
 using FieldFunction = std::function<Tensor(const Tensor& points)>;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "eddy/core/suggest.h"
 #include "eddy/ops/ops.h"
@@ -317,6 +318,31 @@ std::vector<int> spatial_coordinates(const Symbols& symbols) {
     if (symbols.coordinates[i] != "t") spatial.push_back(static_cast<int>(i));
   }
   return spatial;
+}
+
+namespace {
+
+void collect_parameters(const ExpressionSource& source, const Node& node, const Symbols& symbols,
+                        std::set<std::string>& helpers_walked, std::set<std::string>& parameters) {
+  if (node.kind == Node::Kind::symbol) {
+    const Meaning meaning = resolve_symbol(source, node, symbols);
+    if (meaning.kind == Meaning::Kind::parameter) parameters.insert(meaning.name);
+    const bool helper = meaning.kind == Meaning::Kind::helper ||
+                        (meaning.kind == Meaning::Kind::derivative && symbols.helpers.count(meaning.name));
+    if (helper && helpers_walked.insert(meaning.name).second) {
+      const ExpressionSource& body = symbols.helpers.at(meaning.name).source();
+      collect_parameters(body, *body.root, symbols, helpers_walked, parameters);
+    }
+  }
+  for (const NodePtr& child : node.children) collect_parameters(source, *child, symbols, helpers_walked, parameters);
+}
+
+}  // namespace
+
+std::set<std::string> parameters_read(const Expression& expression, const Symbols& symbols) {
+  std::set<std::string> helpers_walked, parameters;
+  collect_parameters(expression.source(), *expression.source().root, symbols, helpers_walked, parameters);
+  return parameters;
 }
 
 Meaning resolve_symbol(const ExpressionSource& source, const Node& node, const Symbols& symbols) {

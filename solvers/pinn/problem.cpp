@@ -170,19 +170,9 @@ Expression expression_at(const ConfigNode& node, const Symbols& symbols, Express
   std::string where = node.where();
   where.resize(where.size() - 2);  // without the trailing ": " the expression error adds itself
   const std::string text = expression_text(node);
-  try {
-    Expression expression = parse_expression(text, where);
-    check(expression, symbols, kind);
-    return expression;
-  } catch (const Error& e) {
-    // In a YAML flow map ({equation: pow(u, 2), ...}) a comma ends an unquoted value, which then
-    // stops inside a call; the parser can only say that the call is unfinished.
-    if (node.is_quoted() || std::count(text.begin(), text.end(), '(') <= std::count(text.begin(), text.end(), ')')) {
-      throw;
-    }
-    throw Error(cat(e.what(), "\n(the expression has more ( than ): in a YAML map written {...}, a comma ends "
-                              "the value; quote the expression)"));
-  }
+  Expression expression = parse_expression(text, where);
+  check(expression, symbols, kind);
+  return expression;
 }
 
 // A residual built from a condition's parts; each part was checked on its own first, so errors
@@ -649,7 +639,19 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
       if (std::find(problem.fields.begin(), problem.fields.end(), field) == problem.fields.end()) {
         expressions->at(field).fail("'" + field + "' is not a field");
       }
-      reference.expressions.emplace(field, expression_at(expressions->at(field), symbols, ExpressionKind::scalar));
+      Expression expression = expression_at(expressions->at(field), symbols, ExpressionKind::scalar);
+      // A learnable parameter's value is the run's guess, not the truth: `eddy solve` scored the run
+      // against the initial guess, `eddy eval` against the trained value.
+      const std::set<std::string> read = parameters_read(expression, symbols);
+      std::string learnable;
+      for (const LearnableParameter& parameter : problem.learnable) {
+        if (read.count(parameter.name)) learnable += (learnable.empty() ? "" : ", ") + parameter.name;
+      }
+      if (!learnable.empty()) {
+        expressions->at(field).fail(cat("a reference may not use a learnable parameter (", learnable,
+                                        "): it is the value being trained, not the true one; write the true value"));
+      }
+      reference.expressions.emplace(field, std::move(expression));
     }
     return reference;
   }

@@ -22,32 +22,16 @@ Validator::Validator(PinnState& state) : state_(state) {
       // Not a structured binding: the lambda below captures it, which clang before 16 refuses.
       const std::string& field = entry.first;
       const Expression& expression = entry.second;
-      auto values_with = [&](const std::map<std::string, Tensor>& parameters) {
-        EvaluationInputs inputs;
-        inputs.points = points;
-        inputs.fields = [&](const Tensor&) -> Tensor {
-          throw Error(cat(expression.where(), ": a reference may only use coordinates and parameters"));
-        };
-        inputs.parameters = parameters;
-        EvaluationContext context(p.symbols(false), inputs);
-        return evaluate(expression, context).detach();
+      EvaluationInputs inputs;
+      inputs.points = points;
+      inputs.fields = [&](const Tensor&) -> Tensor {
+        throw Error(cat(expression.where(), ": a reference may only use coordinates and parameters"));
       };
-      std::map<std::string, Tensor> parameters = state.parameter_values();
+      inputs.parameters = state.parameter_values();
       // The problem's own values, whichever continuation stage the state is in.
-      for (const auto& [name, value] : p.constants) parameters[name] = scalar(value, p.dtype);
-      values_[field] = values_with(parameters);
-      if (p.learnable.empty()) continue;
-      // A learnable parameter's value is the run's guess, not the truth: a reference that reaches
-      // one (directly or through a helper) scored the run against the initial guess in `eddy
-      // solve` and against the trained value in `eddy eval`. Moving them all tells.
-      std::string names;
-      for (const LearnableParameter& parameter : p.learnable) {
-        parameters[parameter.name] = parameters.at(parameter.name).detach() + 1.0;
-        names += (names.empty() ? "" : ", ") + parameter.name;
-      }
-      EDDY_CHECK(!(max(abs(values_with(parameters) - values_[field])).item<double>() > 0), expression.where(),
-                 ": a reference may not use a learnable parameter (", names,
-                 "): it is the value being trained, not the true one; write the true value in the expression");
+      for (const auto& [name, value] : p.constants) inputs.parameters[name] = scalar(value, p.dtype);
+      EvaluationContext context(p.symbols(false), inputs);
+      values_[field] = evaluate(expression, context).detach();
     }
     return;
   }

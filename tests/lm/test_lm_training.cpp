@@ -138,9 +138,9 @@ TEST_F(LmTraining, ResumeContinuesBitExactly) {
 }
 
 TEST_F(LmTraining, ARefusedRunLeavesTheRunFolderAsItWas) {
-  // A finished run, then a run into its folder with another tokenizer that is refused after its
-  // corpus is prepared (a window longer than the validation split): the run's tokenizer and token
-  // files stay its own, and nothing staged is left behind.
+  // A finished run, then a run into its folder with another tokenizer that is refused once its
+  // corpus is tokenised (a window longer than a split): the run's tokenizer and token files stay
+  // its own, and nothing is left behind.
   const LmProblem problem = problem_of(config(), {"training.steps=10", "training.schedule={type: constant}"});
   ASSERT_TRUE(train(problem, eager()).finished);
   const fs::path run = dir_ / "run";
@@ -156,7 +156,7 @@ TEST_F(LmTraining, ARefusedRunLeavesTheRunFolderAsItWas) {
     train(problem_of(config(), {"tokenizer.vocab_size=280", "model.context=4000", "training.steps=10",
                                 "training.schedule={type: constant}"}),
           eager());
-  }, {(run / "data" / "validation.tokens").string() + " holds", "fewer than"});
+  }, {"split tokenises to", "fewer than a window"});
   EXPECT_EQ(files(), before);
   // A --resume with another separator is refused for that key, before the corpus is cut again
   // (the error was the tokenizer check's, after the cut, about what the change did).
@@ -175,6 +175,13 @@ TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
   EXPECT_FALSE(first.reused);
   EXPECT_TRUE(prepare_corpus(problem, nullptr).reused);
   // Another vocabulary makes them again.
+  EXPECT_FALSE(prepare_corpus(problem_of(config(), {"tokenizer.vocab_size=280"}), nullptr).reused);
+  // So do token files an earlier eddy cut another way (before separator lines ending in CRLF cut
+  // documents): their description has no format line.
+  const std::string description = (dir_ / "run" / "data" / "source.txt").string();
+  std::string text = io::read_file(description);
+  ASSERT_TRUE(text.starts_with("format 2\n")) << text;
+  io::write_file_atomically(description, text.substr(text.find('\n') + 1));
   EXPECT_FALSE(prepare_corpus(problem_of(config(), {"tokenizer.vocab_size=280"}), nullptr).reused);
 
   const TokenFile tokens(first.train_tokens);
@@ -296,7 +303,15 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   const LmProblem long_context = problem_of(config(), {"model.context=4000"});
   // Named with the config's place when the corpus is tokenised, not at the first batch.
   expect_error([&] { train(long_context, eager()); },
-               {"test.yaml:2:", "split tokenises to", "fewer than a window of model.context + 1 = 4001"});
+               {"test.yaml:2:", "the training split tokenises to", "fewer than a window of model.context + 1 = 4001",
+                "or a smaller data.validation_fraction"});
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "data"));
+  expect_error([&] { prepare_corpus(problem_of(config(), {"model.context=1000"}), nullptr); },
+               {"the validation split tokenises to", "or a larger data.validation_fraction"});
+  // Token files made for a shorter context are reused, and checked all the same.
+  prepare_corpus(problem_of(config()), nullptr);
+  expect_error([&] { prepare_corpus(problem_of(config(), {"model.context=1000"}), nullptr); },
+               {"test.yaml:2:", "the validation split tokenises to"});
 
   // A tokenizer without <|endoftext|>.
   io::BpeTrainingOptions options;

@@ -543,8 +543,8 @@ double gradient_norm(PinnState& state, const Tensor& loss) {
 }
 
 // A learnable parameter is the run's guess, not the truth: a reference that reaches one, directly
-// or through a helper, is refused (solve scored the run against the initial guess, eval against
-// the trained value).
+// or through a helper, is refused when the config is read (solve scored the run against the
+// initial guess, eval against the trained value).
 TEST_F(SolveTest, AReferenceMayNotUseALearnableParameter) {
   const std::vector<std::string> learnable = {"parameters.kappa={learnable: true, initial: 0.2}",
                                               "training.adam.steps=2", "output.checkpoint_every=0"};
@@ -554,7 +554,12 @@ TEST_F(SolveTest, AReferenceMayNotUseALearnableParameter) {
   through_a_helper.push_back("helpers={rate: kappa*pi^2}");
   through_a_helper.push_back("validation.reference.expressions.u=exp(-rate*t)*sin(pi*x)");
   expect_error([&] { solve(problem(kHeat, through_a_helper), {}); }, {"may not use a learnable parameter (kappa)"});
+  // Read from the text, not from values: kappa - kappa is 0 whatever kappa is.
+  std::vector<std::string> cancelling = learnable;
+  cancelling.push_back("validation.reference.expressions.u=exp(-(0.1 + kappa - kappa)*pi^2*t)*sin(pi*x)");
+  expect_error([&] { problem(kHeat, cancelling); }, {"may not use a learnable parameter (kappa)"});
   std::vector<std::string> true_value = learnable;
+  true_value.push_back("helpers={unused: 2*kappa}");
   true_value.push_back("validation.reference.expressions.u=exp(-0.1*pi^2*t)*sin(pi*x)");
   EXPECT_TRUE(solve(problem(kHeat, true_value), {}).finished);
 }
@@ -944,6 +949,7 @@ class CompiledStepTest : public SolveTest {
 // alone would not show a gradient off by a factor: Adam's steps do not depend on its scale.)
 TEST_F(CompiledStepTest, TheCompiledStepGivesTheEagerGradientsAsParametersMove) {
   const Problem p = problem(kHeat, {"parameters.kappa={learnable: true, initial: 0.2}",
+                                    "validation.reference.expressions.u=exp(-0.1*pi^2*t)*sin(pi*x)",
                                     "training.causal={chunks: 4, epsilon: 1}"});
   PinnState state(p);
   state.sample(0);
@@ -971,6 +977,7 @@ TEST_F(CompiledStepTest, TheCompiledStepGivesTheEagerGradientsAsParametersMove) 
 // trace records, node for node, with the same captured parameters.
 TEST_F(CompiledStepTest, AnAbstractTraceOfTheStepRunsNoKernelAndMatchesTheEagerTrace) {
   const Problem p = problem(kHeat, {"parameters.kappa={learnable: true, initial: 0.2}",
+                                    "validation.reference.expressions.u=exp(-0.1*pi^2*t)*sin(pi*x)",
                                     "training.causal={chunks: 4, epsilon: 1}"});
   PinnState state(p);
   state.sample(0);

@@ -593,3 +593,12 @@ def test_jvp_and_vjp_refuse_nested_outputs():
         eddy.jvp(lambda y: {"a": eddy.sin(y)}, (x,), (v,))
     outputs, tangents = eddy.jvp(lambda y: (eddy.sin(y), y * y), (x,), (v,))
     np.testing.assert_allclose(tangents[1].numpy(), [2.0, 0.0])
+    # jacobian, hessian and hvp take one output: a tuple's derivatives came back as zeros.
+    with pytest.raises(TypeError, match="returned tuple; jacobian, hessian and hvp take a function of one tensor"):
+        eddy.jacobian(lambda y: (eddy.sin(y), y * y), x)
+    with pytest.raises(TypeError, match="returned list;"):
+        eddy.jacobian(lambda y: [eddy.sin(y)], x, mode="forward")
+    with pytest.raises(TypeError, match="returned tuple;"):
+        eddy.hessian(lambda y: (eddy.sum(eddy.sin(y)),), x)
+    with pytest.raises(TypeError, match="returned list;"):
+        eddy.hvp(lambda y: [eddy.sum(eddy.sin(y))], x, v)

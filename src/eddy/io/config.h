@@ -62,8 +62,6 @@ class ConfigNode {
   bool is_map() const { return node_.IsMap(); }
   bool is_scalar() const { return node_.IsScalar(); }
   bool is_sequence() const { return node_.IsSequence(); }
-  // A scalar written in quotes ('...' or "..."): yaml-cpp tags those "!", plain ones "?".
-  bool is_quoted() const { return node_.IsScalar() && node_.Tag() == "!"; }
 
   // Map access. Each call records `key` as valid here.
   bool has(const std::string& key) const;
