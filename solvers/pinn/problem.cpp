@@ -100,6 +100,31 @@ void refuse_model_beyond_memory(const Problem& p, const ConfigNode& model) {
                        4 * weights * static_cast<double>(dtype_size(p.dtype)));
 }
 
+// A learnable parameter that no condition and no output transform reads gets no gradient: it ended
+// the run at its initial value, reported as what was learned. Refused, unless a condition's
+// equation is a supplied function, whose reads eddy cannot see.
+void refuse_unread_learnable_parameters(const Problem& p, const ConfigNode& root) {
+  if (p.learnable.empty()) return;
+  std::set<std::string> read;
+  auto note = [&read](const Expression& expression, const Symbols& symbols) {
+    for (const std::string& name : parameters_read(expression, symbols)) read.insert(name);
+  };
+  const Symbols symbols = p.symbols(true);
+  for (const Condition& c : p.conditions) {
+    if (c.function) return;
+    for (const std::optional<Expression>* part : {&c.residual, &c.selector, &c.value}) {
+      if (*part) note(**part, symbols);
+    }
+  }
+  for (const auto& [field, transform] : p.output_transforms) note(transform, p.transform_symbols());
+  for (const LearnableParameter& parameter : p.learnable) {
+    if (read.count(parameter.name)) continue;
+    root.at("parameters").at(parameter.name).fail(
+        cat("the learnable parameter '", parameter.name, "' is read by no condition and no output transform, so "
+            "training cannot move it from its initial value; use it, or make it a constant"));
+  }
+}
+
 // solution.h5 keeps each learnable and each continued parameter's values in history/<name>, beside
 // the history's own datasets: a parameter named like one of those trained its whole run and then
 // failed to write any results.
@@ -1203,6 +1228,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
 
   refuse_history_name_clashes(p, root);
+  refuse_unread_learnable_parameters(p, root);
   refuse_points_beyond_memory(p, root);
 
   config.check_no_unknown_keys();
