@@ -632,15 +632,17 @@ void read_reference_grid(const Problem& problem, const ConfigNode& node, const C
 // problem on [0, 1] reported 0.61 where the error in it was 1.2e-5). Checked as the problem is
 // read, so that `eddy check` finds it too.
 void select_reference_rows(const Problem& problem, const ConfigNode& node, Reference& reference) {
-  std::vector<bool> valid(static_cast<size_t>(reference.points.shape()[0]), true);
+  std::vector<bool> valid(static_cast<size_t>(reference.points.shape()[0]), false);
   for (const auto& [field, values] : reference.values) {
     const std::vector<bool> finite = eq(values, values).to_vector<bool>();
-    for (size_t i = 0; i < valid.size(); ++i) valid[i] = valid[i] && finite[i];
+    if (std::none_of(finite.begin(), finite.end(), [](bool value) { return value; })) {
+      node.at("fields").at(field).fail(cat(reference.file, ": the reference has no finite values of ", field));
+    }
+    for (size_t i = 0; i < valid.size(); ++i) valid[i] = valid[i] || finite[i];
   }
   for (size_t i = 0; i < valid.size(); ++i) {
     if (valid[i]) reference.rows.push_back(static_cast<int64_t>(i));
   }
-  if (reference.rows.empty()) node.at("file").fail(cat(reference.file, ": the reference has no finite values"));
   const auto coordinates = static_cast<int64_t>(problem.coordinates.size());
   const std::vector<double> at = cast(reference.points, DType::f64).to_vector<double>();
   int64_t outside = 0, first_outside = -1;

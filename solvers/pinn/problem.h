@@ -151,8 +151,9 @@ struct Reference {
   std::vector<Tensor> axes;              // grid form: each layout coordinate's values, in layout order
   Tensor points;                         // [N, coordinates] in coordinate order: as given, or the grid's
   std::map<std::string, Tensor> values;  // field -> its values, flat (grid form: C order over the layout)
-  // The points where every field has a value: NaN marks a point without one (DeepXDE's L-shape
-  // grid covers the removed quadrant with NaN), left out of the comparison. All inside the domain.
+  // The points where some field has a value: NaN marks a value not given (DeepXDE's L-shape grid
+  // covers the removed quadrant with NaN; Ghia's cavity table gives u and v on different lines),
+  // left out of that field's comparison. All inside the domain.
   std::vector<int64_t> rows;
 };
 

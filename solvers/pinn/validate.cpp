@@ -55,9 +55,14 @@ Metrics Validator::measure() {
   // Per field, over this rank's points: the squared error and squared reference summed, and the
   // largest error; then over all ranks' points.
   std::vector<Tensor> sums, largest;
-  for (const auto& [field, reference] : values_) {
+  for (const auto& [field, given] : values_) {
     const int64_t column = std::find(p.fields.begin(), p.fields.end(), field) - p.fields.begin();
-    const Tensor error = slice(prediction, 1, column, column + 1) - reference;
+    // A file reference may give a field at some of its points only (NaN elsewhere): each field is
+    // scored where it has values. Scored where all had, Ghia's cavity table, which gives u and v
+    // on different lines, was scored at its centre alone.
+    const Tensor has_value = eq(given, given);
+    const Tensor reference = where(has_value, given, zeros_like(given));
+    const Tensor error = where(has_value, slice(prediction, 1, column, column + 1) - given, zeros_like(given));
     sums.push_back(reshape(sum(square(error)), {1}));
     sums.push_back(reshape(sum(square(reference)), {1}));
     largest.push_back(error.numel() > 0 ? reshape(max(abs(error)), {1}) : zeros({1}, error.dtype()));

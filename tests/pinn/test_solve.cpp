@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -467,6 +468,35 @@ TEST_F(SolveTest, SoapTrainsAPinn) {
   const double soap = solve_error(problem(text, first_order_only));
   std::cout << "relative L2 error after 300 steps: Adam " << adam << ", SOAP " << soap << "\n";
   EXPECT_LT(soap, 1e-2);  // the untrained network's is of order 1; docs/config.md compares the two
+}
+
+// A reference file that gives each field at other points (NaN elsewhere, as Ghia's cavity table
+// gives u and v on different lines) scores each field where it has values. Scored where both had,
+// this one scored 0 for both at its one shared point.
+TEST_F(SolveTest, AReferenceScoresEachFieldWhereItHasValues) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "reference.csv") << "x,u,v\n0.1,2,\n0.2,2,\n0.3,3,\n0.4,4,\n0.5,5,5\n0.6,,6\n0.7,,7\n0.8,,0\n";
+  const std::string text = cat(R"(dtype: float64
+geometry: {space: {type: interval, min: 0, max: 1}}
+fields: [u, v]
+conditions:
+  a: {type: interior, equation: u_x - 10, points: 16}
+  b: {type: interior, equation: v_x - 10, points: 16}
+model: {width: 8, depth: 2, output_transform: {u: 10*x + 0*net_u, v: 10*x + 0*net_v}}
+training: {adam: {steps: 1}, log_every: 0}
+validation:
+  reference: {file: )", (dir / "reference.csv").string(), R"(, points: x, fields: {u: u, v: v}}
+output: {grid: [11], vtk: false, checkpoint_every: 0}
+)");
+  const SolveResult result = solve(problem(text), {});
+  ASSERT_TRUE(result.finished) << result.message;
+  // u is 10 x exactly: off by 1 at x = 0.1 of the five u values; v off by 8 at x = 0.8 of its four.
+  EXPECT_NEAR(result.metrics->relative_l2.at("u"), 1 / std::sqrt(4.0 + 4 + 9 + 16 + 25), 1e-12);
+  EXPECT_NEAR(result.metrics->max_error.at("u"), 1.0, 1e-12);
+  EXPECT_NEAR(result.metrics->relative_l2.at("v"), 8 / std::sqrt(25.0 + 36 + 49 + 0), 1e-12);
+  EXPECT_NEAR(result.metrics->max_error.at("v"), 8.0, 1e-12);
+  std::ofstream(dir / "reference.csv") << "x,u,v\n0.1,2,\n0.2,2,\n";
+  expect_error([&] { problem(text); }, {"validation.reference.fields.v", "no finite values of v"});
 }
 
 TEST_F(SolveTest, WritesResultsThatReadBack) {
