@@ -310,6 +310,7 @@ CorpusPaths corpus_paths(const LmProblem& p) {
 StagedCorpus::~StagedCorpus() {
   std::error_code ignored;
   for (const auto& [staged, place] : pending) fs::remove(staged, ignored);
+  for (const std::string& folder : made_folders) fs::remove(folder, ignored);  // only while empty
 }
 
 void StagedCorpus::commit() {
@@ -401,6 +402,9 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
   require_a_window(p, static_cast<int64_t>(train_ids.size()), "training");
   const std::vector<int32_t> validation_ids = encode_documents(*prepared.tokenizer, documents.validation, *end_of_text);
   require_a_window(p, static_cast<int64_t>(validation_ids.size()), "validation");
+  for (fs::path folder = data_dir; !folder.empty() && !fs::exists(folder, error); folder = folder.parent_path()) {
+    staged.made_folders.push_back(folder.string());
+  }
   fs::create_directories(data_dir, error);
   if (error) throw fs::filesystem_error(cat("output.dir ", p.output.dir, ": cannot make the run's data folder"), error);
   auto stage = [&](const std::string& place) {

@@ -102,6 +102,9 @@ PreparedCorpus prepare_corpus(const LmProblem& problem, std::ostream* log, bool 
 struct StagedCorpus {
   PreparedCorpus corpus;
   std::vector<std::pair<std::string, std::string>> pending;  // (staged file, its place)
+  // The folders staging made, deepest first: an uncommitted staging removes them again while they
+  // are empty (an interrupted first run left a run folder holding an empty data/).
+  std::vector<std::string> made_folders;
 
   StagedCorpus() = default;
   StagedCorpus(StagedCorpus&&) = default;

@@ -171,6 +171,10 @@ TEST_F(LmTraining, ARefusedRunLeavesTheRunFolderAsItWas) {
 
 TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
   const LmProblem problem = problem_of(config());
+  // Staged and not committed (a run interrupted while its data were prepared): nothing is left,
+  // not even the folders staging made.
+  stage_corpus(problem, nullptr, false, ".tmp-staged");
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
   const PreparedCorpus first = prepare_corpus(problem, nullptr);
   EXPECT_FALSE(first.reused);
   EXPECT_TRUE(prepare_corpus(problem, nullptr).reused);
