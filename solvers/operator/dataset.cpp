@@ -1,6 +1,7 @@
 #include "solvers/operator/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -53,6 +54,14 @@ Tensor training_values(const SplitSpec& split, const std::string& dataset, DType
   Tensor values = cast(stored, dtype);
   require_finite(split, dataset, values, first_row, cat("holds a value beyond the range of ", dtype),
                  "train in float64 (training.dtype: float64) or rescale the data");
+  // A value too small for the dtype became 0: inputs of 1e-50 in a float64 file trained as zeros.
+  const Tensor became_zero = eq(values, zeros_like(values));
+  const Tensor flushed = where(ne(stored, zeros_like(stored)), became_zero, zeros_like(became_zero));
+  if (sum(cast(flushed, DType::f64)).item<double>() > 0) {
+    require_finite(split, dataset, where(flushed, full_like(values, std::nan("")), values), first_row,
+                   cat("holds a value below the range of ", dtype, " (it would be 0)"),
+                   "train in float64 (training.dtype: float64) or rescale the data");
+  }
   return values;
 }
 
@@ -97,8 +106,8 @@ void require_nonzero_outputs(const SplitSpec& spec, const Split& split, const st
                                    : "leave it out of this test set (samples, stride or another file)");
     EDDY_CHECK(squared_norms[k] >= least && squared_norms[k] <= most, what, sample, " (largest magnitude ", largest[k],
                ") has a squared norm that ", squared_norms[k] < least ? "underflows " : "overflows ",
-               split.output.dtype(), ", so its relative L2 error cannot be taken; train in float64 (training.dtype: "
-               "float64) or rescale the data");
+               split.output.dtype(), ", so its relative L2 error cannot be taken; ",
+               single ? "train in float64 (training.dtype: float64) or rescale the data" : "rescale the data");
   }
 }
 
@@ -141,8 +150,12 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
   std::tie(split.first, last) = rows_to_read(split.size);
   split.input = read_rows(spec, spec.input, spec.first + split.first, spec.first + last, dtype);
   split.output = read_rows(spec, spec.output, spec.first + split.first, spec.first + last, dtype);
+  // On the outputs as the split keeps them, after its stride: a sample zero at the points kept
+  // passed the check made before, and its test error was inf every epoch.
   const bool training = &spec == &problem.data.train;
-  if (!training || problem.training.loss == LossType::relative_l2) require_nonzero_outputs(spec, split, what, training);
+  auto check_outputs = [&] {
+    if (!training || problem.training.loss == LossType::relative_l2) require_nonzero_outputs(spec, split, what, training);
+  };
   if (problem.model.type == ModelType::deeponet) {
     EDDY_CHECK(split.input.dim() == 2 && split.output.dim() == 2, what, "DeepONet needs input [N, sensors] and "
                "output [N, points], got ", split.input.shape(), " and ", split.output.shape());
@@ -157,6 +170,7 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
     // The trunk evaluates anywhere, so a stride thins the output points; the sensors stay.
     split.output = contiguous(slice(split.output, 1, 0, points, spec.stride));
     split.points = contiguous(slice(split.points, 0, 0, points, spec.stride));
+    check_outputs();
     return split;
   }
   split.input = to_grid_layout(split.input, problem.data.input_channels, spec.stride);
@@ -182,6 +196,7 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
                shown(split.input.shape()), " at stride ", spec.stride, "; an FNO needs at least 2 points on every "
                "axis (a smaller stride keeps more)");
   }
+  check_outputs();
   return split;
 }
 

@@ -100,31 +100,6 @@ void refuse_model_beyond_memory(const Problem& p, const ConfigNode& model) {
                        4 * weights * static_cast<double>(dtype_size(p.dtype)));
 }
 
-// A learnable parameter that no condition and no output transform reads gets no gradient: it ended
-// the run at its initial value, reported as what was learned. Refused, unless a condition's
-// equation is a supplied function, whose reads eddy cannot see.
-void refuse_unread_learnable_parameters(const Problem& p, const ConfigNode& root) {
-  if (p.learnable.empty()) return;
-  std::set<std::string> read;
-  auto note = [&read](const Expression& expression, const Symbols& symbols) {
-    for (const std::string& name : parameters_read(expression, symbols)) read.insert(name);
-  };
-  const Symbols symbols = p.symbols(true);
-  for (const Condition& c : p.conditions) {
-    if (c.function) return;
-    for (const std::optional<Expression>* part : {&c.residual, &c.selector, &c.value}) {
-      if (*part) note(**part, symbols);
-    }
-  }
-  for (const auto& [field, transform] : p.output_transforms) note(transform, p.transform_symbols());
-  for (const LearnableParameter& parameter : p.learnable) {
-    if (read.count(parameter.name)) continue;
-    root.at("parameters").at(parameter.name).fail(
-        cat("the learnable parameter '", parameter.name, "' is read by no condition and no output transform, so "
-            "training cannot move it from its initial value; use it, or make it a constant"));
-  }
-}
-
 // solution.h5 keeps each learnable and each continued parameter's values in history/<name>, beside
 // the history's own datasets: a parameter named like one of those trained its whole run and then
 // failed to write any results.
@@ -1017,7 +992,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       declare(value, name, "parameter");
       if (value.is_map()) {
         if (!value.boolean("learnable", false)) value.fail("a parameter given as a map must set learnable: true");
-        p.learnable.push_back({name, value.number("initial")});
+        p.learnable.push_back({name, value.number("initial"), value.where()});
       } else {
         p.constants[name] = value.as_number();
       }
@@ -1230,13 +1205,31 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
 
   refuse_history_name_clashes(p, root);
-  refuse_unread_learnable_parameters(p, root);
   refuse_points_beyond_memory(p, root);
 
   config.check_no_unknown_keys();
   p.resolved_config = config.resolved();
   p.config_hash = config.hash();
   return p;
+}
+
+void refuse_untrainable_parameters(const Problem& p) {
+  std::set<std::string> read;
+  auto note = [&read](const Expression& expression, const Symbols& symbols) {
+    for (const std::string& name : parameters_read(expression, symbols)) read.insert(name);
+  };
+  for (const Condition& c : p.conditions) {
+    if (c.function) return;
+    for (const std::optional<Expression>* part : {&c.residual, &c.value}) {
+      if (*part) note(**part, p.symbols(true));
+    }
+  }
+  for (const auto& [field, transform] : p.output_transforms) note(transform, p.transform_symbols());
+  for (const LearnableParameter& parameter : p.learnable) {
+    EDDY_CHECK(read.count(parameter.name), parameter.where, "the learnable parameter '", parameter.name,
+               "' is read by no condition's equation or value and no output transform (an `on` predicate passes "
+               "no gradient), so training cannot move it from its initial value; use it, or make it a constant");
+  }
 }
 
 }  // namespace eddy::pinn

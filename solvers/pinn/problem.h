@@ -55,6 +55,7 @@ struct Condition {
 struct LearnableParameter {
   std::string name;
   double initial = 0;
+  std::string where;  // "file:line:col: parameters.<name>: ", for errors about it
 };
 
 // Adaptive loss weights (solvers/pinn/weighting.h): every `every` Adam steps each condition's
@@ -235,5 +236,12 @@ enum class UnknownEquationNames { refused, supplied_when_trained };
 // it (interior and initial conditions only); the names must not also appear under `equations`.
 Problem read_problem(io::Config& config, const std::map<std::string, EquationFunction>& functions = {},
                      UnknownEquationNames unknown_names = UnknownEquationNames::refused);
+
+// Refuses, before training (eddy solve and eddy check, not eval or export of a trained run), a
+// learnable parameter that no condition's equation or value and no output transform reads: no
+// gradient reaches it (an `on` predicate gives none), and it ended the run at its initial value,
+// reported as learned. A condition whose equation is a supplied function, whose reads eddy cannot
+// see, turns the check off.
+void refuse_untrainable_parameters(const Problem& p);
 
 }  // namespace eddy::pinn

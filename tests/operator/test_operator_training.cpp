@@ -357,7 +357,13 @@ TEST_F(OperatorTraining, DataOfAnyMagnitudeFloat32HoldsIsStandardisedOrRefused) 
     io::Hdf5Writer out(scaled);
     for (const double scale : {1e-25, 1e20}) out.write(cat("train/u_", scale), cast(u, DType::f64) * scale);
     out.write("train/u_1e39", cast(u, DType::f64) * 1e39);
+    out.write("train/u_1e-50", cast(u, DType::f64) * 1e-50);
     out.write("train/u", u);
+    // Sample 0 zero at the even points, which a stride of 2 keeps.
+    Tensor odd = contiguous(io::read_hdf5(source, "test/smooth"));
+    slice(slice(odd, 0, 0, 1), 1, 0, odd.shape()[1], 2).fill_(0.0);
+    out.write("test/odd", odd);
+    out.write("test/u", io::read_hdf5(source, "test/u"));
     out.write("train/smooth", smooth);
     for (const double scale : {1e-21, 1e20}) out.write(cat("train/smooth_", scale), cast(smooth, DType::f64) * scale);
     out.commit();
@@ -390,6 +396,16 @@ TEST_F(OperatorTraining, DataOfAnyMagnitudeFloat32HoldsIsStandardisedOrRefused) 
   expect_error([&] { load_data(problem_of(config(), beyond)); },
                {"data.train", "dataset 'train/u_1e39' holds a value beyond the range of float32 at [0, ",
                 "train in float64"});
+  std::vector<std::string> below = files;
+  below.push_back("data.train.input=train/u_1e-50");
+  expect_error([&] { load_data(problem_of(config(), below)); },
+               {"dataset 'train/u_1e-50' holds a value below the range of float32 (it would be 0) at [0, "});
+  // The outputs are checked as the split keeps them, after its stride.
+  std::vector<std::string> strided = files;
+  strided[2] = cat("data.test=[{name: s2, file: ", scaled, ", input: test/u, output: test/odd, stride: 2}]");
+  expect_error([&] { load_data(problem_of(config(), strided)); }, {"data.test[0]", "sample 0 is all zeros"});
+  strided[2] = cat("data.test=[{name: s1, file: ", scaled, ", input: test/u, output: test/odd}]");
+  EXPECT_NO_THROW(load_data(problem_of(config(), strided)));
 }
 
 TEST_F(OperatorTraining, BadTestSetsAndDataAreRefusedBeforeTraining) {

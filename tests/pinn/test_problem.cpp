@@ -203,10 +203,6 @@ std::vector<BadConfig> bad_configs() {
       {"equation_comma_in_flow_map", "equation: heat, points: 100", "equation: u_t - pow(u, 2), points: 100",
        "conditions.pde.2): has no value: in a map written {...}, a comma ends a value, so quote a value that holds "
        "one"},
-      // It ended the run at its initial value, reported as learned.
-      {"learnable_read_nowhere", "  source: {learnable: true, initial: 0.5}",
-       "  source: {learnable: true, initial: 0.5}\n  stiffness: {learnable: true, initial: 2}",
-       "parameters.stiffness: the learnable parameter 'stiffness' is read by no condition and no output transform"},
       {"equation_unclosed_parenthesis", "equation: heat, points: 100", "equation: 'u_t - (u_xx', points: 100",
        "conditions.pde.equation: expected ')' to close the '(' at column 7, found the end of the expression"},
       {"initial_equation_and_field", "type: initial, field: u,", "type: initial, equation: u_t, field: u,",

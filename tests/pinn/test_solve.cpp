@@ -470,6 +470,30 @@ TEST_F(SolveTest, SoapTrainsAPinn) {
   EXPECT_LT(soap, 1e-2);  // the untrained network's is of order 1; docs/config.md compares the two
 }
 
+// A learnable parameter no equation, value or output transform reads ended the run at its initial
+// value, reported as learned: refused before training, though a trained run's config that has
+// one still reads (eval and export do not train).
+TEST_F(SolveTest, ALearnableParameterNothingTrainsIsRefusedBeforeTraining) {
+  const std::vector<std::string> base = {"parameters.kappa={learnable: true, initial: 0.2}",
+                                         "validation.reference.expressions.u=exp(-0.1*pi^2*t)*sin(pi*x)",
+                                         "training.adam.steps=2", "output.checkpoint_every=0"};
+  std::vector<std::string> unread = base;
+  unread.push_back("parameters.stiffness={learnable: true, initial: 2}");
+  const Problem read = problem(kHeat, unread);
+  expect_error([&] { refuse_untrainable_parameters(read); },
+               {"parameters.stiffness: the learnable parameter 'stiffness' is read by no condition's equation"});
+  expect_error([&] { solve(read, {}); }, {"'stiffness' is read by no condition's equation"});
+  // An `on` predicate passes it no gradient.
+  std::vector<std::string> predicate = base;
+  predicate.push_back("parameters.edge={learnable: true, initial: 0.5}");
+  predicate.push_back("conditions.ends={type: dirichlet, on: x < edge || x > 1 - edge, field: u, points: 16}");
+  expect_error([&] { refuse_untrainable_parameters(problem(kHeat, predicate)); }, {"'edge' is read by no"});
+  std::vector<std::string> in_a_value = base;
+  in_a_value.push_back("parameters.level={learnable: true, initial: 0.5}");
+  in_a_value.push_back("conditions.ends={type: dirichlet, faces: [left, right], field: u, value: level - 0.5, points: 16}");
+  EXPECT_NO_THROW(refuse_untrainable_parameters(problem(kHeat, in_a_value)));
+}
+
 // A reference file that gives each field at other points (NaN elsewhere, as Ghia's cavity table
 // gives u and v on different lines) scores each field where it has values. Scored where both had,
 // this one scored 0 for both at its one shared point.
