@@ -15,11 +15,27 @@
 namespace eddy::python {
 namespace {
 
-bool is_container(const py::handle& value) {
-  return py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value) || py::isinstance<py::dict>(value);
-}
-
 std::string type_name(const py::handle& value) { return py::str(py::type::of(value).attr("__name__")); }
+
+// What a function being differentiated returned, taken as eddy tensors only: anything else (a
+// NumPy array from np.sin of a tensor, a nested tuple, a number) was read as a constant, whose
+// derivatives came back as zeros, silently.
+std::vector<Tensor> differentiable_outputs(const py::object& out, bool sequences, const char* takes) {
+  const bool sequence = py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out);
+  std::vector<Tensor> tensors;
+  if (sequence && sequences) {
+    for (const py::handle& element : out) {
+      if (!py::isinstance<Tensor>(element)) {
+        throw py::type_error(cat("the function returned a ", type_name(out), " holding a ", type_name(element),
+                                 "; ", takes));
+      }
+      tensors.push_back(element.cast<Tensor>());
+    }
+    return tensors;
+  }
+  if (!py::isinstance<Tensor>(out)) throw py::type_error(cat("the function returned a ", type_name(out), "; ", takes));
+  return {out.cast<Tensor>()};
+}
 
 // f(*tensors) -> a tensor or a sequence of tensors, as the C++ MultiFunction; `single` records
 // which, so results come back in the same form.
@@ -29,14 +45,8 @@ MultiFunction multi_function(const py::function& f, bool& single) {
     for (size_t i = 0; i < xs.size(); ++i) args[i] = py::cast(xs[i]);
     py::object out = f(*args);
     single = !(py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out));
-    // A nested sequence became one constant tensor (its tangents zeros, its cotangents dropped).
-    bool nested = py::isinstance<py::dict>(out);
-    for (size_t i = 0; !single && !nested && i < py::len(out); ++i) nested = is_container(out[py::int_(i)]);
-    if (nested) {
-      throw py::type_error(cat("the function returned ", type_name(out), single ? "" : " holding a tuple, list or dict",
-                               "; jvp and vjp take a tensor or a flat tuple or list of tensors: flatten the outputs"));
-    }
-    return tensors_of(out);
+    return differentiable_outputs(out, true, "jvp and vjp take a function of an eddy tensor or a flat tuple or "
+                                             "list of them (NumPy functions see values, not derivatives)");
   };
 }
 
@@ -45,16 +55,13 @@ py::object shaped(const std::vector<Tensor>& values, bool single) {
   return py::cast(values);
 }
 
-// f(tensor) -> one tensor, for jacobian, hessian and hvp. A tuple or list of tensors became one
-// constant tensor, whose derivatives were zeros.
+// f(tensor) -> one tensor, for jacobian, hessian and hvp.
 Function single_function(const py::function& f) {
   return [f](const Tensor& x) {
-    py::object out = f(x);
-    if (is_container(out)) {
-      throw py::type_error(cat("the function returned ", type_name(out), "; jacobian, hessian and hvp take a "
-                               "function of one tensor output: differentiate each output on its own, or eddy.stack them"));
-    }
-    return as_tensor(out);
+    return differentiable_outputs(f(x), false, "jacobian, hessian and hvp take a function of one eddy tensor "
+                                               "output (for several, differentiate each or eddy.stack them; NumPy "
+                                               "functions see values, not derivatives)")
+        .front();
   };
 }
 

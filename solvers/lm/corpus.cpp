@@ -120,8 +120,8 @@ constexpr int kCorpusFormat = 2;
 
 std::string corpus_description(const LmProblem& p, const std::vector<fs::path>& files) {
   std::ostringstream text;
-  text << "format " << kCorpusFormat << "\nseparator " << p.corpus.separator << "\nvalidation_fraction " << p.corpus.validation_fraction
-       << "\nseed " << p.training.seed << "\ntokenizer " << p.tokenizer.file << " " << p.tokenizer.vocab_size << " "
+  text << "format " << kCorpusFormat << "\nseparator " << p.corpus.separator << "\nvalidation_fraction "
+       << p.corpus.validation_fraction << "\nseed " << p.training.seed << "\ntokenizer " << p.tokenizer.file << " " << p.tokenizer.vocab_size << " "
        << p.tokenizer.min_frequency;
   if (!p.tokenizer.file.empty()) text << " " << std::hex << fnv1a(io::read_file(p.tokenizer.file)) << std::dec;
   text << "\n";
@@ -361,7 +361,13 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
   const std::vector<fs::path> files = corpus_files(p.corpus);
   const std::string description = corpus_description(p, files);
   std::error_code error;
-  if (fs::exists(description_path, error) && io::read_file(description_path) == description &&
+  // A --resume goes on with the token files its checkpoint was trained on, also where this eddy
+  // would cut the corpus another way (a run made before separator lines ending in CRLF counted).
+  auto made_from_this_corpus = [&](const std::string& recorded) {
+    return recorded == description || (resuming && recorded.find("format ") != 0 &&
+                                       "format " + std::to_string(kCorpusFormat) + "\n" + recorded == description);
+  };
+  if (fs::exists(description_path, error) && made_from_this_corpus(io::read_file(description_path)) &&
       fs::exists(tokenizer_path, error) && fs::exists(prepared.train_tokens, error) &&
       fs::exists(prepared.validation_tokens, error)) {
     prepared.tokenizer = io::BpeTokenizer::load(tokenizer_path);

@@ -186,6 +186,8 @@ TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
   std::string text = io::read_file(description);
   ASSERT_TRUE(text.starts_with("format 2\n")) << text;
   io::write_file_atomically(description, text.substr(text.find('\n') + 1));
+  // A --resume keeps them: its checkpoint was trained on them.
+  EXPECT_TRUE(prepare_corpus(problem_of(config(), {"tokenizer.vocab_size=280"}), nullptr, true).reused);
   EXPECT_FALSE(prepare_corpus(problem_of(config(), {"tokenizer.vocab_size=280"}), nullptr).reused);
 
   const TokenFile tokens(first.train_tokens);

@@ -585,20 +585,27 @@ def test_jvp_and_vjp_refuse_nested_outputs():
     # A nested tuple became one constant tensor: its tangent came back zero, its cotangent was dropped.
     x = eddy.tensor(np.array([1.0, 2.0]))
     v = eddy.tensor(np.array([1.0, 0.0]))
-    with pytest.raises(TypeError, match="returned tuple holding a tuple, list or dict.*flat tuple or list"):
+    with pytest.raises(TypeError, match="returned a tuple holding a tuple; jvp and vjp take .* flat tuple or list"):
         eddy.jvp(lambda y: (eddy.sin(y), (y, y * y)), (x,), (v,))
-    with pytest.raises(TypeError, match="returned list holding"):
+    with pytest.raises(TypeError, match="returned a list holding a list"):
         eddy.vjp(lambda y: [[y * 3.0]], (x,), ([eddy.ones([1, 2], dtype="float64")],))
-    with pytest.raises(TypeError, match="returned dict;"):
+    with pytest.raises(TypeError, match="returned a dict;"):
         eddy.jvp(lambda y: {"a": eddy.sin(y)}, (x,), (v,))
+    # np.sin of a tensor is a NumPy array: values without derivatives, which came back as zeros.
+    with pytest.raises(TypeError, match="returned a ndarray; .*NumPy functions see values"):
+        eddy.jvp(lambda y: np.sin(y), (x,), (v,))
+    with pytest.raises(TypeError, match="returned a ndarray; jacobian, hessian and hvp"):
+        eddy.jacobian(lambda y: np.sin(y), x)
+    with pytest.raises(TypeError, match="returned a float"):
+        eddy.hessian(lambda y: 1.0, x)
     outputs, tangents = eddy.jvp(lambda y: (eddy.sin(y), y * y), (x,), (v,))
     np.testing.assert_allclose(tangents[1].numpy(), [2.0, 0.0])
     # jacobian, hessian and hvp take one output: a tuple's derivatives came back as zeros.
-    with pytest.raises(TypeError, match="returned tuple; jacobian, hessian and hvp take a function of one tensor"):
+    with pytest.raises(TypeError, match="returned a tuple; jacobian, hessian and hvp take a function of one eddy"):
         eddy.jacobian(lambda y: (eddy.sin(y), y * y), x)
-    with pytest.raises(TypeError, match="returned list;"):
+    with pytest.raises(TypeError, match="returned a list;"):
         eddy.jacobian(lambda y: [eddy.sin(y)], x, mode="forward")
-    with pytest.raises(TypeError, match="returned tuple;"):
+    with pytest.raises(TypeError, match="returned a tuple;"):
         eddy.hessian(lambda y: (eddy.sum(eddy.sin(y)),), x)
-    with pytest.raises(TypeError, match="returned list;"):
+    with pytest.raises(TypeError, match="returned a list;"):
         eddy.hvp(lambda y: [eddy.sum(eddy.sin(y))], x, v)
