@@ -30,7 +30,7 @@ CorpusSpec read_corpus(const ConfigNode& data) {
   CorpusSpec corpus;
   corpus.where = data.where();
   const ConfigNode files = data.at("files");
-  corpus.files = strings(files, &ConfigNode::as_input_path);
+  corpus.files = strings(files, &ConfigNode::as_input_pattern);
   if (corpus.files.empty()) files.fail("needs at least one file or pattern");
   if (data.has("exclude")) corpus.exclude = strings(data.at("exclude"));
   corpus.separator = data.string("separator", "");

@@ -1,6 +1,7 @@
 // Config loading: typed reads, defaults recorded in the resolved config, overrides, and errors
 // that carry file, line, column and key path, with suggestions for unknown keys.
 
+#include <glob.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -331,6 +332,30 @@ TEST(Config, InputPathsAreRelativeToTheConfigFileAndOverridesToTheWorkingDirecto
   auto text = Config::parse("data: {file: a.h5, reference: r.h5, none: ''}\ncorpus: []\n", "python-dict");
   EXPECT_EQ(read_paths(*text)[0], cwd + "/a.h5");
   fs::remove_all(folder.parent_path());
+}
+
+// A pattern's folder is taken literally: a config in "exp[1]" with files: "*.txt" read exp1's files
+// (the brackets were a character class), and one in "q?m" read qZm's too.
+TEST(Config, APatternsFolderIsLiteralWhateverItsName) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(::testing::TempDir()) / cat("eddy_glob_", ::getpid());
+  for (const char* name : {"exp[1]", "exp1"}) {
+    fs::create_directories(root / name);
+    std::ofstream(root / name / "a.txt") << name;
+  }
+  std::ofstream(root / "exp[1]" / "p.yaml") << "corpus: ['*.txt']\n";
+  auto config = Config::load((root / "exp[1]" / "p.yaml").string());
+  const std::string pattern = config->root().at("corpus").elements().front().as_input_pattern();
+  EXPECT_EQ(pattern, fs::absolute(root).lexically_normal().string() + "/exp\\[1\\]/*.txt");
+  glob_t matches{};
+  ASSERT_EQ(glob(pattern.c_str(), 0, nullptr, &matches), 0);
+  std::vector<std::string> found(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
+  globfree(&matches);
+  EXPECT_EQ(found, std::vector<std::string>{(root / "exp[1]" / "a.txt").string()});
+  // A path to read is not a pattern: its brackets stay as they are.
+  EXPECT_EQ(Config::load((root / "exp[1]" / "p.yaml").string())->root().at("corpus").elements().front().as_input_path(),
+            (root / "exp[1]" / "*.txt").string());
+  fs::remove_all(root);
 }
 
 TEST(Config, ALeadingTildeIsTheHomeFolderInInputAndOutputPaths) {

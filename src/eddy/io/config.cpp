@@ -321,12 +321,35 @@ std::string ConfigNode::as_output_path() const {
   return expanded;
 }
 
-std::string ConfigNode::as_input_path() const {
+std::string ConfigNode::as_input_path() const { return resolve_input(false); }
+
+std::string ConfigNode::as_input_pattern() const { return resolve_input(true); }
+
+std::string ConfigNode::resolve_input(bool pattern) const {
   namespace fs = std::filesystem;
-  const std::string given = expand_home(*this, as_string());
+  const std::string given = as_string();
   if (given.empty()) return given;
-  const fs::path folder = override_text() || config_->folder_.empty() ? fs::current_path() : fs::path(config_->folder_);
-  const std::string resolved = fs::absolute(folder / given).lexically_normal().string();
+  // The folder the text is relative to: home for "~/...", none for an absolute path (asking for
+  // the working directory failed where it had been removed), else the config's or the working one.
+  const bool home = given == "~" || given.starts_with("~/");
+  std::string folder, rest = given;
+  if (home) {
+    folder = expand_home(*this, "~");
+    rest = given.size() > 2 ? given.substr(2) : std::string();
+  } else if (!fs::path(given).is_absolute()) {
+    folder = (override_text() || config_->folder_.empty() ? fs::current_path() : fs::path(config_->folder_)).string();
+  }
+  std::string base = folder.empty() ? std::string() : fs::absolute(folder).lexically_normal().string();
+  if (pattern) {
+    std::string escaped;
+    for (char c : base) {
+      if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') escaped += '\\';
+      escaped += c;
+    }
+    base = escaped;
+  }
+  const fs::path joined = base.empty() ? fs::path(rest) : rest.empty() ? fs::path(base) : fs::path(base) / rest;
+  const std::string resolved = joined.lexically_normal().string();
   YAML::Node node = node_;  // a handle: assigning writes into the tree
   node = resolved;
   return resolved;

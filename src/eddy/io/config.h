@@ -82,6 +82,9 @@ class ConfigNode {
   std::vector<double> as_numbers() const;  // a sequence of numbers (a single number is one)
   // A path of a file to read, absolute (see the top of this file); "" stays "" (no file).
   std::string as_input_path() const;
+  // A glob pattern of files to read, made absolute as as_input_path makes a path, the folder put
+  // in front escaped so that its own * ? [ ] are literal (a config in "exp[1]" read exp1's files).
+  std::string as_input_pattern() const;
   // A path to write, with a leading "~/" expanded and otherwise as given (relative paths stay
   // relative to the working directory).
   std::string as_output_path() const;
@@ -114,6 +117,8 @@ class ConfigNode {
 
  private:
   friend class Config;
+  std::string resolve_input(bool pattern) const;  // as_input_path, or as_input_pattern
+
   ConfigNode(Config* config, YAML::Node node, std::string path)
       : config_(config), node_(std::move(node)), path_(std::move(path)) {}
   std::string child_path(const std::string& key) const;
