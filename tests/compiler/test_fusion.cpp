@@ -3,6 +3,8 @@
 // rendering compiled by NVRTC.
 
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,10 +16,12 @@
 
 #include "eddy/compiler/compile.h"
 #include "eddy/compiler/fusion.h"
+#include "eddy/compiler/kernel_cache.h"
 #include "eddy/compiler/nvrtc.h"
 #include "eddy/compiler/passes.h"
 #include "eddy/eddy.h"
 #include "support/disabled_passes.h"
+#include "support/expect_error.h"
 
 namespace eddy::compiler {
 namespace {
@@ -397,6 +401,36 @@ TEST(KernelCache, CompilesOnceThenLoadsFromDisk) {
   EXPECT_TRUE(second.stats().kernels_from_cache);
   EXPECT_EQ(second.stats().compile_seconds, 0.0);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(directory), std::filesystem::directory_iterator()), 1);
+  std::filesystem::remove_all(directory);
+}
+
+// Without HOME the cache is the user's home folder from the password database (it was /tmp, where
+// any user could leave libraries), and a library another user owns is not loaded.
+TEST(KernelCache, StaysInTheUsersHomeAndLoadsOnlyTheUsersLibraries) {
+  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  unsetenv("HOME");
+  const std::filesystem::path without_home = kernel_cache_directory();
+  if (!home.empty()) setenv("HOME", home.c_str(), 1);
+  const passwd* user = getpwuid(geteuid());
+  ASSERT_NE(user, nullptr);
+  if (!std::getenv("XDG_CACHE_HOME") && !std::getenv("EDDY_KERNEL_CACHE")) {
+    EXPECT_EQ(without_home, std::filesystem::path(user->pw_dir) / ".cache" / "eddy" / "kernels");
+  }
+
+  const std::filesystem::path directory = std::filesystem::temp_directory_path() /
+                                          ("eddy-kernel-owner-test-" + std::to_string(::getpid()));
+  setenv("EDDY_KERNEL_CACHE", directory.c_str(), 1);
+  auto f = [](const TensorList& in) { return TensorList{exp(in[0]) * 5.0 - 2.0}; };
+  const Trace traced = trace(f, {randn({10})});
+  const Program first(traced.graph);
+  const std::filesystem::path library = std::filesystem::directory_iterator(directory)->path();
+  if (::chown(library.c_str(), 65534, 65534) != 0) {
+    unsetenv("EDDY_KERNEL_CACHE");
+    std::filesystem::remove_all(directory);
+    GTEST_SKIP() << "giving the library to another user needs root; the ownership check is not exercised";
+  }
+  expect_error([&] { Program second(traced.graph); }, {"belongs to another user (uid 65534)", "EDDY_KERNEL_CACHE"});
+  unsetenv("EDDY_KERNEL_CACHE");
   std::filesystem::remove_all(directory);
 }
 

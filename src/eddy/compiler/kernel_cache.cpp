@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
@@ -181,8 +184,18 @@ void* SharedLibrary::symbol(const std::string& name) const {
 fs::path kernel_cache_directory() {
   if (const char* chosen = std::getenv("EDDY_KERNEL_CACHE"); chosen && *chosen) return chosen;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "eddy" / "kernels";
-  const char* home = std::getenv("HOME");
-  return fs::path(home && *home ? home : "/tmp") / ".cache" / "eddy" / "kernels";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "eddy" / "kernels";
+  // Without HOME, the user's home from the password database, as a login shell would set it; the
+  // fallback was /tmp, where any user could leave libraries for this one to load.
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (getpwuid_r(geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found && found->pw_dir &&
+      *found->pw_dir) {
+    return fs::path(found->pw_dir) / ".cache" / "eddy" / "kernels";
+  }
+  throw Error("compiler: no folder for the kernel cache: HOME is not set and this user has no home folder; set "
+              "EDDY_KERNEL_CACHE to a folder of your own");
 }
 
 LoadedKernels load_cpu_kernels(const std::string& source) {
@@ -195,6 +208,11 @@ LoadedKernels load_cpu_kernels(const std::string& source) {
   LoadedKernels loaded;
   std::error_code error;
   if (fs::exists(library)) {
+    // Loading a library runs its code: only this user's own are loaded.
+    struct stat owner {};
+    EDDY_CHECK(::stat(library.c_str(), &owner) == 0 && owner.st_uid == geteuid(), "compiler: the kernel library ",
+               library, " belongs to another user (uid ", owner.st_uid, "), and eddy loads only its own user's; set "
+               "EDDY_KERNEL_CACHE to a folder of your own");
     try {
       loaded.library = std::make_shared<SharedLibrary>(library);
       loaded.from_cache = true;

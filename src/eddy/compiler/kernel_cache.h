@@ -29,11 +29,13 @@ struct LoadedKernels {
   double compile_seconds = 0;    // time spent in the system compiler
 };
 
-// $EDDY_KERNEL_CACHE, else $XDG_CACHE_HOME/eddy/kernels, else ~/.cache/eddy/kernels.
+// $EDDY_KERNEL_CACHE, else $XDG_CACHE_HOME/eddy/kernels, else ~/.cache/eddy/kernels, the home
+// folder being $HOME or, without it, the user's from the password database.
 std::filesystem::path kernel_cache_directory();
 
 // Compiles (or finds) `source` and loads it. Throws eddy::Error with the compiler's messages when
-// compilation fails, and names $EDDY_CXX when no compiler is found.
+// compilation fails, names $EDDY_CXX when no compiler is found, and refuses a cached library that
+// another user owns (loading it would run that user's code).
 LoadedKernels load_cpu_kernels(const std::string& source);
 
 }  // namespace eddy::compiler
