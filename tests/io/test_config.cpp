@@ -132,6 +132,15 @@ TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
                   value + "'");
   }
 
+  // " #" starts a YAML comment: output.dir=runs/exp #1 wrote runs/exp, over another run's results.
+  EXPECT_EQ(error_of([&] { Config::parse(kProblem, "problem.yaml", {"output.dir=runs/exp #1"}); }),
+            "command-line override 'output.dir=runs/exp #1': ' #' starts a YAML comment, which drops the rest of "
+            "the value (output.dir would be runs/exp); quote the value in YAML, as \"output.dir='runs/exp #1'\"");
+  EXPECT_EQ(Config::parse(kProblem, "problem.yaml", {"output.dir='runs/exp #1'"})->root().section("output").string("dir", ""),
+            "runs/exp #1");
+  EXPECT_EQ(Config::parse(kProblem, "problem.yaml", {"output.dir=runs/exp#1"})->root().section("output").string("dir", ""),
+            "runs/exp#1");
+
   auto bad = Config::parse(kProblem, "problem.yaml", {"model.width=wide"});
   EXPECT_EQ(error_of([&] { bad->root().at("model").integer("width"); }),
             "command-line override 'model.width=wide': model.width: expected an integer, got 'wide'");

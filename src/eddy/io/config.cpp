@@ -519,6 +519,12 @@ void Config::apply_override(const std::string& assignment) {
     throw Error(cat(source, ": gives no value (nothing after '=', or only a comment); give one, or {} for a "
                     "section with its defaults"));
   }
+  // ` #` starts a YAML comment, which goes: output.dir=runs/exp #1 wrote runs/exp, over another run.
+  const auto hashes = [](const std::string& part) { return std::count(part.begin(), part.end(), '#'); };
+  if (hashes(YAML::Dump(value)) < hashes(text)) {
+    throw Error(cat(source, ": ' #' starts a YAML comment, which drops the rest of the value (", path,
+                    " would be ", YAML::Dump(value), "); quote the value in YAML, as \"", path, "='", text, "'\""));
+  }
   TreeCheck(source, false).check(value, path);
   std::vector<std::string> keys;
   std::stringstream stream(path);
