@@ -251,6 +251,17 @@ int64_t TrainingLoop::start() {
   if (comm_.size() > 1) comm_.broadcast(held, 0);
   EDDY_CHECK(held.item<int64_t>() == 1, run_.dir, " is being written by another run; wait for it to end, or give "
              "this run another output.dir");
+  // The run writes its resolved config as config.yaml: where that is the file it was read from, a
+  // hand-written one (comments, layout, the defaults left out) was replaced. The same text again
+  // (a run's own config.yaml run again) is no loss.
+  const std::string written_config = run_.dir + "/config.yaml";
+  std::error_code not_a_file;
+  const bool own_config = comm_.rank() == 0 &&
+                          std::filesystem::equivalent(run_.config_file, written_config, not_a_file) &&
+                          io::read_file(written_config) != run_.resolved_config;
+  EDDY_CHECK(dist::ranks_where(own_config, comm_) == 0, "output.dir ", run_.dir, " holds the config being read, ",
+             run_.config_file, ", as its config.yaml, which the run writes over with the resolved config (comments "
+             "and all); give the run another output.dir, or keep the config under another name");
   if (writes_over) remove_earlier_run();
   // The ranks write the results' HDF5 file together: a rank that cannot see the folder (on a disk
   // of its own node, or a relative path from another working directory) is found now, not after

@@ -51,6 +51,8 @@ struct TrainingRun {
   // What a checkpoint records besides the config's keys, which a resume must match as it does
   // those (the content of an operator run's training data).
   Settings recorded{};
+  // The config file the run was read from (not a file for a Python dict): never written over.
+  std::string config_file{};
 };
 
 // What a trainer does in the loop; begin_step and end_step may be left empty, and restore is

@@ -137,7 +137,8 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   // Preparing the corpus writes into the run folder, which a refused --resume must leave as it was.
   const std::string checkpoint = solvers::checkpoint_path(p.output.dir);
   const solvers::TrainingRun run{p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data",
-                                 kResumable, {}, solvers::RunLength{p.training.steps, "training.steps"}, {}};
+                                 kResumable, {}, solvers::RunLength{p.training.steps, "training.steps"}, {},
+                                 p.source};
   if (options.resume) solvers::check_resume(run);
   // Rank 0 stages the tokenizer and the token files (moved into the run folder once the loop
   // holds it and has checked the run); the others read them once it has.

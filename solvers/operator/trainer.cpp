@@ -428,7 +428,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       {kTrainingShapeKey, training_file_shape(p)}};
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, data_content,
-       solvers::RunLength{p.training.epochs, "training.epochs"}, data_content},
+       solvers::RunLength{p.training.epochs, "training.epochs"}, data_content, p.source},
       model, parameters,
       comm, progress, epochs);
 

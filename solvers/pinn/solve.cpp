@@ -385,7 +385,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
        solvers::RunLength{stages * per_stage, cat(stages > 1 ? "stages x (" : "",
                                                   soap ? "training.soap.steps" : "training.adam.steps",
                                                   " + training.lbfgs.iterations", stages > 1 ? ")" : "")},
-       file_content},
+       file_content, p.source},
       state.model(), trainable, comm, progress, first_order);
 
   SolveResult result;

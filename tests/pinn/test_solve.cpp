@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "eddy/eddy.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/safetensors.h"
@@ -492,6 +493,24 @@ TEST_F(SolveTest, ALearnableParameterNothingTrainsIsRefusedBeforeTraining) {
   in_a_value.push_back("parameters.level={learnable: true, initial: 0.5}");
   in_a_value.push_back("conditions.ends={type: dirichlet, faces: [left, right], field: u, value: level - 0.5, points: 16}");
   EXPECT_NO_THROW(refuse_untrainable_parameters(problem(kHeat, in_a_value)));
+}
+
+// A run writes its resolved config as config.yaml: a config of that name in output.dir, the file
+// being read, was replaced (comments and all). Refused; the run's own config.yaml run again is not.
+TEST_F(SolveTest, ARunDoesNotWriteOverTheConfigItReads) {
+  const fs::path folder = dir / "mine";
+  fs::create_directories(folder);
+  const std::string written = kHeat + "# notes on this run\n";
+  std::ofstream(folder / "config.yaml") << written;
+  auto config = io::Config::load((folder / "config.yaml").string(),
+                                 {"output.dir=" + folder.string(), "training.adam.steps=2", "output.checkpoint_every=0"});
+  const Problem own = read_problem(*config);
+  expect_error([&] { solve(own, {}); }, {"holds the config being read", "give the run another output.dir"});
+  EXPECT_EQ(io::read_file((folder / "config.yaml").string()), written);
+  // The resolved config, as a run writes it, run again in its folder.
+  std::ofstream(folder / "config.yaml") << own.resolved_config;
+  auto again = io::Config::load((folder / "config.yaml").string());
+  EXPECT_TRUE(solve(read_problem(*again), {}).finished);
 }
 
 // A reference file that gives each field at other points (NaN elsewhere, as Ghia's cavity table
