@@ -241,6 +241,11 @@ int run_export(const std::string& run_dir, const std::string& output, int64_t ba
   // Named here: writing into it failed with the file system's words alone.
   EDDY_CHECK(output.empty() || !std::filesystem::exists(output) || std::filesystem::is_directory(output),
              "export: --output ", output, " is a file, not a folder; give a folder for the artifact");
+  // An artifact in the run folder itself outlived the run: a later run there removes its export/
+  // folder, not graph.json beside its results, and the stale artifact predicted with old weights.
+  std::error_code not_there;
+  EDDY_CHECK(output.empty() || !std::filesystem::equivalent(output, run_dir, not_there), "export: --output ", output,
+             " is the run folder itself; give the artifact a folder of its own (the default is RUN_DIR/export)");
   const bool operator_run = is_operator_run(run_dir);
   EDDY_CHECK(operator_run || grid.empty(), "export: --grid applies to FNO runs of `eddy train`; ", run_dir,
              " is a PINN run of `eddy solve`, whose artifact takes points anywhere");

@@ -287,6 +287,10 @@ def test_export_to_a_file_names_the_option(solved, eddy_cli):
     result = run(eddy_cli, "export", solved / "run", "--output", taken)
     assert result.returncode != 0
     assert f"export: --output {taken} is a file, not a folder" in result.stderr
+    # An artifact in the run folder outlived the run: the next run there left it, with old weights.
+    result = run(eddy_cli, "export", solved / "run", "--output", solved / "run" / ".")
+    assert result.returncode != 0
+    assert "is the run folder itself; give the artifact a folder of its own" in result.stderr
 
 
 def test_a_one_coordinate_model_reads_points_stored_as_a_1d_array(tmp_path, eddy_cli):
