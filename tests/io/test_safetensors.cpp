@@ -297,6 +297,25 @@ TEST(AtomicFile, ReplacesWholeFilesAndLeavesNoTemporaries) {
   EXPECT_NE(error_of([&] { read_file(dir.file("absent")); }).find("cannot open"), std::string::npos);
 }
 
+// A write through a symbolic link (to a larger disk, say) goes where it leads: the link was
+// replaced by a file of its own, and the file it named kept the old data. A dangling link makes
+// its target; the temporary sits beside the target, on its file system.
+TEST(AtomicFile, WritesThroughSymbolicLinks) {
+  TempDir dir;
+  fs::create_directories(dir.file("big"));
+  const std::string target = dir.file("big/data.bin"), link = dir.file("data.bin");
+  write_file_atomically(target, "old");
+  fs::create_symlink("big/data.bin", link);
+  write_file_atomically(link, "new");
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_file(target), "new");
+  const std::string dangling = dir.file("later.bin");
+  fs::create_symlink(dir.file("big/later.bin"), dangling);
+  write_file_atomically(dangling, "made");
+  EXPECT_EQ(read_file(dir.file("big/later.bin")), "made");
+  EXPECT_EQ(write_destination(link), (fs::path(dir.file("")) / "big/data.bin").string());
+}
+
 // std::filesystem's error ("filesystem error: cannot create directories: Not a directory") named
 // neither the command nor which part of the path was in the way.
 TEST(AtomicFile, FoldersAreMadeOrTheirObstacleNamed) {

@@ -40,8 +40,9 @@ void remove_abandoned_temporaries_in(const std::string& folder) {
 
 void remove_abandoned_temporaries_of(const std::string& path) {
   namespace fs = std::filesystem;
-  const fs::path folder = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-  const std::string prefix = fs::path(path).filename().string() + ".tmp-";
+  const fs::path destination = write_destination(path);
+  const fs::path folder = destination.parent_path().empty() ? fs::path(".") : destination.parent_path();
+  const std::string prefix = destination.filename().string() + ".tmp-";
   std::error_code error;
   for (auto entry = fs::directory_iterator(folder, error); !error && entry != fs::directory_iterator();
        entry.increment(error)) {
@@ -51,7 +52,7 @@ void remove_abandoned_temporaries_of(const std::string& path) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
-  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  const std::string temporary = temporary_for(path, ::getpid());
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   EDDY_CHECK(fd >= 0, "cannot create ", temporary, ": ", std::strerror(errno));
   size_t written = 0;
@@ -93,8 +94,25 @@ std::string file_in_the_way(const std::string& folder) {
   return part.empty() || std::filesystem::is_directory(part, ignored) ? std::string() : part.string();
 }
 
+std::string write_destination(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path destination = path;
+  std::error_code error;
+  // As the kernel follows links, up to its limit of 40.
+  for (int hops = 0; hops < 40 && fs::is_symlink(destination, error); ++hops) {
+    const fs::path target = fs::read_symlink(destination, error);
+    if (error) break;
+    destination = target.is_absolute() ? target : destination.parent_path() / target;
+  }
+  return destination.string();
+}
+
+std::string temporary_for(const std::string& path, long writer) {
+  return write_destination(path) + ".tmp-" + std::to_string(writer);
+}
+
 void move_into_place(const std::string& temporary, const std::string& path) {
-  if (::rename(temporary.c_str(), path.c_str()) == 0) return;
+  if (::rename(temporary.c_str(), write_destination(path).c_str()) == 0) return;
   const int error = errno;
   ::unlink(temporary.c_str());
   std::error_code ignored;

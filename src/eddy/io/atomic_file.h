@@ -11,8 +11,15 @@ namespace eddy::io {
 // the path on failure; the previous file, if any, is then left untouched.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
-// Renames a finished temporary file onto `path`. On failure (`path` is a directory, say) removes
-// the temporary and throws eddy::Error naming both paths and the reason.
+// The file a write to `path` replaces: `path`, or where its symbolic links lead (a link to a file
+// on a larger disk was replaced by a file of its own, and the file it named kept the old data).
+std::string write_destination(const std::string& path);
+// The temporary a writer fills before move_into_place: beside write_destination(path), on its
+// file system, named for the writing process `writer` (its pid).
+std::string temporary_for(const std::string& path, long writer);
+
+// Renames a finished temporary file onto write_destination(path). On failure (`path` is a
+// directory, say) removes the temporary and throws eddy::Error naming both paths and the reason.
 void move_into_place(const std::string& temporary, const std::string& path);
 
 // Whether `file` is a temporary of those writers (NAME.tmp-PID) whose writer is no longer running:

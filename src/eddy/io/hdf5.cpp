@@ -140,7 +140,7 @@ Hdf5Writer::Hdf5Writer(std::string path) : path_(std::move(path)) { create_file_
 
 void Hdf5Writer::create_file_alone() {
   silence_hdf5();
-  temporary_ = path_ + ".tmp-" + std::to_string(::getpid());
+  temporary_ = temporary_for(path_, ::getpid());
   errno = 0;
   file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ >= 0) return;
@@ -176,7 +176,7 @@ Hdf5Writer::Hdf5Writer(std::string path, dist::Communicator& comm) : path_(std::
   // One file that every rank opens together, under a name they agree on.
   Tensor id = tensor(std::vector<int64_t>{::getpid()});
   comm.broadcast(id, 0);
-  temporary_ = path_ + ".tmp-" + std::to_string(id.item<int64_t>());
+  temporary_ = temporary_for(path_, static_cast<long>(id.item<int64_t>()));
   Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fapl_mpio(access.get(), MPI_COMM_WORLD, MPI_INFO_NULL);
   file_ = H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());

@@ -40,7 +40,7 @@ class QuietVtk {
 };
 
 void write_in_place(vtkXMLWriter& writer, const std::string& path, const char* what) {
-  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  const std::string temporary = temporary_for(path, ::getpid());
   writer.SetFileName(temporary.c_str());
   writer.SetDataModeToAppended();
   writer.EncodeAppendedDataOff();
