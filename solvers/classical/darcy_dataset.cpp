@@ -71,11 +71,17 @@ io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& co
   std::error_code ignored;
   EDDY_CHECK(!std::filesystem::is_regular_file(path, ignored) || io::is_hdf5_file(path), "generate: output.path ", path,
              " exists and is not an HDF5 file (the config itself, say); give the dataset a file of its own");
-  // An interrupted generate leaves its unfinished files (NAME.tmp-PID) behind.
+  // An interrupted generate leaves its unfinished files (NAME.tmp-PID) behind; a running one's
+  // are there while it writes. Two runs on one path both reported success, and one's work was lost.
+  Tensor writer = tensor(std::vector<int64_t>{0});
   if (comm.rank() == 0) {
     io::remove_abandoned_temporaries_of(path);
     io::remove_abandoned_temporaries_of(sample_image_path(path));
+    writer = tensor(std::vector<int64_t>{io::live_writer_of(path)});
   }
+  if (comm.size() > 1) comm.broadcast(writer, 0);
+  EDDY_CHECK(writer.item<int64_t>() == 0, "generate: output.path ", path, " is being written by another process (pid ",
+             writer.item<int64_t>(), "); wait for it to end, or give this dataset another output.path");
   return io::Hdf5Writer(path, comm);
 }
 

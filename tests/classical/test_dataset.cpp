@@ -266,6 +266,12 @@ TEST_F(DatasetTest, EachDatasetHasAnImageOfItsOwn) {
                Error);
   EXPECT_EQ(io::read_file(image), image_before);
 
+  // A running process's temporary of the path: another generate writing it now.
+  const std::string running = path + ".tmp-" + std::to_string(::getppid());
+  io::write_file_atomically(running, "being written");
+  expect_error([&] { generate_dataset(spec(with_path(kBurgers, path))); },
+               {"output.path", "is being written by another process (pid " + std::to_string(::getppid())});
+  fs::remove(running);
   const std::string killed = image + ".tmp-999999999";
   io::write_file_atomically(killed, "part of an image");
   generate_dataset(spec(with_path(kBurgers, path), {"output.vtk=false"}));

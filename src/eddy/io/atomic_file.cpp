@@ -10,20 +10,30 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "eddy/core/error.h"
 
 namespace eddy::io {
 
-bool is_abandoned_temporary(const std::string& file) {
+namespace {
+
+// The writer's pid of a temporary NAME.tmp-PID, or 0 for another name.
+long writer_of_temporary(const std::string& file) {
   const std::string name = std::filesystem::path(file).filename().string();
   const size_t mark = name.rfind(".tmp-");
-  if (mark == std::string::npos) return false;
+  if (mark == std::string::npos) return 0;
   const std::string id = name.substr(mark + 5);
-  if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos) return false;
-  const auto writer = static_cast<pid_t>(std::stol(id));
-  return writer != ::getpid() && ::kill(writer, 0) != 0 && errno == ESRCH;
+  if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stol(id);
+}
+
+}  // namespace
+
+bool is_abandoned_temporary(const std::string& file) {
+  const auto writer = static_cast<pid_t>(writer_of_temporary(file));
+  return writer != 0 && writer != ::getpid() && ::kill(writer, 0) != 0 && errno == ESRCH;
 }
 
 void remove_abandoned_temporaries_in(const std::string& folder) {
@@ -38,7 +48,10 @@ void remove_abandoned_temporaries_in(const std::string& folder) {
   }
 }
 
-void remove_abandoned_temporaries_of(const std::string& path) {
+namespace {
+
+// Calls `visit` with each temporary of `path` (path.tmp-PID) beside its write destination.
+void for_each_temporary_of(const std::string& path, const std::function<void(const std::filesystem::path&)>& visit) {
   namespace fs = std::filesystem;
   const fs::path destination = write_destination(path);
   const fs::path folder = destination.parent_path().empty() ? fs::path(".") : destination.parent_path();
@@ -46,9 +59,29 @@ void remove_abandoned_temporaries_of(const std::string& path) {
   std::error_code error;
   for (auto entry = fs::directory_iterator(folder, error); !error && entry != fs::directory_iterator();
        entry.increment(error)) {
-    const std::string name = entry->path().filename().string();
-    if (name.starts_with(prefix) && is_abandoned_temporary(name)) fs::remove(entry->path(), error);
+    if (entry->path().filename().string().starts_with(prefix)) visit(entry->path());
   }
+}
+
+}  // namespace
+
+void remove_abandoned_temporaries_of(const std::string& path) {
+  for_each_temporary_of(path, [](const std::filesystem::path& temporary) {
+    std::error_code ignored;
+    if (is_abandoned_temporary(temporary.string())) std::filesystem::remove(temporary, ignored);
+  });
+}
+
+long live_writer_of(const std::string& path) {
+  long live = 0;
+  for_each_temporary_of(path, [&live](const std::filesystem::path& temporary) {
+    const long writer = writer_of_temporary(temporary.string());
+    // EPERM: running, as another user.
+    if (writer != 0 && writer != ::getpid() && (::kill(static_cast<pid_t>(writer), 0) == 0 || errno == EPERM)) {
+      live = writer;
+    }
+  });
+  return live;
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {

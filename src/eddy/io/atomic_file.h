@@ -27,6 +27,9 @@ void move_into_place(const std::string& temporary, const std::string& path);
 bool is_abandoned_temporary(const std::string& file);
 // Removes the abandoned temporaries of `path` (path.tmp-PID) beside it.
 void remove_abandoned_temporaries_of(const std::string& path);
+// The pid of another running process whose temporary of `path` is there (it is writing `path`
+// now), or 0.
+long live_writer_of(const std::string& path);
 // Removes every abandoned temporary in `folder` and its folders one level down: a killed run's or
 // export's leftovers, once the caller holds the folder.
 void remove_abandoned_temporaries_in(const std::string& folder);
