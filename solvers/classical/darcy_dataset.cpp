@@ -81,7 +81,9 @@ io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& co
   }
   if (comm.size() > 1) comm.broadcast(writer, 0);
   EDDY_CHECK(writer.item<int64_t>() == 0, "generate: output.path ", path, " is being written by another process (pid ",
-             writer.item<int64_t>(), "); wait for it to end, or give this dataset another output.path");
+             writer.item<int64_t>(), ", whose temporary ", io::temporary_for(path, writer.item<int64_t>()),
+             " is there); wait for it to end, or give this dataset another output.path; if no such run is going on ",
+             "(a killed run's pid now used by another process), remove the temporary");
   return io::Hdf5Writer(path, comm);
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
@@ -70,6 +71,16 @@ Settings settings_of(const TrainingRun& run) {
   Settings settings = fixed_settings(run.resolved_config, run.resumable);
   settings.insert(run.recorded.begin(), run.recorded.end());
   return settings;
+}
+
+// Whether a YAML text holds comment lines, which a config eddy writes never does.
+bool has_comment_lines(const std::string& text) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] == '#') return true;
+  }
+  return false;
 }
 
 // Refuses, naming the key, a --resume from `checkpoint` (whose metadata is `info`) that would go on
@@ -252,16 +263,16 @@ int64_t TrainingLoop::start() {
   EDDY_CHECK(held.item<int64_t>() == 1, run_.dir, " is being written by another run; wait for it to end, or give "
              "this run another output.dir");
   // The run writes its resolved config as config.yaml: where that is the file it was read from, a
-  // hand-written one (comments, layout, the defaults left out) was replaced. The same text again
-  // (a run's own config.yaml run again) is no loss.
+  // hand-written one lost its comments. A run's own config.yaml, which eddy wrote without any, is
+  // run again or resumed from, with overrides or without.
   const std::string written_config = run_.dir + "/config.yaml";
   std::error_code not_a_file;
-  const bool own_config = comm_.rank() == 0 &&
-                          std::filesystem::equivalent(run_.config_file, written_config, not_a_file) &&
-                          io::read_file(written_config) != run_.resolved_config;
-  EDDY_CHECK(dist::ranks_where(own_config, comm_) == 0, "output.dir ", run_.dir, " holds the config being read, ",
-             run_.config_file, ", as its config.yaml, which the run writes over with the resolved config (comments "
-             "and all); give the run another output.dir, or keep the config under another name");
+  const bool commented_config = comm_.rank() == 0 &&
+                                std::filesystem::equivalent(run_.config_file, written_config, not_a_file) &&
+                                has_comment_lines(io::read_file(written_config));
+  EDDY_CHECK(dist::ranks_where(commented_config, comm_) == 0, "output.dir ", run_.dir, " holds the config being read, ",
+             run_.config_file, ", as its config.yaml, which the run writes over with the resolved config, and its "
+             "comments would be lost; give the run another output.dir, or keep the config under another name");
   if (writes_over) remove_earlier_run();
   // The ranks write the results' HDF5 file together: a rank that cannot see the folder (on a disk
   // of its own node, or a relative path from another working directory) is found now, not after

@@ -307,6 +307,16 @@ CorpusPaths corpus_paths(const LmProblem& p) {
           (data_dir / "train.tokens").string(), (data_dir / "validation.tokens").string()};
 }
 
+namespace {
+
+// Where a corpus file bound for `place` is staged: beside the file a write to `place` replaces
+// (through a symbolic link, on the link target's file system), as the atomic writers stage theirs.
+std::string staged_name(const std::string& place, const std::string& suffix) {
+  return io::write_destination(place) + suffix;
+}
+
+}  // namespace
+
 StagedCorpus::~StagedCorpus() {
   std::error_code ignored;
   for (const auto& [staged, place] : pending) fs::remove(staged, ignored);
@@ -330,10 +340,10 @@ PreparedCorpus prepare_corpus(const LmProblem& p, std::ostream* log, bool resumi
 PreparedCorpus corpus_staged_by_rank_0(const LmProblem& p, const std::string& suffix) {
   const CorpusPaths paths = corpus_paths(p);
   std::error_code error;
-  const bool staged = fs::exists(paths.train_tokens + suffix, error);
-  const std::string end = staged ? suffix : std::string();
-  return {io::BpeTokenizer::load(paths.tokenizer + end), paths.train_tokens + end, paths.validation_tokens + end,
-          !staged};
+  const bool staged = fs::exists(staged_name(paths.train_tokens, suffix), error);
+  auto read_from = [&](const std::string& place) { return staged ? staged_name(place, suffix) : place; };
+  return {io::BpeTokenizer::load(read_from(paths.tokenizer)), read_from(paths.train_tokens),
+          read_from(paths.validation_tokens), !staged};
 }
 
 namespace {
@@ -414,8 +424,9 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
   fs::create_directories(data_dir, error);
   if (error) throw fs::filesystem_error(cat("output.dir ", p.output.dir, ": cannot make the run's data folder"), error);
   auto stage = [&](const std::string& place) {
-    staged.pending.emplace_back(place + suffix, place);
-    return place + suffix;
+    const std::string staging = staged_name(place, suffix);
+    staged.pending.emplace_back(staging, place);
+    return staging;
   };
   const int32_t vocab = prepared.tokenizer->vocab_size();
   prepared.train_tokens = stage(paths.train_tokens);

@@ -50,6 +50,7 @@
 #include "solvers/classical/dataset.h"
 #include "solvers/common/file_kind.h"
 #include "solvers/common/interrupt.h"
+#include "solvers/common/training_loop.h"
 #include "solvers/operator/dataset.h"
 #include "solvers/operator/trainer.h"
 #include "solvers/operator/export.h"
@@ -241,11 +242,20 @@ int run_export(const std::string& run_dir, const std::string& output, int64_t ba
   // Named here: writing into it failed with the file system's words alone.
   EDDY_CHECK(output.empty() || !std::filesystem::exists(output) || std::filesystem::is_directory(output),
              "export: --output ", output, " is a file, not a folder; give a folder for the artifact");
-  // An artifact in the run folder itself outlived the run: a later run there removes its export/
-  // folder, not graph.json beside its results, and the stale artifact predicted with old weights.
-  std::error_code not_there;
-  EDDY_CHECK(output.empty() || !std::filesystem::equivalent(output, run_dir, not_there), "export: --output ", output,
-             " is the run folder itself; give the artifact a folder of its own (the default is RUN_DIR/export)");
+  // An artifact in the run folder outlived the run: a later run there removes its export/ folder,
+  // nothing else of it, and the stale artifact predicted with the old weights.
+  std::error_code ignored;
+  const auto canonical = [&](const std::string& path) {
+    std::filesystem::path resolved = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
+    return resolved.has_filename() ? resolved : resolved.parent_path();  // "run/new/.." is "run/"
+  };
+  const std::filesystem::path target = canonical(output), run = canonical(run_dir);
+  const std::filesystem::path within = target.lexically_relative(run);
+  EDDY_CHECK(output.empty() || target == canonical(solvers::default_export_dir(run_dir)) || within.empty() ||
+                 *within.begin() == "..",
+             "export: --output ", output, " is ", target == run ? "the run folder itself" : "inside the run folder",
+             ", where a later run in that folder would leave it with the old weights; give the artifact a folder "
+             "outside it, or leave --output out (RUN_DIR/export, which a later run removes)");
   const bool operator_run = is_operator_run(run_dir);
   EDDY_CHECK(operator_run || grid.empty(), "export: --grid applies to FNO runs of `eddy train`; ", run_dir,
              " is a PINN run of `eddy solve`, whose artifact takes points anywhere");

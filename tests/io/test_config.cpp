@@ -138,6 +138,10 @@ TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
             "the value (output.dir would be runs/exp); quote the value in YAML, as \"output.dir='runs/exp #1'\"");
   EXPECT_EQ(Config::parse(kProblem, "problem.yaml", {"output.dir='runs/exp #1'"})->root().section("output").string("dir", ""),
             "runs/exp #1");
+  // A quote in the value is doubled in the quoting suggested, as YAML writes it there.
+  EXPECT_NE(error_of([&] { Config::parse(kProblem, "problem.yaml", {"description=it's #1"}); })
+                .find("as \"description='it''s #1'\""),
+            std::string::npos);
   EXPECT_EQ(Config::parse(kProblem, "problem.yaml", {"output.dir=runs/exp#1"})->root().section("output").string("dir", ""),
             "runs/exp#1");
 

@@ -169,6 +169,18 @@ TEST_F(LmTraining, ARefusedRunLeavesTheRunFolderAsItWas) {
   EXPECT_EQ(files(), before);
 }
 
+// A token file that is a symbolic link (to a larger disk, say) is written where it leads, staged
+// beside its target: staged beside the link, the move failed across file systems.
+TEST_F(LmTraining, TokenFilesThatAreLinksAreWrittenWhereTheyLead) {
+  fs::create_directories(dir_ / "run" / "data");
+  fs::create_directories(dir_ / "elsewhere");
+  fs::create_symlink(dir_ / "elsewhere" / "train.tokens", dir_ / "run" / "data" / "train.tokens");
+  const PreparedCorpus prepared = prepare_corpus(problem_of(config()), nullptr);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "run" / "data" / "train.tokens"));
+  EXPECT_GT(TokenFile((dir_ / "elsewhere" / "train.tokens").string()).size(), 1000);
+  EXPECT_EQ(TokenFile(prepared.train_tokens).size(), TokenFile((dir_ / "elsewhere" / "train.tokens").string()).size());
+}
+
 TEST_F(LmTraining, TokenFilesAreMadeOnceAndWindowsAreReproducible) {
   const LmProblem problem = problem_of(config());
   // Staged and not committed (a run interrupted while its data were prepared): nothing is left,

@@ -290,7 +290,11 @@ def test_export_to_a_file_names_the_option(solved, eddy_cli):
     # An artifact in the run folder outlived the run: the next run there left it, with old weights.
     result = run(eddy_cli, "export", solved / "run", "--output", solved / "run" / ".")
     assert result.returncode != 0
-    assert "is the run folder itself; give the artifact a folder of its own" in result.stderr
+    assert "is the run folder itself, where a later run in that folder would leave it" in result.stderr
+    result = run(eddy_cli, "export", solved / "run", "--output", solved / "run" / "new" / "..")
+    assert "is the run folder itself" in result.stderr
+    result = run(eddy_cli, "export", solved / "run", "--output", solved / "run" / "art")
+    assert "is inside the run folder" in result.stderr
 
 
 def test_a_one_coordinate_model_reads_points_stored_as_a_1d_array(tmp_path, eddy_cli):

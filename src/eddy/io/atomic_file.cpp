@@ -145,12 +145,14 @@ std::string temporary_for(const std::string& path, long writer) {
 }
 
 void move_into_place(const std::string& temporary, const std::string& path) {
-  if (::rename(temporary.c_str(), write_destination(path).c_str()) == 0) return;
+  const std::string destination = write_destination(path);
+  if (::rename(temporary.c_str(), destination.c_str()) == 0) return;
   const int error = errno;
   ::unlink(temporary.c_str());
   std::error_code ignored;
-  throw Error(cat("cannot write ", path, std::filesystem::is_directory(path, ignored) ? " (it is a directory)" : "",
-                  ": moving ", temporary, " there failed: ", std::strerror(error)));
+  throw Error(cat("cannot write ", path, destination != path ? cat(" (a link to ", destination, ")") : std::string(),
+                  std::filesystem::is_directory(destination, ignored) ? " (it is a directory)" : "", ": moving ",
+                  temporary, " there failed: ", std::strerror(error)));
 }
 
 std::string read_file(const std::string& path) {

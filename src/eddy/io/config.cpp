@@ -522,8 +522,10 @@ void Config::apply_override(const std::string& assignment) {
   // ` #` starts a YAML comment, which goes: output.dir=runs/exp #1 wrote runs/exp, over another run.
   const auto hashes = [](const std::string& part) { return std::count(part.begin(), part.end(), '#'); };
   if (hashes(YAML::Dump(value)) < hashes(text)) {
+    std::string quoted;  // in single quotes, where YAML writes a quote as two
+    for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
     throw Error(cat(source, ": ' #' starts a YAML comment, which drops the rest of the value (", path,
-                    " would be ", YAML::Dump(value), "); quote the value in YAML, as \"", path, "='", text, "'\""));
+                    " would be ", YAML::Dump(value), "); quote the value in YAML, as \"", path, "='", quoted, "'\""));
   }
   TreeCheck(source, false).check(value, path);
   std::vector<std::string> keys;
