@@ -121,8 +121,8 @@ constexpr int kCorpusFormat = 2;
 std::string corpus_description(const LmProblem& p, const std::vector<fs::path>& files) {
   std::ostringstream text;
   text << "format " << kCorpusFormat << "\nseparator " << p.corpus.separator << "\nvalidation_fraction "
-       << p.corpus.validation_fraction << "\nseed " << p.training.seed << "\ntokenizer " << p.tokenizer.file << " " << p.tokenizer.vocab_size << " "
-       << p.tokenizer.min_frequency;
+       << p.corpus.validation_fraction << "\nseed " << p.training.seed << "\ntokenizer " << p.tokenizer.file << " "
+       << p.tokenizer.vocab_size << " " << p.tokenizer.min_frequency;
   if (!p.tokenizer.file.empty()) text << " " << std::hex << fnv1a(io::read_file(p.tokenizer.file)) << std::dec;
   text << "\n";
   for (const fs::path& file : files) {

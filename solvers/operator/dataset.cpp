@@ -100,7 +100,8 @@ void require_nonzero_outputs(const SplitSpec& spec, const Split& split, const st
   const double most = single ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
   const double least = single ? std::numeric_limits<float>::min() : std::numeric_limits<double>::min();
   for (size_t k = 0; k < largest.size(); ++k) {
-    const std::string sample = cat("output '", spec.output, "' sample ", spec.first + split.first + static_cast<int64_t>(k));
+    const std::string sample =
+        cat("output '", spec.output, "' sample ", spec.first + split.first + static_cast<int64_t>(k));
     EDDY_CHECK(largest[k] > 0, what, sample, " is all zeros, so its relative L2 error is undefined (a division by its "
                "norm); ", training ? "train with training.loss: mse, or leave the sample out"
                                    : "leave it out of this test set (samples, stride or another file)");
@@ -154,7 +155,9 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
   // passed the check made before, and its test error was inf every epoch.
   const bool training = &spec == &problem.data.train;
   auto check_outputs = [&] {
-    if (!training || problem.training.loss == LossType::relative_l2) require_nonzero_outputs(spec, split, what, training);
+    if (!training || problem.training.loss == LossType::relative_l2) {
+      require_nonzero_outputs(spec, split, what, training);
+    }
   };
   if (problem.model.type == ModelType::deeponet) {
     EDDY_CHECK(split.input.dim() == 2 && split.output.dim() == 2, what, "DeepONet needs input [N, sensors] and "

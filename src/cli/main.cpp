@@ -246,7 +246,8 @@ int run_export(const std::string& run_dir, const std::string& output, int64_t ba
   // nothing else of it, and the stale artifact predicted with the old weights.
   std::error_code ignored;
   const auto canonical = [&](const std::string& path) {
-    std::filesystem::path resolved = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
+    const std::filesystem::path resolved =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(path, ignored), ignored);
     return resolved.has_filename() ? resolved : resolved.parent_path();  // "run/new/.." is "run/"
   };
   const std::filesystem::path target = canonical(output), run = canonical(run_dir);

@@ -29,6 +29,19 @@ long writer_of_temporary(const std::string& file) {
   return std::stol(id);
 }
 
+// Calls `visit` with each temporary of `path` (path.tmp-PID) beside its write destination.
+void for_each_temporary_of(const std::string& path, const std::function<void(const std::filesystem::path&)>& visit) {
+  namespace fs = std::filesystem;
+  const fs::path destination = write_destination(path);
+  const fs::path folder = destination.parent_path().empty() ? fs::path(".") : destination.parent_path();
+  const std::string prefix = destination.filename().string() + ".tmp-";
+  std::error_code error;
+  for (auto entry = fs::directory_iterator(folder, error); !error && entry != fs::directory_iterator();
+       entry.increment(error)) {
+    if (entry->path().filename().string().starts_with(prefix)) visit(entry->path());
+  }
+}
+
 }  // namespace
 
 bool is_abandoned_temporary(const std::string& file) {
@@ -47,23 +60,6 @@ void remove_abandoned_temporaries_in(const std::string& folder) {
     }
   }
 }
-
-namespace {
-
-// Calls `visit` with each temporary of `path` (path.tmp-PID) beside its write destination.
-void for_each_temporary_of(const std::string& path, const std::function<void(const std::filesystem::path&)>& visit) {
-  namespace fs = std::filesystem;
-  const fs::path destination = write_destination(path);
-  const fs::path folder = destination.parent_path().empty() ? fs::path(".") : destination.parent_path();
-  const std::string prefix = destination.filename().string() + ".tmp-";
-  std::error_code error;
-  for (auto entry = fs::directory_iterator(folder, error); !error && entry != fs::directory_iterator();
-       entry.increment(error)) {
-    if (entry->path().filename().string().starts_with(prefix)) visit(entry->path());
-  }
-}
-
-}  // namespace
 
 void remove_abandoned_temporaries_of(const std::string& path) {
   for_each_temporary_of(path, [](const std::filesystem::path& temporary) {
