@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
-#include <sstream>
 
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
@@ -17,6 +16,7 @@
 #include "eddy/dist/dtensor.h"
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
+#include "eddy/io/config.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/file_kind.h"
 #include "solvers/common/run_files.h"
@@ -71,16 +71,6 @@ Settings settings_of(const TrainingRun& run) {
   Settings settings = fixed_settings(run.resolved_config, run.resumable);
   settings.insert(run.recorded.begin(), run.recorded.end());
   return settings;
-}
-
-// Whether a YAML text holds comment lines, which a config eddy writes never does.
-bool has_comment_lines(const std::string& text) {
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    const size_t first = line.find_first_not_of(" \t");
-    if (first != std::string::npos && line[first] == '#') return true;
-  }
-  return false;
 }
 
 // Refuses, naming the key, a --resume from `checkpoint` (whose metadata is `info`) that would go on
@@ -262,17 +252,19 @@ int64_t TrainingLoop::start() {
   if (comm_.size() > 1) comm_.broadcast(held, 0);
   EDDY_CHECK(held.item<int64_t>() == 1, run_.dir, " is being written by another run; wait for it to end, or give "
              "this run another output.dir");
-  // The run writes its resolved config as config.yaml: where that is the file it was read from, a
-  // hand-written one lost its comments. A run's own config.yaml, which eddy wrote without any, is
-  // run again or resumed from, with overrides or without.
+  // The run writes its resolved config as config.yaml. One there with comments, which eddy never
+  // writes, is someone's own config (often the one being read), and lost them. A run's own
+  // config.yaml is run again or resumed from, with overrides or without.
   const std::string written_config = run_.dir + "/config.yaml";
-  std::error_code not_a_file;
-  const bool commented_config = comm_.rank() == 0 &&
-                                std::filesystem::equivalent(run_.config_file, written_config, not_a_file) &&
-                                has_comment_lines(io::read_file(written_config));
-  EDDY_CHECK(dist::ranks_where(commented_config, comm_) == 0, "output.dir ", run_.dir, " holds the config being read, ",
-             run_.config_file, ", as its config.yaml, which the run writes over with the resolved config, and its "
-             "comments would be lost; give the run another output.dir, or keep the config under another name");
+  std::error_code ignored;
+  const bool commented_config = comm_.rank() == 0 && !std::filesystem::is_symlink(written_config, ignored) &&
+                                std::filesystem::is_regular_file(written_config, ignored) &&
+                                io::holds_yaml_comments(io::read_file(written_config));
+  const bool being_read = std::filesystem::equivalent(run_.config_file, written_config, ignored);
+  EDDY_CHECK(dist::ranks_where(commented_config, comm_) == 0, "output.dir ", run_.dir, " holds a config.yaml with "
+             "comments", being_read ? " (the config being read)" : "", ", which a run writes over with its resolved "
+             "config: keep that config under another name", being_read && run_.resume ? "" : ", or give the run "
+             "another output.dir");
   if (writes_over) remove_earlier_run();
   // The ranks write the results' HDF5 file together: a rank that cannot see the folder (on a disk
   // of its own node, or a relative path from another working directory) is found now, not after
@@ -283,7 +275,9 @@ int64_t TrainingLoop::start() {
              "; give output.dir a path on a file system every rank shares (not a node's local disk)");
   if (comm_.rank() == 0) {
     io::remove_abandoned_temporaries_in(run_.dir);  // an LM run's data/ too
-    io::write_file_atomically(run_.dir + "/config.yaml", run_.resolved_config);
+    // The run's own record: a link there is replaced, not written through (into the file it names).
+    if (std::filesystem::is_symlink(written_config, ignored)) std::filesystem::remove(written_config, ignored);
+    io::write_file_atomically(written_config, run_.resolved_config);
   }
   dist::broadcast_tensors(trainable_, comm_);
   return step;

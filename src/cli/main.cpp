@@ -252,7 +252,9 @@ int run_export(const std::string& run_dir, const std::string& output, int64_t ba
   };
   const std::filesystem::path target = canonical(output), run = canonical(run_dir);
   const std::filesystem::path within = target.lexically_relative(run);
-  EDDY_CHECK(output.empty() || target == canonical(solvers::default_export_dir(run_dir)) || within.empty() ||
+  // Anything under RUN_DIR/export goes with it.
+  const std::filesystem::path within_export = target.lexically_relative(canonical(solvers::default_export_dir(run_dir)));
+  EDDY_CHECK(output.empty() || (!within_export.empty() && *within_export.begin() != "..") || within.empty() ||
                  *within.begin() == "..",
              "export: --output ", output, " is ", target == run ? "the run folder itself" : "inside the run folder",
              ", where a later run in that folder would leave it with the old weights; give the artifact a folder "

@@ -135,12 +135,13 @@ TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
   // " #" starts a YAML comment: output.dir=runs/exp #1 wrote runs/exp, over another run's results.
   EXPECT_EQ(error_of([&] { Config::parse(kProblem, "problem.yaml", {"output.dir=runs/exp #1"}); }),
             "command-line override 'output.dir=runs/exp #1': ' #' starts a YAML comment, which drops the rest of "
-            "the value (output.dir would be runs/exp); quote the value in YAML, as \"output.dir='runs/exp #1'\"");
+            "the value (output.dir would be runs/exp); quote the value in YAML: output.dir='runs/exp #1', within the "
+            "shell's own quotes");
   EXPECT_EQ(Config::parse(kProblem, "problem.yaml", {"output.dir='runs/exp #1'"})->root().section("output").string("dir", ""),
             "runs/exp #1");
   // A quote in the value is doubled in the quoting suggested, as YAML writes it there.
   EXPECT_NE(error_of([&] { Config::parse(kProblem, "problem.yaml", {"description=it's #1"}); })
-                .find("as \"description='it''s #1'\""),
+                .find("description='it''s #1', within"),
             std::string::npos);
   EXPECT_EQ(Config::parse(kProblem, "problem.yaml", {"output.dir=runs/exp#1"})->root().section("output").string("dir", ""),
             "runs/exp#1");

@@ -495,19 +495,34 @@ TEST_F(SolveTest, ALearnableParameterNothingTrainsIsRefusedBeforeTraining) {
   EXPECT_NO_THROW(refuse_untrainable_parameters(problem(kHeat, in_a_value)));
 }
 
-// A run writes its resolved config as config.yaml: a config of that name in output.dir, the file
-// being read, lost its comments. Refused; the run's own config.yaml (no comments) run again, with
-// overrides or without, is not.
+// A run writes its resolved config as config.yaml: one there with comments (which eddy never
+// writes), the config being read or another, lost them; one that is a link was written through,
+// into the file it names. Refused, and replaced; the run's own config.yaml run again, with
+// overrides or without, is neither.
 TEST_F(SolveTest, ARunDoesNotWriteOverTheConfigItReads) {
   const fs::path folder = dir / "mine";
   fs::create_directories(folder);
   const std::string written = kHeat + "# notes on this run\n";
   std::ofstream(folder / "config.yaml") << written;
-  auto config = io::Config::load((folder / "config.yaml").string(),
-                                 {"output.dir=" + folder.string(), "training.adam.steps=2", "output.checkpoint_every=0"});
+  const std::vector<std::string> into_folder = {"output.dir=" + folder.string(), "training.adam.steps=2",
+                                                "output.checkpoint_every=0"};
+  auto config = io::Config::load((folder / "config.yaml").string(), into_folder);
   const Problem own = read_problem(*config);
-  expect_error([&] { solve(own, {}); }, {"holds the config being read", "comments would be lost"});
+  expect_error([&] { solve(own, {}); }, {"holds a config.yaml with comments (the config being read)"});
   EXPECT_EQ(io::read_file((folder / "config.yaml").string()), written);
+  // Another config run there; a comment at the end of a line.
+  const std::string inline_comment = kHeat + "seed: 3   # the seed of the paper\n";
+  std::ofstream(folder / "config.yaml") << inline_comment;
+  auto another = [&] { return read_problem(*io::Config::parse(kHeat, "another.yaml", into_folder)); };
+  expect_error([&] { solve(another(), {}); }, {"holds a config.yaml with comments, which a run"});
+  EXPECT_EQ(io::read_file((folder / "config.yaml").string()), inline_comment);
+  // A link is replaced; the file it names is left as it was.
+  fs::remove(folder / "config.yaml");
+  std::ofstream(dir / "elsewhere.yaml") << written;
+  fs::create_symlink(dir / "elsewhere.yaml", folder / "config.yaml");
+  EXPECT_TRUE(solve(another(), {}).finished);
+  EXPECT_FALSE(fs::is_symlink(folder / "config.yaml"));
+  EXPECT_EQ(io::read_file((dir / "elsewhere.yaml").string()), written);
   // The resolved config, as a run writes it, run again in its folder, then with an override.
   std::ofstream(folder / "config.yaml") << own.resolved_config;
   auto again = io::Config::load((folder / "config.yaml").string());

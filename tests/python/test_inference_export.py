@@ -295,6 +295,9 @@ def test_export_to_a_file_names_the_option(solved, eddy_cli):
     assert "is the run folder itself" in result.stderr
     result = run(eddy_cli, "export", solved / "run", "--output", solved / "run" / "art")
     assert "is inside the run folder" in result.stderr
+    # Under RUN_DIR/export it goes with that folder when a later run removes it.
+    result = run(eddy_cli, "export", solved / "run", "--output", solved / "run" / "export" / "sub")
+    assert result.returncode == 0, result.stderr
 
 
 def test_a_one_coordinate_model_reads_points_stored_as_a_1d_array(tmp_path, eddy_cli):

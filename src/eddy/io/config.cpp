@@ -321,6 +321,15 @@ std::string ConfigNode::as_output_path() const {
   return expanded;
 }
 
+bool holds_yaml_comments(const std::string& text) {
+  const auto hashes = [](const std::string& part) { return std::count(part.begin(), part.end(), '#'); };
+  try {
+    return hashes(YAML::Dump(YAML::Load(text))) < hashes(text);
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
 std::string ConfigNode::as_input_path() const { return resolve_input(false); }
 
 std::string ConfigNode::as_input_pattern() const { return resolve_input(true); }
@@ -520,12 +529,12 @@ void Config::apply_override(const std::string& assignment) {
                     "section with its defaults"));
   }
   // ` #` starts a YAML comment, which goes: output.dir=runs/exp #1 wrote runs/exp, over another run.
-  const auto hashes = [](const std::string& part) { return std::count(part.begin(), part.end(), '#'); };
-  if (hashes(YAML::Dump(value)) < hashes(text)) {
+  if (holds_yaml_comments(text)) {
     std::string quoted;  // in single quotes, where YAML writes a quote as two
     for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
     throw Error(cat(source, ": ' #' starts a YAML comment, which drops the rest of the value (", path,
-                    " would be ", YAML::Dump(value), "); quote the value in YAML, as \"", path, "='", quoted, "'\""));
+                    " would be ", YAML::Dump(value), "); quote the value in YAML: ", path, "='", quoted,
+                    "', within the shell's own quotes"));
   }
   TreeCheck(source, false).check(value, path);
   std::vector<std::string> keys;

@@ -39,6 +39,10 @@ class Config;
 // 0.10000000000000001 in resolved configs and messages, and ostream's 6 digits lose the rest.
 std::string shortest_text(double value);
 
+// Whether a YAML text holds comments (YAML drops them, so the text holds more '#' than its document
+// written out again); false for text that is not YAML. A config eddy writes never holds one.
+bool holds_yaml_comments(const std::string& text);
+
 // A node of the config, addressed by its key path. Cheap to copy.
 class ConfigNode {
  public:
