@@ -1153,9 +1153,14 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   if (p.training.lbfgs_iterations < 0) {
     lbfgs.at("iterations").fail(cat("must be non-negative (0: no L-BFGS), got ", p.training.lbfgs_iterations));
   }
-  p.training.lbfgs_evaluations = lbfgs.integer("evaluations", p.training.lbfgs_iterations * 5 / 4 + 1);
-  if (p.training.lbfgs_evaluations < 1) {
-    lbfgs.at("evaluations").fail(cat("must be at least 1, got ", p.training.lbfgs_evaluations));
+  // The default follows iterations and is not written into the resolved config: a run's config.yaml
+  // run again with training.lbfgs.iterations=200 kept the first run's cap (13 evaluations).
+  p.training.lbfgs_evaluations = lbfgs.has("evaluations") ? lbfgs.integer("evaluations")
+                                                          : p.training.lbfgs_iterations * 5 / 4 + 1;
+  const int64_t least_evaluations = p.training.lbfgs_iterations > 0 ? 2 : 1;  // the start and one trial
+  if (p.training.lbfgs_evaluations < least_evaluations) {
+    lbfgs.at("evaluations").fail(cat("must be at least ", least_evaluations, least_evaluations == 2 ? " (the start and "
+                                     "one trial)" : "", ", got ", p.training.lbfgs_evaluations));
   }
   p.training.log_every = training.integer("log_every", 100);
   if (p.training.log_every < 0) {

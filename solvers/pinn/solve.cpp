@@ -376,16 +376,19 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (state.stage() > 0) begin_stage(state.stage());
     restore_training_state(saved, *optimizer, state, history);
   };
-  const solvers::Settings file_content = listed_points_content(p);
+  solvers::Settings recorded = listed_points_content(p);
+  // No longer in the resolved config where it is the default (read_problem), recorded as the
+  // resolved configs before held it, so that their checkpoints resume.
+  recorded["training.lbfgs.evaluations"] = std::to_string(p.training.lbfgs_evaluations);
   solvers::Settings earlier_defaults = added_later(p);
-  earlier_defaults.insert(file_content.begin(), file_content.end());
+  earlier_defaults.insert(recorded.begin(), recorded.end());
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p),
        earlier_defaults,
        solvers::RunLength{stages * per_stage, cat(stages > 1 ? "stages x (" : "",
                                                   soap ? "training.soap.steps" : "training.adam.steps",
                                                   " + training.lbfgs.iterations", stages > 1 ? ")" : "")},
-       file_content, p.source},
+       recorded, p.source},
       state.model(), trainable, comm, progress, first_order);
 
   SolveResult result;

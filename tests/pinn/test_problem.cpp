@@ -263,7 +263,10 @@ std::vector<BadConfig> bad_configs() {
       {"lbfgs_iterations", kTraining, "lbfgs: {iterations: -5}\n  " + kTraining,
        "training.lbfgs.iterations: must be non-negative (0: no L-BFGS), got -5"},
       {"lbfgs_evaluations", kTraining, "lbfgs: {iterations: 5, evaluations: 0}\n  " + kTraining,
-       "training.lbfgs.evaluations: must be at least 1, got 0"},
+       "training.lbfgs.evaluations: must be at least 2 (the start and one trial), got 0"},
+      // L-BFGS refused it with no key named.
+      {"lbfgs_one_evaluation", kTraining, "lbfgs: {iterations: 5, evaluations: 1}\n  " + kTraining,
+       "training.lbfgs.evaluations: must be at least 2"},
       {"log_every", kTraining, "log_every: -1\n  " + kTraining,
        "training.log_every: must be non-negative (0: no progress lines), got -1"},
       {"validation_points", "", "validation: {points: 0}\n", "validation.points: must be at least 1, got 0"},
@@ -556,6 +559,17 @@ TEST(Problem, PointsConditionTakesItsPointsAsListed) {
   Problem line = read("geometry: {space: {type: interval, min: 0, max: 1}}\nfields: [u]\nconditions:\n"
                       "  ends: {type: points, at: [0, 1], field: u, value: 2}\n");
   EXPECT_EQ(line.conditions[0].fixed_points.shape(), (Shape{2, 1}));
+}
+
+// A default derived from another key follows it when a run's config.yaml is read again with that
+// key overridden: the resolved config held lbfgs.evaluations, 13 for 10 iterations, and a rerun
+// with 200 iterations stopped at 13 evaluations.
+TEST(Problem, ADerivedDefaultFollowsItsKeyWhenARunsConfigIsReadAgain) {
+  const Problem first = read(kValid, {"training.lbfgs.iterations=10"});
+  EXPECT_EQ(first.training.lbfgs_evaluations, 13);
+  EXPECT_EQ(first.resolved_config.find("evaluations"), std::string::npos) << first.resolved_config;
+  EXPECT_EQ(read(first.resolved_config, {"training.lbfgs.iterations=200"}).training.lbfgs_evaluations, 251);
+  EXPECT_EQ(read(kValid, {"training.lbfgs={iterations: 10, evaluations: 40}"}).training.lbfgs_evaluations, 40);
 }
 
 TEST(Problem, PointsConditionReadsItsPointsFromADataFile) {
