@@ -810,7 +810,9 @@ optim::SoapOptions read_soap(const ConfigNode& node) {
   }
   soap.beta1 = values[0];
   soap.beta2 = values[1];
-  soap.shampoo_beta = node.number("shampoo_beta", soap.beta2);
+  // Not written when absent: it follows betas when a run's config.yaml is read again with betas
+  // overridden (solve records it in checkpoints, as resolved configs before held it).
+  soap.shampoo_beta = node.has("shampoo_beta") ? node.number("shampoo_beta") : soap.beta2;
   if (!(*soap.shampoo_beta >= 0 && *soap.shampoo_beta < 1)) {
     node.at("shampoo_beta").fail(cat("must lie in [0, 1), got ", *soap.shampoo_beta));
   }

@@ -377,9 +377,11 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     restore_training_state(saved, *optimizer, state, history);
   };
   solvers::Settings recorded = listed_points_content(p);
-  // No longer in the resolved config where it is the default (read_problem), recorded as the
-  // resolved configs before held it, so that their checkpoints resume.
+  // Defaults that follow another key, no longer in the resolved config where not given
+  // (read_problem), recorded as the resolved configs before held them, so that their checkpoints
+  // resume.
   recorded["training.lbfgs.evaluations"] = std::to_string(p.training.lbfgs_evaluations);
+  if (soap) recorded["training.soap.shampoo_beta"] = io::shortest_text(*p.training.soap.shampoo_beta);
   solvers::Settings earlier_defaults = added_later(p);
   earlier_defaults.insert(recorded.begin(), recorded.end());
   solvers::TrainingLoop loop(

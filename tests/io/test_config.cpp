@@ -139,6 +139,8 @@ TEST(Config, OverridesReplaceAndCreateKeysAndAreNamedInErrors) {
             "shell's own quotes");
   EXPECT_EQ(Config::parse(kProblem, "problem.yaml", {"output.dir='runs/exp #1'"})->root().section("output").string("dir", ""),
             "runs/exp #1");
+  // A text YAML reads as no document ('%' starts a directive) is taken as it is, its '#' included.
+  EXPECT_EQ(Config::parse(kProblem, "problem.yaml", {"description=% #"})->root().string("description", ""), "% #");
   // A quote in the value is doubled in the quoting suggested, as YAML writes it there.
   EXPECT_NE(error_of([&] { Config::parse(kProblem, "problem.yaml", {"description=it's #1"}); })
                 .find("description='it''s #1', within"),

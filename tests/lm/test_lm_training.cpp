@@ -256,6 +256,16 @@ TEST_F(LmTraining, SeparatorLinesEndingInCrlfCutDocuments) {
   EXPECT_NE(text.find("sleeps.\r\n"), std::string::npos);  // the documents' own line ends are kept
 }
 
+// kv_heads' default follows heads when a run's config.yaml is read again with heads overridden (the
+// resolved config held kv_heads, and a rerun with twice the heads trained grouped-query attention).
+TEST_F(LmTraining, KvHeadsFollowsHeadsWhenARunsConfigIsReadAgain) {
+  const LmProblem first = problem_of(config("type: llama"));
+  EXPECT_EQ(first.model.kv_heads, 4);
+  EXPECT_EQ(first.resolved_config.find("kv_heads"), std::string::npos) << first.resolved_config;
+  EXPECT_EQ(problem_of(first.resolved_config, {"model.heads=8"}).model.kv_heads, 8);
+  EXPECT_EQ(problem_of(config("type: llama, kv_heads: 2")).model.kv_heads, 2);
+}
+
 TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   const LmProblem problem = problem_of(config("type: gpt2", "{type: constant}"),
                                        {"training.learning_rate=1.0e30", "training.clip=0",

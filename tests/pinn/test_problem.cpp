@@ -570,6 +570,13 @@ TEST(Problem, ADerivedDefaultFollowsItsKeyWhenARunsConfigIsReadAgain) {
   EXPECT_EQ(first.resolved_config.find("evaluations"), std::string::npos) << first.resolved_config;
   EXPECT_EQ(read(first.resolved_config, {"training.lbfgs.iterations=200"}).training.lbfgs_evaluations, 251);
   EXPECT_EQ(read(kValid, {"training.lbfgs={iterations: 10, evaluations: 40}"}).training.lbfgs_evaluations, 40);
+  // SOAP's shampoo_beta follows betas' second likewise.
+  std::string soap = kValid;
+  soap.replace(soap.find(kTraining), kTraining.size(), soap_with("betas: [0.9, 0.95]"));
+  const Problem with_soap = read(soap);
+  EXPECT_EQ(with_soap.training.soap.shampoo_beta, with_soap.training.soap.beta2);
+  EXPECT_EQ(with_soap.resolved_config.find("shampoo_beta"), std::string::npos) << with_soap.resolved_config;
+  EXPECT_EQ(read(with_soap.resolved_config, {"training.soap.betas=[0.9, 0.999]"}).training.soap.shampoo_beta, 0.999);
 }
 
 TEST(Problem, PointsConditionReadsItsPointsFromADataFile) {

@@ -529,7 +529,10 @@ void Config::apply_override(const std::string& assignment) {
                     "section with its defaults"));
   }
   // ` #` starts a YAML comment, which goes: output.dir=runs/exp #1 wrote runs/exp, over another run.
-  if (holds_yaml_comments(text)) {
+  // (The value read, not the text read again: a text that YAML reads as no document is taken as it
+  // is above, and holds its '#'.)
+  const auto hashes = [](const std::string& part) { return std::count(part.begin(), part.end(), '#'); };
+  if (hashes(YAML::Dump(value)) < hashes(text)) {
     std::string quoted;  // in single quotes, where YAML writes a quote as two
     for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
     throw Error(cat(source, ": ' #' starts a YAML comment, which drops the rest of the value (", path,
