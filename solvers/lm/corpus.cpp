@@ -206,14 +206,28 @@ Documents read_documents_of(const std::vector<fs::path>& files, const CorpusSpec
 
 }  // namespace
 
-Documents read_documents(const CorpusSpec& corpus, uint64_t seed) {
-  return read_documents_of(corpus_files(corpus), corpus, seed);
+namespace {
+
+// A corpus file inside output.dir: the run's own files (config.yaml, tokenizer.json, the
+// checkpoint) joined the corpus of the next run there, which trained on them as text.
+void refuse_run_folder_in_corpus(const LmProblem& p, const std::vector<fs::path>& files) {
+  std::error_code ignored;
+  const fs::path run = fs::weakly_canonical(fs::absolute(p.output.dir, ignored), ignored);
+  for (const fs::path& file : files) {
+    const fs::path within = fs::weakly_canonical(file, ignored).lexically_relative(run);
+    EDDY_CHECK(within.empty() || *within.begin() == "..", p.corpus.where, "files: '", file.string(), "' lies in "
+               "output.dir ", p.output.dir, ", where the run writes its own files, which would join the corpus; keep "
+               "the run's folder apart from the corpus");
+  }
 }
 
-std::vector<std::string> corpus_file_names(const CorpusSpec& corpus) {
-  std::vector<std::string> names;
-  for (const fs::path& file : corpus_files(corpus)) names.push_back(file.string());
-  return names;
+}  // namespace
+
+size_t check_corpus(const LmProblem& p) {
+  const std::vector<fs::path> files = corpus_files(p.corpus);
+  refuse_run_folder_in_corpus(p, files);
+  read_documents_of(files, p.corpus, p.training.seed);
+  return files.size();
 }
 
 void TokenFile::write(const std::string& path, const std::vector<int32_t>& ids, int32_t vocab_size) {
@@ -369,6 +383,7 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
   prepared.train_tokens = paths.train_tokens;
   prepared.validation_tokens = paths.validation_tokens;
   const std::vector<fs::path> files = corpus_files(p.corpus);
+  refuse_run_folder_in_corpus(p, files);
   const std::string description = corpus_description(p, files);
   std::error_code error;
   // A --resume goes on with the token files its checkpoint was trained on, also where this eddy

@@ -24,14 +24,11 @@ struct Documents {
   std::vector<std::string> train, validation;
 };
 
-// Reads the corpus files (sorted, UTF-8) and cuts them into documents; each document goes to
-// validation with probability validation_fraction, drawn from `seed`, with at least one on each
-// side. Errors name the pattern or file: no match, unreadable, empty, not UTF-8, too few
-// documents to split.
-Documents read_documents(const CorpusSpec& corpus, uint64_t seed);
-// The corpus files read_documents would read, in its order, without reading them; errors name a
-// pattern that matches no file (what `eddy lm check` checks).
-std::vector<std::string> corpus_file_names(const CorpusSpec& corpus);
+// What preparing the corpus refuses before it tokenises, found without writing anything (`eddy
+// check`): a pattern that matches no file, a corpus file inside output.dir (the run's own files
+// joined the corpus), a file unreadable, empty or not UTF-8, too few documents to split. Returns
+// the number of corpus files.
+size_t check_corpus(const LmProblem& problem);
 
 // Token ids in a file mapped read-only: a 24-byte header ("EDDYTOKS", the bytes per id (2 or 4),
 // the id count) and the ids, little-endian. Two bytes per id when the vocabulary allows.

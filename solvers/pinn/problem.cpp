@@ -642,6 +642,15 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
         expressions->at(field).fail("'" + field + "' is not a field");
       }
       Expression expression = expression_at(expressions->at(field), symbols, ExpressionKind::scalar);
+      // A reference is the solution itself: it may not read the network's fields (found here, by
+      // eddy check too, not when validation began).
+      Symbols without_fields = symbols;
+      without_fields.fields.clear();
+      try {
+        check(expression, without_fields, ExpressionKind::scalar);
+      } catch (const Error&) {
+        expressions->at(field).fail("a reference may only use coordinates and parameters, not the fields it scores");
+      }
       // A learnable parameter's value is the run's guess, not the truth: `eddy solve` scored the run
       // against the initial guess, `eddy eval` against the trained value.
       const std::set<std::string> read = parameters_read(expression, symbols);

@@ -55,8 +55,9 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
 
 int check_lm_config(io::Config& config) {
   const lm::LmProblem problem = lm::read_lm_problem(config);
-  // Every pattern must match a file, as training will require.
-  const size_t files = lm::corpus_file_names(problem.corpus).size();
+  // The corpus as training reads it before tokenising (its windows need the tokenizer, which
+  // check does not train).
+  const size_t files = lm::check_corpus(problem);
   std::printf("%s: a %s language model, context %lld, %lld layers of width %lld, on %zu corpus file%s\n",
               problem.source.c_str(), problem.model.architecture == lm::Architecture::gpt2 ? "GPT-2" : "Llama",
               static_cast<long long>(problem.model.context), static_cast<long long>(problem.model.layers),

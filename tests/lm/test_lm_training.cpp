@@ -341,6 +341,13 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   expect_error([&] { prepare_corpus(problem_of(config(), {"model.context=1000"}), nullptr); },
                {"test.yaml:2:", "the validation split tokenises to"});
 
+  // What eddy check finds of the corpus, without tokenising: here, the run's folder inside it (its
+  // files joined the next run's corpus) and too few documents.
+  expect_error([&] { check_corpus(problem_of(config(), {"output.dir=" + (dir_ / "corpus").string()})); },
+               {"test.yaml:2:", "lies in output.dir", "keep the run's folder apart from the corpus"});
+  expect_error([&] { check_corpus(problem_of(config(), {"data.files=" + (dir_ / "one.txt").string()})); },
+               {"1 document(s)"});
+  EXPECT_EQ(check_corpus(problem_of(config())), 2u);
   // A tokenizer without <|endoftext|>.
   io::BpeTrainingOptions options;
   options.vocab_size = 260;

@@ -203,6 +203,9 @@ std::vector<BadConfig> bad_configs() {
       {"equation_comma_in_flow_map", "equation: heat, points: 100", "equation: u_t - pow(u, 2), points: 100",
        "conditions.pde.2): has no value: in a map written {...}, a comma ends a value, so quote a value that holds "
        "one"},
+      // It was refused when validation began, after eddy check had passed it.
+      {"reference_reads_a_field", "output: {dir:", "validation: {reference: {expressions: {u: 2*u}}}\noutput: {dir:",
+       "validation.reference.expressions.u: a reference may only use coordinates and parameters, not the fields"},
       {"equation_unclosed_parenthesis", "equation: heat, points: 100", "equation: 'u_t - (u_xx', points: 100",
        "conditions.pde.equation: expected ')' to close the '(' at column 7, found the end of the expression"},
       {"initial_equation_and_field", "type: initial, field: u,", "type: initial, equation: u_t, field: u,",
