@@ -42,6 +42,7 @@ std::string read_output_dir(const io::ConfigNode& output, const std::string& fal
   const bool given = output.has("dir");  // before string() writes the default in
   output.string("dir", fallback);
   const std::string dir = output.at("dir").as_output_path();
+  if (dir.empty()) output.at("dir").fail("is empty; give the run a folder");
   std::error_code ignored;
   if (std::filesystem::exists(dir, ignored) && !std::filesystem::is_directory(dir, ignored)) {
     const std::string problem = " is a file, not a folder; a run writes a folder of files there";

@@ -208,16 +208,19 @@ Documents read_documents_of(const std::vector<fs::path>& files, const CorpusSpec
 
 namespace {
 
-// A corpus file inside output.dir: the run's own files (config.yaml, tokenizer.json, the
-// checkpoint) joined the corpus of the next run there, which trained on them as text.
+// A corpus file where the run writes its own (output.dir itself, its data/, hf/ and export/): they
+// joined the corpus of the next run there (config.yaml, tokenizer.json, the checkpoint), which
+// trained on them as text. A corpus in another folder below output.dir is the user's own.
 void refuse_run_folder_in_corpus(const LmProblem& p, const std::vector<fs::path>& files) {
   std::error_code ignored;
   const fs::path run = fs::weakly_canonical(fs::absolute(p.output.dir, ignored), ignored);
   for (const fs::path& file : files) {
     const fs::path within = fs::weakly_canonical(file, ignored).lexically_relative(run);
-    EDDY_CHECK(within.empty() || *within.begin() == "..", p.corpus.where, "files: '", file.string(), "' lies in "
-               "output.dir ", p.output.dir, ", where the run writes its own files, which would join the corpus; keep "
-               "the run's folder apart from the corpus");
+    if (within.empty() || *within.begin() == "..") continue;
+    const std::string folder = std::distance(within.begin(), within.end()) == 1 ? "" : within.begin()->string();
+    EDDY_CHECK(folder != "" && folder != "data" && folder != "hf" && folder != "export", p.corpus.where, "files: '",
+               file.string(), "' lies where the run in output.dir ", p.output.dir, " writes its own files, which "
+               "would join the corpus; keep the corpus in a folder of its own");
   }
 }
 

@@ -344,7 +344,10 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   // What eddy check finds of the corpus, without tokenising: here, the run's folder inside it (its
   // files joined the next run's corpus) and too few documents.
   expect_error([&] { check_corpus(problem_of(config(), {"output.dir=" + (dir_ / "corpus").string()})); },
-               {"test.yaml:2:", "lies in output.dir", "keep the run's folder apart from the corpus"});
+               {"test.yaml:2:", "lies where the run in output.dir", "keep the corpus in a folder of its own"});
+  // A corpus in a folder of its own below output.dir (a project's folder) is not the run's.
+  EXPECT_EQ(check_corpus(problem_of(config(), {"output.dir=" + dir_.string()})), 2u);
+  expect_error([&] { problem_of(config(), {"output.dir=''"}); }, {"output.dir: is empty"});
   expect_error([&] { check_corpus(problem_of(config(), {"data.files=" + (dir_ / "one.txt").string()})); },
                {"1 document(s)"});
   EXPECT_EQ(check_corpus(problem_of(config())), 2u);
