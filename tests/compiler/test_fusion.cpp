@@ -387,21 +387,35 @@ TEST(Fusion, ReadsNonContiguousInputs) {
   expect_close(compiled(replay), f(replay), 1e-12);
 }
 
+// EDDY_KERNEL_CACHE set to a folder of the test's own while it lives; then unset, the folder removed.
+class ScratchKernelCache {
+ public:
+  explicit ScratchKernelCache(const std::string& name)
+      : directory_(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
+    setenv("EDDY_KERNEL_CACHE", directory_.c_str(), 1);
+  }
+  ~ScratchKernelCache() {
+    unsetenv("EDDY_KERNEL_CACHE");
+    std::filesystem::remove_all(directory_);
+  }
+  const std::filesystem::path& directory() const { return directory_; }
+
+ private:
+  std::filesystem::path directory_;
+};
+
 TEST(KernelCache, CompilesOnceThenLoadsFromDisk) {
-  const std::filesystem::path directory = std::filesystem::temp_directory_path() /
-                                          ("eddy-kernel-cache-test-" + std::to_string(::getpid()));
-  setenv("EDDY_KERNEL_CACHE", directory.c_str(), 1);
+  const ScratchKernelCache cache("eddy-kernel-cache-test");
   auto f = [](const TensorList& in) { return TensorList{exp(in[0]) * 3.0 - 1.0}; };
   const Trace traced = trace(f, {randn({10})});
   const Program first(traced.graph);
   const Program second(traced.graph);
-  unsetenv("EDDY_KERNEL_CACHE");
   EXPECT_FALSE(first.stats().kernels_from_cache);
   EXPECT_GT(first.stats().compile_seconds, 0.0);
   EXPECT_TRUE(second.stats().kernels_from_cache);
   EXPECT_EQ(second.stats().compile_seconds, 0.0);
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(directory), std::filesystem::directory_iterator()), 1);
-  std::filesystem::remove_all(directory);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cache.directory()), std::filesystem::directory_iterator()),
+            1);
 }
 
 // Without HOME the cache is the user's home folder from the password database (it was /tmp, where
@@ -417,21 +431,15 @@ TEST(KernelCache, StaysInTheUsersHomeAndLoadsOnlyTheUsersLibraries) {
     EXPECT_EQ(without_home, std::filesystem::path(user->pw_dir) / ".cache" / "eddy" / "kernels");
   }
 
-  const std::filesystem::path directory = std::filesystem::temp_directory_path() /
-                                          ("eddy-kernel-owner-test-" + std::to_string(::getpid()));
-  setenv("EDDY_KERNEL_CACHE", directory.c_str(), 1);
+  const ScratchKernelCache cache("eddy-kernel-owner-test");
   auto f = [](const TensorList& in) { return TensorList{exp(in[0]) * 5.0 - 2.0}; };
   const Trace traced = trace(f, {randn({10})});
   const Program first(traced.graph);
-  const std::filesystem::path library = std::filesystem::directory_iterator(directory)->path();
+  const std::filesystem::path library = std::filesystem::directory_iterator(cache.directory())->path();
   if (::chown(library.c_str(), 65534, 65534) != 0) {
-    unsetenv("EDDY_KERNEL_CACHE");
-    std::filesystem::remove_all(directory);
     GTEST_SKIP() << "giving the library to another user needs root; the ownership check is not exercised";
   }
   expect_error([&] { Program second(traced.graph); }, {"belongs to another user (uid 65534)", "EDDY_KERNEL_CACHE"});
-  unsetenv("EDDY_KERNEL_CACHE");
-  std::filesystem::remove_all(directory);
 }
 
 // The kernel plans of a graph using every renderable primitive.

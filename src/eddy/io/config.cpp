@@ -321,10 +321,20 @@ std::string ConfigNode::as_output_path() const {
   return expanded;
 }
 
-bool holds_yaml_comments(const std::string& text) {
+namespace {
+
+// Whether reading `text` as `read` dropped comments: YAML drops them, so the text holds more '#'
+// than what was read written out again.
+bool dropped_comments(const YAML::Node& read, const std::string& text) {
   const auto hashes = [](const std::string& part) { return std::count(part.begin(), part.end(), '#'); };
+  return hashes(YAML::Dump(read)) < hashes(text);
+}
+
+}  // namespace
+
+bool holds_yaml_comments(const std::string& text) {
   try {
-    return hashes(YAML::Dump(YAML::Load(text))) < hashes(text);
+    return dropped_comments(YAML::Load(text), text);
   } catch (const YAML::Exception&) {
     return false;
   }
@@ -531,8 +541,7 @@ void Config::apply_override(const std::string& assignment) {
   // ` #` starts a YAML comment, which goes: output.dir=runs/exp #1 wrote runs/exp, over another run.
   // (The value read, not the text read again: a text that YAML reads as no document is taken as it
   // is above, and holds its '#'.)
-  const auto hashes = [](const std::string& part) { return std::count(part.begin(), part.end(), '#'); };
-  if (hashes(YAML::Dump(value)) < hashes(text)) {
+  if (dropped_comments(value, text)) {
     std::string quoted;  // in single quotes, where YAML writes a quote as two
     for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
     throw Error(cat(source, ": ' #' starts a YAML comment, which drops the rest of the value (", path,
