@@ -267,7 +267,8 @@ void read_evolution_keys(const ConfigNode& root, DatasetSpec& spec) {
   field.length = spec.length;
   field.alpha = positive(initial, "alpha", initial.number("alpha", burgers ? 2.0 : 2.5));
   field.tau = positive(initial, "tau", initial.number("tau", burgers ? 5.0 : 7.0));
-  field.sigma = positive(initial, "sigma", initial.number("sigma", burgers ? 25.0 : field.effective_sigma()));
+  field.sigma = positive(initial, "sigma", burgers ? initial.number("sigma", 25.0)
+                                                   : initial.derived_number("sigma", field.effective_sigma()));
 }
 
 // Darcy: the two-phase coefficient's values and the prior of the field it thresholds (defaults

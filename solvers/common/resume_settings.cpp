@@ -49,15 +49,43 @@ std::string flow_text(const YAML::Node& node) {
   return text.c_str();
 }
 
-// Two texts of one setting: the same text or number; or, from a checkpoint of before lists were
-// recorded in one style, a list or map recorded in block style ("- 4\n- 4") and this run's same
-// list in flow style, or a multi-line text recorded as it was and this run's quoted. Nothing else
-// is read as YAML: texts that read alike are two settings ("#", a comment, and ""; "[a,b]" and
+// Two lists or maps alike but for the order of keys in their maps: a list of maps holds its defaults
+// in the order they were read, and a default derived from another key (a test set's file) is read
+// after the keys the run's config.yaml holds when that is read again.
+bool same_structure(const YAML::Node& a, const YAML::Node& b) {
+  if (a.Type() != b.Type()) return false;
+  if (a.IsScalar()) return a.Scalar() == b.Scalar();
+  if (a.size() != b.size()) return false;
+  if (a.IsSequence()) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!same_structure(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  for (const auto& entry : a) {
+    const YAML::Node other = b[entry.first.Scalar()];
+    if (!other.IsDefined() || !same_structure(entry.second, other)) return false;
+  }
+  return a.IsMap() || a.IsNull();
+}
+
+// A list's or map's record as collect writes it: an older eddy's text of a setting that only reads
+// like one ("[a,b]") is not.
+bool is_flow_record(const std::string& text) {
+  return (text.starts_with('[') || text.starts_with('{')) && flow_text(YAML::Load(text)) == text;
+}
+
+// Two texts of one setting: the same text or number; two lists or maps alike but for their maps'
+// key order; or, from a checkpoint of before lists were recorded in one style, a list or map
+// recorded in block style ("- 4\n- 4") and this run's same list in flow style, or a multi-line text
+// recorded as it was and this run's quoted. No other text is read as YAML: texts that read alike are two settings ("#", a comment, and ""; "[a,b]" and
 // "[a, b]" as a separator's text; "16" and "16.0" as a test set's name).
 bool same_value(const std::optional<std::string>& before, const std::optional<std::string>& now) {
   if (before == now || same_number(before, now)) return true;
   if (!before || !now) return false;
   try {
+    // A text that starts as a list or map would is recorded quoted (collect): these are lists or maps.
+    if (is_flow_record(*before) && is_flow_record(*now)) return same_structure(YAML::Load(*before), YAML::Load(*now));
     // Such a checkpoint holds a multi-line text (an equation) unquoted, which collect now quotes. Not
     // a text starting with [ or {: a list's record is that too, and a list is not its text.
     if (now->starts_with('"')) {
@@ -118,6 +146,16 @@ Settings fixed_settings(const std::string& resolved_config, const ResumableKeys&
   return settings;
 }
 
+Settings derived_settings(const io::Config& config) {
+  const Settings plain = fixed_settings(config.resolved(), {});
+  Settings derived;
+  for (auto& [key, value] : fixed_settings(config.resolved_with_derived(), {})) {
+    const auto found = plain.find(key);
+    if (found == plain.end() || found->second != value) derived.emplace(key, std::move(value));
+  }
+  return derived;
+}
+
 std::string encode_settings(const Settings& settings) {
   YAML::Emitter text;
   text << YAML::BeginMap;
@@ -166,11 +204,13 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
                   "). Start a new run (another output.dir) to change them"));
 }
 
-void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings) {
+void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings,
+                                  const Settings& derived) {
   if (checkpoint_settings.empty()) return;  // written before checkpoints recorded their settings
   const std::string checkpoint = run_dir + "/checkpoint.safetensors";
   const Settings recorded = decode_settings(checkpoint_settings, checkpoint);
-  const Settings config = fixed_settings(io::read_file(run_dir + "/config.yaml"), {});
+  Settings config = fixed_settings(io::read_file(run_dir + "/config.yaml"), {});
+  for (const auto& [key, value] : derived) config.insert_or_assign(key, value);
   std::string differences;
   for (const auto& [key, value] : recorded) {
     const auto found = config.find(key);
@@ -183,9 +223,11 @@ void require_checkpoint_of_config(const std::string& run_dir, const std::string&
              "run's. Train it again from that config.yaml (a --resume would refuse the checkpoint too)");
 }
 
-io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, nn::Module& model, nn::StateDict* optimizer_state) {
-  return io::load_checkpoint(run_dir + "/checkpoint.safetensors", model, optimizer_state,
-                             [&](const io::CheckpointInfo& info) { require_checkpoint_of_config(run_dir, info.settings); });
+io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, const Settings& derived, nn::Module& model,
+                                       nn::StateDict* optimizer_state) {
+  return io::load_checkpoint(
+      run_dir + "/checkpoint.safetensors", model, optimizer_state,
+      [&](const io::CheckpointInfo& info) { require_checkpoint_of_config(run_dir, info.settings, derived); });
 }
 
 }  // namespace eddy::solvers

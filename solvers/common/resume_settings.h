@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "eddy/io/checkpoint.h"
+#include "eddy/io/config.h"
 
 namespace eddy::solvers {
 
@@ -24,6 +25,11 @@ using Settings = std::map<std::string, std::string>;
 // The values of `resolved_config` that a resumed run must keep: all but those `resumable` names.
 Settings fixed_settings(const std::string& resolved_config, const ResumableKeys& resumable);
 
+// The settings that the defaults derived from other keys (io::ConfigNode::derived_integer) add to
+// config.resolved(), or change in it (a list holding one): what checkpoints record besides it, as
+// resolved configs before held them, and what a run folder's config.yaml implies besides its text.
+Settings derived_settings(const io::Config& config);
+
 // Settings as one text (checkpoint metadata), and back; text that is not such a map is an error
 // naming `checkpoint`.
 std::string encode_settings(const Settings& settings);
@@ -35,16 +41,18 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
                          const std::string& checkpoint);
 
 // Throws, naming the keys, when the checkpoint of the run folder `run_dir` records values its
-// config.yaml does not have (compared on the keys both hold): a run started without --resume
+// config.yaml does not have (compared on the keys both hold; `derived` is derived_settings of that
+// config.yaml as read): a run started without --resume
 // writes config.yaml at once and its first checkpoint later, so one stopped in between left the
 // earlier run's weights beside a config they were not trained with, and export, eval and
 // generate used them together (a parameter of the new config times the old weights).
-void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings);
+void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings,
+                                  const Settings& derived);
 
 // The checkpoint of the run folder `run_dir` loaded into `model` (the optimiser's part into
 // `optimizer_state` when given) once require_checkpoint_of_config accepts it: loading first
 // refused an earlier run's checkpoint of other shapes for its shapes alone.
-io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, nn::Module& model,
+io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, const Settings& derived, nn::Module& model,
                                        nn::StateDict* optimizer_state = nullptr);
 
 }  // namespace eddy::solvers

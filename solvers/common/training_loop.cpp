@@ -69,7 +69,8 @@ std::optional<Settings> folder_config_settings(const std::string& dir) {
 
 Settings settings_of(const TrainingRun& run) {
   Settings settings = fixed_settings(run.resolved_config, run.resumable);
-  settings.insert(run.recorded.begin(), run.recorded.end());
+  // Over the config's own: a list that holds a derived default is recorded as a whole, with it.
+  for (const auto& [key, value] : run.recorded) settings.insert_or_assign(key, value);
   return settings;
 }
 

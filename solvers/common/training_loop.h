@@ -49,7 +49,7 @@ struct TrainingRun {
   // refused (it finished at once and wrote config.yaml with the shorter length).
   std::optional<RunLength> length{};
   // What a checkpoint records besides the config's keys, which a resume must match as it does
-  // those (the content of an operator run's training data).
+  // those (the content of an operator run's training data, the defaults derived from other keys).
   Settings recorded{};
   // The config file the run was read from (not a file for a Python dict): never written over.
   std::string config_file{};

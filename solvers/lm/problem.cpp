@@ -84,9 +84,7 @@ ModelSpec read_model(const ConfigNode& model) {
   if (!(m.dropout >= 0 && m.dropout < 1)) model.at("dropout").fail("must be in [0, 1)");
   m.tie_embeddings = model.boolean("tie_embeddings", true);
   if (m.architecture == Architecture::llama) {
-    // Not written when absent: it follows heads when a run's config.yaml is read again with heads
-    // overridden (the trainer records it in checkpoints, as resolved configs before held it).
-    m.kv_heads = model.has("kv_heads") ? model.integer("kv_heads") : m.heads;
+    m.kv_heads = model.derived_integer("kv_heads", m.heads);
     if (m.kv_heads < 1 || m.heads % m.kv_heads != 0) {
       model.at("kv_heads").fail(cat("must divide heads (", m.heads, "); got ", m.kv_heads));
     }
@@ -248,6 +246,7 @@ LmProblem read_lm_problem(io::Config& config, bool for_training) {
 
   config.check_no_unknown_keys();
   p.resolved_config = config.resolved();
+  p.derived_settings = solvers::derived_settings(config);
   p.config_hash = config.hash();
   return p;
 }

@@ -11,6 +11,7 @@
 #include "eddy/core/shape.h"
 #include "eddy/io/config.h"
 #include "eddy/optim/schedule.h"
+#include "solvers/common/resume_settings.h"
 #include "solvers/common/training_config.h"
 
 namespace eddy::lm {
@@ -92,6 +93,8 @@ struct LmProblem {
   // device: where the model, the batches and the training step live.
   solvers::DeviceSpec device;
   std::string resolved_config;
+  // The defaults derived from other keys, which resolved_config leaves out (resume_settings.h).
+  solvers::Settings derived_settings;
   std::string config_hash;
 };
 

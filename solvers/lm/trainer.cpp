@@ -136,13 +136,9 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   const TrainingSpec& t = p.training;
   // Preparing the corpus writes into the run folder, which a refused --resume must leave as it was.
   const std::string checkpoint = solvers::checkpoint_path(p.output.dir);
-  // model.kv_heads follows heads and is not in the resolved config where not given (problem.cpp);
-  // recorded as the resolved configs before held it, so that their checkpoints resume.
-  solvers::Settings recorded;
-  if (p.model.architecture == Architecture::llama) recorded["model.kv_heads"] = std::to_string(p.model.kv_heads);
   const solvers::TrainingRun run{p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data",
-                                 kResumable, {}, solvers::RunLength{p.training.steps, "training.steps"}, recorded,
-                                 p.source};
+                                 kResumable, {}, solvers::RunLength{p.training.steps, "training.steps"},
+                                 p.derived_settings, p.source};
   if (options.resume) solvers::check_resume(run);
   // Rank 0 stages the tokenizer and the token files (moved into the run folder once the loop
   // holds it and has checked the run); the others read them once it has.

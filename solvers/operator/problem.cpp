@@ -21,7 +21,7 @@ SplitSpec read_split(const ConfigNode& node, const std::string& default_file, co
                                                          "without '/' or '\\' (it names files and HDF5 groups); got '",
                                                          split.name, "'"));
   }
-  split.file = node.input_path("file", default_file);
+  split.file = node.derived_input_path("file", default_file);
   if (split.file.empty()) node.fail("needs a file (here or as data.file)");
   split.input = node.string("input");
   split.output = node.string("output");
@@ -179,6 +179,7 @@ OperatorProblem read_operator_problem(io::Config& config) {
 
   config.check_no_unknown_keys();
   p.resolved_config = config.resolved();
+  p.derived_settings = solvers::derived_settings(config);
   p.config_hash = config.hash();
   return p;
 }

@@ -9,6 +9,7 @@
 #include "eddy/io/config.h"
 #include "eddy/nn/neural_operators.h"
 #include "eddy/optim/schedule.h"
+#include "solvers/common/resume_settings.h"
 #include "solvers/common/training_config.h"
 
 namespace eddy::operator_learning {
@@ -84,6 +85,8 @@ struct OperatorProblem {
   // device: where the model, the batches and the training step live.
   solvers::DeviceSpec device;
   std::string resolved_config;
+  // The defaults derived from other keys, which resolved_config leaves out (resume_settings.h).
+  solvers::Settings derived_settings;
   std::string config_hash;
 };
 

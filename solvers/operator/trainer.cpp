@@ -426,9 +426,11 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   const solvers::Settings data_content{
       {"data.train (its samples' content)", training_data_fingerprint(data.train, data_comm)},
       {kTrainingShapeKey, training_file_shape(p)}};
+  solvers::Settings recorded = data_content;
+  recorded.insert(p.derived_settings.begin(), p.derived_settings.end());
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, data_content,
-       solvers::RunLength{p.training.epochs, "training.epochs"}, data_content, p.source},
+       solvers::RunLength{p.training.epochs, "training.epochs"}, recorded, p.source},
       model, parameters,
       comm, progress, epochs);
 

@@ -819,9 +819,7 @@ optim::SoapOptions read_soap(const ConfigNode& node) {
   }
   soap.beta1 = values[0];
   soap.beta2 = values[1];
-  // Not written when absent: it follows betas when a run's config.yaml is read again with betas
-  // overridden (solve records it in checkpoints, as resolved configs before held it).
-  soap.shampoo_beta = node.has("shampoo_beta") ? node.number("shampoo_beta") : soap.beta2;
+  soap.shampoo_beta = node.derived_number("shampoo_beta", soap.beta2);
   if (!(*soap.shampoo_beta >= 0 && *soap.shampoo_beta < 1)) {
     node.at("shampoo_beta").fail(cat("must lie in [0, 1), got ", *soap.shampoo_beta));
   }
@@ -1164,10 +1162,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   if (p.training.lbfgs_iterations < 0) {
     lbfgs.at("iterations").fail(cat("must be non-negative (0: no L-BFGS), got ", p.training.lbfgs_iterations));
   }
-  // The default follows iterations and is not written into the resolved config: a run's config.yaml
-  // run again with training.lbfgs.iterations=200 kept the first run's cap (13 evaluations).
-  p.training.lbfgs_evaluations = lbfgs.has("evaluations") ? lbfgs.integer("evaluations")
-                                                          : p.training.lbfgs_iterations * 5 / 4 + 1;
+  p.training.lbfgs_evaluations = lbfgs.derived_integer("evaluations", p.training.lbfgs_iterations * 5 / 4 + 1);
   const int64_t least_evaluations = p.training.lbfgs_iterations > 0 ? 2 : 1;  // the start and one trial
   if (p.training.lbfgs_evaluations < least_evaluations) {
     lbfgs.at("evaluations").fail(cat("must be at least ", least_evaluations, least_evaluations == 2 ? " (the start and "
@@ -1225,6 +1220,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
 
   config.check_no_unknown_keys();
   p.resolved_config = config.resolved();
+  p.derived_settings = solvers::derived_settings(config);
   p.config_hash = config.hash();
   return p;
 }

@@ -14,6 +14,7 @@
 #include "eddy/nn/pinn_models.h"
 #include "eddy/optim/schedule.h"
 #include "eddy/optim/soap.h"
+#include "solvers/common/resume_settings.h"
 #include "solvers/common/training_config.h"
 #include "solvers/pinn/expression.h"
 #include "solvers/pinn/geometry.h"
@@ -206,6 +207,8 @@ struct Problem {
   // without the section splits them over all of its ranks; ignored on one process.
   solvers::ParallelSpec parallel;
   std::string resolved_config;
+  // The defaults derived from other keys, which resolved_config leaves out (resume_settings.h).
+  solvers::Settings derived_settings;
   std::string config_hash;
 
   int64_t spatial_dim() const { return space->dim(); }

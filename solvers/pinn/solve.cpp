@@ -376,14 +376,11 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (state.stage() > 0) begin_stage(state.stage());
     restore_training_state(saved, *optimizer, state, history);
   };
-  solvers::Settings recorded = listed_points_content(p);
-  // Defaults that follow another key, no longer in the resolved config where not given
-  // (read_problem), recorded as the resolved configs before held them, so that their checkpoints
-  // resume.
-  recorded["training.lbfgs.evaluations"] = std::to_string(p.training.lbfgs_evaluations);
-  if (soap) recorded["training.soap.shampoo_beta"] = io::shortest_text(*p.training.soap.shampoo_beta);
+  const solvers::Settings file_content = listed_points_content(p);
   solvers::Settings earlier_defaults = added_later(p);
-  earlier_defaults.insert(recorded.begin(), recorded.end());
+  earlier_defaults.insert(file_content.begin(), file_content.end());
+  solvers::Settings recorded = file_content;
+  recorded.insert(p.derived_settings.begin(), p.derived_settings.end());
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the equations", resumable_keys(p),
        earlier_defaults,
@@ -481,7 +478,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
 void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
-  solvers::load_run_checkpoint(run_dir, state.model(), &saved);
+  solvers::load_run_checkpoint(run_dir, state.problem().derived_settings, state.model(), &saved);
   state.restore_stages(saved);
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -296,6 +297,23 @@ output: {path: PATH}
   const Tensor a = cast(io::read_hdf5(path, "a"), DType::f64), last = cast(slice(u, 1, 1, 2), DType::f64);
   EXPECT_GT(max(abs(squeeze(last, 1) - a)).item<double>(), 1e-3);
   EXPECT_LT(max(abs(last)).item<double>(), 2 * max(abs(a)).item<double>());
+}
+
+// sigma follows tau and alpha when a dataset's stored config is read again with them changed (the
+// stored config held the first value, so the new prior had the old amplitude).
+TEST_F(DatasetTest, TheInitialFieldsSigmaFollowsItsKeysWhenAStoredConfigIsReadAgain) {
+  const std::string yaml = with_path(R"(solver: navier_stokes
+resolution: 16
+samples: 2
+nu: 1.0e-3
+time: {dt: 0.01, final: 0.1, records: 2}
+output: {path: PATH}
+)", file("ns.h5"));
+  const DatasetSpec first = spec(yaml);
+  EXPECT_DOUBLE_EQ(first.initial_condition.sigma, std::pow(7.0, 1.5));
+  EXPECT_EQ(first.resolved_config.find("sigma"), std::string::npos) << first.resolved_config;
+  EXPECT_DOUBLE_EQ(spec(first.resolved_config, {"initial_condition.tau=4"}).initial_condition.sigma, 8.0);
+  EXPECT_DOUBLE_EQ(spec(yaml, {"initial_condition.sigma=3"}).initial_condition.sigma, 3.0);
 }
 
 const char* kDarcy = R"(solver: darcy

@@ -58,6 +58,25 @@ TEST(Config, TypedReadsAndDefaultsInTheResolvedConfig) {
   EXPECT_EQ(config->hash().size(), 16u);
 }
 
+// A default derived from other keys is read as any default but left out of resolved(), so that the
+// config read again with those keys changed derives it afresh; resolved_with_derived() holds it
+// where it was read, in a list too, as resolved() did before.
+TEST(Config, DerivedDefaultsAreLeftOutOfTheResolvedConfig) {
+  auto config = Config::parse("heads: 4\nsets: [{name: a}, {name: b, heads: 2}]\n", "test.yaml");
+  ConfigNode root = config->root();
+  EXPECT_EQ(root.derived_integer("kv_heads", root.integer("heads")), 4);
+  const std::vector<ConfigNode> sets = root.at("sets").elements();
+  EXPECT_EQ(sets[0].derived_integer("heads", 4), 4);
+  EXPECT_EQ(sets[1].derived_integer("heads", 4), 2);
+  EXPECT_EQ(sets[0].derived_number("rate", 0.5), 0.5);
+  for (const ConfigNode& set : sets) set.string("name");
+  config->check_no_unknown_keys();
+  EXPECT_EQ(config->resolved(), "heads: 4\nsets: [{name: a}, {name: b, heads: 2}]");
+  EXPECT_EQ(config->resolved_with_derived(),
+            "heads: 4\nsets: [{name: a, heads: 4, rate: 0.5}, {name: b, heads: 2}]\nkv_heads: 4");
+  EXPECT_EQ(config->hash(), Config::parse(config->resolved(), "again.yaml")->hash());
+}
+
 TEST(Config, UnknownKeysAreFoundWithTheirLineAndANearMiss) {
   std::string text = kProblem;
   text += "trian:\n  steps: 3\n";

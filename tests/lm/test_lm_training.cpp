@@ -17,6 +17,7 @@
 #include "eddy/io/safetensors.h"
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/quantize.h"
+#include "solvers/lm/run.h"
 #include "solvers/lm/trainer.h"
 #include "support/expect_error.h"
 #include "support/small_corpus.h"
@@ -264,6 +265,24 @@ TEST_F(LmTraining, KvHeadsFollowsHeadsWhenARunsConfigIsReadAgain) {
   EXPECT_EQ(first.resolved_config.find("kv_heads"), std::string::npos) << first.resolved_config;
   EXPECT_EQ(problem_of(first.resolved_config, {"model.heads=8"}).model.kv_heads, 8);
   EXPECT_EQ(problem_of(config("type: llama, kv_heads: 2")).model.kv_heads, 2);
+}
+
+// A run folder whose checkpoint is another run's, of another kv_heads, is refused naming the key,
+// though its config.yaml does not hold kv_heads: loading failed on a shape, naming none.
+TEST_F(LmTraining, ACheckpointOfAnotherDerivedDefaultIsAnotherRuns) {
+  const auto run_in = [&](const std::string& model, const std::string& folder) {
+    const LmProblem problem = problem_of(config(model, "{type: constant}"),
+                                         {"training.steps=1", "output.dir=" + (dir_ / folder).string()});
+    EXPECT_TRUE(train(problem, eager()).finished);
+    return dir_ / folder;
+  };
+  const fs::path grouped = run_in("type: llama, kv_heads: 2", "grouped");
+  const fs::path full = run_in("type: llama", "full");
+  EXPECT_EQ(load_trained_model(full.string()).problem.model.kv_heads, 4);
+  fs::copy_file(grouped / "checkpoint.safetensors", full / "checkpoint.safetensors",
+                fs::copy_options::overwrite_existing);
+  expect_error([&] { load_trained_model(full.string()); },
+               {"was not written by the run of", "model.kv_heads is 2 there and 4 in config.yaml"});
 }
 
 TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {

@@ -134,6 +134,21 @@ TEST_F(OperatorTraining, ResumeContinuesBitExactly) {
 
 // A resume onto other training data went on with the checkpoint's normalisers (the loss jumped
 // from 0.003 to 1.0, silently); the same data, written again, resumes.
+// Each split's file follows data.file when a run's config.yaml is read again with it overridden: the
+// splits' files were written resolved, and the rerun trained and tested on the first run's file.
+TEST_F(OperatorTraining, SplitsFollowDataFileWhenARunsConfigIsReadAgain) {
+  const OperatorProblem first = problem_of(config());
+  const std::string file = (dir_ / "smooth.h5").string(), other = (dir_ / "other.h5").string();
+  const OperatorProblem again = problem_of(first.resolved_config, {"data.file=" + other});
+  EXPECT_EQ(again.data.train.file, other);
+  ASSERT_EQ(again.data.tests.size(), 2u);
+  for (const SplitSpec& test : again.data.tests) EXPECT_EQ(test.file, other);
+  // Checkpoints record them as they did when config.yaml held them: the list of test sets whole.
+  EXPECT_EQ(first.derived_settings.at("data.train.file"), file);
+  EXPECT_NE(first.derived_settings.at("data.test").find("file: " + file + ", first: 0"), std::string::npos)
+      << first.derived_settings.at("data.test");
+}
+
 TEST_F(OperatorTraining, AResumeOntoOtherTrainingDataIsRefused) {
   const OperatorProblem first = problem_of(config(), {"training.epochs=2"});
   ASSERT_TRUE(train(first, {}).finished);

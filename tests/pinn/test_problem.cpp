@@ -572,6 +572,8 @@ TEST(Problem, ADerivedDefaultFollowsItsKeyWhenARunsConfigIsReadAgain) {
   EXPECT_EQ(first.training.lbfgs_evaluations, 13);
   EXPECT_EQ(first.resolved_config.find("evaluations"), std::string::npos) << first.resolved_config;
   EXPECT_EQ(read(first.resolved_config, {"training.lbfgs.iterations=200"}).training.lbfgs_evaluations, 251);
+  // Checkpoints record it as they did when config.yaml held it.
+  EXPECT_EQ(first.derived_settings.at("training.lbfgs.evaluations"), "13");
   EXPECT_EQ(read(kValid, {"training.lbfgs={iterations: 10, evaluations: 40}"}).training.lbfgs_evaluations, 40);
   // SOAP's shampoo_beta follows betas' second likewise.
   std::string soap = kValid;

@@ -429,6 +429,23 @@ std::string ConfigNode::input_path(const std::string& key, const std::string& fa
   return at_unchecked(key).as_input_path();
 }
 
+void ConfigNode::record_derived(const std::string& key) const { config_->derived_.emplace_back(node_, key); }
+
+int64_t ConfigNode::derived_integer(const std::string& key, int64_t fallback) const {
+  if (!has(key)) record_derived(key);
+  return integer(key, fallback);
+}
+
+double ConfigNode::derived_number(const std::string& key, double fallback) const {
+  if (!has(key)) record_derived(key);
+  return number(key, fallback);
+}
+
+std::string ConfigNode::derived_input_path(const std::string& key, const std::string& fallback) const {
+  if (!has(key)) record_derived(key);
+  return input_path(key, fallback);
+}
+
 std::string ConfigNode::choice(const std::string& key, const std::vector<std::string>& choices,
                                const std::string& fallback) const {
   if (has(key)) return at(key).as_choice(choices);
@@ -617,7 +634,32 @@ void Config::check_map(const YAML::Node& node, const std::string& path) const {
   }
 }
 
+YAML::Node Config::without_derived(const YAML::Node& node) const {
+  if (!node.IsMap() && !node.IsSequence()) return YAML::Clone(node);
+  YAML::Node copy(node.IsMap() ? YAML::NodeType::Map : YAML::NodeType::Sequence);
+  copy.SetStyle(node.Style());
+  copy.SetTag(node.Tag());
+  if (node.IsSequence()) {
+    for (const auto& element : node) copy.push_back(without_derived(element));
+    return copy;
+  }
+  for (const auto& entry : node) {
+    const bool derived = std::ranges::any_of(derived_, [&](const auto& written) {
+      return written.first.is(node) && written.second == entry.first.Scalar();
+    });
+    if (!derived) copy.force_insert(YAML::Clone(entry.first), without_derived(entry.second));
+  }
+  return copy;
+}
+
 std::string Config::resolved() const {
+  if (derived_.empty()) return resolved_with_derived();
+  YAML::Emitter out;
+  out << without_derived(tree_);
+  return out.c_str();
+}
+
+std::string Config::resolved_with_derived() const {
   YAML::Emitter out;
   out << tree_;
   return out.c_str();

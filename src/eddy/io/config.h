@@ -10,7 +10,8 @@
 //   burgers.yaml:9:3: unknown key 'trian' (did you mean 'train'?)
 //
 // Defaults that reading falls back on are written into the tree, so resolved() is the complete
-// problem as run. Command-line overrides ("model.width=64") are applied before reading, and errors
+// problem as run, except defaults derived from other keys (ConfigNode::derived_integer): those stay
+// out, so that a run's config.yaml read again with the other key changed derives them afresh. Command-line overrides ("model.width=64") are applied before reading, and errors
 // in them name the override instead of a line.
 //
 // Files a config reads (data files, references, tokenizers: as_input_path) are found relative to
@@ -108,6 +109,13 @@ class ConfigNode {
   std::string string(const std::string& key, const std::string& fallback) const;
   std::string input_path(const std::string& key) const { return at(key).as_input_path(); }
   std::string input_path(const std::string& key, const std::string& fallback) const;
+  // Defaults computed from other keys (L-BFGS's evaluation cap from its iterations, a test set's
+  // file from data.file): read as the forms above, but left out of resolved(), since a run's
+  // config.yaml read again with `model.heads=8` kept the first run's kv_heads, silently.
+  // Config::resolved_with_derived() holds them, for checkpoints to record.
+  int64_t derived_integer(const std::string& key, int64_t fallback) const;
+  double derived_number(const std::string& key, double fallback) const;
+  std::string derived_input_path(const std::string& key, const std::string& fallback) const;
   std::string choice(const std::string& key, const std::vector<std::string>& choices,
                      const std::string& fallback) const;
   // The same, as the enum value a name stands for, so a config string becomes an enum once,
@@ -142,6 +150,7 @@ class ConfigNode {
     }
   }
   void require_map() const;
+  void record_derived(const std::string& key) const;
 
   Config* config_;
   YAML::Node node_;
@@ -172,8 +181,11 @@ class Config {
   const std::string& source() const { return source_; }
   // Throws for the first key no reader asked about, suggesting the nearest valid key.
   void check_no_unknown_keys() const;
-  // The config as run: overrides applied, defaults filled in.
+  // The config as run: overrides applied, defaults filled in, except those derived from other keys.
   std::string resolved() const;
+  // resolved() with the derived defaults too, where they were read: the text resolved() was before
+  // they were left out, so checkpoints record the same settings as then.
+  std::string resolved_with_derived() const;
   // A stable hash of resolved(), for checkpoints and outputs.
   std::string hash() const;
 
@@ -182,6 +194,8 @@ class Config {
   Config(std::string source, YAML::Node tree) : source_(std::move(source)), tree_(std::move(tree)) {}
   void apply_override(const std::string& assignment);
   void check_map(const YAML::Node& node, const std::string& path) const;
+  // A copy of `node` without the derived defaults written into it or below.
+  YAML::Node without_derived(const YAML::Node& node) const;
   // The override that set `path` or a value it lies in ("a.b={c: 1}" for a.b.c), or null.
   const std::string* override_covering(const std::string& path) const;
   // The overrides that set keys below `path` ("a.b.c=1" below a), quoted and separated by commas.
@@ -193,6 +207,7 @@ class Config {
   std::map<std::string, std::set<std::string>> known_keys_;  // map path -> keys asked for
   std::set<std::string> free_maps_;                          // maps whose keys are user names
   std::map<std::string, std::string> overridden_;            // key path -> override text
+  std::vector<std::pair<YAML::Node, std::string>> derived_;  // (map, key) of each derived default
   std::string override_kind_ = "command-line override";     // what errors call an override
 };
 
