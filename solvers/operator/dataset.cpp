@@ -357,4 +357,6 @@ Tensor Normalizer::encode(const Tensor& x) const { return (x - mean_) / stddev_;
 
 Tensor Normalizer::decode(const Tensor& x) const { return x * stddev_ + mean_; }
 
+Tensor Normalizer::in_deviations(const Tensor& x) const { return x / stddev_; }
+
 }  // namespace eddy::operator_learning

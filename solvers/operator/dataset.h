@@ -64,6 +64,8 @@ class Normalizer : public nn::Module {
              dist::Communicator& comm = dist::default_communicator());
   Tensor encode(const Tensor& x) const;
   Tensor decode(const Tensor& x) const;
+  // x divided by the deviation, without the mean: for differences of physical values.
+  Tensor in_deviations(const Tensor& x) const;
   Tensor forward(const Tensor& x) override { return encode(x); }
 
  private:

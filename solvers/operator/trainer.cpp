@@ -45,8 +45,12 @@ struct History {
   std::vector<double> test_epochs;
 };
 
-Tensor loss_of(LossType type, const Tensor& prediction, const Tensor& target) {
-  return type == LossType::mse ? mse_loss(prediction, target) : relative_l2(prediction, target);
+// The mean squared error is taken in units of the outputs' deviation, as the relative L2 loss is
+// free of their magnitude: on physical values it scaled with their square, and data of magnitude
+// 1e-4 gave gradients below AdamW's eps, so the model learned nothing (test error 1.0).
+Tensor loss_of(LossType type, const OperatorModel& model, const Tensor& prediction, const Tensor& target) {
+  return type == LossType::mse ? mse_loss(model.in_output_deviations(prediction), model.in_output_deviations(target))
+                               : relative_l2(prediction, target);
 }
 
 // A step function's inputs with DeepONet's query points last: test sets with the same sensors
@@ -341,7 +345,8 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   solvers::StepFunction batch_step(
       "training step",
       [&](const std::vector<Tensor>& inputs) {
-        const Tensor loss = loss_of(p.training.loss, model.predict(inputs[0], points_at(inputs, 2)), inputs[1]);
+        const Tensor loss =
+            loss_of(p.training.loss, model, model.predict(inputs[0], points_at(inputs, 2)), inputs[1]);
         std::vector<Tensor> outputs = grad({loss}, parameters);
         outputs.insert(outputs.begin(), loss);
         return outputs;

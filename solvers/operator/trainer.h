@@ -32,6 +32,9 @@ class OperatorModel : public nn::Module {
   // FNO: [B, C_in, grid] -> [B, C_out, grid]. DeepONet: [B, sensors] -> [B, P] at `points`.
   Tensor predict(const Tensor& input, const Tensor& points = {});
   Tensor forward(const Tensor& input) override { return predict(input); }
+  // Physical outputs in units of the training outputs' standard deviation per channel (1 where
+  // data.normalize is off).
+  Tensor in_output_deviations(const Tensor& output) const { return output_normalizer_->in_deviations(output); }
 
  private:
   ModelType type_;

@@ -149,6 +149,23 @@ TEST_F(OperatorTraining, SplitsFollowDataFileWhenARunsConfigIsReadAgain) {
       << first.derived_settings.at("data.test");
 }
 
+// The mean squared error is taken in units of the outputs' deviation, so data of magnitude 1e-4
+// train as data of magnitude 1 do (on physical values the gradients fell below AdamW's eps, and
+// the model learned nothing: test error 1.0).
+TEST_F(OperatorTraining, AnMseLossLearnsDataOfAnyMagnitude) {
+  eddy::write_smoothing_data((dir_ / "small.h5").string(), {{"train", 64, 32}, {"test", 16, 64}}, 4, 3, 1e-4);
+  const auto run = [&](const std::string& file, const std::string& folder) {
+    return train(problem_of(config(), {"training.loss=mse", "training.epochs=10", "data.file=" + (dir_ / file).string(),
+                                       "output.dir=" + (dir_ / folder).string()}),
+                 {});
+  };
+  const TrainResult unit = run("smooth.h5", "unit"), small = run("small.h5", "small");
+  ASSERT_TRUE(unit.finished && small.finished);
+  EXPECT_LT(unit.test_relative_l2.at("fine"), 0.5);
+  EXPECT_NEAR(small.train_loss / unit.train_loss, 1, 1e-6);
+  EXPECT_NEAR(small.test_relative_l2.at("fine") / unit.test_relative_l2.at("fine"), 1, 1e-6);
+}
+
 TEST_F(OperatorTraining, AResumeOntoOtherTrainingDataIsRefused) {
   const OperatorProblem first = problem_of(config(), {"training.epochs=2"});
   ASSERT_TRUE(train(first, {}).finished);

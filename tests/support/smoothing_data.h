@@ -18,9 +18,9 @@ struct SmoothingSplit {
   int64_t points;
 };
 
-// Writes <split>/u and <split>/smooth, [samples, points] float64, for each split.
+// Writes <split>/u and <split>/smooth, [samples, points] float64, for each split, both times `scale`.
 inline void write_smoothing_data(const std::string& path, const std::vector<SmoothingSplit>& splits, int modes,
-                                 uint64_t seed) {
+                                 uint64_t seed, double scale = 1) {
   io::Hdf5Writer out(path);
   Generator generator(seed);
   for (const SmoothingSplit& split : splits) {
@@ -35,8 +35,8 @@ inline void write_smoothing_data(const std::string& path, const std::vector<Smoo
       u = u + mode;
       smooth = smooth + std::exp(-0.1 * k * k) * mode;
     }
-    out.write(split.name + "/u", u);
-    out.write(split.name + "/smooth", smooth);
+    out.write(split.name + "/u", u * scale);
+    out.write(split.name + "/smooth", smooth * scale);
   }
   out.commit();
 }
