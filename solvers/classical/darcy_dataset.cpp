@@ -14,6 +14,7 @@
 #include "eddy/io/vtk.h"
 #include "eddy/ops/ops.h"
 #include "solvers/classical/darcy.h"
+#include "solvers/classical/output_dtype.h"
 
 namespace eddy::classical {
 namespace {
@@ -110,12 +111,10 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
       *log << "generate: " << k + 1 << " / " << options.samples << " samples\n";
     }
   }
-  const Tensor a_all = cast(stack(a), options.dtype), u_all = cast(stack(u), options.dtype);
-  for (const auto& [name, values] : {std::pair{"coefficient a", a_all}, std::pair{"solution u", u_all}}) {
-    EDDY_CHECK(std::isfinite(sum(abs(cast(values, DType::f64))).item<double>()), "generate: the darcy ", name, " is not finite in ",
-               options.dtype, " (coefficient.high ", options.a_high, ", coefficient.low ", options.a_low,
-               "); keep the coefficients within that dtype's range, or write output.dtype: float64");
-  }
+  const std::string rescale = "write output.dtype: float64, or scale the coefficients (coefficient.high, "
+                              "coefficient.low) and the forcing";
+  const Tensor a_all = in_output_dtype(stack(a), options.dtype, "the darcy coefficient a", rescale);
+  const Tensor u_all = in_output_dtype(stack(u), options.dtype, "the darcy solution u", rescale);
 
   writer.write("a", a_all);
   writer.write("u", u_all);

@@ -19,6 +19,7 @@
 #include "eddy/ops/ops.h"
 #include "solvers/classical/burgers.h"
 #include "solvers/classical/navier_stokes.h"
+#include "solvers/classical/output_dtype.h"
 #include "solvers/classical/phase_field.h"
 
 namespace eddy::classical {
@@ -500,7 +501,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     const int64_t start = b * spec.batch, count = std::min(spec.batch, spec.samples - start);
     const Tensor a = spec.initial_condition.sample(count, generator);
     if (b < first_batch) continue;
-    const Tensor u = cast(stack(solve(a), 1), spec.output_dtype);  // checked as written: float32 overflows first
+    const Tensor u = stack(solve(a), 1);
     // Without viscosity Burgers' solutions steepen into shocks, which no time step resolves.
     const std::string cause =
         burgers && spec.nu == 0
@@ -509,7 +510,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
             : cat(" time.dt = ", spec.dt, " is too large for this resolution and the equation's coefficients");
     const std::string samples = cat(start, " to ", start + count - 1);
     EDDY_CHECK(std::isfinite(sum(abs(u)).item<double>()), "generate: the ", solver_name(spec.solver),
-               " solution of samples ", samples, " is not finite in ", spec.output_dtype, ";", cause);
+               " solution of samples ", samples, " is not finite;", cause);
     // Burgers' and Allen-Cahn's equations keep max |u| from growing past the initial one's (and
     // Allen-Cahn's past 1): a solution well beyond it has gone unstable while staying finite.
     if (burgers || spec.solver == DatasetSolver::allen_cahn) {
@@ -568,8 +569,9 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
       }
     }
     if (!convergence_checked) check_convergence();
-    inputs.push_back(cast(a, spec.output_dtype));
-    outputs.push_back(u);
+    const std::string rescale = "write output.dtype: float64, or scale initial_condition.sigma";
+    inputs.push_back(in_output_dtype(a, spec.output_dtype, "the initial field a", rescale));
+    outputs.push_back(in_output_dtype(u, spec.output_dtype, "the solution u", rescale));
     if (log) {
       // On several ranks the log is rank 0's, whose share ends before the last sample.
       *log << "generate: " << start + count - first_sample << " / " << last_sample - first_sample << " samples"
@@ -588,9 +590,11 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
 
   writer.write_rows("a", a, first_sample, spec.samples);
   writer.write_rows("u", u, first_sample, spec.samples);
-  writer.write("t", arange(1, static_cast<double>(spec.records) + 1, 1, spec.output_dtype) *
-                        (spec.final_time / static_cast<double>(spec.records)));
-  writer.write("x", arange(0, static_cast<double>(n), 1, spec.output_dtype) * (spec.length / static_cast<double>(n)));
+  writer.write("t", in_output_dtype(arange(1, static_cast<double>(spec.records) + 1, 1, DType::f64) *
+                                        (spec.final_time / static_cast<double>(spec.records)),
+                                    spec.output_dtype, "t", "write output.dtype: float64, or rescale time.final"));
+  writer.write("x", in_output_dtype(arange(0, static_cast<double>(n), 1, DType::f64) * (spec.length / static_cast<double>(n)),
+                                    spec.output_dtype, "x", "write output.dtype: float64, or rescale length"));
   writer.write_string("config", spec.resolved_config);
   if (spec.solver == DatasetSolver::allen_cahn || spec.solver == DatasetSolver::cahn_hilliard) {
     const bool allen_cahn = spec.solver == DatasetSolver::allen_cahn;

@@ -13,6 +13,7 @@
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/burgers.h"
 #include "solvers/classical/dataset.h"
+#include "solvers/classical/output_dtype.h"
 #include "solvers/classical/phase_field.h"
 #include "support/expect_error.h"
 
@@ -82,8 +83,9 @@ TEST_F(DatasetTest, UnstableSolutionsAreRefused) {
                {"sample 0's burgers solution reached max |u|", "maximum principle", "time.dt = 0.1"});
   std::vector<std::string> in_float32 = unstable;
   in_float32.push_back("output.dtype=float32");
+  // Diagnosed on the float64 solution, whatever the file's dtype (a float32 cast made it inf first).
   expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), in_float32)); },
-               {"solution of samples 0 to 1 is not finite in float32", "time.dt = 0.1"});
+               {"sample 0's burgers solution reached max |u|", "time.dt = 0.1"});
   EXPECT_FALSE(fs::exists(path));
   // Without viscosity the cause is the shock, at any time step: refused before solving where the
   // initial condition breaks before time.final (at dt = 0.01 the data were written, 0.9 apart
@@ -297,6 +299,23 @@ output: {path: PATH}
   const Tensor a = cast(io::read_hdf5(path, "a"), DType::f64), last = cast(slice(u, 1, 1, 2), DType::f64);
   EXPECT_GT(max(abs(squeeze(last, 1) - a)).item<double>(), 1e-3);
   EXPECT_LT(max(abs(last)).item<double>(), 2 * max(abs(a)).item<double>());
+}
+
+// float32 files held inf, or zeros, where the float64 solves gave values beyond float32's range or
+// below its normal numbers; each is refused, naming the array and the row.
+TEST_F(DatasetTest, ValuesTheOutputDtypeCannotHoldAreRefused) {
+  const Tensor rows = reshape(tensor(std::vector<double>{1, -2, 0, 1e-45, 0, -3e-46, 0, 0, 0}), {3, 3});
+  expect_error([&] { in_output_dtype(rows, DType::f32, "the solution u", "write output.dtype: float64"); },
+               {"the solution u of sample 1 is at most 1e-45 in magnitude", "subnormal", "write output.dtype: float64"});
+  expect_error([&] { in_output_dtype(tensor(std::vector<double>{0.5, 1e46}), DType::f32, "t", "rescale time.final"); },
+               {"t[1] reaches |value| = 1e+46, beyond float32's largest", "rescale time.final"});
+  EXPECT_EQ(in_output_dtype(slice(rows, 0, 0, 1), DType::f32, "u", "").dtype(), DType::f32);
+  EXPECT_EQ(in_output_dtype(rows, DType::f64, "u", "").dtype(), DType::f64);
+  const std::string path = file("tiny.h5");
+  expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), {"initial_condition.sigma=2.5e-45",
+                                                                       "output.dtype=float32"})); },
+               {"the initial field a of sample 0 is at most", "scale initial_condition.sigma"});
+  EXPECT_FALSE(fs::exists(path));
 }
 
 // sigma follows tau and alpha when a dataset's stored config is read again with them changed (the
