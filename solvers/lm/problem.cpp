@@ -232,7 +232,7 @@ LmProblem read_lm_problem(io::Config& config, bool for_training) {
   p.device = solvers::read_device(root);
   p.corpus = read_corpus(root.at("data"));
   p.tokenizer = read_tokenizer(root.section("tokenizer"));
-  p.model = read_model(root.at("model"));
+  p.model = read_model(root.section("model"));
   p.training = read_training(root.section("training"));
   if (for_training) require_training_memory(root, p.tokenizer, p.model, p.training);
 

@@ -36,9 +36,11 @@ SplitSpec read_split(const ConfigNode& node, const std::string& default_file, co
 
 void read_fno(const ConfigNode& model, nn::FnoOptions& fno) {
   const ConfigNode modes = model.at("modes");
-  for (double k : modes.as_numbers()) {
-    if (k < 1 || k != static_cast<double>(static_cast<int64_t>(k))) modes.fail("mode counts must be integers >= 1");
-    fno.modes.push_back(static_cast<int64_t>(k));
+  // As integers, so that 04 is refused as any integer key refuses it (it read as 4 here, as 8 elsewhere).
+  for (const ConfigNode& count : modes.is_scalar() ? std::vector<ConfigNode>{modes} : modes.elements()) {
+    const int64_t k = count.as_integer();
+    if (k < 1) modes.fail("mode counts must be integers >= 1");
+    fno.modes.push_back(k);
   }
   if (fno.modes.empty() || fno.modes.size() > 3) modes.fail("needs 1 to 3 entries, one per spatial axis");
   fno.width = model.integer("width", 32);
@@ -142,7 +144,9 @@ OperatorProblem read_operator_problem(io::Config& config) {
   t.loss = training.choice("loss", {{"relative_l2", LossType::relative_l2}, {"mse", LossType::mse}},
                            LossType::relative_l2);
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
-  t.seed = static_cast<uint64_t>(training.integer("seed", 0));
+  const int64_t seed = training.integer("seed", 0);
+  if (seed < 0) training.at("seed").fail(cat("must be non-negative, got ", seed));
+  t.seed = static_cast<uint64_t>(seed);
   t.zero_stage = solvers::read_zero_stage(training);
   p.model.fno.dtype = p.model.deeponet.dtype = t.dtype;
   // Every layer holds at least a width x width matrix, kept with its gradient and Adam's two

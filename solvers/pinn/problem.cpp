@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <functional>
 #include <numeric>
@@ -856,6 +857,34 @@ Symbols Problem::transform_symbols() const {
   return s;
 }
 
+namespace {
+
+// A float32 domain far from 0 for its width holds few coordinates: on [1e6, 1e6 + 1] the points,
+// the grid and the validation took 17 distinct values (float32's spacing is 1/16 there), the PDE
+// held at those alone and the error was measured at them, silently; on [1e8, 1e8 + 1] min and max
+// are one number. Refused below this many float32 values across a coordinate's range, where
+// rounding moves a point by more than about 1e-4 of the width.
+constexpr double kLeastFloat32Steps = 4096;
+
+void refuse_coordinates_float32_rounds(const Problem& p, const ConfigNode& geometry) {
+  const BoundingBox box = p.domain_box();
+  for (size_t k = 0; k < box.lower.size(); ++k) {
+    const auto farthest = static_cast<float>(std::max(std::abs(box.lower[k]), std::abs(box.upper[k])));
+    const double spacing = static_cast<double>(std::nextafter(farthest, std::numeric_limits<float>::infinity())) -
+                           static_cast<double>(farthest);
+    const double steps = (box.upper[k] - box.lower[k]) / spacing;
+    if (steps >= kLeastFloat32Steps) continue;
+    const bool is_time = p.time && k + 1 == box.lower.size();
+    geometry.at(is_time ? "time" : "space").fail(cat(
+        "coordinate ", p.coordinates[k], " spans [", io::shortest_text(box.lower[k]), ", ",
+        io::shortest_text(box.upper[k]), "], which float32 (dtype) holds as ", std::max(1.0, std::floor(steps) + 1),
+        " distinct values ", spacing, " apart: its points would round onto them. Shift the coordinate towards 0 "
+        "(its range's middle to 0), or give dtype: float64"));
+  }
+}
+
+}  // namespace
+
 BoundingBox Problem::domain_box() const {
   BoundingBox box = space->bounding_box();
   if (time) {
@@ -904,7 +933,9 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
                                     "which holds at most ", kLongestDescription));
   }
   p.dtype = root.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);
-  p.seed = static_cast<uint64_t>(root.integer("seed", 0));
+  const int64_t seed = root.integer("seed", 0);
+  if (seed < 0) root.at("seed").fail(cat("must be non-negative, got ", seed));
+  p.seed = static_cast<uint64_t>(seed);
   p.device = solvers::read_device(root);
 
   // Geometry and coordinates.
@@ -986,6 +1017,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     p.coordinates.assign(default_names.begin(), default_names.begin() + p.space->dim());
   }
   if (p.time) p.coordinates.push_back("t");
+  if (p.dtype == DType::f32) refuse_coordinates_float32_rounds(p, geometry);
   // The default names and t (those named in geometry.coordinates are declared already).
   for (const std::string& name : p.coordinates) declared.try_emplace(name, "coordinate", "geometry");
 
@@ -1191,7 +1223,12 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.output.dir = solvers::read_output_dir(output, "runs/" + stem);
   std::vector<double> grid(p.coordinates.size(), p.coordinates.size() > 2 ? 32 : 128);
   if (auto sizes = output.find("grid")) {
-    grid = sizes->is_scalar() ? std::vector<double>(p.coordinates.size(), sizes->as_number()) : sizes->as_numbers();
+    // As integers, so that 010 is refused as any integer key refuses it (it read as 10 here, as 8 elsewhere).
+    grid.clear();
+    for (const ConfigNode& size : sizes->is_scalar() ? std::vector<ConfigNode>{*sizes} : sizes->elements()) {
+      grid.push_back(static_cast<double>(size.as_integer()));
+    }
+    if (sizes->is_scalar()) grid.resize(p.coordinates.size(), grid[0]);
     if (grid.size() != p.coordinates.size()) {
       sizes->fail(cat("needs one size per coordinate (", p.coordinates.size(), "), or one for all"));
     }

@@ -285,6 +285,14 @@ TEST_F(LmTraining, ACheckpointOfAnotherDerivedDefaultIsAnotherRuns) {
                {"was not written by the run of", "model.kv_heads is 2 there and 4 in config.yaml"});
 }
 
+// Every model key has a default, so the section may be left out as the others may.
+TEST_F(LmTraining, TheModelSectionMayBeLeftOut) {
+  std::string text = config();
+  const size_t model = text.find("model: {");
+  text.erase(model, text.find('\n', model) + 1 - model);
+  EXPECT_EQ(problem_of(text).model.hidden_size, 256);
+}
+
 TEST_F(LmTraining, ANonFiniteLossStopsWithTheCheckpointNamed) {
   const LmProblem problem = problem_of(config("type: gpt2", "{type: constant}"),
                                        {"training.learning_rate=1.0e30", "training.clip=0",

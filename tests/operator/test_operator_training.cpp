@@ -356,6 +356,9 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
                {"command-line override 'model.padding=1000000000': model.padding: one layer's activations",
                 "on the grid padded by 1000000000 need at least"});
   expect_error([&] { problem_of(config(), {"model.type=unet"}); }, {"model.type", "fno, deeponet"});
+  // Integer keys read as integers: 06 is refused as every integer key refuses it, a negative seed too.
+  expect_error([&] { problem_of(config(), {"model.modes=[06]"}); }, {"model.modes[0]", "leading 0"});
+  expect_error([&] { problem_of(config(), {"training.seed=-1"}); }, {"training.seed", "must be non-negative"});
   expect_error([&] { problem_of(config(), {"training.batch_size=0"}); }, {"training.batch_size", "at least 1"});
   expect_error([&] { problem_of(config(), {"data.train.stride=0"}); }, {"data.train.stride"});
   // A missing dataset lists what the file holds.

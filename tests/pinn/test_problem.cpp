@@ -567,6 +567,19 @@ TEST(Problem, PointsConditionTakesItsPointsAsListed) {
 // A default derived from another key follows it when a run's config.yaml is read again with that
 // key overridden: the resolved config held lbfgs.evaluations, 13 for 10 iterations, and a rerun
 // with 200 iterations stopped at 13 evaluations.
+// In float32 a domain far from 0 for its width holds a few coordinates only (on [1e6, 1e6 + 1] the
+// points and the grid took 17 values, the error measured at them): refused at the key.
+TEST(Problem, ACoordinateFloat32CannotResolveIsRefused) {
+  expect_error([&] { read(kValid, {"dtype=float32", "geometry.time={min: 1.0e6, max: 1000001}"}); },
+               {"geometry.time: coordinate t spans [1e+06, 1000001], which float32 (dtype) holds as 17 distinct "
+                "values 0.0625 apart", "Shift the coordinate towards 0", "dtype: float64"});
+  EXPECT_NO_THROW(read(kValid, {"dtype=float32", "geometry.time={min: 1000, max: 1001}"}));
+  EXPECT_NO_THROW(read(kValid, {"geometry.time={min: 1.0e8, max: 100000001}"}));  // float64
+  // Integer keys read as integers: a leading zero is refused as elsewhere, a negative seed too.
+  expect_error([&] { read(kValid, {"output.grid=010"}); }, {"output.grid", "leading 0"});
+  expect_error([&] { read(kValid, {"seed=-1"}); }, {"seed", "must be non-negative"});
+}
+
 TEST(Problem, ADerivedDefaultFollowsItsKeyWhenARunsConfigIsReadAgain) {
   const Problem first = read(kValid, {"training.lbfgs.iterations=10"});
   EXPECT_EQ(first.training.lbfgs_evaluations, 13);
