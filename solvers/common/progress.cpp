@@ -16,8 +16,8 @@ Pace pace(int64_t first_step, int64_t step, int64_t total, double elapsed_second
   return p;
 }
 
-ProgressLine::ProgressLine(std::ostream* log, bool terminal, int64_t log_every)
-    : log_(log), terminal_(terminal), log_every_(log_every), start_(Clock::now()) {}
+ProgressLine::ProgressLine(std::ostream* log, bool terminal, int64_t log_every, std::ostream* warnings)
+    : log_(log), warnings_(warnings), terminal_(terminal), log_every_(log_every), start_(Clock::now()) {}
 
 bool ProgressLine::due(int64_t step, bool force) {
   if (!log_) return false;
@@ -65,7 +65,7 @@ void ProgressLine::note(const std::string& text) {
 void ProgressLine::warn(const std::string& text) {
   if (log_ && redrawing_) *log_ << "\n" << std::flush;
   redrawing_ = false;
-  std::cerr << "warning: " << text << "\n" << std::flush;
+  if (warnings_) *warnings_ << "warning: " << text << "\n" << std::flush;
 }
 
 void ProgressLine::begin_phase(int64_t first_step) {

@@ -21,8 +21,9 @@ Pace pace(int64_t first_step, int64_t step, int64_t total, double elapsed_second
 
 class ProgressLine {
  public:
-  // log null: silent. log_every 0: plain output only on forced reports.
-  ProgressLine(std::ostream* log, bool terminal, int64_t log_every);
+  // log null: silent. log_every 0: plain output only on forced reports. `warnings` receives warn()'s
+  // lines (null: nowhere).
+  ProgressLine(std::ostream* log, bool terminal, int64_t log_every, std::ostream* warnings);
 
   // "[bar] phase step/total  <details>  rate it/s  eta"; `force` prints regardless of timing.
   // `details` is built only when the line is shown.
@@ -34,7 +35,7 @@ class ProgressLine {
   void finish_line();
   // A line of its own about the run (what was compiled, say), below a bar being redrawn.
   void note(const std::string& text);
-  // "warning: TEXT" on standard error, also when the line is silent (--quiet): for what a user
+  // "warning: TEXT" on the warnings stream, also when the line is silent (--quiet): for what a user
   // must not miss, such as a run folder about to be written over.
   void warn(const std::string& text);
   // Rates and ETAs count from here and from `first_step` (one phase: Adam, L-BFGS, an epoch loop;
@@ -51,6 +52,7 @@ class ProgressLine {
   void show(const std::string& phase, int64_t step, int64_t total, const std::string& details, bool force);
 
   std::ostream* log_;
+  std::ostream* warnings_;
   bool terminal_;
   int64_t log_every_;
   std::chrono::steady_clock::time_point start_;

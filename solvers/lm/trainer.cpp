@@ -162,7 +162,7 @@ TrainResult train(const LmProblem& p, const TrainOptions& options) {
   const std::vector<Tensor> parameters = model->parameters();
 
   History history;
-  solvers::ProgressLine progress(log, root && options.terminal, t.evaluate_every);
+  solvers::ProgressLine progress(log, root && options.terminal, t.evaluate_every, options.warnings);
   auto note = [&](const std::string& line) { progress.note(line); };
   const auto warn = solvers::rank_0_warnings(progress, root);
   // A micro-batch's loss and the gradients of `scale` times it, from its tokens, targets,

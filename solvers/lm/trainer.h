@@ -8,6 +8,7 @@
 // A run folder holds config.yaml, tokenizer.json, data/ (the token files), checkpoint.safetensors
 // (the model with Hugging Face's parameter names, the optimiser and the history) and history.h5.
 
+#include <iostream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct TrainOptions {
   // Run the training step and evaluation as written instead of compiled (`--eager`).
   bool eager = false;
   std::ostream* log = nullptr;
+  // Warnings (a run folder written over, a problem far from unit scale) go here also when `log` is
+  // null; null: nowhere.
+  std::ostream* warnings = &std::cerr;
   bool terminal = false;
 };
 

@@ -337,7 +337,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   History history;
   // The last epoch's predictions of the test sets, which its evaluation made and the results reuse.
   std::vector<Tensor> final_predictions;
-  solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1);
+  solvers::ProgressLine progress(root ? options.log : nullptr, options.terminal, 1, options.warnings);
   auto note = [&](const std::string& line) { progress.note(line); };
   const auto warn = solvers::rank_0_warnings(progress, root);
   // A batch's loss and its gradient, from the batch's input, target and points. Batches of

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <iostream>
 #include <ostream>
 #include <string>
 
@@ -51,6 +52,9 @@ struct TrainOptions {
   // Run the batch step and evaluation as written instead of compiled (`eddy train --eager`).
   bool eager = false;
   std::ostream* log = nullptr;
+  // Warnings (a run folder written over, a problem far from unit scale) go here also when `log` is
+  // null; null: nowhere.
+  std::ostream* warnings = &std::cerr;
   bool terminal = false;
   // The ranks to train on; null: the process-wide communicator (all ranks of an mpirun job).
   dist::Communicator* communicator = nullptr;

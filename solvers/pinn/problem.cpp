@@ -1182,7 +1182,14 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   p.training.schedule =
       solvers::read_schedule(phase.section("schedule"), 1000, p.training.learning_rate,
                              solvers::RunLength{p.training.first_order_steps, phase.path() + ".steps"});
-  if (soap) p.training.soap = read_soap(phase);
+  if (soap) {
+    p.training.soap = read_soap(phase);
+  } else {
+    p.training.adam_eps = phase.number("eps", 1e-8);
+    if (!(std::isfinite(p.training.adam_eps) && p.training.adam_eps > 0)) {
+      phase.at("eps").fail(cat("must be positive, got ", p.training.adam_eps));
+    }
+  }
   p.training.zero_stage = solvers::read_zero_stage(training);
   if (soap && p.training.zero_stage == 1) {
     training.at("zero_stage").fail("1 shards the state of optimisers that update each element on its own (adam); "

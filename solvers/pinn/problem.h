@@ -110,6 +110,8 @@ struct TrainingOptions {
   int64_t first_order_steps = 1000;
   double learning_rate = 1e-3;
   optim::ScheduleSpec schedule;
+  // Adam's eps (training.adam.eps); SOAP's is in `soap`.
+  double adam_eps = 1e-8;
   // SOAP's other settings (its learning_rate is the one above).
   optim::SoapOptions soap;
   int64_t lbfgs_iterations = 0;

@@ -105,6 +105,7 @@ solvers::ResumableKeys resumable_keys(const Problem& p) {
 // checkpoints resume (each only where this run has the key).
 solvers::Settings added_later(const Problem& p) {
   solvers::Settings keys{{"training.optimizer", "adam"}};
+  if (p.training.optimizer == FirstOrderOptimizer::adam) keys["training.adam.eps"] = "1e-08";
   if (p.training.optimizer == FirstOrderOptimizer::soap) keys["training.soap.betas"] = "[0.95, 0.95]";
   for (const Condition& c : p.conditions) {
     if (c.kind != ConditionKind::periodic) continue;
@@ -188,6 +189,7 @@ std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& t
   }
   optim::AdamOptions options;
   options.learning_rate = training.learning_rate;
+  options.eps = training.adam_eps;
   return solvers::make_optimizer(
       training.zero_stage, trainable,
       [options, &step](std::vector<Tensor> slices) {
@@ -196,6 +198,26 @@ std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& t
         return adam;
       },
       dist::RankGradients::to_sum, comm);
+}
+
+// A problem far from unit scale (a field of magnitude 1e-6, a domain 1e-3 wide) gives gradients near
+// the first-order optimiser's eps, where its steps shrink by their ratio and training stalls: a heat
+// problem scaled by 1e-6 ended 333 times its solution's size off, without a word. Said once, after
+// the run's first gradient (this process's share of the points), where their RMS is below 10 eps.
+void warn_of_gradients_below_eps(const TrainingOptions& training, const std::vector<Tensor>& gradients,
+                                 const std::function<void(const std::string&)>& warn) {
+  double squares = 0, count = 0;
+  for (const Tensor& gradient : gradients) {
+    squares += sum(square(cast(gradient, DType::f64))).item<double>();
+    count += static_cast<double>(gradient.numel());
+  }
+  const bool soap = training.optimizer == FirstOrderOptimizer::soap;
+  const double eps = soap ? training.soap.eps : training.adam_eps, rms = std::sqrt(squares / std::max(count, 1.0));
+  if (!(rms < 10 * eps)) return;
+  warn(cat("the first step's gradients have an RMS of ", rms, ", near ", soap ? "SOAP" : "Adam", "'s eps (", eps,
+           "), where its steps shrink in proportion and training stalls: the problem is far from unit scale (fields or "
+           "coordinates much smaller or larger than 1). Rescale it (nondimensionalise), or set training.",
+           soap ? "soap" : "adam", ".eps well below the gradients (docs/config.md, \"Problems far from unit scale\")"));
 }
 
 // L-BFGS after Adam or SOAP, for `iterations`: every closure call is one evaluation of the training step,
@@ -268,7 +290,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   if (p.validation.reference) validator.emplace(state);
 
   History history;
-  solvers::ProgressLine progress(log, options.terminal, p.training.log_every);
+  solvers::ProgressLine progress(log, options.terminal, p.training.log_every, options.warnings);
   std::unique_ptr<TrainingStep> training_step;
   StepEvaluation evaluation;
   double loss = 0;
@@ -325,7 +347,10 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   };
 
   solvers::TrainingHooks first_order;
+  const auto warn = solvers::rank_0_warnings(progress, comm.rank() == 0);
+  bool first_update = false;
   first_order.begin_step = [&](int64_t step) {
+    first_update = step == 0;
     const int64_t local = step - first_step();
     if (p.resample_every > 0 && local > 0 && local % p.resample_every == 0) state.sample(round_of(step));
     optimizer->set_learning_rate(schedule->learning_rate(local));
@@ -336,6 +361,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     return loss;
   };
   first_order.apply = [&] {
+    if (first_update) warn_of_gradients_below_eps(p.training, evaluation.gradients, warn);
     optim::set_grads(trainable, evaluation.gradients);
     solvers::sum_gradients(*optimizer, trainable, comm);
     optimizer->step();

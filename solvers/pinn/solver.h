@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <iostream>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -224,6 +225,9 @@ struct SolveOptions {
   // Run the training step as written instead of compiled (`eddy solve --eager`).
   bool eager = false;
   std::ostream* log = nullptr;  // progress; a terminal gets a live bar, anything else plain lines
+  // Warnings (a run folder written over, a problem far from unit scale) go here also when `log` is
+  // null; null: nowhere.
+  std::ostream* warnings = &std::cerr;
   bool terminal = false;
 };
 

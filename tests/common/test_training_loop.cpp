@@ -80,7 +80,7 @@ class TrainingLoopTest : public ::testing::Test {
  protected:
   fs::path dir = fs::temp_directory_path() / ("eddy_training_loop_" + std::to_string(::getpid()));
   std::string checkpoint = (dir / "checkpoint.safetensors").string();
-  ProgressLine progress{nullptr, false, 0};
+  ProgressLine progress{nullptr, false, 0, nullptr};
 
   void TearDown() override { fs::remove_all(dir); }
 
