@@ -13,6 +13,7 @@
 #include "eddy/dist/collectives.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/fft/fft.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/io/config.h"
 #include "eddy/io/hdf5.h"
 #include "eddy/io/vtk.h"
@@ -394,6 +395,7 @@ bool written_by_generate(const std::string& path) {
 void prepare_output(const DatasetSpec& spec) {
   std::error_code ignored;
   const std::string& path = spec.output_path;
+  io::refuse_special_file(path, "generate: output.path");
   EDDY_CHECK(spec.overwrite || !std::filesystem::is_regular_file(path, ignored) || !io::is_hdf5_file(path) ||
                  written_by_generate(path),
              "generate: output.path ", path, " exists and is not a dataset of eddy generate (a reference dataset or "

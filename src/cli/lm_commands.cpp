@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "eddy/dist/communicator.h"
+#include "eddy/io/atomic_file.h"
 #include "eddy/io/config.h"
 #include "device_option.h"
 #include "override_option.h"
@@ -114,6 +115,7 @@ int run_export(const std::string& run_dir, const std::string& format, const std:
 int run_quantize(const std::string& run_dir, int bits, int64_t group, const std::string& output) {
   const std::string path = output.empty() ? lm::quantized_model_path(run_dir, bits) : output;
   lm::refuse_the_runs_own_files(run_dir, path, false, "--output");
+  io::refuse_special_file(path, "lm quantize: --output");
   lm::TrainedModel trained = lm::load_trained_model(run_dir);
   const bool measurable = std::filesystem::exists(run_dir + "/data/validation.tokens");
   const double float_perplexity = measurable ? lm::validation_perplexity(trained, run_dir) : 0;

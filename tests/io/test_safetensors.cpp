@@ -2,6 +2,7 @@
 // writes, and rejection of truncated or corrupt files with clear errors.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "support/expect_error.h"
@@ -314,6 +315,22 @@ TEST(AtomicFile, WritesThroughSymbolicLinks) {
   write_file_atomically(dangling, "made");
   EXPECT_EQ(read_file(dir.file("big/later.bin")), "made");
   EXPECT_EQ(write_destination(link), (fs::path(dir.file("")) / "big/data.bin").string());
+}
+
+// A device, pipe or socket at the path is refused and kept: writing a file there replaced it
+// (output.path=/dev/null replaced it for every user of the machine).
+TEST(AtomicFile, ADeviceOrPipeIsNotReplaced) {
+  TempDir dir;
+  const std::string pipe = dir.file("pipe"), link = dir.file("link");
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  fs::create_symlink("pipe", link);
+  expect_error([&] { write_file_atomically(pipe, "x"); }, {"cannot write " + pipe, "is a pipe", "give the path of a file"});
+  expect_error([&] { refuse_special_file(link, "--output"); }, {"--output: " + link + " (a link to ", "is a pipe"});
+  expect_error([&] { refuse_special_file("/dev/null", "output.path"); }, {"output.path: /dev/null is a device"});
+  EXPECT_TRUE(fs::is_fifo(pipe));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.file("")), fs::directory_iterator()), 2);  // no temporary left
+  refuse_special_file(dir.file("absent"), "--output");
+  refuse_special_file(dir.file(""), "--output");
 }
 
 // std::filesystem's error ("filesystem error: cannot create directories: Not a directory") named

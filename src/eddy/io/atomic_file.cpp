@@ -140,8 +140,25 @@ std::string temporary_for(const std::string& path, long writer) {
   return write_destination(path) + ".tmp-" + std::to_string(writer);
 }
 
+void refuse_special_file(const std::string& path, const std::string& what) {
+  struct stat existing {};
+  const std::string destination = write_destination(path);
+  if (::stat(destination.c_str(), &existing) != 0 || S_ISREG(existing.st_mode) || S_ISDIR(existing.st_mode)) return;
+  const char* kind = S_ISCHR(existing.st_mode) || S_ISBLK(existing.st_mode) ? "a device"
+                     : S_ISFIFO(existing.st_mode)                           ? "a pipe"
+                                                                            : "a socket";
+  throw Error(cat(what, ": ", path, destination != path ? cat(" (a link to ", destination, ")") : std::string(), " is ",
+                  kind, ", which writing a file there would replace; give the path of a file"));
+}
+
 void move_into_place(const std::string& temporary, const std::string& path) {
   const std::string destination = write_destination(path);
+  try {
+    refuse_special_file(path, "cannot write " + path);
+  } catch (const Error&) {
+    ::unlink(temporary.c_str());
+    throw;
+  }
   if (::rename(temporary.c_str(), destination.c_str()) == 0) return;
   const int error = errno;
   ::unlink(temporary.c_str());

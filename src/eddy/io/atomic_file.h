@@ -22,6 +22,12 @@ std::string temporary_for(const std::string& path, long writer);
 // directory, say) removes the temporary and throws eddy::Error naming both paths and the reason.
 void move_into_place(const std::string& temporary, const std::string& path);
 
+// Throws, naming `what` (the key or option that gave `path`), where write_destination(path) is
+// neither absent, a regular file nor a folder: a device, a pipe or a socket, which a file written
+// there replaces (output.path=/dev/null replaced it for every user of the machine). Commands call
+// it before their work; move_into_place refuses such a path too.
+void refuse_special_file(const std::string& path, const std::string& what);
+
 // Whether `file` is a temporary of those writers (NAME.tmp-PID) whose writer is no longer running:
 // a killed writer's leftover, which may be as large as what it was writing.
 bool is_abandoned_temporary(const std::string& file);
