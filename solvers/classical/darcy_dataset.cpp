@@ -111,8 +111,7 @@ void write_darcy_dataset(const DarcyDatasetOptions& options, const std::string& 
       *log << "generate: " << k + 1 << " / " << options.samples << " samples\n";
     }
   }
-  const std::string rescale = "write output.dtype: float64, or scale the coefficients (coefficient.high, "
-                              "coefficient.low) and the forcing";
+  const std::string rescale = "scale the coefficients (coefficient.high, coefficient.low) and the forcing";
   const Tensor a_all = in_output_dtype(stack(a), options.dtype, "the darcy coefficient a", rescale);
   const Tensor u_all = in_output_dtype(stack(u), options.dtype, "the darcy solution u", rescale);
 

@@ -571,9 +571,8 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
       }
     }
     if (!convergence_checked) check_convergence();
-    const std::string rescale = "write output.dtype: float64, or scale initial_condition.sigma";
-    inputs.push_back(in_output_dtype(a, spec.output_dtype, "the initial field a", rescale));
-    outputs.push_back(in_output_dtype(u, spec.output_dtype, "the solution u", rescale));
+    inputs.push_back(in_output_dtype(a, spec.output_dtype, "the initial field a", "scale initial_condition.sigma", start));
+    outputs.push_back(in_output_dtype(u, spec.output_dtype, "the solution u", "scale initial_condition.sigma", start));
     if (log) {
       // On several ranks the log is rank 0's, whose share ends before the last sample.
       *log << "generate: " << start + count - first_sample << " / " << last_sample - first_sample << " samples"
@@ -594,9 +593,9 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
   writer.write_rows("u", u, first_sample, spec.samples);
   writer.write("t", in_output_dtype(arange(1, static_cast<double>(spec.records) + 1, 1, DType::f64) *
                                         (spec.final_time / static_cast<double>(spec.records)),
-                                    spec.output_dtype, "t", "write output.dtype: float64, or rescale time.final"));
+                                    spec.output_dtype, "t", "scale time.final"));
   writer.write("x", in_output_dtype(arange(0, static_cast<double>(n), 1, DType::f64) * (spec.length / static_cast<double>(n)),
-                                    spec.output_dtype, "x", "write output.dtype: float64, or rescale length"));
+                                    spec.output_dtype, "x", "scale length"));
   writer.write_string("config", spec.resolved_config);
   if (spec.solver == DatasetSolver::allen_cahn || spec.solver == DatasetSolver::cahn_hilliard) {
     const bool allen_cahn = spec.solver == DatasetSolver::allen_cahn;

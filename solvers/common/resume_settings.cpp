@@ -9,6 +9,22 @@
 #include "eddy/io/atomic_file.h"
 
 namespace eddy::solvers {
+
+bool is_resumable(const std::string& key, const ResumableKeys& resumable) {
+  for (const std::string& path : resumable) {
+    if (key == path || (key.size() > path.size() && key.starts_with(path) && key[path.size()] == '.')) return true;
+  }
+  return false;
+}
+
+Settings without_resumable(const Settings& settings, const ResumableKeys& resumable) {
+  Settings kept;
+  for (const auto& [key, value] : settings) {
+    if (!is_resumable(key, resumable)) kept.emplace(key, value);
+  }
+  return kept;
+}
+
 namespace {
 
 // Two texts of the same floating-point number ("0.1" and "0.10000000000000001", as eddy wrote
@@ -98,13 +114,6 @@ bool same_value(const std::optional<std::string>& before, const std::optional<st
   } catch (const YAML::Exception&) {
     return false;
   }
-}
-
-bool is_resumable(const std::string& key, const ResumableKeys& resumable) {
-  for (const std::string& path : resumable) {
-    if (key == path || (key.size() > path.size() && key.starts_with(path) && key[path.size()] == '.')) return true;
-  }
-  return false;
 }
 
 // Maps are walked into; anything else (a scalar, a sequence) is one value.

@@ -30,6 +30,11 @@ Settings fixed_settings(const std::string& resolved_config, const ResumableKeys&
 // resolved configs before held them, and what a run folder's config.yaml implies besides its text.
 Settings derived_settings(const io::Config& config);
 
+// Whether a resumed run may change `key` (it lies at or below one of `resumable`), and `settings`
+// without the keys it may change.
+bool is_resumable(const std::string& key, const ResumableKeys& resumable);
+Settings without_resumable(const Settings& settings, const ResumableKeys& resumable);
+
 // Settings as one text (checkpoint metadata), and back; text that is not such a map is an error
 // naming `checkpoint`.
 std::string encode_settings(const Settings& settings);
@@ -42,7 +47,7 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
 
 // Throws, naming the keys, when the checkpoint of the run folder `run_dir` records values its
 // config.yaml does not have (compared on the keys both hold; `derived` is derived_settings of that
-// config.yaml as read): a run started without --resume
+// config.yaml as read, without the keys a resume may change): a run started without --resume
 // writes config.yaml at once and its first checkpoint later, so one stopped in between left the
 // earlier run's weights beside a config they were not trained with, and export, eval and
 // generate used them together (a parameter of the new config times the old weights).

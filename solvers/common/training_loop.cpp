@@ -69,8 +69,9 @@ std::optional<Settings> folder_config_settings(const std::string& dir) {
 
 Settings settings_of(const TrainingRun& run) {
   Settings settings = fixed_settings(run.resolved_config, run.resumable);
-  // Over the config's own: a list that holds a derived default is recorded as a whole, with it.
-  for (const auto& [key, value] : run.recorded) settings.insert_or_assign(key, value);
+  // Over the config's own: a list that holds a derived default is recorded as a whole, with it. Not
+  // those a resume may change (lbfgs.evaluations), which made run folders seem another run's.
+  for (const auto& [key, value] : without_resumable(run.recorded, run.resumable)) settings.insert_or_assign(key, value);
   return settings;
 }
 
@@ -235,6 +236,7 @@ int64_t TrainingLoop::start() {
     } catch (const Error& e) {
       throw Error(cat(checkpoint_, ": ", e.what()));
     }
+    if (hooks_.check_resumed_step) hooks_.check_resumed_step(step);
   }
   require_same_on_every_rank(comm_, step, cat("--resume: the ranks resume from different steps (this one from ",
                                               step, " in ", checkpoint_, "); give every rank the same checkpoint"));

@@ -75,6 +75,9 @@ struct TrainingHooks {
   // What a checkpoint holds besides the model (optimiser state, history), and restoring it.
   std::function<nn::StateDict()> training_state;
   std::function<void(const nn::StateDict&)> restore;
+  // On --resume, after restore, with the checkpoint's step: a refusal here leaves the run folder
+  // as it was (config.yaml is written after it). May be left empty.
+  std::function<void(int64_t step)> check_resumed_step;
 };
 
 // A loss for a stop message: "NaN" where printing gave "nan" or "-nan" by the value's sign bit.

@@ -11,6 +11,7 @@
 #include "solvers/lm/corpus.h"
 #include "solvers/lm/hf.h"
 #include "solvers/lm/model.h"
+#include "solvers/lm/trainer.h"
 
 namespace eddy::lm {
 
@@ -144,7 +145,8 @@ TrainedModel load_trained_model(const std::string& run_dir) {
     trained.model = make_model(trained.problem.model, trained.tokenizer->vocab_size(),
                                trained.problem.training.dtype, trained.problem.training.seed);
   }
-  const io::CheckpointInfo info = solvers::load_run_checkpoint(run_dir, trained.problem.derived_settings, *trained.model);
+  const io::CheckpointInfo info = solvers::load_run_checkpoint(
+      run_dir, solvers::without_resumable(trained.problem.derived_settings, kResumable), *trained.model);
   trained.step = info.step;
   // For inference, as a Hugging Face folder loads: in training mode a run with dropout gave
   // different logits on every call.

@@ -31,15 +31,6 @@
 namespace eddy::lm {
 namespace {
 
-// The training settings a --resume may change (docs/lm.md); a change to any other key would
-// resume another model or corpus than the checkpoint's.
-// `parallel` too: the checkpoint holds the whole model, which any mesh places anew.
-const solvers::ResumableKeys kResumable = {
-    "description",        "training.steps",          "training.learning_rate",     "training.weight_decay",
-    "training.clip",      "training.evaluate_every", "training.evaluation_batches", "training.schedule",
-    "output",             "parallel",                "training.zero_stage",        "device",
-    "training.autocast"};
-
 // The dropout key of micro-batch `stream`: a Philox key of its own, its counters from 0. With the
 // seed as the key and stream * 2^32 as the first counter, a micro-batch that drew more than 2^32
 // values (26 windows of GPT-2 small at context 1024) reused the next one's masks, and the first

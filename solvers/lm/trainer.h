@@ -17,6 +17,15 @@
 
 namespace eddy::lm {
 
+// The training settings a --resume may change (docs/lm.md); a change to any other key would
+// resume another model or corpus than the checkpoint's.
+// `parallel` too: the checkpoint holds the whole model, which any mesh places anew.
+inline const solvers::ResumableKeys kResumable = {
+    "description",        "training.steps",          "training.learning_rate",     "training.weight_decay",
+    "training.clip",      "training.evaluate_every", "training.evaluation_batches", "training.schedule",
+    "output",             "parallel",                "training.zero_stage",        "device",
+    "training.autocast"};
+
 struct TrainOptions {
   bool resume = false;
   // Run the training step and evaluation as written instead of compiled (`--eager`).

@@ -32,13 +32,6 @@ namespace {
 // Test sets are evaluated in batches of this many samples, to bound memory on large grids.
 constexpr int64_t kEvaluationBatch = 64;
 
-// The training settings a --resume may change (docs/operators.md); a change to any other key
-// would resume another model or dataset than the checkpoint's.
-const solvers::ResumableKeys kResumable = {"description",      "training.epochs",          "training.learning_rate",
-                                           "training.weight_decay", "training.evaluate_every", "training.schedule",
-                                           "training.zero_stage",   "output",
-                                           "parallel",              "device"};
-
 struct History {
   std::vector<double> epochs, train_loss;
   std::map<std::string, std::vector<double>> test;  // per test set, at evaluated epochs
@@ -433,6 +426,9 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
       {kTrainingShapeKey, training_file_shape(p)}};
   solvers::Settings recorded = data_content;
   recorded.insert(p.derived_settings.begin(), p.derived_settings.end());
+  // A run of before mse was taken in the outputs' deviations resumed with AdamW's moments of the
+  // physical loss, its history in two units: refused, as a key it lacks.
+  if (p.training.loss == LossType::mse) recorded["training.loss's units"] = "the training outputs' deviations";
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, data_content,
        solvers::RunLength{p.training.epochs, "training.epochs"}, recorded, p.source},

@@ -402,6 +402,20 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     if (state.stage() > 0) begin_stage(state.stage());
     restore_training_state(saved, *optimizer, state, history);
   };
+  // Checked before the run folder is touched (config.yaml was written with the refused steps).
+  first_order.check_resumed_step = [&](int64_t step) {
+    // More first-order steps apply from the resumed step on while the run is still in them. Past
+    // them (in or after L-BFGS), Adam went on from L-BFGS's weights with the step count of both,
+    // short by the L-BFGS iterations; with several stages every stage's first step moves.
+    const std::string steps_key = soap ? "training.soap.steps" : "training.adam.steps";
+    EDDY_CHECK(!saved_first_order_steps || *saved_first_order_steps == p.training.first_order_steps ||
+                   (stages == 1 && step <= *saved_first_order_steps),
+               "--resume: ", steps_key, " is ", p.training.first_order_steps, " but the checkpoint's run took ",
+               *saved_first_order_steps, stages > 1 ? cat(" in each of its ", stages, " stages")
+                                                    : cat(" and is past them (step ", step, ", in or after L-BFGS)"),
+               "; first-order steps cannot be added there: keep ", *saved_first_order_steps,
+               stages > 1 ? "" : " (training.lbfgs.iterations may grow)", ", or start a new run in another output.dir");
+  };
   const solvers::Settings file_content = listed_points_content(p);
   solvers::Settings earlier_defaults = added_later(p);
   earlier_defaults.insert(file_content.begin(), file_content.end());
@@ -424,17 +438,6 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     return result;
   };
   int64_t step = loop.start();
-  // More first-order steps apply from the resumed step on while the run is still in them. Past
-  // them (in or after L-BFGS), Adam went on from L-BFGS's weights with the step count of both,
-  // short by the L-BFGS iterations; with several stages every stage's first step moves.
-  const std::string steps_key = soap ? "training.soap.steps" : "training.adam.steps";
-  EDDY_CHECK(!saved_first_order_steps || *saved_first_order_steps == p.training.first_order_steps ||
-                 (stages == 1 && step <= *saved_first_order_steps),
-             "--resume: ", steps_key, " is ", p.training.first_order_steps, " but the checkpoint's run took ",
-             *saved_first_order_steps, stages > 1 ? cat(" in each of its ", stages, " stages")
-                                                  : cat(" and is past them (step ", step, ", in or after L-BFGS)"),
-             "; first-order steps cannot be added there: keep ", *saved_first_order_steps,
-             stages > 1 ? "" : " (training.lbfgs.iterations may grow)", ", or start a new run in another output.dir");
   bool lbfgs_updated = false;  // whether L-BFGS moved the parameters in this process
   std::vector<double> terms;
   int interrupted = 0;
@@ -504,7 +507,9 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
 void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
-  solvers::load_run_checkpoint(run_dir, state.problem().derived_settings, state.model(), &saved);
+  solvers::load_run_checkpoint(run_dir,
+                               solvers::without_resumable(state.problem().derived_settings, resumable_keys(state.problem())),
+                               state.model(), &saved);
   state.restore_stages(saved);
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));

@@ -305,10 +305,15 @@ output: {path: PATH}
 // below its normal numbers; each is refused, naming the array and the row.
 TEST_F(DatasetTest, ValuesTheOutputDtypeCannotHoldAreRefused) {
   const Tensor rows = reshape(tensor(std::vector<double>{1, -2, 0, 1e-45, 0, -3e-46, 0, 0, 0}), {3, 3});
-  expect_error([&] { in_output_dtype(rows, DType::f32, "the solution u", "write output.dtype: float64"); },
-               {"the solution u of sample 1 is at most 1e-45 in magnitude", "subnormal", "write output.dtype: float64"});
-  expect_error([&] { in_output_dtype(tensor(std::vector<double>{0.5, 1e46}), DType::f32, "t", "rescale time.final"); },
-               {"t[1] reaches |value| = 1e+46, beyond float32's largest", "rescale time.final"});
+  expect_error([&] { in_output_dtype(rows, DType::f32, "the solution u", "scale it", 6); },
+               {"the solution u of sample 7 is at most 1e-45 in magnitude", "subnormal", "write output.dtype: float64, or scale it"});
+  expect_error([&] { in_output_dtype(tensor(std::vector<double>{0.5, 1e46}), DType::f32, "t", "scale time.final"); },
+               {"t[1] reaches |value| = 1e+46, beyond float32's largest", "scale time.final"});
+  // Not finite: in float64 too, and no dtype is the remedy.
+  for (DType dtype : {DType::f32, DType::f64}) {
+    expect_error([&] { in_output_dtype(tensor(std::vector<double>{0.5, INFINITY}), dtype, "u", "scale the forcing"); },
+                 {"u[1] is not finite (inf) in float64 already: scale the forcing into its range"});
+  }
   EXPECT_EQ(in_output_dtype(slice(rows, 0, 0, 1), DType::f32, "u", "").dtype(), DType::f32);
   EXPECT_EQ(in_output_dtype(rows, DType::f64, "u", "").dtype(), DType::f64);
   const std::string path = file("tiny.h5");

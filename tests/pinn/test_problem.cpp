@@ -575,6 +575,11 @@ TEST(Problem, ACoordinateFloat32CannotResolveIsRefused) {
                 "values 0.0625 apart", "Shift the coordinate towards 0", "dtype: float64"});
   EXPECT_NO_THROW(read(kValid, {"dtype=float32", "geometry.time={min: 1000, max: 1001}"}));
   EXPECT_NO_THROW(read(kValid, {"geometry.time={min: 1.0e8, max: 100000001}"}));  // float64
+  expect_error([&] { read(kValid, {"dtype=float32", "geometry.time={min: 0, max: 1.0e39}"}); },
+               {"geometry.time: coordinate t reaches 1e+39, beyond float32's range"});
+  // A trained run's config still loads (eval, export of a run trained before the check).
+  auto trained = io::Config::parse(kValid, "test.yaml", {"dtype=float32", "geometry.time={min: 1.0e6, max: 1000001}"});
+  EXPECT_NO_THROW(read_problem(*trained, {}, UnknownEquationNames::supplied_when_trained));
   // Integer keys read as integers: a leading zero is refused as elsewhere, a negative seed too.
   expect_error([&] { read(kValid, {"output.grid=010"}); }, {"output.grid", "leading 0"});
   expect_error([&] { read(kValid, {"seed=-1"}); }, {"seed", "must be non-negative"});

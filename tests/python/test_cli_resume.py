@@ -88,12 +88,18 @@ def test_resume_refuses_adam_steps_added_after_lbfgs(eddy_cli, tmp_path):
     run = tmp_path / "burgers"
     first = solve(burgers(eddy_cli, run, "training.adam.steps=10", "training.lbfgs.iterations=5"))
     assert first.returncode == 0, first.stderr
+    config = (run / "config.yaml").read_text()
     resumed = solve(burgers(eddy_cli, run, "training.adam.steps=20", "training.lbfgs.iterations=5", "--resume"))
     assert resumed.returncode == 1
     assert ("--resume: training.adam.steps is 20 but the checkpoint's run took 10 and is past them (step 15, in "
             "or after L-BFGS)") in resumed.stderr
+    # The refused run left the folder as it was: its config.yaml described a run that never happened.
+    assert (run / "config.yaml").read_text() == config
     more_lbfgs = solve(burgers(eddy_cli, run, "training.adam.steps=10", "training.lbfgs.iterations=8", "--resume"))
     assert more_lbfgs.returncode == 0, more_lbfgs.stderr
+    # Its evaluation cap follows the iterations; the folder is still this run's, not "an earlier run's".
+    evaluated = solve([str(eddy_cli), "eval", str(run)])
+    assert evaluated.returncode == 0, evaluated.stderr
 
 
 def test_resume_refuses_a_changed_model_and_names_the_key(eddy_cli, tmp_path):
