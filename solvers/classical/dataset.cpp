@@ -326,6 +326,8 @@ DatasetSpec read_dataset_spec(io::Config& config) {
 
   ConfigNode output = root.at("output");
   spec.output_path = output.at("path").as_output_path();
+  // Empty, every sample was solved before the file could not be written ("cannot write : ...").
+  if (spec.output_path.empty()) output.at("path").fail("is empty; give the HDF5 file to write");
   std::error_code ignored;
   if (std::filesystem::is_directory(spec.output_path, ignored)) {
     output.at("path").fail(cat(spec.output_path, " is a folder; give the HDF5 file to write"));

@@ -147,12 +147,15 @@ void refuse_points_beyond_memory(const Problem& p, const ConfigNode& root) {
                             "at them, in a training step"),
                         points * per_point * bytes);
   }
-  if (const auto grid = root.at("output").find("grid")) {
-    double grid_points = 1;
-    for (int64_t n : p.output.grid) grid_points *= static_cast<double>(n);
-    grid->require_memory(cat("the output grid's ", grid_points, " points, with their coordinates and fields,"),
-                         grid_points * (coordinates + static_cast<double>(p.fields.size())) * bytes);
-  }
+  // The default grid too (32 points per coordinate above 2-D): a 6-D problem that `eddy check`
+  // passed was killed for memory after training, writing its 1e9 points.
+  double grid_points = 1;
+  for (int64_t n : p.output.grid) grid_points *= static_cast<double>(n);
+  const auto grid = root.at("output").find("grid");
+  (grid ? *grid : root.at("geometry"))
+      .require_memory(cat("the output grid's ", grid_points, " points", grid ? "" : " (by default; give output.grid)",
+                          ", with their coordinates and fields,"),
+                      grid_points * (coordinates + static_cast<double>(p.fields.size()) + 1) * bytes);
 }
 
 // An expression's text. An unquoted [a, b] is a YAML list, not the expression's vector literal:
@@ -764,6 +767,14 @@ CausalOptions read_causal(const Problem& problem, const ConfigNode& node) {
   return causal;
 }
 
+// Candidates are drawn and their residuals evaluated at once: a count beyond memory failed at the
+// first refinement, after the run had removed the earlier run's files, as std::bad_alloc.
+void refuse_candidates_beyond_memory(const Problem& problem, const ConfigNode& candidates, int64_t count) {
+  const auto columns = static_cast<double>(problem.coordinates.size() + problem.fields.size() + 1);
+  candidates.require_memory(cat(count, " candidate points with their coordinates and residuals"),
+                            static_cast<double>(count) * columns * static_cast<double>(dtype_size(problem.dtype)));
+}
+
 RefinementOptions read_refinement(const Problem& problem, const ConfigNode& node) {
   RefinementOptions rar;
   rar.every = node.integer("every", rar.every);
@@ -774,6 +785,7 @@ RefinementOptions read_refinement(const Problem& problem, const ConfigNode& node
   }
   if (rar.every < 1) node.at("every").fail(cat("must be at least 1, got ", rar.every));
   if (rar.candidates < 1) node.at("candidates").fail(cat("must be at least 1, got ", rar.candidates));
+  refuse_candidates_beyond_memory(problem, node.at("candidates"), rar.candidates);
   if (rar.add < 1) node.at("add").fail(cat("must be at least 1, got ", rar.add));
   if (rar.add > rar.candidates) {
     node.at("add").fail(cat("must not exceed candidates (", rar.candidates, "), got ", rar.add));
@@ -795,6 +807,7 @@ RadOptions read_rad(const Problem& problem, const ConfigNode& node) {
               "choose one");
   }
   if (rad.every < 1) node.at("every").fail(cat("must be at least 1, got ", rad.every));
+  refuse_candidates_beyond_memory(problem, node.at("candidates"), rad.candidates);
   // The draw is without replacement, so it needs as many candidates as a condition has points.
   for (const Condition& c : problem.conditions) {
     if (c.kind == ConditionKind::interior && rad.candidates < c.points) {
@@ -1231,6 +1244,10 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
   p.validation.points = validation.integer("points", 4096);
   if (p.validation.points < 1) validation.at("points").fail(cat("must be at least 1, got ", p.validation.points));
+  validation.at("points").require_memory(
+      cat("the validation's ", p.validation.points, " points with their coordinates and fields"),
+      static_cast<double>(p.validation.points) * static_cast<double>(p.coordinates.size() + 2 * p.fields.size()) *
+          static_cast<double>(dtype_size(p.dtype)));
   if (auto reference = validation.find("reference")) p.validation.reference = read_reference(p, *reference);
 
   ConfigNode output = root.section("output");

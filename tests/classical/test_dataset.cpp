@@ -391,6 +391,7 @@ TEST_F(DatasetTest, DarcyConfigMistakesNameTheKey) {
 TEST_F(DatasetTest, ConfigMistakesNameTheKey) {
   const std::string yaml = with_path(kBurgers, file("x.h5"));
   expect_error([&] { spec(yaml, {"samplse=3"}); }, {"unknown key 'samplse'", "did you mean 'samples'"});
+  expect_error([&] { spec(yaml, {"output.path=''"}); }, {"output.path: is empty"});
   expect_error([&] { spec(yaml, {"solver=heat"}); }, {"solver", "burgers", "navier_stokes", "darcy"});
   expect_error([&] { spec(yaml, {"time.dt=0.03"}); }, {"time.dt", "whole number of steps"});
   // A step count past what a double counts exactly overflowed into step -2^63.

@@ -564,9 +564,18 @@ TEST(Problem, PointsConditionTakesItsPointsAsListed) {
   EXPECT_EQ(line.conditions[0].fixed_points.shape(), (Shape{2, 1}));
 }
 
-// A default derived from another key follows it when a run's config.yaml is read again with that
-// key overridden: the resolved config held lbfgs.evaluations, 13 for 10 iterations, and a rerun
-// with 200 iterations stopped at 13 evaluations.
+// Sizes beyond memory are refused at their key, the default output grid's too (a 6-D problem was
+// killed writing its 32^6 points after training; 1e12 refinement candidates threw bad_alloc).
+TEST(Problem, SizesBeyondMemoryAreRefusedAtTheirKey) {
+  expect_error([&] { read(kValid, {"sampling={rar: {candidates: 1e12}}"}); },
+               {"sampling.rar.candidates", "1000000000000 candidate points", "need at least"});
+  expect_error([&] { read(kValid, {"validation.points=1e12"}); }, {"validation.points", "need at least"});
+  expect_error([&] { read(kValid, {"geometry.space={type: hypercube, min: [0, 0, 0, 0, 0, 0, 0, 0], max: [1, 1, 1, 1, 1, 1, 1, 1]}",
+                                   "geometry.coordinates=[x, y, a, b, c, d, e, f]", "output={dir: /tmp/eddy-test-run}",
+                                   "conditions={pde: {type: interior, equation: heat, points: 10}}"}); },
+               {"geometry:", "output grid's", "(by default; give output.grid)", "need at least"});
+}
+
 // In float32 a domain far from 0 for its width holds a few coordinates only (on [1e6, 1e6 + 1] the
 // points and the grid took 17 values, the error measured at them): refused at the key.
 TEST(Problem, ACoordinateFloat32CannotResolveIsRefused) {
@@ -585,6 +594,9 @@ TEST(Problem, ACoordinateFloat32CannotResolveIsRefused) {
   expect_error([&] { read(kValid, {"seed=-1"}); }, {"seed", "must be non-negative"});
 }
 
+// A default derived from another key follows it when a run's config.yaml is read again with that
+// key overridden: the resolved config held lbfgs.evaluations, 13 for 10 iterations, and a rerun
+// with 200 iterations stopped at 13 evaluations.
 TEST(Problem, ADerivedDefaultFollowsItsKeyWhenARunsConfigIsReadAgain) {
   const Problem first = read(kValid, {"training.lbfgs.iterations=10"});
   EXPECT_EQ(first.training.lbfgs_evaluations, 13);
