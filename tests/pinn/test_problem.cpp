@@ -231,7 +231,7 @@ std::vector<BadConfig> bad_configs() {
        "conditions.pde.points: the conditions' 1e+12 points, with their coordinates and the network's activations "
        "at them, in a training step need at least 371 TiB; this "},
       {"grid_beyond_memory", "grid: [8, 8, 4]", "grid: [100000, 100000, 100000]",
-       "output.grid: the output grid's 1e+15 points, with their coordinates and fields, need at least 28.4 PiB; this "},
+       "output.grid: the output grid's 1e+15 points, with their coordinates and fields, need at least 35.5 PiB; this "},
       {"model_activation", "depth: 2}", "depth: 2, activation: relu6}", "'relu6' is not one of"},
       {"adam_steps_type", "steps: 10", "steps: ten", "training.adam.steps: expected an integer, got 'ten'"},
       {"learning_rate", "learning_rate: 1.0e-3", "learning_rate: -1", "training.adam.learning_rate: must be positive"},
@@ -260,7 +260,7 @@ std::vector<BadConfig> bad_configs() {
       {"output_grid_zero", "grid: [8, 8, 4]", "grid: [0, 8, 4]",
        "output.grid: sizes must be whole numbers of at least 1, got 0"},
       {"output_grid_fraction", "grid: [8, 8, 4]", "grid: [8, 8.5, 4]",
-       "output.grid: sizes must be whole numbers of at least 1, got 8.5"},
+       "output.grid[1]: expected an integer, got '8.5'"},
       {"checkpoint_every", "grid: [8, 8, 4]", "grid: [8, 8, 4], checkpoint_every: -1",
        "output.checkpoint_every: must be non-negative (0: only at the end), got -1"},
       {"lbfgs_iterations", kTraining, "lbfgs: {iterations: -5}\n  " + kTraining,
