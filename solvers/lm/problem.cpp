@@ -154,9 +154,13 @@ void require_training_memory(const ConfigNode& root, const TokenizerSpec& tokeni
   const auto bytes = static_cast<double>(dtype_size(t.dtype));
   const auto hidden = static_cast<double>(m.hidden_size), layers = static_cast<double>(m.layers);
   const auto vocabulary = static_cast<double>(tokenizer.vocab_size);
-  const double weights = layers * 4 * hidden * hidden + vocabulary * hidden;
-  root.at("model").require_memory(cat("a model of hidden_size ", m.hidden_size, ", ", m.layers,
-                                      " layers and a vocabulary of ", tokenizer.vocab_size, " has at least ", weights,
+  // The MLP's width too (intermediate_size 1e12 passed here and failed in training, naming no key);
+  // its default is at most 4 hidden_size, and the Llama layout's three matrices are counted as two.
+  const double mlp = m.intermediate_size > 0 ? static_cast<double>(m.intermediate_size) : 4 * hidden;
+  const double weights = layers * (4 * hidden * hidden + 2 * hidden * mlp) + vocabulary * hidden;
+  root.at("model").require_memory(cat("a model of hidden_size ", m.hidden_size, ", ", m.layers, " layers, ",
+                                      m.intermediate_size > 0 ? cat("intermediate_size ", m.intermediate_size, ", ") : "",
+                                      "and a vocabulary of ", tokenizer.vocab_size, " has at least ", weights,
                                       " weights, which with their gradient and AdamW's two moments"),
                                   4 * weights * bytes);
   const double tokens = static_cast<double>(t.batch_size) * static_cast<double>(m.context);

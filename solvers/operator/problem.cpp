@@ -1,8 +1,10 @@
 #include "solvers/operator/problem.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "eddy/core/error.h"
+#include "eddy/core/shape.h"
 #include "solvers/common/training_config.h"
 
 namespace eddy::operator_learning {
@@ -65,6 +67,33 @@ void read_deeponet(const ConfigNode& model, nn::DeepOnetOptions& deeponet) {
   for (const char* key : {"latent", "width", "depth"}) {
     if (model.integer(key) < 1) model.at(key).fail("must be at least 1");
   }
+}
+
+// The weights, kept with their gradient and AdamW's two moments, refused when they cannot fit,
+// naming the sizes that make them: a bare std::bad_alloc when building, or a message that blamed
+// width for layers: 1e9 (or named no key, for projection_width or latent).
+void refuse_model_beyond_memory(const ModelSpec& spec, const ConfigNode& model, DType dtype) {
+  double weights = 0;
+  std::string sizes;
+  if (spec.type == ModelType::fno) {
+    const nn::FnoOptions& fno = spec.fno;
+    // Each spectral layer holds width^2 complex weights per mode, in 2^(axes - 1) corners.
+    double modes = std::pow(2.0, static_cast<double>(fno.modes.size()) - 1);
+    for (const int64_t k : fno.modes) modes *= static_cast<double>(k);
+    const double spectral = fno.factorization == nn::SpectralFactorization::tucker ? fno.rank : 1;
+    const auto width = static_cast<double>(fno.width), layers = static_cast<double>(fno.layers);
+    weights = layers * width * width * (2 * modes * spectral + 1) + width * static_cast<double>(fno.projection_width);
+    sizes = cat("width ", fno.width, ", layers ", fno.layers, ", modes ", to_string(fno.modes), " and projection_width ",
+                fno.projection_width);
+  } else {
+    const nn::DeepOnetOptions& deeponet = spec.deeponet;
+    const auto width = static_cast<double>(deeponet.width);
+    weights = 2 * (static_cast<double>(deeponet.depth) * width * width + width * static_cast<double>(deeponet.latent));
+    sizes = cat("width ", deeponet.width, ", depth ", deeponet.depth, " and latent ", deeponet.latent);
+  }
+  model.require_memory(cat("a model of ", sizes, " has at least ", weights,
+                           " weights, which with their gradient and AdamW's two moments"),
+                       4 * weights * static_cast<double>(dtype_size(dtype)));
 }
 
 }  // namespace
@@ -149,17 +178,8 @@ OperatorProblem read_operator_problem(io::Config& config) {
   t.seed = static_cast<uint64_t>(seed);
   t.zero_stage = solvers::read_zero_stage(training);
   p.model.fno.dtype = p.model.deeponet.dtype = t.dtype;
-  // Every layer holds at least a width x width matrix, kept with its gradient and Adam's two
-  // moments: refused here when that cannot fit, instead of a bare std::bad_alloc when building.
   const bool fno = p.model.type == ModelType::fno;
-  const int64_t width_key = fno ? p.model.fno.width : p.model.deeponet.width;
-  const auto width = static_cast<double>(width_key);
-  const auto layers = static_cast<double>(fno ? p.model.fno.layers : p.model.deeponet.depth);
-  if (model.has("width")) {
-    model.at("width").require_memory(cat("a width of ", width_key, " gives at least ", width * width * layers,
-                                         " weights, which with their gradient and Adam's two moments"),
-                                     4 * width * width * layers * static_cast<double>(dtype_size(t.dtype)));
-  }
+  refuse_model_beyond_memory(p.model, model, t.dtype);
   p.model.fno.seed = p.model.deeponet.seed = t.seed;
 
   if (root.has("parallel")) {

@@ -320,6 +320,9 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   expect_error([&] { problem_of(config(), {"model.heads=3"}); },
                {"model.heads", "3 heads do not divide hidden_size 32"});
   expect_error([&] { problem_of(config("type: llama, kv_heads: 3")); }, {"model.kv_heads", "must divide heads (4)"});
+  // The MLP's width is counted (1e12 failed in training, naming no key).
+  expect_error([&] { problem_of(config(), {"model.intermediate_size=1e12"}); },
+               {"model:", "intermediate_size 1000000000000", "need at least"});
   // It was an unknown key to a gpt2 model, with `heads` suggested.
   expect_error([&] { problem_of(config("kv_heads: 2")); },
                {"model.kv_heads: is a key of type: llama models (this one is gpt2)"});
