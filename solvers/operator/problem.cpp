@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "eddy/core/error.h"
 #include "eddy/core/shape.h"
@@ -70,11 +71,13 @@ void read_deeponet(const ConfigNode& model, nn::DeepOnetOptions& deeponet) {
 }
 
 // The weights, kept with their gradient and AdamW's two moments, refused when they cannot fit,
-// naming the sizes that make them: a bare std::bad_alloc when building, or a message that blamed
-// width for layers: 1e9 (or named no key, for projection_width or latent).
+// naming the sizes that make them, at the one given furthest above its default (the likely typo):
+// a bare std::bad_alloc when building, or a message that blamed width for layers: 1e9 (or named no
+// key, for projection_width or latent).
 void refuse_model_beyond_memory(const ModelSpec& spec, const ConfigNode& model, DType dtype) {
   double weights = 0;
   std::string sizes;
+  std::vector<std::pair<const char*, double>> given_over_default;
   if (spec.type == ModelType::fno) {
     const nn::FnoOptions& fno = spec.fno;
     // Each spectral layer holds width^2 complex weights per mode, in 2^(axes - 1) corners.
@@ -85,13 +88,25 @@ void refuse_model_beyond_memory(const ModelSpec& spec, const ConfigNode& model, 
     weights = layers * width * width * (2 * modes * spectral + 1) + width * static_cast<double>(fno.projection_width);
     sizes = cat("width ", fno.width, ", layers ", fno.layers, ", modes ", to_string(fno.modes), " and projection_width ",
                 fno.projection_width);
+    given_over_default = {{"width", width / 32}, {"layers", layers / 4},
+                          {"projection_width", static_cast<double>(fno.projection_width) / 128}};
   } else {
     const nn::DeepOnetOptions& deeponet = spec.deeponet;
     const auto width = static_cast<double>(deeponet.width);
     weights = 2 * (static_cast<double>(deeponet.depth) * width * width + width * static_cast<double>(deeponet.latent));
     sizes = cat("width ", deeponet.width, ", depth ", deeponet.depth, " and latent ", deeponet.latent);
+    given_over_default = {{"width", width / 40}, {"depth", static_cast<double>(deeponet.depth) / 2},
+                          {"latent", static_cast<double>(deeponet.latent) / 40}};
   }
-  model.require_memory(cat("a model of ", sizes, " has at least ", weights,
+  std::optional<ConfigNode> blamed;
+  double furthest = 0;
+  for (const auto& [key, ratio] : given_over_default) {
+    if (model.has(key) && ratio > furthest) {
+      blamed.emplace(model.at(key));
+      furthest = ratio;
+    }
+  }
+  (blamed ? *blamed : model).require_memory(cat("a model of ", sizes, " has at least ", weights,
                            " weights, which with their gradient and AdamW's two moments"),
                        4 * weights * static_cast<double>(dtype_size(dtype)));
 }
