@@ -89,8 +89,7 @@ io::Hdf5Writer open_dataset_file(const std::string& path, dist::Communicator& co
 }
 
 void commit_dataset(io::Hdf5Writer& writer, const std::string& path, dist::Communicator& comm) {
-  std::error_code ignored;
-  if (comm.rank() == 0) std::filesystem::remove(sample_image_path(path), ignored);
+  if (comm.rank() == 0) io::remove_stale_file(sample_image_path(path), "generate: output.path's sample image");
   writer.commit();
 }
 

@@ -505,6 +505,15 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     const int64_t start = b * spec.batch, count = std::min(spec.batch, spec.samples - start);
     const Tensor a = spec.initial_condition.sample(count, generator);
     if (b < first_batch) continue;
+    // A sigma whose square underflows (below about 1e-154) drew all-zero fields, written as data, or
+    // refused for a time step or resolution that were not the cause.
+    const std::vector<int64_t> field_axes = burgers ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2};
+    const std::vector<double> largest = max(abs(a), field_axes).to_vector<double>();
+    for (size_t k = 0; k < largest.size(); ++k) {
+      EDDY_CHECK(largest[k] > 0, "generate: the initial field of sample ", start + static_cast<int64_t>(k),
+                 " is zero everywhere: initial_condition.sigma = ", spec.initial_condition.effective_sigma(),
+                 " is too small for float64 (its square underflows); give a larger sigma");
+    }
     const Tensor u = stack(solve(a), 1);
     // Without viscosity Burgers' solutions steepen into shocks, which no time step resolves.
     const std::string cause =

@@ -26,8 +26,8 @@ Tensor in_output_dtype(const Tensor& values, DType dtype, const std::string& wha
     const double size = row_max[row];
     const int64_t index = first_row + static_cast<int64_t>(row);
     const std::string which = values.dim() > 1 ? cat(what, " of sample ", index) : cat(what, "[", index, "]");
-    EDDY_CHECK(std::isfinite(size), "generate: ", which, " is not finite (", size, ") in float64 already: ", rescale,
-               " into its range");
+    EDDY_CHECK(std::isfinite(size), "generate: ", which, " is not finite (", std::isnan(size) ? "NaN" : "inf",
+               ") in float64 already: ", rescale, " into its range");
     if (!float32) continue;
     EDDY_CHECK(size <= largest, "generate: ", which, " reaches |value| = ", size, ", beyond float32's largest (",
                largest, "), where output.dtype: float32 would write inf; write output.dtype: float64, or ", rescale);

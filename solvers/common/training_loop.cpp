@@ -161,7 +161,9 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
   std::error_code ignored;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ignored)) {
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, pattern) && fs::remove(entry.path(), ignored)) removed.push_back(name);
+    if (!std::regex_match(name, pattern)) continue;
+    io::refuse_special_file(entry.path().string(), "output.dir");  // a device named like a result stays
+    if (fs::remove(entry.path(), ignored)) removed.push_back(name);
   }
   std::sort(removed.begin(), removed.end());
   return removed;
@@ -180,6 +182,7 @@ void TrainingLoop::remove_earlier_run() {
   // Its checkpoint too: kept until the new run's first one, it sat beside what the new run had
   // already written (a language model's tokenizer and token files) when that run stopped before,
   // and generate, export and --resume read the two as one run.
+  io::refuse_special_file(checkpoint_, "output.dir");
   std::error_code checkpoint_error;
   if (std::filesystem::remove(checkpoint_, checkpoint_error)) {
     removed.push_back(std::filesystem::path(checkpoint_).filename().string());

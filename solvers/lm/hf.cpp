@@ -331,9 +331,7 @@ void save_hf_folder(const nn::CausalLanguageModel& model, const io::BpeTokenizer
        {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
     const fs::path file = folder / name;
     io::remove_abandoned_temporaries_of(file.string());
-    std::error_code error;
-    fs::remove(file, error);
-    EDDY_CHECK(!error, "lm export: cannot replace ", file.string(), " (", error.message(), ")");
+    io::remove_stale_file(file.string(), "lm export");
   }
   // transformers refuses a safetensors file whose metadata does not name its format.
   io::save_safetensors((folder / "model.safetensors").string(), model.state_dict(), {{"format", "pt"}});

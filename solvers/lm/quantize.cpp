@@ -53,6 +53,7 @@ std::string quantized_model_path(const std::string& run_dir, int bits) {
 }
 
 void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& options, const std::string& path) {
+  io::refuse_special_file(path, "quantize: the output");  // before the model is quantised in place
   if (const auto folder = std::filesystem::path(path).parent_path(); !folder.empty()) {
     io::create_folders(folder.string(), "lm quantize");
   }

@@ -822,7 +822,16 @@ RadOptions read_rad(const Problem& problem, const ConfigNode& node) {
 
 // training.soap's settings besides steps, learning_rate and schedule; optim::Soap checks them
 // too, but here the error names the key.
-optim::SoapOptions read_soap(const ConfigNode& node) {
+// An optimiser's eps: positive, and not rounded to 0 by the training dtype (1e-46 in float32 was,
+// and a weight with a zero gradient took 0 / 0).
+void refuse_eps(const ConfigNode& node, double eps, DType dtype) {
+  if (!(std::isfinite(eps) && eps > 0)) node.at("eps").fail(cat("must be positive, got ", eps));
+  if (dtype == DType::f32 && static_cast<float>(eps) == 0) {
+    node.at("eps").fail(cat(eps, " is 0 in float32 (dtype); give at least 1e-45, or dtype: float64"));
+  }
+}
+
+optim::SoapOptions read_soap(const ConfigNode& node, DType dtype) {
   optim::SoapOptions soap;
   // Written into the resolved config when absent: a --resume that spells the default out is the
   // same run (it was refused, the key "not set" in the checkpoint).
@@ -842,7 +851,7 @@ optim::SoapOptions read_soap(const ConfigNode& node) {
     node.at("precondition_frequency").fail(cat("must be at least 1, got ", soap.precondition_frequency));
   }
   soap.eps = node.number("eps", soap.eps);
-  if (!(std::isfinite(soap.eps) && soap.eps > 0)) node.at("eps").fail(cat("must be positive, got ", soap.eps));
+  refuse_eps(node, soap.eps, dtype);
   soap.weight_decay = node.number("weight_decay", soap.weight_decay);
   if (!(std::isfinite(soap.weight_decay) && soap.weight_decay >= 0)) {
     node.at("weight_decay").fail(cat("must be non-negative, got ", soap.weight_decay));
@@ -1204,12 +1213,10 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       solvers::read_schedule(phase.section("schedule"), 1000, p.training.learning_rate,
                              solvers::RunLength{p.training.first_order_steps, phase.path() + ".steps"});
   if (soap) {
-    p.training.soap = read_soap(phase);
+    p.training.soap = read_soap(phase, p.dtype);
   } else {
     p.training.adam_eps = phase.number("eps", 1e-8);
-    if (!(std::isfinite(p.training.adam_eps) && p.training.adam_eps > 0)) {
-      phase.at("eps").fail(cat("must be positive, got ", p.training.adam_eps));
-    }
+    refuse_eps(phase, p.training.adam_eps, p.dtype);
   }
   p.training.zero_stage = solvers::read_zero_stage(training);
   if (soap && p.training.zero_stage == 1) {

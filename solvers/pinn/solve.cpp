@@ -203,16 +203,18 @@ std::unique_ptr<optim::Optimizer> first_order_optimizer(const TrainingOptions& t
 // A problem far from unit scale (a field of magnitude 1e-6, a domain 1e-3 wide) gives gradients near
 // the first-order optimiser's eps, where its steps shrink by their ratio and training stalls: a heat
 // problem scaled by 1e-6 ended 333 times its solution's size off, without a word. Said once, after
-// the run's first gradient (this process's share of the points), where their RMS is below 10 eps.
+// the run's first gradient, where its RMS is below 10 eps: the gradient summed over the ranks, as
+// Adam takes it (each rank's share is about 1/ranks of it, and 6 ranks warned where one did not).
 void warn_of_gradients_below_eps(const TrainingOptions& training, const std::vector<Tensor>& gradients,
-                                 const std::function<void(const std::string&)>& warn) {
-  double squares = 0, count = 0;
-  for (const Tensor& gradient : gradients) {
-    squares += sum(square(cast(gradient, DType::f64))).item<double>();
-    count += static_cast<double>(gradient.numel());
-  }
+                                 dist::Communicator& comm, const std::function<void(const std::string&)>& warn) {
+  std::vector<Tensor> flat;
+  for (const Tensor& gradient : gradients) flat.push_back(reshape(cast(gradient, DType::f64), {-1}));
+  if (flat.empty()) return;
+  Tensor summed = contiguous(concat(flat, 0));
+  if (comm.size() > 1) comm.allreduce(summed, summed, dist::ReduceOp::sum);
+  const double squares = sum(square(summed)).item<double>(), count = static_cast<double>(summed.numel());
   const bool soap = training.optimizer == FirstOrderOptimizer::soap;
-  const double eps = soap ? training.soap.eps : training.adam_eps, rms = std::sqrt(squares / std::max(count, 1.0));
+  const double eps = soap ? training.soap.eps : training.adam_eps, rms = std::sqrt(squares / count);
   if (!(rms < 10 * eps)) return;
   warn(cat("the first step's gradients have an RMS of ", rms, ", near ", soap ? "SOAP" : "Adam", "'s eps (", eps,
            "), where its steps shrink in proportion and training stalls: the problem is far from unit scale (fields or "
@@ -361,7 +363,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
     return loss;
   };
   first_order.apply = [&] {
-    if (first_update) warn_of_gradients_below_eps(p.training, evaluation.gradients, warn);
+    if (first_update) warn_of_gradients_below_eps(p.training, evaluation.gradients, comm, warn);
     optim::set_grads(trainable, evaluation.gradients);
     solvers::sum_gradients(*optimizer, trainable, comm);
     optimizer->step();

@@ -321,6 +321,10 @@ TEST_F(DatasetTest, ValuesTheOutputDtypeCannotHoldAreRefused) {
                                                                        "output.dtype=float32"})); },
                {"the initial field a of sample 0 is at most", "scale initial_condition.sigma"});
   EXPECT_FALSE(fs::exists(path));
+  // A sigma whose square underflows drew all-zero fields, in float64 too.
+  expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), {"initial_condition.sigma=1e-300"})); },
+               {"the initial field of sample 0 is zero everywhere", "initial_condition.sigma = 1e-300"});
+  EXPECT_FALSE(fs::exists(path));
 }
 
 // sigma follows tau and alpha when a dataset's stored config is read again with them changed (the

@@ -329,6 +329,10 @@ TEST(AtomicFile, ADeviceOrPipeIsNotReplaced) {
   expect_error([&] { refuse_special_file("/dev/null", "output.path"); }, {"output.path: /dev/null is a device"});
   EXPECT_TRUE(fs::is_fifo(pipe));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.file("")), fs::directory_iterator()), 2);  // no temporary left
+  // Nor is one removed as a stale result.
+  expect_error([&] { remove_stale_file(pipe, "output.dir"); }, {"output.dir: " + pipe, "is a pipe"});
+  EXPECT_TRUE(fs::is_fifo(pipe));
+  EXPECT_FALSE(remove_stale_file(dir.file("absent"), "output.dir"));
   refuse_special_file(dir.file("absent"), "--output");
   refuse_special_file(dir.file(""), "--output");
 }

@@ -576,6 +576,13 @@ TEST(Problem, SizesBeyondMemoryAreRefusedAtTheirKey) {
                {"geometry:", "output grid's", "(by default; give output.grid)", "need at least"});
 }
 
+// An eps float32 rounds to 0 gave 0 / 0 for a weight with a zero gradient (a dead relu unit).
+TEST(Problem, AnEpsTheDtypeRoundsToZeroIsRefused) {
+  expect_error([&] { read(kValid, {"dtype=float32", "training.adam.eps=1e-46"}); },
+               {"training.adam.eps: 1e-46 is 0 in float32 (dtype)", "dtype: float64"});
+  EXPECT_EQ(read(kValid, {"training.adam.eps=1e-46"}).training.adam_eps, 1e-46);  // float64
+}
+
 // In float32 a domain far from 0 for its width holds a few coordinates only (on [1e6, 1e6 + 1] the
 // points and the grid took 17 values, the error measured at them): refused at the key.
 TEST(Problem, ACoordinateFloat32CannotResolveIsRefused) {

@@ -151,6 +151,14 @@ void refuse_special_file(const std::string& path, const std::string& what) {
                   kind, ", which writing a file there would replace; give the path of a file"));
 }
 
+bool remove_stale_file(const std::string& path, const std::string& what) {
+  refuse_special_file(path, what);
+  std::error_code error;
+  const bool removed = std::filesystem::remove(path, error);
+  EDDY_CHECK(!error, what, ": cannot remove ", path, " (", error.message(), ")");
+  return removed;
+}
+
 void move_into_place(const std::string& temporary, const std::string& path) {
   const std::string destination = write_destination(path);
   try {

@@ -27,6 +27,9 @@ void move_into_place(const std::string& temporary, const std::string& path);
 // there replaces (output.path=/dev/null replaced it for every user of the machine). Commands call
 // it before their work; move_into_place refuses such a path too.
 void refuse_special_file(const std::string& path, const std::string& what);
+// Removes what is at `path` (a stale result, an earlier export's file) as std::filesystem::remove
+// does, but refuses a device, pipe or socket there rather than unlink it. Whether one was removed.
+bool remove_stale_file(const std::string& path, const std::string& what);
 
 // Whether `file` is a temporary of those writers (NAME.tmp-PID) whose writer is no longer running:
 // a killed writer's leftover, which may be as large as what it was writing.
