@@ -582,8 +582,9 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
       }
     }
     if (!convergence_checked) check_convergence();
-    inputs.push_back(in_output_dtype(a, spec.output_dtype, "the initial field a", "scale initial_condition.sigma", start));
-    outputs.push_back(in_output_dtype(u, spec.output_dtype, "the solution u", "scale initial_condition.sigma", start));
+    const std::string rescale = "scale initial_condition.sigma";
+    inputs.push_back(in_output_dtype(a, spec.output_dtype, "the initial field a", rescale, start));
+    outputs.push_back(in_output_dtype(u, spec.output_dtype, "the solution u", rescale, start));
     if (log) {
       // On several ranks the log is rank 0's, whose share ends before the last sample.
       *log << "generate: " << start + count - first_sample << " / " << last_sample - first_sample << " samples"
@@ -602,11 +603,11 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
 
   writer.write_rows("a", a, first_sample, spec.samples);
   writer.write_rows("u", u, first_sample, spec.samples);
-  writer.write("t", in_output_dtype(arange(1, static_cast<double>(spec.records) + 1, 1, DType::f64) *
-                                        (spec.final_time / static_cast<double>(spec.records)),
-                                    spec.output_dtype, "t", "scale time.final"));
-  writer.write("x", in_output_dtype(arange(0, static_cast<double>(n), 1, DType::f64) * (spec.length / static_cast<double>(n)),
-                                    spec.output_dtype, "x", "scale length"));
+  const Tensor t = arange(1, static_cast<double>(spec.records) + 1, 1, DType::f64) *
+                   (spec.final_time / static_cast<double>(spec.records));
+  const Tensor x = arange(0, static_cast<double>(n), 1, DType::f64) * (spec.length / static_cast<double>(n));
+  writer.write("t", in_output_dtype(t, spec.output_dtype, "t", "scale time.final"));
+  writer.write("x", in_output_dtype(x, spec.output_dtype, "x", "scale length"));
   writer.write_string("config", spec.resolved_config);
   if (spec.solver == DatasetSolver::allen_cahn || spec.solver == DatasetSolver::cahn_hilliard) {
     const bool allen_cahn = spec.solver == DatasetSolver::allen_cahn;

@@ -94,13 +94,14 @@ bool is_flow_record(const std::string& text) {
 // Two texts of one setting: the same text or number; two lists or maps alike but for their maps'
 // key order; or, from a checkpoint of before lists were recorded in one style, a list or map
 // recorded in block style ("- 4\n- 4") and this run's same list in flow style, or a multi-line text
-// recorded as it was and this run's quoted. No other text is read as YAML: texts that read alike are two settings ("#", a comment, and ""; "[a,b]" and
-// "[a, b]" as a separator's text; "16" and "16.0" as a test set's name).
+// recorded as it was and this run's quoted. No other text is read as YAML: texts that read alike
+// are two settings ("#", a comment, and ""; "[a,b]" and "[a, b]" as a separator's text; "16" and
+// "16.0" as a test set's name).
 bool same_value(const std::optional<std::string>& before, const std::optional<std::string>& now) {
   if (before == now || same_number(before, now)) return true;
   if (!before || !now) return false;
   try {
-    // A text that starts as a list or map would is recorded quoted (collect): these are lists or maps.
+    // collect quotes a text that starts as a list's or map's record does: these are lists or maps.
     if (is_flow_record(*before) && is_flow_record(*now)) return same_structure(YAML::Load(*before), YAML::Load(*now));
     // Such a checkpoint holds a multi-line text (an equation) unquoted, which collect now quotes. Not
     // a text starting with [ or {: a list's record is that too, and a list is not its text.

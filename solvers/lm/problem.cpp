@@ -158,8 +158,8 @@ void require_training_memory(const ConfigNode& root, const TokenizerSpec& tokeni
   // its default is at most 4 hidden_size, and the Llama layout's three matrices are counted as two.
   const double mlp = m.intermediate_size > 0 ? static_cast<double>(m.intermediate_size) : 4 * hidden;
   const double weights = layers * (4 * hidden * hidden + 2 * hidden * mlp) + vocabulary * hidden;
-  root.at("model").require_memory(cat("a model of hidden_size ", m.hidden_size, ", ", m.layers, " layers, ",
-                                      m.intermediate_size > 0 ? cat("intermediate_size ", m.intermediate_size, ", ") : "",
+  const std::string mlp_given = m.intermediate_size > 0 ? cat("intermediate_size ", m.intermediate_size, ", ") : "";
+  root.at("model").require_memory(cat("a model of hidden_size ", m.hidden_size, ", ", m.layers, " layers, ", mlp_given,
                                       "and a vocabulary of ", tokenizer.vocab_size, " has at least ", weights,
                                       " weights, which with their gradient and AdamW's two moments"),
                                   4 * weights * bytes);

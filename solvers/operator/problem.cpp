@@ -86,8 +86,8 @@ void refuse_model_beyond_memory(const ModelSpec& spec, const ConfigNode& model, 
     const double spectral = fno.factorization == nn::SpectralFactorization::tucker ? fno.rank : 1;
     const auto width = static_cast<double>(fno.width), layers = static_cast<double>(fno.layers);
     weights = layers * width * width * (2 * modes * spectral + 1) + width * static_cast<double>(fno.projection_width);
-    sizes = cat("width ", fno.width, ", layers ", fno.layers, ", modes ", to_string(fno.modes), " and projection_width ",
-                fno.projection_width);
+    sizes = cat("width ", fno.width, ", layers ", fno.layers, ", modes ", to_string(fno.modes),
+                " and projection_width ", fno.projection_width);
     given_over_default = {{"width", width / 32}, {"layers", layers / 4},
                           {"projection_width", static_cast<double>(fno.projection_width) / 128}};
   } else {
@@ -106,9 +106,10 @@ void refuse_model_beyond_memory(const ModelSpec& spec, const ConfigNode& model, 
       furthest = ratio;
     }
   }
-  (blamed ? *blamed : model).require_memory(cat("a model of ", sizes, " has at least ", weights,
-                           " weights, which with their gradient and AdamW's two moments"),
-                       4 * weights * static_cast<double>(dtype_size(dtype)));
+  (blamed ? *blamed : model)
+      .require_memory(cat("a model of ", sizes, " has at least ", weights,
+                          " weights, which with their gradient and AdamW's two moments"),
+                      4 * weights * static_cast<double>(dtype_size(dtype)));
 }
 
 }  // namespace

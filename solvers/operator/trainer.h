@@ -25,10 +25,9 @@ namespace eddy::operator_learning {
 
 // The training settings a --resume may change (docs/operators.md); a change to any other key
 // would resume another model or dataset than the checkpoint's.
-inline const solvers::ResumableKeys kResumable = {"description",      "training.epochs",          "training.learning_rate",
-                                           "training.weight_decay", "training.evaluate_every", "training.schedule",
-                                           "training.zero_stage",   "output",
-                                           "parallel",              "device"};
+inline const solvers::ResumableKeys kResumable = {
+    "description",        "training.epochs", "training.learning_rate", "training.weight_decay",
+    "training.evaluate_every", "training.schedule", "training.zero_stage", "output", "parallel", "device"};
 
 // The network between its input and output normalisers; maps physical input to physical output.
 class OperatorModel : public nn::Module {

@@ -891,18 +891,18 @@ constexpr double kLeastFloat32Steps = 4096;
 void refuse_coordinates_float32_rounds(const Problem& p, const ConfigNode& geometry) {
   const BoundingBox box = p.domain_box();
   for (size_t k = 0; k < box.lower.size(); ++k) {
-    const auto farthest = static_cast<float>(std::max(std::abs(box.lower[k]), std::abs(box.upper[k])));
-    const bool is_time = p.time && k + 1 == box.lower.size();
+    const double reach = std::max(std::abs(box.lower[k]), std::abs(box.upper[k]));
+    const auto farthest = static_cast<float>(reach);
+    const ConfigNode key = geometry.at(p.time && k + 1 == box.lower.size() ? "time" : "space");
     if (!std::isfinite(farthest)) {
-      geometry.at(is_time ? "time" : "space").fail(cat("coordinate ", p.coordinates[k], " reaches ",
-                                                       std::max(std::abs(box.lower[k]), std::abs(box.upper[k])),
-                                                       ", beyond float32's range (dtype); rescale it, or give dtype: float64"));
+      key.fail(cat("coordinate ", p.coordinates[k], " reaches ", reach,
+                   ", beyond float32's range (dtype); rescale it, or give dtype: float64"));
     }
     const double spacing = static_cast<double>(std::nextafter(farthest, std::numeric_limits<float>::infinity())) -
                            static_cast<double>(farthest);
     const double steps = (box.upper[k] - box.lower[k]) / spacing;
     if (steps >= kLeastFloat32Steps) continue;
-    geometry.at(is_time ? "time" : "space").fail(cat(
+    key.fail(cat(
         "coordinate ", p.coordinates[k], " spans [", io::shortest_text(box.lower[k]), ", ",
         io::shortest_text(box.upper[k]), "], which float32 (dtype) holds as ", std::max(1.0, std::floor(steps) + 1),
         " distinct values ", spacing, " apart: its points would round onto them. Shift the coordinate towards 0 "

@@ -509,8 +509,8 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 
 void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
-  solvers::load_run_checkpoint(run_dir,
-                               solvers::without_resumable(state.problem().derived_settings, resumable_keys(state.problem())),
+  const Problem& problem = state.problem();
+  solvers::load_run_checkpoint(run_dir, solvers::without_resumable(problem.derived_settings, resumable_keys(problem)),
                                state.model(), &saved);
   state.restore_stages(saved);
   NoGradGuard no_grad;

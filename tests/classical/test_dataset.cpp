@@ -306,7 +306,8 @@ output: {path: PATH}
 TEST_F(DatasetTest, ValuesTheOutputDtypeCannotHoldAreRefused) {
   const Tensor rows = reshape(tensor(std::vector<double>{1, -2, 0, 1e-45, 0, -3e-46, 0, 0, 0}), {3, 3});
   expect_error([&] { in_output_dtype(rows, DType::f32, "the solution u", "scale it", 6); },
-               {"the solution u of sample 7 is at most 1e-45 in magnitude", "subnormal", "write output.dtype: float64, or scale it"});
+               {"the solution u of sample 7 is at most 1e-45 in magnitude", "subnormal",
+                "write output.dtype: float64, or scale it"});
   expect_error([&] { in_output_dtype(tensor(std::vector<double>{0.5, 1e46}), DType::f32, "t", "scale time.final"); },
                {"t[1] reaches |value| = 1e+46, beyond float32's largest", "scale time.final"});
   // Not finite: in float64 too, and no dtype is the remedy.

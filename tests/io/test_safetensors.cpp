@@ -324,7 +324,8 @@ TEST(AtomicFile, ADeviceOrPipeIsNotReplaced) {
   const std::string pipe = dir.file("pipe"), link = dir.file("link");
   ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
   fs::create_symlink("pipe", link);
-  expect_error([&] { write_file_atomically(pipe, "x"); }, {"cannot write " + pipe, "is a pipe", "give the path of a file"});
+  expect_error([&] { write_file_atomically(pipe, "x"); },
+               {"cannot write " + pipe, "is a pipe", "give the path of a file"});
   expect_error([&] { refuse_special_file(link, "--output"); }, {"--output: " + link + " (a link to ", "is a pipe"});
   expect_error([&] { refuse_special_file("/dev/null", "output.path"); }, {"output.path: /dev/null is a device"});
   EXPECT_TRUE(fs::is_fifo(pipe));

@@ -358,7 +358,8 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
   expect_error([&] { problem_of(config(), {"model.type=unet"}); }, {"model.type", "fno, deeponet"});
   // Weights beyond memory name the sizes that make them (layers were blamed on width, and
   // projection_width or a DeepONet's latent named no key).
-  expect_error([&] { problem_of(config(), {"model.layers=1e9"}); }, {"model.layers:", "layers 1000000000", "need at least"});
+  expect_error([&] { problem_of(config(), {"model.layers=1e9"}); },
+               {"model.layers:", "layers 1000000000", "need at least"});
   expect_error([&] { problem_of(config(), {"model.projection_width=1e12"}); },
                {"model.projection_width:", "projection_width 1000000000000", "need at least"});
   // Integer keys read as integers: 06 is refused as every integer key refuses it, a negative seed too.

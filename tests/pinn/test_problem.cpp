@@ -570,9 +570,11 @@ TEST(Problem, SizesBeyondMemoryAreRefusedAtTheirKey) {
   expect_error([&] { read(kValid, {"sampling={rar: {candidates: 1e12}}"}); },
                {"sampling.rar.candidates", "1000000000000 candidate points", "need at least"});
   expect_error([&] { read(kValid, {"validation.points=1e12"}); }, {"validation.points", "need at least"});
-  expect_error([&] { read(kValid, {"geometry.space={type: hypercube, min: [0, 0, 0, 0, 0, 0, 0, 0], max: [1, 1, 1, 1, 1, 1, 1, 1]}",
-                                   "geometry.coordinates=[x, y, a, b, c, d, e, f]", "output={dir: /tmp/eddy-test-run}",
-                                   "conditions={pde: {type: interior, equation: heat, points: 10}}"}); },
+  const std::vector<std::string> eight_dimensions{
+      "geometry.space={type: hypercube, min: [0, 0, 0, 0, 0, 0, 0, 0], max: [1, 1, 1, 1, 1, 1, 1, 1]}",
+      "geometry.coordinates=[x, y, a, b, c, d, e, f]", "output={dir: /tmp/eddy-test-run}",
+      "conditions={pde: {type: interior, equation: heat, points: 10}}"};
+  expect_error([&] { read(kValid, eight_dimensions); },
                {"geometry:", "output grid's", "(by default; give output.grid)", "need at least"});
 }
 

@@ -140,7 +140,8 @@ output: {{dir: {tmp_path / 'run'}}}
     result = run(eddy_cli, "train", config, "--quiet")
     assert result.returncode == 1, result.stderr
     assert ("fno.yaml:3:42: model.width: a model of width 100000000, layers 1, modes [2, 2] and projection_width 128 "
-            "has at least 1.7e+17 weights, which with their gradient and AdamW's two moments need at least") in result.stderr
+            "has at least 1.7e+17 weights, which with their gradient and AdamW's two moments need at least"
+            ) in result.stderr
 
 
 @pytest.mark.parametrize("command, example, message", [

@@ -11,8 +11,9 @@
 //
 // Defaults that reading falls back on are written into the tree, so resolved() is the complete
 // problem as run, except defaults derived from other keys (ConfigNode::derived_integer): those stay
-// out, so that a run's config.yaml read again with the other key changed derives them afresh. Command-line overrides ("model.width=64") are applied before reading, and errors
-// in them name the override instead of a line.
+// out, so that a run's config.yaml read again with the other key changed derives them afresh.
+// Command-line overrides ("model.width=64") are applied before reading, and errors in them name the
+// override instead of a line.
 //
 // Files a config reads (data files, references, tokenizers: as_input_path) are found relative to
 // the config file's folder, so a problem finds its data wherever it is run from; a path given in a
