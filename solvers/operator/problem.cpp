@@ -1,5 +1,6 @@
 #include "solvers/operator/problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -13,15 +14,22 @@ namespace {
 
 using io::ConfigNode;
 
+// A file name holds 255 bytes; sample0_NAME.vti adds 12.
+constexpr size_t kLongestSplitName = 240;
+
 SplitSpec read_split(const ConfigNode& node, const std::string& default_file, const std::string& default_name) {
   SplitSpec split;
   split.where = node.where();
   split.name = node.string("name", default_name);
-  // The name becomes part of file names (sample0_NAME.vti) and of HDF5 group paths (test/NAME).
+  // The name becomes part of file names (sample0_NAME.vti) and of HDF5 group paths (test/NAME): a
+  // control character (NUL) or a name too long for a file failed those writes after training.
+  const bool control =
+      std::ranges::any_of(split.name, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
   if (split.name.empty() || split.name == "." || split.name == ".." ||
-      split.name.find_first_of("/\\") != std::string::npos) {
+      split.name.find_first_of("/\\") != std::string::npos || control || split.name.size() > kLongestSplitName) {
     (node.has("name") ? node.at("name") : node).fail(cat("a test set's name must be non-empty, not '.' or '..', and "
-                                                         "without '/' or '\\' (it names files and HDF5 groups); got '",
+                                                         "without '/', '\\' or control characters, of at most ",
+                                                         kLongestSplitName, " bytes (it names files and HDF5 groups); got '",
                                                          split.name, "'"));
   }
   split.file = node.derived_input_path("file", default_file);

@@ -454,10 +454,14 @@ TEST_F(OperatorTraining, BadTestSetsAndDataAreRefusedBeforeTraining) {
   expect_error([&] { problem_of(config(), {"data.test=[{name: a, input: test/u, output: test/smooth, strid: 2}]"}); },
                {"unknown key 'strid' in data.test[0]", "did you mean 'stride'"});
   // Names become file names and HDF5 groups: the run trained, then failed to write its results.
-  for (const std::string name : {"a/b", "", ".", ".."}) {
-    expect_error([&] { problem_of(config(), {cat("data.test=[{name: '", name, "', input: test/u, output: test/smooth}]")}); },
-                 {"data.test[0].name", "a test set's name"});
+  // A control character or a name too long for a file failed those writes after training too.
+  const auto test_set_named = [](const std::string& name) {
+    return cat("data.test=[{name: \"", name, "\", input: test/u, output: test/smooth}]");
+  };
+  for (const std::string& name : std::vector<std::string>{"a/b", "", ".", "..", "a\\tb", std::string(241, 'n')}) {
+    expect_error([&] { problem_of(config(), {test_set_named(name)}); }, {"data.test[0].name", "a test set's name"});
   }
+  EXPECT_NO_THROW(problem_of(config(), {test_set_named(std::string(240, 'n'))}));
   // Too coarse a stride for a spectral layer: found at load, not after the first epoch.
   expect_error([&] { load_data(problem_of(config(), {"data.train.stride=32"})); },
                {"data.train", "the grid [64, 1, 1] at stride 32", "at least 2 points"});
