@@ -271,6 +271,17 @@ void read_evolution_keys(const ConfigNode& root, DatasetSpec& spec) {
   field.tau = positive(initial, "tau", initial.number("tau", burgers ? 5.0 : 7.0));
   field.sigma = positive(initial, "sigma", burgers ? initial.number("sigma", 25.0)
                                                    : initial.derived_number("sigma", field.effective_sigma()));
+  // The longest wave's variance, the field's largest: where float64 cannot hold it (a sigma below
+  // about 1e-154, whose square underflows; alpha 300; tau 1e200) the fields were all zero or NaN,
+  // written as data or refused for a time step that was not the cause.
+  const double longest_wave = 2 * std::numbers::pi / field.length;
+  const double variance = field.sigma * field.sigma * std::pow(longest_wave * longest_wave + field.tau * field.tau,
+                                                               -field.alpha);
+  if (!(std::isfinite(variance) && variance > 0)) {
+    initial.fail(cat("sigma ", field.sigma, ", tau ", field.tau, " and alpha ", field.alpha, " give the longest wave a "
+                     "variance of ", variance, ", which float64 cannot hold: the fields would be zero or not finite "
+                     "everywhere; bring them nearer the defaults"));
+  }
 }
 
 // Darcy: the two-phase coefficient's values and the prior of the field it thresholds (defaults
@@ -398,6 +409,7 @@ void prepare_output(const DatasetSpec& spec) {
   std::error_code ignored;
   const std::string& path = spec.output_path;
   io::refuse_special_file(path, "generate: output.path");
+  io::refuse_special_file(sample_image_path(path), "generate: output.path's sample image");
   EDDY_CHECK(spec.overwrite || !std::filesystem::is_regular_file(path, ignored) || !io::is_hdf5_file(path) ||
                  written_by_generate(path),
              "generate: output.path ", path, " exists and is not a dataset of eddy generate (a reference dataset or "
@@ -505,15 +517,6 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     const int64_t start = b * spec.batch, count = std::min(spec.batch, spec.samples - start);
     const Tensor a = spec.initial_condition.sample(count, generator);
     if (b < first_batch) continue;
-    // A sigma whose square underflows (below about 1e-154) drew all-zero fields, written as data, or
-    // refused for a time step or resolution that were not the cause.
-    const std::vector<int64_t> field_axes = burgers ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2};
-    const std::vector<double> largest = max(abs(a), field_axes).to_vector<double>();
-    for (size_t k = 0; k < largest.size(); ++k) {
-      EDDY_CHECK(largest[k] > 0, "generate: the initial field of sample ", start + static_cast<int64_t>(k),
-                 " is zero everywhere: initial_condition.sigma = ", spec.initial_condition.effective_sigma(),
-                 " is too small for float64 (its square underflows); give a larger sigma");
-    }
     const Tensor u = stack(solve(a), 1);
     // Without viscosity Burgers' solutions steepen into shocks, which no time step resolves.
     const std::string cause =

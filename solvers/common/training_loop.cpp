@@ -161,9 +161,9 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
   std::error_code ignored;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ignored)) {
     const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, pattern)) continue;
-    io::refuse_special_file(entry.path().string(), "output.dir");  // a device named like a result stays
-    if (fs::remove(entry.path(), ignored)) removed.push_back(name);
+    // A device or pipe named like a result is left alone: refused where the run writes it, if it does.
+    const bool special = !entry.is_regular_file(ignored) && !entry.is_directory(ignored);
+    if (std::regex_match(name, pattern) && !special && fs::remove(entry.path(), ignored)) removed.push_back(name);
   }
   std::sort(removed.begin(), removed.end());
   return removed;

@@ -327,11 +327,13 @@ void save_hf_folder(const nn::CausalLanguageModel& model, const io::BpeTokenizer
   // config.json, by which transformers knows the folder, comes last. An export stopped midway
   // left this model's weights beside the earlier export's tokenizer, which transformers loaded
   // together; now it leaves an incomplete folder, which transformers refuses.
-  for (const char* name :
-       {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
-    const fs::path file = folder / name;
-    io::remove_abandoned_temporaries_of(file.string());
-    io::remove_stale_file(file.string(), "lm export");
+  const std::vector<std::string> files{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                       "generation_config.json"};
+  // All checked before any is removed: a pipe at the last left the earlier export without the rest.
+  for (const std::string& name : files) io::refuse_special_file((folder / name).string(), "lm export");
+  for (const std::string& name : files) {
+    io::remove_abandoned_temporaries_of((folder / name).string());
+    io::remove_stale_file((folder / name).string(), "lm export");
   }
   // transformers refuses a safetensors file whose metadata does not name its format.
   io::save_safetensors((folder / "model.safetensors").string(), model.state_dict(), {{"format", "pt"}});

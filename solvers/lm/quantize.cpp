@@ -53,7 +53,10 @@ std::string quantized_model_path(const std::string& run_dir, int bits) {
 }
 
 void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& options, const std::string& path) {
-  io::refuse_special_file(path, "quantize: the output");  // before the model is quantised in place
+  // Before the model is quantised in place (it then had to be loaded again).
+  EDDY_CHECK(!path.empty(), "quantize: the output path is empty; give the file to write");
+  EDDY_CHECK(!std::filesystem::is_directory(path), "quantize: ", path, " is a folder; give the file to write");
+  io::refuse_special_file(path, "quantize: the output");
   if (const auto folder = std::filesystem::path(path).parent_path(); !folder.empty()) {
     io::create_folders(folder.string(), "lm quantize");
   }

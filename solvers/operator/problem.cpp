@@ -14,8 +14,9 @@ namespace {
 
 using io::ConfigNode;
 
-// A file name holds 255 bytes; sample0_NAME.vti adds 12.
-constexpr size_t kLongestSplitName = 240;
+// A file name holds 255 bytes; sample0_NAME.vti.tmp-PID, the image's temporary, adds 24 with a
+// 7-digit pid.
+constexpr size_t kLongestSplitName = 231;
 
 SplitSpec read_split(const ConfigNode& node, const std::string& default_file, const std::string& default_name) {
   SplitSpec split;

@@ -322,10 +322,12 @@ TEST_F(DatasetTest, ValuesTheOutputDtypeCannotHoldAreRefused) {
                                                                        "output.dtype=float32"})); },
                {"the initial field a of sample 0 is at most", "scale initial_condition.sigma"});
   EXPECT_FALSE(fs::exists(path));
-  // A sigma whose square underflows drew all-zero fields, in float64 too.
-  expect_error([&] { generate_dataset(spec(with_path(kBurgers, path), {"initial_condition.sigma=1e-300"})); },
-               {"the initial field of sample 0 is zero everywhere", "initial_condition.sigma = 1e-300"});
-  EXPECT_FALSE(fs::exists(path));
+  // A prior float64 cannot hold drew all-zero (or NaN) fields, in float64 too: refused at its key.
+  for (const char* prior : {"initial_condition.sigma=1e-300", "initial_condition.alpha=300"}) {
+    expect_error([&] { spec(with_path(kBurgers, path), {prior}); },
+                 {"initial_condition: sigma ", "which float64 cannot hold: the fields would be zero or not finite"});
+  }
+  EXPECT_NO_THROW(spec(with_path(kBurgers, path), {"initial_condition.sigma=1e-100"}));
 }
 
 // sigma follows tau and alpha when a dataset's stored config is read again with them changed (the

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,6 +136,18 @@ TEST_F(TrainingLoopTest, ANonFiniteLossStopsAndNamesTheLastGoodCheckpoint) {
 }
 
 // Printing a NaN gave "-nan" where its sign bit was set, as the NaN of 0 * inf has on x86.
+// An earlier run's results are removed, a device or pipe named like one left alone: refusing it
+// there failed a run after training over a name it would never write (sample0_old.vti).
+TEST(EarlierOutputs, ResultsAreRemovedAndAPipeNamedLikeOneIsLeftAlone) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_outputs_", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "sample0_a.vti") << "old";
+  ASSERT_EQ(::mkfifo((dir / "sample0_b.vti").c_str(), 0600), 0);
+  EXPECT_EQ(remove_earlier_outputs(dir.string(), "sample0_.*\\.vti"), std::vector<std::string>{"sample0_a.vti"});
+  EXPECT_TRUE(std::filesystem::is_fifo(dir / "sample0_b.vti"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LossText, NamesNaNWhateverItsSignAndPrintsOtherValues) {
   EXPECT_EQ(loss_text(std::nan("")), "NaN");
   EXPECT_EQ(loss_text(-std::nan("")), "NaN");

@@ -231,7 +231,8 @@ std::vector<BadConfig> bad_configs() {
        "conditions.pde.points: the conditions' 1e+12 points, with their coordinates and the network's activations "
        "at them, in a training step need at least 371 TiB; this "},
       {"grid_beyond_memory", "grid: [8, 8, 4]", "grid: [100000, 100000, 100000]",
-       "output.grid: the output grid's 1e+15 points, with their coordinates and fields, need at least 35.5 PiB; this "},
+       "output.grid: the output grid's 1e+15 points, with their coordinates, fields and the copies writing them makes, "
+       "need at least 178 PiB; this "},
       {"model_activation", "depth: 2}", "depth: 2, activation: relu6}", "'relu6' is not one of"},
       {"adam_steps_type", "steps: 10", "steps: ten", "training.adam.steps: expected an integer, got 'ten'"},
       {"learning_rate", "learning_rate: 1.0e-3", "learning_rate: -1", "training.adam.learning_rate: must be positive"},
