@@ -47,7 +47,7 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   EDDY_CHECK(batch_size >= 1, "export: the batch size must be at least 1, got ", batch_size);
   solvers::refuse_export_while_a_run_holds(run_dir);
   auto config = io::Config::load(run_dir + "/config.yaml", {}, io::Config::RelativePaths::working_directory);
-  OperatorProblem problem = read_operator_problem(*config);
+  OperatorProblem problem = read_operator_problem(*config, /*for_training=*/false);
   // The model's input shape (and a DeepONet's query points) come from the training data.
   const auto [file_rows, layout] = [&] {
     try {

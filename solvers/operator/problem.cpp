@@ -123,7 +123,7 @@ void refuse_model_beyond_memory(const ModelSpec& spec, const ConfigNode& model, 
 
 }  // namespace
 
-OperatorProblem read_operator_problem(io::Config& config) {
+OperatorProblem read_operator_problem(io::Config& config, bool for_training) {
   OperatorProblem p;
   p.source = config.source();
   ConfigNode root = config.root();
@@ -204,7 +204,7 @@ OperatorProblem read_operator_problem(io::Config& config) {
   t.zero_stage = solvers::read_zero_stage(training);
   p.model.fno.dtype = p.model.deeponet.dtype = t.dtype;
   const bool fno = p.model.type == ModelType::fno;
-  refuse_model_beyond_memory(p.model, model, t.dtype);
+  if (for_training) refuse_model_beyond_memory(p.model, model, t.dtype);
   p.model.fno.seed = p.model.deeponet.seed = t.seed;
 
   if (root.has("parallel")) {

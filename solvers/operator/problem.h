@@ -90,6 +90,8 @@ struct OperatorProblem {
   std::string config_hash;
 };
 
-OperatorProblem read_operator_problem(io::Config& config);
+// `for_training` false (export): without the check that training's weights, gradients and AdamW's
+// moments fit, so that a run trained on a larger machine exports on a smaller one.
+OperatorProblem read_operator_problem(io::Config& config, bool for_training = true);
 
 }  // namespace eddy::operator_learning

@@ -952,6 +952,9 @@ double Problem::tolerance() const {
 
 Problem read_problem(io::Config& config, const std::map<std::string, EquationFunction>& functions,
                      UnknownEquationNames unknown_names) {
+  // A trained run's config.yaml (eval, export) is read without the checks of what training would
+  // meet: a run trained on a larger machine, or before a check, still loads.
+  const bool trained_run = unknown_names == UnknownEquationNames::supplied_when_trained;
   Problem p;
   p.source = config.source();
   ConfigNode root = config.root();
@@ -1048,10 +1051,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     p.coordinates.assign(default_names.begin(), default_names.begin() + p.space->dim());
   }
   if (p.time) p.coordinates.push_back("t");
-  // Not for a trained run's config (eval, export): the runs trained so before the check still load.
-  if (p.dtype == DType::f32 && unknown_names == UnknownEquationNames::refused) {
-    refuse_coordinates_float32_rounds(p, geometry);
-  }
+  if (p.dtype == DType::f32 && !trained_run) refuse_coordinates_float32_rounds(p, geometry);
   // The default names and t (those named in geometry.coordinates are declared already).
   for (const std::string& name : p.coordinates) declared.try_emplace(name, "coordinate", "geometry");
 
@@ -1189,7 +1189,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     p.model.input_lower = box.lower;
     p.model.input_upper = box.upper;
   }
-  refuse_model_beyond_memory(p, model);
+  if (!trained_run) refuse_model_beyond_memory(p, model);
   try {
     nn::make_pinn_model(p.model);  // option errors now, not after sampling
   } catch (const Error& e) {
@@ -1296,7 +1296,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   }
 
   refuse_history_name_clashes(p, root);
-  refuse_points_beyond_memory(p, root);
+  if (!trained_run) refuse_points_beyond_memory(p, root);
 
   config.check_no_unknown_keys();
   p.resolved_config = config.resolved();

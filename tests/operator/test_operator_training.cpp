@@ -362,6 +362,9 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
                {"model.layers:", "layers 1000000000", "need at least"});
   expect_error([&] { problem_of(config(), {"model.projection_width=1e12"}); },
                {"model.projection_width:", "projection_width 1000000000000", "need at least"});
+  // Export reads without it: a run trained on a larger machine exports on a smaller one.
+  auto trained = io::Config::parse(config(), "test.yaml", {"model.projection_width=1e12"});
+  EXPECT_NO_THROW(read_operator_problem(*trained, /*for_training=*/false));
   // Integer keys read as integers: 06 is refused as every integer key refuses it, a negative seed too.
   expect_error([&] { problem_of(config(), {"model.modes=[06]"}); }, {"model.modes[0]", "leading 0"});
   expect_error([&] { problem_of(config(), {"training.seed=-1"}); }, {"training.seed", "must be non-negative"});

@@ -577,6 +577,9 @@ TEST(Problem, SizesBeyondMemoryAreRefusedAtTheirKey) {
       "conditions={pde: {type: interior, equation: heat, points: 10}}"};
   expect_error([&] { read(kValid, eight_dimensions); },
                {"geometry:", "output grid's", "(by default; give output.grid)", "need at least"});
+  // Not a trained run's config (eval, export): a run trained on a larger machine loads on a smaller.
+  auto trained = io::Config::parse(kValid, "test.yaml", {"output.grid=[1e5, 1e5, 1e5]"});
+  EXPECT_NO_THROW(read_problem(*trained, {}, UnknownEquationNames::supplied_when_trained));
 }
 
 // An eps float32 rounds to 0 gave 0 / 0 for a weight with a zero gradient (a dead relu unit).
