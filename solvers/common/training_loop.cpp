@@ -169,6 +169,25 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
   return removed;
 }
 
+namespace {
+
+// The default exports of the run in `dir` (export/, hf/), which would give its old weights' values;
+// the names of those removed.
+std::vector<std::string> remove_stale_exports(const std::string& dir) {
+  std::vector<std::string> removed;
+  for (const std::string& stale_export : {default_export_dir(dir), default_hf_export_dir(dir)}) {
+    std::error_code error;
+    if (std::filesystem::remove_all(stale_export, error) > 0) {
+      removed.push_back(std::filesystem::path(stale_export).filename().string() + "/");
+    }
+    EDDY_CHECK(!error, "cannot remove ", stale_export, ", the export of weights this run changes (", error.message(),
+               ")");
+  }
+  return removed;
+}
+
+}  // namespace
+
 // Once this run holds the folder (a run refused as concurrent had removed the other's export).
 void TrainingLoop::remove_earlier_run() {
   // At once, so that none sits beside the new checkpoint when the new run stops early (a kill, a
@@ -193,14 +212,8 @@ void TrainingLoop::remove_earlier_run() {
     const std::vector<std::string> results = remove_earlier_outputs(run_.dir, patterns);
     removed.insert(removed.end(), results.begin(), results.end());
   }
-  for (const std::string& stale_export : {default_export_dir(run_.dir), default_hf_export_dir(run_.dir)}) {
-    std::error_code error;
-    if (std::filesystem::remove_all(stale_export, error) > 0) {
-      removed.push_back(std::filesystem::path(stale_export).filename().string() + "/");
-    }
-    EDDY_CHECK(!error, "cannot remove ", stale_export, ", the export of the run this one writes over (",
-               error.message(), ")");
-  }
+  const std::vector<std::string> exports = remove_stale_exports(run_.dir);
+  removed.insert(removed.end(), exports.begin(), exports.end());
   std::string names;
   for (const std::string& name : removed) names += (names.empty() ? "" : ", ") + name;
   progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues a run); "
@@ -272,6 +285,13 @@ int64_t TrainingLoop::start() {
              "config: keep that config under another name", being_read && run_.resume ? "" : ", or give the run "
              "another output.dir");
   if (writes_over) remove_earlier_run();
+  // A resumed run moves the checkpoint's weights on: their exports stayed and gave the old values.
+  if (run_.resume && comm_.rank() == 0 && (!run_.length || step < run_.length->steps)) {
+    std::string names;
+    for (const std::string& name : remove_stale_exports(run_.dir)) names += (names.empty() ? "" : ", ") + name;
+    if (!names.empty()) progress_.warn(cat("--resume: removed the exports of the checkpoint's weights, which this "
+                                           "run trains on (export them again after it): ", names));
+  }
   // The ranks write the results' HDF5 file together: a rank that cannot see the folder (on a disk
   // of its own node, or a relative path from another working directory) is found now, not after
   // training, when the file is created (io/hdf5.cpp refuses it there too).
