@@ -215,12 +215,12 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
 }
 
 void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings,
-                                  const Settings& derived) {
+                                  const Settings& derived, const ResumableKeys& resumable) {
   if (checkpoint_settings.empty()) return;  // written before checkpoints recorded their settings
   const std::string checkpoint = run_dir + "/checkpoint.safetensors";
   const Settings recorded = decode_settings(checkpoint_settings, checkpoint);
   Settings config = fixed_settings(io::read_file(run_dir + "/config.yaml"), {});
-  for (const auto& [key, value] : derived) config.insert_or_assign(key, value);
+  for (const auto& [key, value] : without_resumable(derived, resumable)) config.insert_or_assign(key, value);
   std::string differences;
   for (const auto& [key, value] : recorded) {
     const auto found = config.find(key);
@@ -233,11 +233,13 @@ void require_checkpoint_of_config(const std::string& run_dir, const std::string&
              "run's. Train it again from that config.yaml (a --resume would refuse the checkpoint too)");
 }
 
-io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, const Settings& derived, nn::Module& model,
+io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, const Settings& derived,
+                                       const ResumableKeys& resumable, nn::Module& model,
                                        nn::StateDict* optimizer_state) {
-  return io::load_checkpoint(
-      run_dir + "/checkpoint.safetensors", model, optimizer_state,
-      [&](const io::CheckpointInfo& info) { require_checkpoint_of_config(run_dir, info.settings, derived); });
+  return io::load_checkpoint(run_dir + "/checkpoint.safetensors", model, optimizer_state,
+                             [&](const io::CheckpointInfo& info) {
+                               require_checkpoint_of_config(run_dir, info.settings, derived, resumable);
+                             });
 }
 
 }  // namespace eddy::solvers

@@ -47,17 +47,19 @@ void check_same_settings(const Settings& checkpoint_run, const Settings& this_ru
 
 // Throws, naming the keys, when the checkpoint of the run folder `run_dir` records values its
 // config.yaml does not have (compared on the keys both hold; `derived` is derived_settings of that
-// config.yaml as read, without the keys a resume may change): a run started without --resume
-// writes config.yaml at once and its first checkpoint later, so one stopped in between left the
-// earlier run's weights beside a config they were not trained with, and export, eval and
-// generate used them together (a parameter of the new config times the old weights).
+// config.yaml as read, less those `resumable` names, which a resume may have changed): a run
+// started without --resume writes config.yaml at once and its first checkpoint later, so one
+// stopped in between left the earlier run's weights beside a config they were not trained with,
+// and export, eval and generate used them together (a parameter of the new config times the old
+// weights).
 void require_checkpoint_of_config(const std::string& run_dir, const std::string& checkpoint_settings,
-                                  const Settings& derived);
+                                  const Settings& derived, const ResumableKeys& resumable);
 
 // The checkpoint of the run folder `run_dir` loaded into `model` (the optimiser's part into
 // `optimizer_state` when given) once require_checkpoint_of_config accepts it: loading first
 // refused an earlier run's checkpoint of other shapes for its shapes alone.
-io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, const Settings& derived, nn::Module& model,
+io::CheckpointInfo load_run_checkpoint(const std::string& run_dir, const Settings& derived,
+                                       const ResumableKeys& resumable, nn::Module& model,
                                        nn::StateDict* optimizer_state = nullptr);
 
 }  // namespace eddy::solvers

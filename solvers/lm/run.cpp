@@ -145,8 +145,8 @@ TrainedModel load_trained_model(const std::string& run_dir) {
     trained.model = make_model(trained.problem.model, trained.tokenizer->vocab_size(),
                                trained.problem.training.dtype, trained.problem.training.seed);
   }
-  const io::CheckpointInfo info = solvers::load_run_checkpoint(
-      run_dir, solvers::without_resumable(trained.problem.derived_settings, kResumable), *trained.model);
+  const io::CheckpointInfo info =
+      solvers::load_run_checkpoint(run_dir, trained.problem.derived_settings, kResumable, *trained.model);
   trained.step = info.step;
   // For inference, as a Hugging Face folder loads: in training mode a run with dropout gave
   // different logits on every call.

@@ -62,8 +62,7 @@ ExportSummary export_run(const std::string& run_dir, const std::string& output_d
   problem.data.normalize = false;
   const auto this_process = dist::make_single_process_communicator();
   OperatorModel model(problem, layout, *this_process);
-  const io::CheckpointInfo info =
-      solvers::load_run_checkpoint(run_dir, solvers::without_resumable(problem.derived_settings, kResumable), model);
+  const io::CheckpointInfo info = solvers::load_run_checkpoint(run_dir, problem.derived_settings, kResumable, model);
   if (!info.settings.empty()) {
     const solvers::Settings recorded = solvers::decode_settings(info.settings, run_dir + "/checkpoint.safetensors");
     const auto trained_on = recorded.find(kTrainingShapeKey);

@@ -14,6 +14,10 @@ namespace {
 
 using io::ConfigNode;
 
+// The model's size defaults, which the memory check compares given sizes with too.
+constexpr int64_t kFnoWidth = 32, kFnoLayers = 4, kFnoProjectionWidth = 128;
+constexpr int64_t kDeepOnetLatent = 40, kDeepOnetWidth = 40, kDeepOnetDepth = 2;
+
 // A file name holds 255 bytes; sample0_NAME.vti.tmp-PID, the image's temporary, adds 24 with a
 // 7-digit pid.
 constexpr size_t kLongestSplitName = 231;
@@ -55,9 +59,9 @@ void read_fno(const ConfigNode& model, nn::FnoOptions& fno) {
     fno.modes.push_back(k);
   }
   if (fno.modes.empty() || fno.modes.size() > 3) modes.fail("needs 1 to 3 entries, one per spatial axis");
-  fno.width = model.integer("width", 32);
-  fno.layers = model.integer("layers", 4);
-  fno.projection_width = model.integer("projection_width", 128);
+  fno.width = model.integer("width", kFnoWidth);
+  fno.layers = model.integer("layers", kFnoLayers);
+  fno.projection_width = model.integer("projection_width", kFnoProjectionWidth);
   fno.grid_coordinates = model.boolean("grid_coordinates", true);
   fno.padding = model.integer("padding", 0);
   fno.factorization = nn::parse_factorization(model.choice("factorization", {"dense", "tucker"}, "dense"));
@@ -71,9 +75,9 @@ void read_fno(const ConfigNode& model, nn::FnoOptions& fno) {
 }
 
 void read_deeponet(const ConfigNode& model, nn::DeepOnetOptions& deeponet) {
-  deeponet.latent = model.integer("latent", 40);
-  deeponet.width = model.integer("width", 40);
-  deeponet.depth = model.integer("depth", 2);
+  deeponet.latent = model.integer("latent", kDeepOnetLatent);
+  deeponet.width = model.integer("width", kDeepOnetWidth);
+  deeponet.depth = model.integer("depth", kDeepOnetDepth);
   for (const char* key : {"latent", "width", "depth"}) {
     if (model.integer(key) < 1) model.at(key).fail("must be at least 1");
   }
@@ -97,15 +101,17 @@ void refuse_model_beyond_memory(const ModelSpec& spec, const ConfigNode& model, 
     weights = layers * width * width * (2 * modes * spectral + 1) + width * static_cast<double>(fno.projection_width);
     sizes = cat("width ", fno.width, ", layers ", fno.layers, ", modes ", to_string(fno.modes),
                 " and projection_width ", fno.projection_width);
-    given_over_default = {{"width", width / 32}, {"layers", layers / 4},
-                          {"projection_width", static_cast<double>(fno.projection_width) / 128}};
+    given_over_default = {{"width", width / kFnoWidth},
+                          {"layers", layers / kFnoLayers},
+                          {"projection_width", static_cast<double>(fno.projection_width) / kFnoProjectionWidth}};
   } else {
     const nn::DeepOnetOptions& deeponet = spec.deeponet;
     const auto width = static_cast<double>(deeponet.width);
     weights = 2 * (static_cast<double>(deeponet.depth) * width * width + width * static_cast<double>(deeponet.latent));
     sizes = cat("width ", deeponet.width, ", depth ", deeponet.depth, " and latent ", deeponet.latent);
-    given_over_default = {{"width", width / 40}, {"depth", static_cast<double>(deeponet.depth) / 2},
-                          {"latent", static_cast<double>(deeponet.latent) / 40}};
+    given_over_default = {{"width", width / kDeepOnetWidth},
+                          {"depth", static_cast<double>(deeponet.depth) / kDeepOnetDepth},
+                          {"latent", static_cast<double>(deeponet.latent) / kDeepOnetLatent}};
   }
   std::optional<ConfigNode> blamed;
   double furthest = 0;

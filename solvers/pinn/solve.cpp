@@ -510,8 +510,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
 void load_trained(PinnState& state, const std::string& run_dir) {
   nn::StateDict saved;
   const Problem& problem = state.problem();
-  solvers::load_run_checkpoint(run_dir, solvers::without_resumable(problem.derived_settings, resumable_keys(problem)),
-                               state.model(), &saved);
+  solvers::load_run_checkpoint(run_dir, problem.derived_settings, resumable_keys(problem), state.model(), &saved);
   state.restore_stages(saved);
   NoGradGuard no_grad;
   for (auto& [name, value] : state.learnable()) value.copy_(saved.at("learnable." + name));
