@@ -15,6 +15,9 @@ The model is the example's (examples/lm/fortunes_gpt.yaml): GPT-2 layout, 6 laye
   the median step of the rest is quoted. With --bfloat16, the same three again with the matrix
   products in bfloat16: eddy's `training.autocast: bfloat16` (compiled) against the PyTorch step
   under torch.autocast("cpu", dtype=torch.bfloat16), eager and compiled, in a table of its own.
+* The step's float32 products alone (step_products), in eddy.matmul and torch.matmul: a lower
+  bound on a training step whose products run as fast, and so the most eddy / torch eager
+  could reach if nothing else in eddy's step took time.
 * Decode tokens/s with the KV cache, greedy, a 16-token prompt from the validation text and 112
   new tokens (the context is 128): eddy's model.generate (what `eddy lm generate` runs) against
   transformers' model.generate and against a plain loop of the model's forward with its
@@ -168,6 +171,39 @@ class TorchTraining:
         return times[warmup:]
 
 
+# The matrix products of one training step of the example, as (rows, inner, columns, transposed
+# operand): per layer the four linear layers' forward products, their inputs' gradients dY W^T and
+# their weights' gradients X^T dY; then the tied output head's three. Attention's products (about
+# 3% of the step's multiply-adds, in the fused attention kernel) are left out, so the time of these
+# is a lower bound on a step of any framework whose products run at the same speed.
+TOKENS, WIDTH, VOCABULARY, LAYERS = 16 * 128, 320, 4096, 6
+LINEAR_LAYERS = ((WIDTH, 3 * WIDTH), (WIDTH, WIDTH), (WIDTH, 4 * WIDTH), (4 * WIDTH, WIDTH))
+
+
+def step_products():
+    products = []
+    for inner, outer in LINEAR_LAYERS * LAYERS + ((WIDTH, VOCABULARY),):
+        products += [(TOKENS, inner, outer, None), (TOKENS, outer, inner, "right"), (inner, TOKENS, outer, "left")]
+    return products
+
+
+def products_alone_seconds(matmul, make, transpose, repeats=5):
+    """The median time of one step's products (step_products), each timed back to back once the
+    operands exist; `make(rows, columns)` gives a random float32 matrix of the framework."""
+    operands = []
+    for rows, inner, columns, transposed in step_products():
+        left = transpose(make(inner, rows)) if transposed == "left" else make(rows, inner)
+        right = transpose(make(columns, inner)) if transposed == "right" else make(inner, columns)
+        operands.append((left, right))
+    times = []
+    for _ in range(repeats + 1):  # the first warms the allocator and the GEMMs' JIT
+        started = time.perf_counter()
+        for left, right in operands:
+            matmul(left, right)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[1:])
+
+
 def decode_eddy(models, prompt):
     """Tokens/s and tokens of each of `models` (name -> model): a warm-up run each (the allocator
     and the first call, as torch's), then --decode-runs rounds in each of which every model decodes
@@ -249,6 +285,12 @@ def child(work):
             print(f"[{threads} threads] round {round_index + 1}: {name} "
                   f"{tokens_per_step / statistics.median(samples[name]):.0f} tok/s", flush=True)
     out["train"] = {name: tokens_per_step / statistics.median(times) for name, times in samples.items()}
+    generator = np.random.default_rng(0)
+    random_matrix = lambda rows, columns: generator.standard_normal((rows, columns), dtype=np.float32)  # noqa: E731
+    out["products alone"] = {
+        "eddy": products_alone_seconds(eddy.matmul, lambda r, c: eddy.tensor(random_matrix(r, c)), eddy.transpose),
+        "torch": products_alone_seconds(torch.matmul, lambda r, c: torch.from_numpy(random_matrix(r, c)),
+                                        lambda m: m.t())}
     del sides, torch_runs
 
     prompt = [int(t) for t in np.asarray(eddy.lm.draw_batch(
@@ -296,6 +338,15 @@ def table(results, prepared):
                 [[str(r["threads"]), f"{t['eddy compiled']:.0f}", f"{t['eddy eager']:.0f}", f"{t['torch eager']:.0f}",
                   f"{t['torch.compile']:.0f}", f"{t['eddy compiled'] / t['torch eager']:.2f}",
                   f"{t['eddy compiled'] / t['torch.compile']:.2f}"] for r in results for t in [r["train"]]])
+    print("\nThe float32 products of one step alone (step_products: the linear layers' and the head's, forward "
+          "and backward, in eddy.matmul and torch.matmul), against the steps; the last column is the most eddy / "
+          "torch eager could reach if nothing but its products took time\n")
+    print_table(["threads", "eddy products, ms", "torch products, ms", "eddy step, ms", "torch eager step, ms",
+                 "1.5x torch eager, ms", "torch eager step / eddy products"],
+                [[str(r["threads"]), f"{1e3 * p['eddy']:.0f}", f"{1e3 * p['torch']:.0f}",
+                  f"{1e3 * tokens / t['eddy compiled']:.0f}", f"{1e3 * tokens / t['torch eager']:.0f}",
+                  f"{1e3 * tokens / t['torch eager'] / 1.5:.0f}", f"{tokens / t['torch eager'] / p['eddy']:.2f}"]
+                 for r in results for t, p, tokens in [(r["train"], r["products alone"], TOKENS)]])
     if "eddy compiled bf16" in results[0]["train"]:
         print("\nTraining with bfloat16 products (eddy: training.autocast; torch: torch.autocast on the CPU), "
               "tokens/s\n")

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <unistd.h>
 
 #include "../ops/op_table.h"
@@ -174,6 +175,41 @@ TEST(Compile, DumpsEveryProgramOfTheProcessUnderItsOwnName) {
   const bool sine_first = listings[0].find("sin") != std::string::npos;
   EXPECT_NE(listings[sine_first ? 0 : 1].find("sin"), std::string::npos);
   EXPECT_NE(listings[sine_first ? 1 : 0].find("cos"), std::string::npos);
+}
+
+// EDDY_COMPILER_PROFILE: when a program goes, it reports where its runs spent their time, by
+// operation (a primitive's calls together, fused kernels together) and by step, on standard error.
+TEST(Compile, AProfiledProgramReportsEachOperationsShareOfItsRuns) {
+  auto function = [](const TensorList& in) { return TensorList{sin(matmul(in[0], in[1])) * 2.0}; };
+  const TensorList inputs = {randn({64, 32}, DType::f64), randn({32, 16}, DType::f64)};
+  ::testing::internal::CaptureStderr();
+  {
+    const ScopedEnv profile("EDDY_COMPILER_PROFILE", "1");
+    CompiledFunction compiled = compile(function);
+    for (int run = 0; run < 3; ++run) compiled(inputs);
+  }
+  const std::string report = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(report.find("a program of 2 steps, 3 runs"), std::string::npos) << report;
+  EXPECT_NE(report.find("matmul\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("fused kernels\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("eddy_fused_0[sin mul]"), std::string::npos) << report;
+  // The operations' shares add up to the whole (each printed to 0.1%).
+  double shares = 0;
+  std::istringstream lines(report.substr(report.find("by operation"), report.find("the slowest") -
+                                                                          report.find("by operation")));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line)) {
+    if (line.find('%') != std::string::npos) shares += std::stod(line.substr(0, line.find('%')));
+  }
+  EXPECT_NEAR(shares, 100.0, 0.2) << report;
+
+  ::testing::internal::CaptureStderr();
+  {
+    CompiledFunction unprofiled = compile(function);
+    unprofiled(inputs);
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 // The first call records the function on abstract tensors (no kernel runs, no autodiff history

@@ -1,7 +1,12 @@
 #include "eddy/compiler/program.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <functional>
+#include <iomanip>
+#include <iostream>
+#include <map>
 #include <queue>
 #include <sstream>
 #include <unordered_set>
@@ -91,6 +96,12 @@ Program::Program(Graph graph, Device device) : graph_(std::move(graph)), device_
     if (last_use[id] >= 0) steps_[static_cast<size_t>(last_use[id])].release.push_back(static_cast<ValueId>(id));
   }
   reuse_buffers_ = pass_enabled("buffer_reuse");
+  // A GPU's steps return before their kernels finish: timing them would time the launches.
+  if (const char* profile = std::getenv("EDDY_COMPILER_PROFILE"); profile && *profile && std::string_view(profile) != "0" &&
+                                                                   !on_gpu) {
+    profile_ = std::make_unique<Profile>();
+    profile_->step_seconds.assign(steps_.size(), 0.0);
+  }
   stats_.graph_nodes = graph_.nodes.size();
   stats_.steps = steps_.size();
   stats_.fused_kernels = kernels_.size();
@@ -224,6 +235,49 @@ std::string Program::listing() const {
   return out.str();
 }
 
+Program::~Program() {
+  if (profile_ && profile_->runs > 0) std::cerr << profile_report() << std::flush;
+}
+
+std::string Program::profile_report() const {
+  const std::vector<double>& seconds = profile_->step_seconds;
+  const auto runs = static_cast<double>(profile_->runs);
+  double total = 0;
+  for (double s : seconds) total += s;
+  std::vector<std::string> lines;
+  std::istringstream listed(listing());
+  for (std::string line; std::getline(listed, line);) lines.push_back(line);
+  // By operation: a primitive's calls together, the fused kernels together.
+  std::map<std::string, std::pair<double, int64_t>> by_operation;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    auto& [time, calls] = by_operation[steps_[s].node ? std::string(steps_[s].node->primitive->name) : "fused kernels"];
+    time += seconds[s];
+    ++calls;
+  }
+  std::vector<std::pair<double, std::string>> operations;
+  for (const auto& [name, entry] : by_operation) operations.emplace_back(entry.first, name);
+  std::sort(operations.rbegin(), operations.rend());
+  std::vector<size_t> slowest(steps_.size());
+  for (size_t s = 0; s < slowest.size(); ++s) slowest[s] = s;
+  std::sort(slowest.begin(), slowest.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
+  slowest.resize(std::min<size_t>(slowest.size(), 20));
+
+  const auto share = [&](double time) { return total > 0 ? 100 * time / total : 0.0; };
+  std::ostringstream out;
+  out << std::fixed << "eddy compiler profile: a program of " << steps_.size() << " steps, " << profile_->runs
+      << " runs, " << std::setprecision(3) << 1e3 * total / runs << " ms a run\n  by operation (share, ms a run, steps):\n";
+  for (const auto& [time, name] : operations) {
+    out << "    " << std::setprecision(1) << std::setw(5) << share(time) << "%  " << std::setprecision(3)
+        << std::setw(9) << 1e3 * time / runs << "  " << std::setw(4) << by_operation[name].second << "  " << name << "\n";
+  }
+  out << "  the slowest steps (share, ms a run, step):\n";
+  for (size_t s : slowest) {
+    out << "    " << std::setprecision(1) << std::setw(5) << share(seconds[s]) << "%  " << std::setprecision(3)
+        << std::setw(9) << 1e3 * seconds[s] / runs << "  " << lines[s] << "\n";
+  }
+  return out.str();
+}
+
 std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
   EDDY_CHECK(inputs.size() == graph_.inputs.size(), "compiled function: expected ", graph_.inputs.size(),
              " inputs, got ", inputs.size());
@@ -236,7 +290,10 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
   for (const CapturedTensor& entry : graph_.captured) values[static_cast<size_t>(entry.id)] = entry.tensor;
 
   std::vector<Tensor> operands;
-  for (const Step& step : steps_) {
+  std::vector<double> step_seconds(profile_ ? steps_.size() : 0);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& step = steps_[s];
+    const auto started = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (step.kernel >= 0) {
       run_kernel(static_cast<size_t>(step.kernel), values, step);
     } else {
@@ -248,6 +305,12 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
       operands.clear();  // a held operand would keep its buffer from being reused
     }
     for (ValueId id : step.release) values[static_cast<size_t>(id)] = Tensor();
+    if (profile_) step_seconds[s] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  if (profile_) {
+    const std::lock_guard lock(profile_->mutex);
+    for (size_t s = 0; s < steps_.size(); ++s) profile_->step_seconds[s] += step_seconds[s];
+    ++profile_->runs;
   }
   // The caller may write into a result, so none may share memory with the program's own buffers
   // (a folded constant, returned again by every call), with the caller's inputs or parameters

@@ -4,6 +4,7 @@
 // intermediate buffer is released after its last use or handed on to a fused kernel's output.
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "eddy/compiler/codegen.h"
@@ -30,6 +31,8 @@ class Program {
   // lifetimes. On a GPU, complex values are not fused (the CUDA kernels have no complex type
   // yet): their primitives run one by one.
   explicit Program(Graph graph, Device device = cpu());
+  // With EDDY_COMPILER_PROFILE set, writes the time its runs spent in each step to standard error.
+  ~Program();
 
   // Runs on `inputs`, which must match the graph's inputs in shape and dtype, on the device the
   // program was built for.
@@ -77,6 +80,15 @@ class Program {
   std::string cpu_source_;
   ProgramStats stats_;
   bool reuse_buffers_ = true;  // off with EDDY_COMPILER_DISABLE=buffer_reuse
+
+  // EDDY_COMPILER_PROFILE (docs/compiler.md): each step's seconds summed over the runs, on the CPU.
+  struct Profile {
+    std::mutex mutex;
+    std::vector<double> step_seconds;
+    int64_t runs = 0;
+  };
+  std::unique_ptr<Profile> profile_;
+  std::string profile_report() const;
 };
 
 }  // namespace eddy::compiler
