@@ -22,6 +22,7 @@ namespace eddy::solvers {
 struct RunLength {
   int64_t steps = 0;
   std::string keys;
+  std::string unit = "step";  // what one of `steps` is called in messages (an operator's: epoch)
 };
 
 // A `schedule:` section: type (constant | exponential | step | cosine) and the keys that type

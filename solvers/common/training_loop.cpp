@@ -242,7 +242,7 @@ int64_t TrainingLoop::start() {
     nn::StateDict saved;
     auto check = [&](const io::CheckpointInfo& info) { check_resumable(run_, settings_, checkpoint_, info); };
     step = io::resume_from_checkpoint(checkpoint_, check, model_, saved).step;
-    EDDY_CHECK(!run_.length || step <= run_.length->steps, "--resume: ", checkpoint_, " is at step ", step,
+    EDDY_CHECK(!run_.length || step <= run_.length->steps, "--resume: ", checkpoint_, " is at ", run_.length ? run_.length->unit : "step", " ", step,
                ", past this run's end (", run_.length->steps, ": ", run_.length->keys, "); raise it to train on from "
                "there");
     // The optimiser's state and the rest come from the checkpoint too: a key missing or of

@@ -200,7 +200,7 @@ OperatorProblem read_operator_problem(io::Config& config, bool for_training) {
   if (t.weight_decay < 0) training.at("weight_decay").fail("must be non-negative");
   if (t.evaluate_every < 1) training.at("evaluate_every").fail("must be at least 1");
   t.schedule = solvers::read_schedule(training.section("schedule"), 100, t.learning_rate,
-                                      solvers::RunLength{t.epochs, "training.epochs"});
+                                      solvers::RunLength{t.epochs, "training.epochs", "epoch"});
   t.loss = training.choice("loss", {{"relative_l2", LossType::relative_l2}, {"mse", LossType::mse}},
                            LossType::relative_l2);
   t.dtype = training.choice("dtype", {{"float32", DType::f32}, {"float64", DType::f64}}, DType::f32);

@@ -431,7 +431,7 @@ TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   if (p.training.loss == LossType::mse) recorded["training.loss's units"] = "the training outputs' deviations";
   solvers::TrainingLoop loop(
       {p.output.dir, p.resolved_config, p.config_hash, options.resume, "the data", kResumable, data_content,
-       solvers::RunLength{p.training.epochs, "training.epochs"}, recorded, p.source},
+       solvers::RunLength{p.training.epochs, "training.epochs", "epoch"}, recorded, p.source},
       model, parameters,
       comm, progress, epochs);
 

@@ -130,6 +130,11 @@ TEST_F(OperatorTraining, ResumeContinuesBitExactly) {
   EXPECT_EQ(io::read_hdf5(b, "history/test_epoch").to_vector<double>(), (std::vector<double>{3, 4}));
   EXPECT_EQ(io::read_hdf5(a, "history/test_relative_l2/fine").to_vector<double>(),
             io::read_hdf5(b, "history/test_relative_l2/fine").to_vector<double>());
+  // The run's length is counted in epochs, and a resume past it says so (it said "step 4").
+  OperatorProblem shorter = first;
+  shorter.training.epochs = 3;
+  const std::string error = error_of([&] { train(shorter, resume); });
+  EXPECT_NE(error.find("is at epoch 4, past this run's end (3: training.epochs)"), std::string::npos) << error;
 }
 
 // A resume onto other training data went on with the checkpoint's normalisers (the loss jumped
