@@ -644,6 +644,9 @@ void select_reference_rows(const Problem& problem, const ConfigNode& node, Refer
 Reference read_reference(const Problem& problem, const ConfigNode& node) {
   Reference reference;
   const Symbols symbols = problem.symbols(false);
+  if (node.has("expressions") && node.has("file")) {
+    node.at("file").fail("give `expressions` (the exact solution) or `file` (tabulated values), not both");
+  }
   if (auto expressions = node.find("expressions")) {
     for (const std::string& field : expressions->keys()) {
       if (std::find(problem.fields.begin(), problem.fields.end(), field) == problem.fields.end()) {

@@ -492,7 +492,8 @@ TEST(Problem, DataFileWithNoRowsIsRefused) {
 
 // A grid reference is read when the problem is: a field stored [t, x] under `layout: [x, t]`
 // (which reshaped it transposed, and reported a validation error of 0.67 for a good solution), a
-// layout coordinate without its dataset and a missing file are refused at their keys.
+// layout coordinate without its dataset, a missing file and a file beside expressions are refused
+// at their keys.
 TEST(Problem, GridReferenceIsCheckedAgainstItsLayout) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_reference_", ::getpid());
   std::filesystem::create_directories(dir);
@@ -524,6 +525,10 @@ TEST(Problem, GridReferenceIsCheckedAgainstItsLayout) {
                {"validation.reference.coordinates.y: 'y' is not a coordinate (x, t)"});
   expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: w}"); },
                {"validation.reference.fields.u: " + h5 + ": no dataset 'w'"});
+  // Both kinds of reference at once named only the second as an unknown key.
+  expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: u}, expressions: {u: x}"); },
+               {"validation.reference.file: give `expressions` (the exact solution) or `file` (tabulated values), "
+                "not both"});
   std::filesystem::remove_all(dir);
   expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: u}"); },
                {"validation.reference.file: no such file: " + h5});
