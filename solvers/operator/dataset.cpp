@@ -184,9 +184,15 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
     return shape;
   };
   const int64_t d = static_cast<int64_t>(problem.model.fno.modes.size());
+  // Named from the data's grid: a 2-D field with one modes entry wants a second entry, where the
+  // channel key alone (the only remedy named before) reads its first axis as channels.
+  const int64_t grid_axes = split.input.dim() - 2;
   EDDY_CHECK(split.input.dim() == d + 2, what, "input '", spec.input, "' gives ", shown(split.input.shape()),
-             " as [N, channels, grid], but model.modes has ", d, " entries (one per spatial axis)",
-             problem.data.input_channels ? "" : "; set data.input_channels: true if axis 1 holds channels");
+             " as [N, channels, grid], a grid of ", grid_axes, grid_axes == 1 ? " axis" : " axes", ", but model.modes has ",
+             d, d == 1 ? " entry" : " entries", " (one per spatial axis): give model.modes ", grid_axes,
+             grid_axes == 1 ? " entry" : " entries",
+             !problem.data.input_channels && grid_axes > d ? ", or set data.input_channels: true if axis 1 holds channels"
+                                                           : "");
   EDDY_CHECK(split.output.dim() == d + 2 &&
                  Shape(split.output.shape().begin() + 2, split.output.shape().end()) ==
                      Shape(split.input.shape().begin() + 2, split.input.shape().end()),
