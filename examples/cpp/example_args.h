@@ -1,12 +1,17 @@
 #pragma once
 // "--name value" options for the examples. Every option must be read before check_all_used(),
-// so a mistyped name on a smoke test's command line fails loudly instead of running the default.
+// so a mistyped name on a smoke test's command line fails loudly instead of running the default;
+// with --help (or -h), check_all_used() lists the options read, with their defaults, and exits.
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "eddy/core/error.h"
 
@@ -14,7 +19,11 @@ namespace examples {
 
 class Args {
  public:
-  Args(int argc, char** argv) {
+  Args(int argc, char** argv) : program_(argv[0]) {
+    if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+      help_ = true;
+      return;
+    }
     for (int i = 1; i < argc; i += 2) {
       const std::string name = argv[i];
       EDDY_CHECK(name.rfind("--", 0) == 0 && i + 1 < argc, "expected --name value pairs, got '", name, "'");
@@ -24,6 +33,9 @@ class Args {
 
   // The whole value must be a number ("5%" is refused, not read as 5).
   double number(const std::string& name, double fallback) {
+    std::ostringstream shown;
+    shown << fallback;
+    usage_.push_back("  --" + name + " (default " + shown.str() + ")");
     auto it = values_.find(name);
     if (it == values_.end()) return fallback;
     const std::string text = it->second;
@@ -62,11 +74,19 @@ class Args {
   }
 
   void check_all_used() const {
-    EDDY_CHECK(values_.empty(), "unknown option --", values_.begin()->first);
+    if (help_) {
+      std::printf("usage: %s%s\n", program_.c_str(), usage_.empty() ? " (no options)" : " [--name value ...]");
+      for (const std::string& line : usage_) std::printf("%s\n", line.c_str());
+      std::exit(0);
+    }
+    EDDY_CHECK(values_.empty(), "unknown option --", values_.begin()->first, " (--help lists the options)");
   }
 
  private:
+  std::string program_;
+  bool help_ = false;
   std::map<std::string, std::string> values_;
+  std::vector<std::string> usage_;
 };
 
 }  // namespace examples

@@ -11,10 +11,12 @@
 #include "eddy/optim/adam.h"
 #include "eddy/optim/lbfgs.h"
 #include "eddy/optim/schedule.h"
+#include "example_args.h"
 
 using namespace eddy;
 
-int main() {
+int main(int argc, char** argv) try {
+  examples::Args(argc, argv).check_all_used();  // no options: --help says so, others are refused
   nn::PinnModelOptions options;
   options.inputs = 1;
   options.width = 32;
@@ -56,4 +58,7 @@ int main() {
               static_cast<long long>(report.iterations), static_cast<long long>(report.evaluations),
               report.message.c_str());
   return report.loss < after_adam ? 0 : 1;
+} catch (const std::exception& error) {
+  std::fprintf(stderr, "error: %s\n", error.what());
+  return 2;
 }

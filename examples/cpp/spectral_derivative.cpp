@@ -14,6 +14,7 @@
 
 #include "eddy/eddy.h"
 #include "eddy/fft/fft.h"
+#include "example_args.h"
 
 using namespace eddy;
 
@@ -32,7 +33,8 @@ Tensor spectral_derivative(const Tensor& f) {
 
 double max_abs_difference(const Tensor& a, const Tensor& b) { return max(abs(a - b)).item<double>(); }
 
-int main() {
+int main(int argc, char** argv) try {
+  examples::Args(argc, argv).check_all_used();  // no options: --help says so, others are refused
   const int64_t n = 64;
   const double two_pi = 2 * std::numbers::pi;
   Tensor x = arange(0, static_cast<double>(n), 1, DType::f64) * (two_pi / static_cast<double>(n));
@@ -76,4 +78,7 @@ int main() {
   const bool accurate = max_abs_difference(multiplier, analytic) < 1e-12 &&
                         max_abs_difference(autodiff, analytic) < 1e-12 && through_error < 1e-10;
   return accurate ? 0 : 1;
+} catch (const std::exception& error) {
+  std::fprintf(stderr, "error: %s\n", error.what());
+  return 2;
 }
