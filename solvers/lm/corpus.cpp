@@ -226,10 +226,33 @@ void refuse_run_folder_in_corpus(const LmProblem& p, const std::vector<fs::path>
 
 }  // namespace
 
+namespace {
+
+// Refuses a split of fewer tokens than one window, naming the config's place: found when the
+// corpus is tokenised (or its token files reused), not when the first batch is drawn, and by
+// `eddy check` from an upper bound (`at_most`) where no tokenizer has been trained.
+void require_a_window(const LmProblem& p, int64_t tokens, const std::string& split, bool at_most = false) {
+  EDDY_CHECK(tokens > p.model.context, p.corpus.where, "the ", split, " split tokenises to ", at_most ? "at most " : "",
+             tokens, " tokens, fewer than a window of model.context + 1 = ", p.model.context + 1,
+             "; use a larger corpus", split == "training" ? " or a smaller" : " or a larger",
+             " data.validation_fraction, or a smaller model.context");
+}
+
+// A byte-level BPE token covers at least one byte, and each document adds one end-of-text token.
+int64_t most_tokens(const std::vector<std::string>& documents) {
+  int64_t tokens = 0;
+  for (const std::string& document : documents) tokens += static_cast<int64_t>(document.size()) + 1;
+  return tokens;
+}
+
+}  // namespace
+
 size_t check_corpus(const LmProblem& p) {
   const std::vector<fs::path> files = corpus_files(p.corpus);
   refuse_run_folder_in_corpus(p, files);
-  read_documents_of(files, p.corpus, p.training.seed);
+  const Documents documents = read_documents_of(files, p.corpus, p.training.seed);
+  require_a_window(p, most_tokens(documents.train), "training", /*at_most=*/true);
+  require_a_window(p, most_tokens(documents.validation), "validation", /*at_most=*/true);
   return files.size();
 }
 
@@ -362,19 +385,6 @@ PreparedCorpus corpus_staged_by_rank_0(const LmProblem& p, const std::string& su
   return {io::BpeTokenizer::load(read_from(paths.tokenizer)), read_from(paths.train_tokens),
           read_from(paths.validation_tokens), !staged};
 }
-
-namespace {
-
-// Refuses a split of fewer tokens than one window, naming the config's place: found when the
-// corpus is tokenised (or its token files reused), not when the first batch is drawn.
-void require_a_window(const LmProblem& p, int64_t tokens, const std::string& split) {
-  EDDY_CHECK(tokens > p.model.context, p.corpus.where, "the ", split, " split tokenises to ", tokens,
-             " tokens, fewer than a window of model.context + 1 = ", p.model.context + 1, "; use a larger corpus",
-             split == "training" ? " or a smaller" : " or a larger", " data.validation_fraction, or a smaller "
-             "model.context");
-}
-
-}  // namespace
 
 StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, const std::string& suffix) {
   const CorpusPaths paths = corpus_paths(p);

@@ -26,7 +26,8 @@ struct Documents {
 
 // What preparing the corpus refuses before it tokenises, found without writing anything (`eddy
 // check`): a pattern that matches no file, a corpus file inside output.dir (the run's own files
-// joined the corpus), a file unreadable, empty or not UTF-8, too few documents to split. Returns
+// joined the corpus), a file unreadable, empty or not UTF-8, too few documents to split, a split
+// whose bytes cannot make one window of tokens (a token covers at least a byte). Returns
 // the number of corpus files.
 size_t check_corpus(const LmProblem& problem);
 

@@ -372,7 +372,11 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
                {"test.yaml:2:", "the validation split tokenises to"});
 
   // What eddy check finds of the corpus, without tokenising: here, the run's folder inside it (its
-  // files joined the next run's corpus) and too few documents.
+  // files joined the next run's corpus), too few documents, and a split whose bytes cannot make a
+  // window of tokens (check passed it, and training refused it after training the tokenizer).
+  expect_error([&] { check_corpus(problem_of(config(), {"model.context=4000"})); },
+               {"test.yaml:2:", "the validation split tokenises to at most ", "fewer than a window of model.context + "
+                "1 = 4001", "or a larger data.validation_fraction"});
   expect_error([&] { check_corpus(problem_of(config(), {"output.dir=" + (dir_ / "corpus").string()})); },
                {"test.yaml:2:", "lies where the run in output.dir", "keep the corpus in a folder of its own"});
   // A corpus in a folder of its own below output.dir (a project's folder) is not the run's.
