@@ -97,7 +97,10 @@ def _end_the_job_on_an_uncaught_exception():
     def noting_an_error(name, exit_function):
         def exit_noting_an_error(status=None):
             if status not in (None, 0):
-                error_exit.append(f"{name}({status!r})")
+                # The job ends with the rank's status, as Python exits with it: an integer's own
+                # (mod 256, as the shell sees it), 1 for any other object (Python prints it).
+                code = status % 256 if isinstance(status, int) and status % 256 else 1
+                error_exit.append((f"{name}({status!r})", code))
             exit_function(status)
 
         return exit_noting_an_error
@@ -106,7 +109,8 @@ def _end_the_job_on_an_uncaught_exception():
         if error_exit:
             sys.stdout.flush()
             sys.stderr.flush()
-            dist._abort_job(f"{error_exit[-1]} ended this rank, so the job ends")
+            call, code = error_exit[-1]
+            dist._abort_job(f"{call} ended this rank, so the job ends", code)
 
     sys.exit = noting_an_error("sys.exit", sys.exit)
     # The interactive helpers raise SystemExit themselves, not through sys.exit.

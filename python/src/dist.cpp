@@ -71,8 +71,9 @@ void bind_dist(py::module_& m) {
   dist.def("size", [] { return dist::default_communicator().size(); }, "How many processes the job has.");
   dist.def("_launcher_size", &dist::launcher_world_size,
            "How many processes a launcher (mpirun) started, from its environment; 1 without one.");
-  dist.def("_abort_job", [](const std::string& message) { dist::abort_job(message, 1); }, py::arg("message"),
-           "Prints the message and ends every process of the job (MPI_Abort).");
+  dist.def("_abort_job", [](const std::string& message, int status) { dist::abort_job(message, status); },
+           py::arg("message"), py::arg("status") = 1,
+           "Prints the message and ends every process of the job (MPI_Abort) with the exit status.");
 
   py::class_<Placement>(dist, "Placement", "How one mesh axis places a tensor: Shard(axis), Replicate() or Partial().")
       .def_property_readonly("is_shard", &Placement::is_shard)
