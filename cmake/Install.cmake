@@ -24,6 +24,9 @@ install(TARGETS ${eddy_layer_targets} eddy eddy_solvers_common eddy_pinn eddy_op
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT eddyTargets NAMESPACE eddy:: DESTINATION ${EDDY_INSTALL_CMAKEDIR})
+# The same targets from the build tree, beside its eddyConfig.cmake: a project may find this build
+# uninstalled (-Deddy_DIR=<build>).
+export(EXPORT eddyTargets NAMESPACE eddy:: FILE ${PROJECT_BINARY_DIR}/eddyTargets.cmake)
 
 # The command keeps the run path to libraries found outside the system's directories (NVRTC).
 set_target_properties(eddy_cli PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)

@@ -1,7 +1,8 @@
 # cmake -DBUILD_DIR=<eddy build> -DCONSUMER=<tests/install/consumer> -DWORK=<scratch dir>
 #       -DGENERATOR=<generator> -DCXX=<compiler> -P run_consumer.cmake
 # Installs the eddy build into WORK/prefix, then configures, builds and runs the consumer project
-# against it through find_package(eddy). Any failing step fails the test.
+# against it through find_package(eddy); then the same against the build tree itself
+# (-Deddy_DIR=BUILD_DIR, its eddyConfig.cmake and eddyTargets.cmake). Any failing step fails the test.
 foreach(var BUILD_DIR CONSUMER WORK GENERATOR CXX)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_consumer.cmake: -D${var}=... is missing")
@@ -29,3 +30,11 @@ execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER} -B ${WORK}/build -G ${GE
                 COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND ${WORK}/build/consumer COMMAND_ERROR_IS_FATAL ANY)
+
+# Uninstalled: the build tree's own package (its config found the targets file missing before).
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER} -B ${WORK}/build_tree -G ${GENERATOR}
+                        -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX} -Deddy_DIR=${BUILD_DIR}
+                        -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
+                COMMAND_ERROR_IS_FATAL ANY)
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build_tree COMMAND_ERROR_IS_FATAL ANY)
+execute_process(COMMAND ${WORK}/build_tree/consumer COMMAND_ERROR_IS_FATAL ANY)
