@@ -75,8 +75,10 @@ enum class ExpressionKind { scalar, predicate };
 // the wanted kind, without evaluating anything.
 void check(const Expression& expression, const Symbols& symbols, ExpressionKind expected);
 
-// The parameters a checked `expression` reads, itself or through the helpers it uses.
+// The parameters, and the fields (as they are or through a derivative), a checked `expression`
+// reads, itself or through the helpers it uses.
 std::set<std::string> parameters_read(const Expression& expression, const Symbols& symbols);
+std::set<std::string> fields_read(const Expression& expression, const Symbols& symbols);
 
 // The network outputs at the points: [N, number of coordinates] -> [N, number of fields].
 using FieldFunction = std::function<Tensor(const Tensor& points)>;

@@ -322,27 +322,39 @@ std::vector<int> spatial_coordinates(const Symbols& symbols) {
 
 namespace {
 
-void collect_parameters(const ExpressionSource& source, const Node& node, const Symbols& symbols,
-                        std::set<std::string>& helpers_walked, std::set<std::string>& parameters) {
+// The parameters, or the fields (read as they are or through a derivative), a node reads, itself
+// or through the helpers it uses.
+void collect_reads(const ExpressionSource& source, const Node& node, const Symbols& symbols, Meaning::Kind kind,
+                   std::set<std::string>& helpers_walked, std::set<std::string>& names) {
   if (node.kind == Node::Kind::symbol) {
     const Meaning meaning = resolve_symbol(source, node, symbols);
-    if (meaning.kind == Meaning::Kind::parameter) parameters.insert(meaning.name);
+    const bool field_derivative =
+        meaning.kind == Meaning::Kind::derivative && index_of(symbols.fields, meaning.name).has_value();
+    if (meaning.kind == kind || (kind == Meaning::Kind::field && field_derivative)) names.insert(meaning.name);
     const bool helper = meaning.kind == Meaning::Kind::helper ||
                         (meaning.kind == Meaning::Kind::derivative && symbols.helpers.count(meaning.name));
     if (helper && helpers_walked.insert(meaning.name).second) {
       const ExpressionSource& body = symbols.helpers.at(meaning.name).source();
-      collect_parameters(body, *body.root, symbols, helpers_walked, parameters);
+      collect_reads(body, *body.root, symbols, kind, helpers_walked, names);
     }
   }
-  for (const NodePtr& child : node.children) collect_parameters(source, *child, symbols, helpers_walked, parameters);
+  for (const NodePtr& child : node.children) collect_reads(source, *child, symbols, kind, helpers_walked, names);
+}
+
+std::set<std::string> names_read(const Expression& expression, const Symbols& symbols, Meaning::Kind kind) {
+  std::set<std::string> helpers_walked, names;
+  collect_reads(expression.source(), *expression.source().root, symbols, kind, helpers_walked, names);
+  return names;
 }
 
 }  // namespace
 
 std::set<std::string> parameters_read(const Expression& expression, const Symbols& symbols) {
-  std::set<std::string> helpers_walked, parameters;
-  collect_parameters(expression.source(), *expression.source().root, symbols, helpers_walked, parameters);
-  return parameters;
+  return names_read(expression, symbols, Meaning::Kind::parameter);
+}
+
+std::set<std::string> fields_read(const Expression& expression, const Symbols& symbols) {
+  return names_read(expression, symbols, Meaning::Kind::field);
 }
 
 Meaning resolve_symbol(const ExpressionSource& source, const Node& node, const Symbols& symbols) {

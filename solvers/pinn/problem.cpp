@@ -1061,6 +1061,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   for (const ConfigNode& field : root.at("fields").elements()) {
     declare(field, field.as_string(), "field");
     p.fields.push_back(field.as_string());
+    p.field_where.push_back(field.where());
   }
   if (p.fields.empty()) root.at("fields").fail("needs at least one field");
 
@@ -1308,22 +1309,36 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   return p;
 }
 
-void refuse_untrainable_parameters(const Problem& p) {
-  std::set<std::string> read;
-  auto note = [&read](const Expression& expression, const Symbols& symbols) {
-    for (const std::string& name : parameters_read(expression, symbols)) read.insert(name);
+void refuse_untrainable(const Problem& p) {
+  std::set<std::string> parameters, fields;
+  auto note = [&](const Expression& expression, const Symbols& symbols) {
+    for (const std::string& name : parameters_read(expression, symbols)) parameters.insert(name);
+    for (const std::string& name : fields_read(expression, symbols)) fields.insert(name);
   };
   for (const Condition& c : p.conditions) {
     if (c.function) return;
     for (const std::optional<Expression>* part : {&c.residual, &c.value}) {
       if (*part) note(**part, p.symbols(true));
     }
+    std::vector<int64_t> set = c.data_fields;
+    set.insert(set.end(), c.periodic_fields.begin(), c.periodic_fields.end());
+    if (c.field >= 0) set.push_back(c.field);
+    for (int64_t column : set) fields.insert(p.fields[static_cast<size_t>(column)]);
   }
-  for (const auto& [field, transform] : p.output_transforms) note(transform, p.transform_symbols());
+  for (const auto& [field, transform] : p.output_transforms) {
+    note(transform, p.transform_symbols());
+    fields.insert(field);
+  }
   for (const LearnableParameter& parameter : p.learnable) {
-    EDDY_CHECK(read.count(parameter.name), parameter.where, "the learnable parameter '", parameter.name,
+    EDDY_CHECK(parameters.count(parameter.name), parameter.where, "the learnable parameter '", parameter.name,
                "' is read by no condition's equation or value and no output transform (an `on` predicate passes "
                "no gradient), so training cannot move it from its initial value; use it, or make it a constant");
+  }
+  for (size_t i = 0; i < p.fields.size(); ++i) {
+    EDDY_CHECK(fields.count(p.fields[i]), p.field_where[i], "the field '", p.fields[i], "' is read by no condition's "
+               "equation or value, set by none (field:, data, periodic) and has no output transform, so no loss term "
+               "constrains it and training would leave it the untrained network's output; use it, or leave it out "
+               "of fields");
   }
 }
 

@@ -186,6 +186,7 @@ struct Problem {
   std::optional<std::pair<double, double>> time;
   std::vector<std::string> coordinates;  // spatial names, then "t" when there is time
   std::vector<std::string> fields;
+  std::vector<std::string> field_where;  // "file:line:col: fields[i]: " of each field, for errors about it
   std::map<std::string, double> constants;
   std::vector<LearnableParameter> learnable;
   std::map<std::string, Expression> helpers;
@@ -245,8 +246,10 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
 // Refuses, before training (eddy solve and eddy check, not eval or export of a trained run), a
 // learnable parameter that no condition's equation or value and no output transform reads: no
 // gradient reaches it (an `on` predicate gives none), and it ended the run at its initial value,
-// reported as learned. A condition whose equation is a supplied function, whose reads eddy cannot
-// see, turns the check off.
-void refuse_untrainable_parameters(const Problem& p);
+// reported as learned. Likewise a field that no condition reads or sets (`field:`, data, periodic)
+// and that has no output transform: no loss term constrains it, and the run wrote whatever the
+// network's untrained output gave as its solution. A condition whose equation is a supplied
+// function, whose reads eddy cannot see, turns the check off.
+void refuse_untrainable(const Problem& p);
 
 }  // namespace eddy::pinn

@@ -280,7 +280,7 @@ SolveResult solve(const Problem& p, const SolveOptions& options) {
   const solvers::SolverScope scope(p.device, comm);
   std::ostream* log = comm.rank() == 0 ? options.log : nullptr;
 
-  refuse_untrainable_parameters(p);
+  refuse_untrainable(p);
   PinnState state(p, comm);
   state.check_boundary_selections();
   const std::vector<Tensor> trainable = state.trainable();

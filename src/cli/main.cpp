@@ -144,7 +144,7 @@ int run_train(const std::string& file, const std::vector<std::string>& overrides
 
 int check_pinn(io::Config& config) {
   pinn::Problem problem = pinn::read_problem(config);
-  pinn::refuse_untrainable_parameters(problem);
+  pinn::refuse_untrainable(problem);
   pinn::PinnState state(problem);
   state.check_derivative_memory();
   state.check_boundary_selections();

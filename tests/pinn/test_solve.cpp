@@ -481,18 +481,33 @@ TEST_F(SolveTest, ALearnableParameterNothingTrainsIsRefusedBeforeTraining) {
   std::vector<std::string> unread = base;
   unread.push_back("parameters.stiffness={learnable: true, initial: 2}");
   const Problem read = problem(kHeat, unread);
-  expect_error([&] { refuse_untrainable_parameters(read); },
+  expect_error([&] { refuse_untrainable(read); },
                {"parameters.stiffness: the learnable parameter 'stiffness' is read by no condition's equation"});
   expect_error([&] { solve(read, {}); }, {"'stiffness' is read by no condition's equation"});
   // An `on` predicate passes it no gradient.
   std::vector<std::string> predicate = base;
   predicate.push_back("parameters.edge={learnable: true, initial: 0.5}");
   predicate.push_back("conditions.ends={type: dirichlet, on: x < edge || x > 1 - edge, field: u, points: 16}");
-  expect_error([&] { refuse_untrainable_parameters(problem(kHeat, predicate)); }, {"'edge' is read by no"});
+  expect_error([&] { refuse_untrainable(problem(kHeat, predicate)); }, {"'edge' is read by no"});
   std::vector<std::string> in_a_value = base;
   in_a_value.push_back("parameters.level={learnable: true, initial: 0.5}");
   in_a_value.push_back("conditions.ends={type: dirichlet, faces: [left, right], field: u, value: level - 0.5, points: 16}");
-  EXPECT_NO_THROW(refuse_untrainable_parameters(problem(kHeat, in_a_value)));
+  EXPECT_NO_THROW(refuse_untrainable(problem(kHeat, in_a_value)));
+}
+
+// A field that no condition reads or sets was written as the solution all the same: the untrained
+// network's output. Refused before training; a field read through a derivative, or only set by a
+// condition, is trained.
+TEST_F(SolveTest, AFieldNothingConstrainsIsRefusedBeforeTraining) {
+  const std::vector<std::string> two_fields = {"fields=[u, v]", "training.adam.steps=2", "output.checkpoint_every=0"};
+  expect_error([&] { refuse_untrainable(problem(kHeat, two_fields)); },
+               {"fields[1]: the field 'v' is read by no condition's equation or value, set by none"});
+  std::vector<std::string> derivative = two_fields;
+  derivative.push_back("conditions.pde.equation=u_t - kappa*u_xx + v_x");
+  EXPECT_NO_THROW(refuse_untrainable(problem(kHeat, derivative)));
+  std::vector<std::string> set = two_fields;
+  set.push_back("conditions.v_start={type: initial, field: v, value: 0, points: 4}");
+  EXPECT_NO_THROW(refuse_untrainable(problem(kHeat, set)));
 }
 
 // A run writes its resolved config as config.yaml: one there with comments (which eddy never
