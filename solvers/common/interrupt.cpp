@@ -113,8 +113,10 @@ void install_interrupt_handlers() {
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
     // Reads and writes in progress (data files, the progress line) carry on rather than fail
-    // with EINTR: the request is noticed at the end of the step anyway.
-    action.sa_flags = SA_RESTART;
+    // with EINTR: the request is noticed at the end of the step anyway. On the thread's signal
+    // stack, which the CPU backend gives its threads: not where oneDNN's GEMM points the stack
+    // pointer (give_threads_signal_stacks, backends/backend.h).
+    action.sa_flags = SA_RESTART | SA_ONSTACK;
     sigaction(signal, &action, nullptr);
   }
 }
@@ -138,7 +140,7 @@ StopTrainingOnSigint::StopTrainingOnSigint() {
   struct sigaction action = {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
+  action.sa_flags = SA_RESTART | SA_ONSTACK;  // as install_interrupt_handlers' (above)
   sigaction(SIGINT, &action, &callers_sigint);
 }
 

@@ -69,6 +69,7 @@ bool native_half_matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
   // oneDNN caches primitives by their description, so one made again per call is a lookup.
   const std::optional<dnnl::matmul> product = native_product(a, b, out, n, m, k, accumulate);
   if (!product) return false;
+  give_threads_signal_stacks();
   // The split of the inner dimension across threads changes the sums' order.
   if (!omp_in_parallel()) note_thread_dependent_kernel();
   memory a_matrix(matrix_desc(a, n, k), cpu_engine(), nullptr);

@@ -93,6 +93,7 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int
 void onednn_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t n, int64_t m, int64_t k, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   if (n == 0 || m == 0) return;
+  give_threads_signal_stacks();
   const dnnl_status_t status = dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', n, m, k, 1.0f,
                                           a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
   EDDY_CHECK(status == dnnl_success, "matmul: oneDNN's sgemm failed (status ", static_cast<int>(status), ") on [",
