@@ -47,13 +47,14 @@ void StepFunction::tell(const std::string& line) const {
 std::vector<Tensor> StepFunction::operator()(const std::vector<Tensor>& inputs) {
   if (!compiled_) return function_(inputs);
   if (compiled_->program_for(inputs)) return (*compiled_)(inputs);
+  std::vector<Tensor> outputs;
   try {
-    (*compiled_)(inputs);  // traces and compiles; its eager results are not the program's
+    outputs = (*compiled_)(inputs);  // traces, compiles and runs the program
   } catch (const std::exception& refused) {
     // Not only eddy::Error: a refusal inside a Python equation comes back as a Python exception.
     // Run as written; should that fail too, the function has a fault of its own, which is the
     // error to report rather than the compiler's.
-    std::vector<Tensor> outputs = function_(inputs);
+    outputs = function_(inputs);
     compiled_.reset();
     const std::string reason = refused.what();
     const std::string line = cat(what_, " runs eagerly: ", reason.substr(0, reason.find('\n')));
@@ -66,7 +67,7 @@ std::vector<Tensor> StepFunction::operator()(const std::vector<Tensor>& inputs) 
   }
   if (!reported_) tell(compile_report(what_, compiled_->stats()));
   reported_ = true;
-  return (*compiled_)(inputs);
+  return outputs;
 }
 
 void compile_updates(optim::Adam& adam, const StepFunction& step) {
