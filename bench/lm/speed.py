@@ -182,9 +182,11 @@ LINEAR_LAYERS = ((WIDTH, 3 * WIDTH), (WIDTH, WIDTH), (WIDTH, 4 * WIDTH), (4 * WI
 
 def step_products():
     products = []
-    for inner, outer in LINEAR_LAYERS * LAYERS + ((WIDTH, VOCABULARY),):
+    for inner, outer in LINEAR_LAYERS * LAYERS:
         products += [(TOKENS, inner, outer, None), (TOKENS, outer, inner, "right"), (inner, TOKENS, outer, "left")]
-    return products
+    # The head is the token embedding [VOCABULARY, WIDTH]: x E^T, dY E and x^T dY.
+    return products + [(TOKENS, WIDTH, VOCABULARY, "right"), (TOKENS, VOCABULARY, WIDTH, None),
+                       (WIDTH, TOKENS, VOCABULARY, "left")]
 
 
 def products_alone_seconds(matmul, make, transpose, repeats=5):

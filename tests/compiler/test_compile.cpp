@@ -189,7 +189,9 @@ TEST(Compile, AProfiledProgramReportsEachOperationsShareOfItsRuns) {
     for (int run = 0; run < 3; ++run) compiled(inputs);
   }
   const std::string report = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(report.find("a program of 2 steps, 3 runs"), std::string::npos) << report;
+  EXPECT_NE(report.find("eddy compiler profile of program-"), std::string::npos) << report;
+  EXPECT_NE(report.find(": 2 steps, 3 runs, "), std::string::npos) << report;
+  EXPECT_NE(report.find(" ms a run after the first (the first, with one-time costs: "), std::string::npos) << report;
   EXPECT_NE(report.find("matmul\n"), std::string::npos) << report;
   EXPECT_NE(report.find("fused kernels\n"), std::string::npos) << report;
   EXPECT_NE(report.find("eddy_fused_0[sin mul]"), std::string::npos) << report;

@@ -1,15 +1,12 @@
 #include "eddy/compiler/compile.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "eddy/autodiff/forward.h"
 #include "eddy/autodiff/tape.h"
@@ -87,12 +84,10 @@ Device program_device(const std::vector<Tensor>& inputs, const compiler::Graph& 
 // Programs are numbered in the order the process traces them: every compiled function's first
 // trace would otherwise write the same files.
 void dump(const compiler::Program& program, const std::filesystem::path& directory) {
-  static std::atomic<int> traced{0};
-  const int trace_number = ++traced;
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   EDDY_CHECK(!error, "EDDY_COMPILER_DUMP: cannot create ", directory, ": ", error.message());
-  const std::string stem = "program-" + std::to_string(::getpid()) + "-" + std::to_string(trace_number);
+  const std::string& stem = program.name();
   std::ofstream(directory / (stem + ".graph.txt")) << program.graph().to_string();
   std::ofstream(directory / (stem + ".steps.txt")) << program.listing();
   if (!program.cpu_source().empty()) std::ofstream(directory / (stem + ".cpp")) << program.cpu_source();

@@ -38,6 +38,9 @@ class Program {
   // program was built for.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
 
+  // "program-PID-N": the N-th program this process built, as EDDY_COMPILER_DUMP's files and
+  // EDDY_COMPILER_PROFILE's reports name it.
+  const std::string& name() const { return name_; }
   const Graph& graph() const { return graph_; }
   const ProgramStats& stats() const { return stats_; }
   Device device() const { return device_; }
@@ -81,10 +84,14 @@ class Program {
   ProgramStats stats_;
   bool reuse_buffers_ = true;  // off with EDDY_COMPILER_DISABLE=buffer_reuse
 
-  // EDDY_COMPILER_PROFILE (docs/compiler.md): each step's seconds summed over the runs, on the CPU.
+  std::string name_;
+
+  // EDDY_COMPILER_PROFILE (docs/compiler.md): each step's seconds in the first run (which pays
+  // one-time costs: a library's first call, first-touch pages) and summed over the later ones.
   struct Profile {
     std::mutex mutex;
-    std::vector<double> step_seconds;
+    std::string rank;  // "rank R of N" in a job of several processes, else empty
+    std::vector<double> first_run, later_runs;
     int64_t runs = 0;
   };
   std::unique_ptr<Profile> profile_;
