@@ -545,6 +545,15 @@ TEST(Pace, CountsOnlyTheStepsTakenSinceThePhaseBegan) {
   EXPECT_EQ(pace(10, 10, 50, 0.5).eta_seconds, 0.0);   // no step taken yet: no estimate
 }
 
+// A caller's own SIGINT handler (the Python module's), which counts the signals given to it.
+std::atomic<int> callers_sigints{0};
+void install_callers_sigint_handler() {
+  struct sigaction callers = {};
+  callers.sa_handler = [](int) { ++callers_sigints; };
+  sigemptyset(&callers.sa_mask);
+  sigaction(SIGINT, &callers, nullptr);
+}
+
 // Ctrl-C and SIGTERM (interrupt.h), each case in a child process: the handlers and the request
 // they leave belong to the process. The loops are not started, so the children write no files.
 class InterruptTest : public TrainingLoopTest {
@@ -620,11 +629,7 @@ TEST_F(InterruptTest, TheSameSignalTwiceAtOnceIsOneRequest) {
 TEST_F(InterruptTest, ASigintBeforeTrainingUnderACallersHandlerEndsTheCallBeforeTheLoopStarts) {
   EXPECT_EXIT(
       {
-        struct sigaction callers = {};
-        static std::atomic<int> noted{0};
-        callers.sa_handler = [](int) { ++noted; };
-        sigemptyset(&callers.sa_mask);
-        sigaction(SIGINT, &callers, nullptr);
+        install_callers_sigint_handler();
         const StopTrainingOnSigint python_call;
         std::raise(SIGINT);  // while the data is read, before any loop
         FakeTrainer trainer;
@@ -636,24 +641,15 @@ TEST_F(InterruptTest, ASigintBeforeTrainingUnderACallersHandlerEndsTheCallBefore
         } catch (const InterruptedBeforeTraining&) {
           refused = true;
         }
-        std::exit(refused && noted == 1 && !fs::exists(dir / "config.yaml") ? 0 : 1);
+        std::exit(refused && callers_sigints == 1 && !fs::exists(dir / "config.yaml") ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
 }
 
-// oneDNN's JIT float32 GEMM runs with its stack pointer in the heap (oneDNN issue #4845): a
-// handler taken there wrote its signal frame over heap memory, and a Ctrl-C in training ended in
-// "corrupted size vs. prev_size" about one time in two. The handlers run on a stack of their own.
-// Here every signal after the first goes on to a caller's handler that counts it, while the
-// products run; the heap and the products must come through a few hundred signals.
 // Whether 400 float32 products, with SIGINT sent to their thread every 200 us, all give the
 // first's value, and over 100 signals reached the caller's handler.
 bool products_come_through_signals() {
-  struct sigaction callers = {};
-  static std::atomic<int> taken{0};
-  callers.sa_handler = [](int) { ++taken; };
-  sigemptyset(&callers.sa_mask);
-  sigaction(SIGINT, &callers, nullptr);
+  install_callers_sigint_handler();
   const StopTrainingOnSigint python_call;
   const AcceptInterrupts training;
   const Tensor a = randn({512, 512}, DType::f32), b = randn({512, 512}, DType::f32);
@@ -672,9 +668,14 @@ bool products_come_through_signals() {
   }
   done = true;
   signaller.join();
-  return same && taken > 100;
+  return same && callers_sigints > 100;
 }
 
+// oneDNN's JIT float32 GEMM runs with its stack pointer in the heap (oneDNN issue #4845): a
+// handler taken there wrote its signal frame over heap memory, and a Ctrl-C in training ended in
+// "corrupted size vs. prev_size" about one time in two. The handlers run on a stack of their own.
+// Here every signal after the first goes on to a caller's handler while the products run; the
+// heap and the products must come through a few hundred signals.
 TEST_F(InterruptTest, SignalsTakenDuringProductsLeaveTheHeapWhole) {
   EXPECT_EXIT(std::exit(products_come_through_signals() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
