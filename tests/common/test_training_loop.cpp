@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -678,6 +679,40 @@ bool products_come_through_signals() {
 // heap and the products must come through a few hundred signals.
 TEST_F(InterruptTest, SignalsTakenDuringProductsLeaveTheHeapWhole) {
   EXPECT_EXIT(std::exit(products_come_through_signals() ? 0 : 1), ::testing::ExitedWithCode(0), "");
+}
+
+// Whether 300 float32 products on a second application thread, on two OpenMP threads of its own
+// pool, all give the first's value while a CPU-time profiling timer (SIGPROF, delivered to the
+// thread that runs) fires every 500 us, and over 50 of its signals were taken.
+bool products_of_another_thread_come_through_signals() {
+  static std::atomic<int> taken{0};
+  struct sigaction profiler = {};
+  profiler.sa_handler = [](int) { ++taken; };
+  sigemptyset(&profiler.sa_mask);
+  profiler.sa_flags = SA_RESTART | SA_ONSTACK;  // as CPython's handlers
+  sigaction(SIGPROF, &profiler, nullptr);
+  set_num_threads(2);
+  const Tensor a = randn({512, 512}, DType::f32), b = randn({512, 512}, DType::f32);
+  const Tensor expected = matmul(a, b);  // the main thread's pool gets its stacks
+  bool same = true;
+  itimerval every = {};
+  every.it_interval.tv_usec = every.it_value.tv_usec = 500;
+  setitimer(ITIMER_PROF, &every, nullptr);
+  std::thread worker([&] {
+    for (int product = 0; product < 300 && same; ++product) {
+      same = max(abs(matmul(a, b) - expected)).item<double>() == 0.0;
+    }
+  });
+  worker.join();
+  const itimerval off = {};
+  setitimer(ITIMER_PROF, &off, nullptr);
+  return same && taken > 50;
+}
+
+// libgomp keeps a pool of workers for each application thread: those of a second thread (a
+// Python thread's) had no signal stacks once the main thread's had them.
+TEST_F(InterruptTest, SignalsTakenByAnotherThreadsWorkersLeaveTheHeapWhole) {
+  EXPECT_EXIT(std::exit(products_of_another_thread_come_through_signals() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(InterruptTest, ASignalOutsideTrainingEndsTheProcessAtOnce) {

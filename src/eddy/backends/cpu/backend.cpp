@@ -70,18 +70,20 @@ class SignalStack {
 
 void give_this_thread_a_signal_stack() { thread_local SignalStack stack; }
 
-// The most OpenMP threads given stacks so far: a team grows when the thread count does.
-std::atomic<int> team_with_stacks{0};
+// The most OpenMP threads of this thread's team given stacks so far: libgomp keeps a pool of
+// workers for each application thread that opens parallel regions (a Python thread's products ran
+// on workers the main thread's call had not reached), and a team grows when the thread count does.
+thread_local int team_with_stacks = 0;
 
 }  // namespace
 
 void give_threads_signal_stacks() {
   give_this_thread_a_signal_stack();
   const int threads = omp_get_max_threads();
-  if (omp_in_parallel() || threads <= team_with_stacks.load()) return;
+  if (omp_in_parallel() || threads <= team_with_stacks) return;
 #pragma omp parallel
   give_this_thread_a_signal_stack();
-  team_with_stacks.store(threads);
+  team_with_stacks = threads;
 }
 
 }  // namespace eddy
