@@ -74,8 +74,8 @@ __version__ = "0.1.0"
 def _end_the_job_on_an_uncaught_exception():
     """Under mpirun, a rank that dies of an exception waits at exit (MPI_Finalize) for ranks that
     wait in a collective for it: the job hangs. End every process instead, as `eddy` does. The same
-    for sys.exit, exit and quit with an error status (argparse's, say), which Python's excepthook
-    never sees: the status is noted as SystemExit leaves, and the job ends once this rank's exit has
+    for sys.exit, exit and quit with an error status (argparse's, say) that ends the rank, which
+    Python's excepthook never sees: the job ends with that status once this rank's exit has
     unwound. A bare `raise SystemExit(n)` cannot be seen (docs/distributed.md)."""
     import atexit
     import builtins
@@ -92,25 +92,48 @@ def _end_the_job_on_an_uncaught_exception():
         dist._abort_job(f"an uncaught {kind.__name__} (above) ended this rank, so the job ends")
 
     sys.excepthook = end_the_job
-    error_exit = []
+    ended_the_rank = []
+
+    class ErrorExit(SystemExit):
+        """The SystemExit of an error status. Python frees it once it is handled: by the program (a
+        try/except, a thread's end), with the program's frames on the stack, or, when it ends the
+        main thread, by the interpreter's exit, with none. Only the latter ends the job: a caught
+        one ended it with its status at the rank's normal end."""
+
+        def __init__(self, call, status):
+            super().__init__(status)
+            self.call = call
+
+        def __del__(self):
+            try:
+                sys._getframe(1)
+            except ValueError:
+                ended_the_rank.append(self)
 
     def noting_an_error(name, exit_function):
         def exit_noting_an_error(status=None):
-            if status not in (None, 0):
-                # The job ends with the rank's status, as Python exits with it: an integer's own
-                # (mod 256, as the shell sees it), 1 for any other object (Python prints it).
-                code = status % 256 if isinstance(status, int) and status % 256 else 1
-                error_exit.append((f"{name}({status!r})", code))
-            exit_function(status)
+            if status in (None, 0):
+                exit_function(status)
+            try:
+                exit_function(status)  # exit and quit close stdin first
+            except SystemExit:
+                raise ErrorExit(f"{name}({status!r})", status) from None
 
         return exit_noting_an_error
 
     def end_the_job_after_an_error_exit():
-        if error_exit:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            call, code = error_exit[-1]
-            dist._abort_job(f"{call} ended this rank, so the job ends", code)
+        if not ended_the_rank:
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        error = ended_the_rank[-1]
+        # The status the rank exits with, as Python gives it to the OS: an integer's low byte (255
+        # for one beyond a C long), 1 for any other object (Python prints it).
+        if isinstance(error.code, int):
+            status = error.code & 0xFF if -2**63 <= error.code < 2**63 else 255
+        else:
+            status = 1
+        dist._abort_job(f"{error.call} ended this rank, so the job ends", status)
 
     sys.exit = noting_an_error("sys.exit", sys.exit)
     # The interactive helpers raise SystemExit themselves, not through sys.exit.
