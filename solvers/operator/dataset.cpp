@@ -184,15 +184,18 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
     return shape;
   };
   const int64_t d = static_cast<int64_t>(problem.model.fno.modes.size());
-  // Named from the data's grid: a 2-D field with one modes entry wants a second entry, where the
+  // Named from the file's shape: a 2-D field with one modes entry wants a second entry, where the
   // channel key alone (the only remedy named before) reads its first axis as channels.
-  const int64_t grid_axes = split.input.dim() - 2;
-  EDDY_CHECK(split.input.dim() == d + 2, what, "input '", spec.input, "' gives ", shown(split.input.shape()),
-             " as [N, channels, grid], a grid of ", grid_axes, grid_axes == 1 ? " axis" : " axes", ", but model.modes has ",
-             d, d == 1 ? " entry" : " entries", " (one per spatial axis): give model.modes ", grid_axes,
-             grid_axes == 1 ? " entry" : " entries",
-             !problem.data.input_channels && grid_axes > d ? ", or set data.input_channels: true if axis 1 holds channels"
-                                                           : "");
+  const bool channels = problem.data.input_channels;
+  const int64_t grid_axes = static_cast<int64_t>(input_shape.size()) - (channels ? 2 : 1);
+  const auto entries = [](int64_t n) { return cat(n, n == 1 ? " entry" : " entries"); };
+  EDDY_CHECK(grid_axes >= 1, what, "input '", spec.input, "' has shape ", input_shape, ": an FNO needs a grid axis "
+             "after the samples' axis", channels ? " and the channels'" : "", " (model.modes has one entry per grid "
+             "axis)");
+  EDDY_CHECK(grid_axes == d, what, "input '", spec.input, "' has shape ", input_shape, ": samples, ",
+             channels ? "channels, " : "", "and a grid of ", grid_axes, grid_axes == 1 ? " axis" : " axes",
+             ", but model.modes has ", entries(d), " (one per grid axis): give model.modes ", entries(grid_axes),
+             !channels && grid_axes > d ? ", or set data.input_channels: true if axis 1 holds channels" : "");
   EDDY_CHECK(split.output.dim() == d + 2 &&
                  Shape(split.output.shape().begin() + 2, split.output.shape().end()) ==
                      Shape(split.input.shape().begin() + 2, split.input.shape().end()),

@@ -381,9 +381,12 @@ TEST_F(OperatorTraining, ConfigAndDataErrorsNameTheirSource) {
   // One spatial axis of data for a 2-D model: the shapes and the remedy are in the message (not the
   // channel key, which would leave fewer axes still).
   const std::string axes = error_of([&] { load_data(problem_of(config(), {"model.modes=[4, 4]"})); });
-  EXPECT_NE(axes.find("[64, 1, 32] as [N, channels, grid], a grid of 1 axis, but model.modes has 2 entries (one per "
-                      "spatial axis): give model.modes 1 entry"), std::string::npos) << axes;
+  EXPECT_NE(axes.find("has shape [64, 32]: samples, and a grid of 1 axis, but model.modes has 2 entries (one per "
+                      "grid axis): give model.modes 1 entry"), std::string::npos) << axes;
   EXPECT_EQ(axes.find("input_channels"), std::string::npos) << axes;
+  // Read as channels, the same data has no grid axis left.
+  expect_error([&] { load_data(problem_of(config(), {"data.input_channels=true"})); },
+               {"has shape [64, 32]: an FNO needs a grid axis after the samples' axis and the channels'"});
   expect_error([&] { load_data(problem_of(config(), {"data.train.samples=100"})); },
                {"samples = 100", "only 64"});
   // The parallel section: its axis names, and grid needing an unpadded FNO (dp need not divide
