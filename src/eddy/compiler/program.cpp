@@ -283,8 +283,7 @@ std::string Program::profile_report() const {
 
   const auto share = [&](double time) { return total > 0 ? 100 * time / total : 0.0; };
   std::ostringstream out;
-  out << std::fixed << std::setprecision(3) << "eddy compiler profile of " << name_
-      << (profile_->rank.empty() ? "" : " (" + profile_->rank + ")") << ": " << steps_.size() << " steps, "
+  out << std::fixed << std::setprecision(3) << "eddy compiler profile of " << name_ << ": " << steps_.size() << " steps, "
       << profile_->runs << (profile_->runs == 1 ? " run, " : " runs, ") << 1e3 * total / runs << " ms a run";
   if (later) out << " after the first (the first, with one-time costs: " << 1e3 * sum(profile_->first_run) << " ms)";
   out << "\n  by operation (share, ms a run, steps):\n";
@@ -297,7 +296,12 @@ std::string Program::profile_report() const {
     out << "    " << std::setprecision(1) << std::setw(5) << share(seconds[s]) << "%  " << std::setprecision(3)
         << std::setw(9) << 1e3 * seconds[s] / runs << "  " << lines[s] << "\n";
   }
-  return out.str();
+  if (profile_->rank.empty()) return out.str();
+  // mpirun passes the ranks' output on in pieces, which interleave: every line names its rank.
+  std::string prefixed;
+  std::istringstream report(out.str());
+  for (std::string line; std::getline(report, line);) prefixed += "[" + profile_->rank + "] " + line + "\n";
+  return prefixed;
 }
 
 std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs) const {
