@@ -20,14 +20,12 @@ namespace examples {
 class Args {
  public:
   Args(int argc, char** argv) : program_(argv[0]) {
-    if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-      help_ = true;
-      return;
-    }
+    for (int i = 1; i < argc; ++i) help_ = help_ || std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h";
+    if (help_) return;
     for (int i = 1; i < argc; i += 2) {
       const std::string name = argv[i];
       EDDY_CHECK(name.rfind("--", 0) == 0 && i + 1 < argc, "expected --name value pairs, got '", name, "'");
-      values_[name.substr(2)] = argv[i + 1];
+      EDDY_CHECK(values_.emplace(name.substr(2), argv[i + 1]).second, name, " is given twice");
     }
   }
 
