@@ -97,8 +97,8 @@ def _end_the_job_on_an_uncaught_exception():
     class ErrorExit(SystemExit):
         """The SystemExit of an error status. Python frees it once it is handled: by the program (a
         try/except, a thread's end), with the program's frames on the stack, or, when it ends the
-        main thread, by the interpreter's exit, with none. Only the latter ends the job: a caught
-        one ended it with its status at the rank's normal end."""
+        main thread, by the interpreter's exit, with none. Only the latter ends the job; one the
+        program caught goes no further."""
 
         def __init__(self, call, status):
             super().__init__(status)
