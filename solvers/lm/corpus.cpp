@@ -224,10 +224,6 @@ void refuse_run_folder_in_corpus(const LmProblem& p, const std::vector<fs::path>
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Refuses a split of fewer tokens than one window, naming the config's place: found when the
 // corpus is tokenised (or its token files reused), not when the first batch is drawn, and by
 // `eddy check` from an upper bound (`at_most`) where no tokenizer has been trained.
