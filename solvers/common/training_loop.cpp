@@ -171,6 +171,12 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
 
 namespace {
 
+std::string comma_separated(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
 // The default exports of the run in `dir` (export/, hf/), which would give its old weights' values;
 // the names of those removed.
 std::vector<std::string> remove_stale_exports(const std::string& dir) {
@@ -201,21 +207,16 @@ void TrainingLoop::remove_earlier_run() {
   // Its checkpoint too: kept until the new run's first one, it sat beside what the new run had
   // already written (a language model's tokenizer and token files) when that run stopped before,
   // and generate, export and --resume read the two as one run.
-  io::refuse_special_file(checkpoint_, "output.dir");
-  std::error_code checkpoint_error;
-  if (std::filesystem::remove(checkpoint_, checkpoint_error)) {
+  if (io::remove_stale_file(checkpoint_, "output.dir: the checkpoint of the run this one writes over")) {
     removed.push_back(std::filesystem::path(checkpoint_).filename().string());
   }
-  EDDY_CHECK(!checkpoint_error, "cannot remove ", checkpoint_, ", the checkpoint of the run this one writes over (",
-             checkpoint_error.message(), ")");
   if (!patterns.empty()) {
     const std::vector<std::string> results = remove_earlier_outputs(run_.dir, patterns);
     removed.insert(removed.end(), results.begin(), results.end());
   }
   const std::vector<std::string> exports = remove_stale_exports(run_.dir);
   removed.insert(removed.end(), exports.begin(), exports.end());
-  std::string names;
-  for (const std::string& name : removed) names += (names.empty() ? "" : ", ") + name;
+  const std::string names = comma_separated(removed);
   progress_.warn(cat(run_.dir, " holds a run; this one starts anew and writes over it (--resume continues a run); "
                      "removed its checkpoint, results and exports: ", names));
 }
@@ -242,9 +243,9 @@ int64_t TrainingLoop::start() {
     nn::StateDict saved;
     auto check = [&](const io::CheckpointInfo& info) { check_resumable(run_, settings_, checkpoint_, info); };
     step = io::resume_from_checkpoint(checkpoint_, check, model_, saved).step;
-    EDDY_CHECK(!run_.length || step <= run_.length->steps, "--resume: ", checkpoint_, " is at ", run_.length ? run_.length->unit : "step", " ", step,
-               ", past this run's end (", run_.length->steps, ": ", run_.length->keys, "); raise it to train on from "
-               "there");
+    EDDY_CHECK(!run_.length || step <= run_.length->steps, "--resume: ", checkpoint_, " is at ", run_.length->unit, " ",
+               step, ", past this run's end (", run_.length->steps, ": ", run_.length->keys, "); raise it to train on "
+               "from there");
     // The optimiser's state and the rest come from the checkpoint too: a key missing or of
     // another shape there is the file's fault, so the error names it, as the model's do.
     try {
@@ -287,8 +288,7 @@ int64_t TrainingLoop::start() {
   if (writes_over) remove_earlier_run();
   // A resumed run moves the checkpoint's weights on: their exports stayed and gave the old values.
   if (run_.resume && comm_.rank() == 0 && (!run_.length || step < run_.length->steps)) {
-    std::string names;
-    for (const std::string& name : remove_stale_exports(run_.dir)) names += (names.empty() ? "" : ", ") + name;
+    const std::string names = comma_separated(remove_stale_exports(run_.dir));
     if (!names.empty()) progress_.warn(cat("--resume: removed the exports of the checkpoint's weights, which this "
                                            "run trains on (export them again after it): ", names));
   }

@@ -827,8 +827,6 @@ RadOptions read_rad(const Problem& problem, const ConfigNode& node) {
   return rad;
 }
 
-// training.soap's settings besides steps, learning_rate and schedule; optim::Soap checks them
-// too, but here the error names the key.
 // An optimiser's eps: positive, and not rounded to 0 by the training dtype (1e-46 in float32 was,
 // and a weight with a zero gradient took 0 / 0).
 void refuse_eps(const ConfigNode& node, double eps, DType dtype) {
@@ -838,6 +836,8 @@ void refuse_eps(const ConfigNode& node, double eps, DType dtype) {
   }
 }
 
+// training.soap's settings besides steps, learning_rate and schedule; optim::Soap checks them
+// too, but here the error names the key.
 optim::SoapOptions read_soap(const ConfigNode& node, DType dtype) {
   optim::SoapOptions soap;
   // Written into the resolved config when absent: a --resume that spells the default out is the
