@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../ops/op_table.h"
+#include "eddy/autodiff/checkpoint.h"
 #include "eddy/compiler/compile.h"
 #include "eddy/ops/autocast.h"
 #include "support/expect_error.h"
@@ -298,6 +299,41 @@ TEST(Compile, DerivativesOfACompiledFunctionStopWhereEagerOnesDo) {
   auto detached_only = [](const TensorList& in) { return TensorList{sum(in[0].detach() * in[0])}; };
   CompiledFunction compiled_detached = compile(detached_only);
   expect_same(jvp(std::ref(compiled_detached), {x}, {dx}).second, jvp(detached_only, {x}, {dx}).second, "forward");
+}
+
+// Each output of a compiled call is a node of its own on the tape; the backward pass hands the
+// cotangents of all it reached to one walk over the graph, where a walk per output repeated the
+// function's reverse pass once per output. A checkpointed segment in the function counts them:
+// one walk reruns it twice (the replay's forward value and its own recomputation).
+TEST(Compile, DifferentiatesEveryOutputOfACallInOneWalk) {
+  Generator gen(5);
+  const Tensor weight = randn({4}, DType::f64, &gen).requires_grad_();
+  int segment_runs = 0;
+  auto function = [&](const TensorList& in) {
+    const auto segment = [&](const TensorList& x) {
+      ++segment_runs;
+      return TensorList{tanh(x[0] * x[1])};
+    };
+    const Tensor h = checkpoint(segment, {in[0], weight})[0];
+    const Tensor twice = h * 2.0;
+    return TensorList{sum(h), twice, exp(h), twice};
+  };
+  const Tensor c1 = randn({4}, DType::f64, &gen), c3 = randn({4}, DType::f64, &gen);
+  auto loss = [&](const TensorList& out) { return out[0] + sum(out[1] * c1) + sum(out[3] * c3); };
+  CompiledFunction compiled = compile(function);
+  const Tensor a = randn({4}, DType::f64, &gen).requires_grad_();
+  const TensorList outputs = compiled({a});
+  segment_runs = 0;
+  const TensorList compiled_grads = grad({loss(outputs)}, {a, weight});
+  EXPECT_EQ(segment_runs, 2) << "the backward pass walked the compiled graph more than once";
+  expect_same(compiled_grads, grad({loss(function({a}))}, {a, weight}), "first derivatives");
+  // Second derivatives through the group's rule: a Hessian-vector product.
+  const Tensor v = randn({4}, DType::f64, &gen);
+  auto hessian_times_v = [&](const TensorList& out) {
+    const Tensor g = grad({loss(out)}, {a}, {}, true)[0];
+    return grad({sum(g * v)}, {a, weight});
+  };
+  expect_same(hessian_times_v(compiled({a})), hessian_times_v(function({a})), "second derivatives");
 }
 
 TEST(Compile, SeesInPlaceUpdatesOfCapturedParameters) {

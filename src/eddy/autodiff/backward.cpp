@@ -2,7 +2,9 @@
 // un-broadcasts and accumulates cotangents, and skips everything no target depends on.
 
 #include <algorithm>
+#include <deque>
 #include <new>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -111,6 +113,9 @@ class BackwardPass {
                bool all_leaves)
       : targets_(std::move(targets)), all_leaves_(all_leaves) {
     order_nodes(outputs);
+    for (Node* node : needed_) {
+      if (const void* group = group_of(*node)) ++groups_[group].members_left;
+    }
   }
 
   std::unordered_map<const void*, Tensor> run(const std::vector<Tensor>& outputs, const Seeds& seeds) {
@@ -118,46 +123,24 @@ class BackwardPass {
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (const void* key = key_of(outputs[i])) accumulate(cotangents, key, seeds.cotangents[i], seeds.alike[i]);
     }
-    // Consumers before producers: reverse post-order.
+    // Consumers before producers: reverse post-order. A group's members share their inputs, whose
+    // producers therefore come after every member: the group's rule runs at its last member, when
+    // every member's cotangent is whole.
     for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
       Node* node = *it;
       if (!needed_.count(node)) continue;
-      auto found = cotangents.find(node);
-      if (found == cotangents.end()) continue;
-      Tensor cotangent = found->second;
-      const auto alike_found = alike_.find(node);
-      const Communicators cotangent_alike = alike_found == alike_.end() ? Communicators{} : alike_found->second;
-      const Communicators inputs_alike = alike_inputs(*node, cotangent_alike);
-      if (!is_target(node)) {
-        cotangents.erase(found);
-        if (alike_found != alike_.end()) alike_.erase(alike_found);
+      std::optional<Reached> reached = take_cotangent(node, cotangents);
+      const void* group = group_of(*node);
+      if (!group) {
+        if (reached) propagate({std::move(*reached)}, cotangents);
+        continue;
       }
-      const Primitive& primitive = *node->primitive;
-      AlikeWhileRuleRuns marked(cotangent, cotangent_alike);
-      std::vector<bool> wanted(node->inputs.size(), false);
-      for (size_t i = 0; i < node->inputs.size(); ++i) {
-        const void* key = key_of(node->inputs[i]);
-        if (!key || !primitive.differentiable_input(static_cast<int>(i))) continue;
-        Node* producer = node_of(node->inputs[i]);
-        wanted[i] = producer ? needed_.count(producer) > 0 : is_target(key);
-      }
-      std::shared_ptr<TensorImpl> output =
-          primitive.vjp_from_output || primitive.vjp_all ? node->output.lock() : nullptr;
-      refuse_values_written_since(*node, output ? Tensor(output) : Tensor(), wanted);
-      std::vector<Tensor> input_cotangents =
-          primitive.input_cotangents(node->inputs, node->attrs, output ? Tensor(output) : Tensor(), cotangent, wanted);
-      for (size_t i = 0; i < node->inputs.size(); ++i) {
-        const Tensor& input = node->inputs[i];
-        Tensor& g = input_cotangents[i];
-        if (!wanted[i] || !g.defined()) continue;
-        const void* key = key_of(input);
-        Node* producer = node_of(input);
-        if (g.shape() != input.shape()) g = sum_to_shape(g, input.shape());
-        EDDY_CHECK(g.dtype() == input.dtype(), "internal: vjp rule of ", primitive.name,
-                   " returned ", g.dtype(), " for a ", input.dtype(), " input");
-        accumulate(cotangents, key, g, inputs_alike);
-        if (!producer) leaves_.emplace(key, input);
-      }
+      PendingGroup& pending = groups_.at(group);
+      if (reached) pending.reached.push_back(std::move(*reached));
+      if (--pending.members_left > 0) continue;
+      std::vector<Reached> members = std::move(pending.reached);
+      groups_.erase(group);
+      if (!members.empty()) propagate(members, cotangents);
     }
     return cotangents;
   }
@@ -166,8 +149,87 @@ class BackwardPass {
   const std::unordered_map<const void*, Tensor>& leaves() const { return leaves_; }
 
  private:
+  // A node whose cotangent is whole, with the communicators across which it is alike.
+  struct Reached {
+    Node* node;
+    Tensor cotangent;
+    Communicators alike;
+  };
+  // The members of a group (Primitive::vjp_group) still to come in the walk, and the cotangents
+  // of those passed.
+  struct PendingGroup {
+    size_t members_left = 0;
+    std::vector<Reached> reached;
+  };
+
+  static const void* group_of(const Node& node) {
+    return node.primitive->vjp_group ? node.attrs.payload.get() : nullptr;
+  }
+
   bool is_target(const void* key) const {
     return targets_.count(key) || (all_leaves_ && leaf_keys_.count(key));
+  }
+
+  // The node's cotangent, if the walk reached it; kept in `cotangents` only for a target.
+  std::optional<Reached> take_cotangent(Node* node, std::unordered_map<const void*, Tensor>& cotangents) {
+    auto found = cotangents.find(node);
+    if (found == cotangents.end()) return std::nullopt;
+    Reached reached{node, found->second, {}};
+    const auto alike_found = alike_.find(node);
+    if (alike_found != alike_.end()) reached.alike = alike_found->second;
+    if (!is_target(node)) {
+      cotangents.erase(found);
+      if (alike_found != alike_.end()) alike_.erase(alike_found);
+    }
+    return reached;
+  }
+
+  // Runs the reverse rule of `members`, one node or the reached members of a group, which share
+  // their inputs, and accumulates the inputs' cotangents.
+  void propagate(const std::vector<Reached>& members, std::unordered_map<const void*, Tensor>& cotangents) {
+    const Node& node = *members.front().node;
+    const Primitive& primitive = *node.primitive;
+    // A rule's result is alike where every cotangent it reads and every input are.
+    Communicators inputs_alike = alike_inputs(node, members.front().alike);
+    std::deque<AlikeWhileRuleRuns> marks;
+    std::unordered_set<const TensorImpl*> marked;
+    for (const Reached& member : members) {
+      inputs_alike = common(inputs_alike, alike_inputs(*member.node, member.alike));
+      if (marked.insert(member.cotangent.impl()).second) marks.emplace_back(member.cotangent, member.alike);
+    }
+    std::vector<bool> wanted(node.inputs.size(), false);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const void* key = key_of(node.inputs[i]);
+      if (!key || !primitive.differentiable_input(static_cast<int>(i))) continue;
+      Node* producer = node_of(node.inputs[i]);
+      wanted[i] = producer ? needed_.count(producer) > 0 : is_target(key);
+    }
+    std::vector<Tensor> input_cotangents;
+    if (primitive.vjp_group) {
+      std::vector<OutputCotangent> outputs;
+      for (const Reached& member : members) {
+        refuse_values_written_since(*member.node, Tensor(), wanted);
+        outputs.push_back({&member.node->attrs, member.cotangent});
+      }
+      input_cotangents = primitive.vjp_group(node.inputs, outputs, wanted);
+    } else {
+      std::shared_ptr<TensorImpl> output =
+          primitive.vjp_from_output || primitive.vjp_all ? node.output.lock() : nullptr;
+      refuse_values_written_since(node, output ? Tensor(output) : Tensor(), wanted);
+      input_cotangents = primitive.input_cotangents(node.inputs, node.attrs, output ? Tensor(output) : Tensor(),
+                                                    members.front().cotangent, wanted);
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const Tensor& input = node.inputs[i];
+      Tensor& g = input_cotangents[i];
+      if (!wanted[i] || !g.defined()) continue;
+      const void* key = key_of(input);
+      if (g.shape() != input.shape()) g = sum_to_shape(g, input.shape());
+      EDDY_CHECK(g.dtype() == input.dtype(), "internal: vjp rule of ", primitive.name,
+                 " returned ", g.dtype(), " for a ", input.dtype(), " input");
+      accumulate(cotangents, key, g, inputs_alike);
+      if (!node_of(input)) leaves_.emplace(key, input);
+    }
   }
 
   void accumulate(std::unordered_map<const void*, Tensor>& cotangents, const void* key, const Tensor& g,
@@ -228,6 +290,7 @@ class BackwardPass {
   std::vector<Node*> order_;
   std::unordered_set<Node*> needed_;
   std::unordered_map<const void*, Tensor> leaves_;
+  std::unordered_map<const void*, PendingGroup> groups_;
   // The communicators across which a cotangent is alike (alike_inputs), for those alike somewhere:
   // a single-process backward pass never touches it.
   std::unordered_map<const void*, Communicators> alike_;

@@ -37,37 +37,18 @@ void refuse_captured_written_since(const CallSite& site) {
   }
 }
 
-// The latest reverse walk: the engine asks for the input cotangents one input at a time, and one
-// walk over the graph gives them all. It lives outside the call site because the cotangents'
-// own history can lead back to this call's outputs, whose nodes hold the site: a cache inside it
-// would be a cycle never freed. Each cotangent is handed out once, to free it early.
-struct ReverseWalk {
-  std::weak_ptr<void> site;
-  int64_t output = -1;
-  std::weak_ptr<TensorImpl> cotangent;
-  bool grad_mode = false;
-  std::vector<Tensor> input_cotangents;  // undefined for an input the output does not depend on
-  std::vector<bool> handed_out;
-
-  bool matches(const Attrs& attrs, const Tensor& seed) const {
-    return site.lock() == attrs.payload && output == attrs.axis && cotangent.lock() == seed.impl_ptr() &&
-           grad_mode == GradMode::enabled();
-  }
-};
-thread_local ReverseWalk last_walk;
-
 CallSite& site_of(const Attrs& attrs) { return *static_cast<CallSite*>(attrs.payload.get()); }
 
 ValueId output_value(const CallSite& site, const Attrs& attrs) {
   return site.program->graph().outputs.at(static_cast<size_t>(attrs.axis));
 }
 
-// Every value `output` depends on, computed from `arguments` op by op through dispatch, so with
-// whatever tangents and history the arguments carry; the other entries stay undefined.
-std::vector<Tensor> replay(const CallSite& site, Inputs arguments, ValueId output) {
+// Every value the `outputs` depend on, computed from `arguments` op by op through dispatch, so
+// with whatever tangents and history the arguments carry; the other entries stay undefined.
+std::vector<Tensor> replay(const CallSite& site, Inputs arguments, std::span<const ValueId> outputs) {
   const Graph& graph = site.program->graph();
   std::vector<bool> needed(graph.values.size(), false);
-  needed[static_cast<size_t>(output)] = true;
+  for (ValueId output : outputs) needed[static_cast<size_t>(output)] = true;
   for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
     if (!needed[static_cast<size_t>(node->output)]) continue;
     for (ValueId input : node->inputs) needed[static_cast<size_t>(input)] = true;
@@ -100,19 +81,28 @@ std::vector<bool> varying_values(const Graph& graph, const std::vector<ValueId>&
   return varies;
 }
 
-// The cotangent of every call input given output `attrs.axis`'s: the reverse walk the autodiff
-// engine makes over a tape (autodiff/backward.cpp), made over the graph, through the values of
-// a replay. The rules are ops, so the result is differentiable again when GradMode records.
-std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, const Attrs& attrs,
-                                     const Tensor& cotangent) {
+// The cotangent of every call input given the outputs' cotangents: the reverse walk the autodiff
+// engine makes over a tape (autodiff/backward.cpp), made once over the graph, through the values
+// of one replay. The rules are ops, so the result is differentiable again when GradMode records.
+std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, std::span<const OutputCotangent> seeds,
+                                     const std::vector<bool>& wanted) {
   const Graph& graph = site.program->graph();
   refuse_captured_written_since(site);
-  const ValueId output = output_value(site, attrs);
-  const std::vector<Tensor> values = replay(site, arguments, output);
-  // Only values computed from a call input carry a cotangent worth computing.
-  const std::vector<bool> varies = varying_values(graph, site.argument_values);
+  std::vector<ValueId> outputs;
+  for (const OutputCotangent& seed : seeds) outputs.push_back(output_value(site, *seed.attrs));
+  const std::vector<Tensor> values = replay(site, arguments, outputs);
+  // Only values computed from a wanted call input carry a cotangent worth computing.
+  std::vector<ValueId> wanted_arguments;
+  for (size_t k = 0; k < arguments.size(); ++k) {
+    if (wanted[k]) wanted_arguments.push_back(site.argument_values[k]);
+  }
+  const std::vector<bool> varies = varying_values(graph, wanted_arguments);
   std::vector<Tensor> cotangents(graph.values.size());
-  cotangents[static_cast<size_t>(output)] = cotangent;
+  for (size_t k = 0; k < seeds.size(); ++k) {
+    // Two outputs may be one value (a function returning (y, y)).
+    Tensor& cotangent = cotangents[static_cast<size_t>(outputs[k])];
+    cotangent = cotangent.defined() ? add(cotangent, seeds[k].cotangent) : seeds[k].cotangent;
+  }
   for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
     const Tensor& seed = cotangents[static_cast<size_t>(node->output)];
     if (!seed.defined()) continue;
@@ -120,17 +110,17 @@ std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, con
     std::vector<Tensor> inputs;
     for (ValueId input : node->inputs) inputs.push_back(values[static_cast<size_t>(input)]);
     if (!primitive.has_vjp()) continue;
-    std::vector<bool> wanted(inputs.size(), false);
+    std::vector<bool> wanted_inputs(inputs.size(), false);
     for (size_t k = 0; k < inputs.size(); ++k) {
-      wanted[k] = varies[static_cast<size_t>(node->inputs[k])] && is_inexact(inputs[k].dtype()) &&
+      wanted_inputs[k] = varies[static_cast<size_t>(node->inputs[k])] && is_inexact(inputs[k].dtype()) &&
                   primitive.differentiable_input(static_cast<int>(k));
     }
     std::vector<Tensor> contributions =
-        primitive.input_cotangents(inputs, node->attrs, values[static_cast<size_t>(node->output)], seed, wanted);
+        primitive.input_cotangents(inputs, node->attrs, values[static_cast<size_t>(node->output)], seed, wanted_inputs);
     for (size_t k = 0; k < inputs.size(); ++k) {
       const auto input = static_cast<size_t>(node->inputs[k]);
       Tensor& contribution = contributions[k];
-      if (!wanted[k] || !contribution.defined()) continue;
+      if (!wanted_inputs[k] || !contribution.defined()) continue;
       if (contribution.shape() != inputs[k].shape()) contribution = sum_to_shape(contribution, inputs[k].shape());
       cotangents[input] = cotangents[input].defined() ? add(cotangents[input], contribution) : contribution;
     }
@@ -138,7 +128,9 @@ std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, con
   // An input the output does not depend on gets none, as eagerly: its .grad stays None (it was
   // zeros, so a check for unused parameters found none).
   std::vector<Tensor> result;
-  for (size_t k = 0; k < arguments.size(); ++k) result.push_back(cotangents[static_cast<size_t>(site.argument_values[k])]);
+  for (size_t k = 0; k < arguments.size(); ++k) {
+    result.push_back(wanted[k] ? cotangents[static_cast<size_t>(site.argument_values[k])] : Tensor());
+  }
   return result;
 }
 
@@ -170,18 +162,14 @@ const Primitive& compiled_call_p = [] () -> const Primitive& {
     std::vector<Tensor> arguments(in.begin(), in.end());
     const auto replayed = [&](const Tensor& x) {
       arguments[moving] = x;
-      return replay(site, arguments, output)[static_cast<size_t>(output)];
+      return replay(site, arguments, std::span(&output, 1))[static_cast<size_t>(output)];
     };
     return jvp(replayed, in[moving], tangent).second;
   };
-  p.vjp = [](Inputs in, const Attrs& a, int input, const Tensor& cotangent) {
-    const auto k = static_cast<size_t>(input);
-    if (!last_walk.matches(a, cotangent) || last_walk.handed_out.at(k)) {
-      last_walk = {a.payload, a.axis, cotangent.impl_ptr(), GradMode::enabled(),
-                   input_cotangents(site_of(a), in, a, cotangent), std::vector<bool>(in.size(), false)};
-    }
-    last_walk.handed_out[k] = true;
-    return std::exchange(last_walk.input_cotangents[k], Tensor());
+  // Every output of one call is a node of its own on the tape, sharing the call site: the engine
+  // hands the cotangents of all those it reached to one walk over the graph.
+  p.vjp_group = [](Inputs in, std::span<const OutputCotangent> outputs, const std::vector<bool>& wanted) {
+    return input_cotangents(site_of(*outputs.front().attrs), in, outputs, wanted);
   };
   return register_primitive(std::move(p));
 }();

@@ -57,6 +57,10 @@ bool Primitive::differentiable_input(int i) const {
 std::vector<Tensor> Primitive::input_cotangents(Inputs inputs, const Attrs& attrs, const Tensor& output,
                                                 const Tensor& cotangent, const std::vector<bool>& wanted) const {
   if (vjp_all) return vjp_all(inputs, attrs, output, cotangent, wanted);
+  if (vjp_group) {
+    const OutputCotangent alone{&attrs, cotangent};
+    return vjp_group(inputs, std::span(&alone, 1), wanted);
+  }
   std::vector<Tensor> cotangents(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!wanted[i]) continue;

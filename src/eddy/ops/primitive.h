@@ -140,6 +140,13 @@ struct OutputSpec {
 
 using Inputs = std::span<const Tensor>;
 
+// One output's cotangent for a rule over a group of outputs (Primitive::vjp_group): the Attrs of
+// the call that gave the output, which say which output it is.
+struct OutputCotangent {
+  const Attrs* attrs;
+  Tensor cotangent;
+};
+
 struct Primitive {
   using JvpRule = std::function<Tensor(Inputs, const Attrs&, int input, const Tensor& tangent)>;
   using VjpRule = std::function<Tensor(Inputs, const Attrs&, int input, const Tensor& cotangent)>;
@@ -169,6 +176,13 @@ struct Primitive {
   std::function<std::vector<Tensor>(Inputs, const Attrs&, const Tensor& output, const Tensor& cotangent,
                                     const std::vector<bool>& wanted)>
       vjp_all;
+  // Optional, instead of vjp, for primitives whose calls are the outputs of one computation: the
+  // calls that share an Attrs::payload ran on the same inputs, and this rule gives every wanted
+  // input's cotangent from the cotangents of all those outputs that the backward pass reached, in
+  // one call, where a rule per output would repeat the computation's reverse pass once per output
+  // (a compiled function's outputs: compiler/compiled_call.cpp).
+  std::function<std::vector<Tensor>(Inputs, std::span<const OutputCotangent>, const std::vector<bool>& wanted)>
+      vjp_group;
   // Inputs that carry no derivative (indices, conditions).
   std::vector<int> constant_inputs;
   // Linear in its differentiable inputs: the op tests check <A x, y> = <x, A^T y>.
@@ -199,7 +213,7 @@ struct Primitive {
   CollectiveTraits collective;  // collectives only
 
   bool differentiable_input(int i) const;
-  bool has_vjp() const { return vjp || vjp_from_output || vjp_all; }
+  bool has_vjp() const { return vjp || vjp_from_output || vjp_all || vjp_group; }
   // The cotangents of the `wanted` inputs (undefined for the others) through whichever reverse
   // rule the primitive declares; `output` may be undefined where it is no longer alive, and then
   // vjp_from_output is not used (vjp_all is told).
