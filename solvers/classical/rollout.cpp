@@ -27,14 +27,27 @@ std::optional<double> host_value(const Tensor& scalar) {
 
 CoefficientSources::CoefficientSources(std::string_view solver, const Tensor& nu,
                                        std::vector<std::pair<std::string, Tensor>> others)
-    : solver_(solver), nu_(nu), value_(host_value(nu)) {
+    : solver_(solver), nu_(nu), value_(host_value(nu)), built_in_capture_(active_capture_id()) {
   EDDY_CHECK(!value_ || (std::isfinite(*value_) && *value_ >= 0), solver,
              ": nu must be a finite, non-negative viscosity, got ", *value_);
   for (auto& [name, tensor] : others) others_.push_back({std::move(name), tensor, memory_version(tensor)});
 }
 
 void CoefficientSources::require_unchanged() const {
-  const std::optional<double> now = value_ ? host_value(nu_) : std::nullopt;
+  // Built in the capture now running, the coefficients are nodes of its graph, computed from the
+  // sources on every call.
+  if (built_in_capture_ != 0 && built_in_capture_ == active_capture_id()) return;
+  if (TraceRecorder* recorder = active_trace_recorder()) {
+    if (value_) recorder->guard_unchanged(nu_);
+    for (const Watched& source : others_) recorder->guard_unchanged(source.tensor);
+  }
+  std::optional<double> now;
+  if (value_) {
+    // A viscosity fitted through a compiled loss is a parameter, which a capture may not read (its
+    // graph would branch on it); this check reads it outside the capture, as the guard does.
+    TraceRecorderScope outside_the_capture(nullptr);
+    now = nu_.item<double>();
+  }
   EDDY_CHECK(!now || *now == *value_ || (std::isnan(*now) && std::isnan(*value_)), solver_, ": nu is ", *now,
              " but the solver computed its coefficients from nu = ", *value_,
              " when it was built; build a new solver after changing nu (in a fit, build it inside the loss)");

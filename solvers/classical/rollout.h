@@ -30,7 +30,9 @@ class CoefficientSources {
                      std::vector<std::pair<std::string, Tensor>> others = {});
   // Refuses a nu changed since, or another source written in place since (an optimiser's step on
   // it): every later solve and gradient would have used the coefficients of the old values,
-  // silently (a forcing fit's loss and gradient stayed the same at every step).
+  // silently (a forcing fit's loss and gradient stayed the same at every step). Inside a compiled
+  // function, which runs its program without this check on later calls, the sources are guarded:
+  // a call after a change captures again, and this check then refuses it.
   void require_unchanged() const;
 
  private:
@@ -43,6 +45,7 @@ class CoefficientSources {
   Tensor nu_;
   std::optional<double> value_;
   std::vector<Watched> others_;
+  uint64_t built_in_capture_ = 0;  // active_capture_id() when built
 };
 
 // One time step as a pure function of the state and the parameter tensors. Whatever a gradient

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <numbers>
 
+#include "eddy/compiler/compile.h"
 #include "eddy/eddy.h"
 #include "eddy/fft/fft.h"
 #include "eddy/io/hdf5.h"
 #include "solvers/classical/burgers.h"
 #include "support/expect_error.h"
+#include "support/scoped_env.h"
 
 namespace eddy::classical {
 namespace {
@@ -109,6 +111,50 @@ TEST(Burgers, RefusesANuChangedInPlaceSinceItWasBuilt) {
   EXPECT_NO_THROW(solver.solve(u0, {2}));
   nu.fill_(0.025);
   expect_error([&] { solver.solve(u0, {2}); }, {"Burgers: nu is 0.025", "from nu = 0.03", "build a new solver"});
+}
+
+// A compiled loss holding a solver built outside it ran its program on later calls without the
+// check above: after nu moved, it gave the first nu's loss and gradient, without a word.
+TEST(Burgers, ACompiledFunctionRefusesANuChangedSinceTheSolverWasBuilt) {
+  const ScopedEnv no_kernels("EDDY_COMPILER_DISABLE", "fusion");  // what is checked is not fused code
+  const Tensor nu = scalar(0.05, DType::f64).requires_grad_();
+  const Burgers solver(32, 2 * std::numbers::pi, 0.02, nu);
+  const Tensor u0 = sin(arange(0, 32, 1, DType::f64) * (2 * std::numbers::pi / 32));
+  const auto loss = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{sum(square(solver.solve(in[0], {5})[0]))};
+  };
+  CompiledFunction compiled = compile(loss);
+  const double eager = loss({u0})[0].item<double>();
+  EXPECT_NEAR(compiled({u0})[0].item<double>(), eager, 1e-12 * eager);
+  EXPECT_NEAR(compiled({u0})[0].item<double>(), eager, 1e-12 * eager);
+  EXPECT_EQ(compiled.stats().traces, 1) << "an unchanged nu captured again";
+  {
+    NoGradGuard no_grad;
+    Tensor(nu).fill_(0.5);
+  }
+  expect_error([&] { compiled({u0}); }, {"Burgers: nu is 0.5", "from nu = 0.05", "build a new solver"});
+}
+
+// Built inside the compiled loss, as the message above advises, the solver follows nu.
+TEST(Burgers, ASolverBuiltInsideACompiledFunctionFollowsNu) {
+  const ScopedEnv no_kernels("EDDY_COMPILER_DISABLE", "fusion");  // what is checked is not fused code
+  const Tensor nu = scalar(0.05, DType::f64).requires_grad_();
+  const Tensor u0 = sin(arange(0, 32, 1, DType::f64) * (2 * std::numbers::pi / 32));
+  const auto loss = [&](const std::vector<Tensor>& in) {
+    const Burgers solver(32, 2 * std::numbers::pi, 0.02, nu);
+    return std::vector<Tensor>{sum(square(solver.solve(in[0], {5})[0]))};
+  };
+  CompiledFunction compiled = compile(loss);
+  for (double value : {0.05, 0.5}) {
+    {
+      NoGradGuard no_grad;
+      Tensor(nu).fill_(value);
+    }
+    const Tensor compiled_loss = compiled({u0})[0], eager_loss = loss({u0})[0];
+    EXPECT_NEAR(compiled_loss.item<double>(), eager_loss.item<double>(), 1e-12 * eager_loss.item<double>()) << value;
+    EXPECT_NEAR(grad({compiled_loss}, {nu})[0].item<double>(), grad({eager_loss}, {nu})[0].item<double>(), 1e-9) << value;
+  }
+  EXPECT_EQ(compiled.stats().traces, 1);
 }
 
 }  // namespace

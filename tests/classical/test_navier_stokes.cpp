@@ -11,6 +11,7 @@
 #include "solvers/classical/grf.h"
 #include "solvers/classical/navier_stokes.h"
 #include "support/expect_error.h"
+#include "support/scoped_env.h"
 
 namespace eddy::classical {
 namespace {
@@ -157,6 +158,26 @@ TEST(NavierStokes2d, RejectsBadInput) {
   }
   expect_error([&] { fitting.solve(zeros({16, 16}, DType::f64), {1}); },
                {"NavierStokes2d: the forcing was written in place since", "build a new solver"});
+}
+
+// A compiled loss holding the solver ran its program on later calls without the check above, and
+// gave the old forcing's loss without a word.
+TEST(NavierStokes2d, ACompiledFunctionRefusesAForcingWrittenSinceTheSolverWasBuilt) {
+  const ScopedEnv no_kernels("EDDY_COMPILER_DISABLE", "fusion");  // what is checked is not fused code
+  const Tensor forcing = NavierStokes2d::fno_forcing(8).requires_grad_();
+  const NavierStokes2d solver(8, 0.01, scalar(1e-2, DType::f64), forcing);
+  CompiledFunction compiled = compile([&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{sum(square(solver.solve(in[0], {3})[0]))};
+  });
+  const Tensor w0 = randn({8, 8}, DType::f64);
+  compiled({w0});
+  compiled({w0});
+  EXPECT_EQ(compiled.stats().traces, 1);
+  {
+    NoGradGuard no_grad;
+    Tensor(forcing).copy_(forcing.detach() * 3.0);
+  }
+  expect_error([&] { compiled({w0}); }, {"NavierStokes2d: the forcing was written in place since", "build a new solver"});
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
   // made (which die with the trace unless the graph holds them); weak, so as not to keep
   // mark_constants from seeing which captured tensors only the graph holds.
   std::vector<std::weak_ptr<TensorImpl>> host_read_tensors;
-  // Those read before the graph knew them (host_read).
+  // Those read before the graph knew them (host_read), and those guarded (guard_unchanged).
   std::vector<Tensor> host_read_kept;
 
   void add_input(const Tensor& tensor) {
@@ -103,6 +103,8 @@ class GraphRecorder final : public TraceRecorder, public Interpreter {
       host_read_tensors.push_back(captured.impl_ptr());
     }
   }
+
+  void guard_unchanged(const Tensor& tensor) override { host_read_kept.push_back(tensor); }
 
   bool readable_on_host(const Tensor& tensor) override {
     const std::optional<ValueId> known = find(tensor);

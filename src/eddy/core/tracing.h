@@ -27,6 +27,10 @@ class TraceRecorder {
   // Whether host_read would accept `tensor`: its values do not depend on the captured function's
   // inputs or parameters (a constant), so code may check them on the host while capturing.
   virtual bool readable_on_host(const Tensor& tensor) = 0;
+  // The program is right only while `tensor` keeps its values, which it does not read (a solver's
+  // coefficients, computed from a viscosity before the capture): a later call whose `tensor` has
+  // changed captures again, and the checks that run while capturing see the change.
+  virtual void guard_unchanged(const Tensor& tensor) = 0;
   // The program overwrites `tensor`'s elements in place (copy_, fill_).
   virtual void inplace_write(const Tensor& tensor, std::string_view operation) = 0;
   virtual void random_draw(std::string_view operation) = 0;
