@@ -27,21 +27,20 @@ using namespace eddy;
 
 int main(int argc, char** argv) try {
   examples::Args args(argc, argv);
-  const int64_t n = args.integer("n", 128);
-  const int64_t fine = args.integer("fine", 4);
+  const int64_t n = args.at_least("n", 128, 4);
+  const int64_t fine = args.at_least("fine", 4, 1);
   const double nu_true = args.positive("nu", 0.01);
   const double nu_start = nu_true * args.positive("start-factor", 3);
   const double final_time = args.positive("final-time", 1);
-  const int64_t records = args.integer("records", 4);
+  const int64_t records = args.at_least("records", 4, 1);
   const double dt = args.positive("dt", 1e-3);
-  const double noise = args.number("noise", 0);
-  const int64_t checkpoint_every = args.integer("checkpoint-every", 50);
-  const int64_t iterations = args.integer("iterations", 30);
-  const double tolerance = args.number("tolerance", 0.01);
-  const uint64_t seed = static_cast<uint64_t>(args.integer("seed", 0));
+  const double noise = args.non_negative("noise", 0);
+  const int64_t checkpoint_every = args.at_least("checkpoint-every", 50, 0);
+  const int64_t iterations = args.at_least("iterations", 30, 1);
+  const double tolerance = args.positive("tolerance", 0.01);
+  const uint64_t seed = static_cast<uint64_t>(args.at_least("seed", 0, 0));
   args.check_all_used();
 
-  EDDY_CHECK(records >= 1, "--records must be at least 1, got ", records);
   const int64_t steps = examples::Args::steps_to(final_time, dt);
   EDDY_CHECK(steps % records == 0, "--final-time / --dt must be a multiple of --records");
   std::vector<int64_t> record_steps, fine_record_steps;

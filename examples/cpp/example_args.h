@@ -55,6 +55,18 @@ class Args {
                value);
     return static_cast<int64_t>(value);
   }
+  // A whole number of at least `minimum` (a grid size, a count, a seed).
+  int64_t at_least(const std::string& name, int64_t fallback, int64_t minimum) {
+    const int64_t value = integer(name, fallback);
+    EDDY_CHECK(value >= minimum, "--", name, " must be at least ", minimum, ", got ", value);
+    return value;
+  }
+  // A number of at least 0 (a noise level).
+  double non_negative(const std::string& name, double fallback) {
+    const double value = number(name, fallback);
+    EDDY_CHECK(value >= 0, "--", name, " must be at least 0, got ", value);
+    return value;
+  }
   // A positive number (a time step, a viscosity, an error's size).
   double positive(const std::string& name, double fallback) {
     const double value = number(name, fallback);

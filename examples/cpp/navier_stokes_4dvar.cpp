@@ -51,17 +51,17 @@ Tensor observe(const Tensor& w, int64_t stride) {
 
 int main(int argc, char** argv) try {
   examples::Args args(argc, argv);
-  const int64_t n = args.integer("n", 64);
+  const int64_t n = args.at_least("n", 64, 4);
   const double nu = args.positive("nu", 1e-3);
   const double dt = args.positive("dt", 1e-2);
   const double final_time = args.positive("final-time", 1);
   const int64_t stride = args.integer("stride", 1);
-  const double noise = args.number("noise", 0);
+  const double noise = args.non_negative("noise", 0);
   const double obs_error = args.positive("obs-error", 0.01);
-  const int64_t iterations = args.integer("iterations", 200);
-  const int64_t checkpoint_every = args.integer("checkpoint-every", 10);
-  const double tolerance = args.number("tolerance", 0.1);
-  const uint64_t seed = static_cast<uint64_t>(args.integer("seed", 0));
+  const int64_t iterations = args.at_least("iterations", 200, 1);
+  const int64_t checkpoint_every = args.at_least("checkpoint-every", 10, 0);
+  const double tolerance = args.positive("tolerance", 0.1);
+  const uint64_t seed = static_cast<uint64_t>(args.at_least("seed", 0, 0));
   args.check_all_used();
   EDDY_CHECK(stride >= 1 && stride <= n, "--stride must be from 1 to --n (", n, "), got ", stride);
 

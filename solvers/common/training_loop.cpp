@@ -12,6 +12,7 @@
 
 #include "eddy/core/error.h"
 #include "eddy/core/fingerprint.h"
+#include "eddy/core/suggest.h"
 #include "eddy/dist/data_parallel.h"
 #include "eddy/dist/dtensor.h"
 #include "eddy/io/atomic_file.h"
@@ -170,12 +171,6 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
 }
 
 namespace {
-
-std::string comma_separated(const std::vector<std::string>& names) {
-  std::string text;
-  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
-  return text;
-}
 
 // The default exports of the run in `dir` (export/, hf/), which would give its old weights' values;
 // the names of those removed.

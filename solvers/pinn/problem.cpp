@@ -33,12 +33,6 @@ bool is_name(const std::string& text) {
   });
 }
 
-std::string comma_separated(const std::vector<std::string>& names) {
-  std::string text;
-  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
-  return text;
-}
-
 template <size_t N>
 std::array<double, N> fixed(const ConfigNode& node) {
   std::vector<double> values = node.as_numbers();

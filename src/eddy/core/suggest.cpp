@@ -39,4 +39,10 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string>& 
   return best.empty() ? std::string() : " (did you mean '" + best + "'?)";
 }
 
+std::string comma_separated(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
 }  // namespace eddy

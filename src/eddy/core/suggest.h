@@ -1,5 +1,5 @@
 #pragma once
-// "Did you mean ...?" for unknown names in configs and expressions.
+// "Did you mean ...?" for unknown names in configs and expressions, and lists of names in messages.
 
 #include <string>
 #include <string_view>
@@ -16,5 +16,8 @@ std::string nearest_name(std::string_view name, const std::vector<std::string>& 
 
 // " (did you mean 'x'?)", or "" when nothing is close.
 std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
+
+// "a, b, c".
+std::string comma_separated(const std::vector<std::string>& names);
 
 }  // namespace eddy

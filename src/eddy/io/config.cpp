@@ -207,7 +207,14 @@ ConfigNode ConfigNode::at(const std::string& key) const {
       for (const auto& entry : node_) given.push_back(entry.first.Scalar());
     }
     const std::string near = nearest_name(key, given);
-    fail("missing required key '" + key + "'" + (near.empty() ? "" : " (is '" + near + "' a misspelling of it?)"));
+    std::string hint;
+    if (!near.empty()) {
+      hint = " (is '" + near + "' a misspelling of it?)";
+    } else if (!given.empty()) {
+      // A key named otherwise (`viscosity` for `nu`) is near no spelling; the list shows it.
+      hint = " (the keys given here: " + comma_separated(given) + ")";
+    }
+    fail("missing required key '" + key + "'" + hint);
   }
   return at_unchecked(key);
 }
