@@ -5,6 +5,13 @@ list or dict attribute is not a submodule in either framework)."""
 from ._eddy import nn
 
 
+def _require_module(container, where, value):
+    # A value that is no module was held and listed by values() but reached by no parameters(),
+    # state_dict() or train(); torch refuses it too.
+    if not isinstance(value, nn.Module):
+        raise TypeError(f"{container} holds modules (eddy.nn.Module), got {type(value).__name__} for {where}")
+
+
 class ModuleList(nn.Module):
     """Modules by position, registered as "0", "1", ...; no forward of its own."""
 
@@ -14,6 +21,7 @@ class ModuleList(nn.Module):
             self.append(module)
 
     def append(self, module):
+        _require_module("ModuleList", f"index {len(self)}", module)
         setattr(self, str(len(self)), module)
         return self
 
@@ -58,6 +66,7 @@ class ModuleDict(nn.Module):
         if hasattr(type(self), key) or key == "_keys":
             raise KeyError(f"ModuleDict key {key!r} is the name of one of its methods or of its key list; "
                            "choose another")
+        _require_module("ModuleDict", f"key {key!r}", module)
         setattr(self, key, module)
         if key not in self._keys:
             self._keys.append(key)

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include <pybind11/complex.h>
 #include <pybind11/stl.h>
@@ -19,27 +20,53 @@
 namespace eddy::python {
 namespace {
 
-Shape shape_of(const py::handle& value) {
-  if (py::isinstance<py::int_>(value)) return Shape{value.cast<int64_t>()};
-  return value.cast<Shape>();
+// An int, or anything that is one by __index__ (numpy.int64, which NumPy's own shapes and axes
+// hold), as NumPy takes them. A NumPy array has __index__ too, which fails unless it holds one
+// integer.
+std::optional<int64_t> as_index(const py::handle& value) {
+  if (!PyIndex_Check(value.ptr())) return std::nullopt;
+  PyObject* index = PyNumber_Index(value.ptr());
+  if (!index) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return py::reinterpret_steal<py::object>(index).cast<int64_t>();
 }
 
-// None (empty), an int, or a sequence of ints; anything else is a TypeError naming the argument.
+// An int or a sequence of ints; anything else is a TypeError naming the argument (pybind's own
+// said "Unable to cast Python instance of type <class 'list'> to C++ type '?'").
+std::vector<int64_t> int_sequence(const py::handle& value, const char* argument, const char* allowed) {
+  const auto refuse = [&] {
+    return py::type_error(cat(argument, " must be ", allowed, ", got ", py::repr(value).cast<std::string>()));
+  };
+  try {
+    if (const std::optional<int64_t> index = as_index(value)) return {*index};
+    if (!py::isinstance<py::sequence>(value) || py::isinstance<py::str>(value)) throw refuse();
+    std::vector<int64_t> ints;
+    // A list of the entries holds them while they are read: a NumPy array makes each on access.
+    for (const py::handle& entry : py::list(py::reinterpret_borrow<py::sequence>(value))) {
+      const std::optional<int64_t> index = as_index(entry);
+      if (!index) throw refuse();
+      ints.push_back(*index);
+    }
+    return ints;
+  } catch (const py::cast_error&) {  // an int past int64
+    throw refuse();
+  }
+}
+
+Shape shape_of(const py::handle& value) { return int_sequence(value, "shape", "an int or a sequence of ints"); }
+
+// None (empty), an int, or a sequence of ints.
 std::vector<int64_t> ints_of(const py::object& value, const char* argument = "axis") {
   if (value.is_none()) return {};
-  if (py::isinstance<py::int_>(value)) return {value.cast<int64_t>()};
-  try {
-    return value.cast<std::vector<int64_t>>();
-  } catch (const py::cast_error&) {
-    throw py::type_error(cat(argument, " must be None, an int or a sequence of ints, got ",
-                             py::repr(value).cast<std::string>()));
-  }
+  return int_sequence(value, argument, "None, an int or a sequence of ints");
 }
 
 // Whether `axes` is an empty sequence: NumPy's "no axes", where the C++ functions read an empty
 // list as every axis (sum(x, axis=()) summed everything).
 bool no_axes(const py::object& axes, const char* argument = "axis") {
-  return !axes.is_none() && !py::isinstance<py::int_>(axes) && ints_of(axes, argument).empty();
+  return !axes.is_none() && !as_index(axes) && ints_of(axes, argument).empty();
 }
 
 DType dtype_or(const py::object& dtype, DType fallback) { return optional_dtype(dtype).value_or(fallback); }

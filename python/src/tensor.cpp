@@ -14,6 +14,7 @@
 #include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
+#include "eddy/optim/optimizer.h"
 
 namespace eddy::python {
 namespace {
@@ -280,10 +281,23 @@ void bind_tensor(py::module_& m) {
         // `p.grad *= 0.5` writes into the gradient, then assigns the same tensor back: refusing
         // that left the gradient halved behind an error.
         if (py::isinstance<Tensor>(value) && t.grad().defined() && value.cast<const Tensor&>().same(t.grad())) return;
-        // PyTorch's `p.grad = None`; gradients themselves come from backward().
-        EDDY_CHECK(value.is_none(), "Tensor.grad: only None (which clears the gradient) or the gradient itself (as "
-                   "`p.grad *= 0.5` assigns it) can be assigned; gradients are accumulated by backward()");
-        t.zero_grad();
+        if (value.is_none()) {  // PyTorch's `p.grad = None`
+          t.zero_grad();
+          return;
+        }
+        // A gradient computed otherwise (eddy.grad in a jitted step) for an optimiser to apply, as
+        // PyTorch's `p.grad = g`.
+        EDDY_CHECK(py::isinstance<Tensor>(value), "Tensor.grad: assign an eddy tensor or None, got ",
+                   py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+        EDDY_CHECK(!active_trace_recorder(), "Tensor.grad = ... inside eddy.jit: the compiled function would assign it "
+                   "once, when traced; return the gradient and assign it after the call");
+        const Tensor& gradient = value.cast<const Tensor&>();
+        EDDY_CHECK(t.requires_grad(), "Tensor.grad: the tensor does not require gradients; call requires_grad_() "
+                   "before assigning one");
+        EDDY_CHECK(gradient.shape() == t.shape() && gradient.dtype() == t.dtype() && gradient.device() == t.device(),
+                   "Tensor.grad: the gradient is ", gradient.shape(), " ", gradient.dtype(), " on ", gradient.device(),
+                   " but the tensor is ", t.shape(), " ", t.dtype(), " on ", t.device());
+        optim::set_grads({t}, {gradient});
       })
       .def("requires_grad_", [](Tensor& t, bool enabled) { return t.requires_grad_(enabled); },
            py::arg("requires_grad") = true)

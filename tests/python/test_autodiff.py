@@ -94,6 +94,12 @@ def test_grad_needs_a_one_element_output():
         eddy.grad(lambda x: x * 2.0)(t(X0))
 
 
+def test_grad_refuses_an_integer_output():
+    # Its gradient came out zeros: a loss made boolean or integer by mistake trained nothing.
+    with pytest.raises(eddy.Error, match="output 0 is int64, which has no derivative"):
+        eddy.grad(lambda x: eddy.sum(x > 0))(t(X0))
+
+
 def test_higher_derivatives_of_a_scalar_function():
     # f(x) = sin(x) * exp(x): f' = e^x (sin + cos), f'' = 2 e^x cos, f''' = 2 e^x (cos - sin).
     def f(x):

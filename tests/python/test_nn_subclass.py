@@ -399,6 +399,11 @@ def test_names_and_results_a_container_cannot_take_are_refused():
     # ModuleDict's own key list is not a key (it was overwritten, and the dict broke).
     with pytest.raises(KeyError, match="_keys"):
         eddy.nn.ModuleDict({"_keys": eddy.nn.Linear(2, 2)})
+    # A value that is no module was held and listed, and reached by no parameters() or train().
+    with pytest.raises(TypeError, match="ModuleDict holds modules .*, got int for key 'x'"):
+        eddy.nn.ModuleDict({"x": 3})
+    with pytest.raises(TypeError, match="ModuleList holds modules .*, got Tensor for index 1"):
+        eddy.nn.ModuleList([eddy.nn.Linear(2, 2), eddy.ones([2])])
 
 
 def test_sequential_takes_its_layers_as_arguments_or_as_a_list():

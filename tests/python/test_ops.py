@@ -443,6 +443,20 @@ def test_fft_axes_and_s_follow_numpy_at_their_edges():
         eddy.fft.fftn(c, s="a")
 
 
+def test_shapes_and_axes_take_numpy_integers_and_name_what_they_refuse():
+    # NumPy's integers were refused as axes, and a float in a shape gave pybind's "Unable to cast
+    # Python instance of type <class 'list'> to C++ type '?'".
+    a = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(eddy.sum(eddy.tensor(a), axis=np.int64(1))), a.sum(axis=1))
+    np.testing.assert_array_equal(np.asarray(eddy.sum(eddy.tensor(a), axis=[np.int32(0)])), a.sum(axis=0))
+    assert eddy.zeros(np.array([2, 3])).shape == (2, 3)
+    assert eddy.reshape(eddy.tensor(a), (np.int64(3), 2)).shape == (3, 2)
+    with pytest.raises(TypeError, match=r"shape must be an int or a sequence of ints, got \[2.5\]"):
+        eddy.zeros([2.5])
+    with pytest.raises(TypeError, match="axis must be None, an int or a sequence of ints, got 1.0"):
+        eddy.sum(eddy.tensor(a), axis=1.0)
+
+
 def test_vjp_without_cotangents_names_its_own_argument():
     with pytest.raises(eddy.Error, match=r"vjp: output 0 has shape \[3\]; pass cotangents"):
         eddy.vjp(lambda a: a * 2, (eddy.tensor(np.ones(3)),))

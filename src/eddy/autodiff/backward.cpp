@@ -358,6 +358,10 @@ Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tens
                "jvp(grad(f))), and a backward pass over distributed tensors does not carry tangents; take the "
                "second derivative in reverse mode (grad of a gradient; eddy::hvp and eddy::hessian do so for a "
                "distributed input)");
+    // Its gradient would be zeros, silently: a loss made boolean or integer by mistake (sum(x > 0))
+    // trained nothing. JAX refuses it too.
+    EDDY_CHECK(is_inexact(out.dtype()), caller, ": ", output_name(i), " is ", out.dtype(), ", which has no derivative; "
+               "differentiate a floating-point function");
     const Tensor given = grad_outputs.empty() ? Tensor() : grad_outputs[i];
     if (given.defined()) {
       EDDY_CHECK(given.shape() == out.shape(), caller, ": ", given_name(i), " has shape ", given.shape(), " but ",

@@ -145,7 +145,7 @@ SafetensorsContents decode_safetensors(std::string_view bytes, const std::string
     DType dtype;
     const std::string format = entry["dtype"].is_string() ? entry["dtype"].get<std::string>() : "";
     EDDY_CHECK(parse_format(format, dtype), source, ": tensor \"", name, "\" has unsupported dtype \"", format,
-               "\" (eddy reads F32, F64, I32, I64, BOOL)");
+               "\" (eddy reads F32, F64, BF16, F16, I32, I64, BOOL)");
     Shape shape;
     uint64_t begin = 0, end = 0;
     try {
