@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <complex>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <sstream>
@@ -334,6 +335,20 @@ TEST(TensorViews, CopyBroadcastsAndCasts) {
   Tensor target = zeros({2, 3}, DType::f64);
   target.copy_(tensor<int32_t>({4, 5, 6}));
   EXPECT_EQ(target.to_vector<double>(), (std::vector<double>{4, 5, 6, 4, 5, 6}));
+}
+
+// C++ leaves these conversions undefined (INT_MIN on x86, whatever an optimiser assumes elsewhere).
+TEST(TensorViews, CastsOfFloatsToIntegersTruncateAndSaturate) {
+  const double huge = 1e20, nan = std::nan("");
+  for (DType from : {DType::f32, DType::f64, DType::bf16, DType::c64}) {
+    const Tensor values = cast(tensor<double>({nan, huge, -huge, 2.7, -2.7, 2147483520.0}), from);
+    EXPECT_EQ(cast(values, DType::i32).to_vector<int32_t>(),
+              (std::vector<int32_t>{0, INT32_MAX, INT32_MIN, 2, -2, from == DType::bf16 ? INT32_MAX : 2147483520}))
+        << from;
+    EXPECT_EQ(cast(values, DType::i64).to_vector<int64_t>(),
+              (std::vector<int64_t>{0, INT64_MAX, INT64_MIN, 2, -2, from == DType::bf16 ? 2147483648 : 2147483520}))
+        << from;
+  }
 }
 
 // A source that broadcasts with the target but to a larger shape was written past the target's
