@@ -334,6 +334,14 @@ TEST(Compile, DifferentiatesEveryOutputOfACallInOneWalk) {
     return grad({sum(g * v)}, {a, weight});
   };
   expect_same(hessian_times_v(compiled({a})), hessian_times_v(function({a})), "second derivatives");
+  // Forward mode: every output asks for its tangent, and one replay gives them all. The segment
+  // runs in the program, then twice in the replay (for its value and for its tangent).
+  const Tensor x = randn({4}, DType::f64, &gen), dx = randn({4}, DType::f64, &gen);
+  jvp(std::ref(compiled), {x}, {dx});  // traced for inputs that carry tangents
+  segment_runs = 0;
+  const TensorList compiled_tangents = jvp(std::ref(compiled), {x}, {dx}).second;
+  EXPECT_EQ(segment_runs, 3) << "forward mode replayed the compiled graph more than once";
+  expect_same(compiled_tangents, jvp(function, {x}, {dx}).second, "tangents");
 }
 
 TEST(Compile, SeesInPlaceUpdatesOfCapturedParameters) {

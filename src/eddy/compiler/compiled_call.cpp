@@ -1,5 +1,7 @@
 #include "eddy/compiler/compiled_call.h"
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -36,6 +38,24 @@ void refuse_captured_written_since(const CallSite& site) {
                "before the write, or pass the tensor as an argument");
   }
 }
+
+// The latest forward-mode replays of each call input: the autodiff interpreter asks every output
+// of a call for its tangent from each moving input's, and one replay of the graph gives them all.
+// Kept outside the call site because a tangent's own history can lead back to this call's outputs,
+// whose nodes hold the site: a cache inside it would be a cycle never freed. Each tangent is
+// handed out once, to free it early.
+struct ForwardReplay {
+  std::weak_ptr<void> site;
+  int input = -1;
+  std::weak_ptr<TensorImpl> tangent;
+  bool grad_mode = false;
+  std::vector<Tensor> output_tangents;  // by output; taken when handed out
+
+  bool replays(const std::shared_ptr<void>& other_site, int other_input) const {
+    return site.lock() == other_site && input == other_input;
+  }
+};
+thread_local std::vector<ForwardReplay> forward_replays;
 
 CallSite& site_of(const Attrs& attrs) { return *static_cast<CallSite*>(attrs.payload.get()); }
 
@@ -156,15 +176,31 @@ const Primitive& compiled_call_p = [] () -> const Primitive& {
     return make_view(result, result.shape(), result.strides(), result.offset());
   };
   p.jvp = [](Inputs in, const Attrs& a, int input, const Tensor& tangent) {
-    const CallSite& site = site_of(a);
-    const ValueId output = output_value(site, a);
-    const auto moving = static_cast<size_t>(input);
-    std::vector<Tensor> arguments(in.begin(), in.end());
-    const auto replayed = [&](const Tensor& x) {
-      arguments[moving] = x;
-      return replay(site, arguments, std::span(&output, 1))[static_cast<size_t>(output)];
-    };
-    return jvp(replayed, in[moving], tangent).second;
+    const auto output = static_cast<size_t>(a.axis);
+    auto cached = std::find_if(forward_replays.begin(), forward_replays.end(), [&](const ForwardReplay& entry) {
+      return entry.replays(a.payload, input) && entry.tangent.lock() == tangent.impl_ptr() &&
+             entry.grad_mode == GradMode::enabled() && entry.output_tangents.at(output).defined();
+    });
+    if (cached == forward_replays.end()) {
+      std::erase_if(forward_replays, [&](const ForwardReplay& entry) {
+        return entry.site.expired() || entry.replays(a.payload, input);
+      });
+      const CallSite& site = site_of(a);
+      const std::vector<ValueId>& outputs = site.program->graph().outputs;
+      const auto moving = static_cast<size_t>(input);
+      std::vector<Tensor> arguments(in.begin(), in.end());
+      const auto replayed = [&](const std::vector<Tensor>& x) {
+        arguments[moving] = x[0];
+        const std::vector<Tensor> values = replay(site, arguments, outputs);
+        std::vector<Tensor> results;
+        for (ValueId value : outputs) results.push_back(values[static_cast<size_t>(value)]);
+        return results;
+      };
+      forward_replays.push_back({a.payload, input, tangent.impl_ptr(), GradMode::enabled(),
+                                 jvp(replayed, {in[moving]}, {tangent}).second});
+      cached = std::prev(forward_replays.end());
+    }
+    return std::exchange(cached->output_tangents.at(output), Tensor());
   };
   // Every output of one call is a node of its own on the tape, sharing the call site: the engine
   // hands the cotangents of all those it reached to one walk over the graph.
