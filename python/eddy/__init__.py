@@ -225,3 +225,28 @@ Tensor.astype = _method(_eddy.cast)
 Tensor.real = property(_eddy.real, doc="The real part (of a real tensor, the tensor).")
 Tensor.imag = property(_eddy.imag, doc="The imaginary part (of a real tensor, zeros).")
 del _name, _unary_math_functions
+
+
+def _tensor_from_state(values, dtype, device, requires_grad):
+    """Rebuilds a tensor that was pickled or copied (``Tensor.__reduce__``)."""
+    rebuilt = tensor(values, dtype=dtype)
+    if device != "cpu":
+        rebuilt = rebuilt.to(device)
+    return rebuilt.requires_grad_() if requires_grad else rebuilt
+
+
+def _tensor_reduce(self):
+    # pickle, copy.copy and copy.deepcopy, as PyTorch's: a new tensor with the values, dtype, device
+    # and requires_grad (not .grad); refused for a value with autodiff history, whose copy could
+    # not keep it.
+    if self.requires_grad and not self.is_leaf:
+        raise Error(f"a tensor computed with gradient tracking (shape {list(self.shape)}) cannot be pickled or "
+                    "copied with its history; copy t.detach(), or pickle the leaves it was computed from")
+    on_host = self.to("cpu") if str(self.device) != "cpu" else self
+    if self.dtype == bfloat16:  # NumPy has no bfloat16; float32 holds every value
+        on_host = _eddy.cast(on_host, float32)
+    values = _eddy.contiguous(on_host.detach()).numpy().copy()
+    return _tensor_from_state, (values, self.dtype.name, str(self.device), self.requires_grad)
+
+
+Tensor.__reduce__ = _tensor_reduce

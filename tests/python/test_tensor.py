@@ -1,7 +1,9 @@
 """eddy.Tensor from Python: NumPy and DLPack interop, indexing, operators, repr, lifetimes."""
 
 import contextlib
+import copy
 import gc
+import pickle
 import sys
 import weakref
 
@@ -960,3 +962,17 @@ def test_concatenate_and_stack_promote_mixed_dtypes_as_numpy():
     assert joined.dtype == eddy.float64 and joined.tolist() == np.concatenate([ints, floats]).tolist()
     stacked = eddy.stack([eddy.tensor(floats.astype(np.float32)), eddy.tensor(floats)])
     assert stacked.dtype == eddy.float64 and stacked.shape == (2, 2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "complex64", "int32", "bool"])
+def test_tensors_pickle_and_copy_with_their_values_dtype_and_requires_grad(dtype):
+    # They raised "cannot pickle", which copy.deepcopy of any structure holding one hits too.
+    source = eddy.cast(eddy.transpose(eddy.tensor(np.arange(6.0).reshape(2, 3))), dtype)
+    for copied in (pickle.loads(pickle.dumps(source)), copy.deepcopy(source), copy.copy(source)):
+        assert copied.dtype == source.dtype and copied.shape == source.shape
+        np.testing.assert_array_equal(np.asarray(eddy.cast(copied, "float64")), np.asarray(eddy.cast(source, "float64")))
+    leaf = eddy.ones([3], dtype=eddy.float64).requires_grad_()
+    copied = copy.deepcopy({"w": leaf})["w"]
+    assert copied.requires_grad and copied.is_leaf
+    with pytest.raises(eddy.Error, match="computed with gradient tracking .* copy t.detach"):
+        pickle.dumps(leaf * 2.0)
