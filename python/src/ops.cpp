@@ -22,9 +22,9 @@ namespace {
 
 // An int, or anything that is one by __index__ (numpy.int64, which NumPy's own shapes and axes
 // hold), as NumPy takes them. A NumPy array has __index__ too, which fails unless it holds one
-// integer.
+// integer. A bool is an int to Python, but as an axis (sum(x, axis=True)) it is a mistake.
 std::optional<int64_t> as_index(const py::handle& value) {
-  if (!PyIndex_Check(value.ptr())) return std::nullopt;
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr())) return std::nullopt;
   PyObject* index = PyNumber_Index(value.ptr());
   if (!index) {
     PyErr_Clear();

@@ -323,6 +323,10 @@ TEST(Config, AMissingKeyNamesAGivenNearMiss) {
   // A key named otherwise is near no spelling of the missing one: the keys given show it.
   EXPECT_EQ(error_of([&] { config->root().at("disk").at("height"); }),
             "d.yaml:1:7: disk: missing required key 'height' (the keys given here: centre, radius)");
+  // The defaults read before were not given.
+  EXPECT_EQ(config->root().at("disk").integer("sides", 4), 4);
+  EXPECT_EQ(error_of([&] { config->root().at("disk").at("height"); }),
+            "d.yaml:1:7: disk: missing required key 'height' (the keys given here: centre, radius)");
 }
 
 // The entries of a list of sections are checked for unknown keys as a section is.

@@ -98,6 +98,10 @@ def test_grad_refuses_an_integer_output():
     # Its gradient came out zeros: a loss made boolean or integer by mistake trained nothing.
     with pytest.raises(eddy.Error, match="output 0 is int64, which has no derivative"):
         eddy.grad(lambda x: eddy.sum(x > 0))(t(X0))
+    # Given a cotangent, as vjp gives each output one, an integer output contributes nothing.
+    seeds = (eddy.ones([X0.size], dtype=eddy.float64), eddy.ones([X0.size], dtype=eddy.int32))
+    _, (gradient,) = eddy.vjp(lambda x: (x * 2.0, eddy.cast(x, eddy.int32)), (t(X0),), seeds)
+    np.testing.assert_array_equal(np.asarray(gradient), np.full(X0.shape, 2.0))
 
 
 def test_higher_derivatives_of_a_scalar_function():

@@ -455,6 +455,10 @@ def test_shapes_and_axes_take_numpy_integers_and_name_what_they_refuse():
         eddy.zeros([2.5])
     with pytest.raises(TypeError, match="axis must be None, an int or a sequence of ints, got 1.0"):
         eddy.sum(eddy.tensor(a), axis=1.0)
+    with pytest.raises(TypeError, match="axis must be None, an int or a sequence of ints, got True"):
+        eddy.sum(eddy.tensor(a), axis=True)
+    with pytest.raises(TypeError, match="shape must be an int or a sequence of ints, got True"):
+        eddy.zeros(True)
 
 
 def test_vjp_without_cotangents_names_its_own_argument():

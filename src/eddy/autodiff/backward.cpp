@@ -204,6 +204,10 @@ class BackwardPass {
       Node* producer = node_of(node.inputs[i]);
       wanted[i] = producer ? needed_.count(producer) > 0 : is_target(key);
     }
+    // A target reached for its own cotangent, whose inputs lead to none: its rule would compute
+    // nothing, and its checks of the inputs would refuse what eager autodiff, which never runs it,
+    // takes (a tensor the call read, written since).
+    if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; })) return;
     std::vector<Tensor> input_cotangents;
     if (primitive.vjp_group) {
       std::vector<OutputCotangent> outputs;
@@ -358,10 +362,6 @@ Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tens
                "jvp(grad(f))), and a backward pass over distributed tensors does not carry tangents; take the "
                "second derivative in reverse mode (grad of a gradient; eddy::hvp and eddy::hessian do so for a "
                "distributed input)");
-    // Its gradient would be zeros, silently: a loss made boolean or integer by mistake (sum(x > 0))
-    // trained nothing. JAX refuses it too.
-    EDDY_CHECK(is_inexact(out.dtype()), caller, ": ", output_name(i), " is ", out.dtype(), ", which has no derivative; "
-               "differentiate a floating-point function");
     const Tensor given = grad_outputs.empty() ? Tensor() : grad_outputs[i];
     if (given.defined()) {
       EDDY_CHECK(given.shape() == out.shape(), caller, ": ", given_name(i), " has shape ", given.shape(), " but ",
@@ -370,6 +370,11 @@ Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tens
     } else {
       EDDY_CHECK(out.numel() == 1, caller, ": ", output_name(i), " has shape ", out.shape(), "; pass ",
                  from_backward ? "a gradient" : "grad_outputs", " for outputs with more than one element");
+      // Its gradient would be zeros, silently: a loss made boolean or integer by mistake (sum(x > 0))
+      // trained nothing. JAX refuses it too. (Given a cotangent, as vjp gives every output one, an
+      // integer output contributes nothing.)
+      EDDY_CHECK(is_inexact(out.dtype()), caller, ": ", output_name(i), " is ", out.dtype(), ", which has no "
+                 "derivative; differentiate a floating-point function");
       // A seed of 1 on a complex output gives conj(df/dz), which is no gradient of anything;
       // PyTorch and JAX refuse it too.
       EDDY_CHECK(!is_complex(out.dtype()), caller, ": ", output_name(i), " is ", out.dtype(),

@@ -235,6 +235,14 @@ std::vector<Tensor> call_with_derivatives(const std::shared_ptr<const Program>& 
   const std::vector<bool> varies = varying_values(graph, site->argument_values);
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    // One value returned twice is one tensor, as the eager function's: a gradient with respect to
+    // it then counts both uses.
+    const auto earlier = std::find(graph.outputs.begin(), graph.outputs.begin() + static_cast<std::ptrdiff_t>(i),
+                                   graph.outputs[i]);
+    if (earlier != graph.outputs.begin() + static_cast<std::ptrdiff_t>(i)) {
+      outputs.push_back(outputs[static_cast<size_t>(earlier - graph.outputs.begin())]);
+      continue;
+    }
     Attrs attrs;
     attrs.axis = static_cast<int64_t>(i);
     attrs.payload = site;

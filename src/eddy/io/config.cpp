@@ -201,10 +201,14 @@ ConfigNode ConfigNode::at_unchecked(const std::string& key) const {
 
 ConfigNode ConfigNode::at(const std::string& key) const {
   if (!has(key)) {
-    // A near miss among the keys given (`centre` for `center`) is the likely cause.
+    // A near miss among the keys given (`centre` for `center`) is the likely cause; the defaults
+    // written into the map so far were not given.
     std::vector<std::string> given;
     if (node_.IsMap()) {
-      for (const auto& entry : node_) given.push_back(entry.first.Scalar());
+      for (const auto& entry : node_) {
+        const std::string& name = entry.first.Scalar();
+        if (!config_->defaulted_.contains(child_path(name))) given.push_back(name);
+      }
     }
     const std::string near = nearest_name(key, given);
     std::string hint;

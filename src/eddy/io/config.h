@@ -139,6 +139,7 @@ class ConfigNode {
   // Records a default in the tree (a Node is a handle, so this writes through a copy).
   template <typename T>
   void write_default(const std::string& key, const T& value) const {
+    config_->defaulted_.insert(child_path(key));
     YAML::Node node = node_;
     if constexpr (std::is_floating_point_v<T>) {
       node[key] = shortest_text(value);
@@ -209,6 +210,7 @@ class Config {
   std::set<std::string> free_maps_;                          // maps whose keys are user names
   std::map<std::string, std::string> overridden_;            // key path -> override text
   std::vector<std::pair<YAML::Node, std::string>> derived_;  // (map, key) of each derived default
+  std::set<std::string> defaulted_;                          // key paths whose defaults were written
   std::string override_kind_ = "command-line override";     // what errors call an override
 };
 
