@@ -115,6 +115,26 @@ TEST(Checkpoint, AGradientTakenOutsideACompiledFunctionReachesTheSegmentsInputs)
   EXPECT_NE(eager[0].to_vector<double>()[0], 0.0);
 }
 
+// A segment whose closure holds a tensor the compiled function made (a solver's constants, built
+// inside it): the program ran the segment itself, where that tensor has no values, and failed
+// with "data(): the tensor ... is abstract". Such a segment is recorded op by op instead.
+TEST(Checkpoint, ASegmentReadingATensorMadeInsideACompiledFunctionRuns) {
+  const Tensor c = scalar(3.0, DType::f64).requires_grad_();
+  const auto body = [&](const TensorList& in) {
+    const Tensor scale = exp(c * 0.5);  // made inside, read by the segment's closure
+    const Tensor y = checkpoint([scale](const TensorList& v) { return TensorList{sin(v[0]) * scale}; }, {in[0]})[0];
+    return TensorList{sum(y), grad({sum(y)}, {c}, {}, true)[0]};
+  };
+  CompiledFunction compiled = compile(body);
+  Tensor x = (arange(0, 4, 1, DType::f64) * 0.3).requires_grad_();
+  const TensorList eager = body({x}), traced = compiled({x});
+  EXPECT_NEAR(traced[0].item<double>(), eager[0].item<double>(), 1e-13);
+  EXPECT_NEAR(traced[1].item<double>(), eager[1].item<double>(), 1e-13);
+  const TensorList eager_grads = grad({body({x})[0]}, {x, c}), traced_grads = grad({compiled({x})[0]}, {x, c});
+  EXPECT_LT(max(abs(traced_grads[0] - eager_grads[0])).item<double>(), 1e-13);
+  EXPECT_NEAR(traced_grads[1].item<double>(), eager_grads[1].item<double>(), 1e-13);
+}
+
 TEST(Checkpoint, RejectsOutputsOfDifferentDtypes) {
   Tensor x = ones({2}, DType::f64).requires_grad_();
   expect_error([&] { checkpoint([](const TensorList& v) -> TensorList { return {v[0], cast(v[0], DType::f32)}; }, {x}); },

@@ -140,9 +140,10 @@ TEST(Burgers, ASolverBuiltInsideACompiledFunctionFollowsNu) {
   const ScopedEnv no_kernels("EDDY_COMPILER_DISABLE", "fusion");  // what is checked is not fused code
   const Tensor nu = scalar(0.05, DType::f64).requires_grad_();
   const Tensor u0 = sin(arange(0, 32, 1, DType::f64) * (2 * std::numbers::pi / 32));
+  // Checkpointed too: the segments read the solver's constants, made inside the compiled function.
   const auto loss = [&](const std::vector<Tensor>& in) {
     const Burgers solver(32, 2 * std::numbers::pi, 0.02, nu);
-    return std::vector<Tensor>{sum(square(solver.solve(in[0], {5})[0]))};
+    return std::vector<Tensor>{sum(square(solver.solve(in[0], {5})[0])) + sum(square(solver.solve(in[0], {5}, 2)[0]))};
   };
   CompiledFunction compiled = compile(loss);
   for (double value : {0.05, 0.5}) {

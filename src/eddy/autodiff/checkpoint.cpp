@@ -5,9 +5,12 @@
 #include "eddy/autodiff/checkpoint.h"
 
 #include <algorithm>
+#include <optional>
+#include <unordered_set>
 #include <utility>
 
 #include "eddy/autodiff/forward.h"
+#include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
 
@@ -21,7 +24,75 @@ struct Segment {
   DType dtype = DType::f32;  // of every output
   // The packed outputs, computed before dispatch (infer needs their shape) and handed to eval.
   Tensor forward_value;
+  // The segment's own inputs: the node's first ones. The rest are the closure's values below.
+  size_t input_count = 0;
+  // Recorded while a function was captured: the values the segment's closure reads that the
+  // captured function made (a solver's constants, built inside a compiled function). A compiled
+  // program runs the segment itself, later, where those tensors have no values (it failed with
+  // "data(): the tensor ... is abstract"): they travel as the node's last inputs, and each run of
+  // the segment reads those instead (ClosureValues). Constants to the segment's derivatives, as
+  // every tensor its closure holds.
+  std::vector<std::shared_ptr<const ValueIdentity>> closure_values;
 };
+
+// Watches a segment run while a function is captured, for reads of abstract values that are
+// neither inputs of the segment nor made inside it: tensors its closure holds.
+class ClosureReadWatch final : public Interpreter {
+ public:
+  explicit ClosureReadWatch(const std::vector<Tensor>& inputs) {
+    for (const Tensor& input : inputs) known_.insert(value_identity(input).get());
+  }
+
+  Tensor interpret(const OpCall& call) override {
+    for (const Tensor& input : call.inputs) {
+      if (input.is_abstract() && known_.insert(value_identity(input).get()).second) closure_reads_.push_back(input);
+    }
+    Tensor output = interpret_below(*this, call);
+    known_.insert(value_identity(output).get());
+    return output;
+  }
+
+  const std::vector<Tensor>& closure_reads() const { return closure_reads_; }
+
+ private:
+  std::unordered_set<const ValueIdentity*> known_;
+  std::vector<Tensor> closure_reads_;
+};
+
+// While a recorded segment runs: each of its closure's values replaced by the node's input that
+// holds it now.
+class ClosureValues final : public Interpreter {
+ public:
+  ClosureValues(const Segment& segment, Inputs node_inputs) : segment_(segment), node_inputs_(node_inputs) {}
+
+  Tensor interpret(const OpCall& call) override {
+    std::vector<Tensor> inputs(call.inputs.begin(), call.inputs.end());
+    bool replaced = false;
+    for (Tensor& input : inputs) {
+      if (!input.is_abstract()) continue;
+      const auto found = std::find(segment_.closure_values.begin(), segment_.closure_values.end(),
+                                   value_identity(input));
+      if (found == segment_.closure_values.end()) continue;
+      input = node_inputs_[segment_.input_count + static_cast<size_t>(found - segment_.closure_values.begin())];
+      replaced = true;
+    }
+    if (!replaced) return interpret_below(*this, call);
+    return interpret_below(*this, OpCall{call.primitive, Inputs(inputs.data(), inputs.size()), call.attrs, call.spec});
+  }
+
+ private:
+  const Segment& segment_;
+  Inputs node_inputs_;
+};
+
+// Runs `work` with the segment's closure values replaced by the node's inputs, where it has any.
+template <typename Work>
+auto with_closure_values(const Segment& segment, Inputs node_inputs, Work work) {
+  std::optional<ClosureValues> values;
+  std::optional<InterpreterScope> scope;
+  if (!segment.closure_values.empty()) scope.emplace(values.emplace(segment, node_inputs));
+  return work();
+}
 
 Segment& segment_of(const Attrs& attrs) { return *static_cast<Segment*>(attrs.payload.get()); }
 
@@ -46,8 +117,9 @@ std::vector<Tensor> unpack(const Tensor& packed, const std::vector<Shape>& shape
 // requires_grad(): a compiled function's derivative rules replay its graph on values that track
 // no gradient (compiler/compiled_call.cpp), and a segment whose input was an intermediate value
 // then gave that input none, so the gradient of everything before it came out 0, silently.
-std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, const Tensor& cotangent,
+std::vector<Tensor> input_cotangents(Inputs node_inputs, const Segment& segment, const Tensor& cotangent,
                                      const std::vector<bool>& wanted) {
+  const Inputs inputs = node_inputs.first(segment.input_count);
   // The inner backward pass must stop at this segment's inputs: a parameter that earlier segments
   // use too is reachable through the state they made as well, and a gradient with respect to the
   // parameter itself would count those paths here, and again when the outer pass goes on through
@@ -74,7 +146,7 @@ std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, cons
   std::vector<Tensor> targets;
   for (size_t i : tracked) targets.push_back(arguments[i]);
   std::vector<Tensor> grads = grad(outputs, targets, unpack(cotangent, segment.output_shapes), create_graph);
-  std::vector<Tensor> result(inputs.size());
+  std::vector<Tensor> result(node_inputs.size());
   for (size_t k = 0; k < tracked.size(); ++k) result[tracked[k]] = grads[k];
   return result;
 }
@@ -99,22 +171,30 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
     Segment& segment = segment_of(attrs);
     if (segment.forward_value.defined()) return std::exchange(segment.forward_value, Tensor()).detach();
     NoGradGuard no_grad;
-    return pack(segment.fn(std::vector<Tensor>(inputs.begin(), inputs.end()))).detach();
+    return with_closure_values(segment, inputs, [&] {
+      return pack(segment.fn(std::vector<Tensor>(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(segment.input_count)))).detach();
+    });
   };
   // Eager forward mode never reaches this primitive (checkpoint() runs the segment directly);
   // forward mode over a compiled function replays it: the segment runs again, in forward mode.
   p.jvp = [](Inputs inputs, const Attrs& attrs, int input, const Tensor& tangent) {
+    const Segment& segment = segment_of(attrs);
     const auto moving = static_cast<size_t>(input);
+    // The closure's values are constants to the segment's derivatives.
+    if (moving >= segment.input_count) return Tensor();
     const auto packed_segment = [&](const std::vector<Tensor>& x) {
-      std::vector<Tensor> arguments(inputs.begin(), inputs.end());
+      std::vector<Tensor> arguments(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(segment.input_count));
       arguments[moving] = x[0];
-      return std::vector<Tensor>{pack(segment_of(attrs).fn(arguments))};
+      return std::vector<Tensor>{pack(segment.fn(arguments))};
     };
-    return jvp(packed_segment, {inputs[moving]}, {tangent}).second[0];
+    return with_closure_values(segment, inputs, [&] { return jvp(packed_segment, {inputs[moving]}, {tangent}).second[0]; });
   };
   // One recomputation gives every input's cotangent.
   p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor&, const Tensor& cotangent,
-                 const std::vector<bool>& wanted) { return input_cotangents(inputs, segment_of(attrs), cotangent, wanted); };
+                 const std::vector<bool>& wanted) {
+    const Segment& segment = segment_of(attrs);
+    return with_closure_values(segment, inputs, [&] { return input_cotangents(inputs, segment, cotangent, wanted); });
+  };
   return register_primitive(std::move(p));
 }();
 
@@ -130,9 +210,20 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
 
   auto state = std::make_shared<Segment>();
   state->fn = segment;
+  state->input_count = inputs.size();
+  std::vector<Tensor> node_inputs = inputs;
   {
     NoGradGuard no_grad;
+    std::optional<ClosureReadWatch> watch;
+    std::optional<InterpreterScope> watching;
+    if (active_trace_recorder()) watching.emplace(watch.emplace(inputs));
     std::vector<Tensor> outputs = segment(inputs);
+    if (watch) {
+      for (const Tensor& value : watch->closure_reads()) {
+        state->closure_values.push_back(value_identity(value));
+        node_inputs.push_back(value.detach());
+      }
+    }
     EDDY_CHECK(!outputs.empty(), "checkpoint: the segment returned no outputs");
     for (size_t i = 0; i < outputs.size(); ++i) {
       EDDY_CHECK(outputs[i].dtype() == outputs[0].dtype(), "checkpoint: the segment's outputs must share one "
@@ -146,7 +237,7 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
   }
   Attrs attrs;
   attrs.payload = state;
-  return unpack(dispatch(checkpoint_p, Inputs(inputs.data(), inputs.size()), attrs), state->output_shapes);
+  return unpack(dispatch(checkpoint_p, Inputs(node_inputs.data(), node_inputs.size()), attrs), state->output_shapes);
 }
 
 }  // namespace eddy
