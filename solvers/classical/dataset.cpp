@@ -22,6 +22,7 @@
 #include "solvers/classical/navier_stokes.h"
 #include "solvers/classical/output_dtype.h"
 #include "solvers/classical/phase_field.h"
+#include "solvers/common/training_loop.h"
 
 namespace eddy::classical {
 namespace {
@@ -438,6 +439,9 @@ void prepare_output(const DatasetSpec& spec) {
 void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communicator& comm) {
   EDDY_CHECK(spec.solver != DatasetSolver::darcy || comm.size() == 1,
              "generate: darcy datasets are written by one process, got ", comm.size(), " ranks; run without mpirun");
+  // Ranks started with another seed wrote their samples into one file, which recorded rank 0's
+  // config; another resolution or path hung the job.
+  solvers::require_same_config_on_every_rank(comm, spec.resolved_config, spec.resolved_config);
   prepare_output(spec);
   if (spec.solver == DatasetSolver::darcy) {
     DarcyDatasetOptions options = spec.darcy;
