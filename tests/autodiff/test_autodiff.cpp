@@ -207,6 +207,18 @@ TEST(Autodiff, ComplexDirectionsForRealValuesAreRefused) {
 
 // A primitive with reverse rules and no tangent rule has an unknown tangent, not a zero one:
 // forward mode refuses it by name (both of eddy's own such primitives have tangent rules now).
+// Their gradient came out zeros: a loss made boolean or integer by mistake trained nothing. An
+// integer output beside a floating one, seeded (as vjp seeds every output), contributes nothing.
+TEST(Autodiff, GradRefusesIntegerOutputsWithNothingToDifferentiate) {
+  const Tensor x = tensor<double>({-1.0, 2.0}).requires_grad_();
+  const Tensor positives = sum(gt(x, zeros_like(x)));
+  expect_error([&] { grad({positives}, {x}); }, {"grad: output 0 is int64, which has no derivative"});
+  expect_error([&] { grad({positives}, {x}, {ones_like(positives)}); },
+               {"grad: no output is floating-point (output 0 is int64)"});
+  const std::vector<Tensor> mixed = grad({x * 2.0, cast(x, DType::i32)}, {x}, {ones_like(x), ones({2}, DType::i32)});
+  EXPECT_EQ(mixed[0].to_vector<double>(), (std::vector<double>{2.0, 2.0}));
+}
+
 TEST(Autodiff, ForwardModeRefusesAPrimitiveWithOnlyReverseRules) {
   static const Primitive& reverse_only = [] () -> const Primitive& {
     const auto& all = all_primitives();

@@ -115,24 +115,47 @@ TEST(Checkpoint, AGradientTakenOutsideACompiledFunctionReachesTheSegmentsInputs)
   EXPECT_NE(eager[0].to_vector<double>()[0], 0.0);
 }
 
-// A segment whose closure holds a tensor the compiled function made (a solver's constants, built
-// inside it): the program ran the segment itself, where that tensor has no values, and failed
-// with "data(): the tensor ... is abstract". Such a segment is recorded op by op instead.
-TEST(Checkpoint, ASegmentReadingATensorMadeInsideACompiledFunctionRuns) {
+// A segment whose closure holds constants the compiled function made (a solver's mask, built
+// inside it): the program ran the segment itself, where those tensors have no values, and failed
+// with "data(): the tensor ... is abstract". They are handed to its node as inputs. Here one is
+// made from nothing, one is a detached input (the same value as the segment's input), and one is
+// returned as it is.
+TEST(Checkpoint, ASegmentReadingConstantsMadeInsideACompiledFunctionRuns) {
   const Tensor c = scalar(3.0, DType::f64).requires_grad_();
   const auto body = [&](const TensorList& in) {
-    const Tensor scale = exp(c * 0.5);  // made inside, read by the segment's closure
-    const Tensor y = checkpoint([scale](const TensorList& v) { return TensorList{sin(v[0]) * scale}; }, {in[0]})[0];
-    return TensorList{sum(y), grad({sum(y)}, {c}, {}, true)[0]};
+    const Tensor weights = cos(arange(0, 4, 1, DType::f64)) + 2.0, fixed = in[0].detach();
+    const auto segment = [weights, fixed](const TensorList& v) {
+      return TensorList{sin(v[0]) * weights * fixed * v[1], weights};
+    };
+    const TensorList y = checkpoint(segment, {in[0], c});
+    const Tensor loss = sum(y[0]) + sum(y[1]);
+    return TensorList{loss, grad({loss}, {c}, {}, true)[0]};
   };
   CompiledFunction compiled = compile(body);
-  Tensor x = (arange(0, 4, 1, DType::f64) * 0.3).requires_grad_();
-  const TensorList eager = body({x}), traced = compiled({x});
-  EXPECT_NEAR(traced[0].item<double>(), eager[0].item<double>(), 1e-13);
-  EXPECT_NEAR(traced[1].item<double>(), eager[1].item<double>(), 1e-13);
-  const TensorList eager_grads = grad({body({x})[0]}, {x, c}), traced_grads = grad({compiled({x})[0]}, {x, c});
-  EXPECT_LT(max(abs(traced_grads[0] - eager_grads[0])).item<double>(), 1e-13);
-  EXPECT_NEAR(traced_grads[1].item<double>(), eager_grads[1].item<double>(), 1e-13);
+  for (double shift : {0.0, 0.25}) {  // values follow the inputs, not the traced ones
+    Tensor x = (arange(0, 4, 1, DType::f64) * 0.3 + shift).requires_grad_();
+    const TensorList eager = body({x}), traced = compiled({x});
+    EXPECT_NEAR(traced[0].item<double>(), eager[0].item<double>(), 1e-13);
+    EXPECT_NEAR(traced[1].item<double>(), eager[1].item<double>(), 1e-13);
+    const TensorList eager_grads = grad({body({x})[0]}, {x, c}), traced_grads = grad({compiled({x})[0]}, {x, c});
+    EXPECT_LT(max(abs(traced_grads[0] - eager_grads[0])).item<double>(), 1e-13);
+    EXPECT_NEAR(traced_grads[1].item<double>(), eager_grads[1].item<double>(), 1e-13);
+  }
+  EXPECT_EQ(compiled.stats().traces, 1);
+}
+
+// A closure tensor with derivatives cannot be handed over with them: eager checkpointing gives it
+// none in first derivatives but does in second ones.
+TEST(Checkpoint, ASegmentReadingATensorWithGradientsInsideACompiledFunctionIsRefused) {
+  const Tensor c = scalar(3.0, DType::f64).requires_grad_();
+  CompiledFunction compiled = compile([&](const TensorList& in) {
+    const Tensor scale = exp(c * 0.5);
+    return checkpoint([scale](const TensorList& v) { return TensorList{sin(v[0]) * scale}; }, {in[0]});
+  });
+  const Tensor x = (arange(0, 4, 1, DType::f64) * 0.3).requires_grad_();
+  expect_error([&] { compiled({x}); }, {"checkpoint: inside a compiled function, the segment's closure holds a tensor "
+                                        "of shape [] that the function computed with gradient tracking",
+                                        "Pass it to checkpoint() as an input"});
 }
 
 TEST(Checkpoint, RejectsOutputsOfDifferentDtypes) {

@@ -384,6 +384,11 @@ Seeds seed_cotangents(const std::vector<Tensor>& outputs, const std::vector<Tens
     }
     seeds.alike.push_back(alike_seed(out, given));
   }
+  // Seeded explicitly, a loss made integer by mistake would give zeros too.
+  EDDY_CHECK(outputs.empty() || std::any_of(outputs.begin(), outputs.end(), [](const Tensor& out) {
+               return is_inexact(out.dtype());
+             }), caller, ": no output is floating-point (", output_name(0), " is ", outputs[0].dtype(),
+             "), so there is no derivative; differentiate a floating-point function");
   return seeds;
 }
 

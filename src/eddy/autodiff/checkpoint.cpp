@@ -26,17 +26,17 @@ struct Segment {
   Tensor forward_value;
   // The segment's own inputs: the node's first ones. The rest are the closure's values below.
   size_t input_count = 0;
-  // Recorded while a function was captured: the values the segment's closure reads that the
-  // captured function made (a solver's constants, built inside a compiled function). A compiled
-  // program runs the segment itself, later, where those tensors have no values (it failed with
-  // "data(): the tensor ... is abstract"): they travel as the node's last inputs, and each run of
-  // the segment reads those instead (ClosureValues). Constants to the segment's derivatives, as
-  // every tensor its closure holds.
+  // Recorded while a function was captured: the constants the segment's closure reads that the
+  // captured function made (a solver's 2/3-rule mask, built inside a compiled function). A
+  // compiled program runs the segment itself, later, where those tensors have no values (it
+  // failed with "data(): the tensor ... is abstract"): they travel as the node's last inputs, and
+  // each run of the segment reads those instead (ClosureValues).
   std::vector<std::shared_ptr<const ValueIdentity>> closure_values;
 };
 
-// Watches a segment run while a function is captured, for reads of abstract values that are
-// neither inputs of the segment nor made inside it: tensors its closure holds.
+// Watches a segment run while a function is captured, for reads of abstract values other than
+// its inputs (given as fresh values, so that the closure's own handles of them count) and what
+// it makes from them: tensors its closure holds.
 class ClosureReadWatch final : public Interpreter {
  public:
   explicit ClosureReadWatch(const std::vector<Tensor>& inputs) {
@@ -198,6 +198,18 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
   return register_primitive(std::move(p));
 }();
 
+// A closure tensor the segment's derivatives would have to reach as eagerly: where it requires
+// gradients, eager checkpointing gives it none in first derivatives but does in second ones (the
+// recomputed graph reads it), and in forward mode the segment runs plainly and carries its
+// tangent. A constant handed to the node as an input has neither.
+void refuse_closure_value_with_derivatives(const Tensor& value) {
+  EDDY_CHECK(!value.requires_grad() && !forward_mode_active(), "checkpoint: inside a compiled function, the segment's "
+             "closure holds a tensor of shape ", value.shape(), " that the function computed", value.requires_grad() ?
+             " with gradient tracking" : " while a jvp was open", ", not an input of the segment; the compiled program "
+             "runs the segment later and cannot hand it that tensor with its derivatives. Pass it to checkpoint() as an "
+             "input (then derivatives reach it), or detach() it (a constant)");
+}
+
 }  // namespace
 
 std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<Tensor>& inputs) {
@@ -216,15 +228,12 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
     NoGradGuard no_grad;
     std::optional<ClosureReadWatch> watch;
     std::optional<InterpreterScope> watching;
-    if (active_trace_recorder()) watching.emplace(watch.emplace(inputs));
-    std::vector<Tensor> outputs = segment(inputs);
-    if (watch) {
-      for (const Tensor& value : watch->closure_reads()) {
-        state->closure_values.push_back(value_identity(value));
-        node_inputs.push_back(value.detach());
-      }
+    std::vector<Tensor> arguments = inputs;
+    if (active_trace_recorder()) {
+      for (Tensor& argument : arguments) argument = identity(argument);
+      watching.emplace(watch.emplace(arguments));
     }
-    EDDY_CHECK(!outputs.empty(), "checkpoint: the segment returned no outputs");
+    std::vector<Tensor> outputs = segment(arguments);
     for (size_t i = 0; i < outputs.size(); ++i) {
       EDDY_CHECK(outputs[i].dtype() == outputs[0].dtype(), "checkpoint: the segment's outputs must share one "
                  "dtype; output 0 is ", outputs[0].dtype(), " but output ", i, " is ", outputs[i].dtype());
@@ -232,8 +241,16 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
     }
     state->dtype = outputs[0].dtype();
     // Under abstract evaluation (a capture) no eval runs to take it, and it has no values to give.
+    // Watched too: a closure tensor returned as it is is read here first.
     Tensor packed = pack(outputs);
     if (!packed.is_abstract()) state->forward_value = std::move(packed);
+    if (watch) {
+      for (const Tensor& value : watch->closure_reads()) {
+        refuse_closure_value_with_derivatives(value);
+        state->closure_values.push_back(value_identity(value));
+        node_inputs.push_back(value);
+      }
+    }
   }
   Attrs attrs;
   attrs.payload = state;

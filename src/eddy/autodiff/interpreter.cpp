@@ -29,10 +29,10 @@ void record(const Primitive& primitive, Inputs original, const Attrs& attrs, con
     needs_node = primitive.differentiable_input(static_cast<int>(i)) && original[i].requires_grad();
   }
   if (!needs_node) return;
-  auto node = std::make_shared<Node>(
-      Node{&primitive, attrs, std::vector<Tensor>(original.begin(), original.end()), out.impl_ptr()});
-  for (const Tensor& input : original) node->input_versions.push_back(memory_version(input));
-  node->output_version = memory_version(out);
+  std::vector<uint64_t> input_versions;
+  for (const Tensor& input : original) input_versions.push_back(memory_version(input));
+  auto node = std::make_shared<Node>(Node{&primitive, attrs, std::vector<Tensor>(original.begin(), original.end()),
+                                          out.impl_ptr(), std::move(input_versions), memory_version(out)});
   out.impl()->autograd = std::make_shared<AutogradMeta>(AutogradMeta{std::move(node), false, {}});
 }
 
@@ -77,6 +77,8 @@ ForwardLevel::~ForwardLevel() { open_levels.pop_back(); }
 
 SuspendedForwardLevels::SuspendedForwardLevels() { suspended_.swap(open_levels); }
 SuspendedForwardLevels::~SuspendedForwardLevels() { open_levels = std::move(suspended_); }
+
+bool forward_mode_active() { return !open_levels.empty(); }
 
 int64_t innermost_level(const Tensor& tensor) {
   int64_t level = -1;

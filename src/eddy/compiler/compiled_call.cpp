@@ -119,7 +119,8 @@ std::vector<Tensor> input_cotangents(const CallSite& site, Inputs arguments, std
   const std::vector<bool> varies = varying_values(graph, wanted_arguments);
   std::vector<Tensor> cotangents(graph.values.size());
   for (size_t k = 0; k < seeds.size(); ++k) {
-    // Two outputs may be one value (a function returning (y, y)).
+    // Two outputs may be one value: one returned twice, or two the compiler merged (two zeros_like),
+    // which are tensors of their own, as eagerly (Program::run).
     Tensor& cotangent = cotangents[static_cast<size_t>(outputs[k])];
     cotangent = cotangent.defined() ? add(cotangent, seeds[k].cotangent) : seeds[k].cotangent;
   }
@@ -235,14 +236,6 @@ std::vector<Tensor> call_with_derivatives(const std::shared_ptr<const Program>& 
   const std::vector<bool> varies = varying_values(graph, site->argument_values);
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < graph.outputs.size(); ++i) {
-    // One value returned twice is one tensor, as the eager function's: a gradient with respect to
-    // it then counts both uses.
-    const auto earlier = std::find(graph.outputs.begin(), graph.outputs.begin() + static_cast<std::ptrdiff_t>(i),
-                                   graph.outputs[i]);
-    if (earlier != graph.outputs.begin() + static_cast<std::ptrdiff_t>(i)) {
-      outputs.push_back(outputs[static_cast<size_t>(earlier - graph.outputs.begin())]);
-      continue;
-    }
     Attrs attrs;
     attrs.axis = static_cast<int64_t>(i);
     attrs.payload = site;

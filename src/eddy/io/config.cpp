@@ -183,6 +183,8 @@ void ConfigNode::require_memory(const std::string& what, double bytes) const {
 
 std::string ConfigNode::child_path(const std::string& key) const { return child_key_path(path_, key); }
 
+void ConfigNode::record_default(const std::string& key) const { config_->defaulted_.insert(child_path(key)); }
+
 void ConfigNode::require_map() const {
   if (!node_.IsMap() && !node_.IsNull()) fail("expected a map of keys, got " + describe(node_));
 }

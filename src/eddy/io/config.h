@@ -139,7 +139,7 @@ class ConfigNode {
   // Records a default in the tree (a Node is a handle, so this writes through a copy).
   template <typename T>
   void write_default(const std::string& key, const T& value) const {
-    config_->defaulted_.insert(child_path(key));
+    record_default(key);
     YAML::Node node = node_;
     if constexpr (std::is_floating_point_v<T>) {
       node[key] = shortest_text(value);
@@ -153,6 +153,8 @@ class ConfigNode {
   }
   void require_map() const;
   void record_derived(const std::string& key) const;
+  // Notes that the default of `key` was written, which the user did not give.
+  void record_default(const std::string& key) const;
 
   Config* config_;
   YAML::Node node_;
