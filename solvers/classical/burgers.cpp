@@ -29,9 +29,8 @@ Burgers::Burgers(int64_t resolution, double length, double dt, const Tensor& nu)
   const DType complex_dtype = dtype_ == DType::f64 ? DType::c128 : DType::c64;
   const Tensor index = fft::rfftfreq(n_, 1.0 / static_cast<double>(n_), dtype_);
   // Orszag's 2/3 rule: a product of modes |k| < n / 3 aliases only onto modes it then discards.
-  mask_ = cast(lt(index * 3.0, full_like(index, static_cast<double>(n_))), dtype_);
+  const Tensor mask = cast(lt(index * 3.0, full_like(index, static_cast<double>(n_))), dtype_);
   const Tensor k = index * (2 * std::numbers::pi / length);
-  derivative_ = complex(zeros_like(k), k * -0.5 * mask_);
 
   const Tensor hL = reshape(nu, {}) * square(k) * -dt;
   const Tensor angles = (arange(0, kContourPoints, 1, dtype_) + 0.5) * (std::numbers::pi / kContourPoints);
@@ -47,6 +46,8 @@ Burgers::Burgers(int64_t resolution, double length, double dt, const Tensor& nu)
       contour_mean((-4.0 - LR + eLR * (4.0 - 3.0 * LR + LR * LR)) / LR3),
       contour_mean((2.0 + LR + eLR * (LR - 2.0)) / LR3),
       contour_mean((-4.0 - 3.0 * LR - LR * LR + eLR * (4.0 - LR)) / LR3),
+      mask,
+      complex(zeros_like(k), k * -0.5 * mask),
   };
 }
 
@@ -58,19 +59,20 @@ Tensor Burgers::to_spectral(const Tensor& u) const {
 
 Tensor Burgers::to_physical(const Tensor& v) const { return fft::irfft(v, n_); }
 
-Tensor Burgers::nonlinear(const Tensor& v) const {
-  return derivative_ * fft::rfft(square(fft::irfft(v * mask_, n_)));
+Tensor Burgers::nonlinear(const Tensor& v, const std::vector<Tensor>& params) const {
+  const Tensor &mask = params[6], &derivative = params[7];
+  return derivative * fft::rfft(square(fft::irfft(v * mask, n_)));
 }
 
 Tensor Burgers::step(const Tensor& v, const std::vector<Tensor>& params) const {
   const Tensor &E = params[0], &E2 = params[1], &Q = params[2], &f1 = params[3], &f2 = params[4], &f3 = params[5];
-  const Tensor Nv = nonlinear(v);
+  const Tensor Nv = nonlinear(v, params);
   const Tensor a = E2 * v + Q * Nv;
-  const Tensor Na = nonlinear(a);
+  const Tensor Na = nonlinear(a, params);
   const Tensor b = E2 * v + Q * Na;
-  const Tensor Nb = nonlinear(b);
+  const Tensor Nb = nonlinear(b, params);
   const Tensor c = E2 * a + Q * (2.0 * Nb - Nv);
-  const Tensor Nc = nonlinear(c);
+  const Tensor Nc = nonlinear(c, params);
   return E * v + Nv * f1 + 2.0 * (Na + Nb) * f2 + Nc * f3;
 }
 

@@ -26,8 +26,10 @@ class Burgers {
   double dt() const { return dt_; }
   DType dtype() const { return dtype_; }
 
-  // The ETDRK4 coefficients exp(h L), exp(h L / 2), Q, f1, f2, f3 per mode: functions of nu,
-  // passed to step() as parameters so that checkpointed rollouts reach nu.
+  // Everything step() reads: the ETDRK4 coefficients exp(h L), exp(h L / 2), Q, f1, f2, f3 per
+  // mode (functions of nu), then the 2/3 rule's mask and -i k / 2 on the kept modes. Passed to
+  // step(), so that checkpointed rollouts reach nu and hold no tensor of their own (built inside
+  // a compiled function, such a tensor would have no values when the program reruns a segment).
   const std::vector<Tensor>& params() const { return params_; }
   const CoefficientSources& sources() const { return sources_; }
   // One step of the half spectrum v [..., n / 2 + 1].
@@ -41,14 +43,12 @@ class Burgers {
                             int64_t checkpoint_every = 0) const;
 
  private:
-  // -(1/2) d/dx of u^2, dealiased, as a half spectrum.
-  Tensor nonlinear(const Tensor& v) const;
+  // -(1/2) d/dx of u^2, dealiased, as a half spectrum, with the mask and derivative of `params`.
+  Tensor nonlinear(const Tensor& v, const std::vector<Tensor>& params) const;
 
   int64_t n_;
   double dt_;
   DType dtype_;
-  Tensor mask_;        // the modes the 2/3 rule keeps
-  Tensor derivative_;  // -i k / 2 on the kept modes, 0 elsewhere
   std::vector<Tensor> params_;
   CoefficientSources sources_;
 };

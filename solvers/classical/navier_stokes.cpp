@@ -11,6 +11,18 @@
 namespace eddy::classical {
 namespace {
 
+// The entries of params().
+enum Param : size_t {
+  kExplicitPart,     // 1 - h nu Lap / 2
+  kImplicitInverse,  // 1 / (1 + h nu Lap / 2)
+  kForcing,          // the forcing's spectrum times h
+  kMask,             // the modes the 2/3 rule keeps
+  kDdx,              // i k_x on the kept modes
+  kDdy,              // i k_y on the kept modes
+  kVelocityX,        // w_hat -> u_hat: i k_y / |k|^2 on the kept modes
+  kVelocityY,        // w_hat -> v_hat: -i k_x / |k|^2 on the kept modes
+};
+
 Tensor imaginary(const Tensor& x) { return complex(zeros_like(x), x); }
 
 // 1 where Orszag's 2/3 rule keeps the wavenumber index (3 |k| < n), 0 elsewhere.
@@ -43,18 +55,20 @@ NavierStokes2d::NavierStokes2d(int64_t resolution, double dt, const Tensor& nu, 
   // The wavenumbers of this rank's rows: the dealiasing mask and the zero mode go by global index.
   const Tensor index_x = unsqueeze(slice(fft::fftfreq(n_, 1.0 / n, dtype_), 0, rows_.start, rows_.stop()), 1);
   const Tensor index_y = fft::rfftfreq(n_, 1.0 / n, dtype_);  // [m]
-  mask_ = kept_by_two_thirds_rule(index_x, n) * kept_by_two_thirds_rule(index_y, n);
+  const Tensor mask = kept_by_two_thirds_rule(index_x, n) * kept_by_two_thirds_rule(index_y, n);
   const Tensor kx = index_x * (2 * std::numbers::pi), ky = index_y * (2 * std::numbers::pi);
   const Tensor laplacian = square(kx) + square(ky);  // the symbol of -Laplacian, [rows, m]
   // psi_hat = w_hat / |k|^2; the mean mode has no velocity, so any nonzero divisor does there.
   const Tensor inverse_laplacian = 1.0 / where(eq(laplacian, zeros_like(laplacian)), ones_like(laplacian), laplacian);
-  d_dx_ = imaginary(kx * mask_);
-  d_dy_ = imaginary(ky * mask_);
-  velocity_x_ = imaginary(ky * inverse_laplacian * mask_);
-  velocity_y_ = imaginary(-kx * inverse_laplacian * mask_);
-
   const Tensor half_diffusion = reshape(nu, {}) * laplacian * (0.5 * dt);
-  params_ = {1.0 - half_diffusion, 1.0 / (1.0 + half_diffusion), forward_transform(forcing) * dt};
+  params_ = {1.0 - half_diffusion,
+             1.0 / (1.0 + half_diffusion),
+             forward_transform(forcing) * dt,
+             mask,
+             imaginary(kx * mask),
+             imaginary(ky * mask),
+             imaginary(ky * inverse_laplacian * mask),
+             imaginary(-kx * inverse_laplacian * mask)};
 }
 
 Tensor NavierStokes2d::fno_forcing(int64_t resolution, DType dtype) {
@@ -80,21 +94,21 @@ Tensor NavierStokes2d::to_physical(const Tensor& w_hat) const {
 
 std::pair<Tensor, Tensor> NavierStokes2d::velocity(const Tensor& w) const {
   const Tensor w_hat = to_spectral(w);
-  return {to_physical(velocity_x_ * w_hat), to_physical(velocity_y_ * w_hat)};
+  return {to_physical(params_[kVelocityX] * w_hat), to_physical(params_[kVelocityY] * w_hat)};
 }
 
-Tensor NavierStokes2d::advection(const Tensor& w_hat) const {
-  const Tensor u = to_physical(velocity_x_ * w_hat), v = to_physical(velocity_y_ * w_hat);
-  const Tensor w_x = to_physical(d_dx_ * w_hat), w_y = to_physical(d_dy_ * w_hat);
-  return forward_transform(u * w_x + v * w_y) * mask_ * -1.0;
+Tensor NavierStokes2d::advection(const Tensor& w_hat, const std::vector<Tensor>& params) const {
+  const Tensor u = to_physical(params[kVelocityX] * w_hat), v = to_physical(params[kVelocityY] * w_hat);
+  const Tensor w_x = to_physical(params[kDdx] * w_hat), w_y = to_physical(params[kDdy] * w_hat);
+  return forward_transform(u * w_x + v * w_y) * params[kMask] * -1.0;
 }
 
 Tensor NavierStokes2d::step(const Tensor& w_hat, const std::vector<Tensor>& params) const {
-  const Tensor &explicit_part = params[0], &implicit_inverse = params[1], &forcing = params[2];
-  const Tensor base = explicit_part * w_hat + forcing;
-  const Tensor N = advection(w_hat);
+  const Tensor &implicit_inverse = params[kImplicitInverse];
+  const Tensor base = params[kExplicitPart] * w_hat + params[kForcing];
+  const Tensor N = advection(w_hat, params);
   const Tensor predictor = (base + N * dt_) * implicit_inverse;
-  return (base + (N + advection(predictor)) * (0.5 * dt_)) * implicit_inverse;
+  return (base + (N + advection(predictor, params)) * (0.5 * dt_)) * implicit_inverse;
 }
 
 std::vector<Tensor> NavierStokes2d::solve(const Tensor& w0, const std::vector<int64_t>& record_steps,

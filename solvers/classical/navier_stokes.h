@@ -47,8 +47,11 @@ class NavierStokes2d {
   // The rows of axis -2 this rank's fields hold: all n of them without a communicator.
   const dist::SlabRows& slab_rows() const { return rows_; }
 
-  // The Crank-Nicolson factors (1 - h nu Lap / 2) and 1 / (1 + h nu Lap / 2) and the forcing's
-  // spectrum times h: passed to step() so that checkpointed rollouts reach nu and the forcing.
+  // Everything step() reads: the Crank-Nicolson factors (1 - h nu Lap / 2) and 1 / (1 + h nu Lap
+  // / 2) and the forcing's spectrum times h, then the grid's operators (the 2/3 rule's mask, the
+  // derivatives, the velocity from the vorticity). Passed to step(), so that checkpointed rollouts
+  // reach nu and the forcing and hold no tensor of their own (built inside a compiled function,
+  // such a tensor would have no values when the program reruns a segment).
   const std::vector<Tensor>& params() const { return params_; }
   const CoefficientSources& sources() const { return sources_; }
   // One step of the vorticity's half spectrum [..., rows, n / 2 + 1].
@@ -64,8 +67,8 @@ class NavierStokes2d {
                             int64_t checkpoint_every = 0) const;
 
  private:
-  // -u . grad w, dealiased, as a half spectrum.
-  Tensor advection(const Tensor& w_hat) const;
+  // -u . grad w, dealiased, as a half spectrum, with the operators of `params`.
+  Tensor advection(const Tensor& w_hat, const std::vector<Tensor>& params) const;
   // The transforms, serial or on slabs, without to_spectral's checks.
   Tensor forward_transform(const Tensor& w) const;
 
@@ -74,9 +77,6 @@ class NavierStokes2d {
   DType dtype_;
   dist::Communicator* communicator_;  // null: one process holds the whole grid
   dist::SlabRows rows_;
-  Tensor mask_;                    // the modes the 2/3 rule keeps
-  Tensor d_dx_, d_dy_;             // i k_x and i k_y on the kept modes
-  Tensor velocity_x_, velocity_y_;  // w_hat -> u_hat, v_hat: i k_y / |k|^2 and -i k_x / |k|^2, kept modes
   std::vector<Tensor> params_;
   CoefficientSources sources_;
 };

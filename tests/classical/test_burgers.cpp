@@ -140,7 +140,8 @@ TEST(Burgers, ASolverBuiltInsideACompiledFunctionFollowsNu) {
   const ScopedEnv no_kernels("EDDY_COMPILER_DISABLE", "fusion");  // what is checked is not fused code
   const Tensor nu = scalar(0.05, DType::f64).requires_grad_();
   const Tensor u0 = sin(arange(0, 32, 1, DType::f64) * (2 * std::numbers::pi / 32));
-  // Checkpointed too: the segments read the solver's constants, made inside the compiled function.
+  // Checkpointed too: the segments take the solver's constants, made inside the compiled function,
+  // as inputs (params()); held by the segments, they had no values when the program ran them.
   const auto loss = [&](const std::vector<Tensor>& in) {
     const Burgers solver(32, 2 * std::numbers::pi, 0.02, nu);
     return std::vector<Tensor>{sum(square(solver.solve(in[0], {5})[0])) + sum(square(solver.solve(in[0], {5}, 2)[0]))};
@@ -156,6 +157,15 @@ TEST(Burgers, ASolverBuiltInsideACompiledFunctionFollowsNu) {
     EXPECT_NEAR(grad({compiled_loss}, {nu})[0].item<double>(), grad({eager_loss}, {nu})[0].item<double>(), 1e-9) << value;
   }
   EXPECT_EQ(compiled.stats().traces, 1);
+  // Second derivatives from outside, through the checkpointed segments' recomputation.
+  const Tensor x = u0.detach().requires_grad_();
+  const auto second = [&](const Tensor& first_loss) {
+    const Tensor g = grad({first_loss}, {nu}, {}, true)[0];
+    return grad({g}, {x, nu});
+  };
+  const std::vector<Tensor> compiled_second = second(compiled({x})[0]), eager_second = second(loss({x})[0]);
+  EXPECT_LT(max(abs(compiled_second[0] - eager_second[0])).item<double>(), 1e-9 * max(abs(eager_second[0])).item<double>());
+  EXPECT_NEAR(compiled_second[1].item<double>(), eager_second[1].item<double>(), 1e-9 * std::abs(eager_second[1].item<double>()));
 }
 
 }  // namespace

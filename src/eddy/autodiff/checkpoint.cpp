@@ -24,75 +24,37 @@ struct Segment {
   DType dtype = DType::f32;  // of every output
   // The packed outputs, computed before dispatch (infer needs their shape) and handed to eval.
   Tensor forward_value;
-  // The segment's own inputs: the node's first ones. The rest are the closure's values below.
-  size_t input_count = 0;
-  // Recorded while a function was captured: the constants the segment's closure reads that the
-  // captured function made (a solver's 2/3-rule mask, built inside a compiled function). A
-  // compiled program runs the segment itself, later, where those tensors have no values (it
-  // failed with "data(): the tensor ... is abstract"): they travel as the node's last inputs, and
-  // each run of the segment reads those instead (ClosureValues).
-  std::vector<std::shared_ptr<const ValueIdentity>> closure_values;
 };
 
 // Watches a segment run while a function is captured, for reads of abstract values other than
 // its inputs (given as fresh values, so that the closure's own handles of them count) and what
-// it makes from them: tensors its closure holds.
+// it makes from them: tensors its closure holds that the captured function made. The compiled
+// program runs the segment's node itself, later, where those have no values.
 class ClosureReadWatch final : public Interpreter {
  public:
-  explicit ClosureReadWatch(const std::vector<Tensor>& inputs) {
-    for (const Tensor& input : inputs) known_.insert(value_identity(input).get());
+  explicit ClosureReadWatch(const std::vector<Tensor>& arguments) {
+    for (const Tensor& argument : arguments) known_.insert(value_identity(argument).get());
   }
 
   Tensor interpret(const OpCall& call) override {
-    for (const Tensor& input : call.inputs) {
-      if (input.is_abstract() && known_.insert(value_identity(input).get()).second) closure_reads_.push_back(input);
-    }
+    for (const Tensor& input : call.inputs) refuse_closure_read(input);
     Tensor output = interpret_below(*this, call);
     known_.insert(value_identity(output).get());
     return output;
   }
 
-  const std::vector<Tensor>& closure_reads() const { return closure_reads_; }
-
- private:
-  std::unordered_set<const ValueIdentity*> known_;
-  std::vector<Tensor> closure_reads_;
-};
-
-// While a recorded segment runs: each of its closure's values replaced by the node's input that
-// holds it now.
-class ClosureValues final : public Interpreter {
- public:
-  ClosureValues(const Segment& segment, Inputs node_inputs) : segment_(segment), node_inputs_(node_inputs) {}
-
-  Tensor interpret(const OpCall& call) override {
-    std::vector<Tensor> inputs(call.inputs.begin(), call.inputs.end());
-    bool replaced = false;
-    for (Tensor& input : inputs) {
-      if (!input.is_abstract()) continue;
-      const auto found = std::find(segment_.closure_values.begin(), segment_.closure_values.end(),
-                                   value_identity(input));
-      if (found == segment_.closure_values.end()) continue;
-      input = node_inputs_[segment_.input_count + static_cast<size_t>(found - segment_.closure_values.begin())];
-      replaced = true;
-    }
-    if (!replaced) return interpret_below(*this, call);
-    return interpret_below(*this, OpCall{call.primitive, Inputs(inputs.data(), inputs.size()), call.attrs, call.spec});
+  // Also for the segment's outputs: one its closure holds, returned as it is, is read by no op.
+  void refuse_closure_read(const Tensor& value) const {
+    EDDY_CHECK(!value.is_abstract() || known_.contains(value_identity(value).get()), "checkpoint: inside a "
+               "compiled function, the segment's closure holds a tensor of shape ", value.shape(), " that the "
+               "function made; the compiled program runs the segment later, where that tensor has no values. Pass "
+               "it to checkpoint() as an input (detach() it first where no derivative should reach it), or make it "
+               "inside the segment");
   }
 
  private:
-  const Segment& segment_;
-  Inputs node_inputs_;
+  std::unordered_set<const ValueIdentity*> known_;
 };
-
-// Runs `work` with the segment's closure values replaced by the node's inputs, where it has any.
-template <typename Work>
-auto with_closure_values(const Segment& segment, Inputs node_inputs, Work work) {
-  std::optional<ClosureValues> values;
-  std::optional<InterpreterScope> scope;
-  if (!segment.closure_values.empty()) scope.emplace(values.emplace(segment, node_inputs));
-  return work();
-}
 
 Segment& segment_of(const Attrs& attrs) { return *static_cast<Segment*>(attrs.payload.get()); }
 
@@ -117,9 +79,8 @@ std::vector<Tensor> unpack(const Tensor& packed, const std::vector<Shape>& shape
 // requires_grad(): a compiled function's derivative rules replay its graph on values that track
 // no gradient (compiler/compiled_call.cpp), and a segment whose input was an intermediate value
 // then gave that input none, so the gradient of everything before it came out 0, silently.
-std::vector<Tensor> input_cotangents(Inputs node_inputs, const Segment& segment, const Tensor& cotangent,
+std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, const Tensor& cotangent,
                                      const std::vector<bool>& wanted) {
-  const Inputs inputs = node_inputs.first(segment.input_count);
   // The inner backward pass must stop at this segment's inputs: a parameter that earlier segments
   // use too is reachable through the state they made as well, and a gradient with respect to the
   // parameter itself would count those paths here, and again when the outer pass goes on through
@@ -146,7 +107,7 @@ std::vector<Tensor> input_cotangents(Inputs node_inputs, const Segment& segment,
   std::vector<Tensor> targets;
   for (size_t i : tracked) targets.push_back(arguments[i]);
   std::vector<Tensor> grads = grad(outputs, targets, unpack(cotangent, segment.output_shapes), create_graph);
-  std::vector<Tensor> result(node_inputs.size());
+  std::vector<Tensor> result(inputs.size());
   for (size_t k = 0; k < tracked.size(); ++k) result[tracked[k]] = grads[k];
   return result;
 }
@@ -171,44 +132,24 @@ const Primitive& checkpoint_p = [] () -> const Primitive& {
     Segment& segment = segment_of(attrs);
     if (segment.forward_value.defined()) return std::exchange(segment.forward_value, Tensor()).detach();
     NoGradGuard no_grad;
-    return with_closure_values(segment, inputs, [&] {
-      return pack(segment.fn(std::vector<Tensor>(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(segment.input_count)))).detach();
-    });
+    return pack(segment.fn(std::vector<Tensor>(inputs.begin(), inputs.end()))).detach();
   };
   // Eager forward mode never reaches this primitive (checkpoint() runs the segment directly);
   // forward mode over a compiled function replays it: the segment runs again, in forward mode.
   p.jvp = [](Inputs inputs, const Attrs& attrs, int input, const Tensor& tangent) {
-    const Segment& segment = segment_of(attrs);
     const auto moving = static_cast<size_t>(input);
-    // The closure's values are constants to the segment's derivatives.
-    if (moving >= segment.input_count) return Tensor();
     const auto packed_segment = [&](const std::vector<Tensor>& x) {
-      std::vector<Tensor> arguments(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(segment.input_count));
+      std::vector<Tensor> arguments(inputs.begin(), inputs.end());
       arguments[moving] = x[0];
-      return std::vector<Tensor>{pack(segment.fn(arguments))};
+      return std::vector<Tensor>{pack(segment_of(attrs).fn(arguments))};
     };
-    return with_closure_values(segment, inputs, [&] { return jvp(packed_segment, {inputs[moving]}, {tangent}).second[0]; });
+    return jvp(packed_segment, {inputs[moving]}, {tangent}).second[0];
   };
   // One recomputation gives every input's cotangent.
   p.vjp_all = [](Inputs inputs, const Attrs& attrs, const Tensor&, const Tensor& cotangent,
-                 const std::vector<bool>& wanted) {
-    const Segment& segment = segment_of(attrs);
-    return with_closure_values(segment, inputs, [&] { return input_cotangents(inputs, segment, cotangent, wanted); });
-  };
+                 const std::vector<bool>& wanted) { return input_cotangents(inputs, segment_of(attrs), cotangent, wanted); };
   return register_primitive(std::move(p));
 }();
-
-// A closure tensor the segment's derivatives would have to reach as eagerly: where it requires
-// gradients, eager checkpointing gives it none in first derivatives but does in second ones (the
-// recomputed graph reads it), and in forward mode the segment runs plainly and carries its
-// tangent. A constant handed to the node as an input has neither.
-void refuse_closure_value_with_derivatives(const Tensor& value) {
-  EDDY_CHECK(!value.requires_grad() && !forward_mode_active(), "checkpoint: inside a compiled function, the segment's "
-             "closure holds a tensor of shape ", value.shape(), " that the function computed", value.requires_grad() ?
-             " with gradient tracking" : " while a jvp was open", ", not an input of the segment; the compiled program "
-             "runs the segment later and cannot hand it that tensor with its derivatives. Pass it to checkpoint() as an "
-             "input (then derivatives reach it), or detach() it (a constant)");
-}
 
 }  // namespace
 
@@ -222,8 +163,6 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
 
   auto state = std::make_shared<Segment>();
   state->fn = segment;
-  state->input_count = inputs.size();
-  std::vector<Tensor> node_inputs = inputs;
   {
     NoGradGuard no_grad;
     std::optional<ClosureReadWatch> watch;
@@ -234,6 +173,10 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
       watching.emplace(watch.emplace(arguments));
     }
     std::vector<Tensor> outputs = segment(arguments);
+    if (watch) {
+      for (const Tensor& output : outputs) watch->refuse_closure_read(output);
+    }
+    EDDY_CHECK(!outputs.empty(), "checkpoint: the segment returned no outputs");
     for (size_t i = 0; i < outputs.size(); ++i) {
       EDDY_CHECK(outputs[i].dtype() == outputs[0].dtype(), "checkpoint: the segment's outputs must share one "
                  "dtype; output 0 is ", outputs[0].dtype(), " but output ", i, " is ", outputs[i].dtype());
@@ -241,20 +184,12 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
     }
     state->dtype = outputs[0].dtype();
     // Under abstract evaluation (a capture) no eval runs to take it, and it has no values to give.
-    // Watched too: a closure tensor returned as it is is read here first.
     Tensor packed = pack(outputs);
     if (!packed.is_abstract()) state->forward_value = std::move(packed);
-    if (watch) {
-      for (const Tensor& value : watch->closure_reads()) {
-        refuse_closure_value_with_derivatives(value);
-        state->closure_values.push_back(value_identity(value));
-        node_inputs.push_back(value);
-      }
-    }
   }
   Attrs attrs;
   attrs.payload = state;
-  return unpack(dispatch(checkpoint_p, Inputs(node_inputs.data(), node_inputs.size()), attrs), state->output_shapes);
+  return unpack(dispatch(checkpoint_p, Inputs(inputs.data(), inputs.size()), attrs), state->output_shapes);
 }
 
 }  // namespace eddy

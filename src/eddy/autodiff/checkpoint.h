@@ -16,9 +16,10 @@ namespace eddy {
 // captures instead of taking as inputs are constants: no gradient flows to them. Its outputs must
 // share one dtype (they travel as one flat tensor, the node's single output).
 //
-// Inside a compiled function the segment's node is run by the program; constants its closure
-// holds that the compiled function made are handed to it as further inputs of the node, and a
-// tensor there with derivatives (gradient tracking, a tangent) is refused: pass it as an input.
+// Inside a compiled function the segment's node is run by the program, later: a tensor its
+// closure holds that the compiled function made would have no values then, and is refused while
+// the function is captured. Pass such tensors as inputs (detached where no derivative should
+// reach them).
 //
 // Higher derivatives work: with create_graph, the backward recomputes on the original inputs, so
 // the gradient is an ordinary differentiable graph. In forward mode (inputs carrying tangents) there

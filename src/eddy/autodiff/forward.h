@@ -40,8 +40,6 @@ class SuspendedForwardLevels {
   std::vector<int64_t> suspended_;
 };
 
-// Whether a forward level is open on this thread (inside some jvp).
-bool forward_mode_active();
 // The innermost open level among the tensor's tangents, or -1.
 int64_t innermost_level(const Tensor& tensor);
 // The tangent at `level`; undefined (a symbolic zero) when there is none.
