@@ -82,6 +82,38 @@ TEST(Checkpoint, HigherDerivativesOfARolloutWhoseSegmentsShareAParameter) {
   }
 }
 
+// A first gradient with respect to some inputs, differentiated with respect to another: the
+// input not asked for was detached in the recomputation, so d/dp of the x-gradient of sin(x p)
+// came out 0 (and Burgers' d/dnu of |dL/du0|^2 half its value).
+TEST(Checkpoint, MixedSecondDerivativesReachTheInputsNotAskedForFirst) {
+  const Tensor x = tensor<double>({0.3, -0.7, 1.1}).requires_grad_(), p = scalar(1.3, DType::f64).requires_grad_();
+  const auto body = [](const TensorList& v) { return TensorList{sin(v[0] * v[1])}; };
+  const auto mixed = [&](bool checkpointed) {
+    const Tensor y = checkpointed ? checkpoint(body, {x, p})[0] : body({x, p})[0];
+    const Tensor gx = grad({sum(y)}, {x}, {}, true)[0];  // p cos(x p)
+    return grad({sum(gx)}, {p})[0].item<double>();
+  };
+  EXPECT_NEAR(mixed(true), mixed(false), 1e-14);
+  EXPECT_GT(std::abs(mixed(false)), 0.1);
+}
+
+// Under a jvp whose tangent reaches the segment only through a tensor its closure holds, the
+// segment became a node when an input required grad, and the tangent came out 0.
+TEST(Checkpoint, UnderAJvpTheSegmentRunsPlainlyAndCarriesItsClosuresTangent) {
+  const Tensor x = tensor<double>({0.3, -0.7, 1.1}).requires_grad_();
+  const auto f = [&](bool checkpointed) {
+    return [&, checkpointed](const Tensor& z) {
+      const Tensor scale = z * 2.0;
+      const auto body = [scale](const TensorList& v) { return TensorList{sin(v[0]) * scale}; };
+      return sum(checkpointed ? checkpoint(body, {x})[0] : body({x})[0]);
+    };
+  };
+  const Tensor z = scalar(0.5, DType::f64), dz = scalar(1.0, DType::f64);
+  const double plain = jvp(f(false), z, dz).second.item<double>();
+  EXPECT_NEAR(jvp(f(true), z, dz).second.item<double>(), plain, 1e-14);
+  EXPECT_GT(std::abs(plain), 0.1);
+}
+
 TEST(Checkpoint, CapturedTensorsAreConstantsAndUntrackedInputsRunPlainly) {
   Tensor x = ones({3}, DType::f64).requires_grad_(), captured = full({3}, 2.0, DType::f64).requires_grad_();
   TensorList out = checkpoint([&](const TensorList& v) -> TensorList { return {v[0] * captured}; }, {x});

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "eddy/autodiff/forward.h"
+#include "eddy/core/distribution.h"
 #include "eddy/core/tracing.h"
 #include "eddy/ops/ops.h"
 #include "eddy/ops/primitive.h"
@@ -44,12 +45,13 @@ class ClosureReadWatch final : public Interpreter {
   }
 
   // Also for the segment's outputs: one its closure holds, returned as it is, is read by no op.
+  // (A distributed tensor's whole has no values of its own: its local part says whether it has.)
   void refuse_closure_read(const Tensor& value) const {
-    EDDY_CHECK(!value.is_abstract() || known_.contains(value_identity(value).get()), "checkpoint: inside a "
-               "compiled function, the segment's closure holds a tensor of shape ", value.shape(), " that the "
-               "function made; the compiled program runs the segment later, where that tensor has no values. Pass "
-               "it to checkpoint() as an input (detach() it first where no derivative should reach it), or make it "
-               "inside the segment");
+    EDDY_CHECK(!local_part(value).is_abstract() || known_.contains(value_identity(value).get()), "checkpoint: inside a "
+               "compiled function, the segment's closure holds a tensor of shape ", value.shape(), " of the "
+               "function's own (one of its inputs, or a value it computed); the compiled program runs the segment "
+               "later, where that tensor has no values. Pass it to checkpoint() as an input (detach() it first where "
+               "no derivative should reach it), or make it inside the segment");
   }
 
  private:
@@ -87,12 +89,15 @@ std::vector<Tensor> input_cotangents(Inputs inputs, const Segment& segment, cons
   // them. So the segment reruns on detached copies, which keep their forward-mode tangents (forward
   // mode over a compiled reverse pass), or with create_graph (recording is on here), when the
   // result must stay differentiable with respect to the inputs, on new graph nodes of them.
+  // An input not wanted here stays attached too under create_graph: the cotangents of the others
+  // depend on it (d/dp of the gradient in x of sin(x p)), and detached it made that derivative 0.
   const bool create_graph = GradMode::enabled();
   std::vector<Tensor> arguments;
   std::vector<size_t> tracked;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!wanted[i] || !is_inexact(inputs[i].dtype())) {
-      arguments.push_back(detach_keeping_tangents(inputs[i]));
+      arguments.push_back(create_graph && inputs[i].requires_grad() ? identity(inputs[i])
+                                                                    : detach_keeping_tangents(inputs[i]));
       continue;
     }
     tracked.push_back(i);
@@ -157,9 +162,10 @@ std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<T
   EDDY_CHECK(!inputs.empty(), "checkpoint: needs at least one input");
   const bool recording = GradMode::enabled() &&
                          std::any_of(inputs.begin(), inputs.end(), [](const Tensor& x) { return x.requires_grad(); });
-  const bool forward_mode =
-      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& x) { return innermost_level(x) >= 0; });
-  if (!recording || forward_mode) return segment(inputs);
+  // Under a jvp the segment runs plainly, carrying tangents; one that reached it only through a
+  // tensor its closure holds was dropped (0) when a node was recorded because an input required
+  // grad.
+  if (!recording || forward_mode_active()) return segment(inputs);
 
   auto state = std::make_shared<Segment>();
   state->fn = segment;

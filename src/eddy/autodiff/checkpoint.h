@@ -22,8 +22,8 @@ namespace eddy {
 // reach them).
 //
 // Higher derivatives work: with create_graph, the backward recomputes on the original inputs, so
-// the gradient is an ordinary differentiable graph. In forward mode (inputs carrying tangents) there
-// is nothing to save, and the segment simply runs.
+// the gradient is an ordinary differentiable graph. In forward mode (under a jvp) there is nothing
+// to save, and the segment simply runs.
 std::vector<Tensor> checkpoint(const MultiFunction& segment, const std::vector<Tensor>& inputs);
 
 }  // namespace eddy

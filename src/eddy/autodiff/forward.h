@@ -40,6 +40,8 @@ class SuspendedForwardLevels {
   std::vector<int64_t> suspended_;
 };
 
+// Whether a forward level is open on this thread (inside a jvp; a capture suspends them).
+bool forward_mode_active();
 // The innermost open level among the tensor's tangents, or -1.
 int64_t innermost_level(const Tensor& tensor);
 // The tangent at `level`; undefined (a symbolic zero) when there is none.

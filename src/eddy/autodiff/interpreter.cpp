@@ -78,6 +78,8 @@ ForwardLevel::~ForwardLevel() { open_levels.pop_back(); }
 SuspendedForwardLevels::SuspendedForwardLevels() { suspended_.swap(open_levels); }
 SuspendedForwardLevels::~SuspendedForwardLevels() { open_levels = std::move(suspended_); }
 
+bool forward_mode_active() { return !open_levels.empty(); }
+
 int64_t innermost_level(const Tensor& tensor) {
   int64_t level = -1;
   for (const auto& [id, tangent] : tensor.impl()->tangents) {
