@@ -13,8 +13,12 @@ namespace eddy {
 
 // segment(inputs), recorded as one reverse-mode node. The segment must be a pure function of its
 // inputs: it runs twice (forward, then again in backward) and must give the same values. Tensors it
-// captures instead of taking as inputs are constants: no gradient flows to them. Its outputs must
-// share one dtype (they travel as one flat tensor, the node's single output).
+// captures instead of taking as inputs are constants to the node's first derivatives: no gradient
+// flows to them through it. Higher derivatives (the recomputed graph reads them) and forward mode
+// (the segment runs plainly) do reach them, so the derivatives of a function whose segments
+// capture a tensor with derivatives disagree between modes (d/dp of dL/dx is not dL/dp's d/dx);
+// pass every such tensor as an input. Its outputs must share one dtype (they travel as one flat
+// tensor, the node's single output).
 //
 // Inside a compiled function the segment's node is run by the program, later: a tensor its
 // closure holds that the compiled function made would have no values then, and is refused while
