@@ -113,7 +113,7 @@ def _end_the_job_on_an_uncaught_exception():
     def noting_an_error(name, exit_function):
         def exit_noting_an_error(status=None):
             if status in (None, 0):
-                exit_function(status)
+                return exit_function(status)
             try:
                 exit_function(status)  # exit and quit close stdin first
             except SystemExit:

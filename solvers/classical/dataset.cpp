@@ -167,23 +167,17 @@ Tensor on_twice_the_points_2d(const Tensor& fields) {
   return transpose(on_twice_the_points(transpose(wide, -1, -2)), -1, -2);
 }
 
-// Refuses the dataset where the records `solved` from the initial conditions `initial` (the
-// dataset's first samples, which every rank draws alike) are estimated more than
-// kRefinementTolerance (relative L2) from converged: their difference from `refined`, the same
-// solved more finely (`how`) and read on the dataset's grid, times `error_per_difference` (2 for
-// a first-order scheme, whose error at dt is about twice its difference from dt / 2's). Such data
-// passed every check above while percents off: Burgers with nu = 0 before the break on 64 points
-// (2.6%), or from an initial condition rough on its grid (6.8% at nu = 0.1, length 2 pi, 64
-// points), Navier-Stokes at a time step past its CFL limit (4% to 47%) or at nu = 1e-5 on 32
-// points (2.2% to 3.6%), Allen-Cahn at dt = 0.05 (1.4%).
-// What to change when Navier-Stokes data is unconverged. Crank-Nicolson multiplies a mode whose
-// nu dt |k|^2 is a by (1 - a / 2) / (1 + a / 2) a step, which tends to -1 as a grows where the
-// exact factor e^(-a) tends to 0: past a = 2 the finest modes flip sign every step and hardly
-// decay (n = 64, dt = 0.01, nu = 1: sin(20 pi x) kept 36% of its amplitude at t = 0.1), and there
-// a larger nu or resolution makes it worse.
-std::string navier_stokes_remedy(const DatasetSpec& spec, int64_t n) {
+// What to change when the data is unconverged (refuse_unconverged), for a `first_order` scheme
+// (the phase-field steppers, whose check halves the time step alone) or one checked on twice the
+// points too. Navier-Stokes' Crank-Nicolson multiplies a mode whose nu dt |k|^2 is a by
+// (1 - a / 2) / (1 + a / 2) a step, which tends to -1 as a grows where the exact factor e^(-a)
+// tends to 0: past a = 2 the finest modes flip sign every step and hardly decay (n = 64, dt =
+// 0.01, nu = 1: sin(20 pi x) kept 36% of its amplitude at t = 0.1), and there a larger nu or
+// resolution makes it worse.
+std::string unconverged_remedy(const DatasetSpec& spec, int64_t n, bool first_order) {
+  if (first_order) return cat("time.dt = ", spec.dt, " is too large for it; give a smaller time.dt");
   const double finest = 2 * std::pow(std::numbers::pi * static_cast<double>(n), 2);  // |k|^2 at the grid's corner
-  if (spec.nu * spec.dt * finest > 2) {
+  if (spec.solver == DatasetSolver::navier_stokes && spec.nu * spec.dt * finest > 2) {
     return cat("time.dt = ", spec.dt, " is too large at nu = ", spec.nu, " on ", n, " points: Crank-Nicolson leaves "
                "the finest modes (nu time.dt |k|^2 up to ", spec.nu * spec.dt * finest, ") flipping sign every step "
                "instead of decaying; give a smaller time.dt (at most ", 2 / (spec.nu * finest),
@@ -193,6 +187,15 @@ std::string navier_stokes_remedy(const DatasetSpec& spec, int64_t n) {
              "; give a larger resolution, a smaller time.dt or a larger nu");
 }
 
+// Refuses the dataset where the records `solved` from the initial conditions `initial` (the
+// dataset's first samples, which every rank draws alike) are estimated more than
+// kRefinementTolerance (relative L2) from converged: their difference from `refined`, the same
+// solved more finely (`how`) and read on the dataset's grid, times `error_per_difference` (2 for
+// a first-order scheme, whose error at dt is about twice its difference from dt / 2's). Such data
+// passed every check above while percents off: Burgers with nu = 0 before the break on 64 points
+// (2.6%), or from an initial condition rough on its grid (6.8% at nu = 0.1, length 2 pi, 64
+// points), Navier-Stokes at a time step past its CFL limit (4% to 47%) or at nu = 1e-5 on 32
+// points (2.2% to 3.6%), Allen-Cahn at dt = 0.05 (1.4%).
 void refuse_unconverged(const DatasetSpec& spec, const Tensor& initial, const std::vector<Tensor>& solved,
                         const std::vector<Tensor>& refined, const std::vector<int64_t>& record_steps,
                         double error_per_difference, const std::string& how, const std::string& remedy) {
@@ -529,10 +532,7 @@ void generate_dataset(const DatasetSpec& spec, std::ostream* log, dist::Communic
     refuse_unconverged(spec, checked, solve(checked), refined(checked), record_steps,
                        burgers ? 1.0 : first_order ? 2.0 : 4.0 / 3.0,
                        first_order ? "with half the time step" : "on twice the points with half the time step",
-                       first_order ? cat("time.dt = ", spec.dt, " is too large for it; give a smaller time.dt")
-                       : !burgers    ? navier_stokes_remedy(spec, n)
-                                     : cat("resolution = ", n, " or time.dt = ", spec.dt, " is too coarse for it at nu = ",
-                                           spec.nu, "; give a larger resolution, a smaller time.dt or a larger nu"));
+                       unconverged_remedy(spec, n, first_order));
   };
   std::vector<Tensor> inputs, outputs;
   for (int64_t b = 0; b < last_batch; ++b) {

@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <queue>
 #include <sstream>
 #include <unordered_set>
@@ -257,11 +258,7 @@ std::string Program::profile_report() const {
   const bool later = profile_->runs > 1;
   const std::vector<double>& seconds = later ? profile_->later_runs : profile_->first_run;
   const auto runs = static_cast<double>(later ? profile_->runs - 1 : 1);
-  const auto sum = [](const std::vector<double>& values) {
-    double total = 0;
-    for (double value : values) total += value;
-    return total;
-  };
+  const auto sum = [](const std::vector<double>& values) { return std::accumulate(values.begin(), values.end(), 0.0); };
   const double total = sum(seconds);
   std::vector<std::string> lines;
   std::istringstream listed(listing());
