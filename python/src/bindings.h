@@ -5,6 +5,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cxxabi.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,6 +43,48 @@ uint64_t model_seed(const py::object& seed);
 DType parse_dtype(const py::handle& dtype);
 // Raises Python's OverflowError (pybind11 has no exception type for it).
 [[noreturn]] void throw_overflow_error(const std::string& message);
+
+// CPython (before 3.14) ends a thread that asks for the GIL while the interpreter shuts down (a
+// daemon thread still in eddy's C++ at exit) with pthread_exit. Its forced unwinding would run
+// C++ destructors that touch Python objects without the GIL, or reach a noexcept frame and call
+// std::terminate, aborting the exit. Such a thread is parked here instead, as Python 3.14 parks
+// them itself, until the process ends.
+[[noreturn]] inline void park_thread_at_interpreter_exit() {
+  for (;;) pause();
+}
+
+// py::gil_scoped_release and py::gil_scoped_acquire, parking the thread where taking the GIL
+// ends it. The C++ work inside a GilRelease scope lets other Python threads run beside it.
+class GilRelease {
+ public:
+  GilRelease() : thread_state_(PyEval_SaveThread()) {}
+  ~GilRelease() {
+    try {
+      PyEval_RestoreThread(thread_state_);
+    } catch (abi::__forced_unwind&) {
+      park_thread_at_interpreter_exit();
+    }
+  }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* thread_state_;
+};
+
+class GilAcquire {
+ public:
+  GilAcquire() {
+    try {
+      gil_.emplace();
+    } catch (abi::__forced_unwind&) {
+      park_thread_at_interpreter_exit();
+    }
+  }
+
+ private:
+  std::optional<py::gil_scoped_acquire> gil_;
+};
 
 // Whether a Python int is an int32 value.
 inline bool fits_int32(const py::int_& integer) {

@@ -108,7 +108,7 @@ class JitFunction {
     {
       // Released before locking: a thread waiting for the lock must not hold the GIL that the
       // thread inside needs to run f.
-      py::gil_scoped_release release;
+      GilRelease release;
       std::lock_guard<std::recursive_mutex> lock(mutex_);
       body_->ran = false;
       outputs = compiled_(inputs);
@@ -125,7 +125,7 @@ class JitFunction {
   }
 
   CompileStats stats() const {
-    py::gil_scoped_release release;  // as in call(): never wait for the lock holding the GIL
+    GilRelease release;  // as in call(): never wait for the lock holding the GIL
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     return compiled_.stats();
   }
@@ -153,7 +153,7 @@ class JitFunction {
   // crosses the C++ frames and is raised again unchanged in the caller.
   static compiler::TensorFunction traced_body(const std::shared_ptr<Body>& body) {
     return [body](const std::vector<Tensor>& inputs) {
-      py::gil_scoped_acquire gil;
+      GilAcquire gil;
       py::tuple args(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
       const py::object out = body->function(*args);
@@ -254,7 +254,7 @@ Tensor predictor_input(const py::handle& value, DType dtype, const std::string& 
 void bind_predictor(py::module_& m) {
   py::class_<Predictor>(m, "Predictor", "An inference artifact written by `eddy export`, run without the solver.")
       .def_static("load", [](const std::filesystem::path& path) {
-            py::gil_scoped_release release;  // lowering may compile kernels (seconds)
+            GilRelease release;  // lowering may compile kernels (seconds)
             return Predictor::load(path.string());
           },
           py::arg("path"), "Reads the artifact folder (graph.json, weights.safetensors, meta.json).")
@@ -271,7 +271,7 @@ void bind_predictor(py::module_& m) {
             }
             std::vector<Tensor> outputs;
             {
-              py::gil_scoped_release release;
+              GilRelease release;
               outputs = self.predict(inputs);
             }
             return py::tuple(py::cast(outputs));

@@ -85,7 +85,7 @@ Tensor wrap_array(py::array array) {
   PyObject* owner = array.release().ptr();  // the reference the tensor holds
   return from_blob(data, shape, dtype, [owner](void*) {
     if (!Py_IsInitialized()) return;  // interpreter shutdown: Python frees everything itself
-    py::gil_scoped_acquire gil;
+    GilAcquire gil;
     Py_DECREF(owner);
   }, strides);
 }

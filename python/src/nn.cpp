@@ -75,7 +75,7 @@ std::vector<Tensor> parameters_of(const py::iterable& parameters, const char* wh
 class PythonModule : public nn::Module, public py::trampoline_self_life_support {
  public:
   Tensor forward(const Tensor& input) override {
-    py::gil_scoped_acquire gil;
+    GilAcquire gil;
     // Named only in the errors: this runs at every call from a C++ container.
     const auto own_name = [this] {
       return class_name(py::cast(static_cast<nn::Module*>(this), py::return_value_policy::reference));
@@ -92,7 +92,7 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
   // which recurses in C++; its super().train(mode) comes back here and finds no override.
   void train(bool enabled) override {
     {
-      py::gil_scoped_acquire gil;
+      GilAcquire gil;
       if (const py::function method = py::get_override(static_cast<const nn::Module*>(this), "train")) {
         method(enabled);
         return;

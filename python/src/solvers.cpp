@@ -81,7 +81,7 @@ std::map<std::string, pinn::EquationFunction> equation_functions(const py::objec
     py::function f = py::reinterpret_borrow<py::function>(function);
     functions[name.cast<std::string>()] = [f](const Tensor& points, const Tensor& fields,
                                               const std::map<std::string, Tensor>& parameters) {
-      py::gil_scoped_acquire gil;
+      GilAcquire gil;
       return as_tensor(f(points, fields, py::cast(parameters)));
     };
   }
@@ -102,7 +102,7 @@ Options run_options(bool resume, bool eager, bool progress) {
 // Runs a solver call, which may take minutes, with the GIL released so other Python threads run.
 template <typename Work>
 auto without_gil(Work&& work) {
-  py::gil_scoped_release release;
+  GilRelease release;
   return work();
 }
 

@@ -28,7 +28,7 @@ void bind_tokenizer(py::module_& m) {
                     options.vocab_size = vocab_size;
                     options.min_frequency = min_frequency;
                     options.special_tokens = special_tokens;
-                    py::gil_scoped_release release;
+                    GilRelease release;
                     return BpeTokenizer::train(texts, options);
                   },
                   py::arg("texts"), py::arg("vocab_size"), py::kw_only(), py::arg("min_frequency") = 2,
@@ -39,7 +39,7 @@ void bind_tokenizer(py::module_& m) {
                   py::arg("path"), "Reads a tokenizer.json; eddy.Error names the key it cannot read.")
       .def("save", [](const BpeTokenizer& self, const std::filesystem::path& path) { self.save(path.string()); },
            py::arg("path"), "Writes tokenizer.json atomically.")
-      .def("encode", &BpeTokenizer::encode, py::arg("text"), py::call_guard<py::gil_scoped_release>(),
+      .def("encode", &BpeTokenizer::encode, py::arg("text"), py::call_guard<GilRelease>(),
            "The ids of the text (a list of int); special tokens in it are matched whole.")
       .def("decode",
            [](const BpeTokenizer& self, const std::vector<int32_t>& ids) { return decoded_text(self.decode(ids)); },
