@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -214,27 +213,6 @@ Split load_split(const SplitSpec& spec, const OperatorProblem& problem, const Ro
 
 std::pair<int64_t, int64_t> no_rows(int64_t) { return {0, 0}; }
 
-// An HDF5 object path without its spelling: "/train/a", "train//a" and "./train/a" are one dataset.
-std::string plain_hdf5_path(std::string_view path) {
-  std::string plain;
-  size_t start = 0;
-  while (start <= path.size()) {
-    const size_t end = std::min(path.find('/', start), path.size());
-    const std::string_view part = path.substr(start, end - start);
-    if (!part.empty() && part != ".") plain += cat(plain.empty() ? "" : "/", part);
-    start = end + 1;
-  }
-  return plain;
-}
-
-// Whether two splits read one dataset of one file, however the file (a link, "./") or the
-// dataset is spelled.
-bool same_input(const SplitSpec& a, const SplitSpec& b) {
-  std::error_code unknown;
-  const bool same_file = a.file == b.file || std::filesystem::equivalent(a.file, b.file, unknown);
-  return same_file && plain_hdf5_path(a.input) == plain_hdf5_path(b.input);
-}
-
 // Every split, the training one's rows as `train_rows` picks them and the test sets' as `test_rows`,
 // checked against each other.
 Dataset load_splits(const OperatorProblem& problem, const RowsToRead& train_rows, const RowsToRead& test_rows) {
@@ -245,7 +223,7 @@ Dataset load_splits(const OperatorProblem& problem, const RowsToRead& train_rows
   for (const SplitSpec& spec : problem.data.tests) {
     Split test = load_split(spec, problem, test_rows);
     // A test set of training samples reported training errors as test errors.
-    const bool same_samples = same_input(spec, train);
+    const bool same_samples = io::same_hdf5_dataset(spec.file, spec.input, train.file, train.input);
     EDDY_CHECK(!same_samples || spec.first + test.size <= train.first || train.first + data.train.size <= spec.first,
                spec.where, "test set '", spec.name, "' reads rows ", spec.first, " to ", spec.first + test.size - 1,
                " of '", spec.input, "', and the training set rows ", train.first, " to ",

@@ -123,6 +123,38 @@ TEST_F(Hdf5VtkTest, Hdf5RowsAndShapeWithoutReadingTheWhole) {
   EXPECT_THROW(hdf5_shape(path, "v"), Error);
 }
 
+// The operator trainer refuses a test set that reads its training rows, by this identity: a
+// comparison of spellings let an HDF5 link inside the file through.
+TEST_F(Hdf5VtkTest, OneStoredDatasetIsRecognisedThroughLinksAndSpellings) {
+  const std::string path = file("linked.h5"), other = file("other.h5");
+  for (const std::string& name : {path, other}) {
+    Hdf5Writer writer(name);
+    writer.write("train/u", arange(0, 6, 1, DType::f32));
+    writer.write("train/v", arange(0, 6, 1, DType::f32));
+    writer.commit();
+  }
+  {
+    const hid_t out = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(out, 0);
+    const hid_t create_groups = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(create_groups, 1);
+    EXPECT_GE(H5Lcreate_soft("/train/u", out, "test/soft", create_groups, H5P_DEFAULT), 0);
+    EXPECT_GE(H5Lcreate_hard(out, "train/u", out, "test/hard", create_groups, H5P_DEFAULT), 0);
+    EXPECT_GE(H5Lcreate_external(other.c_str(), "train/u", out, "test/external", create_groups, H5P_DEFAULT), 0);
+    H5Pclose(create_groups);
+    H5Fclose(out);
+  }
+  fs::create_symlink(path, file("alias.h5"));
+  for (const std::string& spelling : {"train/u", "/train//u", "./train/u", "test/soft", "test/hard"}) {
+    EXPECT_TRUE(same_hdf5_dataset(path, "train/u", path, spelling)) << spelling;
+    EXPECT_TRUE(same_hdf5_dataset(path, "train/u", file("alias.h5"), spelling)) << spelling;
+  }
+  EXPECT_TRUE(same_hdf5_dataset(path, "test/external", other, "train/u"));
+  EXPECT_FALSE(same_hdf5_dataset(path, "train/u", path, "train/v"));
+  EXPECT_FALSE(same_hdf5_dataset(path, "train/u", other, "train/u"));
+  EXPECT_FALSE(same_hdf5_dataset(path, "test/external", path, "train/u"));
+}
+
 // A chunked dataset with no chunk written is a few bytes for any shape; 2^31 x 2^31 float64 are
 // 2^65 bytes, which wrap around to 0 in 64 bits.
 TEST_F(Hdf5VtkTest, DatasetShapeWhoseSizeOverflowsIsRefused) {

@@ -3,6 +3,7 @@
 // and data errors name their source.
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <cmath>
 #include <filesystem>
@@ -563,6 +564,14 @@ TEST_F(OperatorTraining, SplitsTakeRowsFromFirstAndATestSetOfTrainingRowsIsRefus
     SCOPED_TRACE(test);
     expect_error([&] { load_data(problem_of(config(), {"data.train.samples=48", test})); }, {"training errors"});
   }
+  // And through a link inside the file.
+  const hid_t file = H5Fopen((dir_ / "smooth.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  EXPECT_GE(H5Lcreate_soft("/train/u", file, "held_u", H5P_DEFAULT, H5P_DEFAULT), 0);
+  H5Fclose(file);
+  expect_error([&] { load_data(problem_of(config(), {"data.train.samples=48", "data.test=[{name: held, input: held_u, "
+                                                     "output: train/smooth}]"})); },
+               {"training errors"});
   expect_error([&] { load_data(problem_of(config(), {"data.test=[{name: past, input: test/u, output: test/smooth, first: 16}]"})); },
                {"first = 16 but 'test/u' holds 16 samples"});
   expect_error([&] { problem_of(config(), {"data.train.first=-1"}); }, {"data.train.first", "non-negative"});

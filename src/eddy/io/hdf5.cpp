@@ -453,6 +453,18 @@ struct OpenDataset {
 
 Shape hdf5_shape(const std::string& path, const std::string& dataset) { return OpenDataset(path, dataset).shape(); }
 
+bool same_hdf5_dataset(const std::string& path_a, const std::string& dataset_a, const std::string& path_b,
+                       const std::string& dataset_b) {
+  // Both stay open together: the library then shares one open file between them, so an object's
+  // file number and address identify it across the two.
+  const OpenDataset a(path_a, dataset_a), b(path_b, dataset_b);
+  H5O_info_t info_a, info_b;
+  EDDY_CHECK(H5Oget_info2(a.set.get(), &info_a, H5O_INFO_BASIC) >= 0 &&
+                 H5Oget_info2(b.set.get(), &info_b, H5O_INFO_BASIC) >= 0,
+             "cannot read the object headers of ", path_a, ": '", dataset_a, "' and ", path_b, ": '", dataset_b, "'");
+  return info_a.fileno == info_b.fileno && info_a.addr == info_b.addr;
+}
+
 bool is_hdf5_string(const std::string& path, const std::string& dataset) {
   const OpenDataset opened(path, dataset);
   const Handle stored(H5Dget_type(opened.set.get()), H5Tclose);

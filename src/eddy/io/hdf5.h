@@ -73,6 +73,10 @@ Shape hdf5_shape(const std::string& path, const std::string& dataset);
 // Whether `path` starts with HDF5's signature: a file that writing over as HDF5 loses nothing that
 // was not already results (a config file, a text file at an output path are refused instead).
 bool is_hdf5_file(const std::string& path);
+// Whether two (file, dataset) pairs name one stored dataset, however the files are spelled or
+// linked on disk and however the dataset is reached inside them (soft, hard and external links).
+bool same_hdf5_dataset(const std::string& path_a, const std::string& dataset_a, const std::string& path_b,
+                       const std::string& dataset_b);
 // Names of all datasets in a file ("train/a", "x", ...).
 std::vector<std::string> list_hdf5_datasets(const std::string& path);
 
