@@ -18,16 +18,29 @@ inline constexpr const char* kPinnVtkFiles = R"(solution(_\d+)?(_piece\d+)?\.(vt
 // eddy train: each test set's first sample as a ParaView image, and with them predictions.h5.
 inline constexpr const char* kOperatorSampleImages = R"(sample0_.*\.vti)";
 
-// The result files of a run of `kind` (empty for a kind that trains no run).
-inline std::string result_files_of(FileKind kind) {
+// The HDF5 file of a run of `kind`'s results, marked with the run's config_hash attribute (empty
+// for a kind that trains no run).
+inline std::string results_file_of(FileKind kind) {
   switch (kind) {
-    case FileKind::pinn: return std::string(R"(solution\.h5|)") + kPinnVtkFiles;
-    case FileKind::operator_training: return std::string(R"(predictions\.h5|)") + kOperatorSampleImages;
-    case FileKind::language_model: return R"(history\.h5)";
+    case FileKind::pinn: return "solution.h5";
+    case FileKind::operator_training: return "predictions.h5";
+    case FileKind::language_model: return "history.h5";
     case FileKind::dataset:
     case FileKind::unrecognised: break;
   }
   return {};
+}
+
+// The result files of a run of `kind` (empty for a kind that trains no run).
+inline std::string result_files_of(FileKind kind) {
+  std::string results = results_file_of(kind);
+  if (results.empty()) return {};
+  results.insert(results.find('.'), "\\");  // the dot as itself
+  switch (kind) {
+    case FileKind::pinn: return results + "|" + kPinnVtkFiles;
+    case FileKind::operator_training: return results + "|" + kOperatorSampleImages;
+    default: return results;
+  }
 }
 
 }  // namespace eddy::solvers

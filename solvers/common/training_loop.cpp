@@ -18,6 +18,7 @@
 #include "eddy/io/atomic_file.h"
 #include "eddy/io/checkpoint.h"
 #include "eddy/io/config.h"
+#include "eddy/io/hdf5.h"
 #include "eddy/ops/ops.h"
 #include "solvers/common/file_kind.h"
 #include "solvers/common/run_files.h"
@@ -280,6 +281,16 @@ int64_t TrainingLoop::start() {
              "comments", being_read ? " (the config being read)" : "", ", which a run writes over with its resolved "
              "config: keep that config under another name", being_read && run_.resume ? "" : ", or give the run "
              "another output.dir");
+  // Likewise the results file: eddy marks its own with the config's hash, and one at that name
+  // without it (a data file kept in the folder) was replaced by the run's results.
+  const std::string results_name = results_file_of(kind_of_settings(settings_));
+  const std::string results = run_.dir + "/" + results_name;
+  const bool foreign_results = comm_.rank() == 0 && !results_name.empty() &&
+                               std::filesystem::exists(results, ignored) &&
+                               !io::hdf5_has_attribute(results, "/", "config_hash");
+  EDDY_CHECK(dist::ranks_where(foreign_results, comm_) == 0, "output.dir ", run_.dir, " holds a ", results_name,
+             " that no eddy run wrote (it has no config_hash attribute), which this run writes its results to: "
+             "keep that file under another name, or give the run another output.dir");
   if (writes_over) remove_earlier_run();
   // A resumed run moves the checkpoint's weights on: their exports stayed and gave the old values.
   if (run_.resume && comm_.rank() == 0 && (!run_.length || step < run_.length->steps)) {

@@ -546,6 +546,31 @@ TEST_F(SolveTest, ARunDoesNotWriteOverTheConfigItReads) {
   EXPECT_TRUE(solve(read_problem(*longer), {}).finished);
 }
 
+// Likewise the results file: one at solution.h5 that no run wrote (a user's data, or any other
+// file) was replaced by the run's results. The run's own is written over by the next run.
+TEST_F(SolveTest, ARunDoesNotWriteOverAResultsFileItDidNotWrite) {
+  const fs::path folder = dir / "data";
+  fs::create_directories(folder);
+  const std::string results = (folder / "solution.h5").string();
+  {
+    io::Hdf5Writer observations(results);
+    observations.write("u", arange(0, 4, 1, DType::f64));
+    observations.commit();
+  }
+  auto into_folder = [&] {
+    return read_problem(*io::Config::parse(kHeat, "heat.yaml", {"output.dir=" + folder.string(),
+                                                                 "training.adam.steps=2", "output.checkpoint_every=0"}));
+  };
+  expect_error([&] { solve(into_folder(), {}); }, {"holds a solution.h5 that no eddy run wrote", "another name"});
+  EXPECT_EQ(io::read_hdf5(results, "u").to_vector<double>(), (std::vector<double>{0, 1, 2, 3}));
+  std::ofstream(results) << "not HDF5\n";
+  expect_error([&] { solve(into_folder(), {}); }, {"holds a solution.h5 that no eddy run wrote"});
+  fs::remove(results);
+  EXPECT_TRUE(solve(into_folder(), {}).finished);
+  EXPECT_TRUE(io::hdf5_has_attribute(results, "/", "config_hash"));
+  EXPECT_TRUE(solve(into_folder(), {}).finished);
+}
+
 // A reference file that gives each field at other points (NaN elsewhere, as Ghia's cavity table
 // gives u and v on different lines) scores each field where it has values. Scored where both had,
 // this one scored 0 for both at its one shared point.

@@ -453,6 +453,13 @@ struct OpenDataset {
 
 Shape hdf5_shape(const std::string& path, const std::string& dataset) { return OpenDataset(path, dataset).shape(); }
 
+bool hdf5_has_attribute(const std::string& path, const std::string& object, const std::string& name) {
+  if (!is_hdf5_file(path)) return false;
+  silence_hdf5();
+  const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  return file.valid() && H5Aexists_by_name(file.get(), object.c_str(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
 bool same_hdf5_dataset(const std::string& path_a, const std::string& dataset_a, const std::string& path_b,
                        const std::string& dataset_b) {
   // Both stay open together: the library then shares one open file between them, so an object's
