@@ -123,6 +123,28 @@ TEST_F(Hdf5VtkTest, Hdf5RowsAndShapeWithoutReadingTheWhole) {
   EXPECT_THROW(hdf5_shape(path, "v"), Error);
 }
 
+// A file HDF5 cannot open is refused with the reason: "cannot open" alone read the same for a
+// folder, a text file and a truncated file.
+TEST_F(Hdf5VtkTest, AFileThatCannotBeOpenedIsRefusedWithTheReason) {
+  const std::string whole = file("whole.h5"), truncated = file("truncated.h5"), text = file("text.h5");
+  {
+    Hdf5Writer writer(whole);
+    writer.write("u", arange(0, 1000, 1, DType::f64));
+    writer.commit();
+  }
+  fs::copy_file(whole, truncated);
+  fs::resize_file(truncated, 600);
+  std::ofstream(text) << "x,u\n0,1\n";
+  for (const auto& [path, reason] : std::vector<std::pair<std::string, std::string>>{
+           {file("missing.h5"), "no such file"},
+           {dir.string(), "it is a folder"},
+           {text, "it is not an HDF5 file"},
+           {truncated, "the file is damaged or truncated"}}) {
+    expect_error([&] { read_hdf5(path, "u"); }, {cat("cannot open HDF5 file ", path, ": ", reason)});
+    expect_error([&] { list_hdf5_datasets(path); }, {cat("cannot open HDF5 file ", path, ": ", reason)});
+  }
+}
+
 // The operator trainer refuses a test set that reads its training rows, by this identity: a
 // comparison of spellings let an HDF5 link inside the file through.
 TEST_F(Hdf5VtkTest, OneStoredDatasetIsRecognisedThroughLinksAndSpellings) {

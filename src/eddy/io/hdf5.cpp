@@ -123,6 +123,16 @@ bool folder_is_missing(const std::string& path) {
   return !folder.empty() && !std::filesystem::is_directory(folder, ignored);
 }
 
+// Why H5Fopen refused to read `path`, as the end of "cannot open HDF5 file PATH".
+std::string unreadable_reason(const std::string& path) {
+  std::error_code ignored;
+  if (!std::filesystem::exists(path, ignored)) return ": no such file";
+  if (std::filesystem::is_directory(path, ignored)) return ": it is a folder";
+  if (!std::ifstream(path, std::ios::binary)) return ": it cannot be read (permissions)";
+  if (!is_hdf5_file(path)) return ": it is not an HDF5 file (it does not begin with HDF5's signature)";
+  return ": the file is damaged or truncated";
+}
+
 // The system's reason for a failed write (a full disk), where it gave one: HDF5's own error
 // stack is silenced, and says only that the write failed. errno is cleared before each write.
 std::string system_cause() { return errno != 0 ? cat(": ", std::strerror(errno)) : std::string(); }
@@ -375,7 +385,7 @@ herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* da
 std::vector<std::string> list_hdf5_datasets(const std::string& path) {
   silence_hdf5();
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  EDDY_CHECK(file.valid(), "cannot open HDF5 file ", path);
+  EDDY_CHECK(file.valid(), "cannot open HDF5 file ", path, unreadable_reason(path));
   DatasetVisit visit;
   const herr_t visited = H5Ovisit2(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &visit, H5O_INFO_BASIC);
   EDDY_CHECK(visit.too_deep.empty(), path, ": groups nested ", kMaxGroupDepth, " deep (at '",
@@ -418,7 +428,7 @@ bool is_h5py_bool(hid_t type) {
 hid_t open_file(const std::string& path) {
   silence_hdf5();
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  EDDY_CHECK(file >= 0, "cannot open HDF5 file ", path);
+  EDDY_CHECK(file >= 0, "cannot open HDF5 file ", path, unreadable_reason(path));
   return file;
 }
 
