@@ -294,8 +294,9 @@ Tensor points_from_file(const Problem& problem, const ConfigNode& node, const st
   const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
   if (coordinates == 1 && points.dim() == 1) points = reshape(points, {-1, 1});
   if (points.dim() != 2 || points.shape()[1] != coordinates) {
-    node.at("points").fail(cat(file, ": points have shape ", points.shape(), ", expected [N, ", coordinates,
-                               "] (columns in coordinate order)"));
+    (node.has("points") ? node.at("points") : node.at("file"))
+        .fail(cat(file, ": points have shape ", points.shape(), ", expected [N, ", coordinates,
+                  "] (columns in coordinate order)"));
   }
   // The CSV and NPY readers refuse an empty file themselves; an HDF5 dataset of 0 rows reaches here.
   if (points.shape()[0] == 0) {
@@ -681,17 +682,10 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
     }
     reference.values[field] = read_file_array(problem, reference.file, fields.at(field).as_string(), fields.at(field));
   }
-  if (node.has("points")) {
-    if (file_format(node.at("file")) == io::ArrayFormat::csv) {
-      require_coordinate_order(problem, node.string("points"), node.at("points"));
-    }
-    reference.points = read_file_array(problem, reference.file, node.string("points"), node.at("points"));
-    const int64_t coordinates = static_cast<int64_t>(problem.coordinates.size());
-    if (coordinates == 1 && reference.points.dim() == 1) reference.points = reshape(reference.points, {-1, 1});
-    if (reference.points.dim() != 2 || reference.points.shape()[1] != coordinates) {
-      node.at("points").fail(cat(reference.file, ": points have shape ", reference.points.shape(), ", expected [N, ",
-                                 coordinates, "] (columns in coordinate order)"));
-    }
+  // Scattered points unless the grid's keys are given, read as a data condition's, `points`
+  // defaulting alike (a CSV reference without it was taken for a grid without `coordinates`).
+  if (node.has("points") || !(node.has("coordinates") || node.has("layout"))) {
+    reference.points = points_from_file(problem, node, reference.file);
     for (auto& [field, values] : reference.values) {
       if (values.numel() != reference.points.shape()[0]) {
         fields.at(field).fail(cat(reference.file, ": ", values.numel(), " values for ", reference.points.shape()[0],
@@ -1086,6 +1080,12 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   // as each was, a parameter, or a helper before the helper it reads as a derivative of, got past
   // and replaced that derivative silently, and a field u_x beside u was not checked at all.
   for (const auto& [name, role, node] : named) {
+    // So would n_x, a component of the boundary normal, in every boundary condition.
+    const std::string component = name.starts_with("n_") ? name.substr(2) : "";
+    if (component != "t" && std::find(p.coordinates.begin(), p.coordinates.end(), component) != p.coordinates.end()) {
+      node.fail(cat("'", name, "' cannot be a ", role, " name: it means the boundary normal's ", component,
+                    " component"));
+    }
     const size_t mark = name.rfind('_');
     if (mark == std::string::npos || mark + 1 == name.size()) continue;
     const auto base = declared.find(name.substr(0, mark));
@@ -1111,7 +1111,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
     // A condition's name is a key of override paths and an HDF5 name (points/NAME, loss_NAME).
     constexpr std::string_view kConditionCharacters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
     if (name.empty() || name.find_first_not_of(kConditionCharacters) != std::string::npos) {
-      conditions.fail(cat("'", name, "' cannot be a condition name: use letters, digits, _ and -"));
+      conditions.at(name).fail(cat("'", name, "' cannot be a condition name: use letters, digits, _ and -"));
     }
     p.conditions.push_back(read_condition(p, name, conditions.at(name), equations, functions, unknown_names));
   }

@@ -158,6 +158,14 @@ std::vector<BadConfig> bad_configs() {
        "helpers.forcing_t: 'forcing_t' cannot be a helper name: it reads as a derivative of helper 'forcing'"},
       {"parameter_named_as_a_helpers_derivative", "kappa: 0.1", "kappa: 0.1\n  forcing_x: 5",
        "parameters.forcing_x: 'forcing_x' cannot be a parameter name: it reads as a derivative of helper 'forcing'"},
+      // A name n_x (a parameter, field or helper) replaced the normal's x component in every
+      // boundary condition.
+      {"parameter_named_as_a_normal_component", "kappa: 0.1", "kappa: 0.1\n  n_x: 5",
+       "parameters.n_x: 'n_x' cannot be a parameter name: it means the boundary normal's x component"},
+      {"helper_named_as_a_normal_component", "forcing: source*sin(pi*x)", "forcing: source*sin(pi*x)\n  n_y: 1",
+       "helpers.n_y: 'n_y' cannot be a helper name: it means the boundary normal's y component"},
+      {"field_named_as_a_normal_component", "fields: [u]", "fields: [u, n_x]",
+       "fields[1]: 'n_x' cannot be a field name: it means the boundary normal's x component"},
       {"field_named_as_a_derivative", "fields: [u]", "fields: [u, u_t]",
        "fields[1]: 'u_t' cannot be a field name: it reads as a derivative of field 'u'"},
       // Helper errors give file:line:col like the equations' (they gave the key path alone).
@@ -375,8 +383,9 @@ std::vector<BadConfig> bad_configs() {
        "fields[1]: 'condition' cannot be a field name: points.vtp tags each point"},
       {"field_not_a_name", "fields: [u]", "fields: [u, \"a/b\"]",
        "fields[1]: 'a/b' cannot be a field name: use letters, digits and _"},
-      {"condition_not_a_name", "  pde: {type: interior", "  \"p/de\": {type: interior",
-       "conditions: 'p/de' cannot be a condition name: use letters, digits, _ and -"},
+      // At its own line: it was placed at the first condition's.
+      {"condition_not_a_name", "  start: {type: initial", "  \"st/art\": {type: initial",
+       "problem.yaml:16:13: conditions.st/art: 'st/art' cannot be a condition name: use letters, digits, _ and -"},
       // A required key misspelt: the near miss among the keys given.
       {"required_key_misspelt", "min: [0, 0], max: [1, 1]", "min: [0, 0], maxx: [1, 1]",
        "geometry.space: missing required key 'max' (is 'maxx' a misspelling of it?)"},
@@ -532,6 +541,32 @@ TEST(Problem, GridReferenceIsCheckedAgainstItsLayout) {
   std::filesystem::remove_all(dir);
   expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: u}"); },
                {"validation.reference.file: no such file: " + h5});
+}
+
+// Without `points` and the grid's keys, a reference's points are read as a data condition's by
+// default: a CSV reference was taken for a grid and refused for a missing `coordinates`.
+TEST(Problem, AScatteredReferenceTakesTheDataConditionsDefaultPoints) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / cat("eddy_reference_csv_", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string csv = (dir / "reference.csv").string(), h5 = (dir / "reference.h5").string();
+  std::ofstream(csv) << "t,x,u\n0,0.25,1\n0.5,0.5,2\n1,0.75,3\n";
+  {
+    io::Hdf5Writer datasets(h5);
+    datasets.write("points", tensor(std::vector<double>{0.25, 0, 0.5, 0.5, 0.75, 1, 1, 1}, {4, 2}));
+    datasets.write("u", tensor(std::vector<double>{1, 2, 3, 4}));
+    datasets.commit();
+  }
+  const std::string line = "geometry: {space: {type: interval, min: 0, max: 1}, time: {min: 0, max: 1}}\n"
+                           "fields: [u]\nconditions:\n  pde: {type: interior, equation: u_t - u_xx, points: 10}\n"
+                           "validation:\n  reference: {file: ";
+  auto reference = [&](const std::string& file) { return read(line + file + ", fields: {u: u}}\n").validation.reference; };
+  // The CSV's columns by name, in coordinate order (x, t) whatever the file's.
+  const auto from_csv = reference(csv);
+  ASSERT_TRUE(from_csv.has_value());
+  EXPECT_EQ(from_csv->points.to_vector<double>(), (std::vector<double>{0.25, 0, 0.5, 0.5, 0.75, 1}));
+  EXPECT_EQ(from_csv->values.at("u").to_vector<double>(), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(reference(h5)->points.shape(), (Shape{4, 2}));
+  std::filesystem::remove_all(dir);
 }
 
 // A closed cavity: a pressure gauge pins p at one corner, where `on: x == 0 && y == 0` would select
