@@ -18,17 +18,28 @@
 namespace eddy::python {
 namespace {
 
-// The nesting of f's result: tensors (or anything as_tensor takes) at the leaves, tuples, lists
-// and dicts with str keys around them, as JAX's pytrees. The compiled program replays the leaves
-// only; the tree answers later calls in the same form. (Keys are kept as C++ strings, so that
-// the tree needs no GIL to be destroyed.)
+// The nesting of f's result: tensors (or anything as_tensor takes) at the leaves, tuples
+// (namedtuples among them), lists and dicts with str keys around them, as JAX's pytrees. The
+// compiled program replays the leaves only; the tree answers later calls in the same form. (It
+// holds no Python object, so that it needs no GIL to be copied or destroyed: keys are C++
+// strings, and a namedtuple's class is an index into the classes the function keeps.)
 struct OutputTree {
   enum class Kind { leaf, tuple, list, dict } kind = Kind::leaf;
   std::vector<OutputTree> children;
   std::vector<std::string> keys;  // a dict's, in its order
+  int tuple_class = -1;           // a namedtuple's, in `tuple_classes`; -1 for a plain tuple
 };
 
-OutputTree flatten(const py::handle& value, std::vector<Tensor>& leaves) {
+// A namedtuple class's index in `classes`, added there the first time.
+int class_index(const py::handle& tuple_class, py::list& classes) {
+  for (size_t i = 0; i < classes.size(); ++i) {
+    if (classes[i].ptr() == tuple_class.ptr()) return static_cast<int>(i);
+  }
+  classes.append(tuple_class);
+  return static_cast<int>(classes.size()) - 1;
+}
+
+OutputTree flatten(const py::handle& value, std::vector<Tensor>& leaves, py::list& tuple_classes) {
   OutputTree tree;
   if (py::isinstance<py::dict>(value)) {
     tree.kind = OutputTree::Kind::dict;
@@ -36,11 +47,14 @@ OutputTree flatten(const py::handle& value, std::vector<Tensor>& leaves) {
       EDDY_CHECK(py::isinstance<py::str>(key), "eddy.jit: the function returned a dict with the key ",
                  py::repr(key).cast<std::string>(), "; the keys of a returned dict must be str");
       tree.keys.push_back(key.cast<std::string>());
-      tree.children.push_back(flatten(item, leaves));
+      tree.children.push_back(flatten(item, leaves, tuple_classes));
     }
   } else if (py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value)) {
     tree.kind = py::isinstance<py::tuple>(value) ? OutputTree::Kind::tuple : OutputTree::Kind::list;
-    for (const py::handle& item : value) tree.children.push_back(flatten(item, leaves));
+    if (tree.kind == OutputTree::Kind::tuple && py::hasattr(py::type::handle_of(value), "_fields")) {
+      tree.tuple_class = class_index(py::type::handle_of(value), tuple_classes);
+    }
+    for (const py::handle& item : value) tree.children.push_back(flatten(item, leaves, tuple_classes));
   } else {
     EDDY_CHECK(!value.is_none(), "eddy.jit: the function returned None (or a None inside its result); return "
                "the tensors it computes");
@@ -55,21 +69,24 @@ OutputTree flatten(const py::handle& value, std::vector<Tensor>& leaves) {
   return tree;
 }
 
-py::object rebuild(const OutputTree& tree, const std::vector<Tensor>& leaves, size_t& next) {
+py::object rebuild(const OutputTree& tree, const std::vector<Tensor>& leaves, size_t& next,
+                   const py::list& tuple_classes) {
   switch (tree.kind) {
     case OutputTree::Kind::leaf: return py::cast(leaves.at(next++));
     case OutputTree::Kind::dict: {
       py::dict items;
       for (size_t i = 0; i < tree.children.size(); ++i) {
-        items[py::str(tree.keys[i])] = rebuild(tree.children[i], leaves, next);
+        items[py::str(tree.keys[i])] = rebuild(tree.children[i], leaves, next, tuple_classes);
       }
       return items;
     }
     case OutputTree::Kind::tuple:
     case OutputTree::Kind::list: {
       py::list items;
-      for (const OutputTree& child : tree.children) items.append(rebuild(child, leaves, next));
-      return tree.kind == OutputTree::Kind::tuple ? py::object(py::tuple(items)) : py::object(items);
+      for (const OutputTree& child : tree.children) items.append(rebuild(child, leaves, next, tuple_classes));
+      if (tree.kind == OutputTree::Kind::list) return items;
+      const py::tuple fields(items);
+      return tree.tuple_class < 0 ? py::object(fields) : tuple_classes[tree.tuple_class](*fields);
     }
   }
   throw Error("eddy.jit: unknown output form");
@@ -80,7 +97,7 @@ py::object rebuild(const OutputTree& tree, const std::vector<Tensor>& leaves, si
 class JitFunction {
  public:
   explicit JitFunction(py::function function)
-      : body_(std::make_shared<Body>(Body{.function = std::move(function), .ran = false, .tree = {}})),
+      : body_(std::make_shared<Body>(Body{.function = std::move(function), .ran = false, .tree = {}, .tuple_classes = py::list()})),
         compiled_(compile(traced_body(body_))) {}
 
   py::object call(const py::args& args, const py::kwargs& kwargs) {
@@ -121,7 +138,7 @@ class JitFunction {
       }
     }
     size_t next = 0;
-    return rebuild(tree, outputs, next);
+    return rebuild(tree, outputs, next, body_->tuple_classes);
   }
 
   CompileStats stats() const {
@@ -146,6 +163,7 @@ class JitFunction {
     py::object function;
     bool ran = false;  // f ran during the current call (traced, or eagerly inside another trace)
     OutputTree tree;   // of f's latest result
+    py::list tuple_classes;  // the namedtuple classes of its results (OutputTree::tuple_class)
   };
 
   // f as the TensorFunction compile() traces; it runs with the GIL released around it, so it
@@ -158,7 +176,7 @@ class JitFunction {
       for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
       const py::object out = body->function(*args);
       std::vector<Tensor> leaves;
-      body->tree = flatten(out, leaves);
+      body->tree = flatten(out, leaves, body->tuple_classes);
       body->ran = true;
       return leaves;
     };

@@ -1,6 +1,7 @@
 """eddy.jit: compiled Python functions equal their eager runs, retrace on new signatures, run
 without calling back into Python once traced, and let Python exceptions through unchanged."""
 
+import collections
 import os
 import pathlib
 import subprocess
@@ -32,6 +33,25 @@ def test_values_and_output_form_match_eager():
     single = eddy.jit(lambda x: eddy.sin(x))
     single(x)
     assert isinstance(single(x), eddy.Tensor)
+
+
+def test_a_namedtuple_comes_back_as_itself():
+    # It came back as a plain tuple, so `result.loss` worked eagerly and failed under jit.
+    Step = collections.namedtuple("Step", "loss gradient")
+    Pair = collections.namedtuple("Pair", "first second")
+
+    def step(x):
+        return Step(eddy.sum(x * x), [Pair(2 * x, (x,)), Step(x, x)])
+
+    jitted = eddy.jit(step)
+    for seed in (1, 2):  # the traced call, then the compiled program
+        x = rng_tensor(seed, (3,))
+        got = jitted(x)
+        assert type(got) is Step and type(got.gradient[0]) is Pair and type(got.gradient[1]) is Step
+        assert type(got.gradient[0].second) is tuple
+        np.testing.assert_allclose(got.loss.numpy(), step(x).loss.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(got.gradient[0].first.numpy(), 2 * x.numpy(), rtol=1e-12)
+    assert jitted.stats.traces == 1
 
 
 def test_nested_tuples_lists_and_dicts_come_back_as_the_function_gave_them():
