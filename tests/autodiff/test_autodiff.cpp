@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "eddy/eddy.h"
 #include "eddy/ops/primitive.h"
@@ -28,6 +29,39 @@ TEST(Autodiff, ReverseModeToOrderSix) {
     EXPECT_NEAR(derivative(scalar64(x0)).item<double>(), std::sin(x0 + n * M_PI / 2), 1e-12) << n;
     derivative = summed;
   }
+}
+
+// d^n/dx^n (1/x) = (-1)^n n! / x^(n+1). Division's rule divided by square(b), so each order squared
+// the power of x it worked with: float32 overflowed to inf from the 6th derivative at x = 0.1, and
+// float64 from the 8th at 0.01. log's and sqrt's rules divide too.
+TEST(Autodiff, HighDerivativesOfAQuotientStayFinite) {
+  for (const auto& [dtype, x0, order] : {std::tuple{DType::f32, 0.1, 6}, std::tuple{DType::f64, 0.01, 8}}) {
+    Function derivative = [](const Tensor& x) { return sum(1.0 / x); };
+    for (int n = 1; n <= order; ++n) {
+      derivative = [inner = grad(derivative)](const Tensor& x) { return sum(inner(x)); };
+    }
+    const double exact = std::tgamma(order + 1) / std::pow(x0, order + 1);
+    const Tensor x = cast(scalar64(x0), dtype);
+    EXPECT_NEAR(derivative(x).item<double>() / exact, 1.0, dtype == DType::f32 ? 1e-4 : 1e-10) << order;
+    Function along = [](const Tensor& x) { return 1.0 / x; };
+    for (int n = 1; n <= order; ++n) {
+      along = [inner = along](const Tensor& x) { return jvp(inner, x, ones_like(x)).second; };
+    }
+    EXPECT_NEAR(along(x).item<double>() / exact, 1.0, dtype == DType::f32 ? 1e-4 : 1e-10) << order;
+  }
+}
+
+// The angle's derivatives divided by |z|^2 with 1 put where it is 0: where |z|^2 underflowed for a
+// nonzero z (below 1e-23 in complex64), they came out i z, 49 orders of magnitude off.
+TEST(Autodiff, TheAnglesDerivativeHoldsWhereTheSquaredModulusUnderflows) {
+  const Tensor z = complex(tensor<float>({3e-25f, 0.0f}), tensor<float>({4e-25f, 0.0f})).requires_grad_();
+  const std::vector<c64> gradient = grad({sum(angle(z))}, {z})[0].to_vector<c64>();
+  EXPECT_NEAR(gradient[0].real() / -1.6e24, 1.0, 1e-5);  // i / conj(z)
+  EXPECT_NEAR(gradient[0].imag() / 1.2e24, 1.0, 1e-5);
+  EXPECT_EQ(gradient[1], c64(0.0f, 0.0f));  // 0 at 0, as PyTorch
+  const Tensor tangent = jvp([](const Tensor& a) { return angle(a); }, z.detach(), ones_like(z)).second;
+  EXPECT_NEAR(tangent.to_vector<float>()[0] / -1.6e24f, 1.0f, 1e-5f);  // Im(t / z)
+  EXPECT_EQ(tangent.to_vector<float>()[1], 0.0f);
 }
 
 // What the PINN evaluator measures before nesting another derivative: the nodes behind a value
@@ -217,6 +251,13 @@ TEST(Autodiff, GradRefusesIntegerOutputsWithNothingToDifferentiate) {
                {"grad: no output is floating-point (output 0 is int64)"});
   const std::vector<Tensor> mixed = grad({x * 2.0, cast(x, DType::i32)}, {x}, {ones_like(x), ones({2}, DType::i32)});
   EXPECT_EQ(mixed[0].to_vector<double>(), (std::vector<double>{2.0, 2.0}));
+}
+
+// Reverse mode refuses an integer input; forward mode cast the tangent to the integers (0.5 to 0).
+TEST(Autodiff, ForwardModeRefusesAnIntegerPrimal) {
+  const Tensor counts = tensor<int32_t>({1, 2});
+  expect_error([&] { jvp([](const Tensor& a) { return cast(a, DType::f64); }, counts, tensor<double>({0.5, 0.5})); },
+               {"jvp: primal 0 is int32", "cast it"});
 }
 
 TEST(Autodiff, ForwardModeRefusesAPrimitiveWithOnlyReverseRules) {

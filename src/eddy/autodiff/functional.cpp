@@ -46,6 +46,9 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const MultiFunction& f,
   std::vector<Tensor> duals;
   for (size_t i = 0; i < primals.size(); ++i) {
     check_matching("jvp", primals[i], tangents[i], "tangent", i);
+    // As reverse mode refuses one: the tangent was cast to the integers (0.5 became 0).
+    EDDY_CHECK(is_inexact(primals[i].dtype()), "jvp: primal ", i, " is ", primals[i].dtype(), "; derivatives are "
+               "taken with respect to floating or complex values: cast it (cast(x, float64)) before the function");
     duals.push_back(
         with_tangent(primals[i], level.id(), direction_for(primals[i], tangents[i], cat("jvp: tangent ", i))));
   }

@@ -326,19 +326,18 @@ const Primitive& conj_p = unary({"conj", UnaryKernel::conj, CostClass::cheap, co
     [](Inputs, const Attrs&, int, const Tensor& t) { return conj(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return conj(g); }, false, true);
 
-// |z|^2, with 1 where z = 0: the angle's derivatives divide by it, and their numerators are 0
-// there, so the derivative at 0 is 0 (PyTorch's value) instead of 0 / 0.
-Tensor squared_modulus_or_one(const Tensor& z) {
-  const Tensor squared = square(abs(z));
-  return where(eq(squared, zeros_like(squared)), ones_like(squared), squared);
+// The angle's derivatives, Im(t / z) and i g / conj(z), taken as 0 at z = 0 (PyTorch's value)
+// instead of 0 / 0. Written with |z|^2 (Im(conj(z) t) / |z|^2), they were i g z (the divisor
+// taken as 1) wherever |z|^2 underflowed, below 1e-23 in complex64.
+Tensor zero_where_zero(const Tensor& z, const Tensor& derivative) {
+  return where(eq(z, zeros_like(z)), zeros_like(derivative), derivative);
 }
+Tensor one_where_zero(const Tensor& z) { return where(eq(z, zeros_like(z)), ones_like(z), z); }
 
 const Primitive& angle_p = unary({"angle", UnaryKernel::angle, CostClass::cheap, complex_only("std::arg($0)")}, check_complex,
-    [](Inputs in, const Attrs&, int, const Tensor& t) {
-      return imag(conj(in[0]) * t) / squared_modulus_or_one(in[0]);
-    },
+    [](Inputs in, const Attrs&, int, const Tensor& t) { return zero_where_zero(in[0], imag(t / one_where_zero(in[0]))); },
     [](Inputs in, const Attrs&, int, const Tensor& g) {
-      return complex(zeros_like(g), g) * in[0] / squared_modulus_or_one(in[0]);
+      return zero_where_zero(in[0], complex(zeros_like(g), g) / conj(one_where_zero(in[0])));
     },
     true);
 
@@ -361,11 +360,14 @@ const Primitive& mul_p = []() -> const Primitive& {
 
 const Primitive& div_p = []() -> const Primitive& {
   Primitive p = binary_declaration({"div", BinaryKernel::div, CostClass::cheap, same_for_complex("$0 / $1")}, BinaryDTypes::numeric,
+      // The denominator's derivative -t a / b^2 as -(t / b) (a / b): divided by square(b), each
+      // further derivative squared the power of b again (b^(2^n) at order n), which overflowed to
+      // inf in float32 from the 6th derivative of 1/x at 0.1; this form takes b^(n+1).
       [](Inputs in, const Attrs&, int i, const Tensor& t) {
-        return i == 0 ? t / in[1] : neg(t * in[0] / square(in[1]));
+        return i == 0 ? t / in[1] : neg(t / in[1] * (in[0] / in[1]));
       },
       [](Inputs in, const Attrs&, int i, const Tensor& g) {
-        return i == 0 ? g / conj(in[1]) : neg(g * conj(in[0] / square(in[1])));
+        return i == 0 ? g / conj(in[1]) : neg(g / conj(in[1]) * conj(in[0] / in[1]));
       });
   p.sharding = sharding::elementwise(sharding::PartialInputs::first_only);
   return register_primitive(std::move(p));
