@@ -17,6 +17,7 @@
 
 #include "eddy/eddy.h"
 #include "eddy/fft/fft.h"
+#include "eddy/fft/fft_backend.h"
 
 namespace eddy {
 namespace {
@@ -370,6 +371,13 @@ TEST(Fft, UnknownC2rSchemeIsAnError) {
   const ScopedEnv forced("EDDY_FFTW_C2R", "in_place");
   expect_error([] { fft::irfft2(random_input({2, 8, 5}, DType::c128, Layout::contiguous, 1)); },
                {"EDDY_FFTW_C2R", "in_place", "two_stages", "copy"});
+}
+
+// A misspelt effort fell back to FFTW_MEASURE, losing estimate's bit-for-bit runs without a word.
+// (Read by the first transform, and kept; the function itself reads the variable every time.)
+TEST(Fft, UnknownPlannerEffortIsAnError) {
+  const ScopedEnv forced("EDDY_FFTW_PLANNER", "Estimate");
+  expect_error([] { fft::fftw_planner_flags(); }, {"EDDY_FFTW_PLANNER is 'Estimate'", "estimate, measure or patient"});
 }
 
 // ---- identities ----

@@ -77,14 +77,6 @@ void init_fftw_mpi(const Communicator& comm) {
   });
 }
 
-// The same planner effort as the serial backend: EDDY_FFTW_PLANNER=estimate|patient, else
-// FFTW_MEASURE (docs/fft.md).
-unsigned planner_flags() {
-  const char* effort = std::getenv("EDDY_FFTW_PLANNER");
-  if (effort && std::strcmp(effort, "estimate") == 0) return FFTW_ESTIMATE;
-  if (effort && std::strcmp(effort, "patient") == 0) return FFTW_PATIENT;
-  return FFTW_MEASURE;
-}
 
 // The forward and backward plans of one n0 x n1 grid, on buffers of their own: FFTW-MPI lays the
 // real rows out padded to 2 (n1 / 2 + 1) entries and needs room for its intermediate transposes
@@ -119,7 +111,7 @@ SlabPlan<Real>& slab_plan(int64_t n0, int64_t n1) {
   plan.spectrum = FftwMpi<Real>::alloc_complex(alloc_local);
   // One thread per rank: the ranks take the cores. The input is copied in before every run.
   FftwMpi<Real>::threads(1);
-  const unsigned flags = planner_flags() | FFTW_DESTROY_INPUT;
+  const unsigned flags = fft::fftw_planner_flags() | FFTW_DESTROY_INPUT;
   plan.forward = FftwMpi<Real>::r2c(n0, n1, plan.real, plan.spectrum, flags);
   plan.backward = FftwMpi<Real>::c2r(n0, n1, plan.spectrum, plan.real, flags);
   EDDY_CHECK(plan.forward && plan.backward, "distributed FFT: FFTW-MPI could not plan a ", n0, " x ", n1, " grid");

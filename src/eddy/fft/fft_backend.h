@@ -28,6 +28,11 @@ class FftBackend {
 };
 
 FftBackend& fft_backend_for(Device device);
+
+// FFTW's planner flag for EDDY_FFTW_PLANNER: FFTW_ESTIMATE, FFTW_MEASURE (also when unset) or
+// FFTW_PATIENT, for the serial and the distributed transforms alike. Any other value throws,
+// naming the variable: a misspelt `estimate` fell back to measure, losing its bit-for-bit runs.
+unsigned fftw_planner_flags();
 void register_fft_backend(DeviceType type, FftBackend* backend);
 
 }  // namespace eddy::fft

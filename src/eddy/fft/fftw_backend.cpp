@@ -1,6 +1,6 @@
 // The CPU FFT backend on FFTW3 (single and double precision). Plans are made once per layout
 // (kind, precision, shape, axes, thread count, alignment) and reused through FFTW's new-array
-// execute functions. Planner effort: FFTW_MEASURE, or EDDY_FFTW_PLANNER=estimate|patient.
+// execute functions. Planner effort: fftw_planner_flags() (fft_backend.h).
 
 #include <fftw3.h>
 #include <omp.h>
@@ -94,12 +94,7 @@ template <> struct Fftw<float> {
 };
 
 unsigned planner_flags() {
-  static const unsigned flags = [] {
-    const char* effort = std::getenv("EDDY_FFTW_PLANNER");
-    if (effort && std::strcmp(effort, "estimate") == 0) return FFTW_ESTIMATE;
-    if (effort && std::strcmp(effort, "patient") == 0) return FFTW_PATIENT;
-    return FFTW_MEASURE;
-  }();
+  static const unsigned flags = fftw_planner_flags();
   return flags;
 }
 
@@ -432,6 +427,14 @@ FftBackend& fft_backend_for(Device device) {
 
 void register_fft_backend(DeviceType type, FftBackend* backend) {
   fft_backends()[static_cast<int>(type)] = backend;
+}
+
+unsigned fftw_planner_flags() {
+  const char* effort = std::getenv("EDDY_FFTW_PLANNER");
+  if (!effort || !*effort || std::strcmp(effort, "measure") == 0) return FFTW_MEASURE;
+  if (std::strcmp(effort, "estimate") == 0) return FFTW_ESTIMATE;
+  if (std::strcmp(effort, "patient") == 0) return FFTW_PATIENT;
+  throw Error(cat("EDDY_FFTW_PLANNER is '", effort, "'; use estimate, measure or patient, or leave it unset"));
 }
 
 }  // namespace eddy::fft
