@@ -131,10 +131,11 @@ void bind_fft(py::module_& parent) {
   auto one_axis = [&](const char* name, Tensor (*op)(const Tensor&, int64_t, int64_t, std::string_view)) {
     m.def(name, [op, name](const py::object& x, const py::object& n, int64_t axis, const py::object& norm) {
           // The C++ functions take -1 for "the input's length"; here, as in NumPy, that is None.
-          if (!n.is_none() && !py::isinstance<py::int_>(n)) {
+          const std::optional<int64_t> index = n.is_none() ? std::nullopt : as_index(n);
+          if (!n.is_none() && !index) {
             throw py::type_error(cat(name, ": n must be None or an int, got ", py::repr(n).cast<std::string>()));
           }
-          const int64_t length = n.is_none() ? -1 : n.cast<int64_t>();
+          const int64_t length = index.value_or(-1);
           if (!n.is_none() && length < 1) throw Error(cat(name, ": n must be a positive length, got ", length));
           return op(as_tensor(x), length, axis, fft_norm(norm));
         },
@@ -324,7 +325,17 @@ void bind_ops(py::module_& m) {
         return where(as_tensor(c), x, y);
       },
       py::arg("condition"), py::arg("a"), py::arg("b"));
-  m.def("cast", [](const py::object& x, const py::object& dtype) { return cast(as_tensor(x), parse_dtype(dtype)); },
+  m.def("cast", [](const py::object& x, const py::object& dtype) {
+          const Tensor t = as_tensor(x);
+          const DType to = parse_dtype(dtype);
+          // NumPy and PyTorch warn here, JAX says it will refuse; eddy refuses such losses elsewhere
+          // (a complex value written into a float tensor).
+          if (is_complex(t.dtype()) && !is_complex(to)) {
+            throw py::type_error(cat("cast: ", t.dtype(), " to ", to, " would drop the imaginary parts; take "
+                                     "eddy.real(z) (or abs, angle) for a real tensor"));
+          }
+          return cast(t, to);
+        },
         py::arg("x"), py::arg("dtype"));
 
   // ---- reductions ----

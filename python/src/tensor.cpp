@@ -345,6 +345,12 @@ void bind_tensor(py::module_& m) {
       // value and int() of NaN or infinity raise, as for torch.Tensor, where the C++ casts gave 1.0
       // and -2^63.
       .def("__float__", [](const Tensor& t) { return py::float_(item(t)); })
+      // Without it Python fell back to __float__, which refuses a complex value.
+      .def("__complex__", [](const Tensor& t) {
+        PyObject* number = PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyComplex_Type), item(t).ptr());
+        if (!number) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(number);
+      })
       .def("__int__", [](const Tensor& t) {
         PyObject* number = PyNumber_Long(item(t).ptr());  // a plain int, also of a bool tensor
         if (!number) throw py::error_already_set();

@@ -384,6 +384,23 @@ def test_spectral_conv_is_a_truncated_spectral_multiply():
     close(got, np.fft.irfft(kept, n=16, axis=-1), atol=1e-10)
 
 
+def test_fft_n_takes_numpy_integers_and_refuses_bools():
+    # n computed with NumPy (an np.int64) was refused, and n=True taken as length 1.
+    close(eddy.fft.fft(CSIGNAL, n=np.int64(5)), np.fft.fft(CSIGNAL, n=5), atol=1e-10)
+    close(eddy.fft.irfft(np.fft.rfft(SIGNAL), n=np.int32(8)), SIGNAL, atol=1e-10)
+    with pytest.raises(TypeError, match="fft: n must be None or an int, got True"):
+        eddy.fft.fft(CSIGNAL, n=True)
+
+
+def test_casting_complex_to_real_is_refused():
+    # It kept the real parts without a word (NumPy and PyTorch warn).
+    z = eddy.tensor(np.array([1 + 2j]))
+    with pytest.raises(TypeError, match="cast: complex128 to float64 would drop the imaginary parts; take eddy.real"):
+        eddy.cast(z, eddy.float64)
+    assert str(eddy.cast(z, eddy.complex64).dtype) == "complex64"
+    assert complex(z[0]) == 1 + 2j and complex(eddy.tensor(2.5)) == 2.5 + 0j
+
+
 def test_fft_errors():
     with pytest.raises(eddy.Error):
         eddy.fft.fft(CSIGNAL, norm="sideways")

@@ -970,7 +970,7 @@ def test_tensors_pickle_and_copy_with_their_values_dtype_and_requires_grad(dtype
     source = eddy.cast(eddy.transpose(eddy.tensor(np.arange(6.0).reshape(2, 3))), dtype)
     for copied in (pickle.loads(pickle.dumps(source)), copy.deepcopy(source), copy.copy(source)):
         assert copied.dtype == source.dtype and copied.shape == source.shape
-        np.testing.assert_array_equal(np.asarray(eddy.cast(copied, "float64")), np.asarray(eddy.cast(source, "float64")))
+        assert copied.tolist() == source.tolist()
     leaf = eddy.ones([3], dtype=eddy.float64).requires_grad_()
     copied = copy.deepcopy({"w": leaf})["w"]
     assert copied.requires_grad and copied.is_leaf
