@@ -52,7 +52,7 @@ nn::StateDict state_of(const py::dict& values) {
   return state;
 }
 
-std::vector<Tensor> parameters_of(const py::iterable& parameters, const char* who = "optimizer") {
+std::vector<Tensor> parameters_of(const py::iterable& parameters, const char* who) {
   // A tensor iterates over its rows, which became the parameters: views without gradients, so
   // training under no_grad silently did nothing (torch refuses a tensor too).
   if (py::isinstance<Tensor>(parameters)) {
@@ -63,6 +63,8 @@ std::vector<Tensor> parameters_of(const py::iterable& parameters, const char* wh
     // PyTorch's parameter groups ({'params': [...], 'weight_decay': ...}) got pybind's cast error.
     EDDY_CHECK(!py::isinstance<py::dict>(p), who, ": params must be tensors; parameter groups (dicts) are not "
                "supported: make one optimizer per group, each with its own settings");
+    EDDY_CHECK(py::isinstance<Tensor>(p), who, ": params must be tensors; entry ", tensors.size(), " is ",
+               py::repr(p).cast<std::string>().substr(0, 60));
     tensors.push_back(p.cast<Tensor>());
   }
   return tensors;
@@ -240,8 +242,10 @@ void delete_attribute(const py::object& self, const std::string& name) {
 }
 
 void bind_modules(py::module_& m) {
+  // dynamic_attr: a bare eddy.nn.Module() holds attributes as a subclass's instance does (a
+  // container, as torch users build them), where it registered a value and then failed to keep it.
   py::class_<nn::Module, PythonModule, py::smart_holder>(
-      m, "Module",
+      m, "Module", py::dynamic_attr(),
       "The base of every model. Subclass it in Python as torch.nn.Module: call super().__init__(), give the "
       "submodules, parameters (eddy.nn.Parameter) and buffers (register_buffer) as attributes, define forward.")
       .def(py::init_alias<>())
@@ -492,14 +496,14 @@ void bind_optimisers(py::module_& m) {
   py::class_<optim::Adam, optim::Optimizer>(m, "Adam")
       .def(py::init([adam_options](const py::iterable& params, double lr, std::pair<double, double> betas, double eps,
                                    double weight_decay) {
-             return new optim::Adam(parameters_of(params), adam_options(lr, betas, eps, weight_decay));
+             return new optim::Adam(parameters_of(params, "Adam"), adam_options(lr, betas, eps, weight_decay));
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair{0.9, 0.999}, py::arg("eps") = 1e-8,
            py::arg("weight_decay") = 0.0);
   py::class_<optim::AdamW, optim::Adam>(m, "AdamW")
       .def(py::init([adam_options](const py::iterable& params, double lr, std::pair<double, double> betas, double eps,
                                    double weight_decay) {
-             return new optim::AdamW(parameters_of(params), adam_options(lr, betas, eps, weight_decay));
+             return new optim::AdamW(parameters_of(params, "AdamW"), adam_options(lr, betas, eps, weight_decay));
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair{0.9, 0.999}, py::arg("eps") = 1e-8,
            py::arg("weight_decay") = 1e-2);
@@ -516,7 +520,7 @@ void bind_optimisers(py::module_& m) {
              o.eps = eps;
              o.weight_decay = weight_decay;
              o.max_preconditioner_dimension = max_preconditioner_dimension;
-             return new optim::Soap(parameters_of(params), o);
+             return new optim::Soap(parameters_of(params, "SOAP"), o);
            }),
            py::arg("params"), py::arg("lr") = 3e-3, py::arg("betas") = std::pair{0.95, 0.95},
            py::arg("shampoo_beta") = std::nullopt, py::arg("precondition_frequency") = 10, py::arg("eps") = 1e-8,
@@ -530,7 +534,7 @@ void bind_optimisers(py::module_& m) {
              o.momentum = momentum;
              o.nesterov = nesterov;
              o.weight_decay = weight_decay;
-             return new optim::Sgd(parameters_of(params), o);
+             return new optim::Sgd(parameters_of(params, "SGD"), o);
            }),
            py::arg("params"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0, py::arg("nesterov") = false,
            py::arg("weight_decay") = 0.0);
@@ -563,7 +567,7 @@ void bind_optimisers(py::module_& m) {
              o.tolerance_grad = tolerance_grad;
              o.tolerance_change = tolerance_change;
              o.history_size = history_size;
-             return new optim::Lbfgs(parameters_of(params), o);
+             return new optim::Lbfgs(parameters_of(params, "LBFGS"), o);
            }),
            py::arg("params"), py::arg("lr") = 1.0, py::arg("max_iterations") = 100, py::arg("max_evaluations") = 250,
            py::arg("tolerance_grad") = 1e-9, py::arg("tolerance_change") = 1e-12, py::arg("history_size") = 10)

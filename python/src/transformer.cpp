@@ -91,6 +91,8 @@ void bind_transformers(py::module_& nn) {
              o.layers = layers;
              o.heads = heads;
              o.intermediate_size = intermediate_size;
+             // Named as the Python argument: the C++ check names the three rates it sets.
+             EDDY_CHECK(dropout >= 0 && dropout < 1, "GPT2: dropout must be in [0, 1), got ", dropout);
              o.embedding_dropout = o.attention_dropout = o.residual_dropout = dropout;
              o.tie_embeddings = tie_embeddings;
              o.dtype = model_dtype(dtype);

@@ -372,6 +372,18 @@ def test_parameter_groups_are_refused_by_name():
         eddy.optim.AdamW([{"params": [params["weight"]], "weight_decay": 0.1}], lr=1e-2)
 
 
+def test_an_entry_that_is_not_a_tensor_is_refused_by_position():
+    # It got pybind's "Unable to cast Python instance of type <class 'float'> to C++ type '?'".
+    p = eddy.nn.Parameter(eddy.ones([2]))
+    with pytest.raises(eddy.Error, match=r"Adam: params must be tensors; entry 1 is 1.0"):
+        eddy.optim.Adam([p, 1.0])
+
+
+def test_gpt2_names_its_own_dropout_argument():
+    with pytest.raises(eddy.Error, match=r"GPT2: dropout must be in \[0, 1\), got 1"):
+        eddy.nn.GPT2(vocab_size=16, context_length=8, hidden_size=8, layers=1, heads=2, dropout=1.0)
+
+
 def test_lbfgs_reports_non_finite_evaluations_and_resumes_from_its_state():
     def run(optimizer, x):
         def closure():
@@ -534,7 +546,7 @@ def test_one_tensor_is_one_parameter_to_clip_and_refused_as_an_optimizers_params
     eddy.sum(w * eddy.tensor(np.array([[3.0, 4.0], [6.0, 8.0]]))).backward()
     assert eddy.nn.clip_grad_norm(w, 1.0) == pytest.approx(np.sqrt(125.0))
     np.testing.assert_allclose(w.grad.numpy(), np.array([[3.0, 4.0], [6.0, 8.0]]) / (np.sqrt(125.0) + 1e-6))
-    with eddy.no_grad(), pytest.raises(TypeError, match="optimizer: params must be an iterable of tensors, got one"):
+    with eddy.no_grad(), pytest.raises(TypeError, match="Adam: params must be an iterable of tensors, got one"):
         eddy.optim.Adam(w, lr=0.1)
     # A 0-d parameter (a scalar coefficient), which is not iterable, too.
     c = eddy.tensor(2.0).requires_grad_()

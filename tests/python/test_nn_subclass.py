@@ -297,6 +297,18 @@ def test_deleting_or_assigning_none_unregisters():
         del model.missing
 
 
+def test_a_bare_module_is_a_container():
+    # As torch users build one: the assignment raised AttributeError (no __dict__) after it had
+    # registered the value, so the parameters were in named_parameters() but not readable.
+    box = eddy.nn.Module()
+    box.w = eddy.nn.Parameter(eddy.ones([2]))
+    box.lin = eddy.nn.Linear(2, 3)
+    box.note = "kept"
+    assert names(box.named_parameters()) == ["w", "lin.weight", "lin.bias"]
+    assert box.lin.weight.shape == (2, 3) and box.note == "kept"
+    assert box.w is not None and box.w.shape == (2,)
+
+
 def test_a_traced_value_cannot_become_model_state():
     # self.last = x * 2 inside eddy.jit left a tensor without values in the model.
     class Remembers(eddy.nn.Module):
