@@ -33,9 +33,8 @@ inline std::string results_file_of(FileKind kind) {
 
 // The result files of a run of `kind` (empty for a kind that trains no run).
 inline std::string result_files_of(FileKind kind) {
-  std::string results = results_file_of(kind);
-  if (results.empty()) return {};
-  results.insert(results.find('.'), "\\");  // the dot as itself
+  std::string results;
+  for (const char c : results_file_of(kind)) results += c == '.' ? std::string("\\.") : std::string(1, c);
   switch (kind) {
     case FileKind::pinn: return results + "|" + kPinnVtkFiles;
     case FileKind::operator_training: return results + "|" + kOperatorSampleImages;

@@ -94,6 +94,28 @@ def test_state_dict_round_trip_between_instances():
         copy.load_state_dict({k: v for k, v in source.state_dict().items() if k != "scale"})
 
 
+def test_a_state_dict_that_lists_a_shared_tensor_under_each_name_loads():
+    # PyTorch's state_dict lists a tied tensor under every name it is reached by; eddy's lists it
+    # once, and refused torch's other name as an unexpected key.
+    class Tied(eddy.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = eddy.nn.Parameter(eddy.ones([3, 2], dtype="float64"))
+            self.head = eddy.nn.Module()
+            self.head.w = self.embed
+
+        def forward(self, x):
+            return x
+
+    model = Tied()
+    assert list(model.state_dict()) == ["embed"]
+    values = eddy.tensor(np.arange(6.0).reshape(3, 2))
+    model.load_state_dict({"embed": values, "head.w": values})
+    np.testing.assert_array_equal(np.asarray(model.head.w), np.arange(6.0).reshape(3, 2))
+    with pytest.raises(eddy.Error, match="\"head.w\" differs from \"embed\", which this model uses in its place"):
+        model.load_state_dict({"embed": values, "head.w": values * 2.0})
+
+
 class Block(eddy.nn.Module):
     def __init__(self, width, seed):
         super().__init__()

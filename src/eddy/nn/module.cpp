@@ -1,6 +1,7 @@
 #include "eddy/nn/module.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -71,11 +72,20 @@ void Module::load_state_dict(const StateDict& state) {
     EDDY_CHECK(source.dtype() == target.dtype(), "load_state_dict: \"", name, "\" has dtype ",
                source.dtype(), " but the model expects ", target.dtype());
   }
-  // A child's too (a GPT-2 inside a Python model), under its prefix.
+  // A child's too (a GPT-2 inside a Python model), under its prefix; and every later name a tensor
+  // is reached by (a tensor or module registered in two places: `self.head.weight =
+  // self.embed.weight`), which PyTorch's state dicts list beside the first.
   std::vector<std::pair<std::string, std::string>> tied_names;
   visit_tied_names("", [&](const std::string& name, const std::string& tied_to) {
     tied_names.emplace_back(name, tied_to);
   });
+  for (const bool buffers : {false, true}) {
+    std::unordered_map<const void*, std::string> first_names;
+    visit_tensors("", buffers, [&](const std::string& name, const Tensor& t) {
+      const auto [first, inserted] = first_names.try_emplace(t.impl(), name);
+      if (!inserted) tied_names.emplace_back(name, first->second);
+    });
+  }
   for (const auto& [name, tensor] : state) {
     bool known = false;
     for (const auto& entry : own) known = known || entry.first == name;

@@ -34,9 +34,10 @@ class Module {
   StateDict state_dict() const;
   // Copies values in by name. Every key of the module must be present, with the same shape
   // and dtype; extra keys are an error too (they usually mean the wrong model), except a tied
-  // name (register_tied_name) holding the same values as the key it is tied to, as PyTorch's
-  // state dicts of tied models have (Hugging Face's GPT-2 lists lm_head.weight beside
-  // transformer.wte.weight). Errors name the key, the expected and the found shape or dtype.
+  // name (register_tied_name, or another name a shared tensor is reached by) holding the same
+  // values as the key it is tied to, as PyTorch's state dicts of tied models have (Hugging Face's
+  // GPT-2 lists lm_head.weight beside transformer.wte.weight). Errors name the key, the expected
+  // and the found shape or dtype.
   void load_state_dict(const StateDict& state);
 
   // Moves every parameter and buffer, the children's too, to `device` (each stays what it was:
