@@ -253,11 +253,14 @@ TEST(Autodiff, GradRefusesIntegerOutputsWithNothingToDifferentiate) {
   EXPECT_EQ(mixed[0].to_vector<double>(), (std::vector<double>{2.0, 2.0}));
 }
 
-// Reverse mode refuses an integer input; forward mode cast the tangent to the integers (0.5 to 0).
-TEST(Autodiff, ForwardModeRefusesAnIntegerPrimal) {
+// Forward mode cast an integer primal's tangent to the integers (0.5 to 0); reverse mode failed in
+// requires_grad_, naming neither the transformation nor the argument.
+TEST(Autodiff, TransformationsRefuseAnIntegerPrimal) {
   const Tensor counts = tensor<int32_t>({1, 2});
-  expect_error([&] { jvp([](const Tensor& a) { return cast(a, DType::f64); }, counts, tensor<double>({0.5, 0.5})); },
-               {"jvp: primal 0 is int32", "cast it"});
+  Function as_float = [](const Tensor& a) { return cast(a, DType::f64); };
+  expect_error([&] { jvp(as_float, counts, tensor<double>({0.5, 0.5})); }, {"jvp: primal 0 is int32", "cast it"});
+  expect_error([&] { vjp(as_float, counts, tensor<double>({1.0, 1.0})); }, {"vjp: primal 0 is int32", "cast it"});
+  expect_error([&] { grad([&](const Tensor& a) { return sum(as_float(a)); })(counts); }, {"vjp: primal 0 is int32"});
 }
 
 TEST(Autodiff, ForwardModeRefusesAPrimitiveWithOnlyReverseRules) {

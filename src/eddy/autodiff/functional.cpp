@@ -15,6 +15,14 @@ void check_matching(std::string_view op, const Tensor& primal, const Tensor& oth
              " but its ", what == "cotangent" ? "output" : "primal", " has shape ", primal.shape());
 }
 
+// An integer or bool primal has no derivatives: forward mode cast its tangent to the integers (0.5
+// became 0), and reverse mode failed in requires_grad_, naming neither the transformation nor the
+// argument.
+void require_differentiable(std::string_view transformation, const Tensor& primal, size_t index) {
+  EDDY_CHECK(is_inexact(primal.dtype()), transformation, ": primal ", index, " is ", primal.dtype(), "; derivatives "
+             "are taken with respect to floating or complex values: cast it (cast(x, float64)) before the function");
+}
+
 // A fresh differentiation target standing for `x`: a new leaf when x is a constant (keeping its
 // forward tangents, for forward-over-reverse), and a recorded identity of x otherwise, so an
 // outer grad still sees through it (grad of grad).
@@ -46,9 +54,7 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp(const MultiFunction& f,
   std::vector<Tensor> duals;
   for (size_t i = 0; i < primals.size(); ++i) {
     check_matching("jvp", primals[i], tangents[i], "tangent", i);
-    // As reverse mode refuses one: the tangent was cast to the integers (0.5 became 0).
-    EDDY_CHECK(is_inexact(primals[i].dtype()), "jvp: primal ", i, " is ", primals[i].dtype(), "; derivatives are "
-               "taken with respect to floating or complex values: cast it (cast(x, float64)) before the function");
+    require_differentiable("jvp", primals[i], i);
     duals.push_back(
         with_tangent(primals[i], level.id(), direction_for(primals[i], tangents[i], cat("jvp: tangent ", i))));
   }
@@ -74,7 +80,10 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> vjp(const MultiFunction& f,
   std::vector<Tensor> targets, outputs;
   {
     GradModeGuard recording(true);
-    for (const Tensor& x : primals) targets.push_back(as_target(x));
+    for (size_t i = 0; i < primals.size(); ++i) {
+      require_differentiable("vjp", primals[i], i);
+      targets.push_back(as_target(primals[i]));
+    }
     outputs = f(targets);
   }
   // The result must stay differentiable when an outer transformation differentiates it again:
