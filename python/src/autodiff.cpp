@@ -43,7 +43,7 @@ MultiFunction multi_function(const py::function& f, bool& single) {
   return [f, &single](const std::vector<Tensor>& xs) {
     py::tuple args(xs.size());
     for (size_t i = 0; i < xs.size(); ++i) args[i] = py::cast(xs[i]);
-    py::object out = f(*args);
+    py::object out = call_python(f, args);
     single = !(py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out));
     return differentiable_outputs(out, true, "jvp and vjp take a function of an eddy tensor or a flat tuple or "
                                              "list of them (NumPy functions see values, not derivatives)");
@@ -58,7 +58,7 @@ py::object shaped(const std::vector<Tensor>& values, bool single) {
 // f(tensor) -> one tensor, for jacobian, hessian and hvp.
 Function single_function(const py::function& f) {
   return [f](const Tensor& x) {
-    return differentiable_outputs(f(x), false, "jacobian, hessian and hvp take a function of one eddy tensor "
+    return differentiable_outputs(call_python(f, py::make_tuple(x)), false, "jacobian, hessian and hvp take a function of one eddy tensor "
                                                "output (for several, differentiate each or eddy.stack them; NumPy "
                                                "functions see values, not derivatives)")
         .front();

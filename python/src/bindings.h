@@ -72,6 +72,23 @@ class GilRelease {
   PyThreadState* thread_state_;
 };
 
+// Calls Python code from C++ (a model's forward, a traced function, a closure) with the GIL held,
+// as `callable(*args, **kwargs)`. CPython can end the thread inside it, at a switch of the GIL in
+// the interpreter loop; the thread is parked here, before the unwinding reaches C++ frames whose
+// py::object destructors would release references without the GIL (the exit then crashed in
+// Python's last garbage collection). A Python exception leaves as py::error_already_set.
+inline py::object call_python(const py::handle& callable, const py::tuple& args,
+                              const py::handle& kwargs = py::handle()) {
+  PyObject* result = nullptr;
+  try {
+    result = PyObject_Call(callable.ptr(), args.ptr(), kwargs.ptr());
+  } catch (abi::__forced_unwind&) {
+    park_thread_at_interpreter_exit();
+  }
+  if (result == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(result);
+}
+
 class GilAcquire {
  public:
   GilAcquire() {
@@ -92,7 +109,7 @@ inline bool fits_int32(const py::int_& integer) {
 }
 // The first of the smallest and the largest of int64 `values` that int32 cannot hold, if either.
 std::optional<int64_t> int32_misfit(const Tensor& values);
-// Refuses floating or complex `numbers` that the integer dtype cannot hold: ValueError for a NaN,
+// Refuses floating `numbers` that the integer dtype cannot hold: ValueError for a NaN,
 // OverflowError past its range (`who` begins the message).
 void require_numbers_fit(std::string_view who, const Tensor& numbers, DType integer);
 

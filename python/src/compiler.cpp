@@ -86,7 +86,15 @@ py::object rebuild(const OutputTree& tree, const std::vector<Tensor>& leaves, si
       for (const OutputTree& child : tree.children) items.append(rebuild(child, leaves, next, tuple_classes));
       if (tree.kind == OutputTree::Kind::list) return items;
       const py::tuple fields(items);
-      return tree.tuple_class < 0 ? py::object(fields) : tuple_classes[tree.tuple_class](*fields);
+      if (tree.tuple_class < 0) return fields;
+      const py::handle tuple_class = tuple_classes[tree.tuple_class];
+      try {
+        return tuple_class(*fields);
+      } catch (py::error_already_set& e) {
+        throw py::type_error(cat("eddy.jit: the result's ", py::str(tuple_class.attr("__name__")).cast<std::string>(),
+                                 " (a tuple class with _fields, taken for a namedtuple) cannot be made from its fields "
+                                 "as Class(*fields): ", e.what()));
+      }
     }
   }
   throw Error("eddy.jit: unknown output form");
@@ -174,7 +182,7 @@ class JitFunction {
       GilAcquire gil;
       py::tuple args(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
-      const py::object out = body->function(*args);
+      const py::object out = call_python(body->function, args);
       std::vector<Tensor> leaves;
       body->tree = flatten(out, leaves, body->tuple_classes);
       body->ran = true;

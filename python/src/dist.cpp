@@ -135,7 +135,9 @@ void bind_dist(py::module_& m) {
              for (const py::handle& p : params) parameters.push_back(p.cast<Tensor>());
              dist::Communicator& comm =
                  mesh ? mesh->communicator(mesh->axis(axis)) : dist::default_communicator();
-             auto made = [make](std::vector<Tensor> slices) { return PythonMadeOptimizer::from(make(slices)); };
+             auto made = [make](std::vector<Tensor> slices) {
+               return PythonMadeOptimizer::from(call_python(make, py::make_tuple(slices)));
+             };
              return new dist::ShardedOptimizer(parameters, made, kind, comm);
            }),
            py::arg("params"), py::arg("make"), py::arg("gradients") = "to_average", py::arg("mesh") = nullptr,

@@ -84,7 +84,7 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
     };
     const py::function method = py::get_override(static_cast<const nn::Module*>(this), "forward");
     EDDY_CHECK(method, own_name(), " has no forward(): an eddy.nn.Module subclass defines forward(self, x)");
-    const py::object result = method(input);
+    const py::object result = call_python(method, py::make_tuple(input));
     EDDY_CHECK(py::isinstance<Tensor>(result), own_name(), ".forward returned ", class_name(result),
                " where a C++ caller (Sequential) takes one tensor");
     return result.cast<Tensor>();
@@ -96,7 +96,7 @@ class PythonModule : public nn::Module, public py::trampoline_self_life_support 
     {
       GilAcquire gil;
       if (const py::function method = py::get_override(static_cast<const nn::Module*>(this), "train")) {
-        method(enabled);
+        call_python(method, py::make_tuple(enabled));
         return;
       }
     }
@@ -204,6 +204,13 @@ void refuse_traced_value(const std::string& name, const Tensor& value) {
 
 void set_attribute(const py::object& self, const std::string& name, const py::object& value) {
   PythonModule* module = python_module(self);
+  // A built-in layer (Linear, GPT2) keeps its own tensors in C++: a parameter or submodule given
+  // to it would be a plain attribute, left out of parameters(), state_dict() and to().
+  const bool registrable = py::isinstance<nn::Module>(value) ||
+                           (py::isinstance<Tensor>(value) && value.cast<Tensor>().requires_grad());
+  EDDY_CHECK(module != nullptr || !registrable, PythonModule::class_name(self), ": cannot take \"", name,
+             "\", a ", py::isinstance<nn::Module>(value) ? "module" : "parameter", ": a built-in layer's parameters "
+             "are its own; hold both in an eddy.nn.Module subclass (or a bare eddy.nn.Module())");
   if (module != nullptr) {
     if (py::isinstance<nn::Module>(value)) {
       module->set_child(name, value.cast<ModulePtr>());
@@ -250,7 +257,8 @@ void bind_modules(py::module_& m) {
       "submodules, parameters (eddy.nn.Parameter) and buffers (register_buffer) as attributes, define forward.")
       .def(py::init_alias<>())
       .def("__call__", [](const py::object& self, const py::args& args, const py::kwargs& kwargs) {
-        return self.attr("forward")(*args, **kwargs);
+        const py::object forward = self.attr("forward");
+        return call_python(forward, args, kwargs);
       })
       .def("forward", [](nn::Module& self, const py::object& x) { return self.forward(as_tensor(x)); })
       .def("__setattr__", &set_attribute)
@@ -578,7 +586,7 @@ void bind_optimisers(py::module_& m) {
            py::arg("state"))
       .def("step", [](optim::Lbfgs& self, const py::function& closure) {
              const optim::LbfgsReport r = self.step([&closure] {
-               const py::object loss = closure();
+               const py::object loss = call_python(closure, py::tuple());
                // as_tensor's error for None named NumPy's object dtype, not the closure.
                if (loss.is_none()) throw py::type_error("LBFGS.step: the closure returned None; it must return the loss");
                return as_tensor(loss);
@@ -600,7 +608,7 @@ void bind_optimisers(py::module_& m) {
       "strong_wolfe",
       [](const py::function& phi, double t_initial, double c1, double c2, int64_t max_evaluations) {
         const optim::LineFunction point_at = [&phi](double t) {
-          const auto [value, slope] = phi(t).cast<std::pair<double, double>>();
+          const auto [value, slope] = call_python(phi, py::make_tuple(t)).cast<std::pair<double, double>>();
           optim::LinePoint point;
           point.t = t;
           point.value = value;

@@ -82,7 +82,7 @@ std::map<std::string, pinn::EquationFunction> equation_functions(const py::objec
     functions[name.cast<std::string>()] = [f](const Tensor& points, const Tensor& fields,
                                               const std::map<std::string, Tensor>& parameters) {
       GilAcquire gil;
-      return as_tensor(f(points, fields, py::cast(parameters)));
+      return as_tensor(call_python(f, py::make_tuple(points, fields, parameters)));
     };
   }
   return functions;

@@ -329,6 +329,15 @@ def test_a_bare_module_is_a_container():
     assert names(box.named_parameters()) == ["w", "lin.weight", "lin.bias"]
     assert box.lin.weight.shape == (2, 3) and box.note == "kept"
     assert box.w is not None and box.w.shape == (2,)
+    # A built-in layer would keep them as plain attributes, left out of parameters() and never
+    # trained: refused, where other attributes are kept.
+    lin = eddy.nn.Linear(2, 2)
+    with pytest.raises(eddy.Error, match="Linear: cannot take \"gate\", a parameter: a built-in layer"):
+        lin.gate = eddy.nn.Parameter(eddy.ones([2]))
+    with pytest.raises(eddy.Error, match="Linear: cannot take \"adapter\", a module"):
+        lin.adapter = eddy.nn.Linear(2, 2)
+    lin.note = "kept"
+    assert lin.note == "kept" and names(lin.named_parameters()) == ["weight", "bias"]
 
 
 def test_a_traced_value_cannot_become_model_state():

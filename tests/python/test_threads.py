@@ -94,15 +94,30 @@ def test_the_python_package_makes_waiting_threads_spin_briefly_unless_a_policy_i
 
 # Daemon threads busy in eddy's C++ when the script ends: one calling a compiled function (which
 # gives up the GIL while it runs), one tracing it anew at every call (which takes the GIL back to
-# run f), one encoding text, one dropping tensors over NumPy arrays (whose release takes the GIL).
+# run f), one encoding text, one dropping tensors over NumPy arrays (whose release takes the GIL),
+# and some in Python code that eddy's C++ called (a model's forward, through Sequential too, a
+# traced function, a function eddy.grad differentiates), long enough for the interpreter to
+# switch threads inside it.
 DAEMONS_AT_EXIT = """
 import sys, threading, time
 import numpy as np
 import eddy
 
+def busy():
+    total = 0
+    for i in range(100000):
+        total += i
+    return total
+
+class Busy(eddy.nn.Module):
+    def forward(self, x):
+        busy()
+        return x * 2
+
 square_sum = eddy.jit(lambda x: (x.tanh() * 2).sum())
 tokenizer = eddy.BpeTokenizer.train(["the quick brown fox jumps over the lazy dog"] * 20, 300)
 x = eddy.tensor(np.ones((300, 300), np.float32))
+small = eddy.tensor(np.ones(3))
 
 def compiled():
     while True:
@@ -112,7 +127,10 @@ def retraced():
     rows = 1
     while True:
         rows = rows % 50 + 1
-        eddy.jit(lambda y: (y * y).sum())(eddy.tensor(np.ones((rows, 3), np.float32)))
+        def f(y):
+            busy()
+            return (y * y).sum()
+        eddy.jit(f)(eddy.tensor(np.ones((rows, 3), np.float32)))
 
 def encoded():
     while True:
@@ -122,7 +140,24 @@ def numpy_backed():
     while True:
         eddy.tensor(np.ones(1000, np.float32)) * 2
 
-for work in (compiled, retraced, encoded, numpy_backed):
+def module_call():
+    model = Busy()
+    while True:
+        model(small)
+
+def sequential_call():
+    model = eddy.nn.Sequential(Busy(), Busy())
+    while True:
+        model(small)
+
+def differentiated():
+    def f(y):
+        busy()
+        return (y * y).sum()
+    while True:
+        eddy.grad(f)(small)
+
+for work in (compiled, retraced, encoded, numpy_backed, module_call, sequential_call, differentiated):
     threading.Thread(target=work, daemon=True).start()
 time.sleep(float(sys.argv[1]))
 """
@@ -132,7 +167,8 @@ time.sleep(float(sys.argv[1]))
 def test_daemon_threads_inside_eddy_do_not_abort_the_interpreters_exit(seconds):
     # CPython ends such a thread as it asks for the GIL back during the exit; before bindings.h
     # parked it, the unwinding aborted the process ("terminate called without an active
-    # exception", or a fatal error from Python) in about two runs of three.
+    # exception", a fatal error from Python, or a segmentation fault in its last garbage
+    # collection) in most runs.
     for attempt in range(3):
         ended = subprocess.run([sys.executable, "-c", DAEMONS_AT_EXIT, str(seconds)], capture_output=True, text=True,
                                env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=120)
