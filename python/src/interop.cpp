@@ -327,8 +327,7 @@ std::optional<DType> optional_dtype(const py::object& dtype) {
 
 void require_numbers_fit(std::string_view who, const Tensor& numbers, DType integer) {
   if (numbers.numel() == 0) return;
-  // A complex value's real part is what the cast keeps.
-  const Tensor wide = cast(is_complex(numbers.dtype()) ? real(numbers) : numbers, DType::f64);
+  const Tensor wide = cast(numbers, DType::f64);
   if (sum(cast(ne(wide, wide), DType::i64)).item<int64_t>() > 0) {
     throw py::value_error(cat(who, ": a NaN does not fit in ", integer));
   }
@@ -391,6 +390,11 @@ Tensor as_tensor(const py::handle& value, const py::object& dtype) {
     if (default_device() != cpu()) t = device_copy(t, default_device());
   }
   if (auto wanted = optional_dtype(dtype); wanted && *wanted != t.dtype()) {
+    // As eddy.cast and NumPy's and PyTorch's warnings: the cast kept the real parts silently.
+    if (is_complex(t.dtype()) && !is_complex(*wanted)) {
+      throw py::type_error(cat("tensor: ", t.dtype(), " values as ", *wanted, " would drop the imaginary parts; "
+                               "take the real parts first (eddy.real(z), z.real)"));
+    }
     // Made from Python or NumPy values, an integer tensor refuses one it cannot hold, as
     // eddy.full and NumPy 2 do; the cast wrapped (tensor([2**40], dtype=int32) held 0, NaN the
     // lowest integer). A tensor given is cast as astype casts it.

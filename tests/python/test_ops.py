@@ -399,6 +399,10 @@ def test_casting_complex_to_real_is_refused():
         eddy.cast(z, eddy.float64)
     assert str(eddy.cast(z, eddy.complex64).dtype) == "complex64"
     assert complex(z[0]) == 1 + 2j and complex(eddy.tensor(2.5)) == 2.5 + 0j
+    # eddy.tensor's dtype too, from every kind of value.
+    for value in (np.array([1 + 2j]), 1 + 2j, [1 + 2j], z):
+        with pytest.raises(TypeError, match="tensor: complex128 values as float64 would drop the imaginary parts"):
+            eddy.tensor(value, dtype=eddy.float64)
 
 
 def test_fft_errors():
