@@ -59,6 +59,15 @@ void to_the_caller(int signal) {
   callers_sigint.sa_handler(signal);
 }
 
+// Whether `signal` is the training's stop request delivered again within kSameRequestNanoseconds
+// (`timeout -s INT` sends it to the process and then to its group), which changes nothing.
+bool repeats_the_request(int signal, int64_t now) {
+  if (accepting.load() == 0 || requested.load() != signal) return false;
+  // 0: the first delivery is being handled by another thread at this moment.
+  const int64_t first = requested_at.load();
+  return first == 0 || now - first < kSameRequestNanoseconds;
+}
+
 // Only async-signal-safe calls: atomics, sigaction, raise and write.
 void on_signal(int signal) {
   const int64_t now = monotonic_nanoseconds();
@@ -69,6 +78,8 @@ void on_signal(int signal) {
       static constexpr char note[] = "\neddy: stopping at the end of this step to write the checkpoint and results\n";
       write_note(note, sizeof note - 1);
     } else {
+      // Python's KeyboardInterrupt for a repeated delivery ended the call that was stopping.
+      if (repeats_the_request(signal, now)) return;
       // Before training (reading the data, training a tokenizer) the request stays too, so that
       // the loop refuses to start and the call returns to the caller, who acts on the signal
       // then: Python raised KeyboardInterrupt only after every step had run. A second signal
@@ -81,11 +92,7 @@ void on_signal(int signal) {
     }
     return;
   }
-  if (accepting.load() != 0 && requested.load() == signal) {
-    // 0: the first delivery is being handled by another thread at this moment.
-    const int64_t first = requested_at.load();
-    if (first == 0 || now - first < kSameRequestNanoseconds) return;
-  }
+  if (repeats_the_request(signal, now)) return;
   // One exchange, as two signals can be handled at once by two threads.
   int none = 0;
   if (accepting.load() == 0 || !requested.compare_exchange_strong(none, signal)) {

@@ -12,6 +12,7 @@ import sys
 import threading
 
 import h5py
+import pytest
 from safetensors import safe_open
 
 import eddy
@@ -179,8 +180,11 @@ def test_a_kill_during_lbfgs_keeps_the_adam_steps(eddy_cli, tmp_path):
     assert checkpoint_step(run / "checkpoint.safetensors") == 20
 
 
-def test_ctrl_c_stops_eddy_solve_from_python_and_returns_the_result(tmp_path):
-    # The Python call ran every step, then raised KeyboardInterrupt and lost its result.
+@pytest.mark.parametrize("deliveries", [1, 2])
+def test_ctrl_c_stops_eddy_solve_from_python_and_returns_the_result(tmp_path, deliveries):
+    # The Python call ran every step, then raised KeyboardInterrupt and lost its result. A signal
+    # delivered twice at once (`timeout -s INT` sends it to the process and to its group) is one
+    # request, as in the eddy command; the second raised KeyboardInterrupt.
     script = f"""
 import sys, eddy
 result = eddy.solve("examples/pinn/burgers.yaml", {{"training.adam.steps": 100000, "training.log_every": 10,
@@ -196,7 +200,8 @@ print("returned", result["finished"], result["steps"], flush=True)
     for line in process.stderr:
         if line.startswith("adam "):
             break
-    process.send_signal(signal.SIGINT)
+    for _ in range(deliveries):
+        process.send_signal(signal.SIGINT)
     out, err = process.communicate()
     assert process.returncode == 0, err
     finished, steps = re.search(r"^returned (\w+) (\d+)$", out, re.MULTILINE).groups()
