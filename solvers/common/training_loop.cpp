@@ -285,12 +285,20 @@ int64_t TrainingLoop::start() {
   // without it (a data file kept in the folder) was replaced by the run's results.
   const std::string results_name = results_file_of(kind_of_settings(settings_));
   const std::string results = run_.dir + "/" + results_name;
-  const bool foreign_results = comm_.rank() == 0 && !results_name.empty() &&
-                               std::filesystem::exists(results, ignored) &&
-                               !io::hdf5_has_attribute(results, "/", "config_hash");
-  EDDY_CHECK(dist::ranks_where(foreign_results, comm_) == 0, "output.dir ", run_.dir, " holds a ", results_name,
-             " that no eddy run wrote (it has no config_hash attribute), which this run writes its results to: "
-             "keep that file under another name, or give the run another output.dir");
+  std::string not_a_runs;  // rank 0's reason, collected so that every rank stops together
+  if (comm_.rank() == 0 && !results_name.empty() && std::filesystem::exists(results, ignored)) {
+    try {
+      if (!io::hdf5_has_attribute(results, "/", "config_hash")) {
+        not_a_runs = "that no eddy run wrote (it has no config_hash attribute)";
+      }
+    } catch (const Error& e) {
+      not_a_runs = cat("that cannot be read (", e.what(), ")");
+    }
+  }
+  EDDY_CHECK(dist::ranks_where(!not_a_runs.empty(), comm_) == 0, "output.dir ", run_.dir, " holds a ", results_name,
+             " ", not_a_runs.empty() ? std::string("that rank 0 cannot write over") : not_a_runs,
+             ", which this run writes its results to: keep that file under another name, or give the run another "
+             "output.dir");
   if (writes_over) remove_earlier_run();
   // A resumed run moves the checkpoint's weights on: their exports stayed and gave the old values.
   if (run_.resume && comm_.rank() == 0 && (!run_.length || step < run_.length->steps)) {

@@ -167,7 +167,7 @@ TEST_F(Hdf5VtkTest, OneStoredDatasetIsRecognisedThroughLinksAndSpellings) {
     H5Fclose(out);
   }
   fs::create_symlink(path, file("alias.h5"));
-  for (const std::string& spelling : {"train/u", "/train//u", "./train/u", "test/soft", "test/hard"}) {
+  for (const char* spelling : {"train/u", "/train//u", "./train/u", "test/soft", "test/hard"}) {
     EXPECT_TRUE(same_hdf5_dataset(path, "train/u", path, spelling)) << spelling;
     EXPECT_TRUE(same_hdf5_dataset(path, "train/u", file("alias.h5"), spelling)) << spelling;
   }

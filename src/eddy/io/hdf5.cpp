@@ -130,7 +130,8 @@ std::string unreadable_reason(const std::string& path) {
   if (std::filesystem::is_directory(path, ignored)) return ": it is a folder";
   if (!std::ifstream(path, std::ios::binary)) return ": it cannot be read (permissions)";
   if (!is_hdf5_file(path)) return ": it is not an HDF5 file (it does not begin with HDF5's signature)";
-  return ": the file is damaged or truncated";
+  // HDF5 locks a file it writes, and refuses to open it elsewhere meanwhile (h5py's 'a' mode).
+  return ": the file is damaged or truncated, or another program has it open for writing";
 }
 
 // The system's reason for a failed write (a full disk), where it gave one: HDF5's own error
@@ -465,9 +466,8 @@ Shape hdf5_shape(const std::string& path, const std::string& dataset) { return O
 
 bool hdf5_has_attribute(const std::string& path, const std::string& object, const std::string& name) {
   if (!is_hdf5_file(path)) return false;
-  silence_hdf5();
-  const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  return file.valid() && H5Aexists_by_name(file.get(), object.c_str(), name.c_str(), H5P_DEFAULT) > 0;
+  const Handle file(open_file(path), H5Fclose);
+  return H5Aexists_by_name(file.get(), object.c_str(), name.c_str(), H5P_DEFAULT) > 0;
 }
 
 bool same_hdf5_dataset(const std::string& path_a, const std::string& dataset_a, const std::string& path_b,

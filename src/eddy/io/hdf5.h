@@ -78,7 +78,8 @@ bool is_hdf5_file(const std::string& path);
 bool same_hdf5_dataset(const std::string& path_a, const std::string& dataset_a, const std::string& path_b,
                        const std::string& dataset_b);
 // Whether the object (a group or dataset path, "/" for the file) of the HDF5 file at `path` carries
-// the attribute `name`; false for a file that is not HDF5 or lacks the object.
+// the attribute `name`; false for a file that is not HDF5 or lacks the object. Throws, with the
+// reason, for an HDF5 file that cannot be opened.
 bool hdf5_has_attribute(const std::string& path, const std::string& object, const std::string& name);
 // Names of all datasets in a file ("train/a", "x", ...).
 std::vector<std::string> list_hdf5_datasets(const std::string& path);
