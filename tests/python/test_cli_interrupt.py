@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import h5py
 import pytest
@@ -202,6 +203,7 @@ print("returned", result["finished"], result["steps"], flush=True)
             break
     for _ in range(deliveries):
         process.send_signal(signal.SIGINT)
+        time.sleep(0.02)  # handled apart: sent together, the two would merge into one delivery
     out, err = process.communicate()
     assert process.returncode == 0, err
     finished, steps = re.search(r"^returned (\w+) (\d+)$", out, re.MULTILINE).groups()
