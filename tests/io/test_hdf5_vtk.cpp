@@ -123,6 +123,34 @@ TEST_F(Hdf5VtkTest, Hdf5RowsAndShapeWithoutReadingTheWhole) {
   EXPECT_THROW(hdf5_shape(path, "v"), Error);
 }
 
+// HDF5's conversion clamped unsigned integers the memory type could not hold: a uint32 of 2^32 - 1
+// came back 2^31 - 1, a uint64 of 2^63 came back 2^63 - 1, without a word.
+TEST_F(Hdf5VtkTest, UnsignedIntegersAreReadWhole) {
+  const std::string path = file("unsigned.h5");
+  const hid_t out = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(out, 0);
+  const hsize_t two = 2;
+  const hid_t space = H5Screate_simple(1, &two, nullptr);
+  const uint32_t small[] = {1, 4294967295u};
+  const uint64_t fitting[] = {1, 9223372036854775807ull}, large[] = {1, 9223372036854775808ull};
+  const auto write = [&](const char* name, hid_t type, const void* values) {
+    const hid_t set = H5Dcreate2(out, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), 0);
+    H5Dclose(set);
+  };
+  write("u32", H5T_NATIVE_UINT32, small);
+  write("u64", H5T_NATIVE_UINT64, fitting);
+  write("u64_large", H5T_NATIVE_UINT64, large);
+  H5Sclose(space);
+  H5Fclose(out);
+  const Tensor u32 = read_hdf5(path, "u32");
+  EXPECT_EQ(u32.dtype(), DType::i64);
+  EXPECT_EQ(u32.to_vector<int64_t>(), (std::vector<int64_t>{1, 4294967295}));
+  EXPECT_EQ(read_hdf5(path, "u64").to_vector<int64_t>(), (std::vector<int64_t>{1, 9223372036854775807}));
+  expect_error([&] { read_hdf5(path, "u64_large"); },
+               {"cannot read dataset 'u64_large'", "unsigned 64-bit integers", "2^63 or more"});
+}
+
 // A file HDF5 cannot open is refused with the reason: "cannot open" alone read the same for a
 // folder, a text file and a truncated file.
 TEST_F(Hdf5VtkTest, AFileThatCannotBeOpenedIsRefusedWithTheReason) {

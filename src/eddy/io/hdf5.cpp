@@ -426,6 +426,12 @@ bool is_h5py_bool(hid_t type) {
   return true;
 }
 
+// Stops a conversion that would clamp a value the memory type cannot hold.
+H5T_conv_ret_t abort_out_of_range(H5T_conv_except_t exception, hid_t, hid_t, void*, void*, void*) {
+  const bool out_of_range = exception == H5T_CONV_EXCEPT_RANGE_HI || exception == H5T_CONV_EXCEPT_RANGE_LOW;
+  return out_of_range ? H5T_CONV_ABORT : H5T_CONV_UNHANDLED;
+}
+
 hid_t open_file(const std::string& path) {
   silence_hdf5();
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -527,7 +533,9 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
   if (kind == H5T_FLOAT) {
     dtype = size == 4 ? DType::f32 : DType::f64;
   } else if (kind == H5T_INTEGER) {
-    dtype = size == 1 ? DType::b8 : size <= 4 ? DType::i32 : DType::i64;
+    // An unsigned 4-byte value past int32 needs int64 (HDF5's conversion clamped it silently).
+    const bool fits_int32 = size < 4 || (size == 4 && H5Tget_sign(stored.get()) == H5T_SGN_2);
+    dtype = size == 1 ? DType::b8 : fits_int32 ? DType::i32 : DType::i64;
   } else if (kind == H5T_ENUM) {
     EDDY_CHECK(is_h5py_bool(stored.get()), path, ": dataset '", dataset, "' is an enumeration other than h5py's "
                "bool (FALSE = 0, TRUE = 1); store its values as integers");
@@ -566,8 +574,14 @@ Tensor read_hdf5_rows(const std::string& path, const std::string& dataset, int64
                             : signed_byte ? H5T_NATIVE_INT8
                             : is_complex(dtype) ? complex_memory.get()
                                                 : memory_type(dtype);
-  EDDY_CHECK(H5Dread(opened.set.get(), memory_kind, memory.get(), file_space.get(), H5P_DEFAULT, out.raw_data()) >= 0,
-             path, ": cannot read dataset '", dataset, "'");
+  // An unsigned 8-byte value of 2^63 or more has no int64: refused, where HDF5 clamped it.
+  const Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  H5Pset_type_conv_cb(transfer.get(), abort_out_of_range, nullptr);
+  EDDY_CHECK(H5Dread(opened.set.get(), memory_kind, memory.get(), file_space.get(), transfer.get(), out.raw_data()) >= 0,
+             path, ": cannot read dataset '", dataset, "'",
+             kind == H5T_INTEGER && H5Tget_sign(stored.get()) == H5T_SGN_NONE && size == 8
+                 ? " (it holds unsigned 64-bit integers; eddy reads them as int64, which cannot hold 2^63 or more)"
+                 : "");
   if (dtype == DType::b8) check_bools(out, path, dataset, first, signed_byte);
   return device_copy(out, default_device());
 }
