@@ -207,7 +207,8 @@ void set_attribute(const py::object& self, const std::string& name, const py::ob
   // A built-in layer (Linear, GPT2) keeps its own tensors in C++: a parameter or submodule given
   // to it would be a plain attribute, left out of parameters(), state_dict() and to().
   const bool registrable = py::isinstance<nn::Module>(value) ||
-                           (py::isinstance<Tensor>(value) && value.cast<Tensor>().requires_grad());
+                           (py::isinstance<Tensor>(value) && value.cast<Tensor>().requires_grad() &&
+                            value.cast<Tensor>().is_leaf());
   EDDY_CHECK(module != nullptr || !registrable, PythonModule::class_name(self), ": cannot take \"", name,
              "\", a ", py::isinstance<nn::Module>(value) ? "module" : "parameter", ": a built-in layer's parameters "
              "are its own; hold both in an eddy.nn.Module subclass (or a bare eddy.nn.Module())");

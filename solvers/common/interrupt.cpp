@@ -144,11 +144,15 @@ StopTrainingOnSigint::StopTrainingOnSigint() {
   if (sigint_scopes++ != 0) return;  // a call on another thread holds the handler already
   requested = 0;
   requested_at = 0;
+  // A program that ignores SIGINT (or a background job of a script, started so) keeps ignoring
+  // it, as install_interrupt_handlers leaves it; the training stopped on it.
+  sigaction(SIGINT, nullptr, &callers_sigint);
+  if (callers_sigint.sa_handler == SIG_IGN) return;
   struct sigaction action = {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART | SA_ONSTACK;  // as install_interrupt_handlers' (above)
-  sigaction(SIGINT, &action, &callers_sigint);
+  sigaction(SIGINT, &action, nullptr);
 }
 
 // The caller's handler is back before the count reaches 0: a SIGINT in between that found

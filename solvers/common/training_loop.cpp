@@ -286,6 +286,7 @@ int64_t TrainingLoop::start() {
   const std::string results_name = results_file_of(kind_of_settings(settings_));
   const std::string results = run_.dir + "/" + results_name;
   std::string not_a_runs;  // rank 0's reason, collected so that every rank stops together
+  bool unreadable = false;
   if (comm_.rank() == 0 && !results_name.empty() && std::filesystem::exists(results, ignored)) {
     try {
       if (!io::hdf5_has_attribute(results, "/", "config_hash")) {
@@ -293,12 +294,14 @@ int64_t TrainingLoop::start() {
       }
     } catch (const Error& e) {
       not_a_runs = cat("that cannot be read (", e.what(), ")");
+      unreadable = true;
     }
   }
   EDDY_CHECK(dist::ranks_where(!not_a_runs.empty(), comm_) == 0, "output.dir ", run_.dir, " holds a ", results_name,
              " ", not_a_runs.empty() ? std::string("that rank 0 cannot write over") : not_a_runs,
-             ", which this run writes its results to: keep that file under another name, or give the run another "
-             "output.dir");
+             ", which this run writes its results to: ",
+             unreadable ? "close what has it open (an h5py.File in 'a' or 'w' mode), or move it" :
+                          "keep that file under another name", ", or give the run another output.dir");
   if (writes_over) remove_earlier_run();
   // A resumed run moves the checkpoint's weights on: their exports stayed and gave the old values.
   if (run_.resume && comm_.rank() == 0 && (!run_.length || step < run_.length->steps)) {

@@ -211,3 +211,25 @@ print("returned", result["finished"], result["steps"], flush=True)
     assert checkpoint_step(tmp_path / "checkpoint.safetensors") == int(steps)
     with h5py.File(tmp_path / "solution.h5", "r") as f:
         assert int(f["history/step"][-1]) == int(steps)
+
+
+def test_a_python_program_that_ignores_sigint_trains_on(tmp_path):
+    # eddy.solve replaced the ignored action with its own and stopped the training on SIGINT.
+    script = f"""
+import signal, eddy
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+result = eddy.solve("examples/pinn/burgers.yaml", {{"training.adam.steps": 300, "training.lbfgs.iterations": 5,
+    "training.log_every": 10, "conditions.pde.points": 200, "validation.every": 0, "output.grid": [16, 10],
+    "output.dir": {str(tmp_path)!r}}},
+    eager=True, progress=True)
+print("returned", result["finished"], result["steps"], flush=True)
+"""
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, PYTHONPATH=str(pathlib.Path(eddy.__file__).parent.parent)))
+    for line in process.stderr:
+        if line.startswith("adam "):
+            break
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err
+    assert re.search(r"^returned True \d+$", out, re.MULTILINE), out

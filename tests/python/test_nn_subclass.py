@@ -337,6 +337,7 @@ def test_a_bare_module_is_a_container():
     with pytest.raises(eddy.Error, match="Linear: cannot take \"adapter\", a module"):
         lin.adapter = eddy.nn.Linear(2, 2)
     lin.note = "kept"
+    lin.activation = eddy.tensor([1.0, 1.0], requires_grad=True) * 2  # not a leaf: a plain attribute, as in torch
     assert lin.note == "kept" and names(lin.named_parameters()) == ["weight", "bias"]
 
 

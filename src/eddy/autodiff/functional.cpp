@@ -19,8 +19,9 @@ void check_matching(std::string_view op, const Tensor& primal, const Tensor& oth
 // became 0), and reverse mode failed in requires_grad_, naming neither the transformation nor the
 // argument.
 void require_differentiable(std::string_view transformation, const Tensor& primal, size_t index) {
-  EDDY_CHECK(is_inexact(primal.dtype()), transformation, ": primal ", index, " is ", primal.dtype(), "; derivatives "
-             "are taken with respect to floating or complex values: cast it (cast(x, float64)) before the function");
+  EDDY_CHECK(is_inexact(primal.dtype()), transformation, ": primal ", index, " is ", primal.dtype(), " (grad, jacobian, "
+             "hessian and hvp differentiate through vjp and jvp); derivatives are taken with respect to floating or "
+             "complex values: cast it (cast(x, float64)) before the function");
 }
 
 // A fresh differentiation target standing for `x`: a new leaf when x is a constant (keeping its
