@@ -72,6 +72,20 @@ class GilRelease {
   PyThreadState* thread_state_;
 };
 
+class GilAcquire {
+ public:
+  GilAcquire() {
+    try {
+      gil_.emplace();
+    } catch (abi::__forced_unwind&) {
+      park_thread_at_interpreter_exit();
+    }
+  }
+
+ private:
+  std::optional<py::gil_scoped_acquire> gil_;
+};
+
 // Calls Python code from C++ (a model's forward, a traced function, a closure) with the GIL held,
 // as `callable(*args, **kwargs)`. CPython can end the thread inside it, at a switch of the GIL in
 // the interpreter loop; the thread is parked here, before the unwinding reaches C++ frames whose
@@ -88,20 +102,6 @@ inline py::object call_python(const py::handle& callable, const py::tuple& args,
   if (result == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(result);
 }
-
-class GilAcquire {
- public:
-  GilAcquire() {
-    try {
-      gil_.emplace();
-    } catch (abi::__forced_unwind&) {
-      park_thread_at_interpreter_exit();
-    }
-  }
-
- private:
-  std::optional<py::gil_scoped_acquire> gil_;
-};
 
 // Whether a Python int is an int32 value.
 inline bool fits_int32(const py::int_& integer) {

@@ -105,7 +105,8 @@ py::object rebuild(const OutputTree& tree, const std::vector<Tensor>& leaves, si
 class JitFunction {
  public:
   explicit JitFunction(py::function function)
-      : body_(std::make_shared<Body>(Body{.function = std::move(function), .ran = false, .tree = {}, .tuple_classes = py::list()})),
+      : body_(std::make_shared<Body>(
+            Body{.function = std::move(function), .ran = false, .tree = {}, .tuple_classes = py::list()})),
         compiled_(compile(traced_body(body_))) {}
 
   py::object call(const py::args& args, const py::kwargs& kwargs) {
