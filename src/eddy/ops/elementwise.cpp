@@ -159,13 +159,16 @@ Primitive real_unary(const UnaryBasics& basics, JvpRule jvp, VjpRule vjp) {
   return unary_declaration(basics, check_signed_real, std::move(jvp), std::move(vjp));
 }
 
-// x / |x| for complex x, and 0 where x is 0: abs's derivative there, as sign(0) = 0 is for real
-// x (PyTorch's sgn). The division never sees 0, so no derivative of any order divides by it.
-Tensor complex_sign(const Tensor& x) {
-  const Tensor magnitude = abs(x);
-  const Tensor at_zero = eq(magnitude, zeros_like(magnitude));
-  return where(at_zero, zeros_like(x), x / where(at_zero, ones_like(magnitude), magnitude));
+// numerator / denominator, and 0 where the denominator is 0. The division never sees 0, so no
+// derivative of any order divides by it.
+Tensor quotient_or_zero(const Tensor& numerator, const Tensor& denominator) {
+  const Tensor at_zero = eq(denominator, zeros_like(denominator));
+  return where(at_zero, zeros_like(numerator), numerator / where(at_zero, ones_like(denominator), denominator));
 }
+
+// x / |x| for complex x, and 0 where x is 0: abs's derivative there, as sign(0) = 0 is for real
+// x (PyTorch's sgn).
+Tensor complex_sign(const Tensor& x) { return quotient_or_zero(x, abs(x)); }
 
 // |x|, real-valued for complex x.
 Primitive absolute_value(const UnaryBasics& basics) {
@@ -326,18 +329,13 @@ const Primitive& conj_p = unary({"conj", UnaryKernel::conj, CostClass::cheap, co
     [](Inputs, const Attrs&, int, const Tensor& t) { return conj(t); },
     [](Inputs, const Attrs&, int, const Tensor& g) { return conj(g); }, false, true);
 
-// The angle's derivatives, Im(t / z) and i g / conj(z), taken as 0 at z = 0 (PyTorch's value)
+// The angle's derivatives are Im(t / z) and i g / conj(z), taken as 0 at z = 0 (PyTorch's value)
 // instead of 0 / 0. Written with |z|^2 (Im(conj(z) t) / |z|^2), they were i g z (the divisor
 // taken as 1) wherever |z|^2 underflowed, below 1e-23 in complex64.
-Tensor zero_where_zero(const Tensor& z, const Tensor& derivative) {
-  return where(eq(z, zeros_like(z)), zeros_like(derivative), derivative);
-}
-Tensor one_where_zero(const Tensor& z) { return where(eq(z, zeros_like(z)), ones_like(z), z); }
-
 const Primitive& angle_p = unary({"angle", UnaryKernel::angle, CostClass::cheap, complex_only("std::arg($0)")}, check_complex,
-    [](Inputs in, const Attrs&, int, const Tensor& t) { return zero_where_zero(in[0], imag(t / one_where_zero(in[0]))); },
+    [](Inputs in, const Attrs&, int, const Tensor& t) { return imag(quotient_or_zero(t, in[0])); },
     [](Inputs in, const Attrs&, int, const Tensor& g) {
-      return zero_where_zero(in[0], complex(zeros_like(g), g) / conj(one_where_zero(in[0])));
+      return quotient_or_zero(complex(zeros_like(g), g), conj(in[0]));
     },
     true);
 
