@@ -98,6 +98,25 @@ TEST(TensorCreation, SizeThatOverflowsIsRefused) {
   EXPECT_EQ(Tensor::empty({0, int64_t{1} << 40}, DType::f64).numel(), 0);
 }
 
+// Each of these went through: a view past its storage (fill_ segfaulted), a complex value's
+// imaginary part dropped by full, a size -1 made by expand, an infinite or NaN arange.
+TEST(TensorCreation, ViewsValuesAndSizesOutOfRangeAreRefused) {
+  const Tensor four = ones({4});
+  expect_error([&] { make_view(four, {100000}, {1}, 0); },
+               {"make_view: shape [100000] with strides [1] from offset 0 reaches elements 0 to 99999 of a storage of 4 "
+                "float32 elements"});
+  expect_error([&] { make_view(four, {2}, {1}, -1); }, {"reaches elements -1 to 0"});
+  EXPECT_EQ(make_view(four, {2}, {3}, 0).to_vector<float>(), (std::vector<float>{1, 1}));
+  expect_error([] { full({2}, {1.0, 2.0}, DType::f32); },
+               {"full: the value (1,2) has an imaginary part, which a float32 tensor cannot hold"});
+  expect_error([] { scalar({1.0, 2.0}, DType::i32); }, {"has an imaginary part, which a int32 tensor cannot hold"});
+  expect_error([] { expand(ones({1, 3}), {-1, 3}); }, {"expand: the shape [-1, 3] has a negative size"});
+  expect_error([] { arange(0, std::numeric_limits<double>::infinity(), 1); },
+               {"arange: start, stop and step must be finite"});
+  expect_error([] { arange(0, std::nan(""), 1); }, {"arange: start, stop and step must be finite"});
+  expect_error([] { arange(0, 1e300, 1e-300); }, {"elements, more than any tensor can hold"});
+}
+
 // More than the machine has is refused with the shape and both sizes (it was a bare
 // std::bad_alloc). 4 TiB is beyond any machine this runs on and far from overflowing.
 TEST(TensorCreation, SizeBeyondTheMachinesMemoryIsRefused) {
@@ -182,6 +201,17 @@ TEST(TensorDType, ToVectorConverts) {
   EXPECT_EQ(cast(tensor<double>({2.0, 0.0}), DType::b8).to_vector<bool>(),
             (std::vector<bool>{true, false}));
 }
+
+TEST(TensorDType, ReadsSixteenBitFloatsAsTheirBits) {
+  EXPECT_EQ(tensor<double>({1.5}).item<bfloat16>().bits, 0x3FC0);
+  EXPECT_EQ(cast(tensor<double>({-2.0}), DType::f16).to_vector<float16>()[0].bits, 0xC000);
+}
+
+// Only the element types of a dtype are accepted: another (long long is not int64_t on Linux)
+// fails to compile here rather than to link later.
+template <typename T>
+concept ReadableAs = requires(const Tensor& t) { t.item<T>(); };
+static_assert(ReadableAs<float> && ReadableAs<bfloat16> && !ReadableAs<long long> && !ReadableAs<uint32_t>);
 
 TEST(TensorDType, PromotionRule) {
   EXPECT_EQ(promote(DType::i32, DType::f32), DType::f32);

@@ -95,6 +95,32 @@ TEST(Layers, LoadStateDictRejectsMismatches) {
   EXPECT_NE(message_of(extra).find("unexpected key \"gamma\""), std::string::npos);
 }
 
+// A repeated name kept one entry in state_dict(), so a checkpoint saved and loaded without error
+// restored one of the two tensors.
+TEST(Layers, ARepeatedRegistrationNameIsRefused) {
+  struct Identity : Module {
+    Tensor forward(const Tensor& x) override { return x; }
+  };
+  struct Twice : Identity {
+    Tensor first = zeros({2}), second = zeros({2});
+    explicit Twice(const std::string& clash) {
+      register_parameter("w", first);
+      if (clash == "parameter") register_parameter("w", second);
+      if (clash == "buffer") register_buffer("w", second);
+      if (clash == "module") register_module("w", std::make_shared<Identity>());
+    }
+  };
+  for (const std::string clash : {"parameter", "buffer", "module"}) {
+    try {
+      Twice twice(clash);
+      ADD_FAILURE() << "a second \"w\" as a " << clash << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("register_" + clash + ": \"w\" is registered already"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Layers, LayerNormEmbeddingDropout) {
   LayerNorm norm(4, 1e-5, DType::f64);
   Tensor x = tensor<double>({1, 2, 3, 6}, {1, 4});

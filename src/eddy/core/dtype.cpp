@@ -64,6 +64,9 @@ bool value_fits(double value, DType dtype) {
 }
 
 void require_value_fits(std::string_view op, std::complex<double> value, DType dtype) {
+  // full({2}, {1, 2}, f32) gave [1, 1].
+  EDDY_CHECK(value.imag() == 0 || is_complex(dtype), op, ": the value ", value, " has an imaginary part, which a ",
+             dtype, " tensor cannot hold");
   if (value_fits(value.real(), dtype)) return;
   char digits[32];  // every digit: with six, 2147483648 read as 2.14748e+09, which looks in range
   const auto written = std::to_chars(digits, digits + sizeof(digits), value.real());

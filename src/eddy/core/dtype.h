@@ -5,6 +5,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <type_traits>
 #include <iosfwd>
 #include <string_view>
 
@@ -44,7 +45,8 @@ DType complex_dtype(DType dtype);
 // finite number whose integer part is in the type's range (the C++ cast of another is undefined:
 // full(1e20, int32) gave -2^31). Values in range are truncated toward zero, as NumPy's full does.
 bool value_fits(double value, DType dtype);
-// Refuses, naming `op`, a value that value_fits says `dtype` cannot hold.
+// Refuses, naming `op`, a value that value_fits says `dtype` cannot hold, or one with an imaginary
+// part for a real dtype.
 void require_value_fits(std::string_view op, std::complex<double> value, DType dtype);
 
 // The kinds in promotion order: bool 0 < integers 1 < real floats 2 < complex 3.
@@ -53,7 +55,14 @@ int kind_rank(DType d);
 // and complex precision is the wider of the two operands' precisions.
 DType promote(DType a, DType b);
 
-template <typename T> constexpr DType dtype_of();
+// The C++ types that hold a dtype's elements. Constraining on it turns a call with another type
+// (long long, uint32_t) into a compile error that names the type, where it was a link error.
+template <typename T>
+concept ElementType = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, c64> ||
+                      std::is_same_v<T, c128> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
+                      std::is_same_v<T, bool> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+
+template <ElementType T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
 template <> constexpr DType dtype_of<c64>() { return DType::c64; }

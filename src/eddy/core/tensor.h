@@ -46,14 +46,14 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const;
 
   // Typed pointer to the first element (host memory only); T must match dtype().
-  template <typename T>
+  template <ElementType T>
   T* data() const;
   void* raw_data() const;
   // The single element of a one-element tensor, converted to T.
-  template <typename T>
+  template <ElementType T>
   T item() const;
   // A dense copy of the elements in row-major order, converted to T.
-  template <typename T>
+  template <ElementType T>
   std::vector<T> to_vector() const;
 
   // ---- autodiff state (core/autograd.h); backward(loss), grad(outputs, ...): autodiff/tape.h ----
@@ -124,7 +124,7 @@ namespace detail {
 Tensor broadcast_view(const Tensor& t, const Shape& shape);
 }  // namespace detail
 
-template <typename T>
+template <ElementType T>
 T* Tensor::data() const {
   EDDY_CHECK(dtype() == dtype_of<T>(), "data<", dtype_name(dtype_of<T>()), ">(): tensor has dtype ",
              dtype());

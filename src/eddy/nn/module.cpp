@@ -141,8 +141,17 @@ bool Module::is_training() const {
   return *training_.data<bool>();
 }
 
+void Module::refuse_taken_name(const std::string& name, std::string_view registering) const {
+  const auto named = [&name](const auto& entries) {
+    return std::any_of(entries.begin(), entries.end(), [&name](const auto& entry) { return entry.first == name; });
+  };
+  EDDY_CHECK(!named(parameters_) && !named(buffers_) && !named(children_), registering, ": \"", name,
+             "\" is registered already (as a parameter, buffer or module of this module); give each its own name");
+}
+
 void Module::register_parameter(std::string name, Tensor& member) {
   EDDY_CHECK(member.defined(), "register_parameter: \"", name, "\" is undefined");
+  refuse_taken_name(name, "register_parameter");
   if (!member.requires_grad()) member.requires_grad_();
   parameters_.emplace_back(std::move(name), &member);
 }
@@ -179,6 +188,7 @@ bool Module::contains(const Module& other) const {
 
 void Module::register_buffer(std::string name, Tensor& member) {
   EDDY_CHECK(member.defined(), "register_buffer: \"", name, "\" is undefined");
+  refuse_taken_name(name, "register_buffer");
   buffers_.emplace_back(std::move(name), &member);
 }
 

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,7 @@ class Module {
   void register_buffer(std::string name, Tensor& member);
   template <typename M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> child) {
+    refuse_taken_name(name, "register_module");
     children_.emplace_back(std::move(name), child);
     return child;
   }
@@ -81,6 +83,9 @@ class Module {
   template <typename Visit>
   void visit_tied_names(const std::string& prefix, Visit&& visit) const;
   std::vector<std::pair<std::string, Tensor>> named_tensors(bool buffers) const;
+  // A name registered twice (as a parameter, buffer or child) kept one entry in state_dict(): a
+  // checkpoint saved and loaded without error left the other tensors as they were.
+  void refuse_taken_name(const std::string& name, std::string_view registering) const;
 
   std::vector<std::pair<std::string, Tensor*>> parameters_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;

@@ -134,7 +134,12 @@ Tensor scalar(std::complex<double> value, DType dtype, Device device) {
 
 Tensor arange(double start, double stop, double step, DType dtype, Device device) {
   EDDY_CHECK(step != 0, "arange: step must be non-zero");
+  // NaN gave an empty tensor; an infinite or too large span, "negative dimension in shape".
+  EDDY_CHECK(std::isfinite(start) && std::isfinite(stop) && std::isfinite(step), "arange: start, stop and step must "
+             "be finite, got ", start, ", ", stop, " and ", step);
   const double span = (stop - start) / step;
+  EDDY_CHECK(span < 0x1p62, "arange(", start, ", ", stop, ", ", step, ") has ", span, " elements, more than any tensor "
+             "can hold");
   const int64_t count = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
   return evenly_spaced(start, step, count, dtype, device);
 }

@@ -2,6 +2,7 @@
 // reshape (of dense data), permute, expand, slice and stop_gradient return views that share
 // storage with their input.
 
+#include <algorithm>
 #include <numeric>
 
 #include "eddy/core/tracing.h"
@@ -99,6 +100,9 @@ const Primitive& expand_p = [] () -> const Primitive& {
       ok = from[i] == target || from[i] == 1;
     }
     EDDY_CHECK(ok, "expand: cannot broadcast shape ", from, " to ", a.shape);
+    // A size-1 axis took any target, -1 too: the result's numel() was negative.
+    EDDY_CHECK(std::all_of(a.shape.begin(), a.shape.end(), [](int64_t size) { return size >= 0; }),
+               "expand: the shape ", a.shape, " has a negative size");
     return OutputSpec{a.shape, in[0].dtype()};
   };
   p.eval = [](Inputs in, const Attrs& a, const OutputSpec&) {

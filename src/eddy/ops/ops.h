@@ -54,7 +54,7 @@ Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device dev
 // runs when the last view is gone.
 Tensor from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> release,
                  const Shape& strides = {}, Device device = cpu());
-template <typename T>
+template <ElementType T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, Device device = default_device()) {
   EDDY_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "tensor: ", values.size(),
              " values do not fill shape ", shape);
@@ -66,7 +66,7 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, Device device = 
     return from_buffer(values.data(), shape, dtype_of<T>(), device);
   }
 }
-template <typename T>
+template <ElementType T>
 Tensor tensor(const std::vector<T>& values) {
   return tensor(values, Shape{static_cast<int64_t>(values.size())});
 }
