@@ -122,6 +122,37 @@ TEST(Autodiff, HessianVectorProductMatchesHessian) {
   }
 }
 
+// d prod / d x_i is the product of the other entries, exact at zero entries (where prod(x) / x_i
+// is 0 / 0) and where the whole product underflows; the second derivatives likewise.
+TEST(Autodiff, ProdDerivativesAreTheOtherEntriesProductsAtZerosToo) {
+  const std::vector<double> values = {2, 0, 3, -1, 0, 0, 5, 2, 1e-200, 1e-200, 1e-100, 4};
+  Tensor x = tensor<double>(values, {3, 4});
+  x.requires_grad_();
+  Function f = [](const Tensor& v) { return sum(prod(v, {1})); };
+  auto product_without = [&](int row, int i, int j) {
+    double product = 1;
+    for (int k = 0; k < 4; ++k) {
+      if (k != i && k != j) product *= values[row * 4 + k];
+    }
+    return product;
+  };
+  const std::vector<double> gradient = grad({f(x)}, {x})[0].to_vector<double>();
+  const std::vector<double> second = hessian(f, x).to_vector<double>();
+  for (int row = 0; row < 3; ++row) {
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_DOUBLE_EQ(gradient[row * 4 + i], product_without(row, i, i)) << "row " << row << ", entry " << i;
+      std::vector<double> one_hot(12, 0.0);
+      one_hot[row * 4 + i] = 1;
+      EXPECT_DOUBLE_EQ(jvp(f, x.detach(), tensor<double>(one_hot, {3, 4})).second.item<double>(),
+                product_without(row, i, i)) << "forward mode, row " << row << ", entry " << i;
+      for (int j = 0; j < 12; ++j) {
+        const double expected = j / 4 != row || j % 4 == i ? 0.0 : product_without(row, i, j % 4);
+        EXPECT_DOUBLE_EQ(second[(row * 4 + i) * 12 + j], expected) << "d2 / dx" << row * 4 + i << " dx" << j;
+      }
+    }
+  }
+}
+
 TEST(Autodiff, JacobianForwardEqualsReverse) {
   Function f = [](const Tensor& x) {
     return stack({sin(slice(x, 0, 0, 1)) * slice(x, 0, 1, 2), exp(slice(x, 0, 2, 3)), sum(x, {}, true)}, 0);

@@ -76,13 +76,49 @@ const Primitive& sum_p = reduction("sum", ReduceKernel::sum, false,
     [](Inputs, const Attrs& a, int, const Tensor& t) { return sum(t, a.axes, a.keepdims); },
     [](Inputs in, const Attrs& a, int, const Tensor& g) { return unreduce(g, in[0], a); }, true);
 
-// d prod / d x_i = prod / x_i: exact away from zeros (see docs/autodiff.md).
+// d prod / d x_i: the product over `axes` of every entry but x_i, built from multiplications
+// alone, as exclusive prefix and suffix products (scans in log2(n) passes). prod(x) / x_i, the
+// rule before, was NaN at a zero entry and 0 wherever the whole product underflowed; this is
+// exact there, and so are its own derivatives, which are products again.
+Tensor products_of_the_others(const Tensor& x, const std::vector<int64_t>& axes) {
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) order.push_back(d);
+  }
+  const auto kept_axes = static_cast<int64_t>(order.size());
+  order.insert(order.end(), axes.begin(), axes.end());
+  const Tensor moved = permute(x, order);
+  Shape flat_shape(moved.shape().begin(), moved.shape().begin() + kept_axes);
+  int64_t n = 1;
+  for (int64_t axis : axes) n *= x.shape()[axis];
+  if (n <= 1) return ones_like(x);
+  flat_shape.push_back(n);
+  const Tensor flat = reshape(moved, flat_shape);
+
+  // v moved `by` places toward the end (or the start), the places it leaves filled with ones.
+  auto shifted = [&](const Tensor& v, int64_t by, bool toward_end) {
+    Shape fill_shape = flat_shape;
+    fill_shape.back() = by;
+    const Tensor fill = ones(fill_shape, v.dtype(), v.device());
+    return toward_end ? concat({fill, slice(v, kept_axes, 0, n - by)}, kept_axes)
+                      : concat({slice(v, kept_axes, by, n), fill}, kept_axes);
+  };
+  Tensor before = shifted(flat, 1, true), after = shifted(flat, 1, false);
+  for (int64_t span = 1; span < n; span *= 2) {
+    before = before * shifted(before, span, true);
+    after = after * shifted(after, span, false);
+  }
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  return permute(reshape(before * after, moved.shape()), inverse);
+}
+
 const Primitive& prod_p = reduction("prod", ReduceKernel::prod, false,
     [](Inputs in, const Attrs& a, int, const Tensor& t) {
-      return sum(t * prod(in[0], a.axes, true) / in[0], a.axes, a.keepdims);
+      return sum(t * products_of_the_others(in[0], a.axes), a.axes, a.keepdims);
     },
     [](Inputs in, const Attrs& a, int, const Tensor& g) {
-      return unreduce(g, in[0], a) * conj(prod(in[0], a.axes, true) / in[0]);
+      return unreduce(g, in[0], a) * conj(products_of_the_others(in[0], a.axes));
     });
 
 const Primitive& max_p = reduction("max", ReduceKernel::max, true,
