@@ -150,6 +150,24 @@ TEST(Darcy, TangentAndHessianVectorProductMatchCentralDifferences) {
   RecordProperty("hvp_relative_difference", cat(max_abs(hv - fd_hv) / max_abs(fd_hv)));
 }
 
+// u(s a, f) = u(a, f) / s, so the loss's gradient at s a is its gradient at a over s^2 and its
+// tangent along s d is its tangent along d over s: at scales where the derivative rules' first
+// form left float64's range (NaN at 1e-80, 10% off at 1e80, a refused NaN source at 1e150).
+TEST(Darcy, DerivativesFollowTheCoefficientsScale) {
+  const Problem problem;
+  Generator generator(5);
+  const Tensor direction = randn({problem.n, problem.n}, DType::f64, &generator);
+  auto loss_of_a = [&](const Tensor& a) { return sum(problem.w * darcy_solve(a, problem.f)); };
+  const Tensor gradient = grad(loss_of_a)(problem.a);
+  const double tangent = jvp(loss_of_a, problem.a, direction).second.item<double>();
+  for (double scale : {1e-80, 1e80, 1e150}) {
+    const Tensor scaled_gradient = grad(loss_of_a)(scale * problem.a) * (scale * scale);
+    EXPECT_LT(max_abs(scaled_gradient - gradient), 1e-12 * max_abs(gradient)) << "scale " << scale;
+    const double scaled_tangent = jvp(loss_of_a, scale * problem.a, scale * direction).second.item<double>() * scale;
+    EXPECT_NEAR(scaled_tangent, tangent, 1e-12 * std::abs(tangent)) << "scale " << scale;
+  }
+}
+
 TEST(Darcy, BadInputNamesTheShapeOrValue) {
   const Tensor ones3 = ones({3, 3}, DType::f64);
   expect_error([] { darcy_solve(ones({4, 5}, DType::f64), ones({4, 5}, DType::f64)); },
