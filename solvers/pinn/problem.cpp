@@ -85,14 +85,26 @@ GeometryPtr build_geometry(const ConfigNode& node) {
 // estimate is a lower bound of what the run allocates, so a refusal is never wrong; what passes
 // can still need several times as much (a step keeps derivatives and gradients too).
 
-// The weights, their gradient and Adam's two moments: four copies of width^2 per hidden layer.
+// The weights, their gradient and Adam's two moments: four copies of width^2 per hidden layer,
+// and of the Fourier embedding's frequencies and first layer (2 features x width), which
+// fourier_features = 1e8 allocated for 16 s before a message that named neither.
 void refuse_model_beyond_memory(const Problem& p, const ConfigNode& model) {
-  if (!model.has("width")) return;
+  const double copies = 4 * static_cast<double>(dtype_size(p.dtype));
   const auto width = static_cast<double>(p.model.width), depth = static_cast<double>(p.model.depth);
-  const double weights = width * width * depth;
-  model.at("width").require_memory(cat("a width of ", p.model.width, " gives ", weights,
-                                              " weights, which with their gradient and Adam's two moments"),
-                       4 * weights * static_cast<double>(dtype_size(p.dtype)));
+  if (model.has("width")) {
+    const double weights = width * width * depth;
+    model.at("width").require_memory(cat("a width of ", p.model.width, " gives ", weights,
+                                         " weights, which with their gradient and Adam's two moments"),
+                                     copies * weights);
+  }
+  if (model.has("fourier_features")) {
+    const auto features = static_cast<double>(p.model.fourier_features);
+    const double weights = features * (static_cast<double>(p.coordinates.size()) + 2 * width);
+    model.at("fourier_features").require_memory(cat("fourier_features = ", p.model.fourier_features, " gives ",
+                                                    weights, " embedding weights, which with their gradient and "
+                                                    "Adam's two moments"),
+                                                copies * weights);
+  }
 }
 
 // solution.h5 keeps each learnable and each continued parameter's values in history/<name>, beside
@@ -218,6 +230,16 @@ void check_initial_fit(const Problem& p, const ConfigNode& key, const ConfigNode
     any = true;
   }
   if (!any) key.fail("needs an initial condition (type: initial, with `field` and `value`) to fit");
+}
+
+// A repeat in a list of names was taken without a word (a periodic condition's fields, a
+// boundary condition's faces).
+void refuse_repeated_names(const ConfigNode& list) {
+  std::map<std::string, std::string> first_at;
+  for (const ConfigNode& item : list.elements()) {
+    const auto [first, inserted] = first_at.try_emplace(item.as_string(), item.path());
+    if (!inserted) item.fail(cat("'", item.as_string(), "' is listed twice (first at ", first->second, ")"));
+  }
 }
 
 int64_t field_index(const Problem& problem, const ConfigNode& node) {
@@ -518,9 +540,10 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
                     faces.empty() ? std::string("no named faces") : cat("the faces ", comma_separated(faces))));
     }
     // Every field unless named, written into the resolved config, as read_soap writes its betas.
-    for (const ConfigNode& f : node.sequence("fields", problem.fields).elements()) {
-      c.periodic_fields.push_back(field_index(problem, f));
-    }
+    const ConfigNode fields = node.sequence("fields", problem.fields);
+    if (fields.elements().empty()) fields.fail("names no field; leave `fields` out for every field");
+    refuse_repeated_names(fields);
+    for (const ConfigNode& f : fields.elements()) c.periodic_fields.push_back(field_index(problem, f));
     return c;
   }
   // Boundary conditions.
@@ -530,6 +553,7 @@ Condition read_condition(const Problem& problem, const std::string& name, const 
   if (auto faces = node.find("faces")) {
     // An empty list read as "no restriction", the whole boundary.
     if (faces->elements().empty()) faces->fail("names no face; leave `faces` out for the whole boundary");
+    refuse_repeated_names(*faces);
     for (const ConfigNode& face : faces->elements()) {
       const std::string face_name = face.as_string();
       if (!problem.space->find_face(face_name)) {
@@ -670,6 +694,8 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
       }
       reference.expressions.emplace(field, std::move(expression));
     }
+    // The run trained every step and then failed at its end, in validation, naming no key.
+    if (reference.expressions.empty()) expressions->fail("names no field; give each field's exact solution");
     return reference;
   }
   reference.file = node.input_path("file");
@@ -682,6 +708,7 @@ Reference read_reference(const Problem& problem, const ConfigNode& node) {
     }
     reference.values[field] = read_file_array(problem, reference.file, fields.at(field).as_string(), fields.at(field));
   }
+  if (reference.values.empty()) fields.fail("names no field; give the dataset of each field to score");
   // Scattered points unless the grid's keys are given, read as a data condition's, `points`
   // defaulting alike (a CSV reference without it was taken for a grid without `coordinates`).
   if (node.has("points") || !(node.has("coordinates") || node.has("layout"))) {
@@ -994,7 +1021,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
   // Every name an expression can use, with where it was declared: a second declaration is an
   // error at its own key, since expressions using the name would be ambiguous.
   std::map<std::string, std::pair<std::string, std::string>> declared;  // name -> (role, key path)
-  std::vector<std::tuple<std::string, std::string, ConfigNode>> named;    // (name, role, node), but coordinates
+  std::vector<std::tuple<std::string, std::string, ConfigNode>> named;    // (name, role, node)
   auto declare = [&](const ConfigNode& node, const std::string& name, const std::string& role) {
     // Expressions read names of ASCII letters, digits and _; results use them as HDF5 names.
     if (!is_name(name)) {
@@ -1015,7 +1042,7 @@ Problem read_problem(io::Config& config, const std::map<std::string, EquationFun
       node.fail(cat("'", name, "' cannot be declared as a ", role, ": it means ",
                     name == "pi" ? "the constant pi" : "the boundary normal"));
     }
-    if (role != "coordinate") named.emplace_back(name, role, node);
+    named.emplace_back(name, role, node);
     const auto [first, inserted] = declared.try_emplace(name, role, node.path());
     if (inserted) return;
     const auto& [first_role, first_path] = first->second;

@@ -46,6 +46,16 @@ TimeMarchingOptions read_time_marching(const Problem& problem, const io::ConfigN
   marching.windows = node.integer("windows", marching.windows);
   if (!problem.time) node.fail("time marching needs geometry.time (its windows are intervals of t)");
   if (marching.windows < 1) node.at("windows").fail(cat("must be at least 1, got ", marching.windows));
+  // Each window keeps its trained network: a count whose networks cannot fit in memory is refused
+  // here, where eddy check drew every window's boundary points first (71 s at a million windows).
+  const double weights = static_cast<double>(problem.model.width) * static_cast<double>(problem.model.width) *
+                         static_cast<double>(problem.model.depth);
+  if (node.has("windows")) {
+    node.at("windows").require_memory(cat(marching.windows, " windows, each keeping its trained network of ",
+                                          weights, " weights,"),
+                                      static_cast<double>(marching.windows) * weights *
+                                          static_cast<double>(dtype_size(problem.dtype)));
+  }
   bool initial = false;
   for (const Condition& c : problem.conditions) {
     initial = initial || c.kind == ConditionKind::initial;

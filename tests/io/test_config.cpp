@@ -265,6 +265,9 @@ TEST(Config, EmptyValuesAreRefusedNotTakenForTheDefault) {
             "for a section with its defaults");
   EXPECT_NE(error_of([&] { Config::parse("steps: 2\n", "e.yaml", {"steps=null"}); }).find("gives no value"),
             std::string::npos);
+  // A key path ending in a dot set the key before it.
+  EXPECT_EQ(error_of([&] { Config::parse("seed: 2\n", "e.yaml", {"seed.=3"}); }),
+            "command-line override 'seed.=3': empty key in 'seed.'");
   // Texts that YAML reads as no document at all are the text itself: '%' (a directive), '---'.
   for (const std::string separator : {"%", "%%", "---", "..."}) {
     auto config = Config::parse("data: {separator: x}\n", "e.yaml", {"data.separator=" + separator});

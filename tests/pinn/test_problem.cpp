@@ -168,6 +168,24 @@ std::vector<BadConfig> bad_configs() {
        "fields[1]: 'n_x' cannot be a field name: it means the boundary normal's x component"},
       {"field_named_as_a_derivative", "fields: [u]", "fields: [u, u_t]",
        "fields[1]: 'u_t' cannot be a field name: it reads as a derivative of field 'u'"},
+      // Coordinates were left out of both checks: the coordinate replaced the derivative or the
+      // normal's component in every expression.
+      {"coordinate_named_as_a_derivative", "max: [1, 1]}", "max: [1, 1]}\n  coordinates: [x, u_x]",
+       "geometry.coordinates[1]: 'u_x' cannot be a coordinate name: it reads as a derivative of field 'u'"},
+      {"coordinate_named_as_a_normal_component", "max: [1, 1]}", "max: [1, 1]}\n  coordinates: [x, n_x]",
+       "geometry.coordinates[1]: 'n_x' cannot be a coordinate name: it means the boundary normal's x component"},
+      // Repeats were taken without a word; no field at all passed eddy check and failed in eddy
+      // solve, naming no key.
+      {"face_twice", "faces: [left, right]", "faces: [left, left]",
+       "conditions.walls.faces[1]: 'left' is listed twice (first at conditions.walls.faces[0])"},
+      {"periodic_without_fields", "walls: {type: dirichlet, faces: [left, right], field: u, points: 40}",
+       "walls: {type: periodic, axis: x, fields: [], points: 40}",
+       "conditions.walls.fields: names no field; leave `fields` out for every field"},
+      {"periodic_field_twice", "walls: {type: dirichlet, faces: [left, right], field: u, points: 40}",
+       "walls: {type: periodic, axis: x, fields: [u, u], points: 40}",
+       "conditions.walls.fields[1]: 'u' is listed twice (first at conditions.walls.fields[0])"},
+      {"reference_without_fields", "output: {dir:", "validation: {reference: {expressions: {}}}\noutput: {dir:",
+       "validation.reference.expressions: names no field; give each field's exact solution"},
       // Helper errors give file:line:col like the equations' (they gave the key path alone).
       {"helper_unknown_symbol", "forcing: source*sin(pi*x)", "forcing: source*sin(pi*bb)",
        "problem.yaml:11:12: helpers.forcing: unknown symbol 'bb'"},
@@ -235,6 +253,9 @@ std::vector<BadConfig> bad_configs() {
       {"width_beyond_memory", "width: 16", "width: 100000000",
        "model.width: a width of 100000000 gives 2e+16 weights, which with their gradient and Adam's two moments "
        "need at least 568 PiB; this "},
+      {"fourier_features_beyond_memory", "width: 16", "width: 16, fourier_features: 1000000000",
+       "model.fourier_features: fourier_features = 1000000000 gives 3.5e+10 embedding weights, which with their "
+       "gradient and Adam's two moments need at least "},
       {"points_beyond_memory", "points: 100}", "points: 1000000000000}",
        "conditions.pde.points: the conditions' 1e+12 points, with their coordinates and the network's activations "
        "at them, in a training step need at least 371 TiB; this "},
@@ -339,6 +360,10 @@ std::vector<BadConfig> bad_configs() {
        "sampling.rad: cannot be combined with sampling.rar"},
       {"marching_windows", kTraining, "time_marching: {windows: 0}\n  " + kTraining,
        "training.time_marching.windows: must be at least 1, got 0"},
+      // eddy check drew every window's boundary points first: 71 s at a million windows.
+      {"marching_windows_beyond_memory", kTraining, "time_marching: {windows: 1000000000000}\n  " + kTraining,
+       "training.time_marching.windows: 1000000000000 windows, each keeping its trained network of 512 weights, need "
+       "at least "},
       {"marching_unknown_key", kTraining, "time_marching: {window: 2}\n  " + kTraining,
        "unknown key 'window' in training.time_marching (did you mean 'windows'?)"},
       {"continuation_unknown_parameter", kTraining, "continuation: {parameter: nu, values: [1, 0.1]}\n  " + kTraining,
@@ -538,6 +563,9 @@ TEST(Problem, GridReferenceIsCheckedAgainstItsLayout) {
   expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: u}, expressions: {u: x}"); },
                {"validation.reference.file: give `expressions` (the exact solution) or `file` (tabulated values), "
                 "not both"});
+  // The run trained every step and failed at its end, in validation.
+  expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {}"); },
+               {"validation.reference.fields: names no field; give the dataset of each field to score"});
   std::filesystem::remove_all(dir);
   expect_error([&] { reference(", coordinates: {x: x, t: t}, layout: [t, x], fields: {u: u}"); },
                {"validation.reference.file: no such file: " + h5});

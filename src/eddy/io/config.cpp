@@ -585,6 +585,8 @@ void Config::apply_override(const std::string& assignment) {
     if (key.empty()) throw Error(cat(override_kind_, " '", assignment, "': empty key in '", path, "'"));
     keys.push_back(key);
   }
+  // getline gives no empty key after a final dot: seed.=3 set seed.
+  if (path.ends_with('.')) throw Error(cat(override_kind_, " '", assignment, "': empty key in '", path, "'"));
   // YAML::Node's operator= assigns through the handle, so walking down uses reset() to rebind.
   YAML::Node node = tree_;
   for (size_t i = 0; i + 1 < keys.size(); ++i) {
