@@ -84,7 +84,10 @@ Indexed index(const Tensor& x, const py::object& key, bool for_write) {
     } else if (py::isinstance<py::bool_>(item)) {
       throw py::index_error("a Python bool is not a valid index");
     } else if (py::isinstance<py::int_>(item) || (py::hasattr(item, "__index__") && !is_array_like(item))) {
-      const int64_t i = normalise_index(item.cast<int64_t>(), t.shape()[axis], source_axis++);
+      // An int past int64 is an IndexError, as in NumPy (the cast said "Unable to cast").
+      const Py_ssize_t index = PyNumber_AsSsize_t(item.ptr(), PyExc_IndexError);
+      if (index == -1 && PyErr_Occurred()) throw py::error_already_set();
+      const int64_t i = normalise_index(index, t.shape()[axis], source_axis++);
       t = plain_views ? drop_axis_view(t, axis, i) : squeeze(slice(t, axis, i, i + 1), axis);
     } else if (py::isinstance<py::slice>(item)) {
       const int64_t n = t.shape()[axis];

@@ -71,7 +71,9 @@ template <typename TensorOp, typename ScalarOp>
 py::object binary(const Tensor& a, const py::object& b, TensorOp tensor_op, ScalarOp scalar_op) {
   if ((py::isinstance<py::float_>(b) || py::isinstance<py::int_>(b)) && !py::isinstance<py::bool_>(b) &&
       is_inexact(a.dtype())) {
-    return py::cast(scalar_op(a, b.cast<double>()));
+    // Through Python's float(): an int past double's range raises OverflowError, as in NumPy (the
+    // cast said "Unable to cast Python instance of type <class 'int'>").
+    return py::cast(scalar_op(a, py::float_(b).cast<double>()));
   }
   // A Python complex takes the tensor's precision too: complex64 with float32 or complex64.
   return py::cast(tensor_op(a, operand_beside(a, b)));
@@ -104,6 +106,12 @@ py::object augmented(const py::object& self, const py::object& other, const char
     throw Error(cat("x ", symbol, " y: the result is ", value.dtype(), " and x is ", target.dtype(),
                     ", which cannot hold it; cast x first (x = x.astype(...)) or make a new tensor"));
   }
+  // Checked before a tracked x is rebound too: `total += per_sample_losses` turned a scalar total
+  // into a vector there.
+  if (value.shape() != target.shape()) {
+    throw Error(cat("x ", symbol, " y: the result has shape ", value.shape(), " and x ", target.shape(),
+                    "; an update in place keeps x's shape"));
+  }
   if (GradMode::enabled() && (target.requires_grad() || value.requires_grad())) {
     if (target.requires_grad() && target.is_leaf()) {
       throw Error(cat("x ", symbol, " y: x (shape ", target.shape(), ") requires grad and autodiff does not record "
@@ -121,11 +129,8 @@ py::object augmented(const py::object& self, const py::object& other, const char
                       "DLPack memory it wraps); autodiff records no writes in place, so that memory would keep its "
                       "old values; write x = x ", binary_operator, " y and build tensors of such parts with eddy.stack"));
     }
-    return updated;
-  }
-  if (value.shape() != target.shape()) {
-    throw Error(cat("x ", symbol, " y: the result has shape ", value.shape(), " and x ", target.shape(),
-                    "; an update in place keeps x's shape"));
+    // x's dtype, as a write into x would keep it (a float32 x += float64 y came back float64).
+    return value.dtype() == target.dtype() ? updated : py::cast(cast(value, target.dtype()));
   }
   // An int64 result (a Python int that int32 cannot hold makes one) stored in int32 wrapped
   // around: refused where it does not fit, as `t[...] = 2**40` is and as NumPy 2 refuses it.

@@ -805,7 +805,7 @@ def test_augmented_assignment_refusals_and_tracked_tensors():
     # An explicit Euler step on a plain state is rebound: the op that read x holds it, and keeps
     # its old values, as it should.
     k = eddy.tensor([0.5]).requires_grad_()
-    state = eddy.ones(3)
+    state = eddy.ones(3, "float64")  # float32 stays float32 under +=, as in place
     for _ in range(3):
         state += 0.1 * (-k * state)
     eddy.sum(state).backward()
@@ -826,6 +826,25 @@ def test_augmented_assignment_refusals_and_tracked_tensors():
         small *= 2**31
     small += eddy.tensor([1, 1, 1], dtype="int64")
     np.testing.assert_array_equal(np.asarray(small), [2, 3, 4])
+    # A tracked x was rebound to a result of another shape or dtype: a scalar running total became
+    # a vector, a float32 x float64.
+    running_total = eddy.zeros([])
+    with pytest.raises(eddy.Error, match=r"shape \[3\] and x \[\]"):
+        running_total += p * p
+    w32 = eddy.tensor([1.0, 2.0], dtype="float32").requires_grad_()
+    h = w32 * 2
+    h += eddy.tensor([0.5, 0.5])
+    assert str(h.dtype) == "float32"
+    eddy.sum(h).backward()
+    np.testing.assert_array_equal(np.asarray(w32.grad), [2, 2])
+
+
+def test_python_ints_past_the_range_raise_as_in_numpy():
+    x = eddy.ones(3)
+    with pytest.raises(OverflowError):
+        x + 2**1100
+    with pytest.raises(IndexError):
+        x[2**70]
 
 
 def test_integer_tensors_from_values_refuse_what_they_cannot_hold():
@@ -976,3 +995,12 @@ def test_tensors_pickle_and_copy_with_their_values_dtype_and_requires_grad(dtype
     assert copied.requires_grad and copied.is_leaf
     with pytest.raises(eddy.Error, match="computed with gradient tracking .* copy t.detach"):
         pickle.dumps(leaf * 2.0)
+
+
+def test_ordering_bool_tensors_names_the_op():
+    # It reached the backend, which said "cpu kernel gt does not support dtype bool".
+    flags = eddy.tensor([True, False])
+    with pytest.raises(eddy.Error, match="gt: needs real, non-bool tensors, got bool"):
+        flags > flags
+    with pytest.raises(eddy.Error, match="maximum: needs real, non-bool tensors, got bool"):
+        eddy.maximum(flags, flags)

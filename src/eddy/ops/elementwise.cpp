@@ -238,7 +238,10 @@ Primitive binary_declaration(const BinaryBasics& basics, BinaryDTypes accepted, 
     switch (accepted) {
       case BinaryDTypes::numeric: check_numeric(name, in[0]); break;
       case BinaryDTypes::inexact: require_inexact(name, in[0]); break;
-      case BinaryDTypes::real: check_dtype(name, in[0], !is_complex(d), "real (ordered) tensors"); break;
+      // bool reached the backend, which has no ordering kernels for it, and named no op.
+      case BinaryDTypes::real:
+        check_dtype(name, in[0], !is_complex(d) && d != DType::b8, "real, non-bool tensors");
+        break;
       case BinaryDTypes::floating: check_dtype(name, in[0], is_floating(d), "float32 or float64 tensors"); break;
       case BinaryDTypes::any: break;
     }
