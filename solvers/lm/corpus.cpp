@@ -437,10 +437,27 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
   const std::optional<int32_t> end_of_text = prepared.tokenizer->token_to_id(kEndOfText);
   EDDY_CHECK(end_of_text, "tokenizer.file: ", p.tokenizer.file, " has no ", kEndOfText,
              " token, which eddy puts between documents");
+  // Only in model.vocab, the text "<|endoftext|>" was encoded as bytes here and in `tokenizers`, and
+  // matched whole by transformers, to which export names it the special token: other ids there.
+  const std::vector<std::string> specials = prepared.tokenizer->special_tokens();
+  EDDY_CHECK(std::find(specials.begin(), specials.end(), kEndOfText) != specials.end(), "tokenizer.file: ",
+             p.tokenizer.file, " has ", kEndOfText, " in model.vocab but not among its added_tokens as a special "
+             "token, which eddy puts between documents and transformers matches whole; add it to added_tokens with "
+             "\"special\": true");
   if (log) *log << "tokenising the corpus into " << data_dir.string() << "\n";
-  const std::vector<int32_t> train_ids = encode_documents(*prepared.tokenizer, documents.train, *end_of_text);
+  // A given tokenizer may lack a byte the corpus has; its error named neither file nor key.
+  const auto encoded = [&](const std::vector<std::string>& split, const char* name) {
+    try {
+      return encode_documents(*prepared.tokenizer, split, *end_of_text);
+    } catch (const Error& e) {
+      if (p.tokenizer.file.empty()) throw;
+      throw Error(cat("tokenizer.file: ", p.tokenizer.file, " cannot encode the corpus's ", name,
+                      " split: ", e.what()));
+    }
+  };
+  const std::vector<int32_t> train_ids = encoded(documents.train, "training");
   require_a_window(p, static_cast<int64_t>(train_ids.size()), "training");
-  const std::vector<int32_t> validation_ids = encode_documents(*prepared.tokenizer, documents.validation, *end_of_text);
+  const std::vector<int32_t> validation_ids = encoded(documents.validation, "validation");
   require_a_window(p, static_cast<int64_t>(validation_ids.size()), "validation");
   for (fs::path folder = data_dir; !folder.empty() && !fs::exists(folder, error); folder = folder.parent_path()) {
     staged.made_folders.push_back(folder.string());

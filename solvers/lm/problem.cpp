@@ -45,7 +45,9 @@ TokenizerSpec read_tokenizer(const ConfigNode& section) {
   TokenizerSpec tokenizer;
   tokenizer.file = section.input_path("file", "");
   if (!tokenizer.file.empty() && !std::filesystem::is_regular_file(tokenizer.file)) {
-    section.at("file").fail(cat("no such file: ", tokenizer.file));
+    section.at("file").fail(cat(std::filesystem::is_directory(tokenizer.file) ? "is a folder, not a file: "
+                                                                               : "no such file: ",
+                                tokenizer.file));
   }
   // Read here, so that `eddy check` refuses a file that training would (a corrupt tokenizer.json),
   // naming the key.

@@ -46,6 +46,15 @@ std::string float_weights_fingerprint(TrainedModel& trained) {
   return trained.float_fingerprint;
 }
 
+// Whether `path` is a file save_quantized_model wrote, which a new quantisation may replace.
+bool written_by_quantize(const std::string& path) {
+  try {
+    return io::load_safetensors(path, [](const std::string&) { return false; }).metadata.count(kBitsKey) > 0;
+  } catch (const Error&) {
+    return false;  // not safetensors: not ours
+  }
+}
+
 }  // namespace
 
 std::string quantized_model_path(const std::string& run_dir, int bits) {
@@ -57,6 +66,10 @@ void save_quantized_model(TrainedModel& trained, const nn::QuantizationOptions& 
   EDDY_CHECK(!path.empty(), "quantize: the output path is empty; give the file to write");
   EDDY_CHECK(!std::filesystem::is_directory(path), "quantize: ", path, " is a folder; give the file to write");
   io::refuse_special_file(path, "quantize: the output");
+  // Another run's predictions.h5 or a config was replaced by safetensors bytes without a word.
+  EDDY_CHECK(!std::filesystem::exists(path) || written_by_quantize(path), "quantize: ", path,
+             " exists and is not a quantised model that eddy lm quantize wrote; give a new file, or remove that one "
+             "first");
   if (const auto folder = std::filesystem::path(path).parent_path(); !folder.empty()) {
     io::create_folders(folder.string(), "lm quantize");
   }

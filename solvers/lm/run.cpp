@@ -124,6 +124,10 @@ void refuse_the_runs_own_files(const std::string& run_dir, const std::string& ou
 }
 
 void export_hf_folder(const std::string& run_dir, const std::string& output, std::string_view argument) {
+  // Written again, its generation_config.json and special tokens became eddy's <|endoftext|>: a
+  // model whose eos_token_id lists other ids no longer stopped.
+  EDDY_CHECK(!is_hf_folder(run_dir), "lm export: ", run_dir, " is a Hugging Face folder already (config.json, "
+             "model.safetensors, tokenizer.json); copy it instead: export writes the run folders of `eddy lm train`");
   refuse_the_runs_own_files(run_dir, output, true, argument);
   solvers::refuse_export_while_a_run_holds(run_dir);
   const TrainedModel trained = load_trained_model(run_dir);

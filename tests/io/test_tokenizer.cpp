@@ -71,6 +71,10 @@ TEST(Tokenizer, SplitsWordsWithGpt2Pattern) {
             (std::vector<std::string>{"héllo", " 世界", " 😀😀", " end", "  "}));
   EXPECT_EQ(BpeTokenizer::split_words("we'll they've I'm"),
             (std::vector<std::string>{"we", "'ll", " they", "'ve", " I", "'m"}));
+  // U+180E is no whitespace to `tokenizers` (Unicode 6.3 on), as it was to PCRE2's \s:
+  // tokenizers splits as recorded here.
+  EXPECT_EQ(BpeTokenizer::split_words("x  \u180e a\u180eb"),
+            (std::vector<std::string>{"x", " ", " \u180e", " a", "\u180e", "b"}));
 }
 
 TEST(Tokenizer, BaseVocabularySpellsBytesAsGpt2Does) {

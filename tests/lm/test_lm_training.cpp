@@ -8,8 +8,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "eddy/eddy.h"
 #include "eddy/io/atomic_file.h"
@@ -392,6 +395,24 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   io::BpeTokenizer::train({"some text to learn from"}, options).save(tokenizer);
   expect_error([&] { prepare_corpus(problem_of(config(), {"tokenizer.file=" + tokenizer}), nullptr); },
                {"tokenizer.file", "<|endoftext|>"});
+  // One with <|endoftext|> in its vocabulary only: eddy and `tokenizers` encoded that text as bytes,
+  // transformers, told by the export it is the special token, matched it whole.
+  options.special_tokens = {kEndOfText};
+  io::BpeTokenizer::train({"some text to learn from"}, options).save(tokenizer);
+  nlohmann::json vocabulary_only = nlohmann::json::parse(io::read_file(tokenizer));
+  vocabulary_only["added_tokens"] = nlohmann::json::array();
+  std::ofstream(tokenizer) << vocabulary_only.dump();
+  expect_error([&] { prepare_corpus(problem_of(config(), {"tokenizer.file=" + tokenizer}), nullptr); },
+               {"has <|endoftext|> in model.vocab but not among its added_tokens as a special token"});
+  // One without a token for a byte of the corpus: the error named neither the file nor the key.
+  options.vocab_size = 257;
+  io::BpeTokenizer::train({"some text to learn from"}, options).save(tokenizer);
+  nlohmann::json without_e = nlohmann::json::parse(io::read_file(tokenizer));
+  without_e["model"]["vocab"]["<not e>"] = without_e["model"]["vocab"]["e"];
+  without_e["model"]["vocab"].erase("e");
+  std::ofstream(tokenizer) << without_e.dump();
+  expect_error([&] { prepare_corpus(problem_of(config(), {"tokenizer.file=" + tokenizer}), nullptr); },
+               {"tokenizer.file: " + tokenizer + " cannot encode the corpus's training split", "byte 0x65"});
 }
 
 TEST_F(LmTraining, QuantisedRunsKeepTheirPerplexityAndGenerate) {
@@ -435,6 +456,15 @@ TEST_F(LmTraining, QuantisedRunsKeepTheirPerplexityAndGenerate) {
                {"quantized-int8.safetensors was quantised from other weights than the model's",
                 "its checkpoint was at step 60, the model's is at step 6", "eddy lm quantize"});
   expect_error([&] { load_quantized_model(trained, run + "/missing.safetensors"); }, {"missing.safetensors"});
+  // A file it did not write (another run's results, a config) was replaced without a word; its own
+  // is replaced.
+  const std::string foreign = run + "/notes.yaml";
+  std::ofstream(foreign) << "keep: me\n";
+  expect_error([&] { save_quantized_model(retrained, {8, 32}, foreign); },
+               {"notes.yaml exists and is not a quantised model that eddy lm quantize wrote"});
+  std::ifstream kept(foreign);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "keep: me\n");
+  save_quantized_model(retrained, {8, 32}, quantized_model_path(run, 8));
 }
 
 }  // namespace

@@ -182,6 +182,9 @@ def test_quantize_and_export_refuse_to_write_over_the_run(run, tmp_path):
     # A Hugging Face folder's generation_config.json is read by generate.
     hf = tmp_path / "hf"
     eddy.lm.export(str(folder), str(hf))
+    # Exported again, a Hugging Face folder's stop tokens became <|endoftext|>.
+    with pytest.raises(eddy.Error, match="is a Hugging Face folder already"):
+        eddy.lm.export(str(hf), str(tmp_path / "again"))
     refused = subprocess.run([os.environ["EDDY_CLI"], "lm", "quantize", str(folder), "--bits", "8",
                               "--output", str(hf / "generation_config.json")], capture_output=True, text=True)
     assert refused.returncode != 0 and "'s own generation_config.json" in refused.stderr

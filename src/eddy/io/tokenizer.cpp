@@ -86,8 +86,10 @@ std::string pcre2_message(int code) {
 // GPT-2's pattern, as Hugging Face's ByteLevel pre-tokenizer uses it: English contractions, then
 // runs of letters, of numbers and of other symbols, each with at most one leading space, then
 // whitespace. The lookahead leaves the last space of a run before a word to start that word.
+// Whitespace is PCRE2's \s but U+180E, which Unicode 6.3 took out of White_Space and Oniguruma
+// (under `tokenizers`) does not count: it split "x  \u180e" otherwise.
 constexpr std::string_view kGpt2WordPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?(?:[^\s\p{L}\p{N}]|\x{180E})+|[^\S\x{180E}]+(?![\S\x{180E}])|[^\S\x{180E}]+)";
 
 // PCRE2 compiles the pattern once; \p{L} and \p{N} need Unicode properties, which std::regex lacks.
 class WordSplitter {
