@@ -103,11 +103,13 @@ void check_resumable(const TrainingRun& run, const Settings& settings, const std
 // Where a rank differs, rank 0 sends its settings so that each names the keys that do: the hash
 // alone said only how many ranks differed.
 void require_same_config_on_every_rank(dist::Communicator& comm, const std::string& config_hash,
-                                       const std::string& resolved_config) {
-  const bool differs = differs_from_rank_0(comm, static_cast<int64_t>(fnv1a(config_hash)));
+                                       const std::string& resolved_config, bool eager) {
+  const std::string mode = eager ? "given" : "not given";
+  const bool differs = differs_from_rank_0(comm, static_cast<int64_t>(fnv1a(config_hash + "\n--eager " + mode)));
   const int64_t differing = dist::ranks_where(differs, comm);
   if (differing == 0) return;
-  const Settings mine = fixed_settings(resolved_config, {});
+  Settings mine = fixed_settings(resolved_config, {});
+  mine["--eager"] = mode;
   const Settings root = decode_settings(text_of_rank_0(comm, encode_settings(mine)), "rank 0's config");
   std::string keys;
   for (const auto& [key, value] : mine) {
@@ -173,17 +175,25 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
 
 namespace {
 
-// The default exports of the run in `dir` (export/, hf/), which would give its old weights' values;
-// the names of those removed.
+// The default exports of the run in `dir` (export/, hf/), which would give its old weights' values:
+// their files, and the folder where nothing else is left in it (a whole hf/ went, with the model
+// card and plots a user had put there). The names of the exports removed.
 std::vector<std::string> remove_stale_exports(const std::string& dir) {
   std::vector<std::string> removed;
-  for (const std::string& stale_export : {default_export_dir(dir), default_hf_export_dir(dir)}) {
-    std::error_code error;
-    if (std::filesystem::remove_all(stale_export, error) > 0) {
-      removed.push_back(std::filesystem::path(stale_export).filename().string() + "/");
+  const std::pair<std::string, const std::vector<std::string>*> exports[] = {
+      {default_export_dir(dir), &kExportFiles}, {default_hf_export_dir(dir), &kHfExportFiles}};
+  for (const auto& [stale_export, files] : exports) {
+    bool any = false;
+    for (const std::string& name : *files) {
+      const std::string file = (std::filesystem::path(stale_export) / name).string();
+      io::remove_abandoned_temporaries_of(file);
+      std::error_code error;
+      any = std::filesystem::remove(file, error) || any;
+      EDDY_CHECK(!error, "cannot remove ", file, ", of the export of weights this run changes (", error.message(), ")");
     }
-    EDDY_CHECK(!error, "cannot remove ", stale_export, ", the export of weights this run changes (", error.message(),
-               ")");
+    std::error_code ignored;
+    if (std::filesystem::is_empty(stale_export, ignored)) std::filesystem::remove(stale_export, ignored);
+    if (any) removed.push_back(std::filesystem::path(stale_export).filename().string() + "/");
   }
   return removed;
 }

@@ -103,6 +103,11 @@ std::string checkpoint_path(const std::string& dir);
 // predictions, silently.
 std::string default_export_dir(const std::string& dir);
 std::string default_hf_export_dir(const std::string& dir);
+// The files each writes there: only those are removed, the rest of the folder (a model card beside
+// the Hugging Face files, the user's notes) is kept.
+inline const std::vector<std::string> kExportFiles{"graph.json", "meta.json", "weights.safetensors"};
+inline const std::vector<std::string> kHfExportFiles{"config.json", "model.safetensors", "tokenizer.json",
+                                                     "tokenizer_config.json", "generation_config.json"};
 
 // Refuses to export from the run folder `dir` while a run holds it: a run that starts anew there
 // removes the exports at its start, so one written meanwhile, of the old run's checkpoint,
@@ -118,9 +123,10 @@ std::vector<std::string> remove_earlier_outputs(const std::string& dir, const st
 // Refuses, on every rank and naming the keys, ranks started with different configs. A trainer calls
 // it before its first collective: one that only some configs make (ZeRO's parameter check, the
 // operator normalisers' sums, a mesh's communicators) met no partner on the other ranks, and the
-// job hung where the check came later.
+// job hung where the check came later. `eager` (--eager) is compared too: a compiled rank's
+// collectives met an eager rank's others, and the job hung or read garbage.
 void require_same_config_on_every_rank(dist::Communicator& comm, const std::string& config_hash,
-                                       const std::string& resolved_config);
+                                       const std::string& resolved_config, bool eager = false);
 
 // --resume: refuses, naming the key, a checkpoint in `run`'s folder written by a run whose
 // settings this one does not keep, from the checkpoint's metadata alone. TrainingLoop::start

@@ -9,6 +9,7 @@
 #include "eddy/io/safetensors.h"
 #include "eddy/nn/init.h"
 #include "eddy/ops/ops.h"
+#include "solvers/common/training_loop.h"
 #include "solvers/lm/corpus.h"
 
 namespace eddy::lm {
@@ -327,11 +328,9 @@ void save_hf_folder(const nn::CausalLanguageModel& model, const io::BpeTokenizer
   // config.json, by which transformers knows the folder, comes last. An export stopped midway
   // left this model's weights beside the earlier export's tokenizer, which transformers loaded
   // together; now it leaves an incomplete folder, which transformers refuses.
-  const std::vector<std::string> files{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                                       "generation_config.json"};
   // All checked before any is removed: a pipe at the last left the earlier export without the rest.
-  for (const std::string& name : files) io::refuse_special_file((folder / name).string(), "lm export");
-  for (const std::string& name : files) {
+  for (const std::string& name : solvers::kHfExportFiles) io::refuse_special_file((folder / name).string(), "lm export");
+  for (const std::string& name : solvers::kHfExportFiles) {
     io::remove_abandoned_temporaries_of((folder / name).string());
     io::remove_stale_file((folder / name).string(), "lm export");
   }

@@ -120,7 +120,11 @@ Parallelism place_model(const LmProblem& p, nn::Module& model) {
 
 TrainResult train(const LmProblem& p, const TrainOptions& options) {
   dist::Communicator& world = dist::default_communicator();
-  solvers::require_same_config_on_every_rank(world, p.config_hash, p.resolved_config);
+  solvers::require_same_config_on_every_rank(world, p.config_hash, p.resolved_config, options.eager);
+  // Before the corpus is staged (minutes on a real one): checked when the mesh was made, after it,
+  // rank 0's refusal removed the staged files under a rank still reading them, whose "cannot open
+  // tokenizer.json" was at times the only message left.
+  if (world.size() > 1) solvers::check_job_size(p.parallel, world);
   const solvers::SolverScope scope(p.device, world);
   const bool root = world.rank() == 0;  // rank 0 reports and writes the results
   std::ostream* log = root ? options.log : nullptr;

@@ -301,7 +301,7 @@ std::string training_file_shape(const OperatorProblem& problem) {
 
 TrainResult train(const OperatorProblem& p, const TrainOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
-  solvers::require_same_config_on_every_rank(comm, p.config_hash, p.resolved_config);
+  solvers::require_same_config_on_every_rank(comm, p.config_hash, p.resolved_config, options.eager);
   const solvers::SolverScope scope(p.device, comm);
   const bool root = comm.rank() == 0;
   const Placing placing = placing_for(p, comm);

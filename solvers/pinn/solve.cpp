@@ -275,7 +275,7 @@ optim::LbfgsReport run_lbfgs(PinnState& state, TrainingStep& training_step, cons
 
 SolveResult solve(const Problem& p, const SolveOptions& options) {
   dist::Communicator& comm = options.communicator ? *options.communicator : dist::default_communicator();
-  solvers::require_same_config_on_every_rank(comm, p.config_hash, p.resolved_config);
+  solvers::require_same_config_on_every_rank(comm, p.config_hash, p.resolved_config, options.eager);
   if (comm.size() > 1) solvers::check_job_size(p.parallel, comm);
   const solvers::SolverScope scope(p.device, comm);
   std::ostream* log = comm.rank() == 0 ? options.log : nullptr;

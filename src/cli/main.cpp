@@ -387,14 +387,16 @@ int run_predict(const std::string& artifact, const std::string& inputs_file, std
   }
   const Predictor predictor = Predictor::load(artifact);
   // An existing HDF5 file is replaced when it holds these predictions (an earlier run of this
-  // command); another one (a run's solution.h5, a dataset) only with --overwrite: it was lost
+  // command, which marks it with the artifact); another one (a run's solution.h5, a dataset, a
+  // user's file whose datasets are named as the outputs) only with --overwrite: it was lost
   // without a word.
   if (fs::is_regular_file(output, ignored) && !overwrite) {
     std::vector<std::string> held = io::list_hdf5_datasets(output), predicted = predictor.signature().outputs;
     std::sort(held.begin(), held.end());
     std::sort(predicted.begin(), predicted.end());
-    EDDY_CHECK(held == predicted, "predict: --output ", output, " exists and holds other datasets than this "
-               "artifact's predictions (", joined(held), "); give a new file, or --overwrite to replace it");
+    EDDY_CHECK(held == predicted && io::hdf5_has_attribute(output, "/", "artifact"), "predict: --output ", output,
+               " exists and is not an earlier prediction of eddy predict (it holds ", joined(held),
+               "); give a new file, or --overwrite to replace it");
   }
   const compiler::Graph& graph = predictor.program().graph();
   const std::map<std::string, std::string> renamed = input_datasets(input_mappings, predictor.signature());

@@ -234,6 +234,10 @@ TEST_F(TrainingLoopTest, ResumeGoesOnFromTheCheckpointStepAsAnUninterruptedRun) 
   // An export of the checkpoint's weights gave the old values after the resume moved them on.
   fs::create_directories(dir / "export");
   std::ofstream(dir / "export" / "meta.json") << "{}";
+  // Files the exports did not write stay: a whole hf/ went, a model card put there with it.
+  fs::create_directories(dir / "hf");
+  std::ofstream(dir / "hf" / "config.json") << "{}";
+  std::ofstream(dir / "hf" / "README.md") << "a model card";
   FakeTrainer resumed;
   resumed.nan_step = 3;
   resumed.nan_update = 1;  // never reached: one update per step
@@ -241,6 +245,8 @@ TEST_F(TrainingLoopTest, ResumeGoesOnFromTheCheckpointStepAsAnUninterruptedRun) 
   EXPECT_EQ(resumed.begun, (std::vector<int64_t>{3, 4, 5}));
   EXPECT_EQ(step, 6);
   EXPECT_FALSE(fs::exists(dir / "export"));
+  EXPECT_FALSE(fs::exists(dir / "hf" / "config.json"));
+  EXPECT_TRUE(fs::exists(dir / "hf" / "README.md"));
   EXPECT_EQ(resumed.updates, whole.updates);
   EXPECT_EQ(resumed.model.w.item<double>(), whole.model.w.item<double>());
 }
