@@ -308,7 +308,8 @@ Tensor operand_beside(const Tensor& other, const py::handle& value) {
   if (PyComplex_Check(value.ptr())) {
     return scalar(value.cast<std::complex<double>>(), complex_dtype(other.dtype()), other.device());
   }
-  return scalar(value.cast<double>(), other.dtype(), other.device());
+  // Through Python's float(): an int past double's range raises OverflowError, as in NumPy.
+  return scalar(py::float_(py::reinterpret_borrow<py::object>(value)).cast<double>(), other.dtype(), other.device());
 }
 
 std::pair<Tensor, Tensor> operand_pair(const py::handle& a, const py::handle& b) {

@@ -175,8 +175,8 @@ Tensor on_twice_the_points_2d(const Tensor& fields) {
 std::string unconverged_remedy(const DatasetSpec& spec, int64_t n) {
   const bool viscous = spec.solver == DatasetSolver::burgers || spec.solver == DatasetSolver::navier_stokes;
   if (!viscous) {
-    return cat("resolution = ", n, " or time.dt = ", spec.dt, " is too coarse for it; give a larger resolution or a "
-               "smaller time.dt");
+    return cat("time.dt = ", spec.dt, " is too large or resolution = ", n, " too coarse for it; give a smaller "
+               "time.dt or a larger resolution");
   }
   const double finest = 2 * std::pow(std::numbers::pi * static_cast<double>(n), 2);  // |k|^2 at the grid's corner
   if (spec.solver == DatasetSolver::navier_stokes && spec.nu * spec.dt * finest > 2) {

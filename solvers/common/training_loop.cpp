@@ -177,23 +177,32 @@ namespace {
 
 // The default exports of the run in `dir` (export/, hf/), which would give its old weights' values:
 // their files, and the folder where nothing else is left in it (a whole hf/ went, with the model
-// card and plots a user had put there). The names of the exports removed.
+// card and plots a user had put there). A link named so is removed itself, its target left alone
+// (an export published elsewhere and linked in); a file named so is not an export and stays. The
+// names of the exports removed.
 std::vector<std::string> remove_stale_exports(const std::string& dir) {
   std::vector<std::string> removed;
   const std::pair<std::string, const std::vector<std::string>*> exports[] = {
       {default_export_dir(dir), &kExportFiles}, {default_hf_export_dir(dir), &kHfExportFiles}};
   for (const auto& [stale_export, files] : exports) {
+    const std::string name = std::filesystem::path(stale_export).filename().string() + "/";
+    std::error_code error;
+    if (std::filesystem::is_symlink(stale_export, error)) {
+      std::filesystem::remove(stale_export, error);
+      EDDY_CHECK(!error, "cannot remove the link ", stale_export, " (", error.message(), ")");
+      removed.push_back(name);
+      continue;
+    }
+    if (!std::filesystem::is_directory(stale_export, error)) continue;
     bool any = false;
-    for (const std::string& name : *files) {
-      const std::string file = (std::filesystem::path(stale_export) / name).string();
+    for (const std::string& file_name : *files) {
+      const std::string file = (std::filesystem::path(stale_export) / file_name).string();
       io::remove_abandoned_temporaries_of(file);
-      std::error_code error;
       any = std::filesystem::remove(file, error) || any;
       EDDY_CHECK(!error, "cannot remove ", file, ", of the export of weights this run changes (", error.message(), ")");
     }
-    std::error_code ignored;
-    if (std::filesystem::is_empty(stale_export, ignored)) std::filesystem::remove(stale_export, ignored);
-    if (any) removed.push_back(std::filesystem::path(stale_export).filename().string() + "/");
+    if (std::filesystem::is_empty(stale_export, error)) std::filesystem::remove(stale_export, error);
+    if (any) removed.push_back(name);
   }
   return removed;
 }

@@ -439,11 +439,9 @@ StagedCorpus stage_corpus(const LmProblem& p, std::ostream* log, bool resuming, 
              " token, which eddy puts between documents");
   // Only in model.vocab, the text "<|endoftext|>" was encoded as bytes here and in `tokenizers`, and
   // matched whole by transformers, to which export names it the special token: other ids there.
-  const std::vector<std::string> specials = prepared.tokenizer->special_tokens();
-  EDDY_CHECK(std::find(specials.begin(), specials.end(), kEndOfText) != specials.end(), "tokenizer.file: ",
-             p.tokenizer.file, " has ", kEndOfText, " in model.vocab but not among its added_tokens as a special "
-             "token, which eddy puts between documents and transformers matches whole; add it to added_tokens with "
-             "\"special\": true");
+  EDDY_CHECK(prepared.tokenizer->is_added_token(*end_of_text), "tokenizer.file: ", p.tokenizer.file, " has ",
+             kEndOfText, " in model.vocab but not among its added_tokens, which encoding matches whole, as "
+             "transformers matches the special token eddy exports it as; add it to added_tokens");
   if (log) *log << "tokenising the corpus into " << data_dir.string() << "\n";
   // A given tokenizer may lack a byte the corpus has; its error named neither file nor key.
   const auto encoded = [&](const std::vector<std::string>& split, const char* name) {

@@ -395,7 +395,7 @@ int run_predict(const std::string& artifact, const std::string& inputs_file, std
     std::sort(held.begin(), held.end());
     std::sort(predicted.begin(), predicted.end());
     EDDY_CHECK(held == predicted && io::hdf5_has_attribute(output, "/", "artifact"), "predict: --output ", output,
-               " exists and is not an earlier prediction of eddy predict (it holds ", joined(held),
+               " exists and is not an earlier prediction of this artifact (it holds ", joined(held),
                "); give a new file, or --overwrite to replace it");
   }
   const compiler::Graph& graph = predictor.program().graph();

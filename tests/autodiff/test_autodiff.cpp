@@ -151,6 +151,13 @@ TEST(Autodiff, ProdDerivativesAreTheOtherEntriesProductsAtZerosToo) {
       }
     }
   }
+  // Over one entry the derivative is 1, still recorded as x's: eddy.gradients refused to take
+  // its derivative (0) when it was a constant.
+  Tensor column = tensor<double>({2, 3}, {2, 1});
+  column.requires_grad_();
+  const Tensor once = grad({sum(prod(column, {1}))}, {column}, {}, true)[0];
+  EXPECT_EQ(once.to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_TRUE(once.requires_grad());
 }
 
 TEST(Autodiff, JacobianForwardEqualsReverse) {

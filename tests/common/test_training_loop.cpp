@@ -247,6 +247,16 @@ TEST_F(TrainingLoopTest, ResumeGoesOnFromTheCheckpointStepAsAnUninterruptedRun) 
   EXPECT_FALSE(fs::exists(dir / "export"));
   EXPECT_FALSE(fs::exists(dir / "hf" / "config.json"));
   EXPECT_TRUE(fs::exists(dir / "hf" / "README.md"));
+  // A linked export goes as a link: the export it points to, published elsewhere, stays.
+  const fs::path published = dir.parent_path() / (dir.filename().string() + "_published");
+  fs::create_directories(published);
+  std::ofstream(published / "meta.json") << "{}";
+  fs::create_symlink(published, dir / "export");
+  FakeTrainer anew;
+  ASSERT_FALSE(train(anew, 2, 1, step));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir / "export")));
+  EXPECT_TRUE(fs::exists(published / "meta.json"));
+  fs::remove_all(published);
   EXPECT_EQ(resumed.updates, whole.updates);
   EXPECT_EQ(resumed.model.w.item<double>(), whole.model.w.item<double>());
 }

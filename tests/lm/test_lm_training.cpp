@@ -403,7 +403,13 @@ TEST_F(LmTraining, ConfigAndCorpusErrorsNameTheirSource) {
   vocabulary_only["added_tokens"] = nlohmann::json::array();
   std::ofstream(tokenizer) << vocabulary_only.dump();
   expect_error([&] { prepare_corpus(problem_of(config(), {"tokenizer.file=" + tokenizer}), nullptr); },
-               {"has <|endoftext|> in model.vocab but not among its added_tokens as a special token"});
+               {"has <|endoftext|> in model.vocab but not among its added_tokens"});
+  // Added but not special, it is matched whole all the same.
+  io::BpeTokenizer::train({"some text to learn from"}, options).save(tokenizer);
+  nlohmann::json not_special = nlohmann::json::parse(io::read_file(tokenizer));
+  not_special["added_tokens"][0]["special"] = false;
+  std::ofstream(tokenizer) << not_special.dump();
+  EXPECT_NO_THROW(prepare_corpus(problem_of(config(), {"tokenizer.file=" + tokenizer}), nullptr));
   // One without a token for a byte of the corpus: the error named neither the file nor the key.
   options.vocab_size = 257;
   io::BpeTokenizer::train({"some text to learn from"}, options).save(tokenizer);

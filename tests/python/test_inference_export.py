@@ -249,14 +249,14 @@ def test_operator_run_exports_and_predicts_from_a_data_file(tmp_path, eddy_cli):
     # Another HDF5 file (the run's results) only with --overwrite: it was replaced without a word.
     results = (run_dir / "predictions.h5").read_bytes()
     result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output", run_dir / "predictions.h5")
-    assert result.returncode == 1 and "exists and is not an earlier prediction of eddy predict" in result.stderr
+    assert result.returncode == 1 and "exists and is not an earlier prediction of this artifact" in result.stderr
     assert (run_dir / "predictions.h5").read_bytes() == results
     # Nor a user's file whose datasets are named as the outputs are.
     with h5py.File(tmp_path / "out.h5") as f, h5py.File(tmp_path / "mine.h5", "w") as mine:
         f.copy(f["train"], mine, "train")
     mine_bytes = (tmp_path / "mine.h5").read_bytes()
     result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output", tmp_path / "mine.h5")
-    assert result.returncode == 1 and "exists and is not an earlier prediction of eddy predict" in result.stderr
+    assert result.returncode == 1 and "exists and is not an earlier prediction of this artifact" in result.stderr
     assert (tmp_path / "mine.h5").read_bytes() == mine_bytes
     result = run(eddy_cli, "predict", run_dir / "export", tmp_path / "inputs.h5", "--output", tmp_path / "elsewhere.h5",
                  "--overwrite")

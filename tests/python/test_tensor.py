@@ -845,6 +845,10 @@ def test_python_ints_past_the_range_raise_as_in_numpy():
         x + 2**1100
     with pytest.raises(IndexError):
         x[2**70]
+    with pytest.raises(OverflowError):
+        x < 10**400
+    with pytest.raises(OverflowError):
+        eddy.maximum(x, 10**400)
 
 
 def test_integer_tensors_from_values_refuse_what_they_cannot_hold():

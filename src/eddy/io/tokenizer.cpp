@@ -387,6 +387,10 @@ const std::string& BpeTokenizer::id_to_token(int32_t id) const {
   return tokens_[id];
 }
 
+bool BpeTokenizer::is_added_token(int32_t id) const {
+  return std::any_of(added_tokens_.begin(), added_tokens_.end(), [id](const AddedToken& added) { return added.id == id; });
+}
+
 std::vector<std::string> BpeTokenizer::special_tokens() const {
   std::vector<std::string> specials;
   for (const AddedToken& added : added_tokens_) {

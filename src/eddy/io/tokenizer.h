@@ -57,6 +57,8 @@ class BpeTokenizer {
   std::optional<int32_t> token_to_id(const std::string& token) const;
   const std::string& id_to_token(int32_t id) const;
   std::vector<std::string> special_tokens() const;
+  // Whether `id` is an added token (special or not), which encoding matches whole.
+  bool is_added_token(int32_t id) const;
 
   // GPT-2's split of text (without special tokens) into the words that BPE merges within.
   static std::vector<std::string> split_words(std::string_view text);

@@ -91,7 +91,9 @@ Tensor products_of_the_others(const Tensor& x, const std::vector<int64_t>& axes)
   Shape flat_shape(moved.shape().begin(), moved.shape().begin() + kept_axes);
   int64_t n = 1;
   for (int64_t axis : axes) n *= x.shape()[axis];
-  if (n <= 1) return ones_like(x);
+  // x^0: ones still recorded as x's, so that a nested gradient through a prod over one entry is
+  // 0 rather than refused for recording nothing.
+  if (n <= 1) return pow(x, 0.0);
   flat_shape.push_back(n);
   const Tensor flat = reshape(moved, flat_shape);
 
