@@ -439,6 +439,15 @@ TEST_P(BadProblemTest, FailsWithAClearMessage) {
   }
 }
 
+// Windows keep their networks but not the parameters they were trained with: through an output
+// transform every window was evaluated with the parameter's last value, silently.
+TEST(Problem, TimeMarchingRefusesALearnableParameterInTheOutputTransform) {
+  expect_error([] { read(kValid, {"model.output_transform={u: source*net_u}", "training.time_marching={windows: 2}"}); },
+               {"training.time_marching: cannot train the learnable parameter 'source', which "
+                "model.output_transform.u reads"});
+  EXPECT_NO_THROW(read(kValid, {"model.output_transform={u: kappa*net_u}", "training.time_marching={windows: 2}"}));
+}
+
 // It failed when the condition drew its points, naming a face (min_0) the file never wrote.
 TEST(Problem, APeriodicConditionNeedsABoxLikeShape) {
   std::string text = kValid;
