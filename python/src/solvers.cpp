@@ -25,10 +25,13 @@ namespace eddy::python {
 namespace {
 
 // A config value as JSON, which is YAML: strings quoted (an override's "run #2" was cut at the `#`
-// as a comment, "a: b" read as a map), dicts and lists in flow form, NumPy scalars (np.int64(10)) as
-// the Python numbers they hold, which json refuses.
+// as a comment, "a: b" read as a map), dicts and lists in flow form, and what json refuses as the
+// Python values it stands for: a path (pathlib.Path, for output.dir) as its text, a NumPy array or
+// an eddy tensor as its list (output.grid), NumPy scalars (np.int64(10)) as their numbers.
 std::string json_text(const py::handle& value, const py::object& indent = py::none()) {
   const py::cpp_function as_number([](const py::object& item) -> py::object {
+    if (PyObject_HasAttrString(item.ptr(), "__fspath__")) return py::module_::import("os").attr("fspath")(item);
+    if (py::hasattr(item, "tolist")) return item.attr("tolist")();
     if (py::hasattr(item, "item")) return item.attr("item")();
     throw py::type_error(cat("a config value must be a str, number, bool, None, list or dict, got ",
                              py::str(py::type::of(item)).cast<std::string>()));
@@ -44,7 +47,17 @@ std::vector<std::string> overrides_of(const py::object& overrides) {
   if (overrides.is_none()) return result;
   if (py::isinstance<py::dict>(overrides)) {
     for (const auto& [key, value] : overrides.cast<py::dict>()) {
-      result.push_back(key.cast<std::string>() + "=" + json_text(value));
+      if (!py::isinstance<py::str>(key)) {
+        throw py::type_error(cat("an override's key must be a str (a key path such as \"training.adam.steps\"), got ",
+                                 py::repr(key).cast<std::string>()));
+      }
+      try {
+        result.push_back(key.cast<std::string>() + "=" + json_text(value));
+      } catch (py::error_already_set& e) {
+        // The value's error named no key.
+        if (!e.matches(PyExc_TypeError) && !e.matches(PyExc_ValueError)) throw;
+        throw py::type_error(cat("override '", key.cast<std::string>(), "': ", py::str(e.value()).cast<std::string>()));
+      }
     }
     return result;
   }
@@ -115,6 +128,9 @@ auto training(Work&& work) {
   try {
     return without_gil(std::forward<Work>(work));
   } catch (const solvers::InterruptedBeforeTraining&) {
+    // The signal went on to Python's handler too, whose KeyboardInterrupt is pending: raised here
+    // once (a second one, set beside it, interrupted the caller's own `except` block).
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     PyErr_SetNone(PyExc_KeyboardInterrupt);
     throw py::error_already_set();
   }

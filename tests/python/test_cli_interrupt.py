@@ -233,3 +233,30 @@ print("returned", result["finished"], result["steps"], flush=True)
     out, err = process.communicate(timeout=600)
     assert process.returncode == 0, err
     assert re.search(r"^returned True \d+$", out, re.MULTILINE), out
+
+
+def test_ctrl_c_before_training_raises_keyboard_interrupt_once(tmp_path):
+    # One SIGINT while eddy.lm.train trains its tokenizer: the signal went to Python's handler and
+    # the call raised a KeyboardInterrupt of its own too, so the caller's `except` block was itself
+    # interrupted.
+    script = f"""
+import os, signal, threading, time, eddy
+threading.Thread(target=lambda: (time.sleep(0.5), os.kill(os.getpid(), signal.SIGINT)), daemon=True).start()
+seen = []
+try:
+    try:
+        eddy.lm.train("examples/lm/fortunes_gpt.yaml", {{"model.hidden_size": 32, "model.layers": 1,
+            "model.heads": 2, "model.context": 32, "training.steps": 20, "training.schedule.warmup": 5,
+            "training.batch_size": 4, "output.checkpoint_every": 0, "output.dir": {str(tmp_path)!r}}}, eager=True)
+    except KeyboardInterrupt:
+        seen.append("raised")
+        time.sleep(0.5)
+        seen.append("handled")
+except KeyboardInterrupt:
+    seen.append("raised again")
+print(seen, flush=True)
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, PYTHONPATH=str(pathlib.Path(eddy.__file__).parent.parent)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['raised', 'handled']", result.stdout + result.stderr

@@ -200,6 +200,16 @@ def test_a_dict_config_takes_numpy_scalars_and_names_what_it_cannot_take(tmp_pat
     config["training"]["adam"]["steps"] = object()
     with pytest.raises(TypeError, match="a config value must be a str, number, bool, None, list or dict"):
         eddy.solve(config)
+    # A notebook's pathlib.Path and NumPy array (output.grid) were refused, naming no key; so was a
+    # key that is not a str.
+    config["training"]["adam"]["steps"] = 2
+    result = eddy.solve(config, {"output.dir": tmp_path / "path", "output.grid": np.array([8]),
+                                 "conditions.pde.points": eddy.tensor(16)})
+    assert result["output_dir"] == str(tmp_path / "path") and result["steps"] == 2
+    with pytest.raises(TypeError, match="override 'training.adam.steps': a config value must be"):
+        eddy.solve(config, {"training.adam.steps": object()})
+    with pytest.raises(TypeError, match="an override's key must be a str"):
+        eddy.solve(config, {5: 3})
 
 
 @pytest.mark.parametrize("function, example, message", [
