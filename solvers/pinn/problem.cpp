@@ -90,16 +90,16 @@ GeometryPtr build_geometry(const ConfigNode& node) {
 // fourier_features = 1e8 allocated for 16 s before a message that named neither.
 void refuse_model_beyond_memory(const Problem& p, const ConfigNode& model) {
   const double copies = 4 * static_cast<double>(dtype_size(p.dtype));
-  const auto width = static_cast<double>(p.model.width), depth = static_cast<double>(p.model.depth);
   if (model.has("width")) {
-    const double weights = width * width * depth;
+    const double weights = p.hidden_layer_weights();
     model.at("width").require_memory(cat("a width of ", p.model.width, " gives ", weights,
                                          " weights, which with their gradient and Adam's two moments"),
                                      copies * weights);
   }
   if (model.has("fourier_features")) {
     const auto features = static_cast<double>(p.model.fourier_features);
-    const double weights = features * (static_cast<double>(p.coordinates.size()) + 2 * width);
+    const double weights =
+        features * (static_cast<double>(p.coordinates.size()) + 2 * static_cast<double>(p.model.width));
     model.at("fourier_features").require_memory(cat("fourier_features = ", p.model.fourier_features, " gives ",
                                                     weights, " embedding weights, which with their gradient and "
                                                     "Adam's two moments"),
@@ -966,6 +966,11 @@ double Problem::tolerance() const {
   double diagonal = 0;
   for (size_t i = 0; i < box.lower.size(); ++i) diagonal += std::pow(box.upper[i] - box.lower[i], 2);
   return 1e-6 * std::sqrt(diagonal);
+}
+
+double Problem::hidden_layer_weights() const {
+  const auto width = static_cast<double>(model.width);
+  return width * width * static_cast<double>(model.depth);
 }
 
 Problem read_problem(io::Config& config, const std::map<std::string, EquationFunction>& functions,

@@ -225,6 +225,9 @@ struct Problem {
   // listed point on the domain's boundary. 1e-6 times the diagonal of the space's bounding box
   // (not of domain_box(): time in seconds beside space in metres made it loose).
   double tolerance() const;
+  // width^2 per hidden layer: a lower bound of the network's weights, which the memory refusals
+  // of model.width and training.time_marching.windows count.
+  double hidden_layer_weights() const;
   // Whether `point` (coordinates in order) lies in the closed domain, space times time, within
   // tolerance(); a non-finite coordinate does not.
   bool contains(const double* point) const;

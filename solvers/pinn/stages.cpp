@@ -51,9 +51,8 @@ TimeMarchingOptions read_time_marching(const Problem& problem, const io::ConfigN
   if (marching.windows < 1) node.at("windows").fail(cat("must be at least 1, got ", marching.windows));
   // Each window keeps its trained network: a count whose networks cannot fit in memory is refused
   // here, where eddy check drew every window's boundary points first (71 s at a million windows).
-  const double weights = static_cast<double>(problem.model.width) * static_cast<double>(problem.model.width) *
-                         static_cast<double>(problem.model.depth);
   if (node.has("windows")) {
+    const double weights = problem.hidden_layer_weights();
     node.at("windows").require_memory(cat(marching.windows, " windows, each keeping its trained network of ",
                                           weights, " weights,"),
                                       static_cast<double>(marching.windows) * weights *

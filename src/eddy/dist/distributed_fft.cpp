@@ -15,7 +15,6 @@
 #include <fftw3-mpi.h>
 #include <mpi.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -76,7 +75,6 @@ void init_fftw_mpi(const Communicator& comm) {
     fftwf_mpi_init();
   });
 }
-
 
 // The forward and backward plans of one n0 x n1 grid, on buffers of their own: FFTW-MPI lays the
 // real rows out padded to 2 (n1 / 2 + 1) entries and needs room for its intermediate transposes
